@@ -1,0 +1,92 @@
+// Package kernels holds the numeric kernels of the engine: tile-major f16
+// matrix-vector and matrix-matrix products, and the small vector operations
+// of a transformer step. It knows nothing about models.
+//
+// Every kernel exists as plain Go (the reference and the portable path) and,
+// on amd64, as AVX2+FMA+F16C and AVX-512 assembly. A Path value selects the
+// implementation; it is chosen once at start (Detect, or an override) and
+// passed explicitly, so there is no mutable package state.
+package kernels
+
+import (
+	"fmt"
+	"os"
+)
+
+// Path names one implementation of the kernels.
+type Path uint8
+
+const (
+	// Generic is portable Go; it is also the reference every other path is
+	// tested against.
+	Generic Path = iota
+	// AVX2 uses AVX2, FMA and F16C (VCVTPH2PS) on 256-bit registers.
+	AVX2
+	// AVX512 uses AVX-512F on 512-bit registers.
+	AVX512
+)
+
+// EnvVar names the environment variable that forces a path ("generic",
+// "avx2", "avx512"); an empty or "auto" value means Detect.
+const EnvVar = "QWEN_KERNELS"
+
+func (p Path) String() string {
+	switch p {
+	case Generic:
+		return "generic"
+	case AVX2:
+		return "avx2"
+	case AVX512:
+		return "avx512"
+	}
+	return fmt.Sprintf("Path(%d)", uint8(p))
+}
+
+// ParsePath parses a path name; "" and "auto" give the best supported path.
+// Asking for a path this CPU (or this build) cannot run is an error.
+func ParsePath(s string) (Path, error) {
+	var p Path
+	switch s {
+	case "", "auto":
+		return Detect(), nil
+	case "generic":
+		p = Generic
+	case "avx2":
+		p = AVX2
+	case "avx512":
+		p = AVX512
+	default:
+		return 0, fmt.Errorf("kernels: unknown path %q (want auto, generic, avx2 or avx512)", s)
+	}
+	if !p.Supported() {
+		return 0, fmt.Errorf("kernels: path %s is not supported on this CPU or build", p)
+	}
+	return p, nil
+}
+
+// FromEnv returns the path named by $QWEN_KERNELS, or Detect() when unset.
+func FromEnv() (Path, error) {
+	return ParsePath(os.Getenv(EnvVar))
+}
+
+// Detect returns the fastest path this CPU and build support.
+func Detect() Path {
+	for _, p := range []Path{AVX512, AVX2} {
+		if p.Supported() {
+			return p
+		}
+	}
+	return Generic
+}
+
+// SupportedPaths lists every path this CPU and build can run, Generic first;
+// tests iterate over it so every dispatch path is checked.
+func SupportedPaths() []Path {
+	var ps []Path
+	for _, p := range []Path{Generic, AVX2, AVX512} {
+		if p.Supported() {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}

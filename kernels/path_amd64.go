@@ -1,0 +1,21 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import "golang.org/x/sys/cpu"
+
+// Supported reports whether this CPU can run the path. The AVX paths also
+// need F16C for VCVTPH2PS; x/sys/cpu has no F16C flag, but every CPU with
+// AVX2+FMA that Go supports has it (Haswell and Zen onwards).
+func (p Path) Supported() bool {
+	switch p {
+	case Generic:
+		return true
+	case AVX2:
+		return cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	case AVX512:
+		return cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL &&
+			cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	}
+	return false
+}

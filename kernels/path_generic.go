@@ -1,0 +1,7 @@
+//go:build !amd64 || purego
+
+package kernels
+
+// Supported reports whether this build can run the path: only Generic
+// without amd64 assembly.
+func (p Path) Supported() bool { return p == Generic }
