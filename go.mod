@@ -3,12 +3,15 @@ module github.com/qwenc/qwenc
 go 1.26.0
 
 require (
+	github.com/edsrzf/mmap-go v1.2.0
+	github.com/urfave/cli/v2 v2.27.7
+	github.com/x448/float16 v0.8.4
+	golang.org/x/sys v0.49.0
+	golang.org/x/text v0.43.0
+)
+
+require (
 	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
-	github.com/edsrzf/mmap-go v1.2.0 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
-	github.com/urfave/cli/v2 v2.27.7 // indirect
-	github.com/x448/float16 v0.8.4 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
-	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.43.0 // indirect
 )

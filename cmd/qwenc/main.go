@@ -1,0 +1,52 @@
+// Command qwenc compiles Hugging Face Qwen checkpoints into .qbin files and
+// inspects and verifies them.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/urfave/cli/v2"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	app := newApp()
+	err := app.RunContext(ctx, reorder(app, os.Args))
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "qwenc: %v\n", err)
+		if errors.Is(err, context.Canceled) {
+			os.Exit(130)
+		}
+		os.Exit(1)
+	}
+}
+
+func newApp() *cli.App {
+	return &cli.App{
+		Name:            "qwenc",
+		Usage:           "compile Qwen checkpoints into .qbin files for qwenrun",
+		HideHelpCommand: true,
+		Commands:        []*cli.Command{compileCommand(), inspectCommand(), verifyCommand()},
+		ExitErrHandler:  func(*cli.Context, error) {}, // main prints the one-line error
+	}
+}
+
+// reorder lets a command's flags follow its arguments.
+func reorder(app *cli.App, args []string) []string {
+	if len(args) < 2 {
+		return args
+	}
+	for _, c := range app.Commands {
+		if c.HasName(args[1]) {
+			return append([]string{args[0], args[1]}, cliutil.FlagsFirst(args[2:], c.Flags)...)
+		}
+	}
+	return args
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/qwenc/qwenc/internal/synth"
+)
+
+var qwencBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "qwenc-bin")
+	if err != nil {
+		panic(err)
+	}
+	qwencBin = filepath.Join(dir, "qwenc")
+	if out, err := exec.Command("go", "build", "-o", qwencBin, ".").CombinedOutput(); err != nil {
+		panic(string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func run(t *testing.T, dir string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(qwencBin, args...)
+	cmd.Dir = dir
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), code
+}
+
+func model(t *testing.T, name string) string {
+	dir := filepath.Join(t.TempDir(), name)
+	tj, tc := synth.MiniTokenizer()
+	s := synth.Shape{ModelType: "qwen3", Hidden: 40, Intermediate: 70, Layers: 2, Heads: 3, KVHeads: 1, HeadDim: 10,
+		Vocab: 300, MaxPositions: 512, Tied: true, DType: "BF16", EOS: synth.MiniEOS}
+	if err := synth.Write(dir, s, tj, tc); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestCompileInspectVerify(t *testing.T) {
+	m := model(t, "small-model")
+	work := t.TempDir()
+	// Flags after the model path; default output named after the directory.
+	_, stderr, code := run(t, work, "compile", m, "--max-prefill", "32")
+	if code != 0 {
+		t.Fatalf("compile exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "sections") {
+		t.Errorf("no progress on stderr: %q", stderr)
+	}
+	out := filepath.Join(work, "small-model.qbin")
+	if _, err := os.Stat(out); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, _ := run(t, work, "compile", "-q", m, "-o", "quiet.qbin"); stderr != "" {
+		t.Errorf("--quiet printed %q", stderr)
+	}
+
+	stdout, stderr, code := run(t, work, "inspect", out)
+	if code != 0 {
+		t.Fatalf("inspect exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"model: qwen3, hidden 40", "layers.1.down_proj", "tile-major", "MiB", "decode (1 token)", "prefill (32 tokens)", "KV cache", "32768"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("inspect output lacks %q", want)
+		}
+	}
+
+	stdout, _, code = run(t, work, "inspect", "--json", "--seq", "5,300", out)
+	if code != 0 {
+		t.Fatal("inspect --json failed")
+	}
+	var j map[string]any
+	if err := json.Unmarshal([]byte(stdout), &j); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"format_version", "config.hidden_size", "config.intermediate_size", "config.num_hidden_layers",
+		"config.num_attention_heads", "config.num_key_value_heads", "config.head_dim", "config.vocab_size", "config.tie_word_embeddings",
+		"config.model_type", "memory.weights_bytes", "memory.embeddings_row_major_bytes", "memory.embeddings_tile_major_bytes",
+		"memory.layers_bytes", "memory.arena.decode_bytes", "memory.arena.decode_naive_bytes", "memory.arena.decode_peak_live_bytes",
+		"memory.arena.prefill_bytes", "memory.arena.prefill_naive_bytes", "memory.arena.prefill_peak_live_bytes", "memory.arena.max_prefill",
+		"memory.kv.chunk_tokens", "memory.kv.chunk_bytes_per_layer", "memory.kv.by_seq"} {
+		var v any = j
+		for _, k := range strings.Split(path, ".") {
+			v = v.(map[string]any)[k]
+		}
+		if v == nil {
+			t.Errorf("inspect --json lacks %s", path)
+		}
+	}
+	secs := j["sections"].([]any)
+	first := secs[0].(map[string]any)
+	for _, k := range []string{"name", "dtype", "layout", "shape", "offset", "size"} {
+		if first[k] == nil {
+			t.Errorf("section lacks %q", k)
+		}
+	}
+	if by := j["memory"].(map[string]any)["kv"].(map[string]any)["by_seq"].([]any); len(by) != 2 {
+		t.Errorf("by_seq has %d rows, want 2", len(by))
+	}
+
+	if stdout, _, code := run(t, work, "verify", out); code != 0 || !strings.Contains(stdout, "ok") {
+		t.Fatalf("verify: exit %d, %q", code, stdout)
+	}
+	b, _ := os.ReadFile(out)
+	b[len(b)/2] ^= 0xff
+	os.WriteFile(out, b, 0o644)
+	_, stderr, code = run(t, work, "verify", out)
+	if code != 1 || !strings.Contains(stderr, "checksum mismatch") || strings.Count(stderr, "\n") != 1 {
+		t.Fatalf("verify of a damaged file: exit %d, %q", code, stderr)
+	}
+}
+
+func TestBadInputExitsOne(t *testing.T) {
+	m := model(t, "broken")
+	os.WriteFile(filepath.Join(m, "config.json"), []byte(`{"model_type": "llama"}`), 0o644)
+	work := t.TempDir()
+	_, stderr, code := run(t, work, "compile", m)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	if strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "config.json") || !strings.Contains(stderr, "model_type") {
+		t.Fatalf("stderr %q is not one line naming the file and field", stderr)
+	}
+	if es, _ := os.ReadDir(work); len(es) != 0 {
+		t.Fatalf("left %d files behind", len(es))
+	}
+	for _, args := range [][]string{{"inspect", filepath.Join(m, "config.json")}, {"verify", "/nonexistent.qbin"}, {"compile"}} {
+		if _, stderr, code := run(t, work, args...); code != 1 || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+}

@@ -1,0 +1,191 @@
+package compiler
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// edit rewrites a file of the model directory.
+func edit(t *testing.T, path string, f func([]byte) []byte) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, f(b), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func replace(t *testing.T, old, new string) func([]byte) []byte {
+	return func(b []byte) []byte {
+		if !bytes.Contains(b, []byte(old)) {
+			t.Fatalf("%q not found", old)
+		}
+		return bytes.Replace(b, []byte(old), []byte(new), 1)
+	}
+}
+
+// safetensorsHeaderEdit rewrites the JSON header of model.safetensors,
+// keeping its length field consistent.
+func safetensorsHeaderEdit(t *testing.T, f func(string) string) func([]byte) []byte {
+	return func(b []byte) []byte {
+		n := binary.LittleEndian.Uint64(b)
+		h := []byte(f(string(b[8 : 8+n])))
+		out := binary.LittleEndian.AppendUint64(nil, uint64(len(h)))
+		return append(append(out, h...), b[8+n:]...)
+	}
+}
+
+// TestBadInput checks that every kind of bad checkpoint gives an error
+// naming the file and the tensor or field, and leaves no output and no
+// temporary file behind.
+func TestBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		input  string // relative to the model dir; "" means the dir
+		mutate func(t *testing.T, dir string)
+		want   []string
+	}{
+		{"missing config", "", func(t *testing.T, d string) { os.Remove(filepath.Join(d, "config.json")) },
+			[]string{"config.json", "no such file"}},
+		{"config not JSON", "", func(t *testing.T, d string) { os.WriteFile(filepath.Join(d, "config.json"), []byte("{oops"), 0o644) },
+			[]string{"config.json", "invalid character"}},
+		{"unreadable config", "", func(t *testing.T, d string) {
+			p := filepath.Join(d, "config.json")
+			os.Remove(p)
+			os.Mkdir(p, 0o755) // a directory: reading it fails even as root
+		}, []string{"config.json"}},
+		{"unsupported model_type", "", func(t *testing.T, d string) {
+			edit(t, filepath.Join(d, "config.json"), replace(t, `"model_type": "qwen3"`, `"model_type": "llama"`))
+		}, []string{"config.json", "model_type", "llama"}},
+		{"missing field", "", func(t *testing.T, d string) {
+			edit(t, filepath.Join(d, "config.json"), replace(t, `"hidden_size": 40,`, ``))
+		}, []string{"config.json", "hidden_size", "missing"}},
+		{"unsupported dtype", "", func(t *testing.T, d string) {
+			edit(t, filepath.Join(d, "model.safetensors"), safetensorsHeaderEdit(t, func(h string) string {
+				// I16 has the size of BF16, so offsets stay valid.
+				i := strings.Index(h, `"model.norm.weight"`)
+				return h[:i] + strings.Replace(h[i:], `"dtype":"BF16"`, `"dtype":"I16"`, 1)
+			}))
+		}, []string{"model.norm.weight", "dtype I16"}},
+		{"missing tensor", "", func(t *testing.T, d string) {
+			edit(t, filepath.Join(d, "model.safetensors"), safetensorsHeaderEdit(t, func(h string) string {
+				return strings.Replace(h, `"model.layers.1.mlp.up_proj.weight"`, `"model.layers.1.mlp.up_proj.weighX"`, 1)
+			}))
+		}, []string{`"model.layers.1.mlp.up_proj.weight"`, "missing"}},
+		{"shape disagrees", "", func(t *testing.T, d string) {
+			edit(t, filepath.Join(d, "config.json"), replace(t, `"intermediate_size": 70`, `"intermediate_size": 35`))
+		}, []string{"model.layers.0.mlp.gate_proj.weight", "shape [70 40]", "[35 40]"}},
+		{"header not JSON", "", func(t *testing.T, d string) {
+			edit(t, filepath.Join(d, "model.safetensors"), safetensorsHeaderEdit(t, func(h string) string { return "[" + h[1:] }))
+		}, []string{"model.safetensors", "not a JSON object"}},
+		{"offsets past end", "", func(t *testing.T, d string) {
+			edit(t, filepath.Join(d, "model.safetensors"), safetensorsHeaderEdit(t, func(h string) string {
+				i := strings.Index(h, `"model.norm.weight"`)
+				j := strings.Index(h[i:], "]") + i
+				k := strings.LastIndex(h[:j], ",")
+				return h[:k+1] + "999999999" + h[j:]
+			}))
+		}, []string{"model.safetensors", "model.norm.weight", "outside"}},
+		{"overlapping tensors", "", func(t *testing.T, d string) {
+			edit(t, filepath.Join(d, "model.safetensors"), safetensorsHeaderEdit(t, func(h string) string {
+				// Give the final norm (80 bytes) the range of the first 80 bytes of the embedding.
+				i := strings.Index(h, `"model.norm.weight"`)
+				j := strings.Index(h[i:], "[") + i
+				k := strings.Index(h[j:], "]") + j
+				return h[:j] + "[0,80" + h[k:]
+			}))
+		}, []string{"model.safetensors", "overlap"}},
+		{"truncated safetensors", "", func(t *testing.T, d string) {
+			p := filepath.Join(d, "model.safetensors")
+			st, _ := os.Stat(p)
+			os.Truncate(p, st.Size()-100)
+		}, []string{"model.safetensors", "outside", "truncated"}},
+		{"truncated inside the header", "", func(t *testing.T, d string) { os.Truncate(filepath.Join(d, "model.safetensors"), 50) },
+			[]string{"model.safetensors", "header length"}},
+		{"missing shard", "model.safetensors.index.json", func(t *testing.T, d string) {
+			os.WriteFile(filepath.Join(d, "model.safetensors.index.json"),
+				[]byte(`{"weight_map": {"model.norm.weight": "model-00002-of-00002.safetensors", "model.embed_tokens.weight": "model.safetensors"}}`), 0o644)
+		}, []string{"model.safetensors.index.json", "model-00002-of-00002.safetensors", "no such file"}},
+		{"tokenizer not byte-level BPE", "", func(t *testing.T, d string) {
+			edit(t, filepath.Join(d, "tokenizer.json"), replace(t, `"type":"BPE"`, `"type":"WordPiece"`))
+		}, []string{"tokenizer.json", "byte-level BPE"}},
+		{"weight not finite in f16", "", func(t *testing.T, d string) {
+			edit(t, filepath.Join(d, "model.safetensors"), func(b []byte) []byte {
+				n := binary.LittleEndian.Uint64(b)
+				b[8+n+1] = 0x7f // first embedding element's high byte: bf16 0x7fXX, NaN or huge
+				b[8+n] = 0x80
+				return b
+			})
+		}, []string{"model.embed_tokens.weight", "not representable"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeModel(t, smallShape())
+			tc.mutate(t, dir)
+			outDir := t.TempDir()
+			out := filepath.Join(outDir, "out.qbin")
+			_, err := Compile(context.Background(), filepath.Join(dir, tc.input), Options{Output: out, MaxPrefill: 16, NoSync: true})
+			if err == nil {
+				t.Fatal("compile succeeded")
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error is not one line: %q", msg)
+			}
+			for _, w := range append(tc.want, dir) {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not mention %q", msg, w)
+				}
+			}
+			if names := dirEntries(t, outDir); len(names) != 0 {
+				t.Errorf("output directory holds %v", names)
+			}
+		})
+	}
+}
+
+// cancelOnWrite cancels a context on the n-th progress write, which lands
+// in the middle of writing sections.
+type cancelOnWrite struct {
+	n      int
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnWrite) Write(p []byte) (int, error) {
+	if c.n--; c.n == 0 {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+func TestCancelLeavesNothing(t *testing.T) {
+	s := smallShape()
+	s.Vocab = 20000 // a large enough embedding that writing takes several blocks
+	model := writeModel(t, s)
+	outDir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err := Compile(ctx, model, Options{Output: filepath.Join(outDir, "out.qbin"), MaxPrefill: 16, NoSync: true,
+		Progress: &cancelOnWrite{n: 2, cancel: cancel}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if names := dirEntries(t, outDir); len(names) != 0 {
+		t.Fatalf("output directory holds %v", names)
+	}
+}
+
+func TestUnwritableOutput(t *testing.T) {
+	model := writeModel(t, smallShape())
+	_, err := Compile(context.Background(), model, Options{Output: filepath.Join(t.TempDir(), "no", "such", "dir", "x.qbin"), MaxPrefill: 16, Progress: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,166 @@
+package compiler
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Checkpoint is an opened Hugging Face checkpoint: its directory, parsed
+// configuration files and the tensors of all its safetensors shards. Tensor
+// data is read on demand, never all at once.
+type Checkpoint struct {
+	Dir             string
+	Name            string // the model directory's name, for the default output
+	ConfigJSON      []byte
+	GenerationJSON  []byte // nil when the checkpoint has none
+	TokenizerJSON   []byte
+	TokenizerConfig []byte
+	Tensors         map[string]*TensorInfo
+	files           map[string]*os.File
+}
+
+// OpenCheckpoint accepts a model directory, a single .safetensors file with
+// the JSON files beside it, or a model.safetensors.index.json.
+func OpenCheckpoint(model string) (_ *Checkpoint, err error) {
+	st, err := os.Stat(model)
+	if err != nil {
+		return nil, err
+	}
+	var dir string
+	var shards []string // paths
+	switch {
+	case st.IsDir():
+		dir = model
+		shards, err = findShards(dir)
+	case strings.HasSuffix(model, ".index.json"):
+		dir = filepath.Dir(model)
+		shards, err = readIndex(model)
+	case strings.HasSuffix(model, ".safetensors"):
+		dir = filepath.Dir(model)
+		shards = []string{model}
+	default:
+		return nil, fmt.Errorf("%s: not a model directory, .safetensors file or .safetensors.index.json", model)
+	}
+	if err != nil {
+		return nil, err
+	}
+	abs, _ := filepath.Abs(dir)
+	c := &Checkpoint{Dir: dir, Name: filepath.Base(abs), Tensors: map[string]*TensorInfo{}, files: map[string]*os.File{}}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	read := func(name string, optional bool) ([]byte, error) {
+		p := filepath.Join(dir, name)
+		b, err := os.ReadFile(p)
+		if optional && errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	if c.ConfigJSON, err = read("config.json", false); err != nil {
+		return nil, err
+	}
+	if c.GenerationJSON, err = read("generation_config.json", true); err != nil {
+		return nil, err
+	}
+	if c.TokenizerJSON, err = read("tokenizer.json", false); err != nil {
+		return nil, err
+	}
+	if c.TokenizerConfig, err = read("tokenizer_config.json", false); err != nil {
+		return nil, err
+	}
+	for _, p := range shards {
+		f, ts, err := openSafetensors(p)
+		if err != nil {
+			return nil, err
+		}
+		c.files[p] = f
+		for name, t := range ts {
+			if prev, dup := c.Tensors[name]; dup {
+				return nil, fmt.Errorf("%s: tensor %q is also in %s", p, name, prev.File)
+			}
+			c.Tensors[name] = t
+		}
+	}
+	return c, nil
+}
+
+// Close closes every shard.
+func (c *Checkpoint) Close() {
+	for _, f := range c.files {
+		f.Close()
+	}
+}
+
+// ReadAt reads n bytes of a tensor starting at byte off of its data.
+func (c *Checkpoint) ReadAt(t *TensorInfo, p []byte, off int64) error {
+	if off < 0 || off+int64(len(p)) > t.Size {
+		return fmt.Errorf("tensor %q: read [%d, %d) outside its %d bytes", t.Name, off, off+int64(len(p)), t.Size)
+	}
+	if _, err := c.files[t.File].ReadAt(p, t.Offset+off); err != nil {
+		return fmt.Errorf("%s: tensor %q: %w", t.File, t.Name, err)
+	}
+	return nil
+}
+
+func findShards(dir string) ([]string, error) {
+	idx := filepath.Join(dir, "model.safetensors.index.json")
+	if _, err := os.Stat(idx); err == nil {
+		return readIndex(idx)
+	}
+	single := filepath.Join(dir, "model.safetensors")
+	if _, err := os.Stat(single); err == nil {
+		return []string{single}, nil
+	}
+	matches, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	if len(matches) == 1 {
+		return matches, nil
+	}
+	return nil, fmt.Errorf("%s: no model.safetensors or model.safetensors.index.json (found %d other .safetensors files)", dir, len(matches))
+}
+
+// readIndex returns the shard paths a sharded checkpoint's index names, in
+// sorted order so compiles are deterministic.
+func readIndex(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var idx struct {
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	if err := json.Unmarshal(b, &idx); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(idx.WeightMap) == 0 {
+		return nil, fmt.Errorf("%s: weight_map is empty or missing", path)
+	}
+	seen := map[string]bool{}
+	var shards []string
+	for tensor, shard := range idx.WeightMap {
+		if shard == "" || filepath.Base(shard) != shard {
+			return nil, fmt.Errorf("%s: tensor %q: shard name %q must be a plain file name", path, tensor, shard)
+		}
+		p := filepath.Join(filepath.Dir(path), shard)
+		if !seen[p] {
+			if _, err := os.Stat(p); err != nil {
+				return nil, fmt.Errorf("%s: shard %q (tensor %q): %w", path, shard, tensor, err)
+			}
+			seen[p] = true
+			shards = append(shards, p)
+		}
+	}
+	slices.Sort(shards)
+	return shards, nil
+}

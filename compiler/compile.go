@@ -1,0 +1,434 @@
+// Package compiler turns a Hugging Face Qwen checkpoint into a .qbin file
+// (format/SPEC.md): weights converted to f16 and pre-tiled, the tokenizer
+// in binary form, and the activation arena planned at compile time.
+package compiler
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/graph"
+	"github.com/qwenc/qwenc/tokenizer"
+)
+
+// Options configure one compile.
+type Options struct {
+	Output     string    // the .qbin path to write
+	MaxPrefill int       // tokens per prefill step (the prefill arena)
+	Progress   io.Writer // nil: silent
+	// NoSync skips the fsync before the final rename. By default the data
+	// is on disk before the file appears under its name, so a crash never
+	// leaves a complete-looking but empty artifact.
+	NoSync bool
+}
+
+// Result describes a finished compile.
+type Result struct {
+	Output string
+	Header *format.Header
+	Bytes  int64 // file size
+	Read   int64 // checkpoint bytes read
+}
+
+// section is one directory entry and where its bytes come from.
+type section struct {
+	format.Section
+	src  *TensorInfo // a checkpoint tensor, or
+	blob []byte      // bytes made by the compiler
+}
+
+// Compile reads the checkpoint at model and writes opts.Output atomically:
+// into a temporary file in the same directory, renamed at the end. On any
+// error or cancellation of ctx, neither the output nor the temporary file
+// remains.
+func Compile(ctx context.Context, model string, opts Options) (*Result, error) {
+	if !littleEndian {
+		return nil, fmt.Errorf("compile %s: this compiler needs a little-endian CPU", model)
+	}
+	if opts.MaxPrefill < 1 || opts.MaxPrefill > 1<<16 {
+		return nil, fmt.Errorf("compile %s: --max-prefill %d out of range [1, 65536]", model, opts.MaxPrefill)
+	}
+	ck, err := OpenCheckpoint(model)
+	if err != nil {
+		return nil, fmt.Errorf("compile %s: %w", model, err)
+	}
+	defer ck.Close()
+	hdr, secs, err := plan(ck, opts.MaxPrefill)
+	if err != nil {
+		return nil, fmt.Errorf("compile %s: %w", model, err)
+	}
+	res, err := write(ctx, ck, hdr, secs, opts)
+	if err != nil {
+		return nil, fmt.Errorf("compile %s: %w", model, err)
+	}
+	return res, nil
+}
+
+// plan builds the header (with offsets, checksums still zero) and the list
+// of sections to write, checking every tensor against the config.
+func plan(ck *Checkpoint, maxPrefill int) (*format.Header, []section, error) {
+	cfg, err := parseConfig(ck.ConfigJSON)
+	if err != nil {
+		return nil, nil, err
+	}
+	gen, err := parseGeneration(ck.GenerationJSON, cfg.Vocab)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl, family, err := chatTemplate(ck.TokenizerConfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	var secs []section
+	add := func(name, hfName string, dt format.DType, layout format.Layout, shape []uint64) error {
+		t, ok := ck.Tensors[hfName]
+		if !ok {
+			return fmt.Errorf("tensor %q: missing from the checkpoint", hfName)
+		}
+		if len(t.Shape) != len(shape) {
+			return fmt.Errorf("tensor %q: shape %v, config.json implies %v", hfName, t.Shape, shape)
+		}
+		for i := range shape {
+			if uint64(t.Shape[i]) != shape[i] {
+				return fmt.Errorf("tensor %q: shape %v, config.json implies %v", hfName, t.Shape, shape)
+			}
+		}
+		if ElemSize(t.DType) == 0 {
+			return fmt.Errorf("tensor %q: dtype %s not supported (BF16, F16, F32)", hfName, t.DType)
+		}
+		secs = append(secs, section{Section: format.Section{Name: name, DType: dt, Layout: layout, Shape: shape}, src: t})
+		return nil
+	}
+	h, v := uint64(cfg.Hidden), uint64(cfg.Vocab)
+	if err := add(format.SecEmbed, "model.embed_tokens.weight", format.F16, format.RowMajor, []uint64{v, h}); err != nil {
+		return nil, nil, err
+	}
+	for l := 0; l < cfg.Layers; l++ {
+		for _, s := range format.LayerSections(&cfg) {
+			if err := add(format.LayerSection(l, s.What), hfLayerTensor(l, s.What), s.DType, s.Layout, s.Shape); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if err := add(format.SecNorm, "model.norm.weight", format.F32, format.RowMajor, []uint64{h}); err != nil {
+		return nil, nil, err
+	}
+	head := "lm_head.weight"
+	if cfg.TieEmbeddings {
+		head = "model.embed_tokens.weight"
+	}
+	if err := add(format.SecLMHead, head, format.F16, format.TileMajor, []uint64{v, h}); err != nil {
+		return nil, nil, err
+	}
+	// The tokenizer is parsed after the tensors are checked: it is the
+	// slowest part of planning, and a bad tensor should fail fast.
+	vocab, err := tokenizer.LoadHF(ck.TokenizerJSON, ck.TokenizerConfig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tokenizer.json: %w", err)
+	}
+	ids := len(vocab.Tokens)
+	for _, a := range vocab.Added {
+		ids = max(ids, a.ID+1)
+	}
+	if ids > cfg.Vocab {
+		return nil, nil, fmt.Errorf("tokenizer.json: token ids up to %d, beyond config.json's vocab_size %d", ids-1, cfg.Vocab)
+	}
+	tokBlob, err := vocab.MarshalBinary()
+	if err != nil {
+		return nil, nil, fmt.Errorf("tokenizer.json: %w", err)
+	}
+	blob := func(name string, b []byte) {
+		secs = append(secs, section{Section: format.Section{Name: name, DType: format.Bytes, Layout: format.Raw, Shape: []uint64{uint64(len(b))}}, blob: b})
+	}
+	blob(format.SecTokenizer, tokBlob)
+	if tmpl != "" {
+		blob(format.SecChatTemplate, []byte(tmpl))
+	}
+
+	hdr := &format.Header{Config: cfg, Generation: gen, ChatFamily: family}
+	for _, m := range []struct {
+		mode   string
+		tokens int
+	}{{"decode", 1}, {"prefill", maxPrefill}} {
+		hdr.Plans = append(hdr.Plans, graph.Plan(graph.Build(&cfg, m.mode, m.tokens)))
+	}
+	for i := range secs {
+		s := &secs[i].Section
+		s.Size, _ = format.ExpectedSize(s.DType, s.Layout, s.Shape)
+		hdr.Sections = append(hdr.Sections, *s)
+	}
+	// The header's size does not depend on offsets or checksums (fixed-width
+	// fields), so it can be sized now and rewritten in place at the end.
+	off := format.DataStart(len(format.MarshalHeader(hdr)))
+	for i := range hdr.Sections {
+		hdr.Sections[i].Offset = off
+		secs[i].Offset = off
+		off = format.AlignUp(off+hdr.Sections[i].Size, format.Alignment)
+	}
+	return hdr, secs, nil
+}
+
+// hfLayerTensor maps a per-layer section to its Hugging Face tensor name.
+func hfLayerTensor(l int, what string) string {
+	p := fmt.Sprintf("model.layers.%d.", l)
+	switch what {
+	case "input_layernorm", "post_attention_layernorm":
+		return p + what + ".weight"
+	case "q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm":
+		return p + "self_attn." + what + ".weight"
+	case "q_bias", "k_bias", "v_bias":
+		return p + "self_attn." + what[:1] + "_proj.bias"
+	}
+	return p + "mlp." + what + ".weight"
+}
+
+// write streams every section into a temporary file next to the output and
+// renames it into place once the header carries the checksums.
+func write(ctx context.Context, ck *Checkpoint, hdr *format.Header, secs []section, opts Options) (res *Result, err error) {
+	out := opts.Output
+	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*.tmp")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	last := hdr.Sections[len(hdr.Sections)-1]
+	fileSize := format.AlignUp(last.Offset+last.Size, format.Alignment)
+	var total int64
+	for _, s := range secs {
+		total += int64(s.Size)
+	}
+	prog := newProgress(opts.Progress, len(secs), total)
+	w := &sectionWriter{w: bufio.NewWriterSize(tmp, 1<<20)}
+	if err := w.pad(uint64(secs[0].Offset)); err != nil {
+		return nil, err
+	}
+	cv := newConverter()
+	slots := make([]*blockSlot, 2*max(1, runtime.GOMAXPROCS(0)))
+	for i := range slots {
+		slots[i] = &blockSlot{}
+	}
+	var read int64
+	for i := range secs {
+		s := &secs[i]
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		w.crc = 0
+		if s.src != nil {
+			if err := writeTensor(ctx, ck, cv, w, s, slots); err != nil {
+				return nil, fmt.Errorf("tensor %q: %w", s.src.Name, err)
+			}
+			read += s.src.Size
+		} else if err := w.write(s.blob); err != nil {
+			return nil, err
+		}
+		hdr.Sections[i].CRC = w.crc
+		end := fileSize
+		if i+1 < len(secs) {
+			end = secs[i+1].Offset
+		}
+		if err := w.pad(end); err != nil {
+			return nil, err
+		}
+		prog.section(s.Name, int64(s.Size))
+	}
+	if err := w.w.Flush(); err != nil {
+		return nil, err
+	}
+	hb := format.MarshalHeader(hdr)
+	if _, err := tmp.WriteAt(append(format.MarshalPreamble(hb, fileSize), hb...), 0); err != nil {
+		return nil, err
+	}
+	if !opts.NoSync {
+		if err := tmp.Sync(); err != nil {
+			return nil, err
+		}
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp.Name(), out); err != nil {
+		return nil, err
+	}
+	prog.done()
+	return &Result{Output: out, Header: hdr, Bytes: int64(fileSize), Read: read}, nil
+}
+
+// writeTensor converts one checkpoint tensor into its section, block by
+// block (a run of 32-row tiles, or of elements), so memory stays small
+// whatever the tensor's size. Blocks are converted in parallel, a wave of
+// one per CPU at a time, and written in order, which keeps the file
+// byte-identical whatever the number of CPUs.
+func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionWriter, s *section, slots []*blockSlot) error {
+	t := s.src
+	es := ElemSize(t.DType)
+	var per, blocks int
+	var fill func(b int, sl *blockSlot) ([]byte, error)
+	if s.Layout == format.TileMajor {
+		n, k := int(s.Shape[0]), int(s.Shape[1])
+		tiles := format.Tiles(n)
+		per = max(1, (1<<20)/(k*format.TileRows*2)) // about 1 MB of output per block
+		blocks = (tiles + per - 1) / per
+		fill = func(b int, sl *blockSlot) ([]byte, error) {
+			t0, t1 := b*per, min((b+1)*per, tiles)
+			out := sl.grow(&sl.out, (t1-t0)*k*format.TileRows*2)
+			src := sl.grow(&sl.src, format.TileRows*k*es)
+			rows := sl.grow(&sl.rows, format.TileRows*k*2)
+			for tile := t0; tile < t1; tile++ {
+				r0 := tile * format.TileRows
+				r := min(format.TileRows, n-r0)
+				if err := ck.ReadAt(t, src[:r*k*es], int64(r0*k*es)); err != nil {
+					return nil, err
+				}
+				dst := out[(tile-t0)*k*format.TileRows*2:]
+				if t.DType == "BF16" && !cv.tileMajorBF16(dst, src, r, k) {
+					continue
+				}
+				if err := cv.f16(rows[:r*k*2], src[:r*k*es], t.DType); err != nil {
+					return nil, fmt.Errorf("rows %d..%d: %w", r0, r0+r-1, err)
+				}
+				tileMajor(dst, rows, r, k)
+			}
+			return out, nil
+		}
+	} else {
+		outES := s.DType.Size()
+		elems := int(s.Size) / outES
+		per = 1 << 18
+		blocks = (elems + per - 1) / per
+		fill = func(b int, sl *blockSlot) ([]byte, error) {
+			e0, m := b*per, min(per, elems-b*per)
+			src := sl.grow(&sl.src, m*es)
+			out := sl.grow(&sl.out, m*outES)
+			if err := ck.ReadAt(t, src, int64(e0*es)); err != nil {
+				return nil, err
+			}
+			var err error
+			if s.DType == format.F16 {
+				err = cv.f16(out, src, t.DType)
+			} else {
+				err = cv.f32(out, src, t.DType)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("from element %d: %w", e0, err)
+			}
+			return out, nil
+		}
+	}
+	return pipeline(ctx, blocks, slots, fill, w.write)
+}
+
+// pipeline runs fill for blocks 0..n-1 on one goroutine per CPU and hands
+// the results to write in block order, so conversion overlaps writing and
+// the output does not depend on scheduling. Block b uses slot b%len(slots);
+// a slot is reused only after its block was written.
+func pipeline(ctx context.Context, n int, slots []*blockSlot, fill func(int, *blockSlot) ([]byte, error), write func([]byte) error) error {
+	type result struct {
+		data []byte
+		err  error
+	}
+	S := len(slots)
+	ready := make([]chan result, S)
+	free := make([]chan struct{}, S)
+	for i := range S {
+		ready[i] = make(chan result, 1)
+		free[i] = make(chan struct{}, 1)
+		free[i] <- struct{}{}
+	}
+	jobs := make(chan int)
+	stop := make(chan struct{})
+	go func() {
+		defer close(jobs)
+		for b := range n {
+			select {
+			case <-free[b%S]:
+			case <-stop:
+				return
+			}
+			select {
+			case jobs <- b:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for range max(1, S/2) {
+		wg.Go(func() {
+			for b := range jobs {
+				data, err := fill(b, slots[b%S])
+				ready[b%S] <- result{data, err} // never blocks: one block per slot in flight
+			}
+		})
+	}
+	var err error
+	for b := range n {
+		r := <-ready[b%S]
+		if err = r.err; err == nil {
+			err = ctx.Err()
+		}
+		if err == nil {
+			err = write(r.data)
+		}
+		if err != nil {
+			break
+		}
+		free[b%S] <- struct{}{}
+	}
+	close(stop)
+	wg.Wait()
+	return err
+}
+
+// blockSlot holds one parallel worker's buffers, reused across blocks.
+type blockSlot struct{ src, rows, out []byte }
+
+func (sl *blockSlot) grow(buf *[]byte, n int) []byte {
+	if cap(*buf) < n {
+		*buf = make([]byte, n)
+	}
+	return (*buf)[:n]
+}
+
+// sectionWriter writes sequentially, keeping the running CRC-32C of the
+// current section and the file offset.
+type sectionWriter struct {
+	w   *bufio.Writer
+	off uint64
+	crc uint32
+}
+
+func (s *sectionWriter) write(p []byte) error {
+	s.crc = format.UpdateChecksum(s.crc, p)
+	n, err := s.w.Write(p)
+	s.off += uint64(n)
+	return err
+}
+
+var zeros [format.Alignment]byte
+
+func (s *sectionWriter) pad(to uint64) error {
+	for s.off < to {
+		n, err := s.w.Write(zeros[:min(uint64(len(zeros)), to-s.off)])
+		s.off += uint64(n)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,51 @@
+package compiler
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/qwenc/qwenc/internal/synth"
+)
+
+// smallShape has dimensions that are not multiples of 32 anywhere.
+func smallShape() synth.Shape {
+	return synth.Shape{ModelType: "qwen3", Hidden: 40, Intermediate: 70, Layers: 2, Heads: 3, KVHeads: 1, HeadDim: 10,
+		Vocab: 300, MaxPositions: 512, Tied: true, DType: "BF16", Seed: 7, EOS: synth.MiniEOS}
+}
+
+// writeModel writes a synthetic checkpoint with the small test tokenizer
+// into a directory named "model" under a fresh temporary directory.
+func writeModel(t testing.TB, s synth.Shape) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "model")
+	tj, tc := synth.MiniTokenizer()
+	if err := synth.Write(dir, s, tj, tc); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func compileTo(t testing.TB, model string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "out.qbin")
+	if _, err := Compile(context.Background(), model, Options{Output: out, MaxPrefill: 64, NoSync: true}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// dirEntries lists a directory's file names.
+func dirEntries(t testing.TB, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	return names
+}

@@ -1,0 +1,132 @@
+package format
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"unsafe"
+
+	"github.com/edsrzf/mmap-go"
+)
+
+// ReadHeader reads and validates the preamble, header and directory of a
+// file of the given size, without reading any section.
+func ReadHeader(r io.ReaderAt, fileSize int64) (*Header, error) {
+	pre := make([]byte, PreambleSize)
+	if fileSize < PreambleSize {
+		return nil, fmt.Errorf("file is %d bytes, shorter than the %d-byte preamble", fileSize, PreambleSize)
+	}
+	if _, err := r.ReadAt(pre, 0); err != nil {
+		return nil, fmt.Errorf("read preamble: %w", err)
+	}
+	p, err := ParsePreamble(pre)
+	if err != nil {
+		return nil, err
+	}
+	if p.FileSize != uint64(fileSize) {
+		return nil, fmt.Errorf("file is %d bytes but its preamble says %d (truncated or damaged)", fileSize, p.FileSize)
+	}
+	if p.HeaderSize > uint64(fileSize)-PreambleSize {
+		return nil, fmt.Errorf("header of %d bytes runs past the end of the file", p.HeaderSize)
+	}
+	hb := make([]byte, p.HeaderSize)
+	if _, err := r.ReadAt(hb, PreambleSize); err != nil {
+		return nil, fmt.Errorf("read header: %w", err)
+	}
+	if got := Checksum(hb); got != p.HeaderCRC {
+		return nil, fmt.Errorf("header checksum mismatch (stored %08x, computed %08x)", p.HeaderCRC, got)
+	}
+	h, err := UnmarshalHeader(hb)
+	if err != nil {
+		return nil, err
+	}
+	if err := Validate(h, len(hb), uint64(fileSize)); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// File is a validated .qbin file mapped read-only.
+type File struct {
+	Path   string
+	Header *Header
+	Size   int64
+	data   mmap.MMap
+}
+
+// Open maps a .qbin file read-only after validating its header and
+// directory against the real file size with ordinary reads, so a truncated
+// or damaged file is refused before any mapped page is touched.
+func Open(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() // the mapping outlives the descriptor
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	h, err := ReadHeader(f, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	m, err := mmap.Map(f, mmap.RDONLY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: map: %w", path, err)
+	}
+	return &File{Path: path, Header: h, Size: st.Size(), data: m}, nil
+}
+
+// Close unmaps the file; slices obtained from it must not be used after.
+func (f *File) Close() error {
+	if f.data == nil {
+		return nil
+	}
+	err := f.data.Unmap()
+	f.data = nil
+	return err
+}
+
+// Bytes returns a section's bytes inside the mapping.
+func (f *File) Bytes(name string) ([]byte, error) {
+	s, ok := f.Header.Section(name)
+	if !ok {
+		return nil, fmt.Errorf("%s: no section %q", f.Path, name)
+	}
+	return f.data[s.Offset : s.Offset+s.Size : s.Offset+s.Size], nil
+}
+
+// F16 returns an f16 section as raw binary16 bits inside the mapping.
+func (f *File) F16(name string) ([]uint16, error) {
+	return typed[uint16](f, name, F16)
+}
+
+// F32 returns an f32 section inside the mapping.
+func (f *File) F32(name string) ([]float32, error) {
+	return typed[float32](f, name, F32)
+}
+
+func typed[T uint16 | float32](f *File, name string, dt DType) ([]T, error) {
+	b, err := f.Bytes(name)
+	if err != nil {
+		return nil, err
+	}
+	if s, _ := f.Header.Section(name); s.DType != dt {
+		return nil, fmt.Errorf("%s: section %q is %s, not %s", f.Path, name, s.DType, dt)
+	}
+	// Sections are page-aligned in a page-aligned mapping, so the cast is
+	// aligned; the byte order is little-endian, as on every supported CPU.
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(T(0)))), nil
+}
+
+// Verify recomputes every section's checksum and reports the first
+// mismatch. It reads the whole file.
+func (f *File) Verify() error {
+	for _, s := range f.Header.Sections {
+		if got := Checksum(f.data[s.Offset : s.Offset+s.Size]); got != s.CRC {
+			return fmt.Errorf("%s: section %q: checksum mismatch (stored %08x, computed %08x): the weights are damaged", f.Path, s.Name, s.CRC, got)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,220 @@
+// Package format reads and writes .qbin files: the preamble, the header
+// (model config, generation defaults, chat family, arena plans) and the
+// directory of 4096-aligned sections. SPEC.md in this directory is the
+// byte-level specification; this code follows it. The package knows the
+// file, not the math: it never converts or computes with weights.
+package format
+
+import "fmt"
+
+const (
+	// Magic opens every .qbin file.
+	Magic = "QWENBIN\x00"
+	// Version is the only format version this code reads and writes.
+	Version = 1
+	// PreambleSize is the fixed size of the preamble at offset 0.
+	PreambleSize = 64
+	// Alignment is the boundary every section starts on.
+	Alignment = 4096
+	// TileRows is the number of matrix rows in one tile-major tile.
+	TileRows = 32
+	// ArenaAlign is the alignment of every tensor offset in an arena plan.
+	ArenaAlign = 64
+	// KVChunkTokens is the number of positions in one KV cache chunk.
+	KVChunkTokens = 256
+	// maxString bounds every string in the header.
+	maxString = 1 << 16
+)
+
+// DType is the element type of a section.
+type DType uint8
+
+const (
+	F16   DType = 1
+	F32   DType = 2
+	Bytes DType = 3
+)
+
+// Size returns the size of one element in bytes.
+func (d DType) Size() int {
+	switch d {
+	case F16:
+		return 2
+	case F32:
+		return 4
+	case Bytes:
+		return 1
+	}
+	return 0
+}
+
+func (d DType) String() string {
+	switch d {
+	case F16:
+		return "f16"
+	case F32:
+		return "f32"
+	case Bytes:
+		return "u8"
+	}
+	return fmt.Sprintf("dtype(%d)", uint8(d))
+}
+
+// Layout is how a section's elements are ordered.
+type Layout uint8
+
+const (
+	RowMajor  Layout = 0
+	TileMajor Layout = 1
+	Raw       Layout = 2
+)
+
+func (l Layout) String() string {
+	switch l {
+	case RowMajor:
+		return "row-major"
+	case TileMajor:
+		return "tile-major"
+	case Raw:
+		return "bytes"
+	}
+	return fmt.Sprintf("layout(%d)", uint8(l))
+}
+
+// Config is the model configuration the runtime needs.
+type Config struct {
+	ModelType     string // "qwen3" or "qwen2"
+	Hidden        int
+	Intermediate  int
+	Layers        int
+	Heads         int
+	KVHeads       int
+	HeadDim       int
+	Vocab         int
+	MaxPositions  int
+	RopeTheta     float64
+	RMSNormEps    float64
+	TieEmbeddings bool
+	QKNorm        bool // qwen3: per-head RMSNorm of q and k before RoPE
+	QKVBias       bool // qwen2: biases on the q, k and v projections
+}
+
+// QDim is the width of the query projection (heads * head_dim).
+func (c *Config) QDim() int { return c.Heads * c.HeadDim }
+
+// KVDim is the width of the key and value projections.
+func (c *Config) KVDim() int { return c.KVHeads * c.HeadDim }
+
+// KVChunkBytesPerLayer is the size of one 256-position f16 KV chunk (K and V)
+// of one layer.
+func (c *Config) KVChunkBytesPerLayer() int64 {
+	return 2 * int64(KVChunkTokens) * int64(c.KVDim()) * 2
+}
+
+// Validate checks that the dimensions are positive and consistent.
+func (c *Config) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"hidden_size", c.Hidden}, {"intermediate_size", c.Intermediate},
+		{"num_hidden_layers", c.Layers}, {"num_attention_heads", c.Heads},
+		{"num_key_value_heads", c.KVHeads}, {"head_dim", c.HeadDim},
+		{"vocab_size", c.Vocab}, {"max_position_embeddings", c.MaxPositions},
+	} {
+		if f.v <= 0 || f.v > 1<<24 {
+			return fmt.Errorf("config: %s = %d out of range", f.name, f.v)
+		}
+	}
+	if c.ModelType != "qwen3" && c.ModelType != "qwen2" {
+		return fmt.Errorf("config: model_type %q not supported (want qwen3 or qwen2)", c.ModelType)
+	}
+	if c.Heads%c.KVHeads != 0 {
+		return fmt.Errorf("config: num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
+	}
+	if c.HeadDim%2 != 0 {
+		return fmt.Errorf("config: head_dim %d is odd (RoPE needs pairs)", c.HeadDim)
+	}
+	if !(c.RopeTheta > 0) || !(c.RMSNormEps > 0) {
+		return fmt.Errorf("config: rope_theta %g and rms_norm_eps %g must be positive", c.RopeTheta, c.RMSNormEps)
+	}
+	return nil
+}
+
+// Generation holds the sampling defaults from generation_config.json.
+type Generation struct {
+	EOS               []int32
+	BOS, Pad          int32 // -1 when absent
+	DoSample          bool
+	Temperature       float32
+	TopK              uint32
+	TopP              float32
+	MinP              float32
+	RepetitionPenalty float32
+	PresencePenalty   float32
+}
+
+// DefaultGeneration is what a checkpoint without generation_config.json gets.
+func DefaultGeneration() Generation {
+	return Generation{BOS: -1, Pad: -1, Temperature: 1, TopP: 1, RepetitionPenalty: 1}
+}
+
+// ArenaTensor is one activation's place in an arena.
+type ArenaTensor struct {
+	Name   string
+	Offset uint64
+	Size   uint64
+}
+
+// ArenaPlan is the compile-time placement of one step's activations.
+type ArenaPlan struct {
+	Mode     string // "decode" or "prefill"
+	Tokens   int
+	Size     uint64 // arena bytes
+	Naive    uint64 // sum of every tensor's size
+	PeakLive uint64 // most bytes live at any one op (a lower bound on Size)
+	Tensors  []ArenaTensor
+}
+
+// Section is one entry of the directory.
+type Section struct {
+	Name   string
+	DType  DType
+	Layout Layout
+	Shape  []uint64
+	Offset uint64
+	Size   uint64
+	CRC    uint32
+}
+
+// Header is everything before the first section.
+type Header struct {
+	Config     Config
+	Generation Generation
+	ChatFamily string
+	Plans      []ArenaPlan
+	Sections   []Section
+}
+
+// Section returns the directory entry with the given name.
+func (h *Header) Section(name string) (*Section, bool) {
+	for i := range h.Sections {
+		if h.Sections[i].Name == name {
+			return &h.Sections[i], true
+		}
+	}
+	return nil, false
+}
+
+// Plan returns the arena plan for a mode.
+func (h *Header) Plan(mode string) (*ArenaPlan, bool) {
+	for i := range h.Plans {
+		if h.Plans[i].Mode == mode {
+			return &h.Plans[i], true
+		}
+	}
+	return nil, false
+}
+
+// AlignUp rounds n up to a multiple of a (a power of two).
+func AlignUp(n, a uint64) uint64 { return (n + a - 1) &^ (a - 1) }

@@ -1,0 +1,100 @@
+package format_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/qwenc/qwenc/compiler"
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/internal/synth"
+)
+
+// smallFile compiles a small synthetic model and returns the file's bytes.
+func smallFile(t *testing.T) (string, []byte) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "m")
+	tj, tc := synth.MiniTokenizer()
+	s := synth.Shape{ModelType: "qwen2", Hidden: 24, Intermediate: 40, Layers: 1, Heads: 2, KVHeads: 1, HeadDim: 12,
+		Vocab: 280, MaxPositions: 64, DType: "BF16", EOS: synth.MiniEOS}
+	if err := synth.Write(dir, s, tj, tc); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "m.qbin")
+	if _, err := compiler.Compile(context.Background(), dir, compiler.Options{Output: out, MaxPrefill: 8, NoSync: true}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, b
+}
+
+func TestHeaderRoundTrip(t *testing.T) {
+	path, _ := smallFile(t)
+	f, err := format.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h2, err := format.UnmarshalHeader(format.MarshalHeader(f.Header))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(f.Header, h2) {
+		t.Fatal("header changed through a marshal round trip")
+	}
+}
+
+// Every truncation of the file, and a flip of every byte of the preamble
+// and header, must give an error from ReadHeader, never a panic.
+func TestDamagedHeadersAreRefused(t *testing.T) {
+	_, b := smallFile(t)
+	hdrEnd := int(format.DataStart(0)) // at least the preamble and the header's first page
+	for n := 0; n < len(b); n += max(1, n/7) {
+		if _, err := format.ReadHeader(bytes.NewReader(b[:n]), int64(n)); err == nil {
+			t.Fatalf("file truncated to %d of %d bytes accepted", n, len(b))
+		}
+	}
+	for i := 0; i < hdrEnd && i < len(b); i++ {
+		c := bytes.Clone(b)
+		c[i] ^= 0x20
+		_, err := format.ReadHeader(bytes.NewReader(c), int64(len(c)))
+		if err == nil && i < 48 {
+			t.Fatalf("flipped preamble byte %d accepted", i)
+		}
+		if err == nil && i >= format.PreambleSize && isHeaderByte(b, i) {
+			t.Fatalf("flipped header byte %d accepted", i)
+		}
+	}
+}
+
+func isHeaderByte(b []byte, i int) bool {
+	p, err := format.ParsePreamble(b)
+	return err == nil && i < format.PreambleSize+int(p.HeaderSize)
+}
+
+func TestVerifyCatchesFlippedWeight(t *testing.T) {
+	path, b := smallFile(t)
+	f, err := format.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := f.Header.Section("layers.0.down_proj")
+	off := s.Offset + s.Size/2
+	f.Close()
+	b[off] ^= 1
+	os.WriteFile(path, b, 0o644)
+	f, err = format.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Verify(); err == nil || !bytes.Contains([]byte(err.Error()), []byte("layers.0.down_proj")) {
+		t.Fatalf("Verify = %v, want a checksum error naming layers.0.down_proj", err)
+	}
+}

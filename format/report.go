@@ -1,0 +1,90 @@
+package format
+
+import "strings"
+
+// MemoryReport sizes a compiled model the way design note 001 does:
+// weights by component, the activation arenas, and the KV cache by length.
+type MemoryReport struct {
+	WeightsBytes             uint64      `json:"weights_bytes"`
+	EmbeddingsRowMajorBytes  uint64      `json:"embeddings_row_major_bytes"`
+	EmbeddingsTileMajorBytes uint64      `json:"embeddings_tile_major_bytes"`
+	FinalNormBytes           uint64      `json:"final_norm_bytes"`
+	LayerMatricesBytes       uint64      `json:"layer_matrices_bytes"` // one layer's projections
+	LayerBytes               uint64      `json:"layer_bytes"`          // one layer, norms and biases included
+	LayersBytes              uint64      `json:"layers_bytes"`         // all layers
+	Arena                    ArenaReport `json:"arena"`
+	KV                       KVReport    `json:"kv"`
+}
+
+// ArenaReport compares each arena with its naive size and lower bound.
+type ArenaReport struct {
+	DecodeBytes          uint64 `json:"decode_bytes"`
+	DecodeNaiveBytes     uint64 `json:"decode_naive_bytes"`
+	DecodePeakLiveBytes  uint64 `json:"decode_peak_live_bytes"`
+	PrefillBytes         uint64 `json:"prefill_bytes"`
+	PrefillNaiveBytes    uint64 `json:"prefill_naive_bytes"`
+	PrefillPeakLiveBytes uint64 `json:"prefill_peak_live_bytes"`
+	MaxPrefill           int    `json:"max_prefill"`
+}
+
+// KVReport sizes the f16 KV cache, allocated in 256-position chunks.
+type KVReport struct {
+	ChunkTokens        int        `json:"chunk_tokens"`
+	ChunkBytesPerLayer uint64     `json:"chunk_bytes_per_layer"`
+	BySeq              []KVForSeq `json:"by_seq"`
+}
+
+// KVForSeq is the KV cache for one sequence length.
+type KVForSeq struct {
+	Seq           int    `json:"seq"`
+	Chunks        int    `json:"chunks"`
+	PerLayerBytes uint64 `json:"per_layer_bytes"`
+	TotalBytes    uint64 `json:"total_bytes"`
+}
+
+// KVChunks is the number of chunks a sequence of seq positions occupies.
+func KVChunks(seq int) int { return (seq + KVChunkTokens - 1) / KVChunkTokens }
+
+// Report computes the memory report of a header for the given lengths.
+func Report(h *Header, seqs []int) MemoryReport {
+	var r MemoryReport
+	c := &h.Config
+	for _, s := range h.Sections {
+		if s.DType == Bytes {
+			continue
+		}
+		r.WeightsBytes += s.Size
+		switch {
+		case s.Name == SecEmbed:
+			r.EmbeddingsRowMajorBytes = s.Size
+		case s.Name == SecLMHead:
+			r.EmbeddingsTileMajorBytes = s.Size
+		case s.Name == SecNorm:
+			r.FinalNormBytes = s.Size
+		case strings.HasPrefix(s.Name, "layers."):
+			r.LayersBytes += s.Size
+			if strings.HasPrefix(s.Name, "layers.0.") {
+				r.LayerBytes += s.Size
+				if s.Layout == TileMajor {
+					r.LayerMatricesBytes += s.Size
+				}
+			}
+		}
+	}
+	if p, ok := h.Plan("decode"); ok {
+		r.Arena.DecodeBytes, r.Arena.DecodeNaiveBytes, r.Arena.DecodePeakLiveBytes = p.Size, p.Naive, p.PeakLive
+	}
+	if p, ok := h.Plan("prefill"); ok {
+		r.Arena.PrefillBytes, r.Arena.PrefillNaiveBytes, r.Arena.PrefillPeakLiveBytes = p.Size, p.Naive, p.PeakLive
+		r.Arena.MaxPrefill = p.Tokens
+	}
+	r.KV.ChunkTokens = KVChunkTokens
+	r.KV.ChunkBytesPerLayer = uint64(c.KVChunkBytesPerLayer())
+	r.KV.BySeq = []KVForSeq{}
+	for _, seq := range seqs {
+		n := KVChunks(seq)
+		per := uint64(n) * r.KV.ChunkBytesPerLayer
+		r.KV.BySeq = append(r.KV.BySeq, KVForSeq{Seq: seq, Chunks: n, PerLayerBytes: per, TotalBytes: per * uint64(c.Layers)})
+	}
+	return r
+}

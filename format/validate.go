@@ -1,0 +1,116 @@
+package format
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Validate checks a decoded header against the file's real size: every
+// section aligned, inside the file, sized as its dtype, layout and shape
+// imply, not overlapping another; the sections the config requires present
+// with their shapes; the arena plans in bounds. After Validate succeeds,
+// every byte range the directory names can be read safely.
+func Validate(h *Header, headerSize int, fileSize uint64) error {
+	if err := h.Config.Validate(); err != nil {
+		return err
+	}
+	c := &h.Config
+	for _, id := range h.Generation.EOS {
+		if id < 0 || int(id) >= c.Vocab {
+			return fmt.Errorf("generation: eos id %d outside the vocabulary [0, %d)", id, c.Vocab)
+		}
+	}
+	if err := validateSections(h.Sections, DataStart(headerSize), fileSize); err != nil {
+		return err
+	}
+	if err := validateRequired(h); err != nil {
+		return err
+	}
+	return validatePlans(h.Plans)
+}
+
+func validateSections(secs []Section, dataStart, fileSize uint64) error {
+	seen := make(map[string]bool, len(secs))
+	end := dataStart
+	for i := range secs {
+		s := &secs[i]
+		if seen[s.Name] {
+			return fmt.Errorf("section %q: listed twice", s.Name)
+		}
+		seen[s.Name] = true
+		want, ok := ExpectedSize(s.DType, s.Layout, s.Shape)
+		if !ok {
+			return fmt.Errorf("section %q: %s %s with shape %v is not a valid combination", s.Name, s.DType, s.Layout, s.Shape)
+		}
+		if s.Size != want {
+			return fmt.Errorf("section %q: size %d, but %s %s %v needs %d", s.Name, s.Size, s.DType, s.Layout, s.Shape, want)
+		}
+		if s.Offset%Alignment != 0 {
+			return fmt.Errorf("section %q: offset %d is not %d-aligned", s.Name, s.Offset, Alignment)
+		}
+		if s.Offset < end {
+			return fmt.Errorf("section %q: offset %d overlaps the header or the previous section (which ends at %d)", s.Name, s.Offset, end)
+		}
+		if s.Offset > fileSize || s.Size > fileSize-s.Offset {
+			return fmt.Errorf("section %q: bytes [%d, %d) run past the end of the file (%d bytes)", s.Name, s.Offset, s.Offset+s.Size, fileSize)
+		}
+		end = s.Offset + s.Size
+	}
+	return nil
+}
+
+// RequiredSections lists what the config needs: name, dtype, layout, shape.
+func RequiredSections(c *Config) []Section {
+	h, v := uint64(c.Hidden), uint64(c.Vocab)
+	req := []Section{{Name: SecEmbed, DType: F16, Layout: RowMajor, Shape: []uint64{v, h}}}
+	for l := 0; l < c.Layers; l++ {
+		for _, s := range LayerSections(c) {
+			req = append(req, Section{Name: LayerSection(l, s.What), DType: s.DType, Layout: s.Layout, Shape: s.Shape})
+		}
+	}
+	return append(req,
+		Section{Name: SecNorm, DType: F32, Layout: RowMajor, Shape: []uint64{h}},
+		Section{Name: SecLMHead, DType: F16, Layout: TileMajor, Shape: []uint64{v, h}},
+		Section{Name: SecTokenizer, DType: Bytes, Layout: Raw})
+}
+
+func validateRequired(h *Header) error {
+	for _, r := range RequiredSections(&h.Config) {
+		s, ok := h.Section(r.Name)
+		if !ok {
+			return fmt.Errorf("section %q: missing", r.Name)
+		}
+		if s.DType != r.DType || s.Layout != r.Layout || (r.Shape != nil && !slices.Equal(s.Shape, r.Shape)) {
+			return fmt.Errorf("section %q: %s %s %v, the config needs %s %s %v", r.Name, s.DType, s.Layout, s.Shape, r.DType, r.Layout, r.Shape)
+		}
+	}
+	return nil
+}
+
+func validatePlans(plans []ArenaPlan) error {
+	for _, mode := range []string{"decode", "prefill"} {
+		n := 0
+		for _, p := range plans {
+			if p.Mode == mode {
+				n++
+			}
+		}
+		if n != 1 {
+			return fmt.Errorf("arena plan %q: found %d, want exactly one", mode, n)
+		}
+	}
+	for _, p := range plans {
+		if p.Tokens < 1 || p.Tokens > 1<<20 {
+			return fmt.Errorf("arena plan %q: %d tokens per step", p.Mode, p.Tokens)
+		}
+		if p.Size%ArenaAlign != 0 || p.Size > 1<<40 {
+			return fmt.Errorf("arena plan %q: size %d", p.Mode, p.Size)
+		}
+		for _, t := range p.Tensors {
+			if t.Offset%ArenaAlign != 0 || t.Offset > p.Size || t.Size > p.Size-t.Offset {
+				return fmt.Errorf("arena plan %q: tensor %q at [%d, +%d) outside the %d-byte arena or misaligned", p.Mode, t.Name, t.Offset, t.Size, p.Size)
+			}
+		}
+	}
+	return nil
+}

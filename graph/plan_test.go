@@ -1,0 +1,108 @@
+package graph
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/qwenc/qwenc/format"
+)
+
+func qwen3_06B() format.Config {
+	return format.Config{ModelType: "qwen3", Hidden: 1024, Intermediate: 3072, Layers: 28, Heads: 16, KVHeads: 8,
+		HeadDim: 128, Vocab: 151936, MaxPositions: 40960, RopeTheta: 1e6, RMSNormEps: 1e-6, TieEmbeddings: true, QKNorm: true}
+}
+
+func TestPlanIsSafeAndCompact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	cfgs := []format.Config{qwen3_06B()}
+	for range 30 {
+		c := qwen3_06B()
+		c.Hidden = 1 + rng.IntN(300)
+		c.Intermediate = 1 + rng.IntN(900)
+		c.Layers = 1 + rng.IntN(4)
+		c.KVHeads = 1 + rng.IntN(4)
+		c.Heads = c.KVHeads * (1 + rng.IntN(4))
+		c.HeadDim = 2 * (1 + rng.IntN(40))
+		c.Vocab = 1 + rng.IntN(5000)
+		c.QKNorm = rng.IntN(2) == 0
+		c.QKVBias = !c.QKNorm
+		cfgs = append(cfgs, c)
+	}
+	for _, c := range cfgs {
+		for _, tokens := range []int{1, 7, 512} {
+			g := Build(&c, "prefill", tokens)
+			p := Plan(g)
+			offs, err := Bind(g, &p)
+			if err != nil {
+				t.Fatalf("hidden %d tokens %d: %v", c.Hidden, tokens, err)
+			}
+			for i, o := range offs {
+				if o%format.ArenaAlign != 0 {
+					t.Fatalf("tensor %q offset %d not aligned", g.Tensors[i].Name, o)
+				}
+			}
+			if p.Size < p.PeakLive || p.PeakLive > format.AlignUp(p.Naive, 64)*2 || p.Size >= p.Naive {
+				t.Fatalf("hidden %d tokens %d: arena %d, peak live %d, naive %d", c.Hidden, tokens, p.Size, p.PeakLive, p.Naive)
+			}
+		}
+	}
+}
+
+func TestPlanReusesAcrossLayers(t *testing.T) {
+	c := qwen3_06B()
+	p1 := Plan(Build(&c, "decode", 1))
+	c.Layers = 2
+	p2 := Plan(Build(&c, "decode", 1))
+	if p1.Size != p2.Size {
+		t.Fatalf("arena grows with depth: %d bytes for 28 layers, %d for 2", p1.Size, p2.Size)
+	}
+}
+
+// A placement that puts two simultaneously live tensors on the same bytes
+// must be refused; this keeps the safety check itself honest.
+func TestCheckNoOverlapCatchesAliasing(t *testing.T) {
+	c := qwen3_06B()
+	c.Layers = 1
+	g := Build(&c, "prefill", 4)
+	p := Plan(g)
+	offs := make([]uint64, len(p.Tensors))
+	for i, pt := range p.Tensors {
+		offs[i] = pt.Offset
+	}
+	if err := CheckNoOverlap(g, offs, p.Size); err != nil {
+		t.Fatal(err)
+	}
+	// q and k are both written from attn_norm and live together.
+	q, k := find(t, g, "layers.0.q"), find(t, g, "layers.0.k")
+	offs[k] = offs[q]
+	if err := CheckNoOverlap(g, offs, p.Size); err == nil {
+		t.Fatal("aliasing q and k was not detected")
+	}
+	// An output placed on its own op's input is refused too.
+	copy(offs, func() []uint64 { o, _ := Bind(g, &p); return o }())
+	xn, qq := find(t, g, "layers.0.attn_norm"), find(t, g, "layers.0.q")
+	offs[qq] = offs[xn]
+	if err := CheckNoOverlap(g, offs, p.Size); err == nil {
+		t.Fatal("output on its input's address was not detected")
+	}
+}
+
+func find(t *testing.T, g *Graph, name string) int {
+	for i, tt := range g.Tensors {
+		if tt.Name == name {
+			return i
+		}
+	}
+	t.Fatalf("no tensor %q", name)
+	return -1
+}
+
+func TestBindRejectsForeignPlan(t *testing.T) {
+	c := qwen3_06B()
+	g := Build(&c, "decode", 1)
+	p := Plan(g)
+	p.Tensors[3].Size += 4
+	if _, err := Bind(g, &p); err == nil {
+		t.Fatal("a plan with a wrong tensor size was accepted")
+	}
+}

@@ -1,0 +1,220 @@
+// Package synth writes random-weight Qwen checkpoints in Hugging Face
+// layout (config.json, safetensors shards with an index, generation and
+// tokenizer files) for any shape, including the real Qwen3-0.6B's. Tests
+// use small ones; the compile benchmark uses the full-size one. Output is
+// a pure function of the Shape (seeded), so files are reproducible.
+package synth
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+
+	"github.com/x448/float16"
+)
+
+// Shape describes the checkpoint to generate.
+type Shape struct {
+	ModelType    string // "qwen3" or "qwen2"
+	Hidden       int
+	Intermediate int
+	Layers       int
+	Heads        int
+	KVHeads      int
+	HeadDim      int
+	Vocab        int
+	MaxPositions int
+	Tied         bool
+	DType        string // "BF16", "F16" or "F32"
+	Shards       int    // 0 or 1: one model.safetensors; more: an index
+	Seed         uint64
+	// EOS are the generation_config eos ids; nil means Qwen's
+	// [151645, 151643], which needs the real vocabulary (MiniEOS goes with
+	// MiniTokenizer).
+	EOS []int
+}
+
+// Qwen3_06B is the real Qwen3-0.6B shape.
+func Qwen3_06B() Shape {
+	return Shape{ModelType: "qwen3", Hidden: 1024, Intermediate: 3072, Layers: 28, Heads: 16, KVHeads: 8, HeadDim: 128,
+		Vocab: 151936, MaxPositions: 40960, Tied: true, DType: "BF16", Seed: 1}
+}
+
+// Tensor is one tensor of the checkpoint.
+type Tensor struct {
+	Name  string
+	Shape []int
+	Std   float64 // weights are uniform with this standard deviation
+	Mean  float64 // norms are near 1
+}
+
+// Tensors lists the checkpoint's tensors in a fixed order.
+func (s Shape) Tensors() []Tensor {
+	h, q, kv, f := s.Hidden, s.Heads*s.HeadDim, s.KVHeads*s.HeadDim, s.Intermediate
+	ts := []Tensor{{Name: "model.embed_tokens.weight", Shape: []int{s.Vocab, h}, Std: 1}}
+	for l := 0; l < s.Layers; l++ {
+		p := fmt.Sprintf("model.layers.%d.", l)
+		mat := func(name string, n, k int) Tensor {
+			return Tensor{Name: p + name, Shape: []int{n, k}, Std: 1 / math.Sqrt(float64(k))}
+		}
+		norm := func(name string, n int) Tensor { return Tensor{Name: p + name, Shape: []int{n}, Std: 0.1, Mean: 1} }
+		ts = append(ts, norm("input_layernorm.weight", h),
+			mat("self_attn.q_proj.weight", q, h), mat("self_attn.k_proj.weight", kv, h), mat("self_attn.v_proj.weight", kv, h))
+		if s.ModelType == "qwen2" {
+			for _, b := range []struct {
+				n string
+				d int
+			}{{"q", q}, {"k", kv}, {"v", kv}} {
+				ts = append(ts, Tensor{Name: p + "self_attn." + b.n + "_proj.bias", Shape: []int{b.d}, Std: 0.1})
+			}
+		} else {
+			ts = append(ts, norm("self_attn.q_norm.weight", s.HeadDim), norm("self_attn.k_norm.weight", s.HeadDim))
+		}
+		ts = append(ts, mat("self_attn.o_proj.weight", h, q), norm("post_attention_layernorm.weight", h),
+			mat("mlp.gate_proj.weight", f, h), mat("mlp.up_proj.weight", f, h), mat("mlp.down_proj.weight", h, f))
+	}
+	ts = append(ts, Tensor{Name: "model.norm.weight", Shape: []int{h}, Std: 0.1, Mean: 1})
+	if !s.Tied {
+		ts = append(ts, Tensor{Name: "lm_head.weight", Shape: []int{s.Vocab, h}, Std: 1 / math.Sqrt(float64(h))})
+	}
+	return ts
+}
+
+// Write creates dir with the checkpoint; tokenizerJSON and tokenizerConfig
+// are copied in verbatim (use the bundled Qwen tokenizer).
+func Write(dir string, s Shape, tokenizerJSON, tokenizerConfig []byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := writeJSONFiles(dir, s); err != nil {
+		return err
+	}
+	for name, b := range map[string][]byte{"tokenizer.json": tokenizerJSON, "tokenizer_config.json": tokenizerConfig} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	ts := s.Tensors()
+	shards := max(s.Shards, 1)
+	if shards == 1 {
+		return WriteSafetensors(filepath.Join(dir, "model.safetensors"), ts, s.DType, s.Seed, 0)
+	}
+	weightMap := map[string]string{}
+	per := (len(ts) + shards - 1) / shards
+	for i := 0; i < shards; i++ {
+		part := ts[min(i*per, len(ts)):min((i+1)*per, len(ts))]
+		name := fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, shards)
+		for _, t := range part {
+			weightMap[t.Name] = name
+		}
+		if err := WriteSafetensors(filepath.Join(dir, name), part, s.DType, s.Seed, min(i*per, len(ts))); err != nil {
+			return err
+		}
+	}
+	idx, _ := json.MarshalIndent(map[string]any{"metadata": map[string]any{}, "weight_map": weightMap}, "", "  ")
+	return os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), idx, 0o644)
+}
+
+func writeJSONFiles(dir string, s Shape) error {
+	cfg := map[string]any{
+		"architectures": []string{map[bool]string{true: "Qwen3ForCausalLM", false: "Qwen2ForCausalLM"}[s.ModelType == "qwen3"]},
+		"model_type":    s.ModelType, "hidden_size": s.Hidden, "intermediate_size": s.Intermediate,
+		"num_hidden_layers": s.Layers, "num_attention_heads": s.Heads, "num_key_value_heads": s.KVHeads,
+		"head_dim": s.HeadDim, "vocab_size": s.Vocab, "max_position_embeddings": s.MaxPositions,
+		"rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": s.Tied, "hidden_act": "silu",
+		"torch_dtype": "bfloat16", "rope_scaling": nil, "use_sliding_window": false,
+	}
+	eos := s.EOS
+	if eos == nil {
+		eos = []int{151645, 151643}
+	}
+	gen := map[string]any{"bos_token_id": eos[len(eos)-1], "eos_token_id": eos, "pad_token_id": eos[len(eos)-1],
+		"do_sample": true, "temperature": 0.6, "top_k": 20, "top_p": 0.95}
+	for name, v := range map[string]any{"config.json": cfg, "generation_config.json": gen} {
+		b, _ := json.MarshalIndent(v, "", "  ")
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SafetensorsHeader returns the header bytes (length prefix included) of a
+// safetensors file holding ts, and the size of its data area.
+func SafetensorsHeader(ts []Tensor, dtype string) ([]byte, int64, error) {
+	es := map[string]int{"BF16": 2, "F16": 2, "F32": 4}[dtype]
+	if es == 0 {
+		return nil, 0, fmt.Errorf("synth: dtype %q", dtype)
+	}
+	hdr := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
+	var off int64
+	for _, t := range ts {
+		n := int64(es)
+		for _, d := range t.Shape {
+			n *= int64(d)
+		}
+		hdr[t.Name] = map[string]any{"dtype": dtype, "shape": t.Shape, "data_offsets": []int64{off, off + n}}
+		off += n
+	}
+	hb, _ := json.Marshal(hdr) // map keys are sorted: deterministic
+	for len(hb)%8 != 0 {
+		hb = append(hb, ' ')
+	}
+	return append(binary.LittleEndian.AppendUint64(nil, uint64(len(hb))), hb...), off, nil
+}
+
+// WriteSafetensors writes tensors with seeded random values, streaming, so
+// a checkpoint of any size needs little memory. Tensor i of ts draws from
+// the stream (seed, first+i), so a tensor's values do not depend on how the
+// checkpoint is sharded.
+func WriteSafetensors(path string, ts []Tensor, dtype string, seed uint64, first int) error {
+	hb, _, err := SafetensorsHeader(ts, dtype)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	w.Write(hb)
+	buf := make([]byte, 0, 1<<16)
+	for i, t := range ts {
+		rng := rand.New(rand.NewPCG(seed, uint64(first+i)))
+		n := 1
+		for _, d := range t.Shape {
+			n *= d
+		}
+		a := t.Std * math.Sqrt(3) // uniform [-a, a] has this std
+		for range n {
+			buf = appendElem(buf, float32(t.Mean+a*(2*rng.Float64()-1)), dtype)
+			if len(buf) >= 1<<16-8 {
+				w.Write(buf)
+				buf = buf[:0]
+			}
+		}
+	}
+	w.Write(buf)
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func appendElem(b []byte, v float32, dtype string) []byte {
+	bits := math.Float32bits(v)
+	switch dtype {
+	case "BF16":
+		bits += 0x7fff + (bits>>16)&1 // round to nearest even
+		return binary.LittleEndian.AppendUint16(b, uint16(bits>>16))
+	case "F16":
+		return binary.LittleEndian.AppendUint16(b, float16.Fromfloat32(v).Bits())
+	}
+	return binary.LittleEndian.AppendUint32(b, bits)
+}
