@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/qwenc/qwenc/chat"
 	"github.com/qwenc/qwenc/format"
 )
 
@@ -225,17 +226,11 @@ func chatTemplate(tokenizerConfig []byte) (template, family string, err error) {
 			}
 		}
 	}
-	switch {
-	case template == "":
-		family = ""
-	case strings.Contains(template, "<think>"):
-		family = "qwen3"
-	case strings.Contains(template, "You are Qwen, created by Alibaba Cloud"):
-		family = "qwen2.5"
-	case strings.Contains(template, "<|im_start|>"):
-		family = "chatml"
-	default:
-		return "", "", fmt.Errorf("tokenizer_config.json: field \"chat_template\" is not a ChatML template this runtime can render")
+	if template != "" {
+		if !strings.Contains(template, "<|im_start|>") {
+			return "", "", fmt.Errorf("tokenizer_config.json: field \"chat_template\" is not a ChatML template this runtime can render")
+		}
+		family = chat.DetectFamily(template).String()
 	}
 	return template, family, nil
 }

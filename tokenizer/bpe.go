@@ -13,7 +13,7 @@ type scratch struct {
 
 // smallWord is the symbol count up to which the quadratic best-pair scan
 // beats the heap; most pre-tokens are far shorter.
-const smallWord = 8
+const smallWord = 24
 
 // pair returns the rank and result of merging l and r (rank none if the
 // pair is not a merge).

@@ -1,0 +1,76 @@
+package chat
+
+import "strings"
+
+// renderQwen3 mirrors Qwen3's chat_template for text-only conversations.
+func renderQwen3(b *builder, msgs []Message) {
+	last := lastQueryIndex(msgs)
+	for i, m := range msgs {
+		switch m.Role {
+		case "system", "user":
+			b.turn(m.Role, m.Content)
+		case "assistant":
+			qwen3Assistant(b, m, i > last, i == len(msgs)-1)
+		case "tool":
+			toolTurn(b, msgs, i)
+		}
+	}
+}
+
+// lastQueryIndex is the template's ns.last_query_index: the last user message
+// that is not a wrapped tool response, or the last message if there is none.
+func lastQueryIndex(msgs []Message) int {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		c := msgs[i].Content
+		if msgs[i].Role == "user" && !(strings.HasPrefix(c, ToolRespOpen) && strings.HasSuffix(c, ToolRespClose)) {
+			return i
+		}
+	}
+	return len(msgs) - 1
+}
+
+// qwen3Assistant renders an assistant turn. Reasoning survives only after the
+// last user query (the current agentic step); earlier turns lose their think
+// block, which is why a new user turn invalidates the KV cache from the
+// previous answer on.
+func qwen3Assistant(b *builder, m Message, afterLastQuery, isLast bool) {
+	content, reasoning := m.Content, m.Reasoning
+	if reasoning == "" {
+		content, reasoning = splitThink(content)
+	}
+	b.special(ImStart)
+	// Jinja tests the reasoning for truthiness before stripping it, so a
+	// reasoning of "\n" still produces an (empty) think block.
+	if afterLastQuery && (isLast || reasoning != "") {
+		b.text("assistant\n")
+		b.special(ThinkOpen)
+		b.text("\n", strings.Trim(reasoning, "\n"), "\n")
+		b.special(ThinkClose)
+		b.text("\n\n", strings.TrimLeft(content, "\n"))
+	} else {
+		b.text("assistant\n", content)
+	}
+	b.special(ImEnd)
+	b.text("\n")
+}
+
+// splitThink is the template's fallback when reasoning_content is absent:
+//
+//	content   = content.split('</think>')[-1].lstrip('\n')
+//	reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')
+//
+// Note the asymmetry: the answer follows the last </think>, the reasoning
+// precedes the first one.
+func splitThink(content string) (answer, reasoning string) {
+	first := strings.Index(content, ThinkClose)
+	if first < 0 {
+		return content, ""
+	}
+	lastEnd := strings.LastIndex(content, ThinkClose) + len(ThinkClose)
+	answer = strings.TrimLeft(content[lastEnd:], "\n")
+	reasoning = strings.TrimRight(content[:first], "\n")
+	if i := strings.LastIndex(reasoning, ThinkOpen); i >= 0 {
+		reasoning = reasoning[i+len(ThinkOpen):]
+	}
+	return answer, strings.TrimLeft(reasoning, "\n")
+}

@@ -1,0 +1,65 @@
+// Command qwenrun runs a compiled .qbin model: raw text completion, a chat
+// conversation in the terminal, or a scriptable one-shot answer.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/urfave/cli/v2"
+)
+
+// errInterrupted makes main exit with status 130 after a clean stop.
+var errInterrupted = errors.New("interrupted")
+
+func main() {
+	app := newApp()
+	args := append([]string{os.Args[0]}, cliutil.FlagsFirst(os.Args[1:], app.Flags)...)
+	err := app.Run(args)
+	if errors.Is(err, errInterrupted) {
+		os.Exit(130)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "qwenrun: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func newApp() *cli.App {
+	return &cli.App{
+		Name:            "qwenrun",
+		Usage:           "run a compiled Qwen model (.qbin)",
+		ArgsUsage:       "MODEL.qbin",
+		HideHelpCommand: true,
+		Flags:           flags(),
+		Action:          run,
+		ExitErrHandler:  func(*cli.Context, error) {},
+	}
+}
+
+func flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Usage: "prompt `TEXT` (raw completion; with --chat, one user message)"},
+		&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "read the prompt from `PATH` (- for stdin)"},
+		&cli.IntFlag{Name: "max-tokens", Aliases: []string{"n"}, Value: -1, Usage: "tokens to generate (-1: until end of sequence or context; 0: only evaluate the prompt)"},
+		&cli.Float64Flag{Name: "temp", Usage: "temperature (0: greedy) [default: the model's generation_config]"},
+		&cli.IntFlag{Name: "top-k", Usage: "keep the K most likely tokens (0: off) [default: the model's]"},
+		&cli.Float64Flag{Name: "top-p", Usage: "nucleus sampling threshold (1: off) [default: the model's]"},
+		&cli.Float64Flag{Name: "min-p", Usage: "drop tokens below min-p x the best probability (0: off) [default: the model's]"},
+		&cli.Float64Flag{Name: "repeat-penalty", Usage: "penalise the last 64 tokens (1: off) [default: the model's]"},
+		&cli.Float64Flag{Name: "presence-penalty", Usage: "subtract from tokens present in the last 64 (0: off) [default: the model's]"},
+		&cli.Uint64Flag{Name: "seed", Usage: "random seed for sampling (default: random)"},
+		&cli.IntFlag{Name: "ctx", Usage: "context length in tokens (default: the model's max_position_embeddings)"},
+		&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "worker threads (default: the CPUs this process may use)"},
+		&cli.StringFlag{Name: "kernels", Usage: "kernel path: auto, generic, avx2, avx512 (default: $QWEN_KERNELS or auto)"},
+		&cli.BoolFlag{Name: "chat", Aliases: []string{"i"}, Usage: "chat: interactive, or one answer with -p"},
+		&cli.StringFlag{Name: "system", Usage: "system message for --chat"},
+		&cli.BoolFlag{Name: "no-think", Usage: "Qwen3: answer without a thinking block"},
+		&cli.BoolFlag{Name: "hide-think", Usage: "do not show the thinking text"},
+		&cli.StringFlag{Name: "tokens", Usage: "the prompt as comma-separated token ids (no tokenizer)"},
+		&cli.StringFlag{Name: "logits", Usage: "write the last prompt position's logits to `PATH` (little-endian float32)"},
+		&cli.BoolFlag{Name: "json", Usage: "print one JSON object at the end instead of streaming"},
+	}
+}

@@ -1,0 +1,319 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/qwenc/qwenc/kernels"
+	"github.com/qwenc/qwenc/runtime"
+	"github.com/qwenc/qwenc/runtime/sampling"
+	"github.com/urfave/cli/v2"
+)
+
+// processStart is read once at init: load time counts from process start.
+var processStart = time.Now()
+
+// setup is what every mode needs: the model, a session, sampling and stops.
+type setup struct {
+	m         *runtime.Model
+	sess      *runtime.Session
+	params    sampling.Params
+	stop      []int32
+	loadTime  time.Duration
+	stdoutTTY bool
+}
+
+func run(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return fmt.Errorf("want one MODEL.qbin argument, got %d (see --help)", c.NArg())
+	}
+	if c.Bool("chat") && c.IsSet("tokens") {
+		return errors.New("--tokens gives raw token ids; it cannot be used with --chat")
+	}
+	s, err := load(c)
+	if err != nil {
+		return err
+	}
+	defer s.m.Close()
+	if c.Bool("chat") {
+		return runChat(c, s)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runCompletion(ctx, c, s)
+}
+
+func load(c *cli.Context) (*setup, error) {
+	kp, err := kernels.FromEnv()
+	if c.IsSet("kernels") {
+		kp, err = kernels.ParsePath(c.String("kernels"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	path := c.Args().First()
+	m, err := runtime.Open(path, runtime.Options{Threads: c.Int("threads"), Kernels: kp})
+	if err != nil {
+		return nil, err
+	}
+	s := &setup{m: m, stdoutTTY: isTerminal(os.Stdout)}
+	fail := func(err error) (*setup, error) { m.Close(); return nil, err }
+	ctxLen := c.Int("ctx")
+	if ctxLen == 0 {
+		ctxLen = m.Config.MaxPositions
+	}
+	if ctxLen < 1 || ctxLen > m.Config.MaxPositions {
+		return fail(fmt.Errorf("--ctx %d: the model's maximum context is %d tokens", ctxLen, m.Config.MaxPositions))
+	}
+	if avail, ok := memAvailable(); ok && m.KVBytesFor(ctxLen) > avail {
+		return fail(fmt.Errorf("--ctx %d needs %d MB of KV cache, more than the %d MB of memory available; use a smaller --ctx",
+			ctxLen, m.KVBytesFor(ctxLen)/1e6, avail/1e6))
+	}
+	if s.sess, err = m.NewSession(ctxLen); err != nil {
+		return fail(err)
+	}
+	s.params, err = samplingParams(c, m)
+	if err != nil {
+		return fail(err)
+	}
+	for _, id := range m.File.Header.Generation.EOS {
+		s.stop = append(s.stop, id)
+	}
+	if id, ok := m.Tokenizer.TokenID("<|im_end|>"); ok {
+		s.stop = append(s.stop, int32(id))
+	}
+	if id, ok := m.Tokenizer.EOS(); ok {
+		s.stop = append(s.stop, int32(id))
+	}
+	s.loadTime = time.Since(processStart)
+	return s, nil
+}
+
+// samplingParams starts from the model's generation_config and applies
+// the flags that were given.
+func samplingParams(c *cli.Context, m *runtime.Model) (sampling.Params, error) {
+	g := m.File.Header.Generation
+	p := sampling.Params{Temperature: g.Temperature, TopK: int(g.TopK), TopP: g.TopP, MinP: g.MinP,
+		RepeatPenalty: g.RepetitionPenalty, PresencePenalty: g.PresencePenalty}
+	if !g.DoSample {
+		p.Temperature = 0
+	}
+	for _, f := range []struct {
+		name string
+		dst  *float32
+	}{{"temp", &p.Temperature}, {"top-p", &p.TopP}, {"min-p", &p.MinP}, {"repeat-penalty", &p.RepeatPenalty}, {"presence-penalty", &p.PresencePenalty}} {
+		if c.IsSet(f.name) {
+			v := c.Float64(f.name)
+			if v < 0 || math.IsNaN(v) {
+				return p, fmt.Errorf("--%s %v must not be negative", f.name, v)
+			}
+			*f.dst = float32(v)
+		}
+	}
+	if c.IsSet("top-k") {
+		if c.Int("top-k") < 0 {
+			return p, fmt.Errorf("--top-k %d must not be negative", c.Int("top-k"))
+		}
+		p.TopK = c.Int("top-k")
+	}
+	p.Seed = uint64(time.Now().UnixNano())
+	if c.IsSet("seed") {
+		p.Seed = c.Uint64("seed")
+	}
+	return p, nil
+}
+
+// promptText reads -p or -f.
+func promptText(c *cli.Context) (string, bool, error) {
+	if c.IsSet("prompt") && c.IsSet("file") {
+		return "", false, errors.New("give the prompt with -p or -f, not both")
+	}
+	if c.IsSet("prompt") {
+		return c.String("prompt"), true, nil
+	}
+	if c.IsSet("file") {
+		var b []byte
+		var err error
+		if f := c.String("file"); f == "-" {
+			b, err = io.ReadAll(os.Stdin)
+		} else {
+			b, err = os.ReadFile(f)
+		}
+		return string(b), true, err
+	}
+	return "", false, nil
+}
+
+func parseTokens(s string, vocab int) ([]int32, error) {
+	var ids []int32
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 0 || v >= vocab {
+			return nil, fmt.Errorf("--tokens: %q is not a token id in [0, %d)", f, vocab)
+		}
+		ids = append(ids, int32(v))
+	}
+	return ids, nil
+}
+
+func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
+	var prompt []int32
+	if c.IsSet("tokens") {
+		var err error
+		if prompt, err = parseTokens(c.String("tokens"), s.m.Config.Vocab); err != nil {
+			return err
+		}
+	} else {
+		text, ok, err := promptText(c)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errors.New("no prompt: give -p TEXT, -f PATH, --tokens IDS, or --chat")
+		}
+		for _, id := range s.m.Tokenizer.Encode(text, true) {
+			prompt = append(prompt, int32(id))
+		}
+		if len(prompt) == 0 {
+			return errors.New("the prompt is empty")
+		}
+	}
+	if len(prompt) > s.sess.Ctx() {
+		return fmt.Errorf("the prompt has %d tokens, more than the context of %d (--ctx)", len(prompt), s.sess.Ctx())
+	}
+	jsonOut := c.Bool("json")
+	out := bufio.NewWriter(os.Stdout)
+	dec := s.m.Tokenizer.NewStreamDecoder()
+	var logitsErr error
+	opts := runtime.GenerateOptions{
+		MaxTokens: c.Int("max-tokens"),
+		Stop:      s.stop,
+		Sampler:   sampling.New(s.m.Config.Vocab, s.params),
+		OnToken: func(id int32) {
+			if jsonOut {
+				return
+			}
+			out.WriteString(dec.Add(int(id)))
+			out.Flush()
+		},
+	}
+	if path := c.String("logits"); path != "" {
+		opts.OnPromptLogits = func(l []float32) { logitsErr = writeLogits(path, l) }
+	}
+	res, err := s.sess.Generate(ctx, prompt, opts)
+	if err != nil {
+		return err
+	}
+	if logitsErr != nil {
+		return logitsErr
+	}
+	if jsonOut {
+		if err := printJSON(os.Stdout, s, prompt, res); err != nil {
+			return err
+		}
+	} else {
+		out.WriteString(dec.Flush())
+		if s.stdoutTTY || res.Stop == runtime.StopInterrupt {
+			out.WriteString("\n")
+		}
+		out.Flush()
+	}
+	printStats(os.Stderr, s, res)
+	if res.Stop == runtime.StopInterrupt {
+		return errInterrupted
+	}
+	return nil
+}
+
+// writeLogits writes a logits row as little-endian float32, atomically.
+func writeLogits(path string, l []float32) error {
+	b := make([]byte, 4*len(l))
+	for i, v := range l {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func rate(n int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func printStats(w io.Writer, s *setup, r runtime.Result) {
+	fmt.Fprintf(w, "load %.0f ms | prompt %d tokens in %.0f ms, %.1f tok/s | generated %d tokens in %.0f ms, %.1f tok/s | stop: %s | kv %.1f MB\n",
+		ms(s.loadTime), r.PromptTokens, ms(r.PrefillTime), rate(r.PromptTokens, r.PrefillTime),
+		len(r.Generated), ms(r.DecodeTime), rate(len(r.Generated), r.DecodeTime), r.Stop, float64(s.sess.KV.Bytes())/1e6)
+	if r.Stop == runtime.StopCtx {
+		fmt.Fprintf(w, "qwenrun: stopped at the context limit of %d tokens (--ctx)\n", s.sess.Ctx())
+	}
+}
+
+func printJSON(w io.Writer, s *setup, prompt []int32, r runtime.Result) error {
+	gen := make([]int, len(r.Generated))
+	ids := make([]int, len(r.Generated))
+	for i, id := range r.Generated {
+		gen[i], ids[i] = int(id), int(id)
+	}
+	pids := make([]int, len(prompt))
+	for i, id := range prompt {
+		pids[i] = int(id)
+	}
+	enc := json.NewEncoder(w)
+	return enc.Encode(map[string]any{
+		"prompt_ids":    pids,
+		"generated_ids": gen,
+		"text":          s.m.Tokenizer.Decode(ids),
+		"stop_reason":   r.Stop,
+		"timings": map[string]any{
+			"load_ms":        ms(s.loadTime),
+			"prefill_tokens": r.PromptTokens,
+			"prefill_ms":     ms(r.PrefillTime),
+			"prefill_tok_s":  rate(r.PromptTokens, r.PrefillTime),
+			"decode_tokens":  len(r.Generated),
+			"decode_ms":      ms(r.DecodeTime),
+			"decode_tok_s":   rate(len(r.Generated), r.DecodeTime),
+		},
+		"kv_bytes": s.sess.KV.Bytes(),
+	})
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// memAvailable reads MemAvailable from /proc/meminfo (Linux); elsewhere
+// the check is skipped.
+func memAvailable() (int64, bool) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemAvailable:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			return kb * 1024, err == nil
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,272 @@
+//go:build amd64 && !purego
+
+package kernels
+
+// The assembly works on whole registers: the AVX-512 kernels on multiples
+// of 16 float32, the AVX2 kernels on multiples of 8. Each ...Asm helper
+// runs the kernel of p over the largest such prefix and returns its length
+// (0 for Generic, which never gets here, or an unknown path).
+
+func opVecLen(p Path, n int) int {
+	switch p {
+	case AVX512:
+		return n &^ 15
+	case AVX2:
+		return n &^ 7
+	}
+	return 0
+}
+
+func sumSqAsm(p Path, x []float32) (int, float32) {
+	k := opVecLen(p, len(x))
+	if k == 0 {
+		return 0, 0
+	}
+	if p == AVX512 {
+		return k, sumSqAVX512(&x[0], k)
+	}
+	return k, sumSqAVX2(&x[0], k)
+}
+
+func mulScaleAsm(p Path, dst, x, w []float32, s float32) int {
+	k := opVecLen(p, len(x))
+	if k == 0 {
+		return 0
+	}
+	_, _ = dst[k-1], w[k-1]
+	if p == AVX512 {
+		mulScaleAVX512(&dst[0], &x[0], &w[0], s, k)
+	} else {
+		mulScaleAVX2(&dst[0], &x[0], &w[0], s, k)
+	}
+	return k
+}
+
+func addAsm(p Path, dst, a, b []float32) int {
+	k := opVecLen(p, len(dst))
+	if k == 0 {
+		return 0
+	}
+	_, _ = a[k-1], b[k-1]
+	if p == AVX512 {
+		addAVX512(&dst[0], &a[0], &b[0], k)
+	} else {
+		addAVX2(&dst[0], &a[0], &b[0], k)
+	}
+	return k
+}
+
+func scaleAsm(p Path, x []float32, s float32) int {
+	k := opVecLen(p, len(x))
+	if k == 0 {
+		return 0
+	}
+	if p == AVX512 {
+		scaleAVX512(&x[0], s, k)
+	} else {
+		scaleAVX2(&x[0], s, k)
+	}
+	return k
+}
+
+func siluMulAsm(p Path, dst, gate, up []float32) int {
+	k := opVecLen(p, len(dst))
+	if k == 0 {
+		return 0
+	}
+	_, _ = gate[k-1], up[k-1]
+	if p == AVX512 {
+		siluMulAVX512(&dst[0], &gate[0], &up[0], k)
+	} else {
+		siluMulAVX2(&dst[0], &gate[0], &up[0], k)
+	}
+	return k
+}
+
+func expSubAsm(p Path, x []float32, m float32) (int, float32) {
+	k := opVecLen(p, len(x))
+	if k == 0 {
+		return 0, 0
+	}
+	if p == AVX512 {
+		return k, expSubAVX512(&x[0], m, k)
+	}
+	return k, expSubAVX2(&x[0], m, k)
+}
+
+func maxAsm(p Path, x []float32) (int, float32) {
+	k := opVecLen(p, len(x))
+	if k == 0 {
+		return 0, opNegInf()
+	}
+	if p == AVX512 {
+		return k, maxAVX512(&x[0], k)
+	}
+	return k, maxAVX2(&x[0], k)
+}
+
+func indexAsm(p Path, x []float32, v float32) (int, int) {
+	k := opVecLen(p, len(x))
+	if k == 0 {
+		return 0, -1
+	}
+	if p == AVX512 {
+		return k, indexAVX512(&x[0], v, k)
+	}
+	return k, indexAVX2(&x[0], v, k)
+}
+
+func ropeAsm(p Path, x0, x1, cos, sin []float32) int {
+	k := opVecLen(p, len(x0))
+	if k == 0 {
+		return 0
+	}
+	_, _, _ = x1[k-1], cos[k-1], sin[k-1]
+	if p == AVX512 {
+		ropeAVX512(&x0[0], &x1[0], &cos[0], &sin[0], k)
+	} else {
+		ropeAVX2(&x0[0], &x1[0], &cos[0], &sin[0], k)
+	}
+	return k
+}
+
+func f32ToF16Asm(p Path, dst []uint16, src []float32) int {
+	k := opVecLen(p, len(dst))
+	if k == 0 {
+		return 0
+	}
+	_ = src[k-1]
+	if p == AVX512 {
+		f32ToF16AVX512(&dst[0], &src[0], k)
+	} else {
+		f32ToF16AVX2(&dst[0], &src[0], k)
+	}
+	return k
+}
+
+func f16ToF32Asm(p Path, dst []float32, src []uint16) int {
+	k := opVecLen(p, len(dst))
+	if k == 0 {
+		return 0
+	}
+	_ = src[k-1]
+	if p == AVX512 {
+		f16ToF32AVX512(&dst[0], &src[0], k)
+	} else {
+		f16ToF32AVX2(&dst[0], &src[0], k)
+	}
+	return k
+}
+
+func dotF16Asm(p Path, x []float32, y []uint16) (int, float32) {
+	k := opVecLen(p, len(x))
+	if k == 0 {
+		return 0, 0
+	}
+	_ = y[k-1]
+	if p == AVX512 {
+		return k, dotF16AVX512(&x[0], &y[0], k)
+	}
+	return k, dotF16AVX2(&x[0], &y[0], k)
+}
+
+func axpyF16Asm(p Path, dst []float32, a float32, y []uint16) int {
+	k := opVecLen(p, len(dst))
+	if k == 0 {
+		return 0
+	}
+	_ = y[k-1]
+	if p == AVX512 {
+		axpyF16AVX512(&dst[0], a, &y[0], k)
+	} else {
+		axpyF16AVX2(&dst[0], a, &y[0], k)
+	}
+	return k
+}
+
+// Implemented in ops_amd64.s. n is a positive multiple of the register
+// width (16 for AVX512, 8 for AVX2); the pointers address n elements.
+
+//go:noescape
+func sumSqAVX512(x *float32, n int) float32
+
+//go:noescape
+func sumSqAVX2(x *float32, n int) float32
+
+//go:noescape
+func mulScaleAVX512(dst, x, w *float32, s float32, n int)
+
+//go:noescape
+func mulScaleAVX2(dst, x, w *float32, s float32, n int)
+
+//go:noescape
+func addAVX512(dst, a, b *float32, n int)
+
+//go:noescape
+func addAVX2(dst, a, b *float32, n int)
+
+//go:noescape
+func scaleAVX512(x *float32, s float32, n int)
+
+//go:noescape
+func scaleAVX2(x *float32, s float32, n int)
+
+//go:noescape
+func siluMulAVX512(dst, gate, up *float32, n int)
+
+//go:noescape
+func siluMulAVX2(dst, gate, up *float32, n int)
+
+// expSub sets x[i] = exp(x[i]-m) and returns the sum.
+//
+//go:noescape
+func expSubAVX512(x *float32, m float32, n int) float32
+
+//go:noescape
+func expSubAVX2(x *float32, m float32, n int) float32
+
+// max ignores NaNs and returns -Inf if there is nothing else.
+//
+//go:noescape
+func maxAVX512(x *float32, n int) float32
+
+//go:noescape
+func maxAVX2(x *float32, n int) float32
+
+// index returns the first i with x[i] == v, or -1.
+//
+//go:noescape
+func indexAVX512(x *float32, v float32, n int) int
+
+//go:noescape
+func indexAVX2(x *float32, v float32, n int) int
+
+//go:noescape
+func ropeAVX512(x0, x1, cos, sin *float32, n int)
+
+//go:noescape
+func ropeAVX2(x0, x1, cos, sin *float32, n int)
+
+//go:noescape
+func f32ToF16AVX512(dst *uint16, src *float32, n int)
+
+//go:noescape
+func f32ToF16AVX2(dst *uint16, src *float32, n int)
+
+//go:noescape
+func f16ToF32AVX512(dst *float32, src *uint16, n int)
+
+//go:noescape
+func f16ToF32AVX2(dst *float32, src *uint16, n int)
+
+//go:noescape
+func dotF16AVX512(x *float32, y *uint16, n int) float32
+
+//go:noescape
+func dotF16AVX2(x *float32, y *uint16, n int) float32
+
+//go:noescape
+func axpyF16AVX512(dst *float32, a float32, y *uint16, n int)
+
+//go:noescape
+func axpyF16AVX2(dst *float32, a float32, y *uint16, n int)

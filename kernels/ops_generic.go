@@ -1,0 +1,20 @@
+//go:build !amd64 || purego
+
+package kernels
+
+// Without assembly every path runs the Go code in ops.go; these report that
+// no element was handled.
+
+func sumSqAsm(Path, []float32) (int, float32)                        { return 0, 0 }
+func mulScaleAsm(Path, []float32, []float32, []float32, float32) int { return 0 }
+func addAsm(Path, []float32, []float32, []float32) int               { return 0 }
+func scaleAsm(Path, []float32, float32) int                          { return 0 }
+func siluMulAsm(Path, []float32, []float32, []float32) int           { return 0 }
+func expSubAsm(Path, []float32, float32) (int, float32)              { return 0, 0 }
+func maxAsm(Path, []float32) (int, float32)                          { return 0, opNegInf() }
+func indexAsm(Path, []float32, float32) (int, int)                   { return 0, -1 }
+func ropeAsm(Path, []float32, []float32, []float32, []float32) int   { return 0 }
+func f32ToF16Asm(Path, []uint16, []float32) int                      { return 0 }
+func f16ToF32Asm(Path, []float32, []uint16) int                      { return 0 }
+func dotF16Asm(Path, []float32, []uint16) (int, float32)             { return 0, 0 }
+func axpyF16Asm(Path, []float32, float32, []uint16) int              { return 0 }

@@ -1,0 +1,184 @@
+package runtime
+
+import (
+	"math"
+
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/graph"
+	"github.com/qwenc/qwenc/kernels"
+)
+
+// step runs one forward step over tokens at positions pos.. with the
+// program p (decode or prefill; len(tokens) <= p's planned tokens) and
+// returns the logits of the last token, a view into the arena valid until
+// the next step. The KV cache must have room for pos+len(tokens).
+func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int) []float32 {
+	T := len(tokens)
+	c := &m.Config
+	k := m.k
+	eps := float32(c.RMSNormEps)
+	hd := c.HeadDim
+	for i := range p.ops {
+		op := &p.ops[i]
+		switch op.Kind {
+		case graph.RopeTable:
+			rope := p.view(op.Out, T)
+			half := hd / 2
+			for t := range T {
+				for j, f := range m.invFreq {
+					s, co := math.Sincos(float64(pos+t) * f)
+					rope[t*hd+j] = float32(co)
+					rope[t*hd+half+j] = float32(s)
+				}
+			}
+		case graph.Embed:
+			x := p.view(op.Out, T)
+			h := c.Hidden
+			for t, id := range tokens {
+				k.F16ToF32(x[t*h:(t+1)*h], op.w16[int(id)*h:(int(id)+1)*h])
+			}
+		case graph.RMSNorm:
+			h := c.Hidden
+			in := p.view(op.In[0], T)
+			if op.LastRow {
+				k.RMSNorm(p.view(op.Out, 1), in[(T-1)*h:T*h], op.w32, eps)
+				break
+			}
+			out := p.view(op.Out, T)
+			for t := range T {
+				k.RMSNorm(out[t*h:(t+1)*h], in[t*h:(t+1)*h], op.w32, eps)
+			}
+		case graph.MatMul:
+			rows := p.rows(op.In[0], T)
+			mm := &m.tasks.mm
+			mm.k, mm.dst, mm.w, mm.x, mm.n, mm.kdim, mm.rows = k, p.view(op.Out, rows), op.w16, p.view(op.In[0], rows), op.n, op.k, rows
+			m.pool.Run(mm)
+			if op.bias != nil {
+				for r := range rows {
+					k.AddBias(mm.dst[r*op.n:(r+1)*op.n], op.bias)
+				}
+			}
+		case graph.QKRope:
+			q, kk := p.view(op.InOut[0], T), p.view(op.InOut[1], T)
+			rope := p.view(op.In[0], T)
+			half := hd / 2
+			for t := range T {
+				cos, sin := rope[t*hd:t*hd+half], rope[t*hd+half:(t+1)*hd]
+				for h := range c.Heads {
+					v := q[(t*c.Heads+h)*hd : (t*c.Heads+h+1)*hd]
+					if op.w32 != nil {
+						k.RMSNorm(v, v, op.w32, eps)
+					}
+					k.RoPE(v, cos, sin)
+				}
+				for h := range c.KVHeads {
+					v := kk[(t*c.KVHeads+h)*hd : (t*c.KVHeads+h+1)*hd]
+					if op.w32b != nil {
+						k.RMSNorm(v, v, op.w32b, eps)
+					}
+					k.RoPE(v, cos, sin)
+				}
+			}
+		case graph.KVStore:
+			kk, vv := p.view(op.In[0], T), p.view(op.In[1], T)
+			for t := range T {
+				for h := range c.KVHeads {
+					kr, vr := kv.row(op.Layer, h, pos+t)
+					o := (t*c.KVHeads + h) * hd
+					k.F32ToF16(kr, kk[o:o+hd])
+					k.F32ToF16(vr, vv[o:o+hd])
+				}
+			}
+		case graph.Attention:
+			at := &m.tasks.attn
+			at.m, at.kv, at.layer, at.pos, at.T = m, kv, op.Layer, pos, T
+			at.q, at.out = p.view(op.In[0], T), p.view(op.Out, T)
+			m.pool.Run(at)
+		case graph.AddInPlace:
+			x := p.view(op.InOut[0], T)
+			k.Add(x, x, p.view(op.In[0], T))
+		case graph.SiLUMul:
+			ew := &m.tasks.silu
+			ew.k, ew.gate, ew.up, ew.width = k, p.view(op.InOut[0], T), p.view(op.In[0], T), c.Intermediate
+			m.pool.Run(ew)
+		}
+	}
+	return p.view(p.g.Logits, 1)
+}
+
+// rows is how many rows of tensor t a step of T tokens uses: T, except for
+// tensors that only ever hold the last token (final norm, logits).
+func (p *program) rows(t, T int) int {
+	if p.g.Tensors[t].Rows < p.g.Tokens {
+		return p.g.Tensors[t].Rows
+	}
+	return T
+}
+
+// tasks are the pool tasks of a step, preallocated so that a step does not
+// allocate: the executor fills their fields and hands a pointer to the pool.
+type tasks struct {
+	mm   matmulTask
+	attn attentionTask
+	silu siluTask
+}
+
+// matmulTask splits the tiles of one matrix product across the workers.
+type matmulTask struct {
+	k             kernels.Path
+	dst, x        []float32
+	w             []uint16
+	n, kdim, rows int
+}
+
+func (t *matmulTask) Run(w, nw int) {
+	t0, t1 := kernels.Split(format.Tiles(t.n), nw, w)
+	if t0 == t1 {
+		return
+	}
+	if t.rows == 1 {
+		t.k.MatVecTiles(t.dst, t.w, t.x, t.n, t.kdim, t0, t1)
+	} else {
+		t.k.GemmTiles(t.dst, t.n, t.w, t.x, t.kdim, t.rows, t.n, t.kdim, t0, t1)
+	}
+}
+
+// attentionTask splits the (token, head) pairs of a step across workers.
+type attentionTask struct {
+	m             *Model
+	kv            *KVCache
+	q, out        []float32
+	layer, pos, T int
+}
+
+func (t *attentionTask) Run(w, nw int) {
+	c := &t.m.Config
+	hd, group := c.HeadDim, c.Heads/c.KVHeads
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	i0, i1 := kernels.Split(t.T*c.Heads, nw, w)
+	scores := t.m.scratch[w]
+	for i := i0; i < i1; i++ {
+		tok, h := i/c.Heads, i%c.Heads
+		n := t.pos + tok + 1
+		o := (tok*c.Heads + h) * hd
+		kvh := h / group
+		t.m.k.Attend(t.out[o:o+hd], t.q[o:o+hd], t.kv.k[t.layer][kvh], t.kv.v[t.layer][kvh], n, hd, format.KVChunkTokens, scale, scores[:n])
+	}
+}
+
+// siluTask computes gate = silu(gate) * up, rows split across workers.
+type siluTask struct {
+	k        kernels.Path
+	gate, up []float32
+	width    int
+}
+
+func (t *siluTask) Run(w, nw int) {
+	rows := len(t.gate) / t.width
+	r0, r1 := kernels.Split(rows, nw, w)
+	if r0 == r1 {
+		return
+	}
+	g, u := t.gate[r0*t.width:r1*t.width], t.up[r0*t.width:r1*t.width]
+	t.k.SiLUMul(g, g, u)
+}

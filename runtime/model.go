@@ -1,0 +1,196 @@
+// Package runtime runs a compiled .qbin model: it maps the file, points
+// every weight into the mapping, allocates one activation arena per mode
+// exactly as the compiled plan says, and executes the forward step that
+// package graph defines, with the kernels of package kernels.
+package runtime
+
+import (
+	"fmt"
+	"math"
+	goruntime "runtime"
+	"unsafe"
+
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/graph"
+	"github.com/qwenc/qwenc/kernels"
+	"github.com/qwenc/qwenc/tokenizer"
+)
+
+// Options configure a loaded model.
+type Options struct {
+	Threads int          // worker threads; 0: the CPUs this process may use
+	Kernels kernels.Path // implementation of the kernels
+}
+
+// Model is a loaded .qbin file. It is not safe for concurrent use: one
+// Model runs one Session at a time (the arenas and the pool are shared).
+type Model struct {
+	File      *format.File
+	Config    format.Config
+	Tokenizer *tokenizer.Tokenizer
+	k         kernels.Path
+	pool      *kernels.Pool
+	decode    *program
+	prefill   *program
+	// invFreq are RoPE's inverse frequencies theta^(-2i/d), in float64 so
+	// the angles of long positions stay exact before rounding to f32.
+	invFreq []float64
+	// scratch is per-worker attention score space, sized on demand for the
+	// longest context a session asks for.
+	scratch [][]float32
+	tasks   tasks
+}
+
+// program is one mode's op list bound to weights and arena views.
+type program struct {
+	g      *graph.Graph
+	arena  []float32
+	offset []int // per tensor, in float32 elements
+	ops    []boundOp
+}
+
+// boundOp is a graph op with its weights resolved to slices of the mapping.
+type boundOp struct {
+	graph.Op
+	w16  []uint16  // tile-major or row-major f16 weight
+	w32  []float32 // norm weight
+	w32b []float32 // second norm weight (k_norm)
+	bias []float32
+	n, k int // matrix shape
+}
+
+// Open maps a .qbin file and prepares it to run. No weight is copied or
+// converted: every weight slice points into the read-only mapping.
+func Open(path string, opts Options) (*Model, error) {
+	f, err := format.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newModel(f, opts)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+func newModel(f *format.File, opts Options) (*Model, error) {
+	m := &Model{File: f, Config: f.Header.Config, k: opts.Kernels}
+	if !m.k.Supported() {
+		return nil, fmt.Errorf("kernel path %s is not supported here", m.k)
+	}
+	tb, err := f.Bytes(format.SecTokenizer)
+	if err != nil {
+		return nil, err
+	}
+	if m.Tokenizer, err = tokenizer.Load(tb); err != nil {
+		return nil, fmt.Errorf("section %q: %w", format.SecTokenizer, err)
+	}
+	if m.Tokenizer.VocabSize() > m.Config.Vocab {
+		return nil, fmt.Errorf("section %q: %d token ids for a %d-row embedding", format.SecTokenizer, m.Tokenizer.VocabSize(), m.Config.Vocab)
+	}
+	for _, mode := range []string{"decode", "prefill"} {
+		p, err := m.bind(mode)
+		if err != nil {
+			return nil, err
+		}
+		if mode == "decode" {
+			m.decode = p
+		} else {
+			m.prefill = p
+		}
+	}
+	hd := m.Config.HeadDim
+	m.invFreq = make([]float64, hd/2)
+	for i := range m.invFreq {
+		m.invFreq[i] = 1 / math.Pow(m.Config.RopeTheta, float64(2*i)/float64(hd))
+	}
+	threads := opts.Threads
+	if threads <= 0 {
+		threads = goruntime.GOMAXPROCS(0)
+	}
+	m.pool = kernels.NewPool(threads)
+	m.scratch = make([][]float32, threads)
+	return m, nil
+}
+
+// bind rebuilds the mode's op list from the config, checks it against the
+// compiled plan, carves the arena and resolves every weight.
+func (m *Model) bind(mode string) (*program, error) {
+	plan, ok := m.File.Header.Plan(mode)
+	if !ok {
+		return nil, fmt.Errorf("no %s arena plan", mode)
+	}
+	g := graph.Build(&m.Config, mode, plan.Tokens)
+	offs, err := graph.Bind(g, plan)
+	if err != nil {
+		return nil, err
+	}
+	p := &program{g: g, arena: alignedFloats(int(plan.Size) / 4)}
+	for _, o := range offs {
+		p.offset = append(p.offset, int(o/4))
+	}
+	for _, op := range g.Ops {
+		b := boundOp{Op: op}
+		var err error
+		switch op.Kind {
+		case graph.Embed:
+			b.w16, err = m.File.F16(op.Weight)
+		case graph.MatMul:
+			s, _ := m.File.Header.Section(op.Weight)
+			if s == nil || s.Layout != format.TileMajor {
+				return nil, fmt.Errorf("section %q: missing or not tile-major", op.Weight)
+			}
+			b.n, b.k = int(s.Shape[0]), int(s.Shape[1])
+			b.w16, err = m.File.F16(op.Weight)
+			if err == nil && op.Bias != "" {
+				b.bias, err = m.File.F32(op.Bias)
+			}
+		case graph.RMSNorm:
+			b.w32, err = m.File.F32(op.Weight)
+		case graph.QKRope:
+			if op.Weight != "" {
+				if b.w32, err = m.File.F32(op.Weight); err == nil {
+					b.w32b, err = m.File.F32(op.Weight2)
+				}
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		p.ops = append(p.ops, b)
+	}
+	return p, nil
+}
+
+// alignedFloats allocates n float32s starting on a 64-byte boundary, so
+// every 64-aligned arena offset is cache-line aligned in memory.
+func alignedFloats(n int) []float32 {
+	buf := make([]float32, n+16)
+	skip := 0
+	for uintptr(unsafe.Pointer(&buf[skip]))%64 != 0 {
+		skip++
+	}
+	return buf[skip : skip+n : skip+n]
+}
+
+// view returns tensor t of a program for rows rows.
+func (p *program) view(t, rows int) []float32 {
+	o := p.offset[t]
+	return p.arena[o : o+rows*p.g.Tensors[t].Cols]
+}
+
+// Close releases the worker pool and unmaps the file.
+func (m *Model) Close() error {
+	m.pool.Close()
+	return m.File.Close()
+}
+
+// Threads is the number of worker threads.
+func (m *Model) Threads() int { return m.pool.Threads() }
+
+// MaxPrefill is the number of tokens one prefill step processes.
+func (m *Model) MaxPrefill() int { return m.prefill.g.Tokens }
+
+// ArenaBytes is the size of the two activation arenas.
+func (m *Model) ArenaBytes() int { return 4 * (len(m.decode.arena) + len(m.prefill.arena)) }

@@ -1,0 +1,175 @@
+package runtime
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/qwenc/qwenc/compiler"
+	"github.com/qwenc/qwenc/internal/testmodel"
+	"github.com/qwenc/qwenc/kernels"
+)
+
+type refCase struct {
+	Name      string  `json:"name"`
+	PromptIDs []int32 `json:"prompt_ids"`
+	Positions []struct {
+		Pos       int          `json:"pos"`
+		Top       [][2]float64 `json:"top"`
+		LogSumExp float64      `json:"logsumexp"`
+	} `json:"positions"`
+	LastLogitsFile string    `json:"last_logits_file"`
+	Greedy         []int32   `json:"greedy"`
+	GreedyMargins  []float64 `json:"greedy_margins"`
+}
+
+func loadReference(t *testing.T, model string) []refCase {
+	b, err := os.ReadFile(testmodel.Testdata(t, model, "expected", "reference.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Cases []refCase `json:"cases"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Cases
+}
+
+func readF32(t *testing.T, path string) []float32 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+// compiled caches one compile per bundled model for the test binary.
+var compiled sync.Map
+
+func compileBundled(t *testing.T, name string) string {
+	if p, ok := compiled.Load(name); ok {
+		return p.(string)
+	}
+	dir, err := os.MkdirTemp("", "qwenrun-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(dir, name)
+	if err := testmodel.Materialise(testmodel.Testdata(t, name), testmodel.Testdata(t, "tokenizer", "tokenizer.json.gz"), model); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, name+".qbin")
+	if _, err := compiler.Compile(context.Background(), model, compiler.Options{Output: out, MaxPrefill: 512, NoSync: true}); err != nil {
+		t.Fatal(err)
+	}
+	compiled.Store(name, out)
+	return out
+}
+
+func openModel(t *testing.T, path string, k kernels.Path, threads int) *Model {
+	m, err := Open(path, Options{Threads: threads, Kernels: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func argmax(x []float32) (int, float32) {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	second := float32(math.Inf(-1))
+	for i, v := range x {
+		if i != best && v > second {
+			second = v
+		}
+	}
+	return best, x[best] - second
+}
+
+// TestReferenceLogits checks the engine against the float64 reference of
+// both bundled models, on every kernel path: the full last-position row
+// within 0.05, the argmax at every listed position wherever the reference's
+// margin exceeds 0.05 (positions come from feeding the prompt one token at
+// a time, so decode is checked too), and the greedy continuation up to the
+// first step whose margin is under 0.05.
+func TestReferenceLogits(t *testing.T) {
+	for _, name := range []string{"tiny-a", "qwen3-go-demo"} {
+		path := compileBundled(t, name)
+		cases := loadReference(t, name)
+		for _, kp := range kernels.SupportedPaths() {
+			m := openModel(t, path, kp, 2)
+			var worst float64
+			for _, c := range cases {
+				s, _ := m.NewSession(0)
+				logits, err := s.Feed(c.PromptIDs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := readF32(t, testmodel.Testdata(t, name, "expected", c.LastLogitsFile))
+				var maxErr float64
+				for i := range want {
+					maxErr = max(maxErr, math.Abs(float64(logits[i]-want[i])))
+				}
+				worst = max(worst, maxErr)
+				if maxErr > 0.05 {
+					t.Errorf("%s/%s/%s: last-position logits max error %.4f > 0.05", name, kp, c.Name, maxErr)
+				}
+				// Greedy continuation.
+				for step, wantID := range c.Greedy {
+					id, _ := argmax(logits)
+					if int32(id) != wantID {
+						if c.GreedyMargins[step] > 0.05 {
+							t.Errorf("%s/%s/%s: greedy step %d = %d, want %d (margin %.3f)", name, kp, c.Name, step, id, wantID, c.GreedyMargins[step])
+						}
+						break
+					}
+					if logits, err = s.Feed([]int32{wantID}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// Listed positions, token by token through the decode path.
+				if len(c.PromptIDs) > 64 && kp != kernels.Detect() {
+					continue // long prompts token by token only on the main path
+				}
+				s2, _ := m.NewSession(0)
+				for pos, id := range c.PromptIDs {
+					l, err := s2.Feed([]int32{id})
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, p := range c.Positions {
+						if p.Pos != pos {
+							continue
+						}
+						got, _ := argmax(l)
+						if margin := p.Top[0][1] - p.Top[1][1]; int32(got) != int32(p.Top[0][0]) && margin > 0.05 {
+							t.Errorf("%s/%s/%s: position %d argmax %d, want %d (margin %.3f)", name, kp, c.Name, pos, got, int(p.Top[0][0]), margin)
+						}
+						for _, tv := range p.Top {
+							if d := math.Abs(float64(l[int(tv[0])]) - tv[1]); d > 0.05 {
+								t.Errorf("%s/%s/%s: position %d logit of %d off by %.4f", name, kp, c.Name, pos, int(tv[0]), d)
+							}
+						}
+					}
+				}
+			}
+			t.Logf("%s, %s kernels: worst last-position logit error %.5f", name, kp, worst)
+		}
+	}
+}

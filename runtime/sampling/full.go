@@ -1,0 +1,172 @@
+package sampling
+
+import (
+	"math"
+	"slices"
+)
+
+// Tokens more than cutoffNats below the best (after temperature) get
+// probability 0. Their total mass is under vocab*e^-32 ~ 2e-9 of the best
+// token's, below float32 resolution of the normaliser, and skipping them
+// avoids most exp calls on real logits.
+const (
+	cutoffNats    = 32
+	bucketsPerNat = 32
+	numBuckets    = cutoffNats * bucketsPerNat
+)
+
+// sampleFull handles TopK off: temperature, top-p and min-p over the whole
+// row. Top-p needs the highest-probability tokens in order, but only up to
+// the cut. A histogram of probability mass by log-probability (1/32 nat
+// buckets) finds the bucket where the cumulative mass crosses TopP; tokens in
+// better buckets are kept unsorted and only the boundary bucket is sorted,
+// which is typically tens of tokens rather than 151936.
+func (s *Sampler) sampleFull(logits []float32) int {
+	z, ok := s.weighFull(logits)
+	if !ok {
+		return argmax(logits)
+	}
+	e := s.e[:len(logits)]
+	if s.p.TopP >= 1 && s.p.MinP <= 0 {
+		return s.drawDense(e, z)
+	}
+	return s.draw(s.filterFull(e, z))
+}
+
+// weighFull fills s.e with unnormalised tempered probabilities (the best
+// token gets exactly 1) and, when top-p is on, the mass histogram. It
+// returns the total mass, or false when no finite maximum exists.
+func (s *Sampler) weighFull(logits []float32) (float64, bool) {
+	top := float32(math.Inf(-1))
+	for _, v := range logits {
+		if v > top {
+			top = v
+		}
+	}
+	if math.IsInf(float64(top), 0) {
+		return 0, false
+	}
+	n := len(logits)
+	e := s.e[:n]
+	invT := 1 / s.p.Temperature
+	var z float64
+	if s.p.TopP >= 1 {
+		for i, v := range logits {
+			x := (v - top) * invT
+			if !(x > -cutoffNats) { // also catches NaN
+				e[i] = 0
+				continue
+			}
+			p := s.exp.neg(x)
+			e[i] = p
+			z += float64(p)
+		}
+		return z, true
+	}
+	clear(s.hist[:])
+	b := s.bucket[:n]
+	for i, v := range logits {
+		x := (v - top) * invT
+		if !(x > -cutoffNats) {
+			e[i] = 0
+			continue
+		}
+		p := s.exp.neg(x)
+		e[i] = p
+		z += float64(p)
+		k := int(-x * bucketsPerNat)
+		if k >= numBuckets {
+			k = numBuckets - 1 // rounding at the cutoff edge
+		}
+		b[i] = uint16(k)
+		s.hist[k] += float64(p)
+	}
+	return z, true
+}
+
+// filterFull applies top-p then min-p to the weights in e.
+func (s *Sampler) filterFull(e []float32, z float64) []cand {
+	var c []cand
+	if s.p.TopP < 1 {
+		c = s.nucleus(e, float64(s.p.TopP)*z)
+	} else {
+		c = s.cands[:0]
+		for i, p := range e {
+			if p > 0 {
+				c = append(c, cand{int32(i), p})
+			}
+		}
+	}
+	if s.p.MinP > 0 {
+		// The best token has e == 1 exactly, so p >= MinP*p_max is e >= MinP.
+		k := 0
+		for _, x := range c {
+			if x.v >= s.p.MinP {
+				c[k] = x
+				k++
+			}
+		}
+		c = c[:k]
+	}
+	return c
+}
+
+// nucleus returns the top-p survivors (in no particular order except that
+// the boundary bucket is sorted) given e and the target mass TopP*z.
+func (s *Sampler) nucleus(e []float32, target float64) []cand {
+	boundary := numBuckets - 1
+	var cum float64
+	for k, m := range s.hist {
+		if cum+m >= target {
+			boundary = k
+			break
+		}
+		cum += m
+	}
+	// Better buckets fill c from the front, the boundary bucket from the back.
+	c := s.cands[:len(e)]
+	front, back := 0, len(e)
+	var kept float64
+	b := s.bucket[:len(e)]
+	for i, p := range e {
+		if p == 0 {
+			continue
+		}
+		switch k := int(b[i]); {
+		case k < boundary:
+			c[front] = cand{int32(i), p}
+			front++
+			kept += float64(p)
+		case k == boundary:
+			back--
+			c[back] = cand{int32(i), p}
+		}
+	}
+	edge := c[back:]
+	slices.SortFunc(edge, byProbDesc)
+	m := 0
+	if kept < target {
+		m = nucleusPrefix(edge, kept, target)
+	}
+	copy(c[front:], edge[:m])
+	return c[:front+m]
+}
+
+// drawDense samples straight from the unnormalised row when no filter needs
+// a candidate list.
+func (s *Sampler) drawDense(e []float32, z float64) int {
+	u := s.rng.Float64() * z
+	var acc float64
+	last := 0
+	for i, p := range e {
+		if p == 0 {
+			continue
+		}
+		acc += float64(p)
+		if u < acc {
+			return i
+		}
+		last = i
+	}
+	return last
+}

@@ -1,0 +1,99 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/qwenc/qwenc/format"
+)
+
+// ErrContextFull is returned when a step would go past the session's
+// context length.
+var ErrContextFull = errors.New("context full")
+
+// Session is one sequence: the tokens whose keys and values are in its KV
+// cache. Tokens are fed in steps: prompts in batches of up to the compiled
+// max-prefill tokens, then one token at a time.
+type Session struct {
+	m      *Model
+	KV     *KVCache
+	ctx    int
+	tokens []int32
+	// MaxBatch caps the tokens of one prefill step below the compiled
+	// maximum (tests use it to check that batching does not change results).
+	MaxBatch int
+}
+
+// NewSession starts an empty sequence that may grow to ctx positions
+// (0: the model's max_position_embeddings).
+func (m *Model) NewSession(ctx int) (*Session, error) {
+	if ctx <= 0 {
+		ctx = m.Config.MaxPositions
+	}
+	if ctx > m.Config.MaxPositions {
+		return nil, fmt.Errorf("context %d is larger than the model's maximum %d", ctx, m.Config.MaxPositions)
+	}
+	for w := range m.scratch {
+		if len(m.scratch[w]) < ctx {
+			m.scratch[w] = make([]float32, ctx)
+		}
+	}
+	return &Session{m: m, KV: NewKVCache(&m.Config), ctx: ctx}, nil
+}
+
+// Len is the number of tokens in the cache.
+func (s *Session) Len() int { return len(s.tokens) }
+
+// Ctx is the session's context length.
+func (s *Session) Ctx() int { return s.ctx }
+
+// Tokens returns the tokens in the cache (do not modify).
+func (s *Session) Tokens() []int32 { return s.tokens }
+
+// Rewind forgets every token from position n on; the next Feed overwrites
+// their cache rows. Chunks stay allocated.
+func (s *Session) Rewind(n int) {
+	if n < len(s.tokens) {
+		s.tokens = s.tokens[:max(n, 0)]
+	}
+}
+
+// Feed runs tokens through the model after those already in the cache and
+// returns the logits of the last one: a view into the model's arena, valid
+// until the next Feed on any session of the model.
+func (s *Session) Feed(tokens []int32) ([]float32, error) {
+	if len(tokens) == 0 {
+		return nil, errors.New("feed: no tokens")
+	}
+	if len(s.tokens)+len(tokens) > s.ctx {
+		return nil, fmt.Errorf("%w: %d tokens in the cache + %d new > context %d", ErrContextFull, len(s.tokens), len(tokens), s.ctx)
+	}
+	for _, id := range tokens {
+		if id < 0 || int(id) >= s.m.Config.Vocab {
+			return nil, fmt.Errorf("feed: token id %d outside the vocabulary [0, %d)", id, s.m.Config.Vocab)
+		}
+	}
+	s.KV.Reserve(len(s.tokens) + len(tokens))
+	batch := s.m.prefill.g.Tokens
+	if s.MaxBatch > 0 {
+		batch = min(batch, s.MaxBatch)
+	}
+	var logits []float32
+	for len(tokens) > 0 {
+		n := min(len(tokens), batch)
+		p := s.m.prefill
+		if n == 1 {
+			p = s.m.decode
+		}
+		logits = s.m.step(p, s.KV, tokens[:n], len(s.tokens))
+		s.tokens = append(s.tokens, tokens[:n]...)
+		tokens = tokens[n:]
+	}
+	return logits, nil
+}
+
+// KVBytesFor estimates the KV cache of a full context, to refuse a context
+// the machine cannot hold before allocating anything.
+func (m *Model) KVBytesFor(ctx int) int64 {
+	return int64(format.KVChunks(ctx)) * int64(m.Config.Layers) * m.Config.KVChunkBytesPerLayer()
+}

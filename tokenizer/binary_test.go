@@ -1,0 +1,134 @@
+package tokenizer
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestBinaryRoundTrip(t *testing.T) {
+	tok, blob := smallTokenizer(t)
+	again, err := Load(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"hello world", "<|end|>aaaaaaa 中中", "x"} {
+		if a, b := tok.Encode(s, true), again.Encode(s, true); !slices.Equal(a, b) {
+			t.Fatalf("%q: %v vs %v", s, a, b)
+		}
+	}
+	// The real vocabulary: through the blob, encodings are those of the
+	// naive reference over the Vocab (TestEncodeMatchesReference covers
+	// much more; this checks Load of a second copy).
+	q := loadQwen(t)
+	tok2, err := Load(slices.Clone(q.blob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := newRefEncoder(q.vocab)
+	for _, s := range []string{benchText, "Hello, y'all! 😁 ?我想在apple工作1314151天～"} {
+		if got, want := tok2.Encode(s, false), ref.encode(s); !slices.Equal(got, want) {
+			t.Fatalf("%q: %v, want %v", s, got, want)
+		}
+	}
+}
+
+func TestLoadTruncated(t *testing.T) {
+	_, blob := smallTokenizer(t)
+	for n := range len(blob) {
+		if _, err := Load(blob[:n]); err == nil {
+			t.Fatalf("Load of the first %d of %d bytes succeeded", n, len(blob))
+		}
+	}
+	if _, err := Load(append(slices.Clone(blob), 0)); err == nil {
+		t.Fatal("Load with a trailing byte succeeded")
+	}
+}
+
+func TestLoadCorrupt(t *testing.T) {
+	_, blob := smallTokenizer(t)
+	rng := rand.New(rand.NewPCG(9, 10))
+	for range 2000 {
+		b := slices.Clone(blob)
+		for range 1 + rng.IntN(3) {
+			b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
+		}
+		if _, err := Load(b); err == nil {
+			t.Fatal("Load of a corrupted blob succeeded")
+		}
+	}
+}
+
+// withCRC fixes the checksum of a blob so that a test reaches the
+// structural checks behind it.
+func withCRC(b []byte) []byte {
+	if len(b) >= headerSize {
+		le.PutUint32(b[crcOffset:], checksum(b))
+	}
+	return b
+}
+
+func TestLoadStructure(t *testing.T) {
+	_, blob := smallTokenizer(t)
+	field := func(i int, v uint32) []byte {
+		b := slices.Clone(blob)
+		le.PutUint32(b[4+4*i:], v)
+		return withCRC(b)
+	}
+	cases := []struct {
+		name string
+		blob []byte
+		want string
+	}{
+		{"magic", withCRC(append([]byte("QTOX"), blob[4:]...)), "bad magic"},
+		{"version", field(0, 2), "format version 2"},
+		{"flags", field(1, 6), "unknown header flags"},
+		{"ids", field(2, MaxIDs+1), "more than"},
+		{"ids size", field(2, 1001), "header describes"},
+		{"added", field(4, 5000), "added tokens but only"},
+		{"probe", field(7, 1<<20), "probe lengths"},
+		{"table", field(6, 40), "hash table sizes"},
+		{"eos", field(10, 5000), "eos id 5000 out of range"},
+		{"crc", func() []byte { b := slices.Clone(blob); b[len(b)-1] ^= 1; return b }(), "checksum"},
+	}
+	for _, c := range cases {
+		_, err := Load(c.blob)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
+		}
+	}
+	// Structural corruption that the checksum does not hide: random flips
+	// with the CRC recomputed must give an error or a tokenizer that works.
+	rng := rand.New(rand.NewPCG(11, 12))
+	for range 3000 {
+		b := slices.Clone(blob)
+		for range 1 + rng.IntN(4) {
+			b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
+		}
+		exercise(t, withCRC(b))
+	}
+}
+
+// exercise loads b and, if it loads, runs every entry point on it; the
+// point is that nothing panics.
+func exercise(t testing.TB, b []byte) {
+	tok, err := Load(b)
+	if err != nil {
+		return
+	}
+	for _, s := range []string{"hello world<|end|>", "aaaaaaaaa 中\xff<think>>", "word é!", strings.Repeat("a", 100)} {
+		ids := tok.Encode(s, true)
+		tok.Decode(ids)
+		tok.Decode([]int{-1, 0, 1 << 30, tok.VocabSize() - 1, tok.VocabSize()})
+	}
+	d := tok.NewStreamDecoder()
+	for id := -1; id <= tok.VocabSize(); id++ {
+		d.Add(id)
+		tok.IsSpecial(id)
+		tok.TokenBytes(id)
+	}
+	d.Flush()
+	tok.TokenID("<|end|>")
+	tok.EOS()
+}

@@ -1,0 +1,256 @@
+package tokenizer
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// The expected splits come from running the Qwen pattern with Python's
+// `regex` module (same semantics as Oniguruma for this pattern).
+var pretokCases = []struct {
+	in   string
+	want []string
+}{
+	{"Hello world", []string{"Hello", " world"}},
+	{"  Hello", []string{" ", " Hello"}},
+	{"I'm here, they'RE 'Ll go'd", []string{"I", "'m", " here", ",", " they", "'RE", " '", "Ll", " go", "'d"}},
+	{"don'T '\u017fun' x'", []string{"don", "'T", " '", "\u017fun", "'", " x", "'"}},
+	{"'", []string{"'"}},
+	{"''s", []string{"''", "s"}},
+	{"a  b", []string{"a", " ", " b"}},
+	{"a   \n  b", []string{"a", "   \n", " ", " b"}},
+	{"x \n\n ", []string{"x", " \n\n", " "}},
+	{"  ", []string{"  "}},
+	{"\t\tfoo", []string{"\t", "\tfoo"}},
+	{" \u00a0bar", []string{" ", "\u00a0bar"}},
+	{"\u3000\u4e2d\u6587", []string{"\u3000\u4e2d\u6587"}},
+	{"x\u00a0\u00a0y", []string{"x", "\u00a0", "\u00a0y"}},
+	{"3.14159", []string{"3", ".", "1", "4", "1", "5", "9"}},
+	{"\u00bd \u216b \u00b2", []string{"\u00bd", " ", "\u216b", " ", "\u00b2"}},
+	{"a, b!! ?\n\nc", []string{"a", ",", " b", "!!", " ?\n\n", "c"}},
+	{" !!\r\n\r\nx", []string{" !!\r\n\r\n", "x"}},
+	{"...\n", []string{"...\n"}},
+	{"\r\n\r\n", []string{"\r\n\r\n"}},
+	{" \r\n  \r\n  z", []string{" \r\n  \r\n", " ", " z"}},
+	{"foo\u2028bar", []string{"foo", "\u2028bar"}},
+	{"e\u0301 x\u0301y", []string{"e", "\u0301", " x", "\u0301y"}},
+	{"\U0001F600\U0001F600 x", []string{"\U0001F600\U0001F600", " x"}},
+	{"a\u0085b", []string{"a", "\u0085b"}},
+	{"  \u0085\n", []string{"  \u0085\n"}},
+	{"'Ss'T", []string{"'S", "s", "'T"}},
+	{"abc'def", []string{"abc", "'d", "ef"}},
+	{"snake_case_name", []string{"snake", "_case", "_name"}},
+	{"#include <stdio.h>", []string{"#include", " <", "stdio", ".h", ">"}},
+	{"\u000b\fX", []string{"\u000b", "\fX"}},
+	// Invalid UTF-8 bytes behave like punctuation.
+	{"a\xff\xfeb \xc3", []string{"a", "\xff\xfe", "b", " \xc3"}},
+}
+
+func pretokenize(s string) []string {
+	var out []string
+	for i := 0; i < len(s); {
+		j := nextPretoken(s, i)
+		out = append(out, s[i:j])
+		i = j
+	}
+	return out
+}
+
+func TestPretokenize(t *testing.T) {
+	for _, c := range pretokCases {
+		if got := pretokenize(c.in); !slices.Equal(got, c.want) {
+			t.Errorf("%q:\n got  %q\n want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestAddedTokens(t *testing.T) {
+	tok, _ := smallTokenizer(t)
+	id := func(s string) int { return smallID(t, tok, s) }
+	hello, world := id("hello"), id(" world")
+	cases := []struct {
+		text     string
+		specials bool
+		want     []int
+	}{
+		{"hello<|end|> world", true, []int{hello, id("<|end|>"), world}},
+		{"hello<think> world", true, []int{hello, id("<think>"), world}},
+		{"<think>>>", true, []int{id("<think>>"), '>'}},
+		{"a  <|L|>b", true, []int{'a', id("<|L|>"), 'b'}},
+		{"a<|R|> \t b", true, []int{'a', id("<|R|>"), 'b'}},
+		{"a word b", true, []int{'a', ' ', id("word"), ' ', 'b'}},
+		{"word", true, []int{id("word")}},
+		{"swordfish", true, []int{'s', 'w', id("or"), 'd', 'f', 'i', 's', 'h'}},
+		{"word_", true, []int{'w', id("or"), 'd', '_'}},
+		{"x e\u0301!", true, []int{'x', ' ', id("é!")}},
+		{"x \u00e9!", true, []int{'x', ' ', id("é!")}},
+		{"<|extra|>", true, []int{999}},
+		{"hello<|end|>", false, []int{hello, '<', '|', 'e', 'n', 'd', '|', '>'}},
+		{"a<|L|>", false, []int{'a', '<', '|', 'L', '|', '>'}},
+	}
+	for _, c := range cases {
+		got := tok.Encode(c.text, c.specials)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("Encode(%q, %v) = %v (%s), want %v", c.text, c.specials, got, fmtIDs(tok, got), c.want)
+		}
+	}
+}
+
+// refEncoder is a deliberately naive BPE over a Vocab (string maps, best
+// pair by full scan) to check the table-driven encoder against.
+type refEncoder struct {
+	ids   map[string]int
+	ranks map[[2]string]int
+}
+
+func newRefEncoder(v *Vocab) *refEncoder {
+	r := &refEncoder{ids: map[string]int{}, ranks: map[[2]string]int{}}
+	for id, b := range v.Tokens {
+		if len(b) > 0 {
+			r.ids[string(b)] = id
+		}
+	}
+	for i, m := range v.Merges {
+		r.ranks[[2]string{string(v.Tokens[m.Left]), string(v.Tokens[m.Right])}] = i
+	}
+	return r
+}
+
+func (r *refEncoder) word(w string) []int {
+	syms := make([]string, len(w))
+	for i := range len(w) {
+		syms[i] = w[i : i+1]
+	}
+	for {
+		best, bestRank := -1, 0
+		for i := 0; i+1 < len(syms); i++ {
+			if rank, ok := r.ranks[[2]string{syms[i], syms[i+1]}]; ok && (best < 0 || rank < bestRank) {
+				best, bestRank = i, rank
+			}
+		}
+		if best < 0 {
+			break
+		}
+		syms = slices.Replace(syms, best, best+2, syms[best]+syms[best+1])
+	}
+	ids := make([]int, len(syms))
+	for i, s := range syms {
+		ids[i] = r.ids[s]
+	}
+	return ids
+}
+
+func (r *refEncoder) encode(text string) []int {
+	var ids []int
+	for _, w := range pretokenize(norm.NFC.String(text)) {
+		ids = append(ids, r.word(w)...)
+	}
+	return ids
+}
+
+// randomText mixes the character kinds the pre-tokenizer and the merges
+// treat differently, with occasional long runs of one kind (which take the
+// heap path of the BPE).
+func randomText(rng *rand.Rand) string {
+	pieces := []string{"a", "e", "s", "t", "the", "The", " ", "  ", "\n", "\t", "'s", "'RE", "1", "42", ".", ",", "!", "(", ")",
+		"{", "}", ":=", "//", "中", "文", "的", "是", "é", "e\u0301", "ß", "😀", "🦙", "\u00a0", "\u3000", "ſ", "Ⅻ", "²",
+		"<|im_end|>", "<think>", "func", "return", " return", "Привет", "مرحبا", "ก", "\r\n", "==", "-", "_", "\u200d"}
+	var b strings.Builder
+	for range rng.IntN(40) {
+		p := pieces[rng.IntN(len(pieces))]
+		if rng.IntN(30) == 0 {
+			p = strings.Repeat(p, 20+rng.IntN(60))
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+func TestEncodeMatchesReference(t *testing.T) {
+	q := loadQwen(t)
+	ref := newRefEncoder(q.vocab)
+	rng := rand.New(rand.NewPCG(1, 2))
+	texts := []string{benchText, strings.Repeat("中文字", 100), strings.Repeat("=", 300), strings.Repeat(" ", 500) + "x"}
+	for range 3000 {
+		texts = append(texts, randomText(rng))
+	}
+	for _, text := range texts {
+		got, want := q.tok.Encode(text, false), ref.encode(text)
+		if !slices.Equal(got, want) {
+			t.Fatalf("Encode(%.200q):\n got  %.300v\n want %.300v", text, got, want)
+		}
+	}
+}
+
+// TestMergePaths checks that the quadratic and the heap BPE agree, on
+// words of every length around and beyond smallWord.
+func TestMergePaths(t *testing.T) {
+	q := loadQwen(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	alphabet := []string{"a", "b", "e", "n", "t", " ", "中", "文", "!", "=", "\xe4", "😀"}
+	var sc1, sc2 scratch
+	for n := 2; n < 160; n++ {
+		for range 10 {
+			var b strings.Builder
+			for b.Len() < n {
+				b.WriteString(alphabet[rng.IntN(len(alphabet))])
+			}
+			w := b.String()
+			syms := make([]int32, len(w))
+			for i := range len(w) {
+				syms[i] = q.tok.byteTok[w[i]]
+			}
+			small := q.tok.mergeSmall(slices.Clone(syms), &sc1)
+			heap := q.tok.mergeHeap(slices.Clone(syms), &sc2)
+			if !slices.Equal(small, heap) {
+				t.Fatalf("%q: scan %v, heap %v", w, small, heap)
+			}
+		}
+	}
+}
+
+func TestEncodeInvalidUTF8(t *testing.T) {
+	q := loadQwen(t)
+	for _, s := range []string{"\xff", "a\xc3", "\xe4\xb8", "ok\x80\x80ok", "\xed\xa0\x80", "<|im_end|>\xfe<|im_end|>"} {
+		for _, specials := range []bool{false, true} {
+			var raw []byte
+			for _, id := range q.tok.Encode(s, specials) {
+				raw = append(raw, q.tok.TokenBytes(id)...)
+			}
+			if string(raw) != s {
+				t.Errorf("Encode(%q, %v) covers the bytes %q", s, specials, raw)
+			}
+		}
+	}
+}
+
+func TestEncodeRoundTrip(t *testing.T) {
+	q := loadQwen(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 2000 {
+		s := randomText(rng)
+		for _, specials := range []bool{false, true} {
+			if got, want := q.tok.Decode(q.tok.Encode(s, specials)), norm.NFC.String(s); got != want {
+				t.Fatalf("Decode(Encode(%q, %v)) = %q", s, specials, got)
+			}
+		}
+	}
+	if !utf8.ValidString(benchText) {
+		t.Fatal("benchText is not UTF-8")
+	}
+}
+
+func TestAppendEncodeNoAlloc(t *testing.T) {
+	q := loadQwen(t)
+	dst := make([]int, 0, 4096)
+	q.tok.AppendEncode(dst, benchText, true) // warm the scratch pool
+	allocs := testing.AllocsPerRun(20, func() { q.tok.AppendEncode(dst[:0], benchText, true) })
+	if allocs > 1 {
+		t.Errorf("AppendEncode allocates %.1f times per call", allocs)
+	}
+}
