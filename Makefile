@@ -5,7 +5,7 @@ GO      ?= go
 BIN     := bin
 BUILD   := build
 DEMO    := qwen3-go-demo
-PROMPT  ?= package main\n\nimport (\n
+DEMO_N  ?= 160
 
 .PHONY: all build demo test bench-compile clean tools
 
@@ -13,6 +13,7 @@ all: build
 
 build:
 	$(GO) build -o $(BIN)/qwenc ./cmd/qwenc
+	$(GO) build -o $(BIN)/qwenrun ./cmd/qwenrun
 	$(GO) build -o $(BIN)/qwengen ./cmd/qwengen
 
 # The bundled demo model is stored compressed; the shared tokenizer.json
@@ -30,7 +31,9 @@ $(BUILD)/tokenizer.json: testdata/tokenizer/tokenizer.json.gz
 demo: build $(BUILD)/models/$(DEMO)/config.json
 	$(BIN)/qwenc compile $(BUILD)/models/$(DEMO) -o $(BUILD)/$(DEMO).qbin
 	$(BIN)/qwenc verify $(BUILD)/$(DEMO).qbin
-	$(BIN)/qwenc inspect $(BUILD)/$(DEMO).qbin | sed -n '1,4p;/^Memory/,$$p'
+	@echo "--- prompt (testdata/demo-prompt.txt) and what the model writes after it:"
+	@cat testdata/demo-prompt.txt
+	@$(BIN)/qwenrun $(BUILD)/$(DEMO).qbin -f testdata/demo-prompt.txt -n $(DEMO_N) --seed 2 --repeat-penalty 1.1
 
 test:
 	$(GO) vet ./...

@@ -28,6 +28,8 @@ type conversation struct {
 	sampler *sampling.Sampler
 	show    *thinkFilter
 	total   runtime.Result // accumulated over turns, for the final statistics
+	// lastPrompt is the full token sequence of the last turn's prompt.
+	lastPrompt []int32
 }
 
 func runChat(c *cli.Context, s *setup) error {
@@ -39,7 +41,11 @@ func runChat(c *cli.Context, s *setup) error {
 		return err
 	}
 	conv := &conversation{s: s, family: family, think: !c.Bool("no-think"), sampler: sampling.New(s.m.Config.Vocab, s.params)}
-	conv.show = newThinkFilter(s, os.Stdout, c.Bool("hide-think"), s.stdoutTTY)
+	var out io.Writer = os.Stdout
+	if c.Bool("json") {
+		out = io.Discard
+	}
+	conv.show = newThinkFilter(s, out, c.Bool("hide-think"), s.stdoutTTY)
 	if sys := c.String("system"); sys != "" {
 		conv.msgs = append(conv.msgs, chat.Message{Role: "system", Content: sys})
 	}
@@ -54,6 +60,11 @@ func runChat(c *cli.Context, s *setup) error {
 		res, err := conv.turn(ctx, text, maxTokens)
 		if err != nil {
 			return err
+		}
+		if c.Bool("json") {
+			if err := printJSON(os.Stdout, s, conv.lastPrompt, res); err != nil {
+				return err
+			}
 		}
 		printStats(os.Stderr, s, res)
 		if res.Stop == runtime.StopInterrupt {
@@ -139,6 +150,10 @@ func (conv *conversation) turn(ctx context.Context, text string, maxTokens int) 
 	cached := make([]int, s.sess.Len())
 	for i, id := range s.sess.Tokens() {
 		cached[i] = int(id)
+	}
+	conv.lastPrompt = conv.lastPrompt[:0]
+	for _, id := range ids {
+		conv.lastPrompt = append(conv.lastPrompt, int32(id))
 	}
 	keep := chat.CommonPrefix(cached, ids)
 	keep = min(keep, len(ids)-1) // at least one token must run to give logits

@@ -224,10 +224,10 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 			return err
 		}
 	} else {
+		// The stream ends with a newline so the statistics on stderr start
+		// on their own line; --json gives the exact text.
 		out.WriteString(dec.Flush())
-		if s.stdoutTTY || res.Stop == runtime.StopInterrupt {
-			out.WriteString("\n")
-		}
+		out.WriteString("\n")
 		out.Flush()
 	}
 	printStats(os.Stderr, s, res)

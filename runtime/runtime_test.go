@@ -1,0 +1,186 @@
+package runtime
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/qwenc/qwenc/compiler"
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/internal/synth"
+	"github.com/qwenc/qwenc/kernels"
+	"github.com/qwenc/qwenc/runtime/sampling"
+)
+
+// synthModel compiles a random-weight model of the given shape.
+func synthModel(t *testing.T, s synth.Shape, maxPrefill int) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "m")
+	tj, tc := synth.MiniTokenizer()
+	if err := synth.Write(dir, s, tj, tc); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "m.qbin")
+	if _, err := compiler.Compile(context.Background(), dir, compiler.Options{Output: out, MaxPrefill: maxPrefill, NoSync: true}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// shapes are the odd shapes every runtime test runs on: dimensions that are
+// not multiples of 32, untied heads, Qwen2 biases, GQA groups of 1 and 3.
+func shapes() map[string]synth.Shape {
+	base := synth.Shape{ModelType: "qwen3", Hidden: 72, Intermediate: 100, Layers: 2, Heads: 6, KVHeads: 2, HeadDim: 14,
+		Vocab: 333, MaxPositions: 1024, Tied: true, DType: "BF16", Seed: 11, EOS: synth.MiniEOS}
+	untied := base
+	untied.Tied, untied.Seed = false, 12
+	qwen2 := base
+	qwen2.ModelType, qwen2.Heads, qwen2.KVHeads, qwen2.Tied, qwen2.Seed = "qwen2", 3, 3, false, 13
+	return map[string]synth.Shape{"qwen3-tied-odd": base, "qwen3-untied": untied, "qwen2-bias": qwen2}
+}
+
+func randomTokens(n, vocab int, seed uint64) []int32 {
+	rng := rand.New(rand.NewPCG(seed, 0))
+	ids := make([]int32, n)
+	for i := range ids {
+		ids[i] = int32(rng.IntN(vocab))
+	}
+	return ids
+}
+
+func maxDiff(a, b []float32) float64 {
+	var d float64
+	for i := range a {
+		d = max(d, math.Abs(float64(a[i]-b[i])))
+	}
+	return d
+}
+
+// TestBatchingDoesNotChangeLogits feeds the same 300-token prompt in one
+// batch (up to the compiled 512), in batches of 37, and one token at a
+// time, and compares the logits of the last position; and compares the
+// logits of every position of the token-by-token run with a prefill of the
+// same prefix at a few places. This crosses KV chunks (256) and batches.
+func TestBatchingDoesNotChangeLogits(t *testing.T) {
+	for name, s := range shapes() {
+		path := synthModel(t, s, 512)
+		for _, kp := range kernels.SupportedPaths() {
+			m := openModel(t, path, kp, 2)
+			prompt := randomTokens(300, s.Vocab, 5)
+			run := func(batch int) []float32 {
+				sess, _ := m.NewSession(0)
+				sess.MaxBatch = batch
+				l, err := sess.Feed(prompt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return append([]float32(nil), l...)
+			}
+			one, b37, tok := run(0), run(37), run(1)
+			if d := maxDiff(one, b37); d > 2e-3 {
+				t.Errorf("%s/%s: one batch vs batches of 37 differ by %g", name, kp, d)
+			}
+			if d := maxDiff(one, tok); d > 2e-3 {
+				t.Errorf("%s/%s: one batch vs token by token differ by %g", name, kp, d)
+			}
+		}
+	}
+}
+
+func TestKVCacheGrowsByChunks(t *testing.T) {
+	s := shapes()["qwen3-tied-odd"]
+	m := openModel(t, synthModel(t, s, 64), kernels.Detect(), 2)
+	sess, _ := m.NewSession(0)
+	per := m.Config.KVChunkBytesPerLayer() * int64(m.Config.Layers)
+	if sess.KV.Bytes() != 0 {
+		t.Fatal("an empty session holds KV memory")
+	}
+	var firstChunk *uint16
+	for _, step := range []struct{ feed, chunks int }{{5, 1}, {3, 1}, {248, 1}, {1, 2}, {255, 2}, {1, 3}} {
+		if _, err := sess.Feed(randomTokens(step.feed, s.Vocab, uint64(step.feed))); err != nil {
+			t.Fatal(err)
+		}
+		if sess.KV.Chunks() != step.chunks || sess.KV.Bytes() != int64(step.chunks)*per {
+			t.Fatalf("after %d tokens: %d chunks, %d bytes; want %d chunks", sess.Len(), sess.KV.Chunks(), sess.KV.Bytes(), step.chunks)
+		}
+		// A full chunk is never moved: the first chunk keeps its address.
+		if p := &sess.KV.k[0][0][0][0]; firstChunk == nil {
+			firstChunk = p
+		} else if p != firstChunk {
+			t.Fatal("the first KV chunk moved")
+		}
+	}
+	if want := int64(format.KVChunks(513)) * per; sess.KV.Bytes() != want {
+		t.Fatalf("513 tokens hold %d bytes, want %d", sess.KV.Bytes(), want)
+	}
+}
+
+func TestContextLimitStops(t *testing.T) {
+	s := shapes()["qwen2-bias"]
+	m := openModel(t, synthModel(t, s, 16), kernels.Detect(), 1)
+	sess, err := m.NewSession(40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sess.Generate(context.Background(), randomTokens(30, s.Vocab, 1), GenerateOptions{MaxTokens: -1, Sampler: sampling.New(s.Vocab, sampling.Params{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stop != StopCtx || sess.Len() != 40 || len(res.Generated) != 11 {
+		t.Fatalf("stop %q after %d generated, %d in cache; want ctx after 11 with 40 cached", res.Stop, len(res.Generated), sess.Len())
+	}
+	if _, err := sess.Feed([]int32{1}); err == nil {
+		t.Fatal("feeding past the context succeeded")
+	}
+	if _, err := m.NewSession(m.Config.MaxPositions + 1); err == nil {
+		t.Fatal("a context above the model's maximum was accepted")
+	}
+	// A cancelled context stops generation as an interrupt.
+	sess2, _ := m.NewSession(0)
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	res, err = sess2.Generate(ctx, []int32{1, 2}, GenerateOptions{MaxTokens: 100, Sampler: sampling.New(s.Vocab, sampling.Params{}),
+		OnToken: func(int32) {
+			if n++; n == 3 {
+				cancel()
+			}
+		}})
+	if err != nil || res.Stop != StopInterrupt || len(res.Generated) != 3 {
+		t.Fatalf("stop %q after %d tokens (err %v), want interrupt after 3", res.Stop, len(res.Generated), err)
+	}
+}
+
+func TestGenerateStopsAtStopToken(t *testing.T) {
+	s := shapes()["qwen3-untied"]
+	m := openModel(t, synthModel(t, s, 16), kernels.Detect(), 2)
+	sess, _ := m.NewSession(0)
+	greedy := sampling.New(s.Vocab, sampling.Params{})
+	res, _ := sess.Generate(context.Background(), []int32{5, 6, 7}, GenerateOptions{MaxTokens: 6, Sampler: greedy})
+	if res.Stop != StopLength || len(res.Generated) != 6 {
+		t.Fatalf("stop %q with %d tokens", res.Stop, len(res.Generated))
+	}
+	// Make the fourth generated token a stop token: generation ends before it.
+	sess2, _ := m.NewSession(0)
+	res2, _ := sess2.Generate(context.Background(), []int32{5, 6, 7}, GenerateOptions{MaxTokens: 6, Sampler: greedy, Stop: []int32{res.Generated[3]}})
+	if res2.Stop != StopEOS || len(res2.Generated) > 3 {
+		t.Fatalf("stop %q with %v, want eos before %d", res2.Stop, res2.Generated, res.Generated[3])
+	}
+}
+
+func TestDecodeStepDoesNotAllocate(t *testing.T) {
+	s := shapes()["qwen3-tied-odd"]
+	m := openModel(t, synthModel(t, s, 16), kernels.Detect(), 2)
+	sess, _ := m.NewSession(0)
+	sess.Feed([]int32{1, 2, 3})
+	tok := []int32{4}
+	allocs := testing.AllocsPerRun(50, func() {
+		if _, err := sess.Feed(tok); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("a decode step allocates %.1f times", allocs)
+	}
+}
