@@ -10,7 +10,11 @@ import "unicode/utf8"
 // VocabSize, or the model-only ids above the tokenizer's range) decode to
 // nothing.
 func (t *Tokenizer) Decode(ids []int) string {
-	var buf []byte
+	n := 0
+	for _, id := range ids {
+		n += len(t.token(id))
+	}
+	buf := make([]byte, 0, n)
 	for _, id := range ids {
 		buf = append(buf, t.token(id)...)
 	}

@@ -165,8 +165,3 @@ func nextPretoken(s string, i int) int {
 		return lastStart
 	}
 }
-
-// lastRune returns the last character of s and its length (0 if empty).
-func lastRune(s string) (rune, int) {
-	return utf8.DecodeLastRuneInString(s)
-}

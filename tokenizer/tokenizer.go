@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -129,8 +130,10 @@ func (t *Tokenizer) lookupToken(s string) (int, bool) {
 	return 0, false
 }
 
-// VocabSize is the number of ids that have text (model and added tokens);
-// the model's embedding may have more rows, whose ids decode to nothing.
+// VocabSize is the number of ids the tokenizer knows: the largest model or
+// added token id plus one (151669 for Qwen3). The model's embedding may
+// have more rows (151936); those ids, like any id without text, decode to
+// nothing.
 func (t *Tokenizer) VocabSize() int { return t.n }
 
 // TokenID returns the id of an added token with this content, or else of
@@ -250,7 +253,7 @@ func isWordChar(r rune) bool {
 }
 
 func endsWithWord(s string) bool {
-	r, n := lastRune(s)
+	r, n := utf8.DecodeLastRuneInString(s)
 	return n > 0 && isWordChar(r)
 }
 
