@@ -11,7 +11,7 @@ import (
 	"sync"
 )
 
-// Binary layout constants; FORMAT.md is the authoritative description.
+// Binary layout constants; format/SPEC.md ("Tokenizer section") is the authoritative description.
 const (
 	magic      = "QTOK"
 	version    = 1
@@ -126,7 +126,7 @@ func computeLayout(n, nMerges, nAdded, textLen uint64, tokLog2, pairLog2 uint32)
 	return l
 }
 
-// MarshalBinary encodes the vocabulary in the format of FORMAT.md,
+// MarshalBinary encodes the vocabulary in the format of format/SPEC.md ("Tokenizer section"),
 // including the hash tables Load uses as they are. The output depends only
 // on the Vocab, so compiling the same checkpoint twice gives the same bytes.
 func (v *Vocab) MarshalBinary() ([]byte, error) {
