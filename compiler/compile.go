@@ -251,6 +251,10 @@ func write(ctx context.Context, ck *Checkpoint, hdr *format.Header, secs []secti
 	if _, err := tmp.WriteAt(append(format.MarshalPreamble(hb, fileSize), hb...), 0); err != nil {
 		return nil, err
 	}
+	// CreateTemp makes the file 0600; an artifact is for everyone to read.
+	if err := tmp.Chmod(0o644); err != nil {
+		return nil, err
+	}
 	if !opts.NoSync {
 		if err := tmp.Sync(); err != nil {
 			return nil, err

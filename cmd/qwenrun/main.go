@@ -16,8 +16,15 @@ var errInterrupted = errors.New("interrupted")
 
 func main() {
 	app := newApp()
-	args := append([]string{os.Args[0]}, cliutil.FlagsFirst(os.Args[1:], app.Flags)...)
-	err := app.Run(args)
+	var err error
+	if len(os.Args) > 1 && os.Args[1] == "bench" {
+		b := benchCommand()
+		args := append([]string{os.Args[0], "bench"}, cliutil.FlagsFirst(os.Args[2:], b.Flags)...)
+		app.Commands = []*cli.Command{b}
+		err = app.Run(args)
+	} else {
+		err = app.Run(append([]string{os.Args[0]}, cliutil.FlagsFirst(os.Args[1:], app.Flags)...))
+	}
 	if errors.Is(err, errInterrupted) {
 		os.Exit(130)
 	}
@@ -30,7 +37,7 @@ func main() {
 func newApp() *cli.App {
 	return &cli.App{
 		Name:            "qwenrun",
-		Usage:           "run a compiled Qwen model (.qbin)",
+		Usage:           "run a compiled Qwen model (.qbin); qwenrun bench MODEL.qbin measures its speed",
 		ArgsUsage:       "MODEL.qbin",
 		HideHelpCommand: true,
 		Flags:           flags(),
@@ -61,5 +68,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "tokens", Usage: "the prompt as comma-separated token ids (no tokenizer)"},
 		&cli.StringFlag{Name: "logits", Usage: "write the last prompt position's logits to `PATH` (little-endian float32)"},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object at the end instead of streaming"},
+		&cli.BoolFlag{Name: "verify", Usage: "recompute every section's checksum before running (reads the whole file)"},
+		&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the run to `PATH` (for development)"},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,6 +43,17 @@ func run(c *cli.Context) error {
 	if c.Bool("chat") && c.IsSet("tokens") {
 		return errors.New("--tokens gives raw token ids; it cannot be used with --chat")
 	}
+	if path := c.String("cpuprofile"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	s, err := load(c)
 	if err != nil {
 		return err
@@ -70,6 +82,11 @@ func load(c *cli.Context) (*setup, error) {
 	}
 	s := &setup{m: m, stdoutTTY: isTerminal(os.Stdout)}
 	fail := func(err error) (*setup, error) { m.Close(); return nil, err }
+	if c.Bool("verify") {
+		if err := m.File.Verify(); err != nil {
+			return fail(err)
+		}
+	}
 	ctxLen := c.Int("ctx")
 	if ctxLen == 0 {
 		ctxLen = m.Config.MaxPositions

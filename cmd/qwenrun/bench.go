@@ -1,0 +1,214 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/kernels"
+	"github.com/qwenc/qwenc/runtime"
+	"github.com/urfave/cli/v2"
+)
+
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "bench",
+		Usage:     "measure prefill and decode speed against the machine's read bandwidth",
+		ArgsUsage: "MODEL.qbin",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "threads", Value: "1,2", Usage: "thread counts to measure"},
+			&cli.StringFlag{Name: "kernels", Value: "all", Usage: "kernel paths to measure (all, or a list of generic, avx2, avx512)"},
+			&cli.IntFlag{Name: "pp", Value: 512, Usage: "prompt tokens for the prefill measurement"},
+			&cli.IntFlag{Name: "tg", Value: 128, Usage: "tokens for the decode measurement"},
+			&cli.IntFlag{Name: "reps", Value: 2, Usage: "repetitions (the best is kept: the machine is shared)"},
+		},
+		Action: bench,
+	}
+}
+
+type benchRow struct {
+	path             kernels.Path
+	threads          int
+	pp, tg           int
+	ppRate, tgRate   float64
+	bandwidth, ratio float64
+}
+
+func bench(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return fmt.Errorf("bench: want one MODEL.qbin argument")
+	}
+	path := c.Args().First()
+	threads, err := intList(c.String("threads"))
+	if err != nil {
+		return err
+	}
+	paths := kernels.SupportedPaths()
+	if k := c.String("kernels"); k != "all" {
+		paths = nil
+		for _, name := range strings.Split(k, ",") {
+			p, err := kernels.ParsePath(strings.TrimSpace(name))
+			if err != nil {
+				return err
+			}
+			paths = append(paths, p)
+		}
+	}
+	f, err := format.Open(path)
+	if err != nil {
+		return err
+	}
+	var weightBytes int64 // read once per decoded token: every tile-major matrix
+	for _, s := range f.Header.Sections {
+		if s.Layout == format.TileMajor {
+			weightBytes += int64(s.Size)
+		}
+	}
+	cfg := f.Header.Config
+	f.Close()
+	w := os.Stdout
+	fmt.Fprintf(w, "model: %s, hidden %d, %d layers, vocab %d; %d bytes of weights read per decoded token\n",
+		cfg.ModelType, cfg.Hidden, cfg.Layers, cfg.Vocab, weightBytes)
+	fmt.Fprintf(w, "machine: %d CPUs usable; kernel paths supported: %v\n", goruntime.GOMAXPROCS(0), kernels.SupportedPaths())
+
+	bw := map[int]float64{}
+	for _, t := range threads {
+		bw[t] = readBandwidth(kernels.Detect(), t, c.Int("reps")+2)
+		fmt.Fprintf(w, "read bandwidth, %d thread(s): %.1f GB/s (vector sum over 1 GiB)\n", t, bw[t]/1e9)
+	}
+	var rows []benchRow
+	for _, p := range paths {
+		for _, t := range threads {
+			pp, tg := c.Int("pp"), c.Int("tg")
+			if p == kernels.Generic {
+				pp, tg = min(pp, 32), min(tg, 8) // the portable path is for correctness, not speed
+			}
+			r, err := benchOne(path, p, t, pp, tg, c.Int("reps"))
+			if err != nil {
+				return err
+			}
+			r.bandwidth = bw[t]
+			r.ratio = float64(weightBytes) * r.tgRate / bw[t]
+			rows = append(rows, r)
+			fmt.Fprintf(os.Stderr, "  %s, %d thread(s): pp%d %.1f tok/s, tg%d %.2f tok/s\n", p, t, pp, r.ppRate, tg, r.tgRate)
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w)
+	fmt.Fprintf(tw, "kernels\tthreads\tprefill tok/s\tdecode tok/s\tdecode GB/s\tbandwidth GB/s\tratio\t\n")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\tpp%d %.1f\ttg%d %.2f\t%.1f\t%.1f\t%.2f\t\n", r.path, r.threads, r.pp, r.ppRate, r.tg, r.tgRate,
+			float64(weightBytes)*r.tgRate/1e9, r.bandwidth/1e9, r.ratio)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "ratio = weight bytes per decoded token x decode tok/s / read bandwidth with the same threads\n")
+	ttft, err := timeToFirstToken(path, c.Int("reps")+3)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "time to first token (1-token prompt, warm page cache, process start to exit after 1 token): %.1f ms\n", ms(ttft))
+	return nil
+}
+
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("%q is not a positive number", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// readBandwidth sums a 1 GiB buffer with the kernels' vector loads, split
+// across the same worker pool the model uses, and keeps the best of reps.
+func readBandwidth(p kernels.Path, threads, reps int) float64 {
+	buf := make([]float32, 1<<28)
+	for i := range buf {
+		buf[i] = 1 // touch every page: untouched ones all map the zero page
+	}
+	pool := kernels.NewPool(threads)
+	defer pool.Close()
+	task := kernels.TaskFunc(func(w, n int) {
+		s, e := kernels.Split(len(buf), n, w)
+		p.Sum(buf[s:e])
+	})
+	best := time.Hour
+	for range reps {
+		t0 := time.Now()
+		pool.Run(task)
+		best = min(best, time.Since(t0))
+	}
+	return float64(4*len(buf)) / best.Seconds()
+}
+
+// benchOne measures prefill of pp random tokens and decode of tg tokens
+// (from a one-token context, as llama-bench's tg does).
+func benchOne(path string, p kernels.Path, threads, pp, tg, reps int) (benchRow, error) {
+	r := benchRow{path: p, threads: threads, pp: pp, tg: tg}
+	m, err := runtime.Open(path, runtime.Options{Threads: threads, Kernels: p})
+	if err != nil {
+		return r, err
+	}
+	defer m.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	vocab := min(m.Config.Vocab, m.Tokenizer.VocabSize())
+	prompt := make([]int32, pp)
+	for i := range prompt {
+		prompt[i] = int32(rng.IntN(vocab))
+	}
+	for range reps {
+		s, err := m.NewSession(pp + tg + 1)
+		if err != nil {
+			return r, err
+		}
+		t0 := time.Now()
+		if _, err := s.Feed(prompt); err != nil {
+			return r, err
+		}
+		r.ppRate = max(r.ppRate, float64(pp)/time.Since(t0).Seconds())
+
+		s2, _ := m.NewSession(pp + tg + 1)
+		s2.Feed(prompt[:1])
+		t0 = time.Now()
+		for i := range tg {
+			if _, err := s2.Feed(prompt[i%pp : i%pp+1]); err != nil {
+				return r, err
+			}
+		}
+		r.tgRate = max(r.tgRate, float64(tg)/time.Since(t0).Seconds())
+	}
+	return r, nil
+}
+
+// timeToFirstToken runs this program on a one-token prompt for one token
+// and keeps the best wall time; the first run warms the page cache.
+func timeToFirstToken(path string, reps int) (time.Duration, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	best := time.Hour
+	for i := 0; i <= reps; i++ {
+		cmd := exec.Command(exe, path, "--tokens", "1", "-n", "1", "--temp", "0")
+		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+		t0 := time.Now()
+		if err := cmd.Run(); err != nil {
+			return 0, fmt.Errorf("time to first token: %w", err)
+		}
+		if i > 0 {
+			best = min(best, time.Since(t0))
+		}
+	}
+	return best, nil
+}

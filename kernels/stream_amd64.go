@@ -1,0 +1,22 @@
+//go:build amd64 && !purego
+
+package kernels
+
+// sumAsm sums the largest prefix of x the path's assembly handles (a
+// multiple of 64 floats) and returns its length.
+func sumAsm(p Path, x []float32) (int, float32) {
+	k := len(x) &^ 63
+	if k == 0 || (p != AVX512 && p != AVX2) {
+		return 0, 0
+	}
+	if p == AVX512 {
+		return k, sumAVX512(&x[0], k)
+	}
+	return k, sumAVX2(&x[0], k)
+}
+
+//go:noescape
+func sumAVX512(x *float32, n int) float32
+
+//go:noescape
+func sumAVX2(x *float32, n int) float32
