@@ -106,9 +106,13 @@ func (c *Config) QDim() int { return c.Heads * c.HeadDim }
 func (c *Config) KVDim() int { return c.KVHeads * c.HeadDim }
 
 // KVChunkBytesPerLayer is the size of one 256-position f16 KV chunk (K and V)
-// of one layer.
+// of one layer. The runtime stores each head's chunk tile-major (K as
+// [256, head_dim], V as [head_dim, 256]), so V is padded to whole 32-row
+// tiles when head_dim is not a multiple of 32.
 func (c *Config) KVChunkBytesPerLayer() int64 {
-	return 2 * int64(KVChunkTokens) * int64(c.KVDim()) * 2
+	k := int64(KVChunkTokens) * int64(c.HeadDim)
+	v := int64(TileMajorElems(c.HeadDim, KVChunkTokens))
+	return int64(c.KVHeads) * (k + v) * 2
 }
 
 // Validate checks that the dimensions are positive and consistent.

@@ -83,10 +83,8 @@ func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int) []float32
 			kk, vv := p.view(op.In[0], T), p.view(op.In[1], T)
 			for t := range T {
 				for h := range c.KVHeads {
-					kr, vr := kv.row(op.Layer, h, pos+t)
 					o := (t*c.KVHeads + h) * hd
-					k.F32ToF16(kr, kk[o:o+hd])
-					k.F32ToF16(vr, vv[o:o+hd])
+					kv.store(k, op.Layer, h, pos+t, kk[o:o+hd], vv[o:o+hd], m.kvTmp)
 				}
 			}
 		case graph.Attention:
@@ -140,29 +138,6 @@ func (t *matmulTask) Run(w, nw int) {
 		t.k.MatVecTiles(t.dst, t.w, t.x, t.n, t.kdim, t0, t1)
 	} else {
 		t.k.GemmTiles(t.dst, t.n, t.w, t.x, t.kdim, t.rows, t.n, t.kdim, t0, t1)
-	}
-}
-
-// attentionTask splits the (token, head) pairs of a step across workers.
-type attentionTask struct {
-	m             *Model
-	kv            *KVCache
-	q, out        []float32
-	layer, pos, T int
-}
-
-func (t *attentionTask) Run(w, nw int) {
-	c := &t.m.Config
-	hd, group := c.HeadDim, c.Heads/c.KVHeads
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	i0, i1 := kernels.Split(t.T*c.Heads, nw, w)
-	scores := t.m.scratch[w]
-	for i := i0; i < i1; i++ {
-		tok, h := i/c.Heads, i%c.Heads
-		n := t.pos + tok + 1
-		o := (tok*c.Heads + h) * hd
-		kvh := h / group
-		t.m.k.Attend(t.out[o:o+hd], t.q[o:o+hd], t.kv.k[t.layer][kvh], t.kv.v[t.layer][kvh], n, hd, format.KVChunkTokens, scale, scores[:n])
 	}
 }
 

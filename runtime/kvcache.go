@@ -1,18 +1,24 @@
 package runtime
 
-import "github.com/qwenc/qwenc/format"
+import (
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/kernels"
+)
 
 // KVCache holds the keys and values of every layer in f16, in chunks of
-// format.KVChunkTokens positions. A chunk is allocated when the sequence
-// first reaches it and never moved or reallocated afterwards; memory grows
-// by one chunk per layer per 256 positions.
+// format.KVChunkTokens (256) positions. A chunk is allocated when the
+// sequence first reaches it and never moved or reallocated afterwards;
+// memory grows by one chunk per layer per 256 positions.
 //
-// Within a chunk, K (and V) is laid out [kvHeads][256][headDim], so the
-// rows one KV head contributes to attention are contiguous.
+// Each chunk of one KV head is stored tile-major, like the weights, so
+// attention runs on the same matrix kernels:
+//   - K as a [256, headDim] matrix (rows are positions): scores for a
+//     block of queries are a GEMM of the queries with this chunk;
+//   - V transposed, as a [headDim, 256] matrix: the weighted sum of values
+//     is a GEMM of the attention probabilities with this chunk.
 type KVCache struct {
 	layers, kvHeads, headDim int
-	// k[l][h] lists, per chunk, the slice of chunk memory holding head h of
-	// layer l; v likewise. The attention kernel reads these lists directly.
+	// k[l][h][c] and v[l][h][c] are chunk c of head h of layer l.
 	k, v   [][][][]uint16
 	chunks int
 }
@@ -29,16 +35,22 @@ func NewKVCache(c *format.Config) *KVCache {
 	return kv
 }
 
+// chunkElems is the f16 count of one head's K (or V) in one chunk: the
+// tile-major size, padded to whole 32-row tiles.
+func (kv *KVCache) kElems() int { return format.TileMajorElems(format.KVChunkTokens, kv.headDim) }
+func (kv *KVCache) vElems() int { return format.TileMajorElems(kv.headDim, format.KVChunkTokens) }
+
 // Reserve makes sure positions [0, n) have chunks in every layer.
 func (kv *KVCache) Reserve(n int) {
+	ke, ve := kv.kElems(), kv.vElems()
 	for kv.chunks*format.KVChunkTokens < n {
-		per := format.KVChunkTokens * kv.headDim
 		for l := range kv.layers {
-			k := make([]uint16, kv.kvHeads*per)
-			v := make([]uint16, kv.kvHeads*per)
+			// One allocation per layer and chunk for all heads' K and V.
+			mem := make([]uint16, kv.kvHeads*(ke+ve))
 			for h := range kv.kvHeads {
-				kv.k[l][h] = append(kv.k[l][h], k[h*per:(h+1)*per:(h+1)*per])
-				kv.v[l][h] = append(kv.v[l][h], v[h*per:(h+1)*per:(h+1)*per])
+				o := h * (ke + ve)
+				kv.k[l][h] = append(kv.k[l][h], mem[o:o+ke:o+ke])
+				kv.v[l][h] = append(kv.v[l][h], mem[o+ke:o+ke+ve:o+ke+ve])
 			}
 		}
 		kv.chunks++
@@ -50,12 +62,26 @@ func (kv *KVCache) Chunks() int { return kv.chunks }
 
 // Bytes is the memory the cache holds, K and V of every layer.
 func (kv *KVCache) Bytes() int64 {
-	return int64(kv.chunks) * int64(kv.layers) * 2 * int64(format.KVChunkTokens*kv.kvHeads*kv.headDim) * 2
+	return int64(kv.chunks) * int64(kv.layers) * int64(kv.kvHeads) * int64(kv.kElems()+kv.vElems()) * 2
 }
 
-// row returns where position pos of head h of layer l is stored, in K and V.
-func (kv *KVCache) row(l, h, pos int) (k, v []uint16) {
+// store writes the key and value vectors of head h of layer l at position
+// pos, converting to f16; tmp is scratch of head_dim elements.
+func (kv *KVCache) store(k kernels.Path, l, h, pos int, key, val []float32, tmp []uint16) {
 	c, r := pos/format.KVChunkTokens, pos%format.KVChunkTokens
-	o := r * kv.headDim
-	return kv.k[l][h][c][o : o+kv.headDim], kv.v[l][h][c][o : o+kv.headDim]
+	hd := kv.headDim
+	kc := kv.k[l][h][c]
+	// A key is one column of the chunk's tile: convert it with the vector
+	// kernel, then scatter with the tile's stride.
+	k.F32ToF16(tmp[:hd], key)
+	base := (r/format.TileRows)*hd*format.TileRows + r%format.TileRows
+	for d, x := range tmp[:hd] {
+		kc[base+d*format.TileRows] = x
+	}
+	vc := kv.v[l][h][c]
+	for d0 := 0; d0 < hd; d0 += format.TileRows {
+		d1 := min(d0+format.TileRows, hd)
+		o := ((d0/format.TileRows)*format.KVChunkTokens + r) * format.TileRows
+		k.F32ToF16(vc[o:o+d1-d0], val[d0:d1])
+	}
 }

@@ -35,10 +35,12 @@ type Model struct {
 	// invFreq are RoPE's inverse frequencies theta^(-2i/d), in float64 so
 	// the angles of long positions stay exact before rounding to f32.
 	invFreq []float64
-	// scratch is per-worker attention score space, sized on demand for the
+	// work is per-worker attention scratch, sized on demand for the
 	// longest context a session asks for.
-	scratch [][]float32
-	tasks   tasks
+	work  []workspace
+	tasks tasks
+	// kvTmp holds one key in f16 on its way into the cache.
+	kvTmp []uint16
 }
 
 // program is one mode's op list bound to weights and arena views.
@@ -110,7 +112,8 @@ func newModel(f *format.File, opts Options) (*Model, error) {
 		threads = goruntime.GOMAXPROCS(0)
 	}
 	m.pool = kernels.NewPool(threads)
-	m.scratch = make([][]float32, threads)
+	m.work = make([]workspace, threads)
+	m.kvTmp = make([]uint16, m.Config.HeadDim)
 	return m, nil
 }
 

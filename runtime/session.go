@@ -33,10 +33,8 @@ func (m *Model) NewSession(ctx int) (*Session, error) {
 	if ctx > m.Config.MaxPositions {
 		return nil, fmt.Errorf("context %d is larger than the model's maximum %d", ctx, m.Config.MaxPositions)
 	}
-	for w := range m.scratch {
-		if len(m.scratch[w]) < ctx {
-			m.scratch[w] = make([]float32, ctx)
-		}
+	for w := range m.work {
+		m.work[w].reserve(&m.Config, ctx)
 	}
 	return &Session{m: m, KV: NewKVCache(&m.Config), ctx: ctx}, nil
 }
