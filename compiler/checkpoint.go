@@ -137,30 +137,52 @@ func readIndex(path string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	shards, err := parseIndex(b, path)
+	if err != nil {
+		return nil, err
+	}
+	paths := make([]string, len(shards))
+	for i, s := range shards {
+		p := filepath.Join(filepath.Dir(path), s.file)
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("%s: shard %q (tensor %q): %w", path, s.file, s.tensor, err)
+		}
+		paths[i] = p
+	}
+	return paths, nil
+}
+
+// indexShard is one shard file an index names, with a tensor stored in it
+// so an error about the shard can say where the name came from.
+type indexShard struct{ file, tensor string }
+
+// parseIndex parses a model.safetensors.index.json's bytes (name is the
+// file, for errors) into its distinct shard file names, sorted. It touches
+// no file, so it can be fuzzed; readIndex checks the shards exist.
+func parseIndex(b []byte, name string) ([]indexShard, error) {
 	var idx struct {
 		WeightMap map[string]string `json:"weight_map"`
 	}
 	if err := json.Unmarshal(b, &idx); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if len(idx.WeightMap) == 0 {
-		return nil, fmt.Errorf("%s: weight_map is empty or missing", path)
+		return nil, fmt.Errorf("%s: weight_map is empty or missing", name)
 	}
 	seen := map[string]bool{}
-	var shards []string
+	var shards []indexShard
 	for tensor, shard := range idx.WeightMap {
-		if shard == "" || filepath.Base(shard) != shard {
-			return nil, fmt.Errorf("%s: tensor %q: shard name %q must be a plain file name", path, tensor, shard)
+		// A plain file name: a path, ".", ".." or "/" (which filepath.Base
+		// leaves unchanged) would name a file outside the model directory,
+		// or the directory itself.
+		if shard == "" || shard == "." || shard == ".." || strings.ContainsAny(shard, `/\`) {
+			return nil, fmt.Errorf("%s: tensor %q: shard name %q must be a plain file name", name, tensor, shard)
 		}
-		p := filepath.Join(filepath.Dir(path), shard)
-		if !seen[p] {
-			if _, err := os.Stat(p); err != nil {
-				return nil, fmt.Errorf("%s: shard %q (tensor %q): %w", path, shard, tensor, err)
-			}
-			seen[p] = true
-			shards = append(shards, p)
+		if !seen[shard] {
+			seen[shard] = true
+			shards = append(shards, indexShard{file: shard, tensor: tensor})
 		}
 	}
-	slices.Sort(shards)
+	slices.SortFunc(shards, func(a, b indexShard) int { return strings.Compare(a.file, b.file) })
 	return shards, nil
 }

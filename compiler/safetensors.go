@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 )
 
 // maxSafetensorsHeader is the header limit the safetensors format itself
@@ -110,19 +111,22 @@ func parseSafetensorsJSON(hdr []byte, dataSize, dataStart int64, name string) (m
 		}
 		tensors[tname] = &TensorInfo{Name: tname, DType: e.DType, Shape: shape, Offset: dataStart + b, Size: end - b, File: name}
 	}
+	// Empty tensors occupy no bytes and are left out: between two others
+	// they would hide an overlap from the neighbour-only check below.
 	sorted := make([]*TensorInfo, 0, len(tensors))
 	for _, t := range tensors {
-		sorted = append(sorted, t)
+		if t.Size > 0 {
+			sorted = append(sorted, t)
+		}
 	}
 	slices.SortFunc(sorted, func(a, b *TensorInfo) int {
 		if a.Offset != b.Offset {
 			return int(a.Offset - b.Offset)
 		}
-		return int(a.Size - b.Size)
+		return strings.Compare(a.Name, b.Name) // same error for the same file
 	})
 	for i := 1; i < len(sorted); i++ {
-		p, t := sorted[i-1], sorted[i]
-		if p.Offset+p.Size > t.Offset && t.Size > 0 && p.Size > 0 {
+		if p, t := sorted[i-1], sorted[i]; p.Offset+p.Size > t.Offset {
 			return nil, fmt.Errorf("%s: tensors %q and %q overlap", name, p.Name, t.Name)
 		}
 	}

@@ -2,6 +2,7 @@ package format
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 )
 
@@ -61,22 +62,49 @@ func validateSections(secs []Section, dataStart, fileSize uint64) error {
 
 // RequiredSections lists what the config needs: name, dtype, layout, shape.
 func RequiredSections(c *Config) []Section {
-	h, v := uint64(c.Hidden), uint64(c.Vocab)
-	req := []Section{{Name: SecEmbed, DType: F16, Layout: RowMajor, Shape: []uint64{v, h}}}
-	for l := 0; l < c.Layers; l++ {
-		for _, s := range LayerSections(c) {
-			req = append(req, Section{Name: LayerSection(l, s.What), DType: s.DType, Layout: s.Layout, Shape: s.Shape})
+	return slices.Collect(requiredSections(c))
+}
+
+// requiredSections yields the sections the config needs, in file order.
+// Validate walks it instead of building the list: num_hidden_layers comes
+// from the file, and a hostile value (up to 2^24) would otherwise build
+// hundreds of millions of entries, minutes and gigabytes, before the first
+// missing section is noticed.
+func requiredSections(c *Config) iter.Seq[Section] {
+	return func(yield func(Section) bool) {
+		h, v := uint64(c.Hidden), uint64(c.Vocab)
+		if !yield(Section{Name: SecEmbed, DType: F16, Layout: RowMajor, Shape: []uint64{v, h}}) {
+			return
+		}
+		specs := LayerSections(c)
+		for l := 0; l < c.Layers; l++ {
+			for _, s := range specs {
+				if !yield(Section{Name: LayerSection(l, s.What), DType: s.DType, Layout: s.Layout, Shape: s.Shape}) {
+					return
+				}
+			}
+		}
+		for _, s := range []Section{
+			{Name: SecNorm, DType: F32, Layout: RowMajor, Shape: []uint64{h}},
+			{Name: SecLMHead, DType: F16, Layout: TileMajor, Shape: []uint64{v, h}},
+			{Name: SecTokenizer, DType: Bytes, Layout: Raw},
+		} {
+			if !yield(s) {
+				return
+			}
 		}
 	}
-	return append(req,
-		Section{Name: SecNorm, DType: F32, Layout: RowMajor, Shape: []uint64{h}},
-		Section{Name: SecLMHead, DType: F16, Layout: TileMajor, Shape: []uint64{v, h}},
-		Section{Name: SecTokenizer, DType: Bytes, Layout: Raw})
 }
 
 func validateRequired(h *Header) error {
-	for _, r := range RequiredSections(&h.Config) {
-		s, ok := h.Section(r.Name)
+	// A map, not h.Section: the directory can hold many thousands of
+	// sections, and a linear lookup for each would be quadratic.
+	byName := make(map[string]*Section, len(h.Sections))
+	for i := range h.Sections {
+		byName[h.Sections[i].Name] = &h.Sections[i]
+	}
+	for r := range requiredSections(&h.Config) {
+		s, ok := byName[r.Name]
 		if !ok {
 			return fmt.Errorf("section %q: missing", r.Name)
 		}
