@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"sync"
 )
 
 // Tile-major f16 weights.
@@ -58,8 +59,8 @@ func (p Path) MatVecTiles(dst []float32, w []uint16, x []float32, n, k, t0, t1 i
 // ldx >= k; Y is row-major f32 [m, >= n] with row stride ldy >= n. W is
 // tile-major as for MatVecTiles, and the same writing rules apply (per
 // token row of Y, only rows 32*t0 .. min(32*t1, n)-1 are written). The
-// weights of a tile are read once per register block of tokens. It panics
-// if a slice is too short for the range.
+// weights of a tile are read once per register block of tokens. dst must
+// not overlap x or w. It panics if a slice is too short for the range.
 func (p Path) GemmTiles(dst []float32, ldy int, w []uint16, x []float32, ldx, m, n, k, t0, t1 int) {
 	checkTiles("GemmTiles", n, k, t0, t1)
 	if m < 0 {
@@ -131,16 +132,27 @@ func matF16ToF32(h uint16) float32 {
 	return math.Float32frombits(sign | (exp+112)<<23 | mant<<13)
 }
 
+// matF16Table maps every binary16 value to float32 (256 KiB, built on
+// first use by the portable kernels).
+var matF16Table = sync.OnceValue(func() *[1 << 16]float32 {
+	var t [1 << 16]float32
+	for h := range t {
+		t[h] = matF16ToF32(uint16(h))
+	}
+	return &t
+})
+
 // matVecGeneric is the portable matrix-vector kernel.
 func matVecGeneric(dst []float32, w []uint16, x []float32, n, k, t0, t1 int) {
 	x = x[:k]
+	tab := matF16Table()
 	for t := t0; t < t1; t++ {
 		var acc [matTileRows]float32
 		wt := w[t*k*matTileRows : (t+1)*k*matTileRows]
 		for j, xv := range x {
 			col := (*[matTileRows]uint16)(wt[j*matTileRows:])
 			for r := range acc {
-				acc[r] += matF16ToF32(col[r]) * xv
+				acc[r] += tab[col[r]] * xv
 			}
 		}
 		r0 := t * matTileRows
@@ -156,6 +168,7 @@ const gemmGenericBlock = 4
 // column of weights is converted once and used for every token of the block.
 func gemmGeneric(dst []float32, ldy int, w []uint16, x []float32, ldx, m, n, k, t0, t1 int) {
 	var wf [matTileRows]float32
+	tab := matF16Table()
 	for t := t0; t < t1; t++ {
 		wt := w[t*k*matTileRows : (t+1)*k*matTileRows]
 		r0 := t * matTileRows
@@ -166,7 +179,7 @@ func gemmGeneric(dst []float32, ldy int, w []uint16, x []float32, ldx, m, n, k, 
 			for j := range k {
 				col := (*[matTileRows]uint16)(wt[j*matTileRows:])
 				for r := range wf {
-					wf[r] = matF16ToF32(col[r])
+					wf[r] = tab[col[r]]
 				}
 				for i := range mb {
 					xv := x[(i0+i)*ldx+j]

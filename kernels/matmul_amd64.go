@@ -14,94 +14,77 @@ func matVecAVX512(dst *float32, w *uint16, x *float32, k, tiles int)
 //go:noescape
 func matVecAVX2(dst *float32, w *uint16, x *float32, k, tiles int)
 
-// A gemmKernel computes dst[i*ldy + r] = sum_j xp[j*M + i] * W[r, j] for the
-// M tokens of a packed block and the 32 (or 64 for the two-tile kernels)
-// rows r of the tiles starting at w; k >= 1.
-type gemmKernel func(dst *float32, ldy int, w *uint16, xp *float32, k int)
+// A gemmKernel computes dst[i*ldy + r] (+)= sum_{j<k} x[i*ldx + j] * W[r, j]
+// for the M tokens i of a block and the 32 (64 for two-tile kernels) rows r
+// of the tiles starting at w; k >= 1. With acc the sums are added to dst.
+// Column j of the tile is at w[32*j:]; the second tile of the two-tile
+// kernels starts at w[32*ldw:] (ldw is the matrix's full k, so k can be a
+// block of it). The activations are read in place, one register per row.
+type gemmKernel func(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)
+
+// gemmMaxM is the token block of the GEMM kernels (the register budget of
+// the generator: 2 AVX-512 tiles x 6 tokens = 24 Z accumulators).
+const gemmMaxM = 6
 
 //go:noescape
-func gemmAVX512M1(dst *float32, ldy int, w *uint16, xp *float32, k int)
+func gemmAVX512T1M1(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)
 
 //go:noescape
-func gemmAVX512M2(dst *float32, ldy int, w *uint16, xp *float32, k int)
+func gemmAVX512T1M2(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)
 
 //go:noescape
-func gemmAVX512M3(dst *float32, ldy int, w *uint16, xp *float32, k int)
+func gemmAVX512T1M3(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)
 
 //go:noescape
-func gemmAVX512M4(dst *float32, ldy int, w *uint16, xp *float32, k int)
+func gemmAVX512T1M4(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)
 
 //go:noescape
-func gemmAVX512M5(dst *float32, ldy int, w *uint16, xp *float32, k int)
+func gemmAVX512T1M5(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)
 
 //go:noescape
-func gemmAVX512M6(dst *float32, ldy int, w *uint16, xp *float32, k int)
+func gemmAVX512T1M6(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)
 
 //go:noescape
-func gemmAVX512M7(dst *float32, ldy int, w *uint16, xp *float32, k int)
+func gemmAVX512T2M1(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)
 
 //go:noescape
-func gemmAVX512M8(dst *float32, ldy int, w *uint16, xp *float32, k int)
+func gemmAVX512T2M2(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)
 
 //go:noescape
-func gemmAVX512M9(dst *float32, ldy int, w *uint16, xp *float32, k int)
+func gemmAVX512T2M3(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)
 
 //go:noescape
-func gemmAVX512M10(dst *float32, ldy int, w *uint16, xp *float32, k int)
+func gemmAVX512T2M4(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)
 
 //go:noescape
-func gemmAVX512M11(dst *float32, ldy int, w *uint16, xp *float32, k int)
+func gemmAVX512T2M5(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)
 
 //go:noescape
-func gemmAVX512M12(dst *float32, ldy int, w *uint16, xp *float32, k int)
+func gemmAVX512T2M6(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)
 
 //go:noescape
-func gemmAVX512M13(dst *float32, ldy int, w *uint16, xp *float32, k int)
+func gemmAVX2M1(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)
 
 //go:noescape
-func gemmAVX512M14(dst *float32, ldy int, w *uint16, xp *float32, k int)
+func gemmAVX2M2(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)
 
 //go:noescape
-func gemmAVX512T2M1(dst *float32, ldy int, w *uint16, xp *float32, k int)
+func gemmAVX2M3(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)
 
 //go:noescape
-func gemmAVX512T2M2(dst *float32, ldy int, w *uint16, xp *float32, k int)
+func gemmAVX2M4(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)
 
 //go:noescape
-func gemmAVX512T2M3(dst *float32, ldy int, w *uint16, xp *float32, k int)
+func gemmAVX2M5(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)
 
 //go:noescape
-func gemmAVX512T2M4(dst *float32, ldy int, w *uint16, xp *float32, k int)
+func gemmAVX2M6(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)
 
-//go:noescape
-func gemmAVX512T2M5(dst *float32, ldy int, w *uint16, xp *float32, k int)
-
-//go:noescape
-func gemmAVX512T2M6(dst *float32, ldy int, w *uint16, xp *float32, k int)
-
-//go:noescape
-func gemmAVX2M1(dst *float32, ldy int, w *uint16, xp *float32, k int)
-
-//go:noescape
-func gemmAVX2M2(dst *float32, ldy int, w *uint16, xp *float32, k int)
-
-//go:noescape
-func gemmAVX2M3(dst *float32, ldy int, w *uint16, xp *float32, k int)
-
-//go:noescape
-func gemmAVX2M4(dst *float32, ldy int, w *uint16, xp *float32, k int)
-
-//go:noescape
-func gemmAVX2M5(dst *float32, ldy int, w *uint16, xp *float32, k int)
-
-//go:noescape
-func gemmAVX2M6(dst *float32, ldy int, w *uint16, xp *float32, k int)
-
+// Kernel tables indexed by the block's token count.
 var (
-	// Indexed by the block's token count M.
-	gemmAVX512Kernels   = [...]gemmKernel{nil, gemmAVX512M1, gemmAVX512M2, gemmAVX512M3, gemmAVX512M4, gemmAVX512M5, gemmAVX512M6, gemmAVX512M7, gemmAVX512M8, gemmAVX512M9, gemmAVX512M10, gemmAVX512M11, gemmAVX512M12, gemmAVX512M13, gemmAVX512M14}
-	gemmAVX512T2Kernels = [...]gemmKernel{nil, gemmAVX512T2M1, gemmAVX512T2M2, gemmAVX512T2M3, gemmAVX512T2M4, gemmAVX512T2M5, gemmAVX512T2M6}
-	gemmAVX2Kernels     = [...]gemmKernel{nil, gemmAVX2M1, gemmAVX2M2, gemmAVX2M3, gemmAVX2M4, gemmAVX2M5, gemmAVX2M6}
+	gemmAVX512T1 = [gemmMaxM + 1]gemmKernel{nil, gemmAVX512T1M1, gemmAVX512T1M2, gemmAVX512T1M3, gemmAVX512T1M4, gemmAVX512T1M5, gemmAVX512T1M6}
+	gemmAVX512T2 = [gemmMaxM + 1]gemmKernel{nil, gemmAVX512T2M1, gemmAVX512T2M2, gemmAVX512T2M3, gemmAVX512T2M4, gemmAVX512T2M5, gemmAVX512T2M6}
+	gemmAVX2T1   = [gemmMaxM + 1]gemmKernel{nil, gemmAVX2M1, gemmAVX2M2, gemmAVX2M3, gemmAVX2M4, gemmAVX2M5, gemmAVX2M6}
 )
 
 func matVecArch(p Path, dst []float32, w []uint16, x []float32, n, k, t0, t1 int) {
@@ -142,50 +125,36 @@ func gemmArch(p Path, dst []float32, ldy int, w []uint16, x []float32, ldx, m, n
 	}
 	switch p {
 	case AVX512:
-		gemmDriver(gemmAVX512Kernels[:], nil, dst, ldy, w, x, ldx, m, n, k, t0, t1)
+		gemmDriver(&gemmAVX512T1, &gemmAVX512T2, dst, ldy, w, x, ldx, m, n, k, t0, t1)
 	case AVX2:
-		gemmDriver(gemmAVX2Kernels[:], nil, dst, ldy, w, x, ldx, m, n, k, t0, t1)
+		gemmDriver(&gemmAVX2T1, nil, dst, ldy, w, x, ldx, m, n, k, t0, t1)
 	default:
 		unsupported(p)
 	}
 }
 
-// gemmGroupBytes bounds the weight bytes of the group of tiles that is
-// swept once per token block, so the group stays in L2 while every block of
-// packed activations passes over it.
+// gemmGroupBytes bounds the weight bytes of one k-block of the group of
+// tiles that every token block sweeps, so that slice stays in L2.
 const gemmGroupBytes = 256 << 10
 
-// gemmScratch is the per-call scratch of gemmDriver: the packed activations
-// and a staging area for a last tile with padding rows.
-type gemmScratch struct {
-	xp  []float32
-	tmp [14 * 2 * matTileRows]float32
-}
+// gemmKC is the largest k-block: a token block's activations for one
+// k-block (6 rows x 256 x 4 bytes = 6 KiB) stay in L1 while the kernels
+// sweep the tiles of a group, whose weights stream from L2.
+const gemmKC = 256
 
-var gemmScratchPool = sync.Pool{New: func() any { return new(gemmScratch) }}
+// stagingPool holds the buffers a padded last tile is computed into.
+var stagingPool = sync.Pool{New: func() any { return new([gemmMaxM * matTileRows]float32) }}
 
-// gemmDriver runs single-tile kernels kern[1..maxM] (maxM = len(kern)-1)
-// and, if kern2 is not nil, two-tile kernels kern2[1..len(kern2)-1] on
-// pairs of full tiles (then the token blocks are sized for kern2).
+// gemmDriver runs the one-tile kernels kern1 and, if kern2 is not nil, the
+// two-tile kernels kern2 on pairs of full tiles.
 //
-// X is packed once per call into blocks of at most maxM tokens, each
-// [k][mb] so a kernel's broadcasts walk one contiguous stream. The blocks
-// are balanced (sizes differ by at most one) so no block is tiny. Tiles are
-// processed in groups of about gemmGroupBytes of weights; for each group,
-// every token block sweeps the group's tiles.
-func gemmDriver(kern, kern2 []gemmKernel, dst []float32, ldy int, w []uint16, x []float32, ldx, m, n, k, t0, t1 int) {
-	maxM := len(kern) - 1
-	if kern2 != nil {
-		maxM = len(kern2) - 1
-	}
-	s := gemmScratchPool.Get().(*gemmScratch)
-	defer gemmScratchPool.Put(s)
-	if cap(s.xp) < m*k {
-		s.xp = make([]float32, m*k)
-	}
-	xp := s.xp[:m*k]
-
-	nb := (m + maxM - 1) / maxM
+// Tokens go in balanced blocks of at most gemmMaxM (sizes differ by at most
+// one, so no block is tiny); tiles in groups; k in blocks of at most gemmKC.
+// For each group and k-block, every token block sweeps the group's tiles,
+// accumulating into dst after the first k-block. A last tile with padding
+// rows is computed whole into a staging buffer.
+func gemmDriver(kern1, kern2 *[gemmMaxM + 1]gemmKernel, dst []float32, ldy int, w []uint16, x []float32, ldx, m, n, k, t0, t1 int) {
+	nb := (m + gemmMaxM - 1) / gemmMaxM
 	base, extra := m/nb, m%nb
 	blockSize := func(b int) int {
 		if b < extra {
@@ -193,53 +162,59 @@ func gemmDriver(kern, kern2 []gemmKernel, dst []float32, ldy int, w []uint16, x 
 		}
 		return base
 	}
-	for b, i0 := 0, 0; b < nb; b++ {
-		mb := blockSize(b)
-		blk := xp[i0*k : (i0+mb)*k]
-		for i := range mb {
-			row := x[(i0+i)*ldx : (i0+i)*ldx+k]
-			for j, v := range row {
-				blk[j*mb+i] = v
-			}
-		}
-		i0 += mb
-	}
-
 	tileElems := k * matTileRows
-	group := max(1, gemmGroupBytes/(2*tileElems))
-	if kern2 != nil && group%2 == 1 {
-		group++
-	}
+	nkb := (k + gemmKC - 1) / gemmKC
+	kc := (k + nkb - 1) / nkb // balanced k-blocks
+	group := max(2, gemmGroupBytes/(kc*2*matTileRows))
 	for tg := t0; tg < t1; tg += group {
 		te := min(tg+group, t1)
-		for b, i0 := 0, 0; b < nb; b++ {
-			mb := blockSize(b)
-			xb := &xp[i0*k]
-			for t := tg; t < te; {
-				r0 := matTileRows * t
-				if kern2 != nil && t+1 < te && r0+2*matTileRows <= n {
-					kern2[mb](&dst[i0*ldy+r0], ldy, &w[t*tileElems], xb, k)
-					t += 2
-					continue
-				}
-				if r0+matTileRows <= n {
-					kern[mb](&dst[i0*ldy+r0], ldy, &w[t*tileElems], xb, k)
-				} else {
-					kern[mb](&s.tmp[0], matTileRows, &w[t*tileElems], xb, k)
-					for i := range mb {
-						copy(dst[(i0+i)*ldy+r0:(i0+i)*ldy+n], s.tmp[i*matTileRows:])
+		fe := te // tiles [tg, fe) have all 32 rows below n
+		if matTileRows*te > n {
+			fe = te - 1
+		}
+		for k0 := 0; k0 < k; k0 += kc {
+			kcur := min(kc, k-k0)
+			acc := k0 > 0
+			for b, i0 := 0, 0; b < nb; b++ {
+				mb := blockSize(b)
+				xb := &x[i0*ldx+k0]
+				for t := tg; t < fe; {
+					d := &dst[i0*ldy+matTileRows*t]
+					wt := &w[t*tileElems+k0*matTileRows]
+					if kern2 != nil && t+1 < fe {
+						kern2[mb](d, ldy, wt, xb, ldx, kcur, acc, k)
+						t += 2
+						continue
 					}
+					kern1[mb](d, ldy, wt, xb, ldx, kcur, acc, k)
+					t++
 				}
-				t++
+				i0 += mb
 			}
-			i0 += mb
+		}
+		if fe < te {
+			r0 := matTileRows * fe
+			// The staging buffer comes from a pool: a stack array would
+			// escape through the kernel function values, and the decode
+			// loop must not allocate.
+			tmpp := stagingPool.Get().(*[gemmMaxM * matTileRows]float32)
+			tmp := tmpp[:]
+			for b, i0 := 0, 0; b < nb; b++ {
+				mb := blockSize(b)
+				kern1[mb](&tmp[0], matTileRows, &w[fe*tileElems], &x[i0*ldx], ldx, k, false, k)
+				for i := range mb {
+					copy(dst[(i0+i)*ldy+r0:(i0+i)*ldy+n], tmp[i*matTileRows:])
+				}
+				i0 += mb
+			}
+			stagingPool.Put(tmpp)
 		}
 	}
 }
 
-// gemmTwoTiles is GemmTiles on the AVX-512 path with the two-tile kernels
-// (64 rows x up to 6 tokens); kept for tests and benchmarks to compare with
-// the default single-tile blocking (32 rows x up to 14 tokens).
-func gemmTwoTiles(dst []float32, ldy int, w []uint16, x []float32, ldx, m, n, k, t0, t1 int) {
-	gemmDriver(gemmAVX512Kernels[:], gemmAVX512T2Kernels[:], dst, ldy, w, x, ldx, m, n, k, t0, t1)
+// gemmOneTile is GemmTiles on the AVX-512 path with only the one-tile
+// kernels (32 rows x up to 6 tokens), to test them and to compare with
+// the default two-tile blocking.
+func gemmOneTile(dst []float32, ldy int, w []uint16, x []float32, ldx, m, n, k, t0, t1 int) {
+	gemmDriver(&gemmAVX512T1, nil, dst, ldy, w, x, ldx, m, n, k, t0, t1)
 }

@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// TestMatmulGemmTwoTiles checks the two-tile AVX-512 kernels, which the
-// dispatch does not use by default.
-func TestMatmulGemmTwoTiles(t *testing.T) {
+// TestMatmulGemmOneTile checks the one-tile AVX-512 kernels, which the
+// dispatch only uses for odd tiles.
+func TestMatmulGemmOneTile(t *testing.T) {
 	if !AVX512.Supported() {
 		t.Skip("no AVX-512")
 	}
@@ -24,7 +24,7 @@ func TestMatmulGemmTwoTiles(t *testing.T) {
 					dst := make([]float32, (m-1)*ldy+n+3)
 					fillSentinel(dst)
 					if tr[0] < tr[1] {
-						gemmTwoTiles(dst, ldy, c.w, xs, ldx, m, n, k, tr[0], tr[1])
+						gemmOneTile(dst, ldy, c.w, xs, ldx, m, n, k, tr[0], tr[1])
 					}
 					for i := range m {
 						width := ldy

@@ -22,17 +22,20 @@ func comment(format string, args ...any) {
 	fmt.Fprintf(&buf, "// "+format+"\n", args...)
 }
 
-const (
-	// Register-blocking limits; they must match matmul_amd64.go.
-	gemm512MaxM   = 14 // one tile (2 Z weight regs) x 14 tokens = 28 accumulators
-	gemm512T2MaxM = 6  // two tiles (4 Z weight regs) x 6 tokens = 24 accumulators
-	gemmAVX2MaxM  = 6  // half tile (2 Y weight regs) x 6 tokens = 12 accumulators
-)
+// gemmMaxM is the largest token block of the GEMM kernels; it must match
+// matmul_amd64.go. The kernels read the activation rows in place, one
+// general register per row: AVX-512 two tiles (4 Z weight regs) x 6 tokens
+// = 24 accumulators; AVX2 half a tile (2 Y weight regs) x 6 tokens = 12.
+const gemmMaxM = 6
+
+// General registers of the activation rows of a GEMM block, read at
+// (row)(AX*1) with AX = 4*j.
+var rowRegs = [gemmMaxM]string{"BX", "DI", "R9", "R10", "R12", "R13"}
 
 var (
-	prefetch     = flag.Int("prefetch", 1024, "matvec software prefetch distance in bytes (0 = none)")
+	prefetch     = flag.Int("prefetch", 4096, "matvec software prefetch distance in bytes (0 = none)")
 	prefetchOp   = flag.String("prefetchop", "PREFETCHT0", "matvec prefetch instruction")
-	gemmPrefetch = flag.Int("gemmprefetch", 0, "GEMM software prefetch distance in k steps (0 = none)")
+	gemmPrefetch = flag.Int("gemmprefetch", 4, "GEMM software prefetch distance in k steps (0 = none)")
 )
 
 func main() {
@@ -42,13 +45,9 @@ func main() {
 	fmt.Fprintf(&buf, "//go:build amd64 && !purego\n\n#include \"textflag.h\"\n\n")
 	matVec512()
 	matVecAVX2()
-	for m := 1; m <= gemm512MaxM; m++ {
-		gemm512(m)
-	}
-	for m := 1; m <= gemm512T2MaxM; m++ {
-		gemm512T2(m)
-	}
-	for m := 1; m <= gemmAVX2MaxM; m++ {
+	for m := 1; m <= gemmMaxM; m++ {
+		gemm512(1, m)
+		gemm512(2, m)
 		gemmAVX2(m)
 	}
 	if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
@@ -76,12 +75,10 @@ func matVec512() {
 	p("CMPQ CX, $4")
 	p("JB mv512tail")
 	label("mv512loop4")
-	if *prefetch > 0 {
-		for j := 0; j < 4; j++ {
+	for j := 0; j < 4; j++ {
+		if *prefetch > 0 {
 			p("%s %d(SI)", *prefetchOp, *prefetch+64*j)
 		}
-	}
-	for j := 0; j < 4; j++ {
 		w0, w1, b := 3*j, 3*j+1, 3*j+2
 		p("VCVTPH2PS %d(SI), Z%d", 64*j, w0)
 		p("VCVTPH2PS %d(SI), Z%d", 64*j+32, w1)
@@ -186,143 +183,152 @@ func matVecAVX2() {
 	fmt.Fprintln(&buf)
 }
 
-// gemm512 emits gemmAVX512M<m>: one tile (32 rows) x m tokens. xp is the
-// packed block of X, [k][m] (X[i, j] at xp[j*m+i]). Weights of column j are
-// converted once into Z0, Z1; token i accumulates in Z(3+2i), Z(4+2i).
-func gemm512(m int) {
-	name := fmt.Sprintf("gemmAVX512M%d", m)
-	comment("func %s(dst *float32, ldy int, w *uint16, xp *float32, k int)", name)
-	comment("Requires k >= 1. Writes dst[i*ldy + r] for i < %d, r < 32.", m)
-	fmt.Fprintf(&buf, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
-	p("MOVQ dst+0(FP), DX")
-	p("MOVQ ldy+8(FP), R11")
-	p("SHLQ $2, R11")
+// gemmHeader emits the TEXT line and the setup shared by the GEMM kernels:
+// SI = w, R8 = ldw*64, CX = 4*k (loop end), AX = 0 (loop index, 4*j), the
+// row registers; DX = dst and R11 = 4*ldy for initAcc.
+func gemmHeader(name string, m, rows int) {
+	comment("func %s(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)", name)
+	comment("Requires k >= 1. Computes dst[i*ldy + r] (+)= sum_{j<k} x[i*ldx + j] * W[r, j]")
+	comment("for i < %d, r < %d; with acc the sums are added to dst, else dst is", m, rows)
+	comment("overwritten. Column j of the tile is at w[32*j : 32*j+32]; a second tile")
+	comment("starts at w[32*ldw] (ldw is the matrix's full k, so k can be a block).")
+	fmt.Fprintf(&buf, "TEXT ·%s(SB), NOSPLIT, $0-64\n", name)
 	p("MOVQ w+16(FP), SI")
-	p("MOVQ xp+24(FP), DI")
-	p("MOVQ k+32(FP), CX")
-	for i := 0; i < 2*m; i++ {
-		p("VPXORD Z%d, Z%d, Z%d", 3+i, 3+i, 3+i)
-	}
-	l := name + "loop"
-	label(l)
-	if *gemmPrefetch > 0 {
-		p("PREFETCHT0 %d(SI)", 64**gemmPrefetch)
-		p("PREFETCHT0 %d(DI)", 4*m**gemmPrefetch)
-	}
-	p("VCVTPH2PS (SI), Z0")
-	p("VCVTPH2PS 32(SI), Z1")
-	for i := 0; i < m; i++ {
-		p("VBROADCASTSS %d(DI), Z2", 4*i)
-		p("VFMADD231PS Z2, Z0, Z%d", 3+2*i)
-		p("VFMADD231PS Z2, Z1, Z%d", 4+2*i)
-	}
-	p("ADDQ $64, SI")
-	p("ADDQ $%d, DI", 4*m)
-	p("DECQ CX")
-	p("JNZ %s", l)
-	for i := 0; i < m; i++ {
-		p("VMOVUPS Z%d, (DX)", 3+2*i)
-		p("VMOVUPS Z%d, 64(DX)", 4+2*i)
-		if i < m-1 {
-			p("ADDQ R11, DX")
-		}
-	}
-	p("VZEROUPPER")
-	p("RET")
-	fmt.Fprintln(&buf)
-}
-
-// gemm512T2 emits gemmAVX512T2M<m>: two consecutive tiles (64 rows) x m
-// tokens. The second tile's weights start k*64 bytes after the first.
-func gemm512T2(m int) {
-	name := fmt.Sprintf("gemmAVX512T2M%d", m)
-	comment("func %s(dst *float32, ldy int, w *uint16, xp *float32, k int)", name)
-	comment("Requires k >= 1. Writes dst[i*ldy + r] for i < %d, r < 64.", m)
-	fmt.Fprintf(&buf, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
-	p("MOVQ dst+0(FP), DX")
-	p("MOVQ ldy+8(FP), R11")
-	p("SHLQ $2, R11")
-	p("MOVQ w+16(FP), SI")
-	p("MOVQ xp+24(FP), DI")
-	p("MOVQ k+32(FP), CX")
-	p("MOVQ CX, R8")
+	p("MOVQ ldw+56(FP), R8")
 	p("SHLQ $6, R8")
-	p("ADDQ SI, R8")
-	for i := 0; i < 4*m; i++ {
-		p("VPXORD Z%d, Z%d, Z%d", 5+i, 5+i, 5+i)
+	p("MOVQ x+24(FP), %s", rowRegs[0])
+	p("MOVQ ldx+32(FP), R11")
+	p("SHLQ $2, R11")
+	for i := 1; i < m; i++ {
+		p("LEAQ (%s)(R11*1), %s", rowRegs[i-1], rowRegs[i])
 	}
-	l := name + "loop"
-	label(l)
-	if *gemmPrefetch > 0 {
-		p("PREFETCHT0 %d(SI)", 64**gemmPrefetch)
-		p("PREFETCHT0 %d(R8)", 64**gemmPrefetch)
-		p("PREFETCHT0 %d(DI)", 4*m**gemmPrefetch)
+	p("MOVQ k+40(FP), CX")
+	p("SHLQ $2, CX")
+	p("MOVQ dst+0(FP), DX")
+	p("MOVQ ldy+8(FP), R11")
+	p("SHLQ $2, R11")
+}
+
+// initAcc zeroes the m*per accumulators (reg prefix rp, from first) or,
+// with acc, loads them from dst (token i at DX + i*R11, byte offset
+// off + width*q), then sets AX = 0 and falls into the loop.
+func initAcc(name, rp string, m, per, first, off int) {
+	width := 64
+	if rp == "Y" {
+		width = 32
 	}
-	p("VCVTPH2PS (SI), Z0")
-	p("VCVTPH2PS 32(SI), Z1")
-	p("VCVTPH2PS (R8), Z2")
-	p("VCVTPH2PS 32(R8), Z3")
-	for i := 0; i < m; i++ {
-		p("VBROADCASTSS %d(DI), Z4", 4*i)
-		for q := 0; q < 4; q++ {
-			p("VFMADD231PS Z4, Z%d, Z%d", q, 5+4*i+q)
+	p("XORQ AX, AX")
+	p("MOVBLZX acc+48(FP), R8") // reuse R8 briefly
+	p("TESTL R8, R8")
+	p("JNZ %sload", name)
+	for i := 0; i < m*per; i++ {
+		r := first + i
+		if rp == "Z" {
+			p("VPXORD Z%d, Z%d, Z%d", r, r, r)
+		} else {
+			p("VXORPS Y%d, Y%d, Y%d", r, r, r)
 		}
 	}
-	p("ADDQ $64, SI")
-	p("ADDQ $64, R8")
-	p("ADDQ $%d, DI", 4*m)
-	p("DECQ CX")
-	p("JNZ %s", l)
+	p("JMP %sready", name)
+	label(name + "load")
+	p("MOVQ DX, R8")
 	for i := 0; i < m; i++ {
-		for q := 0; q < 4; q++ {
-			p("VMOVUPS Z%d, %d(DX)", 5+4*i+q, 64*q)
+		for q := 0; q < per; q++ {
+			p("VMOVUPS %d(R8), %s%d", off+width*q, rp, first+per*i+q)
+		}
+		if i < m-1 {
+			p("ADDQ R11, R8")
+		}
+	}
+	label(name + "ready")
+	p("MOVQ ldw+56(FP), R8")
+	p("SHLQ $6, R8")
+}
+
+// storeAcc stores the accumulators to dst (DX, stride R11).
+func storeAcc(rp string, m, per, first, off int) {
+	width := 64
+	if rp == "Y" {
+		width = 32
+	}
+	for i := 0; i < m; i++ {
+		for q := 0; q < per; q++ {
+			p("VMOVUPS %s%d, %d(DX)", rp, first+per*i+q, off+width*q)
 		}
 		if i < m-1 {
 			p("ADDQ R11, DX")
 		}
 	}
+}
+
+// gemm512 emits gemmAVX512T<tiles>M<m>: tiles (1 or 2) consecutive tiles x
+// m tokens. Per column j the weights are converted once into Z0..Z(2t-1)
+// and each token's x[i, j] is broadcast into Z4; token i accumulates in
+// Z(5+2t*i) ...
+func gemm512(tiles, m int) {
+	name := fmt.Sprintf("gemmAVX512T%dM%d", tiles, m)
+	per := 2 * tiles
+	gemmHeader(name, m, 32*tiles)
+	initAcc(name, "Z", m, per, 5, 0)
+	l := name + "loop"
+	label(l)
+	if *gemmPrefetch > 0 {
+		p("PREFETCHT0 %d(SI)", 64**gemmPrefetch)
+		if tiles == 2 {
+			p("PREFETCHT0 %d(SI)(R8*1)", 64**gemmPrefetch)
+		}
+	}
+	p("VCVTPH2PS (SI), Z0")
+	p("VCVTPH2PS 32(SI), Z1")
+	if tiles == 2 {
+		p("VCVTPH2PS (SI)(R8*1), Z2")
+		p("VCVTPH2PS 32(SI)(R8*1), Z3")
+	}
+	for i := 0; i < m; i++ {
+		p("VBROADCASTSS (%s)(AX*1), Z4", rowRegs[i])
+		for q := 0; q < per; q++ {
+			p("VFMADD231PS Z4, Z%d, Z%d", q, 5+per*i+q)
+		}
+	}
+	p("ADDQ $64, SI")
+	p("ADDQ $4, AX")
+	p("CMPQ AX, CX")
+	p("JNE %s", l)
+	storeAcc("Z", m, per, 5, 0)
 	p("VZEROUPPER")
 	p("RET")
 	fmt.Fprintln(&buf)
 }
 
-// gemmAVX2 emits gemmAVX2M<m>: one tile x m tokens, done as two passes
-// over k of 16 rows each (2 Y weight regs, 2m accumulators Y3..).
+// gemmAVX2 emits gemmAVX2M<m>: one tile x m tokens, as two passes over k of
+// 16 rows each: weights in Y0, Y1, broadcast in Y2, accumulators Y3...
 func gemmAVX2(m int) {
 	name := fmt.Sprintf("gemmAVX2M%d", m)
-	comment("func %s(dst *float32, ldy int, w *uint16, xp *float32, k int)", name)
-	comment("Requires k >= 1. Writes dst[i*ldy + r] for i < %d, r < 32.", m)
-	fmt.Fprintf(&buf, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
-	p("MOVQ ldy+8(FP), R11")
-	p("SHLQ $2, R11")
+	gemmHeader(name, m, 32)
 	for h := 0; h < 2; h++ {
-		p("MOVQ dst+0(FP), DX")
-		p("MOVQ w+16(FP), SI")
-		p("MOVQ xp+24(FP), DI")
-		p("MOVQ k+32(FP), CX")
-		for i := 0; i < 2*m; i++ {
-			p("VXORPS Y%d, Y%d, Y%d", 3+i, 3+i, 3+i)
+		hn := fmt.Sprintf("%sh%d", name, h)
+		if h == 1 {
+			p("MOVQ w+16(FP), SI")
+			p("MOVQ dst+0(FP), DX")
 		}
-		l := fmt.Sprintf("%sh%dloop", name, h)
+		initAcc(hn, "Y", m, 2, 3, 64*h)
+		l := hn + "loop"
 		label(l)
+		if *gemmPrefetch > 0 {
+			p("PREFETCHT0 %d(SI)", 64**gemmPrefetch)
+		}
 		p("VCVTPH2PS %d(SI), Y0", 32*h)
 		p("VCVTPH2PS %d(SI), Y1", 32*h+16)
 		for i := 0; i < m; i++ {
-			p("VBROADCASTSS %d(DI), Y2", 4*i)
+			p("VBROADCASTSS (%s)(AX*1), Y2", rowRegs[i])
 			p("VFMADD231PS Y2, Y0, Y%d", 3+2*i)
 			p("VFMADD231PS Y2, Y1, Y%d", 4+2*i)
 		}
 		p("ADDQ $64, SI")
-		p("ADDQ $%d, DI", 4*m)
-		p("DECQ CX")
-		p("JNZ %s", l)
-		for i := 0; i < m; i++ {
-			p("VMOVUPS Y%d, %d(DX)", 3+2*i, 64*h)
-			p("VMOVUPS Y%d, %d(DX)", 4+2*i, 64*h+32)
-			if i < m-1 {
-				p("ADDQ R11, DX")
-			}
-		}
+		p("ADDQ $4, AX")
+		p("CMPQ AX, CX")
+		p("JNE %s", l)
+		storeAcc("Y", m, 2, 3, 64*h)
 	}
 	p("VZEROUPPER")
 	p("RET")
