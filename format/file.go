@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 	"unsafe"
 
 	"github.com/edsrzf/mmap-go"
@@ -58,7 +59,9 @@ type File struct {
 // directory against the real file size with ordinary reads, so a truncated
 // or damaged file is refused before any mapped page is touched.
 func Open(path string) (*File, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: opening a named pipe must not block; the file is then
+	// refused as not regular.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -66,6 +69,9 @@ func Open(path string) (*File, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
 	}
 	h, err := ReadHeader(f, st.Size())
 	if err != nil {
@@ -120,12 +126,30 @@ func typed[T uint16 | float32](f *File, name string, dt DType) ([]T, error) {
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(T(0)))), nil
 }
 
-// Verify recomputes every section's checksum and reports the first
-// mismatch. It reads the whole file.
+// Verify recomputes every section's checksum and checks that the padding
+// between sections is zero, reporting the first problem. It reads the
+// whole file.
 func (f *File) Verify() error {
+	end := DataStart(len(MarshalHeader(f.Header)))
 	for _, s := range f.Header.Sections {
+		if err := zeroPadding(f.data[end:s.Offset]); err != nil {
+			return fmt.Errorf("%s: before section %q: %w", f.Path, s.Name, err)
+		}
 		if got := Checksum(f.data[s.Offset : s.Offset+s.Size]); got != s.CRC {
 			return fmt.Errorf("%s: section %q: checksum mismatch (stored %08x, computed %08x): the weights are damaged", f.Path, s.Name, s.CRC, got)
+		}
+		end = s.Offset + s.Size
+	}
+	if err := zeroPadding(f.data[end:]); err != nil {
+		return fmt.Errorf("%s: after the last section: %w", f.Path, err)
+	}
+	return nil
+}
+
+func zeroPadding(b []byte) error {
+	for i, c := range b {
+		if c != 0 {
+			return fmt.Errorf("padding byte %d is %#x, not zero", i, c)
 		}
 	}
 	return nil

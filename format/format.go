@@ -22,6 +22,9 @@ const (
 	ArenaAlign = 64
 	// KVChunkTokens is the number of positions in one KV cache chunk.
 	KVChunkTokens = 256
+	// MaxHeaderSize bounds the header a reader accepts before reading it
+	// (a 100-layer model's header is well under 100 KB).
+	MaxHeaderSize = 64 << 20
 	// maxString bounds every string in the header.
 	maxString = 1 << 16
 )

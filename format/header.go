@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"math"
 )
 
 // Castagnoli is the CRC-32C table used for every checksum in the file
@@ -225,8 +224,8 @@ func ParsePreamble(b []byte) (Preamble, error) {
 	p.HeaderSize = binary.LittleEndian.Uint64(b[24:])
 	p.FileSize = binary.LittleEndian.Uint64(b[32:])
 	p.HeaderCRC = binary.LittleEndian.Uint32(b[40:])
-	if p.HeaderSize > math.MaxInt32 {
-		return p, fmt.Errorf("header size %d is implausible", p.HeaderSize)
+	if p.HeaderSize > MaxHeaderSize {
+		return p, fmt.Errorf("header size %d is over the %d-byte limit", p.HeaderSize, MaxHeaderSize)
 	}
 	return p, nil
 }

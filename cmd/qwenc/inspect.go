@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/qwenc/qwenc/format"
@@ -46,7 +47,7 @@ func inspectCommand() *cli.Command {
 
 // readHeader validates a file's header and directory without mapping it.
 func readHeader(path string) (*format.Header, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -54,6 +55,9 @@ func readHeader(path string) (*format.Header, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
 	}
 	h, err := format.ReadHeader(f, st.Size())
 	if err != nil {

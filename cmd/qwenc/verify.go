@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/tokenizer"
 	"github.com/urfave/cli/v2"
 )
 
@@ -24,6 +25,15 @@ func verifyCommand() *cli.Command {
 			defer f.Close()
 			if err := f.Verify(); err != nil {
 				return err
+			}
+			// The checksums prove the bytes are what the compiler wrote; loading
+			// the tokenizer also proves they are what qwenrun will accept.
+			tb, err := f.Bytes(format.SecTokenizer)
+			if err != nil {
+				return err
+			}
+			if _, err := tokenizer.Load(tb); err != nil {
+				return fmt.Errorf("%s: section %q: %w", f.Path, format.SecTokenizer, err)
 			}
 			fmt.Fprintf(os.Stdout, "%s: ok (%d sections, %d bytes)\n", f.Path, len(f.Header.Sections), f.Size)
 			return nil
