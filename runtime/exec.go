@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"math"
+	"sync/atomic"
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/graph"
@@ -52,6 +53,7 @@ func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int) []float32
 			rows := p.rows(op.In[0], T)
 			mm := &m.tasks.mm
 			mm.k, mm.dst, mm.w, mm.x, mm.n, mm.kdim, mm.rows = k, p.view(op.Out, rows), op.w16, p.view(op.In[0], rows), op.n, op.k, rows
+			mm.start()
 			m.pool.Run(mm)
 			if op.bias != nil {
 				for r := range rows {
@@ -122,22 +124,40 @@ type tasks struct {
 }
 
 // matmulTask splits the tiles of one matrix product across the workers.
+// Workers claim chunks of tiles from a shared counter rather than taking
+// fixed shares: on a machine shared with other work, a worker the OS has
+// descheduled then delays the product by one chunk, not by half of it.
 type matmulTask struct {
 	k             kernels.Path
 	dst, x        []float32
 	w             []uint16
 	n, kdim, rows int
+	chunk         int // tiles per claim
+	next          atomic.Int64
+}
+
+// matmulChunkBytes is the weight bytes of one claim: large enough that the
+// hardware prefetcher streams, small enough to balance the workers.
+const matmulChunkBytes = 256 << 10
+
+func (t *matmulTask) start() {
+	t.chunk = max(1, matmulChunkBytes/(t.kdim*format.TileRows*2))
+	t.next.Store(0)
 }
 
 func (t *matmulTask) Run(w, nw int) {
-	t0, t1 := kernels.Split(format.Tiles(t.n), nw, w)
-	if t0 == t1 {
-		return
-	}
-	if t.rows == 1 {
-		t.k.MatVecTiles(t.dst, t.w, t.x, t.n, t.kdim, t0, t1)
-	} else {
-		t.k.GemmTiles(t.dst, t.n, t.w, t.x, t.kdim, t.rows, t.n, t.kdim, t0, t1)
+	tiles := format.Tiles(t.n)
+	for {
+		t0 := int(t.next.Add(int64(t.chunk))) - t.chunk
+		if t0 >= tiles {
+			return
+		}
+		t1 := min(t0+t.chunk, tiles)
+		if t.rows == 1 {
+			t.k.MatVecTiles(t.dst, t.w, t.x, t.n, t.kdim, t0, t1)
+		} else {
+			t.k.GemmTiles(t.dst, t.n, t.w, t.x, t.kdim, t.rows, t.n, t.kdim, t0, t1)
+		}
 	}
 }
 
