@@ -7,7 +7,7 @@ BUILD   := build
 DEMO    := qwen3-go-demo
 DEMO_N  ?= 160
 
-.PHONY: all build demo test bench-compile clean tools
+.PHONY: all build demo test test-cross test-purego test-avx2 test-race test-arm64 bench-compile clean tools
 
 all: build
 
@@ -35,9 +35,49 @@ demo: build $(BUILD)/models/$(DEMO)/config.json
 	@cat testdata/demo-prompt.txt
 	@$(BIN)/qwenrun $(BUILD)/$(DEMO).qbin -f testdata/demo-prompt.txt -n $(DEMO_N) --seed 2 --repeat-penalty 1.1
 
+# Vet and every test, then what a plain `go test` on this machine does not
+# cover: the arm64 build, the portable kernels (purego), the AVX2 kernels
+# (AVX-512 switched off) and the race detector on the concurrent code. The
+# whole target stays under 10 minutes on 2 CPUs and needs no Debian
+# packages (the disk tests mount a tmpfs when run as root and skip, saying
+# why, otherwise).
 test:
 	$(GO) vet ./...
 	$(GO) test ./...
+	$(MAKE) --no-print-directory test-cross test-purego test-avx2 test-race
+
+test-cross:
+	GOARCH=arm64 $(GO) vet ./...
+	GOARCH=arm64 $(GO) build ./...
+
+# Only the Generic path exists under purego; the kernels tests iterate over
+# every supported path, so this runs the reference path alone end to end.
+test-purego:
+	$(GO) test -tags purego ./kernels/ ./runtime/
+
+# GODEBUG switches AVX-512 off in golang.org/x/sys/cpu too, so Detect falls
+# back to AVX2 (kernels' TestDetectFallsBack checks that) and the runtime's
+# tests run on the AVX2 kernels by default.
+test-avx2:
+	GODEBUG=cpu.avx512f=off $(GO) test ./kernels/ ./runtime/
+
+# The race detector on the concurrent code: the worker pool and everything
+# that runs on it (kernels, runtime) and the compiler's conversion pipeline.
+# Skipped: the allocation tests (under the race detector a decode step
+# allocates) and the pool latency log (timing only). About a minute.
+test-race:
+	$(GO) test -race -skip 'DoesNotAllocate|TestPoolRunLatency' ./kernels/ ./runtime/ ./compiler/
+
+# The numeric packages on arm64 under qemu user-mode emulation (Go test
+# binaries are static, so no binfmt registration is needed); all of their
+# tests, about 4 minutes. Installs qemu-user on first use; run by .ci/run
+# after `make test`.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+test-arm64:
+	@command -v qemu-aarch64 >/dev/null || { \
+		$(SUDO) apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends qemu-user; }
+	GOARCH=arm64 $(GO) test -exec qemu-aarch64 ./kernels/ ./runtime/
 
 # Compile time, MB/s and peak RSS on a random-weight Qwen3-0.6B-shaped
 # checkpoint, against `cat > /dev/null` of the same bytes.

@@ -6,8 +6,10 @@ package compiler
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -195,12 +197,17 @@ func write(ctx context.Context, ck *Checkpoint, hdr *format.Header, secs []secti
 	out := opts.Output
 	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*.tmp")
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, &fs.PathError{Op: "create", Path: out, Err: pe.Err}
+		}
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
 			tmp.Close()
 			os.Remove(tmp.Name())
+			err = outputError(err, tmp.Name(), out)
 		}
 	}()
 	last := hdr.Sections[len(hdr.Sections)-1]
@@ -271,6 +278,18 @@ func write(ctx context.Context, ck *Checkpoint, hdr *format.Header, secs []secti
 	}
 	prog.done()
 	return &Result{Output: out, Header: hdr, Bytes: int64(fileSize), Read: read}, nil
+}
+
+// outputError rewrites an error from writing the temporary file to name
+// the output instead ("write m.qbin: no space left on device"): the
+// temporary file is gone by the time the error is read, and a full disk is
+// not the fault of the tensor that was being written.
+func outputError(err error, tmp, out string) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == tmp {
+		return &fs.PathError{Op: pe.Op, Path: out, Err: pe.Err}
+	}
+	return err
 }
 
 // writeTensor converts one checkpoint tensor into its section, block by

@@ -19,11 +19,13 @@ func main() {
 	app := newApp()
 	err := app.RunContext(ctx, reorder(app, os.Args))
 	stop()
+	if errors.Is(err, context.Canceled) {
+		// The compiler removed its temporary file before returning.
+		fmt.Fprintln(os.Stderr, "qwenc: interrupted; no output written")
+		os.Exit(130)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "qwenc: %v\n", err)
-		if errors.Is(err, context.Canceled) {
-			os.Exit(130)
-		}
 		os.Exit(1)
 	}
 }

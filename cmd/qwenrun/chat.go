@@ -113,11 +113,14 @@ func (conv *conversation) interactive(in io.Reader, maxTokens int) error {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
+		interrupted := make(chan bool, 1)
 		go func() {
 			select {
 			case <-sig:
 				cancel()
+				interrupted <- true
 			case <-done:
+				interrupted <- false
 			}
 		}()
 		res, err := conv.turn(ctx, line, maxTokens)
@@ -125,6 +128,12 @@ func (conv *conversation) interactive(in io.Reader, maxTokens int) error {
 		cancel()
 		if err != nil {
 			return err
+		}
+		// A signal that arrived after the answer ended was taken by this
+		// turn's watcher: it ends the chat, as at the prompt.
+		if <-interrupted && res.Stop != runtime.StopInterrupt {
+			conv.finalStats()
+			return errInterrupted
 		}
 		if res.Stop == runtime.StopInterrupt || res.Stop == runtime.StopCtx {
 			printStats(os.Stderr, conv.s, res)
