@@ -4,7 +4,6 @@
 package compiler
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -42,8 +41,35 @@ type Result struct {
 // section is one directory entry and where its bytes come from.
 type section struct {
 	format.Section
-	src  *TensorInfo // a checkpoint tensor, or
-	blob []byte      // bytes made by the compiler
+	src  *TensorInfo            // a checkpoint tensor, or
+	blob []byte                 // bytes made by the compiler, or
+	tok  <-chan tokenizerResult // the tokenizer, still being encoded
+}
+
+type tokenizerResult struct {
+	blob []byte
+	err  error
+}
+
+// encodeTokenizer parses tokenizer.json and tokenizer_config.json and
+// returns the binary tokenizer section.
+func encodeTokenizer(ck *Checkpoint, vocabSize int) tokenizerResult {
+	vocab, err := tokenizer.LoadHF(ck.TokenizerJSON, ck.TokenizerConfig)
+	if err != nil {
+		return tokenizerResult{err: fmt.Errorf("tokenizer.json: %w", err)}
+	}
+	ids := len(vocab.Tokens)
+	for _, a := range vocab.Added {
+		ids = max(ids, a.ID+1)
+	}
+	if ids > vocabSize {
+		return tokenizerResult{err: fmt.Errorf("tokenizer.json: token ids up to %d, beyond config.json's vocab_size %d", ids-1, vocabSize)}
+	}
+	b, err := vocab.MarshalBinary()
+	if err != nil {
+		return tokenizerResult{err: fmt.Errorf("tokenizer.json: %w", err)}
+	}
+	return tokenizerResult{blob: b}
 }
 
 // Compile reads the checkpoint at model and writes opts.Output atomically:
@@ -129,30 +155,18 @@ func plan(ck *Checkpoint, maxPrefill int) (*format.Header, []section, error) {
 	if err := add(format.SecLMHead, head, format.F16, format.TileMajor, []uint64{v, h}); err != nil {
 		return nil, nil, err
 	}
-	// The tokenizer is parsed after the tensors are checked: it is the
-	// slowest part of planning, and a bad tensor should fail fast.
-	vocab, err := tokenizer.LoadHF(ck.TokenizerJSON, ck.TokenizerConfig)
-	if err != nil {
-		return nil, nil, fmt.Errorf("tokenizer.json: %w", err)
-	}
-	ids := len(vocab.Tokens)
-	for _, a := range vocab.Added {
-		ids = max(ids, a.ID+1)
-	}
-	if ids > cfg.Vocab {
-		return nil, nil, fmt.Errorf("tokenizer.json: token ids up to %d, beyond config.json's vocab_size %d", ids-1, cfg.Vocab)
-	}
-	tokBlob, err := vocab.MarshalBinary()
-	if err != nil {
-		return nil, nil, fmt.Errorf("tokenizer.json: %w", err)
-	}
 	blob := func(name string, b []byte) {
 		secs = append(secs, section{Section: format.Section{Name: name, DType: format.Bytes, Layout: format.Raw, Shape: []uint64{uint64(len(b))}}, blob: b})
 	}
-	blob(format.SecTokenizer, tokBlob)
 	if tmpl != "" {
 		blob(format.SecChatTemplate, []byte(tmpl))
 	}
+	// The tokenizer is parsed and encoded while the weights are written
+	// (it takes about as long as a third of a 0.6B compile); its section is
+	// the last one, so only its own offset waits for its size.
+	tok := make(chan tokenizerResult, 1)
+	go func() { tok <- encodeTokenizer(ck, cfg.Vocab) }()
+	secs = append(secs, section{Section: format.Section{Name: format.SecTokenizer, DType: format.Bytes, Layout: format.Raw, Shape: []uint64{0}}, tok: tok})
 
 	hdr := &format.Header{Config: cfg, Generation: gen, ChatFamily: family}
 	for _, m := range []struct {
@@ -166,8 +180,9 @@ func plan(ck *Checkpoint, maxPrefill int) (*format.Header, []section, error) {
 		s.Size, _ = format.ExpectedSize(s.DType, s.Layout, s.Shape)
 		hdr.Sections = append(hdr.Sections, *s)
 	}
-	// The header's size does not depend on offsets or checksums (fixed-width
-	// fields), so it can be sized now and rewritten in place at the end.
+	// The header's size does not depend on offsets, sizes or checksums
+	// (fixed-width fields), so it can be sized now and rewritten in place
+	// at the end.
 	off := format.DataStart(len(format.MarshalHeader(hdr)))
 	for i := range hdr.Sections {
 		hdr.Sections[i].Offset = off
@@ -210,48 +225,70 @@ func write(ctx context.Context, ck *Checkpoint, hdr *format.Header, secs []secti
 			err = outputError(err, tmp.Name(), out)
 		}
 	}()
-	last := hdr.Sections[len(hdr.Sections)-1]
-	fileSize := format.AlignUp(last.Offset+last.Size, format.Alignment)
 	var total int64
 	for _, s := range secs {
 		total += int64(s.Size)
 	}
 	prog := newProgress(opts.Progress, len(secs), total)
-	w := &sectionWriter{w: bufio.NewWriterSize(tmp, 1<<20)}
-	if err := w.pad(uint64(secs[0].Offset)); err != nil {
-		return nil, err
-	}
+	w := &sectionWriter{f: tmp}
 	cv := newConverter()
 	slots := make([]*blockSlot, 2*max(1, runtime.GOMAXPROCS(0)))
 	for i := range slots {
 		slots[i] = &blockSlot{}
 	}
 	var read int64
+	var tokDone *tokenizerResult
 	for i := range secs {
 		s := &secs[i]
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		// A bad tokenizer.json fails the compile as soon as it is found.
+		if tokDone == nil && s.tok != nil {
+			select {
+			case r := <-s.tok:
+				tokDone = &r
+			default:
+			}
+		}
+		if tokDone != nil && tokDone.err != nil {
+			return nil, tokDone.err
+		}
 		w.crc = 0
-		if s.src != nil {
+		switch {
+		case s.src != nil:
 			if err := writeTensor(ctx, ck, cv, w, s, slots); err != nil {
 				return nil, fmt.Errorf("tensor %q: %w", s.src.Name, err)
 			}
 			read += s.src.Size
-		} else if err := w.write(s.blob); err != nil {
-			return nil, err
+		case s.tok != nil:
+			if tokDone == nil {
+				r := <-s.tok
+				tokDone = &r
+			}
+			if tokDone.err != nil {
+				return nil, tokDone.err
+			}
+			s.blob = tokDone.blob
+			s.Shape = []uint64{uint64(len(s.blob))}
+			s.Size = uint64(len(s.blob))
+			hdr.Sections[i].Shape, hdr.Sections[i].Size = s.Shape, s.Size
+			prog.total += int64(s.Size)
+			fallthrough
+		default:
+			if err := w.writeAt(s.blob, s.Offset); err != nil {
+				return nil, err
+			}
+			w.sum(s.blob)
 		}
 		hdr.Sections[i].CRC = w.crc
-		end := fileSize
-		if i+1 < len(secs) {
-			end = secs[i+1].Offset
-		}
-		if err := w.pad(end); err != nil {
-			return nil, err
-		}
 		prog.section(s.Name, int64(s.Size))
 	}
-	if err := w.w.Flush(); err != nil {
+	// Padding is never written: the gaps are holes, which read as zeros,
+	// and the final truncate pads the last section.
+	last := secs[len(secs)-1]
+	fileSize := format.AlignUp(last.Offset+last.Size, format.Alignment)
+	if err := tmp.Truncate(int64(fileSize)); err != nil {
 		return nil, err
 	}
 	hb := format.MarshalHeader(hdr)
@@ -294,9 +331,11 @@ func outputError(err error, tmp, out string) error {
 
 // writeTensor converts one checkpoint tensor into its section, block by
 // block (a run of 32-row tiles, or of elements), so memory stays small
-// whatever the tensor's size. Blocks are converted in parallel, a wave of
-// one per CPU at a time, and written in order, which keeps the file
-// byte-identical whatever the number of CPUs.
+// whatever the tensor's size. Every block's place in the file is known, so
+// the workers convert and write blocks in parallel (the kernel's copy into
+// the page cache is a large part of a compile); the section's checksum is
+// then extended block by block in order. The file is byte-identical
+// whatever the number of CPUs.
 func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionWriter, s *section, slots []*blockSlot) error {
 	t := s.src
 	es := ElemSize(t.DType)
@@ -327,7 +366,7 @@ func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionW
 				}
 				tileMajor(dst, rows, r, k)
 			}
-			return out, nil
+			return out, w.writeAt(out, s.Offset+uint64(t0*k*format.TileRows*2))
 		}
 	} else {
 		outES := s.DType.Size()
@@ -350,10 +389,10 @@ func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionW
 			if err != nil {
 				return nil, fmt.Errorf("from element %d: %w", e0, err)
 			}
-			return out, nil
+			return out, w.writeAt(out, s.Offset+uint64(e0*outES))
 		}
 	}
-	return pipeline(ctx, blocks, slots, fill, w.write)
+	return pipeline(ctx, blocks, slots, fill, func(b []byte) error { w.sum(b); return nil })
 }
 
 // pipeline runs fill for blocks 0..n-1 on one goroutine per CPU and hands
@@ -428,30 +467,17 @@ func (sl *blockSlot) grow(buf *[]byte, n int) []byte {
 	return (*buf)[:n]
 }
 
-// sectionWriter writes sequentially, keeping the running CRC-32C of the
-// current section and the file offset.
+// sectionWriter writes at given offsets (from any goroutine) and keeps
+// the running CRC-32C of the current section (from one goroutine, in
+// order).
 type sectionWriter struct {
-	w   *bufio.Writer
-	off uint64
+	f   *os.File
 	crc uint32
 }
 
-func (s *sectionWriter) write(p []byte) error {
-	s.crc = format.UpdateChecksum(s.crc, p)
-	n, err := s.w.Write(p)
-	s.off += uint64(n)
+func (s *sectionWriter) writeAt(p []byte, off uint64) error {
+	_, err := s.f.WriteAt(p, int64(off))
 	return err
 }
 
-var zeros [format.Alignment]byte
-
-func (s *sectionWriter) pad(to uint64) error {
-	for s.off < to {
-		n, err := s.w.Write(zeros[:min(uint64(len(zeros)), to-s.off)])
-		s.off += uint64(n)
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func (s *sectionWriter) sum(p []byte) { s.crc = format.UpdateChecksum(s.crc, p) }

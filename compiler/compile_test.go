@@ -322,3 +322,18 @@ func TestArticleFigures(t *testing.T) {
 		}
 	}
 }
+
+// TestFusedConversionMatchesTable runs every bf16 value through the fused
+// tile path, which must agree with the rounding table.
+func TestFusedConversionMatchesTable(t *testing.T) {
+	cv := newConverter()
+	src := make([]byte, 2)
+	tile := make([]byte, 64)
+	for b := 0; b < 1<<16; b++ {
+		src[0], src[1] = byte(b), byte(b>>8)
+		cv.tileMajorBF16(tile, src, 1, 1)
+		if got := binary.LittleEndian.Uint16(tile); got != cv.bf16ToF16[b] {
+			t.Fatalf("bf16 %04x: %04x, table %04x", b, got, cv.bf16ToF16[b])
+		}
+	}
+}

@@ -115,6 +115,10 @@ func tileMajor(tile, rows []byte, r, k int) {
 // common case, saving a pass over every weight. It reports whether any
 // converted value is not finite; the caller then takes the checked path
 // for the error message.
+//
+// Columns go in blocks of 64, so the 4 KiB of the tile they fill stay in
+// L1 while all rows are written into them (a whole tile, 64 KiB and more,
+// does not fit).
 func (cv *converter) tileMajorBF16(tile, rows []byte, r, k int) (bad bool) {
 	tab := cv.bf16ToF16[:1<<16]
 	dst, src := u16s(tile)[:k*32], u16s(rows)[:r*k]
@@ -122,12 +126,17 @@ func (cv *converter) tileMajorBF16(tile, rows []byte, r, k int) (bad bool) {
 		clear(dst)
 	}
 	var flag uint16
-	for row := 0; row < r; row++ {
-		for col, b := range src[row*k : (row+1)*k] {
-			h := tab[b]
-			// (h&0x7c00)+0x0400 reaches 0x8000 only for an all-ones exponent.
-			flag |= (h&0x7c00 + 0x0400) & 0x8000
-			dst[col*32+row] = h
+	const block = 64
+	for c0 := 0; c0 < k; c0 += block {
+		c1 := min(c0+block, k)
+		for row := 0; row < r; row++ {
+			d := dst[c0*32+row:]
+			for j, b := range src[row*k+c0 : row*k+c1] {
+				h := tab[b]
+				// (h&0x7c00)+0x0400 reaches 0x8000 only for an all-ones exponent.
+				flag |= (h&0x7c00 + 0x0400) & 0x8000
+				d[j*32] = h
+			}
 		}
 	}
 	return flag != 0
