@@ -7,7 +7,7 @@ BUILD   := build
 DEMO    := qwen3-go-demo
 DEMO_N  ?= 160
 
-.PHONY: all build demo test test-cross test-purego test-avx2 test-race test-arm64 bench-compile clean tools
+.PHONY: all build demo bench test test-cross test-purego test-avx2 test-race test-arm64 bench-compile clean tools
 
 all: build
 
@@ -78,6 +78,18 @@ test-arm64:
 		$(SUDO) apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends qemu-user; }
 	GOARCH=arm64 $(GO) test -exec qemu-aarch64 ./kernels/ ./runtime/
+
+# Prefill and decode speed of every kernel path with 1 and 2 threads on a
+# random-weight Qwen3-0.6B-shaped model, against the machine's read
+# bandwidth measured in the same run, and the time to first token. The
+# checkpoint (1.2 GB) and its .qbin (1.5 GB) are made once in build/bench.
+BENCH_MODEL := $(BUILD)/bench/qwen3-0.6b
+bench: build $(BUILD)/tokenizer.json
+	@test -f $(BENCH_MODEL)/model.safetensors || $(BIN)/qwengen -o $(BENCH_MODEL) \
+		-tokenizer $(BUILD)/tokenizer.json -tokenizer-config testdata/tiny-a/tokenizer_config.json
+	@test -f $(BENCH_MODEL).qbin || $(BIN)/qwenc compile -q --no-sync $(BENCH_MODEL) -o $(BENCH_MODEL).qbin
+	$(BIN)/qwenrun bench $(BENCH_MODEL).qbin
+	$(GO) test -run '^$$' -bench '^(MatVec|Gemm)$$/^(avx2|avx512)$$/' -benchtime 3x ./kernels/
 
 # Compile time, MB/s and peak RSS on a random-weight Qwen3-0.6B-shaped
 # checkpoint, against `cat > /dev/null` of the same bytes.

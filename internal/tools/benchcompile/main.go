@@ -51,7 +51,7 @@ func run(work, qwenc, tok, tokCfg string, runs int) error {
 	}
 	size := fi.Size()
 	catTime := best(runs+1, func() (time.Duration, *syscall.Rusage, error) { return timed("sh", "-c", "cat "+st+" > /dev/null") })
-	out := filepath.Join(work, "qwen3-0.6b.qbin")
+	out := filepath.Join(work, "qwen3-0.6b.compile-bench.qbin")
 	var rss int64
 	var outSize int64
 	compile := func(extra ...string) time.Duration {
