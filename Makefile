@@ -89,7 +89,7 @@ bench: build $(BUILD)/tokenizer.json
 		-tokenizer $(BUILD)/tokenizer.json -tokenizer-config testdata/tiny-a/tokenizer_config.json
 	@test -f $(BENCH_MODEL).qbin || $(BIN)/qwenc compile -q --no-sync $(BENCH_MODEL) -o $(BENCH_MODEL).qbin
 	$(BIN)/qwenrun bench $(BENCH_MODEL).qbin
-	$(GO) test -run '^$$' -bench '^(MatVec|Gemm)$$/^(avx2|avx512)$$/' -benchtime 3x ./kernels/
+	$(GO) test -run '^$$' -bench 'Benchmark(MatVec|Gemm)$$/^(avx2|avx512)$$/' -benchtime 3x ./kernels/
 
 # Compile time, MB/s and peak RSS on a random-weight Qwen3-0.6B-shaped
 # checkpoint, against `cat > /dev/null` of the same bytes.
