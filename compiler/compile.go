@@ -4,6 +4,7 @@
 package compiler
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -230,7 +231,10 @@ func write(ctx context.Context, ck *Checkpoint, hdr *format.Header, secs []secti
 		total += int64(s.Size)
 	}
 	prog := newProgress(opts.Progress, len(secs), total)
-	w := &sectionWriter{f: tmp}
+	w := &sectionWriter{w: bufio.NewWriterSize(tmp, 4<<20)}
+	if err := w.pad(secs[0].Offset); err != nil {
+		return nil, err
+	}
 	cv := newConverter()
 	slots := make([]*blockSlot, 2*max(1, runtime.GOMAXPROCS(0)))
 	for i := range slots {
@@ -276,19 +280,22 @@ func write(ctx context.Context, ck *Checkpoint, hdr *format.Header, secs []secti
 			prog.total += int64(s.Size)
 			fallthrough
 		default:
-			if err := w.writeAt(s.blob, s.Offset); err != nil {
+			if err := w.write(s.blob); err != nil {
 				return nil, err
 			}
-			w.sum(s.blob)
 		}
 		hdr.Sections[i].CRC = w.crc
+		end := format.AlignUp(s.Offset+s.Size, format.Alignment)
+		if i+1 < len(secs) {
+			end = secs[i+1].Offset
+		}
+		if err := w.pad(end); err != nil {
+			return nil, err
+		}
 		prog.section(s.Name, int64(s.Size))
 	}
-	// Padding is never written: the gaps are holes, which read as zeros,
-	// and the final truncate pads the last section.
-	last := secs[len(secs)-1]
-	fileSize := format.AlignUp(last.Offset+last.Size, format.Alignment)
-	if err := tmp.Truncate(int64(fileSize)); err != nil {
+	fileSize := w.off
+	if err := w.w.Flush(); err != nil {
 		return nil, err
 	}
 	hb := format.MarshalHeader(hdr)
@@ -331,11 +338,12 @@ func outputError(err error, tmp, out string) error {
 
 // writeTensor converts one checkpoint tensor into its section, block by
 // block (a run of 32-row tiles, or of elements), so memory stays small
-// whatever the tensor's size. Every block's place in the file is known, so
-// the workers convert and write blocks in parallel (the kernel's copy into
-// the page cache is a large part of a compile); the section's checksum is
-// then extended block by block in order. The file is byte-identical
-// whatever the number of CPUs.
+// whatever the tensor's size. Blocks are converted in parallel and written
+// in order, which keeps the file byte-identical whatever the number of
+// CPUs. The writes stay sequential on purpose: writing blocks from several
+// threads at their offsets compiled the 0.6B shape in 1.75 s instead of 2.0 s, but left the new
+// file's page cache in small scattered pages, and decoding from it right
+// after the compile ran 15% slower (bandwidth ratio 0.77 against 0.92).
 func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionWriter, s *section, slots []*blockSlot) error {
 	t := s.src
 	es := ElemSize(t.DType)
@@ -366,7 +374,7 @@ func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionW
 				}
 				tileMajor(dst, rows, r, k)
 			}
-			return out, w.writeAt(out, s.Offset+uint64(t0*k*format.TileRows*2))
+			return out, nil
 		}
 	} else {
 		outES := s.DType.Size()
@@ -389,10 +397,10 @@ func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionW
 			if err != nil {
 				return nil, fmt.Errorf("from element %d: %w", e0, err)
 			}
-			return out, w.writeAt(out, s.Offset+uint64(e0*outES))
+			return out, nil
 		}
 	}
-	return pipeline(ctx, blocks, slots, fill, func(b []byte) error { w.sum(b); return nil })
+	return pipeline(ctx, blocks, slots, fill, w.write)
 }
 
 // pipeline runs fill for blocks 0..n-1 on one goroutine per CPU and hands
@@ -467,17 +475,30 @@ func (sl *blockSlot) grow(buf *[]byte, n int) []byte {
 	return (*buf)[:n]
 }
 
-// sectionWriter writes at given offsets (from any goroutine) and keeps
-// the running CRC-32C of the current section (from one goroutine, in
-// order).
+// sectionWriter writes sequentially, keeping the running CRC-32C of the
+// current section and the file offset.
 type sectionWriter struct {
-	f   *os.File
+	w   *bufio.Writer
+	off uint64
 	crc uint32
 }
 
-func (s *sectionWriter) writeAt(p []byte, off uint64) error {
-	_, err := s.f.WriteAt(p, int64(off))
+func (s *sectionWriter) write(p []byte) error {
+	s.crc = format.UpdateChecksum(s.crc, p)
+	n, err := s.w.Write(p)
+	s.off += uint64(n)
 	return err
 }
 
-func (s *sectionWriter) sum(p []byte) { s.crc = format.UpdateChecksum(s.crc, p) }
+var zeros [format.Alignment]byte
+
+func (s *sectionWriter) pad(to uint64) error {
+	for s.off < to {
+		n, err := s.w.Write(zeros[:min(uint64(len(zeros)), to-s.off)])
+		s.off += uint64(n)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
