@@ -341,9 +341,10 @@ func outputError(err error, tmp, out string) error {
 // whatever the tensor's size. Blocks are converted in parallel and written
 // in order, which keeps the file byte-identical whatever the number of
 // CPUs. The writes stay sequential on purpose: writing blocks from several
-// threads at their offsets compiled the 0.6B shape in 1.75 s instead of 2.0 s, but left the new
-// file's page cache in small scattered pages, and decoding from it right
-// after the compile ran 15% slower (bandwidth ratio 0.77 against 0.92).
+// threads at their offsets compiled the 0.6B shape in 1.75 s instead of
+// 2.0 s, but left the new file's page cache in small scattered pages, and
+// decoding from it right after the compile ran 15% slower (bandwidth ratio
+// 0.77 against 0.92).
 func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionWriter, s *section, slots []*blockSlot) error {
 	t := s.src
 	es := ElemSize(t.DType)

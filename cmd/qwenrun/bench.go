@@ -35,7 +35,7 @@ func benchCommand() *cli.Command {
 }
 
 type benchRow struct {
-	path             kernels.Path
+	path             kernels.Path // kernels
 	threads          int
 	pp, tg           int
 	ppRate, tgRate   float64
@@ -79,11 +79,10 @@ func bench(c *cli.Context) error {
 		cfg.ModelType, cfg.Hidden, cfg.Layers, cfg.Vocab, weightBytes)
 	fmt.Fprintf(w, "machine: %d CPUs usable; kernel paths supported: %v\n", goruntime.GOMAXPROCS(0), kernels.SupportedPaths())
 
-	bw := map[int]float64{}
-	for _, t := range threads {
-		bw[t] = readBandwidth(kernels.Detect(), t, c.Int("reps")+2)
-		fmt.Fprintf(w, "read bandwidth, %d thread(s): %.1f GB/s (vector sum over 1 GiB)\n", t, bw[t]/1e9)
-	}
+	// The bandwidth is measured right before each decode measurement, with
+	// the same threads: on a shared host it drifts, and the ratio is only
+	// meaningful between figures taken together.
+	bw := newBandwidthProbe()
 	var rows []benchRow
 	for _, p := range paths {
 		for _, t := range threads {
@@ -91,25 +90,24 @@ func bench(c *cli.Context) error {
 			if p == kernels.Generic {
 				pp, tg = min(pp, 32), min(tg, 8) // the portable path is for correctness, not speed
 			}
-			r, err := benchOne(path, p, t, pp, tg, c.Int("reps"))
+			r, err := benchOne(path, p, t, pp, tg, c.Int("reps"), bw)
 			if err != nil {
 				return err
 			}
-			r.bandwidth = bw[t]
-			r.ratio = float64(weightBytes) * r.tgRate / bw[t]
+			r.ratio = float64(weightBytes) * r.tgRate / r.bandwidth
 			rows = append(rows, r)
-			fmt.Fprintf(os.Stderr, "  %s, %d thread(s): pp%d %.1f tok/s, tg%d %.2f tok/s\n", p, t, pp, r.ppRate, tg, r.tgRate)
+			fmt.Fprintf(os.Stderr, "  %s, %d thread(s): pp%d %.1f tok/s, tg%d %.2f tok/s, read bandwidth %.1f GB/s\n", p, t, pp, r.ppRate, tg, r.tgRate, r.bandwidth/1e9)
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w)
-	fmt.Fprintf(tw, "kernels\tthreads\tprefill tok/s\tdecode tok/s\tdecode GB/s\tbandwidth GB/s\tratio\t\n")
+	fmt.Fprintf(tw, "kernels\tthreads\tprefill tok/s\tdecode tok/s\tdecode GB/s\tread bandwidth GB/s\tratio\t\n")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%d\tpp%d %.1f\ttg%d %.2f\t%.1f\t%.1f\t%.2f\t\n", r.path, r.threads, r.pp, r.ppRate, r.tg, r.tgRate,
 			float64(weightBytes)*r.tgRate/1e9, r.bandwidth/1e9, r.ratio)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "ratio = weight bytes per decoded token x decode tok/s / read bandwidth with the same threads\n")
+	fmt.Fprintf(w, "ratio = weight bytes per decoded token x decode tok/s / read bandwidth (vector sum over 1 GiB, same threads, measured just before)\n")
 	ttft, err := timeToFirstToken(path, c.Int("reps")+3)
 	if err != nil {
 		return err
@@ -130,18 +128,25 @@ func intList(s string) ([]int, error) {
 	return out, nil
 }
 
-// readBandwidth sums a 1 GiB buffer with the kernels' vector loads, split
-// across the same worker pool the model uses, and keeps the best of reps.
-func readBandwidth(p kernels.Path, threads, reps int) float64 {
+// bandwidthProbe measures read bandwidth: a sum over a 1 GiB buffer with
+// the kernels' vector loads, split across a worker pool like the model's.
+type bandwidthProbe struct{ buf []float32 }
+
+func newBandwidthProbe() *bandwidthProbe {
 	buf := make([]float32, 1<<28)
 	for i := range buf {
 		buf[i] = 1 // touch every page: untouched ones all map the zero page
 	}
+	return &bandwidthProbe{buf: buf}
+}
+
+// measure returns the best of reps sums, in bytes per second.
+func (b *bandwidthProbe) measure(p kernels.Path, threads, reps int) float64 {
 	pool := kernels.NewPool(threads)
 	defer pool.Close()
 	task := kernels.TaskFunc(func(w, n int) {
-		s, e := kernels.Split(len(buf), n, w)
-		p.Sum(buf[s:e])
+		s, e := kernels.Split(len(b.buf), n, w)
+		p.Sum(b.buf[s:e])
 	})
 	best := time.Hour
 	for range reps {
@@ -149,12 +154,12 @@ func readBandwidth(p kernels.Path, threads, reps int) float64 {
 		pool.Run(task)
 		best = min(best, time.Since(t0))
 	}
-	return float64(4*len(buf)) / best.Seconds()
+	return float64(4*len(b.buf)) / best.Seconds()
 }
 
 // benchOne measures prefill of pp random tokens and decode of tg tokens
 // (from a one-token context, as llama-bench's tg does).
-func benchOne(path string, p kernels.Path, threads, pp, tg, reps int) (benchRow, error) {
+func benchOne(path string, p kernels.Path, threads, pp, tg, reps int, bw *bandwidthProbe) (benchRow, error) {
 	r := benchRow{path: p, threads: threads, pp: pp, tg: tg}
 	m, err := runtime.Open(path, runtime.Options{Threads: threads, Kernels: p})
 	if err != nil {
@@ -180,13 +185,16 @@ func benchOne(path string, p kernels.Path, threads, pp, tg, reps int) (benchRow,
 
 		s2, _ := m.NewSession(pp + tg + 1)
 		s2.Feed(prompt[:1])
+		bandwidth := bw.measure(kernels.Detect(), threads, 3)
 		t0 = time.Now()
 		for i := range tg {
 			if _, err := s2.Feed(prompt[i%pp : i%pp+1]); err != nil {
 				return r, err
 			}
 		}
-		r.tgRate = max(r.tgRate, float64(tg)/time.Since(t0).Seconds())
+		if rate := float64(tg) / time.Since(t0).Seconds(); rate > r.tgRate {
+			r.tgRate, r.bandwidth = rate, bandwidth
+		}
 	}
 	return r, nil
 }
