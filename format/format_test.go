@@ -2,31 +2,21 @@ package format_test
 
 import (
 	"bytes"
-	"context"
 	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 
-	"github.com/qwenc/qwenc/compiler"
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/synth"
+	"github.com/qwenc/qwenc/internal/synthtest"
 )
 
 // smallFile compiles a small synthetic model and returns the file's bytes.
 func smallFile(t *testing.T) (string, []byte) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "m")
-	tj, tc := synth.MiniTokenizer()
 	s := synth.Shape{ModelType: "qwen2", Hidden: 24, Intermediate: 40, Layers: 1, Heads: 2, KVHeads: 1, HeadDim: 12,
 		Vocab: 280, MaxPositions: 64, DType: "BF16", EOS: synth.MiniEOS}
-	if err := synth.Write(dir, s, tj, tc); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), "m.qbin")
-	if _, err := compiler.Compile(context.Background(), dir, compiler.Options{Output: out, MaxPrefill: 8, NoSync: true}); err != nil {
-		t.Fatal(err)
-	}
+	out := synthtest.Compile(t, s, 8)
 	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)

@@ -2,17 +2,15 @@ package format_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
-	"github.com/qwenc/qwenc/compiler"
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/synth"
+	"github.com/qwenc/qwenc/internal/synthtest"
 )
 
 // fuzzQbin compiles the smallest useful model (one qwen3 layer, the mini
@@ -20,18 +18,9 @@ import (
 // writes it, is the best seed for the fuzzers below.
 func fuzzQbin(tb testing.TB) []byte {
 	tb.Helper()
-	dir := filepath.Join(tb.TempDir(), "m")
-	tj, tc := synth.MiniTokenizer()
 	s := synth.Shape{ModelType: "qwen3", Hidden: 16, Intermediate: 24, Layers: 1, Heads: 2, KVHeads: 1, HeadDim: 8,
 		Vocab: 270, MaxPositions: 64, Tied: true, DType: "BF16", Seed: 3, EOS: synth.MiniEOS}
-	if err := synth.Write(dir, s, tj, tc); err != nil {
-		tb.Fatal(err)
-	}
-	out := filepath.Join(tb.TempDir(), "m.qbin")
-	if _, err := compiler.Compile(context.Background(), dir, compiler.Options{Output: out, MaxPrefill: 4, NoSync: true}); err != nil {
-		tb.Fatal(err)
-	}
-	b, err := os.ReadFile(out)
+	b, err := os.ReadFile(synthtest.Compile(tb, s, 4))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 )
 
 // Qwen3-0.6B matrix shapes (n x k): q/o-sized, k/v, gate/up, down, lm head.
@@ -119,41 +118,3 @@ func BenchmarkGemm(b *testing.B) { benchGemm(b, 1) }
 
 // BenchmarkGemm2Threads splits the tiles over two goroutines.
 func BenchmarkGemm2Threads(b *testing.B) { benchGemm(b, 2) }
-
-// BenchmarkMatmulStreamSum measures the plain read bandwidth of this
-// machine, the yardstick for BenchmarkMatVec: a Go sum over a 1 GiB
-// []float32 with 1 and 2 goroutines. The sum adds the data as uint64 words
-// into 8 independent accumulators so that neither float-add latency nor
-// scalar throughput bounds it.
-func BenchmarkMatmulStreamSum(b *testing.B) {
-	a := make([]float32, 1<<28)
-	for i := range a {
-		a[i] = float32(i & 7)
-	}
-	words := unsafe.Slice((*uint64)(unsafe.Pointer(&a[0])), len(a)/2)
-	for _, threads := range []int{1, 2} {
-		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
-			b.SetBytes(int64(len(a)) * 4)
-			sums := make([]uint64, threads*8)
-			const chunk = 1024
-			for b.Loop() {
-				runSplit(threads, len(words)/chunk, func(c0, c1 int) {
-					var s [8]uint64
-					ws := words[c0*chunk : c1*chunk]
-					for i := 0; i+8 <= len(ws); i += 8 {
-						v := (*[8]uint64)(ws[i:])
-						s[0] += v[0]
-						s[1] += v[1]
-						s[2] += v[2]
-						s[3] += v[3]
-						s[4] += v[4]
-						s[5] += v[5]
-						s[6] += v[6]
-						s[7] += v[7]
-					}
-					sums[c0*threads/(len(words)/chunk)*8] += s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7]
-				})
-			}
-		})
-	}
-}

@@ -35,8 +35,8 @@ func NewKVCache(c *format.Config) *KVCache {
 	return kv
 }
 
-// chunkElems is the f16 count of one head's K (or V) in one chunk: the
-// tile-major size, padded to whole 32-row tiles.
+// kElems and vElems are the f16 counts of one head's K and V in one chunk:
+// tile-major sizes, padded to whole 32-row tiles.
 func (kv *KVCache) kElems() int { return format.TileMajorElems(format.KVChunkTokens, kv.headDim) }
 func (kv *KVCache) vElems() int { return format.TileMajorElems(kv.headDim, format.KVChunkTokens) }
 

@@ -4,12 +4,11 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"testing"
 
-	"github.com/qwenc/qwenc/compiler"
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/synth"
+	"github.com/qwenc/qwenc/internal/synthtest"
 	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime/sampling"
 )
@@ -17,16 +16,7 @@ import (
 // synthModel compiles a random-weight model of the given shape.
 func synthModel(t *testing.T, s synth.Shape, maxPrefill int) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "m")
-	tj, tc := synth.MiniTokenizer()
-	if err := synth.Write(dir, s, tj, tc); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), "m.qbin")
-	if _, err := compiler.Compile(context.Background(), dir, compiler.Options{Output: out, MaxPrefill: maxPrefill, NoSync: true}); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return synthtest.Compile(t, s, maxPrefill)
 }
 
 // shapes are the odd shapes every runtime test runs on: dimensions that are

@@ -45,10 +45,9 @@ func run(t *testing.T, dir string, args ...string) (stdout, stderr string, code 
 
 func model(t *testing.T, name string) string {
 	dir := filepath.Join(t.TempDir(), name)
-	tj, tc := synth.MiniTokenizer()
 	s := synth.Shape{ModelType: "qwen3", Hidden: 40, Intermediate: 70, Layers: 2, Heads: 3, KVHeads: 1, HeadDim: 10,
 		Vocab: 300, MaxPositions: 512, Tied: true, DType: "BF16", EOS: synth.MiniEOS}
-	if err := synth.Write(dir, s, tj, tc); err != nil {
+	if err := synth.WriteMini(dir, s); err != nil {
 		t.Fatal(err)
 	}
 	return dir

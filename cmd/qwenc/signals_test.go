@@ -20,10 +20,9 @@ import (
 func sizedModel(t *testing.T, name string, vocab, hidden int) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
-	tj, tc := synth.MiniTokenizer()
 	s := synth.Shape{ModelType: "qwen3", Hidden: hidden, Intermediate: 2 * hidden, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 64,
 		Vocab: vocab, MaxPositions: 512, Tied: true, DType: "BF16", EOS: synth.MiniEOS}
-	if err := synth.Write(dir, s, tj, tc); err != nil {
+	if err := synth.WriteMini(dir, s); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"hash/crc32"
 	"os"
@@ -11,32 +10,26 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qwenc/qwenc/compiler"
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/synth"
+	"github.com/qwenc/qwenc/internal/synthtest"
 )
 
 // hostileModel compiles a small synthetic model (the shape of
 // compiler/helpers_test.go) and returns the file's bytes and header.
 func hostileModel(t *testing.T) ([]byte, *format.Header) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "model")
-	tj, tc := synth.MiniTokenizer()
 	s := synth.Shape{ModelType: "qwen3", Hidden: 40, Intermediate: 70, Layers: 2, Heads: 3, KVHeads: 1, HeadDim: 10,
 		Vocab: 300, MaxPositions: 512, Tied: true, DType: "BF16", Seed: 7, EOS: synth.MiniEOS}
-	if err := synth.Write(dir, s, tj, tc); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), "model.qbin")
-	res, err := compiler.Compile(context.Background(), dir, compiler.Options{Output: out, MaxPrefill: 16, NoSync: true})
+	b, err := os.ReadFile(synthtest.Compile(t, s, 16))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(out)
+	h, err := format.ReadHeader(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b, res.Header
+	return b, h
 }
 
 // cloneHeader deep-copies a header through its own encoding, so each case

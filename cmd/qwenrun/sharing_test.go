@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -12,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qwenc/qwenc/compiler"
 	"github.com/qwenc/qwenc/internal/synth"
+	"github.com/qwenc/qwenc/internal/synthtest"
 )
 
 // mapping sums the smaps fields (in bytes) of one process's mappings of a
@@ -92,17 +91,9 @@ func fileMapping(t *testing.T, pid int, path string) mapping {
 // mapped, or mapped privately and written to; a different file or a second
 // page-cache copy would leave Pss equal to Rss.
 func TestProcessesShareTheMapping(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "shared-model")
-	tj, tc := synth.MiniTokenizer()
 	s := synth.Shape{ModelType: "qwen3", Hidden: 256, Intermediate: 512, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 64,
 		Vocab: 50000, MaxPositions: 512, Tied: true, DType: "BF16", EOS: synth.MiniEOS}
-	if err := synth.Write(dir, s, tj, tc); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "shared.qbin")
-	if _, err := compiler.Compile(context.Background(), dir, compiler.Options{Output: path, MaxPrefill: 16, NoSync: true}); err != nil {
-		t.Fatal(err)
-	}
+	path := synthtest.Compile(t, s, 16)
 	// smaps shows the path resolved; t.TempDir may sit under a symlink.
 	if p, err := filepath.EvalSymlinks(path); err == nil {
 		path = p

@@ -83,3 +83,9 @@ func byteLevelAlphabet() [256]rune {
 	}
 	return m
 }
+
+// WriteMini writes the checkpoint with MiniTokenizer's files.
+func WriteMini(dir string, s Shape) error {
+	tj, tc := MiniTokenizer()
+	return Write(dir, s, tj, tc)
+}

@@ -1,0 +1,29 @@
+// Package synthtest compiles random-weight models for the tests of the
+// packages above the compiler (format's external tests, runtime, the
+// commands). It is separate from testmodel because the compiler's and the
+// tokenizer's own tests use testmodel, and this package imports both.
+package synthtest
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/qwenc/qwenc/compiler"
+	"github.com/qwenc/qwenc/internal/synth"
+)
+
+// Compile writes a random-weight checkpoint of shape s with the small test
+// tokenizer and compiles it; it returns the .qbin path.
+func Compile(tb testing.TB, s synth.Shape, maxPrefill int) string {
+	tb.Helper()
+	dir := filepath.Join(tb.TempDir(), "model")
+	if err := synth.WriteMini(dir, s); err != nil {
+		tb.Fatal(err)
+	}
+	out := filepath.Join(tb.TempDir(), "model.qbin")
+	if _, err := compiler.Compile(context.Background(), dir, compiler.Options{Output: out, MaxPrefill: maxPrefill, NoSync: true}); err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
