@@ -219,36 +219,6 @@ func (p Path) F16ToF32(dst []float32, src []uint16) {
 	}
 }
 
-// DotF16 returns Σ x[i]·y[i] with y in binary16.
-func (p Path) DotF16(x []float32, y []uint16) float32 {
-	opCheckLen("DotF16", "y", len(y), len(x))
-	k := 0
-	var s float64
-	if p != Generic {
-		var d float32
-		k, d = dotF16Asm(p, x, y)
-		s = float64(d)
-	}
-	y = y[:len(x)]
-	for i := k; i < len(x); i++ {
-		s += float64(x[i]) * float64(F16ToF32(y[i]))
-	}
-	return float32(s)
-}
-
-// AxpyF16 adds a·y to dst, with y in binary16.
-func (p Path) AxpyF16(dst []float32, a float32, y []uint16) {
-	opCheckLen("AxpyF16", "y", len(y), len(dst))
-	k := 0
-	if p != Generic {
-		k = axpyF16Asm(p, dst, a, y)
-	}
-	dst, y = dst[k:], y[k:len(dst)]
-	for i := range dst {
-		dst[i] += a * F16ToF32(y[i])
-	}
-}
-
 // F32ToF16 converts one float32 to binary16 bits, rounding to nearest
 // even; see Path.F32ToF16.
 func F32ToF16(f float32) uint16 {

@@ -158,32 +158,6 @@ func f16ToF32Asm(p Path, dst []float32, src []uint16) int {
 	return k
 }
 
-func dotF16Asm(p Path, x []float32, y []uint16) (int, float32) {
-	k := opVecLen(p, len(x))
-	if k == 0 {
-		return 0, 0
-	}
-	_ = y[k-1]
-	if p == AVX512 {
-		return k, dotF16AVX512(&x[0], &y[0], k)
-	}
-	return k, dotF16AVX2(&x[0], &y[0], k)
-}
-
-func axpyF16Asm(p Path, dst []float32, a float32, y []uint16) int {
-	k := opVecLen(p, len(dst))
-	if k == 0 {
-		return 0
-	}
-	_ = y[k-1]
-	if p == AVX512 {
-		axpyF16AVX512(&dst[0], a, &y[0], k)
-	} else {
-		axpyF16AVX2(&dst[0], a, &y[0], k)
-	}
-	return k
-}
-
 // Implemented in ops_amd64.s. n is a positive multiple of the register
 // width (16 for AVX512, 8 for AVX2); the pointers address n elements.
 
@@ -258,15 +232,3 @@ func f16ToF32AVX512(dst *float32, src *uint16, n int)
 
 //go:noescape
 func f16ToF32AVX2(dst *float32, src *uint16, n int)
-
-//go:noescape
-func dotF16AVX512(x *float32, y *uint16, n int) float32
-
-//go:noescape
-func dotF16AVX2(x *float32, y *uint16, n int) float32
-
-//go:noescape
-func axpyF16AVX512(dst *float32, a float32, y *uint16, n int)
-
-//go:noescape
-func axpyF16AVX2(dst *float32, a float32, y *uint16, n int)

@@ -16,5 +16,3 @@ func indexAsm(Path, []float32, float32) (int, int)                   { return 0,
 func ropeAsm(Path, []float32, []float32, []float32, []float32) int   { return 0 }
 func f32ToF16Asm(Path, []uint16, []float32) int                      { return 0 }
 func f16ToF32Asm(Path, []float32, []uint16) int                      { return 0 }
-func dotF16Asm(Path, []float32, []uint16) (int, float32)             { return 0, 0 }
-func axpyF16Asm(Path, []float32, float32, []uint16) int              { return 0 }

@@ -434,35 +434,6 @@ func TestF32ToF16(t *testing.T) {
 	}
 }
 
-func TestDotAxpyF16(t *testing.T) {
-	opForPaths(t, func(t *testing.T, p Path, n int) {
-		r := rand.New(rand.NewPCG(7, uint64(n)))
-		x := opRandF32(r, n, 2)
-		y := opRandF16(r, n, 3)
-		var want, mag float64
-		for i := range x {
-			v := float64(x[i]) * opF16Value(y[i])
-			want += v
-			mag += math.Abs(v)
-		}
-		if got := p.DotF16(x, y); !opCloseTo(float64(got), want, 0, 1e-6*mag+1e-30) {
-			t.Fatalf("DotF16 = %v, want %v", got, want)
-		}
-		dst := opOutF32(n)
-		copy(dst, opRandF32(r, n, 1))
-		orig := append([]float32(nil), dst...)
-		const a = -0.8125
-		p.AxpyF16(dst, a, y)
-		opCheckGuardF32(t, dst)
-		for i := range dst {
-			w := float64(orig[i]) + a*opF16Value(y[i])
-			if !opCloseTo(float64(dst[i]), w, 0, 1.2e-7*(math.Abs(float64(orig[i]))+math.Abs(a*opF16Value(y[i])))+1e-30) {
-				t.Fatalf("AxpyF16: dst[%d] = %v, want %v", i, dst[i], w)
-			}
-		}
-	})
-}
-
 func opArgmaxRef(x []float32) int {
 	best := -1
 	for i, v := range x {
