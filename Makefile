@@ -7,7 +7,7 @@ BUILD   := build
 DEMO    := qwen3-go-demo
 DEMO_N  ?= 160
 
-.PHONY: all build demo bench test test-cross test-purego test-avx2 test-race test-arm64 bench-compile clean tools
+.PHONY: all build demo bench fuzz test test-cross test-purego test-avx2 test-race test-arm64 bench-compile clean tools
 
 all: build
 
@@ -90,6 +90,17 @@ bench: build $(BUILD)/tokenizer.json
 	@test -f $(BENCH_MODEL).qbin || $(BIN)/qwenc compile -q --no-sync $(BENCH_MODEL) -o $(BENCH_MODEL).qbin
 	$(BIN)/qwenrun bench $(BENCH_MODEL).qbin
 	$(GO) test -run '^$$' -bench 'Benchmark(MatVec|Gemm)$$/^(avx2|avx512)$$/' -benchtime 3x ./kernels/
+
+# Every fuzz target for FUZZTIME each. Plain `go test` runs their checked-in
+# seed corpora (testdata/fuzz/); new crashers land there too.
+FUZZTIME ?= 60s
+FUZZ_TARGETS := format:FuzzReadHeader format:FuzzUnmarshalHeader compiler:FuzzSafetensorsHeader \
+	compiler:FuzzIndex tokenizer:FuzzEncode tokenizer:FuzzDecode tokenizer:FuzzLoad chat:FuzzRender
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t#*:}; echo "== $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./$$pkg/ || exit 1; \
+	done
 
 # Compile time, MB/s and peak RSS on a random-weight Qwen3-0.6B-shaped
 # checkpoint, against `cat > /dev/null` of the same bytes.

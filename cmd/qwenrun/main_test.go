@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/qwenc/qwenc/compiler"
+	"github.com/qwenc/qwenc/internal/synth"
+	"github.com/qwenc/qwenc/internal/synthtest"
 	"github.com/qwenc/qwenc/internal/testmodel"
 )
 
@@ -274,5 +276,26 @@ func TestInterruptStopsCleanly(t *testing.T) {
 	}
 	if !strings.Contains(e.String(), "stop: interrupt") || o.Len() == 0 {
 		t.Fatalf("no output or statistics after Ctrl-C: stdout %d bytes, stderr %q", o.Len(), e.String())
+	}
+}
+
+// A context whose KV cache cannot fit in memory is refused when asked for,
+// and the default (the model's maximum) is lowered to what fits.
+func TestKVMemoryLimit(t *testing.T) {
+	// 2^24 positions x 2 layers x 8 KV heads of 128: about 137 GB of KV.
+	s := synth.Shape{ModelType: "qwen3", Hidden: 64, Intermediate: 64, Layers: 2, Heads: 8, KVHeads: 8, HeadDim: 128,
+		Vocab: 300, MaxPositions: 1 << 24, Tied: true, DType: "BF16", EOS: synth.MiniEOS}
+	m := synthtest.Compile(t, s, 16)
+	_, stderr, code := qwenrun(t, "", m, "--tokens", "1,2", "-n", "1", "--ctx", "16777216")
+	if code != 1 || !strings.Contains(stderr, "--ctx 16777216 needs") || !strings.Contains(stderr, "MB of memory available") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	out, stderr, code := qwenrun(t, "", m, "--tokens", "1,2", "-n", "1", "--json")
+	if code != 0 || !strings.Contains(stderr, "context lowered from 16777216 to") {
+		t.Fatalf("default context: exit %d, stderr %q", code, stderr)
+	}
+	var r result
+	if err := json.Unmarshal([]byte(out), &r); err != nil || len(r.GeneratedIDs) != 1 {
+		t.Fatalf("default context: %v, %q", err, out)
 	}
 }

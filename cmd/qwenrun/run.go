@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime"
 	"github.com/qwenc/qwenc/runtime/sampling"
@@ -88,13 +89,26 @@ func load(c *cli.Context) (*setup, error) {
 		}
 	}
 	ctxLen := c.Int("ctx")
-	if ctxLen == 0 {
-		ctxLen = m.Config.MaxPositions
-	}
-	if ctxLen < 1 || ctxLen > m.Config.MaxPositions {
+	if c.IsSet("ctx") && (ctxLen < 1 || ctxLen > m.Config.MaxPositions) {
 		return fail(fmt.Errorf("--ctx %d: the model's maximum context is %d tokens", ctxLen, m.Config.MaxPositions))
 	}
-	if avail, ok := memAvailable(); ok && m.KVBytesFor(ctxLen) > avail {
+	// The KV cache grows with the sequence, but a context it could never
+	// hold is refused up front rather than failing mid-answer. The default
+	// (the model's maximum) is lowered to what fits instead.
+	avail, known := memAvailable()
+	if !c.IsSet("ctx") {
+		ctxLen = m.Config.MaxPositions
+		if known && m.KVBytesFor(ctxLen) > avail {
+			fit := int(avail/m.KVBytesFor(format.KVChunkTokens)) * format.KVChunkTokens
+			if fit < format.KVChunkTokens {
+				return fail(fmt.Errorf("one %d-token KV chunk needs %d MB, more than the %d MB of memory available",
+					format.KVChunkTokens, m.KVBytesFor(format.KVChunkTokens)/1e6, avail/1e6))
+			}
+			fmt.Fprintf(os.Stderr, "qwenrun: context lowered from %d to %d tokens: that is what %d MB of available memory holds (--ctx to choose)\n",
+				ctxLen, fit, avail/1e6)
+			ctxLen = fit
+		}
+	} else if known && m.KVBytesFor(ctxLen) > avail {
 		return fail(fmt.Errorf("--ctx %d needs %d MB of KV cache, more than the %d MB of memory available; use a smaller --ctx",
 			ctxLen, m.KVBytesFor(ctxLen)/1e6, avail/1e6))
 	}
