@@ -59,12 +59,6 @@ func (d *decoder) u8() uint8 {
 	}
 	return 0
 }
-func (d *decoder) u16() uint16 {
-	if p := d.take(2); p != nil {
-		return binary.LittleEndian.Uint16(p)
-	}
-	return 0
-}
 func (d *decoder) u32() uint32 {
 	if p := d.take(4); p != nil {
 		return binary.LittleEndian.Uint32(p)

@@ -514,7 +514,6 @@ func TestPathsAgree(t *testing.T) {
 	}
 }
 
-var opSinkF32 float32
 var opSinkInt int
 
 func opBenchPaths(b *testing.B, f func(b *testing.B, p Path)) {

@@ -35,7 +35,7 @@ func benchCommand() *cli.Command {
 }
 
 type benchRow struct {
-	path             kernels.Path // kernels
+	path             kernels.Path
 	threads          int
 	pp, tg           int
 	ppRate, tgRate   float64

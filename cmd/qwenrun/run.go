@@ -119,9 +119,7 @@ func load(c *cli.Context) (*setup, error) {
 	if err != nil {
 		return fail(err)
 	}
-	for _, id := range m.File.Header.Generation.EOS {
-		s.stop = append(s.stop, id)
-	}
+	s.stop = append(s.stop, m.File.Header.Generation.EOS...)
 	if id, ok := m.Tokenizer.TokenID("<|im_end|>"); ok {
 		s.stop = append(s.stop, int32(id))
 	}
@@ -301,9 +299,8 @@ func printStats(w io.Writer, s *setup, r runtime.Result) {
 
 func printJSON(w io.Writer, s *setup, prompt []int32, r runtime.Result) error {
 	gen := make([]int, len(r.Generated))
-	ids := make([]int, len(r.Generated))
 	for i, id := range r.Generated {
-		gen[i], ids[i] = int(id), int(id)
+		gen[i] = int(id)
 	}
 	pids := make([]int, len(prompt))
 	for i, id := range prompt {
@@ -313,7 +310,7 @@ func printJSON(w io.Writer, s *setup, prompt []int32, r runtime.Result) error {
 	return enc.Encode(map[string]any{
 		"prompt_ids":    pids,
 		"generated_ids": gen,
-		"text":          s.m.Tokenizer.Decode(ids),
+		"text":          s.m.Tokenizer.Decode(gen),
 		"stop_reason":   r.Stop,
 		"timings": map[string]any{
 			"load_ms":        ms(s.loadTime),
