@@ -109,20 +109,36 @@ func (p Path) Softmax(x []float32) {
 	if len(x) == 0 {
 		return
 	}
-	m := p.max(x)
+	lse, m := p.LogSumExp(x, x)
+	p.Scale(x, float32(math.Exp(float64(m)-lse)))
+}
+
+// LogSumExp returns log(sum(exp(x))) for a non-empty x, computed stably
+// (the maximum subtracted first), and leaves exp(x[i] - max(x)) in scratch
+// (which needs len(x) elements), so a caller can form the probabilities
+// scratch[i] / exp(lse - max) without exponentiating again. It returns the
+// maximum too.
+func (p Path) LogSumExp(x, scratch []float32) (lse float64, max float32) {
+	if len(x) == 0 || len(scratch) < len(x) {
+		panic(fmt.Sprintf("kernels: LogSumExp: len(x) = %d, len(scratch) = %d", len(x), len(scratch)))
+	}
+	scratch = scratch[:len(x)]
+	copy(scratch, x) // Softmax passes x itself
+
+	m := p.max(scratch)
 	k := 0
 	var sum float64
 	if p != Generic {
 		var s float32
-		k, s = expSubAsm(p, x, m)
+		k, s = expSubAsm(p, scratch, m)
 		sum = float64(s)
 	}
-	for i := k; i < len(x); i++ {
-		e := math.Exp(float64(x[i] - m))
-		x[i] = float32(e)
+	for i := k; i < len(scratch); i++ {
+		e := math.Exp(float64(scratch[i] - m))
+		scratch[i] = float32(e)
 		sum += e
 	}
-	p.Scale(x, float32(1/sum))
+	return float64(m) + math.Log(sum), m
 }
 
 // max returns the largest element of a non-empty x, ignoring NaNs; it is

@@ -257,6 +257,34 @@ func TestSoftmax(t *testing.T) {
 	}
 }
 
+func TestLogSumExp(t *testing.T) {
+	for _, scale := range []float64{1, 30, 300} {
+		opForPaths(t, func(t *testing.T, p Path, n int) {
+			r := rand.New(rand.NewPCG(5, uint64(n)))
+			x := opRandF32(r, n, scale)
+			m := math.Inf(-1)
+			for _, v := range x {
+				m = math.Max(m, float64(v))
+			}
+			var sum float64
+			for _, v := range x {
+				sum += math.Exp(float64(v) - m)
+			}
+			scratch := opOutF32(n)
+			lse, gotMax := p.LogSumExp(x, scratch)
+			opCheckGuardF32(t, scratch)
+			if want := m + math.Log(sum); math.Abs(lse-want) > 1e-6*math.Max(1, math.Abs(want)) || float64(gotMax) != m {
+				t.Fatalf("scale %v: LogSumExp = %v (max %v), want %v (max %v)", scale, lse, gotMax, want, m)
+			}
+			for i, v := range x {
+				if w := math.Exp(float64(v) - m); !opCloseTo(float64(scratch[i]), w, 2e-6, 1e-30) {
+					t.Fatalf("scale %v: scratch[%d] = %v, want %v", scale, i, scratch[i], w)
+				}
+			}
+		})
+	}
+}
+
 func TestRoPE(t *testing.T) {
 	for _, p := range SupportedPaths() {
 		for _, d := range []int{2, 14, 16, 32, 34, 48, 64, 66, 128, 256} {

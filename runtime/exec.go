@@ -12,8 +12,11 @@ import (
 // step runs one forward step over tokens at positions pos.. with the
 // program p (decode or prefill; len(tokens) <= p's planned tokens) and
 // returns the logits of the last token, a view into the arena valid until
-// the next step. The KV cache must have room for pos+len(tokens).
-func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int) []float32 {
+// the next step. With hidden, it stops before the final norm and returns
+// the residual stream of every token instead ([len(tokens), hidden]), for
+// callers that need the logits of more than the last position. The KV
+// cache must have room for pos+len(tokens).
+func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int, hidden bool) []float32 {
 	T := len(tokens)
 	c := &m.Config
 	k := m.k
@@ -41,6 +44,9 @@ func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int) []float32
 		case graph.RMSNorm:
 			h := c.Hidden
 			in := p.view(op.In[0], T)
+			if hidden && op.Layer < 0 {
+				return in
+			}
 			if op.LastRow {
 				k.RMSNorm(p.view(op.Out, 1), in[(T-1)*h:T*h], op.w32, eps)
 				break
@@ -51,15 +57,7 @@ func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int) []float32
 			}
 		case graph.MatMul:
 			rows := p.rows(op.In[0], T)
-			mm := &m.tasks.mm
-			mm.k, mm.dst, mm.w, mm.x, mm.n, mm.kdim, mm.rows = k, p.view(op.Out, rows), op.w16, p.view(op.In[0], rows), op.n, op.k, rows
-			mm.start(m.pool.Threads())
-			m.pool.Run(mm)
-			if op.bias != nil {
-				for r := range rows {
-					k.AddBias(mm.dst[r*op.n:(r+1)*op.n], op.bias)
-				}
-			}
+			m.matmul(op, p.view(op.Out, rows), p.view(op.In[0], rows), rows)
 		case graph.QKRope:
 			q, kk := p.view(op.InOut[0], T), p.view(op.InOut[1], T)
 			rope := p.view(op.In[0], T)
@@ -104,6 +102,20 @@ func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int) []float32
 		}
 	}
 	return p.view(p.g.Logits, 1)
+}
+
+// matmul computes dst = x·Wᵀ (+ bias) for rows rows of x with the op's
+// weight, the tiles split across the workers.
+func (m *Model) matmul(op *boundOp, dst, x []float32, rows int) {
+	mm := &m.tasks.mm
+	mm.k, mm.dst, mm.w, mm.x, mm.n, mm.kdim, mm.rows = m.k, dst, op.w16, x, op.n, op.k, rows
+	mm.start(m.pool.Threads())
+	m.pool.Run(mm)
+	if op.bias != nil {
+		for r := range rows {
+			m.k.AddBias(dst[r*op.n:(r+1)*op.n], op.bias)
+		}
+	}
 }
 
 // rows is how many rows of tensor t a step of T tokens uses: T, except for

@@ -41,6 +41,8 @@ type Model struct {
 	tasks tasks
 	// kvTmp holds one key in f16 on its way into the cache.
 	kvTmp []uint16
+	// head is HeadLogits' scratch, allocated on its first use.
+	head headScratch
 }
 
 // program is one mode's op list bound to weights and arena views.
@@ -188,6 +190,9 @@ func (m *Model) Close() error {
 	m.pool.Close()
 	return m.File.Close()
 }
+
+// Kernels is the kernel path the model runs on.
+func (m *Model) Kernels() kernels.Path { return m.k }
 
 // Threads is the number of worker threads.
 func (m *Model) Threads() int { return m.pool.Threads() }

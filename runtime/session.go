@@ -60,15 +60,28 @@ func (s *Session) Rewind(n int) {
 // returns the logits of the last one: a view into the model's arena, valid
 // until the next Feed on any session of the model.
 func (s *Session) Feed(tokens []int32) ([]float32, error) {
+	var logits []float32
+	err := s.feed(tokens, false, func(_ int, out []float32) error {
+		logits = out
+		return nil
+	})
+	return logits, err
+}
+
+// feed checks tokens, reserves the cache and runs them in batches, calling
+// batchDone with the index in tokens of each batch's first token and what
+// the step returned (the last logits, or with hidden the residual stream of
+// the batch).
+func (s *Session) feed(tokens []int32, hidden bool, batchDone func(first int, out []float32) error) error {
 	if len(tokens) == 0 {
-		return nil, errors.New("feed: no tokens")
+		return errors.New("feed: no tokens")
 	}
 	if len(s.tokens)+len(tokens) > s.ctx {
-		return nil, fmt.Errorf("%w: %d tokens in the cache + %d new > context %d", ErrContextFull, len(s.tokens), len(tokens), s.ctx)
+		return fmt.Errorf("%w: %d tokens in the cache + %d new > context %d", ErrContextFull, len(s.tokens), len(tokens), s.ctx)
 	}
 	for _, id := range tokens {
 		if id < 0 || int(id) >= s.m.Config.Vocab {
-			return nil, fmt.Errorf("feed: token id %d outside the vocabulary [0, %d)", id, s.m.Config.Vocab)
+			return fmt.Errorf("feed: token id %d outside the vocabulary [0, %d)", id, s.m.Config.Vocab)
 		}
 	}
 	s.KV.Reserve(len(s.tokens) + len(tokens))
@@ -76,18 +89,20 @@ func (s *Session) Feed(tokens []int32) ([]float32, error) {
 	if s.MaxBatch > 0 {
 		batch = min(batch, s.MaxBatch)
 	}
-	var logits []float32
-	for len(tokens) > 0 {
-		n := min(len(tokens), batch)
+	for first := 0; first < len(tokens); {
+		n := min(len(tokens)-first, batch)
 		p := s.m.prefill
 		if n == 1 {
 			p = s.m.decode
 		}
-		logits = s.m.step(p, s.KV, tokens[:n], len(s.tokens))
-		s.tokens = append(s.tokens, tokens[:n]...)
-		tokens = tokens[n:]
+		out := s.m.step(p, s.KV, tokens[first:first+n], len(s.tokens), hidden)
+		s.tokens = append(s.tokens, tokens[first:first+n]...)
+		if err := batchDone(first, out); err != nil {
+			return err
+		}
+		first += n
 	}
-	return logits, nil
+	return nil
 }
 
 // KVBytesFor estimates the KV cache of a full context, to refuse a context

@@ -17,10 +17,9 @@ var errInterrupted = errors.New("interrupted")
 func main() {
 	app := newApp()
 	var err error
-	if len(os.Args) > 1 && os.Args[1] == "bench" {
-		b := benchCommand()
-		args := append([]string{os.Args[0], "bench"}, cliutil.FlagsFirst(os.Args[2:], b.Flags)...)
-		app.Commands = []*cli.Command{b}
+	if sub := subcommand(os.Args); sub != nil {
+		args := append([]string{os.Args[0], sub.Name}, cliutil.FlagsFirst(os.Args[2:], sub.Flags)...)
+		app.Commands = []*cli.Command{sub}
 		err = app.Run(args)
 	} else {
 		err = app.Run(append([]string{os.Args[0]}, cliutil.FlagsFirst(os.Args[1:], app.Flags)...))
@@ -34,10 +33,25 @@ func main() {
 	}
 }
 
+// subcommand returns the subcommand args name, if any. The default
+// action takes the model as its first argument, so the subcommands are
+// added only when one is named.
+func subcommand(args []string) *cli.Command {
+	if len(args) < 2 {
+		return nil
+	}
+	for _, c := range []*cli.Command{benchCommand(), perplexityCommand()} {
+		if c.Name == args[1] {
+			return c
+		}
+	}
+	return nil
+}
+
 func newApp() *cli.App {
 	return &cli.App{
 		Name:            "qwenrun",
-		Usage:           "run a compiled Qwen model (.qbin); qwenrun bench MODEL.qbin measures its speed",
+		Usage:           "run a compiled Qwen model (.qbin); qwenrun bench MODEL.qbin measures its speed, qwenrun perplexity MODEL.qbin -f TEXT its perplexity",
 		ArgsUsage:       "MODEL.qbin",
 		HideHelpCommand: true,
 		Flags:           flags(),

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/qwenc/qwenc/kernels"
+	"github.com/qwenc/qwenc/runtime"
+	"github.com/qwenc/qwenc/runtime/perplexity"
+	"github.com/urfave/cli/v2"
+)
+
+func perplexityCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "perplexity",
+		Usage:     "measure the perplexity of a text, as llama.cpp's llama-perplexity does",
+		ArgsUsage: "MODEL.qbin",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "the text to score (`PATH`, - for stdin)", Required: true},
+			&cli.IntFlag{Name: "ctx", Value: 512, Usage: "tokens per chunk; the second half of each chunk is scored"},
+			&cli.StringFlag{Name: "base", Usage: "also compare with this model (`PATH` of a .qbin): mean KL divergence and top-1 agreement"},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object at the end"},
+			&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "worker threads (default: the CPUs this process may use)"},
+			&cli.StringFlag{Name: "kernels", Usage: "kernel path: auto, generic, avx2, avx512 (default: $QWEN_KERNELS or auto)"},
+		},
+		Action: perplexityAction,
+	}
+}
+
+func perplexityAction(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return fmt.Errorf("perplexity: want one MODEL.qbin argument, got %d", c.NArg())
+	}
+	kp, err := kernels.FromEnv()
+	if c.IsSet("kernels") {
+		kp, err = kernels.ParsePath(c.String("kernels"))
+	}
+	if err != nil {
+		return err
+	}
+	var text []byte
+	if f := c.String("file"); f == "-" {
+		text, err = io.ReadAll(os.Stdin)
+	} else {
+		text, err = os.ReadFile(f)
+	}
+	if err != nil {
+		return err
+	}
+	opts := runtime.Options{Threads: c.Int("threads"), Kernels: kp}
+	m, err := runtime.Open(c.Args().First(), opts)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	po := perplexity.Options{Ctx: c.Int("ctx")}
+	if path := c.String("base"); path != "" {
+		if po.Base, err = runtime.Open(path, opts); err != nil {
+			return err
+		}
+		defer po.Base.Close()
+	}
+	// As llama-perplexity: no BOS (Qwen has none), and special-token text
+	// is plain text.
+	ids := m.Tokenizer.Encode(string(text), false)
+	tokens := make([]int32, len(ids))
+	for i, id := range ids {
+		tokens[i] = int32(id)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	tty := isTerminal(os.Stderr)
+	t0 := time.Now()
+	po.Progress = func(done, total int, r perplexity.Result) {
+		el := time.Since(t0)
+		left := time.Duration(float64(el) / float64(done) * float64(total-done))
+		line := fmt.Sprintf("chunk %d/%d: PPL %.4f ± %.4f, %.1f s, about %.0f s left", done, total, r.PPL, r.PPLStderr, el.Seconds(), left.Seconds())
+		if tty {
+			fmt.Fprintf(os.Stderr, "\r\x1b[K%s", line)
+			if done == total {
+				fmt.Fprintln(os.Stderr)
+			}
+		} else if done == total || done%10 == 0 {
+			fmt.Fprintln(os.Stderr, line)
+		}
+	}
+	res, err := perplexity.Run(ctx, m, tokens, po)
+	if tty && err != nil {
+		fmt.Fprintln(os.Stderr)
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return errInterrupted
+	case errors.Is(err, perplexity.ErrTooShort):
+		return fmt.Errorf("%s: %w", c.String("file"), err)
+	case err != nil:
+		return err
+	}
+	if c.Bool("json") {
+		return json.NewEncoder(os.Stdout).Encode(res)
+	}
+	fmt.Printf("%d tokens, %d chunks of %d, %d tokens scored\n", len(tokens), res.Chunks, res.Ctx, res.TokensScored)
+	fmt.Printf("PPL = %.4f +/- %.5f\n", res.PPL, res.PPLStderr)
+	if res.KLMean != nil {
+		fmt.Printf("KL divergence from the base: %.6f +/- %.6f; top-1 agreement %.3f%%\n", *res.KLMean, *res.KLStderr, 100**res.Top1Agree)
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+package runtime
+
+import "fmt"
+
+// headRows is how many positions share one LM-head product when the logits
+// of many positions are wanted: enough rows for the GEMM kernels to reuse
+// each weight tile, few enough that the logits stay a few MB.
+const headRows = 16
+
+// headScratch holds the normalised hidden states and the logits of one
+// group of positions.
+type headScratch struct {
+	xn, logits []float32
+}
+
+// FeedHidden feeds tokens like Feed and copies the final hidden state (the
+// residual stream before the final norm) of positions [from, len(tokens))
+// of tokens into dst, one row of hidden_size values each. HeadLogits turns
+// them into logits. Perplexity needs every position's logits, where Feed
+// computes the LM head for the last position only.
+func (s *Session) FeedHidden(tokens []int32, from int, dst []float32) error {
+	h := s.m.Config.Hidden
+	if from < 0 || from > len(tokens) || len(dst) < (len(tokens)-from)*h {
+		return fmt.Errorf("feed hidden: rows [%d, %d) do not fit in %d values", from, len(tokens), len(dst))
+	}
+	return s.feed(tokens, true, func(first int, x []float32) error {
+		n := len(x) / h
+		if lo := max(from, first); lo < first+n {
+			copy(dst[(lo-from)*h:(first+n-from)*h], x[(lo-first)*h:])
+		}
+		return nil
+	})
+}
+
+// HeadLogits applies the final norm and the LM head to rows of hidden
+// states (as FeedHidden gives them) and calls fn(r, logits) for each row
+// in order; logits is valid only during the call, and fn must not feed
+// this model.
+func (m *Model) HeadLogits(hidden []float32, fn func(r int, logits []float32) error) error {
+	c := &m.Config
+	h, vocab := c.Hidden, c.Vocab
+	// The final norm and the LM head are the last two ops of every program.
+	ops := m.prefill.ops
+	norm, head := &ops[len(ops)-2], &ops[len(ops)-1]
+	sc := &m.head
+	if sc.logits == nil {
+		sc.xn = make([]float32, headRows*h)
+		sc.logits = make([]float32, headRows*vocab)
+	}
+	eps := float32(c.RMSNormEps)
+	total := len(hidden) / h
+	for r0 := 0; r0 < total; r0 += headRows {
+		rows := min(headRows, total-r0)
+		for r := range rows {
+			m.k.RMSNorm(sc.xn[r*h:(r+1)*h], hidden[(r0+r)*h:(r0+r+1)*h], norm.w32, eps)
+		}
+		m.matmul(head, sc.logits[:rows*vocab], sc.xn[:rows*h], rows)
+		for r := range rows {
+			if err := fn(r0+r, sc.logits[r*vocab:(r+1)*vocab]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
