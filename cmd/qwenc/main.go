@@ -17,7 +17,10 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	app := newApp()
-	err := app.RunContext(ctx, reorder(app, os.Args))
+	args, err := reorder(app, os.Args)
+	if err == nil {
+		err = app.RunContext(ctx, args)
+	}
 	stop()
 	if errors.Is(err, context.Canceled) {
 		// The compiler removed its temporary file before returning.
@@ -41,14 +44,18 @@ func newApp() *cli.App {
 }
 
 // reorder lets a command's flags follow its arguments.
-func reorder(app *cli.App, args []string) []string {
+func reorder(app *cli.App, args []string) ([]string, error) {
 	if len(args) < 2 {
-		return args
+		return args, nil
 	}
 	for _, c := range app.Commands {
 		if c.HasName(args[1]) {
-			return append([]string{args[0], args[1]}, cliutil.FlagsFirst(args[2:], c.Flags)...)
+			rest, err := cliutil.FlagsFirst(args[2:], c.Flags)
+			if err != nil {
+				return nil, err
+			}
+			return append([]string{args[0], args[1]}, rest...), nil
 		}
 	}
-	return args
+	return args, nil
 }

@@ -147,3 +147,26 @@ func TestBadInputExitsOne(t *testing.T) {
 		}
 	}
 }
+
+// A value-taking flag written last must not take the "--" that the flag
+// reordering puts before the arguments (it once wrote a file named "--").
+func TestFlagWithoutValue(t *testing.T) {
+	m := model(t, "small-model")
+	work := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"compile", m, "-o"}, "-o"},
+		{[]string{"compile", m, "--quiet", "--output"}, "--output"},
+		{[]string{"inspect", "small-model.qbin", "--seq"}, "--seq"},
+	} {
+		out, stderr, code := run(t, work, tc.args...)
+		if want := "qwenc: flag needs an argument: " + tc.flag + "\n"; code != 1 || stderr != want || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and %q", tc.args, code, out, stderr, want)
+		}
+	}
+	if es, _ := os.ReadDir(work); len(es) != 0 {
+		t.Fatalf("wrote %v", es)
+	}
+}

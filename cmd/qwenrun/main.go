@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/urfave/cli/v2"
@@ -16,13 +17,16 @@ var errInterrupted = errors.New("interrupted")
 
 func main() {
 	app := newApp()
-	var err error
+	// The first argument decides whose flags are reordered: a subcommand's
+	// or the default action's.
+	head, rest, flags := os.Args[:1], os.Args[1:], app.Flags
 	if sub := subcommand(os.Args); sub != nil {
-		args := append([]string{os.Args[0], sub.Name}, cliutil.FlagsFirst(os.Args[2:], sub.Flags)...)
 		app.Commands = []*cli.Command{sub}
-		err = app.Run(args)
-	} else {
-		err = app.Run(append([]string{os.Args[0]}, cliutil.FlagsFirst(os.Args[1:], app.Flags)...))
+		head, rest, flags = os.Args[:2], os.Args[2:], sub.Flags
+	}
+	args, err := cliutil.FlagsFirst(rest, flags)
+	if err == nil {
+		err = app.Run(append(slices.Clone(head), args...))
 	}
 	if errors.Is(err, errInterrupted) {
 		os.Exit(130)

@@ -299,3 +299,27 @@ func TestKVMemoryLimit(t *testing.T) {
 		t.Fatalf("default context: %v, %q", err, out)
 	}
 }
+
+// A value-taking flag written last must not take the "--" that the flag
+// reordering puts before the model path.
+func TestFlagWithoutValue(t *testing.T) {
+	m := tinyModel(t)
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{m, "-p"}, "-p"},
+		{[]string{m, "--chat", "--prompt"}, "--prompt"},
+		{[]string{m, "-p", "hi", "-n"}, "-n"},
+		{[]string{"bench", m, "--tg"}, "--tg"},
+	} {
+		out, stderr, code := qwenrun(t, "", tc.args...)
+		if want := "qwenrun: flag needs an argument: " + tc.flag + "\n"; code != 1 || stderr != want || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and %q", tc.args, code, out, stderr, want)
+		}
+	}
+	// An empty value written with = is a value, not a missing one.
+	if _, stderr, code := qwenrun(t, "", m, "--prompt="); code != 1 || !strings.Contains(stderr, "the prompt is empty") {
+		t.Errorf("--prompt=: exit %d, stderr %q", code, stderr)
+	}
+}

@@ -2,6 +2,7 @@
 package cliutil
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -11,7 +12,12 @@ import (
 // so `qwenrun model.qbin -p hi` works like `qwenrun -p hi model.qbin`
 // (urfave/cli stops parsing flags at the first positional argument).
 // Everything after "--" stays positional.
-func FlagsFirst(args []string, flags []cli.Flag) []string {
+//
+// A flag that takes a value but ends the command line is an error: the
+// reordered line puts "--" after the flags, which the flag would otherwise
+// take as its value. The message is the flag library's own for a value-taking
+// flag with nothing after it.
+func FlagsFirst(args []string, flags []cli.Flag) ([]string, error) {
 	takesValue := map[string]bool{}
 	for _, f := range flags {
 		_, isBool := f.(*cli.BoolFlag)
@@ -32,16 +38,17 @@ func FlagsFirst(args []string, flags []cli.Flag) []string {
 		}
 		fl = append(fl, a)
 		name := strings.TrimLeft(a, "-")
-		if strings.Contains(name, "=") {
+		if strings.Contains(name, "=") || !takesValue[name] {
 			continue
 		}
-		if takesValue[name] && i+1 < len(args) {
-			i++
-			fl = append(fl, args[i])
+		if i+1 == len(args) {
+			return nil, fmt.Errorf("flag needs an argument: %s", a)
 		}
+		i++
+		fl = append(fl, args[i])
 	}
 	if len(pos) == 0 {
-		return fl
+		return fl, nil
 	}
-	return append(append(fl, "--"), pos...)
+	return append(append(fl, "--"), pos...), nil
 }
