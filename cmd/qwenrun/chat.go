@@ -27,6 +27,8 @@ type conversation struct {
 	msgs    []chat.Message
 	sampler *sampling.Sampler
 	show    *thinkFilter
+	// jsonOut replaces the streamed answer by one JSON object per turn.
+	jsonOut bool
 	total   runtime.Result // accumulated over turns, for the final statistics
 	// lastPrompt is the full token sequence of the last turn's prompt.
 	lastPrompt []int32
@@ -40,9 +42,10 @@ func runChat(c *cli.Context, s *setup) error {
 	if err != nil {
 		return err
 	}
-	conv := &conversation{s: s, family: family, think: !c.Bool("no-think"), sampler: sampling.New(s.m.Config.Vocab, s.params)}
+	conv := &conversation{s: s, family: family, think: !c.Bool("no-think"), sampler: sampling.New(s.m.Config.Vocab, s.params),
+		jsonOut: c.Bool("json")}
 	var out io.Writer = os.Stdout
-	if c.Bool("json") {
+	if conv.jsonOut {
 		out = io.Discard
 	}
 	conv.show = newThinkFilter(s, out, c.Bool("hide-think"), s.stdoutTTY)
@@ -61,7 +64,7 @@ func runChat(c *cli.Context, s *setup) error {
 		if err != nil {
 			return err
 		}
-		if c.Bool("json") {
+		if conv.jsonOut {
 			if err := printJSON(os.Stdout, s, conv.lastPrompt, res); err != nil {
 				return err
 			}
@@ -128,6 +131,13 @@ func (conv *conversation) interactive(in io.Reader, maxTokens int) error {
 		cancel()
 		if err != nil {
 			return err
+		}
+		// With --json each turn is one line on stdout (JSON Lines), so a
+		// script can read the answers of piped messages as they come.
+		if conv.jsonOut {
+			if err := printJSON(os.Stdout, conv.s, conv.lastPrompt, res); err != nil {
+				return fmt.Errorf("writing the JSON of a turn: %w", err)
+			}
 		}
 		// A signal that arrived after the answer ended was taken by this
 		// turn's watcher: it ends the chat, as at the prompt.

@@ -85,7 +85,7 @@ func flags() []cli.Flag {
 		&cli.BoolFlag{Name: "hide-think", Usage: "do not show the thinking text"},
 		&cli.StringFlag{Name: "tokens", Usage: "the prompt as comma-separated token ids (no tokenizer)"},
 		&cli.StringFlag{Name: "logits", Usage: "write the last prompt position's logits to `PATH` (little-endian float32)"},
-		&cli.BoolFlag{Name: "json", Usage: "print one JSON object at the end instead of streaming"},
+		&cli.BoolFlag{Name: "json", Usage: "print one JSON object at the end instead of streaming (interactive --chat: one per turn)"},
 		&cli.BoolFlag{Name: "verify", Usage: "recompute every section's checksum before running (reads the whole file)"},
 		&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the run to `PATH` (for development)"},
 	}

@@ -323,3 +323,52 @@ func TestFlagWithoutValue(t *testing.T) {
 		t.Errorf("--prompt=: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// jsonLines parses stdout of a chat with --json: one object per turn.
+func jsonLines(t *testing.T, out string) []result {
+	t.Helper()
+	var rs []result
+	for _, line := range strings.SplitAfter(out, "\n") {
+		if line == "" {
+			continue
+		}
+		var r result
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("stdout line %q: %v", line, err)
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// An interactive chat with --json (messages piped on stdin) prints one JSON
+// object per turn and nothing else on stdout.
+func TestChatJSONLines(t *testing.T) {
+	m := tinyModel(t)
+	out, stderr, code := qwenrun(t, "first question\n\nsecond question\n", m, "--chat", "--json", "-n", "4", "--seed", "1")
+	if code != 0 || !strings.Contains(stderr, "stop:") {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	turns := jsonLines(t, out)
+	if len(turns) != 2 {
+		t.Fatalf("%d JSON lines, want 2: %q", len(turns), out)
+	}
+	first := runJSON(t, m, "--chat", "-p", "first question", "-n", "0")
+	second := runJSON(t, m, "--chat", "-p", "second question", "-n", "0")
+	if !slices.Equal(turns[0].PromptIDs, first.PromptIDs) {
+		t.Errorf("turn 1 prompt %v, want %v", turns[0].PromptIDs, first.PromptIDs)
+	}
+	// Turn 2's prompt is the whole conversation: the first user turn, the
+	// reply (re-tokenized, so not compared), the second user turn.
+	const imStart = 151644
+	p := turns[1].PromptIDs
+	firstTurn := first.PromptIDs[:slices.Index(first.PromptIDs[1:], imStart)+2]
+	if !slices.Equal(p[:min(len(p), len(firstTurn))], firstTurn) || !slices.Equal(p[max(0, len(p)-len(second.PromptIDs)):], second.PromptIDs) {
+		t.Errorf("turn 2 prompt %v does not start with %v and end with %v", p, firstTurn, second.PromptIDs)
+	}
+	for i, r := range turns {
+		if len(r.GeneratedIDs) == 0 || len(r.GeneratedIDs) > 4 || r.StopReason == "" || r.KVBytes == nil {
+			t.Errorf("turn %d: %+v", i+1, r)
+		}
+	}
+}
