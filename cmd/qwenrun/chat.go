@@ -32,6 +32,20 @@ type conversation struct {
 	total   runtime.Result // accumulated over turns, for the final statistics
 	// lastPrompt is the full token sequence of the last turn's prompt.
 	lastPrompt []int32
+	// full is set when an answer reached the context limit: the reply is
+	// cut, so nothing more can be said until /clear.
+	full bool
+	// unanswered counts messages refused for lack of context; a script
+	// piping messages learns of them from the exit status.
+	unanswered int
+}
+
+// tooLongError is a message that would take the conversation past the
+// context.
+type tooLongError struct{ tokens, ctx int }
+
+func (e *tooLongError) Error() string {
+	return fmt.Sprintf("the conversation has %d tokens, more than the context of %d (--ctx)", e.tokens, e.ctx)
 }
 
 func runChat(c *cli.Context, s *setup) error {
@@ -80,6 +94,9 @@ func runChat(c *cli.Context, s *setup) error {
 
 // interactive reads one user message per line. Ctrl-C during an answer
 // stops that answer; Ctrl-C or end of input at the prompt ends the chat.
+// "/clear" starts a new conversation. A message that finds no room in the
+// context is refused with a note and the chat goes on; the end of input then
+// gives an error, so scripts notice.
 func (conv *conversation) interactive(in io.Reader, maxTokens int) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
@@ -109,9 +126,24 @@ func (conv *conversation) interactive(in io.Reader, maxTokens int) error {
 		}
 		if !ok {
 			conv.finalStats()
+			if n := conv.unanswered; n > 0 {
+				return fmt.Errorf("%d of the messages got no answer: the conversation was full (--ctx)", n)
+			}
 			return nil
 		}
-		if strings.TrimSpace(line) == "" {
+		switch strings.TrimSpace(line) {
+		case "":
+			continue
+		case "/clear":
+			if err := conv.clear(); err != nil {
+				return err
+			}
+			fmt.Fprintln(os.Stderr, "qwenrun: a new conversation")
+			continue
+		}
+		if conv.full {
+			conv.unanswered++
+			conv.fullNote()
 			continue
 		}
 		ctx, cancel := context.WithCancel(context.Background())
@@ -129,12 +161,16 @@ func (conv *conversation) interactive(in io.Reader, maxTokens int) error {
 		res, err := conv.turn(ctx, line, maxTokens)
 		close(done)
 		cancel()
-		if err != nil {
+		var tooLong *tooLongError
+		switch {
+		case errors.As(err, &tooLong):
+			conv.unanswered++
+			fmt.Fprintf(os.Stderr, "qwenrun: no answer: %v; /clear starts a new conversation\n", err)
+		case err != nil:
 			return err
-		}
-		// With --json each turn is one line on stdout (JSON Lines), so a
-		// script can read the answers of piped messages as they come.
-		if conv.jsonOut {
+		case conv.jsonOut:
+			// One line per turn (JSON Lines), so a script can read the
+			// answers of piped messages as they come.
 			if err := printJSON(os.Stdout, conv.s, conv.lastPrompt, res); err != nil {
 				return fmt.Errorf("writing the JSON of a turn: %w", err)
 			}
@@ -145,27 +181,56 @@ func (conv *conversation) interactive(in io.Reader, maxTokens int) error {
 			conv.finalStats()
 			return errInterrupted
 		}
-		if res.Stop == runtime.StopInterrupt || res.Stop == runtime.StopCtx {
+		switch res.Stop {
+		case runtime.StopInterrupt:
 			printStats(os.Stderr, conv.s, res)
-		}
-		if res.Stop == runtime.StopCtx {
-			conv.finalStats()
-			return nil
+		case runtime.StopCtx:
+			// The statistics come once, at the end of the chat.
+			printCtxStop(os.Stderr, conv.s)
+			conv.full = true
+			conv.fullNote()
 		}
 	}
+}
+
+// fullNote says why a message gets no answer and what to do about it.
+func (conv *conversation) fullNote() {
+	fmt.Fprintf(os.Stderr, "qwenrun: the conversation is full (%d of %d tokens, --ctx); /clear starts a new one\n",
+		conv.s.sess.Len(), conv.s.sess.Ctx())
+}
+
+// clear starts a new conversation. A fresh session rather than a rewind
+// frees the KV cache, which a full conversation grew to the whole context.
+func (conv *conversation) clear() error {
+	sess, err := conv.s.m.NewSession(conv.s.sess.Ctx())
+	if err != nil {
+		return fmt.Errorf("/clear: %w", err)
+	}
+	conv.s.sess = sess
+	keep := 0
+	if len(conv.msgs) > 0 && conv.msgs[0].Role == "system" {
+		keep = 1
+	}
+	conv.msgs = conv.msgs[:keep]
+	conv.lastPrompt = conv.lastPrompt[:0]
+	conv.full = false
+	return nil
 }
 
 // turn adds a user message, prefills what changed and streams the answer.
 func (conv *conversation) turn(ctx context.Context, text string, maxTokens int) (runtime.Result, error) {
 	s := conv.s
-	conv.msgs = append(conv.msgs, chat.Message{Role: "user", Content: text})
-	ids, err := encodeSegments(s, chat.Render(conv.family, conv.msgs, true, conv.think))
+	// The message joins the conversation only if it fits: a refused one
+	// must not come back in the next turn's prompt.
+	msgs := append(conv.msgs, chat.Message{Role: "user", Content: text})
+	ids, err := encodeSegments(s, chat.Render(conv.family, msgs, true, conv.think))
 	if err != nil {
 		return runtime.Result{}, err
 	}
 	if len(ids) > s.sess.Ctx() {
-		return runtime.Result{}, fmt.Errorf("the conversation has %d tokens, more than the context of %d (--ctx)", len(ids), s.sess.Ctx())
+		return runtime.Result{}, &tooLongError{tokens: len(ids), ctx: s.sess.Ctx()}
 	}
+	conv.msgs = msgs
 	cached := make([]int, s.sess.Len())
 	for i, id := range s.sess.Tokens() {
 		cached[i] = int(id)
@@ -202,7 +267,9 @@ func (conv *conversation) turn(ctx context.Context, text string, maxTokens int) 
 	return res, nil
 }
 
-func (conv *conversation) finalStats() { printStats(os.Stderr, conv.s, conv.total) }
+// finalStats prints the statistics of the whole chat; a stop at the
+// context was reported when it happened.
+func (conv *conversation) finalStats() { printStatsLine(os.Stderr, conv.s, conv.total) }
 
 // encodeSegments tokenizes a rendered conversation: markers become their
 // added-token ids, and message text is encoded as plain text, so text that

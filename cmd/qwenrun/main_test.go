@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -370,5 +371,64 @@ func TestChatJSONLines(t *testing.T) {
 		if len(r.GeneratedIDs) == 0 || len(r.GeneratedIDs) > 4 || r.StopReason == "" || r.KVBytes == nil {
 			t.Errorf("turn %d: %+v", i+1, r)
 		}
+	}
+}
+
+// A chat that reaches the context says so once, refuses further messages
+// until /clear, goes on after it, and exits 1 if a message got no answer.
+func TestChatContextFull(t *testing.T) {
+	m := tinyModel(t)
+	const (
+		stopped = "qwenrun: stopped at the context limit of 30 tokens (--ctx)\n"
+		full    = "qwenrun: the conversation is full (30 of 30 tokens, --ctx); /clear starts a new one\n"
+		cleared = "qwenrun: a new conversation\n"
+	)
+	oneShot := func(msg string) []int {
+		return runJSON(t, m, "--chat", "--system", "Be brief.", "-p", msg, "-n", "0").PromptIDs
+	}
+	long := strings.Repeat("word ", 40)
+	for _, tc := range []struct {
+		name, stdin string
+		code        int
+		// stderr's lines in order, without the statistics line
+		stderr []string
+		// the prompt of each answered turn
+		prompts []string
+	}{
+		{"refused until /clear", "hi\nmore\n/clear\nagain\n", 1,
+			[]string{stopped, full, full, cleared, stopped, full, "qwenrun: 1 of the messages got no answer: the conversation was full (--ctx)\n"},
+			[]string{"hi", "again"}},
+		{"all answered", "hi\n/clear\nagain\n", 0,
+			[]string{stopped, full, cleared, stopped, full}, []string{"hi", "again"}},
+		{"too long", long + "\nhi\n", 1,
+			[]string{fmt.Sprintf("qwenrun: no answer: the conversation has %d tokens, more than the context of 30 (--ctx); /clear starts a new conversation\n", len(oneShot(long))),
+				stopped, full, "qwenrun: 1 of the messages got no answer: the conversation was full (--ctx)\n"},
+			[]string{"hi"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, stderr, code := qwenrun(t, tc.stdin, m, "--chat", "--json", "--system", "Be brief.", "--ctx", "30", "--temp", "0")
+			var lines, stats []string
+			for _, l := range strings.SplitAfter(stderr, "\n") {
+				if strings.Contains(l, "| stop: ") {
+					stats = append(stats, l)
+				} else if l != "" {
+					lines = append(lines, l)
+				}
+			}
+			if code != tc.code || !slices.Equal(lines, tc.stderr) || len(stats) != 1 {
+				t.Fatalf("exit %d, stderr %q; want exit %d, one statistics line and %q", code, stderr, tc.code, tc.stderr)
+			}
+			turns := jsonLines(t, out)
+			if len(turns) != len(tc.prompts) {
+				t.Fatalf("%d JSON lines, want %d: %q", len(turns), len(tc.prompts), out)
+			}
+			// After /clear the prompt holds the system message and the new
+			// message only; a refused message is not in the next prompt.
+			for i, msg := range tc.prompts {
+				if want := oneShot(msg); !slices.Equal(turns[i].PromptIDs, want) || turns[i].StopReason != "ctx" {
+					t.Errorf("turn %d: stop %q, prompt %v; want ctx, %v", i+1, turns[i].StopReason, turns[i].PromptIDs, want)
+				}
+			}
+		})
 	}
 }

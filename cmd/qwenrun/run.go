@@ -288,13 +288,23 @@ func rate(n int, d time.Duration) float64 {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+// printStats prints the statistics line, and the context limit when that
+// is what stopped generation.
 func printStats(w io.Writer, s *setup, r runtime.Result) {
+	printStatsLine(w, s, r)
+	if r.Stop == runtime.StopCtx {
+		printCtxStop(w, s)
+	}
+}
+
+func printStatsLine(w io.Writer, s *setup, r runtime.Result) {
 	fmt.Fprintf(w, "load %.0f ms | prompt %d tokens in %.0f ms, %.1f tok/s | generated %d tokens in %.0f ms, %.1f tok/s | stop: %s | kv %.1f MB\n",
 		ms(s.loadTime), r.PromptTokens, ms(r.PrefillTime), rate(r.PromptTokens, r.PrefillTime),
 		len(r.Generated), ms(r.DecodeTime), rate(len(r.Generated), r.DecodeTime), r.Stop, float64(s.sess.KV.Bytes())/1e6)
-	if r.Stop == runtime.StopCtx {
-		fmt.Fprintf(w, "qwenrun: stopped at the context limit of %d tokens (--ctx)\n", s.sess.Ctx())
-	}
+}
+
+func printCtxStop(w io.Writer, s *setup) {
+	fmt.Fprintf(w, "qwenrun: stopped at the context limit of %d tokens (--ctx)\n", s.sess.Ctx())
 }
 
 func printJSON(w io.Writer, s *setup, prompt []int32, r runtime.Result) error {
