@@ -17,14 +17,18 @@ import (
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/graph"
+	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/tokenizer"
 )
 
 // Options configure one compile.
 type Options struct {
-	Output     string    // the .qbin path to write
-	MaxPrefill int       // tokens per prefill step (the prefill arena)
-	Progress   io.Writer // nil: silent
+	Output     string // the .qbin path to write
+	MaxPrefill int    // tokens per prefill step (the prefill arena)
+	// Type is the weight type: format.F16 (the default, also for 0),
+	// format.Q8 or format.Q4; see weightType for which matrices get it.
+	Type     format.DType
+	Progress io.Writer // nil: silent
 	// NoSync skips the fsync before the final rename. By default the data
 	// is on disk before the file appears under its name, so a crash never
 	// leaves a complete-looking but empty artifact.
@@ -84,12 +88,18 @@ func Compile(ctx context.Context, model string, opts Options) (*Result, error) {
 	if opts.MaxPrefill < 1 || opts.MaxPrefill > 1<<16 {
 		return nil, fmt.Errorf("compile %s: --max-prefill %d out of range [1, 65536]", model, opts.MaxPrefill)
 	}
+	if opts.Type == 0 {
+		opts.Type = format.F16
+	}
+	if opts.Type != format.F16 && !opts.Type.Quantized() {
+		return nil, fmt.Errorf("compile %s: weight type %s is not f16, q8 or q4", model, opts.Type)
+	}
 	ck, err := OpenCheckpoint(model)
 	if err != nil {
 		return nil, fmt.Errorf("compile %s: %w", model, err)
 	}
 	defer ck.Close()
-	hdr, secs, err := plan(ck, opts.MaxPrefill)
+	hdr, secs, err := plan(ck, opts.MaxPrefill, opts.Type)
 	if err != nil {
 		return nil, fmt.Errorf("compile %s: %w", model, err)
 	}
@@ -102,7 +112,7 @@ func Compile(ctx context.Context, model string, opts Options) (*Result, error) {
 
 // plan builds the header (with offsets, checksums still zero) and the list
 // of sections to write, checking every tensor against the config.
-func plan(ck *Checkpoint, maxPrefill int) (*format.Header, []section, error) {
+func plan(ck *Checkpoint, maxPrefill int, ft format.DType) (*format.Header, []section, error) {
 	cfg, err := parseConfig(ck.ConfigJSON)
 	if err != nil {
 		return nil, nil, err
@@ -136,12 +146,27 @@ func plan(ck *Checkpoint, maxPrefill int) (*format.Header, []section, error) {
 		return nil
 	}
 	h, v := uint64(cfg.Hidden), uint64(cfg.Vocab)
-	if err := add(format.SecEmbed, "model.embed_tokens.weight", format.F16, format.RowMajor, []uint64{v, h}); err != nil {
-		return nil, nil, err
+	headType := weightType(ft, format.SecLMHead, cfg.Hidden, 0, cfg.Layers)
+	// A quantized file stores a tied embedding once: the lookup reads the
+	// head (SPEC.md, "The embedding of a quantized file").
+	switch {
+	case cfg.TieEmbeddings && headType.Quantized():
+	case ft == format.F16 || weightType(ft, format.SecEmbed, cfg.Hidden, 0, cfg.Layers) == format.F16:
+		if err := add(format.SecEmbed, "model.embed_tokens.weight", format.F16, format.RowMajor, []uint64{v, h}); err != nil {
+			return nil, nil, err
+		}
+	default:
+		if err := add(format.SecEmbed, "model.embed_tokens.weight", weightType(ft, format.SecEmbed, cfg.Hidden, 0, cfg.Layers), format.TileMajor, []uint64{v, h}); err != nil {
+			return nil, nil, err
+		}
 	}
 	for l := 0; l < cfg.Layers; l++ {
 		for _, s := range format.LayerSections(&cfg) {
-			if err := add(format.LayerSection(l, s.What), hfLayerTensor(l, s.What), s.DType, s.Layout, s.Shape); err != nil {
+			dt := s.DType
+			if s.Layout == format.TileMajor {
+				dt = weightType(ft, s.What, int(s.Shape[1]), l, cfg.Layers)
+			}
+			if err := add(format.LayerSection(l, s.What), hfLayerTensor(l, s.What), dt, s.Layout, s.Shape); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -153,7 +178,7 @@ func plan(ck *Checkpoint, maxPrefill int) (*format.Header, []section, error) {
 	if cfg.TieEmbeddings {
 		head = "model.embed_tokens.weight"
 	}
-	if err := add(format.SecLMHead, head, format.F16, format.TileMajor, []uint64{v, h}); err != nil {
+	if err := add(format.SecLMHead, head, headType, format.TileMajor, []uint64{v, h}); err != nil {
 		return nil, nil, err
 	}
 	blob := func(name string, b []byte) {
@@ -170,16 +195,16 @@ func plan(ck *Checkpoint, maxPrefill int) (*format.Header, []section, error) {
 	secs = append(secs, section{Section: format.Section{Name: format.SecTokenizer, DType: format.Bytes, Layout: format.Raw, Shape: []uint64{0}}, tok: tok})
 
 	hdr := &format.Header{Config: cfg, Generation: gen, ChatFamily: family}
-	for _, m := range []struct {
-		mode   string
-		tokens int
-	}{{"decode", 1}, {"prefill", maxPrefill}} {
-		hdr.Plans = append(hdr.Plans, graph.Plan(graph.Build(&cfg, m.mode, m.tokens)))
-	}
 	for i := range secs {
 		s := &secs[i].Section
 		s.Size, _ = format.ExpectedSize(s.DType, s.Layout, s.Shape)
 		hdr.Sections = append(hdr.Sections, *s)
+	}
+	for _, m := range []struct {
+		mode   string
+		tokens int
+	}{{"decode", 1}, {"prefill", maxPrefill}} {
+		hdr.Plans = append(hdr.Plans, graph.Plan(graph.Build(&cfg, m.mode, m.tokens, hdr.SectionTypes())))
 	}
 	// The header's size does not depend on offsets, sizes or checksums
 	// (fixed-width fields), so it can be sized now and rewritten in place
@@ -191,6 +216,30 @@ func plan(ck *Checkpoint, maxPrefill int) (*format.Header, []section, error) {
 		off = format.AlignUp(off+hdr.Sections[i].Size, format.Alignment)
 	}
 	return hdr, secs, nil
+}
+
+// weightType is the dtype of a matrix (the layer section's name without
+// "layers.N.", or lm_head, or embed_tokens) with k columns in layer l of
+// a file of type ft. A matrix whose k is not a multiple of the 32-column
+// block stays f16. In a q4 file, as in llama.cpp's Q4_K_M, the tensors
+// whose errors cost the most stay at 8 bits: the LM head and the
+// embedding, and the value and down projections of the layers
+// llama.cpp's use_more_bits picks (the first and last eighth, and every
+// third in between).
+func weightType(ft format.DType, what string, k, l, layers int) format.DType {
+	if ft == format.F16 || !kernels.QuantizableK(k) {
+		return format.F16
+	}
+	if ft == format.Q4 {
+		moreBits := l < layers/8 || l >= 7*layers/8 || (l-layers/8)%3 == 2
+		switch {
+		case what == format.SecLMHead, what == format.SecEmbed:
+			return format.Q8
+		case (what == "v_proj" || what == "down_proj") && moreBits:
+			return format.Q8
+		}
+	}
+	return ft
 }
 
 // hfLayerTensor maps a per-layer section to its Hugging Face tensor name.
@@ -350,7 +399,33 @@ func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionW
 	es := ElemSize(t.DType)
 	var per, blocks int
 	var fill func(b int, sl *blockSlot) ([]byte, error)
-	if s.Layout == format.TileMajor {
+	if s.DType.Quantized() {
+		n, k := int(s.Shape[0]), int(s.Shape[1])
+		qt := graph.QType(s.DType)
+		tiles, tb := format.Tiles(n), qt.TileBytes(k)
+		per = max(1, (1<<20)/tb) // about 1 MB of output per block
+		blocks = (tiles + per - 1) / per
+		fill = func(b int, sl *blockSlot) ([]byte, error) {
+			t0, t1 := b*per, min((b+1)*per, tiles)
+			out := sl.grow(&sl.out, (t1-t0)*tb)
+			src := sl.grow(&sl.src, format.TileRows*k*es)
+			for tile := t0; tile < t1; tile++ {
+				r0 := tile * format.TileRows
+				r := min(format.TileRows, n-r0)
+				if err := ck.ReadAt(t, src[:r*k*es], int64(r0*k*es)); err != nil {
+					return nil, err
+				}
+				rows := sl.floats(r * k)
+				if err := toF32(rows, src[:r*k*es], t.DType); err != nil {
+					return nil, err
+				}
+				if err := qt.QuantizeTile(out[(tile-t0)*tb:(tile-t0+1)*tb], rows, r, k); err != nil {
+					return nil, fmt.Errorf("rows %d..%d: %w", r0, r0+r-1, err)
+				}
+			}
+			return out, nil
+		}
+	} else if s.Layout == format.TileMajor {
 		n, k := int(s.Shape[0]), int(s.Shape[1])
 		tiles := format.Tiles(n)
 		per = max(1, (1<<20)/(k*format.TileRows*2)) // about 1 MB of output per block
@@ -467,7 +542,17 @@ func pipeline(ctx context.Context, n int, slots []*blockSlot, fill func(int, *bl
 }
 
 // blockSlot holds one parallel worker's buffers, reused across blocks.
-type blockSlot struct{ src, rows, out []byte }
+type blockSlot struct {
+	src, rows, out []byte
+	f32            []float32
+}
+
+func (sl *blockSlot) floats(n int) []float32 {
+	if cap(sl.f32) < n {
+		sl.f32 = make([]float32, n)
+	}
+	return sl.f32[:n]
+}
 
 func (sl *blockSlot) grow(buf *[]byte, n int) []byte {
 	if cap(*buf) < n {

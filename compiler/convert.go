@@ -141,3 +141,25 @@ func (cv *converter) tileMajorBF16(tile, rows []byte, r, k int) (bad bool) {
 	}
 	return flag != 0
 }
+
+// toF32 widens src (elements of dtype) to float32 for quantizing; the
+// quantizer refuses values that are not finite.
+func toF32(dst []float32, src []byte, dtype string) error {
+	switch dtype {
+	case "BF16":
+		for i, b := range u16s(src) {
+			dst[i] = math.Float32frombits(uint32(b) << 16)
+		}
+	case "F16":
+		for i, b := range u16s(src) {
+			dst[i] = float16.Frombits(b).Float32()
+		}
+	case "F32":
+		for i, b := range u32s(src) {
+			dst[i] = math.Float32frombits(b)
+		}
+	default:
+		return fmt.Errorf("dtype %s not supported (BF16, F16, F32)", dtype)
+	}
+	return nil
+}

@@ -36,9 +36,20 @@ const (
 	F16   DType = 1
 	F32   DType = 2
 	Bytes DType = 3
+	// Q8 and Q4 are quantized matrix types, tile-major only (SPEC.md,
+	// "Quantized tile-major layouts").
+	Q8 DType = 4
+	Q4 DType = 5
 )
 
-// Size returns the size of one element in bytes.
+// Known reports whether this build knows the dtype.
+func (d DType) Known() bool { return d >= F16 && d <= Q4 }
+
+// Quantized reports whether d is a quantized matrix type.
+func (d DType) Quantized() bool { return d == Q8 || d == Q4 }
+
+// Size returns the size of one element in bytes; 0 for the quantized
+// types, whose elements are not whole bytes.
 func (d DType) Size() int {
 	switch d {
 	case F16:
@@ -59,6 +70,10 @@ func (d DType) String() string {
 		return "f32"
 	case Bytes:
 		return "u8"
+	case Q8:
+		return "q8"
+	case Q4:
+		return "q4"
 	}
 	return fmt.Sprintf("dtype(%d)", uint8(d))
 }
@@ -211,6 +226,15 @@ func (h *Header) Section(name string) (*Section, bool) {
 		}
 	}
 	return nil, false
+}
+
+// SectionTypes maps every section's name to its dtype.
+func (h *Header) SectionTypes() map[string]DType {
+	m := make(map[string]DType, len(h.Sections))
+	for _, s := range h.Sections {
+		m[s.Name] = s.DType
+	}
+	return m
 }
 
 // Plan returns the arena plan for a mode.

@@ -5,15 +5,24 @@ import "strings"
 // MemoryReport sizes a compiled model the way design note 001 does:
 // weights by component, the activation arenas, and the KV cache by length.
 type MemoryReport struct {
-	WeightsBytes             uint64      `json:"weights_bytes"`
-	EmbeddingsRowMajorBytes  uint64      `json:"embeddings_row_major_bytes"`
-	EmbeddingsTileMajorBytes uint64      `json:"embeddings_tile_major_bytes"`
-	FinalNormBytes           uint64      `json:"final_norm_bytes"`
-	LayerMatricesBytes       uint64      `json:"layer_matrices_bytes"` // one layer's projections
-	LayerBytes               uint64      `json:"layer_bytes"`          // one layer, norms and biases included
-	LayersBytes              uint64      `json:"layers_bytes"`         // all layers
-	Arena                    ArenaReport `json:"arena"`
-	KV                       KVReport    `json:"kv"`
+	WeightsBytes             uint64 `json:"weights_bytes"`
+	EmbeddingsRowMajorBytes  uint64 `json:"embeddings_row_major_bytes"`
+	EmbeddingsTileMajorBytes uint64 `json:"embeddings_tile_major_bytes"`
+	FinalNormBytes           uint64 `json:"final_norm_bytes"`
+	LayerMatricesBytes       uint64 `json:"layer_matrices_bytes"` // one layer's projections
+	LayerBytes               uint64 `json:"layer_bytes"`          // one layer, norms and biases included
+	LayersBytes              uint64 `json:"layers_bytes"`         // all layers
+	// DecodeWeightBytes is what one decode step reads: every layer's
+	// matrices and norms, the final norm and the LM head (not the
+	// embedding, of which a step reads one row).
+	DecodeWeightBytes uint64 `json:"decode_weight_bytes"`
+	// MatrixBytesByDType sums the matrices by dtype ("f16", "q8", "q4").
+	MatrixBytesByDType map[string]uint64 `json:"matrix_bytes_by_dtype"`
+	// KeptF16 lists, in a quantized file, the matrices left in f16 because
+	// their number of columns is not a multiple of the 32-column block.
+	KeptF16 []string    `json:"kept_f16,omitempty"`
+	Arena   ArenaReport `json:"arena"`
+	KV      KVReport    `json:"kv"`
 }
 
 // ArenaReport compares each arena with its naive size and lower bound.
@@ -47,13 +56,26 @@ func KVChunks(seq int) int { return (seq + KVChunkTokens - 1) / KVChunkTokens }
 
 // Report computes the memory report of a header for the given lengths.
 func Report(h *Header, seqs []int) MemoryReport {
-	var r MemoryReport
+	r := MemoryReport{MatrixBytesByDType: map[string]uint64{}}
 	c := &h.Config
+	quantized := false
+	for _, s := range h.Sections {
+		quantized = quantized || s.DType.Quantized()
+	}
 	for _, s := range h.Sections {
 		if s.DType == Bytes {
 			continue
 		}
 		r.WeightsBytes += s.Size
+		if len(s.Shape) == 2 {
+			r.MatrixBytesByDType[s.DType.String()] += s.Size
+			if quantized && s.DType == F16 && s.Layout == TileMajor {
+				r.KeptF16 = append(r.KeptF16, s.Name)
+			}
+		}
+		if s.Name != SecEmbed {
+			r.DecodeWeightBytes += s.Size
+		}
 		switch {
 		case s.Name == SecEmbed:
 			r.EmbeddingsRowMajorBytes = s.Size
@@ -65,7 +87,7 @@ func Report(h *Header, seqs []int) MemoryReport {
 			r.LayersBytes += s.Size
 			if strings.HasPrefix(s.Name, "layers.0.") {
 				r.LayerBytes += s.Size
-				if s.Layout == TileMajor {
+				if len(s.Shape) == 2 {
 					r.LayerMatricesBytes += s.Size
 				}
 			}

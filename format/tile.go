@@ -16,15 +16,26 @@ func TileMajorElems(n, k int) int { return Tiles(n) * k * TileRows }
 // ExpectedSize is the byte size a section must have for its dtype, layout
 // and shape; ok is false for a combination the format does not define.
 func ExpectedSize(d DType, l Layout, shape []uint64) (size uint64, ok bool) {
-	es := uint64(d.Size())
-	if es == 0 {
-		return 0, false
-	}
 	const lim = 1 << 40 // keeps products far from overflow
 	for _, s := range shape {
 		if s == 0 || s > lim {
 			return 0, false
 		}
+	}
+	if d.Quantized() {
+		if l != TileMajor || len(shape) != 2 || shape[1]%QuantBlock != 0 {
+			return 0, false
+		}
+		tiles := (shape[0] + TileRows - 1) / TileRows
+		tb := QuantTileBytes(d, shape[1])
+		if tiles > lim/tb {
+			return 0, false
+		}
+		return tiles * tb, true
+	}
+	es := uint64(d.Size())
+	if es == 0 {
+		return 0, false
 	}
 	switch {
 	case l == Raw && d == Bytes && len(shape) == 1:
@@ -44,4 +55,21 @@ func ExpectedSize(d DType, l Layout, shape []uint64) (size uint64, ok bool) {
 		return tiles * shape[1] * TileRows * es, true
 	}
 	return 0, false
+}
+
+// QuantBlock is the number of columns of one block of a quantized matrix.
+const QuantBlock = 32
+
+// QuantTileBytes is the size of one 32-row tile of a quantized k-column
+// matrix (k a multiple of 32): q8 blocks of 1088 bytes; q4 blocks of 576
+// bytes under a 128-byte header per 8 blocks (SPEC.md).
+func QuantTileBytes(d DType, k uint64) uint64 {
+	nb := k / QuantBlock
+	switch d {
+	case Q8:
+		return nb * 1088
+	case Q4:
+		return (nb+7)/8*128 + nb*576
+	}
+	return 0
 }

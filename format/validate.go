@@ -39,6 +39,9 @@ func validateSections(secs []Section, dataStart, fileSize uint64) error {
 			return fmt.Errorf("section %q: listed twice", s.Name)
 		}
 		seen[s.Name] = true
+		if !s.DType.Known() {
+			return fmt.Errorf("section %q: dtype %d is unknown to this build (was the file written by a newer qwenc?)", s.Name, uint8(s.DType))
+		}
 		want, ok := ExpectedSize(s.DType, s.Layout, s.Shape)
 		if !ok {
 			return fmt.Errorf("section %q: %s %s with shape %v is not a valid combination", s.Name, s.DType, s.Layout, s.Shape)
@@ -60,9 +63,25 @@ func validateSections(secs []Section, dataStart, fileSize uint64) error {
 	return nil
 }
 
-// RequiredSections lists what the config needs: name, dtype, layout, shape.
+// RequiredSections lists what the config needs: name, dtype, layout,
+// shape. A matrix is listed as f16; a file may store it quantized instead
+// (MatrixTypeOK), and a quantized file of a tied model has no
+// embed_tokens (EmbeddingOptional).
 func RequiredSections(c *Config) []Section {
 	return slices.Collect(requiredSections(c))
+}
+
+// MatrixTypeOK reports whether a section of dtype d and layout l may hold a
+// matrix the config lists as f16 tile-major: f16, q8 or q4, tile-major.
+func MatrixTypeOK(d DType, l Layout) bool {
+	return l == TileMajor && (d == F16 || d.Quantized())
+}
+
+// EmbeddingOptional reports whether the embedding may be absent: in a
+// quantized file of a tied model the lookup reads the LM head.
+func EmbeddingOptional(h *Header) bool {
+	head, ok := h.Section(SecLMHead)
+	return h.Config.TieEmbeddings && ok && head.DType.Quantized()
 }
 
 // requiredSections yields the sections the config needs, in file order.
@@ -106,9 +125,20 @@ func validateRequired(h *Header) error {
 	for r := range requiredSections(&h.Config) {
 		s, ok := byName[r.Name]
 		if !ok {
+			if r.Name == SecEmbed && EmbeddingOptional(h) {
+				continue
+			}
 			return fmt.Errorf("section %q: missing", r.Name)
 		}
-		if s.DType != r.DType || s.Layout != r.Layout || (r.Shape != nil && !slices.Equal(s.Shape, r.Shape)) {
+		typeOK := s.DType == r.DType && s.Layout == r.Layout
+		switch {
+		case r.Layout == TileMajor && r.DType == F16:
+			typeOK = MatrixTypeOK(s.DType, s.Layout)
+		case r.Name == SecEmbed:
+			// f16 row-major, or (a quantized file's) quantized tile-major.
+			typeOK = typeOK || (s.DType.Quantized() && s.Layout == TileMajor)
+		}
+		if !typeOK || (r.Shape != nil && !slices.Equal(s.Shape, r.Shape)) {
 			return fmt.Errorf("section %q: %s %s %v, the config needs %s %s %v", r.Name, s.DType, s.Layout, s.Shape, r.DType, r.Layout, r.Shape)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/kernels"
 )
 
 // Kind says what an op computes; the runtime has one case per kind.
@@ -40,9 +41,14 @@ const (
 	AddInPlace
 	// SiLUMul replaces InOut[0] (gate) by silu(gate) * In[0] (up).
 	SiLUMul
+	// QuantizeRows quantizes the rows of In[0] into Out (int8 activation
+	// blocks, kernels.QuantizeActs), the input of the products with
+	// quantized weights that follow; one Out serves every such product of
+	// the same input (q, k and v; gate and up).
+	QuantizeRows
 )
 
-var kindNames = [...]string{"rope_table", "embed", "rmsnorm", "matmul", "qk_rope", "kv_store", "attention", "add", "silu_mul"}
+var kindNames = [...]string{"rope_table", "embed", "rmsnorm", "matmul", "qk_rope", "kv_store", "attention", "add", "silu_mul", "quantize_rows"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -51,14 +57,21 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-// Tensor is one f32 activation of shape [Rows, Cols], row-major.
+// Tensor is one activation of shape [Rows, Cols], row-major: f32, or with
+// Quantized the int8 blocks of kernels.QuantizeActs.
 type Tensor struct {
 	Name       string
 	Rows, Cols int
+	Quantized  bool
 }
 
 // Bytes is the tensor's size.
-func (t Tensor) Bytes() uint64 { return uint64(t.Rows) * uint64(t.Cols) * 4 }
+func (t Tensor) Bytes() uint64 {
+	if t.Quantized {
+		return uint64(t.Rows) * uint64(kernels.QActRowBytes(t.Cols))
+	}
+	return uint64(t.Rows) * uint64(t.Cols) * 4
+}
 
 // NoTensor marks an op without an output.
 const NoTensor = -1
@@ -86,17 +99,28 @@ type Graph struct {
 	Ops     []Op
 	// Logits is the tensor holding the step's output logits.
 	Logits int
+
+	types     map[string]format.DType
+	quantized map[int]int // f32 tensor -> its quantized copy, while unchanged
 }
 
 // Build lists the ops of one forward step over tokens tokens. Mode is
-// "decode" (tokens 1) or "prefill".
-func Build(c *format.Config, mode string, tokens int) *Graph {
-	g := &Graph{Mode: mode, Tokens: tokens}
+// "decode" (tokens 1) or "prefill". types gives the dtype of each weight
+// section of the file (format.Header.SectionTypes; nil means all f16): a
+// product with a quantized weight takes its input quantized, and a
+// quantized file without an embed_tokens section looks tokens up in the
+// (tied) LM head.
+func Build(c *format.Config, mode string, tokens int, types map[string]format.DType) *Graph {
+	g := &Graph{Mode: mode, Tokens: tokens, types: types}
 	T := tokens
 	rope := g.tensor("rope", T, c.HeadDim)
 	g.op(Op{Kind: RopeTable, Out: rope, Layer: -1})
 	x := g.tensor("x", T, c.Hidden)
-	g.op(Op{Kind: Embed, Weight: format.SecEmbed, Out: x, Layer: -1})
+	embed := format.SecEmbed
+	if _, ok := types[embed]; !ok && types[format.SecLMHead].Quantized() {
+		embed = format.SecLMHead
+	}
+	g.op(Op{Kind: Embed, Weight: embed, Out: x, Layer: -1})
 	for l := 0; l < c.Layers; l++ {
 		name := func(s string) string { return fmt.Sprintf("layers.%d.%s", l, s) }
 		w := func(s string) string { return format.LayerSection(l, s) }
@@ -109,11 +133,11 @@ func Build(c *format.Config, mode string, tokens int) *Graph {
 		xn := g.tensor(name("attn_norm"), T, c.Hidden)
 		g.op(Op{Kind: RMSNorm, Layer: l, Weight: w("input_layernorm"), In: []int{x}, Out: xn})
 		q := g.tensor(name("q"), T, c.QDim())
-		g.op(Op{Kind: MatMul, Layer: l, Weight: w("q_proj"), Bias: bias("q_bias"), In: []int{xn}, Out: q})
+		g.matmul(Op{Kind: MatMul, Layer: l, Weight: w("q_proj"), Bias: bias("q_bias"), In: []int{xn}, Out: q})
 		k := g.tensor(name("k"), T, c.KVDim())
-		g.op(Op{Kind: MatMul, Layer: l, Weight: w("k_proj"), Bias: bias("k_bias"), In: []int{xn}, Out: k})
+		g.matmul(Op{Kind: MatMul, Layer: l, Weight: w("k_proj"), Bias: bias("k_bias"), In: []int{xn}, Out: k})
 		v := g.tensor(name("v"), T, c.KVDim())
-		g.op(Op{Kind: MatMul, Layer: l, Weight: w("v_proj"), Bias: bias("v_bias"), In: []int{xn}, Out: v})
+		g.matmul(Op{Kind: MatMul, Layer: l, Weight: w("v_proj"), Bias: bias("v_bias"), In: []int{xn}, Out: v})
 		qk := Op{Kind: QKRope, Layer: l, In: []int{rope}, InOut: []int{q, k}, Out: NoTensor}
 		if c.QKNorm {
 			qk.Weight, qk.Weight2 = w("q_norm"), w("k_norm")
@@ -123,23 +147,23 @@ func Build(c *format.Config, mode string, tokens int) *Graph {
 		att := g.tensor(name("attn"), T, c.QDim())
 		g.op(Op{Kind: Attention, Layer: l, In: []int{q}, Out: att})
 		o := g.tensor(name("attn_out"), T, c.Hidden)
-		g.op(Op{Kind: MatMul, Layer: l, Weight: w("o_proj"), In: []int{att}, Out: o})
+		g.matmul(Op{Kind: MatMul, Layer: l, Weight: w("o_proj"), In: []int{att}, Out: o})
 		g.op(Op{Kind: AddInPlace, Layer: l, In: []int{o}, InOut: []int{x}, Out: NoTensor})
 		hn := g.tensor(name("mlp_norm"), T, c.Hidden)
 		g.op(Op{Kind: RMSNorm, Layer: l, Weight: w("post_attention_layernorm"), In: []int{x}, Out: hn})
 		gate := g.tensor(name("gate"), T, c.Intermediate)
-		g.op(Op{Kind: MatMul, Layer: l, Weight: w("gate_proj"), In: []int{hn}, Out: gate})
+		g.matmul(Op{Kind: MatMul, Layer: l, Weight: w("gate_proj"), In: []int{hn}, Out: gate})
 		up := g.tensor(name("up"), T, c.Intermediate)
-		g.op(Op{Kind: MatMul, Layer: l, Weight: w("up_proj"), In: []int{hn}, Out: up})
+		g.matmul(Op{Kind: MatMul, Layer: l, Weight: w("up_proj"), In: []int{hn}, Out: up})
 		g.op(Op{Kind: SiLUMul, Layer: l, In: []int{up}, InOut: []int{gate}, Out: NoTensor})
 		down := g.tensor(name("down"), T, c.Hidden)
-		g.op(Op{Kind: MatMul, Layer: l, Weight: w("down_proj"), In: []int{gate}, Out: down})
+		g.matmul(Op{Kind: MatMul, Layer: l, Weight: w("down_proj"), In: []int{gate}, Out: down})
 		g.op(Op{Kind: AddInPlace, Layer: l, In: []int{down}, InOut: []int{x}, Out: NoTensor})
 	}
 	fn := g.tensor("final_norm", 1, c.Hidden)
 	g.op(Op{Kind: RMSNorm, Layer: -1, Weight: format.SecNorm, LastRow: true, In: []int{x}, Out: fn})
 	g.Logits = g.tensor("logits", 1, c.Vocab)
-	g.op(Op{Kind: MatMul, Layer: -1, Weight: format.SecLMHead, In: []int{fn}, Out: g.Logits})
+	g.matmul(Op{Kind: MatMul, Layer: -1, Weight: format.SecLMHead, In: []int{fn}, Out: g.Logits})
 	return g
 }
 
@@ -148,7 +172,46 @@ func (g *Graph) tensor(name string, rows, cols int) int {
 	return len(g.Tensors) - 1
 }
 
-func (g *Graph) op(o Op) { g.Ops = append(g.Ops, o) }
+func (g *Graph) op(o Op) {
+	if len(o.InOut) > 0 {
+		clear(g.quantized) // an input changed in place must be quantized anew
+	}
+	g.Ops = append(g.Ops, o)
+}
+
+// matmul adds a product; with a quantized weight, its input is quantized
+// first, once for every product of the same, unchanged input.
+func (g *Graph) matmul(o Op) {
+	if !g.types[o.Weight].Quantized() {
+		g.op(o)
+		return
+	}
+	in := o.In[0]
+	q, ok := g.quantized[in]
+	if !ok {
+		t := g.Tensors[in]
+		q = g.tensor(t.Name+".q", t.Rows, t.Cols)
+		g.Tensors[q].Quantized = true
+		g.op(Op{Kind: QuantizeRows, Layer: o.Layer, In: []int{in}, Out: q})
+		if g.quantized == nil {
+			g.quantized = map[int]int{}
+		}
+		g.quantized[in] = q
+	}
+	o.In = []int{q}
+	g.op(o)
+}
+
+// QType is the kernels' quantized type for a quantized dtype of the file.
+func QType(d format.DType) kernels.QType {
+	switch d {
+	case format.Q8:
+		return kernels.Q8
+	case format.Q4:
+		return kernels.Q4
+	}
+	panic(fmt.Sprintf("graph: %s is not a quantized type", d))
+}
 
 // Uses returns every tensor an op reads: In then InOut.
 func (o *Op) Uses() []int {

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/qwenc/qwenc/format"
@@ -30,7 +31,7 @@ func TestPlanIsSafeAndCompact(t *testing.T) {
 	}
 	for _, c := range cfgs {
 		for _, tokens := range []int{1, 7, 512} {
-			g := Build(&c, "prefill", tokens)
+			g := Build(&c, "prefill", tokens, nil)
 			p := Plan(g)
 			offs, err := Bind(g, &p)
 			if err != nil {
@@ -50,9 +51,9 @@ func TestPlanIsSafeAndCompact(t *testing.T) {
 
 func TestPlanReusesAcrossLayers(t *testing.T) {
 	c := qwen3_06B()
-	p1 := Plan(Build(&c, "decode", 1))
+	p1 := Plan(Build(&c, "decode", 1, nil))
 	c.Layers = 2
-	p2 := Plan(Build(&c, "decode", 1))
+	p2 := Plan(Build(&c, "decode", 1, nil))
 	if p1.Size != p2.Size {
 		t.Fatalf("arena grows with depth: %d bytes for 28 layers, %d for 2", p1.Size, p2.Size)
 	}
@@ -63,7 +64,7 @@ func TestPlanReusesAcrossLayers(t *testing.T) {
 func TestCheckNoOverlapCatchesAliasing(t *testing.T) {
 	c := qwen3_06B()
 	c.Layers = 1
-	g := Build(&c, "prefill", 4)
+	g := Build(&c, "prefill", 4, nil)
 	p := Plan(g)
 	offs := make([]uint64, len(p.Tensors))
 	for i, pt := range p.Tensors {
@@ -99,10 +100,66 @@ func find(t *testing.T, g *Graph, name string) int {
 
 func TestBindRejectsForeignPlan(t *testing.T) {
 	c := qwen3_06B()
-	g := Build(&c, "decode", 1)
+	g := Build(&c, "decode", 1, nil)
 	p := Plan(g)
 	p.Tensors[3].Size += 4
 	if _, err := Bind(g, &p); err == nil {
 		t.Fatal("a plan with a wrong tensor size was accepted")
+	}
+}
+
+// quantizedTypes marks every matrix of c quantized, as a q8 file does,
+// and leaves out the tied embedding.
+func quantizedTypes(c *format.Config) map[string]format.DType {
+	types := map[string]format.DType{format.SecLMHead: format.Q8, format.SecNorm: format.F32}
+	for l := range c.Layers {
+		for _, s := range format.LayerSections(c) {
+			dt := s.DType
+			if s.Layout == format.TileMajor {
+				dt = format.Q8
+			}
+			types[format.LayerSection(l, s.What)] = dt
+		}
+	}
+	return types
+}
+
+// TestQuantizedGraph checks where the inputs of quantized products are
+// quantized: once for q, k and v, once for gate and up, and again for
+// down (its input, gate, changed in place) and the LM head; and that the
+// embedding comes from the tied head.
+func TestQuantizedGraph(t *testing.T) {
+	c := qwen3_06B()
+	c.Layers = 2
+	for _, tokens := range []int{1, 512} {
+		g := Build(&c, "prefill", tokens, quantizedTypes(&c))
+		var quant []string
+		for _, op := range g.Ops {
+			switch op.Kind {
+			case QuantizeRows:
+				quant = append(quant, g.Tensors[op.Out].Name)
+			case MatMul:
+				if !g.Tensors[op.In[0]].Quantized {
+					t.Fatalf("product with %s takes an f32 input", op.Weight)
+				}
+			case Embed:
+				if op.Weight != format.SecLMHead {
+					t.Fatalf("embedding from %q, want the tied head", op.Weight)
+				}
+			}
+		}
+		want := []string{"layers.0.attn_norm.q", "layers.0.attn.q", "layers.0.mlp_norm.q", "layers.0.gate.q",
+			"layers.1.attn_norm.q", "layers.1.attn.q", "layers.1.mlp_norm.q", "layers.1.gate.q", "final_norm.q"}
+		if !slices.Equal(quant, want) {
+			t.Fatalf("quantized tensors %v, want %v", quant, want)
+		}
+		p := Plan(g)
+		if _, err := Bind(g, &p); err != nil {
+			t.Fatal(err)
+		}
+		q := g.Tensors[find(t, g, "layers.0.gate.q")]
+		if q.Bytes() != uint64(tokens*3072/32*48) {
+			t.Fatalf("gate.q is %d bytes", q.Bytes())
+		}
 	}
 }

@@ -39,8 +39,20 @@ func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int, hidden bo
 			x := p.view(op.Out, T)
 			h := c.Hidden
 			for t, id := range tokens {
-				k.F16ToF32(x[t*h:(t+1)*h], op.w16[int(id)*h:(int(id)+1)*h])
+				row := x[t*h : (t+1)*h]
+				if w := &op.w; w.dt.Quantized() {
+					tb := w.qt.TileBytes(h)
+					tile := int(id) / format.TileRows
+					w.qt.DequantizeRow(row, w.q[tile*tb:(tile+1)*tb], int(id)%format.TileRows, h)
+				} else {
+					k.F16ToF32(row, w.f16[int(id)*h:(int(id)+1)*h])
+				}
 			}
+		case graph.QuantizeRows:
+			rows := p.rows(op.In[0], T)
+			qt := &m.tasks.quant
+			qt.k, qt.x, qt.dst, qt.cols = k, p.view(op.In[0], rows), p.quantView(op.Out, rows), p.g.Tensors[op.In[0]].Cols
+			m.pool.Run(qt)
 		case graph.RMSNorm:
 			h := c.Hidden
 			in := p.view(op.In[0], T)
@@ -57,7 +69,11 @@ func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int, hidden bo
 			}
 		case graph.MatMul:
 			rows := p.rows(op.In[0], T)
-			m.matmul(op, p.view(op.Out, rows), p.view(op.In[0], rows), rows)
+			if op.w.dt.Quantized() {
+				m.matmul(op, p.view(op.Out, rows), nil, p.quantView(op.In[0], rows), rows)
+			} else {
+				m.matmul(op, p.view(op.Out, rows), p.view(op.In[0], rows), nil, rows)
+			}
 		case graph.QKRope:
 			q, kk := p.view(op.InOut[0], T), p.view(op.InOut[1], T)
 			rope := p.view(op.In[0], T)
@@ -105,15 +121,17 @@ func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int, hidden bo
 }
 
 // matmul computes dst = x·Wᵀ (+ bias) for rows rows of x with the op's
-// weight, the tiles split across the workers.
-func (m *Model) matmul(op *boundOp, dst, x []float32, rows int) {
+// weight, the tiles split across the workers: x is f32, or quantized (xq)
+// for a quantized weight.
+func (m *Model) matmul(op *boundOp, dst, x []float32, xq []byte, rows int) {
 	mm := &m.tasks.mm
-	mm.k, mm.dst, mm.w, mm.x, mm.n, mm.kdim, mm.rows = m.k, dst, op.w16, x, op.n, op.k, rows
+	mm.k, mm.dst, mm.w, mm.x, mm.xq, mm.rows = m.k, dst, &op.w, x, xq, rows
 	mm.start(m.pool.Threads())
 	m.pool.Run(mm)
 	if op.bias != nil {
+		n := op.w.n
 		for r := range rows {
-			m.k.AddBias(dst[r*op.n:(r+1)*op.n], op.bias)
+			m.k.AddBias(dst[r*n:(r+1)*n], op.bias)
 		}
 	}
 }
@@ -130,9 +148,10 @@ func (p *program) rows(t, T int) int {
 // tasks are the pool tasks of a step, preallocated so that a step does not
 // allocate: the executor fills their fields and hands a pointer to the pool.
 type tasks struct {
-	mm   matmulTask
-	attn attentionTask
-	silu siluTask
+	mm    matmulTask
+	attn  attentionTask
+	silu  siluTask
+	quant quantizeTask
 }
 
 // matmulTask splits the tiles of one matrix product across the workers.
@@ -140,12 +159,13 @@ type tasks struct {
 // fixed shares: on a machine shared with other work, a worker the OS has
 // descheduled then delays the product by one chunk, not by half of it.
 type matmulTask struct {
-	k             kernels.Path
-	dst, x        []float32
-	w             []uint16
-	n, kdim, rows int
-	chunk         int // tiles per claim
-	next          atomic.Int64
+	k      kernels.Path
+	dst, x []float32
+	xq     []byte
+	w      *weight
+	rows   int
+	chunk  int // tiles per claim
+	next   atomic.Int64
 }
 
 // matmulChunkBytes is the weight bytes of one claim in a matrix-vector
@@ -159,28 +179,52 @@ const matmulChunkBytes = 256 << 10
 // (pp512 on the 0.6B shape: 189 tok/s with 256 KiB claims, 206 with two
 // per worker, 204 with one).
 func (t *matmulTask) start(threads int) {
-	t.chunk = max(1, matmulChunkBytes/(t.kdim*format.TileRows*2))
+	w := t.w
+	tileBytes := w.k * format.TileRows * 2
+	if w.dt.Quantized() {
+		tileBytes = w.qt.TileBytes(w.k)
+	}
+	t.chunk = max(1, matmulChunkBytes/tileBytes)
 	if t.rows > 1 {
 		per := 2 * threads
-		t.chunk = max(t.chunk, (format.Tiles(t.n)+per-1)/per)
+		t.chunk = max(t.chunk, (format.Tiles(w.n)+per-1)/per)
 	}
 	t.next.Store(0)
 }
 
-func (t *matmulTask) Run(w, nw int) {
-	tiles := format.Tiles(t.n)
+func (t *matmulTask) Run(_, _ int) {
+	w := t.w
+	tiles := format.Tiles(w.n)
 	for {
 		t0 := int(t.next.Add(int64(t.chunk))) - t.chunk
 		if t0 >= tiles {
 			return
 		}
 		t1 := min(t0+t.chunk, tiles)
-		if t.rows == 1 {
-			t.k.MatVecTiles(t.dst, t.w, t.x, t.n, t.kdim, t0, t1)
-		} else {
-			t.k.GemmTiles(t.dst, t.n, t.w, t.x, t.kdim, t.rows, t.n, t.kdim, t0, t1)
+		switch {
+		case w.dt.Quantized():
+			t.k.GemmQ(w.qt, t.dst, w.n, w.q, t.xq, t.rows, w.n, w.k, t0, t1)
+		case t.rows == 1:
+			t.k.MatVecTiles(t.dst, w.f16, t.x, w.n, w.k, t0, t1)
+		default:
+			t.k.GemmTiles(t.dst, w.n, w.f16, t.x, w.k, t.rows, w.n, w.k, t0, t1)
 		}
 	}
+}
+
+// quantizeTask quantizes the rows of an activation, split across workers.
+type quantizeTask struct {
+	k    kernels.Path
+	x    []float32
+	dst  []byte
+	cols int
+}
+
+func (t *quantizeTask) Run(w, nw int) {
+	rows := len(t.x) / t.cols
+	r0, r1 := kernels.Split(rows, nw, w)
+	rb := kernels.QActRowBytes(t.cols)
+	t.k.QuantizeActs(t.dst[r0*rb:r1*rb], t.x[r0*t.cols:r1*t.cols], t.cols, r1-r0, t.cols)
 }
 
 // siluTask computes gate = silu(gate) * up, rows split across workers.

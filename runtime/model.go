@@ -56,11 +56,20 @@ type program struct {
 // boundOp is a graph op with its weights resolved to slices of the mapping.
 type boundOp struct {
 	graph.Op
-	w16  []uint16  // tile-major or row-major f16 weight
+	w    weight    // the matrix of a product or of the embedding
 	w32  []float32 // norm weight
 	w32b []float32 // second norm weight (k_norm)
 	bias []float32
-	n, k int // matrix shape
+}
+
+// weight is a matrix [n, k] in the mapping: f16 (row-major for the f16
+// embedding, tile-major otherwise) or quantized tile-major.
+type weight struct {
+	dt   format.DType
+	qt   kernels.QType // when dt is quantized
+	n, k int
+	f16  []uint16
+	q    []byte
 }
 
 // Open maps a .qbin file and prepares it to run. No weight is copied or
@@ -126,7 +135,7 @@ func (m *Model) bind(mode string) (*program, error) {
 	if !ok {
 		return nil, fmt.Errorf("no %s arena plan", mode)
 	}
-	g := graph.Build(&m.Config, mode, plan.Tokens)
+	g := graph.Build(&m.Config, mode, plan.Tokens, m.File.Header.SectionTypes())
 	offs, err := graph.Bind(g, plan)
 	if err != nil {
 		return nil, err
@@ -139,15 +148,8 @@ func (m *Model) bind(mode string) (*program, error) {
 		b := boundOp{Op: op}
 		var err error
 		switch op.Kind {
-		case graph.Embed:
-			b.w16, err = m.File.F16(op.Weight)
-		case graph.MatMul:
-			s, _ := m.File.Header.Section(op.Weight)
-			if s == nil || s.Layout != format.TileMajor {
-				return nil, fmt.Errorf("section %q: missing or not tile-major", op.Weight)
-			}
-			b.n, b.k = int(s.Shape[0]), int(s.Shape[1])
-			b.w16, err = m.File.F16(op.Weight)
+		case graph.Embed, graph.MatMul:
+			b.w, err = m.weight(op.Weight, op.Kind == graph.Embed)
 			if err == nil && op.Bias != "" {
 				b.bias, err = m.File.F32(op.Bias)
 			}
@@ -168,6 +170,25 @@ func (m *Model) bind(mode string) (*program, error) {
 	return p, nil
 }
 
+// weight resolves a matrix section. Products need it tile-major; the
+// embedding is f16 row-major or quantized tile-major (format.Validate has
+// checked which).
+func (m *Model) weight(name string, embed bool) (weight, error) {
+	s, ok := m.File.Header.Section(name)
+	if !ok || len(s.Shape) != 2 || (!embed && s.Layout != format.TileMajor) {
+		return weight{}, fmt.Errorf("section %q: missing, or not a tile-major matrix", name)
+	}
+	w := weight{dt: s.DType, n: int(s.Shape[0]), k: int(s.Shape[1])}
+	var err error
+	if s.DType.Quantized() {
+		w.qt = graph.QType(s.DType)
+		w.q, err = m.File.Bytes(name)
+	} else {
+		w.f16, err = m.File.F16(name)
+	}
+	return w, err
+}
+
 // alignedFloats allocates n float32s starting on a 64-byte boundary, so
 // every 64-aligned arena offset is cache-line aligned in memory.
 func alignedFloats(n int) []float32 {
@@ -179,10 +200,17 @@ func alignedFloats(n int) []float32 {
 	return buf[skip : skip+n : skip+n]
 }
 
-// view returns tensor t of a program for rows rows.
+// view returns f32 tensor t of a program for rows rows.
 func (p *program) view(t, rows int) []float32 {
 	o := p.offset[t]
 	return p.arena[o : o+rows*p.g.Tensors[t].Cols]
+}
+
+// quantView returns quantized tensor t of a program for rows rows.
+func (p *program) quantView(t, rows int) []byte {
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(p.arena))), 4*len(p.arena))
+	o := 4 * p.offset[t]
+	return b[o : o+rows*kernels.QActRowBytes(p.g.Tensors[t].Cols)]
 }
 
 // Close releases the worker pool and unmaps the file.

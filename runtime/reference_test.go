@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/qwenc/qwenc/compiler"
+	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/testmodel"
 	"github.com/qwenc/qwenc/kernels"
 )
@@ -54,11 +55,16 @@ func readF32(t *testing.T, path string) []float32 {
 	return out
 }
 
-// compiled caches one compile per bundled model for the test binary.
+// compiled caches one compile per bundled model and weight type for the
+// test binary.
 var compiled sync.Map
 
-func compileBundled(t *testing.T, name string) string {
-	if p, ok := compiled.Load(name); ok {
+func compileBundled(t *testing.T, name string) string { return compileBundledAs(t, name, format.F16) }
+
+// compileBundledAs compiles a bundled model with weights of type typ.
+func compileBundledAs(t *testing.T, name string, typ format.DType) string {
+	key := name + "/" + typ.String()
+	if p, ok := compiled.Load(key); ok {
 		return p.(string)
 	}
 	dir, err := os.MkdirTemp("", "qwenrun-test")
@@ -69,11 +75,11 @@ func compileBundled(t *testing.T, name string) string {
 	if err := testmodel.Materialise(testmodel.Testdata(t, name), testmodel.Testdata(t, "tokenizer", "tokenizer.json.gz"), model); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, name+".qbin")
-	if _, err := compiler.Compile(context.Background(), model, compiler.Options{Output: out, MaxPrefill: 512, NoSync: true}); err != nil {
+	out := filepath.Join(dir, name+"."+typ.String()+".qbin")
+	if _, err := compiler.Compile(context.Background(), model, compiler.Options{Output: out, MaxPrefill: 512, NoSync: true, Type: typ}); err != nil {
 		t.Fatal(err)
 	}
-	compiled.Store(name, out)
+	compiled.Store(key, out)
 	return out
 }
 
@@ -103,14 +109,15 @@ func argmax(x []float32) (int, float32) {
 }
 
 // TestReferenceLogits checks the engine against the float64 reference of
-// both bundled models: the full last-position row within 0.05, the argmax at
+// the bundled models (Qwen3 tiny-a, Qwen2 tiny-q2b with q/k/v biases and
+// an untied head, and the trained demo): the full last-position row within 0.05, the argmax at
 // every listed position wherever the reference's margin exceeds 0.05
 // (positions come from feeding the prompt one token at a time, so decode is
 // checked too), and the greedy continuation up to the first step whose
 // margin is under 0.05. The fastest path runs every case; the other paths
 // run the short prompts (their kernels have their own exhaustive tests).
 func TestReferenceLogits(t *testing.T) {
-	for _, name := range []string{"tiny-a", "qwen3-go-demo"} {
+	for _, name := range []string{"tiny-a", "tiny-q2b", "qwen3-go-demo"} {
 		path := compileBundled(t, name)
 		cases := loadReference(t, name)
 		for _, kp := range kernels.SupportedPaths() {

@@ -59,15 +59,7 @@ func TestBatchingDoesNotChangeLogits(t *testing.T) {
 		for _, kp := range kernels.SupportedPaths() {
 			m := openModel(t, path, kp, 2)
 			prompt := randomTokens(300, s.Vocab, 5)
-			run := func(batch int) []float32 {
-				sess, _ := m.NewSession(0)
-				sess.MaxBatch = batch
-				l, err := sess.Feed(prompt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return append([]float32(nil), l...)
-			}
+			run := func(batch int) []float32 { return lastLogits(t, m, prompt, batch) }
 			one, b37, tok := run(0), run(37), run(1)
 			if d := maxDiff(one, b37); d > 2e-3 {
 				t.Errorf("%s/%s: one batch vs batches of 37 differ by %g", name, kp, d)
@@ -77,6 +69,19 @@ func TestBatchingDoesNotChangeLogits(t *testing.T) {
 			}
 		}
 	}
+}
+
+// lastLogits feeds prompt to a new session in batches of at most batch
+// tokens (0: the compiled maximum) and returns a copy of the last logits.
+func lastLogits(t *testing.T, m *Model, prompt []int32, batch int) []float32 {
+	t.Helper()
+	sess, _ := m.NewSession(0)
+	sess.MaxBatch = batch
+	l, err := sess.Feed(prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]float32(nil), l...)
 }
 
 func TestKVCacheGrowsByChunks(t *testing.T) {
@@ -161,7 +166,11 @@ func TestGenerateStopsAtStopToken(t *testing.T) {
 
 func TestDecodeStepDoesNotAllocate(t *testing.T) {
 	s := shapes()["qwen3-tied-odd"]
-	m := openModel(t, synthModel(t, s, 16), kernels.Detect(), 2)
+	checkDecodeDoesNotAllocate(t, openModel(t, synthModel(t, s, 16), kernels.Detect(), 2))
+}
+
+func checkDecodeDoesNotAllocate(t *testing.T, m *Model) {
+	t.Helper()
 	sess, _ := m.NewSession(0)
 	sess.Feed([]int32{1, 2, 3})
 	tok := []int32{4}

@@ -1,16 +1,22 @@
 package runtime
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/qwenc/qwenc/graph"
+	"github.com/qwenc/qwenc/kernels"
+)
 
 // headRows is how many positions share one LM-head product when the logits
 // of many positions are wanted: enough rows for the GEMM kernels to reuse
 // each weight tile, few enough that the logits stay a few MB.
 const headRows = 16
 
-// headScratch holds the normalised hidden states and the logits of one
-// group of positions.
+// headScratch holds the normalised hidden states (and their quantized
+// form, for a quantized head) and the logits of one group of positions.
 type headScratch struct {
 	xn, logits []float32
+	xq         []byte
 }
 
 // FeedHidden feeds tokens like Feed and copies the final hidden state (the
@@ -39,13 +45,23 @@ func (s *Session) FeedHidden(tokens []int32, from int, dst []float32) error {
 func (m *Model) HeadLogits(hidden []float32, fn func(r int, logits []float32) error) error {
 	c := &m.Config
 	h, vocab := c.Hidden, c.Vocab
-	// The final norm and the LM head are the last two ops of every program.
+	// The LM head is the last op of every program; the final norm, the
+	// last norm outside the layers, comes before it.
 	ops := m.prefill.ops
-	norm, head := &ops[len(ops)-2], &ops[len(ops)-1]
+	head := &ops[len(ops)-1]
+	var norm *boundOp
+	for i := len(ops) - 1; norm == nil; i-- {
+		if ops[i].Kind == graph.RMSNorm && ops[i].Layer < 0 {
+			norm = &ops[i]
+		}
+	}
 	sc := &m.head
 	if sc.logits == nil {
 		sc.xn = make([]float32, headRows*h)
 		sc.logits = make([]float32, headRows*vocab)
+		if head.w.dt.Quantized() {
+			sc.xq = make([]byte, headRows*kernels.QActRowBytes(h))
+		}
 	}
 	eps := float32(c.RMSNormEps)
 	total := len(hidden) / h
@@ -54,7 +70,12 @@ func (m *Model) HeadLogits(hidden []float32, fn func(r int, logits []float32) er
 		for r := range rows {
 			m.k.RMSNorm(sc.xn[r*h:(r+1)*h], hidden[(r0+r)*h:(r0+r+1)*h], norm.w32, eps)
 		}
-		m.matmul(head, sc.logits[:rows*vocab], sc.xn[:rows*h], rows)
+		if sc.xq != nil {
+			m.k.QuantizeActs(sc.xq, sc.xn, h, rows, h)
+			m.matmul(head, sc.logits[:rows*vocab], nil, sc.xq, rows)
+		} else {
+			m.matmul(head, sc.logits[:rows*vocab], sc.xn[:rows*h], nil, rows)
+		}
 		for r := range rows {
 			if err := fn(r0+r, sc.logits[r*vocab:(r+1)*vocab]); err != nil {
 				return err

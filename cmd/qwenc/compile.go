@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/qwenc/qwenc/compiler"
+	"github.com/qwenc/qwenc/format"
 	"github.com/urfave/cli/v2"
 )
 
@@ -16,6 +17,7 @@ func compileCommand() *cli.Command {
 		ArgsUsage: "MODEL",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "o", Aliases: []string{"output"}, Usage: "output `FILE` (default: the model directory's name + .qbin, here)"},
+			&cli.StringFlag{Name: "type", Value: "f16", Usage: "weight type: f16, q8 (8.5 bits per weight) or q4 (4.6 bits, with the LM head, the embedding and some value and down projections at q8)"},
 			&cli.IntFlag{Name: "max-prefill", Value: 512, Usage: "tokens per prefill step; sizes the prefill arena"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress on stderr"},
 			&cli.BoolFlag{Name: "no-sync", Usage: "skip the fsync before the final rename (faster; not crash-safe)"},
@@ -29,7 +31,11 @@ func compileCommand() *cli.Command {
 			if out == "" {
 				out = defaultOutput(model)
 			}
-			opts := compiler.Options{Output: out, MaxPrefill: c.Int("max-prefill"), NoSync: c.Bool("no-sync")}
+			wt, err := weightType(c.String("type"))
+			if err != nil {
+				return err
+			}
+			opts := compiler.Options{Output: out, MaxPrefill: c.Int("max-prefill"), NoSync: c.Bool("no-sync"), Type: wt}
 			if !c.Bool("quiet") {
 				opts.Progress = os.Stderr
 			}
@@ -43,6 +49,16 @@ func compileCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// weightType parses --type.
+func weightType(s string) (format.DType, error) {
+	for _, d := range []format.DType{format.F16, format.Q8, format.Q4} {
+		if s == d.String() {
+			return d, nil
+		}
+	}
+	return 0, fmt.Errorf("compile: unknown --type %q (want f16, q8 or q4)", s)
 }
 
 // defaultOutput names the output after the model directory.

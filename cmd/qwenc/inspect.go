@@ -142,6 +142,21 @@ func printText(w io.Writer, h *format.Header, rep format.MemoryReport) {
 	tw.Flush()
 
 	fmt.Fprintf(w, "\nMemory (1 MB = 10^6 bytes, 1 MiB = 2^20 bytes)\n\nWeights\n")
+	if len(rep.MatrixBytesByDType) > 1 || rep.MatrixBytesByDType["f16"] == 0 {
+		var parts []string
+		for _, d := range []format.DType{format.F16, format.Q8, format.Q4} {
+			if b, ok := rep.MatrixBytesByDType[d.String()]; ok {
+				parts = append(parts, fmt.Sprintf("%s %.2f MB", d, float64(b)/1e6))
+			}
+		}
+		fmt.Fprintf(w, "matrices by type: %s\n", strings.Join(parts, ", "))
+	}
+	if len(rep.KeptF16) > 0 {
+		fmt.Fprintf(w, "kept at f16 (columns not a multiple of 32): %s\n", strings.Join(rep.KeptF16, ", "))
+	}
+	if _, ok := h.Section(format.SecEmbed); !ok {
+		fmt.Fprintf(w, "embedding: looked up in the tied LM head (quantized files store it once)\n")
+	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "component\tbytes\tMB\tMiB\t\n")
 	fmt.Fprintf(tw, "embeddings (row-major)\t%s\t\n", size(rep.EmbeddingsRowMajorBytes))
@@ -151,6 +166,7 @@ func printText(w io.Writer, h *format.Header, rep format.MemoryReport) {
 	fmt.Fprintf(tw, "one layer (with norms)\t%s\t\n", size(rep.LayerBytes))
 	fmt.Fprintf(tw, "%d layers\t%s\t\n", c.Layers, size(rep.LayersBytes))
 	fmt.Fprintf(tw, "total\t%s\t\n", size(rep.WeightsBytes))
+	fmt.Fprintf(tw, "read by one decode step\t%s\t\n", size(rep.DecodeWeightBytes))
 	tw.Flush()
 
 	a := rep.Arena

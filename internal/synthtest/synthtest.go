@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/qwenc/qwenc/compiler"
+	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/synth"
 )
 
@@ -17,12 +18,18 @@ import (
 // tokenizer and compiles it; it returns the .qbin path.
 func Compile(tb testing.TB, s synth.Shape, maxPrefill int) string {
 	tb.Helper()
+	return CompileAs(tb, s, maxPrefill, format.F16)
+}
+
+// CompileAs is Compile with the weight type of qwenc compile --type.
+func CompileAs(tb testing.TB, s synth.Shape, maxPrefill int, typ format.DType) string {
+	tb.Helper()
 	dir := filepath.Join(tb.TempDir(), "model")
 	if err := synth.WriteMini(dir, s); err != nil {
 		tb.Fatal(err)
 	}
 	out := filepath.Join(tb.TempDir(), "model.qbin")
-	if _, err := compiler.Compile(context.Background(), dir, compiler.Options{Output: out, MaxPrefill: maxPrefill, NoSync: true}); err != nil {
+	if _, err := compiler.Compile(context.Background(), dir, compiler.Options{Output: out, MaxPrefill: maxPrefill, NoSync: true, Type: typ}); err != nil {
 		tb.Fatal(err)
 	}
 	return out

@@ -1,0 +1,10 @@
+//go:build !amd64 || purego
+
+package kernels
+
+func quantizeActsArch(p Path, dst []byte, x []float32) int { unsupported(p); return 0 }
+
+func gemmQArch(p Path, t QType, dst []float32, ldy int, w, xq []byte, m, n, k, t0, t1 int) bool {
+	unsupported(p)
+	return false
+}

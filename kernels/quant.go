@@ -1,0 +1,324 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+)
+
+// Quantized tile-major weights (format/SPEC.md, "Quantized tile-major
+// layouts"). A matrix [N, K] with K a multiple of 32 is stored as tiles of
+// 32 rows; each tile is a run of blocks of 32 columns, and every row of a
+// block has its own scale. Inside a block the values go in 8 groups of 4
+// columns, 32 rows x 4 bytes per group: one 32-bit lane of a vector
+// register holds one row's 4 values, the order VPDPBUSD and VPMADDUBSW
+// consume.
+//
+// The activations a quantized product multiplies are quantized too, per
+// row and block of 32, to int8 with a float scale (QuantizeActs): the
+// products are int8 dot products accumulated in int32, scaled once per
+// block.
+
+// QType is a quantized weight type.
+type QType uint8
+
+const (
+	// Q8 is 8-bit values with an f16 scale per row and block: 8.5 bits
+	// per weight.
+	Q8 QType = iota + 1
+	// Q4 is 4-bit values with a scale and a minimum per row and block,
+	// both 8-bit against f16 scales per row and super-block of 8 blocks:
+	// 4.625 bits per weight.
+	Q4
+)
+
+func (t QType) String() string {
+	switch t {
+	case Q8:
+		return "q8"
+	case Q4:
+		return "q4"
+	}
+	return fmt.Sprintf("QType(%d)", uint8(t))
+}
+
+const (
+	// QBlock is the number of columns of one block.
+	QBlock = 32
+	// q8BlockBytes: 32 f16 scales and 32 x 32 values.
+	q8BlockBytes = 64 + 1024
+	// q4BlockBytes: 32 u8 scales, 32 u8 minimums and 32 x 32 nibbles.
+	q4BlockBytes = 64 + 512
+	// q4SuperBlocks is the number of blocks under one q4 super-block
+	// header (32 f16 scales and 32 f16 minimum scales).
+	q4SuperBlocks = 8
+	q4HeaderBytes = 128
+	// q8Offset is added to a q8 value to store it as an unsigned byte,
+	// the operand VPDPBUSD multiplies as unsigned.
+	q8Offset = 128
+)
+
+// QuantizableK reports whether a matrix with k columns can be quantized.
+func QuantizableK(k int) bool { return k > 0 && k%QBlock == 0 }
+
+// TileBytes is the size of one 32-row tile of a k-column matrix.
+func (t QType) TileBytes(k int) int {
+	nb := k / QBlock
+	switch t {
+	case Q8:
+		return nb * q8BlockBytes
+	case Q4:
+		return (nb+q4SuperBlocks-1)/q4SuperBlocks*q4HeaderBytes + nb*q4BlockBytes
+	}
+	panic(fmt.Sprintf("kernels: unknown quantized type %d", t))
+}
+
+// QuantizeTile encodes the first r (<= 32) rows of rows (row-major, k
+// columns each, k a multiple of 32) as one tile into dst (TileBytes(k)
+// bytes); the tile's other rows are zero. It is the compiler's encoder and
+// is deterministic. It returns an error for a value that is not finite or
+// a scale beyond f16's range.
+func (t QType) QuantizeTile(dst []byte, rows []float32, r, k int) error {
+	if !QuantizableK(k) || r < 0 || r > matTileRows || len(rows) < r*k || len(dst) != t.TileBytes(k) {
+		panic(fmt.Sprintf("kernels: QuantizeTile(%s): r = %d, k = %d, len(rows) = %d, len(dst) = %d", t, r, k, len(rows), len(dst)))
+	}
+	for i, v := range rows[:r*k] {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("row %d, column %d: %v is not finite", i/k, i%k, v)
+		}
+	}
+	clear(dst)
+	switch t {
+	case Q8:
+		return quantizeTileQ8(dst, rows, r, k)
+	case Q4:
+		return quantizeTileQ4(dst, rows, r, k)
+	}
+	panic(fmt.Sprintf("kernels: unknown quantized type %d", t))
+}
+
+// DequantizeRow decodes row r (0..31) of a tile of a k-column matrix into
+// dst (k values): the embedding lookup of a quantized file.
+func (t QType) DequantizeRow(dst []float32, tile []byte, r, k int) {
+	if !QuantizableK(k) || r < 0 || r >= matTileRows || len(dst) < k || len(tile) < t.TileBytes(k) {
+		panic(fmt.Sprintf("kernels: DequantizeRow(%s): r = %d, k = %d, len(dst) = %d, len(tile) = %d", t, r, k, len(dst), len(tile)))
+	}
+	switch t {
+	case Q8:
+		for b := range k / QBlock {
+			blk := tile[b*q8BlockBytes:]
+			d := matF16ToF32(le16(blk[2*r:]))
+			for c := range QBlock {
+				dst[b*QBlock+c] = d * float32(int(blk[q8ValueAt(r, c)])-q8Offset)
+			}
+		}
+	case Q4:
+		for b := range k / QBlock {
+			hdr, blk := q4Header(tile, b), q4Block(tile, b)
+			d := matF16ToF32(le16(hdr[2*r:])) * float32(blk[r])
+			m := matF16ToF32(le16(hdr[64+2*r:])) * float32(blk[32+r])
+			for c := range QBlock {
+				dst[b*QBlock+c] = d*float32(q4Value(blk, r, c)) - m
+			}
+		}
+	default:
+		panic(fmt.Sprintf("kernels: unknown quantized type %d", t))
+	}
+}
+
+func le16(b []byte) uint16 { return uint16(b[0]) | uint16(b[1])<<8 }
+
+func put16(b []byte, v uint16) { b[0], b[1] = byte(v), byte(v>>8) }
+
+// q8ValueAt is the offset in a q8 block of row r, column c.
+func q8ValueAt(r, c int) int { return 64 + 128*(c/4) + 4*r + c%4 }
+
+// q4Header returns the super-block header over block b of a q4 tile.
+func q4Header(tile []byte, b int) []byte {
+	s := b / q4SuperBlocks
+	return tile[s*q4HeaderBytes+s*q4SuperBlocks*q4BlockBytes:]
+}
+
+// q4Block returns block b of a q4 tile.
+func q4Block(tile []byte, b int) []byte {
+	s := b / q4SuperBlocks
+	return tile[(s+1)*q4HeaderBytes+b*q4BlockBytes:]
+}
+
+// q4ValueAt is the byte of a q4 block holding row r, column c; the low
+// nibble for rows 0..15, the high one for rows 16..31.
+func q4ValueAt(r, c int) int { return 64 + 64*(c/4) + 4*(r%16) + c%4 }
+
+func q4Value(blk []byte, r, c int) uint8 {
+	v := blk[q4ValueAt(r, c)]
+	if r >= 16 {
+		return v >> 4
+	}
+	return v & 15
+}
+
+// f16Scale rounds a non-negative scale up to the next f16, so values
+// quantized against it never need clamping (which matters for subnormal
+// f16 scales, whose rounding error is large), refusing one beyond f16's
+// range (weights whose blocks span more than about 65504 x 127).
+func f16Scale(s float32) (uint16, float32, error) {
+	h := F32ToF16(s)
+	if matF16ToF32(h) < s {
+		h++ // the next f16 up: bits of positive f16 values are monotone
+	}
+	if h&0x7c00 == 0x7c00 {
+		return 0, 0, fmt.Errorf("a block scale of %g does not fit in f16", s)
+	}
+	return h, matF16ToF32(h), nil
+}
+
+func quantizeTileQ8(dst []byte, rows []float32, r, k int) error {
+	for b := range k / QBlock {
+		blk := dst[b*q8BlockBytes : (b+1)*q8BlockBytes]
+		for i := range matTileRows {
+			var x []float32
+			if i < r {
+				x = rows[i*k+b*QBlock : i*k+(b+1)*QBlock]
+			}
+			var amax float32
+			for _, v := range x {
+				amax = max(amax, float32(math.Abs(float64(v))))
+			}
+			h, d, err := f16Scale(amax / 127)
+			if err != nil {
+				return fmt.Errorf("row %d, columns %d..%d: %w", i, b*QBlock, (b+1)*QBlock-1, err)
+			}
+			put16(blk[2*i:], h)
+			for c := range QBlock {
+				q := 0
+				if d > 0 && x != nil {
+					q = int(min(max(math.Round(float64(x[c]/d)), -127), 127))
+				}
+				blk[q8ValueAt(i, c)] = byte(q + q8Offset)
+			}
+		}
+	}
+	return nil
+}
+
+func quantizeTileQ4(dst []byte, rows []float32, r, k int) error {
+	nb := k / QBlock
+	var scale, mins [q4SuperBlocks]float32
+	var u [QBlock]uint8
+	for s0 := 0; s0 < nb; s0 += q4SuperBlocks {
+		s1 := min(s0+q4SuperBlocks, nb)
+		hdr := q4Header(dst, s0)
+		for i := range r {
+			// Each block's best scale and minimum, then both quantized
+			// to 8 bits against the largest of the super-block.
+			var maxS, maxM float32
+			for b := s0; b < s1; b++ {
+				scale[b-s0], mins[b-s0] = q4BlockFit(rows[i*k+b*QBlock:i*k+(b+1)*QBlock], &u)
+				maxS, maxM = max(maxS, scale[b-s0]), max(maxM, mins[b-s0])
+			}
+			hd, D, err := f16Scale(maxS / 255)
+			if err == nil {
+				var hm uint16
+				hm, _, err = f16Scale(maxM / 255)
+				put16(hdr[2*i:], hd)
+				put16(hdr[64+2*i:], hm)
+			}
+			if err != nil {
+				return fmt.Errorf("row %d, columns %d..%d: %w", i, s0*QBlock, s1*QBlock-1, err)
+			}
+			M := matF16ToF32(le16(hdr[64+2*i:]))
+			for b := s0; b < s1; b++ {
+				blk := q4Block(dst, b)
+				var sc, mn float32
+				if D > 0 {
+					sc = float32(min(math.Round(float64(scale[b-s0]/D)), 255))
+				}
+				if M > 0 {
+					mn = float32(min(math.Round(float64(mins[b-s0]/M)), 255))
+				}
+				blk[i], blk[32+i] = uint8(sc), uint8(mn)
+				// The values again, for the scale and minimum as stored.
+				d, m := D*sc, M*mn
+				x := rows[i*k+b*QBlock : i*k+(b+1)*QBlock]
+				for c, v := range x {
+					q := uint8(0)
+					if d > 0 {
+						q = uint8(min(max(math.Round(float64((v+m)/d)), 0), 15))
+					}
+					o := q4ValueAt(i, c)
+					if i >= 16 {
+						blk[o] |= q << 4
+					} else {
+						blk[o] |= q
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// q4BlockFit chooses a scale >= 0 and a minimum m >= 0 for 32 weights x,
+// so that x ~ scale*u - m with u in [0, 15]: the weighted least-squares
+// search of llama.cpp's make_qkx2_quants (weights |x| + rms(x), 21
+// candidate grids, the minimum clamped so the grid covers 0). u is scratch.
+func q4BlockFit(x []float32, u *[QBlock]uint8) (scale, m float32) {
+	const nmax = 15
+	var w [QBlock]float32
+	var sumx2 float32
+	for _, v := range x {
+		sumx2 += v * v
+	}
+	av := float32(math.Sqrt(float64(sumx2 / QBlock)))
+	lo, hi := x[0], x[0]
+	var sumw, sumx float32
+	for i, v := range x {
+		w[i] = av + float32(math.Abs(float64(v)))
+		lo, hi = min(lo, v), max(hi, v)
+		sumw += w[i]
+		sumx += w[i] * v
+	}
+	lo = min(lo, 0)
+	if hi == lo {
+		return 0, -lo
+	}
+	errFor := func(s, mn float32) float32 {
+		var e float32
+		for i, v := range x {
+			d := s*float32(u[i]) + mn - v
+			e += w[i] * d * d
+		}
+		return e
+	}
+	grid := func(iscale float32) {
+		for i, v := range x {
+			u[i] = uint8(min(max(math.Round(float64(iscale*(v-lo))), 0), nmax))
+		}
+	}
+	iscale := nmax / (hi - lo)
+	grid(iscale)
+	bestS, bestMin := 1/iscale, lo
+	best := errFor(bestS, bestMin)
+	for step := range 21 {
+		grid((-1 + 0.1*float32(step) + nmax) / (hi - lo))
+		var suml, suml2, sumxl float32
+		for i, v := range x {
+			l := float32(u[i])
+			suml += w[i] * l
+			suml2 += w[i] * l * l
+			sumxl += w[i] * l * v
+		}
+		det := sumw*suml2 - suml*suml
+		if det <= 0 {
+			continue
+		}
+		s := (sumw*sumxl - sumx*suml) / det
+		mn := (suml2*sumx - suml*sumxl) / det
+		if mn > 0 {
+			mn, s = 0, sumxl/suml2
+		}
+		if e := errFor(s, mn); e < best {
+			best, bestS, bestMin = e, s, mn
+		}
+	}
+	return max(bestS, 0), -bestMin
+}
