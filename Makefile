@@ -7,7 +7,7 @@ BUILD   := build
 DEMO    := qwen3-go-demo
 DEMO_N  ?= 160
 
-.PHONY: all build demo bench fuzz test test-cross test-purego test-avx2 test-race test-arm64 bench-compile perplexity clean tools
+.PHONY: all build demo bench fuzz test test-cross test-purego test-avx512 test-avx2 test-race test-arm64 bench-compile perplexity clean tools
 
 all: build
 
@@ -44,7 +44,7 @@ demo: build $(BUILD)/models/$(DEMO)/config.json
 test:
 	$(GO) vet ./...
 	$(GO) test ./...
-	$(MAKE) --no-print-directory test-cross test-purego test-avx2 test-race
+	$(MAKE) --no-print-directory test-cross test-purego test-avx512 test-avx2 test-race
 
 test-cross:
 	GOARCH=arm64 $(GO) vet ./...
@@ -54,6 +54,11 @@ test-cross:
 # every supported path, so this runs the reference path alone end to end.
 test-purego:
 	$(GO) test -tags purego ./kernels/ ./runtime/
+
+# The runtime on AVX-512 without VNNI, as on CPUs before Ice Lake or Zen 4:
+# the int8 products of quantized weights take the VPMADDUBSW kernels.
+test-avx512:
+	GODEBUG=cpu.avx512vnni=off $(GO) test ./runtime/
 
 # GODEBUG switches AVX-512 off in golang.org/x/sys/cpu too, so Detect falls
 # back to AVX2 (kernels' TestDetectFallsBack checks that) and the runtime's

@@ -96,7 +96,7 @@ func matVecArch(p Path, dst []float32, w []uint16, x []float32, n, k, t0, t1 int
 		full = t1 - 1
 	}
 	switch p {
-	case AVX512:
+	case AVX512, AVX512VNNI:
 		if full > t0 {
 			matVecAVX512(&dst[matTileRows*t0], &w[t0*k*matTileRows], &x[0], k, full-t0)
 		}
@@ -124,7 +124,7 @@ func gemmArch(p Path, dst []float32, ldy int, w []uint16, x []float32, ldx, m, n
 		unsupported(p)
 	}
 	switch p {
-	case AVX512:
+	case AVX512, AVX512VNNI:
 		gemmDriver(&gemmAVX512T1, &gemmAVX512T2, dst, ldy, w, x, ldx, m, n, k, t0, t1)
 	case AVX2:
 		gemmDriver(&gemmAVX2T1, nil, dst, ldy, w, x, ldx, m, n, k, t0, t1)

@@ -9,7 +9,7 @@ package kernels
 
 func opVecLen(p Path, n int) int {
 	switch p {
-	case AVX512:
+	case AVX512, AVX512VNNI:
 		return n &^ 15
 	case AVX2:
 		return n &^ 7
@@ -22,7 +22,7 @@ func sumSqAsm(p Path, x []float32) (int, float32) {
 	if k == 0 {
 		return 0, 0
 	}
-	if p == AVX512 {
+	if p.wide() {
 		return k, sumSqAVX512(&x[0], k)
 	}
 	return k, sumSqAVX2(&x[0], k)
@@ -34,7 +34,7 @@ func mulScaleAsm(p Path, dst, x, w []float32, s float32) int {
 		return 0
 	}
 	_, _ = dst[k-1], w[k-1]
-	if p == AVX512 {
+	if p.wide() {
 		mulScaleAVX512(&dst[0], &x[0], &w[0], s, k)
 	} else {
 		mulScaleAVX2(&dst[0], &x[0], &w[0], s, k)
@@ -48,7 +48,7 @@ func addAsm(p Path, dst, a, b []float32) int {
 		return 0
 	}
 	_, _ = a[k-1], b[k-1]
-	if p == AVX512 {
+	if p.wide() {
 		addAVX512(&dst[0], &a[0], &b[0], k)
 	} else {
 		addAVX2(&dst[0], &a[0], &b[0], k)
@@ -61,7 +61,7 @@ func scaleAsm(p Path, x []float32, s float32) int {
 	if k == 0 {
 		return 0
 	}
-	if p == AVX512 {
+	if p.wide() {
 		scaleAVX512(&x[0], s, k)
 	} else {
 		scaleAVX2(&x[0], s, k)
@@ -75,7 +75,7 @@ func siluMulAsm(p Path, dst, gate, up []float32) int {
 		return 0
 	}
 	_, _ = gate[k-1], up[k-1]
-	if p == AVX512 {
+	if p.wide() {
 		siluMulAVX512(&dst[0], &gate[0], &up[0], k)
 	} else {
 		siluMulAVX2(&dst[0], &gate[0], &up[0], k)
@@ -88,7 +88,7 @@ func expSubAsm(p Path, x []float32, m float32) (int, float32) {
 	if k == 0 {
 		return 0, 0
 	}
-	if p == AVX512 {
+	if p.wide() {
 		return k, expSubAVX512(&x[0], m, k)
 	}
 	return k, expSubAVX2(&x[0], m, k)
@@ -99,7 +99,7 @@ func maxAsm(p Path, x []float32) (int, float32) {
 	if k == 0 {
 		return 0, opNegInf()
 	}
-	if p == AVX512 {
+	if p.wide() {
 		return k, maxAVX512(&x[0], k)
 	}
 	return k, maxAVX2(&x[0], k)
@@ -110,7 +110,7 @@ func indexAsm(p Path, x []float32, v float32) (int, int) {
 	if k == 0 {
 		return 0, -1
 	}
-	if p == AVX512 {
+	if p.wide() {
 		return k, indexAVX512(&x[0], v, k)
 	}
 	return k, indexAVX2(&x[0], v, k)
@@ -122,7 +122,7 @@ func ropeAsm(p Path, x0, x1, cos, sin []float32) int {
 		return 0
 	}
 	_, _, _ = x1[k-1], cos[k-1], sin[k-1]
-	if p == AVX512 {
+	if p.wide() {
 		ropeAVX512(&x0[0], &x1[0], &cos[0], &sin[0], k)
 	} else {
 		ropeAVX2(&x0[0], &x1[0], &cos[0], &sin[0], k)
@@ -136,7 +136,7 @@ func f32ToF16Asm(p Path, dst []uint16, src []float32) int {
 		return 0
 	}
 	_ = src[k-1]
-	if p == AVX512 {
+	if p.wide() {
 		f32ToF16AVX512(&dst[0], &src[0], k)
 	} else {
 		f32ToF16AVX2(&dst[0], &src[0], k)
@@ -150,7 +150,7 @@ func f16ToF32Asm(p Path, dst []float32, src []uint16) int {
 		return 0
 	}
 	_ = src[k-1]
-	if p == AVX512 {
+	if p.wide() {
 		f16ToF32AVX512(&dst[0], &src[0], k)
 	} else {
 		f16ToF32AVX2(&dst[0], &src[0], k)

@@ -22,12 +22,19 @@ const (
 	Generic Path = iota
 	// AVX2 uses AVX2, FMA and F16C (VCVTPH2PS) on 256-bit registers.
 	AVX2
-	// AVX512 uses AVX-512F on 512-bit registers.
+	// AVX512 uses AVX-512F on 512-bit registers, and BW (VPMADDUBSW) for
+	// the int8 products of quantized weights.
 	AVX512
+	// AVX512VNNI is AVX512 with the int8 products on AVX-512 VNNI
+	// (VPDPBUSD); everything else is AVX512's.
+	AVX512VNNI
 )
 
+// wide reports whether p runs the 512-bit kernels.
+func (p Path) wide() bool { return p == AVX512 || p == AVX512VNNI }
+
 // EnvVar names the environment variable that forces a path ("generic",
-// "avx2", "avx512"); an empty or "auto" value means Detect.
+// "avx2", "avx512", "avx512vnni"); an empty or "auto" value means Detect.
 const EnvVar = "QWEN_KERNELS"
 
 func (p Path) String() string {
@@ -38,6 +45,8 @@ func (p Path) String() string {
 		return "avx2"
 	case AVX512:
 		return "avx512"
+	case AVX512VNNI:
+		return "avx512vnni"
 	}
 	return fmt.Sprintf("Path(%d)", uint8(p))
 }
@@ -55,8 +64,10 @@ func ParsePath(s string) (Path, error) {
 		p = AVX2
 	case "avx512":
 		p = AVX512
+	case "avx512vnni":
+		p = AVX512VNNI
 	default:
-		return 0, fmt.Errorf("kernels: unknown path %q (want auto, generic, avx2 or avx512)", s)
+		return 0, fmt.Errorf("kernels: unknown path %q (want auto, generic, avx2, avx512 or avx512vnni)", s)
 	}
 	if !p.Supported() {
 		return 0, fmt.Errorf("kernels: path %s is not supported on this CPU or build", p)
@@ -71,7 +82,7 @@ func FromEnv() (Path, error) {
 
 // Detect returns the fastest path this CPU and build support.
 func Detect() Path {
-	for _, p := range []Path{AVX512, AVX2} {
+	for _, p := range []Path{AVX512VNNI, AVX512, AVX2} {
 		if p.Supported() {
 			return p
 		}
@@ -83,7 +94,7 @@ func Detect() Path {
 // tests iterate over it so every dispatch path is checked.
 func SupportedPaths() []Path {
 	var ps []Path
-	for _, p := range []Path{Generic, AVX2, AVX512} {
+	for _, p := range []Path{Generic, AVX2, AVX512, AVX512VNNI} {
 		if p.Supported() {
 			ps = append(ps, p)
 		}

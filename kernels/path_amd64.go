@@ -16,6 +16,8 @@ func (p Path) Supported() bool {
 	case AVX512:
 		return cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL &&
 			cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	case AVX512VNNI:
+		return AVX512.Supported() && cpu.X86.HasAVX512VNNI
 	}
 	return false
 }

@@ -21,6 +21,7 @@ func TestDetectFallsBack(t *testing.T) {
 		t.Skip("this CPU has no AVX-512: nothing to switch off")
 	}
 	for _, c := range []struct{ godebug, want string }{
+		{"cpu.avx512vnni=off", "avx512"},
 		{"cpu.avx512f=off", "avx2"},
 		{"cpu.avx512f=off,cpu.avx2=off", "generic"},
 	} {
@@ -41,7 +42,7 @@ func TestParsePath(t *testing.T) {
 	if _, err := ParsePath("sse9"); err == nil {
 		t.Error("an unknown path was accepted")
 	}
-	for _, p := range []Path{AVX2, AVX512} {
+	for _, p := range []Path{AVX2, AVX512, AVX512VNNI} {
 		if _, err := ParsePath(p.String()); (err == nil) != p.Supported() {
 			t.Errorf("ParsePath(%s): err %v, supported %v", p, err, p.Supported())
 		}

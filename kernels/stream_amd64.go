@@ -6,10 +6,10 @@ package kernels
 // multiple of 64 floats) and returns its length.
 func sumAsm(p Path, x []float32) (int, float32) {
 	k := len(x) &^ 63
-	if k == 0 || (p != AVX512 && p != AVX2) {
+	if k == 0 || (!p.wide() && p != AVX2) {
 		return 0, 0
 	}
-	if p == AVX512 {
+	if p.wide() {
 		return k, sumAVX512(&x[0], k)
 	}
 	return k, sumAVX2(&x[0], k)
