@@ -228,6 +228,21 @@ func (h *Header) Section(name string) (*Section, bool) {
 	return nil, false
 }
 
+// WeightType is the type a file was compiled to: q4 if any matrix is q4
+// (a q4 file keeps some at q8), else q8 if any is q8, else f16.
+func (h *Header) WeightType() DType {
+	t := F16
+	for _, s := range h.Sections {
+		if s.DType == Q4 {
+			return Q4
+		}
+		if s.DType == Q8 {
+			t = Q8
+		}
+	}
+	return t
+}
+
 // SectionTypes maps every section's name to its dtype.
 func (h *Header) SectionTypes() map[string]DType {
 	m := make(map[string]DType, len(h.Sections))

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"hash/crc32"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -342,6 +343,36 @@ func TestTileBytesMatchFormat(t *testing.T) {
 			if got, want := c.qt.TileBytes(k), format.QuantTileBytes(c.d, uint64(k)); uint64(got) != want {
 				t.Fatalf("%s k=%d: kernels %d bytes, format %d", c.qt, k, got, want)
 			}
+		}
+	}
+}
+
+// TestQuantizeTileGolden pins the encoder's output bytes, so a compiled
+// file is the same on every machine (make test-arm64 runs this on arm64,
+// where Go fuses multiply-adds that amd64 rounds separately) and changes
+// to the encoder are deliberate: a new checksum means new files.
+func TestQuantizeTileGolden(t *testing.T) {
+	const k = 544 // 17 blocks: two q4 super-blocks, the second partial
+	rows := make([]float32, 30*k)
+	h := uint32(12345)
+	for i := range rows {
+		h = h*1664525 + 1013904223 // a fixed LCG: no library's random sequence
+		v := float32(int32(h>>8)-1<<23) / (1 << 23) * 0.05
+		if h%97 == 0 {
+			v *= 10 // an outlier now and then
+		}
+		rows[i] = v
+	}
+	for _, c := range []struct {
+		t    QType
+		want uint32
+	}{{Q8, 0x0c844a87}, {Q4, 0x18645f6f}} {
+		tile := make([]byte, c.t.TileBytes(k))
+		if err := c.t.QuantizeTile(tile, rows, 30, k); err != nil {
+			t.Fatal(err)
+		}
+		if got := crc32.ChecksumIEEE(tile); got != c.want {
+			t.Errorf("%s: encoded tile checksum %08x, want %08x", c.t, got, c.want)
 		}
 	}
 }

@@ -22,10 +22,10 @@ func benchCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "bench",
 		Usage:     "measure prefill and decode speed against the machine's read bandwidth",
-		ArgsUsage: "MODEL.qbin",
+		ArgsUsage: "MODEL.qbin [MODEL.qbin ...]",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "threads", Value: "1,2", Usage: "thread counts to measure"},
-			&cli.StringFlag{Name: "kernels", Value: "all", Usage: "kernel paths to measure (all, or a list of generic, avx2, avx512)"},
+			&cli.StringFlag{Name: "kernels", Value: "all", Usage: "kernel paths to measure (all, or a list of generic, avx2, avx512, avx512vnni)"},
 			&cli.IntFlag{Name: "pp", Value: 512, Usage: "prompt tokens for the prefill measurement"},
 			&cli.IntFlag{Name: "tg", Value: 128, Usage: "tokens for the decode measurement"},
 			&cli.IntFlag{Name: "reps", Value: 2, Usage: "repetitions (the best is kept: the machine is shared)"},
@@ -35,18 +35,37 @@ func benchCommand() *cli.Command {
 }
 
 type benchRow struct {
+	model            benchModel
 	path             kernels.Path
 	threads          int
 	pp, tg           int
 	ppRate, tgRate   float64
 	bandwidth, ratio float64
+	ttft             time.Duration
+}
+
+// benchModel is what the table says of one file.
+type benchModel struct {
+	path        string
+	weightType  format.DType
+	fileSize    int64
+	decodeBytes uint64 // weight bytes one decode step reads
+}
+
+func openBenchModel(path string) (benchModel, format.Config, error) {
+	f, err := format.Open(path)
+	if err != nil {
+		return benchModel{}, format.Config{}, err
+	}
+	defer f.Close()
+	rep := format.Report(f.Header, nil)
+	return benchModel{path: path, weightType: f.Header.WeightType(), fileSize: f.Size, decodeBytes: rep.DecodeWeightBytes}, f.Header.Config, nil
 }
 
 func bench(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return fmt.Errorf("bench: want one MODEL.qbin argument")
+	if c.NArg() < 1 {
+		return fmt.Errorf("bench: want one or more MODEL.qbin arguments")
 	}
-	path := c.Args().First()
 	threads, err := intList(c.String("threads"))
 	if err != nil {
 		return err
@@ -62,21 +81,17 @@ func bench(c *cli.Context) error {
 			paths = append(paths, p)
 		}
 	}
-	f, err := format.Open(path)
-	if err != nil {
-		return err
-	}
-	var weightBytes int64 // read once per decoded token: every tile-major matrix
-	for _, s := range f.Header.Sections {
-		if s.Layout == format.TileMajor {
-			weightBytes += int64(s.Size)
-		}
-	}
-	cfg := f.Header.Config
-	f.Close()
 	w := os.Stdout
-	fmt.Fprintf(w, "model: %s, hidden %d, %d layers, vocab %d; %d bytes of weights read per decoded token\n",
-		cfg.ModelType, cfg.Hidden, cfg.Layers, cfg.Vocab, weightBytes)
+	var models []benchModel
+	for _, path := range c.Args().Slice() {
+		bm, cfg, err := openBenchModel(path)
+		if err != nil {
+			return err
+		}
+		models = append(models, bm)
+		fmt.Fprintf(w, "model %s: %s, hidden %d, %d layers, vocab %d, weights %s; %d bytes of weights read per decoded token\n",
+			path, cfg.ModelType, cfg.Hidden, cfg.Layers, cfg.Vocab, bm.weightType, bm.decodeBytes)
+	}
 	fmt.Fprintf(w, "machine: %d CPUs usable; kernel paths supported: %v\n", goruntime.GOMAXPROCS(0), kernels.SupportedPaths())
 
 	// The bandwidth is measured right before each decode measurement, with
@@ -84,35 +99,46 @@ func bench(c *cli.Context) error {
 	// meaningful between figures taken together.
 	bw := newBandwidthProbe()
 	var rows []benchRow
-	for _, p := range paths {
-		for _, t := range threads {
-			pp, tg := c.Int("pp"), c.Int("tg")
-			if p == kernels.Generic {
-				pp, tg = min(pp, 32), min(tg, 8) // the portable path is for correctness, not speed
+	for _, bm := range models {
+		ttft, err := timeToFirstToken(bm.path, c.Int("reps")+3)
+		if err != nil {
+			return err
+		}
+		for _, p := range paths {
+			for _, t := range threads {
+				pp, tg := c.Int("pp"), c.Int("tg")
+				if p == kernels.Generic {
+					// The portable path is for correctness, not speed.
+					if t != threads[len(threads)-1] {
+						continue
+					}
+					pp, tg = min(pp, 32), min(tg, 8)
+					if bm.weightType.Quantized() {
+						pp, tg = min(pp, 8), min(tg, 4)
+					}
+				}
+				r, err := benchOne(bm.path, p, t, pp, tg, c.Int("reps"), bw)
+				if err != nil {
+					return err
+				}
+				r.model, r.ttft = bm, ttft
+				r.ratio = float64(bm.decodeBytes) * r.tgRate / r.bandwidth
+				rows = append(rows, r)
+				fmt.Fprintf(os.Stderr, "  %s %s, %d thread(s): pp%d %.1f tok/s, tg%d %.2f tok/s, read bandwidth %.1f GB/s\n",
+					bm.weightType, p, t, pp, r.ppRate, tg, r.tgRate, r.bandwidth/1e9)
 			}
-			r, err := benchOne(path, p, t, pp, tg, c.Int("reps"), bw)
-			if err != nil {
-				return err
-			}
-			r.ratio = float64(weightBytes) * r.tgRate / r.bandwidth
-			rows = append(rows, r)
-			fmt.Fprintf(os.Stderr, "  %s, %d thread(s): pp%d %.1f tok/s, tg%d %.2f tok/s, read bandwidth %.1f GB/s\n", p, t, pp, r.ppRate, tg, r.tgRate, r.bandwidth/1e9)
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w)
-	fmt.Fprintf(tw, "kernels\tthreads\tprefill tok/s\tdecode tok/s\tdecode GB/s\tread bandwidth GB/s\tratio\t\n")
+	fmt.Fprintf(tw, "weights\tkernels\tthreads\tprefill tok/s\tdecode tok/s\tdecode GB/s\tread bandwidth GB/s\tratio\tfile MB\tfirst token ms\t\n")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%d\tpp%d %.1f\ttg%d %.2f\t%.1f\t%.1f\t%.2f\t\n", r.path, r.threads, r.pp, r.ppRate, r.tg, r.tgRate,
-			float64(weightBytes)*r.tgRate/1e9, r.bandwidth/1e9, r.ratio)
+		fmt.Fprintf(tw, "%s\t%s\t%d\tpp%d %.1f\ttg%d %.2f\t%.1f\t%.1f\t%.2f\t%.1f\t%.1f\t\n", r.model.weightType, r.path, r.threads,
+			r.pp, r.ppRate, r.tg, r.tgRate, float64(r.model.decodeBytes)*r.tgRate/1e9, r.bandwidth/1e9, r.ratio, float64(r.model.fileSize)/1e6, ms(r.ttft))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "ratio = weight bytes per decoded token x decode tok/s / read bandwidth (vector sum over 1 GiB, same threads, measured just before)\n")
-	ttft, err := timeToFirstToken(path, c.Int("reps")+3)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "time to first token (1-token prompt, warm page cache, process start to exit after 1 token): %.1f ms\n", ms(ttft))
+	fmt.Fprintf(w, "ratio = weight bytes read per decoded token x decode tok/s / read bandwidth (vector sum over 1 GiB, same threads, measured just before)\n")
+	fmt.Fprintf(w, "first token = process start to exit after one token from a 1-token prompt, warm page cache, default kernels and threads\n")
 	return nil
 }
 
