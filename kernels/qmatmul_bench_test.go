@@ -130,3 +130,30 @@ func BenchmarkQuantizeTile(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMatVecQ2Threads splits the tiles over two goroutines.
+func BenchmarkMatVecQ2Threads(b *testing.B) {
+	for _, t := range qTypes {
+		for _, p := range SupportedPaths() {
+			for _, s := range benchMatVecShapes {
+				n, k := s[0], s[1]
+				b.Run(fmt.Sprintf("%s/%s/%dx%d", t, p, n, k), func(b *testing.B) {
+					ws := benchQWeights(t, n, k, true)
+					xq := benchQActs(1, k)
+					dst := make([]float32, n)
+					bytes := float64(len(ws[0]))
+					b.SetBytes(int64(bytes))
+					best := time.Duration(math.MaxInt64)
+					for i := 0; b.Loop(); i++ {
+						start := time.Now()
+						runSplit(2, matTiles(n), func(t0, t1 int) {
+							p.GemmQ(t, dst, n, ws[i%len(ws)], xq, 1, n, k, t0, t1)
+						})
+						best = min(best, time.Since(start))
+					}
+					b.ReportMetric(bytes/best.Seconds()/1e9, "best-GB/s")
+				})
+			}
+		}
+	}
+}

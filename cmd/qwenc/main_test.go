@@ -170,3 +170,68 @@ func TestFlagWithoutValue(t *testing.T) {
 		t.Fatalf("wrote %v", es)
 	}
 }
+
+// TestCompileTypes compiles q8 and q4 files through the command, checks
+// inspect's dtypes and decode_weight_bytes, verify, and an unknown --type.
+func TestCompileTypes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "q-model")
+	s := synth.Shape{ModelType: "qwen3", Hidden: 64, Intermediate: 100, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
+		Vocab: 300, MaxPositions: 512, Tied: true, DType: "BF16", EOS: synth.MiniEOS}
+	if err := synth.WriteMini(dir, s); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	for _, typ := range []string{"q8", "q4"} {
+		out := filepath.Join(work, typ+".qbin")
+		if _, stderr, code := run(t, work, "compile", dir, "--type", typ, "-o", out, "-q"); code != 0 {
+			t.Fatalf("compile --type %s: exit %d: %s", typ, code, stderr)
+		}
+		if _, stderr, code := run(t, work, "verify", out); code != 0 {
+			t.Fatalf("verify %s: %s", typ, stderr)
+		}
+		stdout, _, code := run(t, work, "inspect", out, "--json")
+		var r struct {
+			Sections []struct{ Name, DType, Layout string } `json:"sections"`
+			Memory   struct {
+				Weights uint64            `json:"weights_bytes"`
+				Decode  uint64            `json:"decode_weight_bytes"`
+				ByDType map[string]uint64 `json:"matrix_bytes_by_dtype"`
+				KeptF16 []string          `json:"kept_f16"`
+			} `json:"memory"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil || code != 0 {
+			t.Fatalf("inspect --json %s: exit %d, %v", typ, code, err)
+		}
+		types := map[string]string{}
+		for _, sec := range r.Sections {
+			types[sec.Name] = sec.DType
+		}
+		// FFN 100 is not a multiple of 32: down_proj stays f16; the tied
+		// embedding is the head, stored once.
+		head := typ
+		if typ == "q4" {
+			head = "q8"
+		}
+		if types["layers.0.q_proj"] != typ || types["layers.1.down_proj"] != "f16" || types["lm_head"] != head ||
+			types["embed_tokens"] != "" || types["norm"] != "f32" {
+			t.Errorf("%s: dtypes %v", typ, types)
+		}
+		if len(r.Memory.KeptF16) != 2 || r.Memory.Decode != r.Memory.Weights || r.Memory.ByDType["f16"] == 0 || r.Memory.ByDType[head] == 0 {
+			t.Errorf("%s: memory report %+v", typ, r.Memory)
+		}
+		text, _, _ := run(t, work, "inspect", out)
+		for _, want := range []string{"matrices by type:", "kept at f16 (columns not a multiple of 32): layers.0.down_proj, layers.1.down_proj",
+			"embedding: looked up in the tied LM head", "read by one decode step"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s: inspect does not say %q", typ, want)
+			}
+		}
+	}
+	_, stderr, code := run(t, work, "compile", dir, "--type", "q3", "-o", filepath.Join(work, "x.qbin"))
+	if code != 1 || strings.TrimSpace(stderr) != `qwenc: compile: unknown --type "q3" (want f16, q8 or q4)` {
+		t.Errorf("--type q3: exit %d, %q", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(work, "x.qbin")); err == nil {
+		t.Error("--type q3 wrote a file")
+	}
+}

@@ -78,7 +78,7 @@ func flags() []cli.Flag {
 		&cli.Uint64Flag{Name: "seed", Usage: "random seed for sampling (default: random)"},
 		&cli.IntFlag{Name: "ctx", Usage: "context length in tokens (default: the model's max_position_embeddings)"},
 		&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "worker threads (default: the CPUs this process may use)"},
-		&cli.StringFlag{Name: "kernels", Usage: "kernel path: auto, generic, avx2, avx512 (default: $QWEN_KERNELS or auto)"},
+		&cli.StringFlag{Name: "kernels", Usage: "kernel path: auto, generic, avx2, avx512, avx512vnni (default: $QWEN_KERNELS or auto)"},
 		&cli.BoolFlag{Name: "chat", Aliases: []string{"i"}, Usage: "chat: interactive, or one answer with -p"},
 		&cli.StringFlag{Name: "system", Usage: "system message for --chat"},
 		&cli.BoolFlag{Name: "no-think", Usage: "Qwen3: answer without a thinking block"},

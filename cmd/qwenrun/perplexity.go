@@ -28,7 +28,7 @@ func perplexityCommand() *cli.Command {
 			&cli.StringFlag{Name: "base", Usage: "also compare with this model (`PATH` of a .qbin): mean KL divergence and top-1 agreement"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object at the end"},
 			&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "worker threads (default: the CPUs this process may use)"},
-			&cli.StringFlag{Name: "kernels", Usage: "kernel path: auto, generic, avx2, avx512 (default: $QWEN_KERNELS or auto)"},
+			&cli.StringFlag{Name: "kernels", Usage: "kernel path: auto, generic, avx2, avx512, avx512vnni (default: $QWEN_KERNELS or auto)"},
 		},
 		Action: perplexityAction,
 	}
