@@ -22,7 +22,7 @@ func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int, hidden bo
 	k := m.k
 	eps := float32(c.RMSNormEps)
 	hd := c.HeadDim
-	for i := range p.ops {
+	for i := 0; i < len(p.ops); i++ {
 		op := &p.ops[i]
 		switch op.Kind {
 		case graph.RopeTable:
@@ -52,7 +52,11 @@ func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int, hidden bo
 			rows := p.rows(op.In[0], T)
 			qt := &m.tasks.quant
 			qt.k, qt.x, qt.dst, qt.cols = k, p.view(op.In[0], rows), p.quantView(op.Out, rows), p.g.Tensors[op.In[0]].Cols
-			m.pool.Run(qt)
+			if rows == 1 {
+				qt.Run(0, 1) // a few hundred nanoseconds: less than waking the pool
+			} else {
+				m.pool.Run(qt)
+			}
 		case graph.RMSNorm:
 			h := c.Hidden
 			in := p.view(op.In[0], T)
@@ -68,12 +72,21 @@ func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int, hidden bo
 				k.RMSNorm(out[t*h:(t+1)*h], in[t*h:(t+1)*h], op.w32, eps)
 			}
 		case graph.MatMul:
-			rows := p.rows(op.In[0], T)
-			if op.w.dt.Quantized() {
-				m.matmul(op, p.view(op.Out, rows), nil, p.quantView(op.In[0], rows), rows)
-			} else {
-				m.matmul(op, p.view(op.Out, rows), p.view(op.In[0], rows), nil, rows)
+			// The products of one input (q, k and v; gate and up) follow
+			// each other and run as one task: one hand-out and one join
+			// instead of three, and the workers balance across all of them.
+			mm := &m.tasks.mm
+			mm.reset(k, p.rows(op.In[0], T))
+			for ; i < len(p.ops) && p.ops[i].Kind == graph.MatMul && p.ops[i].In[0] == op.In[0]; i++ {
+				o := &p.ops[i]
+				if o.w.dt.Quantized() {
+					mm.add(o, p.view(o.Out, mm.rows), nil, p.quantView(o.In[0], mm.rows))
+				} else {
+					mm.add(o, p.view(o.Out, mm.rows), p.view(o.In[0], mm.rows), nil)
+				}
 			}
+			i--
+			m.runMatmuls()
 		case graph.QKRope:
 			q, kk := p.view(op.InOut[0], T), p.view(op.InOut[1], T)
 			rope := p.view(op.In[0], T)
@@ -121,17 +134,26 @@ func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int, hidden bo
 }
 
 // matmul computes dst = x·Wᵀ (+ bias) for rows rows of x with the op's
-// weight, the tiles split across the workers: x is f32, or quantized (xq)
-// for a quantized weight.
+// weight: x is f32, or quantized (xq) for a quantized weight.
 func (m *Model) matmul(op *boundOp, dst, x []float32, xq []byte, rows int) {
+	m.tasks.mm.reset(m.k, rows)
+	m.tasks.mm.add(op, dst, x, xq)
+	m.runMatmuls()
+}
+
+// runMatmuls runs the products gathered in the matmul task, the tiles
+// split across the workers, then adds the biases.
+func (m *Model) runMatmuls() {
 	mm := &m.tasks.mm
-	mm.k, mm.dst, mm.w, mm.x, mm.xq, mm.rows = m.k, dst, &op.w, x, xq, rows
 	mm.start(m.pool.Threads())
 	m.pool.Run(mm)
-	if op.bias != nil {
-		n := op.w.n
-		for r := range rows {
-			m.k.AddBias(dst[r*n:(r+1)*n], op.bias)
+	for j := range mm.jobs {
+		job := &mm.jobs[j]
+		if b := job.op.bias; b != nil {
+			n := job.op.w.n
+			for r := range mm.rows {
+				m.k.AddBias(job.dst[r*n:(r+1)*n], b)
+			}
 		}
 	}
 }
@@ -154,60 +176,86 @@ type tasks struct {
 	quant quantizeTask
 }
 
-// matmulTask splits the tiles of one matrix product across the workers.
-// Workers claim chunks of tiles from a shared counter rather than taking
-// fixed shares: on a machine shared with other work, a worker the OS has
-// descheduled then delays the product by one chunk, not by half of it.
+// matmulTask splits the tiles of one or more matrix products of the same
+// input across the workers. Workers claim units (a run of tiles of one
+// product) from a shared counter rather than taking fixed shares: on a
+// machine shared with other work, a worker the OS has descheduled then
+// delays the step by one unit, not by half of it.
 type matmulTask struct {
-	k      kernels.Path
-	dst, x []float32
-	xq     []byte
-	w      *weight
-	rows   int
-	chunk  int // tiles per claim
-	next   atomic.Int64
+	k     kernels.Path
+	rows  int
+	jobs  []matJob
+	units []matUnit // preallocated: a decode step must not allocate
+	next  atomic.Int64
 }
 
-// matmulChunkBytes is the weight bytes of one claim in a matrix-vector
+// matJob is one product: the op (weight, bias), its output and input.
+type matJob struct {
+	op  *boundOp
+	dst []float32
+	x   []float32
+	xq  []byte
+}
+
+// matUnit is tiles [t0, t1) of job j.
+type matUnit struct{ j, t0, t1 int32 }
+
+func (t *matmulTask) reset(k kernels.Path, rows int) {
+	t.k, t.rows, t.jobs = k, rows, t.jobs[:0]
+}
+
+func (t *matmulTask) add(op *boundOp, dst, x []float32, xq []byte) {
+	t.jobs = append(t.jobs, matJob{op: op, dst: dst, x: x, xq: xq})
+}
+
+// matmulChunkBytes is the weight bytes of one unit in a matrix-vector
 // product: large enough that the hardware prefetcher streams, small enough
 // to balance the workers.
 const matmulChunkBytes = 256 << 10
 
-// start prepares a product for threads workers. A batched product (GEMM)
-// takes larger claims, about two per worker: each claim re-reads the whole
-// batch of activations, so small claims cost more than they balance
-// (pp512 on the 0.6B shape: 189 tok/s with 256 KiB claims, 206 with two
-// per worker, 204 with one).
+// start cuts the products into units for threads workers. A batched
+// product (GEMM) takes larger units, about two per worker and product:
+// each unit re-reads the whole batch of activations, so small units cost
+// more than they balance (pp512 on the 0.6B shape: 189 tok/s with 256 KiB
+// units, 206 with two per worker, 204 with one).
 func (t *matmulTask) start(threads int) {
-	w := t.w
-	tileBytes := w.k * format.TileRows * 2
-	if w.dt.Quantized() {
-		tileBytes = w.qt.TileBytes(w.k)
-	}
-	t.chunk = max(1, matmulChunkBytes/tileBytes)
-	if t.rows > 1 {
-		per := 2 * threads
-		t.chunk = max(t.chunk, (format.Tiles(w.n)+per-1)/per)
+	t.units = t.units[:0]
+	for j := range t.jobs {
+		w := &t.jobs[j].op.w
+		tileBytes := w.k * format.TileRows * 2
+		if w.dt.Quantized() {
+			tileBytes = w.qt.TileBytes(w.k)
+		}
+		tiles := format.Tiles(w.n)
+		chunk := max(1, matmulChunkBytes/tileBytes)
+		if t.rows > 1 {
+			per := 2 * threads
+			chunk = max(chunk, (tiles+per-1)/per)
+		}
+		for t0 := 0; t0 < tiles; t0 += chunk {
+			t.units = append(t.units, matUnit{int32(j), int32(t0), int32(min(t0+chunk, tiles))})
+		}
 	}
 	t.next.Store(0)
 }
 
 func (t *matmulTask) Run(_, _ int) {
-	w := t.w
-	tiles := format.Tiles(w.n)
 	for {
-		t0 := int(t.next.Add(int64(t.chunk))) - t.chunk
-		if t0 >= tiles {
+		i := int(t.next.Add(1)) - 1
+		if i >= len(t.units) {
 			return
 		}
-		t1 := min(t0+t.chunk, tiles)
+		u := t.units[i]
+		job := &t.jobs[u.j]
+		w := &job.op.w
+		t0, t1 := int(u.t0), int(u.t1)
 		switch {
 		case w.dt.Quantized():
-			t.k.GemmQ(w.qt, t.dst, w.n, w.q, t.xq, t.rows, w.n, w.k, t0, t1)
+			t.k.GemmQ(w.qt, job.dst, w.n, w.q, job.xq, t.rows, w.n, w.k, t0, t1)
 		case t.rows == 1:
-			t.k.MatVecTiles(t.dst, w.f16, t.x, w.n, w.k, t0, t1)
+			t.k.MatVecTiles(job.dst, w.f16, job.x, w.n, w.k, t0, t1)
 		default:
-			t.k.GemmTiles(t.dst, w.n, w.f16, t.x, w.k, t.rows, w.n, w.k, t0, t1)
+			t.k.GemmTiles(job.dst, w.n, w.f16, job.x, w.k, t.rows, w.n, w.k, t0, t1)
 		}
 	}
 }
