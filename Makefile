@@ -103,7 +103,8 @@ bench: build $(BUILD)/tokenizer.json
 # files of github.com/urfave/cli/v2 (a dependency, so the module proxy
 # serves it), concatenated in name order, about 47,800 tokens; the model
 # was trained on the standard library only. Chunks of 512 tokens, as
-# llama-perplexity -c 512.
+# llama-perplexity -c 512; f16, then q8 and q4 against f16 (mean KL
+# divergence and top-1 agreement).
 HELDOUT := $(BUILD)/heldout-urfave-cli.go.txt
 $(HELDOUT): go.mod
 	$(GO) mod download github.com/urfave/cli/v2
@@ -111,8 +112,10 @@ $(HELDOUT): go.mod
 		ls *.go | grep -v '_test\.go$$' | LC_ALL=C sort | xargs cat > $(abspath $@)
 
 perplexity: build $(BUILD)/models/$(DEMO)/config.json $(HELDOUT)
-	$(BIN)/qwenc compile -q $(BUILD)/models/$(DEMO) -o $(BUILD)/$(DEMO).qbin
-	$(BIN)/qwenrun perplexity $(BUILD)/$(DEMO).qbin -f $(HELDOUT) --ctx 512
+	@for t in f16 q8 q4; do $(BIN)/qwenc compile -q --type $$t $(BUILD)/models/$(DEMO) -o $(BUILD)/$(DEMO)-$$t.qbin || exit 1; done
+	@echo "== f16" && $(BIN)/qwenrun perplexity $(BUILD)/$(DEMO)-f16.qbin -f $(HELDOUT) --ctx 512
+	@for t in q8 q4; do echo "== $$t, against f16"; \
+		$(BIN)/qwenrun perplexity $(BUILD)/$(DEMO)-$$t.qbin -f $(HELDOUT) --ctx 512 --base $(BUILD)/$(DEMO)-f16.qbin || exit 1; done
 
 # Compile time, MB/s and peak RSS on a random-weight Qwen3-0.6B-shaped
 # checkpoint, against `cat > /dev/null` of the same bytes.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	goruntime "runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -28,7 +29,7 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "kernels", Value: "all", Usage: "kernel paths to measure (all, or a list of generic, avx2, avx512, avx512vnni)"},
 			&cli.IntFlag{Name: "pp", Value: 512, Usage: "prompt tokens for the prefill measurement"},
 			&cli.IntFlag{Name: "tg", Value: 128, Usage: "tokens for the decode measurement"},
-			&cli.IntFlag{Name: "reps", Value: 2, Usage: "repetitions (the best is kept: the machine is shared)"},
+			&cli.IntFlag{Name: "reps", Value: 5, Usage: "repetitions (the table shows medians: the machine is shared)"},
 		},
 		Action: bench,
 	}
@@ -122,7 +123,6 @@ func bench(c *cli.Context) error {
 					return err
 				}
 				r.model, r.ttft = bm, ttft
-				r.ratio = float64(bm.decodeBytes) * r.tgRate / r.bandwidth
 				rows = append(rows, r)
 				fmt.Fprintf(os.Stderr, "  %s %s, %d thread(s): pp%d %.1f tok/s, tg%d %.2f tok/s, read bandwidth %.1f GB/s\n",
 					bm.weightType, p, t, pp, r.ppRate, tg, r.tgRate, r.bandwidth/1e9)
@@ -137,7 +137,7 @@ func bench(c *cli.Context) error {
 			r.pp, r.ppRate, r.tg, r.tgRate, float64(r.model.decodeBytes)*r.tgRate/1e9, r.bandwidth/1e9, r.ratio, float64(r.model.fileSize)/1e6, ms(r.ttft))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "ratio = weight bytes read per decoded token x decode tok/s / read bandwidth (vector sum over 1 GiB, same threads, measured just before)\n")
+	fmt.Fprintf(w, "medians of the repetitions; ratio = weight bytes read per decoded token x decode tok/s / read bandwidth (vector sum over 1 GiB, same threads, measured just before each decode window)\n")
 	fmt.Fprintf(w, "first token = process start to exit after one token from a 1-token prompt, warm page cache, default kernels and threads\n")
 	return nil
 }
@@ -184,7 +184,10 @@ func (b *bandwidthProbe) measure(p kernels.Path, threads, reps int) float64 {
 }
 
 // benchOne measures prefill of pp random tokens and decode of tg tokens
-// (from a one-token context, as llama-bench's tg does).
+// (from a one-token context, as llama-bench's tg does), reps times each.
+// Each decode window follows a bandwidth measurement with the same
+// threads, and its ratio is taken against that: the host's bandwidth
+// drifts by tens of percent within minutes. The row has the medians.
 func benchOne(path string, p kernels.Path, threads, pp, tg, reps int, bw *bandwidthProbe) (benchRow, error) {
 	r := benchRow{path: p, threads: threads, pp: pp, tg: tg}
 	m, err := runtime.Open(path, runtime.Options{Threads: threads, Kernels: p})
@@ -192,12 +195,14 @@ func benchOne(path string, p kernels.Path, threads, pp, tg, reps int, bw *bandwi
 		return r, err
 	}
 	defer m.Close()
+	decodeBytes := float64(format.Report(m.File.Header, nil).DecodeWeightBytes)
 	rng := rand.New(rand.NewPCG(1, 2))
 	vocab := min(m.Config.Vocab, m.Tokenizer.VocabSize())
 	prompt := make([]int32, pp)
 	for i := range prompt {
 		prompt[i] = int32(rng.IntN(vocab))
 	}
+	var ppRates, tgRates, bws, ratios []float64
 	for range reps {
 		s, err := m.NewSession(pp + tg + 1)
 		if err != nil {
@@ -207,7 +212,7 @@ func benchOne(path string, p kernels.Path, threads, pp, tg, reps int, bw *bandwi
 		if _, err := s.Feed(prompt); err != nil {
 			return r, err
 		}
-		r.ppRate = max(r.ppRate, float64(pp)/time.Since(t0).Seconds())
+		ppRates = append(ppRates, float64(pp)/time.Since(t0).Seconds())
 
 		s2, _ := m.NewSession(pp + tg + 1)
 		s2.Feed(prompt[:1])
@@ -218,11 +223,21 @@ func benchOne(path string, p kernels.Path, threads, pp, tg, reps int, bw *bandwi
 				return r, err
 			}
 		}
-		if rate := float64(tg) / time.Since(t0).Seconds(); rate > r.tgRate {
-			r.tgRate, r.bandwidth = rate, bandwidth
-		}
+		rate := float64(tg) / time.Since(t0).Seconds()
+		tgRates, bws = append(tgRates, rate), append(bws, bandwidth)
+		ratios = append(ratios, decodeBytes*rate/bandwidth)
 	}
+	r.ppRate, r.tgRate, r.bandwidth, r.ratio = median(ppRates), median(tgRates), median(bws), median(ratios)
 	return r, nil
+}
+
+func median(x []float64) float64 {
+	s := slices.Clone(x)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 // timeToFirstToken runs this program on a one-token prompt for one token

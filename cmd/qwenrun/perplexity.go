@@ -108,6 +108,9 @@ func perplexityAction(c *cli.Context) error {
 	}
 	fmt.Printf("%d tokens, %d chunks of %d, %d tokens scored\n", len(tokens), res.Chunks, res.Ctx, res.TokensScored)
 	fmt.Printf("PPL = %.4f +/- %.5f\n", res.PPL, res.PPLStderr)
+	if res.BasePPL != nil {
+		fmt.Printf("base PPL = %.4f (this model %+.3f%%)\n", *res.BasePPL, 100*(res.PPL / *res.BasePPL - 1))
+	}
 	if res.KLMean != nil {
 		fmt.Printf("KL divergence from the base: %.6f +/- %.6f; top-1 agreement %.3f%%\n", *res.KLMean, *res.KLStderr, 100**res.Top1Agree)
 	}

@@ -34,7 +34,9 @@ type Result struct {
 	Chunks       int     `json:"chunks"`
 	TokensScored int     `json:"tokens_scored"`
 	Ctx          int     `json:"ctx"`
-	// With a base model:
+	// With a base model: its perplexity over the same tokens, and the
+	// comparison.
+	BasePPL   *float64 `json:"base_ppl,omitempty"`
 	KLMean    *float64 `json:"kl_mean,omitempty"`
 	KLStderr  *float64 `json:"kl_stderr,omitempty"`
 	Top1Agree *float64 `json:"top1_agree,omitempty"`
@@ -44,6 +46,7 @@ type Result struct {
 type stats struct {
 	n           int
 	nll, nll2   float64 // sums of -log p(token) and of its square
+	baseNLL     float64 // the base model's sum of -log p(token)
 	kl, kl2     float64
 	same        int
 	ctx, chunks int
@@ -74,7 +77,8 @@ func (s *stats) result(withBase bool) Result {
 				klErr = math.Sqrt(v / (n - 1))
 			}
 		}
-		r.KLMean, r.KLStderr, r.Top1Agree = &kl, &klErr, &same
+		basePPL := math.Exp(s.baseNLL / n)
+		r.BasePPL, r.KLMean, r.KLStderr, r.Top1Agree = &basePPL, &kl, &klErr, &same
 	}
 	return r
 }
@@ -214,7 +218,9 @@ func (s *stats) compare(m, base *runtime.Model, x, bx []float32, next []int32) e
 			return err
 		}
 		err = m.HeadLogits(x[g0*h:g1*h], func(r int, logits []float32) error {
-			lse := s.add(logits, int(next[g0+r]))
+			target := int(next[g0+r])
+			lse := s.add(logits, target)
+			s.baseNLL += blse[r] - float64(bl[r*vocab+target])
 			q, b := bq[r*vocab:(r+1)*vocab], bl[r*vocab:(r+1)*vocab]
 			var dot float64
 			for i, qi := range q {

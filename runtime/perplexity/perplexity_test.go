@@ -146,6 +146,9 @@ func TestRunMatchesHandComputation(t *testing.T) {
 			}
 			continue
 		}
+		if bp, _, _, _ := handPPL(t, base, nil, ids, n); got.BasePPL == nil || math.Abs(*got.BasePPL-bp) > 1e-4*bp {
+			t.Errorf("base PPL %v, hand computation %v", got.BasePPL, bp)
+		}
 		if got.KLMean == nil || math.Abs(*got.KLMean-kl) > 1e-4*kl+1e-6 || math.Abs(*got.Top1Agree-agree) > 1e-9 {
 			t.Errorf("KL %v, top-1 %v; hand computation %v, %v", *got.KLMean, *got.Top1Agree, kl, agree)
 		}
