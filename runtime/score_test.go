@@ -16,6 +16,9 @@ func TestHeadLogitsMatchReference(t *testing.T) {
 		path := compileBundled(t, name)
 		m := openModel(t, path, kernels.Detect(), 2)
 		for _, c := range loadReference(t, name) {
+			if kernels.Detect() == kernels.Generic && len(c.PromptIDs) > 64 {
+				continue // the portable kernels (arm64 under qemu) take the short prompts
+			}
 			from := 0
 			if len(c.PromptIDs) > 3 {
 				from = 1
