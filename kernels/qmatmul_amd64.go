@@ -117,20 +117,28 @@ func gemmQ4AVX2HiM4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 // qKernelSet is one path's kernels for one weight type, indexed by the
 // block's token count; on AVX2 each call covers 8 rows, and q4's high
-// nibbles (rows 16..31) have kernels of their own.
+// nibbles (rows 16..31) have kernels of their own, but a single token (a
+// decode step) takes a kernel of its own over the whole tile.
 type qKernelSet struct {
 	rows  int
 	byM   []qKernel
 	byMHi []qKernel
+	tile1 qKernel
 }
+
+//go:noescape
+func gemmQ8AVX2Tile(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVX2Tile(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 var (
 	q8VNNI = qKernelSet{rows: 32, byM: []qKernel{nil, gemmQ8VNNIM1, gemmQ8VNNIM2, gemmQ8VNNIM3, gemmQ8VNNIM4, gemmQ8VNNIM5, gemmQ8VNNIM6}}
 	q4VNNI = qKernelSet{rows: 32, byM: []qKernel{nil, gemmQ4VNNIM1, gemmQ4VNNIM2, gemmQ4VNNIM3, gemmQ4VNNIM4, gemmQ4VNNIM5}}
 	q8BW   = qKernelSet{rows: 32, byM: []qKernel{nil, gemmQ8BWM1, gemmQ8BWM2, gemmQ8BWM3, gemmQ8BWM4}}
 	q4BW   = qKernelSet{rows: 32, byM: []qKernel{nil, gemmQ4BWM1, gemmQ4BWM2, gemmQ4BWM3, gemmQ4BWM4, gemmQ4BWM5}}
-	q8AVX2 = qKernelSet{rows: 8, byM: []qKernel{nil, gemmQ8AVX2M1, gemmQ8AVX2M2, gemmQ8AVX2M3, gemmQ8AVX2M4}}
-	q4AVX2 = qKernelSet{rows: 8, byM: []qKernel{nil, gemmQ4AVX2M1, gemmQ4AVX2M2, gemmQ4AVX2M3, gemmQ4AVX2M4}, byMHi: []qKernel{nil, gemmQ4AVX2HiM1, gemmQ4AVX2HiM2, gemmQ4AVX2HiM3, gemmQ4AVX2HiM4}}
+	q8AVX2 = qKernelSet{rows: 8, byM: []qKernel{nil, gemmQ8AVX2M1, gemmQ8AVX2M2, gemmQ8AVX2M3, gemmQ8AVX2M4}, tile1: gemmQ8AVX2Tile}
+	q4AVX2 = qKernelSet{rows: 8, byM: []qKernel{nil, gemmQ4AVX2M1, gemmQ4AVX2M2, gemmQ4AVX2M3, gemmQ4AVX2M4}, byMHi: []qKernel{nil, gemmQ4AVX2HiM1, gemmQ4AVX2HiM2, gemmQ4AVX2HiM3, gemmQ4AVX2HiM4}, tile1: gemmQ4AVX2Tile}
 )
 
 // qKernels is the table of kernels per path and weight type.
@@ -206,25 +214,32 @@ func gemmQArch(p Path, t QType, dst []float32, ldy int, w, xq []byte, m, n, k, t
 
 // qTile computes the rows of one tile below n for mb tokens from token i0.
 func qTile(ks *qKernelSet, dst []float32, ldy int, w, x []byte, rb, nb, mb, i0, tile, n int) {
-	for pass := 0; pass < matTileRows/ks.rows; pass++ {
-		r0 := tile*matTileRows + pass*ks.rows
+	rows := ks.rows
+	if mb == 1 && ks.tile1 != nil {
+		rows = matTileRows
+	}
+	for pass := 0; pass < matTileRows/rows; pass++ {
+		r0 := tile*matTileRows + pass*rows
 		if r0 >= n {
 			return
 		}
 		kern := ks.byM[mb]
-		if ks.byMHi != nil && pass >= 2 {
+		switch {
+		case rows == matTileRows && ks.tile1 != nil:
+			kern = ks.tile1
+		case ks.byMHi != nil && pass >= 2:
 			kern = ks.byMHi[mb]
 		}
-		if r0+ks.rows <= n {
+		if r0+rows <= n {
 			kern(&dst[i0*ldy+r0], ldy, &w[0], &x[0], rb, nb, pass)
 			continue
 		}
 		// The staging buffer comes from a pool: the decode loop must not
 		// allocate (see gemmDriver).
 		tmpp := stagingPool.Get().(*[gemmMaxM * matTileRows]float32)
-		kern(&tmpp[0], ks.rows, &w[0], &x[0], rb, nb, pass)
+		kern(&tmpp[0], rows, &w[0], &x[0], rb, nb, pass)
 		for i := range mb {
-			copy(dst[(i0+i)*ldy+r0:(i0+i)*ldy+n], tmpp[i*ks.rows:(i+1)*ks.rows])
+			copy(dst[(i0+i)*ldy+r0:(i0+i)*ldy+n], tmpp[i*rows:(i+1)*rows])
 		}
 		stagingPool.Put(tmpp)
 	}

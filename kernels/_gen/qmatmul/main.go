@@ -84,6 +84,8 @@ func main() {
 		q4avx2(m, false)
 		q4avx2(m, true)
 	}
+	q8avx2Tile()
+	q4avx2Tile()
 	if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
@@ -621,4 +623,113 @@ func q4avx2(m int, hi bool) {
 	}
 	nextBlock(q4Block, loop)
 	store(m, facc, 1, 32)
+}
+
+// q8avx2Tile emits gemmQ8AVX2Tile: one whole q8 tile (32 rows, four Y
+// registers) x one token, the decode product. The 8-row kernels would
+// read each tile's cache lines in four passes, which costs decode half of
+// its bandwidth.
+func q8avx2Tile() {
+	const name = "gemmQ8AVX2Tile"
+	header(name, 1, "One q8 tile (32 rows) x 1 token row over nb blocks; pass is unused.")
+	// Y0 values, Y1 x, Y2 |x|, Y3 products, Y4 int16 ones, Y5 0x80, Y6
+	// scales, Y7 temp; int sums Y8..Y11, float sums Y12..Y15 (8 rows each).
+	p("VPBROADCASTD qones<>(SB), Y4")
+	p("VPBROADCASTD qsign<>(SB), Y5")
+	for q := 0; q < 4; q++ {
+		p("VXORPS Y%d, Y%d, Y%d", 12+q, 12+q, 12+q)
+	}
+	loop := name + "loop"
+	label(loop)
+	for q := 0; q < 4; q++ {
+		p("VPXOR Y%d, Y%d, Y%d", 8+q, 8+q, 8+q)
+	}
+	for g := 0; g < 8; g++ {
+		p("PREFETCHT0 %d(SI)", prefetchDist+64+128*g)
+		p("PREFETCHT0 %d(SI)", prefetchDist+128+128*g)
+		p("VPBROADCASTD %s, Y1", x(0, 16+4*g))
+		p("VPABSB Y1, Y2")
+		for q := 0; q < 4; q++ {
+			p("VMOVDQU %d(SI), Y0", 64+128*g+32*q)
+			p("VPXOR Y5, Y0, Y0")
+			p("VPSIGNB Y1, Y0, Y3")
+			p("VPMADDUBSW Y3, Y2, Y3")
+			p("VPMADDWD Y4, Y3, Y3")
+			p("VPADDD Y3, Y%d, Y%d", 8+q, 8+q)
+		}
+	}
+	p("PREFETCHT0 %d(SI)", prefetchDist)
+	p("VBROADCASTSS %s, Y7", x(0, 0))
+	for q := 0; q < 4; q++ {
+		p("VCVTPH2PS %d(SI), Y6", 16*q)
+		p("VMULPS Y7, Y6, Y6")
+		p("VCVTDQ2PS Y%d, Y%d", 8+q, 8+q)
+		p("VFMADD231PS Y6, Y%d, Y%d", 8+q, 12+q)
+	}
+	nextBlock(q8Block, loop)
+	store(1, func(_, q int) string { return fmt.Sprintf("Y%d", 12+q) }, 4, 32)
+}
+
+// q4avx2Tile emits gemmQ4AVX2Tile: one whole q4 tile x one token (see
+// q8avx2Tile). The int16 pair sums of a block's 8 groups stay under
+// 2^15, so one VPMADDWD per block widens them.
+func q4avx2Tile() {
+	const name = "gemmQ4AVX2Tile"
+	header(name, 1, "One q4 tile (32 rows) x 1 token row over nb blocks; pass is unused.")
+	// Y0 nibble bytes, Y1 x, Y2 values, Y3 0x0F, Y4 int16 ones, Y5 block
+	// scales, Y6 block minimums, Y7 temp; int16 sums Y8..Y11, float sums
+	// Y12..Y15 (rows 0-7, 8-15, 16-23, 24-31).
+	p("VPBROADCASTD qones<>(SB), Y4")
+	p("VPBROADCASTD qnib<>(SB), Y3")
+	p("MOVQ $1, DX")
+	for q := 0; q < 4; q++ {
+		p("VXORPS Y%d, Y%d, Y%d", 12+q, 12+q, 12+q)
+	}
+	loop := name + "loop"
+	label(loop)
+	p("DECQ DX")
+	p("JNZ %snohdr", name)
+	p("MOVQ SI, R13")
+	p("ADDQ $%d, SI", q4Header)
+	p("MOVQ $8, DX")
+	label(name + "nohdr")
+	for q := 0; q < 4; q++ {
+		p("VPXOR Y%d, Y%d, Y%d", 8+q, 8+q, 8+q)
+	}
+	for g := 0; g < 8; g++ {
+		p("PREFETCHT0 %d(SI)", prefetchDist+64+64*g)
+		p("VPBROADCASTD %s, Y1", x(0, 16+4*g))
+		for half := 0; half < 2; half++ {
+			// Bytes 32*half..: the low nibbles are rows 8*half.., the
+			// high nibbles rows 16+8*half...
+			p("VMOVDQU %d(SI), Y0", 64+64*g+32*half)
+			p("VPAND Y3, Y0, Y2")
+			p("VPMADDUBSW Y1, Y2, Y2")
+			p("VPADDW Y2, Y%d, Y%d", 8+half, 8+half)
+			p("VPSRLW $4, Y0, Y0")
+			p("VPAND Y3, Y0, Y2")
+			p("VPMADDUBSW Y1, Y2, Y2")
+			p("VPADDW Y2, Y%d, Y%d", 10+half, 10+half)
+		}
+	}
+	for q := 0; q < 4; q++ {
+		p("VPMOVZXBD %d(SI), Y5", 8*q)
+		p("VCVTDQ2PS Y5, Y5")
+		p("VCVTPH2PS %d(R13), Y7", 16*q)
+		p("VMULPS Y7, Y5, Y5")
+		p("VPMOVZXBD %d(SI), Y6", 32+8*q)
+		p("VCVTDQ2PS Y6, Y6")
+		p("VCVTPH2PS %d(R13), Y7", 64+16*q)
+		p("VMULPS Y7, Y6, Y6")
+		a, f := fmt.Sprintf("Y%d", 8+q), fmt.Sprintf("Y%d", 12+q)
+		p("VPMADDWD Y4, %s, %s", a, a)
+		p("VCVTDQ2PS %s, %s", a, a)
+		p("VBROADCASTSS %s, Y7", x(0, 0))
+		p("VMULPS Y5, Y7, Y7")
+		p("VFMADD231PS Y7, %s, %s", a, f)
+		p("VBROADCASTSS %s, Y7", x(0, 4))
+		p("VFNMADD231PS Y7, Y6, %s", f)
+	}
+	nextBlock(q4Block, loop)
+	store(1, func(_, q int) string { return fmt.Sprintf("Y%d", 12+q) }, 4, 32)
 }
