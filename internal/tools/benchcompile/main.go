@@ -1,6 +1,7 @@
-// Command benchcompile measures `qwenc compile` on a random-weight
-// checkpoint of the real Qwen3-0.6B shape against copying the same bytes
-// with `cat > /dev/null` from a warm page cache (make bench-compile).
+// Command benchcompile measures `qwenc compile` to each weight type on a
+// random-weight checkpoint of the real Qwen3-0.6B shape against copying the
+// same bytes with `cat > /dev/null` from a warm page cache, and each type
+// against f16 (make bench-compile).
 package main
 
 import (
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -21,14 +23,15 @@ func main() {
 	tok := flag.String("tokenizer", "", "tokenizer.json for the checkpoint")
 	tokCfg := flag.String("tokenizer-config", "", "tokenizer_config.json for the checkpoint")
 	runs := flag.Int("runs", 3, "compiles to time (the best is reported)")
+	types := flag.String("types", "f16,q8,q4", "weight types to compile to (the first is the reference)")
 	flag.Parse()
-	if err := run(*work, *qwenc, *tok, *tokCfg, *runs); err != nil {
+	if err := run(*work, *qwenc, *tok, *tokCfg, *runs, strings.Split(*types, ",")); err != nil {
 		fmt.Fprintf(os.Stderr, "benchcompile: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(work, qwenc, tok, tokCfg string, runs int) error {
+func run(work, qwenc, tok, tokCfg string, runs int, types []string) error {
 	model := filepath.Join(work, "qwen3-0.6b")
 	st := filepath.Join(model, "model.safetensors")
 	if _, err := os.Stat(st); err != nil {
@@ -55,6 +58,7 @@ func run(work, qwenc, tok, tokCfg string, runs int) error {
 	var rss int64
 	var outSize int64
 	compile := func(extra ...string) time.Duration {
+		rss = 0
 		return best(runs, func() (time.Duration, *syscall.Rusage, error) {
 			d, ru, err := timed(qwenc, append([]string{"compile", "-q", model, "-o", out}, extra...)...)
 			if ru != nil {
@@ -68,16 +72,21 @@ func run(work, qwenc, tok, tokCfg string, runs int) error {
 			return d, ru, err
 		})
 	}
-	noSync := compile("--no-sync")
-	withSync := compile()
 	fmt.Printf("checkpoint: %s, %d bytes (bf16)\n", st, size)
-	fmt.Printf("cat > /dev/null (warm):     %6.3f s  %7.0f MB/s\n", catTime.Seconds(), mbps(size, catTime))
-	fmt.Printf("qwenc compile --no-sync:    %6.3f s  %7.0f MB/s read, %7.0f MB/s written  %.2fx the copy time\n",
-		noSync.Seconds(), mbps(size, noSync), mbps(outSize, noSync), noSync.Seconds()/catTime.Seconds())
-	fmt.Printf("qwenc compile (fsync):      %6.3f s  %7.0f MB/s read, %7.0f MB/s written  %.2fx the copy time\n",
-		withSync.Seconds(), mbps(size, withSync), mbps(outSize, withSync), withSync.Seconds()/catTime.Seconds())
-	fmt.Printf("peak RSS of qwenc compile:  %d MB (%.1f%% of the checkpoint)\n", rss/1e6, 100*float64(rss)/float64(size))
-	fmt.Printf("output: %d bytes\n", outSize)
+	fmt.Printf("cat > /dev/null (warm):        %6.3f s  %7.0f MB/s\n", catTime.Seconds(), mbps(size, catTime))
+	var ref time.Duration
+	for _, t := range types {
+		noSync := compile("--type", t, "--no-sync")
+		withSync := compile("--type", t)
+		if ref == 0 {
+			ref = noSync
+		}
+		fmt.Printf("--type %-3s --no-sync:        %6.3f s  %7.0f MB/s read  %.2fx the copy time  %.2fx %s's\n",
+			t, noSync.Seconds(), mbps(size, noSync), noSync.Seconds()/catTime.Seconds(), noSync.Seconds()/ref.Seconds(), types[0])
+		fmt.Printf("--type %-3s (fsync):          %6.3f s  %7.0f MB/s written\n", t, withSync.Seconds(), mbps(outSize, withSync))
+		fmt.Printf("--type %-3s peak RSS %d MB (%.1f%% of the checkpoint), output %d bytes (%.3fx the checkpoint)\n",
+			t, rss/1e6, 100*float64(rss)/float64(size), outSize, float64(outSize)/float64(size))
+	}
 	return nil
 }
 
