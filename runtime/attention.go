@@ -11,72 +11,88 @@ import (
 // enough rows for the GEMM kernel to reuse each K and V tile it loads.
 const attnBlock = 32
 
-// attentionTask computes causal attention for a step: for each query head
-// and block of tokens, scores = Q·Kᵀ per KV chunk (a tile-major GEMM over
-// the chunk's K), softmax per row over the positions the row may see, then
-// out = P·V per chunk (a GEMM over the chunk's transposed V). In decode the
-// query heads of one GQA group are the rows of one GEMM, so each KV chunk is
-// read once per group.
+// attentionTask computes causal attention for a step: for each sequence
+// of the step, each query head and block of its tokens, scores = Q·Kᵀ per
+// KV chunk (a tile-major GEMM over the chunk's K), softmax per row over the
+// positions the row may see, then out = P·V per chunk (a GEMM over the
+// chunk's transposed V). For a sequence with one token (decode) the query
+// heads of one GQA group are the rows of one GEMM, so each KV chunk is read
+// once per group.
 type attentionTask struct {
-	m             *Model
-	kv            *KVCache
-	q, out        []float32
-	layer, pos, T int
+	r      *Runner
+	segs   []segment
+	layer  int
+	q, out []float32
+	items  []attnItem // reused from step to step
 }
 
-// items is the number of work items: per KV head in decode, per query head
-// and block of tokens in prefill.
-func (t *attentionTask) items() int {
-	c := &t.m.Config
-	if t.T == 1 {
-		return c.KVHeads
-	}
-	return c.Heads * ((t.T + attnBlock - 1) / attnBlock)
-}
+// attnItem is one work item: for a one-token sequence, KV head a; else
+// query head a and block b of the sequence's rows.
+type attnItem struct{ seg, a, b int32 }
 
-func (t *attentionTask) Run(w, nw int) {
-	c := &t.m.Config
-	i0, i1 := kernels.Split(t.items(), nw, w)
-	for i := i0; i < i1; i++ {
-		if t.T == 1 {
-			group := c.Heads / c.KVHeads
-			// The group's query heads are consecutive in q: rows of stride head_dim.
-			t.attend(w, i, i*group*c.HeadDim, c.HeadDim, group, 0)
-		} else {
-			blocks := (t.T + attnBlock - 1) / attnBlock
-			h, b := i/blocks, i%blocks
-			t0 := b * attnBlock
-			rows := min(attnBlock, t.T-t0)
-			qdim := c.Heads * c.HeadDim
-			t.attend(w, h/(c.Heads/c.KVHeads), t0*qdim+h*c.HeadDim, qdim, rows, t0)
+func (t *attentionTask) prepare(r *Runner, segs []segment, layer int, q, out []float32) {
+	c := &r.m.Config
+	t.r, t.segs, t.layer, t.q, t.out = r, segs, layer, q, out
+	t.items = t.items[:0]
+	for si, sg := range segs {
+		if sg.n == 1 {
+			for g := range c.KVHeads {
+				t.items = append(t.items, attnItem{int32(si), int32(g), 0})
+			}
+			continue
+		}
+		blocks := (sg.n + attnBlock - 1) / attnBlock
+		for h := range c.Heads {
+			for b := range blocks {
+				t.items = append(t.items, attnItem{int32(si), int32(h), int32(b)})
+			}
 		}
 	}
 }
 
+func (t *attentionTask) Run(w, nw int) {
+	c := &t.r.m.Config
+	group := c.Heads / c.KVHeads
+	qdim := c.Heads * c.HeadDim
+	i0, i1 := kernels.Split(len(t.items), nw, w)
+	for _, it := range t.items[i0:i1] {
+		sg := &t.segs[it.seg]
+		if sg.n == 1 {
+			// The group's query heads are consecutive in q: rows of stride head_dim.
+			g := int(it.a)
+			t.attend(w, sg, g, sg.row0*qdim+g*group*c.HeadDim, c.HeadDim, group, 0)
+			continue
+		}
+		h, t0 := int(it.a), int(it.b)*attnBlock
+		rows := min(attnBlock, sg.n-t0)
+		t.attend(w, sg, h/group, (sg.row0+t0)*qdim+h*c.HeadDim, qdim, rows, t0)
+	}
+}
+
 // attend handles rows query vectors starting at q[off] with row stride ld,
-// against KV head g; row r belongs to token t0+r in decode-or-prefill terms
-// (in decode all rows are the same token, t0 = 0). Row r sees positions
-// [0, pos+t0+r] in prefill, [0, pos] in decode.
-func (t *attentionTask) attend(w, g, off, ld, rows, t0 int) {
-	c := &t.m.Config
-	k := t.m.k
+// of sequence sg against its KV head g. For a sequence of several tokens
+// row r is its token t0+r, which sees positions [0, pos+t0+r]; for one
+// token (decode) every row is that token, which sees [0, pos].
+func (t *attentionTask) attend(w int, sg *segment, g, off, ld, rows, t0 int) {
+	c := &t.r.m.Config
+	k := t.r.k
 	hd := c.HeadDim
 	const chunk = format.KVChunkTokens
-	decode := t.T == 1
-	last := t.pos + t0 + rows - 1 // position of the last row's token
+	decode := sg.n == 1
+	last := sg.pos + t0 + rows - 1 // position of the last row's token
 	if decode {
-		last = t.pos
+		last = sg.pos
 	}
 	n := last + 1
 	chunks := (n + chunk - 1) / chunk
 	stride := chunks * chunk
-	ws := &t.m.work[w]
+	ws := &t.r.work[w]
 	scores := ws.scores[:rows*stride]
 	q := t.q[off:]
 	for ci := range chunks {
 		valid := min(chunk, n-ci*chunk)
 		tiles := format.Tiles(valid)
-		kc := t.kv.k[t.layer][g][ci]
+		kc := sg.kv.k[t.layer][g][ci]
 		if rows == 1 {
 			k.MatVecTiles(scores[ci*chunk:], kc, q, chunk, hd, 0, tiles)
 		} else {
@@ -87,7 +103,7 @@ func (t *attentionTask) attend(w, g, off, ld, rows, t0 int) {
 	for r := range rows {
 		see := n
 		if !decode {
-			see = t.pos + t0 + r + 1
+			see = sg.pos + t0 + r + 1
 		}
 		row := scores[r*stride : (r+1)*stride]
 		k.Scale(row[:see], scale)
@@ -100,7 +116,7 @@ func (t *attentionTask) attend(w, g, off, ld, rows, t0 int) {
 		clear(t.out[off+r*ld : off+r*ld+hd])
 	}
 	for ci := range chunks {
-		vc := t.kv.v[t.layer][g][ci]
+		vc := sg.kv.v[t.layer][g][ci]
 		if rows == 1 {
 			k.MatVecTiles(part, vc, scores[ci*chunk:], hd, chunk, 0, format.Tiles(hd))
 		} else {

@@ -9,19 +9,26 @@ import (
 	"github.com/qwenc/qwenc/kernels"
 )
 
-// step runs one forward step over tokens at positions pos.. with the
-// program p (decode or prefill; len(tokens) <= p's planned tokens) and
-// returns the logits of the last token, a view into the arena valid until
-// the next step. With hidden, it stops before the final norm and returns
-// the residual stream of every token instead ([len(tokens), hidden]), for
-// callers that need the logits of more than the last position. The KV
-// cache must have room for pos+len(tokens).
-func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int, hidden bool) []float32 {
+// step runs one forward step of frame f over tokens, the rows of the
+// sequences segs (in order; each with its own KV cache and positions;
+// len(tokens) <= f's planned tokens), and returns the logits of the last
+// token, a view into the arena valid until the next step. With hidden, it
+// stops before the final norm and returns the residual stream of every
+// row instead ([len(tokens), hidden]), for callers that need the logits of
+// more than the last row. Every KV cache must have room for its rows.
+func (r *Runner) step(f *frame, tokens []int32, segs []segment, hidden bool) []float32 {
 	T := len(tokens)
+	m := r.m
 	c := &m.Config
-	k := m.k
+	k := r.k
 	eps := float32(c.RMSNormEps)
 	hd := c.HeadDim
+	for _, sg := range segs {
+		for i := range sg.n {
+			r.rowPos[sg.row0+i] = sg.pos + i
+		}
+	}
+	p := f
 	for i := 0; i < len(p.ops); i++ {
 		op := &p.ops[i]
 		switch op.Kind {
@@ -29,8 +36,8 @@ func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int, hidden bo
 			rope := p.view(op.Out, T)
 			half := hd / 2
 			for t := range T {
-				for j, f := range m.invFreq {
-					s, co := math.Sincos(float64(pos+t) * f)
+				for j, fr := range m.invFreq {
+					s, co := math.Sincos(float64(r.rowPos[t]) * fr)
 					rope[t*hd+j] = float32(co)
 					rope[t*hd+half+j] = float32(s)
 				}
@@ -50,12 +57,12 @@ func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int, hidden bo
 			}
 		case graph.QuantizeRows:
 			rows := p.rows(op.In[0], T)
-			qt := &m.tasks.quant
+			qt := &r.tasks.quant
 			qt.k, qt.x, qt.dst, qt.cols = k, p.view(op.In[0], rows), p.quantView(op.Out, rows), p.g.Tensors[op.In[0]].Cols
 			if rows == 1 {
 				qt.Run(0, 1) // a few hundred nanoseconds: less than waking the pool
 			} else {
-				m.pool.Run(qt)
+				r.pool.Run(qt)
 			}
 		case graph.RMSNorm:
 			h := c.Hidden
@@ -75,7 +82,7 @@ func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int, hidden bo
 			// The products of one input (q, k and v; gate and up) follow
 			// each other and run as one task: one hand-out and one join
 			// instead of three, and the workers balance across all of them.
-			mm := &m.tasks.mm
+			mm := &r.tasks.mm
 			mm.reset(k, p.rows(op.In[0], T))
 			for ; i < len(p.ops) && p.ops[i].Kind == graph.MatMul && p.ops[i].In[0] == op.In[0]; i++ {
 				o := &p.ops[i]
@@ -86,7 +93,7 @@ func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int, hidden bo
 				}
 			}
 			i--
-			m.runMatmuls()
+			r.runMatmuls()
 		case graph.QKRope:
 			q, kk := p.view(op.InOut[0], T), p.view(op.InOut[1], T)
 			rope := p.view(op.In[0], T)
@@ -110,24 +117,25 @@ func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int, hidden bo
 			}
 		case graph.KVStore:
 			kk, vv := p.view(op.In[0], T), p.view(op.In[1], T)
-			for t := range T {
-				for h := range c.KVHeads {
-					o := (t*c.KVHeads + h) * hd
-					kv.store(k, op.Layer, h, pos+t, kk[o:o+hd], vv[o:o+hd], m.kvTmp)
+			for _, sg := range segs {
+				for t := sg.row0; t < sg.row0+sg.n; t++ {
+					for h := range c.KVHeads {
+						o := (t*c.KVHeads + h) * hd
+						sg.kv.store(k, op.Layer, h, r.rowPos[t], kk[o:o+hd], vv[o:o+hd], r.kvTmp)
+					}
 				}
 			}
 		case graph.Attention:
-			at := &m.tasks.attn
-			at.m, at.kv, at.layer, at.pos, at.T = m, kv, op.Layer, pos, T
-			at.q, at.out = p.view(op.In[0], T), p.view(op.Out, T)
-			m.pool.Run(at)
+			at := &r.tasks.attn
+			at.prepare(r, segs, op.Layer, p.view(op.In[0], T), p.view(op.Out, T))
+			r.pool.Run(at)
 		case graph.AddInPlace:
 			x := p.view(op.InOut[0], T)
 			k.Add(x, x, p.view(op.In[0], T))
 		case graph.SiLUMul:
-			ew := &m.tasks.silu
+			ew := &r.tasks.silu
 			ew.k, ew.gate, ew.up, ew.width = k, p.view(op.InOut[0], T), p.view(op.In[0], T), c.Intermediate
-			m.pool.Run(ew)
+			r.pool.Run(ew)
 		}
 	}
 	return p.view(p.g.Logits, 1)
@@ -135,24 +143,24 @@ func (m *Model) step(p *program, kv *KVCache, tokens []int32, pos int, hidden bo
 
 // matmul computes dst = x·Wᵀ (+ bias) for rows rows of x with the op's
 // weight: x is f32, or quantized (xq) for a quantized weight.
-func (m *Model) matmul(op *boundOp, dst, x []float32, xq []byte, rows int) {
-	m.tasks.mm.reset(m.k, rows)
-	m.tasks.mm.add(op, dst, x, xq)
-	m.runMatmuls()
+func (r *Runner) matmul(op *boundOp, dst, x []float32, xq []byte, rows int) {
+	r.tasks.mm.reset(r.k, rows)
+	r.tasks.mm.add(op, dst, x, xq)
+	r.runMatmuls()
 }
 
 // runMatmuls runs the products gathered in the matmul task, the tiles
 // split across the workers, then adds the biases.
-func (m *Model) runMatmuls() {
-	mm := &m.tasks.mm
-	mm.start(m.pool.Threads())
-	m.pool.Run(mm)
+func (r *Runner) runMatmuls() {
+	mm := &r.tasks.mm
+	mm.start(r.pool.Threads())
+	r.pool.Run(mm)
 	for j := range mm.jobs {
 		job := &mm.jobs[j]
 		if b := job.op.bias; b != nil {
 			n := job.op.w.n
-			for r := range mm.rows {
-				m.k.AddBias(job.dst[r*n:(r+1)*n], b)
+			for row := range mm.rows {
+				r.k.AddBias(job.dst[row*n:(row+1)*n], b)
 			}
 		}
 	}
@@ -160,7 +168,7 @@ func (m *Model) runMatmuls() {
 
 // rows is how many rows of tensor t a step of T tokens uses: T, except for
 // tensors that only ever hold the last token (final norm, logits).
-func (p *program) rows(t, T int) int {
+func (p *frame) rows(t, T int) int {
 	if p.g.Tensors[t].Rows < p.g.Tokens {
 		return p.g.Tensors[t].Rows
 	}

@@ -2,13 +2,20 @@
 // every weight into the mapping, allocates one activation arena per mode
 // exactly as the compiled plan says, and executes the forward step that
 // package graph defines, with the kernels of package kernels.
+//
+// What is shared and what is owned: a Model (the mapped weights, the
+// tokenizer, the bound op lists) never changes after Open and is safe for
+// concurrent use. A Runner executes steps: it owns the arenas, the scratch
+// and the worker pool, and runs one step at a time. A Session is one
+// sequence: its KV cache and tokens. A Runner's Step takes the tokens of
+// several sessions at once, so one pass over the weights serves them all;
+// Session.Feed runs one session on the Model's own Runner.
 package runtime
 
 import (
 	"fmt"
 	"math"
 	goruntime "runtime"
-	"unsafe"
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/graph"
@@ -16,39 +23,31 @@ import (
 	"github.com/qwenc/qwenc/tokenizer"
 )
 
-// Options configure a loaded model.
+// Options configure a Runner (and the Model's own, at Open).
 type Options struct {
 	Threads int          // worker threads; 0: the CPUs this process may use
 	Kernels kernels.Path // implementation of the kernels
 }
 
-// Model is a loaded .qbin file. It is not safe for concurrent use: one
-// Model runs one Session at a time (the arenas and the pool are shared).
+// Model is a loaded .qbin file, immutable once opened.
 type Model struct {
 	File      *format.File
 	Config    format.Config
 	Tokenizer *tokenizer.Tokenizer
-	k         kernels.Path
-	pool      *kernels.Pool
 	decode    *program
 	prefill   *program
 	// invFreq are RoPE's inverse frequencies theta^(-2i/d), in float64 so
 	// the angles of long positions stay exact before rounding to f32.
 	invFreq []float64
-	// work is per-worker attention scratch, sized on demand for the
-	// longest context a session asks for.
-	work  []workspace
-	tasks tasks
-	// kvTmp holds one key in f16 on its way into the cache.
-	kvTmp []uint16
-	// head is HeadLogits' scratch, allocated on its first use.
-	head headScratch
+	// run is the Model's own Runner, which Session.Feed and HeadLogits use.
+	run *Runner
 }
 
-// program is one mode's op list bound to weights and arena views.
+// program is one mode's op list bound to weights, and the tensors' places
+// in its arena (the arena itself belongs to a Runner).
 type program struct {
 	g      *graph.Graph
-	arena  []float32
+	size   int   // arena floats
 	offset []int // per tensor, in float32 elements
 	ops    []boundOp
 }
@@ -88,9 +87,9 @@ func Open(path string, opts Options) (*Model, error) {
 }
 
 func newModel(f *format.File, opts Options) (*Model, error) {
-	m := &Model{File: f, Config: f.Header.Config, k: opts.Kernels}
-	if !m.k.Supported() {
-		return nil, fmt.Errorf("kernel path %s is not supported here", m.k)
+	m := &Model{File: f, Config: f.Header.Config}
+	if !opts.Kernels.Supported() {
+		return nil, fmt.Errorf("kernel path %s is not supported here", opts.Kernels)
 	}
 	tb, err := f.Bytes(format.SecTokenizer)
 	if err != nil {
@@ -118,13 +117,7 @@ func newModel(f *format.File, opts Options) (*Model, error) {
 	for i := range m.invFreq {
 		m.invFreq[i] = 1 / math.Pow(m.Config.RopeTheta, float64(2*i)/float64(hd))
 	}
-	threads := opts.Threads
-	if threads <= 0 {
-		threads = goruntime.GOMAXPROCS(0)
-	}
-	m.pool = kernels.NewPool(threads)
-	m.work = make([]workspace, threads)
-	m.kvTmp = make([]uint16, m.Config.HeadDim)
+	m.run = m.NewRunner(opts)
 	return m, nil
 }
 
@@ -140,7 +133,7 @@ func (m *Model) bind(mode string) (*program, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &program{g: g, arena: alignedFloats(int(plan.Size) / 4)}
+	p := &program{g: g, size: int(plan.Size) / 4}
 	for _, o := range offs {
 		p.offset = append(p.offset, int(o/4))
 	}
@@ -189,44 +182,30 @@ func (m *Model) weight(name string, embed bool) (weight, error) {
 	return w, err
 }
 
-// alignedFloats allocates n float32s starting on a 64-byte boundary, so
-// every 64-aligned arena offset is cache-line aligned in memory.
-func alignedFloats(n int) []float32 {
-	buf := make([]float32, n+16)
-	skip := 0
-	for uintptr(unsafe.Pointer(&buf[skip]))%64 != 0 {
-		skip++
-	}
-	return buf[skip : skip+n : skip+n]
-}
-
-// view returns f32 tensor t of a program for rows rows.
-func (p *program) view(t, rows int) []float32 {
-	o := p.offset[t]
-	return p.arena[o : o+rows*p.g.Tensors[t].Cols]
-}
-
-// quantView returns quantized tensor t of a program for rows rows.
-func (p *program) quantView(t, rows int) []byte {
-	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(p.arena))), 4*len(p.arena))
-	o := 4 * p.offset[t]
-	return b[o : o+rows*kernels.QActRowBytes(p.g.Tensors[t].Cols)]
-}
-
-// Close releases the worker pool and unmaps the file.
+// Close stops the Model's Runner and unmaps the file; no Runner or Session
+// of the Model may be used after.
 func (m *Model) Close() error {
-	m.pool.Close()
+	m.run.Close()
 	return m.File.Close()
 }
 
-// Kernels is the kernel path the model runs on.
-func (m *Model) Kernels() kernels.Path { return m.k }
+// Kernels is the kernel path of the Model's own Runner.
+func (m *Model) Kernels() kernels.Path { return m.run.k }
 
-// Threads is the number of worker threads.
-func (m *Model) Threads() int { return m.pool.Threads() }
+// Threads is the number of worker threads of the Model's own Runner.
+func (m *Model) Threads() int { return m.run.pool.Threads() }
 
-// MaxPrefill is the number of tokens one prefill step processes.
+// MaxPrefill is the number of tokens one step can take (the prefill
+// arena's rows).
 func (m *Model) MaxPrefill() int { return m.prefill.g.Tokens }
 
-// ArenaBytes is the size of the two activation arenas.
-func (m *Model) ArenaBytes() int { return 4 * (len(m.decode.arena) + len(m.prefill.arena)) }
+// ArenaBytes is the size of the two activation arenas a Runner holds.
+func (m *Model) ArenaBytes() int { return 4 * (m.decode.size + m.prefill.size) }
+
+// threadsOf resolves Options.Threads.
+func threadsOf(o Options) int {
+	if o.Threads <= 0 {
+		return goruntime.GOMAXPROCS(0)
+	}
+	return o.Threads
+}

@@ -39,10 +39,33 @@ func (s *Session) FeedHidden(tokens []int32, from int, dst []float32) error {
 }
 
 // HeadLogits applies the final norm and the LM head to rows of hidden
-// states (as FeedHidden gives them) and calls fn(r, logits) for each row
-// in order; logits is valid only during the call, and fn must not feed
-// this model.
+// states (as FeedHidden gives them) on the Model's own Runner and calls
+// fn(r, logits) for each row in order; logits is valid only during the
+// call, and fn must not feed this model.
 func (m *Model) HeadLogits(hidden []float32, fn func(r int, logits []float32) error) error {
+	return m.run.headLogits(hidden, fn)
+}
+
+func (run *Runner) headLogits(hidden []float32, fn func(r int, logits []float32) error) error {
+	h, vocab := run.m.Config.Hidden, run.m.Config.Vocab
+	sc := run.headScratch()
+	total := len(hidden) / h
+	for r0 := 0; r0 < total; r0 += headRows {
+		rows := min(headRows, total-r0)
+		run.headInto(sc.logits[:rows*vocab], hidden[r0*h:(r0+rows)*h])
+		for r := range rows {
+			if err := fn(r0+r, sc.logits[r*vocab:(r+1)*vocab]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// headInto writes the logits of rows of hidden states into dst (rows x
+// vocab), the final norm and the LM head applied headRows rows at a time.
+func (run *Runner) headInto(dst, hidden []float32) {
+	m := run.m
 	c := &m.Config
 	h, vocab := c.Hidden, c.Vocab
 	// The LM head is the last op of every program; the final norm, the
@@ -55,32 +78,32 @@ func (m *Model) HeadLogits(hidden []float32, fn func(r int, logits []float32) er
 			norm = &ops[i]
 		}
 	}
-	sc := &m.head
-	if sc.logits == nil {
-		sc.xn = make([]float32, headRows*h)
-		sc.logits = make([]float32, headRows*vocab)
-		if head.w.dt.Quantized() {
-			sc.xq = make([]byte, headRows*kernels.QActRowBytes(h))
-		}
-	}
+	sc := run.headScratch()
 	eps := float32(c.RMSNormEps)
 	total := len(hidden) / h
 	for r0 := 0; r0 < total; r0 += headRows {
 		rows := min(headRows, total-r0)
 		for r := range rows {
-			m.k.RMSNorm(sc.xn[r*h:(r+1)*h], hidden[(r0+r)*h:(r0+r+1)*h], norm.w32, eps)
+			run.k.RMSNorm(sc.xn[r*h:(r+1)*h], hidden[(r0+r)*h:(r0+r+1)*h], norm.w32, eps)
 		}
-		if sc.xq != nil {
-			m.k.QuantizeActs(sc.xq, sc.xn, h, rows, h)
-			m.matmul(head, sc.logits[:rows*vocab], nil, sc.xq, rows)
+		out := dst[r0*vocab : (r0+rows)*vocab]
+		if head.w.dt.Quantized() {
+			run.k.QuantizeActs(sc.xq, sc.xn, h, rows, h)
+			run.matmul(head, out, nil, sc.xq, rows)
 		} else {
-			m.matmul(head, sc.logits[:rows*vocab], sc.xn[:rows*h], nil, rows)
-		}
-		for r := range rows {
-			if err := fn(r0+r, sc.logits[r*vocab:(r+1)*vocab]); err != nil {
-				return err
-			}
+			run.matmul(head, out, sc.xn[:rows*h], nil, rows)
 		}
 	}
-	return nil
+}
+
+// headScratch allocates the head's scratch on first use.
+func (run *Runner) headScratch() *headScratch {
+	sc := &run.head
+	if sc.logits == nil {
+		h := run.m.Config.Hidden
+		sc.xn = make([]float32, headRows*h)
+		sc.logits = make([]float32, headRows*run.m.Config.Vocab)
+		sc.xq = make([]byte, headRows*kernels.QActRowBytes(h))
+	}
+	return sc
 }

@@ -33,9 +33,6 @@ func (m *Model) NewSession(ctx int) (*Session, error) {
 	if ctx > m.Config.MaxPositions {
 		return nil, fmt.Errorf("context %d is larger than the model's maximum %d", ctx, m.Config.MaxPositions)
 	}
-	for w := range m.work {
-		m.work[w].reserve(&m.Config, ctx)
-	}
 	return &Session{m: m, KV: NewKVCache(&m.Config), ctx: ctx}, nil
 }
 
@@ -57,8 +54,10 @@ func (s *Session) Rewind(n int) {
 }
 
 // Feed runs tokens through the model after those already in the cache and
-// returns the logits of the last one: a view into the model's arena, valid
-// until the next Feed on any session of the model.
+// returns the logits of the last one: a view into the Model's Runner's
+// arena, valid until its next step (the next Feed on any session of the
+// model). Feed uses the Model's own Runner: sessions of one model are fed
+// one at a time.
 func (s *Session) Feed(tokens []int32) ([]float32, error) {
 	var logits []float32
 	err := s.feed(tokens, false, func(_ int, out []float32) error {
@@ -68,34 +67,29 @@ func (s *Session) Feed(tokens []int32) ([]float32, error) {
 	return logits, err
 }
 
-// feed checks tokens, reserves the cache and runs them in batches, calling
-// batchDone with the index in tokens of each batch's first token and what
-// the step returned (the last logits, or with hidden the residual stream of
-// the batch).
+// feed checks tokens, reserves the cache and runs them in batches on the
+// Model's Runner, calling batchDone with the index in tokens of each
+// batch's first token and what the step returned (the last logits, or with
+// hidden the residual stream of the batch).
 func (s *Session) feed(tokens []int32, hidden bool, batchDone func(first int, out []float32) error) error {
-	if len(tokens) == 0 {
-		return errors.New("feed: no tokens")
-	}
-	if len(s.tokens)+len(tokens) > s.ctx {
-		return fmt.Errorf("%w: %d tokens in the cache + %d new > context %d", ErrContextFull, len(s.tokens), len(tokens), s.ctx)
-	}
-	for _, id := range tokens {
-		if id < 0 || int(id) >= s.m.Config.Vocab {
-			return fmt.Errorf("feed: token id %d outside the vocabulary [0, %d)", id, s.m.Config.Vocab)
-		}
+	if err := s.checkTokens(tokens); err != nil {
+		return err
 	}
 	s.KV.Reserve(len(s.tokens) + len(tokens))
+	r := s.m.run
+	r.reserve(s.ctx)
 	batch := s.m.prefill.g.Tokens
 	if s.MaxBatch > 0 {
 		batch = min(batch, s.MaxBatch)
 	}
 	for first := 0; first < len(tokens); {
 		n := min(len(tokens)-first, batch)
-		p := s.m.prefill
+		f := &r.prefill
 		if n == 1 {
-			p = s.m.decode
+			f = &r.decode
 		}
-		out := s.m.step(p, s.KV, tokens[first:first+n], len(s.tokens), hidden)
+		r.one[0] = segment{kv: s.KV, n: n, pos: len(s.tokens)}
+		out := r.step(f, tokens[first:first+n], r.one[:], hidden)
 		s.tokens = append(s.tokens, tokens[first:first+n]...)
 		if err := batchDone(first, out); err != nil {
 			return err

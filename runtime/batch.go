@@ -1,0 +1,107 @@
+package runtime
+
+import (
+	"fmt"
+)
+
+// Seq is one session's part of a batched step.
+type Seq struct {
+	Session *Session
+	Tokens  []int32
+	// Logits asks for the logits of the last of Tokens (Runner.Logits).
+	Logits bool
+}
+
+// Step runs one forward step over the tokens of several sessions at once:
+// each session's tokens go after those in its cache, with their own
+// positions, and attend over their own cache only, but every product with
+// the weights runs over all the rows together, so the weights are read
+// once for all the sessions. This is how a server decodes many
+// conversations (one token each) for about the cost of one, and prefills a
+// new conversation's prompt in chunks between decode steps.
+//
+// The tokens of all seqs must fit in one step (Model.MaxPrefill), a session
+// may appear once, and each must have room in its context. After Step,
+// Logits(i) is the logits of seqs[i]'s last token if it asked, valid until
+// the next step of the Runner. On an error nothing has run.
+func (r *Runner) Step(seqs []Seq) error {
+	total := 0
+	for i, sq := range seqs {
+		if sq.Session == nil || sq.Session.m != r.m {
+			return fmt.Errorf("step: sequence %d has no session of this runner's model", i)
+		}
+		for _, other := range seqs[:i] {
+			if other.Session == sq.Session {
+				return fmt.Errorf("step: sequence %d repeats a session", i)
+			}
+		}
+		if err := sq.Session.checkTokens(sq.Tokens); err != nil {
+			return fmt.Errorf("step: sequence %d: %w", i, err)
+		}
+		total += len(sq.Tokens)
+	}
+	if total == 0 || total > r.m.MaxPrefill() {
+		return fmt.Errorf("step: %d tokens, want 1 to %d", total, r.m.MaxPrefill())
+	}
+	r.segs = r.segs[:0]
+	r.batchTokens = r.batchTokens[:0]
+	ctx := 0
+	want := 0
+	for _, sq := range seqs {
+		s := sq.Session
+		s.KV.Reserve(len(s.tokens) + len(sq.Tokens))
+		ctx = max(ctx, s.ctx)
+		r.segs = append(r.segs, segment{kv: s.KV, row0: len(r.batchTokens), n: len(sq.Tokens), pos: len(s.tokens), wantLogit: sq.Logits})
+		r.batchTokens = append(r.batchTokens, sq.Tokens...)
+		if sq.Logits {
+			want++
+		}
+	}
+	r.reserve(ctx)
+	f := &r.prefill
+	if total == 1 {
+		f = &r.decode
+	}
+	x := r.step(f, r.batchTokens, r.segs, true)
+	r.logitsOf(x, want)
+	for _, sq := range seqs {
+		sq.Session.tokens = append(sq.Session.tokens, sq.Tokens...)
+	}
+	return nil
+}
+
+// Logits is the logits of seqs[i]'s last token of the last Step, or nil if
+// it did not ask for them. The slice is the Runner's, valid until its next
+// step.
+func (r *Runner) Logits(i int) []float32 {
+	if i < 0 || i >= len(r.segs) || !r.segs[i].wantLogit {
+		return nil
+	}
+	vocab := r.m.Config.Vocab
+	j := r.logitRow[i]
+	return r.batchLogits[j*vocab : (j+1)*vocab]
+}
+
+// logitsOf computes the logits of the last row of every segment that asked,
+// from the residual stream x of the step, headRows rows at a time.
+func (r *Runner) logitsOf(x []float32, want int) {
+	m := r.m
+	h, vocab := m.Config.Hidden, m.Config.Vocab
+	if need := want * vocab; cap(r.batchLogits) < need {
+		r.batchLogits = make([]float32, need)
+	}
+	r.batchLogits = r.batchLogits[:want*vocab]
+	r.logitRow = r.logitRow[:0]
+	rows := r.gather[:0]
+	for _, sg := range r.segs {
+		if !sg.wantLogit {
+			r.logitRow = append(r.logitRow, -1)
+			continue
+		}
+		r.logitRow = append(r.logitRow, len(rows)/h)
+		last := sg.row0 + sg.n - 1
+		rows = append(rows, x[last*h:(last+1)*h]...)
+	}
+	r.gather = rows
+	r.headInto(r.batchLogits, rows)
+}
