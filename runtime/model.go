@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math"
 	goruntime "runtime"
+	"sync"
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/graph"
@@ -39,8 +40,18 @@ type Model struct {
 	// invFreq are RoPE's inverse frequencies theta^(-2i/d), in float64 so
 	// the angles of long positions stay exact before rounding to f32.
 	invFreq []float64
-	// run is the Model's own Runner, which Session.Feed and HeadLogits use.
-	run *Runner
+	opts    Options
+	// own is the Model's own Runner, which Session.Feed and HeadLogits use;
+	// made on first use, so a model served by another Runner holds no
+	// second set of arenas.
+	runOnce sync.Once
+	own     *Runner
+}
+
+// runner returns the Model's own Runner.
+func (m *Model) runner() *Runner {
+	m.runOnce.Do(func() { m.own = m.NewRunner(m.opts) })
+	return m.own
 }
 
 // program is one mode's op list bound to weights, and the tensors' places
@@ -87,7 +98,7 @@ func Open(path string, opts Options) (*Model, error) {
 }
 
 func newModel(f *format.File, opts Options) (*Model, error) {
-	m := &Model{File: f, Config: f.Header.Config}
+	m := &Model{File: f, Config: f.Header.Config, opts: opts}
 	if !opts.Kernels.Supported() {
 		return nil, fmt.Errorf("kernel path %s is not supported here", opts.Kernels)
 	}
@@ -117,7 +128,6 @@ func newModel(f *format.File, opts Options) (*Model, error) {
 	for i := range m.invFreq {
 		m.invFreq[i] = 1 / math.Pow(m.Config.RopeTheta, float64(2*i)/float64(hd))
 	}
-	m.run = m.NewRunner(opts)
 	return m, nil
 }
 
@@ -185,15 +195,17 @@ func (m *Model) weight(name string, embed bool) (weight, error) {
 // Close stops the Model's Runner and unmaps the file; no Runner or Session
 // of the Model may be used after.
 func (m *Model) Close() error {
-	m.run.Close()
+	if m.own != nil {
+		m.own.Close()
+	}
 	return m.File.Close()
 }
 
-// Kernels is the kernel path of the Model's own Runner.
-func (m *Model) Kernels() kernels.Path { return m.run.k }
+// Kernels is the kernel path the Model was opened with.
+func (m *Model) Kernels() kernels.Path { return m.opts.Kernels }
 
-// Threads is the number of worker threads of the Model's own Runner.
-func (m *Model) Threads() int { return m.run.pool.Threads() }
+// Threads is the number of worker threads the Model was opened with.
+func (m *Model) Threads() int { return threadsOf(m.opts) }
 
 // MaxPrefill is the number of tokens one step can take (the prefill
 // arena's rows).

@@ -43,7 +43,7 @@ func (s *Session) FeedHidden(tokens []int32, from int, dst []float32) error {
 // fn(r, logits) for each row in order; logits is valid only during the
 // call, and fn must not feed this model.
 func (m *Model) HeadLogits(hidden []float32, fn func(r int, logits []float32) error) error {
-	return m.run.headLogits(hidden, fn)
+	return m.runner().headLogits(hidden, fn)
 }
 
 func (run *Runner) headLogits(hidden []float32, fn func(r int, logits []float32) error) error {

@@ -76,7 +76,7 @@ func (s *Session) feed(tokens []int32, hidden bool, batchDone func(first int, ou
 		return err
 	}
 	s.KV.Reserve(len(s.tokens) + len(tokens))
-	r := s.m.run
+	r := s.m.runner()
 	r.reserve(s.ctx)
 	batch := s.m.prefill.g.Tokens
 	if s.MaxBatch > 0 {
