@@ -1,0 +1,443 @@
+// Package serve generates for many requests at once on one model: an
+// Engine batches the active conversations into each forward step (every
+// step reads the weights once for all of them), prefills new prompts in
+// chunks between decode steps, queues what does not fit, and keeps the KV
+// caches of finished conversations to start later requests from their
+// longest cached prefix. The HTTP protocols (OpenAI, Ollama) sit on top.
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/qwenc/qwenc/runtime"
+	"github.com/qwenc/qwenc/runtime/sampling"
+)
+
+// Options configure an Engine.
+type Options struct {
+	// Parallel is how many conversations decode together (default 4).
+	Parallel int
+	// Queue is how many requests may wait for a free slot; beyond it
+	// Submit returns ErrBusy (default 4 x Parallel).
+	Queue int
+	// Ctx is each conversation's context length (default: the model's
+	// maximum).
+	Ctx int
+	// Chunk is the most prompt tokens a step prefills while other
+	// conversations are decoding (default 128): a long prompt delays the
+	// running streams by one chunk per step, not by the whole prompt.
+	// With nothing decoding, a step takes a whole prefill batch.
+	Chunk int
+	// CacheBytes bounds the KV caches kept of finished conversations for
+	// prefix reuse (default 1 GiB; 0 keeps the default, < 0 none).
+	CacheBytes int64
+	// Runner configures the worker threads and kernels.
+	Runner runtime.Options
+}
+
+// Request is one generation.
+type Request struct {
+	Prompt    []int32
+	Params    sampling.Params
+	MaxTokens int     // < 0: until a stop token or the end of the context
+	Stop      []int32 // token ids that end generation; they are not emitted
+	// TopLogprobs < 0 asks for no log-probabilities; 0 for the chosen
+	// token's; n > 0 also for the n most likely tokens at each step.
+	TopLogprobs int
+}
+
+// StopReason says why a generation ended.
+type StopReason string
+
+const (
+	StopToken     StopReason = "stop"      // a stop token came
+	StopLength    StopReason = "length"    // MaxTokens were generated
+	StopContext   StopReason = "ctx"       // the context is full
+	StopCancelled StopReason = "cancelled" // the request's context ended
+	StopShutdown  StopReason = "shutdown"  // the engine shut down
+)
+
+// TokenLogprob is a token and its log-probability under the model (before
+// sampling's penalties and temperature).
+type TokenLogprob struct {
+	Token   int32
+	Logprob float32
+}
+
+// Event is one generated token, or with Done the end of the generation.
+type Event struct {
+	Token   int32
+	Logprob float32        // with Request.TopLogprobs >= 0
+	Top     []TokenLogprob // with Request.TopLogprobs > 0
+	Time    time.Time
+	Done    bool
+	Reason  StopReason // with Done
+	Usage   Usage      // with Done
+}
+
+// Usage counts a request's tokens and times.
+type Usage struct {
+	PromptTokens     int
+	CachedTokens     int // prompt tokens whose KV came from an earlier conversation
+	CompletionTokens int
+	Queued           time.Duration // from Submit to the first step
+	TimeToFirstToken time.Duration // from Submit
+	Total            time.Duration
+}
+
+// Stats is a snapshot of the engine's state.
+type Stats struct {
+	Active, Queued int
+	KVBytes        int64 // caches of active conversations
+	CachedBytes    int64 // caches kept for prefix reuse
+}
+
+var (
+	// ErrBusy is returned when every slot is taken and the queue is full.
+	ErrBusy = errors.New("too many requests: every slot is busy and the queue is full")
+	// ErrClosed is returned after Shutdown.
+	ErrClosed = errors.New("the server is shutting down")
+)
+
+// Engine runs generations on one model. Submit and Stats may be called
+// from any goroutine; one goroutine of the engine runs the steps.
+type Engine struct {
+	m    *runtime.Model
+	r    *runtime.Runner
+	opts Options
+
+	mu      sync.Mutex
+	queue   []*job
+	closing bool
+	wake    chan struct{} // cap 1: something was queued or cancelled
+	stop    chan struct{} // closed when the grace period ends
+	done    chan struct{} // closed when the loop has exited
+
+	active      atomic.Int32
+	kvBytes     atomic.Int64
+	cachedBytes atomic.Int64
+}
+
+// New starts an engine on m. It owns a Runner of its own; Shutdown stops
+// it. The model stays the caller's.
+func New(m *runtime.Model, o Options) (*Engine, error) {
+	if o.Parallel <= 0 {
+		o.Parallel = 4
+	}
+	if o.Queue <= 0 {
+		o.Queue = 4 * o.Parallel
+	}
+	if o.Ctx <= 0 {
+		o.Ctx = m.Config.MaxPositions
+	}
+	if o.Ctx > m.Config.MaxPositions {
+		return nil, fmt.Errorf("context %d is larger than the model's maximum %d", o.Ctx, m.Config.MaxPositions)
+	}
+	if o.Chunk <= 0 {
+		o.Chunk = 128
+	}
+	o.Chunk = min(o.Chunk, m.MaxPrefill())
+	switch {
+	case o.CacheBytes == 0:
+		o.CacheBytes = 1 << 30
+	case o.CacheBytes < 0:
+		o.CacheBytes = 0
+	}
+	e := &Engine{
+		m: m, r: m.NewRunner(o.Runner), opts: o,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	go e.loop()
+	return e, nil
+}
+
+// Model is the model the engine runs.
+func (e *Engine) Model() *runtime.Model { return e.m }
+
+// Options are the engine's options, defaults filled in.
+func (e *Engine) Options() Options { return e.opts }
+
+// Submit queues a request and returns its stream of events. It fails at
+// once for a prompt the context cannot hold, ErrBusy when the queue is
+// full, and ErrClosed after Shutdown. When ctx ends, the generation stops
+// within one step with StopCancelled.
+func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
+	if len(req.Prompt) == 0 {
+		return nil, errors.New("the prompt is empty")
+	}
+	if len(req.Prompt) > e.opts.Ctx {
+		return nil, fmt.Errorf("the prompt has %d tokens, more than the context of %d", len(req.Prompt), e.opts.Ctx)
+	}
+	for _, id := range req.Prompt {
+		if id < 0 || int(id) >= e.m.Config.Vocab {
+			return nil, fmt.Errorf("token id %d outside the vocabulary [0, %d)", id, e.m.Config.Vocab)
+		}
+	}
+	j := &job{ctx: ctx, req: req, stream: newStream(), submitted: time.Now()}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.closing:
+		return nil, ErrClosed
+	case len(e.queue) >= e.opts.Queue:
+		return nil, ErrBusy
+	}
+	e.queue = append(e.queue, j)
+	e.signal()
+	return j.stream, nil
+}
+
+// signal wakes the loop; it never blocks.
+func (e *Engine) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Stats reports the engine's load.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	q := len(e.queue)
+	e.mu.Unlock()
+	return Stats{Active: int(e.active.Load()), Queued: q, KVBytes: e.kvBytes.Load(), CachedBytes: e.cachedBytes.Load()}
+}
+
+// Shutdown stops accepting requests: queued ones end at once with
+// StopShutdown, running ones may finish until ctx ends, then they end with
+// StopShutdown too. It returns when the engine has stopped.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	e.mu.Lock()
+	if !e.closing {
+		e.closing = true
+		for _, j := range e.queue {
+			j.finish(StopShutdown)
+		}
+		e.queue = nil
+	}
+	e.mu.Unlock()
+	e.signal()
+	select {
+	case <-e.done:
+		return nil
+	case <-ctx.Done():
+	}
+	close(e.stop)
+	<-e.done
+	return nil
+}
+
+// job is one request in the engine.
+type job struct {
+	ctx       context.Context
+	req       Request
+	stream    *Stream
+	submitted time.Time
+	started   bool
+	usage     Usage
+
+	sess    *runtime.Session
+	sampler *sampling.Sampler
+	rest    []int32 // prompt tokens still to prefill
+	next    int32   // the token to feed in the next decode step
+	one     [1]int32
+	history []int // prompt and generated tokens, for the penalties
+}
+
+func (j *job) emit(ev Event) { j.stream.push(ev) }
+
+func (j *job) finish(reason StopReason) {
+	j.usage.Total = time.Since(j.submitted)
+	j.emit(Event{Time: time.Now(), Done: true, Reason: reason, Usage: j.usage})
+}
+
+// loop runs steps while there is work, and waits for work otherwise.
+func (e *Engine) loop() {
+	defer close(e.done)
+	defer e.r.Close()
+	cache := newPrefixCache(e.opts.CacheBytes)
+	var active []*job
+	var seqs []runtime.Seq
+	var owners []*job
+	var prompt []int // prompt tokens each sequence of the step prefills
+	logits := newLogprobs(e.m)
+	for {
+		// Drop what was cancelled, admit what fits.
+		kept := active[:0]
+		for _, j := range active {
+			if j.ctx.Err() != nil {
+				e.end(j, StopCancelled, cache)
+				continue
+			}
+			kept = append(kept, j)
+		}
+		active = kept
+		e.mu.Lock()
+		closing := e.closing
+		for len(active) < e.opts.Parallel && len(e.queue) > 0 {
+			j := e.queue[0]
+			e.queue = e.queue[1:]
+			if j.ctx.Err() != nil {
+				j.finish(StopCancelled)
+				continue
+			}
+			e.start(j, cache)
+			active = append(active, j)
+		}
+		e.mu.Unlock()
+		e.active.Store(int32(len(active)))
+		e.cachedBytes.Store(cache.bytes)
+		e.kvBytes.Store(kvBytes(active))
+		if len(active) == 0 {
+			if closing {
+				return
+			}
+			select {
+			case <-e.wake:
+			case <-e.stop:
+				return
+			}
+			continue
+		}
+		select {
+		case <-e.stop:
+			for _, j := range active {
+				e.end(j, StopShutdown, cache)
+			}
+			return
+		default:
+		}
+
+		// Decode rows first, then prompt chunks in the budget left.
+		seqs, owners, prompt = seqs[:0], owners[:0], prompt[:0]
+		decoding := 0
+		for _, j := range active {
+			if len(j.rest) == 0 {
+				j.one[0] = j.next
+				seqs = append(seqs, runtime.Seq{Session: j.sess, Tokens: j.one[:], Logits: true})
+				owners, prompt = append(owners, j), append(prompt, 0)
+				decoding++
+			}
+		}
+		budget := e.m.MaxPrefill() - decoding
+		for _, j := range active {
+			if len(j.rest) == 0 || budget == 0 {
+				continue
+			}
+			n := min(len(j.rest), budget)
+			if decoding > 0 {
+				n = min(n, e.opts.Chunk)
+			}
+			seqs = append(seqs, runtime.Seq{Session: j.sess, Tokens: j.rest[:n], Logits: n == len(j.rest)})
+			owners, prompt = append(owners, j), append(prompt, n)
+			budget -= n
+		}
+		if err := e.r.Step(seqs); err != nil {
+			// Submit and the checks above keep every step valid; a failure
+			// here is a bug, which ends the requests rather than the server.
+			for _, j := range active {
+				e.end(j, StopShutdown, cache)
+			}
+			active = active[:0]
+			continue
+		}
+		now := time.Now()
+		for i, j := range owners {
+			j.rest = j.rest[prompt[i]:]
+			l := e.r.Logits(i)
+			if l == nil {
+				continue // a chunk of a prompt that goes on
+			}
+			reason := e.sample(j, l, now, logits)
+			if reason != "" {
+				e.end(j, reason, cache)
+			}
+		}
+		kept = active[:0]
+		for _, j := range active {
+			if j.sess != nil {
+				kept = append(kept, j)
+			}
+		}
+		active = kept
+	}
+}
+
+// start gives a job its session, from the longest cached prefix of its
+// prompt when there is one, and its sampler.
+func (e *Engine) start(j *job, cache *prefixCache) {
+	j.started = true
+	j.usage.Queued = time.Since(j.submitted)
+	j.usage.PromptTokens = len(j.req.Prompt)
+	sess, keep := cache.take(j.req.Prompt)
+	if sess == nil {
+		sess, _ = e.m.NewSession(e.opts.Ctx) // Ctx was checked in New
+	}
+	sess.Rewind(keep)
+	j.usage.CachedTokens = keep
+	j.sess = sess
+	j.rest = j.req.Prompt[keep:]
+	j.sampler = sampling.New(e.m.Config.Vocab, j.req.Params)
+	j.history = make([]int, 0, len(j.req.Prompt)+64)
+	for _, id := range j.req.Prompt {
+		j.history = append(j.history, int(id))
+	}
+}
+
+// sample picks the job's next token from its logits and emits it; it
+// returns why the generation ends, or "" to go on.
+func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs) StopReason {
+	ev := Event{Time: now}
+	var raw []float32
+	if j.req.TopLogprobs >= 0 {
+		raw = lp.before(l)
+	}
+	id := int32(j.sampler.Sample(l, j.history))
+	for _, s := range j.req.Stop {
+		if s == id {
+			return StopToken
+		}
+	}
+	if raw != nil {
+		ev.Logprob, ev.Top = lp.after(raw, id, j.req.TopLogprobs)
+	}
+	ev.Token = id
+	if j.usage.CompletionTokens == 0 {
+		j.usage.TimeToFirstToken = now.Sub(j.submitted)
+	}
+	j.usage.CompletionTokens++
+	j.history = append(j.history, int(id))
+	j.emit(ev)
+	switch {
+	case j.req.MaxTokens >= 0 && j.usage.CompletionTokens >= j.req.MaxTokens:
+		return StopLength
+	case j.sess.Len() >= j.sess.Ctx():
+		return StopContext
+	}
+	j.next = id
+	return ""
+}
+
+// end finishes a running job and keeps its cache for later prefixes.
+func (e *Engine) end(j *job, reason StopReason, cache *prefixCache) {
+	j.finish(reason)
+	if j.sess != nil {
+		cache.put(j.sess)
+		j.sess = nil
+	}
+}
+
+func kvBytes(active []*job) int64 {
+	var n int64
+	for _, j := range active {
+		if j.sess != nil {
+			n += j.sess.KV.Bytes()
+		}
+	}
+	return n
+}

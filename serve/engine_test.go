@@ -1,0 +1,344 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qwenc/qwenc/compiler"
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/internal/synth"
+	"github.com/qwenc/qwenc/internal/synthtest"
+	"github.com/qwenc/qwenc/internal/testmodel"
+	"github.com/qwenc/qwenc/kernels"
+	"github.com/qwenc/qwenc/runtime"
+)
+
+func openModel(t *testing.T, path string) *runtime.Model {
+	t.Helper()
+	m, err := runtime.Open(path, runtime.Options{Threads: 2, Kernels: kernels.Detect()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// demoModel compiles the bundled trained model.
+func demoModel(t *testing.T, typ format.DType) *runtime.Model {
+	t.Helper()
+	dir := testmodel.Dir(t, "qwen3-go-demo")
+	out := filepath.Join(t.TempDir(), "demo.qbin")
+	if _, err := compiler.Compile(context.Background(), dir, compiler.Options{Output: out, MaxPrefill: 64, NoSync: true, Type: typ}); err != nil {
+		t.Fatal(err)
+	}
+	return openModel(t, out)
+}
+
+func smallModel(t *testing.T, maxPrefill int) *runtime.Model {
+	t.Helper()
+	s := synth.Shape{ModelType: "qwen3", Hidden: 64, Intermediate: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
+		Vocab: 300, MaxPositions: 1 << 16, Tied: true, DType: "BF16", Seed: 5, EOS: synth.MiniEOS}
+	return openModel(t, synthtest.Compile(t, s, maxPrefill))
+}
+
+func newEngine(t *testing.T, m *runtime.Model, o Options) *Engine {
+	t.Helper()
+	o.Runner = runtime.Options{Threads: 2, Kernels: kernels.Detect()}
+	e, err := New(m, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Shutdown(context.Background()) })
+	return e
+}
+
+// collect reads a stream to its end.
+func collect(t *testing.T, s *Stream) ([]Event, Event) {
+	t.Helper()
+	var evs []Event
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for {
+		ev, err := s.Next(ctx)
+		if err == io.EOF {
+			t.Fatal("stream ended without a Done event")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Done {
+			if _, err := s.Next(ctx); err != io.EOF {
+				t.Fatalf("after Done: %v, want io.EOF", err)
+			}
+			return evs, ev
+		}
+		evs = append(evs, ev)
+	}
+}
+
+func tokensOf(evs []Event) []int32 {
+	var ids []int32
+	for _, e := range evs {
+		ids = append(ids, e.Token)
+	}
+	return ids
+}
+
+// greedyAlone generates n greedy tokens after prompt with a session alone.
+func greedyAlone(t *testing.T, m *runtime.Model, prompt []int32, n int) []int32 {
+	t.Helper()
+	s, _ := m.NewSession(0)
+	l, err := s.Feed(prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int32
+	for range n {
+		best := 0
+		for i, v := range l {
+			if v > l[best] {
+				best = i
+			}
+		}
+		out = append(out, int32(best))
+		if l, err = s.Feed([]int32{int32(best)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// TestBatchingKeepsGreedyText: eight concurrent requests on the bundled
+// model, some prompts longer than a prefill chunk, each return exactly the
+// greedy text they return alone.
+func TestBatchingKeepsGreedyText(t *testing.T) {
+	for _, typ := range []format.DType{format.F16, format.Q8} {
+		m := demoModel(t, typ)
+		e := newEngine(t, m, Options{Parallel: 8, Chunk: 16})
+		refs := testmodelPrompts(t)
+		const n = 20
+		want := make([][]int32, len(refs))
+		for i, p := range refs {
+			want[i] = greedyAlone(t, m, p, n)
+		}
+		streams := make([]*Stream, len(refs))
+		for i, p := range refs {
+			var err error
+			if streams[i], err = e.Submit(context.Background(), Request{Prompt: p, MaxTokens: n, TopLogprobs: -1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, s := range streams {
+			evs, done := collect(t, s)
+			got := tokensOf(evs)
+			if done.Reason != StopLength || done.Usage.CompletionTokens != n || done.Usage.PromptTokens != len(refs[i]) {
+				t.Errorf("%s request %d: done %+v", typ, i, done)
+			}
+			for j := range want[i] {
+				if j >= len(got) || got[j] != want[i][j] {
+					t.Fatalf("%s request %d: batched %v, alone %v", typ, i, got, want[i])
+				}
+			}
+		}
+	}
+}
+
+// testmodelPrompts are eight prompts of the bundled model: its reference
+// prompts and prefixes of them.
+func testmodelPrompts(t *testing.T) [][]int32 {
+	m := [][]int32{
+		{1722, 1887, 271, 474, 2399},
+		{2830, 320, 82, 353, 5475, 8, 220},
+		{322, 2955, 220, 17, 15, 15, 24, 576, 5994, 24124},
+	}
+	long := make([]int32, 0, 90)
+	for len(long) < 90 {
+		long = append(long, m[len(long)%3]...)
+	}
+	return append(m, long[:90], long[:40], m[0][:2], m[1][:4], []int32{1722})
+}
+
+func TestStopsAndLimits(t *testing.T) {
+	m := smallModel(t, 32)
+	e := newEngine(t, m, Options{Parallel: 2, Ctx: 40})
+	// A prompt whose greedy continuation changes token (this random model
+	// tends to repeat one).
+	var prompt, ref []int32
+	for p := int32(1); ; p++ {
+		prompt = []int32{p, p + 1, p + 2}
+		if ref = greedyAlone(t, m, prompt, 8); slices.ContainsFunc(ref, func(id int32) bool { return id != ref[0] }) {
+			break
+		}
+	}
+
+	// A stop token ends the generation and is not emitted.
+	first := 1 // the first step whose token is new
+	for slices.Contains(ref[:first], ref[first]) {
+		first++
+	}
+	s, _ := e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 8, Stop: []int32{ref[first]}, TopLogprobs: -1})
+	evs, done := collect(t, s)
+	if done.Reason != StopToken || len(evs) != first {
+		t.Errorf("stop token %d: %d tokens, reason %s; want %d, stop", ref[first], len(evs), done.Reason, first)
+	}
+	// The context ends it with "ctx" after the last token that fits.
+	s, _ = e.Submit(context.Background(), Request{Prompt: make([]int32, 30), MaxTokens: -1, TopLogprobs: -1})
+	evs, done = collect(t, s)
+	if done.Reason != StopContext || len(evs) != 11 {
+		t.Errorf("context 40, prompt 30: %d tokens, reason %s; want 11, ctx", len(evs), done.Reason)
+	}
+	// A prompt the context cannot hold is refused at once.
+	if _, err := e.Submit(context.Background(), Request{Prompt: make([]int32, 41)}); err == nil || err.Error() != "the prompt has 41 tokens, more than the context of 40" {
+		t.Errorf("41 tokens: %v", err)
+	}
+	for _, bad := range [][]int32{nil, {300}, {-1}} {
+		if _, err := e.Submit(context.Background(), Request{Prompt: bad}); err == nil {
+			t.Errorf("prompt %v accepted", bad)
+		}
+	}
+}
+
+func TestLogprobs(t *testing.T) {
+	m := smallModel(t, 32)
+	e := newEngine(t, m, Options{})
+	prompt := []int32{9, 8, 7, 6}
+	s, _ := e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 3, TopLogprobs: 5})
+	evs, _ := collect(t, s)
+	sess, _ := m.NewSession(0)
+	l, _ := sess.Feed(prompt)
+	for step, ev := range evs {
+		mx := math.Inf(-1)
+		for _, v := range l {
+			mx = math.Max(mx, float64(v))
+		}
+		var z float64
+		for _, v := range l {
+			z += math.Exp(float64(v) - mx)
+		}
+		lse := mx + math.Log(z)
+		if d := math.Abs(float64(ev.Logprob) - (float64(l[ev.Token]) - lse)); d > 1e-4 {
+			t.Errorf("step %d: logprob %v, want %v", step, ev.Logprob, float64(l[ev.Token])-lse)
+		}
+		if len(ev.Top) != 5 || ev.Top[0].Token != ev.Token {
+			t.Errorf("step %d: top %v, the greedy token %d first", step, ev.Top, ev.Token)
+		}
+		for i := 1; i < len(ev.Top); i++ {
+			if ev.Top[i].Logprob > ev.Top[i-1].Logprob {
+				t.Errorf("step %d: top not sorted: %v", step, ev.Top)
+			}
+		}
+		l, _ = sess.Feed([]int32{ev.Token})
+	}
+}
+
+// TestCancelFreesTheSlot: a cancelled request ends with "cancelled" within
+// a step, and its slot goes to the request waiting in the queue.
+func TestCancelFreesTheSlot(t *testing.T) {
+	m := smallModel(t, 32)
+	e := newEngine(t, m, Options{Parallel: 1, Queue: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	long, _ := e.Submit(ctx, Request{Prompt: []int32{1, 2}, MaxTokens: -1, TopLogprobs: -1})
+	waitFor(t, func() bool { return e.Stats().Active == 1 })
+	waiting, err := e.Submit(context.Background(), Request{Prompt: []int32{3}, MaxTokens: 4, TopLogprobs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Submit(context.Background(), Request{Prompt: []int32{4}, MaxTokens: 1}); !errors.Is(err, ErrBusy) {
+		t.Errorf("a third request: %v, want ErrBusy", err)
+	}
+	// Let the first generate a little, then cancel it.
+	for range 3 {
+		if _, err := long.Next(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	_, done := collect(t, long)
+	if done.Reason != StopCancelled {
+		t.Errorf("cancelled request: reason %s", done.Reason)
+	}
+	if evs, done := collect(t, waiting); done.Reason != StopLength || len(evs) != 4 {
+		t.Errorf("queued request: %d tokens, %s", len(evs), done.Reason)
+	}
+	waitFor(t, func() bool { st := e.Stats(); return st.Active == 0 && st.Queued == 0 })
+}
+
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !ok(); {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within a minute")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestPrefixReuse: turn 2 of a conversation (turn 1's prompt, its answer
+// and more) prefills only what is new, and generates what a fresh session
+// would.
+func TestPrefixReuse(t *testing.T) {
+	m := smallModel(t, 32)
+	e := newEngine(t, m, Options{})
+	turn1 := []int32{10, 11, 12, 13, 14}
+	s, _ := e.Submit(context.Background(), Request{Prompt: turn1, MaxTokens: 4, TopLogprobs: -1})
+	evs, done := collect(t, s)
+	if done.Usage.CachedTokens != 0 {
+		t.Errorf("turn 1: %d cached tokens", done.Usage.CachedTokens)
+	}
+	turn2 := append(append(append([]int32{}, turn1...), tokensOf(evs)...), 20, 21, 22)
+	want := greedyAlone(t, m, turn2, 5)
+	s, _ = e.Submit(context.Background(), Request{Prompt: turn2, MaxTokens: 5, TopLogprobs: -1})
+	evs, done = collect(t, s)
+	// The session holds turn 1's prompt and the answer's tokens but the
+	// last, which was never fed.
+	if done.Usage.CachedTokens != len(turn1)+3 {
+		t.Errorf("turn 2: %d cached tokens, want %d", done.Usage.CachedTokens, len(turn1)+3)
+	}
+	got := tokensOf(evs)
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("turn 2 from the cache: %v, fresh %v", got, want)
+		}
+	}
+	// The same prompt again reuses all but its last token.
+	s, _ = e.Submit(context.Background(), Request{Prompt: turn2, MaxTokens: 1, TopLogprobs: -1})
+	if _, done = collect(t, s); done.Usage.CachedTokens != len(turn2)-1 {
+		t.Errorf("the same prompt: %d cached tokens, want %d", done.Usage.CachedTokens, len(turn2)-1)
+	}
+}
+
+// TestShutdown: queued requests end at once, running ones at the end of
+// the grace period, later ones are refused.
+func TestShutdown(t *testing.T) {
+	m := smallModel(t, 32)
+	e, err := New(m, Options{Parallel: 1, Runner: runtime.Options{Threads: 2, Kernels: kernels.Detect()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, _ := e.Submit(context.Background(), Request{Prompt: []int32{1}, MaxTokens: -1, TopLogprobs: -1})
+	queued, _ := e.Submit(context.Background(), Request{Prompt: []int32{2}, MaxTokens: 3, TopLogprobs: -1})
+	if _, err := running.Next(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { e.Shutdown(ctx) })
+	if _, done := collect(t, queued); done.Reason != StopShutdown {
+		t.Errorf("queued: %s", done.Reason)
+	}
+	if _, done := collect(t, running); done.Reason != StopShutdown {
+		t.Errorf("running: %s", done.Reason)
+	}
+	wg.Wait()
+	if _, err := e.Submit(context.Background(), Request{Prompt: []int32{1}}); !errors.Is(err, ErrClosed) {
+		t.Errorf("after shutdown: %v", err)
+	}
+}
