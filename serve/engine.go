@@ -28,10 +28,11 @@ type Options struct {
 	// Ctx is each conversation's context length (default: the model's
 	// maximum).
 	Ctx int
-	// Chunk is the most prompt tokens a step prefills while other
-	// conversations are decoding (default 128): a long prompt delays the
-	// running streams by one chunk per step, not by the whole prompt.
-	// With nothing decoding, a step takes a whole prefill batch.
+	// Chunk is the most prompt tokens a step prefills, for all the new
+	// prompts together, while other conversations are decoding (default
+	// 128): long or many prompts delay the running streams by one chunk
+	// per step, not by the whole prefill. With nothing decoding, a step
+	// takes a whole prefill batch.
 	Chunk int
 	// CacheBytes bounds the KV caches kept of finished conversations for
 	// prefix reuse (default 1 GiB; 0 keeps the default, < 0 none).
@@ -325,14 +326,16 @@ func (e *Engine) loop() {
 			}
 		}
 		budget := e.m.MaxPrefill() - decoding
+		if decoding > 0 {
+			// The running streams wait for this step: one chunk of prompt
+			// in all, however many prompts are waiting.
+			budget = min(budget, e.opts.Chunk)
+		}
 		for _, j := range active {
 			if len(j.rest) == 0 || budget == 0 {
 				continue
 			}
 			n := min(len(j.rest), budget)
-			if decoding > 0 {
-				n = min(n, e.opts.Chunk)
-			}
 			seqs = append(seqs, runtime.Seq{Session: j.sess, Tokens: j.rest[:n], Logits: n == len(j.rest)})
 			owners, prompt = append(owners, j), append(prompt, n)
 			budget -= n
