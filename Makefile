@@ -67,11 +67,12 @@ test-avx2:
 	GODEBUG=cpu.avx512f=off $(GO) test ./kernels/ ./runtime/
 
 # The race detector on the concurrent code: the worker pool and everything
-# that runs on it (kernels, runtime) and the compiler's conversion pipeline.
-# Skipped: the allocation tests (under the race detector a decode step
-# allocates) and the pool latency log (timing only). About a minute.
+# that runs on it (kernels, runtime), the compiler's conversion pipeline and
+# the server's engine. Skipped: the allocation tests (under the race
+# detector a decode step allocates) and the pool latency log (timing only).
+# About two minutes.
 test-race:
-	$(GO) test -race -skip 'DoesNotAllocate|TestPoolRunLatency' ./kernels/ ./runtime/ ./compiler/
+	$(GO) test -race -skip 'DoesNotAllocate|TestPoolRunLatency' ./kernels/ ./runtime/ ./compiler/ ./serve/
 
 # The numeric packages on arm64 under qemu user-mode emulation (Go test
 # binaries are static, so no binfmt registration is needed); all of their

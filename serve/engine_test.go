@@ -5,9 +5,12 @@ import (
 	"errors"
 	"io"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,4 +344,83 @@ func TestShutdown(t *testing.T) {
 	if _, err := e.Submit(context.Background(), Request{Prompt: []int32{1}}); !errors.Is(err, ErrClosed) {
 		t.Errorf("after shutdown: %v", err)
 	}
+}
+
+// TestSoak: 192 requests from 16 clients at once, some with stop tokens,
+// some cancelled at a random moment, some refused by the full queue and
+// retried: every request ends (a Done event or a refusal), the engine is
+// idle again, and no goroutine is left behind.
+func TestSoak(t *testing.T) {
+	m := smallModel(t, 32)
+	before := goruntime.NumGoroutine()
+	e, err := New(m, Options{Parallel: 4, Queue: 8, Chunk: 8, CacheBytes: 16 << 20,
+		Runner: runtime.Options{Threads: 2, Kernels: kernels.Detect()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const clients, perClient = 16, 12
+	var ended, refused, cancelled atomic.Int32
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(c), 1))
+			for r := range perClient {
+				prompt := make([]int32, 1+rng.IntN(40))
+				for i := range prompt {
+					prompt[i] = int32(rng.IntN(300))
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				req := Request{Prompt: prompt, MaxTokens: rng.IntN(30), TopLogprobs: rng.IntN(3) - 1}
+				if r%3 == 0 {
+					req.Stop = []int32{int32(rng.IntN(300))}
+				}
+				var s *Stream
+				var err error
+				for {
+					if s, err = e.Submit(ctx, req); !errors.Is(err, ErrBusy) {
+						break
+					}
+					refused.Add(1)
+					time.Sleep(time.Millisecond)
+				}
+				if err != nil {
+					t.Error(err)
+					cancel()
+					return
+				}
+				cancelAt := -1
+				if rng.IntN(5) == 0 {
+					cancelAt = rng.IntN(10)
+				}
+				for n := 0; ; n++ {
+					if n == cancelAt {
+						cancel()
+					}
+					ev, err := s.Next(context.Background())
+					if err != nil {
+						t.Error(err)
+						break
+					}
+					if ev.Done {
+						ended.Add(1)
+						if ev.Reason == StopCancelled {
+							cancelled.Add(1)
+						}
+						break
+					}
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	if n := ended.Load(); n != clients*perClient {
+		t.Errorf("%d of %d requests ended", n, clients*perClient)
+	}
+	waitFor(t, func() bool { st := e.Stats(); return st.Active == 0 && st.Queued == 0 && st.KVBytes == 0 })
+	if err := e.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return goruntime.NumGoroutine() <= before })
+	t.Logf("%d requests ended (%d cancelled), %d submissions refused as busy and retried", ended.Load(), cancelled.Load(), refused.Load())
 }
