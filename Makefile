@@ -7,7 +7,7 @@ BUILD   := build
 DEMO    := qwen3-go-demo
 DEMO_N  ?= 160
 
-.PHONY: all build demo bench fuzz test test-cross test-purego test-avx512 test-avx2 test-race test-arm64 bench-compile perplexity clean tools
+.PHONY: all build demo bench bench-serve fuzz test test-cross test-purego test-avx512 test-avx2 test-race test-arm64 bench-compile perplexity clean tools
 
 all: build
 
@@ -92,13 +92,22 @@ test-arm64:
 # and q4 compiles are redone each time, as they depend on this qwenc.
 BENCH_MODEL := $(BUILD)/bench/qwen3-0.6b
 BENCH_TYPES := f16 q8 q4
-bench: build $(BUILD)/tokenizer.json
-	@test -f $(BENCH_MODEL)/model.safetensors || $(BIN)/qwengen -o $(BENCH_MODEL) \
-		-tokenizer $(BUILD)/tokenizer.json -tokenizer-config testdata/tiny-a/tokenizer_config.json
+$(BENCH_MODEL)/model.safetensors: | $(BUILD)/tokenizer.json
+	$(MAKE) --no-print-directory build
+	$(BIN)/qwengen -o $(BENCH_MODEL) -tokenizer $(BUILD)/tokenizer.json -tokenizer-config testdata/tiny-a/tokenizer_config.json
+
+bench: build $(BENCH_MODEL)/model.safetensors
 	@for t in $(BENCH_TYPES); do $(BIN)/qwenc compile -q --no-sync --type $$t $(BENCH_MODEL) -o $(BENCH_MODEL)-$$t.qbin || exit 1; done
 	$(BIN)/qwenrun bench $(foreach t,$(BENCH_TYPES),$(BENCH_MODEL)-$(t).qbin)
 	$(GO) test -run '^$$' -bench 'Benchmark(MatVec|Gemm)$$/^(avx2|avx512)$$/' -benchtime 3x ./kernels/
 	$(GO) test -run '^$$' -bench 'Benchmark(MatVecQ|GemmQ)$$/^q[48]$$/^(avx2|avx512|avx512vnni)$$/' -benchtime 3x ./kernels/
+
+# The server's engine on the Qwen3-0.6B shape at q8 (make bench makes the
+# file): 1, 4, 8 and 16 concurrent streams, decode tokens/s and its
+# multiple of one stream's, time to first token and inter-token latency.
+bench-serve: build $(BENCH_MODEL)/model.safetensors
+	$(BIN)/qwenc compile -q --no-sync --type q8 $(BENCH_MODEL) -o $(BENCH_MODEL)-q8.qbin
+	$(BIN)/qwenrun bench-serve $(BENCH_MODEL)-q8.qbin --streams 1,4,8,16
 
 # Perplexity of the bundled model on held-out Go source: the non-test .go
 # files of github.com/urfave/cli/v2 (a dependency, so the module proxy
