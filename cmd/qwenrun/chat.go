@@ -1,13 +1,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -20,15 +21,27 @@ import (
 // conversation is a chat kept in one session: each turn re-renders the
 // whole history and prefills only what differs from the cached tokens.
 type conversation struct {
-	s       *setup
-	family  chat.Family
-	think   bool
-	msgs    []chat.Message
-	sampler *sampling.Sampler
-	show    *thinkFilter
+	s      *setup
+	family chat.Family
+	// model names the model in the banner and /show: the file's base name.
+	model string
+	think bool
+	// params are the sampling settings as given by the flags and /set; the
+	// sampler is rebuilt from them when they change.
+	params    sampling.Params
+	sampler   *sampling.Sampler
+	msgs      []chat.Message
+	show      *thinkFilter
+	maxTokens int
 	// jsonOut replaces the streamed answer by one JSON object per turn.
 	jsonOut bool
-	total   runtime.Result // accumulated over turns, for the final statistics
+	// verbose prints the statistics after every reply, not only at the end.
+	verbose bool
+	// info takes the notes and what commands print, apart from the replies
+	// on stdout; dim greys the statistics there when it is a terminal.
+	info  io.Writer
+	dim   bool
+	total runtime.Result // accumulated over turns, for the final statistics
 	// lastPrompt is the full token sequence of the last turn's prompt.
 	lastPrompt []int32
 	// full is set when an answer reached the context limit: the reply is
@@ -47,6 +60,14 @@ func (e *tooLongError) Error() string {
 	return fmt.Sprintf("the conversation has %d tokens, more than the context of %d (--ctx)", e.tokens, e.ctx)
 }
 
+// noRoomError is a conversation to load that leaves no room for another
+// message and its reply.
+type noRoomError struct{ tokens, ctx int }
+
+func (e *noRoomError) Error() string {
+	return fmt.Sprintf("the conversation has %d tokens, which leave no room for another message in the context of %d (--ctx)", e.tokens, e.ctx)
+}
+
 func runChat(c *cli.Context, s *setup) error {
 	if s.m.File.Header.ChatFamily == "" {
 		return errors.New("this model has no chat template; use raw completion (-p without --chat)")
@@ -55,8 +76,10 @@ func runChat(c *cli.Context, s *setup) error {
 	if err != nil {
 		return err
 	}
-	conv := &conversation{s: s, family: family, think: !c.Bool("no-think"), sampler: sampling.New(s.m.Config.Vocab, s.params),
-		jsonOut: c.Bool("json")}
+	conv := &conversation{s: s, family: family, model: strings.TrimSuffix(filepath.Base(c.Args().First()), ".qbin"),
+		think: !c.Bool("no-think"), params: s.params, sampler: sampling.New(s.m.Config.Vocab, s.params),
+		maxTokens: c.Int("max-tokens"), jsonOut: c.Bool("json"), verbose: c.Bool("verbose"),
+		info: os.Stderr, dim: isTerminal(os.Stderr)}
 	var out io.Writer = os.Stdout
 	if conv.jsonOut {
 		out = io.Discard
@@ -65,7 +88,6 @@ func runChat(c *cli.Context, s *setup) error {
 	if sys := c.String("system"); sys != "" {
 		conv.msgs = append(conv.msgs, chat.Message{Role: "system", Content: sys})
 	}
-	maxTokens := c.Int("max-tokens")
 	text, oneShot, err := promptText(c)
 	if err != nil {
 		return err
@@ -73,7 +95,7 @@ func runChat(c *cli.Context, s *setup) error {
 	if oneShot {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		res, err := conv.turn(ctx, text, maxTokens)
+		res, err := conv.turn(ctx, text)
 		if err != nil {
 			return err
 		}
@@ -88,118 +110,30 @@ func runChat(c *cli.Context, s *setup) error {
 		}
 		return nil
 	}
-	return conv.interactive(os.Stdin, maxTokens)
+	return conv.interactive()
 }
 
-// interactive reads one user message per line. Ctrl-C during an answer
-// stops that answer; Ctrl-C or end of input at the prompt ends the chat.
-// "/clear" starts a new conversation. A message that finds no room in the
-// context is refused with a note and the chat goes on; the end of input then
-// gives an error, so scripts notice.
-func (conv *conversation) interactive(in io.Reader, maxTokens int) error {
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	lines := make(chan string)
-	go func() {
-		sc := bufio.NewScanner(in)
-		sc.Buffer(make([]byte, 1<<20), 1<<24)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	tty := isTerminal(os.Stdin)
-	for {
-		if tty {
-			fmt.Fprint(os.Stderr, "> ")
-		}
-		var line string
-		var ok bool
-		select {
-		case line, ok = <-lines:
-		case <-sig:
-			fmt.Fprintln(os.Stderr)
-			conv.finalStats()
-			return errInterrupted
-		}
-		if !ok {
-			conv.finalStats()
-			if n := conv.unanswered; n > 0 {
-				return fmt.Errorf("%d of the messages got no answer: the conversation was full (--ctx)", n)
-			}
-			return nil
-		}
-		switch strings.TrimSpace(line) {
-		case "":
-			continue
-		case "/clear":
-			if err := conv.clear(); err != nil {
-				return err
-			}
-			fmt.Fprintln(os.Stderr, "qwenrun: a new conversation")
-			continue
-		}
-		if conv.full {
-			conv.unanswered++
-			conv.fullNote()
-			continue
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		interrupted := make(chan bool, 1)
-		go func() {
-			select {
-			case <-sig:
-				cancel()
-				interrupted <- true
-			case <-done:
-				interrupted <- false
-			}
-		}()
-		res, err := conv.turn(ctx, line, maxTokens)
-		close(done)
-		cancel()
-		var tooLong *tooLongError
-		switch {
-		case errors.As(err, &tooLong):
-			conv.unanswered++
-			fmt.Fprintf(os.Stderr, "qwenrun: no answer: %v; /clear starts a new conversation\n", err)
-		case err != nil:
-			return err
-		case conv.jsonOut:
-			// One line per turn (JSON Lines), so a script can read the
-			// answers of piped messages as they come.
-			if err := printJSON(os.Stdout, conv.s, conv.lastPrompt, res); err != nil {
-				return fmt.Errorf("writing the JSON of a turn: %w", err)
-			}
-		}
-		// A signal that arrived after the answer ended was taken by this
-		// turn's watcher: it ends the chat, as at the prompt.
-		if <-interrupted && res.Stop != runtime.StopInterrupt {
-			conv.finalStats()
-			return errInterrupted
-		}
-		switch res.Stop {
-		case runtime.StopInterrupt:
-			printStats(os.Stderr, conv.s, res)
-		case runtime.StopCtx:
-			// The statistics come once, at the end of the chat.
-			printCtxStop(os.Stderr, conv.s)
-			conv.full = true
-			conv.fullNote()
-		}
-	}
+// note prints one line about the chat itself, not part of a reply.
+func (conv *conversation) note(format string, args ...any) {
+	fmt.Fprintf(conv.info, "qwenrun: "+format+"\n", args...)
 }
 
 // fullNote says why a message gets no answer and what to do about it.
 func (conv *conversation) fullNote() {
-	fmt.Fprintf(os.Stderr, "qwenrun: the conversation is full (%d of %d tokens, --ctx); /clear starts a new one\n",
-		conv.s.sess.Len(), conv.s.sess.Ctx())
+	conv.note("the conversation is full (%d of %d tokens, --ctx); /clear starts a new one", conv.s.sess.Len(), conv.s.sess.Ctx())
 }
 
-// clear starts a new conversation. A fresh session rather than a rewind
-// frees the KV cache, which a full conversation grew to the whole context.
+// system returns the system message, or "".
+func (conv *conversation) system() string {
+	if len(conv.msgs) > 0 && conv.msgs[0].Role == "system" {
+		return conv.msgs[0].Content
+	}
+	return ""
+}
+
+// clear starts a new conversation with the same system message. A fresh
+// session rather than a rewind frees the KV cache, which a full
+// conversation grew to the whole context.
 func (conv *conversation) clear() error {
 	sess, err := conv.s.m.NewSession(conv.s.sess.Ctx())
 	if err != nil {
@@ -207,7 +141,7 @@ func (conv *conversation) clear() error {
 	}
 	conv.s.sess = sess
 	keep := 0
-	if len(conv.msgs) > 0 && conv.msgs[0].Role == "system" {
+	if conv.system() != "" {
 		keep = 1
 	}
 	conv.msgs = conv.msgs[:keep]
@@ -216,13 +150,26 @@ func (conv *conversation) clear() error {
 	return nil
 }
 
+// setSampling replaces the sampling settings. The new sampler starts its
+// random stream again from the seed, so a chat with --seed stays
+// reproducible whatever it sets.
+func (conv *conversation) setSampling(p sampling.Params) {
+	conv.params = p
+	conv.sampler = sampling.New(conv.s.m.Config.Vocab, p)
+}
+
+// encode renders and tokenizes msgs.
+func (conv *conversation) encode(msgs []chat.Message, addGenerationPrompt bool) ([]int, error) {
+	return encodeSegments(conv.s, chat.Render(conv.family, msgs, addGenerationPrompt, conv.think))
+}
+
 // turn adds a user message, prefills what changed and streams the answer.
-func (conv *conversation) turn(ctx context.Context, text string, maxTokens int) (runtime.Result, error) {
+func (conv *conversation) turn(ctx context.Context, text string) (runtime.Result, error) {
 	s := conv.s
 	// The message joins the conversation only if it fits: a refused one
 	// must not come back in the next turn's prompt.
-	msgs := append(conv.msgs, chat.Message{Role: "user", Content: text})
-	ids, err := encodeSegments(s, chat.Render(conv.family, msgs, true, conv.think))
+	msgs := append(slices.Clip(conv.msgs), chat.Message{Role: "user", Content: text})
+	ids, err := conv.encode(msgs, true)
 	if err != nil {
 		return runtime.Result{}, err
 	}
@@ -230,25 +177,12 @@ func (conv *conversation) turn(ctx context.Context, text string, maxTokens int) 
 		return runtime.Result{}, &tooLongError{tokens: len(ids), ctx: s.sess.Ctx()}
 	}
 	conv.msgs = msgs
-	cached := make([]int, s.sess.Len())
-	for i, id := range s.sess.Tokens() {
-		cached[i] = int(id)
-	}
 	conv.lastPrompt = conv.lastPrompt[:0]
 	for _, id := range ids {
 		conv.lastPrompt = append(conv.lastPrompt, int32(id))
 	}
-	keep := chat.CommonPrefix(cached, ids)
-	keep = min(keep, len(ids)-1) // at least one token must run to give logits
-	s.sess.Rewind(keep)
-	prompt := make([]int32, len(ids)-keep)
-	for i, id := range ids[keep:] {
-		prompt[i] = int32(id)
-	}
 	conv.show.start()
-	res, err := s.sess.Generate(ctx, prompt, runtime.GenerateOptions{
-		MaxTokens: maxTokens, Stop: s.stop, Sampler: conv.sampler, OnToken: conv.show.token,
-	})
+	res, err := conv.generate(ctx, ids, conv.maxTokens, conv.show.token)
 	conv.show.end()
 	if err != nil {
 		return res, err
@@ -258,17 +192,75 @@ func (conv *conversation) turn(ctx context.Context, text string, maxTokens int) 
 		gen[i] = int(id)
 	}
 	conv.msgs = append(conv.msgs, chat.Message{Role: "assistant", Content: s.m.Tokenizer.Decode(gen)})
+	return res, nil
+}
+
+// load replaces the conversation by msgs and prefills them, so that the
+// next message continues it. A conversation that leaves no room for a reply
+// is refused and the current one stays.
+func (conv *conversation) load(ctx context.Context, msgs []chat.Message) (runtime.Result, error) {
+	ids, err := conv.encode(msgs, false)
+	if err != nil {
+		return runtime.Result{}, err
+	}
+	// Only what the next turn's prompt will share is prefilled: Qwen3 drops
+	// the last answer's thinking once a new message follows it.
+	next, err := conv.encode(append(slices.Clip(msgs), chat.Message{Role: "user"}), true)
+	if err != nil {
+		return runtime.Result{}, err
+	}
+	if len(next) >= conv.s.sess.Ctx() {
+		return runtime.Result{}, &noRoomError{tokens: len(ids), ctx: conv.s.sess.Ctx()}
+	}
+	conv.msgs = msgs
+	conv.lastPrompt = conv.lastPrompt[:0]
+	conv.full = false
+	return conv.generate(ctx, ids[:chat.CommonPrefix(ids, next)], 0, nil)
+}
+
+// generate makes the KV cache hold ids, running only what differs from
+// the cached tokens, and then generates up to maxTokens tokens.
+func (conv *conversation) generate(ctx context.Context, ids []int, maxTokens int, onToken func(int32)) (runtime.Result, error) {
+	s := conv.s
+	cached := make([]int, s.sess.Len())
+	for i, id := range s.sess.Tokens() {
+		cached[i] = int(id)
+	}
+	keep := chat.CommonPrefix(cached, ids)
+	if maxTokens != 0 {
+		keep = min(keep, len(ids)-1) // at least one token must run to give logits
+	}
+	s.sess.Rewind(keep)
+	if keep == len(ids) {
+		return runtime.Result{Stop: runtime.StopLength}, nil
+	}
+	prompt := make([]int32, len(ids)-keep)
+	for i, id := range ids[keep:] {
+		prompt[i] = int32(id)
+	}
+	res, err := s.sess.Generate(ctx, prompt, runtime.GenerateOptions{
+		MaxTokens: maxTokens, Stop: s.stop, Sampler: conv.sampler, OnToken: onToken,
+	})
 	conv.total.PromptTokens += res.PromptTokens
 	conv.total.PrefillTime += res.PrefillTime
 	conv.total.Generated = append(conv.total.Generated, res.Generated...)
 	conv.total.DecodeTime += res.DecodeTime
 	conv.total.Stop = res.Stop
-	return res, nil
+	return res, err
+}
+
+// stats prints the statistics line of one reply, dimmed on a terminal.
+func (conv *conversation) stats(r runtime.Result) {
+	if conv.dim {
+		fmt.Fprint(conv.info, "\x1b[2m")
+		defer fmt.Fprint(conv.info, "\x1b[0m")
+	}
+	printStatsLine(conv.info, conv.s, r)
 }
 
 // finalStats prints the statistics of the whole chat; a stop at the
 // context was reported when it happened.
-func (conv *conversation) finalStats() { printStatsLine(os.Stderr, conv.s, conv.total) }
+func (conv *conversation) finalStats() { printStatsLine(conv.info, conv.s, conv.total) }
 
 // encodeSegments tokenizes a rendered conversation: markers become their
 // added-token ids, and message text is encoded as plain text, so text that

@@ -83,6 +83,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "system", Usage: "system message for --chat"},
 		&cli.BoolFlag{Name: "no-think", Usage: "Qwen3: answer without a thinking block"},
 		&cli.BoolFlag{Name: "hide-think", Usage: "do not show the thinking text"},
+		&cli.BoolFlag{Name: "verbose", Usage: "with --chat: the statistics after every reply, and at the end on a terminal"},
 		&cli.StringFlag{Name: "tokens", Usage: "the prompt as comma-separated token ids (no tokenizer)"},
 		&cli.StringFlag{Name: "logits", Usage: "write the last prompt position's logits to `PATH` (little-endian float32)"},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object at the end instead of streaming (interactive --chat: one per turn)"},

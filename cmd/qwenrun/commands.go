@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/qwenc/qwenc/chat"
+	"github.com/qwenc/qwenc/runtime"
+	"github.com/qwenc/qwenc/runtime/sampling"
+)
+
+// commandSpec describes a slash command for the parser and the help.
+type commandSpec struct {
+	names []string // the first is the one the help shows first
+	args  string   // what follows the name, "" if nothing may
+	help  string
+}
+
+func commandSpecs() []commandSpec {
+	return []commandSpec{
+		{[]string{"help", "?"}, "", "this help"},
+		{[]string{"bye", "exit", "quit"}, "", "leave (also Ctrl-D)"},
+		{[]string{"clear"}, "", "start a new conversation; the system message stays"},
+		{[]string{"system"}, "TEXT", "set the system message and start a new conversation"},
+		{[]string{"think"}, "on|off", "Qwen3: think before answering, or not (--no-think)"},
+		{[]string{"set"}, "NAME VALUE", "sampling: temp, top-k, top-p, min-p, repeat-penalty, presence-penalty, seed"},
+		{[]string{"show"}, "", "model, context used, sampling, thinking, system message"},
+		{[]string{"save"}, "FILE", "write the conversation to FILE (JSON: role and content of each message)"},
+		{[]string{"load"}, "FILE", "replace the conversation by the one saved in FILE, to continue it"},
+	}
+}
+
+// command is a parsed slash command, its argument checked.
+type command struct {
+	name string // the spec's first name
+	arg  string // /system's text, /save's and /load's file
+	on   bool   // /think on
+	// opt and change are /set's setting and the change it makes.
+	opt    samplingOption
+	change func(*sampling.Params)
+}
+
+// parseLine tells a message from a command. A line whose first character
+// (after blanks) is "/" is a command; "//" starts a message with one "/".
+func parseLine(line string) (msg string, cmd *command, err error) {
+	t := strings.TrimSpace(line)
+	if !strings.HasPrefix(t, "/") {
+		return line, nil, nil
+	}
+	if strings.HasPrefix(t, "//") {
+		return strings.TrimLeft(line, " \t")[1:], nil, nil
+	}
+	word, arg, _ := strings.Cut(t[1:], " ")
+	word, arg = strings.ToLower(word), strings.TrimSpace(arg)
+	if i := strings.IndexByte(word, '\t'); i >= 0 { // "/save\tFILE"
+		word, arg = word[:i], strings.TrimSpace(word[i:]+" "+arg)
+	}
+	for _, spec := range commandSpecs() {
+		for _, name := range spec.names {
+			if name == word {
+				cmd, err := parseArgs(spec, arg)
+				return "", cmd, err
+			}
+		}
+	}
+	return "", nil, fmt.Errorf("unknown command /%s; /? for help", word)
+}
+
+func parseArgs(spec commandSpec, arg string) (*command, error) {
+	cmd := &command{name: spec.names[0], arg: arg}
+	usage := fmt.Errorf("usage: /%s %s", cmd.name, spec.args)
+	var err error
+	switch {
+	case spec.args == "" && arg != "":
+		err = fmt.Errorf("/%s takes no argument", cmd.name)
+	case cmd.name == "set": // its usage names the settings
+		cmd.opt, cmd.change, err = parseSetting(arg)
+	case spec.args != "" && arg == "":
+		err = usage
+	case cmd.name == "think":
+		switch strings.ToLower(arg) {
+		case "on":
+			cmd.on = true
+		case "off":
+		default:
+			err = usage
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return cmd, nil
+}
+
+// helpText is what /help prints.
+func helpText() string {
+	var b strings.Builder
+	b.WriteString("Commands:\n")
+	row := func(left, right string) { fmt.Fprintf(&b, "  %-22s %s\n", left, right) }
+	for _, spec := range commandSpecs() {
+		left := "/" + strings.Join(spec.names, ", /")
+		if spec.args != "" {
+			left += " " + spec.args
+		}
+		row(left, spec.help)
+	}
+	row("//TEXT", "send TEXT that starts with /")
+	row(blockMark, "on a line of its own: begin a message of several lines; another "+blockMark+" ends it")
+	b.WriteString("Keys: Ctrl-C stops a reply; Ctrl-D leaves.\n")
+	return b.String()
+}
+
+// do runs a command. A command that cannot do what it was asked says why
+// in one line and changes nothing; only a failure of the program itself is
+// returned, and errBye.
+func (l *chatLoop) do(cmd *command) error {
+	conv := l.conv
+	switch cmd.name {
+	case "help":
+		fmt.Fprint(conv.info, helpText())
+	case "bye":
+		return errBye
+	case "clear":
+		if err := conv.clear(); err != nil {
+			return err
+		}
+		conv.note("a new conversation")
+	case "system":
+		if err := conv.clear(); err != nil {
+			return err
+		}
+		conv.msgs = append(conv.msgs[:0], chat.Message{Role: "system", Content: cmd.arg})
+		conv.note("a new conversation with this system message")
+	case "think":
+		if conv.family != chat.Qwen3 {
+			conv.note("/think: this model's chat template (%s) has no switch for thinking", conv.family)
+			return nil
+		}
+		conv.think = cmd.on
+		conv.note("thinking %s", onOff(conv.think))
+	case "set":
+		p := conv.params
+		cmd.change(&p)
+		conv.setSampling(p)
+		conv.note("%s %s", cmd.opt.name, cmd.opt.get(p))
+	case "show":
+		conv.showSettings()
+	case "save":
+		path := expandHome(cmd.arg)
+		if err := saveConversation(path, conv.msgs); err != nil {
+			conv.note("/save %s: %v", cmd.arg, err)
+			return nil
+		}
+		conv.note("saved %d messages to %s", len(conv.msgs), path)
+	case "load":
+		return l.load(cmd.arg)
+	}
+	return nil
+}
+
+// load is /load: a file that cannot be continued is one line, and the
+// current conversation stays.
+func (l *chatLoop) load(arg string) error {
+	conv := l.conv
+	path := expandHome(arg)
+	msgs, err := loadConversation(path)
+	if err != nil {
+		conv.note("/load %s: %v", arg, err)
+		return nil
+	}
+	res, sig, err := l.interruptible(func(ctx context.Context) (runtime.Result, error) { return conv.load(ctx, msgs) })
+	var noRoom *noRoomError
+	switch {
+	case errors.As(err, &noRoom):
+		conv.note("/load %s: %v", arg, err)
+		return nil
+	case err != nil:
+		return err
+	case l.ends(sig, res):
+		return errSignalled
+	case res.Stop == runtime.StopInterrupt:
+		conv.note("loaded %d messages from %s; Ctrl-C stopped reading them, the next message reads the rest", len(msgs), path)
+	default:
+		conv.note("loaded %d messages from %s (%d tokens)", len(msgs), path, conv.s.sess.Len())
+	}
+	if conv.verbose {
+		conv.stats(res)
+	}
+	return nil
+}
+
+// showSettings is /show.
+func (conv *conversation) showSettings() {
+	row := func(name, format string, args ...any) {
+		fmt.Fprintf(conv.info, "%-10s%s\n", name, fmt.Sprintf(format, args...))
+	}
+	row("model", "%s (%s chat template)", conv.model, conv.family)
+	row("context", "%d of %d tokens used", conv.s.sess.Len(), conv.s.sess.Ctx())
+	row("sampling", "%s", describeSampling(conv.params))
+	if conv.family == chat.Qwen3 {
+		row("thinking", "%s", onOff(conv.think))
+	}
+	switch sys, def := conv.system(), conv.family.DefaultSystem(); {
+	case sys != "":
+		row("system", "%s", sys)
+	case def != "":
+		row("system", "none (the template's default: %s)", def)
+	default:
+		row("system", "none")
+	}
+	row("messages", "%d", len(conv.msgs))
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// expandHome reads a leading "~/" as the home directory, as a shell would
+// have done had the name been typed there.
+func expandHome(path string) string {
+	if rest, ok := strings.CutPrefix(path, "~/"); ok {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, rest)
+		}
+	}
+	return path
+}
