@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/peterh/liner"
 	"github.com/qwenc/qwenc/runtime"
 )
 
@@ -21,8 +22,10 @@ const (
 )
 
 var (
+	// errAborted is Ctrl-C pressed at the line editor's prompt.
+	errAborted = errors.New("aborted at the prompt")
 	// errSignalled ends the chat: a signal came while it was waiting for
-	// input or as a reply ended, or SIGTERM came.
+	// input (or, without a terminal, as a reply ended), or SIGTERM came.
 	errSignalled = errors.New("signalled")
 	// errBye is /bye.
 	errBye = errors.New("bye")
@@ -36,6 +39,10 @@ type chatLoop struct {
 	conv *conversation
 	in   lineSource
 	sig  chan os.Signal
+	// term is a person at a terminal: the line editor reads the input, a
+	// banner greets them, and Ctrl-C at the prompt asks before leaving.
+	// Otherwise messages come one a line from a script, as they always did.
+	term bool
 }
 
 // interactive chats until the input ends or the user leaves. Ctrl-C
@@ -43,21 +50,44 @@ type chatLoop struct {
 // context is refused with a note and the chat goes on; leaving then gives
 // an error, so scripts notice.
 func (conv *conversation) interactive() error {
-	l := &chatLoop{conv: conv, sig: make(chan os.Signal, 1), in: newPlainInput(os.Stdin, isTerminal(os.Stdin))}
+	l := &chatLoop{conv: conv, sig: make(chan os.Signal, 1),
+		term: isTerminal(os.Stdin) && isTerminal(os.Stdout) && liner.TerminalSupported()}
 	signal.Notify(l.sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(l.sig)
+	if l.term {
+		e := newEditorInput(conv.info)
+		defer e.close()
+		l.in = e
+		fmt.Fprintf(conv.info, "%s, context %d tokens. /? for help, /bye or Ctrl-D to leave.\n", conv.model, conv.s.sess.Ctx())
+	} else {
+		l.in = newPlainInput(os.Stdin, isTerminal(os.Stdin))
+	}
 	return l.leave(l.run())
 }
 
 func (l *chatLoop) run() error {
+	// aborted is set by Ctrl-C at the prompt and cleared by any line, so
+	// that only a second Ctrl-C in a row leaves.
+	aborted := false
 	for {
 		text, block, err := l.read()
 		switch {
+		case errors.Is(err, errAborted):
+			if aborted {
+				return errSignalled
+			}
+			aborted = true
+			l.conv.note("use /bye or Ctrl-D to leave; Ctrl-C again to quit")
+			continue
 		case err == io.EOF:
+			if l.term {
+				fmt.Println() // the shell's prompt goes on a line of its own
+			}
 			return nil
 		case err != nil:
 			return err
 		}
+		aborted = false
 		msg := text
 		if !block {
 			var cmd *command
@@ -82,13 +112,15 @@ func (l *chatLoop) run() error {
 }
 
 // leave ends the chat that run ended with err, with the statistics of the
-// whole chat.
+// whole chat for scripts (and for a person who asked with --verbose).
 func (l *chatLoop) leave(err error) error {
 	if errors.Is(err, errBye) {
 		err = nil
 	}
 	if err == nil || errors.Is(err, errSignalled) {
-		l.conv.finalStats()
+		if !l.term || l.conv.verbose {
+			l.conv.finalStats()
+		}
 	}
 	switch {
 	case errors.Is(err, errSignalled):
@@ -123,6 +155,19 @@ func (l *chatLoop) read() (text string, block bool, err error) {
 
 // readLine reads one line while watching for signals, which end the chat.
 func (l *chatLoop) readLine(prompt string) (string, error) {
+	if l.term {
+		// Ctrl-C pressed while no prompt was up, as a command ran or a
+		// reply ended, is taken as pressed at the prompt.
+		select {
+		case sig := <-l.sig:
+			if sig != syscall.SIGTERM {
+				fmt.Println("^C")
+				return "", errAborted
+			}
+			return "", errSignalled
+		default:
+		}
+	}
 	type result struct {
 		line string
 		err  error
@@ -135,9 +180,16 @@ func (l *chatLoop) readLine(prompt string) (string, error) {
 	}()
 	select {
 	case r := <-got:
+		if r.err == nil {
+			l.in.remember(r.line)
+		}
 		return r.line, r.err
 	case <-l.sig:
-		fmt.Fprintln(os.Stderr)
+		if l.term {
+			fmt.Println()
+		} else {
+			fmt.Fprintln(os.Stderr)
+		}
 		return "", errSignalled
 	}
 }
@@ -164,10 +216,11 @@ func (l *chatLoop) interruptible(f func(context.Context) (runtime.Result, error)
 }
 
 // ends tells whether sig, which came while res was computed, ends the
-// chat. SIGTERM asks the program to end; a signal that came after the work
-// was done was meant for the prompt, as it always was.
+// chat. SIGTERM asks the program to end. Without a terminal, a signal that
+// came after the work was done was meant for the prompt, as it always was;
+// a person pressing Ctrl-C as a reply ends meant that reply.
 func (l *chatLoop) ends(sig os.Signal, res runtime.Result) bool {
-	return sig == syscall.SIGTERM || sig != nil && res.Stop != runtime.StopInterrupt
+	return sig == syscall.SIGTERM || sig != nil && res.Stop != runtime.StopInterrupt && !l.term
 }
 
 // send sends a message and shows the reply.
@@ -192,6 +245,8 @@ func (l *chatLoop) send(text string) error {
 		if err := printJSON(os.Stdout, conv.s, conv.lastPrompt, res); err != nil {
 			return fmt.Errorf("writing the JSON of a turn: %w", err)
 		}
+	case l.term:
+		fmt.Println() // a blank line between the reply and the next prompt
 	}
 	if l.ends(sig, res) {
 		return errSignalled

@@ -13,7 +13,7 @@ import (
 	"github.com/qwenc/qwenc/runtime/sampling"
 )
 
-// commandSpec describes a slash command for the parser and the help.
+// commandSpec describes a slash command for the parser, the help and Tab.
 type commandSpec struct {
 	names []string // the first is the one the help shows first
 	args  string   // what follows the name, "" if nothing may
@@ -110,8 +110,37 @@ func helpText() string {
 	}
 	row("//TEXT", "send TEXT that starts with /")
 	row(blockMark, "on a line of its own: begin a message of several lines; another "+blockMark+" ends it")
-	b.WriteString("Keys: Ctrl-C stops a reply; Ctrl-D leaves.\n")
+	b.WriteString("Keys: Up and Down recall earlier lines, also of earlier chats; Ctrl-R searches them;\n" +
+		"Tab completes a command; Ctrl-C stops a reply or drops the line; Ctrl-D leaves.\n")
 	return b.String()
+}
+
+// completeCommand completes the names of commands and settings on Tab.
+func completeCommand(line string) []string {
+	if !strings.HasPrefix(line, "/") || strings.HasPrefix(line, "//") {
+		return nil
+	}
+	var out []string
+	if rest, ok := strings.CutPrefix(line, "/set "); ok {
+		for _, o := range samplingOptions() {
+			if strings.HasPrefix(o.name, rest) {
+				out = append(out, "/set "+o.name+" ")
+			}
+		}
+		return out
+	}
+	for _, spec := range commandSpecs() {
+		for _, name := range spec.names {
+			if strings.HasPrefix("/"+name, line) {
+				c := "/" + name
+				if spec.args != "" {
+					c += " "
+				}
+				out = append(out, c)
+			}
+		}
+	}
+	return out
 }
 
 // do runs a command. A command that cannot do what it was asked says why

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/qwenc/qwenc/runtime/sampling"
@@ -114,5 +116,29 @@ func TestSetSampling(t *testing.T) {
 	}
 	if got, want := describeSampling(base), "temp 0.6, top-k 20, top-p 0.95, min-p 0, repeat-penalty 1, presence-penalty 0, seed 7"; got != want {
 		t.Errorf("describeSampling: %q, want %q", got, want)
+	}
+}
+
+func TestCompleteCommand(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want []string
+	}{
+		{"/sh", []string{"/show"}},
+		{"/s", []string{"/system ", "/set ", "/show", "/save "}},
+		{"/set t", []string{"/set temp ", "/set top-k ", "/set top-p "}},
+		{"/set temp 0", nil},
+		{"hello", nil},
+		{"//x", nil},
+	} {
+		if got := completeCommand(tc.line); !slices.Equal(got, tc.want) {
+			t.Errorf("%q: %q, want %q", tc.line, got, tc.want)
+		}
+	}
+	// Every command the help lists can be completed.
+	for _, spec := range commandSpecs() {
+		if !strings.Contains(helpText(), "/"+spec.names[0]) || len(completeCommand("/"+spec.names[0])) == 0 {
+			t.Errorf("/%s is missing from the help or from Tab", spec.names[0])
+		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/qwenc/qwenc/runtime"
 	"github.com/qwenc/qwenc/runtime/sampling"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
 )
 
 // processStart is read once at init: load time counts from process start.
@@ -335,10 +336,9 @@ func printJSON(w io.Writer, s *setup, prompt []int32, r runtime.Result) error {
 	})
 }
 
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
+// isTerminal asks the terminal driver: a character device such as
+// /dev/null is no terminal.
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // memAvailable reads MemAvailable from /proc/meminfo (Linux); elsewhere
 // the check is skipped.
