@@ -7,6 +7,7 @@ import (
 
 	"github.com/qwenc/qwenc/compiler"
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/urfave/cli/v2"
 )
 
@@ -24,7 +25,7 @@ func compileCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return fmt.Errorf("compile: want one MODEL argument, got %d", c.NArg())
+				return cliutil.Usagef(c, "compile: want one MODEL argument, got %d", c.NArg())
 			}
 			model := c.Args().First()
 			out := c.String("o")

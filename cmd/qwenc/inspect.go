@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/urfave/cli/v2"
 )
 
@@ -25,7 +26,7 @@ func inspectCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return fmt.Errorf("inspect: want one FILE argument, got %d", c.NArg())
+				return cliutil.Usagef(c, "inspect: want one FILE argument, got %d", c.NArg())
 			}
 			seqs, err := parseSeqs(c.String("seq"))
 			if err != nil {

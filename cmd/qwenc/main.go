@@ -27,20 +27,33 @@ func main() {
 		fmt.Fprintln(os.Stderr, "qwenc: interrupted; no output written")
 		os.Exit(130)
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "qwenc: %v\n", err)
-		os.Exit(1)
-	}
+	os.Exit(cliutil.ExitStatus(os.Stderr, "qwenc", err))
 }
 
 func newApp() *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:            "qwenc",
 		Usage:           "compile Qwen checkpoints into .qbin files for qwenrun",
 		HideHelpCommand: true,
 		Commands:        []*cli.Command{compileCommand(), inspectCommand(), verifyCommand()},
+		Action:          noCommand,
+		OnUsageError:    cliutil.OnUsageError,
 		ExitErrHandler:  func(*cli.Context, error) {}, // main prints the one-line error
 	}
+	for _, c := range app.Commands {
+		c.OnUsageError = cliutil.OnUsageError
+	}
+	return app
+}
+
+// noCommand runs when no command is named: the help, or for a word that
+// is no command, a usage error (the flag library would say "No help
+// topic").
+func noCommand(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return cliutil.Usagef(c, "unknown command %q (want compile, inspect or verify)", c.Args().First())
+	}
+	return cli.ShowAppHelp(c)
 }
 
 // reorder lets a command's flags follow its arguments.
@@ -52,7 +65,7 @@ func reorder(app *cli.App, args []string) ([]string, error) {
 		if c.HasName(args[1]) {
 			rest, err := cliutil.FlagsFirst(args[2:], c.Flags)
 			if err != nil {
-				return nil, err
+				return nil, &cliutil.UsageError{Cmd: app.Name + " " + c.Name, Err: err}
 			}
 			return append([]string{args[0], args[1]}, rest...), nil
 		}

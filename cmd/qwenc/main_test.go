@@ -141,7 +141,7 @@ func TestBadInputExitsOne(t *testing.T) {
 	if es, _ := os.ReadDir(work); len(es) != 0 {
 		t.Fatalf("left %d files behind", len(es))
 	}
-	for _, args := range [][]string{{"inspect", filepath.Join(m, "config.json")}, {"verify", "/nonexistent.qbin"}, {"compile"}} {
+	for _, args := range [][]string{{"inspect", filepath.Join(m, "config.json")}, {"verify", "/nonexistent.qbin"}} {
 		if _, stderr, code := run(t, work, args...); code != 1 || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
 		}
@@ -162,7 +162,8 @@ func TestFlagWithoutValue(t *testing.T) {
 		{[]string{"inspect", "small-model.qbin", "--seq"}, "--seq"},
 	} {
 		out, stderr, code := run(t, work, tc.args...)
-		if want := "qwenc: flag needs an argument: " + tc.flag + "\n"; code != 1 || stderr != want || out != "" {
+		want := "qwenc: flag needs an argument: " + tc.flag + "\nRun 'qwenc " + tc.args[0] + " --help' for usage.\n"
+		if code != 1 || stderr != want || out != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and %q", tc.args, code, out, stderr, want)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/tokenizer"
 	"github.com/urfave/cli/v2"
 )
@@ -16,7 +17,7 @@ func verifyCommand() *cli.Command {
 		ArgsUsage: "FILE",
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return fmt.Errorf("verify: want one FILE argument, got %d", c.NArg())
+				return cliutil.Usagef(c, "verify: want one FILE argument, got %d", c.NArg())
 			}
 			f, err := format.Open(c.Args().First())
 			if err != nil {

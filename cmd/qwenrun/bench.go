@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime"
 	"github.com/urfave/cli/v2"
@@ -31,7 +32,8 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "tg", Value: 128, Usage: "tokens for the decode measurement"},
 			&cli.IntFlag{Name: "reps", Value: 5, Usage: "repetitions (the table shows medians: the machine is shared)"},
 		},
-		Action: bench,
+		Action:       bench,
+		OnUsageError: cliutil.OnUsageError,
 	}
 }
 
@@ -65,7 +67,7 @@ func openBenchModel(path string) (benchModel, format.Config, error) {
 
 func bench(c *cli.Context) error {
 	if c.NArg() < 1 {
-		return fmt.Errorf("bench: want one or more MODEL.qbin arguments")
+		return cliutil.Usagef(c, "bench: want one or more MODEL.qbin arguments")
 	}
 	threads, err := intList(c.String("threads"))
 	if err != nil {

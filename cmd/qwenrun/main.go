@@ -3,8 +3,6 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"slices"
 
@@ -12,29 +10,22 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// errInterrupted makes main exit with status 130 after a clean stop.
-var errInterrupted = errors.New("interrupted")
-
 func main() {
 	app := newApp()
 	// The first argument decides whose flags are reordered: a subcommand's
 	// or the default action's.
-	head, rest, flags := os.Args[:1], os.Args[1:], app.Flags
+	head, rest, flags, cmd := os.Args[:1], os.Args[1:], app.Flags, app.Name
 	if sub := subcommand(os.Args); sub != nil {
 		app.Commands = []*cli.Command{sub}
-		head, rest, flags = os.Args[:2], os.Args[2:], sub.Flags
+		head, rest, flags, cmd = os.Args[:2], os.Args[2:], sub.Flags, app.Name+" "+sub.Name
 	}
 	args, err := cliutil.FlagsFirst(rest, flags)
-	if err == nil {
+	if err != nil {
+		err = &cliutil.UsageError{Cmd: cmd, Err: err}
+	} else {
 		err = app.Run(append(slices.Clone(head), args...))
 	}
-	if errors.Is(err, errInterrupted) {
-		os.Exit(130)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "qwenrun: %v\n", err)
-		os.Exit(1)
-	}
+	os.Exit(cliutil.ExitStatus(os.Stderr, "qwenrun", err))
 }
 
 // subcommand returns the subcommand args name, if any. The default
@@ -60,7 +51,8 @@ func newApp() *cli.App {
 		HideHelpCommand: true,
 		Flags:           flags(),
 		Action:          run,
-		ExitErrHandler:  func(*cli.Context, error) {},
+		OnUsageError:    cliutil.OnUsageError,
+		ExitErrHandler:  func(*cli.Context, error) {}, // main prints the error
 	}
 }
 

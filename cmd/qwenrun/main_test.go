@@ -306,16 +306,17 @@ func TestKVMemoryLimit(t *testing.T) {
 func TestFlagWithoutValue(t *testing.T) {
 	m := tinyModel(t)
 	for _, tc := range []struct {
-		args []string
-		flag string
+		args      []string
+		flag, cmd string
 	}{
-		{[]string{m, "-p"}, "-p"},
-		{[]string{m, "--chat", "--prompt"}, "--prompt"},
-		{[]string{m, "-p", "hi", "-n"}, "-n"},
-		{[]string{"bench", m, "--tg"}, "--tg"},
+		{[]string{m, "-p"}, "-p", "qwenrun"},
+		{[]string{m, "--chat", "--prompt"}, "--prompt", "qwenrun"},
+		{[]string{m, "-p", "hi", "-n"}, "-n", "qwenrun"},
+		{[]string{"bench", m, "--tg"}, "--tg", "qwenrun bench"},
 	} {
 		out, stderr, code := qwenrun(t, "", tc.args...)
-		if want := "qwenrun: flag needs an argument: " + tc.flag + "\n"; code != 1 || stderr != want || out != "" {
+		want := "qwenrun: flag needs an argument: " + tc.flag + "\nRun '" + tc.cmd + " --help' for usage.\n"
+		if code != 1 || stderr != want || out != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and %q", tc.args, code, out, stderr, want)
 		}
 	}

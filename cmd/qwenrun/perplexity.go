@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime"
 	"github.com/qwenc/qwenc/runtime/perplexity"
@@ -23,20 +24,26 @@ func perplexityCommand() *cli.Command {
 		Usage:     "measure the perplexity of a text, as llama.cpp's llama-perplexity does",
 		ArgsUsage: "MODEL.qbin",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "the text to score (`PATH`, - for stdin)", Required: true},
+			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "the text to score (`PATH`, - for stdin; required)"},
 			&cli.IntFlag{Name: "ctx", Value: 512, Usage: "tokens per chunk; the second half of each chunk is scored"},
 			&cli.StringFlag{Name: "base", Usage: "also compare with this model (`PATH` of a .qbin): mean KL divergence and top-1 agreement"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object at the end"},
 			&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "worker threads (default: the CPUs this process may use)"},
 			&cli.StringFlag{Name: "kernels", Usage: "kernel path: auto, generic, avx2, avx512, avx512vnni (default: $QWEN_KERNELS or auto)"},
 		},
-		Action: perplexityAction,
+		Action:       perplexityAction,
+		OnUsageError: cliutil.OnUsageError,
 	}
 }
 
 func perplexityAction(c *cli.Context) error {
 	if c.NArg() != 1 {
-		return fmt.Errorf("perplexity: want one MODEL.qbin argument, got %d", c.NArg())
+		return cliutil.Usagef(c, "perplexity: want one MODEL.qbin argument, got %d", c.NArg())
+	}
+	// Not a Required flag: the flag library would print the whole help
+	// to stdout with the error.
+	if !c.IsSet("file") {
+		return cliutil.Usagef(c, "perplexity: give the text to score with -f PATH")
 	}
 	kp, err := kernels.FromEnv()
 	if c.IsSet("kernels") {

@@ -18,12 +18,16 @@ import (
 	"time"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime"
 	"github.com/qwenc/qwenc/runtime/sampling"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 )
+
+// errInterrupted makes main exit with status 130 after a clean stop.
+var errInterrupted = cliutil.Interrupted{Signal: syscall.SIGINT}
 
 // processStart is read once at init: load time counts from process start.
 var processStart = time.Now()
@@ -40,7 +44,7 @@ type setup struct {
 
 func run(c *cli.Context) error {
 	if c.NArg() != 1 {
-		return fmt.Errorf("want one MODEL.qbin argument, got %d (see --help)", c.NArg())
+		return cliutil.Usagef(c, "want one MODEL.qbin argument, got %d", c.NArg())
 	}
 	if c.Bool("chat") && c.IsSet("tokens") {
 		return errors.New("--tokens gives raw token ids; it cannot be used with --chat")

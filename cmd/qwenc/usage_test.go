@@ -1,0 +1,35 @@
+package main
+
+import (
+	"testing"
+)
+
+// A command line that cannot run prints its error and where the help is,
+// on stderr, and nothing on stdout (the help once went to stdout, with the
+// error twice).
+func TestUsageErrors(t *testing.T) {
+	work := t.TempDir()
+	for _, tc := range []struct {
+		args      []string
+		msg, help string
+	}{
+		{[]string{"--bogus"}, "flag provided but not defined: -bogus", "qwenc"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate" (want compile, inspect or verify)`, "qwenc"},
+		{[]string{"compile"}, "compile: want one MODEL argument, got 0", "qwenc compile"},
+		{[]string{"compile", "a", "b"}, "compile: want one MODEL argument, got 2", "qwenc compile"},
+		{[]string{"compile", "model", "--bogus"}, "flag provided but not defined: -bogus", "qwenc compile"},
+		{[]string{"compile", "model", "--max-prefill", "lots"}, `invalid value "lots" for flag -max-prefill: parse error`, "qwenc compile"},
+		{[]string{"inspect"}, "inspect: want one FILE argument, got 0", "qwenc inspect"},
+		{[]string{"verify", "a", "b"}, "verify: want one FILE argument, got 2", "qwenc verify"},
+	} {
+		out, stderr, code := run(t, work, tc.args...)
+		want := "qwenc: " + tc.msg + "\nRun '" + tc.help + " --help' for usage.\n"
+		if code != 1 || stderr != want || out != "" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 1, nothing on stdout and %q", tc.args, code, out, stderr, want)
+		}
+	}
+	// No command at all asks for the help, which is output.
+	if out, stderr, code := run(t, work); code != 0 || stderr != "" || out == "" {
+		t.Errorf("no arguments: exit %d, stdout %q, stderr %q; want the help on stdout", code, out, stderr)
+	}
+}
