@@ -17,7 +17,7 @@ func compileCommand() *cli.Command {
 		Usage:     "compile a Hugging Face checkpoint (directory, .safetensors or .safetensors.index.json)",
 		ArgsUsage: "MODEL",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "o", Aliases: []string{"output"}, Usage: "output `FILE` (default: the model directory's name + .qbin, here)"},
+			&cli.StringFlag{Name: "o", Aliases: []string{"output"}, Usage: "output `FILE`", DefaultText: "the model directory's name + .qbin, in the current directory"},
 			&cli.StringFlag{Name: "type", Value: "f16", Usage: "weight type: f16, q8 (8.5 bits per weight) or q4 (4.6 bits, with the LM head, the embedding and some value and down projections at q8)"},
 			&cli.IntFlag{Name: "max-prefill", Value: 512, Usage: "tokens per prefill step; sizes the prefill arena"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress on stderr"},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -31,5 +32,23 @@ func TestUsageErrors(t *testing.T) {
 	// No command at all asks for the help, which is output.
 	if out, stderr, code := run(t, work); code != 0 || stderr != "" || out == "" {
 		t.Errorf("no arguments: exit %d, stdout %q, stderr %q; want the help on stdout", code, out, stderr)
+	}
+}
+
+// --help goes to stdout and states each default once.
+func TestHelpDefaults(t *testing.T) {
+	out, stderr, code := run(t, t.TempDir(), "compile", "--help")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	for _, w := range []string{"output FILE (default: the model directory's name + .qbin, in the current directory)\n", `(default: "f16")`, "(default: 512)"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("compile --help does not say %q:\n%s", w, out)
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if n := strings.Count(strings.ToLower(line), "default"); n > 1 {
+			t.Errorf("a default stated %d times: %q", n, line)
+		}
 	}
 }

@@ -3,10 +3,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	goruntime "runtime"
 	"slices"
 
 	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/qwenc/qwenc/kernels"
 	"github.com/urfave/cli/v2"
 )
 
@@ -56,21 +59,25 @@ func newApp() *cli.App {
 	}
 }
 
+// flags are the default action's. A default that depends on the model or
+// the machine is given as DefaultText: the flag library would print the
+// zero Value as the default.
 func flags() []cli.Flag {
+	const model = "the model's generation_config"
 	return []cli.Flag{
 		&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Usage: "prompt `TEXT` (raw completion; with --chat, one user message)"},
 		&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "read the prompt from `PATH` (- for stdin)"},
 		&cli.IntFlag{Name: "max-tokens", Aliases: []string{"n"}, Value: -1, Usage: "tokens to generate (-1: until end of sequence or context; 0: only evaluate the prompt)"},
-		&cli.Float64Flag{Name: "temp", Usage: "temperature (0: greedy) [default: the model's generation_config]"},
-		&cli.IntFlag{Name: "top-k", Usage: "keep the K most likely tokens (0: off) [default: the model's]"},
-		&cli.Float64Flag{Name: "top-p", Usage: "nucleus sampling threshold (1: off) [default: the model's]"},
-		&cli.Float64Flag{Name: "min-p", Usage: "drop tokens below min-p x the best probability (0: off) [default: the model's]"},
-		&cli.Float64Flag{Name: "repeat-penalty", Usage: "penalise the last 64 tokens (1: off) [default: the model's]"},
-		&cli.Float64Flag{Name: "presence-penalty", Usage: "subtract from tokens present in the last 64 (0: off) [default: the model's]"},
-		&cli.Uint64Flag{Name: "seed", Usage: "random seed for sampling (default: random)"},
-		&cli.IntFlag{Name: "ctx", Usage: "context length in tokens (default: the model's max_position_embeddings)"},
-		&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "worker threads (default: the CPUs this process may use)"},
-		&cli.StringFlag{Name: "kernels", Usage: "kernel path: auto, generic, avx2, avx512, avx512vnni (default: $QWEN_KERNELS or auto)"},
+		&cli.Float64Flag{Name: "temp", Usage: "temperature (0: greedy)", DefaultText: model},
+		&cli.IntFlag{Name: "top-k", Usage: "keep the K most likely tokens (0: off)", DefaultText: model},
+		&cli.Float64Flag{Name: "top-p", Usage: "nucleus sampling threshold, in (0, 1] (1: off)", DefaultText: model},
+		&cli.Float64Flag{Name: "min-p", Usage: "drop tokens below min-p x the best probability, in [0, 1] (0: off)", DefaultText: model},
+		&cli.Float64Flag{Name: "repeat-penalty", Usage: "penalise the last 64 tokens (1: off)", DefaultText: model},
+		&cli.Float64Flag{Name: "presence-penalty", Usage: "subtract from tokens present in the last 64 (0: off)", DefaultText: model},
+		&cli.Uint64Flag{Name: "seed", Usage: "random seed for sampling", DefaultText: "random"},
+		&cli.IntFlag{Name: "ctx", Usage: "context length in tokens", DefaultText: "the model's maximum, lowered to what memory holds"},
+		threadsFlag(),
+		kernelsFlag(),
 		&cli.BoolFlag{Name: "chat", Aliases: []string{"i"}, Usage: "chat: interactive, or one answer with -p"},
 		&cli.StringFlag{Name: "system", Usage: "system message for --chat"},
 		&cli.BoolFlag{Name: "no-think", Usage: "Qwen3: answer without a thinking block"},
@@ -83,3 +90,17 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the run to `PATH` (for development)"},
 	}
 }
+
+// threadsFlag and kernelsFlag are also perplexity's.
+func threadsFlag() cli.Flag {
+	return &cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "worker threads",
+		DefaultText: fmt.Sprintf("%d, the CPUs this process may use", usableCPUs())}
+}
+
+func kernelsFlag() cli.Flag {
+	return &cli.StringFlag{Name: "kernels", Usage: "kernel path: auto, generic, avx2, avx512, avx512vnni", DefaultText: "$" + kernels.EnvVar + ", or auto"}
+}
+
+// usableCPUs is the runtime's default thread count: the CPUs this process
+// may run on, after affinity and cgroup limits.
+func usableCPUs() int { return goruntime.GOMAXPROCS(0) }

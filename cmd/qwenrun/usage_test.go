@@ -1,7 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -29,6 +32,55 @@ func TestUsageErrors(t *testing.T) {
 		want := "qwenrun: " + tc.msg + "\nRun '" + tc.help + " --help' for usage.\n"
 		if code != 1 || stderr != want || out != "" {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 1, nothing on stdout and %q", tc.args, code, out, stderr, want)
+		}
+	}
+}
+
+// --help goes to stdout and gives each default once, as it really is: a
+// default that comes from the model or the machine is said in words, not
+// as the flag's zero value.
+func TestHelpDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--help"}, []string{
+			"(default: -1)",
+			"--temp value                  temperature (0: greedy) (default: the model's generation_config)\n",
+			"--top-p value                 nucleus sampling threshold, in (0, 1] (1: off) (default: the model's generation_config)\n",
+			"(default: random)\n",
+			"(default: the model's maximum, lowered to what memory holds)\n",
+			fmt.Sprintf("(default: %d, the CPUs this process may use)\n", runtime.GOMAXPROCS(0)),
+			"(default: $QWEN_KERNELS, or auto)\n",
+		}},
+		{[]string{"perplexity", "--help"}, []string{"(default: 512)", fmt.Sprintf("(default: %d, the CPUs this process may use)\n", runtime.GOMAXPROCS(0))}},
+		{[]string{"bench", "--help"}, []string{`(default: "1,2")`}},
+	} {
+		out, stderr, code := qwenrun(t, "", tc.args...)
+		if code != 0 || stderr != "" {
+			t.Fatalf("%q: exit %d, stderr %q", tc.args, code, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%q does not say %q:\n%s", tc.args, w, out)
+			}
+		}
+		checkDefaultsOnce(t, out)
+	}
+}
+
+// checkDefaultsOnce fails on a help line that states a default twice, or
+// gives 0 as the default of a flag whose default comes from elsewhere.
+func checkDefaultsOnce(t *testing.T, help string) {
+	t.Helper()
+	for _, line := range strings.Split(help, "\n") {
+		if n := strings.Count(strings.ToLower(line), "default"); n > 1 {
+			t.Errorf("a default stated %d times: %q", n, line)
+		}
+		for _, name := range []string{"--temp ", "--top-k", "--top-p", "--min-p", "--repeat-penalty", "--presence-penalty", "--seed", "--ctx", "--threads"} {
+			if strings.HasPrefix(strings.TrimSpace(line), name) && strings.Contains(line, "(default: 0)") {
+				t.Errorf("the real default is not 0: %q", line)
+			}
 		}
 	}
 }
