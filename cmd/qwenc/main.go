@@ -14,6 +14,10 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
+// version is set at link time: go build -ldflags "-X main.version=v1.2.3".
+// Empty, --version gives the module's version.
+var version string
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	app := newApp()
@@ -36,6 +40,7 @@ func newApp() *cli.App {
 		Usage:           "compile Qwen checkpoints into .qbin files for qwenrun",
 		HideHelpCommand: true,
 		Commands:        []*cli.Command{compileCommand(), inspectCommand(), verifyCommand()},
+		Flags:           []cli.Flag{cliutil.VersionFlag()},
 		Action:          noCommand,
 		OnUsageError:    cliutil.OnUsageError,
 		ExitErrHandler:  func(*cli.Context, error) {}, // main prints the one-line error
@@ -46,10 +51,14 @@ func newApp() *cli.App {
 	return app
 }
 
-// noCommand runs when no command is named: the help, or for a word that
-// is no command, a usage error (the flag library would say "No help
-// topic").
+// noCommand runs when no command is named: --version, the help, or for a
+// word that is no command, a usage error (the flag library would say "No
+// help topic").
 func noCommand(c *cli.Context) error {
+	if c.Bool("version") {
+		fmt.Print(cliutil.Version("qwenc", version))
+		return nil
+	}
 	if c.NArg() > 0 {
 		return cliutil.Usagef(c, "unknown command %q (want compile, inspect or verify)", c.Args().First())
 	}

@@ -14,13 +14,16 @@ import (
 
 var qwencBin string
 
+const testVersion = "v0.0.0-test"
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "qwenc-bin")
 	if err != nil {
 		panic(err)
 	}
 	qwencBin = filepath.Join(dir, "qwenc")
-	if out, err := exec.Command("go", "build", "-o", qwencBin, ".").CombinedOutput(); err != nil {
+	// The version a release build would set; qwenrun's tests run a build without it.
+	if out, err := exec.Command("go", "build", "-ldflags", "-X main.version="+testVersion, "-o", qwencBin, ".").CombinedOutput(); err != nil {
 		panic(string(out))
 	}
 	code := m.Run()

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/qwenc/qwenc/kernels"
 )
 
 // A command line that cannot run prints its error and where the help is,
@@ -49,6 +52,21 @@ func TestHelpDefaults(t *testing.T) {
 	for _, line := range strings.Split(out, "\n") {
 		if n := strings.Count(strings.ToLower(line), "default"); n > 1 {
 			t.Errorf("a default stated %d times: %q", n, line)
+		}
+	}
+}
+
+// --version names the version set at link time, the commit (unknown in
+// a build without version control information), Go and the kernel path.
+func TestVersion(t *testing.T) {
+	out, stderr, code := run(t, t.TempDir(), "--version")
+	want := "qwenc " + testVersion + "\n"
+	if code != 0 || stderr != "" || !strings.HasPrefix(out, want) {
+		t.Fatalf("exit %d, stderr %q, stdout %q; want it to start with %q", code, stderr, out, want)
+	}
+	for _, w := range []string{"\ncommit   ", "\ngo       " + runtime.Version() + " ", "\nkernels  " + kernels.Detect().String() + " "} {
+		if !strings.Contains(out, w) {
+			t.Errorf("--version does not say %q: %q", w, out)
 		}
 	}
 }

@@ -13,6 +13,10 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
+// version is set at link time: go build -ldflags "-X main.version=v1.2.3".
+// Empty, --version gives the module's version.
+var version string
+
 func main() {
 	app := newApp()
 	// The first argument decides whose flags are reordered: a subcommand's
@@ -88,6 +92,7 @@ func flags() []cli.Flag {
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object at the end instead of streaming (interactive --chat: one per turn)"},
 		&cli.BoolFlag{Name: "verify", Usage: "recompute every section's checksum before running (reads the whole file)"},
 		&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the run to `PATH` (for development)"},
+		cliutil.VersionFlag(),
 	}
 }
 

@@ -43,6 +43,10 @@ type setup struct {
 }
 
 func run(c *cli.Context) error {
+	if c.Bool("version") {
+		fmt.Print(cliutil.Version("qwenrun", version))
+		return nil
+	}
 	if c.NArg() != 1 {
 		return cliutil.Usagef(c, "want one MODEL.qbin argument, got %d", c.NArg())
 	}

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/qwenc/qwenc/kernels"
 )
 
 // A command line that cannot run prints its error and where the help is,
@@ -82,5 +84,19 @@ func checkDefaultsOnce(t *testing.T, help string) {
 				t.Errorf("the real default is not 0: %q", line)
 			}
 		}
+	}
+}
+
+// --version needs no model: the version (the module's, as this build sets
+// none), the commit, Go and the kernel path this CPU gets.
+func TestVersion(t *testing.T) {
+	out, stderr, code := qwenrun(t, "", "--version")
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "qwenrun ") || !strings.HasPrefix(lines[1], "commit   ") ||
+		!strings.HasPrefix(lines[2], "go       "+runtime.Version()+" ") || !strings.HasPrefix(lines[3], "kernels  "+kernels.Detect().String()+" ") {
+		t.Fatalf("--version printed %q", out)
 	}
 }
