@@ -71,7 +71,17 @@ func bench(c *cli.Context) error {
 	}
 	threads, err := intList(c.String("threads"))
 	if err != nil {
-		return err
+		return fmt.Errorf("--threads: %w", err)
+	}
+	for _, t := range threads {
+		if err := checkThreads(os.Stderr, "--threads", t); err != nil {
+			return err
+		}
+	}
+	for _, f := range []string{"pp", "tg", "reps"} {
+		if n := c.Int(f); n < 1 {
+			return fmt.Errorf("--%s %d: want 1 or more", f, n)
+		}
 	}
 	paths := kernels.SupportedPaths()
 	if k := c.String("kernels"); k != "all" {

@@ -45,6 +45,11 @@ func perplexityAction(c *cli.Context) error {
 	if !c.IsSet("file") {
 		return cliutil.Usagef(c, "perplexity: give the text to score with -f PATH")
 	}
+	if c.IsSet("threads") {
+		if err := checkThreads(os.Stderr, "--threads", c.Int("threads")); err != nil {
+			return err
+		}
+	}
 	kp, err := kernels.FromEnv()
 	if c.IsSet("kernels") {
 		kp, err = kernels.ParsePath(c.String("kernels"))

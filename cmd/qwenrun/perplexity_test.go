@@ -67,7 +67,7 @@ func TestPerplexityRefuses(t *testing.T) {
 		want string
 	}{
 		{[]string{"-f", short}, short + ": text too short: it has 7 tokens, and perplexity with --ctx 512 needs at least 1024 (two chunks)"},
-		{[]string{"-f", goText(t, 1), "--ctx", "100000"}, "larger than the model's maximum context"},
+		{[]string{"-f", goText(t, 1), "--ctx", "100000"}, "--ctx 100000: want 4 to 4096 tokens (the model's maximum context)"},
 		{[]string{"-f", filepath.Join(t.TempDir(), "missing.txt")}, "no such file"},
 		{[]string{"-f", short, "--base", short}, "shorter than the 64-byte preamble"},
 		{[]string{"-f", goText(t, 1), "--ctx", "64", "--base", synthtest.Compile(t, synth.Shape{ModelType: "qwen3", Hidden: 32, Intermediate: 64,

@@ -53,6 +53,9 @@ func run(c *cli.Context) error {
 	if c.Bool("chat") && c.IsSet("tokens") {
 		return errors.New("--tokens gives raw token ids; it cannot be used with --chat")
 	}
+	if err := checkFlags(c); err != nil {
+		return err
+	}
 	if path := c.String("cpuprofile"); path != "" {
 		f, err := os.Create(path)
 		if err != nil {
@@ -92,14 +95,14 @@ func load(c *cli.Context) (*setup, error) {
 	}
 	s := &setup{m: m, stdoutTTY: isTerminal(os.Stdout)}
 	fail := func(err error) (*setup, error) { m.Close(); return nil, err }
+	ctxLen := c.Int("ctx")
+	if c.IsSet("ctx") && (ctxLen < 1 || ctxLen > m.Config.MaxPositions) {
+		return fail(fmt.Errorf("--ctx %d: want 1 to %d tokens (the model's maximum context)", ctxLen, m.Config.MaxPositions))
+	}
 	if c.Bool("verify") {
 		if err := m.File.Verify(); err != nil {
 			return fail(err)
 		}
-	}
-	ctxLen := c.Int("ctx")
-	if c.IsSet("ctx") && (ctxLen < 1 || ctxLen > m.Config.MaxPositions) {
-		return fail(fmt.Errorf("--ctx %d: the model's maximum context is %d tokens", ctxLen, m.Config.MaxPositions))
 	}
 	// The KV cache grows with the sequence, but a context it could never
 	// hold is refused up front rather than failing mid-answer. The default
@@ -124,10 +127,7 @@ func load(c *cli.Context) (*setup, error) {
 	if s.sess, err = m.NewSession(ctxLen); err != nil {
 		return fail(err)
 	}
-	s.params, err = samplingParams(c, m)
-	if err != nil {
-		return fail(err)
-	}
+	s.params = samplingParams(c, m)
 	s.stop = append(s.stop, m.File.Header.Generation.EOS...)
 	if id, ok := m.Tokenizer.TokenID("<|im_end|>"); ok {
 		s.stop = append(s.stop, int32(id))
@@ -141,7 +141,7 @@ func load(c *cli.Context) (*setup, error) {
 
 // samplingParams starts from the model's generation_config and applies
 // the flags that were given.
-func samplingParams(c *cli.Context, m *runtime.Model) (sampling.Params, error) {
+func samplingParams(c *cli.Context, m *runtime.Model) sampling.Params {
 	g := m.File.Header.Generation
 	p := sampling.Params{Temperature: g.Temperature, TopK: int(g.TopK), TopP: g.TopP, MinP: g.MinP,
 		RepeatPenalty: g.RepetitionPenalty, PresencePenalty: g.PresencePenalty}
@@ -153,31 +153,21 @@ func samplingParams(c *cli.Context, m *runtime.Model) (sampling.Params, error) {
 		dst  *float32
 	}{{"temp", &p.Temperature}, {"top-p", &p.TopP}, {"min-p", &p.MinP}, {"repeat-penalty", &p.RepeatPenalty}, {"presence-penalty", &p.PresencePenalty}} {
 		if c.IsSet(f.name) {
-			v := c.Float64(f.name)
-			if v < 0 || math.IsNaN(v) {
-				return p, fmt.Errorf("--%s %v must not be negative", f.name, v)
-			}
-			*f.dst = float32(v)
+			*f.dst = float32(c.Float64(f.name)) // in range: checkFlags
 		}
 	}
 	if c.IsSet("top-k") {
-		if c.Int("top-k") < 0 {
-			return p, fmt.Errorf("--top-k %d must not be negative", c.Int("top-k"))
-		}
 		p.TopK = c.Int("top-k")
 	}
 	p.Seed = uint64(time.Now().UnixNano())
 	if c.IsSet("seed") {
 		p.Seed = c.Uint64("seed")
 	}
-	return p, nil
+	return p
 }
 
-// promptText reads -p or -f.
+// promptText reads -p or -f (checkFlags refused both).
 func promptText(c *cli.Context) (string, bool, error) {
-	if c.IsSet("prompt") && c.IsSet("file") {
-		return "", false, errors.New("give the prompt with -p or -f, not both")
-	}
 	if c.IsSet("prompt") {
 		return c.String("prompt"), true, nil
 	}

@@ -90,11 +90,8 @@ var ErrTooShort = errors.New("text too short")
 // two chunks, as llama-perplexity requires.
 func Run(ctx context.Context, m *runtime.Model, tokens []int32, o Options) (Result, error) {
 	n := o.Ctx
-	if n < 4 {
-		return Result{}, fmt.Errorf("perplexity: --ctx %d is too small (at least 4)", n)
-	}
-	if n > m.Config.MaxPositions {
-		return Result{}, fmt.Errorf("perplexity: --ctx %d is larger than the model's maximum context %d", n, m.Config.MaxPositions)
+	if n < 4 || n > m.Config.MaxPositions {
+		return Result{}, fmt.Errorf("perplexity: --ctx %d: want 4 to %d tokens (the model's maximum context)", n, m.Config.MaxPositions)
 	}
 	if len(tokens) < 2*n {
 		return Result{}, fmt.Errorf("%w: it has %d tokens, and perplexity with --ctx %d needs at least %d (two chunks)", ErrTooShort, len(tokens), n, 2*n)

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// Values that mean nothing are refused with one line and exit 1. The
+// model named for most cases does not exist: they are refused before it
+// would be opened.
+func TestRefusesMeaninglessValues(t *testing.T) {
+	dir := t.TempDir()
+	absent := filepath.Join(dir, "never-opened.qbin")
+	m := tinyModel(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{absent, "-p", "hi", "--top-p", "0"}, "--top-p 0: want a number in (0, 1]"},
+		{[]string{absent, "-p", "hi", "--top-p", "1.01"}, "--top-p 1.01: want a number in (0, 1]"},
+		{[]string{absent, "-p", "hi", "--top-p", "NaN"}, "--top-p NaN: want a finite number, a number in (0, 1]"},
+		{[]string{absent, "-p", "hi", "--min-p", "-0.5"}, "--min-p -0.5: want a number in [0, 1]"},
+		{[]string{absent, "-p", "hi", "--min-p", "1.5"}, "--min-p 1.5: want a number in [0, 1]"},
+		{[]string{absent, "-p", "hi", "--temp", "NaN"}, "--temp NaN: want a finite number, 0 (greedy) or more"},
+		{[]string{absent, "-p", "hi", "--temp", "Inf"}, "--temp +Inf: want a finite number, 0 (greedy) or more"},
+		{[]string{absent, "-p", "hi", "--temp", "-1"}, "--temp -1: want 0 (greedy) or more"},
+		{[]string{absent, "-p", "hi", "--temp", "1e39"}, "--temp 1e+39: too large"},
+		{[]string{absent, "-p", "hi", "--repeat-penalty", "0"}, "--repeat-penalty 0: want a number above 0 (1: off)"},
+		{[]string{absent, "-p", "hi", "--presence-penalty", "-1"}, "--presence-penalty -1: want 0 (off) or more"},
+		{[]string{absent, "-p", "hi", "--top-k", "-1"}, "--top-k -1: want 0 (off) or more"},
+		{[]string{absent, "-p", "hi", "-n", "-2"}, "-n -2: want -1 (until the end of sequence or context), 0 (evaluate the prompt only) or a number of tokens"},
+		{[]string{absent, "-p", "hi", "--threads", "0"}, "--threads 0: want 1 or more"},
+		{[]string{absent, "-p", "hi", "--tokens", "1,2"}, "-p and --tokens both give the prompt; use one"},
+		{[]string{absent, "-p", "hi", "-f", "-"}, "-p and -f both give the prompt; use one"},
+		{[]string{absent, "-p", "hi", "-f", "-", "--tokens", "1"}, "-p, -f and --tokens all give the prompt; use one"},
+		{[]string{absent, "-p", "hi", "--logits", filepath.Join(dir, "no", "l.f32")}, "--logits " + filepath.Join(dir, "no", "l.f32") + ": its directory does not exist"},
+		{[]string{absent, "-p", "hi", "--logits", dir}, "--logits " + dir + ": is a directory"},
+		// The range of --ctx is the model's.
+		{[]string{m, "-p", "hi", "--ctx", "0"}, "--ctx 0: want 1 to 4096 tokens (the model's maximum context)"},
+		{[]string{m, "-p", "hi", "--ctx", "-3"}, "--ctx -3: want 1 to 4096 tokens (the model's maximum context)"},
+		{[]string{"perplexity", absent, "-f", "-", "--threads", "0"}, "--threads 0: want 1 or more"},
+		{[]string{"perplexity", m, "-f", goText(t, 1), "--ctx", "2"}, "perplexity: --ctx 2: want 4 to 4096 tokens (the model's maximum context)"},
+		{[]string{"bench", absent, "--threads", "1,0"}, `--threads: "0" is not a positive number`},
+		{[]string{"bench", absent, "--reps", "0"}, "--reps 0: want 1 or more"},
+		{[]string{"bench", absent, "--pp", "0"}, "--pp 0: want 1 or more"},
+	} {
+		out, stderr, code := qwenrun(t, "", tc.args...)
+		if want := "qwenrun: " + tc.want + "\n"; code != 1 || stderr != want || out != "" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 1 and %q", tc.args, code, out, stderr, want)
+		}
+	}
+}
+
+// More threads than CPUs run, with a warning: they only wait for each
+// other.
+func TestThreadsBeyondCPUsWarns(t *testing.T) {
+	m := tinyModel(t)
+	n := runtime.GOMAXPROCS(0) + 1
+	want := fmt.Sprintf("qwenrun: warning: --threads %d is more than the %d CPUs this process may use; the threads will wait for each other (slower, not faster)\n", n, n-1)
+	_, stderr, code := qwenrun(t, "", m, "--tokens", "1", "-n", "1", "--threads", fmt.Sprint(n))
+	if code != 0 || !strings.HasPrefix(stderr, want) {
+		t.Errorf("exit %d, stderr %q; want exit 0 and the warning %q", code, stderr, want)
+	}
+	_, stderr, _ = qwenrun(t, "", m, "--tokens", "1", "-n", "1", "--threads", fmt.Sprint(n-1))
+	if strings.Contains(stderr, "warning") {
+		t.Errorf("--threads %d (the CPUs): %q", n-1, stderr)
+	}
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+)
+
+// checkFlags refuses flag values that mean nothing, before the model is
+// loaded: a run should not spend seconds mapping and checking a model to
+// fail on a typo. --ctx is checked in load, where the model's maximum
+// completes the range the message gives.
+func checkFlags(c *cli.Context) error {
+	if err := checkPromptFlags(c); err != nil {
+		return err
+	}
+	if n := c.Int("max-tokens"); n < -1 {
+		return fmt.Errorf("-n %d: want -1 (until the end of sequence or context), 0 (evaluate the prompt only) or a number of tokens", n)
+	}
+	for _, f := range []struct {
+		name   string
+		ok     func(float64) bool
+		expect string
+	}{
+		{"temp", func(v float64) bool { return v >= 0 }, "0 (greedy) or more"},
+		{"top-p", func(v float64) bool { return v > 0 && v <= 1 }, "a number in (0, 1]"},
+		{"min-p", func(v float64) bool { return v >= 0 && v <= 1 }, "a number in [0, 1]"},
+		{"repeat-penalty", func(v float64) bool { return v > 0 }, "a number above 0 (1: off)"},
+		{"presence-penalty", func(v float64) bool { return v >= 0 }, "0 (off) or more"},
+	} {
+		if !c.IsSet(f.name) {
+			continue
+		}
+		v := c.Float64(f.name)
+		switch {
+		case math.IsNaN(v) || math.IsInf(v, 0):
+			return fmt.Errorf("--%s %v: want a finite number, %s", f.name, v, f.expect)
+		case !f.ok(v):
+			return fmt.Errorf("--%s %v: want %s", f.name, v, f.expect)
+		case math.IsInf(float64(float32(v)), 0):
+			// The sampler works in float32, where this is infinite.
+			return fmt.Errorf("--%s %v: too large", f.name, v)
+		}
+	}
+	if k := c.Int("top-k"); k < 0 {
+		return fmt.Errorf("--top-k %d: want 0 (off) or more", k)
+	}
+	if c.IsSet("threads") {
+		if err := checkThreads(os.Stderr, "--threads", c.Int("threads")); err != nil {
+			return err
+		}
+	}
+	if path := c.String("logits"); path != "" {
+		if err := checkOutputPath("--logits", path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkPromptFlags refuses two ways of giving the prompt at once: which
+// one would win is a guess.
+func checkPromptFlags(c *cli.Context) error {
+	var given []string
+	for _, f := range []struct{ name, flag string }{{"prompt", "-p"}, {"file", "-f"}, {"tokens", "--tokens"}} {
+		if c.IsSet(f.name) {
+			given = append(given, f.flag)
+		}
+	}
+	switch len(given) {
+	case 2:
+		return fmt.Errorf("%s and %s both give the prompt; use one", given[0], given[1])
+	case 3:
+		return fmt.Errorf("%s, %s and %s all give the prompt; use one", given[0], given[1], given[2])
+	}
+	return nil
+}
+
+// checkThreads refuses fewer than one thread and warns on w about more
+// than the CPUs this process may use: the pool's workers then wait for
+// each other's time slices, which ran 40 times slower with no word.
+func checkThreads(w io.Writer, flag string, n int) error {
+	if n < 1 {
+		return fmt.Errorf("%s %d: want 1 or more", flag, n)
+	}
+	if cpus := usableCPUs(); n > cpus {
+		fmt.Fprintf(w, "qwenrun: warning: %s %d is more than the %d CPUs this process may use; the threads will wait for each other (slower, not faster)\n",
+			flag, n, cpus)
+	}
+	return nil
+}
+
+// checkOutputPath refuses an output file that is a directory or whose
+// directory does not exist, before any work whose result it would lose.
+func checkOutputPath(flag, path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s %s: is a directory", flag, path)
+	}
+	st, err := os.Stat(filepath.Dir(path))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || (err == nil && !st.IsDir()) {
+		return fmt.Errorf("%s %s: its directory does not exist", flag, path)
+	}
+	return nil
+}
