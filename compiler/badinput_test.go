@@ -57,7 +57,18 @@ func TestBadInput(t *testing.T) {
 		{"missing config", "", func(t *testing.T, d string) { os.Remove(filepath.Join(d, "config.json")) },
 			[]string{"config.json", "no such file"}},
 		{"config not JSON", "", func(t *testing.T, d string) { os.WriteFile(filepath.Join(d, "config.json"), []byte("{oops"), 0o644) },
-			[]string{"config.json", "invalid character"}},
+			[]string{"/model/config.json: invalid character"}},
+		{"no weights", "", func(t *testing.T, d string) { os.Remove(filepath.Join(d, "model.safetensors")) },
+			[]string{"/model: no model.safetensors or model.safetensors.index.json"}},
+		{"not a checkpoint", "config.json", func(t *testing.T, d string) {},
+			[]string{"/model/config.json: not a model directory, .safetensors file or .safetensors.index.json"}},
+		{"missing model", "absent", func(t *testing.T, d string) {}, []string{"/model/absent: no such file or directory"}},
+		{"empty index", "model.safetensors.index.json", func(t *testing.T, d string) {
+			os.WriteFile(filepath.Join(d, "model.safetensors.index.json"), []byte(`{"weight_map": {}}`), 0o644)
+		}, []string{"/model/model.safetensors.index.json: weight_map is empty or missing"}},
+		{"generation config not JSON", "", func(t *testing.T, d string) {
+			os.WriteFile(filepath.Join(d, "generation_config.json"), []byte("[1"), 0o644)
+		}, []string{"/model/generation_config.json: unexpected end of JSON input"}},
 		{"unreadable config", "", func(t *testing.T, d string) {
 			p := filepath.Join(d, "config.json")
 			os.Remove(p)
@@ -140,10 +151,14 @@ func TestBadInput(t *testing.T) {
 			if strings.Contains(msg, "\n") {
 				t.Errorf("error is not one line: %q", msg)
 			}
-			for _, w := range append(tc.want, dir) {
+			for _, w := range tc.want {
 				if !strings.Contains(msg, w) {
 					t.Errorf("error %q does not mention %q", msg, w)
 				}
+			}
+			// The file at fault, under the model directory, and no path twice.
+			if n := strings.Count(msg, dir); n != 1 {
+				t.Errorf("error %q names the model directory %d times, want once", msg, n)
 			}
 			if names := dirEntries(t, outDir); len(names) != 0 {
 				t.Errorf("output directory holds %v", names)
@@ -187,5 +202,23 @@ func TestUnwritableOutput(t *testing.T) {
 	_, err := Compile(context.Background(), model, Options{Output: filepath.Join(t.TempDir(), "no", "such", "dir", "x.qbin"), MaxPrefill: 16, Progress: io.Discard})
 	if err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// An output that is a directory is refused before anything is read or
+// written: the final rename would fail only after all the work.
+func TestOutputIsADirectory(t *testing.T) {
+	model := writeModel(t, smallShape())
+	out := t.TempDir()
+	var progress strings.Builder
+	_, err := Compile(context.Background(), model, Options{Output: out, MaxPrefill: 16, Progress: &progress})
+	if want := "output " + out + ": is a directory; name the .qbin file to write"; err == nil || err.Error() != want {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+	if progress.Len() != 0 {
+		t.Errorf("progress before the refusal: %q", progress.String())
+	}
+	if names := dirEntries(t, out); len(names) != 0 {
+		t.Errorf("the directory holds %v", names)
 	}
 }

@@ -15,6 +15,7 @@ import (
 // configuration files and the tensors of all its safetensors shards. Tensor
 // data is read on demand, never all at once.
 type Checkpoint struct {
+	Path            string // what was opened: a directory, a .safetensors file or an index
 	Dir             string
 	Name            string // the model directory's name, for the default output
 	ConfigJSON      []byte
@@ -51,7 +52,7 @@ func OpenCheckpoint(model string) (_ *Checkpoint, err error) {
 		return nil, err
 	}
 	abs, _ := filepath.Abs(dir)
-	c := &Checkpoint{Dir: dir, Name: filepath.Base(abs), Tensors: map[string]*TensorInfo{}, files: map[string]*os.File{}}
+	c := &Checkpoint{Path: model, Dir: dir, Name: filepath.Base(abs), Tensors: map[string]*TensorInfo{}, files: map[string]*os.File{}}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -103,13 +104,17 @@ func (c *Checkpoint) Close() {
 	}
 }
 
-// ReadAt reads n bytes of a tensor starting at byte off of its data.
+// file is the path of one of the checkpoint's JSON files, for errors.
+func (c *Checkpoint) file(name string) string { return filepath.Join(c.Dir, name) }
+
+// ReadAt reads n bytes of a tensor starting at byte off of its data. Its
+// errors do not name the tensor or its file: the caller's say which.
 func (c *Checkpoint) ReadAt(t *TensorInfo, p []byte, off int64) error {
 	if off < 0 || off+int64(len(p)) > t.Size {
-		return fmt.Errorf("tensor %q: read [%d, %d) outside its %d bytes", t.Name, off, off+int64(len(p)), t.Size)
+		return fmt.Errorf("read [%d, %d) outside its %d bytes", off, off+int64(len(p)), t.Size)
 	}
 	if _, err := c.files[t.File].ReadAt(p, t.Offset+off); err != nil {
-		return fmt.Errorf("%s: tensor %q: %w", t.File, t.Name, err)
+		return fmt.Errorf("read at byte %d: %w", t.Offset+off, err)
 	}
 	return nil
 }
@@ -145,6 +150,12 @@ func readIndex(path string) ([]string, error) {
 	for i, s := range shards {
 		p := filepath.Join(filepath.Dir(path), s.file)
 		if _, err := os.Stat(p); err != nil {
+			// The shard's path is the index's directory and the name
+			// already given: the error's own copy of it would repeat them.
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
 			return nil, fmt.Errorf("%s: shard %q (tensor %q): %w", path, s.file, s.tensor, err)
 		}
 		paths[i] = p

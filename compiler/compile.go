@@ -59,20 +59,21 @@ type tokenizerResult struct {
 // encodeTokenizer parses tokenizer.json and tokenizer_config.json and
 // returns the binary tokenizer section.
 func encodeTokenizer(ck *Checkpoint, vocabSize int) tokenizerResult {
+	path := ck.file("tokenizer.json")
 	vocab, err := tokenizer.LoadHF(ck.TokenizerJSON, ck.TokenizerConfig)
 	if err != nil {
-		return tokenizerResult{err: fmt.Errorf("tokenizer.json: %w", err)}
+		return tokenizerResult{err: fmt.Errorf("%s: %w", path, err)}
 	}
 	ids := len(vocab.Tokens)
 	for _, a := range vocab.Added {
 		ids = max(ids, a.ID+1)
 	}
 	if ids > vocabSize {
-		return tokenizerResult{err: fmt.Errorf("tokenizer.json: token ids up to %d, beyond config.json's vocab_size %d", ids-1, vocabSize)}
+		return tokenizerResult{err: fmt.Errorf("%s: token ids up to %d, beyond config.json's vocab_size %d", path, ids-1, vocabSize)}
 	}
 	b, err := vocab.MarshalBinary()
 	if err != nil {
-		return tokenizerResult{err: fmt.Errorf("tokenizer.json: %w", err)}
+		return tokenizerResult{err: fmt.Errorf("%s: %w", path, err)}
 	}
 	return tokenizerResult{blob: b}
 }
@@ -80,34 +81,35 @@ func encodeTokenizer(ck *Checkpoint, vocabSize int) tokenizerResult {
 // Compile reads the checkpoint at model and writes opts.Output atomically:
 // into a temporary file in the same directory, renamed at the end. On any
 // error or cancellation of ctx, neither the output nor the temporary file
-// remains.
+// remains. An error names the file it is about (a checkpoint file, with
+// the tensor or field, or the output) once; it does not repeat the model.
 func Compile(ctx context.Context, model string, opts Options) (*Result, error) {
 	if !littleEndian {
-		return nil, fmt.Errorf("compile %s: this compiler needs a little-endian CPU", model)
+		return nil, errors.New("this compiler needs a little-endian CPU")
 	}
 	if opts.MaxPrefill < 1 || opts.MaxPrefill > 1<<16 {
-		return nil, fmt.Errorf("compile %s: --max-prefill %d out of range [1, 65536]", model, opts.MaxPrefill)
+		return nil, fmt.Errorf("--max-prefill %d out of range [1, 65536]", opts.MaxPrefill)
 	}
 	if opts.Type == 0 {
 		opts.Type = format.F16
 	}
 	if opts.Type != format.F16 && !opts.Type.Quantized() {
-		return nil, fmt.Errorf("compile %s: weight type %s is not f16, q8 or q4", model, opts.Type)
+		return nil, fmt.Errorf("weight type %s is not f16, q8 or q4", opts.Type)
+	}
+	// The rename at the end would fail on a directory, after all the work.
+	if st, err := os.Stat(opts.Output); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("output %s: is a directory; name the .qbin file to write", opts.Output)
 	}
 	ck, err := OpenCheckpoint(model)
 	if err != nil {
-		return nil, fmt.Errorf("compile %s: %w", model, err)
+		return nil, err
 	}
 	defer ck.Close()
 	hdr, secs, err := plan(ck, opts.MaxPrefill, opts.Type)
 	if err != nil {
-		return nil, fmt.Errorf("compile %s: %w", model, err)
+		return nil, err
 	}
-	res, err := write(ctx, ck, hdr, secs, opts)
-	if err != nil {
-		return nil, fmt.Errorf("compile %s: %w", model, err)
-	}
-	return res, nil
+	return write(ctx, ck, hdr, secs, opts)
 }
 
 // plan builds the header (with offsets, checksums still zero) and the list
@@ -115,32 +117,31 @@ func Compile(ctx context.Context, model string, opts Options) (*Result, error) {
 func plan(ck *Checkpoint, maxPrefill int, ft format.DType) (*format.Header, []section, error) {
 	cfg, err := parseConfig(ck.ConfigJSON)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%s: %w", ck.file("config.json"), err)
 	}
 	gen, err := parseGeneration(ck.GenerationJSON, cfg.Vocab)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%s: %w", ck.file("generation_config.json"), err)
 	}
 	tmpl, family, err := chatTemplate(ck.TokenizerConfig)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%s: %w", ck.file("tokenizer_config.json"), err)
 	}
 	var secs []section
 	add := func(name, hfName string, dt format.DType, layout format.Layout, shape []uint64) error {
 		t, ok := ck.Tensors[hfName]
 		if !ok {
-			return fmt.Errorf("tensor %q: missing from the checkpoint", hfName)
+			return fmt.Errorf("%s: tensor %q: missing from the checkpoint", ck.Path, hfName)
 		}
-		if len(t.Shape) != len(shape) {
-			return fmt.Errorf("tensor %q: shape %v, config.json implies %v", hfName, t.Shape, shape)
+		same := len(t.Shape) == len(shape)
+		for i := 0; same && i < len(shape); i++ {
+			same = uint64(t.Shape[i]) == shape[i]
 		}
-		for i := range shape {
-			if uint64(t.Shape[i]) != shape[i] {
-				return fmt.Errorf("tensor %q: shape %v, config.json implies %v", hfName, t.Shape, shape)
-			}
+		if !same {
+			return fmt.Errorf("%s: tensor %q: shape %v, config.json implies %v", t.File, hfName, t.Shape, shape)
 		}
 		if ElemSize(t.DType) == 0 {
-			return fmt.Errorf("tensor %q: dtype %s not supported (BF16, F16, F32)", hfName, t.DType)
+			return fmt.Errorf("%s: tensor %q: dtype %s not supported (BF16, F16, F32)", t.File, hfName, t.DType)
 		}
 		secs = append(secs, section{Section: format.Section{Name: name, DType: dt, Layout: layout, Shape: shape}, src: t})
 		return nil
@@ -311,7 +312,7 @@ func write(ctx context.Context, ck *Checkpoint, hdr *format.Header, secs []secti
 		switch {
 		case s.src != nil:
 			if err := writeTensor(ctx, ck, cv, w, s, slots); err != nil {
-				return nil, fmt.Errorf("tensor %q: %w", s.src.Name, err)
+				return nil, fmt.Errorf("%s: tensor %q: %w", s.src.File, s.src.Name, err)
 			}
 			read += s.src.Size
 		case s.tok != nil:

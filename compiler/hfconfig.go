@@ -11,21 +11,22 @@ import (
 )
 
 // parseConfig reads config.json into the format's model config, naming the
-// field that is missing or wrong.
+// field that is missing or wrong; the caller names the file, whose path it
+// knows.
 func parseConfig(b []byte) (format.Config, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
-		return format.Config{}, fmt.Errorf("config.json: %w", err)
+		return format.Config{}, err
 	}
 	var c format.Config
 	str := func(k string) (string, error) {
 		var s string
 		m, ok := raw[k]
 		if !ok {
-			return "", fmt.Errorf("config.json: field %q missing", k)
+			return "", fmt.Errorf("field %q missing", k)
 		}
 		if err := json.Unmarshal(m, &s); err != nil {
-			return "", fmt.Errorf("config.json: field %q: %w", k, err)
+			return "", fmt.Errorf("field %q: %w", k, err)
 		}
 		return s, nil
 	}
@@ -33,12 +34,12 @@ func parseConfig(b []byte) (format.Config, error) {
 		m, ok := raw[k]
 		if !ok || bytes.Equal(m, []byte("null")) {
 			if required {
-				return fmt.Errorf("config.json: field %q missing", k)
+				return fmt.Errorf("field %q missing", k)
 			}
 			return nil
 		}
 		if err := json.Unmarshal(m, dst); err != nil {
-			return fmt.Errorf("config.json: field %q: %w", k, err)
+			return fmt.Errorf("field %q: %w", k, err)
 		}
 		return nil
 	}
@@ -51,7 +52,7 @@ func parseConfig(b []byte) (format.Config, error) {
 			return nil
 		}
 		if f != float64(int(f)) || f < 1 || f > 1<<30 {
-			return fmt.Errorf("config.json: field %q = %v is not a positive integer", k, f)
+			return fmt.Errorf("field %q = %v is not a positive integer", k, f)
 		}
 		*dst = int(f)
 		return nil
@@ -59,7 +60,7 @@ func parseConfig(b []byte) (format.Config, error) {
 	boolean := func(k string, dst *bool) error {
 		if m, ok := raw[k]; ok && !bytes.Equal(m, []byte("null")) {
 			if err := json.Unmarshal(m, dst); err != nil {
-				return fmt.Errorf("config.json: field %q: %w", k, err)
+				return fmt.Errorf("field %q: %w", k, err)
 			}
 		}
 		return nil
@@ -69,7 +70,7 @@ func parseConfig(b []byte) (format.Config, error) {
 		return c, err
 	}
 	if c.ModelType != "qwen3" && c.ModelType != "qwen2" {
-		return c, fmt.Errorf("config.json: model_type %q not supported (qwen3, qwen2)", c.ModelType)
+		return c, fmt.Errorf("model_type %q not supported (qwen3, qwen2)", c.ModelType)
 	}
 	for _, f := range []struct {
 		k   string
@@ -117,16 +118,16 @@ func parseConfig(b []byte) (format.Config, error) {
 		return c, err
 	}
 	if sliding {
-		return c, fmt.Errorf("config.json: field \"use_sliding_window\" is true; sliding-window attention is not supported")
+		return c, fmt.Errorf("field \"use_sliding_window\" is true; sliding-window attention is not supported")
 	}
 	if m, ok := raw["rope_scaling"]; ok && !bytes.Equal(m, []byte("null")) {
-		return c, fmt.Errorf("config.json: field \"rope_scaling\" = %s; RoPE scaling is not supported", m)
+		return c, fmt.Errorf("field \"rope_scaling\" = %s; RoPE scaling is not supported", m)
 	}
 	if act, err := str("hidden_act"); err == nil && act != "silu" {
-		return c, fmt.Errorf("config.json: field \"hidden_act\" = %q; only silu is supported", act)
+		return c, fmt.Errorf("field \"hidden_act\" = %q; only silu is supported", act)
 	}
 	if err := c.Validate(); err != nil {
-		return c, fmt.Errorf("config.json: %w", err)
+		return c, err
 	}
 	return c, nil
 }
@@ -151,22 +152,22 @@ func parseGeneration(b []byte, vocab int) (format.Generation, error) {
 		PresencePenalty   *float32        `json:"presence_penalty"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
-		return g, fmt.Errorf("generation_config.json: %w", err)
+		return g, err
 	}
 	if len(raw.EOS) > 0 && !bytes.Equal(raw.EOS, []byte("null")) {
 		var one int32
 		if err := json.Unmarshal(raw.EOS, &one); err == nil {
 			g.EOS = []int32{one}
 		} else if err := json.Unmarshal(raw.EOS, &g.EOS); err != nil {
-			return g, fmt.Errorf("generation_config.json: field \"eos_token_id\": %w", err)
+			return g, fmt.Errorf("field \"eos_token_id\": %w", err)
 		}
 	}
 	if len(g.EOS) > 16 {
-		return g, fmt.Errorf("generation_config.json: field \"eos_token_id\": %d ids, at most 16", len(g.EOS))
+		return g, fmt.Errorf("field \"eos_token_id\": %d ids, at most 16", len(g.EOS))
 	}
 	for _, id := range g.EOS {
 		if id < 0 || int(id) >= vocab {
-			return g, fmt.Errorf("generation_config.json: field \"eos_token_id\": id %d outside the vocabulary [0, %d)", id, vocab)
+			return g, fmt.Errorf("field \"eos_token_id\": id %d outside the vocabulary [0, %d)", id, vocab)
 		}
 	}
 	set := func(dst *int32, v *int32) {
@@ -189,14 +190,14 @@ func parseGeneration(b []byte, vocab int) (format.Generation, error) {
 	} {
 		if f.v != nil {
 			if *f.v < 0 {
-				return g, fmt.Errorf("generation_config.json: field %q = %v is negative", f.name, *f.v)
+				return g, fmt.Errorf("field %q = %v is negative", f.name, *f.v)
 			}
 			*f.dst = *f.v
 		}
 	}
 	if raw.TopK != nil {
 		if *raw.TopK < 0 || *raw.TopK > 1<<30 {
-			return g, fmt.Errorf("generation_config.json: field \"top_k\" = %d out of range", *raw.TopK)
+			return g, fmt.Errorf("field \"top_k\" = %d out of range", *raw.TopK)
 		}
 		g.TopK = uint32(*raw.TopK)
 	}
@@ -210,14 +211,14 @@ func chatTemplate(tokenizerConfig []byte) (template, family string, err error) {
 		ChatTemplate json.RawMessage `json:"chat_template"`
 	}
 	if err := json.Unmarshal(tokenizerConfig, &raw); err != nil {
-		return "", "", fmt.Errorf("tokenizer_config.json: %w", err)
+		return "", "", err
 	}
 	if len(raw.ChatTemplate) > 0 && !bytes.Equal(raw.ChatTemplate, []byte("null")) {
 		if err := json.Unmarshal(raw.ChatTemplate, &template); err != nil {
 			// Some checkpoints give a list of named templates; take "default".
 			var named []struct{ Name, Template string }
 			if err2 := json.Unmarshal(raw.ChatTemplate, &named); err2 != nil {
-				return "", "", fmt.Errorf("tokenizer_config.json: field \"chat_template\": %w", err)
+				return "", "", fmt.Errorf("field \"chat_template\": %w", err)
 			}
 			for _, n := range named {
 				if n.Name == "default" {
@@ -228,7 +229,7 @@ func chatTemplate(tokenizerConfig []byte) (template, family string, err error) {
 	}
 	if template != "" {
 		if !strings.Contains(template, "<|im_start|>") {
-			return "", "", fmt.Errorf("tokenizer_config.json: field \"chat_template\" is not a ChatML template this runtime can render")
+			return "", "", fmt.Errorf("field \"chat_template\" is not a ChatML template this runtime can render")
 		}
 		family = chat.DetectFamily(template).String()
 	}
