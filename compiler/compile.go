@@ -277,10 +277,14 @@ func write(ctx context.Context, ck *Checkpoint, hdr *format.Header, secs []secti
 		}
 	}()
 	var total int64
+	known := 0
 	for _, s := range secs {
-		total += int64(s.Size)
+		if s.tok == nil {
+			total += int64(s.Size)
+			known++
+		}
 	}
-	prog := newProgress(opts.Progress, len(secs), total)
+	prog := newProgress(opts.Progress, known, total)
 	w := &sectionWriter{w: bufio.NewWriterSize(tmp, 4<<20)}
 	if err := w.pad(secs[0].Offset); err != nil {
 		return nil, err
@@ -327,7 +331,6 @@ func write(ctx context.Context, ck *Checkpoint, hdr *format.Header, secs []secti
 			s.Shape = []uint64{uint64(len(s.blob))}
 			s.Size = uint64(len(s.blob))
 			hdr.Sections[i].Shape, hdr.Sections[i].Size = s.Shape, s.Size
-			prog.total += int64(s.Size)
 			fallthrough
 		default:
 			if err := w.write(s.blob); err != nil {
@@ -342,7 +345,11 @@ func write(ctx context.Context, ck *Checkpoint, hdr *format.Header, secs []secti
 		if err := w.pad(end); err != nil {
 			return nil, err
 		}
-		prog.section(s.Name, int64(s.Size))
+		if s.tok != nil {
+			prog.tokenizer(int64(s.Size))
+		} else {
+			prog.section(s.Name, int64(s.Size))
+		}
 	}
 	fileSize := w.off
 	if err := w.w.Flush(); err != nil {

@@ -9,12 +9,17 @@ import (
 )
 
 // progress reports on stderr: a redrawn bar on a terminal, otherwise a line
-// per tenth of the bytes, which reads well in CI logs.
+// per tenth of the bytes, which reads well in CI logs. It counts the
+// sections whose size is known before writing starts; the tokenizer,
+// encoded while the weights are written and last in the file, is
+// reported apart, so the first line, the bar and the last line give the
+// same total.
 type progress struct {
 	w              io.Writer
 	tty            bool
 	sections       int
 	total, written int64
+	tokenizerBytes int64
 	count          int
 	start, redraw  time.Time
 	lastTenth      int64
@@ -28,7 +33,7 @@ func newProgress(w io.Writer, sections int, total int64) *progress {
 		}
 	}
 	if w != nil {
-		fmt.Fprintf(w, "writing %d sections, %s\n", sections, mb(total))
+		fmt.Fprintf(w, "writing %d sections, %s, then the tokenizer\n", sections, mb(total))
 	}
 	return p
 }
@@ -56,6 +61,9 @@ func (p *progress) section(name string, bytes int64) {
 	}
 }
 
+// tokenizer records the tokenizer's section once written.
+func (p *progress) tokenizer(bytes int64) { p.tokenizerBytes = bytes }
+
 func (p *progress) done() {
 	if p.w == nil {
 		return
@@ -64,7 +72,9 @@ func (p *progress) done() {
 		fmt.Fprintln(p.w)
 	}
 	el := time.Since(p.start).Seconds()
-	fmt.Fprintf(p.w, "done: %d sections, %s in %.2f s (%.0f MB/s written)\n", p.count, mb(p.total), el, float64(p.total)/1e6/max(el, 1e-9))
+	all := p.total + p.tokenizerBytes
+	fmt.Fprintf(p.w, "done: %d sections, %s, and the tokenizer, %s, in %.2f s (%.0f MB/s written)\n",
+		p.count, mb(p.total), mb(p.tokenizerBytes), el, float64(all)/1e6/max(el, 1e-9))
 }
 
 // mb formats bytes in decimal megabytes (10^6), the unit it names.
