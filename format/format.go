@@ -163,17 +163,19 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Generation holds the sampling defaults from generation_config.json.
+// Generation holds the sampling defaults from generation_config.json; in
+// JSON (qwenc inspect --json) under that file's names.
 type Generation struct {
-	EOS               []int32
-	BOS, Pad          int32 // -1 when absent
-	DoSample          bool
-	Temperature       float32
-	TopK              uint32
-	TopP              float32
-	MinP              float32
-	RepetitionPenalty float32
-	PresencePenalty   float32
+	EOS               []int32 `json:"eos_token_id"`
+	BOS               int32   `json:"bos_token_id"` // -1 when absent
+	Pad               int32   `json:"pad_token_id"` // -1 when absent
+	DoSample          bool    `json:"do_sample"`
+	Temperature       float32 `json:"temperature"`
+	TopK              uint32  `json:"top_k"`
+	TopP              float32 `json:"top_p"`
+	MinP              float32 `json:"min_p"`
+	RepetitionPenalty float32 `json:"repetition_penalty"`
+	PresencePenalty   float32 `json:"presence_penalty"`
 }
 
 // DefaultGeneration is what a checkpoint without generation_config.json gets.

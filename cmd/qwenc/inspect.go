@@ -22,20 +22,25 @@ func inspectCommand() *cli.Command {
 		ArgsUsage: "FILE",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
-			&cli.StringFlag{Name: "seq", Value: "5,8,300,1024,32768", Usage: "sequence lengths for the KV cache table"},
+			&cli.StringFlag{Name: "seq", Usage: "sequence lengths for the KV cache table, comma-separated",
+				DefaultText: defaultSeqs + " up to the model's maximum context, and that maximum"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cliutil.Usagef(c, "inspect: want one FILE argument, got %d", c.NArg())
 			}
-			seqs, err := parseSeqs(c.String("seq"))
-			if err != nil {
-				return err
+			var seqs []int
+			if c.IsSet("seq") {
+				var err error
+				if seqs, err = parseSeqs(c.String("seq")); err != nil {
+					return err
+				}
 			}
 			h, err := readHeader(c.Args().First())
 			if err != nil {
 				return err
 			}
+			seqs = kvSeqs(os.Stderr, seqs, h.Config.MaxPositions)
 			rep := format.Report(h, seqs)
 			if c.Bool("json") {
 				return printJSON(os.Stdout, h, rep)
@@ -65,6 +70,33 @@ func readHeader(path string) (*format.Header, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return h, nil
+}
+
+// defaultSeqs are the lengths of the KV cache table: those of the design
+// note's figures, then 32K, a long context.
+const defaultSeqs = "5,8,300,1024,32768"
+
+// kvSeqs returns the lengths of the KV cache table: those asked for, with a
+// note on w for each beyond the model's maximum context (a KV cache
+// qwenrun will never allocate), or without any, the default lengths up to
+// that maximum and the maximum itself.
+func kvSeqs(w io.Writer, asked []int, maxCtx int) []int {
+	for _, n := range asked {
+		if n > maxCtx {
+			fmt.Fprintf(w, "qwenc: note: --seq %d is beyond the model's maximum context of %d tokens; qwenrun never runs a sequence that long\n", n, maxCtx)
+		}
+	}
+	if asked != nil {
+		return asked
+	}
+	all, _ := parseSeqs(defaultSeqs)
+	var seqs []int
+	for _, n := range all {
+		if n < maxCtx {
+			seqs = append(seqs, n)
+		}
+	}
+	return append(seqs, maxCtx)
 }
 
 func parseSeqs(s string) ([]int, error) {
@@ -114,10 +146,16 @@ func printJSON(w io.Writer, h *format.Header, rep format.MemoryReport) error {
 	return enc.Encode(out)
 }
 
-// size prints bytes exactly and in both decimal and binary units, each
-// labelled, because the design note mixes "MB" for both.
+// size prints bytes exactly and in both decimal and binary megabytes,
+// each labelled, as three table cells: the design note mixes "MB" for
+// both.
 func size(n uint64) string {
 	return fmt.Sprintf("%d B\t%.2f MB\t%.2f MiB", n, float64(n)/1e6, float64(n)/(1<<20))
+}
+
+// sizeInText is size for a sentence.
+func sizeInText(n uint64) string {
+	return fmt.Sprintf("%d B = %.2f MB = %.2f MiB", n, float64(n)/1e6, float64(n)/(1<<20))
 }
 
 func printText(w io.Writer, h *format.Header, rep format.MemoryReport) {
@@ -133,21 +171,22 @@ func printText(w io.Writer, h *format.Header, rep format.MemoryReport) {
 	g := h.Generation
 	fmt.Fprintf(w, "generation: eos %v, temperature %g, top_k %d, top_p %g, min_p %g, repetition_penalty %g\n",
 		g.EOS, g.Temperature, g.TopK, g.TopP, g.MinP, g.RepetitionPenalty)
-	fmt.Fprintf(w, "chat template: %s\n\n", orNone(h.ChatFamily))
+	fmt.Fprintf(w, "chat template: %s\n", orNone(h.ChatFamily))
 
+	fmt.Fprintf(w, "\nSizes: 1 MB = 10^6 bytes, 1 MiB = 2^20 bytes\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "section\tdtype\tlayout\tshape\toffset\tsize\t\n")
+	fmt.Fprintf(tw, "section\tdtype\tlayout\tshape\toffset (bytes)\tsize\t\t\t\n")
 	for _, s := range h.Sections {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%d\t\n", s.Name, s.DType, s.Layout, s.Shape, s.Offset, s.Size)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%s\t\n", s.Name, s.DType, s.Layout, s.Shape, s.Offset, size(s.Size))
 	}
 	tw.Flush()
 
-	fmt.Fprintf(w, "\nMemory (1 MB = 10^6 bytes, 1 MiB = 2^20 bytes)\n\nWeights\n")
+	fmt.Fprintf(w, "\nWeights\n")
 	if len(rep.MatrixBytesByDType) > 1 || rep.MatrixBytesByDType["f16"] == 0 {
 		var parts []string
 		for _, d := range []format.DType{format.F16, format.Q8, format.Q4} {
 			if b, ok := rep.MatrixBytesByDType[d.String()]; ok {
-				parts = append(parts, fmt.Sprintf("%s %.2f MB", d, float64(b)/1e6))
+				parts = append(parts, fmt.Sprintf("%s %s", d, sizeInText(b)))
 			}
 		}
 		fmt.Fprintf(w, "matrices by type: %s\n", strings.Join(parts, ", "))
@@ -159,39 +198,52 @@ func printText(w io.Writer, h *format.Header, rep format.MemoryReport) {
 		fmt.Fprintf(w, "embedding: looked up in the tied LM head (quantized files store it once)\n")
 	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "component\tbytes\tMB\tMiB\t\n")
-	fmt.Fprintf(tw, "embeddings (row-major)\t%s\t\n", size(rep.EmbeddingsRowMajorBytes))
-	fmt.Fprintf(tw, "embeddings (tile-major, LM head)\t%s\t\n", size(rep.EmbeddingsTileMajorBytes))
-	fmt.Fprintf(tw, "final norm\t%s\t\n", size(rep.FinalNormBytes))
-	fmt.Fprintf(tw, "matrices of one layer\t%s\t\n", size(rep.LayerMatricesBytes))
-	fmt.Fprintf(tw, "one layer (with norms)\t%s\t\n", size(rep.LayerBytes))
-	fmt.Fprintf(tw, "%d layers\t%s\t\n", c.Layers, size(rep.LayersBytes))
-	fmt.Fprintf(tw, "total\t%s\t\n", size(rep.WeightsBytes))
-	fmt.Fprintf(tw, "read by one decode step\t%s\t\n", size(rep.DecodeWeightBytes))
+	fmt.Fprintf(tw, "component\tsize\t\t\t\n")
+	for _, r := range []struct {
+		what  string
+		bytes uint64
+	}{
+		{"embeddings (row-major)", rep.EmbeddingsRowMajorBytes},
+		{"embeddings (tile-major, LM head)", rep.EmbeddingsTileMajorBytes},
+		{"final norm", rep.FinalNormBytes},
+		{"matrices of one layer", rep.LayerMatricesBytes},
+		{"one layer (with norms)", rep.LayerBytes},
+		{fmt.Sprintf("%d layers", c.Layers), rep.LayersBytes},
+		{"total", rep.WeightsBytes},
+		{"read by one decode step", rep.DecodeWeightBytes},
+	} {
+		fmt.Fprintf(tw, "%s\t%s\t\n", r.what, size(r.bytes))
+	}
 	tw.Flush()
 
 	a := rep.Arena
 	fmt.Fprintf(w, "\nActivation arena (planned at compile time)\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "mode\tarena\t\tnaive sum\t\tlower bound (peak live)\t\t\n")
-	fmt.Fprintf(tw, "decode (1 token)\t%d B\t%.1f KiB\t%d B\t%.1f KiB\t%d B\t%.1f KiB\t\n",
-		a.DecodeBytes, kib(a.DecodeBytes), a.DecodeNaiveBytes, kib(a.DecodeNaiveBytes), a.DecodePeakLiveBytes, kib(a.DecodePeakLiveBytes))
-	fmt.Fprintf(tw, "prefill (%d tokens)\t%d B\t%.1f MiB\t%d B\t%.1f MiB\t%d B\t%.1f MiB\t\n", a.MaxPrefill,
-		a.PrefillBytes, mib(a.PrefillBytes), a.PrefillNaiveBytes, mib(a.PrefillNaiveBytes), a.PrefillPeakLiveBytes, mib(a.PrefillPeakLiveBytes))
+	fmt.Fprintf(tw, "mode\t\tsize\t\t\t\n")
+	for _, r := range []struct {
+		mode, what string
+		bytes      uint64
+	}{
+		{"decode (1 token)", "arena", a.DecodeBytes},
+		{"", "naive sum", a.DecodeNaiveBytes},
+		{"", "lower bound (peak live)", a.DecodePeakLiveBytes},
+		{fmt.Sprintf("prefill (%d tokens)", a.MaxPrefill), "arena", a.PrefillBytes},
+		{"", "naive sum", a.PrefillNaiveBytes},
+		{"", "lower bound (peak live)", a.PrefillPeakLiveBytes},
+	} {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", r.mode, r.what, size(r.bytes))
+	}
 	tw.Flush()
 
 	kv := rep.KV
-	fmt.Fprintf(w, "\nKV cache (f16, chunks of %d positions, %d B = %.0f KiB per chunk per layer)\n", kv.ChunkTokens, kv.ChunkBytesPerLayer, kib(kv.ChunkBytesPerLayer))
+	fmt.Fprintf(w, "\nKV cache (f16, in chunks of %d positions: %s per chunk per layer)\n", kv.ChunkTokens, sizeInText(kv.ChunkBytesPerLayer))
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "sequence\tchunks\tper layer\t\ttotal (%d layers)\t\t\n", c.Layers)
+	fmt.Fprintf(tw, "sequence\tchunks\tper layer\t\t\ttotal (%d layers)\t\t\t\n", c.Layers)
 	for _, s := range kv.BySeq {
-		fmt.Fprintf(tw, "%d\t%d\t%d B\t%.2f MiB\t%d B\t%.2f MiB\t\n", s.Seq, s.Chunks, s.PerLayerBytes, mib(s.PerLayerBytes), s.TotalBytes, mib(s.TotalBytes))
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t\n", s.Seq, s.Chunks, size(s.PerLayerBytes), size(s.TotalBytes))
 	}
 	tw.Flush()
 }
-
-func kib(n uint64) float64 { return float64(n) / 1024 }
-func mib(n uint64) float64 { return float64(n) / (1 << 20) }
 
 func orNone(s string) string {
 	if s == "" {

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// compiled compiles the small test model (maximum context 512) into work.
+func compiled(t *testing.T, work string) string {
+	t.Helper()
+	out := filepath.Join(work, "m.qbin")
+	if _, stderr, code := run(t, work, "compile", "-q", model(t, "small-model"), "-o", out, "--max-prefill", "32"); code != 0 {
+		t.Fatalf("compile: exit %d: %s", code, stderr)
+	}
+	return out
+}
+
+// Every size inspect prints is in bytes, MB and MiB, each labelled and
+// each agreeing with the bytes, as the README says (the arena was in KiB
+// and MiB, the KV cache in MiB, the matrices by type in MB alone).
+func TestInspectUnits(t *testing.T) {
+	work := t.TempDir()
+	out, stderr, code := run(t, work, "inspect", compiled(t, work))
+	if code != 0 || stderr != "" {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	if strings.Contains(out, "KiB") || strings.Contains(out, "GB") {
+		t.Errorf("a unit other than B, MB and MiB:\n%s", out)
+	}
+	triple := regexp.MustCompile(`(\d+) B(?: +| = )(\d+\.\d\d) MB(?: +| = )(\d+\.\d\d) MiB`)
+	found := triple.FindAllStringSubmatch(out, -1)
+	if bytes := regexp.MustCompile(`\d B\b`).FindAllString(out, -1); len(found) != len(bytes) || len(found) < 20 {
+		t.Errorf("%d sizes in bytes, %d of them with MB and MiB:\n%s", len(bytes), len(found), out)
+	}
+	for _, m := range found {
+		b, _ := strconv.ParseFloat(m[1], 64)
+		if mb, mib := fmt.Sprintf("%.2f", b/1e6), fmt.Sprintf("%.2f", b/(1<<20)); m[2] != mb || m[3] != mib {
+			t.Errorf("%q: want %s MB, %s MiB", m[0], mb, mib)
+		}
+	}
+	if !strings.Contains(out, "1 MB = 10^6 bytes, 1 MiB = 2^20 bytes") {
+		t.Errorf("the units are not defined:\n%s", out)
+	}
+}
+
+// The KV table stops at the model's maximum context by default, and a
+// --seq beyond it gets a note on stderr.
+func TestInspectSeqs(t *testing.T) {
+	work := t.TempDir()
+	m := compiled(t, work)
+	seqs := func(args ...string) ([]int, string) {
+		t.Helper()
+		out, stderr, code := run(t, work, append([]string{"inspect", m, "--json"}, args...)...)
+		var r struct {
+			Memory struct {
+				KV struct {
+					BySeq []struct {
+						Seq int `json:"seq"`
+					} `json:"by_seq"`
+				} `json:"kv"`
+			} `json:"memory"`
+		}
+		if err := json.Unmarshal([]byte(out), &r); err != nil || code != 0 {
+			t.Fatalf("%v: exit %d, %v, stderr %q", args, code, err, stderr)
+		}
+		var s []int
+		for _, row := range r.Memory.KV.BySeq {
+			s = append(s, row.Seq)
+		}
+		return s, stderr
+	}
+	if got, stderr := seqs(); !slices.Equal(got, []int{5, 8, 300, 512}) || stderr != "" {
+		t.Errorf("default: lengths %v, stderr %q; want 5, 8, 300 and the maximum 512, no note", got, stderr)
+	}
+	got, stderr := seqs("--seq", "8,512,1000")
+	want := "qwenc: note: --seq 1000 is beyond the model's maximum context of 512 tokens; qwenrun never runs a sequence that long\n"
+	if !slices.Equal(got, []int{8, 512, 1000}) || stderr != want {
+		t.Errorf("--seq 8,512,1000: lengths %v, stderr %q; want 8, 512, 1000 and %q", got, stderr, want)
+	}
+	text, _, _ := run(t, work, "inspect", m)
+	if !regexp.MustCompile(`\n +512 +2 +\d+ B`).MatchString(text) || regexp.MustCompile(`\n +(1024|32768) +\d+ +\d+ B`).MatchString(text) {
+		t.Errorf("the text's KV table does not stop at 512:\n%s", text)
+	}
+}
+
+// Every key of inspect --json is snake_case (generation had EOS, DoSample,
+// ...); generation's are generation_config.json's.
+func TestInspectJSONKeys(t *testing.T) {
+	work := t.TempDir()
+	out, _, code := run(t, work, "inspect", compiled(t, work), "--json")
+	var j map[string]any
+	if err := json.Unmarshal([]byte(out), &j); err != nil || code != 0 {
+		t.Fatalf("exit %d, %v", code, err)
+	}
+	snake := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				if !snake.MatchString(k) {
+					t.Errorf("key %s.%s is not snake_case", path, k)
+				}
+				walk(path+"."+k, e)
+			}
+		case []any:
+			for i, e := range v {
+				walk(fmt.Sprintf("%s[%d]", path, i), e)
+			}
+		}
+	}
+	walk("", j)
+	g, _ := j["generation"].(map[string]any)
+	for _, k := range []string{"eos_token_id", "bos_token_id", "pad_token_id", "do_sample", "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty"} {
+		if _, ok := g[k]; !ok {
+			t.Errorf("generation lacks %q: %v", k, g)
+		}
+	}
+}
