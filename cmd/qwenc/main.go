@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/urfave/cli/v2"
@@ -19,7 +17,7 @@ import (
 var version string
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cliutil.SignalContext(context.Background())
 	app := newApp()
 	args, err := reorder(app, os.Args)
 	if err == nil {
@@ -29,7 +27,7 @@ func main() {
 	if errors.Is(err, context.Canceled) {
 		// The compiler removed its temporary file before returning.
 		fmt.Fprintln(os.Stderr, "qwenc: interrupted; no output written")
-		os.Exit(130)
+		err = context.Cause(ctx) // the signal, for the exit status
 	}
 	os.Exit(cliutil.ExitStatus(os.Stderr, "qwenc", err))
 }

@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/qwenc/qwenc/chat"
+	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/runtime"
 	"github.com/qwenc/qwenc/runtime/sampling"
 	"github.com/urfave/cli/v2"
@@ -81,8 +80,8 @@ func runChat(c *cli.Context, s *setup) error {
 		maxTokens: c.Int("max-tokens"), jsonOut: c.Bool("json"), verbose: c.Bool("verbose"),
 		info: os.Stderr, dim: isTerminal(os.Stderr)}
 	var out io.Writer = os.Stdout
-	if conv.jsonOut {
-		out = io.Discard
+	if conv.jsonOut || c.Int("max-tokens") == 0 {
+		out = io.Discard // -n 0 has no answer, not even its newline
 	}
 	conv.show = newThinkFilter(s, out, c.Bool("hide-think"), s.stdoutTTY)
 	if sys := c.String("system"); sys != "" {
@@ -93,7 +92,7 @@ func runChat(c *cli.Context, s *setup) error {
 		return err
 	}
 	if oneShot {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		ctx, stop := cliutil.SignalContext(context.Background())
 		defer stop()
 		res, err := conv.turn(ctx, text)
 		if err != nil {
@@ -106,7 +105,7 @@ func runChat(c *cli.Context, s *setup) error {
 		}
 		printStats(os.Stderr, s, res)
 		if res.Stop == runtime.StopInterrupt {
-			return errInterrupted
+			return context.Cause(ctx) // the signal, for the exit status
 		}
 		return nil
 	}

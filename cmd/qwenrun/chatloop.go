@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/peterh/liner"
+	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/runtime"
 )
 
@@ -43,6 +44,8 @@ type chatLoop struct {
 	// banner greets them, and Ctrl-C at the prompt asks before leaving.
 	// Otherwise messages come one a line from a script, as they always did.
 	term bool
+	// signalled is the signal that ended the chat, for the exit status.
+	signalled os.Signal
 }
 
 // interactive chats until the input ends or the user leaves. Ctrl-C
@@ -74,6 +77,7 @@ func (l *chatLoop) run() error {
 		switch {
 		case errors.Is(err, errAborted):
 			if aborted {
+				l.signalled = os.Interrupt
 				return errSignalled
 			}
 			aborted = true
@@ -124,7 +128,7 @@ func (l *chatLoop) leave(err error) error {
 	}
 	switch {
 	case errors.Is(err, errSignalled):
-		return errInterrupted
+		return cliutil.InterruptedBy(l.signalled)
 	case err == nil && l.conv.unanswered > 0:
 		return fmt.Errorf("%d of the messages got no answer: the conversation was full (--ctx)", l.conv.unanswered)
 	}
@@ -164,6 +168,7 @@ func (l *chatLoop) readLine(prompt string) (string, error) {
 				fmt.Println("^C")
 				return "", errAborted
 			}
+			l.signalled = sig
 			return "", errSignalled
 		default:
 		}
@@ -184,12 +189,13 @@ func (l *chatLoop) readLine(prompt string) (string, error) {
 			l.in.remember(r.line)
 		}
 		return r.line, r.err
-	case <-l.sig:
+	case sig := <-l.sig:
 		if l.term {
 			fmt.Println()
 		} else {
 			fmt.Fprintln(os.Stderr)
 		}
+		l.signalled = sig
 		return "", errSignalled
 	}
 }
@@ -249,6 +255,7 @@ func (l *chatLoop) send(text string) error {
 		fmt.Println() // a blank line between the reply and the next prompt
 	}
 	if l.ends(sig, res) {
+		l.signalled = sig
 		return errSignalled
 	}
 	if err == nil && conv.verbose {

@@ -69,3 +69,22 @@ func TestThreadsBeyondCPUsWarns(t *testing.T) {
 		t.Errorf("--threads %d (the CPUs): %q", n-1, stderr)
 	}
 }
+
+// -n 0 evaluates the prompt and prints nothing on stdout (it printed an
+// empty line), unless --json asks for the object.
+func TestMaxTokensZeroPrintsNothing(t *testing.T) {
+	m := tinyModel(t)
+	for _, args := range [][]string{{m, "-p", "Hello", "-n", "0"}, {m, "--chat", "-p", "Hello", "-n", "0"}} {
+		out, stderr, code := qwenrun(t, "", args...)
+		if code != 0 || out != "" || !strings.Contains(stderr, "stop: length") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 0, nothing on stdout", args, code, out, stderr)
+		}
+	}
+	// An interactive chat too: one turn, nothing on stdout.
+	if out, stderr, code := qwenrun(t, "Hello\n", m, "--chat", "-n", "0"); code != 0 || out != "" {
+		t.Errorf("interactive -n 0: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	if r := runJSON(t, m, "-p", "Hello", "-n", "0"); len(r.GeneratedIDs) != 0 || len(r.PromptIDs) == 0 {
+		t.Errorf("-n 0 --json: %+v", r)
+	}
+}

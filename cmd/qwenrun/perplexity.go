@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/qwenc/qwenc/internal/cliutil"
@@ -86,7 +84,7 @@ func perplexityAction(c *cli.Context) error {
 	for i, id := range ids {
 		tokens[i] = int32(id)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cliutil.SignalContext(context.Background())
 	defer stop()
 	tty := isTerminal(os.Stderr)
 	t0 := time.Now()
@@ -109,7 +107,7 @@ func perplexityAction(c *cli.Context) error {
 	}
 	switch {
 	case errors.Is(err, context.Canceled):
-		return errInterrupted
+		return context.Cause(ctx) // the signal, for the exit status
 	case errors.Is(err, perplexity.ErrTooShort):
 		return fmt.Errorf("%s: %w", c.String("file"), err)
 	case err != nil:

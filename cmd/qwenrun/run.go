@@ -10,11 +10,9 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/qwenc/qwenc/format"
@@ -25,9 +23,6 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 )
-
-// errInterrupted makes main exit with status 130 after a clean stop.
-var errInterrupted = cliutil.Interrupted{Signal: syscall.SIGINT}
 
 // processStart is read once at init: load time counts from process start.
 var processStart = time.Now()
@@ -75,7 +70,7 @@ func run(c *cli.Context) error {
 	if c.Bool("chat") {
 		return runChat(c, s)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cliutil.SignalContext(context.Background())
 	defer stop()
 	return runCompletion(ctx, c, s)
 }
@@ -224,6 +219,7 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 	jsonOut := c.Bool("json")
 	out := bufio.NewWriter(os.Stdout)
 	dec := s.m.Tokenizer.NewStreamDecoder()
+	streamed := false
 	var logitsErr error
 	opts := runtime.GenerateOptions{
 		MaxTokens: c.Int("max-tokens"),
@@ -233,6 +229,7 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 			if jsonOut {
 				return
 			}
+			streamed = true
 			out.WriteString(dec.Add(int(id)))
 			out.Flush()
 		},
@@ -251,16 +248,17 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 		if err := printJSON(os.Stdout, s, prompt, res); err != nil {
 			return err
 		}
-	} else {
+	} else if streamed {
 		// The stream ends with a newline so the statistics on stderr start
-		// on their own line; --json gives the exact text.
+		// on their own line; --json gives the exact text. Without a token
+		// (-n 0) there is no stream to end: stdout stays empty.
 		out.WriteString(dec.Flush())
 		out.WriteString("\n")
 		out.Flush()
 	}
 	printStats(os.Stderr, s, res)
 	if res.Stop == runtime.StopInterrupt {
-		return errInterrupted
+		return context.Cause(ctx) // the signal, for the exit status
 	}
 	return nil
 }

@@ -3,9 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -104,41 +102,12 @@ func TestProcessesShareTheMapping(t *testing.T) {
 	}
 	size := st.Size()
 
-	type proc struct {
-		cmd   *exec.Cmd
-		stdin io.WriteCloser
-	}
-	var procs []proc
-	t.Cleanup(func() {
-		for _, p := range procs {
-			p.stdin.Close()
-			p.cmd.Process.Kill()
-			p.cmd.Wait()
-		}
-	})
+	var procs []*chatProc
 	for range 2 {
-		cmd := exec.Command(bin, "-i", "--verify", path, "-n", "1", "--temp", "0", "--ctx", "64", "--threads", "1")
-		stdin, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		procs = append(procs, proc{cmd, stdin})
-		if _, err := io.WriteString(stdin, "hello\n"); err != nil {
-			t.Fatal(err)
-		}
 		// The answer (one token and a newline) comes after the prompt ran
 		// through every layer and the head; the process then waits for
 		// the next line.
-		if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
-			t.Fatalf("process %d: no answer: %v", len(procs), err)
-		}
+		procs = append(procs, startChat(t, readLine, "-i", "--verify", path, "-n", "1", "--temp", "0", "--ctx", "64", "--threads", "1"))
 	}
 	for i, p := range procs {
 		m := fileMapping(t, p.cmd.Process.Pid, path)
@@ -156,9 +125,8 @@ func TestProcessesShareTheMapping(t *testing.T) {
 	}
 	for i, p := range procs {
 		p.stdin.Close() // end of input ends the chat
-		if err := p.cmd.Wait(); err != nil {
-			t.Errorf("process %d: %v", i+1, err)
+		if code, stderr := p.finish(t); code != 0 {
+			t.Errorf("process %d: exit %d, %s", i+1, code, stderr)
 		}
 	}
-	procs = nil
 }

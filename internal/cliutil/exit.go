@@ -1,9 +1,12 @@
 package cliutil
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -57,6 +60,35 @@ func commandPath(c *cli.Context) string {
 type Interrupted struct{ Signal syscall.Signal }
 
 func (e Interrupted) Error() string { return "interrupted by " + e.Signal.String() }
+
+// InterruptedBy returns the Interrupted error of a signal received from
+// signal.Notify.
+func InterruptedBy(s os.Signal) error {
+	if n, ok := s.(syscall.Signal); ok {
+		return Interrupted{Signal: n}
+	}
+	return Interrupted{Signal: syscall.SIGINT}
+}
+
+// SignalContext returns a context cancelled at the first SIGINT or
+// SIGTERM, with an Interrupted error naming it as its cause
+// (context.Cause), so the exit status can tell the two apart.
+func SignalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-sig:
+			cancel(InterruptedBy(s))
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sig)
+		cancel(context.Canceled)
+	}
+}
 
 // ExitStatus prints err, if any, as prog's one-line error on w and returns
 // the process's exit status: 0 without an error, 128 + N after signal N

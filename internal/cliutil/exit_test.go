@@ -1,11 +1,15 @@
 package cliutil
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestExitStatus(t *testing.T) {
@@ -26,5 +30,22 @@ func TestExitStatus(t *testing.T) {
 		if code := ExitStatus(&w, "prog", tc.err); code != tc.code || w.String() != tc.stderr {
 			t.Errorf("%v: status %d, printed %q; want %d, %q", tc.err, code, w.String(), tc.code, tc.stderr)
 		}
+	}
+}
+
+// The context's cause names the signal that cancelled it.
+func TestSignalContext(t *testing.T) {
+	ctx, stop := SignalContext(context.Background())
+	defer stop()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("SIGTERM did not cancel the context")
+	}
+	if got := context.Cause(ctx); got != (Interrupted{Signal: syscall.SIGTERM}) || ExitStatus(io.Discard, "p", got) != 143 {
+		t.Fatalf("cause %v, want an Interrupted by SIGTERM, status 143", got)
 	}
 }
