@@ -43,6 +43,7 @@ demo: build $(BUILD)/models/$(DEMO)/config.json
 # why, otherwise).
 test:
 	$(GO) vet ./...
+	$(GO) vet -tags tune ./kernels/
 	$(GO) test ./...
 	$(MAKE) --no-print-directory test-cross test-purego test-avx512 test-avx2 test-race
 
@@ -69,10 +70,9 @@ test-avx2:
 # The race detector on the concurrent code: the worker pool and everything
 # that runs on it (kernels, runtime), the compiler's conversion pipeline and
 # the server's engine. Skipped: the allocation tests (under the race
-# detector a decode step allocates) and the pool latency log (timing only).
-# About two minutes.
+# detector a decode step allocates). About two minutes.
 test-race:
-	$(GO) test -race -skip 'DoesNotAllocate|TestPoolRunLatency' ./kernels/ ./runtime/ ./compiler/ ./serve/
+	$(GO) test -race -skip 'DoesNotAllocate' ./kernels/ ./runtime/ ./compiler/ ./serve/
 
 # The numeric packages on arm64 under qemu user-mode emulation (Go test
 # binaries are static, so no binfmt registration is needed); all of their
