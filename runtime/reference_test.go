@@ -67,7 +67,7 @@ func compileBundledAs(t *testing.T, name string, typ format.DType) string {
 	if p, ok := compiled.Load(key); ok {
 		return p.(string)
 	}
-	dir, err := os.MkdirTemp("", "qwenrun-test")
+	dir, err := os.MkdirTemp(testDir, name)
 	if err != nil {
 		t.Fatal(err)
 	}
