@@ -75,10 +75,10 @@ func TestBadInput(t *testing.T) {
 			os.Mkdir(p, 0o755) // a directory: reading it fails even as root
 		}, []string{"config.json"}},
 		{"unsupported model_type", "", func(t *testing.T, d string) {
-			edit(t, filepath.Join(d, "config.json"), replace(t, `"model_type": "qwen3"`, `"model_type": "llama"`))
+			editConfig(t, d, func(c map[string]any) { c["model_type"] = "llama" })
 		}, []string{"config.json", "model_type", "llama"}},
 		{"missing field", "", func(t *testing.T, d string) {
-			edit(t, filepath.Join(d, "config.json"), replace(t, `"hidden_size": 40,`, ``))
+			editConfig(t, d, func(c map[string]any) { delete(c, "hidden_size") })
 		}, []string{"config.json", "hidden_size", "missing"}},
 		{"unsupported dtype", "", func(t *testing.T, d string) {
 			edit(t, filepath.Join(d, "model.safetensors"), safetensorsHeaderEdit(t, func(h string) string {
@@ -93,7 +93,7 @@ func TestBadInput(t *testing.T) {
 			}))
 		}, []string{`"model.layers.1.mlp.up_proj.weight"`, "missing"}},
 		{"shape disagrees", "", func(t *testing.T, d string) {
-			edit(t, filepath.Join(d, "config.json"), replace(t, `"intermediate_size": 70`, `"intermediate_size": 35`))
+			editConfig(t, d, func(c map[string]any) { c["intermediate_size"] = 35 })
 		}, []string{"model.layers.0.mlp.gate_proj.weight", "shape [70 40]", "[35 40]"}},
 		{"header not JSON", "", func(t *testing.T, d string) {
 			edit(t, filepath.Join(d, "model.safetensors"), safetensorsHeaderEdit(t, func(h string) string { return "[" + h[1:] }))

@@ -272,17 +272,11 @@ func TestArticleFigures(t *testing.T) {
 	if err := synth.Write(dir, synth.Shape{ModelType: "qwen3", Hidden: 8, Intermediate: 8, Layers: 1, Heads: 1, KVHeads: 1, HeadDim: 8, Vocab: 300, MaxPositions: 64, DType: "BF16", EOS: synth.MiniEOS}, tj, tc); err != nil {
 		t.Fatal(err)
 	}
-	cfg, _ := os.ReadFile(filepath.Join(dir, "config.json"))
-	for _, kv := range [][2]string{{`"hidden_size": 8`, `"hidden_size": 1024`}, {`"intermediate_size": 8`, `"intermediate_size": 3072`},
-		{`"num_hidden_layers": 1`, `"num_hidden_layers": 28`}, {`"num_attention_heads": 1`, `"num_attention_heads": 16`},
-		{`"num_key_value_heads": 1`, `"num_key_value_heads": 8`}, {`"head_dim": 8`, `"head_dim": 64`}, {`"vocab_size": 300`, `"vocab_size": 151936`},
-		{`"tie_word_embeddings": false`, `"tie_word_embeddings": true`}} {
-		if !bytes.Contains(cfg, []byte(kv[0])) {
-			t.Fatalf("config.json lacks %s", kv[0])
-		}
-		cfg = bytes.Replace(cfg, []byte(kv[0]), []byte(kv[1]), 1)
-	}
-	os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644)
+	editConfig(t, dir, func(c map[string]any) {
+		c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"] = s.Hidden, s.Intermediate, s.Layers
+		c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"] = s.Heads, s.KVHeads, s.HeadDim
+		c["vocab_size"], c["tie_word_embeddings"] = s.Vocab, s.Tied
+	})
 	hb, data, err := synth.SafetensorsHeader(s.Tensors(), "BF16")
 	if err != nil {
 		t.Fatal(err)

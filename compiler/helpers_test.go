@@ -1,7 +1,9 @@
 package compiler
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -48,4 +50,29 @@ func dirEntries(t testing.TB, dir string) []string {
 		names = append(names, e.Name())
 	}
 	return names
+}
+
+// editConfig rewrites a model directory's config.json: f edits its decoded
+// fields, numbers kept as written (json.Number). Editing the text instead
+// would depend on how synth formats it.
+func editConfig(t testing.TB, dir string, f func(cfg map[string]any)) {
+	t.Helper()
+	path := filepath.Join(dir, "config.json")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var cfg map[string]any
+	if err := dec.Decode(&cfg); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	f(cfg)
+	if b, err = json.MarshalIndent(cfg, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
