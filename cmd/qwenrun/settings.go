@@ -10,8 +10,8 @@ import (
 	"github.com/qwenc/qwenc/runtime/sampling"
 )
 
-// samplingOption is a sampling setting that /set changes, named as the
-// flag that sets it when the chat starts.
+// samplingOption is a sampling setting, named as the flag that sets it:
+// the flags (checkFlags) and the chat's /set take the same values.
 type samplingOption struct {
 	name string
 	// parse checks a value and returns the change it makes.

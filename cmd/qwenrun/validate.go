@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -24,33 +24,18 @@ func checkFlags(c *cli.Context) error {
 	if n := c.Int("max-tokens"); n < -1 {
 		return fmt.Errorf("-n %d: want -1 (until the end of sequence or context), 0 (evaluate the prompt only) or a number of tokens", n)
 	}
-	for _, f := range []struct {
-		name   string
-		ok     func(float64) bool
-		expect string
-	}{
-		{"temp", func(v float64) bool { return v >= 0 }, "0 (greedy) or more"},
-		{"top-p", func(v float64) bool { return v > 0 && v <= 1 }, "a number in (0, 1]"},
-		{"min-p", func(v float64) bool { return v >= 0 && v <= 1 }, "a number in [0, 1]"},
-		{"repeat-penalty", func(v float64) bool { return v > 0 }, "a number above 0 (1: off)"},
-		{"presence-penalty", func(v float64) bool { return v >= 0 }, "0 (off) or more"},
-	} {
-		if !c.IsSet(f.name) {
+	// The same rules as the chat's /set (settings.go), in the flags' words.
+	for _, o := range samplingOptions() {
+		if o.name == "seed" || !c.IsSet(o.name) {
 			continue
 		}
-		v := c.Float64(f.name)
-		switch {
-		case math.IsNaN(v) || math.IsInf(v, 0):
-			return fmt.Errorf("--%s %v: want a finite number, %s", f.name, v, f.expect)
-		case !f.ok(v):
-			return fmt.Errorf("--%s %v: want %s", f.name, v, f.expect)
-		case math.IsInf(float64(float32(v)), 0):
-			// The sampler works in float32, where this is infinite.
-			return fmt.Errorf("--%s %v: too large", f.name, v)
+		v := strconv.FormatFloat(c.Float64(o.name), 'g', -1, 64)
+		if o.name == "top-k" {
+			v = strconv.Itoa(c.Int(o.name))
 		}
-	}
-	if k := c.Int("top-k"); k < 0 {
-		return fmt.Errorf("--top-k %d: want 0 (off) or more", k)
+		if _, err := o.parse(v); err != nil {
+			return fmt.Errorf("--%s %s: %v", o.name, v, err)
+		}
 	}
 	if c.IsSet("threads") {
 		if err := checkThreads(os.Stderr, "--threads", c.Int("threads")); err != nil {
