@@ -59,7 +59,7 @@ func Text(segs []Segment) string {
 // this position: Qwen3 drops earlier <think> blocks from the history once a
 // new user turn arrives, and re-tokenized replies need not match the sampled
 // ids, so the cache is only valid up to the first differing token.
-func CommonPrefix(a, b []int) int {
+func CommonPrefix[T comparable](a, b []T) int {
 	n := min(len(a), len(b))
 	for i := range n {
 		if a[i] != b[i] {

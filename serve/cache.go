@@ -1,6 +1,9 @@
 package serve
 
-import "github.com/qwenc/qwenc/runtime"
+import (
+	"github.com/qwenc/qwenc/chat"
+	"github.com/qwenc/qwenc/runtime"
+)
 
 // prefixCache keeps the sessions of finished conversations, least recently
 // used first out, within a budget of KV bytes. Chat clients send the whole
@@ -22,7 +25,7 @@ func newPrefixCache(budget int64) *prefixCache { return &prefixCache{budget: bud
 func (c *prefixCache) take(prompt []int32) (*runtime.Session, int) {
 	best, keep := -1, 0
 	for i, s := range c.entries {
-		n := commonPrefix(s.Tokens(), prompt)
+		n := chat.CommonPrefix(s.Tokens(), prompt)
 		if n > keep {
 			best, keep = i, n
 		}
@@ -49,14 +52,4 @@ func (c *prefixCache) put(s *runtime.Session) {
 		c.entries[0] = nil
 		c.entries = c.entries[1:]
 	}
-}
-
-func commonPrefix(a, b []int32) int {
-	n := min(len(a), len(b))
-	for i := range n {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return n
 }

@@ -158,8 +158,8 @@ func (conv *conversation) setSampling(p sampling.Params) {
 }
 
 // encode renders and tokenizes msgs.
-func (conv *conversation) encode(msgs []chat.Message, addGenerationPrompt bool) ([]int, error) {
-	return encodeSegments(conv.s, chat.Render(conv.family, msgs, addGenerationPrompt, conv.think))
+func (conv *conversation) encode(msgs []chat.Message, addGenerationPrompt bool) ([]int32, error) {
+	return chat.Encode(conv.s.m.Tokenizer, chat.Render(conv.family, msgs, addGenerationPrompt, conv.think))
 }
 
 // turn adds a user message, prefills what changed and streams the answer.
@@ -176,10 +176,7 @@ func (conv *conversation) turn(ctx context.Context, text string) (runtime.Result
 		return runtime.Result{}, &tooLongError{tokens: len(ids), ctx: s.sess.Ctx()}
 	}
 	conv.msgs = msgs
-	conv.lastPrompt = conv.lastPrompt[:0]
-	for _, id := range ids {
-		conv.lastPrompt = append(conv.lastPrompt, int32(id))
-	}
+	conv.lastPrompt = append(conv.lastPrompt[:0], ids...)
 	conv.show.start()
 	res, err := conv.generate(ctx, ids, conv.maxTokens, conv.show.token)
 	conv.show.end()
@@ -219,13 +216,9 @@ func (conv *conversation) load(ctx context.Context, msgs []chat.Message) (runtim
 
 // generate makes the KV cache hold ids, running only what differs from
 // the cached tokens, and then generates up to maxTokens tokens.
-func (conv *conversation) generate(ctx context.Context, ids []int, maxTokens int, onToken func(int32)) (runtime.Result, error) {
+func (conv *conversation) generate(ctx context.Context, ids []int32, maxTokens int, onToken func(int32)) (runtime.Result, error) {
 	s := conv.s
-	cached := make([]int, s.sess.Len())
-	for i, id := range s.sess.Tokens() {
-		cached[i] = int(id)
-	}
-	keep := chat.CommonPrefix(cached, ids)
+	keep := chat.CommonPrefix(s.sess.Tokens(), ids)
 	if maxTokens != 0 {
 		keep = min(keep, len(ids)-1) // at least one token must run to give logits
 	}
@@ -233,11 +226,7 @@ func (conv *conversation) generate(ctx context.Context, ids []int, maxTokens int
 	if keep == len(ids) {
 		return runtime.Result{Stop: runtime.StopLength}, nil
 	}
-	prompt := make([]int32, len(ids)-keep)
-	for i, id := range ids[keep:] {
-		prompt[i] = int32(id)
-	}
-	res, err := s.sess.Generate(ctx, prompt, runtime.GenerateOptions{
+	res, err := s.sess.Generate(ctx, ids[keep:], runtime.GenerateOptions{
 		MaxTokens: maxTokens, Stop: s.stop, Sampler: conv.sampler, OnToken: onToken,
 	})
 	conv.total.PromptTokens += res.PromptTokens
@@ -260,22 +249,3 @@ func (conv *conversation) stats(r runtime.Result) {
 // finalStats prints the statistics of the whole chat; a stop at the
 // context was reported when it happened.
 func (conv *conversation) finalStats() { printStatsLine(conv.info, conv.s, conv.total) }
-
-// encodeSegments tokenizes a rendered conversation: markers become their
-// added-token ids, and message text is encoded as plain text, so text that
-// spells "<|im_end|>" cannot close a turn or open one.
-func encodeSegments(s *setup, segs []chat.Segment) ([]int, error) {
-	var ids []int
-	for _, seg := range segs {
-		if seg.Special {
-			id, ok := s.m.Tokenizer.TokenID(seg.Text)
-			if !ok {
-				return nil, fmt.Errorf("the tokenizer has no token %q, which the chat template needs", seg.Text)
-			}
-			ids = append(ids, id)
-			continue
-		}
-		ids = s.m.Tokenizer.AppendEncode(ids, seg.Text, false)
-	}
-	return ids, nil
-}

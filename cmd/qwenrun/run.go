@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qwenc/qwenc/chat"
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/kernels"
@@ -123,13 +124,7 @@ func load(c *cli.Context) (*setup, error) {
 		return fail(err)
 	}
 	s.params = samplingParams(c, m)
-	s.stop = append(s.stop, m.File.Header.Generation.EOS...)
-	if id, ok := m.Tokenizer.TokenID("<|im_end|>"); ok {
-		s.stop = append(s.stop, int32(id))
-	}
-	if id, ok := m.Tokenizer.EOS(); ok {
-		s.stop = append(s.stop, int32(id))
-	}
+	s.stop = chat.StopTokens(m.Tokenizer, m.File.Header.Generation.EOS)
 	s.loadTime = time.Since(processStart)
 	return s, nil
 }
