@@ -69,6 +69,21 @@ func (p Path) Add(dst, a, b []float32) {
 	}
 }
 
+// AXPY adds a*x to dst (a MoE layer's routing-weighted sum of its
+// experts' outputs).
+func (p Path) AXPY(dst []float32, a float32, x []float32) {
+	n := len(dst)
+	opCheckLen("AXPY", "x", len(x), n)
+	k := 0
+	if p != Generic {
+		k = axpyAsm(p, dst, a, x)
+	}
+	dst, x = dst[k:], x[k:len(dst)]
+	for i := range dst {
+		dst[i] += a * x[i]
+	}
+}
+
 // AddBias adds b to dst.
 func (p Path) AddBias(dst, b []float32) { p.Add(dst, dst, b) }
 

@@ -69,6 +69,20 @@ func scaleAsm(p Path, x []float32, s float32) int {
 	return k
 }
 
+func axpyAsm(p Path, dst []float32, a float32, x []float32) int {
+	k := opVecLen(p, len(dst))
+	if k == 0 {
+		return 0
+	}
+	_ = x[k-1]
+	if p.wide() {
+		axpyAVX512(&dst[0], a, &x[0], k)
+	} else {
+		axpyAVX2(&dst[0], a, &x[0], k)
+	}
+	return k
+}
+
 func siluMulAsm(p Path, dst, gate, up []float32) int {
 	k := opVecLen(p, len(dst))
 	if k == 0 {
@@ -184,6 +198,12 @@ func scaleAVX512(x *float32, s float32, n int)
 
 //go:noescape
 func scaleAVX2(x *float32, s float32, n int)
+
+//go:noescape
+func axpyAVX512(dst *float32, a float32, x *float32, n int)
+
+//go:noescape
+func axpyAVX2(dst *float32, a float32, x *float32, n int)
 
 //go:noescape
 func siluMulAVX512(dst, gate, up *float32, n int)

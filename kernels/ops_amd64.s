@@ -1065,3 +1065,87 @@ tof32_256_8:
 tof32_256_done:
 	VZEROUPPER
 	RET
+
+// func axpyAVX512(dst *float32, a float32, x *float32, n int)
+TEXT ·axpyAVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	VBROADCASTSS a+8(FP), Z8
+	MOVQ         x+16(FP), SI
+	MOVQ         n+24(FP), CX
+
+axpy512_64:
+	CMPQ        CX, $64
+	JL          axpy512_16
+	VMOVUPS     (DI), Z0
+	VMOVUPS     64(DI), Z1
+	VMOVUPS     128(DI), Z2
+	VMOVUPS     192(DI), Z3
+	VFMADD231PS (SI), Z8, Z0
+	VFMADD231PS 64(SI), Z8, Z1
+	VFMADD231PS 128(SI), Z8, Z2
+	VFMADD231PS 192(SI), Z8, Z3
+	VMOVUPS     Z0, (DI)
+	VMOVUPS     Z1, 64(DI)
+	VMOVUPS     Z2, 128(DI)
+	VMOVUPS     Z3, 192(DI)
+	ADDQ        $256, SI
+	ADDQ        $256, DI
+	SUBQ        $64, CX
+	JMP         axpy512_64
+
+axpy512_16:
+	TESTQ       CX, CX
+	JZ          axpy512_done
+	VMOVUPS     (DI), Z0
+	VFMADD231PS (SI), Z8, Z0
+	VMOVUPS     Z0, (DI)
+	ADDQ        $64, SI
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JMP         axpy512_16
+
+axpy512_done:
+	VZEROUPPER
+	RET
+
+// func axpyAVX2(dst *float32, a float32, x *float32, n int)
+TEXT ·axpyAVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), DI
+	VBROADCASTSS a+8(FP), Y8
+	MOVQ         x+16(FP), SI
+	MOVQ         n+24(FP), CX
+
+axpy256_32:
+	CMPQ        CX, $32
+	JL          axpy256_8
+	VMOVUPS     (DI), Y0
+	VMOVUPS     32(DI), Y1
+	VMOVUPS     64(DI), Y2
+	VMOVUPS     96(DI), Y3
+	VFMADD231PS (SI), Y8, Y0
+	VFMADD231PS 32(SI), Y8, Y1
+	VFMADD231PS 64(SI), Y8, Y2
+	VFMADD231PS 96(SI), Y8, Y3
+	VMOVUPS     Y0, (DI)
+	VMOVUPS     Y1, 32(DI)
+	VMOVUPS     Y2, 64(DI)
+	VMOVUPS     Y3, 96(DI)
+	ADDQ        $128, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         axpy256_32
+
+axpy256_8:
+	TESTQ       CX, CX
+	JZ          axpy256_done
+	VMOVUPS     (DI), Y0
+	VFMADD231PS (SI), Y8, Y0
+	VMOVUPS     Y0, (DI)
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         axpy256_8
+
+axpy256_done:
+	VZEROUPPER
+	RET

@@ -9,6 +9,7 @@ func sumSqAsm(Path, []float32) (int, float32)                        { return 0,
 func mulScaleAsm(Path, []float32, []float32, []float32, float32) int { return 0 }
 func addAsm(Path, []float32, []float32, []float32) int               { return 0 }
 func scaleAsm(Path, []float32, float32) int                          { return 0 }
+func axpyAsm(Path, []float32, float32, []float32) int                { return 0 }
 func siluMulAsm(Path, []float32, []float32, []float32) int           { return 0 }
 func expSubAsm(Path, []float32, float32) (int, float32)              { return 0, 0 }
 func maxAsm(Path, []float32) (int, float32)                          { return 0, opNegInf() }

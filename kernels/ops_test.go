@@ -112,6 +112,27 @@ func TestRMSNorm(t *testing.T) {
 	})
 }
 
+// AXPY is a fused multiply-add on the vector paths: each element is within
+// one rounding of the float64 value.
+func TestAXPY(t *testing.T) {
+	opForPaths(t, func(t *testing.T, p Path, n int) {
+		r := rand.New(rand.NewPCG(5, uint64(n)))
+		x := opRandF32(r, n, 10)
+		d0 := opRandF32(r, n, 10)
+		dst := opOutF32(n)
+		copy(dst, d0)
+		const a = -0.731
+		p.AXPY(dst, a, x)
+		opCheckGuardF32(t, dst)
+		for i := range dst {
+			want := float64(d0[i]) + float64(float32(a))*float64(x[i])
+			if d := math.Abs(float64(dst[i]) - want); d > 1e-6*(math.Abs(want)+10) {
+				t.Fatalf("AXPY: dst[%d] = %v, want %v", i, dst[i], want)
+			}
+		}
+	})
+}
+
 func TestAddScale(t *testing.T) {
 	opForPaths(t, func(t *testing.T, p Path, n int) {
 		r := rand.New(rand.NewPCG(2, uint64(n)))
