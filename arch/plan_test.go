@@ -1,4 +1,4 @@
-package graph
+package arch
 
 import (
 	"math/rand/v2"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/graph"
 )
 
 func qwen3_06B() format.Config {
@@ -31,9 +32,9 @@ func TestPlanIsSafeAndCompact(t *testing.T) {
 	}
 	for _, c := range cfgs {
 		for _, tokens := range []int{1, 7, 512} {
-			g := Build(&c, "prefill", tokens, nil)
-			p := Plan(g)
-			offs, err := Bind(g, &p)
+			g := build(t, &c, "prefill", tokens, nil)
+			p := graph.Plan(g)
+			offs, err := graph.Bind(g, &p)
 			if err != nil {
 				t.Fatalf("hidden %d tokens %d: %v", c.Hidden, tokens, err)
 			}
@@ -51,9 +52,9 @@ func TestPlanIsSafeAndCompact(t *testing.T) {
 
 func TestPlanReusesAcrossLayers(t *testing.T) {
 	c := qwen3_06B()
-	p1 := Plan(Build(&c, "decode", 1, nil))
+	p1 := graph.Plan(build(t, &c, "decode", 1, nil))
 	c.Layers = 2
-	p2 := Plan(Build(&c, "decode", 1, nil))
+	p2 := graph.Plan(build(t, &c, "decode", 1, nil))
 	if p1.Size != p2.Size {
 		t.Fatalf("arena grows with depth: %d bytes for 28 layers, %d for 2", p1.Size, p2.Size)
 	}
@@ -64,31 +65,31 @@ func TestPlanReusesAcrossLayers(t *testing.T) {
 func TestCheckNoOverlapCatchesAliasing(t *testing.T) {
 	c := qwen3_06B()
 	c.Layers = 1
-	g := Build(&c, "prefill", 4, nil)
-	p := Plan(g)
+	g := build(t, &c, "prefill", 4, nil)
+	p := graph.Plan(g)
 	offs := make([]uint64, len(p.Tensors))
 	for i, pt := range p.Tensors {
 		offs[i] = pt.Offset
 	}
-	if err := CheckNoOverlap(g, offs, p.Size); err != nil {
+	if err := graph.CheckNoOverlap(g, offs, p.Size); err != nil {
 		t.Fatal(err)
 	}
 	// q and k are both written from attn_norm and live together.
 	q, k := find(t, g, "layers.0.q"), find(t, g, "layers.0.k")
 	offs[k] = offs[q]
-	if err := CheckNoOverlap(g, offs, p.Size); err == nil {
+	if err := graph.CheckNoOverlap(g, offs, p.Size); err == nil {
 		t.Fatal("aliasing q and k was not detected")
 	}
 	// An output placed on its own op's input is refused too.
-	copy(offs, func() []uint64 { o, _ := Bind(g, &p); return o }())
+	copy(offs, func() []uint64 { o, _ := graph.Bind(g, &p); return o }())
 	xn, qq := find(t, g, "layers.0.attn_norm"), find(t, g, "layers.0.q")
 	offs[qq] = offs[xn]
-	if err := CheckNoOverlap(g, offs, p.Size); err == nil {
+	if err := graph.CheckNoOverlap(g, offs, p.Size); err == nil {
 		t.Fatal("output on its input's address was not detected")
 	}
 }
 
-func find(t *testing.T, g *Graph, name string) int {
+func find(t *testing.T, g *graph.Graph, name string) int {
 	for i, tt := range g.Tensors {
 		if tt.Name == name {
 			return i
@@ -100,10 +101,10 @@ func find(t *testing.T, g *Graph, name string) int {
 
 func TestBindRejectsForeignPlan(t *testing.T) {
 	c := qwen3_06B()
-	g := Build(&c, "decode", 1, nil)
-	p := Plan(g)
+	g := build(t, &c, "decode", 1, nil)
+	p := graph.Plan(g)
 	p.Tensors[3].Size += 4
-	if _, err := Bind(g, &p); err == nil {
+	if _, err := graph.Bind(g, &p); err == nil {
 		t.Fatal("a plan with a wrong tensor size was accepted")
 	}
 }
@@ -113,12 +114,12 @@ func TestBindRejectsForeignPlan(t *testing.T) {
 func quantizedTypes(c *format.Config) map[string]format.DType {
 	types := map[string]format.DType{format.SecLMHead: format.Q8, format.SecNorm: format.F32}
 	for l := range c.Layers {
-		for _, s := range format.LayerSections(c) {
-			dt := s.DType
-			if s.Layout == format.TileMajor {
+		for _, s := range (qwen3{}).Layer(c, l) {
+			dt := format.F32
+			if s.Matrix() {
 				dt = format.Q8
 			}
-			types[format.LayerSection(l, s.What)] = dt
+			types[s.Section] = dt
 		}
 	}
 	return types
@@ -132,17 +133,17 @@ func TestQuantizedGraph(t *testing.T) {
 	c := qwen3_06B()
 	c.Layers = 2
 	for _, tokens := range []int{1, 512} {
-		g := Build(&c, "prefill", tokens, quantizedTypes(&c))
+		g := build(t, &c, "prefill", tokens, quantizedTypes(&c))
 		var quant []string
 		for _, op := range g.Ops {
 			switch op.Kind {
-			case QuantizeRows:
+			case graph.QuantizeRows:
 				quant = append(quant, g.Tensors[op.Out].Name)
-			case MatMul:
+			case graph.MatMul:
 				if !g.Tensors[op.In[0]].Quantized {
 					t.Fatalf("product with %s takes an f32 input", op.Weight)
 				}
-			case Embed:
+			case graph.Embed:
 				if op.Weight != format.SecLMHead {
 					t.Fatalf("embedding from %q, want the tied head", op.Weight)
 				}
@@ -153,8 +154,8 @@ func TestQuantizedGraph(t *testing.T) {
 		if !slices.Equal(quant, want) {
 			t.Fatalf("quantized tensors %v, want %v", quant, want)
 		}
-		p := Plan(g)
-		if _, err := Bind(g, &p); err != nil {
+		p := graph.Plan(g)
+		if _, err := graph.Bind(g, &p); err != nil {
 			t.Fatal(err)
 		}
 		q := g.Tensors[find(t, g, "layers.0.gate.q")]
@@ -162,4 +163,14 @@ func TestQuantizedGraph(t *testing.T) {
 			t.Fatalf("gate.q is %d bytes", q.Bytes())
 		}
 	}
+}
+
+// build is Build for a config the test knows to be valid.
+func build(t testing.TB, c *format.Config, mode string, tokens int, types map[string]format.DType) *graph.Graph {
+	t.Helper()
+	g, err := Build(c, mode, tokens, types)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/qwenc/qwenc/arch"
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/graph"
 	"github.com/qwenc/qwenc/kernels"
@@ -46,7 +47,7 @@ type Result struct {
 // section is one directory entry and where its bytes come from.
 type section struct {
 	format.Section
-	src  *TensorInfo            // a checkpoint tensor, or
+	srcs []*TensorInfo          // checkpoint tensors (several: stacked experts), or
 	blob []byte                 // bytes made by the compiler, or
 	tok  <-chan tokenizerResult // the tokenizer, still being encoded
 }
@@ -115,7 +116,11 @@ func Compile(ctx context.Context, model string, opts Options) (*Result, error) {
 // plan builds the header (with offsets, checksums still zero) and the list
 // of sections to write, checking every tensor against the config.
 func plan(ck *Checkpoint, maxPrefill int, ft format.DType) (*format.Header, []section, error) {
-	cfg, err := parseConfig(ck.ConfigJSON)
+	cfg, err := arch.ParseConfig(ck.ConfigJSON)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", ck.file("config.json"), err)
+	}
+	a, err := arch.For(cfg.ModelType)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", ck.file("config.json"), err)
 	}
@@ -128,59 +133,28 @@ func plan(ck *Checkpoint, maxPrefill int, ft format.DType) (*format.Header, []se
 		return nil, nil, fmt.Errorf("%s: %w", ck.file("tokenizer_config.json"), err)
 	}
 	var secs []section
-	add := func(name, hfName string, dt format.DType, layout format.Layout, shape []uint64) error {
-		t, ok := ck.Tensors[hfName]
-		if !ok {
-			return fmt.Errorf("%s: tensor %q: missing from the checkpoint", ck.Path, hfName)
+	headType := weightType(ft, format.SecLMHead, cfg.Hidden, -1, cfg.Layers)
+	for t := range arch.Tensors(a, &cfg) {
+		dt, layout := format.F32, format.RowMajor
+		if t.Matrix() {
+			dt, layout = weightType(ft, t.Role, t.K(), t.Layer, cfg.Layers), format.TileMajor
 		}
-		same := len(t.Shape) == len(shape)
-		for i := 0; same && i < len(shape); i++ {
-			same = uint64(t.Shape[i]) == shape[i]
-		}
-		if !same {
-			return fmt.Errorf("%s: tensor %q: shape %v, config.json implies %v", t.File, hfName, t.Shape, shape)
-		}
-		if ElemSize(t.DType) == 0 {
-			return fmt.Errorf("%s: tensor %q: dtype %s not supported (BF16, F16, F32)", t.File, hfName, t.DType)
-		}
-		secs = append(secs, section{Section: format.Section{Name: name, DType: dt, Layout: layout, Shape: shape}, src: t})
-		return nil
-	}
-	h, v := uint64(cfg.Hidden), uint64(cfg.Vocab)
-	headType := weightType(ft, format.SecLMHead, cfg.Hidden, 0, cfg.Layers)
-	// A quantized file stores a tied embedding once: the lookup reads the
-	// head (SPEC.md, "The embedding of a quantized file").
-	switch {
-	case cfg.TieEmbeddings && headType.Quantized():
-	case ft == format.F16 || weightType(ft, format.SecEmbed, cfg.Hidden, 0, cfg.Layers) == format.F16:
-		if err := add(format.SecEmbed, "model.embed_tokens.weight", format.F16, format.RowMajor, []uint64{v, h}); err != nil {
-			return nil, nil, err
-		}
-	default:
-		if err := add(format.SecEmbed, "model.embed_tokens.weight", weightType(ft, format.SecEmbed, cfg.Hidden, 0, cfg.Layers), format.TileMajor, []uint64{v, h}); err != nil {
-			return nil, nil, err
-		}
-	}
-	for l := 0; l < cfg.Layers; l++ {
-		for _, s := range format.LayerSections(&cfg) {
-			dt := s.DType
-			if s.Layout == format.TileMajor {
-				dt = weightType(ft, s.What, int(s.Shape[1]), l, cfg.Layers)
-			}
-			if err := add(format.LayerSection(l, s.What), hfLayerTensor(l, s.What), dt, s.Layout, s.Shape); err != nil {
-				return nil, nil, err
+		if t.Section == format.SecEmbed {
+			switch {
+			case cfg.TieEmbeddings && headType.Quantized():
+				// A quantized file stores a tied embedding once: the
+				// lookup reads the head (SPEC.md, "The embedding of a
+				// quantized file").
+				continue
+			case dt == format.F16:
+				layout = format.RowMajor
 			}
 		}
-	}
-	if err := add(format.SecNorm, "model.norm.weight", format.F32, format.RowMajor, []uint64{h}); err != nil {
-		return nil, nil, err
-	}
-	head := "lm_head.weight"
-	if cfg.TieEmbeddings {
-		head = "model.embed_tokens.weight"
-	}
-	if err := add(format.SecLMHead, head, headType, format.TileMajor, []uint64{v, h}); err != nil {
-		return nil, nil, err
+		srcs, err := checkpointTensors(ck, &t)
+		if err != nil {
+			return nil, nil, err
+		}
+		secs = append(secs, section{Section: format.Section{Name: t.Section, DType: dt, Layout: layout, Shape: t.Shape}, srcs: srcs})
 	}
 	blob := func(name string, b []byte) {
 		secs = append(secs, section{Section: format.Section{Name: name, DType: format.Bytes, Layout: format.Raw, Shape: []uint64{uint64(len(b))}}, blob: b})
@@ -205,7 +179,11 @@ func plan(ck *Checkpoint, maxPrefill int, ft format.DType) (*format.Header, []se
 		mode   string
 		tokens int
 	}{{"decode", 1}, {"prefill", maxPrefill}} {
-		hdr.Plans = append(hdr.Plans, graph.Plan(graph.Build(&cfg, m.mode, m.tokens, hdr.SectionTypes())))
+		g, err := arch.Build(&cfg, m.mode, m.tokens, hdr.SectionTypes())
+		if err != nil {
+			return nil, nil, err
+		}
+		hdr.Plans = append(hdr.Plans, graph.Plan(g))
 	}
 	// The header's size does not depend on offsets, sizes or checksums
 	// (fixed-width fields), so it can be sized now and rewritten in place
@@ -219,42 +197,59 @@ func plan(ck *Checkpoint, maxPrefill int, ft format.DType) (*format.Header, []se
 	return hdr, secs, nil
 }
 
-// weightType is the dtype of a matrix (the layer section's name without
-// "layers.N.", or lm_head, or embed_tokens) with k columns in layer l of
-// a file of type ft. A matrix whose k is not a multiple of the 32-column
-// block stays f16. In a q4 file, as in llama.cpp's Q4_K_M, the tensors
-// whose errors cost the most stay at 8 bits: the LM head and the
-// embedding, and the value and down projections of the layers
-// llama.cpp's use_more_bits picks (the first and last eighth, and every
-// third in between).
-func weightType(ft format.DType, what string, k, l, layers int) format.DType {
-	if ft == format.F16 || !kernels.QuantizableK(k) {
+// checkpointTensors finds the checkpoint tensors of a section and checks
+// their shapes and dtypes: one tensor of the section's shape, or for
+// stacked experts one [n, k] tensor per expert.
+func checkpointTensors(ck *Checkpoint, t *arch.Tensor) ([]*TensorInfo, error) {
+	shape := t.Shape
+	if len(t.HF) > 1 {
+		shape = shape[1:]
+	}
+	var srcs []*TensorInfo
+	for _, name := range t.HF {
+		ti, ok := ck.Tensors[name]
+		if !ok {
+			return nil, fmt.Errorf("%s: tensor %q: missing from the checkpoint", ck.Path, name)
+		}
+		same := len(ti.Shape) == len(shape)
+		for i := 0; same && i < len(shape); i++ {
+			same = uint64(ti.Shape[i]) == shape[i]
+		}
+		if !same {
+			return nil, fmt.Errorf("%s: tensor %q: shape %v, config.json implies %v", ti.File, name, ti.Shape, shape)
+		}
+		if ElemSize(ti.DType) == 0 {
+			return nil, fmt.Errorf("%s: tensor %q: dtype %s not supported (BF16, F16, F32)", ti.File, name, ti.DType)
+		}
+		srcs = append(srcs, ti)
+	}
+	return srcs, nil
+}
+
+// weightType is the dtype of a matrix (its arch.Tensor role: the layer
+// section's name without "layers.N.", or lm_head, or embed_tokens) with k
+// columns in layer l of a file of type ft. A matrix whose k is not a
+// multiple of the 32-column block stays f16, and so does a MoE router:
+// its logits pick the experts, and it is a few hundred kilobytes (llama.cpp
+// does not quantize it either). In a q4 file, as in llama.cpp's Q4_K_M,
+// the tensors whose errors cost the most stay at 8 bits: the LM head and
+// the embedding, and the value and down projections (the experts' too) of
+// the layers llama.cpp's use_more_bits picks (the first and last eighth,
+// and every third in between).
+func weightType(ft format.DType, role string, k, l, layers int) format.DType {
+	if ft == format.F16 || !kernels.QuantizableK(k) || role == "router" {
 		return format.F16
 	}
 	if ft == format.Q4 {
 		moreBits := l < layers/8 || l >= 7*layers/8 || (l-layers/8)%3 == 2
 		switch {
-		case what == format.SecLMHead, what == format.SecEmbed:
+		case role == format.SecLMHead, role == format.SecEmbed:
 			return format.Q8
-		case (what == "v_proj" || what == "down_proj") && moreBits:
+		case (role == "v_proj" || role == "down_proj" || role == "experts.down_proj") && moreBits:
 			return format.Q8
 		}
 	}
 	return ft
-}
-
-// hfLayerTensor maps a per-layer section to its Hugging Face tensor name.
-func hfLayerTensor(l int, what string) string {
-	p := fmt.Sprintf("model.layers.%d.", l)
-	switch what {
-	case "input_layernorm", "post_attention_layernorm":
-		return p + what + ".weight"
-	case "q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm":
-		return p + "self_attn." + what + ".weight"
-	case "q_bias", "k_bias", "v_bias":
-		return p + "self_attn." + what[:1] + "_proj.bias"
-	}
-	return p + "mlp." + what + ".weight"
 }
 
 // write streams every section into a temporary file next to the output and
@@ -314,11 +309,13 @@ func write(ctx context.Context, ck *Checkpoint, hdr *format.Header, secs []secti
 		}
 		w.crc = 0
 		switch {
-		case s.src != nil:
+		case s.srcs != nil:
 			if err := writeTensor(ctx, ck, cv, w, s, slots); err != nil {
-				return nil, fmt.Errorf("%s: tensor %q: %w", s.src.File, s.src.Name, err)
+				return nil, err
 			}
-			read += s.src.Size
+			for _, t := range s.srcs {
+				read += t.Size
+			}
 		case s.tok != nil:
 			if tokDone == nil {
 				r := <-s.tok
@@ -393,74 +390,71 @@ func outputError(err error, tmp, out string) error {
 	return err
 }
 
-// writeTensor converts one checkpoint tensor into its section, block by
+// writeTensor converts a section's checkpoint tensors into it, block by
 // block (a run of 32-row tiles, or of elements), so memory stays small
-// whatever the tensor's size. Blocks are converted in parallel and written
+// whatever the tensor's size; stacked experts are one run of tiles, each
+// expert's after the last's. Blocks are converted in parallel and written
 // in order, which keeps the file byte-identical whatever the number of
 // CPUs. The writes stay sequential on purpose: writing blocks from several
 // threads at their offsets compiled the 0.6B shape in 1.75 s instead of
 // 2.0 s, but left the new file's page cache in small scattered pages, and
 // decoding from it right after the compile ran 15% slower (bandwidth ratio
-// 0.77 against 0.92).
+// 0.77 against 0.92). An error names the checkpoint tensor at fault.
 func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionWriter, s *section, slots []*blockSlot) error {
-	t := s.src
-	es := ElemSize(t.DType)
+	es := ElemSize(s.srcs[0].DType)
 	var per, blocks int
 	var fill func(b int, sl *blockSlot) ([]byte, error)
-	if s.DType.Quantized() {
-		n, k := int(s.Shape[0]), int(s.Shape[1])
-		qt := graph.QType(s.DType)
-		tiles, tb := format.Tiles(n), qt.TileBytes(k)
+	if s.Layout == format.TileMajor {
+		n, k := int(s.Shape[len(s.Shape)-2]), int(s.Shape[len(s.Shape)-1])
+		perExpert := format.Tiles(n)
+		tiles := perExpert * len(s.srcs)
+		var tb int
+		var convert func(dst []byte, sl *blockSlot, t *TensorInfo, src []byte, r int) error
+		if s.DType.Quantized() {
+			qt := graph.QType(s.DType)
+			tb = qt.TileBytes(k)
+			convert = func(dst []byte, sl *blockSlot, t *TensorInfo, src []byte, r int) error {
+				rows := sl.floats(r * k)
+				if err := toF32(rows, src, t.DType); err != nil {
+					return err
+				}
+				return qt.QuantizeTile(dst, rows, r, k)
+			}
+		} else {
+			tb = k * format.TileRows * 2
+			convert = func(dst []byte, sl *blockSlot, t *TensorInfo, src []byte, r int) error {
+				if t.DType == "BF16" && !cv.tileMajorBF16(dst, src, r, k) {
+					return nil
+				}
+				rows := sl.grow(&sl.rows, r*k*2)
+				if err := cv.f16(rows, src, t.DType); err != nil {
+					return err
+				}
+				tileMajor(dst, rows, r, k)
+				return nil
+			}
+		}
 		per = max(1, (1<<20)/tb) // about 1 MB of output per block
 		blocks = (tiles + per - 1) / per
 		fill = func(b int, sl *blockSlot) ([]byte, error) {
 			t0, t1 := b*per, min((b+1)*per, tiles)
 			out := sl.grow(&sl.out, (t1-t0)*tb)
-			src := sl.grow(&sl.src, format.TileRows*k*es)
 			for tile := t0; tile < t1; tile++ {
-				r0 := tile * format.TileRows
+				t := s.srcs[tile/perExpert]
+				r0 := tile % perExpert * format.TileRows
 				r := min(format.TileRows, n-r0)
-				if err := ck.ReadAt(t, src[:r*k*es], int64(r0*k*es)); err != nil {
-					return nil, err
+				src := sl.grow(&sl.src, r*k*es)
+				if err := ck.ReadAt(t, src, int64(r0*k*es)); err != nil {
+					return nil, fmt.Errorf("%s: tensor %q: %w", t.File, t.Name, err)
 				}
-				rows := sl.floats(r * k)
-				if err := toF32(rows, src[:r*k*es], t.DType); err != nil {
-					return nil, err
+				if err := convert(out[(tile-t0)*tb:(tile-t0+1)*tb], sl, t, src, r); err != nil {
+					return nil, fmt.Errorf("%s: tensor %q: rows %d..%d: %w", t.File, t.Name, r0, r0+r-1, err)
 				}
-				if err := qt.QuantizeTile(out[(tile-t0)*tb:(tile-t0+1)*tb], rows, r, k); err != nil {
-					return nil, fmt.Errorf("rows %d..%d: %w", r0, r0+r-1, err)
-				}
-			}
-			return out, nil
-		}
-	} else if s.Layout == format.TileMajor {
-		n, k := int(s.Shape[0]), int(s.Shape[1])
-		tiles := format.Tiles(n)
-		per = max(1, (1<<20)/(k*format.TileRows*2)) // about 1 MB of output per block
-		blocks = (tiles + per - 1) / per
-		fill = func(b int, sl *blockSlot) ([]byte, error) {
-			t0, t1 := b*per, min((b+1)*per, tiles)
-			out := sl.grow(&sl.out, (t1-t0)*k*format.TileRows*2)
-			src := sl.grow(&sl.src, format.TileRows*k*es)
-			rows := sl.grow(&sl.rows, format.TileRows*k*2)
-			for tile := t0; tile < t1; tile++ {
-				r0 := tile * format.TileRows
-				r := min(format.TileRows, n-r0)
-				if err := ck.ReadAt(t, src[:r*k*es], int64(r0*k*es)); err != nil {
-					return nil, err
-				}
-				dst := out[(tile-t0)*k*format.TileRows*2:]
-				if t.DType == "BF16" && !cv.tileMajorBF16(dst, src, r, k) {
-					continue
-				}
-				if err := cv.f16(rows[:r*k*2], src[:r*k*es], t.DType); err != nil {
-					return nil, fmt.Errorf("rows %d..%d: %w", r0, r0+r-1, err)
-				}
-				tileMajor(dst, rows, r, k)
 			}
 			return out, nil
 		}
 	} else {
+		t := s.srcs[0]
 		outES := s.DType.Size()
 		elems := int(s.Size) / outES
 		per = 1 << 18
@@ -470,7 +464,7 @@ func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionW
 			src := sl.grow(&sl.src, m*es)
 			out := sl.grow(&sl.out, m*outES)
 			if err := ck.ReadAt(t, src, int64(e0*es)); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%s: tensor %q: %w", t.File, t.Name, err)
 			}
 			var err error
 			if s.DType == format.F16 {
@@ -479,7 +473,7 @@ func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionW
 				err = cv.f32(out, src, t.DType)
 			}
 			if err != nil {
-				return nil, fmt.Errorf("from element %d: %w", e0, err)
+				return nil, fmt.Errorf("%s: tensor %q: from element %d: %w", t.File, t.Name, e0, err)
 			}
 			return out, nil
 		}

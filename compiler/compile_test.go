@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"github.com/qwenc/qwenc/arch"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -118,16 +119,9 @@ func TestCompiledWeightsMatchCheckpoint(t *testing.T) {
 		}
 		defer ck.Close()
 		checked := 0
+		names := hfNames(t, f.Header)
 		for _, sec := range f.Header.Sections {
-			hf := map[string]string{format.SecEmbed: "model.embed_tokens.weight", format.SecNorm: "model.norm.weight", format.SecLMHead: "lm_head.weight"}[sec.Name]
-			if sec.Name == format.SecLMHead && tc.tied {
-				hf = "model.embed_tokens.weight"
-			}
-			var l int
-			var what string
-			if n, _ := fmtSscanLayer(sec.Name, &l, &what); n == 2 {
-				hf = hfLayerTensor(l, what)
-			}
+			hf := names[sec.Name]
 			if hf == "" {
 				continue
 			}
@@ -330,4 +324,20 @@ func TestFusedConversionMatchesTable(t *testing.T) {
 			t.Fatalf("bf16 %04x: %04x, table %04x", b, got, cv.bf16ToF16[b])
 		}
 	}
+}
+
+// hfNames maps each section of a compiled file to the Hugging Face tensor
+// it comes from, as the architecture lists them.
+func hfNames(t *testing.T, h *format.Header) map[string]string {
+	a, err := arch.For(h.Config.ModelType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for ts := range arch.Tensors(a, &h.Config) {
+		if len(ts.HF) == 1 {
+			m[ts.Section] = ts.HF[0]
+		}
+	}
+	return m
 }

@@ -55,13 +55,8 @@ func TestQuantizedTypes(t *testing.T) {
 				}
 				var l int
 				var what string
-				hf := map[string]string{format.SecEmbed: "model.embed_tokens.weight", format.SecLMHead: "lm_head.weight"}[sec.Name]
-				if sec.Name == format.SecLMHead && tied {
-					hf = "model.embed_tokens.weight"
-				}
-				if n, _ := fmtSscanLayer(sec.Name, &l, &what); n == 2 {
-					hf = hfLayerTensor(l, what)
-				} else {
+				hf := hfNames(t, f.Header)[sec.Name]
+				if n, _ := fmtSscanLayer(sec.Name, &l, &what); n != 2 {
 					what = sec.Name
 				}
 				want := typ

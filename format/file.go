@@ -13,46 +13,58 @@ import (
 // ReadHeader reads and validates the preamble, header and directory of a
 // file of the given size, without reading any section.
 func ReadHeader(r io.ReaderAt, fileSize int64) (*Header, error) {
+	h, _, err := readHeader(r, fileSize)
+	return h, err
+}
+
+// readHeader is ReadHeader that also returns the preamble (the version and
+// the header's encoded size, which Verify needs).
+func readHeader(r io.ReaderAt, fileSize int64) (*Header, Preamble, error) {
 	pre := make([]byte, PreambleSize)
 	if fileSize < PreambleSize {
-		return nil, fmt.Errorf("file is %d bytes, shorter than the %d-byte preamble", fileSize, PreambleSize)
+		return nil, Preamble{}, fmt.Errorf("file is %d bytes, shorter than the %d-byte preamble", fileSize, PreambleSize)
 	}
 	if _, err := r.ReadAt(pre, 0); err != nil {
-		return nil, fmt.Errorf("read preamble: %w", err)
+		return nil, Preamble{}, fmt.Errorf("read preamble: %w", err)
 	}
 	p, err := ParsePreamble(pre)
 	if err != nil {
-		return nil, err
+		return nil, p, err
 	}
 	if p.FileSize != uint64(fileSize) {
-		return nil, fmt.Errorf("file is %d bytes but its preamble says %d (truncated or damaged)", fileSize, p.FileSize)
+		return nil, p, fmt.Errorf("file is %d bytes but its preamble says %d (truncated or damaged)", fileSize, p.FileSize)
 	}
 	if p.HeaderSize > uint64(fileSize)-PreambleSize {
-		return nil, fmt.Errorf("header of %d bytes runs past the end of the file", p.HeaderSize)
+		return nil, p, fmt.Errorf("header of %d bytes runs past the end of the file", p.HeaderSize)
 	}
 	hb := make([]byte, p.HeaderSize)
 	if _, err := r.ReadAt(hb, PreambleSize); err != nil {
-		return nil, fmt.Errorf("read header: %w", err)
+		return nil, p, fmt.Errorf("read header: %w", err)
 	}
 	if got := Checksum(hb); got != p.HeaderCRC {
-		return nil, fmt.Errorf("header checksum mismatch (stored %08x, computed %08x)", p.HeaderCRC, got)
+		return nil, p, fmt.Errorf("header checksum mismatch (stored %08x, computed %08x)", p.HeaderCRC, got)
 	}
-	h, err := UnmarshalHeader(hb)
+	h, err := unmarshalHeader(hb, p.Version)
 	if err != nil {
-		return nil, err
+		return nil, p, err
 	}
 	if err := Validate(h, len(hb), uint64(fileSize)); err != nil {
-		return nil, err
+		return nil, p, err
 	}
-	return h, nil
+	return h, p, nil
 }
 
 // File is a validated .qbin file mapped read-only.
 type File struct {
-	Path   string
-	Header *Header
-	Size   int64
-	data   mmap.MMap
+	Path    string
+	Header  *Header
+	Size    int64
+	Version uint32 // the file's format version
+	data    mmap.MMap
+	// dataStart is where the sections may begin (after the header as
+	// encoded in the file, which for an older version is not the size
+	// MarshalHeader gives today).
+	dataStart uint64
 }
 
 // Open maps a .qbin file read-only after validating its header and
@@ -73,7 +85,7 @@ func Open(path string) (*File, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: not a regular file", path)
 	}
-	h, err := ReadHeader(f, st.Size())
+	h, pre, err := readHeader(f, st.Size())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -81,7 +93,7 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: map: %w", path, err)
 	}
-	return &File{Path: path, Header: h, Size: st.Size(), data: m}, nil
+	return &File{Path: path, Header: h, Size: st.Size(), Version: pre.Version, data: m, dataStart: DataStart(int(pre.HeaderSize))}, nil
 }
 
 // Close unmaps the file; slices obtained from it must not be used after.
@@ -130,7 +142,7 @@ func typed[T uint16 | float32](f *File, name string, dt DType) ([]T, error) {
 // between sections is zero, reporting the first problem. It reads the
 // whole file.
 func (f *File) Verify() error {
-	end := DataStart(len(MarshalHeader(f.Header)))
+	end := f.dataStart
 	for _, s := range f.Header.Sections {
 		if err := zeroPadding(f.data[end:s.Offset]); err != nil {
 			return fmt.Errorf("%s: before section %q: %w", f.Path, s.Name, err)

@@ -10,8 +10,9 @@ import "fmt"
 const (
 	// Magic opens every .qbin file.
 	Magic = "QWENBIN\x00"
-	// Version is the only format version this code reads and writes.
-	Version = 1
+	// Version is the format version this code writes; it also reads
+	// version 1, which had no mixture-of-experts block (SPEC.md).
+	Version = 2
 	// PreambleSize is the fixed size of the preamble at offset 0.
 	PreambleSize = 64
 	// Alignment is the boundary every section starts on.
@@ -99,9 +100,11 @@ func (l Layout) String() string {
 	return fmt.Sprintf("layout(%d)", uint8(l))
 }
 
-// Config is the model configuration the runtime needs.
+// Config is the model configuration the runtime needs. Which sections and
+// ops a model type implies is package arch's business; the format only
+// stores the numbers and checks they are in range.
 type Config struct {
-	ModelType     string // "qwen3" or "qwen2"
+	ModelType     string // Hugging Face model_type: "qwen3", "qwen2", "qwen3_moe"
 	Hidden        int
 	Intermediate  int
 	Layers        int
@@ -115,7 +118,23 @@ type Config struct {
 	TieEmbeddings bool
 	QKNorm        bool // qwen3: per-head RMSNorm of q and k before RoPE
 	QKVBias       bool // qwen2: biases on the q, k and v projections
+	MoE           MoE
 }
+
+// MoE describes the routed experts of a mixture-of-experts model; it is
+// zero for a dense one.
+type MoE struct {
+	Experts         int  // experts per sparse layer (num_experts)
+	ExpertsPerToken int  // experts each token is routed to (num_experts_per_tok)
+	ExpertWidth     int  // each expert's intermediate size (moe_intermediate_size)
+	NormTopK        bool // renormalise the chosen experts' weights to sum 1 (norm_topk_prob)
+	// Sparse says, per layer, whether its MLP is the routed experts (else
+	// the dense MLP of Config.Intermediate).
+	Sparse []bool
+}
+
+// SparseLayer reports whether layer l routes to experts.
+func (c *Config) SparseLayer(l int) bool { return l < len(c.MoE.Sparse) && c.MoE.Sparse[l] }
 
 // QDim is the width of the query projection (heads * head_dim).
 func (c *Config) QDim() int { return c.Heads * c.HeadDim }
@@ -148,8 +167,8 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("config: %s = %d out of range", f.name, f.v)
 		}
 	}
-	if c.ModelType != "qwen3" && c.ModelType != "qwen2" {
-		return fmt.Errorf("config: model_type %q not supported (want qwen3 or qwen2)", c.ModelType)
+	if c.ModelType == "" {
+		return fmt.Errorf("config: model_type is empty")
 	}
 	if c.Heads%c.KVHeads != 0 {
 		return fmt.Errorf("config: num_attention_heads %d is not a multiple of num_key_value_heads %d", c.Heads, c.KVHeads)
@@ -159,6 +178,26 @@ func (c *Config) Validate() error {
 	}
 	if !(c.RopeTheta > 0) || !(c.RMSNormEps > 0) {
 		return fmt.Errorf("config: rope_theta %g and rms_norm_eps %g must be positive", c.RopeTheta, c.RMSNormEps)
+	}
+	return c.MoE.validate(c.Layers)
+}
+
+func (m *MoE) validate(layers int) error {
+	if m.Experts == 0 {
+		if m.ExpertsPerToken != 0 || m.ExpertWidth != 0 || m.NormTopK || len(m.Sparse) != 0 {
+			return fmt.Errorf("config: expert fields set without num_experts")
+		}
+		return nil
+	}
+	switch {
+	case m.Experts < 0 || m.Experts > 1<<16:
+		return fmt.Errorf("config: num_experts = %d out of range", m.Experts)
+	case m.ExpertsPerToken < 1 || m.ExpertsPerToken > m.Experts:
+		return fmt.Errorf("config: num_experts_per_tok = %d, want 1..num_experts (%d)", m.ExpertsPerToken, m.Experts)
+	case m.ExpertWidth <= 0 || m.ExpertWidth > 1<<24:
+		return fmt.Errorf("config: moe_intermediate_size = %d out of range", m.ExpertWidth)
+	case len(m.Sparse) != layers:
+		return fmt.Errorf("config: %d sparse-layer flags for %d layers", len(m.Sparse), layers)
 	}
 	return nil
 }

@@ -31,6 +31,16 @@ func MarshalHeader(h *Header) []byte {
 	e.bool(c.QKNorm)
 	e.bool(c.QKVBias)
 	e.u8(0)
+	e.u32(uint32(c.MoE.Experts))
+	e.u32(uint32(c.MoE.ExpertsPerToken))
+	e.u32(uint32(c.MoE.ExpertWidth))
+	e.bool(c.MoE.NormTopK)
+	e.u8(0)
+	e.u16(0)
+	e.u32(uint32(len(c.MoE.Sparse)))
+	for _, s := range c.MoE.Sparse {
+		e.bool(s)
+	}
 
 	g := &h.Generation
 	e.u32(uint32(len(g.EOS)))
@@ -84,9 +94,12 @@ func MarshalHeader(h *Header) []byte {
 	return e.b
 }
 
-// UnmarshalHeader decodes a header block. It checks the encoding only;
-// Validate checks the contents against the file.
-func UnmarshalHeader(b []byte) (*Header, error) {
+// UnmarshalHeader decodes a header block of the current version. It
+// checks the encoding only; Validate checks the contents against the file.
+func UnmarshalHeader(b []byte) (*Header, error) { return unmarshalHeader(b, Version) }
+
+// unmarshalHeader decodes a header block of the given format version.
+func unmarshalHeader(b []byte, version uint32) (*Header, error) {
 	d := &decoder{b: b}
 	h := &Header{}
 	c := &h.Config
@@ -100,6 +113,20 @@ func UnmarshalHeader(b []byte) (*Header, error) {
 	c.QKNorm = d.bool("config.qk_norm")
 	c.QKVBias = d.bool("config.qkv_bias")
 	d.zero("config", 1)
+	if version >= 2 {
+		m := &c.MoE
+		m.Experts = int(d.u32())
+		m.ExpertsPerToken = int(d.u32())
+		m.ExpertWidth = int(d.u32())
+		m.NormTopK = d.bool("config.norm_topk_prob")
+		d.zero("config.moe", 3)
+		if n := d.count("config.sparse_layers", 1); n > 0 {
+			m.Sparse = make([]bool, n)
+			for i := range m.Sparse {
+				m.Sparse[i] = d.bool("config.sparse_layers")
+			}
+		}
+	}
 
 	g := &h.Generation
 	n := d.count("generation.eos", 4)
@@ -154,8 +181,8 @@ func UnmarshalHeader(b []byte) (*Header, error) {
 		s.Layout = Layout(d.u8())
 		d.zero("section "+s.Name, 2)
 		rank := d.u32()
-		if d.err == nil && (rank < 1 || rank > 2) {
-			d.fail("section %q: rank %d (want 1 or 2)", s.Name, rank)
+		if d.err == nil && (rank < 1 || rank > 3) {
+			d.fail("section %q: rank %d (want 1 to 3)", s.Name, rank)
 		}
 		for r := uint32(0); r < rank && d.err == nil; r++ {
 			s.Shape = append(s.Shape, d.u64())
@@ -207,8 +234,8 @@ func ParsePreamble(b []byte) (Preamble, error) {
 		return p, fmt.Errorf("not a .qbin file (magic %q)", bytes.TrimRight(b[:8], "\x00"))
 	}
 	p.Version = binary.LittleEndian.Uint32(b[8:])
-	if p.Version != Version {
-		return p, fmt.Errorf("format version %d, this build reads version %d (recompile the model with this qwenc)", p.Version, Version)
+	if p.Version < 1 || p.Version > Version {
+		return p, fmt.Errorf("format version %d, this build reads versions 1 to %d (recompile the model with this qwenc)", p.Version, Version)
 	}
 	if got, want := binary.LittleEndian.Uint32(b[44:]), Checksum(b[:44]); got != want {
 		return p, fmt.Errorf("preamble checksum mismatch (stored %08x, computed %08x)", got, want)

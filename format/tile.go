@@ -14,13 +14,22 @@ func TileMajorIndex(row, col, k int) int {
 func TileMajorElems(n, k int) int { return Tiles(n) * k * TileRows }
 
 // ExpectedSize is the byte size a section must have for its dtype, layout
-// and shape; ok is false for a combination the format does not define.
+// and shape; ok is false for a combination the format does not define. A
+// rank-3 tile-major section [E, N, K] is E tile-major [N, K] matrices one
+// after the other (the experts of a layer).
 func ExpectedSize(d DType, l Layout, shape []uint64) (size uint64, ok bool) {
 	const lim = 1 << 40 // keeps products far from overflow
 	for _, s := range shape {
 		if s == 0 || s > lim {
 			return 0, false
 		}
+	}
+	if l == TileMajor && len(shape) == 3 {
+		one, ok := ExpectedSize(d, l, shape[1:])
+		if !ok || shape[0] > lim/one {
+			return 0, false
+		}
+		return shape[0] * one, true
 	}
 	if d.Quantized() {
 		if l != TileMajor || len(shape) != 2 || shape[1]%QuantBlock != 0 {

@@ -1,8 +1,10 @@
-// Package graph defines the forward step of a Qwen model as a list of ops
-// over named activation tensors. It is the single definition both the
-// compiler's arena planner and the runtime's executor walk, so the compiled
-// plan and the execution cannot drift apart: the runtime rebuilds this list
-// from the config and checks every tensor against the plan in the file.
+// Package graph is the vocabulary of a forward step: ops over named
+// activation tensors, and the arena plan that places the tensors. Package
+// arch builds each architecture's step from these ops; the compiler plans
+// its arena and the runtime executes it, both from the same list, so the
+// compiled plan and the execution cannot drift apart: the runtime rebuilds
+// the list from the config and checks every tensor against the file's
+// plan.
 package graph
 
 import (
@@ -46,9 +48,26 @@ const (
 	// quantized weights that follow; one Out serves every such product of
 	// the same input (q, k and v; gate and up).
 	QuantizeRows
+	// Route picks each token's experts from the router logits In[0]
+	// ([tokens, experts]) into the routing table Out (see Routing):
+	// softmax over all experts, the top k (lower index first on ties),
+	// renormalised when the config says so.
+	Route
+	// GatherRows copies the rows of In[0] (f32 or quantized) into Out in
+	// the routing table In[1]'s expert order: Out has tokens*k rows, the
+	// tokens of expert 0 first.
+	GatherRows
+	// ExpertMatMul multiplies the gathered rows In[0] by their experts'
+	// matrices in the stacked Weight [experts, n, k] into Out
+	// ([tokens*k, n]), each expert one product over its rows.
+	ExpertMatMul
+	// ExpertSum writes each token's routing-weighted sum of its experts'
+	// rows of In[0] ([tokens*k, hidden]) into Out ([tokens, hidden]).
+	ExpertSum
 )
 
-var kindNames = [...]string{"rope_table", "embed", "rmsnorm", "matmul", "qk_rope", "kv_store", "attention", "add", "silu_mul", "quantize_rows"}
+var kindNames = [...]string{"rope_table", "embed", "rmsnorm", "matmul", "qk_rope", "kv_store", "attention", "add", "silu_mul",
+	"quantize_rows", "route", "gather_rows", "expert_matmul", "expert_sum"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -58,11 +77,24 @@ func (k Kind) String() string {
 }
 
 // Tensor is one activation of shape [Rows, Cols], row-major: f32, or with
-// Quantized the int8 blocks of kernels.QuantizeActs.
+// Quantized the int8 blocks of kernels.QuantizeActs. A routing table is
+// one row of 32-bit words (Routing).
 type Tensor struct {
 	Name       string
-	Rows, Cols int
+	Rows, Cols int // as planned, for the graph's number of tokens
 	Quantized  bool
+	// PerToken is the tensor's rows per token of a step (1, or k for the
+	// rows gathered for k experts per token); 0 for a tensor of fixed
+	// size (the last row's norm and logits, a routing table).
+	PerToken int
+}
+
+// RowsFor is how many rows of the tensor a step of tokens tokens uses.
+func (t *Tensor) RowsFor(tokens int) int {
+	if t.PerToken == 0 {
+		return t.Rows
+	}
+	return t.PerToken * tokens
 }
 
 // Bytes is the tensor's size.
@@ -104,102 +136,83 @@ type Graph struct {
 	quantized map[int]int // f32 tensor -> its quantized copy, while unchanged
 }
 
-// Build lists the ops of one forward step over tokens tokens. Mode is
-// "decode" (tokens 1) or "prefill". types gives the dtype of each weight
-// section of the file (format.Header.SectionTypes; nil means all f16): a
-// product with a quantized weight takes its input quantized, and a
-// quantized file without an embed_tokens section looks tokens up in the
-// (tied) LM head.
-func Build(c *format.Config, mode string, tokens int, types map[string]format.DType) *Graph {
-	g := &Graph{Mode: mode, Tokens: tokens, types: types}
-	T := tokens
-	rope := g.tensor("rope", T, c.HeadDim)
-	g.op(Op{Kind: RopeTable, Out: rope, Layer: -1})
-	x := g.tensor("x", T, c.Hidden)
-	embed := format.SecEmbed
-	if _, ok := types[embed]; !ok && types[format.SecLMHead].Quantized() {
-		embed = format.SecLMHead
-	}
-	g.op(Op{Kind: Embed, Weight: embed, Out: x, Layer: -1})
-	for l := 0; l < c.Layers; l++ {
-		name := func(s string) string { return fmt.Sprintf("layers.%d.%s", l, s) }
-		w := func(s string) string { return format.LayerSection(l, s) }
-		bias := func(s string) string {
-			if c.QKVBias {
-				return w(s)
-			}
-			return ""
-		}
-		xn := g.tensor(name("attn_norm"), T, c.Hidden)
-		g.op(Op{Kind: RMSNorm, Layer: l, Weight: w("input_layernorm"), In: []int{x}, Out: xn})
-		q := g.tensor(name("q"), T, c.QDim())
-		g.matmul(Op{Kind: MatMul, Layer: l, Weight: w("q_proj"), Bias: bias("q_bias"), In: []int{xn}, Out: q})
-		k := g.tensor(name("k"), T, c.KVDim())
-		g.matmul(Op{Kind: MatMul, Layer: l, Weight: w("k_proj"), Bias: bias("k_bias"), In: []int{xn}, Out: k})
-		v := g.tensor(name("v"), T, c.KVDim())
-		g.matmul(Op{Kind: MatMul, Layer: l, Weight: w("v_proj"), Bias: bias("v_bias"), In: []int{xn}, Out: v})
-		qk := Op{Kind: QKRope, Layer: l, In: []int{rope}, InOut: []int{q, k}, Out: NoTensor}
-		if c.QKNorm {
-			qk.Weight, qk.Weight2 = w("q_norm"), w("k_norm")
-		}
-		g.op(qk)
-		g.op(Op{Kind: KVStore, Layer: l, In: []int{k, v}, Out: NoTensor})
-		att := g.tensor(name("attn"), T, c.QDim())
-		g.op(Op{Kind: Attention, Layer: l, In: []int{q}, Out: att})
-		o := g.tensor(name("attn_out"), T, c.Hidden)
-		g.matmul(Op{Kind: MatMul, Layer: l, Weight: w("o_proj"), In: []int{att}, Out: o})
-		g.op(Op{Kind: AddInPlace, Layer: l, In: []int{o}, InOut: []int{x}, Out: NoTensor})
-		hn := g.tensor(name("mlp_norm"), T, c.Hidden)
-		g.op(Op{Kind: RMSNorm, Layer: l, Weight: w("post_attention_layernorm"), In: []int{x}, Out: hn})
-		gate := g.tensor(name("gate"), T, c.Intermediate)
-		g.matmul(Op{Kind: MatMul, Layer: l, Weight: w("gate_proj"), In: []int{hn}, Out: gate})
-		up := g.tensor(name("up"), T, c.Intermediate)
-		g.matmul(Op{Kind: MatMul, Layer: l, Weight: w("up_proj"), In: []int{hn}, Out: up})
-		g.op(Op{Kind: SiLUMul, Layer: l, In: []int{up}, InOut: []int{gate}, Out: NoTensor})
-		down := g.tensor(name("down"), T, c.Hidden)
-		g.matmul(Op{Kind: MatMul, Layer: l, Weight: w("down_proj"), In: []int{gate}, Out: down})
-		g.op(Op{Kind: AddInPlace, Layer: l, In: []int{down}, InOut: []int{x}, Out: NoTensor})
-	}
-	fn := g.tensor("final_norm", 1, c.Hidden)
-	g.op(Op{Kind: RMSNorm, Layer: -1, Weight: format.SecNorm, LastRow: true, In: []int{x}, Out: fn})
-	g.Logits = g.tensor("logits", 1, c.Vocab)
-	g.matmul(Op{Kind: MatMul, Layer: -1, Weight: format.SecLMHead, In: []int{fn}, Out: g.Logits})
-	return g
+// New starts an empty graph of one forward step over tokens tokens. Mode
+// is "decode" (tokens 1) or "prefill". types gives the dtype of each
+// weight section of the file (format.Header.SectionTypes; nil means all
+// f16): a product with a quantized weight takes its input quantized.
+// Package arch fills it, one architecture at a time.
+func New(mode string, tokens int, types map[string]format.DType) *Graph {
+	return &Graph{Mode: mode, Tokens: tokens, types: types}
 }
 
-func (g *Graph) tensor(name string, rows, cols int) int {
-	g.Tensors = append(g.Tensors, Tensor{Name: name, Rows: rows, Cols: cols})
+// WeightType is the dtype of a weight section (f16 when types is nil or
+// does not list it).
+func (g *Graph) WeightType(section string) format.DType {
+	if t, ok := g.types[section]; ok {
+		return t
+	}
+	return format.F16
+}
+
+// HasWeight reports whether the file has the section (always, with nil
+// types).
+func (g *Graph) HasWeight(section string) bool {
+	_, ok := g.types[section]
+	return ok || g.types == nil
+}
+
+// NewTensor adds an f32 activation of rows rows (one per token when rows
+// is the graph's tokens, else a fixed number) and cols columns.
+func (g *Graph) NewTensor(name string, rows, cols int) int {
+	per := 0
+	if rows == g.Tokens {
+		per = 1
+	}
+	g.Tensors = append(g.Tensors, Tensor{Name: name, Rows: rows, Cols: cols, PerToken: per})
 	return len(g.Tensors) - 1
 }
 
-func (g *Graph) op(o Op) {
+// NewRowsTensor adds an f32 activation of perToken rows per token.
+func (g *Graph) NewRowsTensor(name string, perToken, cols int) int {
+	g.Tensors = append(g.Tensors, Tensor{Name: name, Rows: perToken * g.Tokens, Cols: cols, PerToken: perToken})
+	return len(g.Tensors) - 1
+}
+
+// AddOp appends an op.
+func (g *Graph) AddOp(o Op) {
 	if len(o.InOut) > 0 {
 		clear(g.quantized) // an input changed in place must be quantized anew
 	}
 	g.Ops = append(g.Ops, o)
 }
 
-// matmul adds a product; with a quantized weight, its input is quantized
-// first, once for every product of the same, unchanged input.
-func (g *Graph) matmul(o Op) {
-	if !g.types[o.Weight].Quantized() {
-		g.op(o)
-		return
+// AddMatMul appends a product (MatMul or ExpertMatMul); with a quantized
+// weight, its input In[0] is quantized first, once for every product of
+// the same, unchanged input.
+func (g *Graph) AddMatMul(o Op) {
+	if g.WeightType(o.Weight).Quantized() && !g.Tensors[o.In[0]].Quantized {
+		o.In = append([]int{g.QuantizedCopy(o.In[0], o.Layer)}, o.In[1:]...)
 	}
-	in := o.In[0]
-	q, ok := g.quantized[in]
-	if !ok {
-		t := g.Tensors[in]
-		q = g.tensor(t.Name+".q", t.Rows, t.Cols)
-		g.Tensors[q].Quantized = true
-		g.op(Op{Kind: QuantizeRows, Layer: o.Layer, In: []int{in}, Out: q})
-		if g.quantized == nil {
-			g.quantized = map[int]int{}
-		}
-		g.quantized[in] = q
+	g.AddOp(o)
+}
+
+// QuantizedCopy returns the int8 copy of f32 tensor in, adding the
+// QuantizeRows op that makes it unless the unchanged tensor already has
+// one.
+func (g *Graph) QuantizedCopy(in, layer int) int {
+	if q, ok := g.quantized[in]; ok {
+		return q
 	}
-	o.In = []int{q}
-	g.op(o)
+	q := len(g.Tensors)
+	g.Tensors = append(g.Tensors, g.Tensors[in])
+	g.Tensors[q].Name += ".q"
+	g.Tensors[q].Quantized = true
+	g.AddOp(Op{Kind: QuantizeRows, Layer: layer, In: []int{in}, Out: q})
+	if g.quantized == nil {
+		g.quantized = map[int]int{}
+	}
+	g.quantized[in] = q
+	return q
 }
 
 // QType is the kernels' quantized type for a quantized dtype of the file.
@@ -212,6 +225,23 @@ func QType(d format.DType) kernels.QType {
 	}
 	panic(fmt.Sprintf("graph: %s is not a quantized type", d))
 }
+
+// Routing is the layout of a routing table for tokens tokens, experts
+// experts and k experts per token, in 32-bit words: for each token t and
+// choice j (index t*k+j), its weight (f32) and expert (int32); per expert
+// the first of its rows in gathered order (experts+1 int32, the last the
+// total); and per choice the gathered row that holds it (int32). Gathered
+// rows are ordered by expert, then by token.
+type Routing struct{ Tokens, Experts, K int }
+
+// Words is the table's size in 32-bit words.
+func (r Routing) Words() int { return 3*r.Tokens*r.K + r.Experts + 1 }
+
+// Offsets of each part of the table, in words.
+func (r Routing) WeightAt() int { return 0 }
+func (r Routing) ExpertAt() int { return r.Tokens * r.K }
+func (r Routing) StartAt() int  { return 2 * r.Tokens * r.K }
+func (r Routing) RowAt() int    { return 2*r.Tokens*r.K + r.Experts + 1 }
 
 // Uses returns every tensor an op reads: In then InOut.
 func (o *Op) Uses() []int {

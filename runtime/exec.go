@@ -78,22 +78,33 @@ func (r *Runner) step(f *frame, tokens []int32, segs []segment, hidden bool) []f
 			for t := range T {
 				k.RMSNorm(out[t*h:(t+1)*h], in[t*h:(t+1)*h], op.w32, eps)
 			}
-		case graph.MatMul:
+		case graph.MatMul, graph.ExpertMatMul:
 			// The products of one input (q, k and v; gate and up) follow
 			// each other and run as one task: one hand-out and one join
 			// instead of three, and the workers balance across all of them.
 			mm := &r.tasks.mm
-			mm.reset(k, p.rows(op.In[0], T))
-			for ; i < len(p.ops) && p.ops[i].Kind == graph.MatMul && p.ops[i].In[0] == op.In[0]; i++ {
+			mm.reset(k)
+			for ; i < len(p.ops) && p.ops[i].Kind == op.Kind && p.ops[i].In[0] == op.In[0]; i++ {
 				o := &p.ops[i]
+				if o.Kind == graph.ExpertMatMul {
+					r.addExpertMatmuls(p, o, T)
+					continue
+				}
+				rows := p.rows(o.In[0], T)
 				if o.w.dt.Quantized() {
-					mm.add(o, p.view(o.Out, mm.rows), nil, p.quantView(o.In[0], mm.rows))
+					mm.add(o, &o.w, rows, p.view(o.Out, rows), nil, p.quantView(o.In[0], rows))
 				} else {
-					mm.add(o, p.view(o.Out, mm.rows), p.view(o.In[0], mm.rows), nil)
+					mm.add(o, &o.w, rows, p.view(o.Out, rows), p.view(o.In[0], rows), nil)
 				}
 			}
 			i--
 			r.runMatmuls()
+		case graph.Route:
+			r.route(p, op, T)
+		case graph.GatherRows:
+			r.gatherRows(p, op, T)
+		case graph.ExpertSum:
+			r.expertSum(p, op, T)
 		case graph.QKRope:
 			q, kk := p.view(op.InOut[0], T), p.view(op.InOut[1], T)
 			rope := p.view(op.In[0], T)
@@ -134,7 +145,8 @@ func (r *Runner) step(f *frame, tokens []int32, segs []segment, hidden bool) []f
 			k.Add(x, x, p.view(op.In[0], T))
 		case graph.SiLUMul:
 			ew := &r.tasks.silu
-			ew.k, ew.gate, ew.up, ew.width = k, p.view(op.InOut[0], T), p.view(op.In[0], T), c.Intermediate
+			rows := p.rows(op.In[0], T)
+			ew.k, ew.gate, ew.up, ew.width = k, p.view(op.InOut[0], rows), p.view(op.In[0], rows), p.g.Tensors[op.In[0]].Cols
 			r.pool.Run(ew)
 		}
 	}
@@ -144,8 +156,8 @@ func (r *Runner) step(f *frame, tokens []int32, segs []segment, hidden bool) []f
 // matmul computes dst = x·Wᵀ (+ bias) for rows rows of x with the op's
 // weight: x is f32, or quantized (xq) for a quantized weight.
 func (r *Runner) matmul(op *boundOp, dst, x []float32, xq []byte, rows int) {
-	r.tasks.mm.reset(r.k, rows)
-	r.tasks.mm.add(op, dst, x, xq)
+	r.tasks.mm.reset(r.k)
+	r.tasks.mm.add(op, &op.w, rows, dst, x, xq)
 	r.runMatmuls()
 }
 
@@ -158,22 +170,16 @@ func (r *Runner) runMatmuls() {
 	for j := range mm.jobs {
 		job := &mm.jobs[j]
 		if b := job.op.bias; b != nil {
-			n := job.op.w.n
-			for row := range mm.rows {
+			n := job.w.n
+			for row := range job.rows {
 				r.k.AddBias(job.dst[row*n:(row+1)*n], b)
 			}
 		}
 	}
 }
 
-// rows is how many rows of tensor t a step of T tokens uses: T, except for
-// tensors that only ever hold the last token (final norm, logits).
-func (p *frame) rows(t, T int) int {
-	if p.g.Tensors[t].Rows < p.g.Tokens {
-		return p.g.Tensors[t].Rows
-	}
-	return T
-}
+// rows is how many rows of tensor t a step of T tokens uses.
+func (p *frame) rows(t, T int) int { return p.g.Tensors[t].RowsFor(T) }
 
 // tasks are the pool tasks of a step, preallocated so that a step does not
 // allocate: the executor fills their fields and hands a pointer to the pool.
@@ -191,29 +197,31 @@ type tasks struct {
 // delays the step by one unit, not by half of it.
 type matmulTask struct {
 	k     kernels.Path
-	rows  int
 	jobs  []matJob
 	units []matUnit // preallocated: a decode step must not allocate
 	next  atomic.Int64
 }
 
-// matJob is one product: the op (weight, bias), its output and input.
+// matJob is one product: the op (bias), the weight (the op's, or one
+// expert's), and rows rows of output and input.
 type matJob struct {
-	op  *boundOp
-	dst []float32
-	x   []float32
-	xq  []byte
+	op   *boundOp
+	w    *weight
+	rows int
+	dst  []float32
+	x    []float32
+	xq   []byte
 }
 
 // matUnit is tiles [t0, t1) of job j.
 type matUnit struct{ j, t0, t1 int32 }
 
-func (t *matmulTask) reset(k kernels.Path, rows int) {
-	t.k, t.rows, t.jobs = k, rows, t.jobs[:0]
+func (t *matmulTask) reset(k kernels.Path) {
+	t.k, t.jobs = k, t.jobs[:0]
 }
 
-func (t *matmulTask) add(op *boundOp, dst, x []float32, xq []byte) {
-	t.jobs = append(t.jobs, matJob{op: op, dst: dst, x: x, xq: xq})
+func (t *matmulTask) add(op *boundOp, w *weight, rows int, dst, x []float32, xq []byte) {
+	t.jobs = append(t.jobs, matJob{op: op, w: w, rows: rows, dst: dst, x: x, xq: xq})
 }
 
 // matmulChunkBytes is the weight bytes of one unit in a matrix-vector
@@ -229,14 +237,14 @@ const matmulChunkBytes = 256 << 10
 func (t *matmulTask) start(threads int) {
 	t.units = t.units[:0]
 	for j := range t.jobs {
-		w := &t.jobs[j].op.w
+		w := t.jobs[j].w
 		tileBytes := w.k * format.TileRows * 2
 		if w.dt.Quantized() {
 			tileBytes = w.qt.TileBytes(w.k)
 		}
 		tiles := format.Tiles(w.n)
 		chunk := max(1, matmulChunkBytes/tileBytes)
-		if t.rows > 1 {
+		if t.jobs[j].rows > 1 {
 			per := 2 * threads
 			chunk = max(chunk, (tiles+per-1)/per)
 		}
@@ -255,15 +263,15 @@ func (t *matmulTask) Run(_, _ int) {
 		}
 		u := t.units[i]
 		job := &t.jobs[u.j]
-		w := &job.op.w
+		w := job.w
 		t0, t1 := int(u.t0), int(u.t1)
 		switch {
 		case w.dt.Quantized():
-			t.k.GemmQ(w.qt, job.dst, w.n, w.q, job.xq, t.rows, w.n, w.k, t0, t1)
-		case t.rows == 1:
+			t.k.GemmQ(w.qt, job.dst, w.n, w.q, job.xq, job.rows, w.n, w.k, t0, t1)
+		case job.rows == 1:
 			t.k.MatVecTiles(job.dst, w.f16, job.x, w.n, w.k, t0, t1)
 		default:
-			t.k.GemmTiles(job.dst, w.n, w.f16, job.x, w.k, t.rows, w.n, w.k, t0, t1)
+			t.k.GemmTiles(job.dst, w.n, w.f16, job.x, w.k, job.rows, w.n, w.k, t0, t1)
 		}
 	}
 }

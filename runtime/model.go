@@ -18,6 +18,7 @@ import (
 	goruntime "runtime"
 	"sync"
 
+	"github.com/qwenc/qwenc/arch"
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/graph"
 	"github.com/qwenc/qwenc/kernels"
@@ -73,13 +74,18 @@ type boundOp struct {
 }
 
 // weight is a matrix [n, k] in the mapping: f16 (row-major for the f16
-// embedding, tile-major otherwise) or quantized tile-major.
+// embedding, tile-major otherwise) or quantized tile-major; or, with
+// experts > 1, that many such matrices one after the other.
 type weight struct {
-	dt   format.DType
-	qt   kernels.QType // when dt is quantized
-	n, k int
-	f16  []uint16
-	q    []byte
+	dt      format.DType
+	qt      kernels.QType // when dt is quantized
+	n, k    int
+	experts int
+	f16     []uint16
+	q       []byte
+	// views are the experts' matrices, made at bind time so that a step
+	// does not build them.
+	views []weight
 }
 
 // Open maps a .qbin file and prepares it to run. No weight is copied or
@@ -101,6 +107,9 @@ func newModel(f *format.File, opts Options) (*Model, error) {
 	m := &Model{File: f, Config: f.Header.Config, opts: opts}
 	if !opts.Kernels.Supported() {
 		return nil, fmt.Errorf("kernel path %s is not supported here", opts.Kernels)
+	}
+	if err := arch.Validate(f.Header); err != nil {
+		return nil, err
 	}
 	tb, err := f.Bytes(format.SecTokenizer)
 	if err != nil {
@@ -138,7 +147,10 @@ func (m *Model) bind(mode string) (*program, error) {
 	if !ok {
 		return nil, fmt.Errorf("no %s arena plan", mode)
 	}
-	g := graph.Build(&m.Config, mode, plan.Tokens, m.File.Header.SectionTypes())
+	g, err := arch.Build(&m.Config, mode, plan.Tokens, m.File.Header.SectionTypes())
+	if err != nil {
+		return nil, err
+	}
 	offs, err := graph.Bind(g, plan)
 	if err != nil {
 		return nil, err
@@ -151,7 +163,7 @@ func (m *Model) bind(mode string) (*program, error) {
 		b := boundOp{Op: op}
 		var err error
 		switch op.Kind {
-		case graph.Embed, graph.MatMul:
+		case graph.Embed, graph.MatMul, graph.ExpertMatMul:
 			b.w, err = m.weight(op.Weight, op.Kind == graph.Embed)
 			if err == nil && op.Bias != "" {
 				b.bias, err = m.File.F32(op.Bias)
@@ -178,10 +190,14 @@ func (m *Model) bind(mode string) (*program, error) {
 // checked which).
 func (m *Model) weight(name string, embed bool) (weight, error) {
 	s, ok := m.File.Header.Section(name)
-	if !ok || len(s.Shape) != 2 || (!embed && s.Layout != format.TileMajor) {
+	if !ok || len(s.Shape) < 2 || (!embed && s.Layout != format.TileMajor) {
 		return weight{}, fmt.Errorf("section %q: missing, or not a tile-major matrix", name)
 	}
-	w := weight{dt: s.DType, n: int(s.Shape[0]), k: int(s.Shape[1])}
+	r := len(s.Shape)
+	w := weight{dt: s.DType, n: int(s.Shape[r-2]), k: int(s.Shape[r-1]), experts: 1}
+	if r == 3 {
+		w.experts = int(s.Shape[0])
+	}
 	var err error
 	if s.DType.Quantized() {
 		w.qt = graph.QType(s.DType)
@@ -189,7 +205,22 @@ func (m *Model) weight(name string, embed bool) (weight, error) {
 	} else {
 		w.f16, err = m.File.F16(name)
 	}
-	return w, err
+	if err != nil || r < 3 {
+		return w, err
+	}
+	one := w
+	one.experts = 1
+	for e := range w.experts {
+		if w.dt.Quantized() {
+			n := len(w.q) / w.experts
+			one.q = w.q[e*n : (e+1)*n : (e+1)*n]
+		} else {
+			n := len(w.f16) / w.experts
+			one.f16 = w.f16[e*n : (e+1)*n : (e+1)*n]
+		}
+		w.views = append(w.views, one)
+	}
+	return w, nil
 }
 
 // Close stops the Model's Runner and unmaps the file; no Runner or Session

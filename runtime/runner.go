@@ -36,6 +36,9 @@ type Runner struct {
 	batchLogits []float32
 	logitRow    []int
 	gather      []float32
+	// Route's scratch: each expert's probability and running row.
+	moeProb []float64
+	moeNext []int32
 }
 
 // frame is a program with the Runner's arena for it.
@@ -63,6 +66,8 @@ func (m *Model) NewRunner(opts Options) *Runner {
 	r.work = make([]workspace, threads)
 	r.kvTmp = make([]uint16, m.Config.HeadDim)
 	r.rowPos = make([]int, m.prefill.g.Tokens)
+	r.moeProb = make([]float64, m.Config.MoE.Experts)
+	r.moeNext = make([]int32, m.Config.MoE.Experts)
 	return r
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/qwenc/qwenc/arch"
 	"io"
 	"os"
 	"strconv"
@@ -66,6 +67,9 @@ func readHeader(path string) (*format.Header, error) {
 		return nil, fmt.Errorf("%s: not a regular file", path)
 	}
 	h, err := format.ReadHeader(f, st.Size())
+	if err == nil {
+		err = arch.Validate(h)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

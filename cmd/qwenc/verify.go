@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/qwenc/qwenc/arch"
 	"os"
 
 	"github.com/qwenc/qwenc/format"
@@ -24,6 +25,9 @@ func verifyCommand() *cli.Command {
 				return err
 			}
 			defer f.Close()
+			if err := arch.Validate(f.Header); err != nil {
+				return fmt.Errorf("%s: %w", f.Path, err)
+			}
 			if err := f.Verify(); err != nil {
 				return err
 			}

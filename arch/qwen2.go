@@ -1,0 +1,25 @@
+package arch
+
+import "github.com/qwenc/qwenc/format"
+
+// qwen2 is Qwen2 and Qwen2.5 (Qwen2ForCausalLM): biases on the q, k and v
+// projections, no q/k norm, a dense SwiGLU MLP in every layer.
+type qwen2 struct{}
+
+func (qwen2) ModelType() string { return "qwen2" }
+
+func (qwen2) Configure(c *format.Config, hf *HFConfig) error {
+	// transformers' Qwen2Attention always has q/k/v biases, whatever
+	// attention_bias says.
+	c.QKVBias = true
+	return nil
+}
+
+func (qwen2) Layer(c *format.Config, l int) []Tensor {
+	return append(attentionTensors(c, l), denseMLPTensors(c, l)...)
+}
+
+func (qwen2) BuildLayer(b *Builder, l int) {
+	b.attention(l)
+	b.denseMLP(l)
+}

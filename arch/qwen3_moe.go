@@ -1,0 +1,70 @@
+package arch
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/qwenc/qwenc/format"
+)
+
+// qwen3MoE is Qwen3-MoE (Qwen3MoeForCausalLM, Qwen3-30B-A3B and its
+// family): Qwen3's attention, and in the sparse layers an MLP of routed
+// experts (transformers' Qwen3MoeSparseMoeBlock); the others keep a dense
+// MLP of intermediate_size.
+type qwen3MoE struct{}
+
+func (qwen3MoE) ModelType() string { return "qwen3_moe" }
+
+// Configure reads the expert fields with transformers' Qwen3MoeConfig
+// defaults. A layer is sparse when it is not in mlp_only_layers and
+// (index+1) is a multiple of decoder_sparse_step, as in
+// Qwen3MoeDecoderLayer; indices in mlp_only_layers past the last layer
+// mean nothing there either.
+func (qwen3MoE) Configure(c *format.Config, hf *HFConfig) error {
+	c.QKNorm = true
+	if err := hf.Bool("attention_bias", &c.QKVBias); err != nil {
+		return err
+	}
+	m := &c.MoE
+	m.Experts, m.ExpertsPerToken, m.ExpertWidth = 128, 8, 768
+	step := 1
+	for _, f := range []struct {
+		k   string
+		dst *int
+	}{{"num_experts", &m.Experts}, {"num_experts_per_tok", &m.ExpertsPerToken}, {"moe_intermediate_size", &m.ExpertWidth}, {"decoder_sparse_step", &step}} {
+		if err := hf.Int(f.k, f.dst, false); err != nil {
+			return err
+		}
+	}
+	if m.ExpertsPerToken > m.Experts {
+		return fmt.Errorf("field \"num_experts_per_tok\" = %d is more than num_experts = %d", m.ExpertsPerToken, m.Experts)
+	}
+	if err := hf.Bool("norm_topk_prob", &m.NormTopK); err != nil {
+		return err
+	}
+	var dense []int
+	if err := hf.Ints("mlp_only_layers", &dense); err != nil {
+		return err
+	}
+	m.Sparse = make([]bool, c.Layers)
+	for l := range m.Sparse {
+		m.Sparse[l] = !slices.Contains(dense, l) && (l+1)%step == 0
+	}
+	return nil
+}
+
+func (qwen3MoE) Layer(c *format.Config, l int) []Tensor {
+	if c.SparseLayer(l) {
+		return append(attentionTensors(c, l), moeTensors(c, l)...)
+	}
+	return append(attentionTensors(c, l), denseMLPTensors(c, l)...)
+}
+
+func (qwen3MoE) BuildLayer(b *Builder, l int) {
+	b.attention(l)
+	if b.C.SparseLayer(l) {
+		b.moeMLP(l)
+	} else {
+		b.denseMLP(l)
+	}
+}

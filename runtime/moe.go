@@ -1,0 +1,159 @@
+package runtime
+
+import (
+	"math"
+	"unsafe"
+
+	"github.com/qwenc/qwenc/graph"
+)
+
+// The routed experts of a mixture-of-experts layer (arch's moeMLP): Route
+// picks each token's experts into a routing table (graph.Routing),
+// GatherRows copies the tokens' rows into expert order, ExpertMatMul runs
+// one product per chosen expert over its rows, and ExpertSum adds each
+// token's experts' outputs with their routing weights.
+
+// routing is the frame's routing table of op input or output t, for a step
+// of T tokens.
+func (r *Runner) routing(p *frame, t, T int) (graph.Routing, []float32, []int32) {
+	rt := graph.Routing{Tokens: T, Experts: r.m.Config.MoE.Experts, K: r.m.Config.MoE.ExpertsPerToken}
+	words := p.view(t, 1)[:rt.Words()]
+	return rt, words, unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(words))), len(words))
+}
+
+// route fills the routing table from the router logits as transformers'
+// Qwen3MoeSparseMoeBlock does: softmax over all experts, the top k by
+// probability, ties to the lower expert index (torch.topk's order on
+// equal values), renormalised to sum 1 when norm_topk_prob is set. The
+// softmax is computed in float64; the weights are stored in f32.
+func (r *Runner) route(p *frame, op *boundOp, T int) {
+	moe := &r.m.Config.MoE
+	E, K := moe.Experts, moe.ExpertsPerToken
+	logits := p.view(op.In[0], T)
+	rt, f, ints := r.routing(p, op.Out, T)
+	weights, experts := f[rt.WeightAt():rt.WeightAt()+T*K], ints[rt.ExpertAt():rt.ExpertAt()+T*K]
+	starts, rows := ints[rt.StartAt():rt.StartAt()+E+1], ints[rt.RowAt():rt.RowAt()+T*K]
+	clear(starts)
+	prob := r.moeProb[:E]
+	for t := range T {
+		row := logits[t*E : (t+1)*E]
+		mx := float64(row[0])
+		for _, v := range row {
+			mx = max(mx, float64(v))
+		}
+		var sum float64
+		for e, v := range row {
+			prob[e] = math.Exp(float64(v) - mx)
+			sum += prob[e]
+		}
+		// Selection by repeated maximum: k is small (8 of 128 in the
+		// Qwen3-MoE family), and the strict comparison in index order
+		// keeps the lower index on ties. A chosen expert's probability
+		// becomes -1 so it is not chosen again.
+		chosen := experts[t*K : (t+1)*K]
+		w := weights[t*K : (t+1)*K]
+		var kept float64
+		for j := range K {
+			best := 0
+			for e, pe := range prob {
+				if pe > prob[best] {
+					best = e
+				}
+			}
+			pb := prob[best] / sum
+			chosen[j], w[j] = int32(best), float32(pb)
+			kept += pb
+			prob[best] = -1
+			starts[best+1]++
+		}
+		if moe.NormTopK {
+			for j := range w {
+				w[j] = float32(float64(w[j]) / kept)
+			}
+		}
+	}
+	for e := range E {
+		starts[e+1] += starts[e]
+	}
+	// Choices in token order, each to the next free row of its expert,
+	// put every expert's rows in token order.
+	next := r.moeNext[:E]
+	copy(next, starts[:E])
+	for c, e := range experts {
+		rows[c] = next[e]
+		next[e]++
+	}
+}
+
+// gatherRows copies each token's input row to the gathered rows of its
+// experts.
+func (r *Runner) gatherRows(p *frame, op *boundOp, T int) {
+	rt, _, ints := r.routing(p, op.In[1], T)
+	rows := ints[rt.RowAt() : rt.RowAt()+T*rt.K]
+	src := &p.g.Tensors[op.In[0]]
+	if src.Quantized {
+		in, out := p.quantView(op.In[0], T), p.quantView(op.Out, T*rt.K)
+		rb := len(in) / T
+		for c, g := range rows {
+			t := c / rt.K
+			copy(out[int(g)*rb:int(g+1)*rb], in[t*rb:(t+1)*rb])
+		}
+		return
+	}
+	in, out := p.view(op.In[0], T), p.view(op.Out, T*rt.K)
+	n := src.Cols
+	for c, g := range rows {
+		t := c / rt.K
+		copy(out[int(g)*n:int(g+1)*n], in[t*n:(t+1)*n])
+	}
+}
+
+// addExpertMatmuls adds one product per chosen expert to the matmul task:
+// the expert's matrix times its gathered rows.
+func (r *Runner) addExpertMatmuls(p *frame, op *boundOp, T int) {
+	rt, _, ints := r.routing(p, op.In[1], T)
+	starts := ints[rt.StartAt() : rt.StartAt()+rt.Experts+1]
+	all := T * rt.K
+	out := p.view(op.Out, all)
+	n := p.g.Tensors[op.Out].Cols
+	var x []float32
+	var xq []byte
+	var rb int
+	if p.g.Tensors[op.In[0]].Quantized {
+		xq = p.quantView(op.In[0], all)
+		rb = len(xq) / all
+	} else {
+		x = p.view(op.In[0], all)
+		rb = p.g.Tensors[op.In[0]].Cols
+	}
+	for e := range rt.Experts {
+		g0, g1 := int(starts[e]), int(starts[e+1])
+		if g0 == g1 {
+			continue
+		}
+		w := &op.w.views[e]
+		dst := out[g0*n : g1*n]
+		if xq != nil {
+			r.tasks.mm.add(op, w, g1-g0, dst, nil, xq[g0*rb:g1*rb])
+		} else {
+			r.tasks.mm.add(op, w, g1-g0, dst, x[g0*rb:g1*rb], nil)
+		}
+	}
+}
+
+// expertSum writes each token's weighted sum of its experts' outputs.
+func (r *Runner) expertSum(p *frame, op *boundOp, T int) {
+	rt, f, ints := r.routing(p, op.In[1], T)
+	weights, rows := f[rt.WeightAt():rt.WeightAt()+T*rt.K], ints[rt.RowAt():rt.RowAt()+T*rt.K]
+	n := p.g.Tensors[op.Out].Cols
+	in, out := p.view(op.In[0], T*rt.K), p.view(op.Out, T)
+	for t := range T {
+		dst := out[t*n : (t+1)*n]
+		clear(dst)
+		for j := range rt.K {
+			c := t*rt.K + j
+			g := int(rows[c])
+			r.k.AXPY(dst, weights[c], in[g*n:(g+1)*n])
+		}
+	}
+}
