@@ -14,8 +14,15 @@ type MemoryReport struct {
 	LayersBytes              uint64 `json:"layers_bytes"`         // all layers
 	// DecodeWeightBytes is what one decode step reads: every layer's
 	// matrices and norms, the final norm and the LM head (not the
-	// embedding, of which a step reads one row).
+	// embedding, of which a step reads one row); of a layer's stacked
+	// experts, on average the num_experts_per_tok of num_experts a token
+	// is routed to.
 	DecodeWeightBytes uint64 `json:"decode_weight_bytes"`
+	// Parameters counts the model's weights (a tied embedding once), and
+	// ActiveParameters those one token uses: all but the experts it is
+	// not routed to.
+	Parameters       uint64 `json:"parameters"`
+	ActiveParameters uint64 `json:"active_parameters"`
 	// MatrixBytesByDType sums the matrices by dtype ("f16", "q8", "q4").
 	MatrixBytesByDType map[string]uint64 `json:"matrix_bytes_by_dtype"`
 	// KeptF16 lists, in a quantized file, the matrices left in f16 because
@@ -67,14 +74,26 @@ func Report(h *Header, seqs []int) MemoryReport {
 			continue
 		}
 		r.WeightsBytes += s.Size
-		if len(s.Shape) == 2 {
+		if len(s.Shape) >= 2 {
 			r.MatrixBytesByDType[s.DType.String()] += s.Size
-			if quantized && s.DType == F16 && s.Layout == TileMajor {
+			if quantized && s.DType == F16 && s.Layout == TileMajor && s.Shape[len(s.Shape)-1]%QuantBlock != 0 {
 				r.KeptF16 = append(r.KeptF16, s.Name)
 			}
 		}
+		elems := uint64(1)
+		for _, d := range s.Shape {
+			elems *= d
+		}
+		active := func(n uint64) uint64 { return n }
+		if len(s.Shape) == 3 && c.MoE.Experts > 0 {
+			active = func(n uint64) uint64 { return n * uint64(c.MoE.ExpertsPerToken) / uint64(c.MoE.Experts) }
+		}
 		if s.Name != SecEmbed {
-			r.DecodeWeightBytes += s.Size
+			r.DecodeWeightBytes += active(s.Size)
+		}
+		if s.Name != SecEmbed || !c.TieEmbeddings {
+			r.Parameters += elems
+			r.ActiveParameters += active(elems)
 		}
 		switch {
 		case s.Name == SecEmbed:
@@ -87,7 +106,7 @@ func Report(h *Header, seqs []int) MemoryReport {
 			r.LayersBytes += s.Size
 			if strings.HasPrefix(s.Name, "layers.0.") {
 				r.LayerBytes += s.Size
-				if len(s.Shape) == 2 {
+				if len(s.Shape) >= 2 {
 					r.LayerMatricesBytes += s.Size
 				}
 			}

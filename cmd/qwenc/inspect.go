@@ -37,14 +37,14 @@ func inspectCommand() *cli.Command {
 					return err
 				}
 			}
-			h, err := readHeader(c.Args().First())
+			h, version, err := readHeader(c.Args().First())
 			if err != nil {
 				return err
 			}
 			seqs = kvSeqs(os.Stderr, seqs, h.Config.MaxPositions)
 			rep := format.Report(h, seqs)
 			if c.Bool("json") {
-				return printJSON(os.Stdout, h, rep)
+				return printJSON(os.Stdout, h, version, rep)
 			}
 			printText(os.Stdout, h, rep)
 			return nil
@@ -53,27 +53,33 @@ func inspectCommand() *cli.Command {
 }
 
 // readHeader validates a file's header and directory without mapping it.
-func readHeader(path string) (*format.Header, error) {
+func readHeader(path string) (*format.Header, uint32, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
+		return nil, 0, fmt.Errorf("%s: not a regular file", path)
 	}
 	h, err := format.ReadHeader(f, st.Size())
 	if err == nil {
 		err = arch.Validate(h)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, 0, fmt.Errorf("%s: %w", path, err)
 	}
-	return h, nil
+	// ReadHeader has checked the preamble; this reads its version again.
+	pre := make([]byte, format.PreambleSize)
+	if _, err := f.ReadAt(pre, 0); err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", path, err)
+	}
+	p, err := format.ParsePreamble(pre)
+	return h, p.Version, err
 }
 
 // defaultSeqs are the lengths of the KV cache table: those of the design
@@ -125,20 +131,23 @@ type jsonSection struct {
 	CRC32C string   `json:"crc32c"`
 }
 
-func printJSON(w io.Writer, h *format.Header, rep format.MemoryReport) error {
+func printJSON(w io.Writer, h *format.Header, version uint32, rep format.MemoryReport) error {
 	c := h.Config
 	secs := make([]jsonSection, 0, len(h.Sections))
 	for _, s := range h.Sections {
 		secs = append(secs, jsonSection{s.Name, s.DType.String(), s.Layout.String(), s.Shape, s.Offset, s.Size, fmt.Sprintf("%08x", s.CRC)})
 	}
 	out := map[string]any{
-		"format_version": format.Version,
+		"format_version": version,
 		"config": map[string]any{
 			"model_type": c.ModelType, "hidden_size": c.Hidden, "intermediate_size": c.Intermediate,
 			"num_hidden_layers": c.Layers, "num_attention_heads": c.Heads, "num_key_value_heads": c.KVHeads,
 			"head_dim": c.HeadDim, "vocab_size": c.Vocab, "tie_word_embeddings": c.TieEmbeddings,
 			"max_position_embeddings": c.MaxPositions, "rope_theta": c.RopeTheta, "rms_norm_eps": c.RMSNormEps,
 			"qk_norm": c.QKNorm, "qkv_bias": c.QKVBias,
+			"num_experts": c.MoE.Experts, "num_experts_per_tok": c.MoE.ExpertsPerToken,
+			"moe_intermediate_size": c.MoE.ExpertWidth, "norm_topk_prob": c.MoE.NormTopK,
+			"sparse_layers": sparseLayers(&c),
 		},
 		"generation":  h.Generation,
 		"chat_family": h.ChatFamily,
@@ -172,6 +181,11 @@ func printText(w io.Writer, h *format.Header, rep format.MemoryReport) {
 		c.ModelType, c.Hidden, c.Intermediate, c.Layers, c.Heads, c.HeadDim, c.KVHeads, c.Vocab, tie)
 	fmt.Fprintf(w, "       rope_theta %g, rms_norm_eps %g, max positions %d, q/k norm %v, q/k/v bias %v\n",
 		c.RopeTheta, c.RMSNormEps, c.MaxPositions, c.QKNorm, c.QKVBias)
+	if m := c.MoE; m.Experts > 0 {
+		fmt.Fprintf(w, "experts: %d of width %d, %d per token, norm_topk_prob %v; sparse layers %v of %d (the others dense)\n",
+			m.Experts, m.ExpertWidth, m.ExpertsPerToken, m.NormTopK, sparseLayers(&c), c.Layers)
+	}
+	fmt.Fprintf(w, "parameters: %s total, %s active per token\n", count(rep.Parameters), count(rep.ActiveParameters))
 	g := h.Generation
 	fmt.Fprintf(w, "generation: eos %v, temperature %g, top_k %d, top_p %g, min_p %g, repetition_penalty %g\n",
 		g.EOS, g.Temperature, g.TopK, g.TopP, g.MinP, g.RepetitionPenalty)
@@ -214,7 +228,7 @@ func printText(w io.Writer, h *format.Header, rep format.MemoryReport) {
 		{"one layer (with norms)", rep.LayerBytes},
 		{fmt.Sprintf("%d layers", c.Layers), rep.LayersBytes},
 		{"total", rep.WeightsBytes},
-		{"read by one decode step", rep.DecodeWeightBytes},
+		{readByDecode(&c), rep.DecodeWeightBytes},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\t\n", r.what, size(r.bytes))
 	}
@@ -247,6 +261,32 @@ func printText(w io.Writer, h *format.Header, rep format.MemoryReport) {
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t\n", s.Seq, s.Chunks, size(s.PerLayerBytes), size(s.TotalBytes))
 	}
 	tw.Flush()
+}
+
+// sparseLayers lists the layers whose MLP is routed experts.
+func sparseLayers(c *format.Config) []int {
+	l := []int{}
+	for i, s := range c.MoE.Sparse {
+		if s {
+			l = append(l, i)
+		}
+	}
+	return l
+}
+
+func readByDecode(c *format.Config) string {
+	if c.MoE.Experts > 0 {
+		return fmt.Sprintf("read by one decode step (%d of %d experts)", c.MoE.ExpertsPerToken, c.MoE.Experts)
+	}
+	return "read by one decode step"
+}
+
+// count prints a parameter count exactly and in millions or billions.
+func count(n uint64) string {
+	if n >= 1e9 {
+		return fmt.Sprintf("%d (%.2fB)", n, float64(n)/1e9)
+	}
+	return fmt.Sprintf("%d (%.2fM)", n, float64(n)/1e6)
 }
 
 func orNone(s string) string {
