@@ -1,0 +1,184 @@
+package serve
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// completionRequest is OpenAI's legacy completion request.
+type completionRequest struct {
+	Model         string         `json:"model"`
+	Prompt        promptInput    `json:"prompt"`
+	Stream        bool           `json:"stream"`
+	StreamOptions *streamOptions `json:"stream_options"`
+	N             *int           `json:"n"`
+	MaxTokens     *int           `json:"max_tokens"`
+	Stop          stopList       `json:"stop"`
+	Logprobs      *int           `json:"logprobs"`
+	Echo          bool           `json:"echo"`
+	samplingFields
+}
+
+// promptInput is a completion prompt: text, or token ids; OpenAI's lists
+// of several prompts are refused, as n other than 1 is.
+type promptInput struct {
+	text string
+	ids  []int32
+	set  bool
+}
+
+func (p *promptInput) UnmarshalJSON(b []byte) error {
+	var text string
+	var texts []string
+	var ids []int32
+	var idLists [][]int32
+	switch {
+	case string(b) == "null":
+		return nil
+	case json.Unmarshal(b, &text) == nil:
+	case json.Unmarshal(b, &texts) == nil && len(texts) == 1:
+		text = texts[0]
+	case json.Unmarshal(b, &ids) == nil && len(ids) > 0:
+	case json.Unmarshal(b, &idLists) == nil && len(idLists) == 1:
+		ids = idLists[0]
+	default:
+		return &fieldError{"prompt", "want a string or a list of token ids (one prompt per request)"}
+	}
+	*p = promptInput{text: text, ids: ids, set: true}
+	return nil
+}
+
+type completion = response[completionChoice]
+
+type (
+	completionChoice struct {
+		Text         string              `json:"text"`
+		Index        int                 `json:"index"`
+		Logprobs     *completionLogprobs `json:"logprobs"`
+		FinishReason *string             `json:"finish_reason"`
+	}
+	// completionLogprobs is the legacy shape: parallel lists.
+	completionLogprobs struct {
+		Tokens        []string             `json:"tokens"`
+		TokenLogprobs []float32            `json:"token_logprobs"`
+		TopLogprobs   []map[string]float32 `json:"top_logprobs"`
+		TextOffset    []int                `json:"text_offset"`
+	}
+)
+
+// add appends the events' log-probabilities; offset is where the next
+// token's text starts.
+func (l *completionLogprobs) add(s *Server, evs []Event, offset *int) {
+	for _, ev := range evs {
+		tok := string(s.m.Tokenizer.TokenBytes(int(ev.Token)))
+		l.Tokens = append(l.Tokens, tok)
+		l.TokenLogprobs = append(l.TokenLogprobs, ev.Logprob)
+		top := map[string]float32{}
+		for _, t := range ev.Top {
+			top[string(s.m.Tokenizer.TokenBytes(int(t.Token)))] = t.Logprob
+		}
+		l.TopLogprobs = append(l.TopLogprobs, top)
+		l.TextOffset = append(l.TextOffset, *offset)
+		*offset += len(tok)
+	}
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {
+	var cr completionRequest
+	if e := decode(w, r, s.opts.MaxBody, &cr); e != nil {
+		return e
+	}
+	if e := s.checkModel(cr.Model); e != nil {
+		return e
+	}
+	// OpenAI's default for the legacy endpoint is 16 tokens.
+	req, e := s.openAIRequest(&cr.samplingFields, cr.N, cr.MaxTokens, "max_tokens", 16)
+	if e != nil {
+		return e
+	}
+	switch {
+	case cr.Echo:
+		return badRequest("echo", "echo is not supported")
+	case !cr.Prompt.set:
+		return badRequest("prompt", "you must provide a prompt")
+	case cr.Logprobs != nil && (*cr.Logprobs < 0 || *cr.Logprobs > 20):
+		return badRequest("logprobs", "logprobs %d is outside [0, 20]", *cr.Logprobs)
+	case cr.Logprobs != nil:
+		req.TopLogprobs = *cr.Logprobs
+	}
+	req.Prompt = cr.Prompt.ids
+	if req.Prompt == nil {
+		// As raw completion in qwenrun: added tokens in the text are
+		// recognised, as Hugging Face's tokenizer does.
+		for _, id := range s.m.Tokenizer.Encode(cr.Prompt.text, true) {
+			req.Prompt = append(req.Prompt, int32(id))
+		}
+	}
+	g, e := s.start(r.Context(), rl, req, rawText{s.m.Tokenizer.NewStreamDecoder()}, cr.Stop)
+	if e != nil {
+		return e
+	}
+	head := completion{ID: newID("cmpl"), Object: "text_completion", Created: time.Now().Unix(), Model: s.opts.Name}
+	var lps *completionLogprobs
+	offset := 0
+	var text strings.Builder
+	var ls *lineStream
+	if cr.Stream {
+		ls = startStream(w, true)
+	}
+	out, err := g.run(r.Context(), func(d delta) error {
+		if req.TopLogprobs >= 0 {
+			if lps == nil || ls != nil {
+				lps = &completionLogprobs{}
+			}
+			lps.add(s, d.Logprobs, &offset)
+		}
+		if ls == nil {
+			text.WriteString(d.Content)
+			return nil
+		}
+		head.Choices = []completionChoice{{Text: d.Content, Logprobs: lps}}
+		return ls.send(head)
+	})
+	if err != nil {
+		return nil // the client has gone
+	}
+	if ls == nil {
+		head.Choices = []completionChoice{{Text: text.String(), Logprobs: lps, FinishReason: &out.finish}}
+		head.Usage = usageOf(out.usage)
+		writeJSON(w, http.StatusOK, head)
+		return nil
+	}
+	var u *usage
+	if cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage {
+		u = usageOf(out.usage)
+	}
+	endStream(ls, head, completionChoice{FinishReason: &out.finish}, u)
+	return nil
+}
+
+type modelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+func (s *Server) modelObject() modelObject {
+	return modelObject{ID: s.opts.Name, Object: "model", Created: s.created.Unix(), OwnedBy: "qwenrun"}
+}
+
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []modelObject{s.modelObject()}})
+	return nil
+}
+
+func (s *Server) getModel(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
+	if e := s.checkModel(r.PathValue("model")); e != nil {
+		return e
+	}
+	writeJSON(w, http.StatusOK, s.modelObject())
+	return nil
+}

@@ -1,0 +1,193 @@
+package serve
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+)
+
+// openAIError is OpenAI's error shape, pointers to tell null from "".
+type openAIError struct {
+	Error *struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	} `json:"error"`
+}
+
+const hi = `"messages":[{"role":"user","content":"Hi"}]`
+
+func TestBadRequests(t *testing.T) {
+	ts := newTestServer(t, Options{}, ServerOptions{})
+	for _, c := range []struct {
+		body, param, msg string
+	}{
+		{`{"model":"tiny-a",` + hi, "", "malformed JSON"},
+		{`{"model":"tiny-a",` + hi + `} {}`, "", "more data after the JSON object"},
+		{``, "", "the request body is empty"},
+		{`[1,2]`, "", "want an object"},
+		{`{"model":"tiny-a","messages":"Hi"}`, "messages", "messages: want an array, got string"},
+		{`{"model":"tiny-a",` + hi + `,"temperature":"hot"}`, "temperature", "temperature: want a number, got string"},
+		{`{"model":"tiny-a",` + hi + `,"max_tokens":1.5}`, "max_tokens", "want an integer"},
+		{`{"model":"tiny-a",` + hi + `,"stream":"yes"}`, "stream", "want true or false"},
+		{`{"model":"tiny-a",` + hi + `,"stop":7}`, "stop", "stop: want a string or a list of strings"},
+		{`{"model":"tiny-a","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, "content", "reads text only"},
+		{`{"model":"tiny-a"}`, "messages", "messages must be a non-empty list"},
+		{`{"model":"tiny-a","messages":[]}`, "messages", "messages must be a non-empty list"},
+		{`{"model":"tiny-a","messages":[{"role":"robot","content":"Hi"}]}`, "messages[0].role", `unknown role "robot"`},
+		{`{"model":"tiny-a","messages":[{"role":"tool","content":"42"}]}`, "messages[0].role", `unknown role "tool"`},
+		{`{` + hi + `}`, "model", "you must provide a model parameter"},
+		{`{"model":"tiny-a",` + hi + `,"n":2}`, "n", "n must be 1"},
+		{`{"model":"tiny-a",` + hi + `,"temperature":-1}`, "temperature", "outside"},
+		{`{"model":"tiny-a",` + hi + `,"top_p":1.5}`, "top_p", "outside"},
+		{`{"model":"tiny-a",` + hi + `,"max_tokens":0}`, "max_tokens", "at least 1"},
+		{`{"model":"tiny-a",` + hi + `,"top_logprobs":3}`, "top_logprobs", "needs logprobs"},
+		{`{"model":"tiny-a",` + hi + `,"logprobs":true,"top_logprobs":21}`, "top_logprobs", "outside"},
+	} {
+		resp, body := ts.post(t, "/v1/chat/completions", c.body)
+		var e openAIError
+		unmarshal(t, body, &e)
+		param := ""
+		if e.Error != nil && e.Error.Param != nil {
+			param = *e.Error.Param
+		}
+		if resp.StatusCode != 400 || e.Error == nil || e.Error.Type != "invalid_request_error" || param != c.param ||
+			!strings.Contains(e.Error.Message, c.msg) {
+			t.Errorf("%s: %d %s; want 400, param %q, %q", c.body, resp.StatusCode, body, c.param, c.msg)
+		}
+	}
+	// Unknown fields are ignored, as OpenAI does.
+	resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1,"frobnicate":{"x":[1]},"user":"me"}`)
+	if resp.StatusCode != 200 {
+		t.Errorf("unknown fields: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestBodyLimit(t *testing.T) {
+	ts := newTestServer(t, Options{}, ServerOptions{MaxBody: 1024})
+	long := `{"model":"tiny-a","messages":[{"role":"user","content":"` + strings.Repeat("x", 2000) + `"}]}`
+	for _, path := range []string{"/v1/chat/completions", "/v1/completions"} {
+		if resp, body := ts.post(t, path, long); resp.StatusCode != 413 || !strings.Contains(body, "larger than 1024 bytes") {
+			t.Errorf("%s: %d %s", path, resp.StatusCode, body)
+		}
+	}
+}
+
+func TestPromptLongerThanContext(t *testing.T) {
+	ts := newTestServer(t, Options{Ctx: 64}, ServerOptions{})
+	long := strings.Repeat("word ", 100)
+	prompt, _, _ := greedyChat(t, ts, userMessage(long), true, 0)
+	want := "the prompt has " + itoa(len(prompt)) + " tokens, more than the context of 64"
+	for _, path := range []string{"/v1/chat/completions"} {
+		resp, body := ts.post(t, path, `{"model":"tiny-a","messages":[{"role":"user","content":"`+long+`"}]}`)
+		if resp.StatusCode != 400 || !strings.Contains(body, want) {
+			t.Errorf("%s: %d %s; want 400, %q", path, resp.StatusCode, body, want)
+		}
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// startLong starts a streaming chat that goes on until cancelled and
+// returns once its first chunk arrived.
+func startLong(t *testing.T, ts *testServer, ctx context.Context) *bufio.Reader {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, "POST", ts.url+"/v1/chat/completions",
+		strings.NewReader(`{"model":"tiny-a",`+hi+`,"stream":true,"temperature":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	return bufio.NewReader(resp.Body)
+}
+
+// TestQueueFull: beyond the running and the queued requests, 503 with
+// Retry-After; the refused request leaves the others alone.
+func TestQueueFull(t *testing.T) {
+	ts := newTestServer(t, Options{Parallel: 1, Queue: 1}, ServerOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	startLong(t, ts, ctx)
+	waitFor(t, func() bool { return ts.e.Stats().Active == 1 })
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		req, _ := http.NewRequestWithContext(ctx, "POST", ts.url+"/v1/chat/completions", strings.NewReader(`{"model":"tiny-a",`+hi+`}`))
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	})
+	waitFor(t, func() bool { return ts.e.Stats().Queued == 1 })
+	for _, path := range []string{"/v1/chat/completions"} {
+		resp, body := ts.post(t, path, `{"model":"tiny-a",`+hi+`}`)
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(body, "queue is full") {
+			t.Errorf("%s: %d, Retry-After %q, %s", path, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		}
+	}
+	cancel()
+	wg.Wait()
+	waitFor(t, func() bool { st := ts.e.Stats(); return st.Active == 0 && st.Queued == 0 })
+}
+
+// TestClientDisconnect: a client that leaves mid-stream frees its slot
+// within a step, is logged as 499, and the server goes on serving.
+func TestClientDisconnect(t *testing.T) {
+	ts := newTestServer(t, Options{Parallel: 1}, ServerOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	r := startLong(t, ts, ctx)
+	for range 4 {
+		if _, err := r.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	waitFor(t, func() bool { return ts.e.Stats().Active == 0 })
+	resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":2}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("after a disconnect: %d %s", resp.StatusCode, body)
+	}
+	waitFor(t, func() bool { return strings.Contains(ts.log.String(), "POST /v1/chat/completions 499") })
+	if _, m := ts.get(t, "/metrics"); !strings.Contains(m, `qwenrun_requests_total{endpoint="/v1/chat/completions",status="499"} 1`) {
+		t.Errorf("the metrics do not count the 499")
+	}
+}
+
+func TestAPIKey(t *testing.T) {
+	ts := newTestServer(t, Options{}, ServerOptions{APIKey: "s3cret"})
+	for _, auth := range []string{"", "Bearer wrong", "Bearer s3cret2", "s3cret", "Basic s3cret"} {
+		resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1}`, "Authorization", auth)
+		var e openAIError
+		unmarshal(t, body, &e)
+		if resp.StatusCode != 401 || e.Error == nil || e.Error.Code == nil || *e.Error.Code != "invalid_api_key" ||
+			resp.Header.Get("WWW-Authenticate") != "Bearer" {
+			t.Errorf("Authorization %q: %d %s", auth, resp.StatusCode, body)
+		}
+	}
+	if resp, _ := ts.get(t, "/health"); resp.StatusCode != 200 {
+		t.Errorf("/health without the key: %d", resp.StatusCode)
+	}
+	c := ts.client(option.WithAPIKey("s3cret"))
+	if _, err := c.Chat.Completions.New(context.Background(), chatParams(1)); err != nil {
+		t.Errorf("with the key: %v", err)
+	}
+	c = ts.client()
+	var apiErr *openai.Error
+	if _, err := c.Models.List(context.Background()); err == nil || !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
+		t.Errorf("the client without the key: %v", err)
+	}
+}

@@ -1,0 +1,87 @@
+package serve
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are one server's Prometheus metrics, in a registry of its own:
+// two servers in one process (tests do that) never share counters.
+type metrics struct {
+	reg       *prometheus.Registry
+	handler   http.Handler
+	requests  *prometheus.CounterVec
+	prompt    prometheus.Counter
+	cached    prometheus.Counter
+	generated prometheus.Counter
+	ttft      prometheus.Histogram
+	itl       prometheus.Histogram
+}
+
+func newMetrics(e *Engine) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qwenrun_requests_total",
+			Help: "HTTP requests by endpoint and status (499: the client left before the end of the answer)."},
+			[]string{"endpoint", "status"}),
+		prompt: prometheus.NewCounter(prometheus.CounterOpts{Name: "qwenrun_prompt_tokens_total",
+			Help: "Prompt tokens of finished generations."}),
+		cached: prometheus.NewCounter(prometheus.CounterOpts{Name: "qwenrun_prompt_cached_tokens_total",
+			Help: "Prompt tokens whose KV cache came from an earlier conversation."}),
+		generated: prometheus.NewCounter(prometheus.CounterOpts{Name: "qwenrun_generated_tokens_total",
+			Help: "Generated tokens of finished generations."}),
+		ttft: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "qwenrun_time_to_first_token_seconds",
+			Help: "Time from a request's arrival to its first generated token.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 15)}),
+		itl: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "qwenrun_inter_token_latency_seconds",
+			Help: "Time between two generated tokens of one request.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+	}
+	m.reg.MustRegister(m.requests, m.prompt, m.cached, m.generated, m.ttft, m.itl, newEngineCollector(e),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return m
+}
+
+func (m *metrics) serve(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
+	m.handler.ServeHTTP(w, r)
+	return nil
+}
+
+func (m *metrics) countTokens(u Usage) {
+	m.prompt.Add(float64(u.PromptTokens))
+	m.cached.Add(float64(u.CachedTokens))
+	m.generated.Add(float64(u.CompletionTokens))
+}
+
+// engineCollector reports the engine's load from one Stats snapshot per
+// scrape, so the figures are consistent with each other.
+type engineCollector struct {
+	e                        *Engine
+	active, queued, kv, kept *prometheus.Desc
+}
+
+func newEngineCollector(e *Engine) *engineCollector {
+	return &engineCollector{e: e,
+		active: prometheus.NewDesc("qwenrun_active_conversations", "Conversations decoding or prefilling.", nil, nil),
+		queued: prometheus.NewDesc("qwenrun_queued_requests", "Requests waiting for a free slot.", nil, nil),
+		kv:     prometheus.NewDesc("qwenrun_kv_cache_bytes", "KV cache bytes of the active conversations.", nil, nil),
+		kept:   prometheus.NewDesc("qwenrun_prefix_cache_bytes", "KV cache bytes kept of finished conversations for prefix reuse.", nil, nil),
+	}
+}
+
+func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.active
+	ch <- c.queued
+	ch <- c.kv
+	ch <- c.kept
+}
+
+func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.e.Stats()
+	ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(st.Active))
+	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.Queued))
+	ch <- prometheus.MustNewConstMetric(c.kv, prometheus.GaugeValue, float64(st.KVBytes))
+	ch <- prometheus.MustNewConstMetric(c.kept, prometheus.GaugeValue, float64(st.CachedBytes))
+}

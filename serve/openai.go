@@ -1,0 +1,341 @@
+package serve
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/qwenc/qwenc/chat"
+)
+
+// chatRequest is OpenAI's chat completion request, with vLLM's
+// chat_template_kwargs.
+type chatRequest struct {
+	Model               string         `json:"model"`
+	Messages            []chatMessage  `json:"messages"`
+	Stream              bool           `json:"stream"`
+	StreamOptions       *streamOptions `json:"stream_options"`
+	N                   *int           `json:"n"`
+	MaxTokens           *int           `json:"max_tokens"`
+	MaxCompletionTokens *int           `json:"max_completion_tokens"`
+	Stop                stopList       `json:"stop"`
+	Logprobs            bool           `json:"logprobs"`
+	TopLogprobs         *int           `json:"top_logprobs"`
+	ChatTemplateKwargs  struct {
+		EnableThinking *bool `json:"enable_thinking"`
+	} `json:"chat_template_kwargs"`
+	samplingFields
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type chatMessage struct {
+	Role             string      `json:"role"`
+	Content          textContent `json:"content"`
+	ReasoningContent string      `json:"reasoning_content"`
+}
+
+// textContent is a message's content: a string, null, or a list of
+// content parts of which only text is supported.
+type textContent string
+
+func (c *textContent) UnmarshalJSON(b []byte) error {
+	var s *string
+	if json.Unmarshal(b, &s) == nil {
+		if s != nil {
+			*c = textContent(*s)
+		}
+		return nil
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(b, &parts); err != nil {
+		return &fieldError{"content", "want a string or a list of content parts"}
+	}
+	var sb strings.Builder
+	for _, p := range parts {
+		if p.Type != "text" || p.Text == nil {
+			return &fieldError{"content", fmt.Sprintf("a content part of type %q: this model reads text only", p.Type)}
+		}
+		sb.WriteString(*p.Text)
+	}
+	*c = textContent(sb.String())
+	return nil
+}
+
+// response is OpenAI's answer object, or a chunk of a streamed one: a
+// chat completion with C a chatChoice, a completion with completionChoice.
+type response[C any] struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	Model   string `json:"model"`
+	Choices []C    `json:"choices"`
+	Usage   *usage `json:"usage,omitempty"`
+}
+
+// endStream sends a stream's last choice, its usage if asked, and [DONE].
+func endStream[C any](ls *lineStream, head response[C], last C, u *usage) {
+	head.Choices = []C{last}
+	if ls.send(head) != nil {
+		return
+	}
+	if u != nil {
+		head.Choices, head.Usage = []C{}, u
+		if ls.send(head) != nil {
+			return
+		}
+	}
+	ls.raw("[DONE]")
+}
+
+type chatCompletion = response[chatChoice]
+
+// OpenAI's chat responses.
+type (
+	chatChoice struct {
+		Index        int           `json:"index"`
+		Message      *chatOut      `json:"message,omitempty"`
+		Delta        *chatOut      `json:"delta,omitempty"`
+		Logprobs     *chatLogprobs `json:"logprobs"`
+		FinishReason *string       `json:"finish_reason"`
+	}
+	chatOut struct {
+		Role             string  `json:"role,omitempty"`
+		Content          *string `json:"content,omitempty"`
+		ReasoningContent string  `json:"reasoning_content,omitempty"`
+	}
+	chatLogprobs struct {
+		Content []tokenLogprob `json:"content"`
+		Refusal []tokenLogprob `json:"refusal"`
+	}
+	tokenLogprob struct {
+		topLogprob
+		TopLogprobs []topLogprob `json:"top_logprobs"`
+	}
+	topLogprob struct {
+		Token   string  `json:"token"`
+		Logprob float32 `json:"logprob"`
+		Bytes   []int   `json:"bytes"`
+	}
+	usage struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		TotalTokens         int `json:"total_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+	}
+)
+
+func usageOf(u Usage) *usage {
+	out := &usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
+	out.PromptTokensDetails.CachedTokens = u.CachedTokens
+	return out
+}
+
+func newID(prefix string) string {
+	return fmt.Sprintf("%s-%016x%08x", prefix, rand.Uint64(), rand.Uint32())
+}
+
+// checkModel accepts the served model's name only.
+func (s *Server) checkModel(name string) *apiError {
+	switch name {
+	case "":
+		return badRequest("model", "you must provide a model parameter")
+	case s.opts.Name:
+		return nil
+	}
+	return &apiError{status: http.StatusNotFound, param: "model", code: "model_not_found",
+		msg: fmt.Sprintf("the model %q does not exist: this server runs %q", name, s.opts.Name)}
+}
+
+// openAIRequest is what the chat and completion requests share.
+func (s *Server) openAIRequest(f *samplingFields, n, maxTokens *int, maxName string, def int) (Request, *apiError) {
+	if n != nil && *n != 1 {
+		return Request{}, badRequest("n", "n must be 1: one answer per request")
+	}
+	params, e := f.params(s.m.File.Header.Generation)
+	if e != nil {
+		return Request{}, e
+	}
+	req := Request{Params: params, MaxTokens: def, Stop: s.stopIDs, TopLogprobs: -1}
+	if maxTokens != nil {
+		if *maxTokens < 1 {
+			return Request{}, badRequest(maxName, "%s %d must be at least 1", maxName, *maxTokens)
+		}
+		req.MaxTokens = *maxTokens
+	}
+	return req, nil
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {
+	var cr chatRequest
+	if e := decode(w, r, s.opts.MaxBody, &cr); e != nil {
+		return e
+	}
+	if e := s.checkModel(cr.Model); e != nil {
+		return e
+	}
+	maxTokens, maxName := cr.MaxTokens, "max_tokens"
+	if cr.MaxCompletionTokens != nil {
+		maxTokens, maxName = cr.MaxCompletionTokens, "max_completion_tokens"
+	}
+	req, e := s.openAIRequest(&cr.samplingFields, cr.N, maxTokens, maxName, -1)
+	if e != nil {
+		return e
+	}
+	switch t := cr.TopLogprobs; {
+	case t != nil && (*t < 0 || *t > 20):
+		return badRequest("top_logprobs", "top_logprobs %d is outside [0, 20]", *t)
+	case cr.Logprobs && t != nil:
+		req.TopLogprobs = *t
+	case cr.Logprobs:
+		req.TopLogprobs = 0
+	case t != nil && *t > 0:
+		return badRequest("top_logprobs", "top_logprobs needs logprobs: true")
+	}
+	msgs, e := chatMessages(cr.Messages)
+	if e != nil {
+		return e
+	}
+	think := cr.ChatTemplateKwargs.EnableThinking == nil || *cr.ChatTemplateKwargs.EnableThinking
+	if req.Prompt, e = s.chatPrompt(msgs, think); e != nil {
+		return e
+	}
+	g, e := s.start(r.Context(), rl, req, chat.NewSplitter(s.m.Tokenizer, false), cr.Stop)
+	if e != nil {
+		return e
+	}
+	s.answerChat(w, r, g, cr.Stream, cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage)
+	return nil
+}
+
+// answerChat answers with one chat.completion, or streams chunks.
+func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, g *generation, stream, withUsage bool) {
+	head := chatCompletion{ID: newID("chatcmpl"), Created: time.Now().Unix(), Model: s.opts.Name}
+	if stream {
+		s.streamChat(w, r, g, head, withUsage)
+		return
+	}
+	var content, reasoning strings.Builder
+	var lps *chatLogprobs
+	if g.asm.logprobs {
+		lps = &chatLogprobs{Content: []tokenLogprob{}}
+	}
+	out, err := g.run(r.Context(), func(d delta) error {
+		content.WriteString(d.Content)
+		reasoning.WriteString(d.Reasoning)
+		if lps != nil {
+			lps.Content = append(lps.Content, s.logprobsOf(d.Logprobs)...)
+		}
+		return nil
+	})
+	if err != nil {
+		return // the client has gone
+	}
+	text := content.String()
+	head.Object = "chat.completion"
+	head.Choices = []chatChoice{{Message: &chatOut{Role: "assistant", Content: &text, ReasoningContent: reasoning.String()},
+		Logprobs: lps, FinishReason: &out.finish}}
+	head.Usage = usageOf(out.usage)
+	writeJSON(w, http.StatusOK, head)
+}
+
+// streamChat sends chat.completion.chunk events: the role, the text as
+// it comes, the finish reason, the usage if asked, and [DONE].
+func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *generation, head chatCompletion, withUsage bool) {
+	head.Object = "chat.completion.chunk"
+	ls := startStream(w, true)
+	chunk := func(c chatChoice) error {
+		head.Choices = []chatChoice{c}
+		return ls.send(head)
+	}
+	empty := ""
+	if chunk(chatChoice{Delta: &chatOut{Role: "assistant", Content: &empty}}) != nil {
+		g.rl.clientGone = true
+		g.cancel()
+		return
+	}
+	out, err := g.run(r.Context(), func(d delta) error {
+		c := chatChoice{Delta: &chatOut{ReasoningContent: d.Reasoning}}
+		if d.Content != "" {
+			c.Delta.Content = &d.Content
+		}
+		if g.asm.logprobs {
+			c.Logprobs = &chatLogprobs{Content: s.logprobsOf(d.Logprobs)}
+		}
+		return chunk(c)
+	})
+	if err != nil {
+		return
+	}
+	var u *usage
+	if withUsage {
+		u = usageOf(out.usage)
+	}
+	endStream(ls, head, chatChoice{Delta: &chatOut{}, FinishReason: &out.finish}, u)
+}
+
+// logprobsOf gives the events' log-probabilities in OpenAI's shape.
+func (s *Server) logprobsOf(evs []Event) []tokenLogprob {
+	out := make([]tokenLogprob, 0, len(evs))
+	for _, ev := range evs {
+		lp := tokenLogprob{topLogprob: s.tokenLogprob(ev.Token, ev.Logprob), TopLogprobs: make([]topLogprob, 0, len(ev.Top))}
+		for _, t := range ev.Top {
+			lp.TopLogprobs = append(lp.TopLogprobs, s.tokenLogprob(t.Token, t.Logprob))
+		}
+		out = append(out, lp)
+	}
+	return out
+}
+
+func (s *Server) tokenLogprob(id int32, lp float32) topLogprob {
+	b := s.m.Tokenizer.TokenBytes(int(id))
+	ints := make([]int, len(b))
+	for i, c := range b {
+		ints[i] = int(c)
+	}
+	return topLogprob{Token: string(b), Logprob: lp, Bytes: ints}
+}
+
+// chatMessages checks the roles; "developer" is OpenAI's newer name for
+// the system role.
+func chatMessages(in []chatMessage) ([]chat.Message, *apiError) {
+	if len(in) == 0 {
+		return nil, badRequest("messages", "messages must be a non-empty list")
+	}
+	out := make([]chat.Message, len(in))
+	for i, m := range in {
+		role := m.Role
+		switch role {
+		case "developer":
+			role = "system"
+		case "system", "user", "assistant":
+		default:
+			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d]: unknown role %q: want system, user or assistant", i, m.Role)
+		}
+		out[i] = chat.Message{Role: role, Content: string(m.Content), Reasoning: m.ReasoningContent}
+	}
+	return out, nil
+}
+
+// chatPrompt renders and tokenizes a conversation, message text always
+// as plain text, so ChatML markers typed by a user stay text.
+func (s *Server) chatPrompt(msgs []chat.Message, think bool) ([]int32, *apiError) {
+	if !s.hasChat {
+		return nil, badRequest("messages", "this model has no chat template: use raw completion (/v1/completions)")
+	}
+	ids, err := chat.Encode(s.m.Tokenizer, chat.Render(s.family, msgs, true, think))
+	if err != nil {
+		return nil, &apiError{status: http.StatusInternalServerError, msg: err.Error()}
+	}
+	return ids, nil
+}

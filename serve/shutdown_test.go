@@ -1,0 +1,71 @@
+package serve
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestServeShutdown: when Serve's context ends, new connections are
+// refused and running streams end within the grace period with a final
+// chunk; Serve then returns without an error.
+func TestServeShutdown(t *testing.T) {
+	m := openModel(t, tinyPath(t))
+	e := newEngine(t, m, Options{Parallel: 2})
+	s, err := NewServer(e, ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln, 200*time.Millisecond) }()
+
+	open := func(path, body string) *bufio.Reader {
+		resp, err := http.Post(url+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		r := bufio.NewReader(resp.Body)
+		if _, err := r.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	oa := open("/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"stream":true}`)
+	waitFor(t, func() bool { return e.Stats().Active == 1 })
+	stop()
+	rest, err := io.ReadAll(oa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := sseEvents(t, string(rest))
+	if n := len(events); n < 2 || events[n-1] != "[DONE]" || !strings.Contains(events[n-2], `"finish_reason":"length"`) {
+		t.Errorf("the OpenAI stream ends with %q", events[max(0, n-2):])
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Serve did not return")
+	}
+	if _, err := http.Get(url + "/health"); err == nil {
+		t.Error("a request after the shutdown was answered")
+	}
+	if _, err := e.Submit(context.Background(), Request{Prompt: []int32{1}}); !errors.Is(err, ErrClosed) {
+		t.Errorf("the engine after Serve: %v", err)
+	}
+}

@@ -1,0 +1,202 @@
+package serve
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+)
+
+// apiError is an answer other than success, written in OpenAI's shape
+// {"error": {"message", "type", "param", "code"}}.
+type apiError struct {
+	status     int
+	msg        string
+	param      string // the request field at fault, if one is
+	code       string
+	retryAfter int // seconds; > 0 sets Retry-After
+}
+
+func badRequest(param, format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, param: param, msg: fmt.Sprintf(format, args...)}
+}
+
+// errorType is OpenAI's error type for a status: OpenAI gives
+// invalid_request_error for a bad key and an unknown model too.
+func errorType(status int) string {
+	if status >= 500 {
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+func writeError(w http.ResponseWriter, r *http.Request, e *apiError) {
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", fmt.Sprint(e.retryAfter))
+	}
+	body := struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	}{Message: e.msg, Type: errorType(e.status)}
+	if e.param != "" {
+		body.Param = &e.param
+	}
+	if e.code != "" {
+		body.Code = &e.code
+	}
+	writeJSON(w, e.status, map[string]any{"error": body})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Every value written here is built by this package from
+		// marshalable types; failing is a bug, reported as one.
+		status, b = http.StatusInternalServerError, []byte(`{"error":"encoding the response failed"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// decode reads a JSON request body of at most max bytes into dst.
+// Unknown fields are ignored, as OpenAI does.
+func decode(w http.ResponseWriter, r *http.Request, max int64, dst any) *apiError {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, max))
+	err := dec.Decode(dst)
+	if err == nil {
+		if _, err = dec.Token(); err == io.EOF {
+			return nil
+		} else if err == nil {
+			err = errors.New("more data after the JSON object")
+		}
+	}
+	var tooBig *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	var syntax *json.SyntaxError
+	var field *fieldError
+	switch {
+	case errors.As(err, &tooBig):
+		return &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("the request body is larger than %d bytes", tooBig.Limit)}
+	case errors.As(err, &typeErr):
+		// The path names an embedded struct by its Go name; the client
+		// knows only the JSON field.
+		param := strings.ReplaceAll(typeErr.Field, "samplingFields.", "")
+		what := param
+		if what == "" {
+			what = "the request body"
+		}
+		return badRequest(param, "%s: want %s, got %s", what, jsonKind(typeErr.Type), typeErr.Value)
+	case errors.As(err, &field):
+		return badRequest(field.field, "%v", field)
+	case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("", "malformed JSON: %v", err)
+	case err == io.EOF:
+		return badRequest("", "the request body is empty: want a JSON object")
+	}
+	return badRequest("", "invalid request: %v", err)
+}
+
+// jsonKind names the JSON type a Go type is decoded from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "an object"
+}
+
+// fieldError is a request field with a value of the wrong shape, found
+// by the field's own UnmarshalJSON.
+type fieldError struct{ field, msg string }
+
+func (e *fieldError) Error() string { return e.field + ": " + e.msg }
+
+// maxStops bounds the stop strings of a request: each is searched for
+// after every token.
+const maxStops = 16
+
+// stopList is a stop field: a string, a list of strings, or null. Empty
+// strings are dropped: they would match before anything.
+type stopList []string
+
+func (l *stopList) UnmarshalJSON(b []byte) error {
+	var one string
+	var many []string
+	switch {
+	case string(b) == "null":
+		*l = nil
+		return nil
+	case json.Unmarshal(b, &one) == nil:
+		many = []string{one}
+	case json.Unmarshal(b, &many) != nil:
+		return &fieldError{"stop", "want a string or a list of strings"}
+	}
+	*l = (*l)[:0]
+	for _, s := range many {
+		if s != "" {
+			*l = append(*l, s)
+		}
+	}
+	if len(*l) > maxStops {
+		return &fieldError{"stop", fmt.Sprintf("%d strings, at most %d", len(*l), maxStops)}
+	}
+	return nil
+}
+
+// lineStream writes a streamed answer: one JSON object per event, as
+// Server-Sent Events ("data: {...}\n\n") or as JSON lines.
+type lineStream struct {
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	prefix string
+	suffix string
+}
+
+// startStream sends the headers of a streamed answer.
+func startStream(w http.ResponseWriter, sse bool) *lineStream {
+	ls := &lineStream{w: w, rc: http.NewResponseController(w), suffix: "\n"}
+	if sse {
+		ls.prefix, ls.suffix = "data: ", "\n\n"
+		w.Header().Set("Content-Type", "text/event-stream")
+	} else {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+	}
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no") // proxies must not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	ls.rc.Flush()
+	return ls
+}
+
+// send writes one event and flushes it to the client.
+func (ls *lineStream) send(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encoding an event: %w", err)
+	}
+	return ls.raw(string(b))
+}
+
+func (ls *lineStream) raw(s string) error {
+	if _, err := io.WriteString(ls.w, ls.prefix+s+ls.suffix); err != nil {
+		return err
+	}
+	return ls.rc.Flush()
+}
