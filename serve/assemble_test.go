@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"encoding/json"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -136,5 +137,40 @@ func TestChatAnswerReasoning(t *testing.T) {
 	unmarshal(t, rec.Body.String(), &res)
 	if m := res.Choices[0].Message; m["reasoning_content"] != reasoning || m["content"] != content || m["role"] != "assistant" {
 		t.Errorf("message %q", m)
+	}
+}
+
+// TestOllamaAnswerThinking: Ollama's thinking field, in /api/chat's
+// message and in /api/generate's object.
+func TestOllamaAnswerThinking(t *testing.T) {
+	ts := newTestServer(t, Options{}, ServerOptions{})
+	ids, reasoning, content := thinkingAnswer(t, ts.e.Model().Tokenizer)
+	for _, isChat := range []bool{true, false} {
+		rec := httptest.NewRecorder()
+		ts.ollamaAnswer(rec, httptest.NewRequest("POST", "/api/chat", nil), forced(ts, ids, nil, false), true, isChat)
+		var th, c strings.Builder
+		lines := strings.Split(strings.TrimSpace(rec.Body.String()), "\n")
+		for _, line := range lines {
+			var o struct {
+				Message  *ollamaOut `json:"message"`
+				Response *string    `json:"response"`
+				Thinking string     `json:"thinking"`
+			}
+			unmarshal(t, line, &o)
+			if isChat {
+				th.WriteString(o.Message.Thinking)
+				c.WriteString(o.Message.Content)
+			} else {
+				th.WriteString(o.Thinking)
+				c.WriteString(*o.Response)
+			}
+		}
+		if th.String() != reasoning || c.String() != content {
+			t.Errorf("chat %v: thinking %q, content %q", isChat, th.String(), c.String())
+		}
+		var last map[string]any
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last["done"] != true || last["done_reason"] != "stop" {
+			t.Errorf("chat %v: last line %s", isChat, lines[len(lines)-1])
+		}
 	}
 }

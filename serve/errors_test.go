@@ -70,12 +70,28 @@ func TestBadRequests(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Errorf("unknown fields: %d %s", resp.StatusCode, body)
 	}
+	// Ollama's shape under /api/.
+	for _, c := range []struct{ body, msg string }{
+		{`{"model":`, "malformed JSON"},
+		{`{"model":"tiny-a","messages":[{"role":"user","content":1}]}`, "messages.content: want a string, got number"},
+		{`{"model":"tiny-a","messages":[{"role":"robot","content":"Hi"}]}`, `unknown role "robot"`},
+		{`{"model":"tiny-a",` + hi + `,"think":"maybe"}`, "think: want true, false"},
+		{`{"model":"tiny-a",` + hi + `,"options":{"top_k":-3}}`, "top_k -3 is less than 0"},
+		{`{` + hi + `}`, "model is required"},
+	} {
+		resp, body := ts.post(t, "/api/chat", c.body)
+		var e struct{ Error string }
+		unmarshal(t, body, &e)
+		if resp.StatusCode != 400 || !strings.Contains(e.Error, c.msg) {
+			t.Errorf("/api/chat %s: %d %s; want 400, %q", c.body, resp.StatusCode, body, c.msg)
+		}
+	}
 }
 
 func TestBodyLimit(t *testing.T) {
 	ts := newTestServer(t, Options{}, ServerOptions{MaxBody: 1024})
 	long := `{"model":"tiny-a","messages":[{"role":"user","content":"` + strings.Repeat("x", 2000) + `"}]}`
-	for _, path := range []string{"/v1/chat/completions", "/v1/completions"} {
+	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/api/chat", "/api/generate"} {
 		if resp, body := ts.post(t, path, long); resp.StatusCode != 413 || !strings.Contains(body, "larger than 1024 bytes") {
 			t.Errorf("%s: %d %s", path, resp.StatusCode, body)
 		}
@@ -87,7 +103,7 @@ func TestPromptLongerThanContext(t *testing.T) {
 	long := strings.Repeat("word ", 100)
 	prompt, _, _ := greedyChat(t, ts, userMessage(long), true, 0)
 	want := "the prompt has " + itoa(len(prompt)) + " tokens, more than the context of 64"
-	for _, path := range []string{"/v1/chat/completions"} {
+	for _, path := range []string{"/v1/chat/completions", "/api/chat"} {
 		resp, body := ts.post(t, path, `{"model":"tiny-a","messages":[{"role":"user","content":"`+long+`"}]}`)
 		if resp.StatusCode != 400 || !strings.Contains(body, want) {
 			t.Errorf("%s: %d %s; want 400, %q", path, resp.StatusCode, body, want)
@@ -133,7 +149,7 @@ func TestQueueFull(t *testing.T) {
 		}
 	})
 	waitFor(t, func() bool { return ts.e.Stats().Queued == 1 })
-	for _, path := range []string{"/v1/chat/completions"} {
+	for _, path := range []string{"/v1/chat/completions", "/api/chat"} {
 		resp, body := ts.post(t, path, `{"model":"tiny-a",`+hi+`}`)
 		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(body, "queue is full") {
 			t.Errorf("%s: %d, Retry-After %q, %s", path, resp.StatusCode, resp.Header.Get("Retry-After"), body)
@@ -177,6 +193,9 @@ func TestAPIKey(t *testing.T) {
 			resp.Header.Get("WWW-Authenticate") != "Bearer" {
 			t.Errorf("Authorization %q: %d %s", auth, resp.StatusCode, body)
 		}
+	}
+	if resp, body := ts.get(t, "/api/tags"); resp.StatusCode != 401 || !strings.HasPrefix(body, `{"error":"a valid API key`) {
+		t.Errorf("/api/tags without the key: %d %s", resp.StatusCode, body)
 	}
 	if resp, _ := ts.get(t, "/health"); resp.StatusCode != 200 {
 		t.Errorf("/health without the key: %d", resp.StatusCode)

@@ -27,8 +27,8 @@ const DefaultMaxBody = 8 << 20
 
 // ServerOptions configure a Server.
 type ServerOptions struct {
-	// Name is the model's name in requests and responses (default: the
-	// .qbin file's base name without its extension).
+	// Name is the model's name in both protocols (default: the .qbin
+	// file's base name without its extension).
 	Name string
 	// APIKey, when set, must come with every request but /health, as
 	// "Authorization: Bearer KEY".
@@ -39,7 +39,7 @@ type ServerOptions struct {
 	MaxBody int64
 }
 
-// Server answers the OpenAI protocol with an Engine.
+// Server answers the OpenAI and Ollama protocols with an Engine.
 type Server struct {
 	e       *Engine
 	m       *runtime.Model
@@ -100,6 +100,10 @@ func (s *Server) Handler() http.Handler {
 	s.handle(mux, "POST /v1/completions", s.completions)
 	s.handle(mux, "GET /v1/models", s.listModels)
 	s.handle(mux, "GET /v1/models/{model}", s.getModel)
+	s.handle(mux, "POST /api/chat", s.ollamaChat)
+	s.handle(mux, "POST /api/generate", s.ollamaGenerate)
+	s.handle(mux, "GET /api/tags", s.ollamaTags)
+	s.handle(mux, "GET /api/version", s.ollamaVersion)
 	s.handle(mux, "GET /health", s.health)
 	s.handle(mux, "GET /metrics", s.metrics.serve)
 	s.handle(mux, "GET /{$}", s.root)
@@ -205,6 +209,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiE
 }
 
 func (s *Server) root(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
+	// Ollama answers / with 200 and "Ollama is running"; some clients probe it.
 	io.WriteString(w, "qwenrun is running\n")
 	return nil
 }

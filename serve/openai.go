@@ -150,7 +150,7 @@ func (s *Server) checkModel(name string) *apiError {
 	switch name {
 	case "":
 		return badRequest("model", "you must provide a model parameter")
-	case s.opts.Name:
+	case s.opts.Name, s.opts.Name + ":latest": // the name /api/tags gives
 		return nil
 	}
 	return &apiError{status: http.StatusNotFound, param: "model", code: "model_not_found",
@@ -331,7 +331,7 @@ func chatMessages(in []chatMessage) ([]chat.Message, *apiError) {
 // as plain text, so ChatML markers typed by a user stay text.
 func (s *Server) chatPrompt(msgs []chat.Message, think bool) ([]int32, *apiError) {
 	if !s.hasChat {
-		return nil, badRequest("messages", "this model has no chat template: use raw completion (/v1/completions)")
+		return nil, badRequest("messages", "this model has no chat template: use raw completion (/v1/completions, or /api/generate with raw)")
 	}
 	ids, err := chat.Encode(s.m.Tokenizer, chat.Render(s.family, msgs, true, think))
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 
 // TestServeShutdown: when Serve's context ends, new connections are
 // refused and running streams end within the grace period with a final
-// chunk; Serve then returns without an error.
+// chunk, in both protocols; Serve then returns without an error.
 func TestServeShutdown(t *testing.T) {
 	m := openModel(t, tinyPath(t))
 	e := newEngine(t, m, Options{Parallel: 2})
@@ -44,7 +44,8 @@ func TestServeShutdown(t *testing.T) {
 		return r
 	}
 	oa := open("/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"stream":true}`)
-	waitFor(t, func() bool { return e.Stats().Active == 1 })
+	ol := open("/api/chat", `{"model":"tiny-a",`+hi+`}`)
+	waitFor(t, func() bool { return e.Stats().Active == 2 })
 	stop()
 	rest, err := io.ReadAll(oa)
 	if err != nil {
@@ -53,6 +54,14 @@ func TestServeShutdown(t *testing.T) {
 	events := sseEvents(t, string(rest))
 	if n := len(events); n < 2 || events[n-1] != "[DONE]" || !strings.Contains(events[n-2], `"finish_reason":"length"`) {
 		t.Errorf("the OpenAI stream ends with %q", events[max(0, n-2):])
+	}
+	rest, err = io.ReadAll(ol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := ollamaLines(t, string(rest))
+	if last := lines[len(lines)-1]; !last.Done || last.DoneReason != "length" || last.EvalCount == nil {
+		t.Errorf("the Ollama stream ends with %+v", last)
 	}
 	select {
 	case err := <-served:

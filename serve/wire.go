@@ -10,8 +10,9 @@ import (
 	"strings"
 )
 
-// apiError is an answer other than success, written in OpenAI's shape
-// {"error": {"message", "type", "param", "code"}}.
+// apiError is an answer other than success. It is written in OpenAI's
+// shape {"error": {"message", "type", "param", "code"}}, or in Ollama's
+// {"error": "message"} under /api/.
 type apiError struct {
 	status     int
 	msg        string
@@ -36,6 +37,10 @@ func errorType(status int) string {
 func writeError(w http.ResponseWriter, r *http.Request, e *apiError) {
 	if e.retryAfter > 0 {
 		w.Header().Set("Retry-After", fmt.Sprint(e.retryAfter))
+	}
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		writeJSON(w, e.status, map[string]string{"error": e.msg})
+		return
 	}
 	body := struct {
 		Message string  `json:"message"`
@@ -65,7 +70,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // decode reads a JSON request body of at most max bytes into dst.
-// Unknown fields are ignored, as OpenAI does.
+// Unknown fields are ignored, as OpenAI and Ollama do.
 func decode(w http.ResponseWriter, r *http.Request, max int64, dst any) *apiError {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, max))
 	err := dec.Decode(dst)

@@ -1,0 +1,178 @@
+package serve
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/qwenc/qwenc/chat"
+)
+
+// ollamaLine is one object of an Ollama answer.
+type ollamaLine struct {
+	Model      string `json:"model"`
+	CreatedAt  string `json:"created_at"`
+	Message    *struct{ Role, Content, Thinking string }
+	Response   *string `json:"response"`
+	Done       bool    `json:"done"`
+	DoneReason string  `json:"done_reason"`
+	// The counts Ollama's clients read; pointers, to tell absent from 0.
+	TotalDuration      *int64 `json:"total_duration"`
+	LoadDuration       *int64 `json:"load_duration"`
+	PromptEvalCount    *int   `json:"prompt_eval_count"`
+	PromptEvalDuration *int64 `json:"prompt_eval_duration"`
+	EvalCount          *int   `json:"eval_count"`
+	EvalDuration       *int64 `json:"eval_duration"`
+}
+
+func ollamaLines(t *testing.T, body string) []ollamaLine {
+	t.Helper()
+	var out []ollamaLine
+	for _, l := range strings.Split(strings.TrimSpace(body), "\n") {
+		var o ollamaLine
+		unmarshal(t, l, &o)
+		out = append(out, o)
+	}
+	return out
+}
+
+// checkFinal checks the counts of an answer's last object.
+func checkFinal(t *testing.T, how string, o ollamaLine, prompt, generated int, reason string) {
+	t.Helper()
+	if !o.Done || o.DoneReason != reason || o.TotalDuration == nil || *o.TotalDuration <= 0 || o.LoadDuration == nil ||
+		o.PromptEvalDuration == nil || *o.PromptEvalDuration <= 0 || o.EvalDuration == nil || *o.EvalDuration <= 0 ||
+		o.PromptEvalCount == nil || *o.PromptEvalCount != prompt || o.EvalCount == nil || *o.EvalCount != generated {
+		b, _ := json.Marshal(o)
+		t.Errorf("%s: last object %s; want done, %s, %d prompt and %d generated tokens, durations", how, b, reason, prompt, generated)
+	}
+}
+
+func TestOllamaChat(t *testing.T) {
+	ts := newTestServer(t, Options{}, ServerOptions{})
+	prompt, _, want := greedyChat(t, ts, userMessage(question), true, 10)
+	body := `{"model":"tiny-a","messages":[{"role":"user","content":"` + question + `"}],"options":{"temperature":0,"num_predict":10}}`
+	resp, text := ts.post(t, "/api/chat", body)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" {
+		t.Fatalf("%d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), text)
+	}
+	lines := ollamaLines(t, text)
+	var got strings.Builder
+	for _, o := range lines[:len(lines)-1] {
+		if o.Done || o.Model != "tiny-a" || o.CreatedAt == "" || o.Message == nil || o.Message.Role != "assistant" {
+			t.Errorf("a part: %+v", o)
+		}
+		got.WriteString(o.Message.Content)
+	}
+	if got.String() != want {
+		t.Errorf("streamed %q, want %q", got.String(), want)
+	}
+	checkFinal(t, "streamed", lines[len(lines)-1], len(prompt), 10, "length")
+
+	// One object; the model's name with Ollama's tag.
+	resp, text = ts.post(t, "/api/chat", strings.Replace(body, `"tiny-a"`, `"tiny-a:latest","stream":false`, 1))
+	lines = ollamaLines(t, text)
+	if resp.StatusCode != 200 || len(lines) != 1 || lines[0].Message.Content != want {
+		t.Fatalf("not streamed: %d %s", resp.StatusCode, text)
+	}
+	checkFinal(t, "not streamed", lines[0], len(prompt), 10, "length")
+
+	// think false renders the no-thinking prompt; stop strings end it.
+	noThink, _, want := greedyChat(t, ts, userMessage(question), false, 10)
+	stop := string([]rune(want)[2:4])
+	body = `{"model":"tiny-a","messages":[{"role":"user","content":"` + question + `"}],"think":false,"stream":false,` +
+		`"options":{"temperature":0,"num_predict":10,"stop":[` + jsonString(stop) + `]}}`
+	_, text = ts.post(t, "/api/chat", body)
+	lines = ollamaLines(t, text)
+	if cut := want[:strings.Index(want, stop)]; lines[0].Message.Content != cut || lines[0].DoneReason != "stop" ||
+		*lines[0].PromptEvalCount != len(noThink) {
+		t.Errorf("think false, stop %q: %s; want %q", stop, text, cut)
+	}
+}
+
+func TestOllamaGenerate(t *testing.T) {
+	ts := newTestServer(t, Options{}, ServerOptions{})
+	// The prompt goes into the chat template as a user message, after
+	// the system message.
+	msgs := []chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: question}}
+	prompt, _, want := greedyChat(t, ts, msgs, true, 8)
+	body := `{"model":"tiny-a","system":"Be brief.","prompt":"` + question + `","options":{"temperature":0,"num_predict":8}}`
+	_, text := ts.post(t, "/api/generate", body)
+	lines := ollamaLines(t, text)
+	var got strings.Builder
+	for _, o := range lines {
+		got.WriteString(*o.Response)
+	}
+	if got.String() != want {
+		t.Errorf("streamed %q, want %q", got.String(), want)
+	}
+	checkFinal(t, "generate", lines[len(lines)-1], len(prompt), 8, "length")
+
+	// raw: the prompt as it is.
+	_, text = ts.post(t, "/api/generate", `{"model":"tiny-a","prompt":"<|im_start|>user","raw":true,"stream":false,"options":{"num_predict":2}}`)
+	if lines = ollamaLines(t, text); *lines[0].PromptEvalCount != 2 || *lines[0].EvalCount != 2 {
+		t.Errorf("raw: %s", text)
+	}
+	// No prompt: Ollama's answer to loading the model.
+	_, text = ts.post(t, "/api/generate", `{"model":"tiny-a"}`)
+	if lines = ollamaLines(t, text); !lines[0].Done || lines[0].DoneReason != "load" || *lines[0].Response != "" {
+		t.Errorf("no prompt: %s", text)
+	}
+	_, text = ts.post(t, "/api/chat", `{"model":"tiny-a","messages":[]}`)
+	if lines = ollamaLines(t, text); lines[0].DoneReason != "load" || lines[0].Message == nil {
+		t.Errorf("no messages: %s", text)
+	}
+}
+
+// TestOllamaNumCtx: num_ctx up to the server's context limits the
+// answer; more is refused.
+func TestOllamaNumCtx(t *testing.T) {
+	ts := newTestServer(t, Options{Ctx: 256}, ServerOptions{})
+	prompt, _, _ := greedyChat(t, ts, userMessage("Hi"), true, 1)
+	body := func(numCtx int) string {
+		return fmt.Sprintf(`{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}],"stream":false,`+
+			`"options":{"num_ctx":%d,"num_predict":100}}`, numCtx)
+	}
+	_, text := ts.post(t, "/api/chat", body(len(prompt)+4))
+	if lines := ollamaLines(t, text); *lines[0].EvalCount != 5 || lines[0].DoneReason != "length" {
+		t.Errorf("num_ctx %d: %s", len(prompt)+4, text)
+	}
+	resp, text := ts.post(t, "/api/chat", body(257))
+	if resp.StatusCode != 400 || !strings.Contains(text, "num_ctx 257 is larger than the server's context of 256") {
+		t.Errorf("num_ctx 257: %d %s", resp.StatusCode, text)
+	}
+	resp, text = ts.post(t, "/api/chat", body(len(prompt)-1))
+	if resp.StatusCode != 400 || !strings.Contains(text, "more than num_ctx") {
+		t.Errorf("num_ctx below the prompt: %d %s", resp.StatusCode, text)
+	}
+}
+
+func TestOllamaTagsAndVersion(t *testing.T) {
+	ts := newTestServer(t, Options{}, ServerOptions{})
+	_, text := ts.get(t, "/api/tags")
+	var tags struct {
+		Models []struct {
+			Name, Model string
+			Size        int64
+			Details     struct {
+				Format, Family, ParameterSize, QuantizationLevel string
+			}
+		}
+	}
+	unmarshal(t, text, &tags)
+	if len(tags.Models) != 1 || tags.Models[0].Name != "tiny-a:latest" || tags.Models[0].Size <= 0 || tags.Models[0].Details.Family != "qwen3" {
+		t.Errorf("tags: %s", text)
+	}
+	_, text = ts.get(t, "/api/version")
+	var v struct{ Version string }
+	if unmarshal(t, text, &v); v.Version == "" {
+		t.Errorf("version: %s", text)
+	}
+	if resp, text := ts.get(t, "/"); resp.StatusCode != 200 || !strings.Contains(text, "running") {
+		t.Errorf("/: %d %s", resp.StatusCode, text)
+	}
+	resp, text := ts.post(t, "/api/chat", `{"model":"llama3","messages":[{"role":"user","content":"Hi"}]}`)
+	if resp.StatusCode != 404 || !strings.Contains(text, `{"error":"model \"llama3\" not found`) {
+		t.Errorf("another model: %d %s", resp.StatusCode, text)
+	}
+}
