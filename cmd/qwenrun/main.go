@@ -42,7 +42,7 @@ func subcommand(args []string) *cli.Command {
 	if len(args) < 2 {
 		return nil
 	}
-	for _, c := range []*cli.Command{benchCommand(), benchServeCommand(), perplexityCommand()} {
+	for _, c := range []*cli.Command{benchCommand(), benchServeCommand(), perplexityCommand(), serveCommand()} {
 		if c.Name == args[1] {
 			return c
 		}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/kernels"
+	"github.com/qwenc/qwenc/runtime"
+	"github.com/qwenc/qwenc/serve"
+	"github.com/urfave/cli/v2"
+)
+
+func serveCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "serve",
+		Usage:     "answer OpenAI- and Ollama-compatible HTTP requests, many conversations batched into each step",
+		ArgsUsage: "MODEL.qbin",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen on `HOST:PORT` (port 0: any free port)"},
+			&cli.IntFlag{Name: "parallel", Value: 4, Usage: "conversations that decode together"},
+			&cli.IntFlag{Name: "queue", Usage: "requests that may wait for a free slot, beyond which the answer is 503 (default: 4 x --parallel)"},
+			&cli.IntFlag{Name: "ctx", Usage: "context length of each conversation (default: the model's maximum, lowered to what --parallel KV caches fit in memory)"},
+			&cli.StringFlag{Name: "api-key", EnvVars: []string{"QWEN_API_KEY"}, Usage: "require `KEY` on every request but /health (Authorization: Bearer KEY)"},
+			&cli.DurationFlag{Name: "grace", Value: 10 * time.Second, Usage: "on SIGINT or SIGTERM, how long running answers may go on before they are cut"},
+			&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "worker threads (default: the CPUs this process may use)"},
+			&cli.StringFlag{Name: "kernels", Usage: "kernel path: auto, generic, avx2, avx512, avx512vnni (default: $QWEN_KERNELS or auto)"},
+		},
+		Action: serveAction,
+	}
+}
+
+func serveAction(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return fmt.Errorf("serve: want one MODEL.qbin argument, got %d", c.NArg())
+	}
+	parallel := c.Int("parallel")
+	if parallel < 1 || c.Int("queue") < 0 {
+		return fmt.Errorf("serve: --parallel %d must be at least 1 and --queue %d not negative", parallel, c.Int("queue"))
+	}
+	kp, err := kernels.FromEnv()
+	if c.IsSet("kernels") {
+		kp, err = kernels.ParsePath(c.String("kernels"))
+	}
+	if err != nil {
+		return err
+	}
+	ro := runtime.Options{Threads: c.Int("threads"), Kernels: kp}
+	m, err := runtime.Open(c.Args().First(), ro)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	ctxLen, err := serveContext(c, m, parallel)
+	if err != nil {
+		return err
+	}
+	e, err := serve.New(m, serve.Options{Parallel: parallel, Queue: c.Int("queue"), Ctx: ctxLen, Runner: ro})
+	if err != nil {
+		return err
+	}
+	s, err := serve.NewServer(e, serve.ServerOptions{APIKey: c.String("api-key"), Log: os.Stderr})
+	var ln net.Listener
+	if err == nil {
+		ln, err = net.Listen("tcp", c.String("addr"))
+	}
+	if err != nil {
+		e.Shutdown(context.Background())
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "qwenrun: serving %s on http://%s (%d conversations at once, context %d tokens)\n",
+		s.Name(), ln.Addr(), parallel, ctxLen)
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() && c.String("api-key") == "" {
+		fmt.Fprintf(os.Stderr, "qwenrun: warning: %s is reachable beyond this machine and no --api-key is set\n", ln.Addr())
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err = s.Serve(ctx, ln, c.Duration("grace"))
+	fmt.Fprintln(os.Stderr, "qwenrun: stopped")
+	return err
+}
+
+// serveContext is each conversation's context: as qwenrun's, but with
+// room for --parallel KV caches.
+func serveContext(c *cli.Context, m *runtime.Model, parallel int) (int, error) {
+	n := m.Config.MaxPositions
+	if c.IsSet("ctx") {
+		if n = c.Int("ctx"); n < 1 || n > m.Config.MaxPositions {
+			return 0, fmt.Errorf("--ctx %d: the model's maximum context is %d tokens", n, m.Config.MaxPositions)
+		}
+	}
+	avail, known := memAvailable()
+	if !known || int64(parallel)*m.KVBytesFor(n) <= avail {
+		return n, nil
+	}
+	if c.IsSet("ctx") {
+		return 0, fmt.Errorf("--ctx %d for %d conversations needs %d MB of KV cache, more than the %d MB of memory available; use a smaller --ctx or --parallel",
+			n, parallel, int64(parallel)*m.KVBytesFor(n)/1e6, avail/1e6)
+	}
+	fit := int(avail/int64(parallel)/m.KVBytesFor(format.KVChunkTokens)) * format.KVChunkTokens
+	if fit < format.KVChunkTokens {
+		return 0, fmt.Errorf("%d conversations of one %d-token KV chunk need more than the %d MB of memory available; use a smaller --parallel",
+			parallel, format.KVChunkTokens, avail/1e6)
+	}
+	fmt.Fprintf(os.Stderr, "qwenrun: context lowered from %d to %d tokens: that is what %d MB of available memory holds for %d conversations (--ctx to choose)\n",
+		n, fit, avail/1e6, parallel)
+	return fit, nil
+}
