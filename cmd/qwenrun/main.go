@@ -53,7 +53,7 @@ func subcommand(args []string) *cli.Command {
 func newApp() *cli.App {
 	return &cli.App{
 		Name:            "qwenrun",
-		Usage:           "run a compiled Qwen model (.qbin); qwenrun bench MODEL.qbin measures its speed, qwenrun perplexity MODEL.qbin -f TEXT its perplexity",
+		Usage:           "run a compiled Qwen model (.qbin); qwenrun bench MODEL.qbin measures its speed, qwenrun perplexity MODEL.qbin -f TEXT its perplexity, qwenrun serve MODEL.qbin answers OpenAI and Ollama clients over HTTP",
 		ArgsUsage:       "MODEL.qbin",
 		HideHelpCommand: true,
 		Flags:           flags(),

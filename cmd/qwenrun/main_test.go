@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -260,7 +261,8 @@ func TestPromptFromFileAndStdin(t *testing.T) {
 func TestInterruptStopsCleanly(t *testing.T) {
 	m := tinyModel(t)
 	cmd := exec.Command(bin, m, "-p", "Hello", "--temp", "0")
-	var o, e bytes.Buffer
+	var o lockedBuffer
+	var e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -278,6 +280,25 @@ func TestInterruptStopsCleanly(t *testing.T) {
 	if !strings.Contains(e.String(), "stop: interrupt") || o.Len() == 0 {
 		t.Fatalf("no output or statistics after Ctrl-C: stdout %d bytes, stderr %q", o.Len(), e.String())
 	}
+}
+
+// lockedBuffer is a bytes.Buffer a child process writes to (through
+// exec's copying goroutine) while the test reads its length.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Len()
 }
 
 // A context whose KV cache cannot fit in memory is refused when asked for,

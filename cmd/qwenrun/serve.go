@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime"
 	"github.com/qwenc/qwenc/serve"
@@ -37,11 +38,14 @@ func serveCommand() *cli.Command {
 
 func serveAction(c *cli.Context) error {
 	if c.NArg() != 1 {
-		return fmt.Errorf("serve: want one MODEL.qbin argument, got %d", c.NArg())
+		return cliutil.Usagef(c, "serve: want one MODEL.qbin argument, got %d", c.NArg())
 	}
 	parallel := c.Int("parallel")
-	if parallel < 1 || c.Int("queue") < 0 {
-		return fmt.Errorf("serve: --parallel %d must be at least 1 and --queue %d not negative", parallel, c.Int("queue"))
+	if parallel < 1 {
+		return cliutil.Usagef(c, "--parallel %d: at least 1 conversation", parallel)
+	}
+	if c.Int("queue") < 0 {
+		return cliutil.Usagef(c, "--queue %d: not negative", c.Int("queue"))
 	}
 	kp, err := kernels.FromEnv()
 	if c.IsSet("kernels") {
