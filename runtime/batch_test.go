@@ -48,6 +48,8 @@ func TestStepMatchesFeed(t *testing.T) {
 		"qwen2-f16":    {synthModel(t, shapes()["qwen2-bias"], 512), 2e-3},
 		"qwen3-q8":     {synthtest.CompileAs(t, quantShapes()["qwen3-q-all"], 512, format.Q8), 0},
 		"qwen2-q4-mix": {synthtest.CompileAs(t, quantShapes()["qwen2-q-mixed"], 512, format.Q4), 0.1},
+		"moe-f16":      {compileBundled(t, "tiny-moe-a"), 2e-3},
+		"moe-q8-mix":   {compileBundledAs(t, "tiny-moe-a", format.Q8), 0.1},
 	} {
 		m := openModel(t, s.path, kernels.Detect(), 2)
 		vocab := m.Config.Vocab
@@ -186,8 +188,10 @@ func TestStepRefuses(t *testing.T) {
 
 func TestStepDecodeDoesNotAllocate(t *testing.T) {
 	for name, path := range map[string]string{
-		"f16": synthModel(t, shapes()["qwen3-tied-odd"], 16),
-		"q4":  synthtest.CompileAs(t, quantShapes()["qwen3-q-all"], 16, format.Q4),
+		"f16":     synthModel(t, shapes()["qwen3-tied-odd"], 16),
+		"q4":      synthtest.CompileAs(t, quantShapes()["qwen3-q-all"], 16, format.Q4),
+		"moe-f16": compileBundled(t, "tiny-moe-a"),
+		"moe-q4":  compileBundledAs(t, "tiny-moe-a", format.Q4),
 	} {
 		m := openModel(t, path, kernels.Detect(), 2)
 		r := m.NewRunner(Options{Threads: 2, Kernels: kernels.Detect()})
