@@ -1,0 +1,279 @@
+package reference
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Pass is what a forward pass over a sequence computes.
+type Pass struct {
+	// Hidden holds, for each position, the hidden state after the final
+	// norm: the input of the head (see Head).
+	Hidden [][]float64
+	// Routes has one entry per sparse layer, in layer order.
+	Routes []Routes
+}
+
+// Routes records one sparse layer's routing over the sequence.
+type Routes struct {
+	Layer int
+	// Experts holds, per position, the experts kept, most probable first,
+	// and Weights the weights they were given.
+	Experts [][]int
+	Weights [][]float64
+	// Margins holds, per position, the router-logit gap between the last
+	// expert kept and the first one dropped (0 when all are kept): how far
+	// the choice is from flipping under rounding.
+	Margins []float64
+	// Tied marks the positions whose k-th and (k+1)-th probabilities were
+	// exactly equal, so that the lower expert index won, as torch.topk
+	// orders equal values.
+	Tied []bool
+}
+
+// prefix returns the routes of the first n positions.
+func (r Routes) prefix(n int) Routes {
+	return Routes{Layer: r.Layer, Experts: r.Experts[:n], Weights: r.Weights[:n], Margins: r.Margins[:n], Tied: r.Tied[:n]}
+}
+
+// Forward runs the model over ids, recomputing full causal attention at
+// every position (there is no KV cache to get wrong).
+func (m *Model) Forward(ids []int32) (*Pass, error) {
+	c := m.Config
+	x := make([][]float64, len(ids))
+	for i, id := range ids {
+		if id < 0 || int(id) >= c.Vocab {
+			return nil, fmt.Errorf("reference: token id %d at position %d is outside the vocabulary of %d", id, i, c.Vocab)
+		}
+		x[i] = slices.Clone(m.embed.row(int(id)))
+	}
+	pass := &Pass{}
+	for li := range m.layers {
+		l := &m.layers[li]
+		addTo(x, m.attention(l, m.normAll(x, l.inputNorm)))
+		h := m.normAll(x, l.postNorm)
+		if !l.sparse() {
+			out := make([][]float64, len(h))
+			for i := range h {
+				out[i] = l.mlp.forward(h[i])
+			}
+			addTo(x, out)
+			continue
+		}
+		out, routes := m.moe(l, h)
+		routes.Layer = li
+		pass.Routes = append(pass.Routes, routes)
+		addTo(x, out)
+	}
+	pass.Hidden = m.normAll(x, m.norm)
+	return pass, nil
+}
+
+// Head returns the logits of one final hidden state.
+func (m *Model) Head(hidden []float64) []float64 { return m.head.mul(hidden) }
+
+// Logits returns the logits at every position of ids. Each row costs
+// vocab × hidden products; Forward and Head pick positions.
+func (m *Model) Logits(ids []int32) ([][]float64, error) {
+	p, err := m.Forward(ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]float64, len(ids))
+	for i, h := range p.Hidden {
+		out[i] = m.Head(h)
+	}
+	return out, nil
+}
+
+// Greedy extends prompt by steps tokens, each the argmax (lowest id on a
+// tie, as torch.argmax) of a fresh forward pass over everything so far, and
+// returns them with each step's gap between the best and second-best logit.
+func (m *Model) Greedy(prompt []int32, steps int) (tokens []int32, margins []float64, err error) {
+	seq := slices.Clone(prompt)
+	for range steps {
+		p, err := m.Forward(seq)
+		if err != nil {
+			return nil, nil, err
+		}
+		best, margin := Argmax(m.Head(p.Hidden[len(seq)-1]))
+		tokens, margins = append(tokens, int32(best)), append(margins, margin)
+		seq = append(seq, int32(best))
+	}
+	return tokens, margins, nil
+}
+
+// Argmax returns the index of the largest value (the lowest on a tie) and
+// its lead over the second largest.
+func Argmax(v []float64) (best int, margin float64) {
+	second := math.Inf(-1)
+	for i, x := range v {
+		if x > v[best] {
+			best, second = i, v[best]
+		} else if i != best && x > second {
+			second = x
+		}
+	}
+	return best, v[best] - second
+}
+
+func (m *Model) attention(l *layer, x [][]float64) [][]float64 {
+	c := m.Config
+	d := c.HeadDim
+	qs, ks, vs := make([][]float64, len(x)), make([][]float64, len(x)), make([][]float64, len(x))
+	for i := range x {
+		qs[i], ks[i], vs[i] = add(l.q.mul(x[i]), l.qBias), add(l.k.mul(x[i]), l.kBias), add(l.v.mul(x[i]), l.vBias)
+		for _, heads := range []struct {
+			v    []float64
+			norm []float64
+		}{{qs[i], l.qNorm}, {ks[i], l.kNorm}} {
+			for h := 0; h < len(heads.v); h += d {
+				head := heads.v[h : h+d]
+				if heads.norm != nil {
+					copy(head, rmsNorm(head, heads.norm, c.RMSNormEps))
+				}
+				rope(head, i, c.RopeTheta)
+			}
+		}
+	}
+	group, scale := c.Heads/c.KVHeads, 1/math.Sqrt(float64(d))
+	out := make([][]float64, len(x))
+	for i := range x {
+		o := make([]float64, c.Heads*d)
+		for h := range c.Heads {
+			q, kv := qs[i][h*d:(h+1)*d], (h/group)*d // query head h reads key/value head h/group
+			p := make([]float64, i+1)
+			for j := range p {
+				p[j] = dot(q, ks[j][kv:kv+d]) * scale
+			}
+			softmax(p)
+			for j, pj := range p {
+				for t := range d {
+					o[h*d+t] += pj * vs[j][kv+t]
+				}
+			}
+		}
+		out[i] = add(l.o.mul(o), l.oBias)
+	}
+	return out
+}
+
+// rope rotates one head at position pos the way transformers does:
+// rotate_half pairs element t with t+d/2 (not 2t with 2t+1), and the
+// frequency of pair t is theta^(-2t/d).
+func rope(head []float64, pos int, theta float64) {
+	half := len(head) / 2
+	for t := range half {
+		angle := float64(pos) / math.Pow(theta, float64(2*t)/float64(len(head)))
+		cos, sin := math.Cos(angle), math.Sin(angle)
+		a, b := head[t], head[t+half]
+		head[t], head[t+half] = a*cos-b*sin, b*cos+a*sin
+	}
+}
+
+// moe is Qwen3MoeSparseMoeBlock: softmax over all experts' router logits,
+// keep the top k, optionally renormalise their probabilities to sum to 1,
+// and add up the kept experts' outputs with those weights.
+func (m *Model) moe(l *layer, h [][]float64) ([][]float64, Routes) {
+	c := m.Config
+	k := c.ExpertsPerToken
+	r := Routes{Experts: make([][]int, len(h)), Weights: make([][]float64, len(h)), Margins: make([]float64, len(h)),
+		Tied: make([]bool, len(h))}
+	out := make([][]float64, len(h))
+	for i, x := range h {
+		logits := l.router.mul(x)
+		probs := slices.Clone(logits)
+		softmax(probs)
+		order := make([]int, len(probs))
+		for e := range order {
+			order[e] = e
+		}
+		// Stable: equal probabilities keep index order, lower first.
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(probs[b], probs[a]) })
+		if k < len(order) {
+			r.Margins[i] = logits[order[k-1]] - logits[order[k]]
+			r.Tied[i] = probs[order[k-1]] == probs[order[k]]
+		}
+		kept := order[:k]
+		w, sum := make([]float64, k), 0.0
+		for j, e := range kept {
+			w[j] = probs[e]
+			sum += w[j]
+		}
+		if c.NormTopKProb {
+			for j := range w {
+				w[j] /= sum
+			}
+		}
+		out[i] = make([]float64, c.Hidden)
+		for j, e := range kept {
+			for t, y := range l.experts[e].forward(x) {
+				out[i][t] += w[j] * y
+			}
+		}
+		r.Experts[i], r.Weights[i] = slices.Clone(kept), w
+	}
+	return out, r
+}
+
+func (f mlp) forward(x []float64) []float64 {
+	g, u := f.gate.mul(x), f.up.mul(x)
+	for i := range g {
+		g[i] = g[i] / (1 + math.Exp(-g[i])) * u[i] // silu(gate) * up
+	}
+	return f.down.mul(g)
+}
+
+func (m *Model) normAll(x [][]float64, w []float64) [][]float64 {
+	out := make([][]float64, len(x))
+	for i := range x {
+		out[i] = rmsNorm(x[i], w, m.Config.RMSNormEps)
+	}
+	return out
+}
+
+func rmsNorm(x, w []float64, eps float64) []float64 {
+	inv := 1 / math.Sqrt(dot(x, x)/float64(len(x))+eps)
+	out := make([]float64, len(x))
+	for i := range x {
+		out[i] = w[i] * (x[i] * inv)
+	}
+	return out
+}
+
+func softmax(v []float64) {
+	hi := slices.Max(v)
+	sum := 0.0
+	for i := range v {
+		v[i] = math.Exp(v[i] - hi)
+		sum += v[i]
+	}
+	for i := range v {
+		v[i] /= sum
+	}
+}
+
+func dot(a, b []float64) float64 {
+	s := 0.0
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+// add returns x+b, or x when there is no bias.
+func add(x, b []float64) []float64 {
+	for i := range b {
+		x[i] += b[i]
+	}
+	return x
+}
+
+// addTo adds each row of d to the residual stream x.
+func addTo(x, d [][]float64) {
+	for i := range x {
+		add(x[i], d[i])
+	}
+}

@@ -1,0 +1,164 @@
+package reference
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/qwenc/qwenc/internal/testmodel"
+)
+
+// tolerance bounds the relative difference |got-want| / max(1, |want|)
+// between this forward pass and the stored float64 reference data. Both
+// sides compute in float64 over the same weights; only the order of
+// summation may differ, which moves logits of magnitude ~20 by ~1e-13.
+// The float32 last-logits rows carry their own rounding (2^-24 relative).
+const tolerance = 1e-9
+
+// f32Tolerance bounds the difference from a float32 row.
+const f32Tolerance = 1e-7
+
+// deviation tracks the largest relative difference seen, for the log.
+type deviation struct {
+	t    *testing.T
+	max  float64
+	what string
+}
+
+func (d *deviation) check(what string, got, want, tol float64) {
+	dev := math.Abs(got-want) / max(1, math.Abs(want))
+	if dev > d.max {
+		d.max, d.what = dev, what
+	}
+	if !(dev <= tol) {
+		d.t.Helper()
+		d.t.Errorf("%s: got %.15g, want %.15g (relative difference %.3g > %.0e)", what, got, want, dev, tol)
+	}
+}
+
+// TestBundledExpected checks the forward pass against the expected data of
+// the bundled random-weight models, which another implementation computed.
+func TestBundledExpected(t *testing.T) {
+	for _, name := range []string{"tiny-a", "tiny-q2b", "tiny-moe-a"} {
+		t.Run(name, func(t *testing.T) {
+			dir := testmodel.Dir(t, name)
+			m, err := Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := ReadExpected(testmodel.Testdata(t, name, "expected"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range e.Cases {
+				if testing.Short() && len(c.PromptIDs) > 100 {
+					continue
+				}
+				t.Run(c.Name, func(t *testing.T) { checkCase(t, m, c) })
+			}
+		})
+	}
+}
+
+func checkCase(t *testing.T, m *Model, c Case) {
+	d, d32 := &deviation{t: t}, &deviation{t: t}
+	// By causality, one pass over the prompt and the greedy tokens gives
+	// the logits of every greedy step (Greedy itself recomputes each step;
+	// TestGreedyOnePassAgrees checks the two agree).
+	seq := append(slices.Clone(c.PromptIDs), c.Greedy...)
+	p, err := m.Forward(seq[:len(seq)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range c.Positions {
+		logits := m.Head(p.Hidden[want.Pos])
+		got := Top(logits, len(want.Top))
+		for i := range want.Top {
+			if got[i][0] != want.Top[i][0] {
+				t.Errorf("pos %d: top %d is id %v, want %v", want.Pos, i, got[i][0], want.Top[i][0])
+			}
+			d.check("top logit", got[i][1], want.Top[i][1], tolerance)
+		}
+		d.check("logsumexp", LogSumExp(logits), want.LogSumExp, tolerance)
+	}
+	last := m.Head(p.Hidden[len(c.PromptIDs)-1])
+	if len(last) != len(c.LastLogits) {
+		t.Fatalf("last logits: %d values, want %d", len(last), len(c.LastLogits))
+	}
+	for i, want := range c.LastLogits {
+		d32.check("last logits", last[i], float64(want), f32Tolerance)
+	}
+	for i, want := range c.Greedy {
+		best, margin := Argmax(m.Head(p.Hidden[len(c.PromptIDs)-1+i]))
+		if int32(best) != want {
+			t.Fatalf("greedy step %d: token %d, want %d", i, best, want)
+		}
+		d.check("greedy margin", margin, c.GreedyMargins[i], tolerance)
+	}
+	if c.RouterTies != nil {
+		checkRouter(t, p, c)
+	}
+	t.Logf("max relative deviation %.2g (%s); from the float32 row %.2g", d.max, d.what, d32.max)
+}
+
+// checkRouter compares the router statistics, which cover the prompt only.
+func checkRouter(t *testing.T, p *Pass, c Case) {
+	var prompt []Routes
+	for _, r := range p.Routes {
+		prompt = append(prompt, r.prefix(len(c.PromptIDs)))
+	}
+	got, ties := routerStats(prompt)
+	if *ties != *c.RouterTies {
+		t.Errorf("router ties %d, want %d", *ties, *c.RouterTies)
+	}
+	if len(got) != len(c.Router) {
+		t.Fatalf("router statistics for %d layers, want %d", len(got), len(c.Router))
+	}
+	for i, want := range c.Router {
+		if g := got[i]; g.Layer != want.Layer || !slices.Equal(g.ExpertsUsed, want.ExpertsUsed) || g.Ties != want.Ties ||
+			math.Abs(g.MinMargin-want.MinMargin) > tolerance*max(1, math.Abs(want.MinMargin)) {
+			t.Errorf("router statistics %+v, want %+v", g, want)
+		}
+	}
+}
+
+func TestGreedyOnePassAgrees(t *testing.T) {
+	m, err := Load(testmodel.Dir(t, "tiny-moe-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := []int32{9707, 11, 1879, 0}
+	tokens, margins, err := m.Greedy(prompt, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := m.Forward(append(slices.Clone(prompt), tokens[:3]...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range tokens {
+		best, margin := Argmax(m.Head(p.Hidden[len(prompt)-1+i]))
+		if int32(best) != tokens[i] || math.Abs(margin-margins[i]) > 1e-12 {
+			t.Errorf("step %d: one pass gives %d (margin %g), step by step %d (margin %g)", i, best, margin, tokens[i], margins[i])
+		}
+	}
+}
+
+func TestLoadRefuses(t *testing.T) {
+	_, err := Load(t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "config.json") {
+		t.Errorf("Load of an empty directory: %v, want an error naming config.json", err)
+	}
+}
+
+func TestTop(t *testing.T) {
+	got := Top([]float64{1, 3, 2, 3, -1, 2}, 4)
+	want := [][2]float64{{1, 3}, {3, 3}, {2, 2}, {5, 2}}
+	if !slices.Equal(got, want) {
+		t.Errorf("Top = %v, want %v (ties: lower id first)", got, want)
+	}
+	if best, margin := Argmax([]float64{1, 3, 2, 3}); best != 1 || margin != 0 {
+		t.Errorf("Argmax = %d, %g; want 1, 0", best, margin)
+	}
+}
