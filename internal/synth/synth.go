@@ -1,8 +1,9 @@
 // Package synth writes random-weight Qwen checkpoints in Hugging Face
 // layout (config.json, safetensors shards with an index, generation and
-// tokenizer files) for any shape, including the real Qwen3-0.6B's. Tests
-// use small ones; the compile benchmark uses the full-size one. Output is
-// a pure function of the Shape (seeded), so files are reproducible.
+// tokenizer files) for any shape, including the real Qwen3-0.6B's and
+// Qwen3-30B-A3B's. Tests use small ones; the compile benchmark uses the
+// full-size one. Output is a pure function of the Shape (seeded), so files
+// are reproducible.
 package synth
 
 import (
@@ -10,6 +11,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -20,7 +22,7 @@ import (
 
 // Shape describes the checkpoint to generate.
 type Shape struct {
-	ModelType    string // "qwen3" or "qwen2"
+	ModelType    string // "qwen3", "qwen2" or "qwen3_moe"
 	Hidden       int
 	Intermediate int
 	Layers       int
@@ -37,6 +39,17 @@ type Shape struct {
 	// [151645, 151643], which needs the real vocabulary (MiniEOS goes with
 	// MiniTokenizer).
 	EOS []int
+
+	// Qwen3-MoE only (ModelType "qwen3_moe"): which layers are sparse
+	// follows transformers (see Sparse); a sparse layer routes each token to
+	// ExpertsPerToken of Experts experts of width MoEIntermediate, the
+	// others are dense MLPs of width Intermediate.
+	Experts           int
+	ExpertsPerToken   int
+	MoEIntermediate   int
+	NormTopKProb      bool
+	DecoderSparseStep int // 0 means 1
+	MLPOnlyLayers     []int
 }
 
 // Qwen3_06B is the real Qwen3-0.6B shape.
@@ -51,6 +64,11 @@ type Tensor struct {
 	Shape []int
 	Std   float64 // weights are uniform with this standard deviation
 	Mean  float64 // norms are near 1
+	// Rows, when not nil, lists the only rows (indices of the first
+	// dimension) that get values; the others are zero, as the embedding
+	// rows of tokens a trained model never saw. The random stream is drawn
+	// for every row all the same, so the kept rows do not depend on Rows.
+	Rows []int
 }
 
 // Tensors lists the checkpoint's tensors in a fixed order.
@@ -75,8 +93,17 @@ func (s Shape) Tensors() []Tensor {
 		} else {
 			ts = append(ts, norm("self_attn.q_norm.weight", s.HeadDim), norm("self_attn.k_norm.weight", s.HeadDim))
 		}
-		ts = append(ts, mat("self_attn.o_proj.weight", h, q), norm("post_attention_layernorm.weight", h),
-			mat("mlp.gate_proj.weight", f, h), mat("mlp.up_proj.weight", f, h), mat("mlp.down_proj.weight", h, f))
+		ts = append(ts, mat("self_attn.o_proj.weight", h, q), norm("post_attention_layernorm.weight", h))
+		if s.Sparse(l) {
+			ts = append(ts, mat("mlp.gate.weight", s.Experts, h))
+			for e := range s.Experts {
+				x := fmt.Sprintf("mlp.experts.%d.", e)
+				fe := s.MoEIntermediate
+				ts = append(ts, mat(x+"gate_proj.weight", fe, h), mat(x+"up_proj.weight", fe, h), mat(x+"down_proj.weight", h, fe))
+			}
+			continue
+		}
+		ts = append(ts, mat("mlp.gate_proj.weight", f, h), mat("mlp.up_proj.weight", f, h), mat("mlp.down_proj.weight", h, f))
 	}
 	ts = append(ts, Tensor{Name: "model.norm.weight", Shape: []int{h}, Std: 0.1, Mean: 1})
 	if !s.Tied {
@@ -88,10 +115,13 @@ func (s Shape) Tensors() []Tensor {
 // Write creates dir with the checkpoint; tokenizerJSON and tokenizerConfig
 // are copied in verbatim (use the bundled Qwen tokenizer).
 func Write(dir string, s Shape, tokenizerJSON, tokenizerConfig []byte) error {
+	if err := s.checkMoE(); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := writeJSONFiles(dir, s); err != nil {
+	if err := WriteConfig(dir, s); err != nil {
 		return err
 	}
 	for name, b := range map[string][]byte{"tokenizer.json": tokenizerJSON, "tokenizer_config.json": tokenizerConfig} {
@@ -120,14 +150,25 @@ func Write(dir string, s Shape, tokenizerJSON, tokenizerConfig []byte) error {
 	return os.WriteFile(filepath.Join(dir, "model.safetensors.index.json"), idx, 0o644)
 }
 
-func writeJSONFiles(dir string, s Shape) error {
+// WriteConfig writes config.json and generation_config.json for s.
+func WriteConfig(dir string, s Shape) error {
+	arch := "Qwen2ForCausalLM"
+	switch s.ModelType {
+	case "qwen3":
+		arch = "Qwen3ForCausalLM"
+	case "qwen3_moe":
+		arch = "Qwen3MoeForCausalLM"
+	}
 	cfg := map[string]any{
-		"architectures": []string{map[bool]string{true: "Qwen3ForCausalLM", false: "Qwen2ForCausalLM"}[s.ModelType == "qwen3"]},
+		"architectures": []string{arch},
 		"model_type":    s.ModelType, "hidden_size": s.Hidden, "intermediate_size": s.Intermediate,
 		"num_hidden_layers": s.Layers, "num_attention_heads": s.Heads, "num_key_value_heads": s.KVHeads,
 		"head_dim": s.HeadDim, "vocab_size": s.Vocab, "max_position_embeddings": s.MaxPositions,
 		"rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": s.Tied, "hidden_act": "silu",
 		"torch_dtype": "bfloat16", "rope_scaling": nil, "use_sliding_window": false,
+	}
+	if s.ModelType == "qwen3_moe" {
+		s.addMoEConfig(cfg)
 	}
 	eos := s.EOS
 	if eos == nil {
@@ -173,38 +214,77 @@ func SafetensorsHeader(ts []Tensor, dtype string) ([]byte, int64, error) {
 // the stream (seed, first+i), so a tensor's values do not depend on how the
 // checkpoint is sharded.
 func WriteSafetensors(path string, ts []Tensor, dtype string, seed uint64, first int) error {
-	hb, _, err := SafetensorsHeader(ts, dtype)
-	if err != nil {
-		return err
-	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	w.Write(hb)
-	buf := make([]byte, 0, 1<<16)
-	for i, t := range ts {
-		rng := rand.New(rand.NewPCG(seed, uint64(first+i)))
-		n := 1
-		for _, d := range t.Shape {
-			n *= d
-		}
-		a := t.Std * math.Sqrt(3) // uniform [-a, a] has this std
-		for range n {
-			buf = appendElem(buf, float32(t.Mean+a*(2*rng.Float64()-1)), dtype)
-			if len(buf) >= 1<<16-8 {
-				w.Write(buf)
-				buf = buf[:0]
-			}
-		}
+	if err := EncodeSafetensors(w, ts, dtype, seed, first); err != nil {
+		f.Close()
+		return fmt.Errorf("synth: %s: %w", path, err)
 	}
-	w.Write(buf)
 	if err := w.Flush(); err != nil {
 		f.Close()
 		return err
 	}
 	return f.Close()
+}
+
+// EncodeSafetensors writes what WriteSafetensors puts in a file to w.
+func EncodeSafetensors(w io.Writer, ts []Tensor, dtype string, seed uint64, first int) error {
+	hb, _, err := SafetensorsHeader(ts, dtype)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(hb); err != nil {
+		return err
+	}
+	buf := make([]byte, 0, 1<<16)
+	for i, t := range ts {
+		rng := rand.New(rand.NewPCG(seed, uint64(first+i)))
+		n, rows := 1, 1
+		for _, d := range t.Shape {
+			n *= d
+		}
+		if len(t.Shape) > 0 {
+			rows = t.Shape[0]
+		}
+		keep, err := keptRows(t.Rows, rows)
+		if err != nil {
+			return fmt.Errorf("tensor %s: %w", t.Name, err)
+		}
+		a := t.Std * math.Sqrt(3) // uniform [-a, a] has this std
+		for j := range n {
+			v := float32(t.Mean + a*(2*rng.Float64()-1))
+			if keep != nil && !keep[j/(n/rows)] {
+				v = 0
+			}
+			buf = appendElem(buf, v, dtype)
+			if len(buf) >= 1<<16-8 {
+				if _, err := w.Write(buf); err != nil {
+					return err
+				}
+				buf = buf[:0]
+			}
+		}
+	}
+	_, err = w.Write(buf)
+	return err
+}
+
+// keptRows turns Tensor.Rows into a mask, nil when every row is kept.
+func keptRows(ids []int, rows int) ([]bool, error) {
+	if ids == nil {
+		return nil, nil
+	}
+	keep := make([]bool, rows)
+	for _, r := range ids {
+		if r < 0 || r >= rows {
+			return nil, fmt.Errorf("row %d outside %d rows", r, rows)
+		}
+		keep[r] = true
+	}
+	return keep, nil
 }
 
 func appendElem(b []byte, v float32, dtype string) []byte {

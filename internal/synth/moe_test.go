@@ -1,0 +1,106 @@
+package synth_test
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/qwenc/qwenc/internal/reference"
+	"github.com/qwenc/qwenc/internal/synth"
+)
+
+func smallMoE() synth.Shape {
+	return synth.Shape{ModelType: "qwen3_moe", Hidden: 32, Intermediate: 40, Layers: 3, Heads: 4, KVHeads: 2, HeadDim: 8,
+		Vocab: 300, MaxPositions: 64, DType: "BF16", Seed: 3, EOS: synth.MiniEOS,
+		Experts: 4, ExpertsPerToken: 2, MoEIntermediate: 24, NormTopKProb: true, MLPOnlyLayers: []int{1}}
+}
+
+func TestMoETensors(t *testing.T) {
+	s := smallMoE()
+	got := map[string][]int{}
+	for _, ts := range s.Tensors() {
+		got[ts.Name] = ts.Shape
+	}
+	want := map[string][]int{
+		"model.layers.0.mlp.gate.weight":                {4, 32},
+		"model.layers.0.mlp.experts.3.gate_proj.weight": {24, 32},
+		"model.layers.0.mlp.experts.3.up_proj.weight":   {24, 32},
+		"model.layers.0.mlp.experts.3.down_proj.weight": {32, 24},
+		"model.layers.1.mlp.gate_proj.weight":           {40, 32},
+		"model.layers.1.mlp.down_proj.weight":           {32, 40},
+		"model.layers.2.self_attn.q_norm.weight":        {8},
+		"model.layers.2.mlp.experts.0.up_proj.weight":   {24, 32},
+		"lm_head.weight": {300, 32},
+	}
+	for name, shape := range want {
+		if !slices.Equal(got[name], shape) {
+			t.Errorf("%s: shape %v, want %v", name, got[name], shape)
+		}
+	}
+	for _, absent := range []string{"model.layers.0.mlp.gate_proj.weight", "model.layers.1.mlp.gate.weight", "model.layers.2.mlp.experts.4.up_proj.weight"} {
+		if _, ok := got[absent]; ok {
+			t.Errorf("%s should not exist", absent)
+		}
+	}
+	// embed, final norm, head; per layer 2 norms, 4 projections, 2 head norms;
+	// per sparse layer a router and 3 per expert, per dense layer 3.
+	if n := 3 + 3*8 + 2*(1+3*4) + 3; len(got) != n {
+		t.Errorf("%d tensors, want %d", len(got), n)
+	}
+}
+
+// TestMoEReferenceRuns writes Qwen3-MoE checkpoints and runs them through
+// the independent forward pass, which refuses any missing, misnamed,
+// misshaped or unexpected tensor.
+func TestMoEReferenceRuns(t *testing.T) {
+	stepped := smallMoE()
+	stepped.MLPOnlyLayers, stepped.DecoderSparseStep, stepped.NormTopKProb = nil, 2, false
+	stepped.DType, stepped.Shards, stepped.Tied = "F16", 3, true
+	for _, s := range []synth.Shape{smallMoE(), stepped} {
+		t.Run(fmt.Sprintf("%s-%d-shards", s.DType, s.Shards), func(t *testing.T) {
+			dir := t.TempDir()
+			if err := synth.WriteMini(dir, s); err != nil {
+				t.Fatal(err)
+			}
+			m, err := reference.Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := m.Config
+			if c.Experts != s.Experts || c.ExpertsPerToken != s.ExpertsPerToken || c.MoEIntermediate != s.MoEIntermediate ||
+				c.NormTopKProb != s.NormTopKProb || c.DecoderSparseStep != max(s.DecoderSparseStep, 1) ||
+				!slices.Equal(c.MLPOnlyLayers, s.MLPOnlyLayers) || c.Tied != s.Tied {
+				t.Errorf("config.json reads back as %+v for %+v", c, s)
+			}
+			p, err := m.Forward([]int32{5, 200, 17, 263, 42})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sparse []int
+			for l := range s.Layers {
+				if s.Sparse(l) {
+					sparse = append(sparse, l)
+				}
+			}
+			if len(p.Routes) != len(sparse) {
+				t.Fatalf("%d sparse layers ran, want %v", len(p.Routes), sparse)
+			}
+			for i, r := range p.Routes {
+				if r.Layer != sparse[i] {
+					t.Errorf("routes of layer %d, want %d", r.Layer, sparse[i])
+				}
+				for _, kept := range r.Experts {
+					if len(kept) != s.ExpertsPerToken || kept[0] == kept[1] || slices.Max(kept) >= s.Experts {
+						t.Errorf("layer %d kept experts %v", r.Layer, kept)
+					}
+				}
+			}
+			for _, v := range m.Head(p.Hidden[4]) {
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					t.Fatalf("logit %g", v)
+				}
+			}
+		})
+	}
+}
