@@ -84,14 +84,18 @@ func (m *Model) Case(s Spec) (Case, error) {
 		return Case{}, fmt.Errorf("case %s: %w", s.Name, err)
 	}
 	c := Case{Name: s.Name, PromptIDs: s.Prompt, LastLogitsFile: s.Name + ".last.f32"}
+	hidden := [][]float64{p.Hidden[len(s.Prompt)-1]}
 	for _, pos := range s.Positions {
 		if pos < 0 || pos >= len(s.Prompt) {
 			return Case{}, fmt.Errorf("reference: case %s: position %d outside a prompt of %d", s.Name, pos, len(s.Prompt))
 		}
-		logits := m.Head(p.Hidden[pos])
-		c.Positions = append(c.Positions, Position{Pos: pos, Top: Top(logits, 10), LogSumExp: LogSumExp(logits)})
+		hidden = append(hidden, p.Hidden[pos])
 	}
-	for _, v := range m.Head(p.Hidden[len(s.Prompt)-1]) {
+	logits := m.Heads(hidden)
+	for i, pos := range s.Positions {
+		c.Positions = append(c.Positions, Position{Pos: pos, Top: Top(logits[1+i], 10), LogSumExp: LogSumExp(logits[1+i])})
+	}
+	for _, v := range logits[0] {
 		c.LastLogits = append(c.LastLogits, float32(v))
 	}
 	if c.Greedy, c.GreedyMargins, err = m.Greedy(s.Prompt, s.Greedy); err != nil {
