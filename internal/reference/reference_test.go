@@ -41,10 +41,12 @@ func (d *deviation) check(what string, got, want, tol float64) {
 }
 
 // TestBundledExpected checks the forward pass against the expected data of
-// the bundled models (tiny-a, tiny-q2b, tiny-moe-a and the trained
-// qwen3-go-demo), which another implementation computed.
+// the bundled models: tiny-a, tiny-q2b, tiny-moe-a and the trained
+// qwen3-go-demo come from another implementation (the shared reference
+// data), tiny-moe-b from this one (there the test guards against
+// regressions, router statistics included).
 func TestBundledExpected(t *testing.T) {
-	for _, name := range []string{"tiny-a", "tiny-q2b", "tiny-moe-a", "qwen3-go-demo"} {
+	for _, name := range []string{"tiny-a", "tiny-q2b", "tiny-moe-a", "tiny-moe-b", "qwen3-go-demo"} {
 		t.Run(name, func(t *testing.T) {
 			if testing.Short() && name == "qwen3-go-demo" {
 				t.Skip("-short: hidden 128 and 40-step continuations take seconds")
@@ -134,6 +136,41 @@ func checkRouter(t *testing.T, p *Pass, c Case) {
 		if g := got[i]; g.Layer != want.Layer || !slices.Equal(g.ExpertsUsed, want.ExpertsUsed) || g.Ties != want.Ties ||
 			math.Abs(g.MinMargin-want.MinMargin) > tolerance*max(1, math.Abs(want.MinMargin)) {
 			t.Errorf("router statistics %+v, want %+v", g, want)
+		}
+	}
+}
+
+// TestTinyMoEBRouting checks what tiny-moe-b was made for (see its
+// README): layer 0's zero router ties every expert, so every token takes
+// experts 0, 1 and 2 at weight 1/6 each (norm_topk_prob is false), and the
+// long prompts reach every expert of layer 3.
+func TestTinyMoEBRouting(t *testing.T) {
+	e, err := ReadExpected(testmodel.Testdata(t, "tiny-moe-b", "expected"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range e.Cases {
+		if len(c.Router) != 3 {
+			t.Fatalf("%s: router statistics for %d layers, want 3 (layer 2 is dense)", c.Name, len(c.Router))
+		}
+		if r := c.Router[0]; !slices.Equal(r.ExpertsUsed, []int{0, 1, 2}) || r.Ties != len(c.PromptIDs) || *c.RouterTies != r.Ties {
+			t.Errorf("%s: layer 0 %+v, router ties %d; want experts [0 1 2] tied at all %d positions", c.Name, r, *c.RouterTies, len(c.PromptIDs))
+		}
+		if r := c.Router[2]; r.Layer != 3 || len(c.PromptIDs) >= 300 && len(r.ExpertsUsed) != 6 {
+			t.Errorf("%s: layer 3 %+v, want all 6 experts", c.Name, r)
+		}
+	}
+	m, err := Load(testmodel.Dir(t, "tiny-moe-b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := m.Forward(e.Cases[0].PromptIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range p.Routes[0].Weights {
+		if !slices.Equal(w, []float64{1.0 / 6, 1.0 / 6, 1.0 / 6}) || !p.Routes[0].Tied[i] {
+			t.Errorf("position %d: layer 0 weights %v, want three of exactly 1/6, tied", i, w)
 		}
 	}
 }
