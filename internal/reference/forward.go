@@ -28,8 +28,11 @@ type Routes struct {
 	// the choice is from flipping under rounding.
 	Margins []float64
 	// Tied marks the positions whose k-th and (k+1)-th probabilities were
-	// exactly equal, so that the lower expert index won, as torch.topk
-	// orders equal values.
+	// exactly equal, so that the lower expert index won. That is a
+	// convention, the one engines are expected to follow: torch.topk
+	// promises no order for equal values, and its CPU code (aten's
+	// TopKImpl.h: std::nth_element on the values alone) keeps experts 3, 5
+	// and 4 of six equal ones for k = 3 when built with libstdc++.
 	Tied []bool
 }
 
@@ -204,7 +207,8 @@ func (m *Model) moe(l *layer, h [][]float64) ([][]float64, Routes) {
 		for e := range order {
 			order[e] = e
 		}
-		// Stable: equal probabilities keep index order, lower first.
+		// Stable: equal probabilities keep index order, lower first (see
+		// Routes.Tied).
 		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(probs[b], probs[a]) })
 		if k < len(order) {
 			r.Margins[i] = logits[order[k-1]] - logits[order[k]]

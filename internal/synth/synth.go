@@ -221,7 +221,8 @@ func WriteSafetensors(path string, ts []Tensor, dtype string, seed uint64, first
 	w := bufio.NewWriterSize(f, 1<<20)
 	if err := EncodeSafetensors(w, ts, dtype, seed, first); err != nil {
 		f.Close()
-		return fmt.Errorf("synth: %s: %w", path, err)
+		os.Remove(path) // a partial file would pass for a checkpoint
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	if err := w.Flush(); err != nil {
 		f.Close()
@@ -237,7 +238,7 @@ func EncodeSafetensors(w io.Writer, ts []Tensor, dtype string, seed uint64, firs
 		return err
 	}
 	if _, err := w.Write(hb); err != nil {
-		return err
+		return fmt.Errorf("synth: %w", err)
 	}
 	buf := make([]byte, 0, 1<<16)
 	for i, t := range ts {
@@ -251,7 +252,7 @@ func EncodeSafetensors(w io.Writer, ts []Tensor, dtype string, seed uint64, firs
 		}
 		keep, err := keptRows(t.Rows, rows)
 		if err != nil {
-			return fmt.Errorf("tensor %s: %w", t.Name, err)
+			return fmt.Errorf("synth: tensor %s: %w", t.Name, err)
 		}
 		a := t.Std * math.Sqrt(3) // uniform [-a, a] has this std
 		for j := range n {
@@ -262,7 +263,7 @@ func EncodeSafetensors(w io.Writer, ts []Tensor, dtype string, seed uint64, firs
 			buf = appendElem(buf, v, dtype)
 			if len(buf) >= 1<<16-8 {
 				if _, err := w.Write(buf); err != nil {
-					return err
+					return fmt.Errorf("synth: tensor %s: %w", t.Name, err)
 				}
 				buf = buf[:0]
 			}

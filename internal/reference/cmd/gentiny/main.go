@@ -11,8 +11,9 @@
 // query heads sharing 1 KV head, 6 experts of width 64 with 3 per token and
 // norm_topk_prob false (the kept weights sum to less than 1), and a dense
 // layer in the middle (mlp_only_layers [2]). Layer 0's router is all zero,
-// so every expert ties and every token must take experts 0, 1 and 2, each
-// at weight 1/6; layer 3's is random, and the long prompts reach all six.
+// so every expert ties and every token must take experts 0, 1 and 2 (lower
+// index first on a tie, see reference.Routes), each at weight 1/6; layer
+// 3's is random, and the long prompts reach all six.
 package main
 
 import (
