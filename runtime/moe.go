@@ -23,9 +23,11 @@ func (r *Runner) routing(p *frame, t, T int) (graph.Routing, []float32, []int32)
 
 // route fills the routing table from the router logits as transformers'
 // Qwen3MoeSparseMoeBlock does: softmax over all experts, the top k by
-// probability, ties to the lower expert index (torch.topk's order on
-// equal values), renormalised to sum 1 when norm_topk_prob is set. The
-// softmax is computed in float64; the weights are stored in f32.
+// probability, renormalised to sum 1 when norm_topk_prob is set. On equal
+// probabilities the lower expert index goes first: torch.topk promises no
+// order there (its CPU code keeps experts 3, 5, 4 of six equal ones), so
+// the reference data fixes this convention. The softmax is computed in
+// float64; the weights are stored in f32.
 func (r *Runner) route(p *frame, op *boundOp, T int) {
 	moe := &r.m.Config.MoE
 	E, K := moe.Experts, moe.ExpertsPerToken
@@ -36,40 +38,10 @@ func (r *Runner) route(p *frame, op *boundOp, T int) {
 	clear(starts)
 	prob := r.moeProb[:E]
 	for t := range T {
-		row := logits[t*E : (t+1)*E]
-		mx := float64(row[0])
-		for _, v := range row {
-			mx = max(mx, float64(v))
-		}
-		var sum float64
-		for e, v := range row {
-			prob[e] = math.Exp(float64(v) - mx)
-			sum += prob[e]
-		}
-		// Selection by repeated maximum: k is small (8 of 128 in the
-		// Qwen3-MoE family), and the strict comparison in index order
-		// keeps the lower index on ties. A chosen expert's probability
-		// becomes -1 so it is not chosen again.
 		chosen := experts[t*K : (t+1)*K]
-		w := weights[t*K : (t+1)*K]
-		var kept float64
-		for j := range K {
-			best := 0
-			for e, pe := range prob {
-				if pe > prob[best] {
-					best = e
-				}
-			}
-			pb := prob[best] / sum
-			chosen[j], w[j] = int32(best), float32(pb)
-			kept += pb
-			prob[best] = -1
-			starts[best+1]++
-		}
-		if moe.NormTopK {
-			for j := range w {
-				w[j] = float32(float64(w[j]) / kept)
-			}
+		pickExperts(logits[t*E:(t+1)*E], prob, chosen, weights[t*K:(t+1)*K], moe.NormTopK)
+		for _, e := range chosen {
+			starts[e+1]++
 		}
 	}
 	for e := range E {
@@ -82,6 +54,42 @@ func (r *Runner) route(p *frame, op *boundOp, T int) {
 	for c, e := range experts {
 		rows[c] = next[e]
 		next[e]++
+	}
+}
+
+// pickExperts chooses len(chosen) experts for one token from its router
+// logits, and their weights; prob is scratch of len(logits). The softmax
+// is in float64. Selection is by repeated maximum: k is small (8 of 128
+// in the Qwen3-MoE family), and the strict comparison in index order
+// keeps the lower index on ties.
+func pickExperts(logits []float32, prob []float64, chosen []int32, weights []float32, norm bool) {
+	mx := float64(logits[0])
+	for _, v := range logits {
+		mx = max(mx, float64(v))
+	}
+	var sum float64
+	for e, v := range logits {
+		prob[e] = math.Exp(float64(v) - mx)
+		sum += prob[e]
+	}
+	var kept float64
+	for j := range chosen {
+		best := 0
+		for e, pe := range prob {
+			if pe > prob[best] {
+				best = e
+			}
+		}
+		chosen[j] = int32(best)
+		kept += prob[best]
+		prob[best] = -1 // not chosen again
+	}
+	for j, e := range chosen {
+		p := math.Exp(float64(logits[e])-mx) / sum
+		if norm {
+			p *= sum / kept
+		}
+		weights[j] = float32(p)
 	}
 }
 
