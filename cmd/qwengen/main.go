@@ -106,6 +106,7 @@ func flags(o *options, base synth.Shape, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&s.MoEIntermediate, "moe-ffn", s.MoEIntermediate, "qwen3_moe: an expert's FFN size (moe_intermediate_size)")
 	fs.BoolVar(&s.NormTopKProb, "norm-topk", s.NormTopKProb, "qwen3_moe: renormalise the kept experts' weights to sum to 1 (norm_topk_prob)")
 	fs.IntVar(&s.DecoderSparseStep, "sparse-step", s.DecoderSparseStep, "qwen3_moe: layer l is sparse when (l+1) is a multiple of this (decoder_sparse_step)")
+	fs.BoolVar(&s.ZeroExperts, "zero-experts", s.ZeroExperts, "qwen3_moe: zero expert weights, written as holes of sparse files (the full 30B-A3B in 3 GB of disk)")
 	fs.Var((*intList)(&s.MLPOnlyLayers), "mlp-only-layers", "qwen3_moe: comma-separated `LAYERS` that stay dense, e.g. 1,3 (mlp_only_layers)")
 	return fs
 }

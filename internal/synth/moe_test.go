@@ -1,9 +1,14 @@
 package synth_test
 
 import (
+	"bytes"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/qwenc/qwenc/internal/reference"
@@ -102,5 +107,52 @@ func TestMoEReferenceRuns(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestZeroExpertsAreHoles: with ZeroExperts the experts read as zeros but
+// take no disk space, and the other tensors are the same bytes as without.
+func TestZeroExpertsAreHoles(t *testing.T) {
+	s := synth.Shape{ModelType: "qwen3_moe", Hidden: 256, Intermediate: 64, Layers: 2, Heads: 2, KVHeads: 1, HeadDim: 16,
+		Vocab: 300, MaxPositions: 64, DType: "BF16", Seed: 3, EOS: synth.MiniEOS,
+		Experts: 16, ExpertsPerToken: 2, MoEIntermediate: 512, DecoderSparseStep: 1}
+	full, zero := filepath.Join(t.TempDir(), "full"), filepath.Join(t.TempDir(), "zero")
+	if err := synth.WriteMini(full, s); err != nil {
+		t.Fatal(err)
+	}
+	s.ZeroExperts = true
+	if err := synth.WriteMini(zero, s); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(filepath.Join(full, "model.safetensors"))
+	b, _ := os.ReadFile(filepath.Join(zero, "model.safetensors"))
+	if len(a) != len(b) {
+		t.Fatalf("sizes %d and %d", len(a), len(b))
+	}
+	hb, _, _ := synth.SafetensorsHeader(s.Tensors(), s.DType)
+	var off int
+	for _, ts := range s.Tensors() {
+		n := 2
+		for _, d := range ts.Shape {
+			n *= d
+		}
+		got := b[len(hb)+off : len(hb)+off+n]
+		if strings.Contains(ts.Name, ".experts.") {
+			if !bytes.Equal(got, make([]byte, n)) {
+				t.Fatalf("%s is not zero", ts.Name)
+			}
+		} else if !bytes.Equal(got, a[len(hb)+off:len(hb)+off+n]) {
+			t.Fatalf("%s differs from the full checkpoint's", ts.Name)
+		}
+		off += n
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(zero, "model.safetensors"), &st); err != nil {
+		t.Fatal(err)
+	}
+	// The experts are 2 x 16 x 3 x 512 x 256 x 2 bytes = 25 MB; what is
+	// left is well under 1 MB. (A file system without holes stores them.)
+	if used := st.Blocks * 512; used > 4<<20 {
+		t.Logf("%d bytes on disk: this file system does not keep holes", used)
 	}
 }
