@@ -27,7 +27,7 @@ func benchCommand() *cli.Command {
 		ArgsUsage: "MODEL.qbin [MODEL.qbin ...]",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "threads", Value: "1,2", Usage: "thread counts to measure"},
-			&cli.StringFlag{Name: "kernels", Value: "all", Usage: "kernel paths to measure (all, or a list of generic, avx2, avx512, avx512vnni)"},
+			&cli.StringFlag{Name: "kernels", Value: "all", Usage: "kernel paths to measure (all, or a list of auto, generic, avx2, avx512, avx512vnni)"},
 			&cli.IntFlag{Name: "pp", Value: 512, Usage: "prompt tokens for the prefill measurement"},
 			&cli.IntFlag{Name: "tg", Value: 128, Usage: "tokens for the decode measurement"},
 			&cli.IntFlag{Name: "reps", Value: 5, Usage: "repetitions (the table shows medians: the machine is shared)"},

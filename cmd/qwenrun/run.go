@@ -290,9 +290,20 @@ func printStats(w io.Writer, s *setup, r runtime.Result) {
 }
 
 func printStatsLine(w io.Writer, s *setup, r runtime.Result) {
-	fmt.Fprintf(w, "load %.0f ms | prompt %d tokens in %.0f ms, %.1f tok/s | generated %d tokens in %.0f ms, %.1f tok/s | stop: %s | kv %.1f MB\n",
+	fmt.Fprintf(w, "load %.0f ms | prompt %d tokens in %.0f ms, %.1f tok/s | generated %d tokens in %.0f ms, %.1f tok/s | stop: %s | kv %.1f MB",
 		ms(s.loadTime), r.PromptTokens, ms(r.PrefillTime), rate(r.PromptTokens, r.PrefillTime),
 		len(r.Generated), ms(r.DecodeTime), rate(len(r.Generated), r.DecodeTime), r.Stop, float64(s.sess.KV.Bytes())/1e6)
+	if b, ok := privateMemory(); ok {
+		fmt.Fprintf(w, " | private %.1f MB", float64(b)/1e6)
+	}
+	fmt.Fprintln(w)
+}
+
+// privateMemory is the process's resident anonymous memory (Linux's
+// RssAnon): the arenas, the KV cache and the heap, without the mapped
+// weights, whose pages are the page cache's, shared and reclaimable.
+func privateMemory() (int64, bool) {
+	return procField("/proc/self/status", "RssAnon:")
 }
 
 func printCtxStop(w io.Writer, s *setup) {
@@ -333,13 +344,16 @@ func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // memAvailable reads MemAvailable from /proc/meminfo (Linux); elsewhere
 // the check is skipped.
-func memAvailable() (int64, bool) {
-	b, err := os.ReadFile("/proc/meminfo")
+func memAvailable() (int64, bool) { return procField("/proc/meminfo", "MemAvailable:") }
+
+// procField reads a "Name: N kB" line of a /proc file, in bytes.
+func procField(path, name string) (int64, bool) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, false
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemAvailable:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == name {
 			kb, err := strconv.ParseInt(f[1], 10, 64)
 			return kb * 1024, err == nil
 		}
