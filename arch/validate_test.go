@@ -85,3 +85,29 @@ func sec(h *format.Header, name string) *format.Section {
 	s, _ := h.Section(name)
 	return s
 }
+
+// TestValidateMoE: a MoE file's expert sections are checked like the
+// others, and a header whose layer flags disagree with its sections (a
+// dense layer marked sparse) is refused by name.
+func TestValidateMoE(t *testing.T) {
+	s := synth.Shape{ModelType: "qwen3_moe", Hidden: 64, Intermediate: 48, Layers: 3, Heads: 2, KVHeads: 1, HeadDim: 32,
+		Vocab: 270, MaxPositions: 64, Tied: true, DType: "BF16", Seed: 5, EOS: synth.MiniEOS,
+		Experts: 4, ExpertsPerToken: 2, MoEIntermediate: 40, MLPOnlyLayers: []int{1}}
+	for _, c := range []struct {
+		name string
+		edit func(h *format.Header)
+		want string
+	}{
+		{"dense layer marked sparse", func(h *format.Header) { h.Config.MoE.Sparse[1] = true }, `section "layers.1.router": missing`},
+		{"experts of another width", func(h *format.Header) { h.Config.MoE.ExpertWidth = 32 },
+			`section "layers.0.experts.gate_proj": q4 tile-major [4 40 64], the config needs f16, q8 or q4 tile-major [4 32 64]`},
+		{"experts flattened", func(h *format.Header) { sec(h, "layers.2.experts.up_proj").Shape = []uint64{160, 64} },
+			`section "layers.2.experts.up_proj": q4 tile-major [160 64], the config needs f16, q8 or q4 tile-major [4 40 64]`},
+	} {
+		h := compiledHeader(t, s, format.Q4)
+		c.edit(h)
+		if err := arch.Validate(h); err == nil || err.Error() != c.want {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}

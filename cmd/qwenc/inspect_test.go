@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/qwenc/qwenc/internal/synth"
 )
 
 // compiled compiles the small test model (maximum context 512) into work.
@@ -121,5 +123,77 @@ func TestInspectJSONKeys(t *testing.T) {
 		if _, ok := g[k]; !ok {
 			t.Errorf("generation lacks %q: %v", k, g)
 		}
+	}
+}
+
+// A MoE file's report: the experts in the config, every parameter counted
+// once (the tied embedding too) and the active ones with k of E experts,
+// and decode_weight_bytes with k/E of each stacked expert section.
+func TestInspectMoE(t *testing.T) {
+	work := t.TempDir()
+	dir := filepath.Join(work, "moe")
+	s := synth.Shape{ModelType: "qwen3_moe", Hidden: 64, Intermediate: 48, Layers: 3, Heads: 2, KVHeads: 1, HeadDim: 32,
+		Vocab: 300, MaxPositions: 512, Tied: true, DType: "BF16", EOS: synth.MiniEOS,
+		Experts: 4, ExpertsPerToken: 2, MoEIntermediate: 40, MLPOnlyLayers: []int{1}}
+	if err := synth.WriteMini(dir, s); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(work, "moe.qbin")
+	if _, stderr, code := run(t, work, "compile", "-q", dir, "-o", out, "--max-prefill", "32"); code != 0 {
+		t.Fatalf("compile: exit %d: %s", code, stderr)
+	}
+	js, _, code := run(t, work, "inspect", out, "--json")
+	var r struct {
+		FormatVersion int `json:"format_version"`
+		Config        struct {
+			Experts      int   `json:"num_experts"`
+			PerToken     int   `json:"num_experts_per_tok"`
+			SparseLayers []int `json:"sparse_layers"`
+		} `json:"config"`
+		Sections []struct {
+			Name  string   `json:"name"`
+			Shape []uint64 `json:"shape"`
+			Size  uint64   `json:"size"`
+		} `json:"sections"`
+		Memory struct {
+			Decode uint64 `json:"decode_weight_bytes"`
+			Params uint64 `json:"parameters"`
+			Active uint64 `json:"active_parameters"`
+		} `json:"memory"`
+	}
+	if err := json.Unmarshal([]byte(js), &r); err != nil || code != 0 {
+		t.Fatalf("exit %d, %v", code, err)
+	}
+	if r.FormatVersion != 2 || r.Config.Experts != 4 || r.Config.PerToken != 2 || !slices.Equal(r.Config.SparseLayers, []int{0, 2}) {
+		t.Errorf("version %d, config %+v", r.FormatVersion, r.Config)
+	}
+	var params, active, decode uint64
+	for _, sec := range r.Sections {
+		if sec.Name == "tokenizer" || sec.Name == "chat_template" {
+			continue
+		}
+		n := uint64(1)
+		for _, d := range sec.Shape {
+			n *= d
+		}
+		frac := func(v uint64) uint64 { return v }
+		if len(sec.Shape) == 3 {
+			frac = func(v uint64) uint64 { return v * 2 / 4 }
+		}
+		if sec.Name != "embed_tokens" {
+			params += n
+			active += frac(n)
+			decode += frac(sec.Size)
+		}
+	}
+	// hand count: embedding 300x64, per layer attention 4 matrices and norms,
+	// router 4x64, experts 4 x 3 x 40x64 or a dense 3 x 48x64, final norm
+	want := uint64(300*64) + 3*uint64(64*64+32*64+32*64+64*64+64+64+32+32) + 2*uint64(4*64+4*3*40*64) + uint64(3*48*64) + 64
+	if params != want || r.Memory.Params != want || r.Memory.Active != want-2*uint64(2*3*40*64) || r.Memory.Decode != decode {
+		t.Errorf("parameters %d (sections %d, by hand %d), active %d, decode bytes %d (sections %d)", r.Memory.Params, params, want, r.Memory.Active, r.Memory.Decode, decode)
+	}
+	text, _, _ := run(t, work, "inspect", out)
+	if !strings.Contains(text, "experts: 4 of width 40, 2 per token") || !strings.Contains(text, "read by one decode step (2 of 4 experts)") {
+		t.Errorf("the text report does not describe the experts:\n%s", text)
 	}
 }
