@@ -27,6 +27,7 @@ func benchServeCommand() *cli.Command {
 			&cli.IntFlag{Name: "tg", Value: 64, Usage: "tokens each stream generates"},
 			&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "worker threads (default: the CPUs this process may use)"},
 			&cli.StringFlag{Name: "kernels", Usage: "kernel path (default: $QWEN_KERNELS or auto)"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the run to `PATH` (for development)"},
 		},
 		Action: benchServe,
 	}
@@ -67,6 +68,11 @@ func benchServe(c *cli.Context) error {
 		return err
 	}
 	defer m.Close()
+	stop, err := startProfile(c.String("cpuprofile"))
+	if err != nil {
+		return err
+	}
+	defer stop()
 	pp, tg := c.Int("pp"), c.Int("tg")
 	fmt.Printf("model %s; %d prompt tokens and %d generated per stream; kernels %s, %d threads\n",
 		c.Args().First(), pp, tg, kp, m.Threads())

@@ -52,17 +52,11 @@ func run(c *cli.Context) error {
 	if err := checkFlags(c); err != nil {
 		return err
 	}
-	if path := c.String("cpuprofile"); path != "" {
-		f, err := os.Create(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := startProfile(c.String("cpuprofile"))
+	if err != nil {
+		return err
 	}
+	defer stop()
 	s, err := load(c)
 	if err != nil {
 		return err
@@ -359,4 +353,21 @@ func procField(path, name string) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// startProfile starts a CPU profile into path (none for ""); the
+// function it returns stops it.
+func startProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
