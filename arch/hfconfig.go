@@ -138,8 +138,8 @@ func ParseConfig(b []byte) (format.Config, error) {
 	if sliding {
 		return c, fmt.Errorf("field \"use_sliding_window\" is true; sliding-window attention is not supported")
 	}
-	if m, ok := hf.present("rope_scaling"); ok {
-		return c, fmt.Errorf("field \"rope_scaling\" = %s; RoPE scaling is not supported", m)
+	if err := ropeScaling(&c, hf); err != nil {
+		return c, err
 	}
 	if act, err := hf.String("hidden_act"); err == nil && act != "silu" {
 		return c, fmt.Errorf("field \"hidden_act\" = %q; only silu is supported", act)

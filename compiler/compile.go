@@ -28,8 +28,11 @@ type Options struct {
 	MaxPrefill int    // tokens per prefill step (the prefill arena)
 	// Type is the weight type: format.F16 (the default, also for 0),
 	// format.Q8 or format.Q4; see weightType for which matrices get it.
-	Type     format.DType
-	Progress io.Writer // nil: silent
+	Type format.DType
+	// RopeScaling, when set, replaces config.json's rope_scaling
+	// (arch.SetRopeScaling: "none", "linear:4", "yarn:4:32768").
+	RopeScaling string
+	Progress    io.Writer // nil: silent
 	// NoSync skips the fsync before the final rename. By default the data
 	// is on disk before the file appears under its name, so a crash never
 	// leaves a complete-looking but empty artifact.
@@ -106,7 +109,7 @@ func Compile(ctx context.Context, model string, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer ck.Close()
-	hdr, secs, err := plan(ck, opts.MaxPrefill, opts.Type)
+	hdr, secs, err := plan(ck, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -115,10 +118,16 @@ func Compile(ctx context.Context, model string, opts Options) (*Result, error) {
 
 // plan builds the header (with offsets, checksums still zero) and the list
 // of sections to write, checking every tensor against the config.
-func plan(ck *Checkpoint, maxPrefill int, ft format.DType) (*format.Header, []section, error) {
+func plan(ck *Checkpoint, opts Options) (*format.Header, []section, error) {
+	maxPrefill, ft := opts.MaxPrefill, opts.Type
 	cfg, err := arch.ParseConfig(ck.ConfigJSON)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", ck.file("config.json"), err)
+	}
+	if opts.RopeScaling != "" {
+		if err := arch.SetRopeScaling(&cfg, opts.RopeScaling); err != nil {
+			return nil, nil, err
+		}
 	}
 	a, err := arch.For(cfg.ModelType)
 	if err != nil {

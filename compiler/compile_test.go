@@ -285,7 +285,7 @@ func TestArticleFigures(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ck.Close()
-	hdr, _, err := plan(ck, 512, format.F16)
+	hdr, _, err := plan(ck, Options{MaxPrefill: 512, Type: format.F16})
 	if err != nil {
 		t.Fatal(err)
 	}

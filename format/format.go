@@ -5,14 +5,17 @@
 // file, not the math: it never converts or computes with weights.
 package format
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 const (
 	// Magic opens every .qbin file.
 	Magic = "QWENBIN\x00"
 	// Version is the format version this code writes; it also reads
-	// version 1, which had no mixture-of-experts block (SPEC.md).
-	Version = 2
+	// version 1 (no experts block) and 2 (no RoPE scaling block), SPEC.md.
+	Version = 3
 	// PreambleSize is the fixed size of the preamble at offset 0.
 	PreambleSize = 64
 	// Alignment is the boundary every section starts on.
@@ -119,6 +122,36 @@ type Config struct {
 	QKNorm        bool // qwen3: per-head RMSNorm of q and k before RoPE
 	QKVBias       bool // qwen2: biases on the q, k and v projections
 	MoE           MoE
+	RopeScaling   RopeScaling
+}
+
+// RopeScaling stretches RoPE beyond the trained context (config.json's
+// rope_scaling); a zero Type means none.
+type RopeScaling struct {
+	Type   string  // "", "linear" or "yarn"
+	Factor float64 // the stretch, > 1
+	// OriginalMax is the trained context (original_max_position_embeddings):
+	// yarn's frequency ramp is computed from it, and the context allowed is
+	// Factor times it.
+	OriginalMax int
+	// AttentionFactor multiplies cos and sin (yarn; 1 for linear), resolved
+	// at compile time: attention_factor, else 0.1 ln(factor) + 1.
+	AttentionFactor float64
+	// BetaFast and BetaSlow bound yarn's ramp, in rotations (32 and 1
+	// unless given); Truncate rounds its ends to whole dimensions.
+	BetaFast, BetaSlow float64
+	Truncate           bool
+}
+
+// MaxContext is the longest context the model allows: max_position_embeddings,
+// or with RoPE scaling the factor times the original context if that is
+// more.
+func (c *Config) MaxContext() int {
+	rs := &c.RopeScaling
+	if rs.Type == "" {
+		return c.MaxPositions
+	}
+	return max(c.MaxPositions, int(math.Round(rs.Factor*float64(rs.OriginalMax))))
 }
 
 // MoE describes the routed experts of a mixture-of-experts model; it is
@@ -179,7 +212,35 @@ func (c *Config) Validate() error {
 	if !(c.RopeTheta > 0) || !(c.RMSNormEps > 0) {
 		return fmt.Errorf("config: rope_theta %g and rms_norm_eps %g must be positive", c.RopeTheta, c.RMSNormEps)
 	}
+	if err := c.RopeScaling.validate(); err != nil {
+		return err
+	}
 	return c.MoE.validate(c.Layers)
+}
+
+func (r *RopeScaling) validate() error {
+	switch r.Type {
+	case "":
+		if *r != (RopeScaling{}) {
+			return fmt.Errorf("config: rope_scaling fields set without a type")
+		}
+		return nil
+	case "linear", "yarn":
+	default:
+		return fmt.Errorf("config: rope_scaling type %q not supported (linear, yarn)", r.Type)
+	}
+	ok := func(v float64) bool { return v > 0 && v < 1e6 }
+	switch {
+	case !ok(r.Factor) || r.Factor < 1:
+		return fmt.Errorf("config: rope_scaling factor %g, want at least 1", r.Factor)
+	case r.OriginalMax < 1 || r.OriginalMax > 1<<24 || r.Factor*float64(r.OriginalMax) > 1<<24:
+		return fmt.Errorf("config: rope_scaling original_max_position_embeddings %d out of range", r.OriginalMax)
+	case !ok(r.AttentionFactor):
+		return fmt.Errorf("config: rope_scaling attention_factor %g out of range", r.AttentionFactor)
+	case r.Type == "yarn" && (!ok(r.BetaFast) || !ok(r.BetaSlow)):
+		return fmt.Errorf("config: rope_scaling beta_fast %g and beta_slow %g must be positive", r.BetaFast, r.BetaSlow)
+	}
+	return nil
 }
 
 func (m *MoE) validate(layers int) error {

@@ -41,6 +41,16 @@ func MarshalHeader(h *Header) []byte {
 	for _, s := range c.MoE.Sparse {
 		e.bool(s)
 	}
+	rs := &c.RopeScaling
+	e.str(rs.Type)
+	e.f64(rs.Factor)
+	e.u32(uint32(rs.OriginalMax))
+	e.bool(rs.Truncate)
+	e.u8(0)
+	e.u16(0)
+	e.f64(rs.AttentionFactor)
+	e.f64(rs.BetaFast)
+	e.f64(rs.BetaSlow)
 
 	g := &h.Generation
 	e.u32(uint32(len(g.EOS)))
@@ -126,6 +136,17 @@ func unmarshalHeader(b []byte, version uint32) (*Header, error) {
 				m.Sparse[i] = d.bool("config.sparse_layers")
 			}
 		}
+	}
+	if version >= 3 {
+		rs := &c.RopeScaling
+		rs.Type = d.str("config.rope_scaling.type")
+		rs.Factor = d.f64()
+		rs.OriginalMax = int(d.u32())
+		rs.Truncate = d.bool("config.rope_scaling.truncate")
+		d.zero("config.rope_scaling", 3)
+		rs.AttentionFactor = d.f64()
+		rs.BetaFast = d.f64()
+		rs.BetaSlow = d.f64()
 	}
 
 	g := &h.Generation

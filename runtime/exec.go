@@ -38,8 +38,8 @@ func (r *Runner) step(f *frame, tokens []int32, segs []segment, hidden bool) []f
 			for t := range T {
 				for j, fr := range m.invFreq {
 					s, co := math.Sincos(float64(r.rowPos[t]) * fr)
-					rope[t*hd+j] = float32(co)
-					rope[t*hd+half+j] = float32(s)
+					rope[t*hd+j] = float32(co * m.ropeScale)
+					rope[t*hd+half+j] = float32(s * m.ropeScale)
 				}
 			}
 		case graph.Embed:

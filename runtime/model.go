@@ -14,7 +14,6 @@ package runtime
 
 import (
 	"fmt"
-	"math"
 	goruntime "runtime"
 	"sync"
 
@@ -38,10 +37,13 @@ type Model struct {
 	Tokenizer *tokenizer.Tokenizer
 	decode    *program
 	prefill   *program
-	// invFreq are RoPE's inverse frequencies theta^(-2i/d), in float64 so
-	// the angles of long positions stay exact before rounding to f32.
-	invFreq []float64
-	opts    Options
+	// invFreq are RoPE's inverse frequencies (theta^(-2i/d), scaled as
+	// rope_scaling says), in float64 so the angles of long positions stay
+	// exact before rounding to f32; ropeScale multiplies cos and sin
+	// (yarn's attention factor, else 1).
+	invFreq   []float64
+	ropeScale float64
+	opts      Options
 	// own is the Model's own Runner, which Session.Feed and HeadLogits use;
 	// made on first use, so a model served by another Runner holds no
 	// second set of arenas.
@@ -132,11 +134,7 @@ func newModel(f *format.File, opts Options) (*Model, error) {
 			m.prefill = p
 		}
 	}
-	hd := m.Config.HeadDim
-	m.invFreq = make([]float64, hd/2)
-	for i := range m.invFreq {
-		m.invFreq[i] = 1 / math.Pow(m.Config.RopeTheta, float64(2*i)/float64(hd))
-	}
+	m.invFreq, m.ropeScale = arch.RopeFrequencies(&m.Config)
 	return m, nil
 }
 

@@ -80,19 +80,8 @@ func moeShapes() map[string]synth.Shape {
 // and q8 within twice its own error (measured: 0.23-0.36).
 func TestMoELayerPatterns(t *testing.T) {
 	for name, s := range moeShapes() {
-		dir := filepath.Join(t.TempDir(), name)
-		if err := synth.WriteMini(dir, s); err != nil {
-			t.Fatal(err)
-		}
-		ref, err := reference.Load(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
 		prompt := randomTokens(270, s.Vocab, 9)
-		all, err := ref.Logits(prompt)
-		if err != nil {
-			t.Fatal(err)
-		}
+		all := referenceLogits(t, s, prompt)
 		want := all[len(all)-1]
 		for _, typ := range []format.DType{format.F16, format.Q8} {
 			path := synthtest.CompileAs(t, s, 200, typ)
@@ -144,4 +133,23 @@ func loadMoEReference(t *testing.T, name string) []reference.Case {
 		t.Fatal(err)
 	}
 	return e.Cases
+}
+
+// referenceLogits writes the checkpoint of shape s and returns the float64
+// reference's logits of every position of prompt.
+func referenceLogits(t *testing.T, s synth.Shape, prompt []int32) [][]float64 {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "model")
+	if err := synth.WriteMini(dir, s); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := reference.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := ref.Logits(prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return all
 }

@@ -28,10 +28,10 @@ type Session struct {
 // (0: the model's max_position_embeddings).
 func (m *Model) NewSession(ctx int) (*Session, error) {
 	if ctx <= 0 {
-		ctx = m.Config.MaxPositions
+		ctx = m.Config.MaxContext()
 	}
-	if ctx > m.Config.MaxPositions {
-		return nil, fmt.Errorf("context %d is larger than the model's maximum %d", ctx, m.Config.MaxPositions)
+	if ctx > m.Config.MaxContext() {
+		return nil, fmt.Errorf("context %d is larger than the model's maximum %d", ctx, m.Config.MaxContext())
 	}
 	return &Session{m: m, KV: NewKVCache(&m.Config), ctx: ctx}, nil
 }

@@ -20,6 +20,7 @@ func compileCommand() *cli.Command {
 			&cli.StringFlag{Name: "o", Aliases: []string{"output"}, Usage: "output `FILE`", DefaultText: "the model directory's name + .qbin, in the current directory"},
 			&cli.StringFlag{Name: "type", Value: "f16", Usage: "weight type: f16, q8 (8.5 bits per weight) or q4 (4.6 bits, with the LM head, the embedding and some value and down projections at q8)"},
 			&cli.IntFlag{Name: "max-prefill", Value: 512, Usage: "tokens per prefill step; sizes the prefill arena"},
+			&cli.StringFlag{Name: "rope-scaling", Usage: "RoPE scaling over config.json's: `SPEC` none, linear:FACTOR or yarn:FACTOR[:ORIGINAL_CONTEXT] (Qwen3's model cards: yarn:4:32768)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress on stderr"},
 			&cli.BoolFlag{Name: "no-sync", Usage: "skip the fsync before the final rename (faster; not crash-safe)"},
 		},
@@ -36,7 +37,7 @@ func compileCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			opts := compiler.Options{Output: out, MaxPrefill: c.Int("max-prefill"), NoSync: c.Bool("no-sync"), Type: wt}
+			opts := compiler.Options{Output: out, MaxPrefill: c.Int("max-prefill"), NoSync: c.Bool("no-sync"), Type: wt, RopeScaling: c.String("rope-scaling")}
 			if !c.Bool("quiet") {
 				opts.Progress = os.Stderr
 			}

@@ -41,7 +41,7 @@ func inspectCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			seqs = kvSeqs(os.Stderr, seqs, h.Config.MaxPositions)
+			seqs = kvSeqs(os.Stderr, seqs, h.Config.MaxContext())
 			rep := format.Report(h, seqs)
 			if c.Bool("json") {
 				return printJSON(os.Stdout, h, version, rep)
@@ -148,6 +148,7 @@ func printJSON(w io.Writer, h *format.Header, version uint32, rep format.MemoryR
 			"num_experts": c.MoE.Experts, "num_experts_per_tok": c.MoE.ExpertsPerToken,
 			"moe_intermediate_size": c.MoE.ExpertWidth, "norm_topk_prob": c.MoE.NormTopK,
 			"sparse_layers": sparseLayers(&c),
+			"rope_scaling":  ropeScalingJSON(&c), "max_context": c.MaxContext(),
 		},
 		"generation":  h.Generation,
 		"chat_family": h.ChatFamily,
@@ -181,6 +182,10 @@ func printText(w io.Writer, h *format.Header, rep format.MemoryReport) {
 		c.ModelType, c.Hidden, c.Intermediate, c.Layers, c.Heads, c.HeadDim, c.KVHeads, c.Vocab, tie)
 	fmt.Fprintf(w, "       rope_theta %g, rms_norm_eps %g, max positions %d, q/k norm %v, q/k/v bias %v\n",
 		c.RopeTheta, c.RMSNormEps, c.MaxPositions, c.QKNorm, c.QKVBias)
+	if rs := c.RopeScaling; rs.Type != "" {
+		fmt.Fprintf(w, "rope scaling: %s, factor %g over an original context of %d; attention factor %.4f; maximum context %d\n",
+			rs.Type, rs.Factor, rs.OriginalMax, rs.AttentionFactor, c.MaxContext())
+	}
 	if m := c.MoE; m.Experts > 0 {
 		fmt.Fprintf(w, "experts: %d of width %d, %d per token, norm_topk_prob %v; sparse layers %v of %d (the others dense)\n",
 			m.Experts, m.ExpertWidth, m.ExpertsPerToken, m.NormTopK, sparseLayers(&c), c.Layers)
@@ -261,6 +266,20 @@ func printText(w io.Writer, h *format.Header, rep format.MemoryReport) {
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t\n", s.Seq, s.Chunks, size(s.PerLayerBytes), size(s.TotalBytes))
 	}
 	tw.Flush()
+}
+
+// ropeScalingJSON is the RoPE scaling under config.json's names, or nil.
+func ropeScalingJSON(c *format.Config) any {
+	rs := &c.RopeScaling
+	if rs.Type == "" {
+		return nil
+	}
+	j := map[string]any{"rope_type": rs.Type, "factor": rs.Factor, "original_max_position_embeddings": rs.OriginalMax,
+		"attention_factor": rs.AttentionFactor}
+	if rs.Type == "yarn" {
+		j["beta_fast"], j["beta_slow"], j["truncate"] = rs.BetaFast, rs.BetaSlow, rs.Truncate
+	}
+	return j
 }
 
 // sparseLayers lists the layers whose MLP is routed experts.

@@ -164,7 +164,7 @@ func TestInspectMoE(t *testing.T) {
 	if err := json.Unmarshal([]byte(js), &r); err != nil || code != 0 {
 		t.Fatalf("exit %d, %v", code, err)
 	}
-	if r.FormatVersion != 2 || r.Config.Experts != 4 || r.Config.PerToken != 2 || !slices.Equal(r.Config.SparseLayers, []int{0, 2}) {
+	if r.FormatVersion != 3 || r.Config.Experts != 4 || r.Config.PerToken != 2 || !slices.Equal(r.Config.SparseLayers, []int{0, 2}) {
 		t.Errorf("version %d, config %+v", r.FormatVersion, r.Config)
 	}
 	var params, active, decode uint64
@@ -195,5 +195,23 @@ func TestInspectMoE(t *testing.T) {
 	text, _, _ := run(t, work, "inspect", out)
 	if !strings.Contains(text, "experts: 4 of width 40, 2 per token") || !strings.Contains(text, "read by one decode step (2 of 4 experts)") {
 		t.Errorf("the text report does not describe the experts:\n%s", text)
+	}
+}
+
+// --rope-scaling is recorded in the file; inspect shows it and the
+// maximum context it allows; a spec that means nothing is refused.
+func TestCompileRopeScaling(t *testing.T) {
+	work := t.TempDir()
+	out := filepath.Join(work, "yarn.qbin")
+	if _, stderr, code := run(t, work, "compile", "-q", model(t, "small-model"), "-o", out, "--max-prefill", "32", "--rope-scaling", "yarn:4:256"); code != 0 {
+		t.Fatalf("compile: exit %d: %s", code, stderr)
+	}
+	text, _, _ := run(t, work, "inspect", out)
+	if !strings.Contains(text, "rope scaling: yarn, factor 4 over an original context of 256; attention factor 1.1386; maximum context 1024") {
+		t.Errorf("inspect does not show the scaling:\n%s", text)
+	}
+	_, stderr, code := run(t, work, "compile", "-q", model(t, "small-model"), "-o", filepath.Join(work, "bad.qbin"), "--rope-scaling", "ntk:2")
+	if code != 1 || !strings.Contains(stderr, `--rope-scaling "ntk:2": want none, linear:FACTOR or yarn:FACTOR[:ORIGINAL_CONTEXT]`) {
+		t.Errorf("ntk:2: exit %d, %q", code, stderr)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"os"
 	"os/exec"
@@ -148,6 +149,7 @@ func TestHostileFiles(t *testing.T) {
 		t.Fatalf("build qwenc: %v\n%s", err, out)
 	}
 	good, h := hostileModel(t)
+	reads := fmt.Sprintf("reads versions 1 to %d", format.Version)
 	pre, err := format.ParsePreamble(good)
 	if err != nil {
 		t.Fatal(err)
@@ -217,9 +219,10 @@ func TestHostileFiles(t *testing.T) {
 		{"flipped header byte (config)", flip(good, 64+12), []string{"header checksum mismatch"}, false},
 		{"flipped header byte (directory)", flip(good, dirStart+20), []string{"header checksum mismatch"}, false},
 		{"flipped last header byte", flip(good, 64+hdrLen-1), []string{"header checksum mismatch"}, false},
-		{"format version 3 (newer), CRC fixed", withVersion(good, 3), []string{"format version 3", "reads versions 1 to 2", "recompile"}, false},
-		{"format version 3, CRC not fixed", func() []byte { b := bytes.Clone(good); b[8] = 3; return b }(), []string{"format version 3, this build reads versions 1 to 2"}, false},
-		{"format version 0 (older), CRC fixed", withVersion(good, 0), []string{"format version 0", "reads versions 1 to 2"}, false},
+		{"format version newer, CRC fixed", withVersion(good, format.Version+1), []string{fmt.Sprintf("format version %d", format.Version+1), reads, "recompile"}, false},
+		{"format version newer, CRC not fixed", func() []byte { b := bytes.Clone(good); b[8] = format.Version + 1; return b }(),
+			[]string{fmt.Sprintf("format version %d, this build %s", format.Version+1, reads)}, false},
+		{"format version 0 (older), CRC fixed", withVersion(good, 0), []string{"format version 0", reads}, false},
 		{"preamble file size wrong, CRC fixed", withPreambleField(good, 32, uint64(len(good))+4096), []string{"truncated or damaged"}, false},
 		{"header size past the end, CRC fixed", withPreambleField(good, 24, uint64(len(good))), []string{"header of", "runs past the end of the file"}, false},
 		{"section past the end of the file", edit(func(h *format.Header) { h.Sections[len(h.Sections)-1].Offset = uint64(len(good)) }),

@@ -86,8 +86,8 @@ func load(c *cli.Context) (*setup, error) {
 	s := &setup{m: m, stdoutTTY: isTerminal(os.Stdout)}
 	fail := func(err error) (*setup, error) { m.Close(); return nil, err }
 	ctxLen := c.Int("ctx")
-	if c.IsSet("ctx") && (ctxLen < 1 || ctxLen > m.Config.MaxPositions) {
-		return fail(fmt.Errorf("--ctx %d: want 1 to %d tokens (the model's maximum context)", ctxLen, m.Config.MaxPositions))
+	if c.IsSet("ctx") && (ctxLen < 1 || ctxLen > m.Config.MaxContext()) {
+		return fail(fmt.Errorf("--ctx %d: want 1 to %d tokens (the model's maximum context)", ctxLen, m.Config.MaxContext()))
 	}
 	if c.Bool("verify") {
 		if err := m.File.Verify(); err != nil {
@@ -99,7 +99,7 @@ func load(c *cli.Context) (*setup, error) {
 	// (the model's maximum) is lowered to what fits instead.
 	avail, known := memAvailable()
 	if !c.IsSet("ctx") {
-		ctxLen = m.Config.MaxPositions
+		ctxLen = m.Config.MaxContext()
 		if known && m.KVBytesFor(ctxLen) > avail {
 			fit := int(avail/m.KVBytesFor(format.KVChunkTokens)) * format.KVChunkTokens
 			if fit < format.KVChunkTokens {

@@ -92,10 +92,10 @@ func serveAction(c *cli.Context) error {
 // serveContext is each conversation's context: as qwenrun's, but with
 // room for --parallel KV caches.
 func serveContext(c *cli.Context, m *runtime.Model, parallel int) (int, error) {
-	n := m.Config.MaxPositions
+	n := m.Config.MaxContext()
 	if c.IsSet("ctx") {
-		if n = c.Int("ctx"); n < 1 || n > m.Config.MaxPositions {
-			return 0, fmt.Errorf("--ctx %d: the model's maximum context is %d tokens", n, m.Config.MaxPositions)
+		if n = c.Int("ctx"); n < 1 || n > m.Config.MaxContext() {
+			return 0, fmt.Errorf("--ctx %d: the model's maximum context is %d tokens", n, m.Config.MaxContext())
 		}
 	}
 	avail, known := memAvailable()

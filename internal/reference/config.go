@@ -12,7 +12,6 @@
 package reference
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -44,6 +43,22 @@ type Config struct {
 	NormTopKProb      bool  `json:"norm_topk_prob"`
 	DecoderSparseStep int   `json:"decoder_sparse_step"`
 	MLPOnlyLayers     []int `json:"mlp_only_layers"`
+
+	MaxPositions int `json:"max_position_embeddings"`
+	// RopeScaling is rope_scaling (linear or yarn), nil when absent.
+	RopeScaling *RopeScaling `json:"rope_scaling"`
+}
+
+// RopeScaling holds rope_scaling's fields under transformers' names.
+type RopeScaling struct {
+	RopeType        string   `json:"rope_type"`
+	Type            string   `json:"type"` // the older name of rope_type
+	Factor          float64  `json:"factor"`
+	OriginalMax     int      `json:"original_max_position_embeddings"`
+	AttentionFactor *float64 `json:"attention_factor"`
+	BetaFast        float64  `json:"beta_fast"`
+	BetaSlow        float64  `json:"beta_slow"`
+	Truncate        *bool    `json:"truncate"`
 }
 
 // ReadConfig reads and checks config.json. Features the forward pass does
@@ -55,8 +70,7 @@ func ReadConfig(path string) (Config, error) {
 		return Config{}, fmt.Errorf("reference: %w", err)
 	}
 	var raw struct {
-		RopeScaling      json.RawMessage `json:"rope_scaling"`
-		UseSlidingWindow bool            `json:"use_sliding_window"`
+		UseSlidingWindow bool `json:"use_sliding_window"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return Config{}, fmt.Errorf("reference: %s: %w", path, err)
@@ -75,8 +89,13 @@ func ReadConfig(path string) (Config, error) {
 	if c.ModelType == "qwen2" {
 		c.AttentionBias = true // Qwen2Attention hard-codes q/k/v biases
 	}
-	if len(raw.RopeScaling) > 0 && !bytes.Equal(raw.RopeScaling, []byte("null")) {
-		return Config{}, fmt.Errorf("reference: %s: rope_scaling is not supported", path)
+	if rs := c.RopeScaling; rs != nil {
+		if rs.RopeType == "" {
+			rs.RopeType = rs.Type
+		}
+		if rs.RopeType != "linear" && rs.RopeType != "yarn" {
+			return Config{}, fmt.Errorf("reference: %s: rope_scaling type %q is not supported", path, rs.RopeType)
+		}
 	}
 	if raw.UseSlidingWindow {
 		return Config{}, fmt.Errorf("reference: %s: use_sliding_window is not supported", path)

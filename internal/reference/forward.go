@@ -151,7 +151,7 @@ func (m *Model) attention(l *layer, x [][]float64) [][]float64 {
 				if heads.norm != nil {
 					copy(head, rmsNorm(head, heads.norm, c.RMSNormEps))
 				}
-				rope(head, i, c.RopeTheta)
+				m.rope(head, i)
 			}
 		}
 	}
@@ -179,15 +179,79 @@ func (m *Model) attention(l *layer, x [][]float64) [][]float64 {
 
 // rope rotates one head at position pos the way transformers does:
 // rotate_half pairs element t with t+d/2 (not 2t with 2t+1), and the
-// frequency of pair t is theta^(-2t/d).
-func rope(head []float64, pos int, theta float64) {
-	half := len(head) / 2
+// frequency of pair t is theta^(-2t/d), changed by rope_scaling as in
+// transformers' modeling_rope_utils: divided by the factor (linear), or
+// for yarn interpolated between divided and kept along a ramp over the
+// dimensions, with cos and sin multiplied by the attention factor.
+func (m *Model) rope(head []float64, pos int) {
+	c := m.Config
+	d := len(head)
+	half := d / 2
+	scale := 1.0
+	freq := make([]float64, half)
 	for t := range half {
-		angle := float64(pos) / math.Pow(theta, float64(2*t)/float64(len(head)))
-		cos, sin := math.Cos(angle), math.Sin(angle)
+		freq[t] = 1 / math.Pow(c.RopeTheta, float64(2*t)/float64(d))
+	}
+	if rs := c.RopeScaling; rs != nil {
+		switch rs.RopeType {
+		case "linear":
+			for t := range freq {
+				freq[t] /= rs.Factor
+			}
+		case "yarn":
+			freq, scale = yarn(c, freq)
+		}
+	}
+	for t := range half {
+		angle := float64(pos) * freq[t]
+		cos, sin := scale*math.Cos(angle), scale*math.Sin(angle)
 		a, b := head[t], head[t+half]
 		head[t], head[t+half] = a*cos-b*sin, b*cos+a*sin
 	}
+}
+
+// yarn is transformers' _compute_yarn_parameters over head_dim, with
+// rope_scaling's own factor and the ramp computed from
+// original_max_position_embeddings (else max_position_embeddings).
+func yarn(c Config, extrapolated []float64) ([]float64, float64) {
+	rs := c.RopeScaling
+	d := float64(c.HeadDim)
+	original := rs.OriginalMax
+	if original == 0 {
+		original = c.MaxPositions
+	}
+	attention := 0.1*math.Log(rs.Factor) + 1
+	if rs.Factor <= 1 {
+		attention = 1
+	}
+	if rs.AttentionFactor != nil {
+		attention = *rs.AttentionFactor
+	}
+	betaFast, betaSlow := rs.BetaFast, rs.BetaSlow
+	if betaFast == 0 {
+		betaFast = 32
+	}
+	if betaSlow == 0 {
+		betaSlow = 1
+	}
+	dimOf := func(rotations float64) float64 {
+		return d * math.Log(float64(original)/(rotations*2*math.Pi)) / (2 * math.Log(c.RopeTheta))
+	}
+	low, high := dimOf(betaFast), dimOf(betaSlow)
+	if rs.Truncate == nil || *rs.Truncate {
+		low, high = math.Floor(low), math.Ceil(high)
+	}
+	low, high = math.Max(low, 0), math.Min(high, d-1)
+	if low == high {
+		high += 0.001
+	}
+	out := make([]float64, len(extrapolated))
+	for i, f := range extrapolated {
+		ramp := math.Min(math.Max((float64(i)-low)/(high-low), 0), 1)
+		keep := 1 - ramp // transformers' inv_freq_extrapolation_factor
+		out[i] = f/rs.Factor*(1-keep) + f*keep
+	}
+	return out, attention
 }
 
 // moe is Qwen3MoeSparseMoeBlock: softmax over all experts' router logits,

@@ -56,6 +56,9 @@ type Shape struct {
 	// compile and run a model of the real size. Routing and the cost of a
 	// step are unchanged; the experts' outputs are zero.
 	ZeroExperts bool
+	// RopeScaling is config.json's rope_scaling (nil: none), e.g.
+	// {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 64}.
+	RopeScaling map[string]any
 }
 
 // Qwen3_06B is the real Qwen3-0.6B shape.
@@ -177,7 +180,7 @@ func WriteConfig(dir string, s Shape) error {
 		"num_hidden_layers": s.Layers, "num_attention_heads": s.Heads, "num_key_value_heads": s.KVHeads,
 		"head_dim": s.HeadDim, "vocab_size": s.Vocab, "max_position_embeddings": s.MaxPositions,
 		"rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": s.Tied, "hidden_act": "silu",
-		"torch_dtype": "bfloat16", "rope_scaling": nil, "use_sliding_window": false,
+		"torch_dtype": "bfloat16", "rope_scaling": s.RopeScaling, "use_sliding_window": false,
 	}
 	if s.ModelType == "qwen3_moe" {
 		s.addMoEConfig(cfg)

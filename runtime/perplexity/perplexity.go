@@ -90,8 +90,8 @@ var ErrTooShort = errors.New("text too short")
 // two chunks, as llama-perplexity requires.
 func Run(ctx context.Context, m *runtime.Model, tokens []int32, o Options) (Result, error) {
 	n := o.Ctx
-	if n < 4 || n > m.Config.MaxPositions {
-		return Result{}, fmt.Errorf("perplexity: --ctx %d: want 4 to %d tokens (the model's maximum context)", n, m.Config.MaxPositions)
+	if n < 4 || n > m.Config.MaxContext() {
+		return Result{}, fmt.Errorf("perplexity: --ctx %d: want 4 to %d tokens (the model's maximum context)", n, m.Config.MaxContext())
 	}
 	if len(tokens) < 2*n {
 		return Result{}, fmt.Errorf("%w: it has %d tokens, and perplexity with --ctx %d needs at least %d (two chunks)", ErrTooShort, len(tokens), n, 2*n)
@@ -100,8 +100,8 @@ func Run(ctx context.Context, m *runtime.Model, tokens []int32, o Options) (Resu
 		if o.Base.Config.Vocab != m.Config.Vocab {
 			return Result{}, fmt.Errorf("perplexity: the base model has a vocabulary of %d, this model %d", o.Base.Config.Vocab, m.Config.Vocab)
 		}
-		if n > o.Base.Config.MaxPositions {
-			return Result{}, fmt.Errorf("perplexity: --ctx %d is larger than the base model's maximum context %d", n, o.Base.Config.MaxPositions)
+		if n > o.Base.Config.MaxContext() {
+			return Result{}, fmt.Errorf("perplexity: --ctx %d is larger than the base model's maximum context %d", n, o.Base.Config.MaxContext())
 		}
 	}
 	chunks := len(tokens) / n

@@ -1,0 +1,105 @@
+package arch
+
+import (
+	"math"
+	"testing"
+
+	"github.com/qwenc/qwenc/format"
+)
+
+func parseRope(t *testing.T, ropeScaling string) (format.Config, error) {
+	t.Helper()
+	cfg := `{"model_type":"qwen3","hidden_size":64,"intermediate_size":96,"num_hidden_layers":2,"num_attention_heads":4,
+		"num_key_value_heads":2,"head_dim":32,"vocab_size":300,"max_position_embeddings":4096,"rope_theta":1000000,
+		"rope_scaling":` + ropeScaling + `}`
+	return ParseConfig([]byte(cfg))
+}
+
+// TestRopeScalingConfig reads rope_scaling as transformers does: either
+// key for the type, "default" as none, yarn's defaults (beta 32 and 1,
+// truncation, attention factor 0.1 ln(factor) + 1, the original context
+// from max_position_embeddings), and names what it cannot do.
+func TestRopeScalingConfig(t *testing.T) {
+	for _, c := range []struct {
+		json string
+		want format.RopeScaling
+		err  string
+	}{
+		{`null`, format.RopeScaling{}, ""},
+		{`{"rope_type":"default"}`, format.RopeScaling{}, ""},
+		{`{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}`,
+			format.RopeScaling{Type: "yarn", Factor: 4, OriginalMax: 32768, AttentionFactor: 0.1*math.Log(4) + 1, BetaFast: 32, BetaSlow: 1, Truncate: true}, ""},
+		{`{"type":"yarn","factor":2,"attention_factor":1.5,"beta_fast":8,"beta_slow":2,"truncate":false}`,
+			format.RopeScaling{Type: "yarn", Factor: 2, OriginalMax: 4096, AttentionFactor: 1.5, BetaFast: 8, BetaSlow: 2}, ""},
+		{`{"rope_type":"linear","factor":2}`, format.RopeScaling{Type: "linear", Factor: 2, OriginalMax: 4096, AttentionFactor: 1}, ""},
+		{`{"rope_type":"dynamic","factor":2}`, format.RopeScaling{}, `rope_scaling: type "dynamic" not supported (linear, yarn)`},
+		{`{"rope_type":"yarn"}`, format.RopeScaling{}, `rope_scaling: field "factor" missing`},
+		{`{"rope_type":"yarn","factor":0.5}`, format.RopeScaling{}, `rope_scaling: factor 0.5, want at least 1`},
+		{`{"rope_type":"yarn","factor":4,"mscale":1}`, format.RopeScaling{}, `rope_scaling: "mscale" is not supported`},
+	} {
+		cfg, err := parseRope(t, c.json)
+		if c.err != "" {
+			if err == nil || err.Error() != c.err {
+				t.Errorf("%s: %v, want %q", c.json, err, c.err)
+			}
+			continue
+		}
+		if err != nil || cfg.RopeScaling != c.want {
+			t.Errorf("%s: %+v, %v; want %+v", c.json, cfg.RopeScaling, err, c.want)
+		}
+	}
+	cfg, _ := parseRope(t, `{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}`)
+	if cfg.MaxContext() != 131072 {
+		t.Errorf("maximum context %d, want 131072", cfg.MaxContext())
+	}
+}
+
+// TestSetRopeScaling: the compile flag means what the config field means.
+func TestSetRopeScaling(t *testing.T) {
+	cfg, _ := parseRope(t, `null`)
+	if err := SetRopeScaling(&cfg, "yarn:4:32768"); err != nil {
+		t.Fatal(err)
+	}
+	same, _ := parseRope(t, `{"rope_type":"yarn","factor":4,"original_max_position_embeddings":32768}`)
+	if cfg.RopeScaling != same.RopeScaling {
+		t.Errorf("yarn:4:32768 gives %+v, the config field %+v", cfg.RopeScaling, same.RopeScaling)
+	}
+	if err := SetRopeScaling(&cfg, "none"); err != nil || cfg.RopeScaling != (format.RopeScaling{}) {
+		t.Errorf("none: %+v, %v", cfg.RopeScaling, err)
+	}
+	for _, bad := range []string{"yarn", "yarn:x", "ntk:2", "yarn:4:0", "linear:0.5"} {
+		if err := SetRopeScaling(&cfg, bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestRopeFrequencies checks the scaled frequencies against values worked
+// out by hand from transformers' formulas (head_dim 8, theta 10000): linear
+// divides every one by the factor; yarn with an original context of 64
+// keeps pair 0, divides pairs 2 and 3, and ramps between.
+func TestRopeFrequencies(t *testing.T) {
+	c := format.Config{HeadDim: 8, RopeTheta: 10000}
+	base := []float64{1, 0.1, 0.01, 0.001}
+	c.RopeScaling = format.RopeScaling{Type: "linear", Factor: 2, AttentionFactor: 1}
+	f, s := RopeFrequencies(&c)
+	for i := range base {
+		if math.Abs(f[i]-base[i]/2) > 1e-15 || s != 1 {
+			t.Errorf("linear: pair %d: %g (scale %g)", i, f[i], s)
+		}
+	}
+	// yarn: correction dimension for r rotations = 8 ln(64 / (2πr)) / (2 ln 10000);
+	// r = 32: ln(0.3183) < 0, so low = floor(-0.124) -> 0;
+	// r = 1: 8 ln(10.186) / 18.42 = 1.0082, high = ceil -> 2.
+	// The ramp (i - 0) / 2 over pairs 0..3: 0, 0.5, 1, 1; the kept share is
+	// 1 minus it.
+	c.RopeScaling = format.RopeScaling{Type: "yarn", Factor: 4, OriginalMax: 64, AttentionFactor: 1.1, BetaFast: 32, BetaSlow: 1, Truncate: true}
+	f, s = RopeFrequencies(&c)
+	keep := []float64{1, 0.5, 0, 0}
+	for i := range base {
+		want := base[i]/4*(1-keep[i]) + base[i]*keep[i]
+		if math.Abs(f[i]-want) > 1e-15 || s != 1.1 {
+			t.Errorf("yarn: pair %d: %g, want %g (scale %g)", i, f[i], want, s)
+		}
+	}
+}
