@@ -134,10 +134,10 @@ func New(m *runtime.Model, o Options) (*Engine, error) {
 		o.Queue = 4 * o.Parallel
 	}
 	if o.Ctx <= 0 {
-		o.Ctx = m.Config.MaxPositions
+		o.Ctx = m.Config.MaxContext()
 	}
-	if o.Ctx > m.Config.MaxPositions {
-		return nil, fmt.Errorf("context %d is larger than the model's maximum %d", o.Ctx, m.Config.MaxPositions)
+	if o.Ctx > m.Config.MaxContext() {
+		return nil, fmt.Errorf("context %d is larger than the model's maximum %d", o.Ctx, m.Config.MaxContext())
 	}
 	if o.Chunk <= 0 {
 		o.Chunk = 128
