@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -31,6 +32,8 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "pp", Value: 512, Usage: "prompt tokens for the prefill measurement"},
 			&cli.IntFlag{Name: "tg", Value: 128, Usage: "tokens for the decode measurement"},
 			&cli.IntFlag{Name: "reps", Value: 5, Usage: "repetitions (the table shows medians: the machine is shared)"},
+			&cli.StringFlag{Name: "depth", Value: "0", Usage: "tokens already in the KV cache before each measurement, as llama-bench -d (a list: 0,4096,16384)"},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per measurement instead of the table"},
 		},
 		Action:       bench,
 		OnUsageError: cliutil.OnUsageError,
@@ -41,6 +44,7 @@ type benchRow struct {
 	model            benchModel
 	path             kernels.Path
 	threads          int
+	depth            int
 	pp, tg           int
 	ppRate, tgRate   float64
 	bandwidth, ratio float64
@@ -53,6 +57,13 @@ type benchModel struct {
 	weightType  format.DType
 	fileSize    int64
 	decodeBytes uint64 // weight bytes one decode step reads
+	kvPerToken  uint64 // KV cache bytes per position, all layers
+}
+
+// stepBytes is what one decode step reads at a depth: the weights and the
+// KV cache of every position before it.
+func (bm *benchModel) stepBytes(depth int) float64 {
+	return float64(bm.decodeBytes) + float64(depth)*float64(bm.kvPerToken)
 }
 
 func openBenchModel(path string) (benchModel, format.Config, error) {
@@ -62,7 +73,9 @@ func openBenchModel(path string) (benchModel, format.Config, error) {
 	}
 	defer f.Close()
 	rep := format.Report(f.Header, nil)
-	return benchModel{path: path, weightType: f.Header.WeightType(), fileSize: f.Size, decodeBytes: rep.DecodeWeightBytes}, f.Header.Config, nil
+	c := f.Header.Config
+	kv := uint64(c.KVChunkBytesPerLayer()) * uint64(c.Layers) / format.KVChunkTokens
+	return benchModel{path: path, weightType: f.Header.WeightType(), fileSize: f.Size, decodeBytes: rep.DecodeWeightBytes, kvPerToken: kv}, c, nil
 }
 
 func bench(c *cli.Context) error {
@@ -77,6 +90,10 @@ func bench(c *cli.Context) error {
 		if err := checkThreads(os.Stderr, "--threads", t); err != nil {
 			return err
 		}
+	}
+	depths, err := depthList(c.String("depth"))
+	if err != nil {
+		return fmt.Errorf("--depth: %w", err)
 	}
 	for _, f := range []string{"pp", "tg", "reps"} {
 		if n := c.Int(f); n < 1 {
@@ -94,7 +111,10 @@ func bench(c *cli.Context) error {
 			paths = append(paths, p)
 		}
 	}
-	w := os.Stdout
+	w := io.Writer(os.Stdout)
+	if c.Bool("json") {
+		w = os.Stderr // stdout has the JSON objects only
+	}
 	var models []benchModel
 	for _, path := range c.Args().Slice() {
 		bm, cfg, err := openBenchModel(path)
@@ -130,26 +150,31 @@ func bench(c *cli.Context) error {
 						pp, tg = min(pp, 8), min(tg, 4)
 					}
 				}
-				r, err := benchOne(bm.path, p, t, pp, tg, c.Int("reps"), bw)
-				if err != nil {
-					return err
+				for _, d := range depths {
+					r, err := benchOne(bm, p, t, d, pp, tg, c.Int("reps"), bw)
+					if err != nil {
+						return err
+					}
+					r.model, r.ttft = bm, ttft
+					rows = append(rows, r)
+					fmt.Fprintf(os.Stderr, "  %s %s, %d thread(s), depth %d: pp%d %.1f tok/s, tg%d %.2f tok/s, read bandwidth %.1f GB/s\n",
+						bm.weightType, p, t, d, pp, r.ppRate, tg, r.tgRate, r.bandwidth/1e9)
 				}
-				r.model, r.ttft = bm, ttft
-				rows = append(rows, r)
-				fmt.Fprintf(os.Stderr, "  %s %s, %d thread(s): pp%d %.1f tok/s, tg%d %.2f tok/s, read bandwidth %.1f GB/s\n",
-					bm.weightType, p, t, pp, r.ppRate, tg, r.tgRate, r.bandwidth/1e9)
 			}
 		}
 	}
+	if c.Bool("json") {
+		return printBenchJSON(os.Stdout, rows)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w)
-	fmt.Fprintf(tw, "weights\tkernels\tthreads\tprefill tok/s\tdecode tok/s\tdecode GB/s\tread bandwidth GB/s\tratio\tfile MB\tfirst token ms\t\n")
+	fmt.Fprintf(tw, "weights\tkernels\tthreads\tdepth\tprefill tok/s\tdecode tok/s\tdecode GB/s\tread bandwidth GB/s\tratio\tfile MB\tfirst token ms\t\n")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\tpp%d %.1f\ttg%d %.2f\t%.1f\t%.1f\t%.2f\t%.1f\t%.1f\t\n", r.model.weightType, r.path, r.threads,
-			r.pp, r.ppRate, r.tg, r.tgRate, float64(r.model.decodeBytes)*r.tgRate/1e9, r.bandwidth/1e9, r.ratio, float64(r.model.fileSize)/1e6, ms(r.ttft))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\tpp%d %.1f\ttg%d %.2f\t%.1f\t%.1f\t%.2f\t%.1f\t%.1f\t\n", r.model.weightType, r.path, r.threads, r.depth,
+			r.pp, r.ppRate, r.tg, r.tgRate, r.model.stepBytes(r.depth)*r.tgRate/1e9, r.bandwidth/1e9, r.ratio, float64(r.model.fileSize)/1e6, ms(r.ttft))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "medians of the repetitions; ratio = weight bytes read per decoded token x decode tok/s / read bandwidth (vector sum over 1 GiB, same threads, measured just before each decode window)\n")
+	fmt.Fprintf(w, "medians of the repetitions; ratio = bytes read per decoded token (weights, and the KV cache of the depth's positions) x decode tok/s / read bandwidth (vector sum over 1 GiB, same threads, measured just before each decode window)\n")
 	fmt.Fprintf(w, "first token = process start to exit after one token from a 1-token prompt, warm page cache, default kernels and threads\n")
 	return nil
 }
@@ -196,51 +221,92 @@ func (b *bandwidthProbe) measure(p kernels.Path, threads, reps int) float64 {
 }
 
 // benchOne measures prefill of pp random tokens and decode of tg tokens
-// (from a one-token context, as llama-bench's tg does), reps times each.
-// Each decode window follows a bandwidth measurement with the same
-// threads, and its ratio is taken against that: the host's bandwidth
-// drifts by tens of percent within minutes. The row has the medians.
-func benchOne(path string, p kernels.Path, threads, pp, tg, reps int, bw *bandwidthProbe) (benchRow, error) {
-	r := benchRow{path: p, threads: threads, pp: pp, tg: tg}
-	m, err := runtime.Open(path, runtime.Options{Threads: threads, Kernels: p})
+// after depth tokens already in the cache (from a one-token context at
+// depth 0, as llama-bench's tg does), reps times each. The depth is
+// prefilled once, untimed; each measurement rewinds to it. Each decode
+// window follows a bandwidth measurement with the same threads, and its
+// ratio is taken against that: the host's bandwidth drifts by tens of
+// percent within minutes. The row has the medians.
+func benchOne(bm benchModel, p kernels.Path, threads, depth, pp, tg, reps int, bw *bandwidthProbe) (benchRow, error) {
+	r := benchRow{path: p, threads: threads, depth: depth, pp: pp, tg: tg}
+	m, err := runtime.Open(bm.path, runtime.Options{Threads: threads, Kernels: p})
 	if err != nil {
 		return r, err
 	}
 	defer m.Close()
-	decodeBytes := float64(format.Report(m.File.Header, nil).DecodeWeightBytes)
 	rng := rand.New(rand.NewPCG(1, 2))
 	vocab := min(m.Config.Vocab, m.Tokenizer.VocabSize())
-	prompt := make([]int32, pp)
-	for i := range prompt {
-		prompt[i] = int32(rng.IntN(vocab))
+	tokens := make([]int32, depth+max(pp, tg+1))
+	for i := range tokens {
+		tokens[i] = int32(rng.IntN(vocab))
+	}
+	ctx := depth + max(pp, tg+1)
+	if ctx > m.Config.MaxContext() {
+		return r, fmt.Errorf("--depth %d: %d tokens with the measurement, more than the model's maximum context %d", depth, ctx, m.Config.MaxContext())
+	}
+	s, err := m.NewSession(ctx)
+	if err != nil {
+		return r, err
+	}
+	// The depth, then one untimed prefill: the first pass over the
+	// weights also maps their pages and touches the arenas.
+	if _, err := s.Feed(tokens[:depth+pp]); err != nil {
+		return r, err
 	}
 	var ppRates, tgRates, bws, ratios []float64
 	for range reps {
-		s, err := m.NewSession(pp + tg + 1)
-		if err != nil {
-			return r, err
-		}
+		s.Rewind(depth)
 		t0 := time.Now()
-		if _, err := s.Feed(prompt); err != nil {
+		if _, err := s.Feed(tokens[depth : depth+pp]); err != nil {
 			return r, err
 		}
 		ppRates = append(ppRates, float64(pp)/time.Since(t0).Seconds())
 
-		s2, _ := m.NewSession(pp + tg + 1)
-		s2.Feed(prompt[:1])
+		s.Rewind(depth)
+		if depth == 0 {
+			s.Feed(tokens[:1])
+		}
 		bandwidth := bw.measure(kernels.Detect(), threads, 3)
 		t0 = time.Now()
-		for i := range tg {
-			if _, err := s2.Feed(prompt[i%pp : i%pp+1]); err != nil {
+		for _, id := range tokens[s.Len() : s.Len()+tg] {
+			if _, err := s.Feed([]int32{id}); err != nil {
 				return r, err
 			}
 		}
 		rate := float64(tg) / time.Since(t0).Seconds()
 		tgRates, bws = append(tgRates, rate), append(bws, bandwidth)
-		ratios = append(ratios, decodeBytes*rate/bandwidth)
+		ratios = append(ratios, bm.stepBytes(depth)*rate/bandwidth)
 	}
 	r.ppRate, r.tgRate, r.bandwidth, r.ratio = median(ppRates), median(tgRates), median(bws), median(ratios)
 	return r, nil
+}
+
+// depthList parses --depth: non-negative token counts.
+func depthList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("%q is not a number of tokens", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// printBenchJSON prints one object per row, one per line.
+func printBenchJSON(w io.Writer, rows []benchRow) error {
+	enc := json.NewEncoder(w)
+	for _, r := range rows {
+		if err := enc.Encode(map[string]any{
+			"model": r.model.path, "weights": r.model.weightType.String(), "kernels": r.path.String(), "threads": r.threads,
+			"depth": r.depth, "pp": r.pp, "tg": r.tg, "prefill_tok_s": r.ppRate, "decode_tok_s": r.tgRate,
+			"decode_bytes_per_token": r.model.stepBytes(r.depth), "read_bandwidth_gbs": r.bandwidth / 1e9, "ratio": r.ratio,
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func median(x []float64) float64 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -46,6 +47,7 @@ func TestRefusesMeaninglessValues(t *testing.T) {
 		{[]string{"bench", absent, "--threads", "1,0"}, `--threads: "0" is not a positive number`},
 		{[]string{"bench", absent, "--reps", "0"}, "--reps 0: want 1 or more"},
 		{[]string{"bench", absent, "--pp", "0"}, "--pp 0: want 1 or more"},
+		{[]string{"bench", absent, "--depth", "0,-1"}, `--depth: "-1" is not a number of tokens`},
 	} {
 		out, stderr, code := qwenrun(t, "", tc.args...)
 		if want := "qwenrun: " + tc.want + "\n"; code != 1 || stderr != want || out != "" {
@@ -86,5 +88,35 @@ func TestMaxTokensZeroPrintsNothing(t *testing.T) {
 	}
 	if r := runJSON(t, m, "-p", "Hello", "-n", "0"); len(r.GeneratedIDs) != 0 || len(r.PromptIDs) == 0 {
 		t.Errorf("-n 0 --json: %+v", r)
+	}
+}
+
+// bench --depth --json: one object per measurement on stdout, nothing
+// else; a depth adds its KV cache to the bytes a decode step reads.
+func TestBenchDepthJSON(t *testing.T) {
+	m := tinyModel(t)
+	out, stderr, code := qwenrun(t, "", "bench", m, "--threads", "1", "--kernels", "auto", "--reps", "1", "--pp", "8", "--tg", "4", "--depth", "0,40", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rows []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		rows = append(rows, r)
+	}
+	if len(rows) != 2 || rows[0]["depth"] != 0.0 || rows[1]["depth"] != 40.0 {
+		t.Fatalf("rows %v", rows)
+	}
+	for _, k := range []string{"prefill_tok_s", "decode_tok_s", "decode_bytes_per_token", "read_bandwidth_gbs"} {
+		if v, ok := rows[1][k].(float64); !ok || v <= 0 {
+			t.Errorf("%s = %v", k, rows[1][k])
+		}
+	}
+	// tiny-a: 2 layers, 2 KV heads of 32, f16 K and V: 512 bytes a position.
+	if d := rows[1]["decode_bytes_per_token"].(float64) - rows[0]["decode_bytes_per_token"].(float64); d != 40*512 {
+		t.Errorf("40 positions of KV add %v bytes, want %d", d, 40*512)
 	}
 }
