@@ -28,19 +28,35 @@ func matTiles(n int) int { return (n + matTileRows - 1) / matTileRows }
 // threads is the caller's job. It panics if a slice is too short for the
 // range (dst needs min(32*t1, n) elements, w t1*k*32, x k).
 func (p Path) MatVecTiles(dst []float32, w []uint16, x []float32, n, k, t0, t1 int) {
-	checkTiles("MatVecTiles", n, k, t0, t1)
+	p.matVec("MatVecTiles", dst, w, k, x, n, k, t0, t1)
+}
+
+// MatVecTilesLd is MatVecTiles over the first k columns of a tile-major
+// matrix whose tiles have ldw >= k columns: element (r, j) is at
+// ((r/32)*ldw + j)*32 + r%32, and columns k..ldw-1 are never read (a KV
+// cache chunk's transposed V, of which only the first positions are
+// filled). w needs (t1-1)*ldw*32 + k*32 elements.
+func (p Path) MatVecTilesLd(dst []float32, w []uint16, ldw int, x []float32, n, k, t0, t1 int) {
+	p.matVec("MatVecTilesLd", dst, w, ldw, x, n, k, t0, t1)
+}
+
+func (p Path) matVec(fn string, dst []float32, w []uint16, ldw int, x []float32, n, k, t0, t1 int) {
+	checkTiles(fn, n, k, t0, t1)
+	if ldw < k {
+		panic(fmt.Sprintf("kernels: %s: ldw = %d < k = %d", fn, ldw, k))
+	}
 	if t0 == t1 {
 		return
 	}
 	rEnd := min(matTileRows*t1, n)
 	if len(dst) < rEnd {
-		panic(fmt.Sprintf("kernels: MatVecTiles: len(dst) = %d < %d (rows up to tile %d of n = %d)", len(dst), rEnd, t1, n))
+		panic(fmt.Sprintf("kernels: %s: len(dst) = %d < %d (rows up to tile %d of n = %d)", fn, len(dst), rEnd, t1, n))
 	}
-	if len(w) < t1*k*matTileRows {
-		panic(fmt.Sprintf("kernels: MatVecTiles: len(w) = %d < %d (tiles %d x k %d x 32)", len(w), t1*k*matTileRows, t1, k))
+	if need := ((t1-1)*ldw + k) * matTileRows; len(w) < need {
+		panic(fmt.Sprintf("kernels: %s: len(w) = %d < %d (tiles %d of ldw %d, k %d, x 32)", fn, len(w), need, t1, ldw, k))
 	}
 	if len(x) < k {
-		panic(fmt.Sprintf("kernels: MatVecTiles: len(x) = %d < k = %d", len(x), k))
+		panic(fmt.Sprintf("kernels: %s: len(x) = %d < k = %d", fn, len(x), k))
 	}
 	if k == 0 {
 		clear(dst[matTileRows*t0 : rEnd])
@@ -48,9 +64,9 @@ func (p Path) MatVecTiles(dst []float32, w []uint16, x []float32, n, k, t0, t1 i
 	}
 	switch p {
 	case Generic:
-		matVecGeneric(dst, w, x, n, k, t0, t1)
+		matVecGeneric(dst, w, ldw, x, n, k, t0, t1)
 	default:
-		matVecArch(p, dst, w, x, n, k, t0, t1)
+		matVecArch(p, dst, w, ldw, x, n, k, t0, t1)
 	}
 }
 
@@ -62,28 +78,41 @@ func (p Path) MatVecTiles(dst []float32, w []uint16, x []float32, n, k, t0, t1 i
 // weights of a tile are read once per register block of tokens. dst must
 // not overlap x or w. It panics if a slice is too short for the range.
 func (p Path) GemmTiles(dst []float32, ldy int, w []uint16, x []float32, ldx, m, n, k, t0, t1 int) {
-	checkTiles("GemmTiles", n, k, t0, t1)
+	p.gemm("GemmTiles", dst, ldy, w, k, x, ldx, m, n, k, t0, t1)
+}
+
+// GemmTilesLd is GemmTiles over the first k columns of a tile-major
+// matrix whose tiles have ldw >= k columns, as for MatVecTilesLd.
+func (p Path) GemmTilesLd(dst []float32, ldy int, w []uint16, ldw int, x []float32, ldx, m, n, k, t0, t1 int) {
+	p.gemm("GemmTilesLd", dst, ldy, w, ldw, x, ldx, m, n, k, t0, t1)
+}
+
+func (p Path) gemm(fn string, dst []float32, ldy int, w []uint16, ldw int, x []float32, ldx, m, n, k, t0, t1 int) {
+	checkTiles(fn, n, k, t0, t1)
 	if m < 0 {
-		panic(fmt.Sprintf("kernels: GemmTiles: m = %d < 0", m))
+		panic(fmt.Sprintf("kernels: %s: m = %d < 0", fn, m))
 	}
 	if ldx < k {
-		panic(fmt.Sprintf("kernels: GemmTiles: ldx = %d < k = %d", ldx, k))
+		panic(fmt.Sprintf("kernels: %s: ldx = %d < k = %d", fn, ldx, k))
 	}
 	if ldy < n {
-		panic(fmt.Sprintf("kernels: GemmTiles: ldy = %d < n = %d", ldy, n))
+		panic(fmt.Sprintf("kernels: %s: ldy = %d < n = %d", fn, ldy, n))
+	}
+	if ldw < k {
+		panic(fmt.Sprintf("kernels: %s: ldw = %d < k = %d", fn, ldw, k))
 	}
 	if t0 == t1 || m == 0 {
 		return
 	}
 	rEnd := min(matTileRows*t1, n)
 	if need := (m-1)*ldy + rEnd; len(dst) < need {
-		panic(fmt.Sprintf("kernels: GemmTiles: len(dst) = %d < %d ((m-1)*ldy + rows, m = %d, ldy = %d)", len(dst), need, m, ldy))
+		panic(fmt.Sprintf("kernels: %s: len(dst) = %d < %d ((m-1)*ldy + rows, m = %d, ldy = %d)", fn, len(dst), need, m, ldy))
 	}
-	if len(w) < t1*k*matTileRows {
-		panic(fmt.Sprintf("kernels: GemmTiles: len(w) = %d < %d (tiles %d x k %d x 32)", len(w), t1*k*matTileRows, t1, k))
+	if need := ((t1-1)*ldw + k) * matTileRows; len(w) < need {
+		panic(fmt.Sprintf("kernels: %s: len(w) = %d < %d (tiles %d of ldw %d, k %d, x 32)", fn, len(w), need, t1, ldw, k))
 	}
 	if need := (m-1)*ldx + k; len(x) < need {
-		panic(fmt.Sprintf("kernels: GemmTiles: len(x) = %d < %d ((m-1)*ldx + k, m = %d, ldx = %d)", len(x), need, m, ldx))
+		panic(fmt.Sprintf("kernels: %s: len(x) = %d < %d ((m-1)*ldx + k, m = %d, ldx = %d)", fn, len(x), need, m, ldx))
 	}
 	if k == 0 {
 		for i := range m {
@@ -93,14 +122,14 @@ func (p Path) GemmTiles(dst []float32, ldy int, w []uint16, x []float32, ldx, m,
 	}
 	if m == 1 {
 		// One token: the memory-bound matrix-vector kernel is the right one.
-		p.MatVecTiles(dst[:rEnd], w, x[:k], n, k, t0, t1)
+		p.matVec(fn, dst[:rEnd], w, ldw, x[:k], n, k, t0, t1)
 		return
 	}
 	switch p {
 	case Generic:
-		gemmGeneric(dst, ldy, w, x, ldx, m, n, k, t0, t1)
+		gemmGeneric(dst, ldy, w, ldw, x, ldx, m, n, k, t0, t1)
 	default:
-		gemmArch(p, dst, ldy, w, x, ldx, m, n, k, t0, t1)
+		gemmArch(p, dst, ldy, w, ldw, x, ldx, m, n, k, t0, t1)
 	}
 }
 
@@ -143,12 +172,12 @@ var matF16Table = sync.OnceValue(func() *[1 << 16]float32 {
 })
 
 // matVecGeneric is the portable matrix-vector kernel.
-func matVecGeneric(dst []float32, w []uint16, x []float32, n, k, t0, t1 int) {
+func matVecGeneric(dst []float32, w []uint16, ldw int, x []float32, n, k, t0, t1 int) {
 	x = x[:k]
 	tab := matF16Table()
 	for t := t0; t < t1; t++ {
 		var acc [matTileRows]float32
-		wt := w[t*k*matTileRows : (t+1)*k*matTileRows]
+		wt := w[t*ldw*matTileRows : (t*ldw+k)*matTileRows]
 		for j, xv := range x {
 			col := (*[matTileRows]uint16)(wt[j*matTileRows:])
 			for r := range acc {
@@ -166,11 +195,11 @@ const gemmGenericBlock = 4
 
 // gemmGeneric is the portable GEMM: per tile and block of tokens, each
 // column of weights is converted once and used for every token of the block.
-func gemmGeneric(dst []float32, ldy int, w []uint16, x []float32, ldx, m, n, k, t0, t1 int) {
+func gemmGeneric(dst []float32, ldy int, w []uint16, ldw int, x []float32, ldx, m, n, k, t0, t1 int) {
 	var wf [matTileRows]float32
 	tab := matF16Table()
 	for t := t0; t < t1; t++ {
-		wt := w[t*k*matTileRows : (t+1)*k*matTileRows]
+		wt := w[t*ldw*matTileRows : (t*ldw+k)*matTileRows]
 		r0 := t * matTileRows
 		r1 := min(r0+matTileRows, n)
 		for i0 := 0; i0 < m; i0 += gemmGenericBlock {

@@ -87,47 +87,58 @@ var (
 	gemmAVX2T1   = [gemmMaxM + 1]gemmKernel{nil, gemmAVX2M1, gemmAVX2M2, gemmAVX2M3, gemmAVX2M4, gemmAVX2M5, gemmAVX2M6}
 )
 
-func matVecArch(p Path, dst []float32, w []uint16, x []float32, n, k, t0, t1 int) {
+func matVecArch(p Path, dst []float32, w []uint16, ldw int, x []float32, n, k, t0, t1 int) {
 	if !p.Supported() {
+		unsupported(p)
+	}
+	var wide bool
+	switch p {
+	case AVX512, AVX512VNNI:
+		wide = true
+	case AVX2:
+	default:
 		unsupported(p)
 	}
 	full := t1 // tiles [t0, full) have all 32 rows below n
 	if matTileRows*t1 > n {
 		full = t1 - 1
 	}
-	switch p {
-	case AVX512, AVX512VNNI:
-		if full > t0 {
-			matVecAVX512(&dst[matTileRows*t0], &w[t0*k*matTileRows], &x[0], k, full-t0)
+	switch {
+	case full > t0 && ldw == k:
+		// The kernels step from one tile to the next by k columns.
+		matVecKernel(wide, &dst[matTileRows*t0], &w[t0*k*matTileRows], &x[0], k, full-t0)
+	case full > t0:
+		for t := t0; t < full; t++ {
+			matVecKernel(wide, &dst[matTileRows*t], &w[t*ldw*matTileRows], &x[0], k, 1)
 		}
-		if full < t1 {
-			var tmp [matTileRows]float32
-			matVecAVX512(&tmp[0], &w[full*k*matTileRows], &x[0], k, 1)
-			copy(dst[matTileRows*full:n], tmp[:])
-		}
-	case AVX2:
-		if full > t0 {
-			matVecAVX2(&dst[matTileRows*t0], &w[t0*k*matTileRows], &x[0], k, full-t0)
-		}
-		if full < t1 {
-			var tmp [matTileRows]float32
-			matVecAVX2(&tmp[0], &w[full*k*matTileRows], &x[0], k, 1)
-			copy(dst[matTileRows*full:n], tmp[:])
-		}
-	default:
-		unsupported(p)
+	}
+	if full < t1 {
+		var tmp [matTileRows]float32
+		matVecKernel(wide, &tmp[0], &w[full*ldw*matTileRows], &x[0], k, 1)
+		copy(dst[matTileRows*full:n], tmp[:])
 	}
 }
 
-func gemmArch(p Path, dst []float32, ldy int, w []uint16, x []float32, ldx, m, n, k, t0, t1 int) {
+// matVecKernel calls the AVX-512 (wide) or AVX2 kernel directly: through
+// a function value, escape analysis would move matVecArch's staging array
+// to the heap.
+func matVecKernel(wide bool, dst *float32, w *uint16, x *float32, k, tiles int) {
+	if wide {
+		matVecAVX512(dst, w, x, k, tiles)
+	} else {
+		matVecAVX2(dst, w, x, k, tiles)
+	}
+}
+
+func gemmArch(p Path, dst []float32, ldy int, w []uint16, ldw int, x []float32, ldx, m, n, k, t0, t1 int) {
 	if !p.Supported() {
 		unsupported(p)
 	}
 	switch p {
 	case AVX512, AVX512VNNI:
-		gemmDriver(&gemmAVX512T1, &gemmAVX512T2, dst, ldy, w, x, ldx, m, n, k, t0, t1)
+		gemmDriver(&gemmAVX512T1, &gemmAVX512T2, dst, ldy, w, ldw, x, ldx, m, n, k, t0, t1)
 	case AVX2:
-		gemmDriver(&gemmAVX2T1, nil, dst, ldy, w, x, ldx, m, n, k, t0, t1)
+		gemmDriver(&gemmAVX2T1, nil, dst, ldy, w, ldw, x, ldx, m, n, k, t0, t1)
 	default:
 		unsupported(p)
 	}
@@ -146,14 +157,15 @@ const gemmKC = 256
 var stagingPool = sync.Pool{New: func() any { return new([gemmMaxM * matTileRows]float32) }}
 
 // gemmDriver runs the one-tile kernels kern1 and, if kern2 is not nil, the
-// two-tile kernels kern2 on pairs of full tiles.
+// two-tile kernels kern2 on pairs of full tiles, over the first k of the
+// ldw columns of every tile.
 //
 // Tokens go in balanced blocks of at most gemmMaxM (sizes differ by at most
 // one, so no block is tiny); tiles in groups; k in blocks of at most gemmKC.
 // For each group and k-block, every token block sweeps the group's tiles,
 // accumulating into dst after the first k-block. A last tile with padding
 // rows is computed whole into a staging buffer.
-func gemmDriver(kern1, kern2 *[gemmMaxM + 1]gemmKernel, dst []float32, ldy int, w []uint16, x []float32, ldx, m, n, k, t0, t1 int) {
+func gemmDriver(kern1, kern2 *[gemmMaxM + 1]gemmKernel, dst []float32, ldy int, w []uint16, ldw int, x []float32, ldx, m, n, k, t0, t1 int) {
 	nb := (m + gemmMaxM - 1) / gemmMaxM
 	base, extra := m/nb, m%nb
 	blockSize := func(b int) int {
@@ -162,7 +174,7 @@ func gemmDriver(kern1, kern2 *[gemmMaxM + 1]gemmKernel, dst []float32, ldy int, 
 		}
 		return base
 	}
-	tileElems := k * matTileRows
+	tileElems := ldw * matTileRows
 	nkb := (k + gemmKC - 1) / gemmKC
 	kc := (k + nkb - 1) / nkb // balanced k-blocks
 	group := max(2, gemmGroupBytes/(kc*2*matTileRows))
@@ -182,11 +194,11 @@ func gemmDriver(kern1, kern2 *[gemmMaxM + 1]gemmKernel, dst []float32, ldy int, 
 					d := &dst[i0*ldy+matTileRows*t]
 					wt := &w[t*tileElems+k0*matTileRows]
 					if kern2 != nil && t+1 < fe {
-						kern2[mb](d, ldy, wt, xb, ldx, kcur, acc, k)
+						kern2[mb](d, ldy, wt, xb, ldx, kcur, acc, ldw)
 						t += 2
 						continue
 					}
-					kern1[mb](d, ldy, wt, xb, ldx, kcur, acc, k)
+					kern1[mb](d, ldy, wt, xb, ldx, kcur, acc, ldw)
 					t++
 				}
 				i0 += mb
@@ -201,7 +213,7 @@ func gemmDriver(kern1, kern2 *[gemmMaxM + 1]gemmKernel, dst []float32, ldy int, 
 			tmp := tmpp[:]
 			for b, i0 := 0, 0; b < nb; b++ {
 				mb := blockSize(b)
-				kern1[mb](&tmp[0], matTileRows, &w[fe*tileElems], &x[i0*ldx], ldx, k, false, k)
+				kern1[mb](&tmp[0], matTileRows, &w[fe*tileElems], &x[i0*ldx], ldx, k, false, ldw)
 				for i := range mb {
 					copy(dst[(i0+i)*ldy+r0:(i0+i)*ldy+n], tmp[i*matTileRows:])
 				}
@@ -216,5 +228,5 @@ func gemmDriver(kern1, kern2 *[gemmMaxM + 1]gemmKernel, dst []float32, ldy int, 
 // kernels (32 rows x up to 6 tokens), to test them and to compare with
 // the default two-tile blocking.
 func gemmOneTile(dst []float32, ldy int, w []uint16, x []float32, ldx, m, n, k, t0, t1 int) {
-	gemmDriver(&gemmAVX512T1, nil, dst, ldy, w, x, ldx, m, n, k, t0, t1)
+	gemmDriver(&gemmAVX512T1, nil, dst, ldy, w, k, x, ldx, m, n, k, t0, t1)
 }

@@ -287,3 +287,88 @@ func TestMatmulZeroK(t *testing.T) {
 		}
 	}
 }
+
+// TestMatmulLd checks MatVecTilesLd and GemmTilesLd: the first k columns
+// of tiles that have ldw, the rest of every tile filled with values that
+// would show if read (NaN).
+func TestMatmulLd(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	const nan = 0x7e00
+	for _, n := range []int{1, 31, 32, 33, 64, 100, 128, 160} {
+		for _, ldw := range []int{1, 5, 17, 64, 256, 300} {
+			ks := []int{0, 1, ldw - 1, ldw, 1 + r.IntN(ldw)}
+			for _, k := range ks {
+				if k < 0 {
+					continue
+				}
+				// c holds the first k columns; w is c's tiles widened to ldw.
+				c := newMatCase(r, n, k)
+				w := make([]uint16, c.numTiles*ldw*32)
+				for i := range w {
+					w[i] = nan
+				}
+				for tile := range c.numTiles {
+					copy(w[tile*ldw*32:], c.w[tile*k*32:(tile+1)*k*32])
+				}
+				for _, m := range []int{1, 2, 3, 6, 7, 13} {
+					ldx := k + r.IntN(3)
+					ldy := n + r.IntN(3)
+					xs := randX(r, max(0, (m-1)*ldx+k))
+					for _, tr := range tileRanges(c.numTiles) {
+						for _, p := range SupportedPaths() {
+							name := fmt.Sprintf("%s/m=%d/n=%d/k=%d/ldw=%d/t=%d-%d", p, m, n, k, ldw, tr[0], tr[1])
+							const extra = 5
+							dst := make([]float32, (m-1)*ldy+n+extra)
+							fillSentinel(dst)
+							if m == 1 {
+								p.MatVecTilesLd(dst, w, ldw, xs, n, k, tr[0], tr[1])
+							} else {
+								p.GemmTilesLd(dst, ldy, w, ldw, xs, ldx, m, n, k, tr[0], tr[1])
+							}
+							t.Run(name, func(t *testing.T) {
+								for i := range m {
+									width := ldy
+									if i == m-1 {
+										width = n + extra
+									}
+									checkRows(t, c, dst, xs[i*ldx:i*ldx+k], i*ldy, n, tr[0], tr[1], width)
+								}
+							})
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestMatmulLdPanics(t *testing.T) {
+	w := make([]uint16, 2*8*32) // n = 64, ldw = 8
+	x := make([]float32, 3*8)
+	dst := make([]float32, 3*64)
+	for _, p := range SupportedPaths() {
+		cases := map[string]func(){
+			"matvec ldw < k":   func() { p.MatVecTilesLd(dst, w, 4, x, 64, 5, 0, 2) },
+			"matvec short w":   func() { p.MatVecTilesLd(dst, w[:(8+5)*32-1], 8, x, 64, 5, 0, 2) },
+			"gemm ldw < k":     func() { p.GemmTilesLd(dst, 64, w, 4, x, 8, 3, 64, 5, 0, 2) },
+			"gemm short w":     func() { p.GemmTilesLd(dst, 64, w[:(8+5)*32-1], 8, x, 8, 3, 64, 5, 0, 2) },
+			"gemm short x":     func() { p.GemmTilesLd(dst, 64, w, 8, x[:2*8+4], 8, 3, 64, 5, 0, 2) },
+			"gemm short dst":   func() { p.GemmTilesLd(dst[:2*64+63], 64, w, 8, x, 8, 3, 64, 5, 0, 2) },
+			"gemm bad range":   func() { p.GemmTilesLd(dst, 64, w, 8, x, 8, 3, 64, 5, 0, 3) },
+			"matvec bad range": func() { p.MatVecTilesLd(dst, w, 8, x, 64, 5, 1, 3) },
+		}
+		for name, f := range cases {
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Errorf("%s: %s did not panic", p, name)
+					}
+				}()
+				f()
+			}()
+		}
+		// The last tile needs only its first k columns.
+		p.MatVecTilesLd(dst, w[:(8+5)*32], 8, x, 64, 5, 0, 2)
+		p.GemmTilesLd(dst, 64, w[:(8+5)*32], 8, x, 8, 3, 64, 5, 0, 2)
+	}
+}
