@@ -54,6 +54,22 @@ func (p Path) RMSNorm(dst, x, w []float32, eps float32) {
 	}
 }
 
+// MulScale sets dst = (x * s) * w, element by element, in float32 (the
+// order RMSNorm applies its weight in). dst may alias x.
+func (p Path) MulScale(dst, x, w []float32, s float32) {
+	n := len(dst)
+	opCheckLen("MulScale", "x", len(x), n)
+	opCheckLen("MulScale", "w", len(w), n)
+	k := 0
+	if p != Generic {
+		k = mulScaleAsm(p, dst, x, w, s)
+	}
+	dst, x, w = dst[k:], x[k:n], w[k:n]
+	for i := range x {
+		dst[i] = x[i] * s * w[i]
+	}
+}
+
 // Add sets dst = a + b. dst may alias a or b.
 func (p Path) Add(dst, a, b []float32) {
 	n := len(dst)

@@ -133,6 +133,30 @@ func TestAXPY(t *testing.T) {
 	})
 }
 
+// MulScale rounds as float32 does, (x*s)*w, on every path: exact.
+func TestMulScale(t *testing.T) {
+	opForPaths(t, func(t *testing.T, p Path, n int) {
+		r := rand.New(rand.NewPCG(6, uint64(n)))
+		x := opRandF32(r, n, 10)
+		w := opRandF32(r, n, 3)
+		dst := opOutF32(n)
+		const s = float32(-0.413)
+		p.MulScale(dst, x, w, s)
+		opCheckGuardF32(t, dst)
+		for i := range dst {
+			if want := x[i] * s * w[i]; dst[i] != want {
+				t.Fatalf("MulScale: dst[%d] = %v, want %v", i, dst[i], want)
+			}
+		}
+		p.MulScale(x, x, w, s) // in place
+		for i := range x {
+			if x[i] != dst[i] {
+				t.Fatalf("MulScale in place: x[%d] = %v, want %v", i, x[i], dst[i])
+			}
+		}
+	})
+}
+
 func TestAddScale(t *testing.T) {
 	opForPaths(t, func(t *testing.T, p Path, n int) {
 		r := rand.New(rand.NewPCG(2, uint64(n)))

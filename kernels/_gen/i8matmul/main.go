@@ -16,6 +16,6 @@ func main() {
 	// VBROADCASTSS per column and 4 columns a step).
 	tilemat.Main("i8matmul", "../../i8matmul_amd64.s", tilemat.Gen{
 		Elem: tilemat.I8, Prefetch: 2048, PrefetchOp: "PREFETCHT0", GemmPrefetch: 4,
-		Bcast512: true, Unroll512: 8,
+		Bcast512: true, Unroll512: 8, GemmBcastMaxM: 2,
 	})
 }

@@ -74,6 +74,11 @@ type Gen struct {
 	// Unroll512 is the AVX-512 matvec's unrolling of k, 4 or (with
 	// Bcast512) 8; 0 means 4.
 	Unroll512 int
+	// GemmBcastMaxM makes the AVX-512 GEMMs of up to that many tokens
+	// read x by embedded broadcasts too: with few tokens the conversions,
+	// not the FMAs, fill the vector pipes, and a VBROADCASTSS per token
+	// takes one more.
+	GemmBcastMaxM int
 }
 
 func (g *Gen) unroll512() int {
@@ -369,7 +374,7 @@ func (g *Gen) Gemm512(tiles, m int) {
 		for q := 0; q < per; q++ {
 			w, acc = append(w, q), append(acc, 5+per*i+q)
 		}
-		fmaX512(false, fmt.Sprintf("(%s)(AX*1)", rowRegs[i]), 4, w, acc)
+		fmaX512(m <= g.GemmBcastMaxM, fmt.Sprintf("(%s)(AX*1)", rowRegs[i]), 4, w, acc)
 	}
 	p("ADDQ $%d, SI", cb)
 	p("ADDQ $4, AX")
