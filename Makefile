@@ -7,7 +7,7 @@ BUILD   := build
 DEMO    := qwen3-go-demo
 DEMO_N  ?= 160
 
-.PHONY: all build demo bench bench-a3b-full bench-serve fuzz test test-cross test-purego test-avx512 test-avx2 test-race test-arm64 bench-compile perplexity clean tools
+.PHONY: all build demo bench bench-a3b-full bench-long bench-serve fuzz test test-cross test-purego test-avx512 test-avx2 test-race test-arm64 bench-compile perplexity clean tools
 
 all: build
 
@@ -115,6 +115,9 @@ bench: build $(BENCH_MODEL)/model.safetensors $(MOE_MODEL)/model.safetensors $(T
 	$(BIN)/qwenrun bench $(foreach t,$(BENCH_TYPES),$(BENCH_MODEL)-$(t).qbin)
 	@for t in q8 q4; do for m in $(MOE_MODEL) $(TWIN_MODEL); do $(BIN)/qwenc compile -q --no-sync --type $$t $$m -o $$m-$$t.qbin || exit 1; done; done
 	$(BIN)/qwenrun bench --threads 2 --kernels auto $(foreach t,q8 q4,$(MOE_MODEL)-$(t).qbin $(TWIN_MODEL)-$(t).qbin)
+	$(BIN)/qwenrun bench --threads 2 --kernels auto --reps 3 --depth 0,16384 --kv-type f16,q8 $(BENCH_MODEL)-f16.qbin
+	$(GO) test -run '^$$' -bench 'BenchmarkAttention$$' -benchtime 3x ./runtime/
+	$(GO) test -run '^$$' -bench 'BenchmarkGemm2Threads$$/^avx512vnni$$/m=512/' -benchtime 10x ./kernels/
 	$(GO) test -run '^$$' -bench 'Benchmark(MatVec|Gemm)$$/^(avx2|avx512)$$/' -benchtime 3x ./kernels/
 	$(GO) test -run '^$$' -bench 'Benchmark(MatVecQ|GemmQ)$$/^q[48]$$/^(avx2|avx512|avx512vnni)$$/' -benchtime 3x ./kernels/
 
@@ -133,6 +136,15 @@ bench-a3b-full: build $(A3B_FULL)/model.safetensors
 	$(BIN)/qwenc compile --no-sync --type q4 $(A3B_FULL) -o $(A3B_FULL)-q4.qbin
 	$(BIN)/qwenrun bench --threads 2 --kernels auto --reps 3 $(A3B_FULL)-q4.qbin
 	$(BIN)/qwenrun $(A3B_FULL)-q4.qbin -p "Hello, world" -n 64 --temp 0 --verbose > /dev/null
+
+# The Qwen3-0.6B shape with YaRN to its full 131,072-token context (compiled
+# with --rope-scaling yarn:4:32768): a q8 KV cache of 7.7 GB filled with
+# random keys and values to 131,072 - 129 positions (a prefill that deep
+# would take hours), then decode of 128 tokens at that depth, with the
+# cache and the process's private memory in the JSON line.
+bench-long: build $(BENCH_MODEL)/model.safetensors
+	$(BIN)/qwenc compile -q --no-sync --type q8 --rope-scaling yarn:4:32768 $(BENCH_MODEL) -o $(BENCH_MODEL)-q8-yarn.qbin
+	$(BIN)/qwenrun bench --threads 2 --kernels auto --reps 1 --pp 16 --depth 130943 --kv-type q8 --fill random --json $(BENCH_MODEL)-q8-yarn.qbin
 
 # The server's engine on the Qwen3-0.6B shape at q8 (make bench makes the
 # file): 1, 4, 8 and 16 concurrent streams, decode tokens/s and its
@@ -158,6 +170,8 @@ perplexity: build $(BUILD)/models/$(DEMO)/config.json $(HELDOUT)
 	@echo "== f16" && $(BIN)/qwenrun perplexity $(BUILD)/$(DEMO)-f16.qbin -f $(HELDOUT) --ctx 512
 	@for t in q8 q4; do echo "== $$t, against f16"; \
 		$(BIN)/qwenrun perplexity $(BUILD)/$(DEMO)-$$t.qbin -f $(HELDOUT) --ctx 512 --base $(BUILD)/$(DEMO)-f16.qbin || exit 1; done
+	@echo "== f16 weights, q8 KV cache, against the f16 cache"
+	@$(BIN)/qwenrun perplexity $(BUILD)/$(DEMO)-f16.qbin -f $(HELDOUT) --ctx 512 --kv-type q8 --base $(BUILD)/$(DEMO)-f16.qbin
 
 # Compile time, MB/s and peak RSS on a random-weight Qwen3-0.6B-shaped
 # checkpoint, against `cat > /dev/null` of the same bytes.

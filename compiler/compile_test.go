@@ -289,7 +289,7 @@ func TestArticleFigures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := format.Report(hdr, []int{5, 8, 300, 1024, 32768})
+	r := format.Report(hdr, []int{5, 8, 300, 1024, 32768}, format.KVF16)
 	for _, c := range []struct {
 		name      string
 		got, want uint64

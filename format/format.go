@@ -175,15 +175,57 @@ func (c *Config) QDim() int { return c.Heads * c.HeadDim }
 // KVDim is the width of the key and value projections.
 func (c *Config) KVDim() int { return c.KVHeads * c.HeadDim }
 
-// KVChunkBytesPerLayer is the size of one 256-position f16 KV chunk (K and V)
-// of one layer. The runtime stores each head's chunk tile-major (K as
-// [256, head_dim], V as [head_dim, 256]), so V is padded to whole 32-row
-// tiles when head_dim is not a multiple of 32.
-func (c *Config) KVChunkBytesPerLayer() int64 {
-	k := int64(KVChunkTokens) * int64(c.HeadDim)
-	v := int64(TileMajorElems(c.HeadDim, KVChunkTokens))
-	return int64(c.KVHeads) * (k + v) * 2
+// KVType is how a KV cache stores keys and values.
+type KVType uint8
+
+const (
+	// KVF16 stores keys and values in f16.
+	KVF16 KVType = iota
+	// KVQ8 stores them as int8 with one f32 scale per position and head
+	// for K and for V (the head's absolute maximum / 127): half the bytes
+	// of f16, and attention applies the scales to its scores and
+	// probabilities rather than to every element.
+	KVQ8
+)
+
+// String is the name qwenrun's --kv-type takes.
+func (t KVType) String() string {
+	switch t {
+	case KVF16:
+		return "f16"
+	case KVQ8:
+		return "q8"
+	}
+	return fmt.Sprintf("KVType(%d)", uint8(t))
 }
+
+// ParseKVType reads a KV cache type name: f16 or q8.
+func ParseKVType(s string) (KVType, error) {
+	switch s {
+	case "f16":
+		return KVF16, nil
+	case "q8":
+		return KVQ8, nil
+	}
+	return 0, fmt.Errorf("KV cache type %q: want f16 or q8", s)
+}
+
+// KVHeadChunkBytes is the size of one KV head's 256-position chunk (K and
+// V) of one layer. The runtime stores it tile-major (K as [256, head_dim],
+// V as [head_dim, 256], V padded to whole 32-row tiles when head_dim is
+// not a multiple of 32); q8 adds the scales, first, so every part stays
+// 64-byte aligned.
+func (c *Config) KVHeadChunkBytes(t KVType) int64 {
+	elems := int64(KVChunkTokens)*int64(c.HeadDim) + int64(TileMajorElems(c.HeadDim, KVChunkTokens))
+	if t == KVQ8 {
+		return 2*KVChunkTokens*4 + elems
+	}
+	return 2 * elems
+}
+
+// KVChunkBytes is the size of one 256-position chunk of one layer, every
+// KV head's K and V.
+func (c *Config) KVChunkBytes(t KVType) int64 { return int64(c.KVHeads) * c.KVHeadChunkBytes(t) }
 
 // Validate checks that the dimensions are positive and consistent.
 func (c *Config) Validate() error {

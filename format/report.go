@@ -43,8 +43,9 @@ type ArenaReport struct {
 	MaxPrefill           int    `json:"max_prefill"`
 }
 
-// KVReport sizes the f16 KV cache, allocated in 256-position chunks.
+// KVReport sizes the KV cache of one type, allocated in 256-position chunks.
 type KVReport struct {
+	Type               string     `json:"type"`
 	ChunkTokens        int        `json:"chunk_tokens"`
 	ChunkBytesPerLayer uint64     `json:"chunk_bytes_per_layer"`
 	BySeq              []KVForSeq `json:"by_seq"`
@@ -61,8 +62,9 @@ type KVForSeq struct {
 // KVChunks is the number of chunks a sequence of seq positions occupies.
 func KVChunks(seq int) int { return (seq + KVChunkTokens - 1) / KVChunkTokens }
 
-// Report computes the memory report of a header for the given lengths.
-func Report(h *Header, seqs []int) MemoryReport {
+// Report computes the memory report of a header for the given lengths,
+// the KV cache of type kv.
+func Report(h *Header, seqs []int, kv KVType) MemoryReport {
 	r := MemoryReport{MatrixBytesByDType: map[string]uint64{}}
 	c := &h.Config
 	quantized := false
@@ -120,7 +122,8 @@ func Report(h *Header, seqs []int) MemoryReport {
 		r.Arena.MaxPrefill = p.Tokens
 	}
 	r.KV.ChunkTokens = KVChunkTokens
-	r.KV.ChunkBytesPerLayer = uint64(c.KVChunkBytesPerLayer())
+	r.KV.Type = kv.String()
+	r.KV.ChunkBytesPerLayer = uint64(c.KVChunkBytes(kv))
 	r.KV.BySeq = []KVForSeq{}
 	for _, seq := range seqs {
 		n := KVChunks(seq)

@@ -57,7 +57,6 @@ func (r *Runner) Step(seqs []Seq) error {
 			want++
 		}
 	}
-	r.reserve(ctx)
 	f := &r.prefill
 	if total == 1 {
 		f = &r.decode

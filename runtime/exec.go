@@ -127,19 +127,18 @@ func (r *Runner) step(f *frame, tokens []int32, segs []segment, hidden bool) []f
 				}
 			}
 		case graph.KVStore:
-			kk, vv := p.view(op.In[0], T), p.view(op.In[1], T)
-			for _, sg := range segs {
-				for t := sg.row0; t < sg.row0+sg.n; t++ {
-					for h := range c.KVHeads {
-						o := (t*c.KVHeads + h) * hd
-						sg.kv.store(k, op.Layer, h, r.rowPos[t], kk[o:o+hd], vv[o:o+hd], r.kvTmp)
-					}
-				}
+			st := &r.tasks.kvStore
+			st.r, st.segs, st.layer, st.k, st.v = r, segs, op.Layer, p.view(op.In[0], T), p.view(op.In[1], T)
+			if T == 1 {
+				st.Run(0, 1) // a few microseconds: less than waking the pool
+			} else {
+				r.pool.Run(st)
 			}
 		case graph.Attention:
 			at := &r.tasks.attn
 			at.prepare(r, segs, op.Layer, p.view(op.In[0], T), p.view(op.Out, T))
 			r.pool.Run(at)
+			at.combine()
 		case graph.AddInPlace:
 			x := p.view(op.InOut[0], T)
 			k.Add(x, x, p.view(op.In[0], T))
@@ -184,10 +183,11 @@ func (p *frame) rows(t, T int) int { return p.g.Tensors[t].RowsFor(T) }
 // tasks are the pool tasks of a step, preallocated so that a step does not
 // allocate: the executor fills their fields and hands a pointer to the pool.
 type tasks struct {
-	mm    matmulTask
-	attn  attentionTask
-	silu  siluTask
-	quant quantizeTask
+	mm      matmulTask
+	attn    attentionTask
+	kvStore kvStoreTask
+	silu    siluTask
+	quant   quantizeTask
 }
 
 // matmulTask splits the tiles of one or more matrix products of the same
@@ -306,4 +306,26 @@ func (t *siluTask) Run(w, nw int) {
 	}
 	g, u := t.gate[r0*t.width:r1*t.width], t.up[r0*t.width:r1*t.width]
 	t.k.SiLUMul(g, g, u)
+}
+
+// kvStoreTask writes a step's keys and values into the sequences' caches,
+// the rows' heads split across workers.
+type kvStoreTask struct {
+	r     *Runner
+	segs  []segment
+	layer int
+	k, v  []float32
+}
+
+func (t *kvStoreTask) Run(w, nw int) {
+	c := &t.r.m.Config
+	hd := c.HeadDim
+	for _, sg := range t.segs {
+		i0, i1 := kernels.Split(sg.n*c.KVHeads, nw, w)
+		for i := i0; i < i1; i++ {
+			row, h := sg.row0+i/c.KVHeads, i%c.KVHeads
+			o := (row*c.KVHeads + h) * hd
+			sg.kv.store(t.r.k, t.layer, h, sg.pos+i/c.KVHeads, t.k[o:o+hd], t.v[o:o+hd], t.r.work[w].kvTmp)
+		}
+	}
 }

@@ -16,12 +16,9 @@ type Runner struct {
 	pool    *kernels.Pool
 	decode  frame
 	prefill frame
-	// work is per-worker attention scratch, grown on demand to the longest
-	// context a step attends over.
+	// work is per-worker attention scratch.
 	work  []workspace
 	tasks tasks
-	// kvTmp holds one key in f16 on its way into a cache.
-	kvTmp []uint16
 	// head is the scratch of the LM head over several rows (HeadLogits and
 	// batched steps), allocated on first use.
 	head headScratch
@@ -64,7 +61,10 @@ func (m *Model) NewRunner(opts Options) *Runner {
 	r.decode = frame{m.decode, alignedFloats(m.decode.size)}
 	r.prefill = frame{m.prefill, alignedFloats(m.prefill.size)}
 	r.work = make([]workspace, threads)
-	r.kvTmp = make([]uint16, m.Config.HeadDim)
+	for w := range r.work {
+		r.work[w] = newWorkspace(&m.Config)
+	}
+	r.tasks.attn.minSpan = attnMinSpan
 	r.rowPos = make([]int, m.prefill.g.Tokens)
 	r.moeProb = make([]float64, m.Config.MoE.Experts)
 	r.moeNext = make([]int32, m.Config.MoE.Experts)
@@ -76,14 +76,6 @@ func (r *Runner) Close() { r.pool.Close() }
 
 // Model is the model the Runner runs.
 func (r *Runner) Model() *Model { return r.m }
-
-// reserve grows the attention scratch to contexts of ctx positions. Only
-// a context longer than any before allocates.
-func (r *Runner) reserve(ctx int) {
-	for w := range r.work {
-		r.work[w].reserve(&r.m.Config, ctx)
-	}
-}
 
 // alignedFloats allocates n float32s starting on a 64-byte boundary, so
 // every 64-aligned arena offset is cache-line aligned in memory.

@@ -88,11 +88,11 @@ func TestKVCacheGrowsByChunks(t *testing.T) {
 	s := shapes()["qwen3-tied-odd"]
 	m := openModel(t, synthModel(t, s, 64), kernels.Detect(), 2)
 	sess, _ := m.NewSession(0)
-	per := m.Config.KVChunkBytesPerLayer() * int64(m.Config.Layers)
+	per := m.Config.KVChunkBytes(format.KVF16) * int64(m.Config.Layers)
 	if sess.KV.Bytes() != 0 {
 		t.Fatal("an empty session holds KV memory")
 	}
-	var firstChunk *uint16
+	var firstChunk *byte
 	for _, step := range []struct{ feed, chunks int }{{5, 1}, {3, 1}, {248, 1}, {1, 2}, {255, 2}, {1, 3}} {
 		if _, err := sess.Feed(randomTokens(step.feed, s.Vocab, uint64(step.feed))); err != nil {
 			t.Fatal(err)
@@ -101,7 +101,7 @@ func TestKVCacheGrowsByChunks(t *testing.T) {
 			t.Fatalf("after %d tokens: %d chunks, %d bytes; want %d chunks", sess.Len(), sess.KV.Chunks(), sess.KV.Bytes(), step.chunks)
 		}
 		// A full chunk is never moved: the first chunk keeps its address.
-		if p := &sess.KV.k[0][0][0][0]; firstChunk == nil {
+		if p := &sess.KV.mem[0][0][0]; firstChunk == nil {
 			firstChunk = p
 		} else if p != firstChunk {
 			t.Fatal("the first KV chunk moved")
@@ -169,9 +169,27 @@ func TestDecodeStepDoesNotAllocate(t *testing.T) {
 	checkDecodeDoesNotAllocate(t, openModel(t, synthModel(t, s, 16), kernels.Detect(), 2))
 }
 
+// Nor with a q8 cache 600 positions deep whose decode attention is split
+// into one-chunk spans.
+func TestDecodeStepDoesNotAllocateQ8Split(t *testing.T) {
+	s := shapes()["qwen3-tied-odd"]
+	m := openModel(t, synthModel(t, s, 16), kernels.Detect(), 2)
+	m.runner().tasks.attn.minSpan = 1
+	sess, _ := m.NewSessionKV(0, format.KVQ8)
+	if err := sess.FillKV(600, 1); err != nil {
+		t.Fatal(err)
+	}
+	checkSessionDecodeDoesNotAllocate(t, sess)
+}
+
 func checkDecodeDoesNotAllocate(t *testing.T, m *Model) {
 	t.Helper()
 	sess, _ := m.NewSession(0)
+	checkSessionDecodeDoesNotAllocate(t, sess)
+}
+
+func checkSessionDecodeDoesNotAllocate(t *testing.T, sess *Session) {
+	t.Helper()
 	sess.Feed([]int32{1, 2, 3})
 	tok := []int32{4}
 	allocs := testing.AllocsPerRun(50, func() {

@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/qwenc/qwenc/format"
 )
@@ -24,16 +25,19 @@ type Session struct {
 	MaxBatch int
 }
 
-// NewSession starts an empty sequence that may grow to ctx positions
-// (0: the model's max_position_embeddings).
-func (m *Model) NewSession(ctx int) (*Session, error) {
+// NewSession starts an empty sequence with an f16 KV cache that may grow
+// to ctx positions (0: the model's maximum context).
+func (m *Model) NewSession(ctx int) (*Session, error) { return m.NewSessionKV(ctx, format.KVF16) }
+
+// NewSessionKV is NewSession with a KV cache of type kv.
+func (m *Model) NewSessionKV(ctx int, kv format.KVType) (*Session, error) {
 	if ctx <= 0 {
 		ctx = m.Config.MaxContext()
 	}
 	if ctx > m.Config.MaxContext() {
 		return nil, fmt.Errorf("context %d is larger than the model's maximum %d", ctx, m.Config.MaxContext())
 	}
-	return &Session{m: m, KV: NewKVCache(&m.Config), ctx: ctx}, nil
+	return &Session{m: m, KV: NewKVCache(&m.Config, kv), ctx: ctx}, nil
 }
 
 // Len is the number of tokens in the cache.
@@ -77,7 +81,6 @@ func (s *Session) feed(tokens []int32, hidden bool, batchDone func(first int, ou
 	}
 	s.KV.Reserve(len(s.tokens) + len(tokens))
 	r := s.m.runner()
-	r.reserve(s.ctx)
 	batch := s.m.prefill.g.Tokens
 	if s.MaxBatch > 0 {
 		batch = min(batch, s.MaxBatch)
@@ -99,8 +102,39 @@ func (s *Session) feed(tokens []int32, hidden bool, batchDone func(first int, ou
 	return nil
 }
 
-// KVBytesFor estimates the KV cache of a full context, to refuse a context
-// the machine cannot hold before allocating anything.
-func (m *Model) KVBytesFor(ctx int) int64 {
-	return int64(format.KVChunks(ctx)) * int64(m.Config.Layers) * m.Config.KVChunkBytesPerLayer()
+// KVBytesFor is the KV cache of type kv for a full context, to refuse a
+// context the machine cannot hold before allocating anything.
+func (m *Model) KVBytesFor(ctx int, kv format.KVType) int64 {
+	return int64(format.KVChunks(ctx)) * int64(m.Config.Layers) * m.Config.KVChunkBytes(kv)
+}
+
+// FillKV appends n positions of random keys and values (unit normal: the
+// scale of RMS-normed keys) as token id 0, without running the model: to
+// measure decode speed and memory at depths whose prefill would take
+// hours. What such a session generates means nothing.
+func (s *Session) FillKV(n int, seed uint64) error {
+	if len(s.tokens)+n > s.ctx {
+		return fmt.Errorf("%w: %d tokens in the cache + %d > context %d", ErrContextFull, len(s.tokens), n, s.ctx)
+	}
+	s.KV.Reserve(len(s.tokens) + n)
+	c := &s.m.Config
+	k := s.m.runner().k
+	// A pool of random vectors, taken at shifting offsets: drawing 2 x
+	// head_dim normals per head, layer and position would take minutes.
+	rng := rand.New(rand.NewPCG(seed, 0))
+	pool := make([]float32, 4096+2*c.HeadDim)
+	for i := range pool {
+		pool[i] = float32(rng.NormFloat64())
+	}
+	tmp := make([]uint16, c.HeadDim)
+	for pos := len(s.tokens); pos < len(s.tokens)+n; pos++ {
+		for l := range c.Layers {
+			for h := range c.KVHeads {
+				o := rng.IntN(4096)
+				s.KV.store(k, l, h, pos, pool[o:o+c.HeadDim], pool[o+c.HeadDim:o+2*c.HeadDim], tmp)
+			}
+		}
+	}
+	s.tokens = append(s.tokens, make([]int32, n)...)
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/runtime"
 	"github.com/qwenc/qwenc/runtime/sampling"
 )
@@ -28,6 +29,8 @@ type Options struct {
 	// Ctx is each conversation's context length (default: the model's
 	// maximum).
 	Ctx int
+	// KV is the conversations' KV cache type (default f16).
+	KV format.KVType
 	// Chunk is the most prompt tokens a step prefills, for all the new
 	// prompts together, while other conversations are decoding (default
 	// 128): long or many prompts delay the running streams by one chunk
@@ -379,7 +382,7 @@ func (e *Engine) start(j *job, cache *prefixCache) {
 	j.usage.PromptTokens = len(j.req.Prompt)
 	sess, keep := cache.take(j.req.Prompt)
 	if sess == nil {
-		sess, _ = e.m.NewSession(e.opts.Ctx) // Ctx was checked in New
+		sess, _ = e.m.NewSessionKV(e.opts.Ctx, e.opts.KV) // Ctx was checked in New
 	}
 	sess.Rewind(keep)
 	j.usage.CachedTokens = keep

@@ -25,6 +25,7 @@ func inspectCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 			&cli.StringFlag{Name: "seq", Usage: "sequence lengths for the KV cache table, comma-separated",
 				DefaultText: defaultSeqs + " up to the model's maximum context, and that maximum"},
+			&cli.StringFlag{Name: "kv-type", Value: "f16", Usage: "KV cache type for the table: f16 or q8 (qwenrun --kv-type)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -37,12 +38,16 @@ func inspectCommand() *cli.Command {
 					return err
 				}
 			}
+			kvType, err := format.ParseKVType(c.String("kv-type"))
+			if err != nil {
+				return fmt.Errorf("--kv-type: %w", err)
+			}
 			h, version, err := readHeader(c.Args().First())
 			if err != nil {
 				return err
 			}
 			seqs = kvSeqs(os.Stderr, seqs, h.Config.MaxContext())
-			rep := format.Report(h, seqs)
+			rep := format.Report(h, seqs, kvType)
 			if c.Bool("json") {
 				return printJSON(os.Stdout, h, version, rep)
 			}
@@ -259,7 +264,7 @@ func printText(w io.Writer, h *format.Header, rep format.MemoryReport) {
 	tw.Flush()
 
 	kv := rep.KV
-	fmt.Fprintf(w, "\nKV cache (f16, in chunks of %d positions: %s per chunk per layer)\n", kv.ChunkTokens, sizeInText(kv.ChunkBytesPerLayer))
+	fmt.Fprintf(w, "\nKV cache (%s, in chunks of %d positions: %s per chunk per layer)\n", kv.Type, kv.ChunkTokens, sizeInText(kv.ChunkBytesPerLayer))
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "sequence\tchunks\tper layer\t\t\ttotal (%d layers)\t\t\t\n", c.Layers)
 	for _, s := range kv.BySeq {

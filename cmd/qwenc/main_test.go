@@ -117,6 +117,36 @@ func TestCompileInspectVerify(t *testing.T) {
 	if by := j["memory"].(map[string]any)["kv"].(map[string]any)["by_seq"].([]any); len(by) != 2 {
 		t.Errorf("by_seq has %d rows, want 2", len(by))
 	}
+	// --kv-type q8 sizes the int8 cache: per chunk and layer, 256 positions
+	// x (K + V padded to whole tiles) bytes + 2 x 256 f32 scales, per KV head.
+	stdout, _, code = run(t, work, "inspect", "--json", "--seq", "300", "--kv-type", "q8", out)
+	if code != 0 {
+		t.Fatal("inspect --kv-type q8 failed")
+	}
+	var q8 struct {
+		Config struct {
+			KVHeads int `json:"num_key_value_heads"`
+			HeadDim int `json:"head_dim"`
+			Layers  int `json:"num_hidden_layers"`
+		} `json:"config"`
+		Memory struct {
+			KV struct {
+				Type  string `json:"type"`
+				Chunk int64  `json:"chunk_bytes_per_layer"`
+				BySeq []struct {
+					Total int64 `json:"total_bytes"`
+				} `json:"by_seq"`
+			} `json:"kv"`
+		} `json:"memory"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &q8); err != nil {
+		t.Fatal(err)
+	}
+	hd := q8.Config.HeadDim
+	want := int64(q8.Config.KVHeads) * int64(256*hd+(hd+31)/32*32*256+2*256*4)
+	if kv := q8.Memory.KV; kv.Type != "q8" || kv.Chunk != want || len(kv.BySeq) != 1 || kv.BySeq[0].Total != 2*want*int64(q8.Config.Layers) {
+		t.Errorf("inspect --kv-type q8: %+v, want type q8 and %d bytes per chunk and layer", kv, want)
+	}
 
 	if stdout, _, code := run(t, work, "verify", out); code != 0 || !strings.Contains(stdout, "ok") {
 		t.Fatalf("verify: exit %d, %q", code, stdout)

@@ -32,7 +32,9 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "pp", Value: 512, Usage: "prompt tokens for the prefill measurement"},
 			&cli.IntFlag{Name: "tg", Value: 128, Usage: "tokens for the decode measurement"},
 			&cli.IntFlag{Name: "reps", Value: 5, Usage: "repetitions (the table shows medians: the machine is shared)"},
+			&cli.StringFlag{Name: "kv-type", Value: "f16", Usage: "KV cache types to measure (a list: f16,q8)"},
 			&cli.StringFlag{Name: "depth", Value: "0", Usage: "tokens already in the KV cache before each measurement, as llama-bench -d (a list: 0,4096,16384)"},
+			&cli.StringFlag{Name: "fill", Value: "prefill", Usage: "how the depth gets into the cache: prefill (as llama-bench), or random keys and values (for depths whose prefill takes hours: decode and memory are measured the same)"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per measurement instead of the table"},
 		},
 		Action:       bench,
@@ -44,11 +46,14 @@ type benchRow struct {
 	model            benchModel
 	path             kernels.Path
 	threads          int
+	kv               format.KVType
 	depth            int
 	pp, tg           int
 	ppRate, tgRate   float64
 	bandwidth, ratio float64
 	ttft             time.Duration
+	// The session's KV cache and the process's private memory at the end.
+	kvBytes, private int64
 }
 
 // benchModel is what the table says of one file.
@@ -57,13 +62,14 @@ type benchModel struct {
 	weightType  format.DType
 	fileSize    int64
 	decodeBytes uint64 // weight bytes one decode step reads
-	kvPerToken  uint64 // KV cache bytes per position, all layers
+	config      format.Config
 }
 
 // stepBytes is what one decode step reads at a depth: the weights and the
-// KV cache of every position before it.
-func (bm *benchModel) stepBytes(depth int) float64 {
-	return float64(bm.decodeBytes) + float64(depth)*float64(bm.kvPerToken)
+// KV cache (of type kv) of every position before it.
+func (bm *benchModel) stepBytes(depth int, kv format.KVType) float64 {
+	perToken := float64(bm.config.KVChunkBytes(kv)) * float64(bm.config.Layers) / format.KVChunkTokens
+	return float64(bm.decodeBytes) + float64(depth)*perToken
 }
 
 func openBenchModel(path string) (benchModel, format.Config, error) {
@@ -72,10 +78,9 @@ func openBenchModel(path string) (benchModel, format.Config, error) {
 		return benchModel{}, format.Config{}, err
 	}
 	defer f.Close()
-	rep := format.Report(f.Header, nil)
+	rep := format.Report(f.Header, nil, format.KVF16)
 	c := f.Header.Config
-	kv := uint64(c.KVChunkBytesPerLayer()) * uint64(c.Layers) / format.KVChunkTokens
-	return benchModel{path: path, weightType: f.Header.WeightType(), fileSize: f.Size, decodeBytes: rep.DecodeWeightBytes, kvPerToken: kv}, c, nil
+	return benchModel{path: path, weightType: f.Header.WeightType(), fileSize: f.Size, decodeBytes: rep.DecodeWeightBytes, config: c}, c, nil
 }
 
 func bench(c *cli.Context) error {
@@ -90,6 +95,22 @@ func bench(c *cli.Context) error {
 		if err := checkThreads(os.Stderr, "--threads", t); err != nil {
 			return err
 		}
+	}
+	var kvTypes []format.KVType
+	for _, name := range strings.Split(c.String("kv-type"), ",") {
+		kv, err := format.ParseKVType(strings.TrimSpace(name))
+		if err != nil {
+			return fmt.Errorf("--kv-type: %w", err)
+		}
+		kvTypes = append(kvTypes, kv)
+	}
+	randomFill := false
+	switch c.String("fill") {
+	case "prefill":
+	case "random":
+		randomFill = true
+	default:
+		return fmt.Errorf("--fill %q: want prefill or random", c.String("fill"))
 	}
 	depths, err := depthList(c.String("depth"))
 	if err != nil {
@@ -150,15 +171,17 @@ func bench(c *cli.Context) error {
 						pp, tg = min(pp, 8), min(tg, 4)
 					}
 				}
-				for _, d := range depths {
-					r, err := benchOne(bm, p, t, d, pp, tg, c.Int("reps"), bw)
-					if err != nil {
-						return err
+				for _, kv := range kvTypes {
+					for _, d := range depths {
+						r, err := benchOne(bm, p, t, kv, d, pp, tg, c.Int("reps"), randomFill, bw)
+						if err != nil {
+							return err
+						}
+						r.model, r.ttft = bm, ttft
+						rows = append(rows, r)
+						fmt.Fprintf(os.Stderr, "  %s %s, %d thread(s), %s KV, depth %d: pp%d %.1f tok/s, tg%d %.2f tok/s, read bandwidth %.1f GB/s\n",
+							bm.weightType, p, t, kv, d, pp, r.ppRate, tg, r.tgRate, r.bandwidth/1e9)
 					}
-					r.model, r.ttft = bm, ttft
-					rows = append(rows, r)
-					fmt.Fprintf(os.Stderr, "  %s %s, %d thread(s), depth %d: pp%d %.1f tok/s, tg%d %.2f tok/s, read bandwidth %.1f GB/s\n",
-						bm.weightType, p, t, d, pp, r.ppRate, tg, r.tgRate, r.bandwidth/1e9)
 				}
 			}
 		}
@@ -168,10 +191,10 @@ func bench(c *cli.Context) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w)
-	fmt.Fprintf(tw, "weights\tkernels\tthreads\tdepth\tprefill tok/s\tdecode tok/s\tdecode GB/s\tread bandwidth GB/s\tratio\tfile MB\tfirst token ms\t\n")
+	fmt.Fprintf(tw, "weights\tkernels\tthreads\tKV\tdepth\tprefill tok/s\tdecode tok/s\tdecode GB/s\tread bandwidth GB/s\tratio\tfile MB\tfirst token ms\t\n")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\tpp%d %.1f\ttg%d %.2f\t%.1f\t%.1f\t%.2f\t%.1f\t%.1f\t\n", r.model.weightType, r.path, r.threads, r.depth,
-			r.pp, r.ppRate, r.tg, r.tgRate, r.model.stepBytes(r.depth)*r.tgRate/1e9, r.bandwidth/1e9, r.ratio, float64(r.model.fileSize)/1e6, ms(r.ttft))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\tpp%d %.1f\ttg%d %.2f\t%.1f\t%.1f\t%.2f\t%.1f\t%.1f\t\n", r.model.weightType, r.path, r.threads, r.kv, r.depth,
+			r.pp, r.ppRate, r.tg, r.tgRate, r.model.stepBytes(r.depth, r.kv)*r.tgRate/1e9, r.bandwidth/1e9, r.ratio, float64(r.model.fileSize)/1e6, ms(r.ttft))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "medians of the repetitions; ratio = bytes read per decoded token (weights, and the KV cache of the depth's positions) x decode tok/s / read bandwidth (vector sum over 1 GiB, same threads, measured just before each decode window)\n")
@@ -227,8 +250,8 @@ func (b *bandwidthProbe) measure(p kernels.Path, threads, reps int) float64 {
 // window follows a bandwidth measurement with the same threads, and its
 // ratio is taken against that: the host's bandwidth drifts by tens of
 // percent within minutes. The row has the medians.
-func benchOne(bm benchModel, p kernels.Path, threads, depth, pp, tg, reps int, bw *bandwidthProbe) (benchRow, error) {
-	r := benchRow{path: p, threads: threads, depth: depth, pp: pp, tg: tg}
+func benchOne(bm benchModel, p kernels.Path, threads int, kv format.KVType, depth, pp, tg, reps int, randomFill bool, bw *bandwidthProbe) (benchRow, error) {
+	r := benchRow{path: p, threads: threads, kv: kv, depth: depth, pp: pp, tg: tg}
 	m, err := runtime.Open(bm.path, runtime.Options{Threads: threads, Kernels: p})
 	if err != nil {
 		return r, err
@@ -244,13 +267,21 @@ func benchOne(bm benchModel, p kernels.Path, threads, depth, pp, tg, reps int, b
 	if ctx > m.Config.MaxContext() {
 		return r, fmt.Errorf("--depth %d: %d tokens with the measurement, more than the model's maximum context %d", depth, ctx, m.Config.MaxContext())
 	}
-	s, err := m.NewSession(ctx)
+	s, err := m.NewSessionKV(ctx, kv)
 	if err != nil {
 		return r, err
 	}
 	// The depth, then one untimed prefill: the first pass over the
 	// weights also maps their pages and touches the arenas.
-	if _, err := s.Feed(tokens[:depth+pp]); err != nil {
+	if randomFill {
+		if err := s.FillKV(depth, 3); err != nil {
+			return r, err
+		}
+		copy(tokens, s.Tokens())
+		if _, err := s.Feed(tokens[depth : depth+pp]); err != nil {
+			return r, err
+		}
+	} else if _, err := s.Feed(tokens[:depth+pp]); err != nil {
 		return r, err
 	}
 	var ppRates, tgRates, bws, ratios []float64
@@ -275,9 +306,13 @@ func benchOne(bm benchModel, p kernels.Path, threads, depth, pp, tg, reps int, b
 		}
 		rate := float64(tg) / time.Since(t0).Seconds()
 		tgRates, bws = append(tgRates, rate), append(bws, bandwidth)
-		ratios = append(ratios, bm.stepBytes(depth)*rate/bandwidth)
+		ratios = append(ratios, bm.stepBytes(depth, kv)*rate/bandwidth)
 	}
 	r.ppRate, r.tgRate, r.bandwidth, r.ratio = median(ppRates), median(tgRates), median(bws), median(ratios)
+	r.kvBytes = s.KV.Bytes()
+	if b, ok := privateMemory(); ok {
+		r.private = b
+	}
 	return r, nil
 }
 
@@ -300,8 +335,8 @@ func printBenchJSON(w io.Writer, rows []benchRow) error {
 	for _, r := range rows {
 		if err := enc.Encode(map[string]any{
 			"model": r.model.path, "weights": r.model.weightType.String(), "kernels": r.path.String(), "threads": r.threads,
-			"depth": r.depth, "pp": r.pp, "tg": r.tg, "prefill_tok_s": r.ppRate, "decode_tok_s": r.tgRate,
-			"decode_bytes_per_token": r.model.stepBytes(r.depth), "read_bandwidth_gbs": r.bandwidth / 1e9, "ratio": r.ratio,
+			"kv_type": r.kv.String(), "depth": r.depth, "pp": r.pp, "tg": r.tg, "prefill_tok_s": r.ppRate, "decode_tok_s": r.tgRate,
+			"decode_bytes_per_token": r.model.stepBytes(r.depth, r.kv), "kv_bytes": r.kvBytes, "private_bytes": r.private, "read_bandwidth_gbs": r.bandwidth / 1e9, "ratio": r.ratio,
 		}); err != nil {
 			return err
 		}

@@ -134,7 +134,7 @@ func (conv *conversation) system() string {
 // session rather than a rewind frees the KV cache, which a full
 // conversation grew to the whole context.
 func (conv *conversation) clear() error {
-	sess, err := conv.s.m.NewSession(conv.s.sess.Ctx())
+	sess, err := conv.s.m.NewSessionKV(conv.s.sess.Ctx(), conv.s.sess.KV.Type())
 	if err != nil {
 		return fmt.Errorf("/clear: %w", err)
 	}

@@ -48,6 +48,11 @@ func TestRefusesMeaninglessValues(t *testing.T) {
 		{[]string{"bench", absent, "--reps", "0"}, "--reps 0: want 1 or more"},
 		{[]string{"bench", absent, "--pp", "0"}, "--pp 0: want 1 or more"},
 		{[]string{"bench", absent, "--depth", "0,-1"}, `--depth: "-1" is not a number of tokens`},
+		{[]string{"bench", absent, "--fill", "zeros"}, `--fill "zeros": want prefill or random`},
+		{[]string{"bench", absent, "--kv-type", "f16,q4"}, `--kv-type: KV cache type "q4": want f16 or q8`},
+		{[]string{m, "-p", "hi", "--kv-type", "f32"}, `--kv-type: KV cache type "f32": want f16 or q8`},
+		{[]string{"perplexity", m, "-f", goText(t, 1), "--kv-type", "int8"}, `--kv-type: KV cache type "int8": want f16 or q8`},
+		{[]string{"serve", m, "--kv-type", "Q8"}, `--kv-type: KV cache type "Q8": want f16 or q8`},
 	} {
 		out, stderr, code := qwenrun(t, "", tc.args...)
 		if want := "qwenrun: " + tc.want + "\n"; code != 1 || stderr != want || out != "" {
@@ -118,5 +123,21 @@ func TestBenchDepthJSON(t *testing.T) {
 	// tiny-a: 2 layers, 2 KV heads of 32, f16 K and V: 512 bytes a position.
 	if d := rows[1]["decode_bytes_per_token"].(float64) - rows[0]["decode_bytes_per_token"].(float64); d != 40*512 {
 		t.Errorf("40 positions of KV add %v bytes, want %d", d, 40*512)
+	}
+
+	// A q8 cache filled with random keys and values: per position, layer
+	// and head 2 x 32 int8 and two f32 scales (288 bytes in all); 308
+	// positions take two chunks of 256.
+	out, stderr, code = qwenrun(t, "", "bench", m, "--threads", "1", "--kernels", "auto", "--reps", "1", "--pp", "8", "--tg", "4",
+		"--depth", "300", "--kv-type", "q8", "--fill", "random", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var q map[string]any
+	if err := json.Unmarshal([]byte(out), &q); err != nil {
+		t.Fatalf("%q: %v", out, err)
+	}
+	if d := q["decode_bytes_per_token"].(float64) - rows[0]["decode_bytes_per_token"].(float64); q["kv_type"] != "q8" || d != 300*288 || q["kv_bytes"] != 2*288*256.0 {
+		t.Errorf("q8 row %v: want kv_type q8, %d KV bytes per token and %d in the cache", q, 300*288, 2*288*256)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	goruntime "runtime"
 	"slices"
 
+	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/kernels"
 	"github.com/urfave/cli/v2"
@@ -80,6 +81,7 @@ func flags() []cli.Flag {
 		&cli.Float64Flag{Name: "presence-penalty", Usage: "subtract from tokens present in the last 64 (0: off)", DefaultText: model},
 		&cli.Uint64Flag{Name: "seed", Usage: "random seed for sampling", DefaultText: "random"},
 		&cli.IntFlag{Name: "ctx", Usage: "context length in tokens", DefaultText: "the model's maximum, lowered to what memory holds"},
+		kvTypeFlag(),
 		threadsFlag(),
 		kernelsFlag(),
 		&cli.BoolFlag{Name: "chat", Aliases: []string{"i"}, Usage: "chat: interactive, or one answer with -p"},
@@ -94,6 +96,20 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the run to `PATH` (for development)"},
 		cliutil.VersionFlag(),
 	}
+}
+
+// kvTypeFlag is --kv-type, which every command that runs the model takes.
+func kvTypeFlag() cli.Flag {
+	return &cli.StringFlag{Name: "kv-type", Value: "f16", Usage: "KV cache type: f16, or q8 (int8 with a scale per position and head: half the memory)"}
+}
+
+// kvType reads --kv-type.
+func kvType(c *cli.Context) (format.KVType, error) {
+	t, err := format.ParseKVType(c.String("kv-type"))
+	if err != nil {
+		return 0, fmt.Errorf("--kv-type: %w", err)
+	}
+	return t, nil
 }
 
 // threadsFlag and kernelsFlag are also perplexity's.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/qwenc/qwenc/compiler"
+	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/synth"
 	"github.com/qwenc/qwenc/internal/synthtest"
 	"github.com/qwenc/qwenc/internal/testmodel"
@@ -120,6 +121,12 @@ func TestJSONAndReference(t *testing.T) {
 	r := runJSON(t, m, "--tokens", ids, "--temp", "0", "-n", "8", "--logits", logits)
 	if !slices.Equal(r.PromptIDs, c.PromptIDs) || r.StopReason != "length" || len(r.GeneratedIDs) != 8 || r.KVBytes == nil {
 		t.Fatalf("json %+v", r)
+	}
+	// The q8 KV cache: the same greedy tokens here, and kv_bytes of the
+	// int8 layout (one 256-position chunk of every layer).
+	if q := runJSON(t, m, "--tokens", ids, "--temp", "0", "-n", "8", "--kv-type", "q8"); !slices.Equal(q.GeneratedIDs, r.GeneratedIDs) ||
+		q.KVBytes == nil || *q.KVBytes != *r.KVBytes*int64(q8ChunkBytes(t, m))/int64(f16ChunkBytes(t, m)) {
+		t.Errorf("--kv-type q8: generated %v, kv_bytes %v; f16 generated %v, kv_bytes %d", q.GeneratedIDs, q.KVBytes, r.GeneratedIDs, *r.KVBytes)
 	}
 	for _, k := range []string{"load_ms", "prefill_tokens", "prefill_ms", "prefill_tok_s", "decode_tokens", "decode_ms", "decode_tok_s"} {
 		if _, ok := r.Timings[k]; !ok {
@@ -454,3 +461,15 @@ func TestChatContextFull(t *testing.T) {
 		})
 	}
 }
+
+func chunkBytes(t *testing.T, model string, kv format.KVType) int64 {
+	f, err := format.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return f.Header.Config.KVChunkBytes(kv)
+}
+
+func q8ChunkBytes(t *testing.T, model string) int64  { return chunkBytes(t, model, format.KVQ8) }
+func f16ChunkBytes(t *testing.T, model string) int64 { return chunkBytes(t, model, format.KVF16) }

@@ -26,6 +26,7 @@ func perplexityCommand() *cli.Command {
 			&cli.IntFlag{Name: "ctx", Value: 512, Usage: "tokens per chunk; the second half of each chunk is scored"},
 			&cli.StringFlag{Name: "base", Usage: "also compare with this model (`PATH` of a .qbin): mean KL divergence and top-1 agreement"},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object at the end"},
+			kvTypeFlag(),
 			threadsFlag(),
 			kernelsFlag(),
 		},
@@ -71,6 +72,9 @@ func perplexityAction(c *cli.Context) error {
 	}
 	defer m.Close()
 	po := perplexity.Options{Ctx: c.Int("ctx")}
+	if po.KV, err = kvType(c); err != nil {
+		return err
+	}
 	if path := c.String("base"); path != "" {
 		if po.Base, err = runtime.Open(path, opts); err != nil {
 			return err

@@ -86,6 +86,10 @@ func load(c *cli.Context) (*setup, error) {
 	s := &setup{m: m, stdoutTTY: isTerminal(os.Stdout)}
 	fail := func(err error) (*setup, error) { m.Close(); return nil, err }
 	ctxLen := c.Int("ctx")
+	kvt, err := kvType(c)
+	if err != nil {
+		return fail(err)
+	}
 	if c.IsSet("ctx") && (ctxLen < 1 || ctxLen > m.Config.MaxContext()) {
 		return fail(fmt.Errorf("--ctx %d: want 1 to %d tokens (the model's maximum context)", ctxLen, m.Config.MaxContext()))
 	}
@@ -100,21 +104,21 @@ func load(c *cli.Context) (*setup, error) {
 	avail, known := memAvailable()
 	if !c.IsSet("ctx") {
 		ctxLen = m.Config.MaxContext()
-		if known && m.KVBytesFor(ctxLen) > avail {
-			fit := int(avail/m.KVBytesFor(format.KVChunkTokens)) * format.KVChunkTokens
+		if known && m.KVBytesFor(ctxLen, kvt) > avail {
+			fit := int(avail/m.KVBytesFor(format.KVChunkTokens, kvt)) * format.KVChunkTokens
 			if fit < format.KVChunkTokens {
 				return fail(fmt.Errorf("one %d-token KV chunk needs %d MB, more than the %d MB of memory available",
-					format.KVChunkTokens, m.KVBytesFor(format.KVChunkTokens)/1e6, avail/1e6))
+					format.KVChunkTokens, m.KVBytesFor(format.KVChunkTokens, kvt)/1e6, avail/1e6))
 			}
 			fmt.Fprintf(os.Stderr, "qwenrun: context lowered from %d to %d tokens: that is what %d MB of available memory holds (--ctx to choose)\n",
 				ctxLen, fit, avail/1e6)
 			ctxLen = fit
 		}
-	} else if known && m.KVBytesFor(ctxLen) > avail {
+	} else if known && m.KVBytesFor(ctxLen, kvt) > avail {
 		return fail(fmt.Errorf("--ctx %d needs %d MB of KV cache, more than the %d MB of memory available; use a smaller --ctx",
-			ctxLen, m.KVBytesFor(ctxLen)/1e6, avail/1e6))
+			ctxLen, m.KVBytesFor(ctxLen, kvt)/1e6, avail/1e6))
 	}
-	if s.sess, err = m.NewSession(ctxLen); err != nil {
+	if s.sess, err = m.NewSessionKV(ctxLen, kvt); err != nil {
 		return fail(err)
 	}
 	s.params = samplingParams(c, m)

@@ -29,6 +29,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "ctx", Usage: "context length of each conversation (default: the model's maximum, lowered to what --parallel KV caches fit in memory)"},
 			&cli.StringFlag{Name: "api-key", EnvVars: []string{"QWEN_API_KEY"}, Usage: "require `KEY` on every request but /health (Authorization: Bearer KEY)"},
 			&cli.DurationFlag{Name: "grace", Value: 10 * time.Second, Usage: "on SIGINT or SIGTERM, how long running answers may go on before they are cut"},
+			kvTypeFlag(),
 			&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "worker threads (default: the CPUs this process may use)"},
 			&cli.StringFlag{Name: "kernels", Usage: "kernel path: auto, generic, avx2, avx512, avx512vnni (default: $QWEN_KERNELS or auto)"},
 		},
@@ -60,11 +61,15 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	defer m.Close()
-	ctxLen, err := serveContext(c, m, parallel)
+	kvt, err := kvType(c)
 	if err != nil {
 		return err
 	}
-	e, err := serve.New(m, serve.Options{Parallel: parallel, Queue: c.Int("queue"), Ctx: ctxLen, Runner: ro})
+	ctxLen, err := serveContext(c, m, parallel, kvt)
+	if err != nil {
+		return err
+	}
+	e, err := serve.New(m, serve.Options{Parallel: parallel, Queue: c.Int("queue"), Ctx: ctxLen, KV: kvt, Runner: ro})
 	if err != nil {
 		return err
 	}
@@ -91,7 +96,7 @@ func serveAction(c *cli.Context) error {
 
 // serveContext is each conversation's context: as qwenrun's, but with
 // room for --parallel KV caches.
-func serveContext(c *cli.Context, m *runtime.Model, parallel int) (int, error) {
+func serveContext(c *cli.Context, m *runtime.Model, parallel int, kvt format.KVType) (int, error) {
 	n := m.Config.MaxContext()
 	if c.IsSet("ctx") {
 		if n = c.Int("ctx"); n < 1 || n > m.Config.MaxContext() {
@@ -99,14 +104,14 @@ func serveContext(c *cli.Context, m *runtime.Model, parallel int) (int, error) {
 		}
 	}
 	avail, known := memAvailable()
-	if !known || int64(parallel)*m.KVBytesFor(n) <= avail {
+	if !known || int64(parallel)*m.KVBytesFor(n, kvt) <= avail {
 		return n, nil
 	}
 	if c.IsSet("ctx") {
 		return 0, fmt.Errorf("--ctx %d for %d conversations needs %d MB of KV cache, more than the %d MB of memory available; use a smaller --ctx or --parallel",
-			n, parallel, int64(parallel)*m.KVBytesFor(n)/1e6, avail/1e6)
+			n, parallel, int64(parallel)*m.KVBytesFor(n, kvt)/1e6, avail/1e6)
 	}
-	fit := int(avail/int64(parallel)/m.KVBytesFor(format.KVChunkTokens)) * format.KVChunkTokens
+	fit := int(avail/int64(parallel)/m.KVBytesFor(format.KVChunkTokens, kvt)) * format.KVChunkTokens
 	if fit < format.KVChunkTokens {
 		return 0, fmt.Errorf("%d conversations of one %d-token KV chunk need more than the %d MB of memory available; use a smaller --parallel",
 			parallel, format.KVChunkTokens, avail/1e6)

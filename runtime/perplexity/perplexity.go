@@ -14,13 +14,15 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime"
 )
 
 // Options configure one measurement.
 type Options struct {
-	Ctx int // tokens per chunk
+	Ctx int           // tokens per chunk
+	KV  format.KVType // the KV cache type of the model (the base's is f16)
 	// Base, if set, is compared with the model at every scored position.
 	Base *runtime.Model
 	// Progress, if set, is called after each chunk with the figures so far.
@@ -111,13 +113,13 @@ func Run(ctx context.Context, m *runtime.Model, tokens []int32, o Options) (Resu
 	// position j predict token j+1, and the chunk's last token has nothing
 	// after it in the chunk.
 	rows := n - 1 - first
-	ev, err := newEvaluator(m, n, rows)
+	ev, err := newEvaluator(m, n, rows, o.KV)
 	if err != nil {
 		return Result{}, err
 	}
 	var base *evaluator
 	if o.Base != nil {
-		if base, err = newEvaluator(o.Base, n, rows); err != nil {
+		if base, err = newEvaluator(o.Base, n, rows, format.KVF16); err != nil {
 			return Result{}, err
 		}
 	}
@@ -158,8 +160,8 @@ type evaluator struct {
 	x []float32
 }
 
-func newEvaluator(m *runtime.Model, ctx, rows int) (*evaluator, error) {
-	s, err := m.NewSession(ctx)
+func newEvaluator(m *runtime.Model, ctx, rows int, kv format.KVType) (*evaluator, error) {
+	s, err := m.NewSessionKV(ctx, kv)
 	if err != nil {
 		return nil, err
 	}
