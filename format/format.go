@@ -181,10 +181,13 @@ type KVType uint8
 const (
 	// KVF16 stores keys and values in f16.
 	KVF16 KVType = iota
-	// KVQ8 stores them as int8 with one f32 scale per position and head
-	// for K and for V (the head's absolute maximum / 127): half the bytes
-	// of f16, and attention applies the scales to its scores and
-	// probabilities rather than to every element.
+	// KVQ8 stores them in 8 bits, each chunk's K and transposed V as q8
+	// tile-major matrices (the weights' layout), so attention's products
+	// are int8 dot products: K with an f16 scale per position and 32 head
+	// dimensions; V with unit block scales and one f32 scale per position
+	// and head, which attention multiplies into the probabilities (a
+	// block's 32 positions arrive one at a time). About half the bytes of
+	// f16.
 	KVQ8
 )
 
@@ -213,14 +216,18 @@ func ParseKVType(s string) (KVType, error) {
 // KVHeadChunkBytes is the size of one KV head's 256-position chunk (K and
 // V) of one layer. The runtime stores it tile-major (K as [256, head_dim],
 // V as [head_dim, 256], V padded to whole 32-row tiles when head_dim is
-// not a multiple of 32); q8 adds the scales, first, so every part stays
-// 64-byte aligned.
+// not a multiple of 32). In q8 the V scales come first, then K as a q8
+// matrix of head_dim rounded up to 32 columns, and V as a q8 matrix;
+// every part stays 64-byte aligned.
 func (c *Config) KVHeadChunkBytes(t KVType) int64 {
-	elems := int64(KVChunkTokens)*int64(c.HeadDim) + int64(TileMajorElems(c.HeadDim, KVChunkTokens))
+	v := int64(TileMajorElems(c.HeadDim, KVChunkTokens))
 	if t == KVQ8 {
-		return 2*KVChunkTokens*4 + elems
+		kCols := uint64(Tiles(c.HeadDim) * TileRows)
+		k := int64(Tiles(KVChunkTokens)) * int64(QuantTileBytes(Q8, kCols))
+		v = int64(Tiles(c.HeadDim)) * int64(QuantTileBytes(Q8, KVChunkTokens))
+		return KVChunkTokens*4 + k + v
 	}
-	return 2 * elems
+	return 2 * (int64(KVChunkTokens)*int64(c.HeadDim) + v)
 }
 
 // KVChunkBytes is the size of one 256-position chunk of one layer, every

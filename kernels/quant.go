@@ -174,31 +174,67 @@ func f16Scale(s float32) (uint16, float32, error) {
 func quantizeTileQ8(dst []byte, rows []float32, r, k int) error {
 	for b := range k / QBlock {
 		blk := dst[b*q8BlockBytes : (b+1)*q8BlockBytes]
-		for i := range matTileRows {
-			if i >= r {
-				for c := range QBlock {
-					blk[q8ValueAt(i, c)] = q8Offset
-				}
-				continue
+		for i := r; i < matTileRows; i++ {
+			for c := range QBlock {
+				blk[q8ValueAt(i, c)] = q8Offset
 			}
-			x := (*[QBlock]float32)(rows[i*k+b*QBlock:])
-			h, d, err := f16Scale(absMax(x) / 127)
-			if err != nil {
-				return fmt.Errorf("row %d, columns %d..%d: %w", i, b*QBlock, (b+1)*QBlock-1, err)
+		}
+	}
+	for i := range r {
+		if err := quantizeRowQ8(dst, rows[i*k:(i+1)*k], i, k); err != nil {
+			return fmt.Errorf("row %d, %w", i, err)
+		}
+	}
+	return nil
+}
+
+// QuantizeTileRow encodes row r (0..31) of a q8 tile of a k-column matrix
+// (k a multiple of 32) from row (k values), leaving the tile's other rows
+// as they are: how a q8 KV cache stores one position's key. A value that
+// is not finite, or a scale beyond f16's range, is an error and leaves the
+// row's scales zero, so it reads as zeros. Q4, whose scales are shared by
+// 8 blocks of all rows, has no such encoder.
+func (t QType) QuantizeTileRow(dst []byte, row []float32, r, k int) error {
+	if t != Q8 || !QuantizableK(k) || r < 0 || r >= matTileRows || len(row) < k || len(dst) < t.TileBytes(k) {
+		panic(fmt.Sprintf("kernels: QuantizeTileRow(%s): r = %d, k = %d, len(row) = %d, len(dst) = %d", t, r, k, len(row), len(dst)))
+	}
+	err := quantizeRowQ8(dst, row[:k], r, k)
+	if err != nil {
+		for b := range k / QBlock {
+			put16(dst[b*q8BlockBytes+2*r:], 0)
+		}
+	}
+	return err
+}
+
+// quantizeRowQ8 writes row i of a q8 tile: per block of 32 columns, the
+// f16 scale (the block's absolute maximum / 127, rounded up) and the
+// values.
+func quantizeRowQ8(dst []byte, row []float32, i, k int) error {
+	for b := range k / QBlock {
+		blk := dst[b*q8BlockBytes : (b+1)*q8BlockBytes]
+		x := (*[QBlock]float32)(row[b*QBlock:])
+		for c, v := range x {
+			if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
+				return fmt.Errorf("column %d: %v is not finite", b*QBlock+c, v)
 			}
-			put16(blk[2*i:], h)
-			var inv float32
-			if d > 0 {
-				inv = 1 / d
-			}
-			for g := range QBlock / 4 {
-				out := blk[64+128*g+4*i : 64+128*g+4*i+4]
-				for j := range 4 {
-					// |x/d| <= 127 (d is rounded up), so the clamp only
-					// guards the last bit of the multiplication.
-					q := min(max(roundHalfAway(x[4*g+j]*inv), -127), 127)
-					out[j] = byte(q + q8Offset)
-				}
+		}
+		h, d, err := f16Scale(absMax(x) / 127)
+		if err != nil {
+			return fmt.Errorf("columns %d..%d: %w", b*QBlock, (b+1)*QBlock-1, err)
+		}
+		put16(blk[2*i:], h)
+		var inv float32
+		if d > 0 {
+			inv = 1 / d
+		}
+		for g := range QBlock / 4 {
+			out := blk[64+128*g+4*i : 64+128*g+4*i+4]
+			for j := range 4 {
+				// |x/d| <= 127 (d is rounded up), so the clamp only
+				// guards the last bit of the multiplication.
+				q := min(max(roundHalfAway(x[4*g+j]*inv), -127), 127)
+				out[j] = byte(q + q8Offset)
 			}
 		}
 	}
@@ -362,4 +398,23 @@ func q4BlockFit(x []float32) (scale, m float32) {
 		}
 	}
 	return max(float32(bestS), 0), -float32(bestMin)
+}
+
+// SetQ8UnitScales sets every scale of a q8 tile of a k-column matrix to
+// 1, for a tile that holds plain int8 values (SetQ8Value): a q8 KV cache
+// keeps its transposed values so, with a scale per position applied to
+// the probabilities instead, because a block's 32 positions arrive one at
+// a time.
+func SetQ8UnitScales(tile []byte, k int) {
+	const one = 0x3c00 // 1.0 in f16
+	for b := range k / QBlock {
+		for r := range matTileRows {
+			put16(tile[b*q8BlockBytes+2*r:], one)
+		}
+	}
+}
+
+// SetQ8Value stores v as row r, column c of a q8 tile.
+func SetQ8Value(tile []byte, r, c int, v int8) {
+	tile[(c/QBlock)*q8BlockBytes+q8ValueAt(r, c%QBlock)] = byte(int(v) + q8Offset)
 }

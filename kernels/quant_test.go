@@ -1,9 +1,11 @@
 package kernels
 
 import (
+	"bytes"
 	"hash/crc32"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/qwenc/qwenc/format"
@@ -373,6 +375,65 @@ func TestQuantizeTileGolden(t *testing.T) {
 		}
 		if got := crc32.ChecksumIEEE(tile); got != c.want {
 			t.Errorf("%s: encoded tile checksum %08x, want %08x", c.t, got, c.want)
+		}
+	}
+}
+
+// QuantizeTileRow, row by row in any order, writes the tile QuantizeTile
+// writes for all the rows; a row it refuses reads as zeros.
+func TestQuantizeTileRow(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, k := range []int{32, 64, 128} {
+		rows := make([]float32, 32*k)
+		for i := range rows {
+			rows[i] = float32(r.NormFloat64() * float64(1+i%7))
+		}
+		want := make([]byte, Q8.TileBytes(k))
+		if err := Q8.QuantizeTile(want, rows, 32, k); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(want))
+		for _, i := range r.Perm(32) {
+			if err := Q8.QuantizeTileRow(got, rows[i*k:(i+1)*k], i, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("k = %d: the tile row by row differs from QuantizeTile's", k)
+		}
+		bad := slices.Clone(rows[5*k : 6*k])
+		bad[k-1] = float32(math.Inf(1))
+		if err := Q8.QuantizeTileRow(got, bad, 5, k); err == nil {
+			t.Fatalf("k = %d: an infinite value is accepted", k)
+		}
+		out := make([]float32, k)
+		Q8.DequantizeRow(out, got, 5, k)
+		for c, v := range out {
+			if v != 0 {
+				t.Fatalf("k = %d: a refused row reads %v at column %d, want 0", k, v, c)
+			}
+		}
+	}
+}
+
+// A tile of unit scales and values set one by one reads back as them.
+func TestSetQ8Value(t *testing.T) {
+	const k = 96
+	tile := make([]byte, Q8.TileBytes(k))
+	SetQ8UnitScales(tile, k)
+	r := rand.New(rand.NewPCG(5, 6))
+	want := make([]int8, 32*k)
+	for i := range want {
+		want[i] = int8(r.IntN(255) - 127)
+		SetQ8Value(tile, i/k, i%k, want[i])
+	}
+	out := make([]float32, k)
+	for row := range 32 {
+		Q8.DequantizeRow(out, tile, row, k)
+		for c, v := range out {
+			if v != float32(want[row*k+c]) {
+				t.Fatalf("row %d, column %d: %v, want %d", row, c, v, want[row*k+c])
+			}
 		}
 	}
 }

@@ -158,10 +158,11 @@ func (t *attentionTask) span(ws *workspace, sg *segment, g, off, ld, rows, t0, c
 		m[r], l[r] = float32(math.Inf(-1)), 0
 		clear(o[r*ldo : r*ldo+hd])
 	}
+	q := sg.kv.quantizeQueries(k, t.q[off:], ld, rows, ws.qPad, ws.qQ8)
 	for ci := c0; ci < c1; ci++ {
 		base := ci * chunk
 		valid := min(chunk, n-base)
-		sg.kv.scores(k, t.layer, g, ci, scores, chunk, t.q[off:], ld, rows, valid, scale)
+		sg.kv.scores(k, t.layer, g, ci, scores, chunk, q, rows, valid, scale)
 		for r := range rows {
 			see := valid
 			if sg.n > 1 {
@@ -182,7 +183,7 @@ func (t *attentionTask) span(ws *workspace, sg *segment, g, off, ld, rows, t0, c
 			m[r] = mNew
 			ws.keep[r], ws.add[r] = float32(keep), float32(add)
 		}
-		sg.kv.values(k, t.layer, g, ci, part, scores, chunk, rows, valid)
+		sg.kv.values(k, t.layer, g, ci, part, scores, chunk, rows, valid, ws.pQ8)
 		for r := range rows {
 			or := o[r*ldo : r*ldo+hd]
 			if ws.keep[r] != 1 {
@@ -234,21 +235,27 @@ func (t *attentionTask) combine() {
 }
 
 // workspace is one worker's attention scratch, sized for a block of rows
-// and one chunk: its scores and partial output, and per row the running
-// maximum and sum and a chunk's rescaling factors.
+// and one chunk: its scores and partial output, per row the running
+// maximum and sum and a chunk's rescaling factors, the rows' queries for
+// a q8 cache, and the KV store's scratch.
 type workspace struct {
 	scores, part    []float32
 	m, l, keep, add []float32
-	kvTmp           []uint16
+	qPad            []float32
+	qQ8, pQ8        []byte
+	kv              kvScratch
 }
 
 func newWorkspace(c *format.Config) workspace {
 	rows := max(attnBlock, c.Heads/c.KVHeads)
+	kCols := format.Tiles(c.HeadDim) * format.TileRows
 	return workspace{
 		scores: make([]float32, rows*format.KVChunkTokens),
 		part:   make([]float32, rows*c.HeadDim),
 		m:      make([]float32, rows), l: make([]float32, rows),
 		keep: make([]float32, rows), add: make([]float32, rows),
-		kvTmp: make([]uint16, c.HeadDim),
+		qPad: make([]float32, rows*kCols), qQ8: make([]byte, rows*kernels.QActRowBytes(kCols)),
+		pQ8: make([]byte, rows*kernels.QActRowBytes(format.KVChunkTokens)),
+		kv:  newKVScratch(c),
 	}
 }

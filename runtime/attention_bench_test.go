@@ -26,13 +26,13 @@ func benchAttention(b *testing.B, kv format.KVType, depth, tokens, threads int) 
 	cache.Reserve(depth + tokens)
 	rng := rand.New(rand.NewPCG(1, 2))
 	key, val := make([]float32, c.HeadDim), make([]float32, c.HeadDim)
-	tmp := make([]uint16, c.HeadDim)
+	tmp := newKVScratch(&c)
 	for pos := range depth + tokens {
 		for h := range c.KVHeads {
 			for d := range key {
 				key[d], val[d] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
 			}
-			cache.store(k, 0, h, pos, key, val, tmp)
+			cache.store(k, 0, h, pos, key, val, &tmp)
 		}
 	}
 	q := make([]float32, tokens*c.QDim())

@@ -325,7 +325,7 @@ func (t *kvStoreTask) Run(w, nw int) {
 		for i := i0; i < i1; i++ {
 			row, h := sg.row0+i/c.KVHeads, i%c.KVHeads
 			o := (row*c.KVHeads + h) * hd
-			sg.kv.store(t.r.k, t.layer, h, sg.pos+i/c.KVHeads, t.k[o:o+hd], t.v[o:o+hd], t.r.work[w].kvTmp)
+			sg.kv.store(t.r.k, t.layer, h, sg.pos+i/c.KVHeads, t.k[o:o+hd], t.v[o:o+hd], &t.r.work[w].kv)
 		}
 	}
 }

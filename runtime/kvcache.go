@@ -21,15 +21,20 @@ import (
 //   - V transposed, as a [headDim, 256] matrix: the weighted sum of values
 //     is a GEMM of the attention probabilities with this chunk.
 //
-// In q8 every position has one scale for its key and one for its value
-// (per head): a key's scale multiplies its scores and a value's scale its
-// probabilities, so the kernels see plain int8 matrices.
+// In q8 both are q8 matrices of the weights' layout, and attention's
+// products run on the kernels of the quantized weights (int8 dot
+// products): K of head_dim rounded up to whole blocks of 32, with an f16
+// scale per position and block, against the queries quantized once per
+// work item; V with unit block scales and an f32 scale per position,
+// which multiplies the position's probabilities before they are
+// quantized (a block's 32 positions arrive one at a time, so no block
+// scale could be fixed when the first is stored).
 type KVCache struct {
 	typ                      format.KVType
 	layers, kvHeads, headDim int
 	headBytes                int64 // one head's part of a chunk (format.Config.KVHeadChunkBytes)
 	// mem[l][c] is chunk c of layer l, every head's part in turn: for q8
-	// the key scales, the value scales, K, V; for f16 K, V.
+	// the value scales, K, V; for f16 K, V.
 	mem    [][][]byte
 	chunks int
 }
@@ -57,6 +62,15 @@ func (kv *KVCache) Reserve(n int) {
 			// allocations are page-aligned, and every part's size is a
 			// multiple of 64 bytes, so each part is cache-line aligned.
 			kv.mem[l] = append(kv.mem[l], make([]byte, int64(kv.kvHeads)*kv.headBytes))
+			if kv.typ == format.KVQ8 {
+				for h := range kv.kvHeads {
+					_, _, v := kv.q8(l, h, kv.chunks)
+					tb := kernels.Q8.TileBytes(format.KVChunkTokens)
+					for t := range format.Tiles(kv.headDim) {
+						kernels.SetQ8UnitScales(v[t*tb:(t+1)*tb], format.KVChunkTokens)
+					}
+				}
+			}
 		}
 		kv.chunks++
 	}
@@ -84,44 +98,61 @@ func (kv *KVCache) f16(l, h, c int) (k, v []uint16) {
 	return all[:ke:ke], all[ke:]
 }
 
-// q8 returns the scales, K and V of head h in chunk c of layer l of a q8
-// cache.
-func (kv *KVCache) q8(l, h, c int) (ks, vs []float32, k, v []int8) {
+// kCols is the columns of a q8 K matrix: head_dim in whole q8 blocks.
+func (kv *KVCache) kCols() int { return format.Tiles(kv.headDim) * format.TileRows }
+
+// q8 returns the value scales, the q8 K matrix and the q8 V matrix of
+// head h in chunk c of layer l of a q8 cache.
+func (kv *KVCache) q8(l, h, c int) (vs []float32, k, v []byte) {
 	b := kv.head(l, h, c)
 	const n = format.KVChunkTokens
-	sc := unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), 2*n)
-	all := unsafe.Slice((*int8)(unsafe.Pointer(&b[8*n])), len(b)-8*n)
-	ke := kv.kElems()
-	return sc[:n:n], sc[n:], all[:ke:ke], all[ke:]
+	kb := format.Tiles(n) * kernels.Q8.TileBytes(kv.kCols())
+	vs = unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), n)
+	return vs, b[4*n : 4*n+kb : 4*n+kb], b[4*n+kb:]
+}
+
+// kvScratch is what store needs besides the vectors: a key in f16, a key
+// padded to whole q8 blocks, a value in int8.
+type kvScratch struct {
+	f16 []uint16
+	pad []float32
+	i8  []int8
+}
+
+func newKVScratch(c *format.Config) kvScratch {
+	return kvScratch{make([]uint16, c.HeadDim), make([]float32, format.Tiles(c.HeadDim)*format.TileRows), make([]int8, c.HeadDim)}
 }
 
 // store writes the key and value vectors of head h of layer l at position
-// pos; tmp is scratch of head_dim elements.
-func (kv *KVCache) store(k kernels.Path, l, h, pos int, key, val []float32, tmp []uint16) {
+// pos.
+func (kv *KVCache) store(k kernels.Path, l, h, pos int, key, val []float32, tmp *kvScratch) {
 	c, r := pos/format.KVChunkTokens, pos%format.KVChunkTokens
 	hd := kv.headDim
-	// A key is one column of its chunk's tile (stride 32 elements); a value
-	// is position r of each 32-row tile of the transposed V.
-	kBase := (r/format.TileRows)*hd*format.TileRows + r%format.TileRows
 	if kv.typ == format.KVQ8 {
-		ks, vs, kc, vc := kv.q8(l, h, c)
-		q := unsafe.Slice((*int8)(unsafe.Pointer(&tmp[0])), hd)
-		ks[r] = quantizeInt8(q, key)
-		for d, x := range q {
-			kc[kBase+d*format.TileRows] = x
-		}
-		vs[r] = quantizeInt8(q, val)
-		for d0 := 0; d0 < hd; d0 += format.TileRows {
-			d1 := min(d0+format.TileRows, hd)
-			o := ((d0/format.TileRows)*format.KVChunkTokens + r) * format.TileRows
-			copy(vc[o:o+d1-d0], q[d0:d1])
+		vs, kc, vc := kv.q8(l, h, c)
+		// A key is row r of the q8 K matrix. The encoder refuses only a
+		// key that is not finite (then the model's output is NaN
+		// anyway); the row then reads as zeros.
+		copy(tmp.pad, key)
+		tb := kernels.Q8.TileBytes(kv.kCols())
+		t := r / format.TileRows
+		_ = kernels.Q8.QuantizeTileRow(kc[t*tb:(t+1)*tb], tmp.pad, r%format.TileRows, kv.kCols())
+		// A value is column r of the transposed V, rows d of tile d/32.
+		vs[r] = quantizeInt8(tmp.i8, val)
+		vb := kernels.Q8.TileBytes(format.KVChunkTokens)
+		for d, x := range tmp.i8[:hd] {
+			t := d / format.TileRows
+			kernels.SetQ8Value(vc[t*vb:(t+1)*vb], d%format.TileRows, r, x)
 		}
 		return
 	}
+	// A key is one column of its chunk's tile (stride 32 elements); a value
+	// is position r of each 32-row tile of the transposed V.
 	kc, vc := kv.f16(l, h, c)
-	k.F32ToF16(tmp[:hd], key)
-	for d, x := range tmp[:hd] {
-		kc[kBase+d*format.TileRows] = x
+	k.F32ToF16(tmp.f16, key)
+	base := (r/format.TileRows)*hd*format.TileRows + r%format.TileRows
+	for d, x := range tmp.f16 {
+		kc[base+d*format.TileRows] = x
 	}
 	for d0 := 0; d0 < hd; d0 += format.TileRows {
 		d1 := min(d0+format.TileRows, hd)
@@ -148,31 +179,51 @@ func quantizeInt8(dst []int8, x []float32) float32 {
 	return amax / 127
 }
 
-// scores sets dst[r*ld+p] = scale · (row r of q) · key p for the rows
-// query vectors at q (row stride ldq) and the first valid positions of
-// chunk c of head h of layer l. Up to the end of the last 32-position tile
-// may be written.
-func (kv *KVCache) scores(k kernels.Path, l, h, c int, dst []float32, ld int, q []float32, ldq, rows, valid int, scale float32) {
+// queries is a block of query vectors as scores takes them: f32 rows of
+// stride ld, and for a q8 cache the same rows quantized.
+type queries struct {
+	f  []float32
+	ld int
+	q8 []byte
+}
+
+// quantizeQueries makes the queries of rows vectors at q (row stride ld)
+// for this cache: for q8 it quantizes them (once for every chunk they
+// meet) into buf, padded to whole blocks in pad.
+func (kv *KVCache) quantizeQueries(k kernels.Path, q []float32, ld, rows int, pad []float32, buf []byte) queries {
+	qs := queries{f: q, ld: ld}
+	if kv.typ != format.KVQ8 {
+		return qs
+	}
+	kc, hd := kv.kCols(), kv.headDim
+	if kc != hd {
+		for r := range rows {
+			copy(pad[r*kc:r*kc+hd], q[r*ld:r*ld+hd])
+			clear(pad[r*kc+hd : (r+1)*kc])
+		}
+		q, ld = pad, kc
+	}
+	qs.q8 = buf[:rows*kernels.QActRowBytes(kc)]
+	k.QuantizeActs(qs.q8, q, ld, rows, kc)
+	return qs
+}
+
+// scores sets dst[r*ld+p] = scale · (query r · key p) for the first valid
+// positions of chunk c of head h of layer l. Up to the end of the last
+// 32-position tile may be written.
+func (kv *KVCache) scores(k kernels.Path, l, h, c int, dst []float32, ld int, q queries, rows, valid int, scale float32) {
 	const n = format.KVChunkTokens
 	hd, tiles := kv.headDim, format.Tiles(valid)
 	if kv.typ == format.KVQ8 {
-		ks, _, kc, _ := kv.q8(l, h, c)
-		if rows == 1 {
-			k.MatVecTilesI8(dst, kc, hd, q, n, hd, 0, tiles)
-		} else {
-			k.GemmTilesI8(dst, ld, kc, hd, q, ldq, rows, n, hd, 0, tiles)
-		}
-		for r := range rows {
-			row := dst[r*ld : r*ld+valid]
-			k.MulScale(row, row, ks[:valid], scale)
-		}
-		return
-	}
-	kc, _ := kv.f16(l, h, c)
-	if rows == 1 {
-		k.MatVecTiles(dst, kc, q, n, hd, 0, tiles)
+		_, kc, _ := kv.q8(l, h, c)
+		k.GemmQ(kernels.Q8, dst, ld, kc, q.q8, rows, n, kv.kCols(), 0, tiles)
 	} else {
-		k.GemmTiles(dst, ld, kc, q, ldq, rows, n, hd, 0, tiles)
+		kc, _ := kv.f16(l, h, c)
+		if rows == 1 {
+			k.MatVecTiles(dst, kc, q.f, n, hd, 0, tiles)
+		} else {
+			k.GemmTiles(dst, ld, kc, q.f, q.ld, rows, n, hd, 0, tiles)
+		}
 	}
 	for r := range rows {
 		k.Scale(dst[r*ld:r*ld+valid], scale)
@@ -181,21 +232,21 @@ func (kv *KVCache) scores(k kernels.Path, l, h, c int, dst []float32, ld int, q 
 
 // values sets dst[r*headDim+d] = Σ_p prob[r*ld+p] · value p (dimension d)
 // over the first valid positions of chunk c of head h of layer l. In q8 it
-// scales prob by the values' scales first.
-func (kv *KVCache) values(k kernels.Path, l, h, c int, dst, prob []float32, ld, rows, valid int) {
+// scales prob by the values' scales, zeroes it past valid and quantizes it
+// into buf.
+func (kv *KVCache) values(k kernels.Path, l, h, c int, dst, prob []float32, ld, rows, valid int, buf []byte) {
 	const n = format.KVChunkTokens
 	hd := kv.headDim
 	if kv.typ == format.KVQ8 {
-		_, vs, _, vc := kv.q8(l, h, c)
+		vs, _, vc := kv.q8(l, h, c)
 		for r := range rows {
-			row := prob[r*ld : r*ld+valid]
-			k.MulScale(row, row, vs[:valid], 1)
+			row := prob[r*ld : r*ld+n]
+			k.MulScale(row[:valid], row[:valid], vs[:valid], 1)
+			clear(row[valid:])
 		}
-		if rows == 1 {
-			k.MatVecTilesI8(dst, vc, n, prob, hd, valid, 0, format.Tiles(hd))
-		} else {
-			k.GemmTilesI8(dst, hd, vc, n, prob, ld, rows, hd, valid, 0, format.Tiles(hd))
-		}
+		xq := buf[:rows*kernels.QActRowBytes(n)]
+		k.QuantizeActs(xq, prob, ld, rows, n)
+		k.GemmQ(kernels.Q8, dst, hd, vc, xq, rows, hd, n, 0, format.Tiles(hd))
 		return
 	}
 	_, vc := kv.f16(l, h, c)

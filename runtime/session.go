@@ -126,12 +126,12 @@ func (s *Session) FillKV(n int, seed uint64) error {
 	for i := range pool {
 		pool[i] = float32(rng.NormFloat64())
 	}
-	tmp := make([]uint16, c.HeadDim)
+	tmp := newKVScratch(c)
 	for pos := len(s.tokens); pos < len(s.tokens)+n; pos++ {
 		for l := range c.Layers {
 			for h := range c.KVHeads {
 				o := rng.IntN(4096)
-				s.KV.store(k, l, h, pos, pool[o:o+c.HeadDim], pool[o+c.HeadDim:o+2*c.HeadDim], tmp)
+				s.KV.store(k, l, h, pos, pool[o:o+c.HeadDim], pool[o+c.HeadDim:o+2*c.HeadDim], &tmp)
 			}
 		}
 	}

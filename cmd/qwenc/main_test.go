@@ -117,8 +117,10 @@ func TestCompileInspectVerify(t *testing.T) {
 	if by := j["memory"].(map[string]any)["kv"].(map[string]any)["by_seq"].([]any); len(by) != 2 {
 		t.Errorf("by_seq has %d rows, want 2", len(by))
 	}
-	// --kv-type q8 sizes the int8 cache: per chunk and layer, 256 positions
-	// x (K + V padded to whole tiles) bytes + 2 x 256 f32 scales, per KV head.
+	// --kv-type q8 sizes the 8-bit cache, per chunk, layer and KV head: 256
+	// f32 value scales, K as 8 q8 tiles of head_dim rounded up to blocks of
+	// 32 (1088 bytes a block: 32 f16 scales, 32 x 32 values), V as
+	// ceil(head_dim/32) q8 tiles of 256 columns.
 	stdout, _, code = run(t, work, "inspect", "--json", "--seq", "300", "--kv-type", "q8", out)
 	if code != 0 {
 		t.Fatal("inspect --kv-type q8 failed")
@@ -143,7 +145,8 @@ func TestCompileInspectVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	hd := q8.Config.HeadDim
-	want := int64(q8.Config.KVHeads) * int64(256*hd+(hd+31)/32*32*256+2*256*4)
+	tiles := int64(hd+31) / 32
+	want := int64(q8.Config.KVHeads) * (256*4 + 8*tiles*1088 + tiles*8*1088)
 	if kv := q8.Memory.KV; kv.Type != "q8" || kv.Chunk != want || len(kv.BySeq) != 1 || kv.BySeq[0].Total != 2*want*int64(q8.Config.Layers) {
 		t.Errorf("inspect --kv-type q8: %+v, want type q8 and %d bytes per chunk and layer", kv, want)
 	}
