@@ -68,7 +68,7 @@ func benchAttention(b *testing.B, kv format.KVType, depth, tokens, threads int) 
 // and, for decode, the KV cache read in GB/s.
 func BenchmarkAttention(b *testing.B) {
 	for _, kv := range []format.KVType{format.KVF16, format.KVQ8} {
-		for _, depth := range []int{0, 4096, 16384} {
+		for _, depth := range []int{0, 1024, 4096, 16384} {
 			for _, tokens := range []int{512, 1} {
 				b.Run(fmt.Sprintf("%s/depth=%d/tokens=%d", kv, depth, tokens), func(b *testing.B) {
 					benchAttention(b, kv, depth, tokens, 2)
