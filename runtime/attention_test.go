@@ -31,7 +31,11 @@ func TestAttentionLongContext(t *testing.T) {
 	// trained model, perplexity +0.03%); the f16 one is the dense models'
 	// 0.05.
 	tol := map[format.KVType]float64{format.KVF16: 0.05, format.KVQ8: 0.08}
-	for _, kp := range kernels.SupportedPaths() {
+	paths := kernels.SupportedPaths()
+	if raceEnabled {
+		paths = []kernels.Path{kernels.Detect()}
+	}
+	for _, kp := range paths {
 		for threads, minSpan := range map[int]int{3: 1, 2: attnMinSpan} {
 			m := openModel(t, path, kp, threads)
 			for _, kvt := range []format.KVType{format.KVF16, format.KVQ8} {
