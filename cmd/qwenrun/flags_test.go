@@ -141,3 +141,28 @@ func TestBenchDepthJSON(t *testing.T) {
 		t.Errorf("q8 row %v: want kv_type q8, %d KV bytes per token and %d in the cache", q, 300*288, 2*288*256)
 	}
 }
+
+// bench-serve measures each stream count in every round and prints one
+// row per count, the first count's multiple 1.
+func TestBenchServeTable(t *testing.T) {
+	m := tinyModel(t)
+	out, stderr, code := qwenrun(t, "", "bench-serve", m, "--streams", "1,2", "--pp", "4", "--tg", "3", "--reps", "2", "--kv-type", "q8")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if n := strings.Count(stderr, "round "); n != 4 {
+		t.Errorf("%d measurements on stderr, want 2 rounds x 2 counts:\n%s", n, stderr)
+	}
+	var rows []string
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 8 && (f[0] == "1" || f[0] == "2") {
+			rows = append(rows, line)
+		}
+	}
+	if len(rows) != 2 || strings.Fields(rows[0])[2] != "1.00" || !strings.Contains(out, "q8 KV cache") {
+		t.Errorf("table:\n%s", out)
+	}
+	if _, stderr, code := qwenrun(t, "", "bench-serve", m, "--reps", "0"); code != 1 || !strings.Contains(stderr, "--reps 0: want 1 or more") {
+		t.Errorf("--reps 0: exit %d, stderr %q", code, stderr)
+	}
+}
