@@ -28,7 +28,7 @@ func matTiles(n int) int { return (n + matTileRows - 1) / matTileRows }
 // threads is the caller's job. It panics if a slice is too short for the
 // range (dst needs min(32*t1, n) elements, w t1*k*32, x k).
 func (p Path) MatVecTiles(dst []float32, w []uint16, x []float32, n, k, t0, t1 int) {
-	matVec(p, "MatVecTiles", matF16Table, dst, w, k, x, n, k, t0, t1)
+	p.matVec("MatVecTiles", dst, w, k, x, n, k, t0, t1)
 }
 
 // MatVecTilesLd is MatVecTiles over the first k columns of a tile-major
@@ -37,16 +37,10 @@ func (p Path) MatVecTiles(dst []float32, w []uint16, x []float32, n, k, t0, t1 i
 // cache chunk's transposed V, of which only the first positions are
 // filled). w needs (t1-1)*ldw*32 + k*32 elements.
 func (p Path) MatVecTilesLd(dst []float32, w []uint16, ldw int, x []float32, n, k, t0, t1 int) {
-	matVec(p, "MatVecTilesLd", matF16Table, dst, w, ldw, x, n, k, t0, t1)
+	p.matVec("MatVecTilesLd", dst, w, ldw, x, n, k, t0, t1)
 }
 
-// tileElem is the element type of a tile-major matrix: f16 bits or int8.
-type tileElem interface{ uint16 | int8 }
-
-// matVec checks the arguments of the matrix-vector functions (fn names
-// the caller in panics) and runs the kernel of path p; the portable kernels
-// convert weight v to table()[uint16(v)] (for int8, uint16 sign-extends).
-func matVec[E tileElem](p Path, fn string, table func() *[1 << 16]float32, dst []float32, w []E, ldw int, x []float32, n, k, t0, t1 int) {
+func (p Path) matVec(fn string, dst []float32, w []uint16, ldw int, x []float32, n, k, t0, t1 int) {
 	checkTiles(fn, n, k, t0, t1)
 	if ldw < k {
 		panic(fmt.Sprintf("kernels: %s: ldw = %d < k = %d", fn, ldw, k))
@@ -70,7 +64,7 @@ func matVec[E tileElem](p Path, fn string, table func() *[1 << 16]float32, dst [
 	}
 	switch p {
 	case Generic:
-		matVecGeneric(table(), dst, w, ldw, x, n, k, t0, t1)
+		matVecGeneric(dst, w, ldw, x, n, k, t0, t1)
 	default:
 		matVecArch(p, dst, w, ldw, x, n, k, t0, t1)
 	}
@@ -84,18 +78,16 @@ func matVec[E tileElem](p Path, fn string, table func() *[1 << 16]float32, dst [
 // weights of a tile are read once per register block of tokens. dst must
 // not overlap x or w. It panics if a slice is too short for the range.
 func (p Path) GemmTiles(dst []float32, ldy int, w []uint16, x []float32, ldx, m, n, k, t0, t1 int) {
-	gemm(p, "GemmTiles", matF16Table, dst, ldy, w, k, x, ldx, m, n, k, t0, t1)
+	p.gemm("GemmTiles", dst, ldy, w, k, x, ldx, m, n, k, t0, t1)
 }
 
 // GemmTilesLd is GemmTiles over the first k columns of a tile-major
 // matrix whose tiles have ldw >= k columns, as for MatVecTilesLd.
 func (p Path) GemmTilesLd(dst []float32, ldy int, w []uint16, ldw int, x []float32, ldx, m, n, k, t0, t1 int) {
-	gemm(p, "GemmTilesLd", matF16Table, dst, ldy, w, ldw, x, ldx, m, n, k, t0, t1)
+	p.gemm("GemmTilesLd", dst, ldy, w, ldw, x, ldx, m, n, k, t0, t1)
 }
 
-// gemm checks the arguments of the GEMM functions and runs the kernels of
-// path p, as matVec.
-func gemm[E tileElem](p Path, fn string, table func() *[1 << 16]float32, dst []float32, ldy int, w []E, ldw int, x []float32, ldx, m, n, k, t0, t1 int) {
+func (p Path) gemm(fn string, dst []float32, ldy int, w []uint16, ldw int, x []float32, ldx, m, n, k, t0, t1 int) {
 	checkTiles(fn, n, k, t0, t1)
 	if m < 0 {
 		panic(fmt.Sprintf("kernels: %s: m = %d < 0", fn, m))
@@ -130,12 +122,12 @@ func gemm[E tileElem](p Path, fn string, table func() *[1 << 16]float32, dst []f
 	}
 	if m == 1 {
 		// One token: the memory-bound matrix-vector kernel is the right one.
-		matVec(p, fn, table, dst[:rEnd], w, ldw, x[:k], n, k, t0, t1)
+		p.matVec(fn, dst[:rEnd], w, ldw, x[:k], n, k, t0, t1)
 		return
 	}
 	switch p {
 	case Generic:
-		gemmGeneric(table(), dst, ldy, w, ldw, x, ldx, m, n, k, t0, t1)
+		gemmGeneric(dst, ldy, w, ldw, x, ldx, m, n, k, t0, t1)
 	default:
 		gemmArch(p, dst, ldy, w, ldw, x, ldx, m, n, k, t0, t1)
 	}
@@ -180,15 +172,16 @@ var matF16Table = sync.OnceValue(func() *[1 << 16]float32 {
 })
 
 // matVecGeneric is the portable matrix-vector kernel.
-func matVecGeneric[E tileElem](tab *[1 << 16]float32, dst []float32, w []E, ldw int, x []float32, n, k, t0, t1 int) {
+func matVecGeneric(dst []float32, w []uint16, ldw int, x []float32, n, k, t0, t1 int) {
 	x = x[:k]
+	tab := matF16Table()
 	for t := t0; t < t1; t++ {
 		var acc [matTileRows]float32
 		wt := w[t*ldw*matTileRows : (t*ldw+k)*matTileRows]
 		for j, xv := range x {
-			col := (*[matTileRows]E)(wt[j*matTileRows:])
+			col := (*[matTileRows]uint16)(wt[j*matTileRows:])
 			for r := range acc {
-				acc[r] += tab[uint16(col[r])] * xv
+				acc[r] += tab[col[r]] * xv
 			}
 		}
 		r0 := t * matTileRows
@@ -202,8 +195,9 @@ const gemmGenericBlock = 4
 
 // gemmGeneric is the portable GEMM: per tile and block of tokens, each
 // column of weights is converted once and used for every token of the block.
-func gemmGeneric[E tileElem](tab *[1 << 16]float32, dst []float32, ldy int, w []E, ldw int, x []float32, ldx, m, n, k, t0, t1 int) {
+func gemmGeneric(dst []float32, ldy int, w []uint16, ldw int, x []float32, ldx, m, n, k, t0, t1 int) {
 	var wf [matTileRows]float32
+	tab := matF16Table()
 	for t := t0; t < t1; t++ {
 		wt := w[t*ldw*matTileRows : (t*ldw+k)*matTileRows]
 		r0 := t * matTileRows
@@ -212,9 +206,9 @@ func gemmGeneric[E tileElem](tab *[1 << 16]float32, dst []float32, ldy int, w []
 			mb := min(gemmGenericBlock, m-i0)
 			var acc [gemmGenericBlock][matTileRows]float32
 			for j := range k {
-				col := (*[matTileRows]E)(wt[j*matTileRows:])
+				col := (*[matTileRows]uint16)(wt[j*matTileRows:])
 				for r := range wf {
-					wf[r] = tab[uint16(col[r])]
+					wf[r] = tab[col[r]]
 				}
 				for i := range mb {
 					xv := x[(i0+i)*ldx+j]
