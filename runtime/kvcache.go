@@ -49,10 +49,8 @@ func NewKVCache(c *format.Config, t format.KVType) *KVCache {
 // Type is how the cache stores keys and values.
 func (kv *KVCache) Type() format.KVType { return kv.typ }
 
-// kElems and vElems are the element counts of one head's K and V in one
-// chunk: tile-major sizes, padded to whole 32-row tiles.
+// kElems is the element count of one head's f16 K in one chunk.
 func (kv *KVCache) kElems() int { return format.TileMajorElems(format.KVChunkTokens, kv.headDim) }
-func (kv *KVCache) vElems() int { return format.TileMajorElems(kv.headDim, format.KVChunkTokens) }
 
 // Reserve makes sure positions [0, n) have chunks in every layer.
 func (kv *KVCache) Reserve(n int) {

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"errors"
-	"math"
 	"strings"
 	"testing"
 
@@ -43,20 +42,14 @@ func TestRopeScalingReference(t *testing.T) {
 				if pos < 64 && pos%16 != 0 {
 					continue
 				}
-				for i, w := range want[pos] {
-					worst = max(worst, math.Abs(float64(got[i])-w))
-				}
+				worst = max(worst, diff64(got, want[pos]))
 			}
 			if worst > 0.05 {
 				t.Errorf("%s/%s: logits off by %.4f", name, kp, worst)
 			}
 			// The whole prompt at once (prefill batches of 64) agrees too.
 			last := lastLogits(t, m, prompt, 0)
-			var d float64
-			for i, w := range want[len(prompt)-1] {
-				d = max(d, math.Abs(float64(last[i])-w))
-			}
-			if d > 0.05 {
+			if d := diff64(last, want[len(prompt)-1]); d > 0.05 {
 				t.Errorf("%s/%s: prefilled last logits off by %.4f", name, kp, d)
 			}
 		}

@@ -72,15 +72,14 @@ func (bm *benchModel) stepBytes(depth int, kv format.KVType) float64 {
 	return float64(bm.decodeBytes) + float64(depth)*perToken
 }
 
-func openBenchModel(path string) (benchModel, format.Config, error) {
+func openBenchModel(path string) (benchModel, error) {
 	f, err := format.Open(path)
 	if err != nil {
-		return benchModel{}, format.Config{}, err
+		return benchModel{}, err
 	}
 	defer f.Close()
 	rep := format.Report(f.Header, nil, format.KVF16)
-	c := f.Header.Config
-	return benchModel{path: path, weightType: f.Header.WeightType(), fileSize: f.Size, decodeBytes: rep.DecodeWeightBytes, config: c}, c, nil
+	return benchModel{path: path, weightType: f.Header.WeightType(), fileSize: f.Size, decodeBytes: rep.DecodeWeightBytes, config: f.Header.Config}, nil
 }
 
 func bench(c *cli.Context) error {
@@ -138,13 +137,13 @@ func bench(c *cli.Context) error {
 	}
 	var models []benchModel
 	for _, path := range c.Args().Slice() {
-		bm, cfg, err := openBenchModel(path)
+		bm, err := openBenchModel(path)
 		if err != nil {
 			return err
 		}
 		models = append(models, bm)
 		fmt.Fprintf(w, "model %s: %s, hidden %d, %d layers, vocab %d, weights %s; %d bytes of weights read per decoded token\n",
-			path, cfg.ModelType, cfg.Hidden, cfg.Layers, cfg.Vocab, bm.weightType, bm.decodeBytes)
+			path, bm.config.ModelType, bm.config.Hidden, bm.config.Layers, bm.config.Vocab, bm.weightType, bm.decodeBytes)
 	}
 	fmt.Fprintf(w, "machine: %d CPUs usable; kernel paths supported: %v\n", goruntime.GOMAXPROCS(0), kernels.SupportedPaths())
 
