@@ -13,13 +13,13 @@ import (
 // ReadHeader reads and validates the preamble, header and directory of a
 // file of the given size, without reading any section.
 func ReadHeader(r io.ReaderAt, fileSize int64) (*Header, error) {
-	h, _, err := readHeader(r, fileSize)
+	h, _, err := ReadHeaderPreamble(r, fileSize)
 	return h, err
 }
 
-// readHeader is ReadHeader that also returns the preamble (the version and
-// the header's encoded size, which Verify needs).
-func readHeader(r io.ReaderAt, fileSize int64) (*Header, Preamble, error) {
+// ReadHeaderPreamble is ReadHeader that also returns the preamble (the
+// version, and the header's encoded size, which Verify needs).
+func ReadHeaderPreamble(r io.ReaderAt, fileSize int64) (*Header, Preamble, error) {
 	pre := make([]byte, PreambleSize)
 	if fileSize < PreambleSize {
 		return nil, Preamble{}, fmt.Errorf("file is %d bytes, shorter than the %d-byte preamble", fileSize, PreambleSize)
@@ -56,11 +56,10 @@ func readHeader(r io.ReaderAt, fileSize int64) (*Header, Preamble, error) {
 
 // File is a validated .qbin file mapped read-only.
 type File struct {
-	Path    string
-	Header  *Header
-	Size    int64
-	Version uint32 // the file's format version
-	data    mmap.MMap
+	Path   string
+	Header *Header
+	Size   int64
+	data   mmap.MMap
 	// dataStart is where the sections may begin (after the header as
 	// encoded in the file, which for an older version is not the size
 	// MarshalHeader gives today).
@@ -85,7 +84,7 @@ func Open(path string) (*File, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: not a regular file", path)
 	}
-	h, pre, err := readHeader(f, st.Size())
+	h, pre, err := ReadHeaderPreamble(f, st.Size())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -93,7 +92,7 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: map: %w", path, err)
 	}
-	return &File{Path: path, Header: h, Size: st.Size(), Version: pre.Version, data: m, dataStart: DataStart(int(pre.HeaderSize))}, nil
+	return &File{Path: path, Header: h, Size: st.Size(), data: m, dataStart: DataStart(int(pre.HeaderSize))}, nil
 }
 
 // Close unmaps the file; slices obtained from it must not be used after.

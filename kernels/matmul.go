@@ -31,15 +31,6 @@ func (p Path) MatVecTiles(dst []float32, w []uint16, x []float32, n, k, t0, t1 i
 	p.matVec("MatVecTiles", dst, w, k, x, n, k, t0, t1)
 }
 
-// MatVecTilesLd is MatVecTiles over the first k columns of a tile-major
-// matrix whose tiles have ldw >= k columns: element (r, j) is at
-// ((r/32)*ldw + j)*32 + r%32, and columns k..ldw-1 are never read (a KV
-// cache chunk's transposed V, of which only the first positions are
-// filled). w needs (t1-1)*ldw*32 + k*32 elements.
-func (p Path) MatVecTilesLd(dst []float32, w []uint16, ldw int, x []float32, n, k, t0, t1 int) {
-	p.matVec("MatVecTilesLd", dst, w, ldw, x, n, k, t0, t1)
-}
-
 func (p Path) matVec(fn string, dst []float32, w []uint16, ldw int, x []float32, n, k, t0, t1 int) {
 	checkTiles(fn, n, k, t0, t1)
 	if ldw < k {
@@ -82,7 +73,11 @@ func (p Path) GemmTiles(dst []float32, ldy int, w []uint16, x []float32, ldx, m,
 }
 
 // GemmTilesLd is GemmTiles over the first k columns of a tile-major
-// matrix whose tiles have ldw >= k columns, as for MatVecTilesLd.
+// matrix whose tiles have ldw >= k columns: element (r, j) is at
+// ((r/32)*ldw + j)*32 + r%32, and columns k..ldw-1 are never read (a KV
+// cache chunk's transposed V, of which only the first positions are
+// filled). w needs (t1-1)*ldw*32 + k*32 elements; m = 1 runs the
+// matrix-vector kernel.
 func (p Path) GemmTilesLd(dst []float32, ldy int, w []uint16, ldw int, x []float32, ldx, m, n, k, t0, t1 int) {
 	p.gemm("GemmTilesLd", dst, ldy, w, ldw, x, ldx, m, n, k, t0, t1)
 }

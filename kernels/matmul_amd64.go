@@ -91,15 +91,8 @@ func matVecArch(p Path, dst []float32, w []uint16, ldw int, x []float32, n, k, t
 	if !p.Supported() {
 		unsupported(p)
 	}
-	var wide bool
-	switch p {
-	case AVX512, AVX512VNNI:
-		wide = true
-	case AVX2:
-	default:
-		unsupported(p)
-	}
-	full := t1 // tiles [t0, full) have all 32 rows below n
+	wide := p.wide() // else AVX2: Supported and not Generic
+	full := t1       // tiles [t0, full) have all 32 rows below n
 	if matTileRows*t1 > n {
 		full = t1 - 1
 	}

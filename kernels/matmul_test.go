@@ -288,7 +288,7 @@ func TestMatmulZeroK(t *testing.T) {
 	}
 }
 
-// TestMatmulLd checks MatVecTilesLd and GemmTilesLd: the first k columns
+// TestMatmulLd checks GemmTilesLd (m = 1: the matrix-vector kernel): the first k columns
 // of tiles that have ldw, the rest of every tile filled with values that
 // would show if read (NaN).
 func TestMatmulLd(t *testing.T) {
@@ -320,11 +320,7 @@ func TestMatmulLd(t *testing.T) {
 							const extra = 5
 							dst := make([]float32, (m-1)*ldy+n+extra)
 							fillSentinel(dst)
-							if m == 1 {
-								p.MatVecTilesLd(dst, w, ldw, xs, n, k, tr[0], tr[1])
-							} else {
-								p.GemmTilesLd(dst, ldy, w, ldw, xs, ldx, m, n, k, tr[0], tr[1])
-							}
+							p.GemmTilesLd(dst, ldy, w, ldw, xs, ldx, m, n, k, tr[0], tr[1])
 							t.Run(name, func(t *testing.T) {
 								for i := range m {
 									width := ldy
@@ -348,14 +344,14 @@ func TestMatmulLdPanics(t *testing.T) {
 	dst := make([]float32, 3*64)
 	for _, p := range SupportedPaths() {
 		cases := map[string]func(){
-			"matvec ldw < k":   func() { p.MatVecTilesLd(dst, w, 4, x, 64, 5, 0, 2) },
-			"matvec short w":   func() { p.MatVecTilesLd(dst, w[:(8+5)*32-1], 8, x, 64, 5, 0, 2) },
+			"matvec ldw < k":   func() { p.GemmTilesLd(dst, 64, w, 4, x, 8, 1, 64, 5, 0, 2) },
+			"matvec short w":   func() { p.GemmTilesLd(dst, 64, w[:(8+5)*32-1], 8, x, 8, 1, 64, 5, 0, 2) },
 			"gemm ldw < k":     func() { p.GemmTilesLd(dst, 64, w, 4, x, 8, 3, 64, 5, 0, 2) },
 			"gemm short w":     func() { p.GemmTilesLd(dst, 64, w[:(8+5)*32-1], 8, x, 8, 3, 64, 5, 0, 2) },
 			"gemm short x":     func() { p.GemmTilesLd(dst, 64, w, 8, x[:2*8+4], 8, 3, 64, 5, 0, 2) },
 			"gemm short dst":   func() { p.GemmTilesLd(dst[:2*64+63], 64, w, 8, x, 8, 3, 64, 5, 0, 2) },
 			"gemm bad range":   func() { p.GemmTilesLd(dst, 64, w, 8, x, 8, 3, 64, 5, 0, 3) },
-			"matvec bad range": func() { p.MatVecTilesLd(dst, w, 8, x, 64, 5, 1, 3) },
+			"matvec bad range": func() { p.GemmTilesLd(dst, 64, w, 8, x, 8, 1, 64, 5, 1, 3) },
 		}
 		for name, f := range cases {
 			func() {
@@ -368,7 +364,7 @@ func TestMatmulLdPanics(t *testing.T) {
 			}()
 		}
 		// The last tile needs only its first k columns.
-		p.MatVecTilesLd(dst, w[:(8+5)*32], 8, x, 64, 5, 0, 2)
+		p.GemmTilesLd(dst, 64, w[:(8+5)*32], 8, x, 8, 1, 64, 5, 0, 2)
 		p.GemmTilesLd(dst, 64, w[:(8+5)*32], 8, x, 8, 3, 64, 5, 0, 2)
 	}
 }

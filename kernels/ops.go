@@ -41,17 +41,9 @@ func (p Path) RMSNorm(dst, x, w []float32, eps float32) {
 	for _, v := range x[k:] {
 		ss += float64(v) * float64(v)
 	}
-	r := float32(1 / math.Sqrt(ss/float64(n)+float64(eps)))
-	k = 0
-	if p != Generic {
-		k = mulScaleAsm(p, dst, x, w, r)
-	}
-	// (x*r)*w in float32, the order of the vector paths and of the
-	// reference implementation (normalise, then apply the weight).
-	dst, x, w = dst[k:], x[k:], w[k:len(x)]
-	for i := range x {
-		dst[i] = x[i] * r * w[i]
-	}
+	// (x*r)*w in float32, the order of the reference implementation
+	// (normalise, then apply the weight).
+	p.MulScale(dst, x, w, float32(1/math.Sqrt(ss/float64(n)+float64(eps))))
 }
 
 // MulScale sets dst = (x * s) * w, element by element, in float32 (the

@@ -198,7 +198,16 @@ func (t QType) QuantizeTileRow(dst []byte, row []float32, r, k int) error {
 	if t != Q8 || !QuantizableK(k) || r < 0 || r >= matTileRows || len(row) < k || len(dst) < t.TileBytes(k) {
 		panic(fmt.Sprintf("kernels: QuantizeTileRow(%s): r = %d, k = %d, len(row) = %d, len(dst) = %d", t, r, k, len(row), len(dst)))
 	}
-	err := quantizeRowQ8(dst, row[:k], r, k)
+	var err error
+	for c, v := range row[:k] {
+		if math.Float32bits(v)&0x7f800000 == 0x7f800000 { // NaN or infinity
+			err = fmt.Errorf("column %d: %v is not finite", c, v)
+			break
+		}
+	}
+	if err == nil {
+		err = quantizeRowQ8(dst, row[:k], r, k)
+	}
 	if err != nil {
 		for b := range k / QBlock {
 			put16(dst[b*q8BlockBytes+2*r:], 0)
@@ -207,18 +216,13 @@ func (t QType) QuantizeTileRow(dst []byte, row []float32, r, k int) error {
 	return err
 }
 
-// quantizeRowQ8 writes row i of a q8 tile: per block of 32 columns, the
-// f16 scale (the block's absolute maximum / 127, rounded up) and the
-// values.
+// quantizeRowQ8 writes row i of a q8 tile from finite values: per block
+// of 32 columns, the f16 scale (the block's absolute maximum / 127,
+// rounded up) and the values.
 func quantizeRowQ8(dst []byte, row []float32, i, k int) error {
 	for b := range k / QBlock {
 		blk := dst[b*q8BlockBytes : (b+1)*q8BlockBytes]
 		x := (*[QBlock]float32)(row[b*QBlock:])
-		for c, v := range x {
-			if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
-				return fmt.Errorf("column %d: %v is not finite", b*QBlock+c, v)
-			}
-		}
 		h, d, err := f16Scale(absMax(x) / 127)
 		if err != nil {
 			return fmt.Errorf("columns %d..%d: %w", b*QBlock, (b+1)*QBlock-1, err)

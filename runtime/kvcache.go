@@ -248,9 +248,5 @@ func (kv *KVCache) values(k kernels.Path, l, h, c int, dst, prob []float32, ld, 
 		return
 	}
 	_, vc := kv.f16(l, h, c)
-	if rows == 1 {
-		k.MatVecTilesLd(dst, vc, n, prob, hd, valid, 0, format.Tiles(hd))
-	} else {
-		k.GemmTilesLd(dst, hd, vc, n, prob, ld, rows, hd, valid, 0, format.Tiles(hd))
-	}
+	k.GemmTilesLd(dst, hd, vc, n, prob, ld, rows, hd, valid, 0, format.Tiles(hd))
 }

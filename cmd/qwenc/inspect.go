@@ -71,20 +71,14 @@ func readHeader(path string) (*format.Header, uint32, error) {
 	if !st.Mode().IsRegular() {
 		return nil, 0, fmt.Errorf("%s: not a regular file", path)
 	}
-	h, err := format.ReadHeader(f, st.Size())
+	h, pre, err := format.ReadHeaderPreamble(f, st.Size())
 	if err == nil {
 		err = arch.Validate(h)
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", path, err)
 	}
-	// ReadHeader has checked the preamble; this reads its version again.
-	pre := make([]byte, format.PreambleSize)
-	if _, err := f.ReadAt(pre, 0); err != nil {
-		return nil, 0, fmt.Errorf("%s: %w", path, err)
-	}
-	p, err := format.ParsePreamble(pre)
-	return h, p.Version, err
+	return h, pre.Version, nil
 }
 
 // defaultSeqs are the lengths of the KV cache table: those of the design
