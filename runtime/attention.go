@@ -67,12 +67,15 @@ func (t *attentionTask) prepare(r *Runner, segs []segment, layer int, q, out []f
 		}
 	}
 	t.slots = 0
+	want := 0 // spans per KV head of a decoding sequence, before its length
+	if decodeSeqs > 0 {
+		want = (attnItemsPerThread*r.pool.Threads() + decodeSeqs*c.KVHeads - 1) / (decodeSeqs * c.KVHeads)
+	}
 	for si, sg := range segs {
 		if sg.n != 1 {
 			continue
 		}
 		chunks := format.KVChunks(sg.pos + 1)
-		want := (attnItemsPerThread*r.pool.Threads() + decodeSeqs*c.KVHeads - 1) / (decodeSeqs * c.KVHeads)
 		spans := max(1, min(want, chunks/max(1, t.minSpan)))
 		for g := range c.KVHeads {
 			for s := range spans {

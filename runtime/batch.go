@@ -45,12 +45,10 @@ func (r *Runner) Step(seqs []Seq) error {
 	}
 	r.segs = r.segs[:0]
 	r.batchTokens = r.batchTokens[:0]
-	ctx := 0
 	want := 0
 	for _, sq := range seqs {
 		s := sq.Session
 		s.KV.Reserve(len(s.tokens) + len(sq.Tokens))
-		ctx = max(ctx, s.ctx)
 		r.segs = append(r.segs, segment{kv: s.KV, row0: len(r.batchTokens), n: len(sq.Tokens), pos: len(s.tokens), wantLogit: sq.Logits})
 		r.batchTokens = append(r.batchTokens, sq.Tokens...)
 		if sq.Logits {

@@ -317,15 +317,21 @@ type kvStoreTask struct {
 	k, v  []float32
 }
 
+// The sequences' rows are consecutive, so the rows x heads of the whole
+// step split evenly across the workers, however many sequences there are.
 func (t *kvStoreTask) Run(w, nw int) {
 	c := &t.r.m.Config
 	hd := c.HeadDim
-	for _, sg := range t.segs {
-		i0, i1 := kernels.Split(sg.n*c.KVHeads, nw, w)
-		for i := i0; i < i1; i++ {
-			row, h := sg.row0+i/c.KVHeads, i%c.KVHeads
-			o := (row*c.KVHeads + h) * hd
-			sg.kv.store(t.r.k, t.layer, h, sg.pos+i/c.KVHeads, t.k[o:o+hd], t.v[o:o+hd], &t.r.work[w].kv)
+	last := &t.segs[len(t.segs)-1]
+	i0, i1 := kernels.Split((last.row0+last.n)*c.KVHeads, nw, w)
+	si := 0
+	for i := i0; i < i1; i++ {
+		row, h := i/c.KVHeads, i%c.KVHeads
+		for row >= t.segs[si].row0+t.segs[si].n {
+			si++
 		}
+		sg := &t.segs[si]
+		o := (row*c.KVHeads + h) * hd
+		sg.kv.store(t.r.k, t.layer, h, sg.pos+row-sg.row0, t.k[o:o+hd], t.v[o:o+hd], &t.r.work[w].kv)
 	}
 }

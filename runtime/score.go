@@ -49,6 +49,10 @@ func (m *Model) HeadLogits(hidden []float32, fn func(r int, logits []float32) er
 func (run *Runner) headLogits(hidden []float32, fn func(r int, logits []float32) error) error {
 	h, vocab := run.m.Config.Hidden, run.m.Config.Vocab
 	sc := run.headScratch()
+	if sc.logits == nil {
+		// Only here: a batched step's logits go into its own buffer.
+		sc.logits = make([]float32, headRows*vocab)
+	}
 	total := len(hidden) / h
 	for r0 := 0; r0 < total; r0 += headRows {
 		rows := min(headRows, total-r0)
@@ -99,10 +103,9 @@ func (run *Runner) headInto(dst, hidden []float32) {
 // headScratch allocates the head's scratch on first use.
 func (run *Runner) headScratch() *headScratch {
 	sc := &run.head
-	if sc.logits == nil {
+	if sc.xn == nil {
 		h := run.m.Config.Hidden
 		sc.xn = make([]float32, headRows*h)
-		sc.logits = make([]float32, headRows*run.m.Config.Vocab)
 		sc.xq = make([]byte, headRows*kernels.QActRowBytes(h))
 	}
 	return sc

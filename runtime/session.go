@@ -118,7 +118,7 @@ func (s *Session) FillKV(n int, seed uint64) error {
 	}
 	s.KV.Reserve(len(s.tokens) + n)
 	c := &s.m.Config
-	k := s.m.runner().k
+	k := s.m.Kernels()
 	// A pool of random vectors, taken at shifting offsets: drawing 2 x
 	// head_dim normals per head, layer and position would take minutes.
 	rng := rand.New(rand.NewPCG(seed, 0))
