@@ -242,7 +242,6 @@ type job struct {
 	req       Request
 	stream    *Stream
 	submitted time.Time
-	started   bool
 	usage     Usage
 
 	sess    *runtime.Session
@@ -319,25 +318,21 @@ func (e *Engine) loop() {
 
 		// Decode rows first, then prompt chunks in the budget left.
 		seqs, owners, prompt = seqs[:0], owners[:0], prompt[:0]
-		decoding := 0
+		decoding, waiting, first := 0, 0, 0
 		for _, j := range active {
 			if len(j.rest) == 0 {
 				j.one[0] = j.next
 				seqs = append(seqs, runtime.Seq{Session: j.sess, Tokens: j.one[:], Logits: true})
 				owners, prompt = append(owners, j), append(prompt, 0)
 				decoding++
+				continue
 			}
+			if waiting == 0 {
+				first = len(j.rest)
+			}
+			waiting++
 		}
 		budget := e.m.MaxPrefill() - decoding
-		waiting, first := 0, 0
-		for _, j := range active {
-			if len(j.rest) > 0 {
-				if waiting == 0 {
-					first = len(j.rest)
-				}
-				waiting++
-			}
-		}
 		switch {
 		case decoding > 0:
 			// The running streams wait for this step: one chunk of prompt
@@ -393,7 +388,6 @@ func (e *Engine) loop() {
 // start gives a job its session, from the longest cached prefix of its
 // prompt when there is one, and its sampler.
 func (e *Engine) start(j *job, cache *prefixCache) {
-	j.started = true
 	j.usage.Queued = time.Since(j.submitted)
 	j.usage.PromptTokens = len(j.req.Prompt)
 	sess, keep := cache.take(j.req.Prompt)

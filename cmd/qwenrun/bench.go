@@ -170,10 +170,15 @@ func bench(c *cli.Context) error {
 						pp, tg = min(pp, 8), min(tg, 4)
 					}
 				}
+				m, err := runtime.Open(bm.path, runtime.Options{Threads: t, Kernels: p})
+				if err != nil {
+					return err
+				}
 				for _, kv := range kvTypes {
 					for _, d := range depths {
-						r, err := benchOne(bm, p, t, kv, d, pp, tg, c.Int("reps"), randomFill, bw)
+						r, err := benchOne(m, p, t, kv, d, pp, tg, c.Int("reps"), randomFill, bw, bm)
 						if err != nil {
+							m.Close()
 							return err
 						}
 						r.model, r.ttft = bm, ttft
@@ -182,6 +187,7 @@ func bench(c *cli.Context) error {
 							bm.weightType, p, t, kv, d, pp, r.ppRate, tg, r.tgRate, r.bandwidth/1e9)
 					}
 				}
+				m.Close()
 			}
 		}
 	}
@@ -249,22 +255,17 @@ func (b *bandwidthProbe) measure(p kernels.Path, threads, reps int) float64 {
 // window follows a bandwidth measurement with the same threads, and its
 // ratio is taken against that: the host's bandwidth drifts by tens of
 // percent within minutes. The row has the medians.
-func benchOne(bm benchModel, p kernels.Path, threads int, kv format.KVType, depth, pp, tg, reps int, randomFill bool, bw *bandwidthProbe) (benchRow, error) {
+func benchOne(m *runtime.Model, p kernels.Path, threads int, kv format.KVType, depth, pp, tg, reps int, randomFill bool, bw *bandwidthProbe, bm benchModel) (benchRow, error) {
 	r := benchRow{path: p, threads: threads, kv: kv, depth: depth, pp: pp, tg: tg}
-	m, err := runtime.Open(bm.path, runtime.Options{Threads: threads, Kernels: p})
-	if err != nil {
-		return r, err
-	}
-	defer m.Close()
-	rng := rand.New(rand.NewPCG(1, 2))
-	vocab := min(m.Config.Vocab, m.Tokenizer.VocabSize())
-	tokens := make([]int32, depth+max(pp, tg+1))
-	for i := range tokens {
-		tokens[i] = int32(rng.IntN(vocab))
-	}
 	ctx := depth + max(pp, tg+1)
 	if ctx > m.Config.MaxContext() {
 		return r, fmt.Errorf("--depth %d: %d tokens with the measurement, more than the model's maximum context %d", depth, ctx, m.Config.MaxContext())
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	vocab := min(m.Config.Vocab, m.Tokenizer.VocabSize())
+	tokens := make([]int32, ctx)
+	for i := range tokens {
+		tokens[i] = int32(rng.IntN(vocab))
 	}
 	s, err := m.NewSessionKV(ctx, kv)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/qwenc/qwenc/format"
-	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime"
 	"github.com/qwenc/qwenc/serve"
 	"github.com/urfave/cli/v2"
@@ -28,8 +27,8 @@ func benchServeCommand() *cli.Command {
 			&cli.IntFlag{Name: "tg", Value: 64, Usage: "tokens each stream generates"},
 			&cli.IntFlag{Name: "reps", Value: 3, Usage: "rounds over the stream counts; the table has medians, and each multiple of one stream is taken within a round (the host's bandwidth drifts between rounds)"},
 			kvTypeFlag(),
-			&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "worker threads (default: the CPUs this process may use)"},
-			&cli.StringFlag{Name: "kernels", Usage: "kernel path (default: $QWEN_KERNELS or auto)"},
+			threadsFlag(),
+			kernelsFlag(),
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the run to `PATH` (for development)"},
 		},
 		Action: benchServe,
@@ -58,16 +57,17 @@ func benchServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	kp, err := kernels.FromEnv()
-	if c.IsSet("kernels") {
-		kp, err = kernels.ParsePath(c.String("kernels"))
-	}
+	kp, err := kernelPath(c)
 	if err != nil {
 		return err
 	}
 	kvt, err := kvType(c)
 	if err != nil {
 		return err
+	}
+	reps := c.Int("reps")
+	if reps < 1 {
+		return fmt.Errorf("--reps %d: want 1 or more", reps)
 	}
 	opts := runtime.Options{Threads: c.Int("threads"), Kernels: kp}
 	m, err := runtime.Open(c.Args().First(), opts)
@@ -83,10 +83,6 @@ func benchServe(c *cli.Context) error {
 	pp, tg := c.Int("pp"), c.Int("tg")
 	fmt.Printf("model %s; %d prompt tokens and %d generated per stream; kernels %s, %d threads, %s KV cache\n",
 		c.Args().First(), pp, tg, kp, m.Threads(), kvt)
-	reps := c.Int("reps")
-	if reps < 1 {
-		return fmt.Errorf("--reps %d: want 1 or more", reps)
-	}
 	// rounds[i][r] is stream count i in round r; each round measures every
 	// count in turn, so a multiple compares figures minutes apart at most.
 	rounds := make([][]serveRow, len(streams))

@@ -98,6 +98,14 @@ func flags() []cli.Flag {
 	}
 }
 
+// kernelPath reads --kernels, or else $QWEN_KERNELS.
+func kernelPath(c *cli.Context) (kernels.Path, error) {
+	if c.IsSet("kernels") {
+		return kernels.ParsePath(c.String("kernels"))
+	}
+	return kernels.FromEnv()
+}
+
 // kvTypeFlag is --kv-type, which every command that runs the model takes.
 func kvTypeFlag() cli.Flag {
 	return &cli.StringFlag{Name: "kv-type", Value: "f16", Usage: "KV cache type: f16, or q8 (int8 with a scale per position and head: half the memory)"}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime"
 	"github.com/qwenc/qwenc/runtime/perplexity"
 	"github.com/urfave/cli/v2"
@@ -49,11 +48,12 @@ func perplexityAction(c *cli.Context) error {
 			return err
 		}
 	}
-	kp, err := kernels.FromEnv()
-	if c.IsSet("kernels") {
-		kp, err = kernels.ParsePath(c.String("kernels"))
-	}
+	kp, err := kernelPath(c)
 	if err != nil {
+		return err
+	}
+	po := perplexity.Options{Ctx: c.Int("ctx")}
+	if po.KV, err = kvType(c); err != nil {
 		return err
 	}
 	var text []byte
@@ -71,10 +71,6 @@ func perplexityAction(c *cli.Context) error {
 		return err
 	}
 	defer m.Close()
-	po := perplexity.Options{Ctx: c.Int("ctx")}
-	if po.KV, err = kvType(c); err != nil {
-		return err
-	}
 	if path := c.String("base"); path != "" {
 		if po.Base, err = runtime.Open(path, opts); err != nil {
 			return err

@@ -18,7 +18,6 @@ import (
 	"github.com/qwenc/qwenc/chat"
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime"
 	"github.com/qwenc/qwenc/runtime/sampling"
 	"github.com/urfave/cli/v2"
@@ -71,10 +70,11 @@ func run(c *cli.Context) error {
 }
 
 func load(c *cli.Context) (*setup, error) {
-	kp, err := kernels.FromEnv()
-	if c.IsSet("kernels") {
-		kp, err = kernels.ParsePath(c.String("kernels"))
+	kp, err := kernelPath(c)
+	if err != nil {
+		return nil, err
 	}
+	kvt, err := kvType(c)
 	if err != nil {
 		return nil, err
 	}
@@ -86,10 +86,6 @@ func load(c *cli.Context) (*setup, error) {
 	s := &setup{m: m, stdoutTTY: isTerminal(os.Stdout)}
 	fail := func(err error) (*setup, error) { m.Close(); return nil, err }
 	ctxLen := c.Int("ctx")
-	kvt, err := kvType(c)
-	if err != nil {
-		return fail(err)
-	}
 	if c.IsSet("ctx") && (ctxLen < 1 || ctxLen > m.Config.MaxContext()) {
 		return fail(fmt.Errorf("--ctx %d: want 1 to %d tokens (the model's maximum context)", ctxLen, m.Config.MaxContext()))
 	}

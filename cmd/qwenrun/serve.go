@@ -11,7 +11,6 @@ import (
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime"
 	"github.com/qwenc/qwenc/serve"
 	"github.com/urfave/cli/v2"
@@ -30,8 +29,8 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "api-key", EnvVars: []string{"QWEN_API_KEY"}, Usage: "require `KEY` on every request but /health (Authorization: Bearer KEY)"},
 			&cli.DurationFlag{Name: "grace", Value: 10 * time.Second, Usage: "on SIGINT or SIGTERM, how long running answers may go on before they are cut"},
 			kvTypeFlag(),
-			&cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "worker threads (default: the CPUs this process may use)"},
-			&cli.StringFlag{Name: "kernels", Usage: "kernel path: auto, generic, avx2, avx512, avx512vnni (default: $QWEN_KERNELS or auto)"},
+			threadsFlag(),
+			kernelsFlag(),
 		},
 		Action: serveAction,
 	}
@@ -48,10 +47,11 @@ func serveAction(c *cli.Context) error {
 	if c.Int("queue") < 0 {
 		return cliutil.Usagef(c, "--queue %d: not negative", c.Int("queue"))
 	}
-	kp, err := kernels.FromEnv()
-	if c.IsSet("kernels") {
-		kp, err = kernels.ParsePath(c.String("kernels"))
+	kp, err := kernelPath(c)
+	if err != nil {
+		return err
 	}
+	kvt, err := kvType(c)
 	if err != nil {
 		return err
 	}
@@ -61,10 +61,6 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	defer m.Close()
-	kvt, err := kvType(c)
-	if err != nil {
-		return err
-	}
 	ctxLen, err := serveContext(c, m, parallel, kvt)
 	if err != nil {
 		return err
