@@ -76,17 +76,16 @@ type boundOp struct {
 }
 
 // weight is a matrix [n, k] in the mapping: f16 (row-major for the f16
-// embedding, tile-major otherwise) or quantized tile-major; or, with
-// experts > 1, that many such matrices one after the other.
+// embedding, tile-major otherwise) or quantized tile-major; or, for a
+// stacked experts section, that many such matrices one after the other.
 type weight struct {
-	dt      format.DType
-	qt      kernels.QType // when dt is quantized
-	n, k    int
-	experts int
-	f16     []uint16
-	q       []byte
-	// views are the experts' matrices, made at bind time so that a step
-	// does not build them.
+	dt   format.DType
+	qt   kernels.QType // when dt is quantized
+	n, k int
+	f16  []uint16
+	q    []byte
+	// views are the experts' matrices (none for a single matrix), made at
+	// bind time so that a step does not build them.
 	views []weight
 }
 
@@ -192,10 +191,7 @@ func (m *Model) weight(name string, embed bool) (weight, error) {
 		return weight{}, fmt.Errorf("section %q: missing, or not a tile-major matrix", name)
 	}
 	r := len(s.Shape)
-	w := weight{dt: s.DType, n: int(s.Shape[r-2]), k: int(s.Shape[r-1]), experts: 1}
-	if r == 3 {
-		w.experts = int(s.Shape[0])
-	}
+	w := weight{dt: s.DType, n: int(s.Shape[r-2]), k: int(s.Shape[r-1])}
 	var err error
 	if s.DType.Quantized() {
 		w.qt = graph.QType(s.DType)
@@ -206,14 +202,13 @@ func (m *Model) weight(name string, embed bool) (weight, error) {
 	if err != nil || r < 3 {
 		return w, err
 	}
-	one := w
-	one.experts = 1
-	for e := range w.experts {
+	one, experts := w, int(s.Shape[0])
+	for e := range experts {
 		if w.dt.Quantized() {
-			n := len(w.q) / w.experts
+			n := len(w.q) / experts
 			one.q = w.q[e*n : (e+1)*n : (e+1)*n]
 		} else {
-			n := len(w.f16) / w.experts
+			n := len(w.f16) / experts
 			one.f16 = w.f16[e*n : (e+1)*n : (e+1)*n]
 		}
 		w.views = append(w.views, one)
