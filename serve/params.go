@@ -18,11 +18,8 @@ type paramsBuilder struct {
 }
 
 func newParams(g format.Generation) *paramsBuilder {
-	p := sampling.Params{Temperature: g.Temperature, TopK: int(g.TopK), TopP: g.TopP, MinP: g.MinP,
-		RepeatPenalty: g.RepetitionPenalty, PresencePenalty: g.PresencePenalty, Seed: rand.Uint64()}
-	if !g.DoSample {
-		p.Temperature = 0
-	}
+	p := sampling.Defaults(g)
+	p.Seed = rand.Uint64()
 	return &paramsBuilder{p: p}
 }
 

@@ -126,12 +126,7 @@ func load(c *cli.Context) (*setup, error) {
 // samplingParams starts from the model's generation_config and applies
 // the flags that were given.
 func samplingParams(c *cli.Context, m *runtime.Model) sampling.Params {
-	g := m.File.Header.Generation
-	p := sampling.Params{Temperature: g.Temperature, TopK: int(g.TopK), TopP: g.TopP, MinP: g.MinP,
-		RepeatPenalty: g.RepetitionPenalty, PresencePenalty: g.PresencePenalty}
-	if !g.DoSample {
-		p.Temperature = 0
-	}
+	p := sampling.Defaults(m.File.Header.Generation)
 	for _, f := range []struct {
 		name string
 		dst  *float32

@@ -22,7 +22,21 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+
+	"github.com/qwenc/qwenc/format"
 )
+
+// Defaults are the sampling parameters a model's generation config asks
+// for (greedy unless it samples), seed 0: what qwenrun and the server
+// start from before their flags or requests.
+func Defaults(g format.Generation) Params {
+	p := Params{Temperature: g.Temperature, TopK: int(g.TopK), TopP: g.TopP, MinP: g.MinP,
+		RepeatPenalty: g.RepetitionPenalty, PresencePenalty: g.PresencePenalty}
+	if !g.DoSample {
+		p.Temperature = 0
+	}
+	return p
+}
 
 // Params configures a Sampler. Zero values mean "off" for every filter so that
 // a partly filled literal behaves predictably; the zero Params is greedy.
