@@ -95,13 +95,9 @@ func bench(c *cli.Context) error {
 			return err
 		}
 	}
-	var kvTypes []format.KVType
-	for _, name := range strings.Split(c.String("kv-type"), ",") {
-		kv, err := format.ParseKVType(strings.TrimSpace(name))
-		if err != nil {
-			return fmt.Errorf("--kv-type: %w", err)
-		}
-		kvTypes = append(kvTypes, kv)
+	kvTypes, err := parseList(c.String("kv-type"), func(f string) (format.KVType, error) { return format.ParseKVType(strings.TrimSpace(f)) })
+	if err != nil {
+		return fmt.Errorf("--kv-type: %w", err)
 	}
 	randomFill := false
 	switch c.String("fill") {
@@ -122,13 +118,8 @@ func bench(c *cli.Context) error {
 	}
 	paths := kernels.SupportedPaths()
 	if k := c.String("kernels"); k != "all" {
-		paths = nil
-		for _, name := range strings.Split(k, ",") {
-			p, err := kernels.ParsePath(strings.TrimSpace(name))
-			if err != nil {
-				return err
-			}
-			paths = append(paths, p)
+		if paths, err = parseList(k, func(f string) (kernels.Path, error) { return kernels.ParsePath(strings.TrimSpace(f)) }); err != nil {
+			return err
 		}
 	}
 	w := io.Writer(os.Stdout)
@@ -207,16 +198,28 @@ func bench(c *cli.Context) error {
 	return nil
 }
 
-func intList(s string) ([]int, error) {
-	var out []int
+// parseList parses the items of a comma-separated list.
+func parseList[T any](s string, parse func(item string) (T, error)) ([]T, error) {
+	var out []T
 	for _, f := range strings.Split(s, ",") {
-		v, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || v < 1 {
-			return nil, fmt.Errorf("%q is not a positive number", f)
+		v, err := parse(f)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// intList parses a list of positive numbers.
+func intList(s string) ([]int, error) {
+	return parseList(s, func(f string) (int, error) {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 1 {
+			return 0, fmt.Errorf("%q is not a positive number", f)
+		}
+		return v, nil
+	})
 }
 
 // bandwidthProbe measures read bandwidth: a sum over a 1 GiB buffer with
@@ -318,15 +321,13 @@ func benchOne(m *runtime.Model, p kernels.Path, threads int, kv format.KVType, d
 
 // depthList parses --depth: non-negative token counts.
 func depthList(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
+	return parseList(s, func(f string) (int, error) {
 		v, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || v < 0 {
-			return nil, fmt.Errorf("%q is not a number of tokens", f)
+			return 0, fmt.Errorf("%q is not a number of tokens", f)
 		}
-		out = append(out, v)
-	}
-	return out, nil
+		return v, nil
+	})
 }
 
 // printBenchJSON prints one object per row, one per line.
