@@ -85,34 +85,19 @@ func load(c *cli.Context) (*setup, error) {
 	}
 	s := &setup{m: m, stdoutTTY: isTerminal(os.Stdout)}
 	fail := func(err error) (*setup, error) { m.Close(); return nil, err }
-	ctxLen := c.Int("ctx")
-	if c.IsSet("ctx") && (ctxLen < 1 || ctxLen > m.Config.MaxContext()) {
-		return fail(fmt.Errorf("--ctx %d: want 1 to %d tokens (the model's maximum context)", ctxLen, m.Config.MaxContext()))
+	if c.IsSet("ctx") {
+		if err := checkCtx(c, m); err != nil {
+			return fail(err)
+		}
 	}
 	if c.Bool("verify") {
 		if err := m.File.Verify(); err != nil {
 			return fail(err)
 		}
 	}
-	// The KV cache grows with the sequence, but a context it could never
-	// hold is refused up front rather than failing mid-answer. The default
-	// (the model's maximum) is lowered to what fits instead.
-	avail, known := memAvailable()
-	if !c.IsSet("ctx") {
-		ctxLen = m.Config.MaxContext()
-		if known && m.KVBytesFor(ctxLen, kvt) > avail {
-			fit := int(avail/m.KVBytesFor(format.KVChunkTokens, kvt)) * format.KVChunkTokens
-			if fit < format.KVChunkTokens {
-				return fail(fmt.Errorf("one %d-token KV chunk needs %d MB, more than the %d MB of memory available",
-					format.KVChunkTokens, m.KVBytesFor(format.KVChunkTokens, kvt)/1e6, avail/1e6))
-			}
-			fmt.Fprintf(os.Stderr, "qwenrun: context lowered from %d to %d tokens: that is what %d MB of available memory holds (--ctx to choose)\n",
-				ctxLen, fit, avail/1e6)
-			ctxLen = fit
-		}
-	} else if known && m.KVBytesFor(ctxLen, kvt) > avail {
-		return fail(fmt.Errorf("--ctx %d needs %d MB of KV cache, more than the %d MB of memory available; use a smaller --ctx",
-			ctxLen, m.KVBytesFor(ctxLen, kvt)/1e6, avail/1e6))
+	ctxLen, err := contextFor(c, m, 1, kvt)
+	if err != nil {
+		return fail(err)
 	}
 	if s.sess, err = m.NewSessionKV(ctxLen, kvt); err != nil {
 		return fail(err)
@@ -125,6 +110,48 @@ func load(c *cli.Context) (*setup, error) {
 
 // samplingParams starts from the model's generation_config and applies
 // the flags that were given.
+// checkCtx refuses a --ctx outside the model's range.
+func checkCtx(c *cli.Context, m *runtime.Model) error {
+	if n := c.Int("ctx"); n < 1 || n > m.Config.MaxContext() {
+		return fmt.Errorf("--ctx %d: want 1 to %d tokens (the model's maximum context)", n, m.Config.MaxContext())
+	}
+	return nil
+}
+
+// contextFor is the context of each of parallel conversations: --ctx, or
+// the model's maximum. The KV cache grows with a conversation, but a
+// context it could never hold is refused up front rather than failing
+// mid-answer; the default is lowered to what fits instead.
+func contextFor(c *cli.Context, m *runtime.Model, parallel int, kvt format.KVType) (int, error) {
+	n := m.Config.MaxContext()
+	if c.IsSet("ctx") {
+		if err := checkCtx(c, m); err != nil {
+			return 0, err
+		}
+		n = c.Int("ctx")
+	}
+	avail, known := memAvailable()
+	if !known || int64(parallel)*m.KVBytesFor(n, kvt) <= avail {
+		return n, nil
+	}
+	forConv, orParallel := "", ""
+	if parallel > 1 {
+		forConv, orParallel = fmt.Sprintf(" for %d conversations", parallel), " or --parallel"
+	}
+	if c.IsSet("ctx") {
+		return 0, fmt.Errorf("--ctx %d%s needs %d MB of KV cache, more than the %d MB of memory available; use a smaller --ctx%s",
+			n, forConv, int64(parallel)*m.KVBytesFor(n, kvt)/1e6, avail/1e6, orParallel)
+	}
+	fit := int(avail/int64(parallel)/m.KVBytesFor(format.KVChunkTokens, kvt)) * format.KVChunkTokens
+	if fit < format.KVChunkTokens {
+		return 0, fmt.Errorf("one %d-token KV chunk%s needs %d MB, more than the %d MB of memory available",
+			format.KVChunkTokens, forConv, int64(parallel)*m.KVBytesFor(format.KVChunkTokens, kvt)/1e6, avail/1e6)
+	}
+	fmt.Fprintf(os.Stderr, "qwenrun: context lowered from %d to %d tokens: that is what %d MB of available memory holds%s (--ctx to choose)\n",
+		n, fit, avail/1e6, forConv)
+	return fit, nil
+}
+
 func samplingParams(c *cli.Context, m *runtime.Model) sampling.Params {
 	p := sampling.Defaults(m.File.Header.Generation)
 	for _, f := range []struct {

@@ -9,7 +9,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/runtime"
 	"github.com/qwenc/qwenc/serve"
@@ -61,7 +60,7 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	defer m.Close()
-	ctxLen, err := serveContext(c, m, parallel, kvt)
+	ctxLen, err := contextFor(c, m, parallel, kvt)
 	if err != nil {
 		return err
 	}
@@ -88,31 +87,4 @@ func serveAction(c *cli.Context) error {
 	err = s.Serve(ctx, ln, c.Duration("grace"))
 	fmt.Fprintln(os.Stderr, "qwenrun: stopped")
 	return err
-}
-
-// serveContext is each conversation's context: as qwenrun's, but with
-// room for --parallel KV caches.
-func serveContext(c *cli.Context, m *runtime.Model, parallel int, kvt format.KVType) (int, error) {
-	n := m.Config.MaxContext()
-	if c.IsSet("ctx") {
-		if n = c.Int("ctx"); n < 1 || n > m.Config.MaxContext() {
-			return 0, fmt.Errorf("--ctx %d: the model's maximum context is %d tokens", n, m.Config.MaxContext())
-		}
-	}
-	avail, known := memAvailable()
-	if !known || int64(parallel)*m.KVBytesFor(n, kvt) <= avail {
-		return n, nil
-	}
-	if c.IsSet("ctx") {
-		return 0, fmt.Errorf("--ctx %d for %d conversations needs %d MB of KV cache, more than the %d MB of memory available; use a smaller --ctx or --parallel",
-			n, parallel, int64(parallel)*m.KVBytesFor(n, kvt)/1e6, avail/1e6)
-	}
-	fit := int(avail/int64(parallel)/m.KVBytesFor(format.KVChunkTokens, kvt)) * format.KVChunkTokens
-	if fit < format.KVChunkTokens {
-		return 0, fmt.Errorf("%d conversations of one %d-token KV chunk need more than the %d MB of memory available; use a smaller --parallel",
-			parallel, format.KVChunkTokens, avail/1e6)
-	}
-	fmt.Fprintf(os.Stderr, "qwenrun: context lowered from %d to %d tokens: that is what %d MB of available memory holds for %d conversations (--ctx to choose)\n",
-		n, fit, avail/1e6, parallel)
-	return fit, nil
 }
