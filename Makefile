@@ -92,9 +92,10 @@ test-arm64:
 # and q4 compiles are redone each time, as they depend on this qwenc.
 BENCH_MODEL := $(BUILD)/bench/qwen3-0.6b
 BENCH_TYPES := f16 q8 q4
-$(BENCH_MODEL)/model.safetensors: | $(BUILD)/tokenizer.json
-	$(MAKE) --no-print-directory build
-	$(BIN)/qwengen -o $(BENCH_MODEL) -tokenizer $(BUILD)/tokenizer.json -tokenizer-config testdata/tiny-a/tokenizer_config.json
+# qwengen's checkpoints take the shared tokenizer and tiny-a's chat template.
+QWENGEN_TOK := -tokenizer $(BUILD)/tokenizer.json -tokenizer-config testdata/tiny-a/tokenizer_config.json
+$(BENCH_MODEL)/model.safetensors: | build $(BUILD)/tokenizer.json
+	$(BIN)/qwengen -o $(BENCH_MODEL) $(QWENGEN_TOK)
 
 # The MoE rows: the real Qwen3-30B-A3B shape at 4 of its 48 layers, its
 # experts zero and written as holes (qwengen --zero-experts: the same
@@ -103,12 +104,10 @@ $(BENCH_MODEL)/model.safetensors: | $(BUILD)/tokenizer.json
 # layer, so the same active parameters per token.
 MOE_MODEL := $(BUILD)/bench/qwen3-30b-a3b-4l
 TWIN_MODEL := $(BUILD)/bench/qwen3-a3b-dense-twin-4l
-$(MOE_MODEL)/model.safetensors: | $(BUILD)/tokenizer.json
-	$(MAKE) --no-print-directory build
-	$(BIN)/qwengen --preset qwen3-30b-a3b --layers 4 --zero-experts -o $(MOE_MODEL) -tokenizer $(BUILD)/tokenizer.json -tokenizer-config testdata/tiny-a/tokenizer_config.json
-$(TWIN_MODEL)/model.safetensors: | $(BUILD)/tokenizer.json
-	$(MAKE) --no-print-directory build
-	$(BIN)/qwengen --layers 4 --hidden 2048 --ffn 6144 --heads 32 --kv-heads 4 --head-dim 128 --tied=false -o $(TWIN_MODEL) -tokenizer $(BUILD)/tokenizer.json -tokenizer-config testdata/tiny-a/tokenizer_config.json
+$(MOE_MODEL)/model.safetensors: | build $(BUILD)/tokenizer.json
+	$(BIN)/qwengen --preset qwen3-30b-a3b --layers 4 --zero-experts -o $(MOE_MODEL) $(QWENGEN_TOK)
+$(TWIN_MODEL)/model.safetensors: | build $(BUILD)/tokenizer.json
+	$(BIN)/qwengen --layers 4 --hidden 2048 --ffn 6144 --heads 32 --kv-heads 4 --head-dim 128 --tied=false -o $(TWIN_MODEL) $(QWENGEN_TOK)
 
 bench: build $(BENCH_MODEL)/model.safetensors $(MOE_MODEL)/model.safetensors $(TWIN_MODEL)/model.safetensors
 	@for t in $(BENCH_TYPES); do $(BIN)/qwenc compile -q --no-sync --type $$t $(BENCH_MODEL) -o $(BENCH_MODEL)-$$t.qbin || exit 1; done
@@ -128,9 +127,8 @@ bench: build $(BENCH_MODEL)/model.safetensors $(MOE_MODEL)/model.safetensors $(T
 # the private memory (arenas, KV cache, heap; the weights stay in the
 # shared page cache).
 A3B_FULL := $(BUILD)/bench/qwen3-30b-a3b-full
-$(A3B_FULL)/model.safetensors: | $(BUILD)/tokenizer.json
-	$(MAKE) --no-print-directory build
-	$(BIN)/qwengen --preset qwen3-30b-a3b --zero-experts -o $(A3B_FULL) -tokenizer $(BUILD)/tokenizer.json -tokenizer-config testdata/tiny-a/tokenizer_config.json
+$(A3B_FULL)/model.safetensors: | build $(BUILD)/tokenizer.json
+	$(BIN)/qwengen --preset qwen3-30b-a3b --zero-experts -o $(A3B_FULL) $(QWENGEN_TOK)
 
 bench-a3b-full: build $(A3B_FULL)/model.safetensors
 	$(BIN)/qwenc compile --no-sync --type q4 $(A3B_FULL) -o $(A3B_FULL)-q4.qbin
@@ -177,7 +175,7 @@ perplexity: build $(BUILD)/models/$(DEMO)/config.json $(HELDOUT)
 # checkpoint, against `cat > /dev/null` of the same bytes.
 bench-compile: build $(BUILD)/tokenizer.json
 	$(GO) run ./internal/tools/benchcompile -dir $(BUILD)/bench -qwenc $(BIN)/qwenc \
-		-tokenizer $(BUILD)/tokenizer.json -tokenizer-config testdata/tiny-a/tokenizer_config.json
+		$(QWENGEN_TOK)
 
 clean:
 	rm -rf $(BIN) $(BUILD)
