@@ -98,21 +98,11 @@ func pickExperts(logits []float32, prob []float64, chosen []int32, weights []flo
 func (r *Runner) gatherRows(p *frame, op *boundOp, T int) {
 	rt, _, ints := r.routing(p, op.In[1], T)
 	rows := ints[rt.RowAt() : rt.RowAt()+T*rt.K]
-	src := &p.g.Tensors[op.In[0]]
-	if src.Quantized {
-		in, out := p.quantView(op.In[0], T), p.quantView(op.Out, T*rt.K)
-		rb := len(in) / T
-		for c, g := range rows {
-			t := c / rt.K
-			copy(out[int(g)*rb:int(g+1)*rb], in[t*rb:(t+1)*rb])
-		}
-		return
-	}
-	in, out := p.view(op.In[0], T), p.view(op.Out, T*rt.K)
-	n := src.Cols
+	in, out := p.rowBytes(op.In[0], T), p.rowBytes(op.Out, T*rt.K)
+	rb := len(in) / T
 	for c, g := range rows {
 		t := c / rt.K
-		copy(out[int(g)*n:int(g+1)*n], in[t*n:(t+1)*n])
+		copy(out[int(g)*rb:int(g+1)*rb], in[t*rb:(t+1)*rb])
 	}
 }
 

@@ -94,6 +94,16 @@ func (f *frame) view(t, rows int) []float32 {
 	return f.arena[o : o+rows*f.g.Tensors[t].Cols]
 }
 
+// rowBytes returns tensor t of a frame for rows rows as bytes, whether it
+// holds f32 or quantized rows.
+func (f *frame) rowBytes(t, rows int) []byte {
+	if f.g.Tensors[t].Quantized {
+		return f.quantView(t, rows)
+	}
+	v := f.view(t, rows)
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
+}
+
 // quantView returns quantized tensor t of a frame for rows rows.
 func (f *frame) quantView(t, rows int) []byte {
 	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f.arena))), 4*len(f.arena))
