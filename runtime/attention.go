@@ -124,9 +124,19 @@ func (t *attentionTask) Run(w, _ int) {
 		if sg.n == 1 {
 			// The group's query heads are consecutive in q: rows of stride head_dim.
 			g, s := int(it.a), int(it.b)
-			o := t.partO[s*group*hd : (s+1)*group*hd]
+			off := sg.row0*qdim + g*group*hd
 			m, l := t.partM[s*group:(s+1)*group], t.partL[s*group:(s+1)*group]
-			t.span(ws, sg, g, sg.row0*qdim+g*group*hd, hd, group, 0, int(it.c0), int(it.c1), o, hd, m, l)
+			if it.c0 == 0 && int(it.c1) == format.KVChunks(sg.pos+1) {
+				// The head's only span (a short context): nothing to
+				// merge, so the output goes straight where it belongs.
+				t.span(ws, sg, g, off, hd, group, 0, 0, int(it.c1), t.out[off:], hd, m, l)
+				for r := range group {
+					t.r.k.Scale(t.out[off+r*hd:off+(r+1)*hd], 1/l[r])
+				}
+				continue
+			}
+			o := t.partO[s*group*hd : (s+1)*group*hd]
+			t.span(ws, sg, g, off, hd, group, 0, int(it.c0), int(it.c1), o, hd, m, l)
 			continue
 		}
 		h, t0 := int(it.a), int(it.b)*attnBlock
@@ -201,6 +211,7 @@ func (t *attentionTask) span(ws *workspace, sg *segment, g, off, ld, rows, t0, c
 
 // combine merges the decode items' partial results into the output: the
 // spans of one KV head, each with its own maximum, rescaled to the largest.
+// A head of one span has written its output already.
 func (t *attentionTask) combine() {
 	c := &t.r.m.Config
 	k := t.r.k
@@ -212,6 +223,10 @@ func (t *attentionTask) combine() {
 		i1 := i0 + 1
 		for i1 < len(items) && items[i1].seg == items[i0].seg && items[i1].a == items[i0].a {
 			i1++
+		}
+		if i1 == i0+1 {
+			i0 = i1
+			continue
 		}
 		sg := &t.segs[items[i0].seg]
 		g := int(items[i0].a)
