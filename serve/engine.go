@@ -282,6 +282,7 @@ func (e *Engine) loop() {
 		active = kept
 		e.mu.Lock()
 		closing := e.closing
+		n := len(active)
 		for len(active) < e.opts.Parallel && len(e.queue) > 0 {
 			j := e.queue[0]
 			e.queue = e.queue[1:]
@@ -289,10 +290,14 @@ func (e *Engine) loop() {
 				j.finish(StopCancelled)
 				continue
 			}
-			e.start(j, cache)
 			active = append(active, j)
 		}
 		e.mu.Unlock()
+		// Outside the lock: the prefix search and a new session need not
+		// hold up Submit and Stats, and the cache is this goroutine's.
+		for _, j := range active[n:] {
+			e.start(j, cache)
+		}
 		e.active.Store(int32(len(active)))
 		e.cachedBytes.Store(cache.bytes)
 		e.kvBytes.Store(kvBytes(active))
