@@ -214,21 +214,21 @@ func gemmQArch(p Path, t QType, dst []float32, ldy int, w, xq []byte, m, n, k, t
 
 // qTile computes the rows of one tile below n for mb tokens from token i0.
 func qTile(ks *qKernelSet, dst []float32, ldy int, w, x []byte, rb, nb, mb, i0, tile, n int) {
-	rows := ks.rows
+	// One token on a set with a whole-tile kernel takes it in one pass;
+	// else passes of ks.rows rows, the high ones from byMHi if the set
+	// has them.
+	rows, kern0, hi := ks.rows, ks.byM[mb], ks.byMHi
 	if mb == 1 && ks.tile1 != nil {
-		rows = matTileRows
+		rows, kern0, hi = matTileRows, ks.tile1, nil
 	}
 	for pass := 0; pass < matTileRows/rows; pass++ {
 		r0 := tile*matTileRows + pass*rows
 		if r0 >= n {
 			return
 		}
-		kern := ks.byM[mb]
-		switch {
-		case rows == matTileRows && ks.tile1 != nil:
-			kern = ks.tile1
-		case ks.byMHi != nil && pass >= 2:
-			kern = ks.byMHi[mb]
+		kern := kern0
+		if hi != nil && pass >= 2 {
+			kern = hi[mb]
 		}
 		if r0+rows <= n {
 			kern(&dst[i0*ldy+r0], ldy, &w[0], &x[0], rb, nb, pass)
