@@ -220,14 +220,13 @@ func ParseKVType(s string) (KVType, error) {
 // matrix of head_dim rounded up to 32 columns, and V as a q8 matrix;
 // every part stays 64-byte aligned.
 func (c *Config) KVHeadChunkBytes(t KVType) int64 {
-	v := int64(TileMajorElems(c.HeadDim, KVChunkTokens))
 	if t == KVQ8 {
 		kCols := uint64(Tiles(c.HeadDim) * TileRows)
 		k := int64(Tiles(KVChunkTokens)) * int64(QuantTileBytes(Q8, kCols))
-		v = int64(Tiles(c.HeadDim)) * int64(QuantTileBytes(Q8, KVChunkTokens))
+		v := int64(Tiles(c.HeadDim)) * int64(QuantTileBytes(Q8, KVChunkTokens))
 		return KVChunkTokens*4 + k + v
 	}
-	return 2 * (int64(KVChunkTokens)*int64(c.HeadDim) + v)
+	return 2 * int64(TileMajorElems(KVChunkTokens, c.HeadDim)+TileMajorElems(c.HeadDim, KVChunkTokens))
 }
 
 // KVChunkBytes is the size of one 256-position chunk of one layer, every
