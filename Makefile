@@ -145,8 +145,10 @@ bench-long: build $(BENCH_MODEL)/model.safetensors
 	$(BIN)/qwenrun bench --threads 2 --kernels auto --reps 1 --pp 16 --depth 130943 --kv-type q8 --fill random --json $(BENCH_MODEL)-q8-yarn.qbin
 
 # The server's engine on the Qwen3-0.6B shape at q8 (make bench makes the
-# file): 1, 4, 8 and 16 concurrent streams, decode tokens/s and its
-# multiple of one stream's, time to first token and inter-token latency.
+# file): 1, 4, 8 and 16 concurrent streams, submitted at once (decode
+# tokens/s and its multiple of one stream's, time to first token,
+# inter-token latency) and as clients sending requests back to back (time
+# to first token as a busy server's users see it).
 bench-serve: build $(BENCH_MODEL)/model.safetensors
 	$(BIN)/qwenc compile -q --no-sync --type q8 $(BENCH_MODEL) -o $(BENCH_MODEL)-q8.qbin
 	$(BIN)/qwenrun bench-serve $(BENCH_MODEL)-q8.qbin --streams 1,4,8,16

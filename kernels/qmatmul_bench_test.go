@@ -131,28 +131,43 @@ func BenchmarkQuantizeTile(b *testing.B) {
 	}
 }
 
-// BenchmarkMatVecQ2Threads splits the tiles over two goroutines.
+// BenchmarkMatVecQ2Threads splits the tiles over two goroutines, for one
+// token and for the few rows of a server's batched decode step (m=...),
+// the weights streamed from memory as in a step: the rows' products
+// should hide under the reading of the weights.
 func BenchmarkMatVecQ2Threads(b *testing.B) {
 	for _, t := range qTypes {
 		for _, p := range SupportedPaths() {
-			for _, s := range benchMatVecShapes {
-				n, k := s[0], s[1]
-				b.Run(fmt.Sprintf("%s/%s/%dx%d", t, p, n, k), func(b *testing.B) {
-					ws := benchQWeights(t, n, k, true)
-					xq := benchQActs(1, k)
-					dst := make([]float32, n)
-					bytes := float64(len(ws[0]))
-					b.SetBytes(int64(bytes))
-					best := time.Duration(math.MaxInt64)
-					for i := 0; b.Loop(); i++ {
-						start := time.Now()
-						runSplit(2, matTiles(n), func(t0, t1 int) {
-							p.GemmQ(t, dst, n, ws[i%len(ws)], xq, 1, n, k, t0, t1)
-						})
-						best = min(best, time.Since(start))
+			for _, m := range []int{1, 8, 16} {
+				if m > 1 && p == Generic {
+					continue
+				}
+				for _, s := range benchMatVecShapes {
+					n, k := s[0], s[1]
+					name := fmt.Sprintf("%s/%s/%dx%d", t, p, n, k)
+					if m > 1 {
+						name = fmt.Sprintf("%s/%s/m=%d/%dx%d", t, p, m, n, k)
 					}
-					b.ReportMetric(bytes/best.Seconds()/1e9, "best-GB/s")
-				})
+					b.Run(name, func(b *testing.B) {
+						ws := benchQWeights(t, n, k, true)
+						xq := benchQActs(m, k)
+						dst := make([]float32, m*n)
+						bytes := float64(len(ws[0]))
+						b.SetBytes(int64(bytes))
+						best := time.Duration(math.MaxInt64)
+						for i := 0; b.Loop(); i++ {
+							start := time.Now()
+							runSplit(2, matTiles(n), func(t0, t1 int) {
+								p.GemmQ(t, dst, n, ws[i%len(ws)], xq, m, n, k, t0, t1)
+							})
+							best = min(best, time.Since(start))
+						}
+						b.ReportMetric(bytes/best.Seconds()/1e9, "best-GB/s")
+						if m > 1 {
+							b.ReportMetric(2*float64(m*n*k)/best.Seconds()/1e9, "best-GOP/s")
+						}
+					})
+				}
 			}
 		}
 	}

@@ -143,7 +143,7 @@ func TestBenchDepthJSON(t *testing.T) {
 }
 
 // bench-serve measures each stream count in every round and prints one
-// row per count, the first count's multiple 1.
+// row per count in each of its two tables, the first count's multiple 1.
 func TestBenchServeTable(t *testing.T) {
 	m := tinyModel(t)
 	out, stderr, code := qwenrun(t, "", "bench-serve", m, "--streams", "1,2", "--pp", "4", "--tg", "3", "--reps", "2", "--kv-type", "q8")
@@ -153,16 +153,24 @@ func TestBenchServeTable(t *testing.T) {
 	if n := strings.Count(stderr, "round "); n != 4 {
 		t.Errorf("%d measurements on stderr, want 2 rounds x 2 counts:\n%s", n, stderr)
 	}
-	var rows []string
+	// The burst table has 8 columns, the back-to-back one 5.
+	var burst, loop []string
 	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) == 8 && (f[0] == "1" || f[0] == "2") {
-			rows = append(rows, line)
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 8 && (f[0] == "1" || f[0] == "2"):
+			burst = append(burst, line)
+		case len(f) == 5 && (f[0] == "1" || f[0] == "2"):
+			loop = append(loop, line)
 		}
 	}
-	if len(rows) != 2 || strings.Fields(rows[0])[2] != "1.00" || !strings.Contains(out, "q8 KV cache") {
+	if len(burst) != 2 || strings.Fields(burst[0])[2] != "1.00" || len(loop) != 2 || strings.Fields(loop[0])[4] != "1.00" || !strings.Contains(out, "q8 KV cache") {
 		t.Errorf("table:\n%s", out)
 	}
 	if _, stderr, code := qwenrun(t, "", "bench-serve", m, "--reps", "0"); code != 1 || !strings.Contains(stderr, "--reps 0: want 1 or more") {
 		t.Errorf("--reps 0: exit %d, stderr %q", code, stderr)
+	}
+	if _, stderr, code := qwenrun(t, "", "bench-serve", m, "--requests", "1"); code != 1 || !strings.Contains(stderr, "--requests 1: want 2 or more") {
+		t.Errorf("--requests 1: exit %d, stderr %q", code, stderr)
 	}
 }
