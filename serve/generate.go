@@ -215,6 +215,13 @@ func (g *generation) run(ctx context.Context, emit func(delta) error) (outcome, 
 }
 
 func (g *generation) end(ev Event, stopped bool, emit func(delta) error) (outcome, error) {
+	if ev.Reason == StopCancelled && !stopped {
+		// Only the client's leaving cancels the request's context here;
+		// the engine may have ended the job before run saw ctx end, and a
+		// last write to the closed connection can still succeed.
+		g.rl.clientGone = true
+		return outcome{}, context.Canceled
+	}
 	if !stopped {
 		d, matched := g.asm.flush()
 		stopped = matched
