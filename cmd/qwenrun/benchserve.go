@@ -208,10 +208,19 @@ func (b benchLoad) prompt(rng *rand.Rand) []int32 {
 
 // request submits one greedy generation of tg tokens and follows it.
 func (b benchLoad) request(e *serve.Engine, prompt []int32, tg int) (trace, error) {
-	s, err := e.Submit(context.Background(), serve.Request{Prompt: prompt, MaxTokens: tg, TopLogprobs: -1})
+	s, err := b.submit(e, prompt, tg)
 	if err != nil {
 		return trace{}, err
 	}
+	return follow(s)
+}
+
+func (b benchLoad) submit(e *serve.Engine, prompt []int32, tg int) (*serve.Stream, error) {
+	return e.Submit(context.Background(), serve.Request{Prompt: prompt, MaxTokens: tg, TopLogprobs: -1})
+}
+
+// follow reads a stream to its end.
+func follow(s *serve.Stream) (trace, error) {
 	var tr trace
 	for {
 		ev, err := s.Next(context.Background())
@@ -226,17 +235,25 @@ func (b benchLoad) request(e *serve.Engine, prompt []int32, tg int) (trace, erro
 	}
 }
 
-// burst submits n requests at one instant.
+// burst submits n requests at one instant: from one goroutine, so the
+// engine sees them within microseconds, then follows each.
 func (b benchLoad) burst(e *serve.Engine, rng *rand.Rand, n int) (serveRow, error) {
 	prompts := make([][]int32, n)
 	for i := range prompts {
 		prompts[i] = b.prompt(rng)
 	}
+	streams := make([]*serve.Stream, n)
+	for i, p := range prompts {
+		var err error
+		if streams[i], err = b.submit(e, p, b.tg); err != nil {
+			return serveRow{}, err
+		}
+	}
 	traces := make([]trace, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { traces[i], errs[i] = b.request(e, prompts[i], b.tg) })
+	for i, s := range streams {
+		wg.Go(func() { traces[i], errs[i] = follow(s) })
 	}
 	wg.Wait()
 	var row serveRow

@@ -146,7 +146,7 @@ func TestBenchDepthJSON(t *testing.T) {
 // row per count in each of its two tables, the first count's multiple 1.
 func TestBenchServeTable(t *testing.T) {
 	m := tinyModel(t)
-	out, stderr, code := qwenrun(t, "", "bench-serve", m, "--streams", "1,2", "--pp", "4", "--tg", "3", "--reps", "2", "--kv-type", "q8")
+	out, stderr, code := qwenrun(t, "", "bench-serve", m, "--streams", "1,2", "--pp", "4", "--tg", "8", "--reps", "2", "--kv-type", "q8")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
