@@ -106,6 +106,13 @@ func benchServe(c *cli.Context) error {
 				r+1, n, row.tokS, ms(row.ttft50), ms(row.loopTTFT50))
 		}
 	}
+	printServeTables(streams, rounds, b.requests)
+	return nil
+}
+
+// printServeTables prints the medians of the rounds: rounds[i][r] is
+// stream count streams[i] in round r.
+func printServeTables(streams []int, rounds [][]serveRow, requests int) {
 	// med is the median over rounds of f for count i; within the median
 	// over rounds of f's ratio to the first count in the same round.
 	med := func(i int, f func(serveRow) float64) float64 {
@@ -146,7 +153,7 @@ func benchServe(c *cli.Context) error {
 	tw.Flush()
 	fmt.Println("decode tok/s = the tokens of the steps where all N streams decode (from the last first token to the first last token) / that time; TTFT from submission")
 
-	fmt.Printf("\nN clients, each sending %d requests one after another:\n", b.requests)
+	fmt.Printf("\nN clients, each sending %d requests one after another:\n", requests)
 	tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "streams\ttok/s\tTTFT p50 ms\tTTFT p99 ms\tx first count\t\n")
 	for i, n := range streams {
@@ -154,8 +161,7 @@ func benchServe(c *cli.Context) error {
 	}
 	tw.Flush()
 	fmt.Println("tok/s = all tokens generated / the wall time (prefills included); TTFT of every request but each client's first, which all arrive at once")
-	fmt.Printf("\nmedians of %d rounds; x first count = the median over rounds of the ratio to the first stream count in the same round\n", reps)
-	return nil
+	fmt.Printf("\nmedians of %d rounds; x first count = the median over rounds of the ratio to the first stream count in the same round\n", len(rounds[0]))
 }
 
 // benchLoad is what every measurement of bench-serve shares.
