@@ -120,7 +120,7 @@ func kvType(c *cli.Context) (format.KVType, error) {
 	return t, nil
 }
 
-// threadsFlag and kernelsFlag are also perplexity's.
+// threadsFlag and kernelsFlag are every model-running command's.
 func threadsFlag() cli.Flag {
 	return &cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "worker threads",
 		DefaultText: fmt.Sprintf("%d, the CPUs this process may use", usableCPUs())}

@@ -85,19 +85,14 @@ func load(c *cli.Context) (*setup, error) {
 	}
 	s := &setup{m: m, stdoutTTY: isTerminal(os.Stdout)}
 	fail := func(err error) (*setup, error) { m.Close(); return nil, err }
-	if c.IsSet("ctx") {
-		if err := checkCtx(c, m); err != nil {
-			return fail(err)
-		}
+	ctxLen, err := contextFor(c, m, 1, kvt)
+	if err != nil {
+		return fail(err)
 	}
 	if c.Bool("verify") {
 		if err := m.File.Verify(); err != nil {
 			return fail(err)
 		}
-	}
-	ctxLen, err := contextFor(c, m, 1, kvt)
-	if err != nil {
-		return fail(err)
 	}
 	if s.sess, err = m.NewSessionKV(ctxLen, kvt); err != nil {
 		return fail(err)
@@ -108,16 +103,6 @@ func load(c *cli.Context) (*setup, error) {
 	return s, nil
 }
 
-// samplingParams starts from the model's generation_config and applies
-// the flags that were given.
-// checkCtx refuses a --ctx outside the model's range.
-func checkCtx(c *cli.Context, m *runtime.Model) error {
-	if n := c.Int("ctx"); n < 1 || n > m.Config.MaxContext() {
-		return fmt.Errorf("--ctx %d: want 1 to %d tokens (the model's maximum context)", n, m.Config.MaxContext())
-	}
-	return nil
-}
-
 // contextFor is the context of each of parallel conversations: --ctx, or
 // the model's maximum. The KV cache grows with a conversation, but a
 // context it could never hold is refused up front rather than failing
@@ -125,13 +110,13 @@ func checkCtx(c *cli.Context, m *runtime.Model) error {
 func contextFor(c *cli.Context, m *runtime.Model, parallel int, kvt format.KVType) (int, error) {
 	n := m.Config.MaxContext()
 	if c.IsSet("ctx") {
-		if err := checkCtx(c, m); err != nil {
-			return 0, err
+		if n = c.Int("ctx"); n < 1 || n > m.Config.MaxContext() {
+			return 0, fmt.Errorf("--ctx %d: want 1 to %d tokens (the model's maximum context)", n, m.Config.MaxContext())
 		}
-		n = c.Int("ctx")
 	}
 	avail, known := memAvailable()
-	if !known || int64(parallel)*m.KVBytesFor(n, kvt) <= avail {
+	need := int64(parallel) * m.KVBytesFor(n, kvt)
+	if !known || need <= avail {
 		return n, nil
 	}
 	forConv, orParallel := "", ""
@@ -140,18 +125,21 @@ func contextFor(c *cli.Context, m *runtime.Model, parallel int, kvt format.KVTyp
 	}
 	if c.IsSet("ctx") {
 		return 0, fmt.Errorf("--ctx %d%s needs %d MB of KV cache, more than the %d MB of memory available; use a smaller --ctx%s",
-			n, forConv, int64(parallel)*m.KVBytesFor(n, kvt)/1e6, avail/1e6, orParallel)
+			n, forConv, need/1e6, avail/1e6, orParallel)
 	}
-	fit := int(avail/int64(parallel)/m.KVBytesFor(format.KVChunkTokens, kvt)) * format.KVChunkTokens
+	chunk := int64(parallel) * m.KVBytesFor(format.KVChunkTokens, kvt)
+	fit := int(avail/chunk) * format.KVChunkTokens
 	if fit < format.KVChunkTokens {
 		return 0, fmt.Errorf("one %d-token KV chunk%s needs %d MB, more than the %d MB of memory available",
-			format.KVChunkTokens, forConv, int64(parallel)*m.KVBytesFor(format.KVChunkTokens, kvt)/1e6, avail/1e6)
+			format.KVChunkTokens, forConv, chunk/1e6, avail/1e6)
 	}
 	fmt.Fprintf(os.Stderr, "qwenrun: context lowered from %d to %d tokens: that is what %d MB of available memory holds%s (--ctx to choose)\n",
 		n, fit, avail/1e6, forConv)
 	return fit, nil
 }
 
+// samplingParams starts from the model's generation_config and applies
+// the flags that were given.
 func samplingParams(c *cli.Context, m *runtime.Model) sampling.Params {
 	p := sampling.Defaults(m.File.Header.Generation)
 	for _, f := range []struct {
