@@ -54,25 +54,25 @@ test-cross:
 # Only the Generic path exists under purego; the kernels tests iterate over
 # every supported path, so this runs the reference path alone end to end.
 test-purego:
-	$(GO) test -tags purego ./kernels/ ./runtime/
+	$(GO) test -tags purego ./kernels/ ./infer/
 
-# The runtime on AVX-512 without VNNI, as on CPUs before Ice Lake or Zen 4:
-# the int8 products of quantized weights take the VPMADDUBSW kernels.
+# The forward pass on AVX-512 without VNNI, as on CPUs before Ice Lake or
+# Zen 4: the int8 products of quantized weights take the VPMADDUBSW kernels.
 test-avx512:
-	GODEBUG=cpu.avx512vnni=off $(GO) test ./runtime/
+	GODEBUG=cpu.avx512vnni=off $(GO) test ./infer/
 
 # GODEBUG switches AVX-512 off in golang.org/x/sys/cpu too, so Detect falls
-# back to AVX2 (kernels' TestDetectFallsBack checks that) and the runtime's
-# tests run on the AVX2 kernels by default.
+# back to AVX2 (kernels' TestDetectFallsBack checks that) and the forward
+# pass's tests run on the AVX2 kernels by default.
 test-avx2:
-	GODEBUG=cpu.avx512f=off $(GO) test ./kernels/ ./runtime/
+	GODEBUG=cpu.avx512f=off $(GO) test ./kernels/ ./infer/
 
 # The race detector on the concurrent code: the worker pool and everything
-# that runs on it (kernels, runtime), the compiler's conversion pipeline and
+# that runs on it (kernels, infer), the compiler's conversion pipeline and
 # the server's engine. Skipped: the allocation tests (under the race
 # detector a decode step allocates). About two minutes.
 test-race:
-	$(GO) test -race -skip 'DoesNotAllocate' ./kernels/ ./runtime/ ./compiler/ ./serve/
+	$(GO) test -race -skip 'DoesNotAllocate' ./kernels/ ./infer/ ./compiler/ ./serve/
 
 # The numeric packages on arm64 under qemu user-mode emulation (Go test
 # binaries are static, so no binfmt registration is needed); all of their
@@ -83,7 +83,7 @@ test-arm64:
 	@command -v qemu-aarch64 >/dev/null || { \
 		$(SUDO) apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends qemu-user; }
-	GOARCH=arm64 $(GO) test -exec qemu-aarch64 ./kernels/ ./runtime/
+	GOARCH=arm64 $(GO) test -exec qemu-aarch64 ./kernels/ ./infer/
 
 # Prefill and decode speed of every weight type and kernel path with 1 and
 # 2 threads on a random-weight Qwen3-0.6B-shaped model, against the
@@ -115,7 +115,7 @@ bench: build $(BENCH_MODEL)/model.safetensors $(MOE_MODEL)/model.safetensors $(T
 	@for t in q8 q4; do for m in $(MOE_MODEL) $(TWIN_MODEL); do $(BIN)/qwenc compile -q --no-sync --type $$t $$m -o $$m-$$t.qbin || exit 1; done; done
 	$(BIN)/qwenrun bench --threads 2 --kernels auto $(foreach t,q8 q4,$(MOE_MODEL)-$(t).qbin $(TWIN_MODEL)-$(t).qbin)
 	$(BIN)/qwenrun bench --threads 2 --kernels auto --reps 3 --depth 0,16384 --kv-type f16,q8 $(BENCH_MODEL)-f16.qbin
-	$(GO) test -run '^$$' -bench 'BenchmarkAttention$$' -benchtime 3x ./runtime/
+	$(GO) test -run '^$$' -bench 'BenchmarkAttention$$' -benchtime 3x ./infer/
 	$(GO) test -run '^$$' -bench 'BenchmarkGemm2Threads$$/^avx512vnni$$/m=512/' -benchtime 10x ./kernels/
 	$(GO) test -run '^$$' -bench 'Benchmark(MatVec|Gemm)$$/^(avx2|avx512)$$/' -benchtime 3x ./kernels/
 	$(GO) test -run '^$$' -bench 'Benchmark(MatVecQ|GemmQ)$$/^q[48]$$/^(avx2|avx512|avx512vnni)$$/' -benchtime 3x ./kernels/

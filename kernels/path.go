@@ -17,9 +17,13 @@ import (
 type Path uint8
 
 const (
+	// Auto, the zero Path, stands for the fastest path this CPU supports
+	// (Detect): a zero Options of the packages that run models is fast.
+	// Resolve turns it into that path before any kernel runs.
+	Auto Path = iota
 	// Generic is portable Go; it is also the reference every other path is
 	// tested against.
-	Generic Path = iota
+	Generic
 	// AVX2 uses AVX2, FMA and F16C (VCVTPH2PS) on 256-bit registers.
 	AVX2
 	// AVX512 uses AVX-512F on 512-bit registers, and BW (VPMADDUBSW) for
@@ -39,6 +43,8 @@ const EnvVar = "QWEN_KERNELS"
 
 func (p Path) String() string {
 	switch p {
+	case Auto:
+		return "auto"
 	case Generic:
 		return "generic"
 	case AVX2:
@@ -73,6 +79,15 @@ func ParsePath(s string) (Path, error) {
 		return 0, fmt.Errorf("kernels: path %s is not supported on this CPU or build", p)
 	}
 	return p, nil
+}
+
+// Resolve returns the path Auto stands for, Detect(), and any other path
+// as it is.
+func (p Path) Resolve() Path {
+	if p == Auto {
+		return Detect()
+	}
+	return p
 }
 
 // FromEnv returns the path named by $QWEN_KERNELS, or Detect() when unset.

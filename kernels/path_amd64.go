@@ -9,7 +9,7 @@ import "golang.org/x/sys/cpu"
 // AVX2+FMA that Go supports has it (Haswell and Zen onwards).
 func (p Path) Supported() bool {
 	switch p {
-	case Generic:
+	case Auto, Generic:
 		return true
 	case AVX2:
 		return cpu.X86.HasAVX2 && cpu.X86.HasFMA

@@ -3,5 +3,5 @@
 package kernels
 
 // Supported reports whether this build can run the path: only Generic
-// without amd64 assembly.
-func (p Path) Supported() bool { return p == Generic }
+// (which Auto stands for) without amd64 assembly.
+func (p Path) Supported() bool { return p == Generic || p == Auto }

@@ -48,3 +48,17 @@ func TestParsePath(t *testing.T) {
 		}
 	}
 }
+
+// The zero Path is Auto, which resolves to what Detect picks, so a zero
+// Options anywhere runs the fastest kernels.
+func TestZeroPathIsAuto(t *testing.T) {
+	var p Path
+	if p != Auto || p.String() != "auto" || !p.Supported() || p.Resolve() != Detect() {
+		t.Errorf("zero Path %s (supported %v) resolves to %s; want auto, resolving to %s", p, p.Supported(), p.Resolve(), Detect())
+	}
+	for _, q := range SupportedPaths() {
+		if q == Auto || q.Resolve() != q {
+			t.Errorf("%s in SupportedPaths resolves to %s", q, q.Resolve())
+		}
+	}
+}

@@ -2,7 +2,7 @@ package serve
 
 import (
 	"github.com/qwenc/qwenc/chat"
-	"github.com/qwenc/qwenc/runtime"
+	"github.com/qwenc/qwenc/infer"
 )
 
 // prefixCache keeps the sessions of finished conversations, least recently
@@ -13,7 +13,7 @@ import (
 type prefixCache struct {
 	budget  int64
 	bytes   int64
-	entries []*runtime.Session // least recently used first
+	entries []*infer.Session // least recently used first
 }
 
 func newPrefixCache(budget int64) *prefixCache { return &prefixCache{budget: budget} }
@@ -22,7 +22,7 @@ func newPrefixCache(budget int64) *prefixCache { return &prefixCache{budget: bud
 // prefix with prompt, and how many of its tokens to keep: at most
 // len(prompt)-1, as the step that continues needs one token to give
 // logits. Without a shared prefix it returns nil.
-func (c *prefixCache) take(prompt []int32) (*runtime.Session, int) {
+func (c *prefixCache) take(prompt []int32) (*infer.Session, int) {
 	best, keep := -1, 0
 	for i, s := range c.entries {
 		n := chat.CommonPrefix(s.Tokens(), prompt)
@@ -41,7 +41,7 @@ func (c *prefixCache) take(prompt []int32) (*runtime.Session, int) {
 
 // put keeps a session, evicting the least recently used ones beyond the
 // budget (and s itself if it alone is too big).
-func (c *prefixCache) put(s *runtime.Session) {
+func (c *prefixCache) put(s *infer.Session) {
 	if s.Len() == 0 {
 		return
 	}

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/qwenc/qwenc/format"
-	"github.com/qwenc/qwenc/runtime"
-	"github.com/qwenc/qwenc/runtime/sampling"
+	"github.com/qwenc/qwenc/infer"
+	"github.com/qwenc/qwenc/sampling"
 )
 
 // Options configure an Engine.
@@ -41,7 +41,7 @@ type Options struct {
 	// prefix reuse (default 1 GiB; 0 keeps the default, < 0 none).
 	CacheBytes int64
 	// Runner configures the worker threads and kernels.
-	Runner runtime.Options
+	Runner infer.Options
 }
 
 // Request is one generation.
@@ -111,8 +111,8 @@ var (
 // Engine runs generations on one model. Submit and Stats may be called
 // from any goroutine; one goroutine of the engine runs the steps.
 type Engine struct {
-	m    *runtime.Model
-	r    *runtime.Runner
+	m    *infer.Model
+	r    *infer.Runner
 	opts Options
 
 	mu      sync.Mutex
@@ -129,7 +129,7 @@ type Engine struct {
 
 // New starts an engine on m. It owns a Runner of its own; Shutdown stops
 // it. The model stays the caller's.
-func New(m *runtime.Model, o Options) (*Engine, error) {
+func New(m *infer.Model, o Options) (*Engine, error) {
 	if o.Parallel <= 0 {
 		o.Parallel = 4
 	}
@@ -161,7 +161,7 @@ func New(m *runtime.Model, o Options) (*Engine, error) {
 }
 
 // Model is the model the engine runs.
-func (e *Engine) Model() *runtime.Model { return e.m }
+func (e *Engine) Model() *infer.Model { return e.m }
 
 // Options are the engine's options, defaults filled in.
 func (e *Engine) Options() Options { return e.opts }
@@ -244,7 +244,7 @@ type job struct {
 	submitted time.Time
 	usage     Usage
 
-	sess    *runtime.Session
+	sess    *infer.Session
 	sampler *sampling.Sampler
 	rest    []int32 // prompt tokens still to prefill
 	next    int32   // the token to feed in the next decode step
@@ -265,7 +265,7 @@ func (e *Engine) loop() {
 	defer e.r.Close()
 	cache := newPrefixCache(e.opts.CacheBytes)
 	var active []*job
-	var seqs []runtime.Seq
+	var seqs []infer.Seq
 	var owners []*job
 	var prompt []int // prompt tokens each sequence of the step prefills
 	logits := newLogprobs(e.m)
@@ -327,7 +327,7 @@ func (e *Engine) loop() {
 		for _, j := range active {
 			if len(j.rest) == 0 {
 				j.one[0] = j.next
-				seqs = append(seqs, runtime.Seq{Session: j.sess, Tokens: j.one[:], Logits: true})
+				seqs = append(seqs, infer.Seq{Session: j.sess, Tokens: j.one[:], Logits: true})
 				owners, prompt = append(owners, j), append(prompt, 0)
 				decoding++
 				continue
@@ -355,7 +355,7 @@ func (e *Engine) loop() {
 				continue
 			}
 			n := min(len(j.rest), budget)
-			seqs = append(seqs, runtime.Seq{Session: j.sess, Tokens: j.rest[:n], Logits: n == len(j.rest)})
+			seqs = append(seqs, infer.Seq{Session: j.sess, Tokens: j.rest[:n], Logits: n == len(j.rest)})
 			owners, prompt = append(owners, j), append(prompt, n)
 			budget -= n
 		}

@@ -7,7 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
-	goruntime "runtime"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -16,16 +16,16 @@ import (
 
 	"github.com/qwenc/qwenc/compiler"
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/infer"
 	"github.com/qwenc/qwenc/internal/synth"
 	"github.com/qwenc/qwenc/internal/synthtest"
 	"github.com/qwenc/qwenc/internal/testmodel"
 	"github.com/qwenc/qwenc/kernels"
-	"github.com/qwenc/qwenc/runtime"
 )
 
-func openModel(t *testing.T, path string) *runtime.Model {
+func openModel(t *testing.T, path string) *infer.Model {
 	t.Helper()
-	m, err := runtime.Open(path, runtime.Options{Threads: 2, Kernels: kernels.Detect()})
+	m, err := infer.Open(path, infer.Options{Threads: 2, Kernels: kernels.Detect()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func openModel(t *testing.T, path string) *runtime.Model {
 }
 
 // demoModel compiles the bundled trained model.
-func demoModel(t *testing.T, typ format.DType) *runtime.Model {
+func demoModel(t *testing.T, typ format.DType) *infer.Model {
 	t.Helper()
 	dir := testmodel.Dir(t, "qwen3-go-demo")
 	out := filepath.Join(t.TempDir(), "demo.qbin")
@@ -44,16 +44,16 @@ func demoModel(t *testing.T, typ format.DType) *runtime.Model {
 	return openModel(t, out)
 }
 
-func smallModel(t *testing.T, maxPrefill int) *runtime.Model {
+func smallModel(t *testing.T, maxPrefill int) *infer.Model {
 	t.Helper()
 	s := synth.Shape{ModelType: "qwen3", Hidden: 64, Intermediate: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
 		Vocab: 300, MaxPositions: 1 << 16, Tied: true, DType: "BF16", Seed: 5, EOS: synth.MiniEOS}
 	return openModel(t, synthtest.Compile(t, s, maxPrefill))
 }
 
-func newEngine(t *testing.T, m *runtime.Model, o Options) *Engine {
+func newEngine(t *testing.T, m *infer.Model, o Options) *Engine {
 	t.Helper()
-	o.Runner = runtime.Options{Threads: 2, Kernels: kernels.Detect()}
+	o.Runner = infer.Options{Threads: 2, Kernels: kernels.Detect()}
 	e, err := New(m, o)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func tokensOf(evs []Event) []int32 {
 }
 
 // greedyAlone generates n greedy tokens after prompt with a session alone.
-func greedyAlone(t *testing.T, m *runtime.Model, prompt []int32, n int) []int32 {
+func greedyAlone(t *testing.T, m *infer.Model, prompt []int32, n int) []int32 {
 	t.Helper()
 	s, _ := m.NewSession(0)
 	l, err := s.Feed(prompt)
@@ -321,7 +321,7 @@ func TestPrefixReuse(t *testing.T) {
 // the grace period, later ones are refused.
 func TestShutdown(t *testing.T) {
 	m := smallModel(t, 32)
-	e, err := New(m, Options{Parallel: 1, Runner: runtime.Options{Threads: 2, Kernels: kernels.Detect()}})
+	e, err := New(m, Options{Parallel: 1, Runner: infer.Options{Threads: 2, Kernels: kernels.Detect()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,9 +352,9 @@ func TestShutdown(t *testing.T) {
 // idle again, and no goroutine is left behind.
 func TestSoak(t *testing.T) {
 	m := smallModel(t, 32)
-	before := goruntime.NumGoroutine()
+	before := runtime.NumGoroutine()
 	e, err := New(m, Options{Parallel: 4, Queue: 8, Chunk: 8, CacheBytes: 16 << 20,
-		Runner: runtime.Options{Threads: 2, Kernels: kernels.Detect()}})
+		Runner: infer.Options{Threads: 2, Kernels: kernels.Detect()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,6 +421,6 @@ func TestSoak(t *testing.T) {
 	if err := e.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return goruntime.NumGoroutine() <= before })
+	waitFor(t, func() bool { return runtime.NumGoroutine() <= before })
 	t.Logf("%d requests ended (%d cancelled), %d submissions refused as busy and retried", ended.Load(), cancelled.Load(), refused.Load())
 }

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/qwenc/qwenc/chat"
-	"github.com/qwenc/qwenc/runtime"
+	"github.com/qwenc/qwenc/infer"
 )
 
 // DefaultMaxBody bounds a request body: a long conversation is well
@@ -42,7 +42,7 @@ type ServerOptions struct {
 // Server answers the OpenAI and Ollama protocols with an Engine.
 type Server struct {
 	e       *Engine
-	m       *runtime.Model
+	m       *infer.Model
 	opts    ServerOptions
 	keyHash [sha256.Size]byte
 	family  chat.Family

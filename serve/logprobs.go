@@ -3,8 +3,8 @@ package serve
 import (
 	"slices"
 
+	"github.com/qwenc/qwenc/infer"
 	"github.com/qwenc/qwenc/kernels"
-	"github.com/qwenc/qwenc/runtime"
 )
 
 // logprobs computes log-probabilities of a logits row before the sampler
@@ -16,7 +16,7 @@ type logprobs struct {
 	lse     float64
 }
 
-func newLogprobs(m *runtime.Model) *logprobs {
+func newLogprobs(m *infer.Model) *logprobs {
 	return &logprobs{k: m.Kernels(), raw: make([]float32, m.Config.Vocab), scratch: make([]float32, m.Config.Vocab)}
 }
 

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/qwenc/qwenc/format"
-	"github.com/qwenc/qwenc/runtime/sampling"
+	"github.com/qwenc/qwenc/sampling"
 )
 
 // paramsBuilder builds a request's sampling parameters: the model's

@@ -8,7 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	goruntime "runtime"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,11 +24,11 @@ import (
 // client's own disconnect; afterwards the active-conversations metric is 0,
 // the engine is idle, and no goroutine is left behind.
 func TestHTTPSoak(t *testing.T) {
-	before := goruntime.NumGoroutine()
+	before := runtime.NumGoroutine()
 	// Cleanups run last in first out: this one, registered before the
 	// server's and the engine's, checks after they have stopped.
 	t.Cleanup(func() {
-		waitFor(t, func() bool { return goruntime.NumGoroutine() <= before })
+		waitFor(t, func() bool { return runtime.NumGoroutine() <= before })
 	})
 	ts := newTestServer(t, Options{Parallel: 4, Queue: 4, Chunk: 16}, ServerOptions{})
 	const clients, perClient = 16, 13 // 208 requests

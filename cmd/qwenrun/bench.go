@@ -7,7 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	goruntime "runtime"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/infer"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/kernels"
-	"github.com/qwenc/qwenc/runtime"
 	"github.com/urfave/cli/v2"
 )
 
@@ -136,7 +136,7 @@ func bench(c *cli.Context) error {
 		fmt.Fprintf(w, "model %s: %s, hidden %d, %d layers, vocab %d, weights %s; %d bytes of weights read per decoded token\n",
 			path, bm.config.ModelType, bm.config.Hidden, bm.config.Layers, bm.config.Vocab, bm.weightType, bm.decodeBytes)
 	}
-	fmt.Fprintf(w, "machine: %d CPUs usable; kernel paths supported: %v\n", goruntime.GOMAXPROCS(0), kernels.SupportedPaths())
+	fmt.Fprintf(w, "machine: %d CPUs usable; kernel paths supported: %v\n", runtime.GOMAXPROCS(0), kernels.SupportedPaths())
 
 	// The bandwidth is measured right before each decode measurement, with
 	// the same threads: on a shared host it drifts, and the ratio is only
@@ -161,7 +161,7 @@ func bench(c *cli.Context) error {
 						pp, tg = min(pp, 8), min(tg, 4)
 					}
 				}
-				m, err := runtime.Open(bm.path, runtime.Options{Threads: t, Kernels: p})
+				m, err := infer.Open(bm.path, infer.Options{Threads: t, Kernels: p})
 				if err != nil {
 					return err
 				}
@@ -258,7 +258,7 @@ func (b *bandwidthProbe) measure(p kernels.Path, threads, reps int) float64 {
 // window follows a bandwidth measurement with the same threads, and its
 // ratio is taken against that: the host's bandwidth drifts by tens of
 // percent within minutes. The row has the medians.
-func benchOne(m *runtime.Model, p kernels.Path, threads int, kv format.KVType, depth, pp, tg, reps int, randomFill bool, bw *bandwidthProbe, bm benchModel) (benchRow, error) {
+func benchOne(m *infer.Model, p kernels.Path, threads int, kv format.KVType, depth, pp, tg, reps int, randomFill bool, bw *bandwidthProbe, bm benchModel) (benchRow, error) {
 	r := benchRow{path: p, threads: threads, kv: kv, depth: depth, pp: pp, tg: tg}
 	ctx := depth + max(pp, tg+1)
 	if ctx > m.Config.MaxContext() {

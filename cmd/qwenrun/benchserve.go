@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/qwenc/qwenc/format"
-	"github.com/qwenc/qwenc/runtime"
+	"github.com/qwenc/qwenc/infer"
 	"github.com/qwenc/qwenc/serve"
 	"github.com/urfave/cli/v2"
 )
@@ -78,8 +78,8 @@ func benchServe(c *cli.Context) error {
 	if requests < 2 {
 		return fmt.Errorf("--requests %d: want 2 or more (each client's first is left out)", requests)
 	}
-	opts := runtime.Options{Threads: c.Int("threads"), Kernels: kp}
-	m, err := runtime.Open(c.Args().First(), opts)
+	opts := infer.Options{Threads: c.Int("threads"), Kernels: kp}
+	m, err := infer.Open(c.Args().First(), opts)
 	if err != nil {
 		return err
 	}
@@ -166,8 +166,8 @@ func printServeTables(streams []int, rounds [][]serveRow, requests int) {
 
 // benchLoad is what every measurement of bench-serve shares.
 type benchLoad struct {
-	m        *runtime.Model
-	opts     runtime.Options
+	m        *infer.Model
+	opts     infer.Options
 	kv       format.KVType
 	pp, tg   int
 	requests int

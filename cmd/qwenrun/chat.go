@@ -11,9 +11,9 @@ import (
 	"strings"
 
 	"github.com/qwenc/qwenc/chat"
+	"github.com/qwenc/qwenc/infer"
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/runtime"
-	"github.com/qwenc/qwenc/runtime/sampling"
+	"github.com/qwenc/qwenc/sampling"
 	"github.com/urfave/cli/v2"
 )
 
@@ -40,7 +40,7 @@ type conversation struct {
 	// on stdout; dim greys the statistics there when it is a terminal.
 	info  io.Writer
 	dim   bool
-	total runtime.Result // accumulated over turns, for the final statistics
+	total infer.Result // accumulated over turns, for the final statistics
 	// lastPrompt is the full token sequence of the last turn's prompt.
 	lastPrompt []int32
 	// full is set when an answer reached the context limit: the reply is
@@ -104,7 +104,7 @@ func runChat(c *cli.Context, s *setup) error {
 			}
 		}
 		printStats(os.Stderr, s, res)
-		if res.Stop == runtime.StopInterrupt {
+		if res.Stop == infer.StopInterrupt {
 			return context.Cause(ctx) // the signal, for the exit status
 		}
 		return nil
@@ -163,17 +163,17 @@ func (conv *conversation) encode(msgs []chat.Message, addGenerationPrompt bool) 
 }
 
 // turn adds a user message, prefills what changed and streams the answer.
-func (conv *conversation) turn(ctx context.Context, text string) (runtime.Result, error) {
+func (conv *conversation) turn(ctx context.Context, text string) (infer.Result, error) {
 	s := conv.s
 	// The message joins the conversation only if it fits: a refused one
 	// must not come back in the next turn's prompt.
 	msgs := append(slices.Clip(conv.msgs), chat.Message{Role: "user", Content: text})
 	ids, err := conv.encode(msgs, true)
 	if err != nil {
-		return runtime.Result{}, err
+		return infer.Result{}, err
 	}
 	if len(ids) > s.sess.Ctx() {
-		return runtime.Result{}, &tooLongError{tokens: len(ids), ctx: s.sess.Ctx()}
+		return infer.Result{}, &tooLongError{tokens: len(ids), ctx: s.sess.Ctx()}
 	}
 	conv.msgs = msgs
 	conv.lastPrompt = append(conv.lastPrompt[:0], ids...)
@@ -194,19 +194,19 @@ func (conv *conversation) turn(ctx context.Context, text string) (runtime.Result
 // load replaces the conversation by msgs and prefills them, so that the
 // next message continues it. A conversation that leaves no room for a reply
 // is refused and the current one stays.
-func (conv *conversation) load(ctx context.Context, msgs []chat.Message) (runtime.Result, error) {
+func (conv *conversation) load(ctx context.Context, msgs []chat.Message) (infer.Result, error) {
 	ids, err := conv.encode(msgs, false)
 	if err != nil {
-		return runtime.Result{}, err
+		return infer.Result{}, err
 	}
 	// Only what the next turn's prompt will share is prefilled: Qwen3 drops
 	// the last answer's thinking once a new message follows it.
 	next, err := conv.encode(append(slices.Clip(msgs), chat.Message{Role: "user"}), true)
 	if err != nil {
-		return runtime.Result{}, err
+		return infer.Result{}, err
 	}
 	if len(next) >= conv.s.sess.Ctx() {
-		return runtime.Result{}, &noRoomError{tokens: len(ids), ctx: conv.s.sess.Ctx()}
+		return infer.Result{}, &noRoomError{tokens: len(ids), ctx: conv.s.sess.Ctx()}
 	}
 	conv.msgs = msgs
 	conv.lastPrompt = conv.lastPrompt[:0]
@@ -216,7 +216,7 @@ func (conv *conversation) load(ctx context.Context, msgs []chat.Message) (runtim
 
 // generate makes the KV cache hold ids, running only what differs from
 // the cached tokens, and then generates up to maxTokens tokens.
-func (conv *conversation) generate(ctx context.Context, ids []int32, maxTokens int, onToken func(int32)) (runtime.Result, error) {
+func (conv *conversation) generate(ctx context.Context, ids []int32, maxTokens int, onToken func(int32)) (infer.Result, error) {
 	s := conv.s
 	keep := chat.CommonPrefix(s.sess.Tokens(), ids)
 	if maxTokens != 0 {
@@ -224,9 +224,9 @@ func (conv *conversation) generate(ctx context.Context, ids []int32, maxTokens i
 	}
 	s.sess.Rewind(keep)
 	if keep == len(ids) {
-		return runtime.Result{Stop: runtime.StopLength}, nil
+		return infer.Result{Stop: infer.StopLength}, nil
 	}
-	res, err := s.sess.Generate(ctx, ids[keep:], runtime.GenerateOptions{
+	res, err := s.sess.Generate(ctx, ids[keep:], infer.GenerateOptions{
 		MaxTokens: maxTokens, Stop: s.stop, Sampler: conv.sampler, OnToken: onToken,
 	})
 	conv.total.PromptTokens += res.PromptTokens
@@ -238,7 +238,7 @@ func (conv *conversation) generate(ctx context.Context, ids []int32, maxTokens i
 }
 
 // stats prints the statistics line of one reply, dimmed on a terminal.
-func (conv *conversation) stats(r runtime.Result) {
+func (conv *conversation) stats(r infer.Result) {
 	if conv.dim {
 		fmt.Fprint(conv.info, "\x1b[2m")
 		defer fmt.Fprint(conv.info, "\x1b[0m")

@@ -11,8 +11,8 @@ import (
 	"syscall"
 
 	"github.com/peterh/liner"
+	"github.com/qwenc/qwenc/infer"
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/runtime"
 )
 
 // Prompts of the interactive chat: a message, and the lines of a """ block.
@@ -202,7 +202,7 @@ func (l *chatLoop) readLine(prompt string) (string, error) {
 
 // interruptible runs f with a context that a signal cancels, and returns
 // the signal too, if one came.
-func (l *chatLoop) interruptible(f func(context.Context) (runtime.Result, error)) (runtime.Result, os.Signal, error) {
+func (l *chatLoop) interruptible(f func(context.Context) (infer.Result, error)) (infer.Result, os.Signal, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	got := make(chan os.Signal, 1)
@@ -225,8 +225,8 @@ func (l *chatLoop) interruptible(f func(context.Context) (runtime.Result, error)
 // chat. SIGTERM asks the program to end. Without a terminal, a signal that
 // came after the work was done was meant for the prompt, as it always was;
 // a person pressing Ctrl-C as a reply ends meant that reply.
-func (l *chatLoop) ends(sig os.Signal, res runtime.Result) bool {
-	return sig == syscall.SIGTERM || sig != nil && res.Stop != runtime.StopInterrupt && !l.term
+func (l *chatLoop) ends(sig os.Signal, res infer.Result) bool {
+	return sig == syscall.SIGTERM || sig != nil && res.Stop != infer.StopInterrupt && !l.term
 }
 
 // send sends a message and shows the reply.
@@ -237,7 +237,7 @@ func (l *chatLoop) send(text string) error {
 		conv.fullNote()
 		return nil
 	}
-	res, sig, err := l.interruptible(func(ctx context.Context) (runtime.Result, error) { return conv.turn(ctx, text) })
+	res, sig, err := l.interruptible(func(ctx context.Context) (infer.Result, error) { return conv.turn(ctx, text) })
 	var tooLong *tooLongError
 	switch {
 	case errors.As(err, &tooLong):
@@ -261,7 +261,7 @@ func (l *chatLoop) send(text string) error {
 	if err == nil && conv.verbose {
 		conv.stats(res)
 	}
-	if res.Stop == runtime.StopCtx {
+	if res.Stop == infer.StopCtx {
 		// The statistics come at the end of the chat (or above, with
 		// --verbose), not a second time here.
 		printCtxStop(conv.info, conv.s)

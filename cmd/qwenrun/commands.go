@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/qwenc/qwenc/chat"
-	"github.com/qwenc/qwenc/runtime"
-	"github.com/qwenc/qwenc/runtime/sampling"
+	"github.com/qwenc/qwenc/infer"
+	"github.com/qwenc/qwenc/sampling"
 )
 
 // commandSpec describes a slash command for the parser, the help and Tab.
@@ -201,7 +201,7 @@ func (l *chatLoop) load(arg string) error {
 		conv.note("/load %s: %v", arg, err)
 		return nil
 	}
-	res, sig, err := l.interruptible(func(ctx context.Context) (runtime.Result, error) { return conv.load(ctx, msgs) })
+	res, sig, err := l.interruptible(func(ctx context.Context) (infer.Result, error) { return conv.load(ctx, msgs) })
 	var noRoom *noRoomError
 	switch {
 	case errors.As(err, &noRoom):
@@ -211,7 +211,7 @@ func (l *chatLoop) load(arg string) error {
 		return err
 	case l.ends(sig, res):
 		return errSignalled
-	case res.Stop == runtime.StopInterrupt:
+	case res.Stop == infer.StopInterrupt:
 		conv.note("loaded %d messages from %s; Ctrl-C stopped reading them, the next message reads the rest", len(msgs), path)
 	default:
 		conv.note("loaded %d messages from %s (%d tokens)", len(msgs), path, conv.s.sess.Len())

@@ -5,7 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
-	goruntime "runtime"
+	"runtime"
 	"slices"
 
 	"github.com/qwenc/qwenc/format"
@@ -132,4 +132,4 @@ func kernelsFlag() cli.Flag {
 
 // usableCPUs is the runtime's default thread count: the CPUs this process
 // may run on, after affinity and cgroup limits.
-func usableCPUs() int { return goruntime.GOMAXPROCS(0) }
+func usableCPUs() int { return runtime.GOMAXPROCS(0) }

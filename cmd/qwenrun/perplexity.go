@@ -9,9 +9,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/qwenc/qwenc/infer"
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/runtime"
-	"github.com/qwenc/qwenc/runtime/perplexity"
+	"github.com/qwenc/qwenc/perplexity"
 	"github.com/urfave/cli/v2"
 )
 
@@ -65,14 +65,14 @@ func perplexityAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := runtime.Options{Threads: c.Int("threads"), Kernels: kp}
-	m, err := runtime.Open(c.Args().First(), opts)
+	opts := infer.Options{Threads: c.Int("threads"), Kernels: kp}
+	m, err := infer.Open(c.Args().First(), opts)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
 	if path := c.String("base"); path != "" {
-		if po.Base, err = runtime.Open(path, opts); err != nil {
+		if po.Base, err = infer.Open(path, opts); err != nil {
 			return err
 		}
 		defer po.Base.Close()

@@ -17,9 +17,9 @@ import (
 
 	"github.com/qwenc/qwenc/chat"
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/infer"
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/runtime"
-	"github.com/qwenc/qwenc/runtime/sampling"
+	"github.com/qwenc/qwenc/sampling"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 )
@@ -29,8 +29,8 @@ var processStart = time.Now()
 
 // setup is what every mode needs: the model, a session, sampling and stops.
 type setup struct {
-	m         *runtime.Model
-	sess      *runtime.Session
+	m         *infer.Model
+	sess      *infer.Session
 	params    sampling.Params
 	stop      []int32
 	loadTime  time.Duration
@@ -79,7 +79,7 @@ func load(c *cli.Context) (*setup, error) {
 		return nil, err
 	}
 	path := c.Args().First()
-	m, err := runtime.Open(path, runtime.Options{Threads: c.Int("threads"), Kernels: kp})
+	m, err := infer.Open(path, infer.Options{Threads: c.Int("threads"), Kernels: kp})
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func load(c *cli.Context) (*setup, error) {
 // the model's maximum. The KV cache grows with a conversation, but a
 // context it could never hold is refused up front rather than failing
 // mid-answer; the default is lowered to what fits instead.
-func contextFor(c *cli.Context, m *runtime.Model, parallel int, kvt format.KVType) (int, error) {
+func contextFor(c *cli.Context, m *infer.Model, parallel int, kvt format.KVType) (int, error) {
 	n := m.Config.MaxContext()
 	if c.IsSet("ctx") {
 		if n = c.Int("ctx"); n < 1 || n > m.Config.MaxContext() {
@@ -140,7 +140,7 @@ func contextFor(c *cli.Context, m *runtime.Model, parallel int, kvt format.KVTyp
 
 // samplingParams starts from the model's generation_config and applies
 // the flags that were given.
-func samplingParams(c *cli.Context, m *runtime.Model) sampling.Params {
+func samplingParams(c *cli.Context, m *infer.Model) sampling.Params {
 	p := sampling.Defaults(m.File.Header.Generation)
 	for _, f := range []struct {
 		name string
@@ -220,7 +220,7 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 	dec := s.m.Tokenizer.NewStreamDecoder()
 	streamed := false
 	var logitsErr error
-	opts := runtime.GenerateOptions{
+	opts := infer.GenerateOptions{
 		MaxTokens: c.Int("max-tokens"),
 		Stop:      s.stop,
 		Sampler:   sampling.New(s.m.Config.Vocab, s.params),
@@ -256,7 +256,7 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 		out.Flush()
 	}
 	printStats(os.Stderr, s, res)
-	if res.Stop == runtime.StopInterrupt {
+	if res.Stop == infer.StopInterrupt {
 		return context.Cause(ctx) // the signal, for the exit status
 	}
 	return nil
@@ -286,14 +286,14 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // printStats prints the statistics line, and the context limit when that
 // is what stopped generation.
-func printStats(w io.Writer, s *setup, r runtime.Result) {
+func printStats(w io.Writer, s *setup, r infer.Result) {
 	printStatsLine(w, s, r)
-	if r.Stop == runtime.StopCtx {
+	if r.Stop == infer.StopCtx {
 		printCtxStop(w, s)
 	}
 }
 
-func printStatsLine(w io.Writer, s *setup, r runtime.Result) {
+func printStatsLine(w io.Writer, s *setup, r infer.Result) {
 	fmt.Fprintf(w, "load %.0f ms | prompt %d tokens in %.0f ms, %.1f tok/s | generated %d tokens in %.0f ms, %.1f tok/s | stop: %s | kv %.1f MB",
 		ms(s.loadTime), r.PromptTokens, ms(r.PrefillTime), rate(r.PromptTokens, r.PrefillTime),
 		len(r.Generated), ms(r.DecodeTime), rate(len(r.Generated), r.DecodeTime), r.Stop, float64(s.sess.KV.Bytes())/1e6)
@@ -314,7 +314,7 @@ func printCtxStop(w io.Writer, s *setup) {
 	fmt.Fprintf(w, "qwenrun: stopped at the context limit of %d tokens (--ctx)\n", s.sess.Ctx())
 }
 
-func printJSON(w io.Writer, s *setup, prompt []int32, r runtime.Result) error {
+func printJSON(w io.Writer, s *setup, prompt []int32, r infer.Result) error {
 	gen := make([]int, len(r.Generated))
 	for i, id := range r.Generated {
 		gen[i] = int(id)

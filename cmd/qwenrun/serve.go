@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/qwenc/qwenc/infer"
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/runtime"
 	"github.com/qwenc/qwenc/serve"
 	"github.com/urfave/cli/v2"
 )
@@ -54,8 +54,8 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	ro := runtime.Options{Threads: c.Int("threads"), Kernels: kp}
-	m, err := runtime.Open(c.Args().First(), ro)
+	ro := infer.Options{Threads: c.Int("threads"), Kernels: kp}
+	m, err := infer.Open(c.Args().First(), ro)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package runtime
+package infer
 
 import (
 	"fmt"
@@ -57,7 +57,7 @@ type segment struct {
 // arenas (the model's planned sizes).
 func (m *Model) NewRunner(opts Options) *Runner {
 	threads := threadsOf(opts)
-	r := &Runner{m: m, k: opts.Kernels, pool: kernels.NewPool(threads)}
+	r := &Runner{m: m, k: opts.Kernels.Resolve(), pool: kernels.NewPool(threads)}
 	r.decode = frame{m.decode, alignedFloats(m.decode.size)}
 	r.prefill = frame{m.prefill, alignedFloats(m.prefill.size)}
 	r.work = make([]workspace, threads)

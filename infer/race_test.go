@@ -1,6 +1,6 @@
 //go:build race
 
-package runtime
+package infer
 
 // raceEnabled makes the slowest tests run one kernel path under the race
 // detector: the paths' numbers are checked without it, and the races to

@@ -1,4 +1,4 @@
-// Package runtime runs a compiled .qbin model: it maps the file, points
+// Package infer runs a compiled .qbin model: it maps the file, points
 // every weight into the mapping, allocates one activation arena per mode
 // exactly as the compiled plan says, and executes the forward step that
 // package graph defines, with the kernels of package kernels.
@@ -10,11 +10,11 @@
 // sequence: its KV cache and tokens. A Runner's Step takes the tokens of
 // several sessions at once, so one pass over the weights serves them all;
 // Session.Feed runs one session on the Model's own Runner.
-package runtime
+package infer
 
 import (
 	"fmt"
-	goruntime "runtime"
+	"runtime"
 	"sync"
 
 	"github.com/qwenc/qwenc/arch"
@@ -27,7 +27,7 @@ import (
 // Options configure a Runner (and the Model's own, at Open).
 type Options struct {
 	Threads int          // worker threads; 0: the CPUs this process may use
-	Kernels kernels.Path // implementation of the kernels
+	Kernels kernels.Path // implementation of the kernels; the zero value, kernels.Auto, is the fastest this CPU runs
 }
 
 // Model is a loaded .qbin file, immutable once opened.
@@ -105,6 +105,7 @@ func Open(path string, opts Options) (*Model, error) {
 }
 
 func newModel(f *format.File, opts Options) (*Model, error) {
+	opts.Kernels = opts.Kernels.Resolve()
 	m := &Model{File: f, Config: f.Header.Config, opts: opts}
 	if !opts.Kernels.Supported() {
 		return nil, fmt.Errorf("kernel path %s is not supported here", opts.Kernels)
@@ -241,7 +242,7 @@ func (m *Model) ArenaBytes() int { return 4 * (m.decode.size + m.prefill.size) }
 // threadsOf resolves Options.Threads.
 func threadsOf(o Options) int {
 	if o.Threads <= 0 {
-		return goruntime.GOMAXPROCS(0)
+		return runtime.GOMAXPROCS(0)
 	}
 	return o.Threads
 }

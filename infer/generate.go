@@ -1,4 +1,4 @@
-package runtime
+package infer
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/qwenc/qwenc/runtime/sampling"
+	"github.com/qwenc/qwenc/sampling"
 )
 
 // StopReason says why generation ended.

@@ -1,5 +1,5 @@
 //go:build !race
 
-package runtime
+package infer
 
 const raceEnabled = false

@@ -15,8 +15,8 @@ import (
 	"math"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/infer"
 	"github.com/qwenc/qwenc/kernels"
-	"github.com/qwenc/qwenc/runtime"
 )
 
 // Options configure one measurement.
@@ -24,7 +24,7 @@ type Options struct {
 	Ctx int           // tokens per chunk
 	KV  format.KVType // the KV cache type of the model (the base's is f16)
 	// Base, if set, is compared with the model at every scored position.
-	Base *runtime.Model
+	Base *infer.Model
 	// Progress, if set, is called after each chunk with the figures so far.
 	Progress func(done, total int, sofar Result)
 }
@@ -90,7 +90,7 @@ var ErrTooShort = errors.New("text too short")
 
 // Run measures the perplexity of m on tokens. The text must hold at least
 // two chunks, as llama-perplexity requires.
-func Run(ctx context.Context, m *runtime.Model, tokens []int32, o Options) (Result, error) {
+func Run(ctx context.Context, m *infer.Model, tokens []int32, o Options) (Result, error) {
 	n := o.Ctx
 	if n < 4 || n > m.Config.MaxContext() {
 		return Result{}, fmt.Errorf("perplexity: --ctx %d: want 4 to %d tokens (the model's maximum context)", n, m.Config.MaxContext())
@@ -156,11 +156,11 @@ func Run(ctx context.Context, m *runtime.Model, tokens []int32, o Options) (Resu
 // evaluator holds one model's session and the hidden states of a chunk's
 // scored positions.
 type evaluator struct {
-	s *runtime.Session
+	s *infer.Session
 	x []float32
 }
 
-func newEvaluator(m *runtime.Model, ctx, rows int, kv format.KVType) (*evaluator, error) {
+func newEvaluator(m *infer.Model, ctx, rows int, kv format.KVType) (*evaluator, error) {
 	s, err := m.NewSessionKV(ctx, kv)
 	if err != nil {
 		return nil, err
@@ -195,7 +195,7 @@ func (s *stats) add(logits []float32, target int) float64 {
 //	= sum_i q_i (bl_i - l_i) + lse(l) - lse(bl)
 //
 // for logits l and bl, since the q_i sum to 1.
-func (s *stats) compare(m, base *runtime.Model, x, bx []float32, next []int32) error {
+func (s *stats) compare(m, base *infer.Model, x, bx []float32, next []int32) error {
 	h, bh, vocab := m.Config.Hidden, base.Config.Hidden, m.Config.Vocab
 	rows := len(x) / h
 	const group = 16

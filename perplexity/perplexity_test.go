@@ -6,10 +6,10 @@ import (
 	"math"
 	"testing"
 
+	"github.com/qwenc/qwenc/infer"
 	"github.com/qwenc/qwenc/internal/synth"
 	"github.com/qwenc/qwenc/internal/synthtest"
 	"github.com/qwenc/qwenc/kernels"
-	"github.com/qwenc/qwenc/runtime"
 )
 
 func tinyShape(seed uint64, vocab int) synth.Shape {
@@ -17,8 +17,8 @@ func tinyShape(seed uint64, vocab int) synth.Shape {
 		Vocab: vocab, MaxPositions: 256, Tied: true, DType: "BF16", Seed: seed, EOS: synth.MiniEOS}
 }
 
-func open(t *testing.T, path string) *runtime.Model {
-	m, err := runtime.Open(path, runtime.Options{Threads: 2, Kernels: kernels.Detect()})
+func open(t *testing.T, path string) *infer.Model {
+	m, err := infer.Open(path, infer.Options{Threads: 2, Kernels: kernels.Detect()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func tokens(n, vocab int) []int32 {
 // target at positions n/2 .. n-2, the mean, its exponential, and
 // llama-perplexity's error estimate. With base it also computes the mean
 // KL(base || model) and the top-1 agreement.
-func handPPL(t *testing.T, m, base *runtime.Model, ids []int32, n int) (ppl, stderr, kl, agree float64) {
+func handPPL(t *testing.T, m, base *infer.Model, ids []int32, n int) (ppl, stderr, kl, agree float64) {
 	logProbs := func(l []float32) []float64 {
 		mx := math.Inf(-1)
 		for _, v := range l {
@@ -69,7 +69,7 @@ func handPPL(t *testing.T, m, base *runtime.Model, ids []int32, n int) (ppl, std
 	for c := 0; c+n <= len(ids); c += n {
 		chunk := ids[c : c+n]
 		s, _ := m.NewSession(n)
-		var bs *runtime.Session
+		var bs *infer.Session
 		if base != nil {
 			bs, _ = base.NewSession(n)
 		}
@@ -118,7 +118,7 @@ func TestRunMatchesHandComputation(t *testing.T) {
 	const n = 24
 	ids := tokens(2*n+n/2+5, 300) // two chunks and a remainder that is dropped
 	for _, withBase := range []bool{false, true} {
-		var b *runtime.Model
+		var b *infer.Model
 		if withBase {
 			b = base
 		}

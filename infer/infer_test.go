@@ -1,16 +1,17 @@
-package runtime
+package infer
 
 import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/synth"
 	"github.com/qwenc/qwenc/internal/synthtest"
 	"github.com/qwenc/qwenc/kernels"
-	"github.com/qwenc/qwenc/runtime/sampling"
+	"github.com/qwenc/qwenc/sampling"
 )
 
 // synthModel compiles a random-weight model of the given shape.
@@ -19,7 +20,7 @@ func synthModel(t *testing.T, s synth.Shape, maxPrefill int) string {
 	return synthtest.Compile(t, s, maxPrefill)
 }
 
-// shapes are the odd shapes every runtime test runs on: dimensions that are
+// shapes are the odd shapes every infer test runs on: dimensions that are
 // not multiples of 32, untied heads, Qwen2 biases, GQA groups of 1 and 3.
 func shapes() map[string]synth.Shape {
 	base := synth.Shape{ModelType: "qwen3", Hidden: 72, Intermediate: 100, Layers: 2, Heads: 6, KVHeads: 2, HeadDim: 14,
@@ -199,5 +200,22 @@ func checkSessionDecodeDoesNotAllocate(t *testing.T, sess *Session) {
 	})
 	if allocs != 0 {
 		t.Fatalf("a decode step allocates %.1f times", allocs)
+	}
+}
+
+// A zero Options runs the kernels this CPU runs fastest and one thread
+// per usable CPU: what a Go program that does the obvious thing gets.
+func TestZeroOptionsRunFast(t *testing.T) {
+	m, err := Open(synthModel(t, shapes()["qwen3-tied-odd"], 16), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.Kernels() != kernels.Detect() || m.Threads() != runtime.GOMAXPROCS(0) {
+		t.Errorf("zero Options: kernels %s, %d threads; want %s, %d", m.Kernels(), m.Threads(), kernels.Detect(), runtime.GOMAXPROCS(0))
+	}
+	s, _ := m.NewSession(0)
+	if _, err := s.Feed([]int32{1, 2, 3}); err != nil {
+		t.Fatal(err)
 	}
 }

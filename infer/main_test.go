@@ -1,4 +1,4 @@
-package runtime
+package infer
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 var testDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "qwenrun-runtime-test")
+	dir, err := os.MkdirTemp("", "qwenrun-infer-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
