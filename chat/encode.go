@@ -11,7 +11,7 @@ import (
 // added-token ids, and message text is encoded as plain text, so text that
 // spells "<|im_end|>" cannot close a turn or open one.
 func Encode(tok *tokenizer.Tokenizer, segs []Segment) ([]int32, error) {
-	var ids []int
+	var ids []int32
 	for _, seg := range segs {
 		if seg.Special {
 			id, ok := tok.TokenID(seg.Text)
@@ -23,20 +23,16 @@ func Encode(tok *tokenizer.Tokenizer, segs []Segment) ([]int32, error) {
 		}
 		ids = tok.AppendEncode(ids, seg.Text, false)
 	}
-	out := make([]int32, len(ids))
-	for i, id := range ids {
-		out[i] = int32(id)
-	}
-	return out, nil
+	return ids, nil
 }
 
 // StopTokens are the ids that end an answer: the generation config's eos
 // ids, the tokenizer's eos, and ChatML's end of turn.
 func StopTokens(tok *tokenizer.Tokenizer, eos []int32) []int32 {
 	stop := slices.Clone(eos)
-	add := func(id int, ok bool) {
-		if ok && !slices.Contains(stop, int32(id)) {
-			stop = append(stop, int32(id))
+	add := func(id int32, ok bool) {
+		if ok && !slices.Contains(stop, id) {
+			stop = append(stop, id)
 		}
 	}
 	add(tok.TokenID(ImEnd))

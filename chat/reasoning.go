@@ -13,7 +13,7 @@ import (
 // the rest.
 type Splitter struct {
 	dec         *tokenizer.StreamDecoder
-	open, close int // the marker ids, -1 when the vocabulary has none
+	open, close int32 // the marker ids, -1 when the vocabulary has none
 	reasoning   bool
 	trimLeading bool // drop the newlines the template puts after </think>
 }
@@ -35,7 +35,7 @@ func NewSplitter(tok *tokenizer.Tokenizer, thinking bool) *Splitter {
 // Add returns the text the token completes, as reasoning or content. The
 // markers themselves are not part of either.
 func (s *Splitter) Add(id int32) (reasoning, content string) {
-	switch int(id) {
+	switch id {
 	case s.open:
 		r, c := s.flushTo()
 		s.reasoning = true
@@ -45,7 +45,7 @@ func (s *Splitter) Add(id int32) (reasoning, content string) {
 		s.reasoning, s.trimLeading = false, true
 		return r, c
 	}
-	return s.route(s.dec.Add(int(id)))
+	return s.route(s.dec.Add(id))
 }
 
 // Flush returns what is still held back at the end of the answer.

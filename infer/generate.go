@@ -75,10 +75,7 @@ func (s *Session) Generate(ctx context.Context, prompt []int32, o GenerateOption
 		o.OnPromptLogits(logits)
 	}
 	t1 := time.Now()
-	history := make([]int, 0, min(s.ctx, 1<<16))
-	for _, id := range s.tokens {
-		history = append(history, int(id))
-	}
+	history := append(make([]int32, 0, min(s.ctx, 1<<16)), s.tokens...)
 	for {
 		if o.MaxTokens >= 0 && len(r.Generated) >= o.MaxTokens {
 			r.Stop = StopLength
@@ -88,13 +85,13 @@ func (s *Session) Generate(ctx context.Context, prompt []int32, o GenerateOption
 			r.Stop = StopInterrupt
 			break
 		}
-		id := int32(o.Sampler.Sample(logits, history))
+		id := o.Sampler.Sample(logits, history)
 		if slices.Contains(o.Stop, id) {
 			r.Stop = StopEOS
 			break
 		}
 		r.Generated = append(r.Generated, id)
-		history = append(history, int(id))
+		history = append(history, id)
 		if o.OnToken != nil {
 			o.OnToken(id)
 		}

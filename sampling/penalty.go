@@ -3,7 +3,7 @@ package sampling
 // applyPenalties applies repeat, frequency and presence penalties, in
 // llama.cpp's way: once per distinct token of the window (frequency scaled by
 // its count), so a token repeated ten times is not divided by pen^10.
-func (s *Sampler) applyPenalties(logits []float32, history []int) {
+func (s *Sampler) applyPenalties(logits []float32, history []int32) {
 	win := history
 	if s.lastN >= 0 && len(win) > s.lastN {
 		win = win[len(win)-s.lastN:]
@@ -15,11 +15,11 @@ func (s *Sampler) applyPenalties(logits []float32, history []int) {
 	// per-call clearing of a vocabulary-sized array is needed.
 	seen := s.seen[:0]
 	for _, t := range win {
-		if t < 0 || t >= len(logits) {
+		if t < 0 || int(t) >= len(logits) {
 			continue
 		}
 		if s.counts[t] == 0 {
-			seen = append(seen, int32(t))
+			seen = append(seen, t)
 		}
 		s.counts[t]++
 	}

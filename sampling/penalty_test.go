@@ -8,7 +8,7 @@ func TestPenaltiesChangeExactlyTheWindow(t *testing.T) {
 	base := []float32{2, -2, 4, 0, 1, -1, 3, 0.5}
 	// Token 6 is outside the last 6; 9 and -1 are out of range and ignored;
 	// token 2 occurs twice in the window.
-	history := []int{6, 6, 2, 9, 1, -1, 2, 3}
+	history := []int32{6, 6, 2, 9, 1, -1, 2, 3}
 	p := Params{RepeatPenalty: 2, RepeatLastN: 6, PresencePenalty: 0.25, FrequencyPenalty: 0.125}
 	l := append([]float32(nil), base...)
 	New(len(l), p).applyPenalties(l, history)
@@ -27,7 +27,7 @@ func TestPenaltiesChangeExactlyTheWindow(t *testing.T) {
 }
 
 func TestPenaltyWindowDefaultsAndWholeHistory(t *testing.T) {
-	history := make([]int, 100)
+	history := make([]int32, 100)
 	history[0] = 1 // 100 tokens back
 	for _, c := range []struct {
 		lastN   int
@@ -47,13 +47,13 @@ func TestPenaltyWindowDefaultsAndWholeHistory(t *testing.T) {
 func TestPenaltiesOffLeavesLogits(t *testing.T) {
 	l := []float32{1, -1, 2}
 	s := New(3, Params{RepeatPenalty: 1})
-	s.Sample(l, []int{0, 1, 2})
+	s.Sample(l, []int32{0, 1, 2})
 	if l[0] != 1 || l[1] != -1 || l[2] != 2 {
 		t.Fatalf("penalties off modified logits: %v", l)
 	}
 	// Counts must be back to zero so the next call starts clean.
 	s = New(3, Params{RepeatPenalty: 2})
-	s.applyPenalties(l, []int{0, 0})
+	s.applyPenalties(l, []int32{0, 0})
 	for i, c := range s.counts {
 		if c != 0 {
 			t.Fatalf("counts[%d] = %d after a call", i, c)
@@ -64,7 +64,7 @@ func TestPenaltiesOffLeavesLogits(t *testing.T) {
 func TestPenaltySteersSampling(t *testing.T) {
 	// Greedy would repeat token 0; a strong repeat penalty moves it to 1.
 	l := []float32{3, 2.5, 0}
-	if got := New(3, Params{RepeatPenalty: 1.5}).Sample(l, []int{0}); got != 1 {
+	if got := New(3, Params{RepeatPenalty: 1.5}).Sample(l, []int32{0}); got != 1 {
 		t.Fatalf("got %d, want 1 after penalising 0", got)
 	}
 }
@@ -73,9 +73,9 @@ func TestZeroAllocsPerSample(t *testing.T) {
 	const vocab = 151936
 	l := randLogits(vocab, 9)
 	row := make([]float32, vocab)
-	history := make([]int, 200)
+	history := make([]int32, 200)
 	for i := range history {
-		history[i] = (i * 7919) % vocab
+		history[i] = int32((i * 7919) % vocab)
 	}
 	for _, p := range []Params{
 		{},

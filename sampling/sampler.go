@@ -156,20 +156,20 @@ func (s *Sampler) Reset(seed uint64) {
 // Sample modifies logits in place: penalties are applied to the caller's
 // slice. len(logits) may be smaller than the vocabulary size given to New
 // (never larger, which panics), so callers can slice off padding ids.
-func (s *Sampler) Sample(logits []float32, history []int) int {
+func (s *Sampler) Sample(logits []float32, history []int32) int32 {
 	if len(logits) == 0 || len(logits) > s.vocab {
 		panic(fmt.Sprintf("sampling: got %d logits, sampler built for 1..%d", len(logits), s.vocab))
 	}
 	if s.pen {
 		s.applyPenalties(logits, history)
 	}
-	if s.p.Temperature <= 0 || s.p.TopK == 1 {
-		return argmax(logits)
+	switch {
+	case s.p.Temperature <= 0 || s.p.TopK == 1:
+		return int32(argmax(logits))
+	case s.p.TopK > 0 && s.p.TopK < len(logits):
+		return int32(s.sampleTopK(logits))
 	}
-	if s.p.TopK > 0 && s.p.TopK < len(logits) {
-		return s.sampleTopK(logits)
-	}
-	return s.sampleFull(logits)
+	return int32(s.sampleFull(logits))
 }
 
 // argmax returns the index of the largest logit, the lowest on ties. NaNs

@@ -31,7 +31,7 @@ func TestGreedyIsArgmax(t *testing.T) {
 			}
 		}
 		s := New(len(l), Params{Temperature: 0, TopK: 40, TopP: 0.9, Seed: seed})
-		if got := s.Sample(l, nil); got != want {
+		if got := s.Sample(l, nil); int(got) != want {
 			t.Fatalf("seed %d: greedy picked %d, argmax is %d", seed, got, want)
 		}
 	}
@@ -74,7 +74,7 @@ func TestTopK1IsGreedy(t *testing.T) {
 			want := argmax(l)
 			s := New(len(l), Params{Temperature: temp, TopK: 1, Seed: seed})
 			for range 5 {
-				if got := s.Sample(l, nil); got != want {
+				if got := s.Sample(l, nil); int(got) != want {
 					t.Fatalf("T=%g seed %d: top-k 1 gave %d, argmax %d", temp, seed, got, want)
 				}
 			}
@@ -85,7 +85,7 @@ func TestTopK1IsGreedy(t *testing.T) {
 func sequence(s *Sampler, l []float32, n int) []int {
 	out := make([]int, n)
 	for i := range out {
-		out[i] = s.Sample(l, nil)
+		out[i] = int(s.Sample(l, nil))
 	}
 	return out
 }

@@ -89,7 +89,7 @@ func TestAssemblerReasoning(t *testing.T) {
 		// template puts after </think>, which the content drops.
 		var joined []byte
 		for _, ev := range lps {
-			joined = append(joined, tok.TokenBytes(int(ev.Token))...)
+			joined = append(joined, tok.TokenBytes(ev.Token)...)
 		}
 		if got := strings.TrimLeft(string(joined), "\n"); got != ct.String() {
 			t.Errorf("stops %q: log-probabilities of %q, content %q", c.stops, got, ct.String())

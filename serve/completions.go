@@ -72,12 +72,12 @@ type (
 // token's text starts.
 func (l *completionLogprobs) add(s *Server, evs []Event, offset *int) {
 	for _, ev := range evs {
-		tok := string(s.m.Tokenizer.TokenBytes(int(ev.Token)))
+		tok := string(s.m.Tokenizer.TokenBytes(ev.Token))
 		l.Tokens = append(l.Tokens, tok)
 		l.TokenLogprobs = append(l.TokenLogprobs, ev.Logprob)
 		top := map[string]float32{}
 		for _, t := range ev.Top {
-			top[string(s.m.Tokenizer.TokenBytes(int(t.Token)))] = t.Logprob
+			top[string(s.m.Tokenizer.TokenBytes(t.Token))] = t.Logprob
 		}
 		l.TopLogprobs = append(l.TopLogprobs, top)
 		l.TextOffset = append(l.TextOffset, *offset)
@@ -112,9 +112,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	if req.Prompt == nil {
 		// As raw completion in qwenrun: added tokens in the text are
 		// recognised, as Hugging Face's tokenizer does.
-		for _, id := range s.m.Tokenizer.Encode(cr.Prompt.text, true) {
-			req.Prompt = append(req.Prompt, int32(id))
-		}
+		req.Prompt = s.m.Tokenizer.Encode(cr.Prompt.text, true)
 	}
 	g, e := s.start(r.Context(), rl, req, rawText{s.m.Tokenizer.NewStreamDecoder()}, cr.Stop)
 	if e != nil {

@@ -249,7 +249,7 @@ type job struct {
 	rest    []int32 // prompt tokens still to prefill
 	next    int32   // the token to feed in the next decode step
 	one     [1]int32
-	history []int // prompt and generated tokens, for the penalties
+	history []int32 // prompt and generated tokens, for the penalties
 }
 
 func (j *job) emit(ev Event) { j.stream.push(ev) }
@@ -404,10 +404,7 @@ func (e *Engine) start(j *job, cache *prefixCache) {
 	j.sess = sess
 	j.rest = j.req.Prompt[keep:]
 	j.sampler = sampling.New(e.m.Config.Vocab, j.req.Params)
-	j.history = make([]int, 0, len(j.req.Prompt)+64)
-	for _, id := range j.req.Prompt {
-		j.history = append(j.history, int(id))
-	}
+	j.history = append(make([]int32, 0, len(j.req.Prompt)+64), j.req.Prompt...)
 }
 
 // sample picks the job's next token from its logits and emits it; it
@@ -418,7 +415,7 @@ func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs) StopRe
 	if j.req.TopLogprobs >= 0 {
 		raw = lp.before(l)
 	}
-	id := int32(j.sampler.Sample(l, j.history))
+	id := j.sampler.Sample(l, j.history)
 	for _, s := range j.req.Stop {
 		if s == id {
 			return StopToken
@@ -432,7 +429,7 @@ func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs) StopRe
 		j.usage.TimeToFirstToken = now.Sub(j.submitted)
 	}
 	j.usage.CompletionTokens++
-	j.history = append(j.history, int(id))
+	j.history = append(j.history, id)
 	j.emit(ev)
 	switch {
 	case j.req.MaxTokens >= 0 && j.usage.CompletionTokens >= j.req.MaxTokens:

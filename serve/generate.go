@@ -21,7 +21,7 @@ type textSource interface {
 // prints it.
 type rawText struct{ dec *tokenizer.StreamDecoder }
 
-func (r rawText) Add(id int32) (string, string) { return "", r.dec.Add(int(id)) }
+func (r rawText) Add(id int32) (string, string) { return "", r.dec.Add(id) }
 func (r rawText) Flush() (string, string)       { return "", r.dec.Flush() }
 func (r rawText) Reasoning() bool               { return false }
 

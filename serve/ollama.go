@@ -171,10 +171,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request, rl *reqL
 	case len(gr.Images) > 0:
 		return badRequest("images", "images: this model reads text only")
 	case gr.Raw || !s.hasChat:
-		var prompt []int32
-		for _, id := range s.m.Tokenizer.Encode(gr.Prompt, true) {
-			prompt = append(prompt, int32(id))
-		}
+		prompt := s.m.Tokenizer.Encode(gr.Prompt, true)
 		return s.ollamaRun(w, r, rl, &gr.Options, prompt, rawText{s.m.Tokenizer.NewStreamDecoder()}, gr.Stream, false)
 	}
 	// Like Ollama, the prompt is a user message in the chat template.

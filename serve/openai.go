@@ -298,7 +298,7 @@ func (s *Server) logprobsOf(evs []Event) []tokenLogprob {
 }
 
 func (s *Server) tokenLogprob(id int32, lp float32) topLogprob {
-	b := s.m.Tokenizer.TokenBytes(int(id))
+	b := s.m.Tokenizer.TokenBytes(id)
 	ints := make([]int, len(b))
 	for i, c := range b {
 		ints[i] = int(c)

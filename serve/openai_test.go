@@ -160,7 +160,7 @@ func spanningStop(t *testing.T, ts *testServer, ids []int32, full string) (strin
 	tok := ts.e.Model().Tokenizer
 	at := 0
 	for i := 0; i+1 < len(ids); i++ {
-		left, right := []rune(tok.Decode([]int{int(ids[i])})), []rune(tok.Decode([]int{int(ids[i+1])}))
+		left, right := []rune(tok.Decode(ids[i:i+1])), []rune(tok.Decode(ids[i+1:i+2]))
 		at += len(string(left))
 		if len(left) == 0 || len(right) == 0 {
 			continue
@@ -219,15 +219,8 @@ func TestOpenAICompletions(t *testing.T) {
 	c := ts.client()
 	const text = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
 	tok := ts.e.Model().Tokenizer
-	var prompt []int32
-	for _, id := range tok.Encode(text, true) {
-		prompt = append(prompt, int32(id))
-	}
-	ids := greedyAlone(t, ts.e.Model(), prompt, 6)
-	var want []int
-	for _, id := range ids {
-		want = append(want, int(id))
-	}
+	prompt := tok.Encode(text, true)
+	want := greedyAlone(t, ts.e.Model(), prompt, 6)
 	p := openai.CompletionNewParams{Model: "tiny-a", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(text)},
 		MaxTokens: openai.Int(6), Temperature: openai.Float(0)}
 	res, err := c.Completions.New(context.Background(), p)

@@ -34,7 +34,7 @@ func BenchmarkEncode(b *testing.B) {
 	q := loadQwen(b)
 	b.SetBytes(int64(len(benchText)))
 	b.ReportAllocs()
-	var ids []int
+	var ids []int32
 	for b.Loop() {
 		ids = q.tok.AppendEncode(ids[:0], benchText, true)
 	}

@@ -254,11 +254,11 @@ func (v *Vocab) MarshalBinary() ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tokenizer: internal error: encoded vocabulary does not load: %w", err)
 		}
-		var ids []int
+		var ids []int32
 		sc := new(scratch)
 		for _, id := range modelIDs {
 			ids = t.bpe(ids[:0], string(v.Tokens[id]), sc)
-			if len(ids) == 1 && ids[0] == id {
+			if len(ids) == 1 && int(ids[0]) == id {
 				out[l.flags+uint64(id)] |= flagDirect
 			}
 		}
@@ -428,7 +428,7 @@ func load(data []byte) (*Tokenizer, error) {
 			return nil, fmt.Errorf("added token %d: special flag disagrees with the token flags", id)
 		}
 		t.added[i] = addedToken{
-			id: int32(id), content: string(t.token(int(id))),
+			id: int32(id), content: string(t.token(int32(id))),
 			special: f&addedSpecial != 0, lstrip: f&addedLStrip != 0, rstrip: f&addedRStrip != 0,
 			singleWord: f&addedSingleWord != 0, normalized: f&addedNormalized != 0,
 		}

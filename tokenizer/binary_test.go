@@ -120,10 +120,10 @@ func exercise(t testing.TB, b []byte) {
 	for _, s := range []string{"hello world<|end|>", "aaaaaaaaa 中\xff<think>>", "word é!", strings.Repeat("a", 100)} {
 		ids := tok.Encode(s, true)
 		tok.Decode(ids)
-		tok.Decode([]int{-1, 0, 1 << 30, tok.VocabSize() - 1, tok.VocabSize()})
+		tok.Decode([]int32{-1, 0, 1 << 30, int32(tok.VocabSize()) - 1, int32(tok.VocabSize())})
 	}
 	d := tok.NewStreamDecoder()
-	for id := -1; id <= tok.VocabSize(); id++ {
+	for id := int32(-1); id <= int32(tok.VocabSize()); id++ {
 		d.Add(id)
 		tok.IsSpecial(id)
 		tok.TokenBytes(id)

@@ -41,7 +41,7 @@ func (t *Tokenizer) pair(l, r int32) (uint32, int32) {
 // bpe appends the tokens of one pre-token. Merges are applied lowest rank
 // first, leftmost first among equal ranks, which is the order of HF's
 // priority queue; both algorithms below implement exactly that.
-func (t *Tokenizer) bpe(dst []int, w string, sc *scratch) []int {
+func (t *Tokenizer) bpe(dst []int32, w string, sc *scratch) []int32 {
 	if id, ok := t.lookupToken(w); ok && t.flags[id]&flagDirect != 0 {
 		return append(dst, id)
 	}
@@ -58,9 +58,7 @@ func (t *Tokenizer) bpe(dst []int, w string, sc *scratch) []int {
 	} else {
 		syms = t.mergeHeap(syms, sc)
 	}
-	for _, id := range syms {
-		dst = append(dst, int(id))
-	}
+	dst = append(dst, syms...)
 	sc.syms = syms
 	return dst
 }

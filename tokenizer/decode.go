@@ -9,7 +9,7 @@ import "unicode/utf8"
 // per maximal invalid subsequence. Ids without text (negative, beyond
 // VocabSize, or the model-only ids above the tokenizer's range) decode to
 // nothing.
-func (t *Tokenizer) Decode(ids []int) string {
+func (t *Tokenizer) Decode(ids []int32) string {
 	n := 0
 	for _, id := range ids {
 		n += len(t.token(id))
@@ -105,7 +105,7 @@ func (t *Tokenizer) NewStreamDecoder() *StreamDecoder {
 // Add returns the text that id completes. Bytes of a character split
 // across tokens are held back until the character is complete or proves
 // invalid. Ids without text add nothing.
-func (d *StreamDecoder) Add(id int) string {
+func (d *StreamDecoder) Add(id int32) string {
 	d.pending = append(d.pending, d.t.token(id)...)
 	out, n := appendLossyN(nil, d.pending, false)
 	d.pending = d.pending[:copy(d.pending, d.pending[n:])]

@@ -40,7 +40,7 @@ func TestDecodeSpecial(t *testing.T) {
 }
 
 // streamAll decodes ids one at a time and concatenates the pieces.
-func streamAll(tok *Tokenizer, ids []int) (string, []string) {
+func streamAll(tok *Tokenizer, ids []int32) (string, []string) {
 	d := tok.NewStreamDecoder()
 	var b strings.Builder
 	var pieces []string
@@ -81,15 +81,15 @@ func TestStreamDecode(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	d := q.tok.NewStreamDecoder()
 	for range 500 {
-		ids := make([]int, rng.IntN(12))
+		ids := make([]int32, rng.IntN(12))
 		for i := range ids {
 			switch rng.IntN(4) {
 			case 0:
-				ids[i] = 128 + rng.IntN(128) // lone high bytes, mostly invalid
+				ids[i] = 128 + rng.Int32N(128) // lone high bytes, mostly invalid
 			case 1:
-				ids[i] = rng.IntN(160000)
+				ids[i] = rng.Int32N(160000)
 			default:
-				ids[i] = 100000 + rng.IntN(50000) // CJK-heavy region
+				ids[i] = 100000 + rng.Int32N(50000) // CJK-heavy region
 			}
 		}
 		want := q.tok.Decode(ids)

@@ -71,27 +71,27 @@ func TestPretokenize(t *testing.T) {
 
 func TestAddedTokens(t *testing.T) {
 	tok, _ := smallTokenizer(t)
-	id := func(s string) int { return smallID(t, tok, s) }
+	id := func(s string) int32 { return smallID(t, tok, s) }
 	hello, world := id("hello"), id(" world")
 	cases := []struct {
 		text     string
 		specials bool
-		want     []int
+		want     []int32
 	}{
-		{"hello<|end|> world", true, []int{hello, id("<|end|>"), world}},
-		{"hello<think> world", true, []int{hello, id("<think>"), world}},
-		{"<think>>>", true, []int{id("<think>>"), '>'}},
-		{"a  <|L|>b", true, []int{'a', id("<|L|>"), 'b'}},
-		{"a<|R|> \t b", true, []int{'a', id("<|R|>"), 'b'}},
-		{"a word b", true, []int{'a', ' ', id("word"), ' ', 'b'}},
-		{"word", true, []int{id("word")}},
-		{"swordfish", true, []int{'s', 'w', id("or"), 'd', 'f', 'i', 's', 'h'}},
-		{"word_", true, []int{'w', id("or"), 'd', '_'}},
-		{"x e\u0301!", true, []int{'x', ' ', id("é!")}},
-		{"x \u00e9!", true, []int{'x', ' ', id("é!")}},
-		{"<|extra|>", true, []int{999}},
-		{"hello<|end|>", false, []int{hello, '<', '|', 'e', 'n', 'd', '|', '>'}},
-		{"a<|L|>", false, []int{'a', '<', '|', 'L', '|', '>'}},
+		{"hello<|end|> world", true, []int32{hello, id("<|end|>"), world}},
+		{"hello<think> world", true, []int32{hello, id("<think>"), world}},
+		{"<think>>>", true, []int32{id("<think>>"), '>'}},
+		{"a  <|L|>b", true, []int32{'a', id("<|L|>"), 'b'}},
+		{"a<|R|> \t b", true, []int32{'a', id("<|R|>"), 'b'}},
+		{"a word b", true, []int32{'a', ' ', id("word"), ' ', 'b'}},
+		{"word", true, []int32{id("word")}},
+		{"swordfish", true, []int32{'s', 'w', id("or"), 'd', 'f', 'i', 's', 'h'}},
+		{"word_", true, []int32{'w', id("or"), 'd', '_'}},
+		{"x e\u0301!", true, []int32{'x', ' ', id("é!")}},
+		{"x \u00e9!", true, []int32{'x', ' ', id("é!")}},
+		{"<|extra|>", true, []int32{999}},
+		{"hello<|end|>", false, []int32{hello, '<', '|', 'e', 'n', 'd', '|', '>'}},
+		{"a<|L|>", false, []int32{'a', '<', '|', 'L', '|', '>'}},
 	}
 	for _, c := range cases {
 		got := tok.Encode(c.text, c.specials)
@@ -104,15 +104,15 @@ func TestAddedTokens(t *testing.T) {
 // refEncoder is a deliberately naive BPE over a Vocab (string maps, best
 // pair by full scan) to check the table-driven encoder against.
 type refEncoder struct {
-	ids   map[string]int
+	ids   map[string]int32
 	ranks map[[2]string]int
 }
 
 func newRefEncoder(v *Vocab) *refEncoder {
-	r := &refEncoder{ids: map[string]int{}, ranks: map[[2]string]int{}}
+	r := &refEncoder{ids: map[string]int32{}, ranks: map[[2]string]int{}}
 	for id, b := range v.Tokens {
 		if len(b) > 0 {
-			r.ids[string(b)] = id
+			r.ids[string(b)] = int32(id)
 		}
 	}
 	for i, m := range v.Merges {
@@ -121,7 +121,7 @@ func newRefEncoder(v *Vocab) *refEncoder {
 	return r
 }
 
-func (r *refEncoder) word(w string) []int {
+func (r *refEncoder) word(w string) []int32 {
 	syms := make([]string, len(w))
 	for i := range len(w) {
 		syms[i] = w[i : i+1]
@@ -138,15 +138,15 @@ func (r *refEncoder) word(w string) []int {
 		}
 		syms = slices.Replace(syms, best, best+2, syms[best]+syms[best+1])
 	}
-	ids := make([]int, len(syms))
+	ids := make([]int32, len(syms))
 	for i, s := range syms {
 		ids[i] = r.ids[s]
 	}
 	return ids
 }
 
-func (r *refEncoder) encode(text string) []int {
-	var ids []int
+func (r *refEncoder) encode(text string) []int32 {
+	var ids []int32
 	for _, w := range pretokenize(norm.NFC.String(text)) {
 		ids = append(ids, r.word(w)...)
 	}
@@ -250,7 +250,7 @@ func TestAppendEncodeNoAlloc(t *testing.T) {
 		t.Skip("sync.Pool drops items under the race detector")
 	}
 	q := loadQwen(t)
-	dst := make([]int, 0, 4096)
+	dst := make([]int32, 0, 4096)
 	q.tok.AppendEncode(dst, benchText, true) // warm the scratch pool
 	allocs := testing.AllocsPerRun(20, func() { q.tok.AppendEncode(dst[:0], benchText, true) })
 	if allocs > 1 {

@@ -48,10 +48,10 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x80})
 	q := loadQwen(f)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ids := make([]int, 0, len(b)/4)
+		ids := make([]int32, 0, len(b)/4)
 		for len(b) >= 4 {
 			// Signed, so negative and huge ids are covered too.
-			ids = append(ids, int(int32(binary.LittleEndian.Uint32(b))))
+			ids = append(ids, int32(binary.LittleEndian.Uint32(b)))
 			b = b[4:]
 		}
 		text := q.tok.Decode(ids)

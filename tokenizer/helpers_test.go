@@ -58,9 +58,9 @@ func loadQwen(tb testing.TB) *qwen {
 }
 
 type testCase struct {
-	Text          string `json:"text"`
-	IDs           []int  `json:"ids"`
-	SpecialTokens bool   `json:"special_tokens"`
+	Text          string  `json:"text"`
+	IDs           []int32 `json:"ids"`
+	SpecialTokens bool    `json:"special_tokens"`
 }
 
 func loadCases(tb testing.TB) []testCase {

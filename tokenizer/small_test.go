@@ -112,7 +112,7 @@ func smallTokenizer(t testing.TB) (*Tokenizer, []byte) {
 }
 
 // ids of the small vocabulary's tokens, for readable expectations.
-func smallID(t testing.TB, tok *Tokenizer, s string) int {
+func smallID(t testing.TB, tok *Tokenizer, s string) int32 {
 	t.Helper()
 	id, ok := tok.TokenID(s)
 	if !ok {
@@ -121,7 +121,7 @@ func smallID(t testing.TB, tok *Tokenizer, s string) int {
 	return id
 }
 
-func fmtIDs(tok *Tokenizer, ids []int) string {
+func fmtIDs(tok *Tokenizer, ids []int32) string {
 	s := ""
 	for _, id := range ids {
 		s += fmt.Sprintf("%q ", tok.TokenBytes(id))

@@ -105,15 +105,15 @@ func (t *Tokenizer) normalize(s string) string {
 
 // token returns the text of id: raw bytes for a model token, the content for
 // an added token, nothing for an id without text or out of range.
-func (t *Tokenizer) token(id int) []byte {
-	if id < 0 || id >= t.n {
+func (t *Tokenizer) token(id int32) []byte {
+	if id < 0 || int(id) >= t.n {
 		return nil
 	}
 	return t.text[le.Uint32(t.offsets[4*id:]):le.Uint32(t.offsets[4*id+4:])]
 }
 
 // lookupToken finds the model token whose bytes are s.
-func (t *Tokenizer) lookupToken(s string) (int, bool) {
+func (t *Tokenizer) lookupToken(s string) (int32, bool) {
 	h := hashString(s)
 	fp := h >> 32
 	for p := uint32(0); p <= t.tokProbe; p++ {
@@ -123,8 +123,8 @@ func (t *Tokenizer) lookupToken(s string) (int, bool) {
 		if id == none {
 			return 0, false
 		}
-		if x>>32 == fp && string(t.token(int(id))) == s {
-			return int(id), true
+		if x>>32 == fp && string(t.token(int32(id))) == s {
+			return int32(id), true
 		}
 	}
 	return 0, false
@@ -138,10 +138,10 @@ func (t *Tokenizer) VocabSize() int { return t.n }
 
 // TokenID returns the id of an added token with this content, or else of
 // the model token whose raw bytes are content.
-func (t *Tokenizer) TokenID(content string) (int, bool) {
+func (t *Tokenizer) TokenID(content string) (int32, bool) {
 	for _, a := range t.added {
 		if a.content == content {
-			return int(a.id), true
+			return int32(a.id), true
 		}
 	}
 	return t.lookupToken(content)
@@ -150,38 +150,38 @@ func (t *Tokenizer) TokenID(content string) (int, bool) {
 // IsSpecial reports whether id is an added token marked special (a control
 // token such as <|im_end|>); <think> and other non-special added tokens and
 // out-of-range ids are not.
-func (t *Tokenizer) IsSpecial(id int) bool {
-	return id >= 0 && id < t.n && t.flags[id]&flagSpecial != 0
+func (t *Tokenizer) IsSpecial(id int32) bool {
+	return id >= 0 && int(id) < t.n && t.flags[id]&flagSpecial != 0
 }
 
 // IsAdded reports whether id is an added token (special or not).
-func (t *Tokenizer) IsAdded(id int) bool {
-	return id >= 0 && id < t.n && t.flags[id]&flagAdded != 0
+func (t *Tokenizer) IsAdded(id int32) bool {
+	return id >= 0 && int(id) < t.n && t.flags[id]&flagAdded != 0
 }
 
 // TokenBytes returns the bytes id decodes to (nil for ids without text).
 // The slice aliases the loaded data and must not be modified.
-func (t *Tokenizer) TokenBytes(id int) []byte { return t.token(id) }
+func (t *Tokenizer) TokenBytes(id int32) []byte { return t.token(id) }
 
 // EOS returns the eos_token of tokenizer_config.json.
-func (t *Tokenizer) EOS() (int, bool) { return int(t.eos), t.eos >= 0 }
+func (t *Tokenizer) EOS() (int32, bool) { return int32(t.eos), t.eos >= 0 }
 
 // BOS returns the bos_token of tokenizer_config.json (Qwen has none).
-func (t *Tokenizer) BOS() (int, bool) { return int(t.bos), t.bos >= 0 }
+func (t *Tokenizer) BOS() (int32, bool) { return int32(t.bos), t.bos >= 0 }
 
 // Pad returns the pad_token of tokenizer_config.json.
-func (t *Tokenizer) Pad() (int, bool) { return int(t.pad), t.pad >= 0 }
+func (t *Tokenizer) Pad() (int32, bool) { return int32(t.pad), t.pad >= 0 }
 
 // Encode tokenizes text. With specials, added tokens (<|im_start|>,
 // <think>, ...) written in the text are recognised as Hugging Face's
 // tokenizer.encode does by default; without, all of the text is ordinary
 // text, added tokens included. Invalid UTF-8 is encoded byte by byte.
-func (t *Tokenizer) Encode(text string, specials bool) []int {
+func (t *Tokenizer) Encode(text string, specials bool) []int32 {
 	return t.AppendEncode(nil, text, specials)
 }
 
 // AppendEncode is Encode appending to dst.
-func (t *Tokenizer) AppendEncode(dst []int, text string, specials bool) []int {
+func (t *Tokenizer) AppendEncode(dst []int32, text string, specials bool) []int32 {
 	sc := t.scratch.Get().(*scratch)
 	defer t.scratch.Put(sc)
 	if !specials {
@@ -190,9 +190,9 @@ func (t *Tokenizer) AppendEncode(dst []int, text string, specials bool) []int {
 	// HF order: tokens with normalized=false are found in the raw text;
 	// the rest is normalized piece by piece, then searched for the
 	// normalized ones.
-	return t.splitAdded(dst, text, &t.rawMatch, sc, func(dst []int, piece string) []int {
+	return t.splitAdded(dst, text, &t.rawMatch, sc, func(dst []int32, piece string) []int32 {
 		piece = t.normalize(piece)
-		return t.splitAdded(dst, piece, &t.normMatch, sc, func(dst []int, piece string) []int {
+		return t.splitAdded(dst, piece, &t.normMatch, sc, func(dst []int32, piece string) []int32 {
 			return t.encodeNormalized(dst, piece, sc)
 		})
 	})
@@ -202,8 +202,8 @@ func (t *Tokenizer) AppendEncode(dst []int, text string, specials bool) []int {
 // between them to rest, with the semantics of HF's AddedVocabulary:
 // leftmost-longest non-overlapping matches; a single_word match inside a
 // word is skipped (not retried shorter); lstrip/rstrip absorb whitespace.
-func (t *Tokenizer) splitAdded(dst []int, s string, m *addedMatcher, sc *scratch,
-	rest func([]int, string) []int) []int {
+func (t *Tokenizer) splitAdded(dst []int32, s string, m *addedMatcher, sc *scratch,
+	rest func([]int32, string) []int32) []int32 {
 	if !m.any {
 		return rest(dst, s)
 	}
@@ -236,7 +236,7 @@ func (t *Tokenizer) splitAdded(dst []int, s string, m *addedMatcher, sc *scratch
 		if start < mStart {
 			dst = rest(dst, s[start:mStart])
 		}
-		dst = append(dst, int(a.id))
+		dst = append(dst, int32(a.id))
 		start = mEnd
 	}
 	if start < len(s) {
@@ -265,7 +265,7 @@ func startsWithWord(s string) bool {
 }
 
 // encodeNormalized runs the pre-tokenizer and BPE over normalized text.
-func (t *Tokenizer) encodeNormalized(dst []int, s string, sc *scratch) []int {
+func (t *Tokenizer) encodeNormalized(dst []int32, s string, sc *scratch) []int32 {
 	for i := 0; i < len(s); {
 		j := nextPretoken(s, i)
 		dst = t.bpe(dst, s[i:j], sc)

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -74,7 +75,7 @@ func TestLoadHFQwen(t *testing.T) {
 	}
 	for _, c := range []struct {
 		s       string
-		id      int
+		id      int32
 		special bool
 	}{{"<|endoftext|>", 151643, true}, {"<|im_start|>", 151644, true}, {"<|im_end|>", 151645, true},
 		{"<tool_call>", 151657, false}, {"<think>", 151667, false}, {"</think>", 151668, false}} {
@@ -90,7 +91,7 @@ func TestLoadHFQwen(t *testing.T) {
 		t.Errorf(`TokenID(" world") = %d, %v; want 1879`, id, ok)
 	}
 	// Ids above the tokenizer's range exist in the model (vocab_size 151936).
-	if q.tok.Decode([]int{151700, 151935, 1 << 40, -3}) != "" || q.tok.TokenBytes(151700) != nil {
+	if q.tok.Decode([]int32{151700, 151935, math.MaxInt32, -3}) != "" || q.tok.TokenBytes(151700) != nil {
 		t.Error("ids without text decode to something")
 	}
 }

@@ -183,11 +183,7 @@ func (conv *conversation) turn(ctx context.Context, text string) (infer.Result, 
 	if err != nil {
 		return res, err
 	}
-	gen := make([]int, len(res.Generated))
-	for i, id := range res.Generated {
-		gen[i] = int(id)
-	}
-	conv.msgs = append(conv.msgs, chat.Message{Role: "assistant", Content: s.m.Tokenizer.Decode(gen)})
+	conv.msgs = append(conv.msgs, chat.Message{Role: "assistant", Content: s.m.Tokenizer.Decode(res.Generated)})
 	return res, nil
 }
 

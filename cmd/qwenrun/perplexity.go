@@ -79,11 +79,7 @@ func perplexityAction(c *cli.Context) error {
 	}
 	// As llama-perplexity: no BOS (Qwen has none), and special-token text
 	// is plain text.
-	ids := m.Tokenizer.Encode(string(text), false)
-	tokens := make([]int32, len(ids))
-	for i, id := range ids {
-		tokens[i] = int32(id)
-	}
+	tokens := m.Tokenizer.Encode(string(text), false)
 	ctx, stop := cliutil.SignalContext(context.Background())
 	defer stop()
 	tty := isTerminal(os.Stderr)

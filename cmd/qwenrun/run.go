@@ -205,9 +205,7 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 		if !ok {
 			return errors.New("no prompt: give -p TEXT, -f PATH, --tokens IDS, or --chat")
 		}
-		for _, id := range s.m.Tokenizer.Encode(text, true) {
-			prompt = append(prompt, int32(id))
-		}
+		prompt = s.m.Tokenizer.Encode(text, true)
 		if len(prompt) == 0 {
 			return errors.New("the prompt is empty")
 		}
@@ -229,7 +227,7 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 				return
 			}
 			streamed = true
-			out.WriteString(dec.Add(int(id)))
+			out.WriteString(dec.Add(id))
 			out.Flush()
 		},
 	}
@@ -315,19 +313,11 @@ func printCtxStop(w io.Writer, s *setup) {
 }
 
 func printJSON(w io.Writer, s *setup, prompt []int32, r infer.Result) error {
-	gen := make([]int, len(r.Generated))
-	for i, id := range r.Generated {
-		gen[i] = int(id)
-	}
-	pids := make([]int, len(prompt))
-	for i, id := range prompt {
-		pids[i] = int(id)
-	}
 	enc := json.NewEncoder(w)
 	return enc.Encode(map[string]any{
-		"prompt_ids":    pids,
-		"generated_ids": gen,
-		"text":          s.m.Tokenizer.Decode(gen),
+		"prompt_ids":    jsonIDs(prompt),
+		"generated_ids": jsonIDs(r.Generated),
+		"text":          s.m.Tokenizer.Decode(r.Generated),
 		"stop_reason":   r.Stop,
 		"timings": map[string]any{
 			"load_ms":        ms(s.loadTime),
@@ -380,4 +370,12 @@ func startProfile(path string) (stop func(), err error) {
 		return nil, err
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// jsonIDs is ids for encoding/json, which writes a nil slice as null.
+func jsonIDs(ids []int32) []int32 {
+	if ids == nil {
+		return []int32{}
+	}
+	return ids
 }
