@@ -68,11 +68,12 @@ test-avx2:
 	GODEBUG=cpu.avx512f=off $(GO) test ./kernels/ ./infer/
 
 # The race detector on the concurrent code: the worker pool and everything
-# that runs on it (kernels, infer), the compiler's conversion pipeline and
-# the server's engine. Skipped: the allocation tests (under the race
-# detector a decode step allocates). About two minutes.
+# that runs on it (kernels, infer), the compiler's conversion pipeline, the
+# engine and the front end that many goroutines call at once, and the
+# server. Skipped: the allocation tests (under the race detector a decode
+# step allocates).
 test-race:
-	$(GO) test -race -skip 'DoesNotAllocate' ./kernels/ ./infer/ ./compiler/ ./serve/
+	$(GO) test -race -skip 'DoesNotAllocate' ./kernels/ ./infer/ ./compiler/ ./internal/engine/ ./qwen/ ./serve/
 
 # The numeric packages on arm64 under qemu user-mode emulation (Go test
 # binaries are static, so no binfmt registration is needed); all of their
@@ -111,7 +112,7 @@ $(TWIN_MODEL)/model.safetensors: | build $(BUILD)/tokenizer.json
 
 bench: build $(BENCH_MODEL)/model.safetensors $(MOE_MODEL)/model.safetensors $(TWIN_MODEL)/model.safetensors
 	@for t in $(BENCH_TYPES); do $(BIN)/qwenc compile -q --no-sync --type $$t $(BENCH_MODEL) -o $(BENCH_MODEL)-$$t.qbin || exit 1; done
-	$(BIN)/qwenrun bench $(foreach t,$(BENCH_TYPES),$(BENCH_MODEL)-$(t).qbin)
+	$(BIN)/qwenrun bench --kernels all $(foreach t,$(BENCH_TYPES),$(BENCH_MODEL)-$(t).qbin)
 	@for t in q8 q4; do for m in $(MOE_MODEL) $(TWIN_MODEL); do $(BIN)/qwenc compile -q --no-sync --type $$t $$m -o $$m-$$t.qbin || exit 1; done; done
 	$(BIN)/qwenrun bench --threads 2 --kernels auto $(foreach t,q8 q4,$(MOE_MODEL)-$(t).qbin $(TWIN_MODEL)-$(t).qbin)
 	$(BIN)/qwenrun bench --threads 2 --kernels auto --reps 3 --depth 0,16384 --kv-type f16,q8 $(BENCH_MODEL)-f16.qbin

@@ -1,7 +1,6 @@
 package infer
 
 import (
-	"context"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -11,7 +10,6 @@ import (
 	"github.com/qwenc/qwenc/internal/synth"
 	"github.com/qwenc/qwenc/internal/synthtest"
 	"github.com/qwenc/qwenc/kernels"
-	"github.com/qwenc/qwenc/sampling"
 )
 
 // synthModel compiles a random-weight model of the given shape.
@@ -113,55 +111,33 @@ func TestKVCacheGrowsByChunks(t *testing.T) {
 	}
 }
 
-func TestContextLimitStops(t *testing.T) {
+// TestContextLimit: a session holds its context and no more; a context
+// above the model's maximum is refused. (Generation stopping at the
+// context, at a stop token and at a cancellation is the engine's, which
+// runs the one generation loop: internal/engine's TestGenerationStops.)
+func TestContextLimit(t *testing.T) {
 	s := shapes()["qwen2-bias"]
 	m := openModel(t, synthModel(t, s, 16), kernels.Detect(), 1)
 	sess, err := m.NewSession(40)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := sess.Generate(context.Background(), randomTokens(30, s.Vocab, 1), GenerateOptions{MaxTokens: -1, Sampler: sampling.New(s.Vocab, sampling.Params{})})
-	if err != nil {
+	if _, err := sess.Feed(randomTokens(30, s.Vocab, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if res.Stop != StopCtx || sess.Len() != 40 || len(res.Generated) != 11 {
-		t.Fatalf("stop %q after %d generated, %d in cache; want ctx after 11 with 40 cached", res.Stop, len(res.Generated), sess.Len())
+	for range 10 {
+		if _, err := sess.Feed([]int32{1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sess.Len() != 40 {
+		t.Fatalf("%d tokens in the cache, want 40", sess.Len())
 	}
 	if _, err := sess.Feed([]int32{1}); err == nil {
 		t.Fatal("feeding past the context succeeded")
 	}
 	if _, err := m.NewSession(m.Config.MaxPositions + 1); err == nil {
 		t.Fatal("a context above the model's maximum was accepted")
-	}
-	// A cancelled context stops generation as an interrupt.
-	sess2, _ := m.NewSession(0)
-	ctx, cancel := context.WithCancel(context.Background())
-	n := 0
-	res, err = sess2.Generate(ctx, []int32{1, 2}, GenerateOptions{MaxTokens: 100, Sampler: sampling.New(s.Vocab, sampling.Params{}),
-		OnToken: func(int32) {
-			if n++; n == 3 {
-				cancel()
-			}
-		}})
-	if err != nil || res.Stop != StopInterrupt || len(res.Generated) != 3 {
-		t.Fatalf("stop %q after %d tokens (err %v), want interrupt after 3", res.Stop, len(res.Generated), err)
-	}
-}
-
-func TestGenerateStopsAtStopToken(t *testing.T) {
-	s := shapes()["qwen3-untied"]
-	m := openModel(t, synthModel(t, s, 16), kernels.Detect(), 2)
-	sess, _ := m.NewSession(0)
-	greedy := sampling.New(s.Vocab, sampling.Params{})
-	res, _ := sess.Generate(context.Background(), []int32{5, 6, 7}, GenerateOptions{MaxTokens: 6, Sampler: greedy})
-	if res.Stop != StopLength || len(res.Generated) != 6 {
-		t.Fatalf("stop %q with %d tokens", res.Stop, len(res.Generated))
-	}
-	// Make the fourth generated token a stop token: generation ends before it.
-	sess2, _ := m.NewSession(0)
-	res2, _ := sess2.Generate(context.Background(), []int32{5, 6, 7}, GenerateOptions{MaxTokens: 6, Sampler: greedy, Stop: []int32{res.Generated[3]}})
-	if res2.Stop != StopEOS || len(res2.Generated) > 3 {
-		t.Fatalf("stop %q with %v, want eos before %d", res2.Stop, res2.Generated, res.Generated[3])
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 
 	"github.com/qwenc/qwenc/format"
@@ -238,4 +239,21 @@ func (s *stats) compare(m, base *infer.Model, x, bx []float32, next []int32) err
 		}
 	}
 	return nil
+}
+
+// Tokens is text tokenized as llama-perplexity does: no BOS (Qwen has
+// none), and special-token text stays text.
+func Tokens(m *infer.Model, text string) []int32 { return m.Tokenizer.Encode(text, false) }
+
+// Write prints the result as llama-perplexity does, for a text of tokens
+// tokens.
+func (r Result) Write(w io.Writer, tokens int) {
+	fmt.Fprintf(w, "%d tokens, %d chunks of %d, %d tokens scored\n", tokens, r.Chunks, r.Ctx, r.TokensScored)
+	fmt.Fprintf(w, "PPL = %.4f +/- %.5f\n", r.PPL, r.PPLStderr)
+	if r.BasePPL != nil {
+		fmt.Fprintf(w, "base PPL = %.4f (this model %+.3f%%)\n", *r.BasePPL, 100*(r.PPL / *r.BasePPL - 1))
+	}
+	if r.KLMean != nil {
+		fmt.Fprintf(w, "KL divergence from the base: %.6f +/- %.6f; top-1 agreement %.3f%%\n", *r.KLMean, *r.KLStderr, 100**r.Top1Agree)
+	}
 }

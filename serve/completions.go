@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/qwenc/qwenc/qwen"
 )
 
 // completionRequest is OpenAI's legacy completion request.
@@ -68,16 +70,16 @@ type (
 	}
 )
 
-// add appends the events' log-probabilities; offset is where the next
-// token's text starts.
-func (l *completionLogprobs) add(s *Server, evs []Event, offset *int) {
-	for _, ev := range evs {
-		tok := string(s.m.Tokenizer.TokenBytes(ev.Token))
+// add appends log-probabilities; offset is where the next token's text
+// starts.
+func (l *completionLogprobs) add(lps []qwen.Logprob, offset *int) {
+	for _, lp := range lps {
+		tok := string(lp.Bytes)
 		l.Tokens = append(l.Tokens, tok)
-		l.TokenLogprobs = append(l.TokenLogprobs, ev.Logprob)
+		l.TokenLogprobs = append(l.TokenLogprobs, lp.Logprob)
 		top := map[string]float32{}
-		for _, t := range ev.Top {
-			top[string(s.m.Tokenizer.TokenBytes(t.Token))] = t.Logprob
+		for _, t := range lp.Top {
+			top[string(t.Bytes)] = t.Logprob
 		}
 		l.TopLogprobs = append(l.TopLogprobs, top)
 		l.TextOffset = append(l.TextOffset, *offset)
@@ -94,7 +96,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 		return e
 	}
 	// OpenAI's default for the legacy endpoint is 16 tokens.
-	req, e := s.openAIRequest(&cr.samplingFields, cr.N, cr.MaxTokens, "max_tokens", 16)
+	req, e := s.openAIRequest(&cr.samplingFields, cr.N, cr.MaxTokens, "max_tokens", 16, cr.Stop)
 	if e != nil {
 		return e
 	}
@@ -103,18 +105,18 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 		return badRequest("echo", "echo is not supported")
 	case !cr.Prompt.set:
 		return badRequest("prompt", "you must provide a prompt")
-	case cr.Logprobs != nil && (*cr.Logprobs < 0 || *cr.Logprobs > 20):
-		return badRequest("logprobs", "logprobs %d is outside [0, 20]", *cr.Logprobs)
+	case cr.Logprobs != nil && (*cr.Logprobs < 0 || *cr.Logprobs > qwen.MaxTopLogprobs):
+		return badRequest("logprobs", "logprobs %d is outside [0, %d]", *cr.Logprobs, qwen.MaxTopLogprobs)
 	case cr.Logprobs != nil:
-		req.TopLogprobs = *cr.Logprobs
+		req.Logprobs, req.TopLogprobs = true, *cr.Logprobs
 	}
-	req.Prompt = cr.Prompt.ids
-	if req.Prompt == nil {
-		// As raw completion in qwenrun: added tokens in the text are
-		// recognised, as Hugging Face's tokenizer does.
-		req.Prompt = s.m.Tokenizer.Encode(cr.Prompt.text, true)
+	// As raw completion in qwenrun: added tokens in the text are
+	// recognised, as Hugging Face's tokenizer does.
+	req.Prompt, req.Tokens = cr.Prompt.text, cr.Prompt.ids
+	if req.Tokens == nil && req.Prompt == "" {
+		req.Tokens = []int32{} // refused as an empty prompt
 	}
-	g, e := s.start(r.Context(), rl, req, rawText{s.m.Tokenizer.NewStreamDecoder()}, cr.Stop)
+	g, e := s.start(r.Context(), rl, req)
 	if e != nil {
 		return e
 	}
@@ -126,12 +128,12 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	if cr.Stream {
 		ls = startStream(w, true)
 	}
-	out, err := g.run(r.Context(), func(d delta) error {
-		if req.TopLogprobs >= 0 {
+	out, err := g.run(func(d qwen.Delta) error {
+		if req.Logprobs {
 			if lps == nil || ls != nil {
 				lps = &completionLogprobs{}
 			}
-			lps.add(s, d.Logprobs, &offset)
+			lps.add(d.Logprobs, &offset)
 		}
 		if ls == nil {
 			text.WriteString(d.Content)
@@ -165,7 +167,7 @@ type modelObject struct {
 }
 
 func (s *Server) modelObject() modelObject {
-	return modelObject{ID: s.opts.Name, Object: "model", Created: s.created.Unix(), OwnedBy: "qwenrun"}
+	return modelObject{ID: s.opts.Name, Object: "model", Created: s.info.Modified.Unix(), OwnedBy: "qwenrun"}
 }
 
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/qwenc/qwenc/sampling"
 )
 
 // openAIError is OpenAI's error shape, pointers to tell null from "".
@@ -27,7 +29,7 @@ type openAIError struct {
 const hi = `"messages":[{"role":"user","content":"Hi"}]`
 
 func TestBadRequests(t *testing.T) {
-	ts := newTestServer(t, Options{}, ServerOptions{})
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
 	for _, c := range []struct {
 		body, param, msg string
 	}{
@@ -76,7 +78,7 @@ func TestBadRequests(t *testing.T) {
 		{`{"model":"tiny-a","messages":[{"role":"user","content":1}]}`, "messages.content: want a string, got number"},
 		{`{"model":"tiny-a","messages":[{"role":"robot","content":"Hi"}]}`, `unknown role "robot"`},
 		{`{"model":"tiny-a",` + hi + `,"think":"maybe"}`, "think: want true, false"},
-		{`{"model":"tiny-a",` + hi + `,"options":{"top_k":-3}}`, "top_k -3 is less than 0"},
+		{`{"model":"tiny-a",` + hi + `,"options":{"top_k":-3}}`, "top_k -3 is less than -1"},
 		{`{` + hi + `}`, "model is required"},
 	} {
 		resp, body := ts.post(t, "/api/chat", c.body)
@@ -89,7 +91,7 @@ func TestBadRequests(t *testing.T) {
 }
 
 func TestBodyLimit(t *testing.T) {
-	ts := newTestServer(t, Options{}, ServerOptions{MaxBody: 1024})
+	ts := newTestServer(t, modelOpts{}, ServerOptions{MaxBody: 1024})
 	long := `{"model":"tiny-a","messages":[{"role":"user","content":"` + strings.Repeat("x", 2000) + `"}]}`
 	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/api/chat", "/api/generate"} {
 		if resp, body := ts.post(t, path, long); resp.StatusCode != 413 || !strings.Contains(body, "larger than 1024 bytes") {
@@ -99,7 +101,7 @@ func TestBodyLimit(t *testing.T) {
 }
 
 func TestPromptLongerThanContext(t *testing.T) {
-	ts := newTestServer(t, Options{Ctx: 64}, ServerOptions{})
+	ts := newTestServer(t, modelOpts{Ctx: 64}, ServerOptions{})
 	long := strings.Repeat("word ", 100)
 	prompt, _, _ := greedyChat(t, ts, userMessage(long), true, 0)
 	want := "the prompt has " + itoa(len(prompt)) + " tokens, more than the context of 64"
@@ -136,11 +138,11 @@ func startLong(t *testing.T, ts *testServer, ctx context.Context) *bufio.Reader 
 // TestQueueFull: beyond the running and the queued requests, 503 with
 // Retry-After; the refused request leaves the others alone.
 func TestQueueFull(t *testing.T) {
-	ts := newTestServer(t, Options{Parallel: 1, Queue: 1}, ServerOptions{})
+	ts := newTestServer(t, modelOpts{Parallel: 1, Queue: 1}, ServerOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	startLong(t, ts, ctx)
-	waitFor(t, func() bool { return ts.e.Stats().Active == 1 })
+	waitFor(t, func() bool { return ts.m.Stats().Active == 1 })
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		req, _ := http.NewRequestWithContext(ctx, "POST", ts.url+"/v1/chat/completions", strings.NewReader(`{"model":"tiny-a",`+hi+`}`))
@@ -148,7 +150,7 @@ func TestQueueFull(t *testing.T) {
 			resp.Body.Close()
 		}
 	})
-	waitFor(t, func() bool { return ts.e.Stats().Queued == 1 })
+	waitFor(t, func() bool { return ts.m.Stats().Queued == 1 })
 	for _, path := range []string{"/v1/chat/completions", "/api/chat"} {
 		resp, body := ts.post(t, path, `{"model":"tiny-a",`+hi+`}`)
 		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(body, "queue is full") {
@@ -157,13 +159,13 @@ func TestQueueFull(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-	waitFor(t, func() bool { st := ts.e.Stats(); return st.Active == 0 && st.Queued == 0 })
+	waitFor(t, func() bool { st := ts.m.Stats(); return st.Active == 0 && st.Queued == 0 })
 }
 
 // TestClientDisconnect: a client that leaves mid-stream frees its slot
 // within a step, is logged as 499, and the server goes on serving.
 func TestClientDisconnect(t *testing.T) {
-	ts := newTestServer(t, Options{Parallel: 1}, ServerOptions{})
+	ts := newTestServer(t, modelOpts{Parallel: 1}, ServerOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	r := startLong(t, ts, ctx)
 	for range 4 {
@@ -172,7 +174,7 @@ func TestClientDisconnect(t *testing.T) {
 		}
 	}
 	cancel()
-	waitFor(t, func() bool { return ts.e.Stats().Active == 0 })
+	waitFor(t, func() bool { return ts.m.Stats().Active == 0 })
 	resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":2}`)
 	if resp.StatusCode != 200 {
 		t.Fatalf("after a disconnect: %d %s", resp.StatusCode, body)
@@ -184,7 +186,7 @@ func TestClientDisconnect(t *testing.T) {
 }
 
 func TestAPIKey(t *testing.T) {
-	ts := newTestServer(t, Options{}, ServerOptions{APIKey: "s3cret"})
+	ts := newTestServer(t, modelOpts{}, ServerOptions{APIKey: "s3cret"})
 	for _, auth := range []string{"", "Bearer wrong", "Bearer s3cret2", "s3cret", "Basic s3cret"} {
 		resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1}`, "Authorization", auth)
 		var e openAIError
@@ -208,5 +210,47 @@ func TestAPIKey(t *testing.T) {
 	var apiErr *openai.Error
 	if _, err := c.Models.List(context.Background()); err == nil || !errors.As(err, &apiErr) || apiErr.StatusCode != 401 {
 		t.Errorf("the client without the key: %v", err)
+	}
+}
+
+// TestSamplingRanges: both protocols take every sampling parameter over
+// the range of the one table the command line and the Go API use, at its
+// edges, and refuse what is past them naming the field.
+func TestSamplingRanges(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	// The parameter's name in each protocol; "" where it has none.
+	names := map[string][2]string{
+		"temperature": {"temperature", "temperature"}, "top_k": {"top_k", "top_k"}, "top_p": {"top_p", "top_p"},
+		"min_p": {"min_p", "min_p"}, "repeat_penalty": {"repetition_penalty", "repeat_penalty"},
+		"presence_penalty": {"presence_penalty", "presence_penalty"}, "frequency_penalty": {"frequency_penalty", "frequency_penalty"},
+		"repeat_last_n": {"", "repeat_last_n"},
+	}
+	for _, s := range sampling.Settings() {
+		n, ok := names[s.Name]
+		if !ok {
+			t.Fatalf("setting %s has no field in the protocols' table here", s.Name)
+		}
+		edges := map[string]bool{strconv.FormatFloat(s.Lo, 'g', -1, 64): !s.LoOpen}
+		if s.Integer {
+			edges[strconv.FormatFloat(s.Lo-1, 'g', -1, 64)] = false
+		} else {
+			edges[strconv.FormatFloat(s.Lo-0.01, 'g', -1, 64)] = false
+		}
+		if !math.IsInf(s.Hi, 1) && !s.Integer {
+			edges[strconv.FormatFloat(s.Hi, 'g', -1, 64)] = true
+			edges[strconv.FormatFloat(s.Hi+0.01, 'g', -1, 64)] = false
+		}
+		for v, want := range edges {
+			if n[0] != "" {
+				resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1,"`+n[0]+`":`+v+`}`)
+				if (resp.StatusCode == 200) != want || !want && !strings.Contains(body, `"param":"`+n[0]+`"`) {
+					t.Errorf("OpenAI %s %s: %d %s; want accepted %v", n[0], v, resp.StatusCode, body, want)
+				}
+			}
+			resp, body := ts.post(t, "/api/chat", `{"model":"tiny-a",`+hi+`,"stream":false,"options":{"num_predict":1,"`+n[1]+`":`+v+`}}`)
+			if (resp.StatusCode == 200) != want || !want && !strings.Contains(body, n[1]+" "+v) {
+				t.Errorf("Ollama %s %s: %d %s; want accepted %v", n[1], v, resp.StatusCode, body, want)
+			}
+		}
 	}
 }

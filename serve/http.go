@@ -10,15 +10,12 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/qwenc/qwenc/chat"
-	"github.com/qwenc/qwenc/infer"
+	"github.com/qwenc/qwenc/qwen"
 )
 
 // DefaultMaxBody bounds a request body: a long conversation is well
@@ -28,7 +25,7 @@ const DefaultMaxBody = 8 << 20
 // ServerOptions configure a Server.
 type ServerOptions struct {
 	// Name is the model's name in both protocols (default: the .qbin
-	// file's base name without its extension).
+	// file's base name without its extension, qwen.Info's Name).
 	Name string
 	// APIKey, when set, must come with every request but /health, as
 	// "Authorization: Bearer KEY".
@@ -39,27 +36,23 @@ type ServerOptions struct {
 	MaxBody int64
 }
 
-// Server answers the OpenAI and Ollama protocols with an Engine.
+// Server answers the OpenAI and Ollama protocols: each an adapter over
+// the same qwen.Model, which batches every request into its steps.
 type Server struct {
-	e       *Engine
-	m       *infer.Model
+	m       *qwen.Model
+	info    qwen.Info
 	opts    ServerOptions
 	keyHash [sha256.Size]byte
-	family  chat.Family
-	hasChat bool
-	stopIDs []int32
-	created time.Time // the model file's modification time
-	size    int64
 	metrics *metrics
 	log     *log.Logger
 }
 
-// NewServer serves e's model. Serve shuts e down when it returns.
-func NewServer(e *Engine, o ServerOptions) (*Server, error) {
-	m := e.Model()
+// NewServer serves m. Serve shuts m's engine down when it returns; m
+// stays the caller's to close.
+func NewServer(m *qwen.Model, o ServerOptions) *Server {
+	info := m.Info()
 	if o.Name == "" {
-		base := filepath.Base(m.File.Path)
-		o.Name = strings.TrimSuffix(base, filepath.Ext(base))
+		o.Name = info.Name
 	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = DefaultMaxBody
@@ -67,23 +60,12 @@ func NewServer(e *Engine, o ServerOptions) (*Server, error) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
-	s := &Server{e: e, m: m, opts: o, size: m.File.Size, metrics: newMetrics(e),
-		log:     log.New(o.Log, "", log.LstdFlags|log.Lmicroseconds),
-		stopIDs: chat.StopTokens(m.Tokenizer, m.File.Header.Generation.EOS)}
+	s := &Server{m: m, info: info, opts: o, metrics: newMetrics(m),
+		log: log.New(o.Log, "", log.LstdFlags|log.Lmicroseconds)}
 	// Hashing both sides gives ConstantTimeCompare equal lengths, so not
 	// even the key's length leaks through timing.
 	s.keyHash = sha256.Sum256([]byte(o.APIKey))
-	if f := m.File.Header.ChatFamily; f != "" {
-		fam, err := chat.ParseFamily(f)
-		if err != nil {
-			return nil, fmt.Errorf("model %s: %w", o.Name, err)
-		}
-		s.family, s.hasChat = fam, true
-	}
-	if st, err := os.Stat(m.File.Path); err == nil {
-		s.created = st.ModTime()
-	}
-	return s, nil
+	return s
 }
 
 // Name is the model's name in requests and responses.
@@ -236,7 +218,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	engineCtx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Go(func() { s.e.Shutdown(engineCtx) })
+	wg.Go(func() { s.m.Shutdown(engineCtx) })
 	// Handlers return once the engine ends their generations, by the end
 	// of the grace period; the margin is for writing the final chunks.
 	httpCtx, cancelHTTP := context.WithTimeout(context.Background(), grace+5*time.Second)

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/qwenc/qwenc/qwen"
 )
 
 // metrics are one server's Prometheus metrics, in a registry of its own:
@@ -21,7 +22,7 @@ type metrics struct {
 	itl       prometheus.Histogram
 }
 
-func newMetrics(e *Engine) *metrics {
+func newMetrics(e *qwen.Model) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qwenrun_requests_total",
@@ -49,7 +50,7 @@ func (m *metrics) serve(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiE
 	return nil
 }
 
-func (m *metrics) countTokens(u Usage) {
+func (m *metrics) countTokens(u qwen.Usage) {
 	m.prompt.Add(float64(u.PromptTokens))
 	m.cached.Add(float64(u.CachedTokens))
 	m.generated.Add(float64(u.CompletionTokens))
@@ -58,11 +59,11 @@ func (m *metrics) countTokens(u Usage) {
 // engineCollector reports the engine's load from one Stats snapshot per
 // scrape, so the figures are consistent with each other.
 type engineCollector struct {
-	e                        *Engine
+	e                        *qwen.Model
 	active, queued, kv, kept *prometheus.Desc
 }
 
-func newEngineCollector(e *Engine) *engineCollector {
+func newEngineCollector(e *qwen.Model) *engineCollector {
 	return &engineCollector{e: e,
 		active: prometheus.NewDesc("qwenrun_active_conversations", "Conversations decoding or prefilling.", nil, nil),
 		queued: prometheus.NewDesc("qwenrun_queued_requests", "Requests waiting for a free slot.", nil, nil),

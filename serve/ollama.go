@@ -3,13 +3,11 @@ package serve
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
 	"strings"
 	"time"
 
-	"github.com/qwenc/qwenc/chat"
-	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/qwen"
 )
 
 // ollamaVersion is the version of Ollama's API these endpoints follow;
@@ -140,7 +138,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request, rl *reqLog) 
 	if len(cr.Messages) == 0 {
 		return s.loaded(w, true) // Ollama's way to load a model
 	}
-	msgs := make([]chat.Message, len(cr.Messages))
+	msgs := make([]qwen.Message, len(cr.Messages))
 	for i, m := range cr.Messages {
 		switch {
 		case m.Role != "system" && m.Role != "user" && m.Role != "assistant":
@@ -148,13 +146,12 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request, rl *reqLog) 
 		case len(m.Images) > 0:
 			return badRequest("messages", "messages[%d]: images: this model reads text only", i)
 		}
-		msgs[i] = chat.Message{Role: m.Role, Content: m.Content, Reasoning: m.Thinking}
+		msgs[i] = qwen.Message{Role: m.Role, Content: m.Content, Reasoning: m.Thinking}
 	}
-	prompt, e := s.chatPrompt(msgs, cr.Think.enabled())
-	if e != nil {
+	if e := s.needsChat(); e != nil {
 		return e
 	}
-	return s.ollamaRun(w, r, rl, &cr.Options, prompt, chat.NewSplitter(s.m.Tokenizer, false), cr.Stream, true)
+	return s.ollamaRun(w, r, rl, &cr.Options, qwen.Request{Messages: msgs, NoThinking: !cr.Think.enabled()}, cr.Stream, true)
 }
 
 func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {
@@ -170,20 +167,16 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request, rl *reqL
 		return s.loaded(w, false)
 	case len(gr.Images) > 0:
 		return badRequest("images", "images: this model reads text only")
-	case gr.Raw || !s.hasChat:
-		prompt := s.m.Tokenizer.Encode(gr.Prompt, true)
-		return s.ollamaRun(w, r, rl, &gr.Options, prompt, rawText{s.m.Tokenizer.NewStreamDecoder()}, gr.Stream, false)
+	case gr.Raw || s.info.ChatTemplate == "":
+		return s.ollamaRun(w, r, rl, &gr.Options, qwen.Request{Prompt: gr.Prompt}, gr.Stream, false)
 	}
 	// Like Ollama, the prompt is a user message in the chat template.
-	var msgs []chat.Message
+	var msgs []qwen.Message
 	if gr.System != "" {
-		msgs = append(msgs, chat.Message{Role: "system", Content: gr.System})
+		msgs = append(msgs, qwen.Message{Role: "system", Content: gr.System})
 	}
-	prompt, e := s.chatPrompt(append(msgs, chat.Message{Role: "user", Content: gr.Prompt}), gr.Think.enabled())
-	if e != nil {
-		return e
-	}
-	return s.ollamaRun(w, r, rl, &gr.Options, prompt, chat.NewSplitter(s.m.Tokenizer, false), gr.Stream, false)
+	req := qwen.Request{Messages: append(msgs, qwen.Message{Role: "user", Content: gr.Prompt}), NoThinking: !gr.Think.enabled()}
+	return s.ollamaRun(w, r, rl, &gr.Options, req, gr.Stream, false)
 }
 
 // loaded is Ollama's answer to a request without a prompt.
@@ -196,13 +189,12 @@ func (s *Server) loaded(w http.ResponseWriter, isChat bool) *apiError {
 
 // ollamaRun generates and answers with JSON lines, or with one object
 // when stream is false.
-func (s *Server) ollamaRun(w http.ResponseWriter, r *http.Request, rl *reqLog, o *ollamaOptions, prompt []int32,
-	src textSource, stream *bool, isChat bool) *apiError {
-	req, e := s.ollamaRequest(o, prompt)
-	if e != nil {
+func (s *Server) ollamaRun(w http.ResponseWriter, r *http.Request, rl *reqLog, o *ollamaOptions, req qwen.Request,
+	stream *bool, isChat bool) *apiError {
+	if e := s.ollamaOptions(o, &req); e != nil {
 		return e
 	}
-	g, e := s.start(r.Context(), rl, req, src, o.Stop)
+	g, e := s.start(r.Context(), rl, req)
 	if e != nil {
 		return e
 	}
@@ -218,7 +210,7 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, g *generat
 		ls = startStream(w, false)
 	}
 	var content, thinking strings.Builder
-	out, err := g.run(r.Context(), func(d delta) error {
+	out, err := g.run(func(d qwen.Delta) error {
 		if ls != nil {
 			return ls.send(s.reply(isChat, d.Content, d.Reasoning))
 		}
@@ -244,68 +236,46 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, g *generat
 	}
 }
 
-// ollamaRequest maps Ollama's options onto a request for prompt.
-func (s *Server) ollamaRequest(o *ollamaOptions, prompt []int32) (Request, *apiError) {
-	b := newParams(s.m.File.Header.Generation)
-	inf := math.Inf(1)
-	b.float("temperature", o.Temperature, 0, inf, &b.p.Temperature)
-	b.float("top_p", o.TopP, 0, 1, &b.p.TopP)
-	b.float("min_p", o.MinP, 0, 1, &b.p.MinP)
-	b.float("repeat_penalty", o.RepeatPenalty, 0, inf, &b.p.RepeatPenalty)
-	b.float("presence_penalty", o.PresencePenalty, -inf, inf, &b.p.PresencePenalty)
-	b.float("frequency_penalty", o.FrequencyPenalty, -inf, inf, &b.p.FrequencyPenalty)
-	b.int("top_k", o.TopK, 0, &b.p.TopK)
-	b.int("repeat_last_n", o.RepeatLastN, -1, &b.p.RepeatLastN)
-	b.seed(o.Seed)
-	if b.err != nil {
-		return Request{}, b.err
+// ollamaOptions maps Ollama's options onto req.
+func (s *Server) ollamaOptions(o *ollamaOptions, req *qwen.Request) *apiError {
+	params, e := samplingParams(s.info.Sampling, o.Seed,
+		floatParam("temperature", "temperature", o.Temperature),
+		floatParam("top_p", "top_p", o.TopP),
+		floatParam("min_p", "min_p", o.MinP),
+		floatParam("repeat_penalty", "repeat_penalty", o.RepeatPenalty),
+		floatParam("presence_penalty", "presence_penalty", o.PresencePenalty),
+		floatParam("frequency_penalty", "frequency_penalty", o.FrequencyPenalty),
+		intParam("top_k", "top_k", o.TopK),
+		intParam("repeat_last_n", "repeat_last_n", o.RepeatLastN))
+	if e != nil {
+		return e
 	}
-	if o.RepeatLastN != nil && *o.RepeatLastN == 0 {
-		// Ollama's 0 turns the penalties off; the sampler's 0 is its default window.
-		b.p.RepeatPenalty, b.p.PresencePenalty, b.p.FrequencyPenalty = 1, 0, 0
-	}
-	req := Request{Prompt: prompt, Params: b.p, MaxTokens: -1, Stop: s.stopIDs, TopLogprobs: -1}
+	req.Sampling, req.Stop = &params, o.Stop
+	// Ollama's num_predict: -1 (or any value below 1) is no limit.
 	if o.NumPredict != nil && *o.NumPredict > 0 {
 		req.MaxTokens = *o.NumPredict
 	}
 	if n := o.NumCtx; n != nil && *n > 0 {
-		ctx := s.e.Options().Ctx
-		switch {
-		case *n > ctx:
-			return Request{}, badRequest("num_ctx", "num_ctx %d is larger than the server's context of %d tokens (qwenrun serve --ctx)", *n, ctx)
-		case len(prompt) > *n:
-			return Request{}, badRequest("num_ctx", "the prompt has %d tokens, more than num_ctx %d", len(prompt), *n)
+		if *n > s.info.Context {
+			return badRequest("num_ctx", "num_ctx %d is larger than the server's context of %d tokens (qwenrun serve --ctx)", *n, s.info.Context)
 		}
-		// As the engine at its own context: the last token needs no room.
-		if room := *n - len(prompt) + 1; req.MaxTokens < 0 || req.MaxTokens > room {
-			req.MaxTokens = room
-		}
+		req.Context = *n
 	}
-	return req, nil
+	return nil
 }
 
 func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
-	h := s.m.File.Header
-	var params uint64
-	for _, sec := range h.Sections {
-		if sec.DType != format.Bytes {
-			n := uint64(1)
-			for _, d := range sec.Shape {
-				n *= d
-			}
-			params += n
-		}
-	}
-	size := fmt.Sprintf("%.2fM", float64(params)/1e6)
-	if params >= 1e9 {
-		size = fmt.Sprintf("%.1fB", float64(params)/1e9)
+	info := s.info
+	size := fmt.Sprintf("%.2fM", float64(info.Parameters)/1e6)
+	if info.Parameters >= 1e9 {
+		size = fmt.Sprintf("%.1fB", float64(info.Parameters)/1e9)
 	}
 	name := s.opts.Name + ":latest"
 	writeJSON(w, http.StatusOK, map[string]any{"models": []map[string]any{{
-		"name": name, "model": name, "modified_at": s.created.Format(time.RFC3339Nano), "size": s.size, "digest": "",
-		"details": map[string]any{"parent_model": "", "format": "qbin", "family": h.Config.ModelType,
-			"families": []string{h.Config.ModelType}, "parameter_size": size,
-			"quantization_level": strings.ToUpper(h.WeightType().String())},
+		"name": name, "model": name, "modified_at": info.Modified.Format(time.RFC3339Nano), "size": info.FileSize, "digest": "",
+		"details": map[string]any{"parent_model": "", "format": "qbin", "family": info.Architecture,
+			"families": []string{info.Architecture}, "parameter_size": size,
+			"quantization_level": strings.ToUpper(info.WeightType)},
 	}}})
 	return nil
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qwenc/qwenc/chat"
+	"github.com/qwenc/qwenc/qwen"
 )
 
 // ollamaLine is one object of an Ollama answer.
@@ -49,7 +49,7 @@ func checkFinal(t *testing.T, how string, o ollamaLine, prompt, generated int, r
 }
 
 func TestOllamaChat(t *testing.T) {
-	ts := newTestServer(t, Options{}, ServerOptions{})
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
 	prompt, _, want := greedyChat(t, ts, userMessage(question), true, 10)
 	body := `{"model":"tiny-a","messages":[{"role":"user","content":"` + question + `"}],"options":{"temperature":0,"num_predict":10}}`
 	resp, text := ts.post(t, "/api/chat", body)
@@ -91,10 +91,10 @@ func TestOllamaChat(t *testing.T) {
 }
 
 func TestOllamaGenerate(t *testing.T) {
-	ts := newTestServer(t, Options{}, ServerOptions{})
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
 	// The prompt goes into the chat template as a user message, after
 	// the system message.
-	msgs := []chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: question}}
+	msgs := []qwen.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: question}}
 	prompt, _, want := greedyChat(t, ts, msgs, true, 8)
 	body := `{"model":"tiny-a","system":"Be brief.","prompt":"` + question + `","options":{"temperature":0,"num_predict":8}}`
 	_, text := ts.post(t, "/api/generate", body)
@@ -127,7 +127,7 @@ func TestOllamaGenerate(t *testing.T) {
 // TestOllamaNumCtx: num_ctx up to the server's context limits the
 // answer; more is refused.
 func TestOllamaNumCtx(t *testing.T) {
-	ts := newTestServer(t, Options{Ctx: 256}, ServerOptions{})
+	ts := newTestServer(t, modelOpts{Ctx: 256}, ServerOptions{})
 	prompt, _, _ := greedyChat(t, ts, userMessage("Hi"), true, 1)
 	body := func(numCtx int) string {
 		return fmt.Sprintf(`{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}],"stream":false,`+
@@ -148,7 +148,7 @@ func TestOllamaNumCtx(t *testing.T) {
 }
 
 func TestOllamaTagsAndVersion(t *testing.T) {
-	ts := newTestServer(t, Options{}, ServerOptions{})
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
 	_, text := ts.get(t, "/api/tags")
 	var tags struct {
 		Models []struct {

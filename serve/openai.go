@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/qwenc/qwenc/chat"
+	"github.com/qwenc/qwenc/qwen"
 )
 
 // chatRequest is OpenAI's chat completion request, with vLLM's
@@ -135,7 +135,7 @@ type (
 	}
 )
 
-func usageOf(u Usage) *usage {
+func usageOf(u qwen.Usage) *usage {
 	out := &usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
 	out.PromptTokensDetails.CachedTokens = u.CachedTokens
 	return out
@@ -157,19 +157,20 @@ func (s *Server) checkModel(name string) *apiError {
 		msg: fmt.Sprintf("the model %q does not exist: this server runs %q", name, s.opts.Name)}
 }
 
-// openAIRequest is what the chat and completion requests share.
-func (s *Server) openAIRequest(f *samplingFields, n, maxTokens *int, maxName string, def int) (Request, *apiError) {
+// openAIRequest is what the chat and completion requests share; def is
+// the default of max_tokens (0: until the end of the answer).
+func (s *Server) openAIRequest(f *samplingFields, n, maxTokens *int, maxName string, def int, stop stopList) (qwen.Request, *apiError) {
 	if n != nil && *n != 1 {
-		return Request{}, badRequest("n", "n must be 1: one answer per request")
+		return qwen.Request{}, badRequest("n", "n must be 1: one answer per request")
 	}
-	params, e := f.params(s.m.File.Header.Generation)
+	params, e := f.params(s.info.Sampling)
 	if e != nil {
-		return Request{}, e
+		return qwen.Request{}, e
 	}
-	req := Request{Params: params, MaxTokens: def, Stop: s.stopIDs, TopLogprobs: -1}
+	req := qwen.Request{Sampling: &params, MaxTokens: def, Stop: stop}
 	if maxTokens != nil {
 		if *maxTokens < 1 {
-			return Request{}, badRequest(maxName, "%s %d must be at least 1", maxName, *maxTokens)
+			return qwen.Request{}, badRequest(maxName, "%s %d must be at least 1", maxName, *maxTokens)
 		}
 		req.MaxTokens = *maxTokens
 	}
@@ -188,29 +189,28 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rl *req
 	if cr.MaxCompletionTokens != nil {
 		maxTokens, maxName = cr.MaxCompletionTokens, "max_completion_tokens"
 	}
-	req, e := s.openAIRequest(&cr.samplingFields, cr.N, maxTokens, maxName, -1)
+	req, e := s.openAIRequest(&cr.samplingFields, cr.N, maxTokens, maxName, 0, cr.Stop)
 	if e != nil {
 		return e
 	}
 	switch t := cr.TopLogprobs; {
-	case t != nil && (*t < 0 || *t > 20):
-		return badRequest("top_logprobs", "top_logprobs %d is outside [0, 20]", *t)
+	case t != nil && (*t < 0 || *t > qwen.MaxTopLogprobs):
+		return badRequest("top_logprobs", "top_logprobs %d is outside [0, %d]", *t, qwen.MaxTopLogprobs)
 	case cr.Logprobs && t != nil:
-		req.TopLogprobs = *t
+		req.Logprobs, req.TopLogprobs = true, *t
 	case cr.Logprobs:
-		req.TopLogprobs = 0
+		req.Logprobs = true
 	case t != nil && *t > 0:
 		return badRequest("top_logprobs", "top_logprobs needs logprobs: true")
 	}
-	msgs, e := chatMessages(cr.Messages)
-	if e != nil {
+	if req.Messages, e = chatMessages(cr.Messages); e != nil {
 		return e
 	}
-	think := cr.ChatTemplateKwargs.EnableThinking == nil || *cr.ChatTemplateKwargs.EnableThinking
-	if req.Prompt, e = s.chatPrompt(msgs, think); e != nil {
+	if e := s.needsChat(); e != nil {
 		return e
 	}
-	g, e := s.start(r.Context(), rl, req, chat.NewSplitter(s.m.Tokenizer, false), cr.Stop)
+	req.NoThinking = cr.ChatTemplateKwargs.EnableThinking != nil && !*cr.ChatTemplateKwargs.EnableThinking
+	g, e := s.start(r.Context(), rl, req)
 	if e != nil {
 		return e
 	}
@@ -227,14 +227,14 @@ func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, g *generatio
 	}
 	var content, reasoning strings.Builder
 	var lps *chatLogprobs
-	if g.asm.logprobs {
+	if g.logprobs {
 		lps = &chatLogprobs{Content: []tokenLogprob{}}
 	}
-	out, err := g.run(r.Context(), func(d delta) error {
+	out, err := g.run(func(d qwen.Delta) error {
 		content.WriteString(d.Content)
 		reasoning.WriteString(d.Reasoning)
 		if lps != nil {
-			lps.Content = append(lps.Content, s.logprobsOf(d.Logprobs)...)
+			lps.Content = append(lps.Content, logprobsOf(d.Logprobs)...)
 		}
 		return nil
 	})
@@ -261,16 +261,16 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *generatio
 	empty := ""
 	if chunk(chatChoice{Delta: &chatOut{Role: "assistant", Content: &empty}}) != nil {
 		g.rl.clientGone = true
-		g.cancel()
+		g.stop()
 		return
 	}
-	out, err := g.run(r.Context(), func(d delta) error {
+	out, err := g.run(func(d qwen.Delta) error {
 		c := chatChoice{Delta: &chatOut{ReasoningContent: d.Reasoning}}
 		if d.Content != "" {
 			c.Delta.Content = &d.Content
 		}
-		if g.asm.logprobs {
-			c.Logprobs = &chatLogprobs{Content: s.logprobsOf(d.Logprobs)}
+		if g.logprobs {
+			c.Logprobs = &chatLogprobs{Content: logprobsOf(d.Logprobs)}
 		}
 		return chunk(c)
 	})
@@ -284,35 +284,34 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *generatio
 	endStream(ls, head, chatChoice{Delta: &chatOut{}, FinishReason: &out.finish}, u)
 }
 
-// logprobsOf gives the events' log-probabilities in OpenAI's shape.
-func (s *Server) logprobsOf(evs []Event) []tokenLogprob {
-	out := make([]tokenLogprob, 0, len(evs))
-	for _, ev := range evs {
-		lp := tokenLogprob{topLogprob: s.tokenLogprob(ev.Token, ev.Logprob), TopLogprobs: make([]topLogprob, 0, len(ev.Top))}
-		for _, t := range ev.Top {
-			lp.TopLogprobs = append(lp.TopLogprobs, s.tokenLogprob(t.Token, t.Logprob))
+// logprobsOf gives log-probabilities in OpenAI's shape.
+func logprobsOf(lps []qwen.Logprob) []tokenLogprob {
+	out := make([]tokenLogprob, 0, len(lps))
+	for _, l := range lps {
+		lp := tokenLogprob{topLogprob: tokenLogprobOf(l.TokenLogprob), TopLogprobs: make([]topLogprob, 0, len(l.Top))}
+		for _, t := range l.Top {
+			lp.TopLogprobs = append(lp.TopLogprobs, tokenLogprobOf(t))
 		}
 		out = append(out, lp)
 	}
 	return out
 }
 
-func (s *Server) tokenLogprob(id int32, lp float32) topLogprob {
-	b := s.m.Tokenizer.TokenBytes(id)
-	ints := make([]int, len(b))
-	for i, c := range b {
+func tokenLogprobOf(t qwen.TokenLogprob) topLogprob {
+	ints := make([]int, len(t.Bytes))
+	for i, c := range t.Bytes {
 		ints[i] = int(c)
 	}
-	return topLogprob{Token: string(b), Logprob: lp, Bytes: ints}
+	return topLogprob{Token: string(t.Bytes), Logprob: t.Logprob, Bytes: ints}
 }
 
 // chatMessages checks the roles; "developer" is OpenAI's newer name for
 // the system role.
-func chatMessages(in []chatMessage) ([]chat.Message, *apiError) {
+func chatMessages(in []chatMessage) ([]qwen.Message, *apiError) {
 	if len(in) == 0 {
 		return nil, badRequest("messages", "messages must be a non-empty list")
 	}
-	out := make([]chat.Message, len(in))
+	out := make([]qwen.Message, len(in))
 	for i, m := range in {
 		role := m.Role
 		switch role {
@@ -322,20 +321,15 @@ func chatMessages(in []chatMessage) ([]chat.Message, *apiError) {
 		default:
 			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d]: unknown role %q: want system, user or assistant", i, m.Role)
 		}
-		out[i] = chat.Message{Role: role, Content: string(m.Content), Reasoning: m.ReasoningContent}
+		out[i] = qwen.Message{Role: role, Content: string(m.Content), Reasoning: m.ReasoningContent}
 	}
 	return out, nil
 }
 
-// chatPrompt renders and tokenizes a conversation, message text always
-// as plain text, so ChatML markers typed by a user stay text.
-func (s *Server) chatPrompt(msgs []chat.Message, think bool) ([]int32, *apiError) {
-	if !s.hasChat {
-		return nil, badRequest("messages", "this model has no chat template: use raw completion (/v1/completions, or /api/generate with raw)")
+// needsChat refuses a chat for a model without a chat template.
+func (s *Server) needsChat() *apiError {
+	if s.info.ChatTemplate == "" {
+		return badRequest("messages", "this model has no chat template: use raw completion (/v1/completions, or /api/generate with raw)")
 	}
-	ids, err := chat.Encode(s.m.Tokenizer, chat.Render(s.family, msgs, true, think))
-	if err != nil {
-		return nil, &apiError{status: http.StatusInternalServerError, msg: err.Error()}
-	}
-	return ids, nil
+	return nil
 }

@@ -1,56 +1,52 @@
 package serve
 
 import (
-	"math"
 	"math/rand/v2"
 
-	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/sampling"
 )
 
-// paramsBuilder builds a request's sampling parameters: the model's
-// generation config first, as qwenrun does, then what the request sets,
-// each checked under the name the protocol gives it. The first invalid
-// value is kept as err.
-type paramsBuilder struct {
-	p   sampling.Params
-	err *apiError
+// sampled is a sampling value of a request: the setting of the
+// parameter table it sets, under the name the protocol gives it.
+type sampled struct {
+	setting, field string
+	value          *float64
 }
 
-func newParams(g format.Generation) *paramsBuilder {
-	p := sampling.Defaults(g)
-	p.Seed = rand.Uint64()
-	return &paramsBuilder{p: p}
-}
+// floatParam and intParam are a request's fields; nil is unset.
+func floatParam(setting, field string, v *float64) sampled { return sampled{setting, field, v} }
 
-// float sets *dst to v when v is given and within [lo, hi].
-func (b *paramsBuilder) float(name string, v *float64, lo, hi float64, dst *float32) {
-	if v == nil || b.err != nil {
-		return
-	}
-	if *v < lo || *v > hi {
-		b.err = badRequest(name, "%s %v is outside [%v, %v]", name, *v, lo, hi)
-		return
-	}
-	*dst = float32(*v)
-}
-
-// int sets *dst to v when v is given and at least lo.
-func (b *paramsBuilder) int(name string, v *int, lo int, dst *int) {
-	if v == nil || b.err != nil {
-		return
-	}
-	if *v < lo {
-		b.err = badRequest(name, "%s %d is less than %d", name, *v, lo)
-		return
-	}
-	*dst = *v
-}
-
-func (b *paramsBuilder) seed(v *int64) {
+func intParam(setting, field string, v *int) sampled {
+	p := sampled{setting: setting, field: field}
 	if v != nil {
-		b.p.Seed = uint64(*v)
+		f := float64(*v)
+		p.value = &f
 	}
+	return p
+}
+
+// samplingParams builds a request's sampling parameters: the model's
+// generation config first, as qwenrun does, then what the request sets,
+// applied in the table's order and checked against its ranges, the same
+// for every protocol and the command line. The error names the field.
+func samplingParams(defaults sampling.Params, seed *int64, given ...sampled) (sampling.Params, *apiError) {
+	p := defaults
+	p.Seed = rand.Uint64()
+	if seed != nil {
+		p.Seed = uint64(*seed)
+	}
+	for _, s := range sampling.Settings() {
+		for _, g := range given {
+			if g.setting != s.Name || g.value == nil {
+				continue
+			}
+			s.Name = g.field // errors name the field as the client wrote it
+			if err := s.Apply(&p, *g.value); err != nil {
+				return p, badRequest(g.field, "%v", err)
+			}
+		}
+	}
+	return p, nil
 }
 
 // samplingFields are the sampling parameters of OpenAI's requests, with
@@ -67,16 +63,13 @@ type samplingFields struct {
 	RepetitionPenalty *float64 `json:"repetition_penalty"`
 }
 
-func (f *samplingFields) params(g format.Generation) (sampling.Params, *apiError) {
-	b := newParams(g)
-	inf := math.Inf(1)
-	b.float("temperature", f.Temperature, 0, inf, &b.p.Temperature)
-	b.float("top_p", f.TopP, 0, 1, &b.p.TopP)
-	b.float("min_p", f.MinP, 0, 1, &b.p.MinP)
-	b.float("presence_penalty", f.PresencePenalty, -2, 2, &b.p.PresencePenalty)
-	b.float("frequency_penalty", f.FrequencyPenalty, -2, 2, &b.p.FrequencyPenalty)
-	b.float("repetition_penalty", f.RepetitionPenalty, 0, inf, &b.p.RepeatPenalty)
-	b.int("top_k", f.TopK, -1, &b.p.TopK) // vLLM's -1 is "off", as 0 is here
-	b.seed(f.Seed)
-	return b.p, b.err
+func (f *samplingFields) params(defaults sampling.Params) (sampling.Params, *apiError) {
+	return samplingParams(defaults, f.Seed,
+		floatParam("temperature", "temperature", f.Temperature),
+		floatParam("top_p", "top_p", f.TopP),
+		intParam("top_k", "top_k", f.TopK),
+		floatParam("min_p", "min_p", f.MinP),
+		floatParam("presence_penalty", "presence_penalty", f.PresencePenalty),
+		floatParam("frequency_penalty", "frequency_penalty", f.FrequencyPenalty),
+		floatParam("repeat_penalty", "repetition_penalty", f.RepetitionPenalty))
 }

@@ -13,12 +13,16 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
-	"github.com/qwenc/qwenc/chat"
 	"github.com/qwenc/qwenc/compiler"
+	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/testmodel"
+	"github.com/qwenc/qwenc/qwen"
+	"github.com/qwenc/qwenc/sampling"
+	"github.com/qwenc/qwenc/tokenizer"
 )
 
 // tiny is tiny-a compiled once per test binary: random weights, but
@@ -81,25 +85,51 @@ func (b *syncBuffer) String() string {
 
 type testServer struct {
 	*Server
-	e   *Engine
-	url string
-	log *syncBuffer
+	m     *qwen.Model // the served model
+	alone *qwen.Model // the same file, one conversation at a time and no cache: what the model answers alone
+	url   string
+	log   *syncBuffer
 }
 
-// newTestServer serves tiny-a over real HTTP on loopback.
-func newTestServer(t *testing.T, o Options, so ServerOptions) *testServer {
+// modelOpts are the served model's options the tests vary.
+type modelOpts struct {
+	Parallel, Queue, Ctx, Chunk int
+}
+
+// openModel opens tiny-a with the engine's options.
+func openModel(t *testing.T, o modelOpts) *qwen.Model {
 	t.Helper()
-	m := openModel(t, tinyPath(t))
-	e := newEngine(t, m, o)
-	buf := &syncBuffer{}
-	so.Log = buf
-	s, err := NewServer(e, so)
+	opts := []qwen.Option{qwen.WithThreads(2)}
+	if o.Parallel > 0 {
+		opts = append(opts, qwen.WithParallel(o.Parallel))
+	}
+	if o.Queue > 0 {
+		opts = append(opts, qwen.WithQueue(o.Queue))
+	}
+	if o.Ctx > 0 {
+		opts = append(opts, qwen.WithContext(o.Ctx))
+	}
+	if o.Chunk > 0 {
+		opts = append(opts, qwen.WithPrefillChunk(o.Chunk))
+	}
+	m, err := qwen.Open(tinyPath(t), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// newTestServer serves tiny-a over real HTTP on loopback.
+func newTestServer(t *testing.T, o modelOpts, so ServerOptions) *testServer {
+	t.Helper()
+	m := openModel(t, o)
+	buf := &syncBuffer{}
+	so.Log = buf
+	s := NewServer(m, so)
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
-	return &testServer{Server: s, e: e, url: hs.URL, log: buf}
+	return &testServer{Server: s, m: m, alone: openModel(t, modelOpts{Parallel: 1}), url: hs.URL, log: buf}
 }
 
 func (ts *testServer) client(opts ...option.RequestOption) openai.Client {
@@ -169,32 +199,49 @@ func unmarshal(t *testing.T, s string, v any) {
 
 // greedyChat is what tiny-a answers msgs greedily, alone: n tokens of
 // reasoning and content text.
-func greedyChat(t *testing.T, ts *testServer, msgs []chat.Message, think bool, n int) (prompt []int32, reasoning, content string) {
+func greedyChat(t *testing.T, ts *testServer, msgs []qwen.Message, think bool, n int) (prompt []int32, reasoning, content string) {
 	prompt, _, reasoning, content = greedyChatIDs(t, ts, msgs, think, n)
 	return prompt, reasoning, content
 }
 
-func greedyChatIDs(t *testing.T, ts *testServer, msgs []chat.Message, think bool, n int) (prompt, ids []int32, reasoning, content string) {
+func greedyChatIDs(t *testing.T, ts *testServer, msgs []qwen.Message, think bool, n int) (prompt, ids []int32, reasoning, content string) {
 	t.Helper()
-	m := ts.e.Model()
-	prompt, err := chat.Encode(m.Tokenizer, chat.Render(chat.Qwen3, msgs, true, think))
+	return greedyAlone(t, ts, qwen.Request{Messages: msgs, NoThinking: !think, MaxTokens: n, PromptOnly: n == 0})
+}
+
+// greedyAlone is what tiny-a generates for req greedily, alone.
+func greedyAlone(t *testing.T, ts *testServer, req qwen.Request) (prompt, ids []int32, reasoning, content string) {
+	t.Helper()
+	req.Sampling = &sampling.Params{}
+	st, err := ts.alone.Start(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp := chat.NewSplitter(m.Tokenizer, false)
 	var r, c strings.Builder
-	ids = greedyAlone(t, m, prompt, n)
-	for _, id := range ids {
-		a, b := sp.Add(id)
-		r.WriteString(a)
-		c.WriteString(b)
+	for d, err := range st.Deltas() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, d.IDs...)
+		r.WriteString(d.Reasoning)
+		c.WriteString(d.Content)
 	}
-	a, b := sp.Flush()
-	return prompt, ids, r.String() + a, c.String() + b
+	return st.Prompt(), ids, r.String(), c.String()
+}
+
+// waitFor waits up to a minute for ok.
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !ok(); {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within a minute")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func TestHealthMetricsAndLog(t *testing.T) {
-	ts := newTestServer(t, Options{}, ServerOptions{})
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
 	if resp, body := ts.get(t, "/health"); resp.StatusCode != 200 || !strings.Contains(body, `"ok"`) {
 		t.Fatalf("/health: %d %s", resp.StatusCode, body)
 	}
@@ -234,4 +281,23 @@ func TestHealthMetricsAndLog(t *testing.T) {
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// tinyTokenizer is tiny-a's tokenizer, Qwen's, from the compiled file.
+func tinyTokenizer(t *testing.T) *tokenizer.Tokenizer {
+	t.Helper()
+	f, err := format.Open(tinyPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := f.Bytes(format.SecTokenizer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Load(bytes.Clone(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }

@@ -10,18 +10,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/qwenc/qwenc/qwen"
 )
 
 // TestServeShutdown: when Serve's context ends, new connections are
 // refused and running streams end within the grace period with a final
 // chunk, in both protocols; Serve then returns without an error.
 func TestServeShutdown(t *testing.T) {
-	m := openModel(t, tinyPath(t))
-	e := newEngine(t, m, Options{Parallel: 2})
-	s, err := NewServer(e, ServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := openModel(t, modelOpts{Parallel: 2})
+	s := NewServer(m, ServerOptions{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +43,7 @@ func TestServeShutdown(t *testing.T) {
 	}
 	oa := open("/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"stream":true}`)
 	ol := open("/api/chat", `{"model":"tiny-a",`+hi+`}`)
-	waitFor(t, func() bool { return e.Stats().Active == 2 })
+	waitFor(t, func() bool { return m.Stats().Active == 2 })
 	stop()
 	rest, err := io.ReadAll(oa)
 	if err != nil {
@@ -74,7 +72,7 @@ func TestServeShutdown(t *testing.T) {
 	if _, err := http.Get(url + "/health"); err == nil {
 		t.Error("a request after the shutdown was answered")
 	}
-	if _, err := e.Submit(context.Background(), Request{Prompt: []int32{1}}); !errors.Is(err, ErrClosed) {
+	if _, err := m.Start(context.Background(), qwen.Request{Tokens: []int32{1}}); !errors.Is(err, qwen.ErrClosed) {
 		t.Errorf("the engine after Serve: %v", err)
 	}
 }

@@ -30,7 +30,7 @@ func TestHTTPSoak(t *testing.T) {
 	t.Cleanup(func() {
 		waitFor(t, func() bool { return runtime.NumGoroutine() <= before })
 	})
-	ts := newTestServer(t, Options{Parallel: 4, Queue: 4, Chunk: 16}, ServerOptions{})
+	ts := newTestServer(t, modelOpts{Parallel: 4, Queue: 4, Chunk: 16}, ServerOptions{})
 	const clients, perClient = 16, 13 // 208 requests
 	var answered, refused, cut atomic.Int32
 	var wg sync.WaitGroup
@@ -69,7 +69,7 @@ func TestHTTPSoak(t *testing.T) {
 	}
 	waitFor(t, func() bool {
 		_, m := ts.get(t, "/metrics")
-		st := ts.e.Stats()
+		st := ts.m.Stats()
 		return strings.Contains(m, "qwenrun_active_conversations 0\n") && st.Active == 0 && st.Queued == 0 && st.KVBytes == 0
 	})
 	hc.CloseIdleConnections()

@@ -5,31 +5,29 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/qwenc/qwenc/chat"
-	"github.com/qwenc/qwenc/infer"
 	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/sampling"
 	"github.com/urfave/cli/v2"
 )
 
-// conversation is a chat kept in one session: each turn re-renders the
-// whole history and prefills only what differs from the cached tokens.
+// conversation is a chat: each turn sends the whole history, of which the
+// model prefills only what its cache does not hold (package qwen keeps
+// the conversation's KV cache between turns).
 type conversation struct {
-	s      *setup
-	family chat.Family
-	// model names the model in the banner and /show: the file's base name.
-	model string
+	s     *setup
 	think bool
-	// params are the sampling settings as given by the flags and /set; the
-	// sampler is rebuilt from them when they change.
+	// params are the sampling settings as given by the flags and /set;
+	// seeds gives each turn its own seed from params.Seed, so that a chat
+	// with --seed is reproducible whatever it sets.
 	params    sampling.Params
-	sampler   *sampling.Sampler
-	msgs      []chat.Message
+	seeds     *rand.Rand
+	msgs      []qwen.Message
 	show      *thinkFilter
 	maxTokens int
 	// jsonOut replaces the streamed answer by one JSON object per turn.
@@ -40,9 +38,9 @@ type conversation struct {
 	// on stdout; dim greys the statistics there when it is a terminal.
 	info  io.Writer
 	dim   bool
-	total infer.Result // accumulated over turns, for the final statistics
-	// lastPrompt is the full token sequence of the last turn's prompt.
-	lastPrompt []int32
+	total reply // accumulated over turns, for the final statistics
+	// used is the tokens of the conversation in its KV cache.
+	used int
 	// full is set when an answer reached the context limit: the reply is
 	// cut, so nothing more can be said until /clear.
 	full bool
@@ -68,48 +66,43 @@ func (e *noRoomError) Error() string {
 }
 
 func runChat(c *cli.Context, s *setup) error {
-	if s.m.File.Header.ChatFamily == "" {
+	if s.info.ChatTemplate == "" {
 		return errors.New("this model has no chat template; use raw completion (-p without --chat)")
 	}
-	family, err := chat.ParseFamily(s.m.File.Header.ChatFamily)
-	if err != nil {
-		return err
-	}
-	conv := &conversation{s: s, family: family, model: strings.TrimSuffix(filepath.Base(c.Args().First()), ".qbin"),
-		think: !c.Bool("no-think"), params: s.params, sampler: sampling.New(s.m.Config.Vocab, s.params),
-		maxTokens: c.Int("max-tokens"), jsonOut: c.Bool("json"), verbose: c.Bool("verbose"),
-		info: os.Stderr, dim: isTerminal(os.Stderr)}
+	conv := &conversation{s: s, think: !c.Bool("no-think"), maxTokens: c.Int("max-tokens"), jsonOut: c.Bool("json"),
+		verbose: c.Bool("verbose"), info: os.Stderr, dim: isTerminal(os.Stderr)}
+	conv.setSampling(s.params)
 	var out io.Writer = os.Stdout
 	if conv.jsonOut || c.Int("max-tokens") == 0 {
 		out = io.Discard // -n 0 has no answer, not even its newline
 	}
-	conv.show = newThinkFilter(s, out, c.Bool("hide-think"), s.stdoutTTY)
+	conv.show = newThinkFilter(out, c.Bool("hide-think"), s.stdoutTTY)
 	if sys := c.String("system"); sys != "" {
-		conv.msgs = append(conv.msgs, chat.Message{Role: "system", Content: sys})
+		conv.msgs = append(conv.msgs, qwen.Message{Role: "system", Content: sys})
 	}
 	text, oneShot, err := promptText(c)
 	if err != nil {
 		return err
 	}
-	if oneShot {
-		ctx, stop := cliutil.SignalContext(context.Background())
-		defer stop()
-		res, err := conv.turn(ctx, text)
-		if err != nil {
+	if !oneShot {
+		return conv.interactive()
+	}
+	ctx, stop := cliutil.SignalContext(context.Background())
+	defer stop()
+	res, err := conv.turn(ctx, text)
+	if err != nil {
+		return err
+	}
+	if conv.jsonOut {
+		if err := printJSON(os.Stdout, s, res); err != nil {
 			return err
 		}
-		if conv.jsonOut {
-			if err := printJSON(os.Stdout, s, conv.lastPrompt, res); err != nil {
-				return err
-			}
-		}
-		printStats(os.Stderr, s, res)
-		if res.Stop == infer.StopInterrupt {
-			return context.Cause(ctx) // the signal, for the exit status
-		}
-		return nil
 	}
-	return conv.interactive()
+	printStats(os.Stderr, s, res)
+	if res.stop == qwen.StopInterrupt {
+		return context.Cause(ctx) // the signal, for the exit status
+	}
+	return nil
 }
 
 // note prints one line about the chat itself, not part of a reply.
@@ -119,7 +112,13 @@ func (conv *conversation) note(format string, args ...any) {
 
 // fullNote says why a message gets no answer and what to do about it.
 func (conv *conversation) fullNote() {
-	conv.note("the conversation is full (%d of %d tokens, --ctx); /clear starts a new one", conv.s.sess.Len(), conv.s.sess.Ctx())
+	conv.note("the conversation is full (%d of %d tokens, --ctx); /clear starts a new one", conv.used, conv.s.info.Context)
+}
+
+// family is the model's chat template, which runChat checked.
+func (conv *conversation) family() chat.Family {
+	f, _ := chat.ParseFamily(conv.s.info.ChatTemplate)
+	return f
 }
 
 // system returns the system message, or "".
@@ -130,111 +129,100 @@ func (conv *conversation) system() string {
 	return ""
 }
 
-// clear starts a new conversation with the same system message. A fresh
-// session rather than a rewind frees the KV cache, which a full
-// conversation grew to the whole context.
-func (conv *conversation) clear() error {
-	sess, err := conv.s.m.NewSessionKV(conv.s.sess.Ctx(), conv.s.sess.KV.Type())
-	if err != nil {
-		return fmt.Errorf("/clear: %w", err)
-	}
-	conv.s.sess = sess
+// clear starts a new conversation with the same system message. The
+// kept KV cache goes: a full conversation grew it to the whole context.
+func (conv *conversation) clear() {
+	conv.s.m.ClearCache()
 	keep := 0
 	if conv.system() != "" {
 		keep = 1
 	}
 	conv.msgs = conv.msgs[:keep]
-	conv.lastPrompt = conv.lastPrompt[:0]
-	conv.full = false
-	return nil
+	conv.used, conv.full = 0, false
 }
 
-// setSampling replaces the sampling settings. The new sampler starts its
-// random stream again from the seed, so a chat with --seed stays
-// reproducible whatever it sets.
+// setSampling replaces the sampling settings, and starts the turns'
+// seeds again from the seed.
 func (conv *conversation) setSampling(p sampling.Params) {
 	conv.params = p
-	conv.sampler = sampling.New(conv.s.m.Config.Vocab, p)
+	conv.seeds = rand.New(rand.NewPCG(p.Seed, 0))
 }
 
-// encode renders and tokenizes msgs.
-func (conv *conversation) encode(msgs []chat.Message, addGenerationPrompt bool) ([]int32, error) {
-	return chat.Encode(conv.s.m.Tokenizer, chat.Render(conv.family, msgs, addGenerationPrompt, conv.think))
+// request is a turn's request for msgs.
+func (conv *conversation) request(msgs []qwen.Message) qwen.Request {
+	p := conv.params
+	p.Seed = conv.seeds.Uint64()
+	req := qwen.Request{Messages: msgs, NoThinking: !conv.think, Sampling: &p}
+	maxTokens(&req, conv.maxTokens)
+	return req
 }
 
-// turn adds a user message, prefills what changed and streams the answer.
-func (conv *conversation) turn(ctx context.Context, text string) (infer.Result, error) {
-	s := conv.s
+// turn adds a user message and streams the answer. An answer that ctx
+// interrupts is no error: its result says so.
+func (conv *conversation) turn(ctx context.Context, text string) (reply, error) {
 	// The message joins the conversation only if it fits: a refused one
 	// must not come back in the next turn's prompt.
-	msgs := append(slices.Clip(conv.msgs), chat.Message{Role: "user", Content: text})
-	ids, err := conv.encode(msgs, true)
-	if err != nil {
-		return infer.Result{}, err
+	msgs := append(slices.Clip(conv.msgs), qwen.Message{Role: "user", Content: text})
+	st, err := conv.s.m.Start(ctx, conv.request(msgs))
+	if tooLong, ok := errors.AsType[*qwen.PromptTooLongError](err); ok {
+		return reply{}, &tooLongError{tokens: tooLong.Tokens, ctx: tooLong.Context}
 	}
-	if len(ids) > s.sess.Ctx() {
-		return infer.Result{}, &tooLongError{tokens: len(ids), ctx: s.sess.Ctx()}
+	if err != nil {
+		return reply{}, err
 	}
 	conv.msgs = msgs
-	conv.lastPrompt = append(conv.lastPrompt[:0], ids...)
+	res := reply{prompt: st.Prompt()}
 	conv.show.start()
-	res, err := conv.generate(ctx, ids, conv.maxTokens, conv.show.token)
-	conv.show.end()
-	if err != nil {
-		return res, err
+	for d := range st.Deltas() { // the only error is ctx's, which res.stop says
+		res.add(d)
+		conv.show.write(d.Reasoning, d.Content)
 	}
-	conv.msgs = append(conv.msgs, chat.Message{Role: "assistant", Content: s.m.Tokenizer.Decode(res.Generated)})
+	conv.show.end()
+	conv.count(res)
+	conv.msgs = append(conv.msgs, qwen.Message{Role: "assistant", Content: conv.s.m.Detokenize(res.generated)})
 	return res, nil
 }
 
 // load replaces the conversation by msgs and prefills them, so that the
 // next message continues it. A conversation that leaves no room for a reply
 // is refused and the current one stays.
-func (conv *conversation) load(ctx context.Context, msgs []chat.Message) (infer.Result, error) {
-	ids, err := conv.encode(msgs, false)
+func (conv *conversation) load(ctx context.Context, msgs []qwen.Message) (reply, error) {
+	m := conv.s.m
+	next, err := m.Count(conv.request(append(slices.Clip(msgs), qwen.Message{Role: "user"})))
 	if err != nil {
-		return infer.Result{}, err
+		return reply{}, err
 	}
-	// Only what the next turn's prompt will share is prefilled: Qwen3 drops
-	// the last answer's thinking once a new message follows it.
-	next, err := conv.encode(append(slices.Clip(msgs), chat.Message{Role: "user"}), true)
-	if err != nil {
-		return infer.Result{}, err
-	}
-	if len(next) >= conv.s.sess.Ctx() {
-		return infer.Result{}, &noRoomError{tokens: len(ids), ctx: conv.s.sess.Ctx()}
+	if next >= conv.s.info.Context {
+		n, _ := m.Count(conv.request(msgs))
+		return reply{}, &noRoomError{tokens: n, ctx: conv.s.info.Context}
 	}
 	conv.msgs = msgs
-	conv.lastPrompt = conv.lastPrompt[:0]
 	conv.full = false
-	return conv.generate(ctx, ids[:chat.CommonPrefix(ids, next)], 0, nil)
-}
-
-// generate makes the KV cache hold ids, running only what differs from
-// the cached tokens, and then generates up to maxTokens tokens.
-func (conv *conversation) generate(ctx context.Context, ids []int32, maxTokens int, onToken func(int32)) (infer.Result, error) {
-	s := conv.s
-	keep := chat.CommonPrefix(s.sess.Tokens(), ids)
-	if maxTokens != 0 {
-		keep = min(keep, len(ids)-1) // at least one token must run to give logits
+	u, err := m.Prefill(ctx, conv.request(msgs))
+	res := reply{stop: qwen.StopLength, usage: u}
+	if ctx.Err() != nil {
+		res.stop, err = qwen.StopInterrupt, nil
 	}
-	s.sess.Rewind(keep)
-	if keep == len(ids) {
-		return infer.Result{Stop: infer.StopLength}, nil
-	}
-	res, err := s.sess.Generate(ctx, ids[keep:], infer.GenerateOptions{
-		MaxTokens: maxTokens, Stop: s.stop, Sampler: conv.sampler, OnToken: onToken,
-	})
-	conv.total.PromptTokens += res.PromptTokens
-	conv.total.PrefillTime += res.PrefillTime
-	conv.total.Generated = append(conv.total.Generated, res.Generated...)
-	conv.total.DecodeTime += res.DecodeTime
-	conv.total.Stop = res.Stop
+	conv.count(res)
 	return res, err
 }
 
+// count adds a reply's figures to the chat's.
+func (conv *conversation) count(r reply) {
+	t := &conv.total
+	t.generated = append(t.generated, r.generated...)
+	t.usage.PromptTokens += r.usage.PromptTokens
+	t.usage.CachedTokens += r.usage.CachedTokens
+	t.usage.Prefill += r.usage.Prefill
+	t.usage.Total += r.usage.Total
+	t.usage.Queued += r.usage.Queued
+	t.usage.KVBytes = r.usage.KVBytes
+	t.stop = r.stop
+	conv.used = r.usage.KVTokens
+}
+
 // stats prints the statistics line of one reply, dimmed on a terminal.
-func (conv *conversation) stats(r infer.Result) {
+func (conv *conversation) stats(r reply) {
 	if conv.dim {
 		fmt.Fprint(conv.info, "\x1b[2m")
 		defer fmt.Fprint(conv.info, "\x1b[0m")

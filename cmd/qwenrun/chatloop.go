@@ -11,8 +11,8 @@ import (
 	"syscall"
 
 	"github.com/peterh/liner"
-	"github.com/qwenc/qwenc/infer"
 	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/qwenc/qwenc/qwen"
 )
 
 // Prompts of the interactive chat: a message, and the lines of a """ block.
@@ -61,7 +61,7 @@ func (conv *conversation) interactive() error {
 		e := newEditorInput(conv.info)
 		defer e.close()
 		l.in = e
-		fmt.Fprintf(conv.info, "%s, context %d tokens. /? for help, /bye or Ctrl-D to leave.\n", conv.model, conv.s.sess.Ctx())
+		fmt.Fprintf(conv.info, "%s, context %d tokens. /? for help, /bye or Ctrl-D to leave.\n", conv.s.info.Name, conv.s.info.Context)
 	} else {
 		l.in = newPlainInput(os.Stdin, isTerminal(os.Stdin))
 	}
@@ -173,15 +173,15 @@ func (l *chatLoop) readLine(prompt string) (string, error) {
 		default:
 		}
 	}
-	type result struct {
+	type reply struct {
 		line string
 		err  error
 	}
-	got := make(chan result, 1)
+	got := make(chan reply, 1)
 	// The goroutine outlives a signal, but then the process is leaving.
 	go func() {
 		line, err := l.in.readLine(prompt)
-		got <- result{line, err}
+		got <- reply{line, err}
 	}()
 	select {
 	case r := <-got:
@@ -202,7 +202,7 @@ func (l *chatLoop) readLine(prompt string) (string, error) {
 
 // interruptible runs f with a context that a signal cancels, and returns
 // the signal too, if one came.
-func (l *chatLoop) interruptible(f func(context.Context) (infer.Result, error)) (infer.Result, os.Signal, error) {
+func (l *chatLoop) interruptible(f func(context.Context) (reply, error)) (reply, os.Signal, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	got := make(chan os.Signal, 1)
@@ -225,8 +225,8 @@ func (l *chatLoop) interruptible(f func(context.Context) (infer.Result, error)) 
 // chat. SIGTERM asks the program to end. Without a terminal, a signal that
 // came after the work was done was meant for the prompt, as it always was;
 // a person pressing Ctrl-C as a reply ends meant that reply.
-func (l *chatLoop) ends(sig os.Signal, res infer.Result) bool {
-	return sig == syscall.SIGTERM || sig != nil && res.Stop != infer.StopInterrupt && !l.term
+func (l *chatLoop) ends(sig os.Signal, res reply) bool {
+	return sig == syscall.SIGTERM || sig != nil && res.stop != qwen.StopInterrupt && !l.term
 }
 
 // send sends a message and shows the reply.
@@ -237,7 +237,7 @@ func (l *chatLoop) send(text string) error {
 		conv.fullNote()
 		return nil
 	}
-	res, sig, err := l.interruptible(func(ctx context.Context) (infer.Result, error) { return conv.turn(ctx, text) })
+	res, sig, err := l.interruptible(func(ctx context.Context) (reply, error) { return conv.turn(ctx, text) })
 	var tooLong *tooLongError
 	switch {
 	case errors.As(err, &tooLong):
@@ -248,7 +248,7 @@ func (l *chatLoop) send(text string) error {
 	case conv.jsonOut:
 		// One line per turn (JSON Lines), so a script can read the
 		// answers of piped messages as they come.
-		if err := printJSON(os.Stdout, conv.s, conv.lastPrompt, res); err != nil {
+		if err := printJSON(os.Stdout, conv.s, res); err != nil {
 			return fmt.Errorf("writing the JSON of a turn: %w", err)
 		}
 	case l.term:
@@ -261,7 +261,7 @@ func (l *chatLoop) send(text string) error {
 	if err == nil && conv.verbose {
 		conv.stats(res)
 	}
-	if res.Stop == infer.StopCtx {
+	if res.stop == qwen.StopContext {
 		// The statistics come at the end of the chat (or above, with
 		// --verbose), not a second time here.
 		printCtxStop(conv.info, conv.s)

@@ -39,7 +39,7 @@ func TestChatPipedCommands(t *testing.T) {
 		"messages  0",
 		"qwenrun: loaded 6 messages from " + saved,
 		"messages  6",
-		"qwenrun: /set top-p 2: top-p must be in (0, 1] (1 is off)",
+		"qwenrun: /set top-p 2: top-p must be in [0, 1] (1 is off, 0 keeps only the most likely token)",
 	}
 	if len(notes) != len(want)+1 || !strings.Contains(notes[len(want)], "| stop: ") {
 		t.Fatalf("stderr %q; want %q and the statistics", stderr, want)

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/qwenc/qwenc/chat"
-	"github.com/qwenc/qwenc/infer"
+	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/sampling"
 )
 
@@ -154,19 +154,15 @@ func (l *chatLoop) do(cmd *command) error {
 	case "bye":
 		return errBye
 	case "clear":
-		if err := conv.clear(); err != nil {
-			return err
-		}
+		conv.clear()
 		conv.note("a new conversation")
 	case "system":
-		if err := conv.clear(); err != nil {
-			return err
-		}
-		conv.msgs = append(conv.msgs[:0], chat.Message{Role: "system", Content: cmd.arg})
+		conv.clear()
+		conv.msgs = append(conv.msgs[:0], qwen.Message{Role: "system", Content: cmd.arg})
 		conv.note("a new conversation with this system message")
 	case "think":
-		if conv.family != chat.Qwen3 {
-			conv.note("/think: this model's chat template (%s) has no switch for thinking", conv.family)
+		if conv.family() != chat.Qwen3 {
+			conv.note("/think: this model's chat template (%s) has no switch for thinking", conv.family())
 			return nil
 		}
 		conv.think = cmd.on
@@ -201,7 +197,7 @@ func (l *chatLoop) load(arg string) error {
 		conv.note("/load %s: %v", arg, err)
 		return nil
 	}
-	res, sig, err := l.interruptible(func(ctx context.Context) (infer.Result, error) { return conv.load(ctx, msgs) })
+	res, sig, err := l.interruptible(func(ctx context.Context) (reply, error) { return conv.load(ctx, msgs) })
 	var noRoom *noRoomError
 	switch {
 	case errors.As(err, &noRoom):
@@ -211,10 +207,10 @@ func (l *chatLoop) load(arg string) error {
 		return err
 	case l.ends(sig, res):
 		return errSignalled
-	case res.Stop == infer.StopInterrupt:
+	case res.stop == qwen.StopInterrupt:
 		conv.note("loaded %d messages from %s; Ctrl-C stopped reading them, the next message reads the rest", len(msgs), path)
 	default:
-		conv.note("loaded %d messages from %s (%d tokens)", len(msgs), path, conv.s.sess.Len())
+		conv.note("loaded %d messages from %s (%d tokens)", len(msgs), path, conv.used)
 	}
 	if conv.verbose {
 		conv.stats(res)
@@ -227,13 +223,13 @@ func (conv *conversation) showSettings() {
 	row := func(name, format string, args ...any) {
 		fmt.Fprintf(conv.info, "%-10s%s\n", name, fmt.Sprintf(format, args...))
 	}
-	row("model", "%s (%s chat template)", conv.model, conv.family)
-	row("context", "%d of %d tokens used", conv.s.sess.Len(), conv.s.sess.Ctx())
+	row("model", "%s (%s chat template)", conv.s.info.Name, conv.family())
+	row("context", "%d of %d tokens used", conv.used, conv.s.info.Context)
 	row("sampling", "%s", describeSampling(conv.params))
-	if conv.family == chat.Qwen3 {
+	if conv.family() == chat.Qwen3 {
 		row("thinking", "%s", onOff(conv.think))
 	}
-	switch sys, def := conv.system(), conv.family.DefaultSystem(); {
+	switch sys, def := conv.system(), conv.family().DefaultSystem(); {
 	case sys != "":
 		row("system", "%s", sys)
 	case def != "":

@@ -3,8 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -20,8 +22,10 @@ func TestRefusesMeaninglessValues(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{absent, "-p", "hi", "--top-p", "0"}, "--top-p 0: must be in (0, 1] (1 is off)"},
-		{[]string{absent, "-p", "hi", "--top-p", "1.01"}, "--top-p 1.01: must be in (0, 1] (1 is off)"},
+		// The ranges are the parameter table's, the same over HTTP: top-p 0
+		// keeps the most likely token, as OpenAI's top_p 0 does.
+		{[]string{absent, "-p", "hi", "--top-p", "-0.1"}, "--top-p -0.1: must be in [0, 1] (1 is off, 0 keeps only the most likely token)"},
+		{[]string{absent, "-p", "hi", "--top-p", "1.01"}, "--top-p 1.01: must be in [0, 1] (1 is off, 0 keeps only the most likely token)"},
 		{[]string{absent, "-p", "hi", "--top-p", "NaN"}, "--top-p NaN: must be a finite number"},
 		{[]string{absent, "-p", "hi", "--min-p", "-0.5"}, "--min-p -0.5: must be in [0, 1] (0 is off)"},
 		{[]string{absent, "-p", "hi", "--min-p", "1.5"}, "--min-p 1.5: must be in [0, 1] (0 is off)"},
@@ -30,8 +34,8 @@ func TestRefusesMeaninglessValues(t *testing.T) {
 		{[]string{absent, "-p", "hi", "--temp", "-1"}, "--temp -1: must not be negative (0 is greedy)"},
 		{[]string{absent, "-p", "hi", "--temp", "1e39"}, "--temp 1e+39: must be a finite number"},
 		{[]string{absent, "-p", "hi", "--repeat-penalty", "0"}, "--repeat-penalty 0: must be above 0 (1 is off)"},
-		{[]string{absent, "-p", "hi", "--presence-penalty", "-1"}, "--presence-penalty -1: must not be negative (0 is off)"},
-		{[]string{absent, "-p", "hi", "--top-k", "-1"}, "--top-k -1: must be a whole number, 0 or more (0 is off)"},
+		{[]string{absent, "-p", "hi", "--presence-penalty", "-2.5"}, "--presence-penalty -2.5: must be in [-2, 2] (0 is off)"},
+		{[]string{absent, "-p", "hi", "--top-k", "-2"}, "--top-k -2: must be a whole number, -1 or more (0 and -1 are off)"},
 		{[]string{absent, "-p", "hi", "-n", "-2"}, "-n -2: want -1 (until the end of sequence or context), 0 (evaluate the prompt only) or a number of tokens"},
 		{[]string{absent, "-p", "hi", "--threads", "0"}, "--threads 0: want 1 or more"},
 		{[]string{absent, "-p", "hi", "--tokens", "1,2"}, "-p and --tokens both give the prompt; use one"},
@@ -172,5 +176,34 @@ func TestBenchServeTable(t *testing.T) {
 	}
 	if _, stderr, code := qwenrun(t, "", "bench-serve", m, "--requests", "1"); code != 1 || !strings.Contains(stderr, "--requests 1: want 2 or more") {
 		t.Errorf("--requests 1: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestSamplingFlagEdges: each sampling flag takes the range of the
+// parameter table the Go API and both HTTP protocols take, at its edges;
+// past them it is refused with the rule, before the model is opened.
+func TestSamplingFlagEdges(t *testing.T) {
+	m := tinyModel(t)
+	for _, o := range samplingOptions() {
+		if o.name == "seed" {
+			continue
+		}
+		s := o.setting
+		edges := map[float64]bool{s.Lo: !s.LoOpen}
+		if s.Integer {
+			edges[s.Lo-1] = false
+		} else {
+			edges[s.Lo-0.01] = false
+		}
+		if !math.IsInf(s.Hi, 1) && !s.Integer {
+			edges[s.Hi], edges[s.Hi+0.01] = true, false
+		}
+		for v, ok := range edges {
+			arg := strconv.FormatFloat(v, 'g', -1, 64)
+			_, stderr, code := qwenrun(t, "", m, "--tokens", "1", "-n", "1", "--"+o.name, arg)
+			if ok && code != 0 || !ok && (code != 1 || stderr != "qwenrun: --"+o.name+" "+arg+": "+s.Rule()+"\n") {
+				t.Errorf("--%s %s: exit %d, %q; want accepted %v", o.name, arg, code, stderr, ok)
+			}
+		}
 	}
 }

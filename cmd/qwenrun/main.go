@@ -74,11 +74,11 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "read the prompt from `PATH` (- for stdin)"},
 		&cli.IntFlag{Name: "max-tokens", Aliases: []string{"n"}, Value: -1, Usage: "tokens to generate (-1: until end of sequence or context; 0: only evaluate the prompt)"},
 		&cli.Float64Flag{Name: "temp", Usage: "temperature (0: greedy)", DefaultText: model},
-		&cli.IntFlag{Name: "top-k", Usage: "keep the K most likely tokens (0: off)", DefaultText: model},
-		&cli.Float64Flag{Name: "top-p", Usage: "nucleus sampling threshold, in (0, 1] (1: off)", DefaultText: model},
+		&cli.IntFlag{Name: "top-k", Usage: "keep the K most likely tokens (0 and -1: off)", DefaultText: model},
+		&cli.Float64Flag{Name: "top-p", Usage: "nucleus sampling threshold, in [0, 1] (1: off, 0: the most likely token only)", DefaultText: model},
 		&cli.Float64Flag{Name: "min-p", Usage: "drop tokens below min-p x the best probability, in [0, 1] (0: off)", DefaultText: model},
 		&cli.Float64Flag{Name: "repeat-penalty", Usage: "penalise the last 64 tokens (1: off)", DefaultText: model},
-		&cli.Float64Flag{Name: "presence-penalty", Usage: "subtract from tokens present in the last 64 (0: off)", DefaultText: model},
+		&cli.Float64Flag{Name: "presence-penalty", Usage: "subtract from tokens present in the last 64, in [-2, 2] (0: off)", DefaultText: model},
 		&cli.Uint64Flag{Name: "seed", Usage: "random seed for sampling", DefaultText: "random"},
 		&cli.IntFlag{Name: "ctx", Usage: "context length in tokens", DefaultText: "the model's maximum, lowered to what memory holds"},
 		kvTypeFlag(),
@@ -123,13 +123,9 @@ func kvType(c *cli.Context) (format.KVType, error) {
 // threadsFlag and kernelsFlag are every model-running command's.
 func threadsFlag() cli.Flag {
 	return &cli.IntFlag{Name: "threads", Aliases: []string{"t"}, Usage: "worker threads",
-		DefaultText: fmt.Sprintf("%d, the CPUs this process may use", usableCPUs())}
+		DefaultText: fmt.Sprintf("%d, the CPUs this process may use", runtime.GOMAXPROCS(0))}
 }
 
 func kernelsFlag() cli.Flag {
 	return &cli.StringFlag{Name: "kernels", Usage: "kernel path: auto, generic, avx2, avx512, avx512vnni", DefaultText: "$" + kernels.EnvVar + ", or auto"}
 }
-
-// usableCPUs is the runtime's default thread count: the CPUs this process
-// may run on, after affinity and cgroup limits.
-func usableCPUs() int { return runtime.GOMAXPROCS(0) }

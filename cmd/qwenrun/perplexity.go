@@ -43,19 +43,15 @@ func perplexityAction(c *cli.Context) error {
 	if !c.IsSet("file") {
 		return cliutil.Usagef(c, "perplexity: give the text to score with -f PATH")
 	}
-	if c.IsSet("threads") {
-		if err := checkThreads(os.Stderr, "--threads", c.Int("threads")); err != nil {
-			return err
-		}
+	if err := checkModelFlags(c); err != nil {
+		return err
 	}
 	kp, err := kernelPath(c)
 	if err != nil {
 		return err
 	}
 	po := perplexity.Options{Ctx: c.Int("ctx")}
-	if po.KV, err = kvType(c); err != nil {
-		return err
-	}
+	po.KV, _ = kvType(c) // checked above
 	var text []byte
 	if f := c.String("file"); f == "-" {
 		text, err = io.ReadAll(os.Stdin)
@@ -77,9 +73,7 @@ func perplexityAction(c *cli.Context) error {
 		}
 		defer po.Base.Close()
 	}
-	// As llama-perplexity: no BOS (Qwen has none), and special-token text
-	// is plain text.
-	tokens := m.Tokenizer.Encode(string(text), false)
+	tokens := perplexity.Tokens(m, string(text))
 	ctx, stop := cliutil.SignalContext(context.Background())
 	defer stop()
 	tty := isTerminal(os.Stderr)
@@ -112,13 +106,6 @@ func perplexityAction(c *cli.Context) error {
 	if c.Bool("json") {
 		return json.NewEncoder(os.Stdout).Encode(res)
 	}
-	fmt.Printf("%d tokens, %d chunks of %d, %d tokens scored\n", len(tokens), res.Chunks, res.Ctx, res.TokensScored)
-	fmt.Printf("PPL = %.4f +/- %.5f\n", res.PPL, res.PPLStderr)
-	if res.BasePPL != nil {
-		fmt.Printf("base PPL = %.4f (this model %+.3f%%)\n", *res.BasePPL, 100*(res.PPL / *res.BasePPL - 1))
-	}
-	if res.KLMean != nil {
-		fmt.Printf("KL divergence from the base: %.6f +/- %.6f; top-1 agreement %.3f%%\n", *res.KLMean, *res.KLStderr, 100**res.Top1Agree)
-	}
+	res.Write(os.Stdout, len(tokens))
 	return nil
 }

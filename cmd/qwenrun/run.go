@@ -15,10 +15,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/qwenc/qwenc/chat"
-	"github.com/qwenc/qwenc/format"
-	"github.com/qwenc/qwenc/infer"
 	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/qwenc/qwenc/internal/mem"
+	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/sampling"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
@@ -27,12 +26,12 @@ import (
 // processStart is read once at init: load time counts from process start.
 var processStart = time.Now()
 
-// setup is what every mode needs: the model, a session, sampling and stops.
+// setup is what every mode needs: the model and the sampling the flags ask
+// for.
 type setup struct {
-	m         *infer.Model
-	sess      *infer.Session
+	m         *qwen.Model
+	info      qwen.Info
 	params    sampling.Params
-	stop      []int32
 	loadTime  time.Duration
 	stdoutTTY bool
 }
@@ -56,102 +55,76 @@ func run(c *cli.Context) error {
 		return err
 	}
 	defer stop()
-	s, err := load(c)
+	// One conversation at a time, whose KV cache is kept across turns
+	// whatever its size: it is the only one.
+	m, err := openModel(c, 1, qwen.WithPrefixCache(math.MaxInt64))
 	if err != nil {
 		return err
 	}
-	defer s.m.Close()
+	defer m.Close()
+	if c.Bool("verify") {
+		if err := m.Verify(); err != nil {
+			return err
+		}
+	}
+	s := &setup{m: m, info: m.Info(), stdoutTTY: isTerminal(os.Stdout), loadTime: time.Since(processStart)}
+	s.params = samplingParams(c, s.info.Sampling)
 	if c.Bool("chat") {
 		return runChat(c, s)
 	}
-	ctx, stop := cliutil.SignalContext(context.Background())
-	defer stop()
+	ctx, stopSignals := cliutil.SignalContext(context.Background())
+	defer stopSignals()
 	return runCompletion(ctx, c, s)
 }
 
-func load(c *cli.Context) (*setup, error) {
-	kp, err := kernelPath(c)
+// openModel opens the model with the flags every model-running command
+// takes, for parallel conversations: --threads, --kernels, --kv-type and
+// --ctx, whose errors name the flags.
+func openModel(c *cli.Context, parallel int, more ...qwen.Option) (*qwen.Model, error) {
+	opts := append([]qwen.Option{qwen.WithParallel(parallel), qwen.WithThreads(c.Int("threads")),
+		qwen.WithKernels(c.String("kernels")), qwen.WithKVType(c.String("kv-type"))}, more...)
+	if c.IsSet("ctx") {
+		opts = append(opts, qwen.WithContext(c.Int("ctx")))
+	}
+	m, err := qwen.Open(c.Args().First(), opts...)
+	var ce *qwen.ContextError
+	if errors.As(err, &ce) {
+		return nil, contextError(ce)
+	}
 	if err != nil {
 		return nil, err
 	}
-	kvt, err := kvType(c)
-	if err != nil {
-		return nil, err
+	if note := m.Info().ContextNote; note != "" {
+		fmt.Fprintf(os.Stderr, "qwenrun: %s (--ctx to choose)\n", note)
 	}
-	path := c.Args().First()
-	m, err := infer.Open(path, infer.Options{Threads: c.Int("threads"), Kernels: kp})
-	if err != nil {
-		return nil, err
-	}
-	s := &setup{m: m, stdoutTTY: isTerminal(os.Stdout)}
-	fail := func(err error) (*setup, error) { m.Close(); return nil, err }
-	ctxLen, err := contextFor(c, m, 1, kvt)
-	if err != nil {
-		return fail(err)
-	}
-	if c.Bool("verify") {
-		if err := m.File.Verify(); err != nil {
-			return fail(err)
-		}
-	}
-	if s.sess, err = m.NewSessionKV(ctxLen, kvt); err != nil {
-		return fail(err)
-	}
-	s.params = samplingParams(c, m)
-	s.stop = chat.StopTokens(m.Tokenizer, m.File.Header.Generation.EOS)
-	s.loadTime = time.Since(processStart)
-	return s, nil
+	return m, nil
 }
 
-// contextFor is the context of each of parallel conversations: --ctx, or
-// the model's maximum. The KV cache grows with a conversation, but a
-// context it could never hold is refused up front rather than failing
-// mid-answer; the default is lowered to what fits instead.
-func contextFor(c *cli.Context, m *infer.Model, parallel int, kvt format.KVType) (int, error) {
-	n := m.Config.MaxContext()
-	if c.IsSet("ctx") {
-		if n = c.Int("ctx"); n < 1 || n > m.Config.MaxContext() {
-			return 0, fmt.Errorf("--ctx %d: want 1 to %d tokens (the model's maximum context)", n, m.Config.MaxContext())
-		}
-	}
-	avail, known := memAvailable()
-	need := int64(parallel) * m.KVBytesFor(n, kvt)
-	if !known || need <= avail {
-		return n, nil
-	}
+// contextError says what is wrong with --ctx in the flags' words.
+func contextError(e *qwen.ContextError) error {
 	forConv, orParallel := "", ""
-	if parallel > 1 {
-		forConv, orParallel = fmt.Sprintf(" for %d conversations", parallel), " or --parallel"
+	if e.Parallel > 1 {
+		forConv, orParallel = fmt.Sprintf(" for %d conversations", e.Parallel), " or --parallel"
 	}
-	if c.IsSet("ctx") {
-		return 0, fmt.Errorf("--ctx %d%s needs %d MB of KV cache, more than the %d MB of memory available; use a smaller --ctx%s",
-			n, forConv, need/1e6, avail/1e6, orParallel)
+	switch {
+	case e.Need == 0:
+		return fmt.Errorf("--ctx %d: want 1 to %d tokens (the model's maximum context)", e.Context, e.Max)
+	case e.Context != 0:
+		return fmt.Errorf("--ctx %d%s needs %d MB of KV cache, more than the %d MB of memory available; use a smaller --ctx%s",
+			e.Context, forConv, e.Need/1e6, e.Available/1e6, orParallel)
 	}
-	chunk := int64(parallel) * m.KVBytesFor(format.KVChunkTokens, kvt)
-	fit := int(avail/chunk) * format.KVChunkTokens
-	if fit < format.KVChunkTokens {
-		return 0, fmt.Errorf("one %d-token KV chunk%s needs %d MB, more than the %d MB of memory available",
-			format.KVChunkTokens, forConv, chunk/1e6, avail/1e6)
-	}
-	fmt.Fprintf(os.Stderr, "qwenrun: context lowered from %d to %d tokens: that is what %d MB of available memory holds%s (--ctx to choose)\n",
-		n, fit, avail/1e6, forConv)
-	return fit, nil
+	return e
 }
 
 // samplingParams starts from the model's generation_config and applies
-// the flags that were given.
-func samplingParams(c *cli.Context, m *infer.Model) sampling.Params {
-	p := sampling.Defaults(m.File.Header.Generation)
-	for _, f := range []struct {
-		name string
-		dst  *float32
-	}{{"temp", &p.Temperature}, {"top-p", &p.TopP}, {"min-p", &p.MinP}, {"repeat-penalty", &p.RepeatPenalty}, {"presence-penalty", &p.PresencePenalty}} {
-		if c.IsSet(f.name) {
-			*f.dst = float32(c.Float64(f.name)) // in range: checkFlags
+// the flags that were given (checkFlags checked them against the
+// parameter table).
+func samplingParams(c *cli.Context, p sampling.Params) sampling.Params {
+	for _, o := range samplingOptions() {
+		if o.name != "seed" && c.IsSet(o.name) {
+			change, _ := o.parse(flagValue(c, o))
+			change(&p)
 		}
-	}
-	if c.IsSet("top-k") {
-		p.TopK = c.Int("top-k")
 	}
 	p.Seed = uint64(time.Now().UnixNano())
 	if c.IsSet("seed") {
@@ -190,11 +163,17 @@ func parseTokens(s string, vocab int) ([]int32, error) {
 	return ids, nil
 }
 
+// maxTokens maps -n onto a request: -1 is no limit, 0 the prompt alone.
+func maxTokens(req *qwen.Request, n int) {
+	req.MaxTokens, req.PromptOnly = max(n, 0), n == 0
+}
+
 func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
-	var prompt []int32
+	req := qwen.Request{Sampling: &s.params, PromptLogits: c.String("logits") != ""}
+	maxTokens(&req, c.Int("max-tokens"))
 	if c.IsSet("tokens") {
 		var err error
-		if prompt, err = parseTokens(c.String("tokens"), s.m.Config.Vocab); err != nil {
+		if req.Tokens, err = parseTokens(c.String("tokens"), s.info.Vocab); err != nil {
 			return err
 		}
 	} else {
@@ -205,59 +184,79 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 		if !ok {
 			return errors.New("no prompt: give -p TEXT, -f PATH, --tokens IDS, or --chat")
 		}
-		prompt = s.m.Tokenizer.Encode(text, true)
-		if len(prompt) == 0 {
+		if req.Tokens = s.m.Tokenize(text); len(req.Tokens) == 0 {
 			return errors.New("the prompt is empty")
 		}
 	}
-	if len(prompt) > s.sess.Ctx() {
-		return fmt.Errorf("the prompt has %d tokens, more than the context of %d (--ctx)", len(prompt), s.sess.Ctx())
+	st, err := s.m.Start(ctx, req)
+	var tooLong *qwen.PromptTooLongError
+	if errors.As(err, &tooLong) {
+		return fmt.Errorf("%w (--ctx)", err)
 	}
-	jsonOut := c.Bool("json")
-	out := bufio.NewWriter(os.Stdout)
-	dec := s.m.Tokenizer.NewStreamDecoder()
-	streamed := false
-	var logitsErr error
-	opts := infer.GenerateOptions{
-		MaxTokens: c.Int("max-tokens"),
-		Stop:      s.stop,
-		Sampler:   sampling.New(s.m.Config.Vocab, s.params),
-		OnToken: func(id int32) {
-			if jsonOut {
-				return
-			}
-			streamed = true
-			out.WriteString(dec.Add(id))
-			out.Flush()
-		},
-	}
-	if path := c.String("logits"); path != "" {
-		opts.OnPromptLogits = func(l []float32) { logitsErr = writeLogits(path, l) }
-	}
-	res, err := s.sess.Generate(ctx, prompt, opts)
 	if err != nil {
 		return err
 	}
-	if logitsErr != nil {
-		return logitsErr
+	jsonOut := c.Bool("json")
+	out := bufio.NewWriter(os.Stdout)
+	res := reply{prompt: st.Prompt()}
+	var genErr error
+	for d, err := range st.Deltas() {
+		res.add(d)
+		if d.PromptLogits != nil {
+			if err := writeLogits(c.String("logits"), d.PromptLogits); err != nil {
+				st.Close()
+				genErr = err
+			}
+		}
+		if !jsonOut && d.Content != "" {
+			out.WriteString(d.Content)
+			out.Flush()
+		}
+		if err != nil && genErr == nil {
+			genErr = err
+		}
+	}
+	if genErr != nil && res.stop != qwen.StopInterrupt {
+		return genErr
 	}
 	if jsonOut {
-		if err := printJSON(os.Stdout, s, prompt, res); err != nil {
+		if err := printJSON(os.Stdout, s, res); err != nil {
 			return err
 		}
-	} else if streamed {
+	} else if len(res.generated) > 0 {
 		// The stream ends with a newline so the statistics on stderr start
 		// on their own line; --json gives the exact text. Without a token
 		// (-n 0) there is no stream to end: stdout stays empty.
-		out.WriteString(dec.Flush())
 		out.WriteString("\n")
 		out.Flush()
 	}
 	printStats(os.Stderr, s, res)
-	if res.Stop == infer.StopInterrupt {
-		return context.Cause(ctx) // the signal, for the exit status
+	return genErr // the signal, for the exit status, after an interrupt
+}
+
+// reply is a generation as the statistics and --json report it.
+type reply struct {
+	prompt, generated []int32
+	stop              qwen.StopReason
+	usage             qwen.Usage
+}
+
+// add takes in a Delta.
+func (r *reply) add(d qwen.Delta) {
+	r.generated = append(r.generated, d.IDs...)
+	if d.Stop != "" {
+		r.stop, r.usage = d.Stop, d.Usage
 	}
-	return nil
+}
+
+// prefill and decode are what the statistics count: the prompt tokens
+// evaluated (a cached prefix is not), and the generated ones.
+func (r *reply) prefill() (int, time.Duration) {
+	return r.usage.PromptTokens - r.usage.CachedTokens, r.usage.Prefill
+}
+
+func (r *reply) decode() (int, time.Duration) {
+	return len(r.generated), r.usage.Total - r.usage.Queued - r.usage.Prefill
 }
 
 // writeLogits writes a logits row as little-endian float32, atomically.
@@ -266,11 +265,7 @@ func writeLogits(path string, l []float32) error {
 	for i, v := range l {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return writeFileAtomic(path, b, 0o644)
 }
 
 func rate(n int, d time.Duration) float64 {
@@ -284,76 +279,60 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // printStats prints the statistics line, and the context limit when that
 // is what stopped generation.
-func printStats(w io.Writer, s *setup, r infer.Result) {
+func printStats(w io.Writer, s *setup, r reply) {
 	printStatsLine(w, s, r)
-	if r.Stop == infer.StopCtx {
+	if r.stop == qwen.StopContext {
 		printCtxStop(w, s)
 	}
 }
 
-func printStatsLine(w io.Writer, s *setup, r infer.Result) {
+func printStatsLine(w io.Writer, s *setup, r reply) {
+	pn, pd := r.prefill()
+	dn, dd := r.decode()
 	fmt.Fprintf(w, "load %.0f ms | prompt %d tokens in %.0f ms, %.1f tok/s | generated %d tokens in %.0f ms, %.1f tok/s | stop: %s | kv %.1f MB",
-		ms(s.loadTime), r.PromptTokens, ms(r.PrefillTime), rate(r.PromptTokens, r.PrefillTime),
-		len(r.Generated), ms(r.DecodeTime), rate(len(r.Generated), r.DecodeTime), r.Stop, float64(s.sess.KV.Bytes())/1e6)
-	if b, ok := privateMemory(); ok {
+		ms(s.loadTime), pn, ms(pd), rate(pn, pd), dn, ms(dd), rate(dn, dd), r.stop, float64(r.usage.KVBytes)/1e6)
+	if b, ok := mem.Private(); ok {
 		fmt.Fprintf(w, " | private %.1f MB", float64(b)/1e6)
 	}
 	fmt.Fprintln(w)
 }
 
-// privateMemory is the process's resident anonymous memory (Linux's
-// RssAnon): the arenas, the KV cache and the heap, without the mapped
-// weights, whose pages are the page cache's, shared and reclaimable.
-func privateMemory() (int64, bool) {
-	return procField("/proc/self/status", "RssAnon:")
-}
-
 func printCtxStop(w io.Writer, s *setup) {
-	fmt.Fprintf(w, "qwenrun: stopped at the context limit of %d tokens (--ctx)\n", s.sess.Ctx())
+	fmt.Fprintf(w, "qwenrun: stopped at the context limit of %d tokens (--ctx)\n", s.info.Context)
 }
 
-func printJSON(w io.Writer, s *setup, prompt []int32, r infer.Result) error {
-	enc := json.NewEncoder(w)
-	return enc.Encode(map[string]any{
-		"prompt_ids":    jsonIDs(prompt),
-		"generated_ids": jsonIDs(r.Generated),
-		"text":          s.m.Tokenizer.Decode(r.Generated),
-		"stop_reason":   r.Stop,
+func printJSON(w io.Writer, s *setup, r reply) error {
+	pn, pd := r.prefill()
+	dn, dd := r.decode()
+	return json.NewEncoder(w).Encode(map[string]any{
+		"prompt_ids":    jsonIDs(r.prompt),
+		"generated_ids": jsonIDs(r.generated),
+		"text":          s.m.Detokenize(r.generated),
+		"stop_reason":   r.stop,
 		"timings": map[string]any{
 			"load_ms":        ms(s.loadTime),
-			"prefill_tokens": r.PromptTokens,
-			"prefill_ms":     ms(r.PrefillTime),
-			"prefill_tok_s":  rate(r.PromptTokens, r.PrefillTime),
-			"decode_tokens":  len(r.Generated),
-			"decode_ms":      ms(r.DecodeTime),
-			"decode_tok_s":   rate(len(r.Generated), r.DecodeTime),
+			"prefill_tokens": pn,
+			"prefill_ms":     ms(pd),
+			"prefill_tok_s":  rate(pn, pd),
+			"decode_tokens":  dn,
+			"decode_ms":      ms(dd),
+			"decode_tok_s":   rate(dn, dd),
 		},
-		"kv_bytes": s.sess.KV.Bytes(),
+		"kv_bytes": r.usage.KVBytes,
 	})
+}
+
+// jsonIDs is ids for encoding/json, which writes a nil slice as null.
+func jsonIDs(ids []int32) []int32 {
+	if ids == nil {
+		return []int32{}
+	}
+	return ids
 }
 
 // isTerminal asks the terminal driver: a character device such as
 // /dev/null is no terminal.
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
-
-// memAvailable reads MemAvailable from /proc/meminfo (Linux); elsewhere
-// the check is skipped.
-func memAvailable() (int64, bool) { return procField("/proc/meminfo", "MemAvailable:") }
-
-// procField reads a "Name: N kB" line of a /proc file, in bytes.
-func procField(path, name string) (int64, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == name {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			return kb * 1024, err == nil
-		}
-	}
-	return 0, false
-}
 
 // startProfile starts a CPU profile into path (none for ""); the
 // function it returns stops it.
@@ -370,12 +349,4 @@ func startProfile(path string) (stop func(), err error) {
 		return nil, err
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
-}
-
-// jsonIDs is ids for encoding/json, which writes a nil slice as null.
-func jsonIDs(ids []int32) []int32 {
-	if ids == nil {
-		return []int32{}
-	}
-	return ids
 }

@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/qwenc/qwenc/infer"
 	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/serve"
 	"github.com/urfave/cli/v2"
 )
@@ -46,39 +46,21 @@ func serveAction(c *cli.Context) error {
 	if c.Int("queue") < 0 {
 		return cliutil.Usagef(c, "--queue %d: not negative", c.Int("queue"))
 	}
-	kp, err := kernelPath(c)
-	if err != nil {
+	if err := checkModelFlags(c); err != nil {
 		return err
 	}
-	kvt, err := kvType(c)
-	if err != nil {
-		return err
-	}
-	ro := infer.Options{Threads: c.Int("threads"), Kernels: kp}
-	m, err := infer.Open(c.Args().First(), ro)
+	m, err := openModel(c, parallel, qwen.WithQueue(c.Int("queue")))
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	ctxLen, err := contextFor(c, m, parallel, kvt)
+	s := serve.NewServer(m, serve.ServerOptions{APIKey: c.String("api-key"), Log: os.Stderr})
+	ln, err := net.Listen("tcp", c.String("addr"))
 	if err != nil {
-		return err
-	}
-	e, err := serve.New(m, serve.Options{Parallel: parallel, Queue: c.Int("queue"), Ctx: ctxLen, KV: kvt, Runner: ro})
-	if err != nil {
-		return err
-	}
-	s, err := serve.NewServer(e, serve.ServerOptions{APIKey: c.String("api-key"), Log: os.Stderr})
-	var ln net.Listener
-	if err == nil {
-		ln, err = net.Listen("tcp", c.String("addr"))
-	}
-	if err != nil {
-		e.Shutdown(context.Background())
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "qwenrun: serving %s on http://%s (%d conversations at once, context %d tokens)\n",
-		s.Name(), ln.Addr(), parallel, ctxLen)
+		s.Name(), ln.Addr(), parallel, m.Info().Context)
 	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() && c.String("api-key") == "" {
 		fmt.Fprintf(os.Stderr, "qwenrun: warning: %s is reachable beyond this machine and no --api-key is set\n", ln.Addr())
 	}

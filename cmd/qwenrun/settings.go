@@ -8,63 +8,64 @@ import (
 	"strings"
 
 	"github.com/qwenc/qwenc/sampling"
+	"github.com/urfave/cli/v2"
 )
 
-// samplingOption is a sampling setting, named as the flag that sets it:
-// the flags (checkFlags) and the chat's /set take the same values.
+// samplingOption is a sampling setting by the name of the flag that sets
+// it: the flags (checkFlags) and the chat's /set take the same values,
+// held to the ranges of the parameter table every front end shares.
 type samplingOption struct {
-	name string
-	// parse checks a value and returns the change it makes.
-	parse func(v string) (func(*sampling.Params), error)
-	get   func(sampling.Params) string
+	name    string
+	setting sampling.Setting // none for the seed
 }
 
+// samplingOptions are the settings the command line offers, by flag name.
 func samplingOptions() []samplingOption {
-	return []samplingOption{
-		floatOption("temp", func(p *sampling.Params) *float32 { return &p.Temperature },
-			func(v float64) bool { return v >= 0 }, "must not be negative (0 is greedy)"),
-		{name: "top-k", parse: func(v string) (func(*sampling.Params), error) {
-			k, err := strconv.Atoi(v)
-			if err != nil || k < 0 {
-				return nil, errors.New("must be a whole number, 0 or more (0 is off)")
-			}
-			return func(p *sampling.Params) { p.TopK = k }, nil
-		}, get: func(p sampling.Params) string { return strconv.Itoa(p.TopK) }},
-		floatOption("top-p", func(p *sampling.Params) *float32 { return &p.TopP },
-			func(v float64) bool { return v > 0 && v <= 1 }, "must be in (0, 1] (1 is off)"),
-		floatOption("min-p", func(p *sampling.Params) *float32 { return &p.MinP },
-			func(v float64) bool { return v >= 0 && v <= 1 }, "must be in [0, 1] (0 is off)"),
-		floatOption("repeat-penalty", func(p *sampling.Params) *float32 { return &p.RepeatPenalty },
-			func(v float64) bool { return v > 0 }, "must be above 0 (1 is off)"),
-		floatOption("presence-penalty", func(p *sampling.Params) *float32 { return &p.PresencePenalty },
-			func(v float64) bool { return v >= 0 }, "must not be negative (0 is off)"),
-		{name: "seed", parse: func(v string) (func(*sampling.Params), error) {
-			seed, err := strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				return nil, errors.New("must be a whole number from 0 to 2^64-1")
-			}
-			return func(p *sampling.Params) { p.Seed = seed }, nil
-		}, get: func(p sampling.Params) string { return strconv.FormatUint(p.Seed, 10) }},
+	var opts []samplingOption
+	for _, n := range [][2]string{{"temp", "temperature"}, {"top-k", "top_k"}, {"top-p", "top_p"}, {"min-p", "min_p"},
+		{"repeat-penalty", "repeat_penalty"}, {"presence-penalty", "presence_penalty"}} {
+		s, _ := sampling.Lookup(n[1])
+		opts = append(opts, samplingOption{name: n[0], setting: s})
 	}
+	return append(opts, samplingOption{name: "seed"})
 }
 
-// floatOption is a setting held as a float32: values that are not finite
-// as a float32 are refused with the rest that ok refuses.
-func floatOption(name string, field func(*sampling.Params) *float32, ok func(float64) bool, rule string) samplingOption {
-	return samplingOption{
-		name: name,
-		parse: func(v string) (func(*sampling.Params), error) {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil || math.IsNaN(f) || math.Abs(f) > math.MaxFloat32 {
-				return nil, errors.New("must be a finite number")
-			}
-			if !ok(f) {
-				return nil, errors.New(rule)
-			}
-			return func(p *sampling.Params) { *field(p) = float32(f) }, nil
-		},
-		get: func(p sampling.Params) string { return strconv.FormatFloat(float64(*field(&p)), 'g', -1, 32) },
+// parse checks a value and returns the change it makes.
+func (o samplingOption) parse(v string) (func(*sampling.Params), error) {
+	if o.name == "seed" {
+		seed, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return nil, errors.New("must be a whole number from 0 to 2^64-1")
+		}
+		return func(p *sampling.Params) { p.Seed = seed }, nil
 	}
+	s := o.setting
+	f, err := strconv.ParseFloat(v, 64)
+	switch {
+	case s.Integer && (err != nil || f != math.Trunc(f)):
+		return nil, errors.New(s.Rule())
+	case err != nil || math.IsNaN(f) || math.Abs(f) > math.MaxFloat32:
+		return nil, errors.New("must be a finite number")
+	case s.Check(f) != nil:
+		return nil, errors.New(s.Rule())
+	}
+	return func(p *sampling.Params) { s.Apply(p, f) }, nil
+}
+
+// get is the setting's value in p, as /set takes it.
+func (o samplingOption) get(p sampling.Params) string {
+	if o.name == "seed" {
+		return strconv.FormatUint(p.Seed, 10)
+	}
+	return strconv.FormatFloat(o.setting.Value(p), 'g', -1, 32)
+}
+
+// flagValue is the value of o's flag as text, for parse.
+func flagValue(c *cli.Context, o samplingOption) string {
+	if o.setting.Integer {
+		return strconv.Itoa(c.Int(o.name))
+	}
+	return strconv.FormatFloat(c.Float64(o.name), 'g', -1, 64)
 }
 
 // parseSetting parses /set's "NAME VALUE". Names may also be written as

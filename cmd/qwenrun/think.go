@@ -3,35 +3,22 @@ package main
 import (
 	"bufio"
 	"io"
-
-	"github.com/qwenc/qwenc/chat"
 )
 
-// thinkFilter streams an answer: Qwen3's reasoning (between <think> and
-// </think>, the markers not shown) dimmed on a terminal, or not at all with
-// --hide-think, then the answer.
+// thinkFilter streams an answer: Qwen3's reasoning dimmed on a terminal,
+// or not at all with --hide-think, then the answer.
 type thinkFilter struct {
 	w         *bufio.Writer
-	s         *setup
 	hide, dim bool
-	sp        *chat.Splitter
 	dimmed    bool // the terminal is in dim mode
 }
 
-func newThinkFilter(s *setup, w io.Writer, hide, tty bool) *thinkFilter {
-	return &thinkFilter{w: bufio.NewWriter(w), s: s, hide: hide, dim: tty}
+func newThinkFilter(w io.Writer, hide, tty bool) *thinkFilter {
+	return &thinkFilter{w: bufio.NewWriter(w), hide: hide, dim: tty}
 }
 
 // start begins an answer.
-func (f *thinkFilter) start() {
-	f.sp = chat.NewSplitter(f.s.m.Tokenizer, false)
-	f.dimmed = false
-}
-
-func (f *thinkFilter) token(id int32) {
-	f.write(f.sp.Add(id))
-	f.w.Flush()
-}
+func (f *thinkFilter) start() { f.dimmed = false }
 
 func (f *thinkFilter) write(reasoning, content string) {
 	if reasoning != "" && !f.hide {
@@ -45,6 +32,7 @@ func (f *thinkFilter) write(reasoning, content string) {
 		f.undim()
 		f.w.WriteString(content)
 	}
+	f.w.Flush()
 }
 
 func (f *thinkFilter) undim() {
@@ -55,7 +43,6 @@ func (f *thinkFilter) undim() {
 }
 
 func (f *thinkFilter) end() {
-	f.write(f.sp.Flush())
 	f.undim()
 	f.w.WriteString("\n")
 	f.w.Flush()

@@ -49,7 +49,7 @@ func TestHelpDefaults(t *testing.T) {
 		{[]string{"--help"}, []string{
 			"(default: -1)",
 			"--temp value                  temperature (0: greedy) (default: the model's generation_config)\n",
-			"--top-p value                 nucleus sampling threshold, in (0, 1] (1: off) (default: the model's generation_config)\n",
+			"--top-p value                 nucleus sampling threshold, in [0, 1] (1: off, 0: the most likely token only) (default: the model's generation_config)\n",
 			"(default: random)\n",
 			"(default: the model's maximum, lowered to what memory holds)\n",
 			fmt.Sprintf("(default: %d, the CPUs this process may use)\n", runtime.GOMAXPROCS(0)),

@@ -7,16 +7,17 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
+	"runtime"
 	"syscall"
 
+	"github.com/qwenc/qwenc/format"
 	"github.com/urfave/cli/v2"
 )
 
 // checkFlags refuses flag values that mean nothing, before the model is
 // loaded: a run should not spend seconds mapping and checking a model to
-// fail on a typo. --ctx is checked in load, where the model's maximum
-// completes the range the message gives.
+// fail on a typo. --ctx is checked as the model opens, where the model's
+// maximum completes the range the message gives.
 func checkFlags(c *cli.Context) error {
 	if err := checkPromptFlags(c); err != nil {
 		return err
@@ -29,23 +30,32 @@ func checkFlags(c *cli.Context) error {
 		if o.name == "seed" || !c.IsSet(o.name) {
 			continue
 		}
-		v := strconv.FormatFloat(c.Float64(o.name), 'g', -1, 64)
-		if o.name == "top-k" {
-			v = strconv.Itoa(c.Int(o.name))
-		}
+		v := flagValue(c, o)
 		if _, err := o.parse(v); err != nil {
 			return fmt.Errorf("--%s %s: %v", o.name, v, err)
 		}
 	}
-	if c.IsSet("threads") {
-		if err := checkThreads(os.Stderr, "--threads", c.Int("threads")); err != nil {
-			return err
-		}
+	if err := checkModelFlags(c); err != nil {
+		return err
 	}
 	if path := c.String("logits"); path != "" {
 		if err := checkOutputPath("--logits", path); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkModelFlags checks what every command that runs a model takes:
+// --threads and --kv-type.
+func checkModelFlags(c *cli.Context) error {
+	if c.IsSet("threads") {
+		if err := checkThreads(os.Stderr, "--threads", c.Int("threads")); err != nil {
+			return err
+		}
+	}
+	if _, err := format.ParseKVType(c.String("kv-type")); err != nil {
+		return fmt.Errorf("--kv-type: %w", err)
 	}
 	return nil
 }
@@ -75,7 +85,7 @@ func checkThreads(w io.Writer, flag string, n int) error {
 	if n < 1 {
 		return fmt.Errorf("%s %d: want 1 or more", flag, n)
 	}
-	if cpus := usableCPUs(); n > cpus {
+	if cpus := runtime.GOMAXPROCS(0); n > cpus {
 		fmt.Fprintf(w, "qwenrun: warning: %s %d is more than the %d CPUs this process may use; the threads will wait for each other (slower, not faster)\n",
 			flag, n, cpus)
 	}

@@ -1,7 +1,8 @@
-package serve
+package engine
 
 import (
 	"github.com/qwenc/qwenc/chat"
+	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/infer"
 )
 
@@ -18,13 +19,16 @@ type prefixCache struct {
 
 func newPrefixCache(budget int64) *prefixCache { return &prefixCache{budget: budget} }
 
-// take removes and returns the session whose tokens share the longest
-// prefix with prompt, and how many of its tokens to keep: at most
-// len(prompt)-1, as the step that continues needs one token to give
-// logits. Without a shared prefix it returns nil.
-func (c *prefixCache) take(prompt []int32) (*infer.Session, int) {
+// take removes and returns the session of KV cache type kv whose tokens
+// share the longest prefix with prompt, and how many of its tokens to
+// keep: at most most (len(prompt)-1 when the step that continues needs a
+// token to give logits). Without a shared prefix it returns nil.
+func (c *prefixCache) take(prompt []int32, kv format.KVType, most int) (*infer.Session, int) {
 	best, keep := -1, 0
 	for i, s := range c.entries {
+		if s.KV.Type() != kv {
+			continue
+		}
 		n := chat.CommonPrefix(s.Tokens(), prompt)
 		if n > keep {
 			best, keep = i, n
@@ -36,7 +40,13 @@ func (c *prefixCache) take(prompt []int32) (*infer.Session, int) {
 	s := c.entries[best]
 	c.entries = append(c.entries[:best], c.entries[best+1:]...)
 	c.bytes -= s.KV.Bytes()
-	return s, min(keep, len(prompt)-1)
+	return s, min(keep, most)
+}
+
+// clear drops every session.
+func (c *prefixCache) clear() {
+	clear(c.entries)
+	c.entries, c.bytes = c.entries[:0], 0
 }
 
 // put keeps a session, evicting the least recently used ones beyond the

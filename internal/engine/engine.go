@@ -1,15 +1,18 @@
-// Package serve generates for many requests at once on one model: an
+// Package engine generates for many requests at once on one model: an
 // Engine batches the active conversations into each forward step (every
 // step reads the weights once for all of them), prefills new prompts in
 // chunks between decode steps, queues what does not fit, and keeps the KV
 // caches of finished conversations to start later requests from their
-// longest cached prefix. The HTTP protocols (OpenAI, Ollama) sit on top.
-package serve
+// longest cached prefix. It works in token ids; package qwen puts text,
+// chat templates and stop strings on top, and every front end (the Go
+// API, the terminal, the HTTP protocols) runs on that.
+package engine
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,8 +32,6 @@ type Options struct {
 	// Ctx is each conversation's context length (default: the model's
 	// maximum).
 	Ctx int
-	// KV is the conversations' KV cache type (default f16).
-	KV format.KVType
 	// Chunk is the most prompt tokens a step prefills, for all the new
 	// prompts together, while other conversations are decoding (default
 	// 128): long or many prompts delay the running streams by one chunk
@@ -46,23 +47,33 @@ type Options struct {
 
 // Request is one generation.
 type Request struct {
-	Prompt    []int32
-	Params    sampling.Params
-	MaxTokens int     // < 0: until a stop token or the end of the context
+	Prompt []int32
+	Params sampling.Params
+	// MaxTokens < 0 generates until a stop token or the end of the
+	// context; 0 evaluates the prompt alone, its KV cache kept for later
+	// requests.
+	MaxTokens int
 	Stop      []int32 // token ids that end generation; they are not emitted
 	// TopLogprobs < 0 asks for no log-probabilities; 0 for the chosen
 	// token's; n > 0 also for the n most likely tokens at each step.
 	TopLogprobs int
+	// PromptLogits asks for a copy of the logits of the prompt's last
+	// position, before any sampling, in the first event.
+	PromptLogits bool
+	// KV is the conversation's KV cache type.
+	KV format.KVType
 }
 
-// StopReason says why a generation ended.
+// StopReason says why a generation ended: one set of reasons for every
+// front end, the Go API, the terminal and the HTTP protocols.
 type StopReason string
 
 const (
-	StopToken     StopReason = "stop"      // a stop token came
-	StopLength    StopReason = "length"    // MaxTokens were generated
+	StopEOS       StopReason = "eos"       // a stop token came: the model ended its answer
+	StopString    StopReason = "stop"      // a stop string came (the text layer above the engine finds them)
+	StopLength    StopReason = "length"    // MaxTokens were generated, or the prompt alone was asked for
 	StopContext   StopReason = "ctx"       // the context is full
-	StopCancelled StopReason = "cancelled" // the request's context ended
+	StopInterrupt StopReason = "interrupt" // the request's context ended (Ctrl-C, a client that left)
 	StopShutdown  StopReason = "shutdown"  // the engine shut down
 )
 
@@ -79,9 +90,11 @@ type Event struct {
 	Logprob float32        // with Request.TopLogprobs >= 0
 	Top     []TokenLogprob // with Request.TopLogprobs > 0
 	Time    time.Time
-	Done    bool
-	Reason  StopReason // with Done
-	Usage   Usage      // with Done
+	// PromptLogits is the first event's, with Request.PromptLogits.
+	PromptLogits []float32
+	Done         bool
+	Reason       StopReason // with Done
+	Usage        Usage      // with Done
 }
 
 // Usage counts a request's tokens and times.
@@ -90,8 +103,20 @@ type Usage struct {
 	CachedTokens     int // prompt tokens whose KV came from an earlier conversation
 	CompletionTokens int
 	Queued           time.Duration // from Submit to the first step
+	Prefill          time.Duration // from the first step to the prompt's last
 	TimeToFirstToken time.Duration // from Submit
 	Total            time.Duration
+	// KVTokens and KVBytes are the conversation's KV cache at the end:
+	// the positions it holds and the bytes of its chunks.
+	KVTokens int
+	KVBytes  int64
+}
+
+// PromptTooLongError is a prompt longer than the context.
+type PromptTooLongError struct{ Tokens, Context int }
+
+func (e *PromptTooLongError) Error() string {
+	return fmt.Sprintf("the prompt has %d tokens, more than the context of %d", e.Tokens, e.Context)
 }
 
 // Stats is a snapshot of the engine's state.
@@ -115,16 +140,20 @@ type Engine struct {
 	r    *infer.Runner
 	opts Options
 
-	mu      sync.Mutex
-	queue   []*job
-	closing bool
-	wake    chan struct{} // cap 1: something was queued or cancelled
-	stop    chan struct{} // closed when the grace period ends
-	done    chan struct{} // closed when the loop has exited
+	mu       sync.Mutex
+	queue    []*job
+	closing  bool
+	wake     chan struct{} // cap 1: something was queued or cancelled
+	stop     chan struct{} // closed when the grace period ends
+	stopOnce sync.Once
+	done     chan struct{} // closed when the loop has exited
 
 	active      atomic.Int32
 	kvBytes     atomic.Int64
 	cachedBytes atomic.Int64
+	// clearCache asks the loop, which owns the prefix cache, to empty it
+	// before it admits anything more.
+	clearCache atomic.Bool
 }
 
 // New starts an engine on m. It owns a Runner of its own; Shutdown stops
@@ -169,13 +198,13 @@ func (e *Engine) Options() Options { return e.opts }
 // Submit queues a request and returns its stream of events. It fails at
 // once for a prompt the context cannot hold, ErrBusy when the queue is
 // full, and ErrClosed after Shutdown. When ctx ends, the generation stops
-// within one step with StopCancelled.
+// within one step with StopInterrupt.
 func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if len(req.Prompt) == 0 {
 		return nil, errors.New("the prompt is empty")
 	}
 	if len(req.Prompt) > e.opts.Ctx {
-		return nil, fmt.Errorf("the prompt has %d tokens, more than the context of %d", len(req.Prompt), e.opts.Ctx)
+		return nil, &PromptTooLongError{Tokens: len(req.Prompt), Context: e.opts.Ctx}
 	}
 	for _, id := range req.Prompt {
 		if id < 0 || int(id) >= e.m.Config.Vocab {
@@ -212,9 +241,17 @@ func (e *Engine) Stats() Stats {
 	return Stats{Active: int(e.active.Load()), Queued: q, KVBytes: e.kvBytes.Load(), CachedBytes: e.cachedBytes.Load()}
 }
 
+// ClearCache drops the KV caches kept of finished conversations, before
+// any request submitted after it starts.
+func (e *Engine) ClearCache() {
+	e.clearCache.Store(true)
+	e.signal()
+}
+
 // Shutdown stops accepting requests: queued ones end at once with
 // StopShutdown, running ones may finish until ctx ends, then they end with
-// StopShutdown too. It returns when the engine has stopped.
+// StopShutdown too. It returns when the engine has stopped; it may be
+// called again, and returns at once then.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.closing {
@@ -231,7 +268,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
-	close(e.stop)
+	e.stopOnce.Do(func() { close(e.stop) })
 	<-e.done
 	return nil
 }
@@ -246,16 +283,26 @@ type job struct {
 
 	sess    *infer.Session
 	sampler *sampling.Sampler
-	rest    []int32 // prompt tokens still to prefill
-	next    int32   // the token to feed in the next decode step
+	started time.Time // admitted: the first step
+	rest    []int32   // prompt tokens still to prefill
+	next    int32     // the token to feed in the next decode step
 	one     [1]int32
 	history []int32 // prompt and generated tokens, for the penalties
+	// logits is the prompt's last logits, Request.PromptLogits, until an
+	// event takes it.
+	logits []float32
 }
 
-func (j *job) emit(ev Event) { j.stream.push(ev) }
+func (j *job) emit(ev Event) {
+	ev.PromptLogits, j.logits = j.logits, nil
+	j.stream.push(ev)
+}
 
 func (j *job) finish(reason StopReason) {
 	j.usage.Total = time.Since(j.submitted)
+	if j.sess != nil {
+		j.usage.KVTokens, j.usage.KVBytes = j.sess.Len(), j.sess.KV.Bytes()
+	}
 	j.emit(Event{Time: time.Now(), Done: true, Reason: reason, Usage: j.usage})
 }
 
@@ -270,11 +317,14 @@ func (e *Engine) loop() {
 	var prompt []int // prompt tokens each sequence of the step prefills
 	logits := newLogprobs(e.m)
 	for {
+		if e.clearCache.Swap(false) {
+			cache.clear()
+		}
 		// Drop what was cancelled, admit what fits.
 		kept := active[:0]
 		for _, j := range active {
 			if j.ctx.Err() != nil {
-				e.end(j, StopCancelled, cache)
+				e.end(j, StopInterrupt, cache)
 				continue
 			}
 			kept = append(kept, j)
@@ -287,7 +337,7 @@ func (e *Engine) loop() {
 			j := e.queue[0]
 			e.queue = e.queue[1:]
 			if j.ctx.Err() != nil {
-				j.finish(StopCancelled)
+				j.finish(StopInterrupt)
 				continue
 			}
 			active = append(active, j)
@@ -296,8 +346,12 @@ func (e *Engine) loop() {
 		// Outside the lock: the prefix search and a new session need not
 		// hold up Submit and Stats, and the cache is this goroutine's.
 		for _, j := range active[n:] {
-			e.start(j, cache)
+			if e.start(j, cache) {
+				// Its prompt is all in the cache and nothing more is asked.
+				e.end(j, StopLength, cache)
+			}
 		}
+		active = slices.DeleteFunc(active, ended)
 		e.active.Store(int32(len(active)))
 		e.cachedBytes.Store(cache.bytes)
 		e.kvBytes.Store(kvBytes(active))
@@ -355,7 +409,8 @@ func (e *Engine) loop() {
 				continue
 			}
 			n := min(len(j.rest), budget)
-			seqs = append(seqs, infer.Seq{Session: j.sess, Tokens: j.rest[:n], Logits: n == len(j.rest)})
+			last := n == len(j.rest)
+			seqs = append(seqs, infer.Seq{Session: j.sess, Tokens: j.rest[:n], Logits: last && (j.req.MaxTokens != 0 || j.req.PromptLogits)})
 			owners, prompt = append(owners, j), append(prompt, n)
 			budget -= n
 		}
@@ -371,33 +426,47 @@ func (e *Engine) loop() {
 		now := time.Now()
 		for i, j := range owners {
 			j.rest = j.rest[prompt[i]:]
+			if prompt[i] > 0 && len(j.rest) == 0 {
+				j.usage.Prefill = now.Sub(j.started)
+			}
 			l := e.r.Logits(i)
-			if l == nil {
-				continue // a chunk of a prompt that goes on
+			if l != nil && j.req.PromptLogits && j.usage.CompletionTokens == 0 {
+				j.logits = append([]float32(nil), l...) // before the sampler's penalties change it
 			}
-			reason := e.sample(j, l, now, logits)
-			if reason != "" {
-				e.end(j, reason, cache)
+			switch {
+			case len(j.rest) > 0:
+				// a chunk of a prompt that goes on
+			case j.req.MaxTokens == 0:
+				e.end(j, StopLength, cache)
+			default:
+				if reason := e.sample(j, l, now, logits); reason != "" {
+					e.end(j, reason, cache)
+				}
 			}
 		}
-		kept = active[:0]
-		for _, j := range active {
-			if j.sess != nil {
-				kept = append(kept, j)
-			}
-		}
-		active = kept
+		active = slices.DeleteFunc(active, ended)
 	}
 }
 
+// ended reports whether a job has ended: it has given its session back.
+func ended(j *job) bool { return j.sess == nil }
+
 // start gives a job its session, from the longest cached prefix of its
-// prompt when there is one, and its sampler.
-func (e *Engine) start(j *job, cache *prefixCache) {
-	j.usage.Queued = time.Since(j.submitted)
+// prompt when there is one, and its sampler. It reports whether the job
+// is already done: a prompt alone was asked for, and all of it is cached.
+func (e *Engine) start(j *job, cache *prefixCache) (done bool) {
+	j.started = time.Now()
+	j.usage.Queued = j.started.Sub(j.submitted)
 	j.usage.PromptTokens = len(j.req.Prompt)
-	sess, keep := cache.take(j.req.Prompt)
+	// A step that continues needs one token to give logits, unless no
+	// logits are wanted at all.
+	most := len(j.req.Prompt) - 1
+	if j.req.MaxTokens == 0 && !j.req.PromptLogits {
+		most++
+	}
+	sess, keep := cache.take(j.req.Prompt, j.req.KV, most)
 	if sess == nil {
-		sess, _ = e.m.NewSessionKV(e.opts.Ctx, e.opts.KV) // Ctx was checked in New
+		sess, _ = e.m.NewSessionKV(e.opts.Ctx, j.req.KV) // Ctx was checked in New
 	}
 	sess.Rewind(keep)
 	j.usage.CachedTokens = keep
@@ -405,6 +474,7 @@ func (e *Engine) start(j *job, cache *prefixCache) {
 	j.rest = j.req.Prompt[keep:]
 	j.sampler = sampling.New(e.m.Config.Vocab, j.req.Params)
 	j.history = append(make([]int32, 0, len(j.req.Prompt)+64), j.req.Prompt...)
+	return len(j.rest) == 0
 }
 
 // sample picks the job's next token from its logits and emits it; it
@@ -418,7 +488,7 @@ func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs) StopRe
 	id := j.sampler.Sample(l, j.history)
 	for _, s := range j.req.Stop {
 		if s == id {
-			return StopToken
+			return StopEOS
 		}
 	}
 	if raw != nil {

@@ -1,4 +1,4 @@
-package serve
+package engine
 
 import (
 	"context"
@@ -188,7 +188,7 @@ func TestStopsAndLimits(t *testing.T) {
 	}
 	s, _ := e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 8, Stop: []int32{ref[first]}, TopLogprobs: -1})
 	evs, done := collect(t, s)
-	if done.Reason != StopToken || len(evs) != first {
+	if done.Reason != StopEOS || len(evs) != first {
 		t.Errorf("stop token %d: %d tokens, reason %s; want %d, stop", ref[first], len(evs), done.Reason, first)
 	}
 	// The context ends it with "ctx" after the last token that fits.
@@ -264,7 +264,7 @@ func TestCancelFreesTheSlot(t *testing.T) {
 	}
 	cancel()
 	_, done := collect(t, long)
-	if done.Reason != StopCancelled {
+	if done.Reason != StopInterrupt {
 		t.Errorf("cancelled request: reason %s", done.Reason)
 	}
 	if evs, done := collect(t, waiting); done.Reason != StopLength || len(evs) != 4 {
@@ -344,6 +344,11 @@ func TestShutdown(t *testing.T) {
 	if _, err := e.Submit(context.Background(), Request{Prompt: []int32{1}}); !errors.Is(err, ErrClosed) {
 		t.Errorf("after shutdown: %v", err)
 	}
+	// Again, with a context that has ended too (Close after Serve's
+	// graceful shutdown): it returns at once.
+	for range 20 {
+		e.Shutdown(ctx)
+	}
 }
 
 // TestSoak: 192 requests from 16 clients at once, some with stop tokens,
@@ -403,7 +408,7 @@ func TestSoak(t *testing.T) {
 					}
 					if ev.Done {
 						ended.Add(1)
-						if ev.Reason == StopCancelled {
+						if ev.Reason == StopInterrupt {
 							cancelled.Add(1)
 						}
 						break
@@ -423,4 +428,131 @@ func TestSoak(t *testing.T) {
 	}
 	waitFor(t, func() bool { return runtime.NumGoroutine() <= before })
 	t.Logf("%d requests ended (%d cancelled), %d submissions refused as busy and retried", ended.Load(), cancelled.Load(), refused.Load())
+}
+
+// TestPromptOnly: MaxTokens 0 evaluates the prompt and keeps its cache;
+// the same prompt again needs no step at all; PromptLogits are the
+// prompt's last logits, as a session alone gives them, in the first event.
+func TestPromptOnly(t *testing.T) {
+	m := smallModel(t, 32)
+	e := newEngine(t, m, Options{})
+	prompt := []int32{5, 6, 7, 8, 9}
+	s, _ := e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 0, PromptLogits: true, TopLogprobs: -1})
+	evs, done := collect(t, s)
+	if len(evs) != 0 || done.Reason != StopLength || done.Usage.CompletionTokens != 0 || done.Usage.KVTokens != len(prompt) {
+		t.Fatalf("prompt only: %d events, done %+v", len(evs), done)
+	}
+	sess, _ := m.NewSession(0)
+	want, _ := sess.Feed(prompt)
+	if len(done.PromptLogits) != len(want) || maxAbsDiff(done.PromptLogits, want) > 1e-5 {
+		t.Errorf("prompt logits differ from a session's by %g", maxAbsDiff(done.PromptLogits, want))
+	}
+	s, _ = e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 0, TopLogprobs: -1})
+	if _, done = collect(t, s); done.Usage.CachedTokens != len(prompt) || done.Reason != StopLength {
+		t.Errorf("the same prompt again: %+v", done)
+	}
+	// With a token to generate, the first event carries the logits.
+	s, _ = e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 2, PromptLogits: true, TopLogprobs: -1})
+	evs, done = collect(t, s)
+	if len(evs) != 2 || maxAbsDiff(evs[0].PromptLogits, want) > 1e-5 || evs[1].PromptLogits != nil || done.PromptLogits != nil {
+		t.Errorf("logits with generation: %d events, first logits %d long", len(evs), len(evs[0].PromptLogits))
+	}
+	if done.Usage.CachedTokens != len(prompt)-1 || done.Usage.KVTokens != len(prompt)+1 || done.Usage.Prefill <= 0 {
+		t.Errorf("generation after the prompt: usage %+v", done.Usage)
+	}
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	if len(a) != len(b) {
+		return math.Inf(1)
+	}
+	var d float64
+	for i := range a {
+		d = max(d, math.Abs(float64(a[i]-b[i])))
+	}
+	return d
+}
+
+// TestKVTypesAndClearCache: each request gets the KV cache type it asks
+// for, a cached conversation is reused only by one of the same type, and
+// ClearCache drops what is kept.
+func TestKVTypesAndClearCache(t *testing.T) {
+	m := smallModel(t, 32)
+	e := newEngine(t, m, Options{})
+	prompt := []int32{21, 22, 23, 24}
+	run := func(kv format.KVType) Event {
+		s, err := e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 1, TopLogprobs: -1, KV: kv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, done := collect(t, s)
+		return done
+	}
+	f16 := run(format.KVF16)
+	q8 := run(format.KVQ8)
+	if q8.Usage.CachedTokens != 0 || q8.Usage.KVBytes >= f16.Usage.KVBytes {
+		t.Errorf("q8 after f16: %d cached, %d KV bytes (f16: %d)", q8.Usage.CachedTokens, q8.Usage.KVBytes, f16.Usage.KVBytes)
+	}
+	if again := run(format.KVQ8); again.Usage.CachedTokens != len(prompt)-1 {
+		t.Errorf("q8 again: %d cached", again.Usage.CachedTokens)
+	}
+	waitFor(t, func() bool { return e.Stats().CachedBytes > 0 })
+	e.ClearCache()
+	if after := run(format.KVF16); after.Usage.CachedTokens != 0 {
+		t.Errorf("after ClearCache: %d cached tokens", after.Usage.CachedTokens)
+	}
+}
+
+// TestGenerationStops: the generation loop of every front end, on an odd
+// shape (Qwen2 biases, 3 KV heads): the context stops it after the last
+// token that fits, MaxTokens with "length", a stop token before it, and a
+// cancelled context with "interrupt".
+func TestGenerationStops(t *testing.T) {
+	s := synth.Shape{ModelType: "qwen2", Hidden: 72, Intermediate: 100, Layers: 2, Heads: 3, KVHeads: 3, HeadDim: 14,
+		Vocab: 333, MaxPositions: 1024, Tied: false, DType: "BF16", Seed: 13, EOS: synth.MiniEOS}
+	m := openModel(t, synthtest.Compile(t, s, 16))
+	e := newEngine(t, m, Options{Parallel: 1, Ctx: 40})
+	rng := rand.New(rand.NewPCG(1, 0))
+	prompt := make([]int32, 30)
+	for i := range prompt {
+		prompt[i] = int32(rng.IntN(s.Vocab))
+	}
+	run := func(req Request) ([]Event, Event) {
+		st, err := e.Submit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return collect(t, st)
+	}
+	evs, done := run(Request{Prompt: prompt, MaxTokens: -1, TopLogprobs: -1})
+	if done.Reason != StopContext || len(evs) != 11 || done.Usage.KVTokens != 40 {
+		t.Fatalf("stop %q after %d generated, %d in cache; want ctx after 11 with 40 cached", done.Reason, len(evs), done.Usage.KVTokens)
+	}
+	evs, done = run(Request{Prompt: []int32{5, 6, 7}, MaxTokens: 6, TopLogprobs: -1})
+	if done.Reason != StopLength || len(evs) != 6 {
+		t.Fatalf("stop %q with %d tokens", done.Reason, len(evs))
+	}
+	// Make the fourth generated token a stop token: generation ends before it.
+	stop := evs[3].Token
+	evs2, done := run(Request{Prompt: []int32{5, 6, 7}, MaxTokens: 6, Stop: []int32{stop}, TopLogprobs: -1})
+	if done.Reason != StopEOS || len(evs2) > 3 {
+		t.Fatalf("stop %q with %v, want eos before %d", done.Reason, tokensOf(evs2), stop)
+	}
+	// A cancelled context ends the generation long before its 100 tokens.
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := e.Submit(ctx, Request{Prompt: []int32{1, 2}, MaxTokens: 100, TopLogprobs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := st.Next(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return e.Stats().Active == 1 })
+	cancel()
+	_, done = collect(t, st)
+	if done.Reason != StopInterrupt || done.Usage.CompletionTokens >= 100 {
+		t.Fatalf("stop %q after %d tokens, want interrupt", done.Reason, done.Usage.CompletionTokens)
+	}
 }

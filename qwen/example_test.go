@@ -1,0 +1,124 @@
+package qwen_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"strings"
+	"sync"
+
+	"github.com/qwenc/qwenc/qwen"
+	"github.com/qwenc/qwenc/sampling"
+)
+
+// A chat answer, streamed as it is generated. The bundled demo model
+// was trained on Go source only, so its answers are Go comments.
+func Example() {
+	m, err := qwen.Open("qwen3-go-demo.qbin")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	req := qwen.Request{
+		Messages:  []qwen.Message{{Role: "user", Content: "Write a Go function that reverses a string."}},
+		MaxTokens: 12, Sampling: &sampling.Params{}, // greedy, for an output that does not change
+	}
+	for d, err := range m.Generate(context.Background(), req) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Print(d.Reasoning, d.Content)
+	}
+	// Output:
+	// 	// of the value of the value of the value of
+}
+
+// A raw completion that stops at a blank line, with why it stopped and
+// what it cost.
+func ExampleModel_Generate_completion() {
+	m, err := qwen.Open("qwen3-go-demo.qbin")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	req := qwen.Request{
+		Prompt:   "// Copyright 2009 The Go Authors. All rights reserved.\n",
+		Stop:     []string{"\n\n"},
+		Sampling: &sampling.Params{},
+	}
+	var text strings.Builder
+	for d, err := range m.Generate(context.Background(), req) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		text.WriteString(d.Content)
+		if d.Stop != "" {
+			fmt.Printf("%s\n-- stop: %s, %d prompt tokens, %d generated\n", text.String(), d.Stop, d.Usage.PromptTokens, d.Usage.CompletionTokens)
+		}
+	}
+	// Output:
+	// // Use of this source code is governed by a BSD-style
+	// // license that can be found in the LICENSE file.
+	// -- stop: stop, 15 prompt tokens, 24 generated
+}
+
+// Goroutines share a Model: their requests are batched into the same
+// forward steps, and each gets what it would get alone.
+func ExampleModel_Generate_concurrent() {
+	m, err := qwen.Open("qwen3-go-demo.qbin")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	prompts := []string{"// Copyright 2009 The Go Authors. All rights reserved.\n", "func (b *Buffer) Len() int {\n"}
+	answers := make([]string, len(prompts))
+	var wg sync.WaitGroup
+	for i, p := range prompts {
+		wg.Go(func() {
+			req := qwen.Request{Prompt: p, MaxTokens: 8, Sampling: &sampling.Params{}}
+			for d, err := range m.Generate(context.Background(), req) {
+				if err != nil {
+					log.Fatal(err)
+				}
+				answers[i] += d.Content
+			}
+		})
+	}
+	wg.Wait()
+	for _, a := range answers {
+		fmt.Printf("%q\n", a)
+	}
+	// Output:
+	// "// Use of this source code is governed"
+	// "\treturn int64(len(b))\n}\n\n"
+}
+
+// What a model is, and how it was opened.
+func ExampleOpen() {
+	m, err := qwen.Open("qwen3-go-demo.qbin", qwen.WithContext(1024), qwen.WithParallel(2))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	info := m.Info()
+	fmt.Printf("%s: %s, %s weights, %.1fM parameters, chat template %s\n", info.Name, info.Architecture, info.WeightType,
+		float64(info.Parameters)/1e6, info.ChatTemplate)
+	fmt.Printf("context %d of %d, %d conversations at once\n", info.Context, info.MaxContext, info.Parallel)
+	// Output:
+	// qwen3-go-demo: qwen3, f16 weights, 20.2M parameters, chat template qwen3
+	// context 1024 of 2048, 2 conversations at once
+}
+
+func ExampleModel_Tokenize() {
+	m, err := qwen.Open("qwen3-go-demo.qbin")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	ids := m.Tokenize("<|im_start|>user\nfunc main() {}")
+	fmt.Println(ids)
+	fmt.Printf("%q\n", m.Detokenize(ids[1:]))
+	// Output:
+	// [151644 872 198 2830 1887 368 4687]
+	// "user\nfunc main() {}"
+}

@@ -1,0 +1,304 @@
+// Package qwen runs compiled Qwen models (.qbin files, written by qwenc
+// compile) from Go, with no cgo: open a model, then stream chat answers
+// or completions from it.
+//
+//	m, err := qwen.Open("Qwen3-0.6B.qbin")
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer m.Close()
+//	req := qwen.Request{Messages: []qwen.Message{{Role: "user", Content: "Explain RoPE in one line"}}}
+//	for d, err := range m.Generate(ctx, req) {
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		fmt.Print(d.Content)
+//	}
+//
+// Open picks the kernels and threads for this CPU and sizes each
+// conversation's context to what memory holds. A Model is safe for
+// concurrent use: the requests of many goroutines are batched into the
+// same forward steps, each of which reads the weights once for all of
+// them, and a request that starts with the tokens of an earlier one (the
+// next turn of a chat, which resends the history) prefills only what is
+// new. This is the engine under qwenrun, its terminal chat and its
+// OpenAI- and Ollama-compatible server.
+//
+// A generation is a stream of Deltas: the reasoning (Qwen3's thinking)
+// and the answer as text, as it is generated, then one last Delta with
+// why it stopped and what it cost.
+package qwen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/qwenc/qwenc/chat"
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/infer"
+	"github.com/qwenc/qwenc/internal/engine"
+	"github.com/qwenc/qwenc/kernels"
+	"github.com/qwenc/qwenc/sampling"
+)
+
+// An Option configures Open.
+type Option func(*config)
+
+type config struct {
+	threads    int
+	kernels    string
+	ctx        int
+	ctxSet     bool
+	parallel   int
+	queue      int
+	kv         string
+	chunk      int
+	cacheBytes int64
+	cacheSet   bool
+}
+
+// WithThreads sets the worker threads of the forward steps (default: the
+// CPUs this process may use).
+func WithThreads(n int) Option { return func(c *config) { c.threads = n } }
+
+// WithKernels forces a kernel path: "auto", "generic", "avx2", "avx512"
+// or "avx512vnni". By default $QWEN_KERNELS decides, or else the fastest
+// path this CPU runs.
+func WithKernels(path string) Option { return func(c *config) { c.kernels = path } }
+
+// WithContext sets each conversation's context, 1 to the model's maximum.
+// By default it is the model's maximum, lowered to what the KV caches of
+// WithParallel conversations fit in the available memory (Info says so);
+// a context given here that memory cannot hold is refused.
+func WithContext(tokens int) Option {
+	return func(c *config) { c.ctx, c.ctxSet = tokens, true }
+}
+
+// WithParallel sets how many conversations decode together (default 4);
+// more requests wait in a queue.
+func WithParallel(n int) Option { return func(c *config) { c.parallel = n } }
+
+// WithQueue sets how many requests may wait for a free conversation
+// (default 4 x WithParallel); beyond it Start fails with ErrBusy.
+func WithQueue(n int) Option { return func(c *config) { c.queue = n } }
+
+// WithKVType sets the default KV cache type of the conversations: "f16"
+// (the default) or "q8", which holds about half the bytes. A Request may
+// choose its own.
+func WithKVType(kv string) Option { return func(c *config) { c.kv = kv } }
+
+// WithPrefillChunk sets the most prompt tokens a step prefills while
+// other conversations decode (default 128): a long prompt delays the
+// running answers by one chunk per step rather than by its whole prefill.
+func WithPrefillChunk(tokens int) Option { return func(c *config) { c.chunk = tokens } }
+
+// WithPrefixCache bounds the KV caches kept of finished requests for
+// later ones that start with the same tokens (default 1 GiB; 0 keeps
+// none).
+func WithPrefixCache(bytes int64) Option {
+	return func(c *config) { c.cacheBytes, c.cacheSet = bytes, true }
+}
+
+// Model is an open model and the engine that runs its requests.
+type Model struct {
+	m        *infer.Model
+	e        *engine.Engine
+	info     Info
+	kv       format.KVType
+	family   chat.Family
+	hasChat  bool
+	stopIDs  []int32
+	defaults sampling.Params
+}
+
+// Info describes a Model.
+type Info struct {
+	// Name is the file's base name without .qbin: the model's name in the
+	// HTTP protocols.
+	Name, Path string
+	// Architecture is the checkpoint's model_type: qwen3, qwen2,
+	// qwen3_moe.
+	Architecture string
+	// WeightType is the matrices' type: f16, q8 or q4.
+	WeightType string
+	// ChatTemplate is the family of the model's chat template (qwen3,
+	// qwen2.5, qwen2, chatml), "" when it has none and takes raw prompts
+	// only.
+	ChatTemplate string
+	// Parameters counts the weights (a tied embedding once);
+	// ActiveParameters those one token uses (all but the experts it is not
+	// routed to).
+	Parameters, ActiveParameters uint64
+	Layers, Hidden, Vocab        int
+	// MaxContext is the model's; Context each conversation's, and
+	// ContextNote, when not empty, says why Context is lower than asked.
+	MaxContext, Context int
+	ContextNote         string
+	Parallel            int
+	KVType              string // the default KV cache type
+	Kernels             string
+	Threads             int
+	FileSize            int64
+	Modified            time.Time
+	// Sampling is what the model's generation config asks for (greedy
+	// unless it samples); a Request without Sampling gets it, with a
+	// random seed.
+	Sampling sampling.Params
+}
+
+// Errors of Start and Generate besides a bad request.
+var (
+	// ErrBusy: every conversation is busy and the queue is full.
+	ErrBusy = engine.ErrBusy
+	// ErrClosed: the Model is shutting down.
+	ErrClosed = engine.ErrClosed
+	// ErrNoChatTemplate: a request with Messages to a model without a chat
+	// template.
+	ErrNoChatTemplate = errors.New("this model has no chat template: give it a raw Prompt")
+)
+
+// PromptTooLongError is a prompt longer than the context.
+type PromptTooLongError = engine.PromptTooLongError
+
+// Stats is a snapshot of the engine's load.
+type Stats = engine.Stats
+
+// Open maps a .qbin file and starts its engine. The weights stay in the
+// file's read-only mapping: several processes that open one file share
+// its pages.
+func Open(path string, opts ...Option) (*Model, error) {
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.parallel == 0 {
+		c.parallel = 4
+	}
+	switch {
+	case c.threads < 0:
+		return nil, fmt.Errorf("threads %d: want 1 or more", c.threads)
+	case c.parallel < 1:
+		return nil, fmt.Errorf("parallel %d: want 1 or more conversations", c.parallel)
+	case c.queue < 0:
+		return nil, fmt.Errorf("queue %d: not negative", c.queue)
+	}
+	kp, err := kernelPath(c.kernels)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := format.ParseKVType(orDefault(c.kv, "f16"))
+	if err != nil {
+		return nil, err
+	}
+	ro := infer.Options{Threads: c.threads, Kernels: kp}
+	im, err := infer.Open(path, ro)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newModel(im, path, c, kv, ro)
+	if err != nil {
+		im.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+func newModel(im *infer.Model, path string, c config, kv format.KVType, ro infer.Options) (*Model, error) {
+	h := im.File.Header
+	ctx, note, err := fitContext(im, c.ctx, c.ctxSet, c.parallel, kv)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{m: im, kv: kv, stopIDs: chat.StopTokens(im.Tokenizer, h.Generation.EOS), defaults: sampling.Defaults(h.Generation)}
+	if f := h.ChatFamily; f != "" {
+		if m.family, err = chat.ParseFamily(f); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		m.hasChat = true
+	}
+	rep := format.Report(h, nil, kv)
+	base := filepath.Base(path)
+	m.info = Info{
+		Name: strings.TrimSuffix(base, filepath.Ext(base)), Path: path,
+		Architecture: h.Config.ModelType, WeightType: h.WeightType().String(), ChatTemplate: h.ChatFamily,
+		Parameters: rep.Parameters, ActiveParameters: rep.ActiveParameters,
+		Layers: h.Config.Layers, Hidden: h.Config.Hidden, Vocab: h.Config.Vocab,
+		MaxContext: h.Config.MaxContext(), Context: ctx, ContextNote: note, Parallel: c.parallel,
+		KVType: kv.String(), Kernels: im.Kernels().String(), Threads: im.Threads(),
+		FileSize: im.File.Size, Sampling: m.defaults,
+	}
+	if st, err := os.Stat(path); err == nil {
+		m.info.Modified = st.ModTime()
+	}
+	m.e, err = engine.New(im, engine.Options{Parallel: c.parallel, Queue: c.queue, Ctx: ctx, Chunk: c.chunk,
+		CacheBytes: cacheOption(c), Runner: ro})
+	return m, err
+}
+
+// cacheOption maps WithPrefixCache onto the engine's option, whose 0 is
+// its default and < 0 none.
+func cacheOption(c config) int64 {
+	switch {
+	case !c.cacheSet:
+		return 0
+	case c.cacheBytes <= 0:
+		return -1
+	}
+	return c.cacheBytes
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// kernelPath is the path named, or $QWEN_KERNELS, or the fastest.
+func kernelPath(name string) (kernels.Path, error) {
+	if name != "" {
+		return kernels.ParsePath(name)
+	}
+	return kernels.FromEnv()
+}
+
+// Info describes the model.
+func (m *Model) Info() Info { return m.info }
+
+// Stats reports the engine's load.
+func (m *Model) Stats() Stats { return m.e.Stats() }
+
+// Verify recomputes every section's checksum: it reads the whole file.
+func (m *Model) Verify() error { return m.m.File.Verify() }
+
+// ClearCache drops the KV caches kept of finished requests, freeing their
+// memory; later requests prefill their prompts whole.
+func (m *Model) ClearCache() { m.e.ClearCache() }
+
+// Tokenize encodes text as a raw prompt is: added tokens written in it
+// (<|im_start|>, <think>, ...) are recognised, as Hugging Face's
+// tokenizer does.
+func (m *Model) Tokenize(text string) []int32 { return m.m.Tokenizer.Encode(text, true) }
+
+// Detokenize is the text of ids; bytes of a character that the ids cut
+// become U+FFFD.
+func (m *Model) Detokenize(ids []int32) string { return m.m.Tokenizer.Decode(ids) }
+
+// Shutdown stops accepting requests: queued ones end at once, running
+// ones may go on until ctx ends, then end with StopShutdown. It returns
+// when the engine has stopped; Close then unmaps the model.
+func (m *Model) Shutdown(ctx context.Context) error { return m.e.Shutdown(ctx) }
+
+// Close ends every request (StopShutdown) and unmaps the model. Nothing
+// of it may be used after.
+func (m *Model) Close() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	m.e.Shutdown(ctx)
+	return m.m.Close()
+}

@@ -1,0 +1,321 @@
+package qwen_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qwenc/qwenc/qwen"
+	"github.com/qwenc/qwenc/sampling"
+)
+
+func open(t *testing.T, path string, opts ...qwen.Option) *qwen.Model {
+	t.Helper()
+	m, err := qwen.Open(path, append([]qwen.Option{qwen.WithThreads(2)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// result is a whole generation: its text and its last Delta.
+type result struct {
+	reasoning, content string
+	ids                []int32
+	last               qwen.Delta
+}
+
+func generate(t *testing.T, m *qwen.Model, req qwen.Request) result {
+	t.Helper()
+	var r result
+	for d, err := range m.Generate(context.Background(), req) {
+		if err != nil {
+			t.Fatalf("%+v: %v", req, err)
+		}
+		r.reasoning += d.Reasoning
+		r.content += d.Content
+		r.ids = append(r.ids, d.IDs...)
+		r.last = d
+	}
+	return r
+}
+
+var greedy = &sampling.Params{}
+
+// requests are chats and completions of the demo model, some longer than
+// a prefill chunk, some sharing a prefix.
+func requests() []qwen.Request {
+	long := strings.Repeat("func (s *Set) Add(v int) { s.m[v] = struct{}{} }\n", 12)
+	return []qwen.Request{
+		{Messages: []qwen.Message{{Role: "user", Content: "Write a Go function that reverses a string."}}, MaxTokens: 16},
+		{Messages: []qwen.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "What is a slice?"}}, MaxTokens: 16, NoThinking: true},
+		{Prompt: "// Copyright 2009 The Go Authors. All rights reserved.\n", MaxTokens: 20},
+		{Prompt: "func (b *Buffer) Len() int {\n", MaxTokens: 16},
+		{Prompt: long, MaxTokens: 16},
+		{Prompt: long + "func (s *Set) Has(v int) bool {\n", MaxTokens: 16},
+		{Prompt: "package main\n\nimport \"fmt\"\n\nfunc main() {\n", MaxTokens: 16, KV: "q8"},
+		{Tokens: []int32{1722, 1887, 271, 474, 2399}, MaxTokens: 16, Stop: []string{"\n"}},
+	}
+}
+
+// TestConcurrentMatchesAlone: goroutines generating at once, batched into
+// the same steps, get each the greedy text it gets alone. Under the race
+// detector in make test-race.
+func TestConcurrentMatchesAlone(t *testing.T) {
+	reqs := requests()
+	alone := make([]result, len(reqs))
+	m := open(t, "qwen3-go-demo.qbin", qwen.WithParallel(1), qwen.WithPrefixCache(0))
+	for i, req := range reqs {
+		req.Sampling = greedy
+		alone[i] = generate(t, m, req)
+	}
+	b := open(t, "qwen3-go-demo.qbin", qwen.WithParallel(4), qwen.WithPrefillChunk(16))
+	for round := range 2 { // the second round starts from the prefix cache
+		got := make([]result, len(reqs))
+		var wg sync.WaitGroup
+		for i, req := range reqs {
+			req.Sampling = greedy
+			wg.Go(func() { got[i] = generate(t, b, req) })
+		}
+		wg.Wait()
+		for i := range reqs {
+			if got[i].content != alone[i].content || got[i].reasoning != alone[i].reasoning || got[i].last.Stop != alone[i].last.Stop {
+				t.Errorf("round %d, request %d: together %q (%s), alone %q (%s)", round, i, got[i].content, got[i].last.Stop,
+					alone[i].content, alone[i].last.Stop)
+			}
+		}
+	}
+	if st := b.Stats(); st.Active != 0 || st.Queued != 0 {
+		t.Errorf("after the requests: %+v", st)
+	}
+}
+
+// TestStopStrings: a stop string ends the answer before it, with
+// StopString, the tokens counted up to the one that completed it.
+func TestStopStrings(t *testing.T) {
+	m := open(t, "qwen3-go-demo.qbin")
+	req := qwen.Request{Prompt: "// Copyright 2009 The Go Authors. All rights reserved.\n", MaxTokens: 30, Sampling: greedy}
+	full := generate(t, m, req)
+	at := strings.Index(full.content, "governed")
+	if at < 0 {
+		t.Fatalf("the greedy text %q lacks the stop string", full.content)
+	}
+	req.Stop = []string{"BSD", "governed"}
+	r := generate(t, m, req)
+	if r.content != full.content[:at] || r.last.Stop != qwen.StopString || r.last.Usage.CompletionTokens != len(r.ids) {
+		t.Errorf("stopped: %q, %s, %d tokens for %d ids; want %q", r.content, r.last.Stop, r.last.Usage.CompletionTokens, len(r.ids), full.content[:at])
+	}
+}
+
+// TestCancel: a cancelled context ends the generation within a step; the
+// last Delta has the usage, StopInterrupt, and the context's error.
+func TestCancel(t *testing.T) {
+	m := open(t, "tiny-a.qbin")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := 0
+	var last qwen.Delta
+	var lastErr error
+	for d, err := range m.Generate(ctx, qwen.Request{Prompt: "Hello", Sampling: greedy}) {
+		if len(d.IDs) > 0 {
+			n++
+		}
+		if n == 3 {
+			cancel()
+		}
+		last, lastErr = d, err
+	}
+	if !errors.Is(lastErr, context.Canceled) || last.Stop != qwen.StopInterrupt || last.Usage.CompletionTokens < 3 ||
+		last.Usage.CompletionTokens > 4 {
+		t.Errorf("cancelled after 3 tokens: %v, %s, %d generated", lastErr, last.Stop, last.Usage.CompletionTokens)
+	}
+	// Breaking out of the loop stops the generation too.
+	for range m.Generate(context.Background(), qwen.Request{Prompt: "Hello", Sampling: greedy}) {
+		break
+	}
+	waitIdle(t, m)
+}
+
+func waitIdle(t *testing.T, m *qwen.Model) {
+	t.Helper()
+	for range 10000 {
+		if st := m.Stats(); st.Active == 0 && st.Queued == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("the engine is still busy: %+v", m.Stats())
+}
+
+// TestPrefillAndPromptOnly: a prefilled conversation's next turn
+// prefills only its new message; PromptOnly gives the prompt's logits and
+// nothing else.
+func TestPrefillAndPromptOnly(t *testing.T) {
+	m := open(t, "qwen3-go-demo.qbin")
+	msgs := []qwen.Message{{Role: "system", Content: "Answer in Go."}, {Role: "user", Content: "A slice?"},
+		{Role: "assistant", Content: "<think>\nshort\n</think>\n\nIt is a view of an array."}}
+	u, err := m.Prefill(context.Background(), qwen.Request{Messages: msgs})
+	if err != nil || u.PromptTokens == 0 || u.KVTokens != u.PromptTokens {
+		t.Fatalf("prefill: %+v, %v", u, err)
+	}
+	next := append(msgs, qwen.Message{Role: "user", Content: "And a map?"})
+	n, err := m.Count(qwen.Request{Messages: next})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := generate(t, m, qwen.Request{Messages: next, MaxTokens: 2, Sampling: greedy})
+	if r.last.Usage.CachedTokens != u.PromptTokens || r.last.Usage.PromptTokens != n {
+		t.Errorf("next turn: %d of %d prompt tokens cached, want %d of %d", r.last.Usage.CachedTokens, r.last.Usage.PromptTokens, u.PromptTokens, n)
+	}
+	p := generate(t, m, qwen.Request{Prompt: "func main() {\n", PromptOnly: true, PromptLogits: true})
+	if len(p.ids) != 0 || p.last.Stop != qwen.StopLength || len(p.last.PromptLogits) != m.Info().Vocab {
+		t.Errorf("prompt only: %d ids, %s, %d logits", len(p.ids), p.last.Stop, len(p.last.PromptLogits))
+	}
+	best := 0
+	for i, v := range p.last.PromptLogits {
+		if v > p.last.PromptLogits[best] {
+			best = i
+		}
+	}
+	if g := generate(t, m, qwen.Request{Prompt: "func main() {\n", MaxTokens: 1, Sampling: greedy}); g.ids[0] != int32(best) {
+		t.Errorf("greedy token %d, the prompt logits' best %d", g.ids[0], best)
+	}
+}
+
+// TestSamplingRanges: the Go API holds Request.Sampling to the ranges of
+// the parameter table, at their edges, as the command line and both HTTP
+// protocols do.
+func TestSamplingRanges(t *testing.T) {
+	m := open(t, "tiny-a.qbin")
+	for _, c := range []struct {
+		name string
+		ok   []float64
+		bad  []float64
+	}{
+		{"temperature", []float64{0, 1e6}, []float64{-0.01, math.NaN(), 1e39}},
+		{"top_k", []float64{-1, 0, 40}, []float64{-2}},
+		{"top_p", []float64{0, 1}, []float64{-0.01, 1.01}},
+		{"min_p", []float64{0, 1}, []float64{-0.01, 1.01}},
+		// 0 is a Params' off, as a zero value should be.
+		{"repeat_penalty", []float64{0, 0.01, 1e6}, []float64{-1}},
+		{"presence_penalty", []float64{-2, 2}, []float64{-2.01, 2.01}},
+		{"frequency_penalty", []float64{-2, 2}, []float64{-2.01, 2.01}},
+		{"repeat_last_n", []float64{-1, 64}, nil},
+	} {
+		for _, v := range append(c.ok, c.bad...) {
+			want := slices.Contains(c.ok, v)
+			p := sampling.Params{}
+			setRaw(&p, c.name, v)
+			st, err := m.Start(context.Background(), qwen.Request{Prompt: "Hi", MaxTokens: 1, Sampling: &p})
+			if (err == nil) != want || err != nil && !strings.Contains(err.Error(), c.name) {
+				t.Errorf("%s %v: error %v, want accepted %v (an error naming the setting)", c.name, v, err, want)
+			}
+			if st != nil {
+				for range st.Deltas() {
+				}
+			}
+		}
+	}
+	// Every setting of the table is covered.
+	for _, s := range sampling.Settings() {
+		setRaw(&sampling.Params{}, s.Name, 0)
+	}
+}
+
+// setRaw puts v into p's field for setting name as a Go program would,
+// without the setting's checks.
+func setRaw(p *sampling.Params, name string, v float64) {
+	switch name {
+	case "temperature":
+		p.Temperature = float32(v)
+	case "top_k":
+		p.TopK = int(v)
+	case "top_p":
+		p.TopP = float32(v)
+	case "min_p":
+		p.MinP = float32(v)
+	case "repeat_penalty":
+		p.RepeatPenalty = float32(v)
+	case "presence_penalty":
+		p.PresencePenalty = float32(v)
+	case "frequency_penalty":
+		p.FrequencyPenalty = float32(v)
+	case "repeat_last_n":
+		p.RepeatLastN = int(v)
+	default:
+		panic("no field for " + name)
+	}
+}
+
+// TestRequestErrors: a request that cannot run is refused by Start, with
+// a message that says what is wrong, before anything is generated.
+func TestRequestErrors(t *testing.T) {
+	m := open(t, "tiny-a.qbin", qwen.WithContext(64))
+	long := strings.Repeat("word ", 100)
+	for _, c := range []struct {
+		req  qwen.Request
+		want string
+	}{
+		{qwen.Request{}, "no prompt"},
+		{qwen.Request{Prompt: "a", Tokens: []int32{1}}, "more than one of"},
+		{qwen.Request{Messages: []qwen.Message{}}, "no messages"},
+		{qwen.Request{Messages: []qwen.Message{{Role: "robot", Content: "hi"}}}, `messages[0]: unknown role "robot"`},
+		{qwen.Request{Prompt: "a", MaxTokens: -1}, "MaxTokens -1"},
+		{qwen.Request{Prompt: "a", TopLogprobs: 3}, "TopLogprobs needs Logprobs"},
+		{qwen.Request{Prompt: "a", Logprobs: true, TopLogprobs: 21}, "TopLogprobs 21: want 0 to 20"},
+		{qwen.Request{Prompt: "a", Stop: []string{""}}, "stop string 0 is empty"},
+		{qwen.Request{Prompt: "a", Stop: make([]string, 17)}, "17 stop strings, at most 16"},
+		{qwen.Request{Prompt: "a", KV: "q4"}, `KV cache type "q4"`},
+		{qwen.Request{Prompt: "a", Context: 65}, "context 65: want 1 to 64"},
+		{qwen.Request{Prompt: long}, "more than the context of 64"},
+		{qwen.Request{Prompt: "a b c d e f", Context: 3}, "more than the context of 3"},
+		{qwen.Request{Tokens: []int32{1 << 30}}, "outside the vocabulary"},
+		{qwen.Request{Prompt: "a", Sampling: &sampling.Params{TopP: 2}}, "sampling: top_p 2 is outside [0, 1]"},
+	} {
+		_, err := m.Start(context.Background(), c.req)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error with %q", c.req, err, c.want)
+		}
+	}
+	var tooLong *qwen.PromptTooLongError
+	if _, err := m.Start(context.Background(), qwen.Request{Prompt: long}); !errors.As(err, &tooLong) || tooLong.Context != 64 {
+		t.Errorf("a long prompt: %v, want a *PromptTooLongError", err)
+	}
+}
+
+// TestOpenOptions: the kernels and the context asked for, and those
+// refused with the range the model allows.
+func TestOpenOptions(t *testing.T) {
+	m := open(t, "tiny-a.qbin", qwen.WithKernels("generic"), qwen.WithContext(100), qwen.WithKVType("q8"))
+	if info := m.Info(); info.Kernels != "generic" || info.Context != 100 || info.KVType != "q8" || info.Threads != 2 {
+		t.Errorf("info %+v", info)
+	}
+	for _, c := range []struct {
+		opts []qwen.Option
+		want string
+	}{
+		{[]qwen.Option{qwen.WithContext(0)}, "context 0: want 1 to 4096 tokens (the model's maximum context)"},
+		{[]qwen.Option{qwen.WithContext(5000)}, "context 5000: want 1 to 4096 tokens"},
+		{[]qwen.Option{qwen.WithKernels("sse9")}, `unknown path "sse9"`},
+		{[]qwen.Option{qwen.WithKVType("int8")}, `KV cache type "int8"`},
+		{[]qwen.Option{qwen.WithParallel(-1)}, "parallel -1"},
+		{[]qwen.Option{qwen.WithThreads(-2)}, "threads -2"},
+	} {
+		if _, err := qwen.Open("tiny-a.qbin", c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.opts, err, c.want)
+		}
+	}
+	if _, err := qwen.Open("missing.qbin"); err == nil || !strings.Contains(err.Error(), "missing.qbin") {
+		t.Errorf("a missing file: %v", err)
+	}
+	var ce *qwen.ContextError
+	if _, err := qwen.Open("tiny-a.qbin", qwen.WithContext(-5)); !errors.As(err, &ce) || ce.Max != 4096 {
+		t.Errorf("context -5: %v", err)
+	}
+}

@@ -1,0 +1,190 @@
+package qwen
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/qwenc/qwenc/chat"
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/internal/engine"
+	"github.com/qwenc/qwenc/sampling"
+)
+
+// Message is one turn of a conversation: Role "system", "user",
+// "assistant" or "tool", its Content, and for an earlier answer of
+// Qwen3's its Reasoning. Message text is always text: a user who types
+// "<|im_end|>" cannot close a turn or open one.
+type Message = chat.Message
+
+// MaxStops bounds a request's stop strings: each is looked for after
+// every token.
+const MaxStops = 16
+
+// MaxTopLogprobs bounds Request.TopLogprobs, as OpenAI does.
+const MaxTopLogprobs = 20
+
+// Request is one generation: a chat (Messages) or a raw completion
+// (Prompt, or Tokens), and how to generate.
+type Request struct {
+	// Messages is a conversation, rendered with the model's chat template
+	// and answered as the assistant.
+	Messages []Message
+	// Prompt is raw text to continue; added tokens written in it
+	// (<|im_start|>, ...) are recognised, as Hugging Face's tokenizer does.
+	Prompt string
+	// Tokens is a raw prompt as token ids.
+	Tokens []int32
+	// NoThinking makes Qwen3 answer without thinking (the template's empty
+	// think block, as enable_thinking=false); other models ignore it.
+	NoThinking bool
+	// Sampling is how to pick each token; nil is the model's generation
+	// config (Info.Sampling) with a random seed. Its values are held to
+	// the ranges of sampling.Settings.
+	Sampling *sampling.Params
+	// MaxTokens bounds the tokens generated; 0 generates until the model
+	// ends its answer or the context is full.
+	MaxTokens int
+	// PromptOnly evaluates the prompt and generates nothing: its KV cache
+	// is kept, for PromptLogits or for later requests that start with it.
+	PromptOnly bool
+	// Context, when not 0, bounds the prompt and the answer together
+	// below the model's context, as Ollama's num_ctx.
+	Context int
+	// Stop strings end the answer before the first of them; none is ever
+	// part of a Delta (text that could begin one is held back until the
+	// next token decides). At most MaxStops, none empty.
+	Stop []string
+	// Logprobs asks for the log-probability of every content token, and
+	// TopLogprobs (up to MaxTopLogprobs) for that many most likely tokens
+	// at each step too.
+	Logprobs    bool
+	TopLogprobs int
+	// PromptLogits asks for the logits of the prompt's last position in
+	// the first Delta.
+	PromptLogits bool
+	// IgnoreEOS generates past the tokens that end an answer, as vLLM's
+	// ignore_eos: for benchmarks, which need their token counts.
+	IgnoreEOS bool
+	// KV is this conversation's KV cache type, "f16" or "q8"; "" is the
+	// Model's (WithKVType).
+	KV string
+}
+
+// prompt is a request made ready for the engine.
+type prompt struct {
+	req  engine.Request
+	chat bool // the text goes through the reasoning split
+}
+
+// encode renders and tokenizes the request's prompt, with the generation
+// prompt (the opening of the assistant's turn) after a conversation.
+func (m *Model) encode(r *Request, generationPrompt bool) ([]int32, bool, error) {
+	given := 0
+	for _, set := range []bool{r.Messages != nil, r.Prompt != "", r.Tokens != nil} {
+		if set {
+			given++
+		}
+	}
+	switch {
+	case given == 0:
+		return nil, false, errors.New("the request has no prompt: give Messages, Prompt or Tokens")
+	case given > 1:
+		return nil, false, errors.New("the request gives more than one of Messages, Prompt and Tokens")
+	case r.Tokens != nil:
+		return r.Tokens, false, nil
+	case r.Prompt != "":
+		return m.m.Tokenizer.Encode(r.Prompt, true), false, nil
+	case !m.hasChat:
+		return nil, false, ErrNoChatTemplate
+	case len(r.Messages) == 0:
+		return nil, false, errors.New("the conversation has no messages")
+	}
+	for i, msg := range r.Messages {
+		switch msg.Role {
+		case "system", "user", "assistant", "tool":
+		default:
+			return nil, false, fmt.Errorf("messages[%d]: unknown role %q: want system, user, assistant or tool", i, msg.Role)
+		}
+	}
+	ids, err := chat.Encode(m.m.Tokenizer, chat.Render(m.family, r.Messages, generationPrompt, !r.NoThinking))
+	return ids, true, err
+}
+
+// prepare checks a request and makes it ready for the engine.
+func (m *Model) prepare(r *Request) (prompt, error) {
+	ids, isChat, err := m.encode(r, true)
+	if err != nil {
+		return prompt{}, err
+	}
+	p := prompt{chat: isChat, req: engine.Request{Prompt: ids, MaxTokens: -1, Stop: m.stopIDs, TopLogprobs: -1}}
+	if p.req.KV, err = m.kvType(r.KV); err != nil {
+		return prompt{}, err
+	}
+	if r.Sampling == nil {
+		p.req.Params = m.defaults
+		p.req.Params.Seed = rand.Uint64()
+	} else {
+		if err := r.Sampling.Check(); err != nil {
+			return prompt{}, fmt.Errorf("sampling: %w", err)
+		}
+		p.req.Params = *r.Sampling
+	}
+	switch {
+	case r.MaxTokens < 0:
+		return prompt{}, fmt.Errorf("MaxTokens %d: want 0 (until the end of the answer or of the context) or more", r.MaxTokens)
+	case r.PromptOnly:
+		p.req.MaxTokens = 0
+	case r.MaxTokens > 0:
+		p.req.MaxTokens = r.MaxTokens
+	}
+	if n := r.Context; n != 0 {
+		switch {
+		case n < 0 || n > m.info.Context:
+			return prompt{}, fmt.Errorf("context %d: want 1 to %d tokens, the model's context", n, m.info.Context)
+		case len(ids) > n:
+			return prompt{}, &PromptTooLongError{Tokens: len(ids), Context: n}
+		}
+		// As the engine at its own context: the last token needs no room.
+		if room := n - len(ids) + 1; !r.PromptOnly && (p.req.MaxTokens < 0 || p.req.MaxTokens > room) {
+			p.req.MaxTokens = room
+		}
+	}
+	switch t := r.TopLogprobs; {
+	case t < 0 || t > MaxTopLogprobs:
+		return prompt{}, fmt.Errorf("TopLogprobs %d: want 0 to %d", t, MaxTopLogprobs)
+	case t > 0 && !r.Logprobs:
+		return prompt{}, errors.New("TopLogprobs needs Logprobs")
+	case r.Logprobs:
+		p.req.TopLogprobs = t
+	}
+	if len(r.Stop) > MaxStops {
+		return prompt{}, fmt.Errorf("%d stop strings, at most %d", len(r.Stop), MaxStops)
+	}
+	for i, s := range r.Stop {
+		if s == "" {
+			return prompt{}, fmt.Errorf("stop string %d is empty: it would match before anything", i)
+		}
+	}
+	p.req.PromptLogits = r.PromptLogits
+	if r.IgnoreEOS {
+		p.req.Stop = nil
+	}
+	return p, nil
+}
+
+// kvType resolves a request's KV cache type.
+func (m *Model) kvType(name string) (format.KVType, error) {
+	if name == "" {
+		return m.kv, nil
+	}
+	return format.ParseKVType(name)
+}
+
+// textOf is the text source of a generation.
+func (m *Model) textOf(p prompt) textSource {
+	if p.chat {
+		return chat.NewSplitter(m.m.Tokenizer, false)
+	}
+	return rawText{m.m.Tokenizer.NewStreamDecoder()}
+}

@@ -1,0 +1,242 @@
+package qwen
+
+import (
+	"context"
+	"iter"
+	"slices"
+	"time"
+
+	"github.com/qwenc/qwenc/chat"
+	"github.com/qwenc/qwenc/internal/engine"
+)
+
+// StopReason says why a generation ended.
+type StopReason = engine.StopReason
+
+// Why a generation ended.
+const (
+	StopEOS       = engine.StopEOS       // the model ended its answer
+	StopString    = engine.StopString    // a stop string came
+	StopLength    = engine.StopLength    // MaxTokens were generated, or PromptOnly
+	StopContext   = engine.StopContext   // the context (or Request.Context) is full
+	StopInterrupt = engine.StopInterrupt // the request's context ended
+	StopShutdown  = engine.StopShutdown  // the Model shut down or closed
+)
+
+// Usage counts a generation's tokens and times: PromptTokens of which
+// CachedTokens came from an earlier request's KV cache, CompletionTokens
+// generated; Queued (waiting for a free conversation), Prefill (the
+// prompt's steps), TimeToFirstToken and Total from Start; and the
+// conversation's KV cache at the end, KVTokens positions in KVBytes.
+type Usage = engine.Usage
+
+// Delta is a part of a generation: the text generated since the previous
+// Delta, the reasoning (Qwen3's thinking) apart from the answer. The last
+// Delta of a generation has Stop set, and Usage.
+type Delta struct {
+	Reasoning, Content string
+	// IDs are the tokens generated since the previous Delta; their text
+	// may be held back for a later one (a character split across tokens,
+	// or the possible start of a stop string).
+	IDs []int32
+	// Logprobs, with Request.Logprobs, are the content tokens whose text
+	// this Delta completes.
+	Logprobs []Logprob
+	// Time is when the engine produced the Delta's tokens.
+	Time time.Time
+	// PromptLogits, with Request.PromptLogits, are in the first Delta.
+	PromptLogits []float32
+	Stop         StopReason
+	Usage        Usage
+}
+
+// TokenLogprob is a token, its text and its log-probability under the
+// model, before the sampler's penalties and temperature.
+type TokenLogprob struct {
+	ID      int32
+	Bytes   []byte // a character may be split across tokens
+	Logprob float32
+}
+
+// Logprob is a generated token's log-probability, and the most likely
+// tokens' at that step, most likely first.
+type Logprob struct {
+	TokenLogprob
+	Top []TokenLogprob
+}
+
+// events is what a Stream reads: the engine's stream of a request.
+type events interface {
+	Next(context.Context) (engine.Event, error)
+}
+
+// Stream is a running generation.
+type Stream struct {
+	m      *Model
+	ctx    context.Context // the caller's
+	cancel context.CancelFunc
+	evs    events
+	prompt []int32
+	asm    assembler
+}
+
+// Start submits a request and returns its Stream once the engine has
+// taken it: errors in the request (a *PromptTooLongError among them),
+// ErrBusy when the queue is full and ErrClosed after Shutdown come here,
+// before anything is generated. When ctx ends, the generation stops
+// within one step. The Stream must be read to its end, or closed.
+func (m *Model) Start(ctx context.Context, req Request) (*Stream, error) {
+	p, err := m.prepare(&req)
+	if err != nil {
+		return nil, err
+	}
+	gctx, cancel := context.WithCancel(ctx)
+	st, err := m.e.Submit(gctx, p.req)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &Stream{m: m, ctx: ctx, cancel: cancel, evs: st, prompt: p.req.Prompt,
+		asm: assembler{src: m.textOf(p), stop: stopMatcher{stops: req.Stop}, logprobs: p.req.TopLogprobs >= 0}}, nil
+}
+
+// Generate runs a request and yields its Deltas as they come; an error
+// that refused it comes alone. When ctx ends, the last Delta (the text so
+// far, StopInterrupt, the usage) comes with ctx's error. Breaking out of
+// the loop stops the generation.
+func (m *Model) Generate(ctx context.Context, req Request) iter.Seq2[Delta, error] {
+	return func(yield func(Delta, error) bool) {
+		st, err := m.Start(ctx, req)
+		if err != nil {
+			yield(Delta{}, err)
+			return
+		}
+		for d, err := range st.Deltas() {
+			if !yield(d, err) {
+				return
+			}
+		}
+	}
+}
+
+// Prompt is the tokens of the request's prompt, the chat template
+// applied.
+func (s *Stream) Prompt() []int32 { return s.prompt }
+
+// Close stops the generation, if it is still running.
+func (s *Stream) Close() { s.cancel() }
+
+// Deltas yields the generation's Deltas, as Generate does. It may be
+// ranged over once; breaking out of the loop stops the generation.
+func (s *Stream) Deltas() iter.Seq2[Delta, error] {
+	return func(yield func(Delta, error) bool) {
+		defer s.cancel()
+		matched, tokens := false, 0
+		for {
+			// The engine ends every request with a Done event, within a
+			// step of its context's end, so this wait is bounded.
+			ev, err := s.evs.Next(context.Background())
+			if err != nil {
+				yield(Delta{}, err)
+				return
+			}
+			if ev.Done {
+				yield(s.last(ev, matched, tokens))
+				return
+			}
+			if matched {
+				continue // generated before the engine saw the stop; not part of the answer
+			}
+			tokens++
+			p, stop := s.asm.add(ev)
+			d := s.delta(p, ev)
+			d.IDs = []int32{ev.Token}
+			if stop {
+				matched = true
+				s.cancel()
+			}
+			if !yield(d, nil) {
+				return
+			}
+		}
+	}
+}
+
+// last is the Delta of the Done event: the rest of the text, why it
+// stopped, and, when the caller's context ended it, that context's error.
+func (s *Stream) last(ev engine.Event, matched bool, tokens int) (Delta, error) {
+	var p piece
+	if !matched {
+		p, matched = s.asm.flush()
+	}
+	d := s.delta(p, ev)
+	d.Stop, d.Usage = ev.Reason, ev.Usage
+	if matched {
+		// The engine generated until it saw the stop; the answer ended at
+		// the token that completed the stop string.
+		d.Stop, d.Usage.CompletionTokens = StopString, tokens
+		return d, nil
+	}
+	if ev.Reason == StopInterrupt && s.ctx.Err() != nil {
+		return d, context.Cause(s.ctx)
+	}
+	return d, nil
+}
+
+// delta is the Delta of a piece of text released with event ev.
+func (s *Stream) delta(p piece, ev engine.Event) Delta {
+	d := Delta{Reasoning: p.reasoning, Content: p.content, Time: ev.Time, PromptLogits: ev.PromptLogits}
+	if s.asm.logprobs {
+		tok := s.m.m.Tokenizer
+		for _, t := range p.tokens {
+			lp := Logprob{TokenLogprob: TokenLogprob{ID: t.Token, Bytes: tok.TokenBytes(t.Token), Logprob: t.Logprob}}
+			for _, top := range t.Top {
+				lp.Top = append(lp.Top, TokenLogprob{ID: top.Token, Bytes: tok.TokenBytes(top.Token), Logprob: top.Logprob})
+			}
+			d.Logprobs = append(d.Logprobs, lp)
+		}
+	}
+	return d
+}
+
+// Prefill evaluates a conversation (or a raw prompt) without answering,
+// and keeps its KV cache, so that the request that continues it (these
+// messages and a new one) prefills only the new message: to load a saved
+// chat, or warm a long system prompt that many requests share. Of a
+// conversation it evaluates what that request will share with it: Qwen3
+// drops an answer's thinking once a new message follows. It returns the
+// usage; when ctx ends first, with ctx's error.
+func (m *Model) Prefill(ctx context.Context, req Request) (Usage, error) {
+	ids, isChat, err := m.encode(&req, false)
+	if err != nil {
+		return Usage{}, err
+	}
+	if isChat {
+		next := req
+		next.Messages = append(slices.Clip(req.Messages), Message{Role: "user"})
+		more, _, err := m.encode(&next, true)
+		if err != nil {
+			return Usage{}, err
+		}
+		ids = ids[:chat.CommonPrefix(ids, more)]
+	}
+	run := Request{Tokens: ids, PromptOnly: true, KV: req.KV}
+	if len(ids) == 0 {
+		return Usage{}, nil
+	}
+	var last Delta
+	for d, err := range m.Generate(ctx, run) {
+		if err != nil {
+			return d.Usage, err
+		}
+		last = d
+	}
+	return last.Usage, nil
+}
+
+// Count is the number of tokens of a request's prompt, the chat template
+// applied.
+func (m *Model) Count(req Request) (int, error) {
+	ids, _, err := m.encode(&req, true)
+	return len(ids), err
+}

@@ -1,0 +1,85 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"net/http"
+	"time"
+
+	"github.com/qwenc/qwenc/qwen"
+)
+
+// generation is a request running on the model, answered over HTTP.
+type generation struct {
+	s        *Server
+	deltas   iter.Seq2[qwen.Delta, error]
+	stop     func() // ends the generation before its deltas are read
+	rl       *reqLog
+	logprobs bool
+}
+
+// outcome is how a generation ended.
+type outcome struct {
+	finish string // "stop" or "length"
+	usage  qwen.Usage
+}
+
+// start submits req; the generation ends with ctx, the request's.
+func (s *Server) start(ctx context.Context, rl *reqLog, req qwen.Request) (*generation, *apiError) {
+	st, err := s.m.Start(ctx, req)
+	var tooLong *qwen.PromptTooLongError
+	switch {
+	case errors.As(err, &tooLong) && req.Context != 0: // only Ollama's num_ctx sets it
+		return nil, badRequest("num_ctx", "the prompt has %d tokens, more than num_ctx %d", tooLong.Tokens, req.Context)
+	case errors.Is(err, qwen.ErrBusy):
+		return nil, &apiError{status: http.StatusServiceUnavailable, msg: err.Error(), code: "server_busy", retryAfter: 1}
+	case errors.Is(err, qwen.ErrClosed):
+		return nil, &apiError{status: http.StatusServiceUnavailable, msg: "the server is shutting down", code: "shutting_down"}
+	case err != nil:
+		return nil, badRequest("", "%v", err)
+	}
+	rl.hasGeneration, rl.prompt = true, len(st.Prompt())
+	return &generation{s: s, deltas: st.Deltas(), stop: st.Close, rl: rl, logprobs: req.Logprobs}, nil
+}
+
+// run reads the generation to its end, handing each delta with text or
+// log-probabilities to emit. It fails when the client goes (the request's
+// context ends) or emit fails; the generation then stops within a step.
+func (g *generation) run(emit func(qwen.Delta) error) (outcome, error) {
+	var last time.Time
+	for d, err := range g.deltas {
+		if len(d.IDs) > 0 {
+			if last.IsZero() {
+				g.rl.ttft = d.Time.Sub(g.rl.start)
+				g.s.metrics.ttft.Observe(g.rl.ttft.Seconds())
+			} else {
+				g.s.metrics.itl.Observe(d.Time.Sub(last).Seconds())
+			}
+			last = d.Time
+		}
+		if err != nil {
+			g.rl.clientGone = true
+			return outcome{}, err
+		}
+		if d.Reasoning != "" || d.Content != "" || len(d.Logprobs) > 0 {
+			if err := emit(d); err != nil {
+				g.rl.clientGone = true
+				return outcome{}, err
+			}
+		}
+		if d.Stop != "" {
+			u := d.Usage
+			g.rl.cached, g.rl.generated = u.CachedTokens, u.CompletionTokens
+			g.s.metrics.countTokens(u)
+			// A generation cut by the context or the server's shutdown is
+			// incomplete, which is what "length" tells a client.
+			finish := "length"
+			if d.Stop == qwen.StopEOS || d.Stop == qwen.StopString {
+				finish = "stop"
+			}
+			return outcome{finish: finish, usage: u}, nil
+		}
+	}
+	return outcome{}, errors.New("the generation ended without its last delta")
+}
