@@ -26,11 +26,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// testRoot is the repository's root.
+var testRoot string
+
 func runIn(m *testing.M) (int, error) {
 	root, err := filepath.Abs("..") // go test runs in the package's directory
 	if err != nil {
 		return 0, err
 	}
+	testRoot = root
 	dir, err := os.MkdirTemp("", "qwen-test")
 	if err != nil {
 		return 0, err

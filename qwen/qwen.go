@@ -136,7 +136,8 @@ type Info struct {
 	Parameters, ActiveParameters uint64
 	Layers, Hidden, Vocab        int
 	// MaxContext is the model's; Context each conversation's, and
-	// ContextNote, when not empty, says why Context is lower than asked.
+	// ContextNote, when not empty, says why Context is below MaxContext
+	// without WithContext.
 	MaxContext, Context int
 	ContextNote         string
 	Parallel            int
@@ -295,7 +296,8 @@ func (m *Model) Detokenize(ids []int32) string { return m.m.Tokenizer.Decode(ids
 func (m *Model) Shutdown(ctx context.Context) error { return m.e.Shutdown(ctx) }
 
 // Close ends every request (StopShutdown) and unmaps the model. Nothing
-// of it may be used after.
+// of it may be used after, a Stream's Deltas included: to let running
+// generations end and be read, call Shutdown first.
 func (m *Model) Close() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -1,6 +1,7 @@
 package qwen
 
 import (
+	"bytes"
 	"context"
 	"iter"
 	"slices"
@@ -187,11 +188,13 @@ func (s *Stream) last(ev engine.Event, matched bool, tokens int) (Delta, error) 
 func (s *Stream) delta(p piece, ev engine.Event) Delta {
 	d := Delta{Reasoning: p.reasoning, Content: p.content, Time: ev.Time, PromptLogits: ev.PromptLogits}
 	if s.asm.logprobs {
+		// Copies: the tokenizer's bytes are in the model's mapping, which
+		// Close unmaps while a caller may still hold the Delta.
 		tok := s.m.m.Tokenizer
 		for _, t := range p.tokens {
-			lp := Logprob{TokenLogprob: TokenLogprob{ID: t.Token, Bytes: tok.TokenBytes(t.Token), Logprob: t.Logprob}}
+			lp := Logprob{TokenLogprob: TokenLogprob{ID: t.Token, Bytes: bytes.Clone(tok.TokenBytes(t.Token)), Logprob: t.Logprob}}
 			for _, top := range t.Top {
-				lp.Top = append(lp.Top, TokenLogprob{ID: top.Token, Bytes: tok.TokenBytes(top.Token), Logprob: top.Logprob})
+				lp.Top = append(lp.Top, TokenLogprob{ID: top.Token, Bytes: bytes.Clone(tok.TokenBytes(top.Token)), Logprob: top.Logprob})
 			}
 			d.Logprobs = append(d.Logprobs, lp)
 		}
