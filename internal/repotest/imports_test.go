@@ -1,0 +1,35 @@
+package repotest
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestOnlyServeServesHTTP: no library package depends on net/http or
+// Prometheus but serve, whose job that is: the engine and the Go API run
+// without a server (the commands and the tests may import what they
+// like).
+func TestOnlyServeServesHTTP(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{.Name}} {{join .Deps \" \"}}", "github.com/qwenc/qwenc/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		path, name, deps := f[0], f[1], f[2:]
+		if name == "main" || strings.HasSuffix(path, "/serve") || strings.Contains(path, "/internal/tools/") {
+			continue
+		}
+		checked++
+		for _, d := range deps {
+			if d == "net/http" || strings.HasPrefix(d, "github.com/prometheus/") {
+				t.Errorf("%s depends on %s: only serve serves HTTP", path, d)
+			}
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("only %d packages checked", checked)
+	}
+}
