@@ -2,6 +2,7 @@ package qwen_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"strings"
@@ -121,4 +122,35 @@ func ExampleModel_Tokenize() {
 	// Output:
 	// [151644 872 198 2830 1887 368 4687]
 	// "user\nfunc main() {}"
+}
+
+// Start takes the request, or refuses it, before anything is generated:
+// a server answers with an error status then, and with a stream after.
+func ExampleModel_Start() {
+	m, err := qwen.Open("qwen3-go-demo.qbin", qwen.WithContext(64))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	_, err = m.Start(context.Background(), qwen.Request{Prompt: strings.Repeat("func f() {}\n", 20)})
+	var tooLong *qwen.PromptTooLongError
+	fmt.Println(errors.As(err, &tooLong), err)
+
+	st, err := m.Start(context.Background(), qwen.Request{Prompt: "func main() {\n", MaxTokens: 4, Sampling: &sampling.Params{}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(st.Prompt()), "prompt tokens")
+	for d, err := range st.Deltas() {
+		if err != nil {
+			log.Fatal(err)
+		}
+		if d.Stop != "" {
+			fmt.Println(d.Stop, d.Usage.CompletionTokens)
+		}
+	}
+	// Output:
+	// true the prompt has 80 tokens, more than the context of 64
+	// 4 prompt tokens
+	// length 4
 }

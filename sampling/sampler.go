@@ -43,7 +43,7 @@ func Defaults(g format.Generation) Params {
 type Params struct {
 	Temperature float32 // <= 0 (or tiny enough that 1/T overflows): greedy, lowest index on ties
 	TopK        int     // <= 0 or >= vocab: off
-	TopP        float32 // <= 0 or >= 1: off
+	TopP        float32 // <= 0 or >= 1: off; the named top_p 0 (Settings) keeps the best token alone by setting the smallest float32
 	MinP        float32 // <= 0: off; keeps tokens with p >= MinP * p_max (capped at 1)
 
 	// RepeatPenalty uses llama.cpp semantics: for each distinct token in the
