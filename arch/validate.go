@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/wtype"
 )
 
 // Validate checks that a file has every section its architecture needs,
@@ -39,7 +40,8 @@ func Validate(h *format.Header) error {
 		case t.Section == format.SecEmbed:
 			typeOK = (s.DType == format.F16 && s.Layout == format.RowMajor) || (s.DType.Quantized() && s.Layout == format.TileMajor)
 		default:
-			typeOK = s.Layout == format.TileMajor && (s.DType == format.F16 || s.DType.Quantized())
+			_, weight := s.DType.Weight()
+			typeOK = s.Layout == format.TileMajor && weight
 		}
 		if !typeOK || !slices.Equal(s.Shape, t.Shape) {
 			return fmt.Errorf("section %q: %s %s %v, the config needs %s %v", t.Section, s.DType, s.Layout, s.Shape, want(&t), t.Shape)
@@ -59,7 +61,7 @@ func want(t *Tensor) string {
 	case t.Section == format.SecEmbed:
 		return "f16 row-major or quantized tile-major"
 	}
-	return "f16, q8 or q4 tile-major"
+	return wtype.Names() + " tile-major"
 }
 
 // embeddingOptional reports whether the embedding may be absent: in a

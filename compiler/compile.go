@@ -20,6 +20,7 @@ import (
 	"github.com/qwenc/qwenc/graph"
 	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/tokenizer"
+	"github.com/qwenc/qwenc/wtype"
 )
 
 // Options configure one compile.
@@ -97,8 +98,8 @@ func Compile(ctx context.Context, model string, opts Options) (*Result, error) {
 	if opts.Type == 0 {
 		opts.Type = format.F16
 	}
-	if opts.Type != format.F16 && !opts.Type.Quantized() {
-		return nil, fmt.Errorf("weight type %s is not f16, q8 or q4", opts.Type)
+	if _, ok := opts.Type.Weight(); !ok {
+		return nil, fmt.Errorf("weight type %s is not %s", opts.Type, wtype.Names())
 	}
 	// The rename at the end would fail on a directory, after all the work.
 	if st, err := os.Stat(opts.Output); err == nil && st.IsDir() {

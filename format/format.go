@@ -8,6 +8,8 @@ package format
 import (
 	"fmt"
 	"math"
+
+	"github.com/qwenc/qwenc/wtype"
 )
 
 const (
@@ -21,7 +23,7 @@ const (
 	// Alignment is the boundary every section starts on.
 	Alignment = 4096
 	// TileRows is the number of matrix rows in one tile-major tile.
-	TileRows = 32
+	TileRows = wtype.TileRows
 	// ArenaAlign is the alignment of every tensor offset in an arena plan.
 	ArenaAlign = 64
 	// KVChunkTokens is the number of positions in one KV cache chunk.
@@ -33,24 +35,38 @@ const (
 	maxString = 1 << 16
 )
 
-// DType is the element type of a section.
+// DType is the element type of a section: f32, opaque bytes, or one of
+// the weight types of package wtype, whose values are their codes.
 type DType uint8
 
 const (
-	F16   DType = 1
 	F32   DType = 2
 	Bytes DType = 3
-	// Q8 and Q4 are quantized matrix types, tile-major only (SPEC.md,
-	// "Quantized tile-major layouts").
-	Q8 DType = 4
-	Q4 DType = 5
+	// The weight types, whose codes package wtype holds. Q8 and Q4 are
+	// quantized matrix types, tile-major only (SPEC.md, "Quantized
+	// tile-major layouts").
+	F16 = DType(wtype.F16)
+	Q8  = DType(wtype.Q8)
+	Q4  = DType(wtype.Q4)
 )
 
+// Weight returns the weight type d stores, if it is one.
+func (d DType) Weight() (wtype.Type, bool) {
+	t := wtype.Type(d)
+	return t, t.Valid()
+}
+
 // Known reports whether this build knows the dtype.
-func (d DType) Known() bool { return d >= F16 && d <= Q4 }
+func (d DType) Known() bool {
+	_, weight := d.Weight()
+	return weight || d == F32 || d == Bytes
+}
 
 // Quantized reports whether d is a quantized matrix type.
-func (d DType) Quantized() bool { return d == Q8 || d == Q4 }
+func (d DType) Quantized() bool {
+	t, _ := d.Weight()
+	return t.Quantized()
+}
 
 // Size returns the size of one element in bytes; 0 for the quantized
 // types, whose elements are not whole bytes.
@@ -68,16 +84,13 @@ func (d DType) Size() int {
 
 func (d DType) String() string {
 	switch d {
-	case F16:
-		return "f16"
 	case F32:
 		return "f32"
 	case Bytes:
 		return "u8"
-	case Q8:
-		return "q8"
-	case Q4:
-		return "q4"
+	}
+	if t, ok := d.Weight(); ok {
+		return t.String()
 	}
 	return fmt.Sprintf("dtype(%d)", uint8(d))
 }
@@ -221,9 +234,9 @@ func ParseKVType(s string) (KVType, error) {
 // every part stays 64-byte aligned.
 func (c *Config) KVHeadChunkBytes(t KVType) int64 {
 	if t == KVQ8 {
-		kCols := uint64(Tiles(c.HeadDim) * TileRows)
-		k := int64(Tiles(KVChunkTokens)) * int64(QuantTileBytes(Q8, kCols))
-		v := int64(Tiles(c.HeadDim)) * int64(QuantTileBytes(Q8, KVChunkTokens))
+		kCols := Tiles(c.HeadDim) * TileRows
+		k := int64(Tiles(KVChunkTokens)) * int64(wtype.Q8.TileBytes(kCols))
+		v := int64(Tiles(c.HeadDim)) * int64(wtype.Q8.TileBytes(KVChunkTokens))
 		return KVChunkTokens*4 + k + v
 	}
 	return 2 * int64(TileMajorElems(KVChunkTokens, c.HeadDim)+TileMajorElems(c.HeadDim, KVChunkTokens))
@@ -378,19 +391,17 @@ func (h *Header) Section(name string) (*Section, bool) {
 	return nil, false
 }
 
-// WeightType is the type a file was compiled to: q4 if any matrix is q4
-// (a q4 file keeps some at q8), else q8 if any is q8, else f16.
+// WeightType is the type a file was compiled to: the narrowest weight
+// type of its sections (q4 if any matrix is q4: a q4 file keeps some at
+// q8), f16 if none.
 func (h *Header) WeightType() DType {
-	t := F16
+	t := wtype.F16
 	for _, s := range h.Sections {
-		if s.DType == Q4 {
-			return Q4
-		}
-		if s.DType == Q8 {
-			t = Q8
+		if w, ok := s.DType.Weight(); ok && w.BitsPerWeight() < t.BitsPerWeight() {
+			t = w
 		}
 	}
-	return t
+	return DType(t)
 }
 
 // SectionTypes maps every section's name to its dtype.

@@ -67,10 +67,7 @@ func KVChunks(seq int) int { return (seq + KVChunkTokens - 1) / KVChunkTokens }
 func Report(h *Header, seqs []int, kv KVType) MemoryReport {
 	r := MemoryReport{MatrixBytesByDType: map[string]uint64{}}
 	c := &h.Config
-	quantized := false
-	for _, s := range h.Sections {
-		quantized = quantized || s.DType.Quantized()
-	}
+	wt, _ := h.WeightType().Weight()
 	for _, s := range h.Sections {
 		if s.DType == Bytes {
 			continue
@@ -78,7 +75,7 @@ func Report(h *Header, seqs []int, kv KVType) MemoryReport {
 		r.WeightsBytes += s.Size
 		if len(s.Shape) >= 2 {
 			r.MatrixBytesByDType[s.DType.String()] += s.Size
-			if quantized && s.DType == F16 && s.Layout == TileMajor && s.Shape[len(s.Shape)-1]%QuantBlock != 0 {
+			if wt.Quantized() && s.DType == F16 && s.Layout == TileMajor && !wt.Fits(int(s.Shape[len(s.Shape)-1])) {
 				r.KeptF16 = append(r.KeptF16, s.Name)
 			}
 		}

@@ -31,12 +31,13 @@ func ExpectedSize(d DType, l Layout, shape []uint64) (size uint64, ok bool) {
 		}
 		return shape[0] * one, true
 	}
-	if d.Quantized() {
-		if l != TileMajor || len(shape) != 2 || shape[1]%QuantBlock != 0 {
+	if l == TileMajor {
+		t, ok := d.Weight()
+		if !ok || len(shape) != 2 || !t.Fits(int(shape[1])) {
 			return 0, false
 		}
 		tiles := (shape[0] + TileRows - 1) / TileRows
-		tb := QuantTileBytes(d, shape[1])
+		tb := uint64(t.TileBytes(int(shape[1])))
 		if tiles > lim/tb {
 			return 0, false
 		}
@@ -56,29 +57,6 @@ func ExpectedSize(d DType, l Layout, shape []uint64) (size uint64, ok bool) {
 			return 0, false
 		}
 		return shape[0] * shape[1] * es, true
-	case l == TileMajor && d == F16 && len(shape) == 2:
-		tiles := (shape[0] + TileRows - 1) / TileRows
-		if tiles*TileRows > lim/shape[1] {
-			return 0, false
-		}
-		return tiles * shape[1] * TileRows * es, true
 	}
 	return 0, false
-}
-
-// QuantBlock is the number of columns of one block of a quantized matrix.
-const QuantBlock = 32
-
-// QuantTileBytes is the size of one 32-row tile of a quantized k-column
-// matrix (k a multiple of 32): q8 blocks of 1088 bytes; q4 blocks of 576
-// bytes under a 128-byte header per 8 blocks (SPEC.md).
-func QuantTileBytes(d DType, k uint64) uint64 {
-	nb := k / QuantBlock
-	switch d {
-	case Q8:
-		return nb * 1088
-	case Q4:
-		return (nb+7)/8*128 + nb*576
-	}
-	return 0
 }

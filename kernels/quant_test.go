@@ -342,7 +342,8 @@ func TestTileBytesMatchFormat(t *testing.T) {
 		d  format.DType
 	}{{Q8, format.Q8}, {Q4, format.Q4}} {
 		for k := 32; k <= 4096; k += 32 {
-			if got, want := c.qt.TileBytes(k), format.QuantTileBytes(c.d, uint64(k)); uint64(got) != want {
+			want, ok := format.ExpectedSize(c.d, format.TileMajor, []uint64{matTileRows, uint64(k)})
+			if got := c.qt.TileBytes(k); !ok || uint64(got) != want {
 				t.Fatalf("%s k=%d: kernels %d bytes, format %d", c.qt, k, got, want)
 			}
 		}

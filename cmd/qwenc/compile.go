@@ -8,6 +8,7 @@ import (
 	"github.com/qwenc/qwenc/compiler"
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/qwenc/qwenc/wtype"
 	"github.com/urfave/cli/v2"
 )
 
@@ -55,12 +56,10 @@ func compileCommand() *cli.Command {
 
 // weightType parses --type.
 func weightType(s string) (format.DType, error) {
-	for _, d := range []format.DType{format.F16, format.Q8, format.Q4} {
-		if s == d.String() {
-			return d, nil
-		}
+	if t, ok := wtype.Parse(s); ok {
+		return format.DType(t), nil
 	}
-	return 0, fmt.Errorf("compile: unknown --type %q (want f16, q8 or q4)", s)
+	return 0, fmt.Errorf("compile: unknown --type %q (want %s)", s, wtype.Names())
 }
 
 // defaultOutput names the output after the model directory.

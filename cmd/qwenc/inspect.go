@@ -13,6 +13,7 @@ import (
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/qwenc/qwenc/wtype"
 	"github.com/urfave/cli/v2"
 )
 
@@ -206,9 +207,9 @@ func printText(w io.Writer, h *format.Header, rep format.MemoryReport) {
 	fmt.Fprintf(w, "\nWeights\n")
 	if len(rep.MatrixBytesByDType) > 1 || rep.MatrixBytesByDType["f16"] == 0 {
 		var parts []string
-		for _, d := range []format.DType{format.F16, format.Q8, format.Q4} {
-			if b, ok := rep.MatrixBytesByDType[d.String()]; ok {
-				parts = append(parts, fmt.Sprintf("%s %s", d, sizeInText(b)))
+		for _, t := range wtype.All() {
+			if b, ok := rep.MatrixBytesByDType[t.String()]; ok {
+				parts = append(parts, fmt.Sprintf("%s %s", t, sizeInText(b)))
 			}
 		}
 		fmt.Fprintf(w, "matrices by type: %s\n", strings.Join(parts, ", "))
