@@ -250,7 +250,7 @@ func checkpointTensors(ck *Checkpoint, t *arch.Tensor) ([]*TensorInfo, error) {
 // add 2.4 GB to Qwen3-30B-A3B (20.4 GB instead of 18.0), more than a 24 GB
 // machine can spare beside the system.
 func weightType(ft format.DType, role string, k, l, layers int) format.DType {
-	if ft == format.F16 || !kernels.QuantizableK(k) || role == "router" {
+	if t, _ := ft.Weight(); !t.Quantized() || !t.Fits(k) || role == "router" {
 		return format.F16
 	}
 	if ft == format.Q4 {
@@ -421,20 +421,22 @@ func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionW
 		n, k := int(s.Shape[len(s.Shape)-2]), int(s.Shape[len(s.Shape)-1])
 		perExpert := format.Tiles(n)
 		tiles := perExpert * len(s.srcs)
-		var tb int
+		wt, _ := s.DType.Weight()
+		tb := wt.TileBytes(k)
 		var convert func(dst []byte, sl *blockSlot, t *TensorInfo, src []byte, r int) error
-		if s.DType.Quantized() {
-			qt := graph.QType(s.DType)
-			tb = qt.TileBytes(k)
+		if wt != wtype.F16 {
+			tt := kernels.Traits(wt)
 			convert = func(dst []byte, sl *blockSlot, t *TensorInfo, src []byte, r int) error {
 				rows := sl.floats(r * k)
 				if err := toF32(rows, src, t.DType); err != nil {
 					return err
 				}
-				return qt.QuantizeTile(dst, rows, r, k)
+				return tt.QuantizeTile(dst, rows, r, k)
 			}
 		} else {
-			tb = k * format.TileRows * 2
+			// f16 from the checkpoint's elements, not the table's encoder:
+			// bf16 converts through a table straight into the tile, without
+			// widening every weight to f32 first.
 			convert = func(dst []byte, sl *blockSlot, t *TensorInfo, src []byte, r int) error {
 				if t.DType == "BF16" && !cv.tileMajorBF16(dst, src, r, k) {
 					return nil

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/qwenc/qwenc/format"
-	"github.com/qwenc/qwenc/graph"
 	"github.com/qwenc/qwenc/internal/synth"
+	"github.com/qwenc/qwenc/kernels"
 )
 
 func compileAs(t *testing.T, model string, typ format.DType) string {
@@ -85,14 +85,14 @@ func TestQuantizedTypes(t *testing.T) {
 // relative RMS error of q8 is about 0.5%, of q4 about 8%.
 func checkDequantized(t *testing.T, f *format.File, sec *format.Section, want []float32) {
 	t.Helper()
-	qt := graph.QType(sec.DType)
+	qt, _ := sec.DType.Weight()
 	b, _ := f.Bytes(sec.Name)
 	n, k := int(sec.Shape[0]), int(sec.Shape[1])
 	tb := qt.TileBytes(k)
 	row := make([]float32, k)
 	var e2, w2 float64
 	for r := range n {
-		qt.DequantizeRow(row, b[r/32*tb:(r/32+1)*tb], r%32, k)
+		kernels.Traits(qt).DequantizeRow(row, b[r/32*tb:(r/32+1)*tb], r%32, k)
 		for c, v := range row {
 			d := float64(v - want[r*k+c])
 			e2 += d * d

@@ -215,17 +215,6 @@ func (g *Graph) QuantizedCopy(in, layer int) int {
 	return q
 }
 
-// QType is the kernels' quantized type for a quantized dtype of the file.
-func QType(d format.DType) kernels.QType {
-	switch d {
-	case format.Q8:
-		return kernels.Q8
-	case format.Q4:
-		return kernels.Q4
-	}
-	panic(fmt.Sprintf("graph: %s is not a quantized type", d))
-}
-
 // Routing is the layout of a routing table for tokens tokens, experts
 // experts and k experts per token, in 32-bit words: for each token t and
 // choice j (index t*k+j), its weight (f32) and expert (int32); per expert

@@ -11,6 +11,7 @@ import (
 	"github.com/qwenc/qwenc/internal/synth"
 	"github.com/qwenc/qwenc/internal/synthtest"
 	"github.com/qwenc/qwenc/kernels"
+	"github.com/qwenc/qwenc/wtype"
 )
 
 // TestAttentionLongContext runs a prompt over five KV chunks against the
@@ -118,11 +119,11 @@ func TestKVQ8RoundTrip(t *testing.T) {
 		l, h, pos := at[0], at[1], at[2]
 		vs, kc, vc := kv.q8(l, h, pos/256)
 		r := pos % 256
-		tb := kernels.Q8.TileBytes(64)
-		kernels.Q8.DequantizeRow(key, kc[(r/32)*tb:(r/32+1)*tb], r%32, 64)
-		vb := kernels.Q8.TileBytes(256)
+		tb := wtype.Q8.TileBytes(64)
+		kernels.Traits(wtype.Q8).DequantizeRow(key, kc[(r/32)*tb:(r/32+1)*tb], r%32, 64)
+		vb := wtype.Q8.TileBytes(256)
 		for d := range 40 {
-			kernels.Q8.DequantizeRow(vrow, vc[(d/32)*vb:(d/32+1)*vb], d%32, 256)
+			kernels.Traits(wtype.Q8).DequantizeRow(vrow, vc[(d/32)*vb:(d/32+1)*vb], d%32, 256)
 			v := vrow[r] * vs[r]
 			var amax float64
 			for _, x := range s.key[d/32*32 : min(40, d/32*32+32)] {

@@ -276,7 +276,7 @@ func (t *matmulTask) Run(_, _ int) {
 		t0, t1 := int(u.t0), int(u.t1)
 		switch {
 		case w.dt.Quantized():
-			t.k.GemmQ(w.qt, job.dst, w.n, w.q, job.xq, job.rows, w.n, w.k, t0, t1)
+			w.qt.Mul(t.k, job.dst, w.n, w.q, nil, job.xq, job.rows, w.n, w.k, t0, t1)
 		case job.rows == 1:
 			t.k.MatVecTiles(job.dst, w.f16, job.x, w.n, w.k, t0, t1)
 		default:

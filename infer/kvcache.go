@@ -6,6 +6,7 @@ import (
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/kernels"
+	"github.com/qwenc/qwenc/wtype"
 )
 
 // KVCache holds the keys and values of every layer, in f16 or int8
@@ -63,7 +64,7 @@ func (kv *KVCache) Reserve(n int) {
 			if kv.typ == format.KVQ8 {
 				for h := range kv.kvHeads {
 					_, _, v := kv.q8(l, h, kv.chunks)
-					tb := kernels.Q8.TileBytes(format.KVChunkTokens)
+					tb := wtype.Q8.TileBytes(format.KVChunkTokens)
 					for t := range format.Tiles(kv.headDim) {
 						kernels.SetQ8UnitScales(v[t*tb:(t+1)*tb], format.KVChunkTokens)
 					}
@@ -104,7 +105,7 @@ func (kv *KVCache) kCols() int { return format.Tiles(kv.headDim) * format.TileRo
 func (kv *KVCache) q8(l, h, c int) (vs []float32, k, v []byte) {
 	b := kv.head(l, h, c)
 	const n = format.KVChunkTokens
-	kb := format.Tiles(n) * kernels.Q8.TileBytes(kv.kCols())
+	kb := format.Tiles(n) * wtype.Q8.TileBytes(kv.kCols())
 	vs = unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), n)
 	return vs, b[4*n : 4*n+kb : 4*n+kb], b[4*n+kb:]
 }
@@ -132,12 +133,12 @@ func (kv *KVCache) store(k kernels.Path, l, h, pos int, key, val []float32, tmp 
 		// key that is not finite (then the model's output is NaN
 		// anyway); the row then reads as zeros.
 		copy(tmp.pad, key)
-		tb := kernels.Q8.TileBytes(kv.kCols())
+		tb := wtype.Q8.TileBytes(kv.kCols())
 		t := r / format.TileRows
-		_ = kernels.Q8.QuantizeTileRow(kc[t*tb:(t+1)*tb], tmp.pad, r%format.TileRows, kv.kCols())
+		_ = kernels.QuantizeQ8Row(kc[t*tb:(t+1)*tb], tmp.pad, r%format.TileRows, kv.kCols())
 		// A value is column r of the transposed V, rows d of tile d/32.
 		vs[r] = quantizeInt8(tmp.i8, val)
-		vb := kernels.Q8.TileBytes(format.KVChunkTokens)
+		vb := wtype.Q8.TileBytes(format.KVChunkTokens)
 		for d, x := range tmp.i8[:hd] {
 			t := d / format.TileRows
 			kernels.SetQ8Value(vc[t*vb:(t+1)*vb], d%format.TileRows, r, x)
@@ -214,7 +215,7 @@ func (kv *KVCache) scores(k kernels.Path, l, h, c int, dst []float32, ld int, q 
 	hd, tiles := kv.headDim, format.Tiles(valid)
 	if kv.typ == format.KVQ8 {
 		_, kc, _ := kv.q8(l, h, c)
-		k.GemmQ(kernels.Q8, dst, ld, kc, q.q8, rows, n, kv.kCols(), 0, tiles)
+		k.GemmQ(wtype.Q8, dst, ld, kc, q.q8, rows, n, kv.kCols(), 0, tiles)
 	} else {
 		kc, _ := kv.f16(l, h, c)
 		if rows == 1 {
@@ -244,7 +245,7 @@ func (kv *KVCache) values(k kernels.Path, l, h, c int, dst, prob []float32, ld, 
 		}
 		xq := buf[:rows*kernels.QActRowBytes(n)]
 		k.QuantizeActs(xq, prob, ld, rows, n)
-		k.GemmQ(kernels.Q8, dst, hd, vc, xq, rows, hd, n, 0, format.Tiles(hd))
+		k.GemmQ(wtype.Q8, dst, hd, vc, xq, rows, hd, n, 0, format.Tiles(hd))
 		return
 	}
 	_, vc := kv.f16(l, h, c)

@@ -80,7 +80,7 @@ type boundOp struct {
 // stacked experts section, that many such matrices one after the other.
 type weight struct {
 	dt   format.DType
-	qt   kernels.QType // when dt is quantized
+	qt   *kernels.TypeTraits // when dt is quantized
 	n, k int
 	f16  []uint16
 	q    []byte
@@ -195,7 +195,8 @@ func (m *Model) weight(name string, embed bool) (weight, error) {
 	w := weight{dt: s.DType, n: int(s.Shape[r-2]), k: int(s.Shape[r-1])}
 	var err error
 	if s.DType.Quantized() {
-		w.qt = graph.QType(s.DType)
+		t, _ := s.DType.Weight()
+		w.qt = kernels.Traits(t)
 		w.q, err = m.File.Bytes(name)
 	} else {
 		w.f16, err = m.File.F16(name)

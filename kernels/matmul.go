@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"sync"
+
+	"github.com/qwenc/qwenc/wtype"
 )
 
 // Tile-major f16 weights.
@@ -16,7 +18,7 @@ import (
 // 16-lane (AVX-512) or four 8-lane (AVX2) f32 registers.
 
 // matTileRows is the number of output rows in one weight tile.
-const matTileRows = 32
+const matTileRows = wtype.TileRows
 
 // matTiles returns the number of tiles of an n-row matrix, ceil(n/32).
 func matTiles(n int) int { return (n + matTileRows - 1) / matTileRows }

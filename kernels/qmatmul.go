@@ -3,6 +3,8 @@ package kernels
 import (
 	"fmt"
 	"math"
+
+	"github.com/qwenc/qwenc/wtype"
 )
 
 // Quantized activations. A row of k values (k a multiple of 32) becomes
@@ -29,7 +31,7 @@ func QActRowBytes(k int) int { return k / QBlock * qActBlockBytes }
 // row stride ldx) into dst, row i at dst[i*QActRowBytes(k):]. Rounding is
 // to nearest, ties to even, on every path.
 func (p Path) QuantizeActs(dst []byte, x []float32, ldx, m, k int) {
-	if !QuantizableK(k) || m < 0 || ldx < k {
+	if k <= 0 || k%QBlock != 0 || m < 0 || ldx < k {
 		panic(fmt.Sprintf("kernels: QuantizeActs: m = %d, k = %d, ldx = %d", m, k, ldx))
 	}
 	if m == 0 {
@@ -91,9 +93,18 @@ func le32(b []byte) uint32 {
 // Y is row-major f32 [m, >= n] with row stride ldy >= n. As for GemmTiles,
 // only the rows r < n of the tiles are written. m = 1 is the decode
 // product. It panics if a slice is too short for the range.
-func (p Path) GemmQ(t QType, dst []float32, ldy int, w []byte, xq []byte, m, n, k, t0, t1 int) {
+func (p Path) GemmQ(t wtype.Type, dst []float32, ldy int, w []byte, xq []byte, m, n, k, t0, t1 int) {
+	tt := Traits(t)
+	if tt.dot == nil {
+		panic(fmt.Sprintf("kernels: GemmQ: %s is not a quantized type", t))
+	}
+	gemmQ(tt, p, dst, ldy, w, nil, xq, m, n, k, t0, t1)
+}
+
+// gemmQ is GemmQ without the lookup: the quantized types' Mul.
+func gemmQ(tt *TypeTraits, p Path, dst []float32, ldy int, w []byte, _ []float32, xq []byte, m, n, k, t0, t1 int) {
 	checkTiles("GemmQ", n, k, t0, t1)
-	if !QuantizableK(k) || m < 0 || ldy < n {
+	if !tt.Fits(k) || m < 0 || ldy < n {
 		panic(fmt.Sprintf("kernels: GemmQ: m = %d, k = %d, ldy = %d, n = %d", m, k, ldy, n))
 	}
 	if t0 == t1 || m == 0 {
@@ -103,24 +114,31 @@ func (p Path) GemmQ(t QType, dst []float32, ldy int, w []byte, xq []byte, m, n, 
 	if need := (m-1)*ldy + rEnd; len(dst) < need {
 		panic(fmt.Sprintf("kernels: GemmQ: len(dst) = %d < %d", len(dst), need))
 	}
-	if need := t1 * t.TileBytes(k); len(w) < need {
-		panic(fmt.Sprintf("kernels: GemmQ: len(w) = %d < %d (%d tiles of %s)", len(w), need, t1, t))
+	tb := tt.TileBytes(k)
+	if need := t1 * tb; len(w) < need {
+		panic(fmt.Sprintf("kernels: GemmQ: len(w) = %d < %d (%d tiles of %s)", len(w), need, t1, tt.Type))
 	}
 	if need := m * QActRowBytes(k); len(xq) < need {
 		panic(fmt.Sprintf("kernels: GemmQ: len(xq) = %d < %d", len(xq), need))
 	}
-	if p == Generic || !gemmQArch(p, t, dst, ldy, w, xq, m, n, k, t0, t1) {
-		gemmQGeneric(t, dst, ldy, w, xq, m, n, k, t0, t1)
+	if p == Generic || !gemmQArch(p, tt, dst, ldy, w, xq, m, n, k, t0, t1) {
+		gemmQGeneric(tt, dst, ldy, w, xq, m, n, k, t0, t1)
 	}
 }
 
-// gemmQGeneric is the portable quantized product and the reference of the
-// others: per tile, block and token, the int32 dot product of every row,
-// then the block's scales in float32.
-func gemmQGeneric(t QType, dst []float32, ldy int, w []byte, xq []byte, m, n, k, t0, t1 int) {
-	tb, rb, nb := t.TileBytes(k), QActRowBytes(k), k/QBlock
+// A qBlockDot adds, for each of the 32 rows of a tile, the product of its
+// block b with activation block xb (qActBlockBytes) to acc: the int32 dot
+// product, then the block's scales in float32. It is a type's portable
+// dot product and the reference of its kernels. acc goes by value: a
+// pointer to it, passed to a function value, would move it to the heap,
+// and a decode step must not allocate.
+type qBlockDot func(acc [matTileRows]float32, tile []byte, b int, xb []byte) [matTileRows]float32
+
+// gemmQGeneric is the portable quantized product: per tile and token, the
+// type's dot product of every block.
+func gemmQGeneric(tt *TypeTraits, dst []float32, ldy int, w []byte, xq []byte, m, n, k, t0, t1 int) {
+	tb, rb, nb := tt.TileBytes(k), QActRowBytes(k), k/QBlock
 	var acc [matTileRows]float32
-	var d, mn [matTileRows]float32
 	for tile := t0; tile < t1; tile++ {
 		wt := w[tile*tb : (tile+1)*tb]
 		r0 := tile * matTileRows
@@ -129,36 +147,43 @@ func gemmQGeneric(t QType, dst []float32, ldy int, w []byte, xq []byte, m, n, k,
 			x := xq[i*rb : (i+1)*rb]
 			clear(acc[:])
 			for b := range nb {
-				xb := x[b*qActBlockBytes : (b+1)*qActBlockBytes]
-				dx := math.Float32frombits(le32(xb[0:]))
-				dxs := math.Float32frombits(le32(xb[4:]))
-				q := xb[16:48]
-				switch t {
-				case Q8:
-					blk := wt[b*q8BlockBytes:]
-					for r := range matTileRows {
-						var s int32
-						for c := range QBlock {
-							s += int32(int(blk[q8ValueAt(r, c)])-q8Offset) * int32(int8(q[c]))
-						}
-						acc[r] += float32(s) * (matF16ToF32(le16(blk[2*r:])) * dx)
-					}
-				case Q4:
-					hdr, blk := q4Header(wt, b), q4Block(wt, b)
-					for r := range matTileRows {
-						d[r] = matF16ToF32(le16(hdr[2*r:])) * float32(blk[r])
-						mn[r] = matF16ToF32(le16(hdr[64+2*r:])) * float32(blk[32+r])
-					}
-					for r := range matTileRows {
-						var s int32
-						for c := range QBlock {
-							s += int32(q4Value(blk, r, c)) * int32(int8(q[c]))
-						}
-						acc[r] += float32(s)*(d[r]*dx) - mn[r]*dxs
-					}
-				}
+				acc = tt.dot(acc, wt, b, x[b*qActBlockBytes:(b+1)*qActBlockBytes])
 			}
 			copy(dst[i*ldy+r0:i*ldy+r1], acc[:])
 		}
 	}
+}
+
+func dotQ8(acc [matTileRows]float32, tile []byte, b int, xb []byte) [matTileRows]float32 {
+	dx := math.Float32frombits(le32(xb[0:]))
+	q := xb[16:48]
+	blk := tile[b*q8BlockBytes:]
+	for r := range matTileRows {
+		var s int32
+		for c := range QBlock {
+			s += int32(int(blk[q8ValueAt(r, c)])-q8Offset) * int32(int8(q[c]))
+		}
+		acc[r] += float32(s) * (matF16ToF32(le16(blk[2*r:])) * dx)
+	}
+	return acc
+}
+
+func dotQ4(acc [matTileRows]float32, tile []byte, b int, xb []byte) [matTileRows]float32 {
+	dx := math.Float32frombits(le32(xb[0:]))
+	dxs := math.Float32frombits(le32(xb[4:]))
+	q := xb[16:48]
+	hdr, blk := q4Header(tile, b), q4Block(tile, b)
+	var d, mn [matTileRows]float32
+	for r := range matTileRows {
+		d[r] = matF16ToF32(le16(hdr[2*r:])) * float32(blk[r])
+		mn[r] = matF16ToF32(le16(hdr[64+2*r:])) * float32(blk[32+r])
+	}
+	for r := range matTileRows {
+		var s int32
+		for c := range QBlock {
+			s += int32(q4Value(blk, r, c)) * int32(int8(q[c]))
+		}
+		acc[r] += float32(s)*(d[r]*dx) - mn[r]*dxs
+	}
+	return acc
 }

@@ -132,33 +132,22 @@ func gemmQ8AVX2Tile(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 //go:noescape
 func gemmQ4AVX2Tile(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
-var (
-	q8VNNI = qKernelSet{rows: 32, byM: []qKernel{nil, gemmQ8VNNIM1, gemmQ8VNNIM2, gemmQ8VNNIM3, gemmQ8VNNIM4, gemmQ8VNNIM5, gemmQ8VNNIM6}}
-	q4VNNI = qKernelSet{rows: 32, byM: []qKernel{nil, gemmQ4VNNIM1, gemmQ4VNNIM2, gemmQ4VNNIM3, gemmQ4VNNIM4, gemmQ4VNNIM5}}
-	q8BW   = qKernelSet{rows: 32, byM: []qKernel{nil, gemmQ8BWM1, gemmQ8BWM2, gemmQ8BWM3, gemmQ8BWM4}}
-	q4BW   = qKernelSet{rows: 32, byM: []qKernel{nil, gemmQ4BWM1, gemmQ4BWM2, gemmQ4BWM3, gemmQ4BWM4, gemmQ4BWM5}}
-	q8AVX2 = qKernelSet{rows: 8, byM: []qKernel{nil, gemmQ8AVX2M1, gemmQ8AVX2M2, gemmQ8AVX2M3, gemmQ8AVX2M4}, tile1: gemmQ8AVX2Tile}
-	q4AVX2 = qKernelSet{rows: 8, byM: []qKernel{nil, gemmQ4AVX2M1, gemmQ4AVX2M2, gemmQ4AVX2M3, gemmQ4AVX2M4}, byMHi: []qKernel{nil, gemmQ4AVX2HiM1, gemmQ4AVX2HiM2, gemmQ4AVX2HiM3, gemmQ4AVX2HiM4}, tile1: gemmQ4AVX2Tile}
-)
+// qArch is a quantized type's kernel set on each path (none on Generic).
+type qArch [AVX512VNNI + 1]qKernelSet
 
-// qKernels is the table of kernels per path and weight type.
-func qKernels(p Path, t QType) *qKernelSet {
-	switch {
-	case p == AVX512VNNI && t == Q8:
-		return &q8VNNI
-	case p == AVX512VNNI && t == Q4:
-		return &q4VNNI
-	case p == AVX512 && t == Q8:
-		return &q8BW
-	case p == AVX512 && t == Q4:
-		return &q4BW
-	case p == AVX2 && t == Q8:
-		return &q8AVX2
-	case p == AVX2 && t == Q4:
-		return &q4AVX2
+var (
+	q8Kernels = qArch{
+		AVX2:       {rows: 8, byM: []qKernel{nil, gemmQ8AVX2M1, gemmQ8AVX2M2, gemmQ8AVX2M3, gemmQ8AVX2M4}, tile1: gemmQ8AVX2Tile},
+		AVX512:     {rows: 32, byM: []qKernel{nil, gemmQ8BWM1, gemmQ8BWM2, gemmQ8BWM3, gemmQ8BWM4}},
+		AVX512VNNI: {rows: 32, byM: []qKernel{nil, gemmQ8VNNIM1, gemmQ8VNNIM2, gemmQ8VNNIM3, gemmQ8VNNIM4, gemmQ8VNNIM5, gemmQ8VNNIM6}},
 	}
-	return nil
-}
+	q4Kernels = qArch{
+		AVX2: {rows: 8, byM: []qKernel{nil, gemmQ4AVX2M1, gemmQ4AVX2M2, gemmQ4AVX2M3, gemmQ4AVX2M4},
+			byMHi: []qKernel{nil, gemmQ4AVX2HiM1, gemmQ4AVX2HiM2, gemmQ4AVX2HiM3, gemmQ4AVX2HiM4}, tile1: gemmQ4AVX2Tile},
+		AVX512:     {rows: 32, byM: []qKernel{nil, gemmQ4BWM1, gemmQ4BWM2, gemmQ4BWM3, gemmQ4BWM4, gemmQ4BWM5}},
+		AVX512VNNI: {rows: 32, byM: []qKernel{nil, gemmQ4VNNIM1, gemmQ4VNNIM2, gemmQ4VNNIM3, gemmQ4VNNIM4, gemmQ4VNNIM5}},
+	}
+)
 
 func quantizeActsArch(p Path, dst []byte, x []float32) int {
 	blocks := len(x) / QBlock
@@ -183,15 +172,15 @@ const qGroupBytes = 256 << 10
 // in balanced blocks of at most the kernels' maximum, and for each block
 // every tile of the group; a last tile with padding rows is computed into
 // a staging buffer.
-func gemmQArch(p Path, t QType, dst []float32, ldy int, w, xq []byte, m, n, k, t0, t1 int) bool {
+func gemmQArch(p Path, tt *TypeTraits, dst []float32, ldy int, w, xq []byte, m, n, k, t0, t1 int) bool {
 	if !p.Supported() {
 		unsupported(p)
 	}
-	ks := qKernels(p, t)
-	if ks == nil {
+	ks := &tt.arch[p]
+	if ks.byM == nil {
 		return false
 	}
-	nb, tb, rb := k/QBlock, t.TileBytes(k), QActRowBytes(k)
+	nb, tb, rb := k/QBlock, tt.TileBytes(k), QActRowBytes(k)
 	maxM := len(ks.byM) - 1
 	nblk := (m + maxM - 1) / maxM
 	base, extra := m/nblk, m%nblk

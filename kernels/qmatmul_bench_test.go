@@ -6,16 +6,18 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/qwenc/qwenc/wtype"
 )
 
 // benchQWeights returns random quantized copies of an [n, k] matrix of
 // type t, as many as stream 256 MiB when stream is set (see benchWeights).
-func benchQWeights(t QType, n, k int, stream bool) [][]byte {
+func benchQWeights(t wtype.Type, n, k int, stream bool) [][]byte {
 	rng := rand.New(rand.NewPCG(7, 8))
 	tb := t.TileBytes(k)
 	rows := randRows(rng, matTileRows, k)
 	tile := make([]byte, tb)
-	if err := t.QuantizeTile(tile, rows, matTileRows, k); err != nil {
+	if err := Traits(t).QuantizeTile(tile, rows, matTileRows, k); err != nil {
 		panic(err)
 	}
 	size := matTiles(n) * tb
@@ -123,7 +125,7 @@ func BenchmarkQuantizeTile(b *testing.B) {
 			tile := make([]byte, t.TileBytes(k))
 			b.SetBytes(matTileRows * k * 2) // bf16 input bytes
 			for b.Loop() {
-				if err := t.QuantizeTile(tile, rows, matTileRows, k); err != nil {
+				if err := Traits(t).QuantizeTile(tile, rows, matTileRows, k); err != nil {
 					b.Fatal(err)
 				}
 			}

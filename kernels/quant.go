@@ -3,6 +3,8 @@ package kernels
 import (
 	"fmt"
 	"math"
+
+	"github.com/qwenc/qwenc/wtype"
 )
 
 // Quantized tile-major weights (format/SPEC.md, "Quantized tile-major
@@ -17,29 +19,6 @@ import (
 // row and block of 32, to int8 with a float scale (QuantizeActs): the
 // products are int8 dot products accumulated in int32, scaled once per
 // block.
-
-// QType is a quantized weight type.
-type QType uint8
-
-const (
-	// Q8 is 8-bit values with an f16 scale per row and block: 8.5 bits
-	// per weight.
-	Q8 QType = iota + 1
-	// Q4 is 4-bit values with a scale and a minimum per row and block,
-	// both 8-bit against f16 scales per row and super-block of 8 blocks:
-	// 4.625 bits per weight.
-	Q4
-)
-
-func (t QType) String() string {
-	switch t {
-	case Q8:
-		return "q8"
-	case Q4:
-		return "q4"
-	}
-	return fmt.Sprintf("QType(%d)", uint8(t))
-}
 
 const (
 	// QBlock is the number of columns of one block.
@@ -57,71 +36,26 @@ const (
 	q8Offset = 128
 )
 
-// QuantizableK reports whether a matrix with k columns can be quantized.
-func QuantizableK(k int) bool { return k > 0 && k%QBlock == 0 }
-
-// TileBytes is the size of one 32-row tile of a k-column matrix.
-func (t QType) TileBytes(k int) int {
-	nb := k / QBlock
-	switch t {
-	case Q8:
-		return nb * q8BlockBytes
-	case Q4:
-		return (nb+q4SuperBlocks-1)/q4SuperBlocks*q4HeaderBytes + nb*q4BlockBytes
+// dequantizeRowQ8 decodes row r of a q8 tile.
+func dequantizeRowQ8(dst []float32, tile []byte, r, k int) {
+	for b := range k / QBlock {
+		blk := tile[b*q8BlockBytes:]
+		d := matF16ToF32(le16(blk[2*r:]))
+		for c := range QBlock {
+			dst[b*QBlock+c] = d * float32(int(blk[q8ValueAt(r, c)])-q8Offset)
+		}
 	}
-	panic(fmt.Sprintf("kernels: unknown quantized type %d", t))
 }
 
-// QuantizeTile encodes the first r (<= 32) rows of rows (row-major, k
-// columns each, k a multiple of 32) as one tile into dst (TileBytes(k)
-// bytes); the tile's other rows are zero. It is the compiler's encoder and
-// is deterministic. It returns an error for a value that is not finite or
-// a scale beyond f16's range.
-func (t QType) QuantizeTile(dst []byte, rows []float32, r, k int) error {
-	if !QuantizableK(k) || r < 0 || r > matTileRows || len(rows) < r*k || len(dst) != t.TileBytes(k) {
-		panic(fmt.Sprintf("kernels: QuantizeTile(%s): r = %d, k = %d, len(rows) = %d, len(dst) = %d", t, r, k, len(rows), len(dst)))
-	}
-	for i, v := range rows[:r*k] {
-		if math.Float32bits(v)&0x7f800000 == 0x7f800000 { // NaN or infinity
-			return fmt.Errorf("row %d, column %d: %v is not finite", i/k, i%k, v)
+// dequantizeRowQ4 decodes row r of a q4 tile.
+func dequantizeRowQ4(dst []float32, tile []byte, r, k int) {
+	for b := range k / QBlock {
+		hdr, blk := q4Header(tile, b), q4Block(tile, b)
+		d := matF16ToF32(le16(hdr[2*r:])) * float32(blk[r])
+		m := matF16ToF32(le16(hdr[64+2*r:])) * float32(blk[32+r])
+		for c := range QBlock {
+			dst[b*QBlock+c] = d*float32(q4Value(blk, r, c)) - m
 		}
-	}
-	clear(dst)
-	switch t {
-	case Q8:
-		return quantizeTileQ8(dst, rows, r, k)
-	case Q4:
-		return quantizeTileQ4(dst, rows, r, k)
-	}
-	panic(fmt.Sprintf("kernels: unknown quantized type %d", t))
-}
-
-// DequantizeRow decodes row r (0..31) of a tile of a k-column matrix into
-// dst (k values): the embedding lookup of a quantized file.
-func (t QType) DequantizeRow(dst []float32, tile []byte, r, k int) {
-	if !QuantizableK(k) || r < 0 || r >= matTileRows || len(dst) < k || len(tile) < t.TileBytes(k) {
-		panic(fmt.Sprintf("kernels: DequantizeRow(%s): r = %d, k = %d, len(dst) = %d, len(tile) = %d", t, r, k, len(dst), len(tile)))
-	}
-	switch t {
-	case Q8:
-		for b := range k / QBlock {
-			blk := tile[b*q8BlockBytes:]
-			d := matF16ToF32(le16(blk[2*r:]))
-			for c := range QBlock {
-				dst[b*QBlock+c] = d * float32(int(blk[q8ValueAt(r, c)])-q8Offset)
-			}
-		}
-	case Q4:
-		for b := range k / QBlock {
-			hdr, blk := q4Header(tile, b), q4Block(tile, b)
-			d := matF16ToF32(le16(hdr[2*r:])) * float32(blk[r])
-			m := matF16ToF32(le16(hdr[64+2*r:])) * float32(blk[32+r])
-			for c := range QBlock {
-				dst[b*QBlock+c] = d*float32(q4Value(blk, r, c)) - m
-			}
-		}
-	default:
-		panic(fmt.Sprintf("kernels: unknown quantized type %d", t))
 	}
 }
 
@@ -188,24 +122,20 @@ func quantizeTileQ8(dst []byte, rows []float32, r, k int) error {
 	return nil
 }
 
-// QuantizeTileRow encodes row r (0..31) of a q8 tile of a k-column matrix
+// QuantizeQ8Row encodes row r (0..31) of a q8 tile of a k-column matrix
 // (k a multiple of 32) from row (k values), leaving the tile's other rows
 // as they are: how a q8 KV cache stores one position's key. A value that
 // is not finite, or a scale beyond f16's range, is an error and leaves the
 // row's scales zero, so it reads as zeros. Q4, whose scales are shared by
 // 8 blocks of all rows, has no such encoder.
-func (t QType) QuantizeTileRow(dst []byte, row []float32, r, k int) error {
-	if t != Q8 || !QuantizableK(k) || r < 0 || r >= matTileRows || len(row) < k || len(dst) < t.TileBytes(k) {
-		panic(fmt.Sprintf("kernels: QuantizeTileRow(%s): r = %d, k = %d, len(row) = %d, len(dst) = %d", t, r, k, len(row), len(dst)))
+func QuantizeQ8Row(dst []byte, row []float32, r, k int) error {
+	if !wtype.Q8.Fits(k) || r < 0 || r >= matTileRows || len(row) < k || len(dst) < wtype.Q8.TileBytes(k) {
+		panic(fmt.Sprintf("kernels: QuantizeQ8Row: r = %d, k = %d, len(row) = %d, len(dst) = %d", r, k, len(row), len(dst)))
 	}
 	var err error
-	for c, v := range row[:k] {
-		if math.Float32bits(v)&0x7f800000 == 0x7f800000 { // NaN or infinity
-			err = fmt.Errorf("column %d: %v is not finite", c, v)
-			break
-		}
-	}
-	if err == nil {
+	if c := firstNonFinite(row[:k]); c >= 0 {
+		err = fmt.Errorf("column %d: %v is not finite", c, row[c])
+	} else {
 		err = quantizeRowQ8(dst, row[:k], r, k)
 	}
 	if err != nil {

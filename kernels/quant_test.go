@@ -9,9 +9,19 @@ import (
 	"testing"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/wtype"
 )
 
-var qTypes = []QType{Q8, Q4}
+// qTypes are the quantized weight types.
+var qTypes = func() []wtype.Type {
+	var ts []wtype.Type
+	for _, t := range wtype.All() {
+		if t.Quantized() {
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}()
 
 // randRows returns r rows of k weights like a checkpoint's: normal, with
 // a few outliers, scaled per row.
@@ -30,10 +40,10 @@ func randRows(rng *rand.Rand, r, k int) []float32 {
 	return x
 }
 
-func dequantTile(t QType, tile []byte, k int) []float32 {
+func dequantTile(t wtype.Type, tile []byte, k int) []float32 {
 	out := make([]float32, matTileRows*k)
 	for r := range matTileRows {
-		t.DequantizeRow(out[r*k:(r+1)*k], tile, r, k)
+		Traits(t).DequantizeRow(out[r*k:(r+1)*k], tile, r, k)
 	}
 	return out
 }
@@ -49,7 +59,7 @@ func TestQuantizeRoundTrip(t *testing.T) {
 			for _, r := range []int{32, 17, 1} {
 				rows := randRows(rng, r, k)
 				tile := make([]byte, qt.TileBytes(k))
-				if err := qt.QuantizeTile(tile, rows, r, k); err != nil {
+				if err := Traits(qt).QuantizeTile(tile, rows, r, k); err != nil {
 					t.Fatal(err)
 				}
 				got := dequantTile(qt, tile, k)
@@ -73,9 +83,9 @@ func TestQuantizeRoundTrip(t *testing.T) {
 							sumErr += e * e
 							var bound float64
 							switch qt {
-							case Q8:
+							case wtype.Q8:
 								bound = float64(amax/127)*0.5*(1+1e-3) + 1e-9
-							case Q4:
+							case wtype.Q4:
 								bound = float64(hi-lo)/15*1.3 + 1e-9
 							}
 							if e > bound {
@@ -87,7 +97,7 @@ func TestQuantizeRoundTrip(t *testing.T) {
 				// Relative RMS error: about 0.8% for q8 and 9% for q4 on
 				// these weights; far worse would mean a broken scheme.
 				rel := math.Sqrt(sumErr / sumSq)
-				if lim := map[QType]float64{Q8: 0.012, Q4: 0.12}[qt]; rel > lim {
+				if lim := map[wtype.Type]float64{wtype.Q8: 0.012, wtype.Q4: 0.12}[qt]; rel > lim {
 					t.Errorf("%s k=%d r=%d: relative RMS error %.4f > %.4f", qt, k, r, rel, lim)
 				}
 			}
@@ -107,9 +117,9 @@ func TestQuantizeKnownValues(t *testing.T) {
 		}
 		return x
 	}
-	encode := func(qt QType, x []float32) []byte {
+	encode := func(qt wtype.Type, x []float32) []byte {
 		tile := make([]byte, qt.TileBytes(k))
-		if err := qt.QuantizeTile(tile, x, 1, k); err != nil {
+		if err := Traits(qt).QuantizeTile(tile, x, 1, k); err != nil {
 			t.Fatal(err)
 		}
 		return tile
@@ -130,7 +140,7 @@ func TestQuantizeKnownValues(t *testing.T) {
 					t.Errorf("%s %s: column %d decodes as %v, want %v", qt, name, c, got[c], x[c])
 				}
 			}
-			if x[0] == 0 && (le16(tile) != 0 || (qt == Q8 && tile[q8ValueAt(0, 3)] != 128) || (qt == Q4 && tile[q4HeaderBytes+64+3] != 0)) {
+			if x[0] == 0 && (le16(tile) != 0 || (qt == wtype.Q8 && tile[q8ValueAt(0, 3)] != 128) || (qt == wtype.Q4 && tile[q4HeaderBytes+64+3] != 0)) {
 				t.Errorf("%s %s: not encoded as zero scales and zero values", qt, name)
 			}
 		}
@@ -138,7 +148,7 @@ func TestQuantizeKnownValues(t *testing.T) {
 	// q8: a ramp -31..31 step 2 scaled so max is 1: d = 1/127 rounded up to
 	// f16, values exactly round(x/d).
 	ramp := block(func(c int) float32 { return float32(2*c-31) / 31 })
-	tile := encode(Q8, ramp)
+	tile := encode(wtype.Q8, ramp)
 	d := matF16ToF32(le16(tile))
 	if d < 1.0/127 || d > 1.0/127*(1+1.0/1024) {
 		t.Errorf("q8 ramp: scale %v, want 1/127 rounded up to f16", d)
@@ -181,7 +191,7 @@ func TestQuantizeKnownValues(t *testing.T) {
 			}
 		}
 	}
-	if h := le16(encode(Q8, tiny)); h&0x7c00 != 0 || h == 0 {
+	if h := le16(encode(wtype.Q8, tiny)); h&0x7c00 != 0 || h == 0 {
 		t.Errorf("q8 subnormal: scale bits %#04x are not a subnormal f16", h)
 	}
 	// Not representable: a scale beyond f16, NaN, infinity.
@@ -192,7 +202,7 @@ func TestQuantizeKnownValues(t *testing.T) {
 	} {
 		for _, qt := range qTypes {
 			tile := make([]byte, qt.TileBytes(k))
-			if err := qt.QuantizeTile(tile, x, 1, k); err == nil {
+			if err := Traits(qt).QuantizeTile(tile, x, 1, k); err == nil {
 				t.Errorf("%s %s: no error", qt, name)
 			}
 		}
@@ -258,12 +268,12 @@ func TestQuantizeActs(t *testing.T) {
 // gemmQReference is the quantized product computed plainly in float64
 // from the dequantized weights and activations: the int8 kernels must
 // agree with it up to float32 rounding.
-func gemmQReference(qt QType, w []byte, xq []byte, m, n, k int) []float64 {
+func gemmQReference(qt wtype.Type, w []byte, xq []byte, m, n, k int) []float64 {
 	tb, rb := qt.TileBytes(k), QActRowBytes(k)
 	out := make([]float64, m*n)
 	row := make([]float32, k)
 	for r := range n {
-		qt.DequantizeRow(row, w[r/matTileRows*tb:], r%matTileRows, k)
+		Traits(qt).DequantizeRow(row, w[r/matTileRows*tb:], r%matTileRows, k)
 		for i := range m {
 			var s float64
 			for c := range k {
@@ -290,7 +300,7 @@ func TestGemmQ(t *testing.T) {
 			w := make([]byte, tiles*qt.TileBytes(sh.k))
 			for tt := range tiles {
 				r := min(matTileRows, sh.n-tt*matTileRows)
-				if err := qt.QuantizeTile(w[tt*qt.TileBytes(sh.k):(tt+1)*qt.TileBytes(sh.k)], rows[tt*matTileRows*sh.k:], r, sh.k); err != nil {
+				if err := Traits(qt).QuantizeTile(w[tt*qt.TileBytes(sh.k):(tt+1)*qt.TileBytes(sh.k)], rows[tt*matTileRows*sh.k:], r, sh.k); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -335,16 +345,28 @@ func TestGemmQ(t *testing.T) {
 }
 
 // TestTileBytesMatchFormat: the file format's sizes (which the reader
-// checks sections against) and the codecs' agree.
+// checks sections against) and the codecs' agree: a one-tile section of
+// each type is the tile its codec takes, and the codec's last block ends
+// where that tile does.
 func TestTileBytesMatchFormat(t *testing.T) {
-	for _, c := range []struct {
-		qt QType
-		d  format.DType
-	}{{Q8, format.Q8}, {Q4, format.Q4}} {
+	blocksEnd := map[wtype.Type]func(k int) int{
+		wtype.F16: func(k int) int { return 2 * matTileRows * k },
+		wtype.Q8:  func(k int) int { return k / QBlock * q8BlockBytes },
+		wtype.Q4: func(k int) int {
+			buf := make([]byte, 1<<20)
+			return len(buf) - len(q4Block(buf, k/QBlock-1)) + q4BlockBytes
+		},
+	}
+	for _, wt := range wtype.All() {
+		end, ok := blocksEnd[wt]
+		if !ok {
+			t.Errorf("%s: no check of its codec's layout here", wt)
+			continue
+		}
 		for k := 32; k <= 4096; k += 32 {
-			want, ok := format.ExpectedSize(c.d, format.TileMajor, []uint64{matTileRows, uint64(k)})
-			if got := c.qt.TileBytes(k); !ok || uint64(got) != want {
-				t.Fatalf("%s k=%d: kernels %d bytes, format %d", c.qt, k, got, want)
+			size, ok := format.ExpectedSize(format.DType(wt), format.TileMajor, []uint64{matTileRows, uint64(k)})
+			if !ok || size != uint64(wt.TileBytes(k)) || end(k) != wt.TileBytes(k) {
+				t.Fatalf("%s k=%d: format %d bytes (ok=%v), codec's tile %d, its last block ends at %d", wt, k, size, ok, wt.TileBytes(k), end(k))
 			}
 		}
 	}
@@ -367,11 +389,11 @@ func TestQuantizeTileGolden(t *testing.T) {
 		rows[i] = v
 	}
 	for _, c := range []struct {
-		t    QType
+		t    wtype.Type
 		want uint32
-	}{{Q8, 0x0c844a87}, {Q4, 0x18645f6f}} {
+	}{{wtype.Q8, 0x0c844a87}, {wtype.Q4, 0x18645f6f}} {
 		tile := make([]byte, c.t.TileBytes(k))
-		if err := c.t.QuantizeTile(tile, rows, 30, k); err != nil {
+		if err := Traits(c.t).QuantizeTile(tile, rows, 30, k); err != nil {
 			t.Fatal(err)
 		}
 		if got := crc32.ChecksumIEEE(tile); got != c.want {
@@ -380,22 +402,22 @@ func TestQuantizeTileGolden(t *testing.T) {
 	}
 }
 
-// QuantizeTileRow, row by row in any order, writes the tile QuantizeTile
+// QuantizeQ8Row, row by row in any order, writes the tile QuantizeTile
 // writes for all the rows; a row it refuses reads as zeros.
-func TestQuantizeTileRow(t *testing.T) {
+func TestQuantizeQ8Row(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, k := range []int{32, 64, 128} {
 		rows := make([]float32, 32*k)
 		for i := range rows {
 			rows[i] = float32(r.NormFloat64() * float64(1+i%7))
 		}
-		want := make([]byte, Q8.TileBytes(k))
-		if err := Q8.QuantizeTile(want, rows, 32, k); err != nil {
+		want := make([]byte, wtype.Q8.TileBytes(k))
+		if err := Traits(wtype.Q8).QuantizeTile(want, rows, 32, k); err != nil {
 			t.Fatal(err)
 		}
 		got := make([]byte, len(want))
 		for _, i := range r.Perm(32) {
-			if err := Q8.QuantizeTileRow(got, rows[i*k:(i+1)*k], i, k); err != nil {
+			if err := QuantizeQ8Row(got, rows[i*k:(i+1)*k], i, k); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -404,11 +426,11 @@ func TestQuantizeTileRow(t *testing.T) {
 		}
 		bad := slices.Clone(rows[5*k : 6*k])
 		bad[k-1] = float32(math.Inf(1))
-		if err := Q8.QuantizeTileRow(got, bad, 5, k); err == nil {
+		if err := QuantizeQ8Row(got, bad, 5, k); err == nil {
 			t.Fatalf("k = %d: an infinite value is accepted", k)
 		}
 		out := make([]float32, k)
-		Q8.DequantizeRow(out, got, 5, k)
+		Traits(wtype.Q8).DequantizeRow(out, got, 5, k)
 		for c, v := range out {
 			if v != 0 {
 				t.Fatalf("k = %d: a refused row reads %v at column %d, want 0", k, v, c)
@@ -420,7 +442,7 @@ func TestQuantizeTileRow(t *testing.T) {
 // A tile of unit scales and values set one by one reads back as them.
 func TestSetQ8Value(t *testing.T) {
 	const k = 96
-	tile := make([]byte, Q8.TileBytes(k))
+	tile := make([]byte, wtype.Q8.TileBytes(k))
 	SetQ8UnitScales(tile, k)
 	r := rand.New(rand.NewPCG(5, 6))
 	want := make([]int8, 32*k)
@@ -430,7 +452,7 @@ func TestSetQ8Value(t *testing.T) {
 	}
 	out := make([]float32, k)
 	for row := range 32 {
-		Q8.DequantizeRow(out, tile, row, k)
+		Traits(wtype.Q8).DequantizeRow(out, tile, row, k)
 		for c, v := range out {
 			if v != float32(want[row*k+c]) {
 				t.Fatalf("row %d, column %d: %v, want %d", row, c, v, want[row*k+c])

@@ -5,7 +5,9 @@
 // It is a leaf so that the two packages that must not know each other can
 // share the rows: format, which knows the file but not the math, names and
 // sizes sections by them; kernels, which knows the math but not the file,
-// can key its codecs and kernels on them.
+// keys each type's codec and kernels on them (kernels.Traits), as
+// ggml-cpu's type_traits_cpu sits beside ggml's type_traits. Adding a type
+// is a row here and a row there, with its kernels.
 package wtype
 
 import (
