@@ -47,12 +47,12 @@ func (r *Runner) step(f *frame, tokens []int32, segs []segment, hidden bool) []f
 			h := c.Hidden
 			for t, id := range tokens {
 				row := x[t*h : (t+1)*h]
-				if w := &op.w; w.dt.Quantized() {
-					tb := w.qt.TileBytes(h)
-					tile := int(id) / format.TileRows
-					w.qt.DequantizeRow(row, w.q[tile*tb:(tile+1)*tb], int(id)%format.TileRows, h)
+				if w := &op.w; w.rows != nil {
+					k.F16ToF32(row, w.rows[int(id)*h:(int(id)+1)*h])
 				} else {
-					k.F16ToF32(row, w.f16[int(id)*h:(int(id)+1)*h])
+					tb := w.typ.TileBytes(h)
+					tile := int(id) / format.TileRows
+					w.typ.DequantizeRow(row, w.tiles[tile*tb:(tile+1)*tb], int(id)%format.TileRows, h)
 				}
 			}
 		case graph.QuantizeRows:
@@ -91,7 +91,7 @@ func (r *Runner) step(f *frame, tokens []int32, segs []segment, hidden bool) []f
 					continue
 				}
 				rows := p.rows(o.In[0], T)
-				if o.w.dt.Quantized() {
+				if p.g.Tensors[o.In[0]].Quantized {
 					mm.add(o, &o.w, rows, p.view(o.Out, rows), nil, p.quantView(o.In[0], rows))
 				} else {
 					mm.add(o, &o.w, rows, p.view(o.Out, rows), p.view(o.In[0], rows), nil)
@@ -247,12 +247,8 @@ func (t *matmulTask) start(threads int) {
 	t.units = t.units[:0]
 	for j := range t.jobs {
 		w := t.jobs[j].w
-		tileBytes := w.k * format.TileRows * 2
-		if w.dt.Quantized() {
-			tileBytes = w.qt.TileBytes(w.k)
-		}
 		tiles := format.Tiles(w.n)
-		chunk := max(1, matmulChunkBytes/tileBytes)
+		chunk := max(1, matmulChunkBytes/w.typ.TileBytes(w.k))
 		if t.jobs[j].rows > matmulFewRows {
 			per := 2 * threads
 			chunk = max(chunk, (tiles+per-1)/per)
@@ -273,15 +269,7 @@ func (t *matmulTask) Run(_, _ int) {
 		u := t.units[i]
 		job := &t.jobs[u.j]
 		w := job.w
-		t0, t1 := int(u.t0), int(u.t1)
-		switch {
-		case w.dt.Quantized():
-			w.qt.Mul(t.k, job.dst, w.n, w.q, nil, job.xq, job.rows, w.n, w.k, t0, t1)
-		case job.rows == 1:
-			t.k.MatVecTiles(job.dst, w.f16, job.x, w.n, w.k, t0, t1)
-		default:
-			t.k.GemmTiles(job.dst, w.n, w.f16, job.x, w.k, job.rows, w.n, w.k, t0, t1)
-		}
+		w.typ.Mul(t.k, job.dst, w.n, w.tiles, job.x, job.xq, job.rows, w.n, w.k, int(u.t0), int(u.t1))
 	}
 }
 

@@ -75,15 +75,16 @@ type boundOp struct {
 	bias []float32
 }
 
-// weight is a matrix [n, k] in the mapping: f16 (row-major for the f16
-// embedding, tile-major otherwise) or quantized tile-major; or, for a
-// stacked experts section, that many such matrices one after the other.
+// weight is a matrix [n, k] in the mapping: the tiles of its type, or for
+// a stacked experts section that many matrices' tiles one after the
+// other; or the rows of the f16 embedding.
 type weight struct {
-	dt   format.DType
-	qt   *kernels.TypeTraits // when dt is quantized
-	n, k int
-	f16  []uint16
-	q    []byte
+	// typ is the type's row of kernels, resolved at bind time so that a
+	// product looks nothing up.
+	typ   *kernels.TypeTraits
+	n, k  int
+	tiles []byte
+	rows  []uint16 // the row-major f16 embedding, which has no tiles
 	// views are the experts' matrices (none for a single matrix), made at
 	// bind time so that a step does not build them.
 	views []weight
@@ -184,35 +185,31 @@ func (m *Model) bind(mode string) (*program, error) {
 }
 
 // weight resolves a matrix section. Products need it tile-major; the
-// embedding is f16 row-major or quantized tile-major (format.Validate has
+// embedding is f16 row-major or quantized tile-major (arch.Validate has
 // checked which).
 func (m *Model) weight(name string, embed bool) (weight, error) {
 	s, ok := m.File.Header.Section(name)
 	if !ok || len(s.Shape) < 2 || (!embed && s.Layout != format.TileMajor) {
 		return weight{}, fmt.Errorf("section %q: missing, or not a tile-major matrix", name)
 	}
-	r := len(s.Shape)
-	w := weight{dt: s.DType, n: int(s.Shape[r-2]), k: int(s.Shape[r-1])}
-	var err error
-	if s.DType.Quantized() {
-		t, _ := s.DType.Weight()
-		w.qt = kernels.Traits(t)
-		w.q, err = m.File.Bytes(name)
-	} else {
-		w.f16, err = m.File.F16(name)
+	t, ok := s.DType.Weight()
+	if !ok {
+		return weight{}, fmt.Errorf("section %q: %s is not a weight type", name, s.DType)
 	}
-	if err != nil || r < 3 {
+	r := len(s.Shape)
+	w := weight{typ: kernels.Traits(t), n: int(s.Shape[r-2]), k: int(s.Shape[r-1])}
+	var err error
+	if s.Layout != format.TileMajor {
+		w.rows, err = m.File.F16(name)
+		return w, err
+	}
+	if w.tiles, err = m.File.Bytes(name); err != nil || r < 3 {
 		return w, err
 	}
 	one, experts := w, int(s.Shape[0])
+	n := len(w.tiles) / experts
 	for e := range experts {
-		if w.dt.Quantized() {
-			n := len(w.q) / experts
-			one.q = w.q[e*n : (e+1)*n : (e+1)*n]
-		} else {
-			n := len(w.f16) / experts
-			one.f16 = w.f16[e*n : (e+1)*n : (e+1)*n]
-		}
+		one.tiles = w.tiles[e*n : (e+1)*n : (e+1)*n]
 		w.views = append(w.views, one)
 	}
 	return w, nil

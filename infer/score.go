@@ -91,7 +91,7 @@ func (run *Runner) headInto(dst, hidden []float32) {
 			run.k.RMSNorm(sc.xn[r*h:(r+1)*h], hidden[(r0+r)*h:(r0+r+1)*h], norm.w32, eps)
 		}
 		out := dst[r0*vocab : (r0+rows)*vocab]
-		if head.w.dt.Quantized() {
+		if head.w.typ.Quantized() {
 			run.k.QuantizeActs(sc.xq, sc.xn, h, rows, h)
 			run.matmul(head, out, nil, sc.xq, rows)
 		} else {
