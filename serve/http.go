@@ -1,3 +1,8 @@
+// Package serve answers the OpenAI and Ollama HTTP protocols for one
+// model, as qwenrun serve: each protocol is an adapter over the same
+// qwen.Model, whose engine batches every request into its steps. Here are
+// only what HTTP needs: the routes and their JSON, the API key, the
+// request log, the Prometheus metrics and the graceful shutdown.
 package serve
 
 import (
