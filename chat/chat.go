@@ -22,6 +22,9 @@ type Message struct {
 	// (Jinja distinguishes an empty reasoning_content from a missing one;
 	// we treat empty as missing, the only case a raw transcript produces.)
 	Reasoning string
+	// ToolCalls are the calls an assistant turn made, printed after its
+	// content as Qwen's tool format.
+	ToolCalls []ToolCall
 }
 
 // Segment is a piece of rendered prompt. Special segments are control
@@ -96,20 +99,22 @@ func (b *builder) turn(role, content string) {
 	b.text("\n")
 }
 
-// Render renders msgs for family f. addGenerationPrompt appends the opening
-// of an assistant turn; enableThinking=false (--no-think) makes Qwen3's
-// prompt carry an empty think block, as enable_thinking=false does, and is
-// ignored by other families.
+// Render renders msgs for family f, with tools listed in the system turn
+// when there are any (Qwen3 and Qwen2.5 only: the families without a tool
+// format ignore them, so check SupportsTools first). addGenerationPrompt
+// appends the opening of an assistant turn; enableThinking=false
+// (--no-think) makes Qwen3's prompt carry an empty think block, as
+// enable_thinking=false does, and is ignored by other families.
 //
 // Where the templates would fail (no messages at all) Render still returns
 // the generation prompt alone.
-func Render(f Family, msgs []Message, addGenerationPrompt, enableThinking bool) []Segment {
+func Render(f Family, msgs []Message, tools []Tool, addGenerationPrompt, enableThinking bool) []Segment {
 	b := &builder{segs: make([]Segment, 0, 4*len(msgs)+8)}
 	switch f {
 	case Qwen3:
-		renderQwen3(b, msgs)
+		renderQwen3(b, msgs, tools)
 	case Qwen25:
-		renderQwen25(b, msgs)
+		renderQwen25(b, msgs, tools)
 	default:
 		renderChatML(b, msgs, f.DefaultSystem())
 	}
@@ -137,17 +142,38 @@ func renderChatML(b *builder, msgs []Message, defaultSystem string) {
 	}
 }
 
-// renderQwen25 is Qwen2.5's template without tools: user, system, assistant
-// and tool turns; other roles are dropped, as the template does.
-func renderQwen25(b *builder, msgs []Message) {
-	if len(msgs) > 0 && msgs[0].Role != "system" {
+// renderQwen25 is Qwen2.5's template: user, system, assistant and tool
+// turns; other roles are dropped, as the template does.
+func renderQwen25(b *builder, msgs []Message, tools []Tool) {
+	hasSystem := len(msgs) > 0 && msgs[0].Role == "system"
+	switch {
+	case len(tools) > 0:
+		system := Qwen25.DefaultSystem()
+		if hasSystem {
+			system = msgs[0].Content
+		}
+		toolsSystem(b, tools, system+"\n\n")
+	case !hasSystem:
 		b.turn("system", Qwen25.DefaultSystem())
 	}
 	for i, m := range msgs {
-		switch m.Role {
-		case "system", "user", "assistant":
+		switch {
+		case m.Role == "system" && i == 0 && len(tools) > 0:
+		case m.Role == "assistant" && len(m.ToolCalls) > 0:
+			b.special(ImStart)
+			b.text("assistant")
+			if m.Content != "" {
+				b.text("\n", m.Content)
+			}
+			for _, c := range m.ToolCalls {
+				b.text("\n")
+				toolCall(b, c, true)
+			}
+			b.special(ImEnd)
+			b.text("\n")
+		case m.Role == "system" || m.Role == "user" || m.Role == "assistant":
 			b.turn(m.Role, m.Content)
-		case "tool":
+		case m.Role == "tool":
 			toolTurn(b, msgs, i)
 		}
 	}

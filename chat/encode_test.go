@@ -54,7 +54,7 @@ func ids(tok *tokenizer.Tokenizer, t *testing.T, marker string) int32 {
 // spells a marker.
 func TestEncode(t *testing.T) {
 	tok := qwenTokenizer(t)
-	segs := Render(Qwen3, []Message{{Role: "user", Content: "hi <|im_end|>"}}, true, true)
+	segs := Render(Qwen3, []Message{{Role: "user", Content: "hi <|im_end|>"}}, nil, true, true)
 	got, err := Encode(tok, segs)
 	if err != nil {
 		t.Fatal(err)

@@ -35,6 +35,9 @@ func (f Family) DefaultSystem() string {
 	return ""
 }
 
+// HasTools reports whether the family's template has a tool format.
+func (f Family) HasTools() bool { return f == Qwen3 || f == Qwen25 }
+
 // String returns the name ParseFamily accepts.
 func (f Family) String() string {
 	switch f {

@@ -27,7 +27,7 @@ func FuzzRender(f *testing.F) {
 			{Role: "user", Content: "next"},
 		}
 		for _, fam := range []Family{ChatML, Qwen2, Qwen25, Qwen3} {
-			segs := Render(fam, msgs, true, thinking)
+			segs := Render(fam, msgs, nil, true, thinking)
 			checkSegments(t, segs)
 			text := Text(segs)
 			for _, s := range []string{sys, user} {
@@ -50,7 +50,7 @@ func FuzzRender(f *testing.F) {
 		// The second ends on the assistant turn, which Qwen3 renders with a
 		// think block unless the user turn looks like a tool response.
 		msgs = msgs[:3]
-		segs := Render(Qwen3, msgs, false, thinking)
+		segs := Render(Qwen3, msgs, nil, false, thinking)
 		checkSegments(t, segs)
 		want := []string{ImStart, ImEnd, ImStart, ImEnd, ImStart, ThinkOpen, ThinkClose, ImEnd}
 		if lastQueryIndex(msgs) != 1 {

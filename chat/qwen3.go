@@ -2,12 +2,22 @@ package chat
 
 import "strings"
 
-// renderQwen3 mirrors Qwen3's chat_template for text-only conversations.
-func renderQwen3(b *builder, msgs []Message) {
+// renderQwen3 mirrors Qwen3's chat_template.
+func renderQwen3(b *builder, msgs []Message, tools []Tool) {
+	if len(tools) > 0 {
+		system := ""
+		if len(msgs) > 0 && msgs[0].Role == "system" {
+			system = msgs[0].Content + "\n\n"
+		}
+		toolsSystem(b, tools, system)
+	}
 	last := lastQueryIndex(msgs)
 	for i, m := range msgs {
 		switch m.Role {
 		case "system", "user":
+			if i == 0 && m.Role == "system" && len(tools) > 0 {
+				continue
+			}
 			b.turn(m.Role, m.Content)
 		case "assistant":
 			qwen3Assistant(b, m, i > last, i == len(msgs)-1)
@@ -49,6 +59,12 @@ func qwen3Assistant(b *builder, m Message, afterLastQuery, isLast bool) {
 		b.text("\n\n", strings.TrimLeft(content, "\n"))
 	} else {
 		b.text("assistant\n", content)
+	}
+	for i, c := range m.ToolCalls {
+		if i > 0 || content != "" {
+			b.text("\n")
+		}
+		toolCall(b, c, false)
 	}
 	b.special(ImEnd)
 	b.text("\n")

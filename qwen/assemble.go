@@ -26,6 +26,7 @@ func (r rawText) Reasoning() bool               { return false }
 type piece struct {
 	reasoning, content string
 	tokens             []engine.Event
+	calls              []ToolCallDelta
 }
 
 // assembler turns a generation's events into text, holding back text that
@@ -37,6 +38,7 @@ type piece struct {
 // logprobs cover the content.
 type assembler struct {
 	src       textSource
+	calls     *callParser // with tools: takes the calls out of the content
 	stop      stopMatcher
 	logprobs  bool
 	reasoning bool        // the channel of the held text
@@ -51,11 +53,15 @@ type heldToken struct {
 // add takes a token; with matched, a stop string came and the piece is
 // the last one.
 func (a *assembler) add(ev engine.Event) (d piece, matched bool) {
-	before := a.src.Reasoning()
+	before := a.src.Reasoning() || a.inCall()
 	r, c := a.src.Add(ev.Token)
+	if a.calls != nil {
+		c = a.calls.add(c)
+		d.calls = a.calls.take()
+	}
 	after := a.src.Reasoning()
 	var lp *engine.Event
-	if a.logprobs && !before && !after {
+	if a.logprobs && !before && !after && !a.inCall() {
 		lp = &ev
 	}
 	if r != "" && a.push(&d, true, r, nil) {
@@ -71,12 +77,20 @@ func (a *assembler) add(ev engine.Event) (d piece, matched bool) {
 // flush ends the text at the end of the generation.
 func (a *assembler) flush() (d piece, matched bool) {
 	r, c := a.src.Flush()
+	if a.calls != nil {
+		c = a.calls.add(c) + a.calls.flush()
+		d.calls = a.calls.take()
+	}
 	if a.push(&d, true, r, nil) || a.push(&d, false, c, nil) {
 		return d, true
 	}
 	a.release(&d, a.reasoning, a.stop.flush())
 	return d, false
 }
+
+// inCall reports whether the text is going into a tool call: its tokens
+// are not content tokens.
+func (a *assembler) inCall() bool { return a.calls != nil && a.calls.inCall() }
 
 func (a *assembler) push(d *piece, reasoning bool, text string, lp *engine.Event) bool {
 	if text == "" && lp == nil {

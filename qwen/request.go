@@ -1,6 +1,7 @@
 package qwen
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -12,10 +13,31 @@ import (
 )
 
 // Message is one turn of a conversation: Role "system", "user",
-// "assistant" or "tool", its Content, and for an earlier answer of
-// Qwen3's its Reasoning. Message text is always text: a user who types
-// "<|im_end|>" cannot close a turn or open one.
+// "assistant" or "tool", its Content, for an earlier answer of Qwen3's
+// its Reasoning, and for an answer that called tools its ToolCalls (a
+// "tool" message that follows is a call's result). Message text is
+// always text: a user who types "<|im_end|>" cannot close a turn or open
+// one.
 type Message = chat.Message
+
+// ToolCall is a call an earlier answer made: the function's Name and its
+// Arguments, the JSON text of an object.
+type ToolCall = chat.ToolCall
+
+// Tool is a function the model may call. Make one with NewTool, or
+// ParseTool for a definition as OpenAI and Ollama clients send it.
+type Tool = chat.Tool
+
+// NewTool defines a function: its name, what it does, and the JSON Schema
+// of its arguments (nil for none).
+func NewTool(name, description string, parameters json.RawMessage) (Tool, error) {
+	return chat.NewTool(name, description, parameters)
+}
+
+// ParseTool reads a tool definition as OpenAI and Ollama clients send it:
+// {"type": "function", "function": {"name", "description", "parameters"}}.
+// The prompt lists it whole, as the chat template does.
+func ParseTool(def []byte) (Tool, error) { return chat.ParseTool(def) }
 
 // MaxStops bounds a request's stop strings: each is looked for after
 // every token.
@@ -35,6 +57,11 @@ type Request struct {
 	Prompt string
 	// Tokens is a raw prompt as token ids.
 	Tokens []int32
+	// Tools are functions the model may call, listed in the prompt as the
+	// chat template lists them (Qwen3 and Qwen2.5 have a tool format);
+	// the calls it makes come out of the answer's text as
+	// Delta.ToolCalls. They need Messages.
+	Tools []Tool
 	// NoThinking makes Qwen3 answer without thinking (the template's empty
 	// think block, as enable_thinking=false); other models ignore it.
 	NoThinking bool
@@ -91,6 +118,8 @@ func (m *Model) encode(r *Request, generationPrompt bool) ([]int32, bool, error)
 		return nil, false, errors.New("the request has no prompt: give Messages, Prompt or Tokens")
 	case given > 1:
 		return nil, false, errors.New("the request gives more than one of Messages, Prompt and Tokens")
+	case r.Tools != nil && r.Messages == nil:
+		return nil, false, errors.New("tools need a conversation: give Messages")
 	case r.Tokens != nil:
 		return r.Tokens, false, nil
 	case r.Prompt != "":
@@ -100,15 +129,51 @@ func (m *Model) encode(r *Request, generationPrompt bool) ([]int32, bool, error)
 	case len(r.Messages) == 0:
 		return nil, false, errors.New("the conversation has no messages")
 	}
+	if len(r.Tools) > 0 && !m.family.HasTools() {
+		return nil, false, fmt.Errorf("tools: the model's chat template (%v) has no tool format", m.family)
+	}
+	for i, t := range r.Tools {
+		if t.Name == "" {
+			return nil, false, fmt.Errorf("tools[%d]: make it with NewTool or ParseTool", i)
+		}
+	}
 	for i, msg := range r.Messages {
 		switch msg.Role {
 		case "system", "user", "assistant", "tool":
 		default:
 			return nil, false, fmt.Errorf("messages[%d]: unknown role %q: want system, user, assistant or tool", i, msg.Role)
 		}
+		if len(msg.ToolCalls) > 0 && msg.Role != "assistant" {
+			return nil, false, fmt.Errorf("messages[%d]: a %s message has tool calls; only an assistant's may", i, msg.Role)
+		}
+		for j, c := range msg.ToolCalls {
+			if c.Name == "" {
+				return nil, false, fmt.Errorf("messages[%d].tool_calls[%d].name: missing", i, j)
+			}
+			if err := chat.CheckArguments(c.Arguments); err != nil {
+				return nil, false, fmt.Errorf("messages[%d].tool_calls[%d].arguments: %w", i, j, err)
+			}
+		}
 	}
-	ids, err := chat.Encode(m.m.Tokenizer, chat.Render(m.family, r.Messages, generationPrompt, !r.NoThinking))
+	ids, err := chat.Encode(m.m.Tokenizer, chat.Render(m.family, r.Messages, r.Tools, generationPrompt, !r.NoThinking))
 	return ids, true, err
+}
+
+// RenderPrompt is the text of a request's prompt: of a conversation, the
+// chat template's output (byte for byte what its Jinja renders, with the
+// opening of the assistant's turn), or the raw Prompt. A prompt given as
+// Tokens is decoded.
+func (m *Model) RenderPrompt(req Request) (string, error) {
+	ids, isChat, err := m.encode(&req, true)
+	switch {
+	case err != nil:
+		return "", err
+	case isChat:
+		return chat.Text(chat.Render(m.family, req.Messages, req.Tools, true, !req.NoThinking)), nil
+	case req.Prompt != "":
+		return req.Prompt, nil
+	}
+	return m.m.Tokenizer.Decode(ids), nil
 }
 
 // prepare checks a request and makes it ready for the engine.

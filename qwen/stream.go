@@ -45,6 +45,9 @@ type Delta struct {
 	Logprobs []Logprob
 	// Time is when the engine produced the Delta's tokens.
 	Time time.Time
+	// ToolCalls, with Request.Tools, are pieces of the calls the answer
+	// makes; their text is not Content.
+	ToolCalls []ToolCallDelta
 	// PromptLogits, with Request.PromptLogits, are in the first Delta.
 	PromptLogits []float32
 	Stop         StopReason
@@ -97,8 +100,12 @@ func (m *Model) Start(ctx context.Context, req Request) (*Stream, error) {
 		cancel()
 		return nil, err
 	}
-	return &Stream{m: m, ctx: ctx, cancel: cancel, evs: st, prompt: p.req.Prompt,
-		asm: assembler{src: m.textOf(p), stop: stopMatcher{stops: req.Stop}, logprobs: p.req.TopLogprobs >= 0}}, nil
+	s := &Stream{m: m, ctx: ctx, cancel: cancel, evs: st, prompt: p.req.Prompt,
+		asm: assembler{src: m.textOf(p), stop: stopMatcher{stops: req.Stop}, logprobs: p.req.TopLogprobs >= 0}}
+	if len(req.Tools) > 0 {
+		s.asm.calls = &callParser{newID: newCallID}
+	}
+	return s, nil
 }
 
 // Generate runs a request and yields its Deltas as they come; an error
@@ -186,7 +193,7 @@ func (s *Stream) last(ev engine.Event, matched bool, tokens int) (Delta, error) 
 
 // delta is the Delta of a piece of text released with event ev.
 func (s *Stream) delta(p piece, ev engine.Event) Delta {
-	d := Delta{Reasoning: p.reasoning, Content: p.content, Time: ev.Time, PromptLogits: ev.PromptLogits}
+	d := Delta{Reasoning: p.reasoning, Content: p.content, ToolCalls: p.calls, Time: ev.Time, PromptLogits: ev.PromptLogits}
 	if s.asm.logprobs {
 		// Copies: the tokenizer's bytes are in the model's mapping, which
 		// Close unmaps while a caller may still hold the Delta.

@@ -46,7 +46,7 @@ func TestBadRequests(t *testing.T) {
 		{`{"model":"tiny-a"}`, "messages", "messages must be a non-empty list"},
 		{`{"model":"tiny-a","messages":[]}`, "messages", "messages must be a non-empty list"},
 		{`{"model":"tiny-a","messages":[{"role":"robot","content":"Hi"}]}`, "messages[0].role", `unknown role "robot"`},
-		{`{"model":"tiny-a","messages":[{"role":"tool","content":"42"}]}`, "messages[0].role", `unknown role "tool"`},
+		{`{"model":"tiny-a","messages":[{"role":"function","content":"42"}]}`, "messages[0].role", `unknown role "function"`},
 		{`{` + hi + `}`, "model", "you must provide a model parameter"},
 		{`{"model":"tiny-a",` + hi + `,"n":2}`, "n", "n must be 1"},
 		{`{"model":"tiny-a",` + hi + `,"temperature":-1}`, "temperature", "outside"},

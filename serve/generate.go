@@ -21,7 +21,7 @@ type generation struct {
 
 // outcome is how a generation ended.
 type outcome struct {
-	finish string // "stop" or "length"
+	finish string // "stop", "length" or "tool_calls"
 	usage  qwen.Usage
 }
 
@@ -48,6 +48,7 @@ func (s *Server) start(ctx context.Context, rl *reqLog, req qwen.Request) (*gene
 // context ends) or emit fails; the generation then stops within a step.
 func (g *generation) run(emit func(qwen.Delta) error) (outcome, error) {
 	var last time.Time
+	calls := false
 	for d, err := range g.deltas {
 		if len(d.IDs) > 0 {
 			if last.IsZero() {
@@ -62,7 +63,8 @@ func (g *generation) run(emit func(qwen.Delta) error) (outcome, error) {
 			g.rl.clientGone = true
 			return outcome{}, err
 		}
-		if d.Reasoning != "" || d.Content != "" || len(d.Logprobs) > 0 {
+		calls = calls || len(d.ToolCalls) > 0
+		if d.Reasoning != "" || d.Content != "" || len(d.Logprobs) > 0 || len(d.ToolCalls) > 0 {
 			if err := emit(d); err != nil {
 				g.rl.clientGone = true
 				return outcome{}, err
@@ -75,7 +77,10 @@ func (g *generation) run(emit func(qwen.Delta) error) (outcome, error) {
 			// A generation cut by the context or the server's shutdown is
 			// incomplete, which is what "length" tells a client.
 			finish := "length"
-			if d.Stop == qwen.StopEOS || d.Stop == qwen.StopString {
+			switch {
+			case d.Stop == qwen.StopEOS && calls:
+				finish = "tool_calls"
+			case d.Stop == qwen.StopEOS || d.Stop == qwen.StopString:
 				finish = "stop"
 			}
 			return outcome{finish: finish, usage: u}, nil

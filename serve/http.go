@@ -85,6 +85,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	s.handle(mux, "POST /v1/chat/completions", s.chatCompletions)
 	s.handle(mux, "POST /v1/completions", s.completions)
+	s.handle(mux, "POST /apply-template", s.applyTemplate)
 	s.handle(mux, "GET /v1/models", s.listModels)
 	s.handle(mux, "GET /v1/models/{model}", s.getModel)
 	s.handle(mux, "POST /api/chat", s.ollamaChat)

@@ -52,22 +52,36 @@ func (t *thinkFlag) UnmarshalJSON(b []byte) error {
 func (t thinkFlag) enabled() bool { return !t.set || t.on }
 
 type ollamaMessage struct {
-	Role     string            `json:"role"`
-	Content  string            `json:"content"`
-	Thinking string            `json:"thinking"`
-	Images   []json.RawMessage `json:"images"`
+	Role      string            `json:"role"`
+	Content   string            `json:"content"`
+	Thinking  string            `json:"thinking"`
+	Images    []json.RawMessage `json:"images"`
+	ToolCalls []ollamaToolCall  `json:"tool_calls"`
+	ToolName  string            `json:"tool_name"`
+}
+
+// ollamaToolCall is a call as Ollama gives it: the arguments an object.
+type ollamaToolCall struct {
+	Function struct {
+		Index     *int            `json:"index,omitempty"`
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
 }
 
 type ollamaChatRequest struct {
-	Model    string          `json:"model"`
-	Messages []ollamaMessage `json:"messages"`
-	Stream   *bool           `json:"stream"`
-	Think    thinkFlag       `json:"think"`
-	Options  ollamaOptions   `json:"options"`
+	Model    string            `json:"model"`
+	Messages []ollamaMessage   `json:"messages"`
+	Tools    []json.RawMessage `json:"tools"`
+	Format   json.RawMessage   `json:"format"`
+	Stream   *bool             `json:"stream"`
+	Think    thinkFlag         `json:"think"`
+	Options  ollamaOptions     `json:"options"`
 }
 
 type ollamaGenerateRequest struct {
 	Model   string            `json:"model"`
+	Format  json.RawMessage   `json:"format"`
 	Prompt  string            `json:"prompt"`
 	System  string            `json:"system"`
 	Raw     bool              `json:"raw"`
@@ -89,9 +103,10 @@ type (
 		*ollamaStats
 	}
 	ollamaOut struct {
-		Role     string `json:"role"`
-		Content  string `json:"content"`
-		Thinking string `json:"thinking,omitempty"`
+		Role      string           `json:"role"`
+		Content   string           `json:"content"`
+		Thinking  string           `json:"thinking,omitempty"`
+		ToolCalls []ollamaToolCall `json:"tool_calls,omitempty"`
 	}
 	// ollamaStats are durations in nanoseconds, as Ollama gives them.
 	ollamaStats struct {
@@ -141,17 +156,38 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request, rl *reqLog) 
 	msgs := make([]qwen.Message, len(cr.Messages))
 	for i, m := range cr.Messages {
 		switch {
-		case m.Role != "system" && m.Role != "user" && m.Role != "assistant":
-			return badRequest("messages", "messages[%d]: unknown role %q: want system, user or assistant", i, m.Role)
+		case m.Role != "system" && m.Role != "user" && m.Role != "assistant" && m.Role != "tool":
+			return badRequest("messages", "messages[%d]: unknown role %q: want system, user, assistant or tool", i, m.Role)
 		case len(m.Images) > 0:
 			return badRequest("messages", "messages[%d]: images: this model reads text only", i)
+		case len(m.ToolCalls) > 0 && m.Role != "assistant":
+			return badRequest("messages", "messages[%d]: only an assistant message has tool_calls", i)
 		}
 		msgs[i] = qwen.Message{Role: m.Role, Content: m.Content, Reasoning: m.Thinking}
+		for j, c := range m.ToolCalls {
+			path := fmt.Sprintf("messages[%d].tool_calls[%d].function", i, j)
+			if c.Function.Name == "" {
+				return badRequest("messages", "%s.name: missing", path)
+			}
+			args, e := toolArguments(c.Function.Arguments, path+".arguments")
+			if e != nil {
+				return e
+			}
+			msgs[i].ToolCalls = append(msgs[i].ToolCalls, qwen.ToolCall{Name: c.Function.Name, Arguments: args})
+		}
 	}
 	if e := s.needsChat(); e != nil {
 		return e
 	}
-	return s.ollamaRun(w, r, rl, &cr.Options, qwen.Request{Messages: msgs, NoThinking: !cr.Think.enabled()}, cr.Stream, true)
+	tools, e := parseTools(cr.Tools)
+	if e != nil {
+		return e
+	}
+	if e := refuseFormat(cr.Format); e != nil {
+		return e
+	}
+	req := qwen.Request{Messages: msgs, Tools: tools, NoThinking: !cr.Think.enabled()}
+	return s.ollamaRun(w, r, rl, &cr.Options, req, cr.Stream, true)
 }
 
 func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {
@@ -160,6 +196,9 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request, rl *reqL
 		return e
 	}
 	if e := s.ollamaModel(gr.Model); e != nil {
+		return e
+	}
+	if e := refuseFormat(gr.Format); e != nil {
 		return e
 	}
 	switch {
@@ -210,19 +249,46 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, g *generat
 		ls = startStream(w, false)
 	}
 	var content, thinking strings.Builder
-	out, err := g.run(func(d qwen.Delta) error {
-		if ls != nil {
-			return ls.send(s.reply(isChat, d.Content, d.Reasoning))
+	// Ollama gives each call whole, once it is complete: when the next
+	// begins, or at the end.
+	var calls callAccumulator
+	sent := 0
+	sendCalls := func(upTo int) error {
+		if upTo <= sent {
+			return nil
 		}
-		content.WriteString(d.Content)
-		thinking.WriteString(d.Reasoning)
-		return nil
+		r := s.reply(true, "", "")
+		r.Message.ToolCalls = ollamaCalls(calls.calls[sent:upTo], sent)
+		sent = upTo
+		return ls.send(r)
+	}
+	out, err := g.run(func(d qwen.Delta) error {
+		calls.add(d.ToolCalls)
+		if ls == nil {
+			content.WriteString(d.Content)
+			thinking.WriteString(d.Reasoning)
+			return nil
+		}
+		if d.Content != "" || d.Reasoning != "" {
+			if err := ls.send(s.reply(isChat, d.Content, d.Reasoning)); err != nil {
+				return err
+			}
+		}
+		return sendCalls(len(calls.calls) - 1)
 	})
 	if err != nil {
 		return // the client has gone
 	}
 	final := s.reply(isChat, content.String(), thinking.String())
+	if ls == nil && isChat {
+		final.Message.ToolCalls = ollamaCalls(calls.calls, 0)
+	} else if ls != nil && sendCalls(len(calls.calls)) != nil {
+		return
+	}
 	final.Done, final.DoneReason = true, out.finish
+	if out.finish == "tool_calls" {
+		final.DoneReason = "stop" // Ollama's, with calls or without
+	}
 	u := out.usage
 	final.ollamaStats = &ollamaStats{TotalDuration: time.Since(g.rl.start), LoadDuration: u.Queued,
 		PromptEvalCount: u.PromptTokens, PromptEvalDuration: u.Total - u.Queued, EvalCount: u.CompletionTokens}
@@ -234,6 +300,33 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, g *generat
 	} else {
 		ls.send(final)
 	}
+}
+
+// refuseFormat refuses Ollama's format ("json" or a schema) until the
+// sampler can hold the answer to it: ignoring it would fail open.
+func refuseFormat(f json.RawMessage) *apiError {
+	if len(f) == 0 || string(f) == "null" || string(f) == `""` {
+		return nil
+	}
+	return badRequest("format", "format %s is not supported yet: the answer could not be held to it", f)
+}
+
+// ollamaCalls gives calls in Ollama's shape, numbered from first. A call
+// whose arguments are not a JSON object (a model writing without a
+// grammar can make one) keeps its text as a string, for the client to
+// see and refuse, rather than vanish.
+func ollamaCalls(calls []qwen.ToolCall, first int) []ollamaToolCall {
+	out := make([]ollamaToolCall, len(calls))
+	for i, c := range calls {
+		index := first + i
+		out[i].Function.Index, out[i].Function.Name = &index, c.Name
+		if json.Valid([]byte(c.Arguments)) && strings.HasPrefix(strings.TrimSpace(c.Arguments), "{") {
+			out[i].Function.Arguments = json.RawMessage(c.Arguments)
+		} else {
+			out[i].Function.Arguments, _ = json.Marshal(c.Arguments)
+		}
+	}
+	return out
 }
 
 // ollamaOptions maps Ollama's options onto req.

@@ -14,17 +14,23 @@ import (
 // chatRequest is OpenAI's chat completion request, with vLLM's
 // chat_template_kwargs.
 type chatRequest struct {
-	Model               string         `json:"model"`
-	Messages            []chatMessage  `json:"messages"`
-	Stream              bool           `json:"stream"`
-	StreamOptions       *streamOptions `json:"stream_options"`
-	N                   *int           `json:"n"`
-	MaxTokens           *int           `json:"max_tokens"`
-	MaxCompletionTokens *int           `json:"max_completion_tokens"`
-	Stop                stopList       `json:"stop"`
-	Logprobs            bool           `json:"logprobs"`
-	TopLogprobs         *int           `json:"top_logprobs"`
-	ChatTemplateKwargs  struct {
+	Model               string            `json:"model"`
+	Messages            []chatMessage     `json:"messages"`
+	Stream              bool              `json:"stream"`
+	StreamOptions       *streamOptions    `json:"stream_options"`
+	N                   *int              `json:"n"`
+	MaxTokens           *int              `json:"max_tokens"`
+	MaxCompletionTokens *int              `json:"max_completion_tokens"`
+	Stop                stopList          `json:"stop"`
+	Logprobs            bool              `json:"logprobs"`
+	TopLogprobs         *int              `json:"top_logprobs"`
+	Tools               []json.RawMessage `json:"tools"`
+	ToolChoice          json.RawMessage   `json:"tool_choice"`
+	ParallelToolCalls   *bool             `json:"parallel_tool_calls"`
+	ResponseFormat      *struct {
+		Type string `json:"type"`
+	} `json:"response_format"`
+	ChatTemplateKwargs struct {
 		EnableThinking *bool `json:"enable_thinking"`
 	} `json:"chat_template_kwargs"`
 	samplingFields
@@ -38,6 +44,15 @@ type chatMessage struct {
 	Role             string      `json:"role"`
 	Content          textContent `json:"content"`
 	ReasoningContent string      `json:"reasoning_content"`
+	ToolCalls        []struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+	ToolCallID string `json:"tool_call_id"`
 }
 
 // textContent is a message's content: a string, null, or a list of
@@ -108,9 +123,21 @@ type (
 		FinishReason *string       `json:"finish_reason"`
 	}
 	chatOut struct {
-		Role             string  `json:"role,omitempty"`
-		Content          *string `json:"content,omitempty"`
-		ReasoningContent string  `json:"reasoning_content,omitempty"`
+		Role             string         `json:"role,omitempty"`
+		Content          *string        `json:"content,omitempty"`
+		ReasoningContent string         `json:"reasoning_content,omitempty"`
+		ToolCalls        []toolCallJSON `json:"tool_calls,omitempty"`
+	}
+	// toolCallJSON is a call in an answer, or a piece of one in a chunk,
+	// which has its Index.
+	toolCallJSON struct {
+		Index    *int   `json:"index,omitempty"`
+		ID       string `json:"id,omitempty"`
+		Type     string `json:"type,omitempty"`
+		Function struct {
+			Name      string `json:"name,omitempty"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
 	}
 	chatLogprobs struct {
 		Content []tokenLogprob `json:"content"`
@@ -185,37 +212,85 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rl *req
 	if e := s.checkModel(cr.Model); e != nil {
 		return e
 	}
-	maxTokens, maxName := cr.MaxTokens, "max_tokens"
-	if cr.MaxCompletionTokens != nil {
-		maxTokens, maxName = cr.MaxCompletionTokens, "max_completion_tokens"
-	}
-	req, e := s.openAIRequest(&cr.samplingFields, cr.N, maxTokens, maxName, 0, cr.Stop)
+	req, e := s.chatRequest(&cr)
 	if e != nil {
 		return e
 	}
-	switch t := cr.TopLogprobs; {
-	case t != nil && (*t < 0 || *t > qwen.MaxTopLogprobs):
-		return badRequest("top_logprobs", "top_logprobs %d is outside [0, %d]", *t, qwen.MaxTopLogprobs)
-	case cr.Logprobs && t != nil:
-		req.Logprobs, req.TopLogprobs = true, *t
-	case cr.Logprobs:
-		req.Logprobs = true
-	case t != nil && *t > 0:
-		return badRequest("top_logprobs", "top_logprobs needs logprobs: true")
-	}
-	if req.Messages, e = chatMessages(cr.Messages); e != nil {
-		return e
-	}
-	if e := s.needsChat(); e != nil {
-		return e
-	}
-	req.NoThinking = cr.ChatTemplateKwargs.EnableThinking != nil && !*cr.ChatTemplateKwargs.EnableThinking
 	g, e := s.start(r.Context(), rl, req)
 	if e != nil {
 		return e
 	}
 	s.answerChat(w, r, g, cr.Stream, cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage)
 	return nil
+}
+
+// applyTemplate answers with the prompt a chat request would be answered
+// from, as llama-server's /apply-template does: anyone can check the
+// rendering against the template's Jinja.
+func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
+	var cr chatRequest
+	if e := decode(w, r, s.opts.MaxBody, &cr); e != nil {
+		return e
+	}
+	if cr.Model != "" {
+		if e := s.checkModel(cr.Model); e != nil {
+			return e
+		}
+	}
+	req, e := s.chatRequest(&cr)
+	if e != nil {
+		return e
+	}
+	text, err := s.m.RenderPrompt(req)
+	if err != nil {
+		return badRequest("", "%v", err)
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Prompt string `json:"prompt"`
+	}{text})
+	return nil
+}
+
+// chatRequest checks an OpenAI chat request and makes it a qwen.Request.
+func (s *Server) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
+	maxTokens, maxName := cr.MaxTokens, "max_tokens"
+	if cr.MaxCompletionTokens != nil {
+		maxTokens, maxName = cr.MaxCompletionTokens, "max_completion_tokens"
+	}
+	req, e := s.openAIRequest(&cr.samplingFields, cr.N, maxTokens, maxName, 0, cr.Stop)
+	if e != nil {
+		return qwen.Request{}, e
+	}
+	switch t := cr.TopLogprobs; {
+	case t != nil && (*t < 0 || *t > qwen.MaxTopLogprobs):
+		return qwen.Request{}, badRequest("top_logprobs", "top_logprobs %d is outside [0, %d]", *t, qwen.MaxTopLogprobs)
+	case cr.Logprobs && t != nil:
+		req.Logprobs, req.TopLogprobs = true, *t
+	case cr.Logprobs:
+		req.Logprobs = true
+	case t != nil && *t > 0:
+		return qwen.Request{}, badRequest("top_logprobs", "top_logprobs needs logprobs: true")
+	}
+	if req.Messages, e = chatMessages(cr.Messages); e != nil {
+		return qwen.Request{}, e
+	}
+	if req.Tools, e = parseTools(cr.Tools); e != nil {
+		return qwen.Request{}, e
+	}
+	if e := toolChoice(cr.ToolChoice); e != nil {
+		return qwen.Request{}, e
+	}
+	if f := cr.ResponseFormat; f != nil && f.Type != "text" {
+		return qwen.Request{}, badRequest("response_format", "response_format %q is not supported yet: the answer could not be held to it", f.Type)
+	}
+	if cr.ParallelToolCalls != nil && !*cr.ParallelToolCalls {
+		return qwen.Request{}, badRequest("parallel_tool_calls", "parallel_tool_calls false is not supported yet")
+	}
+	if e := s.needsChat(); e != nil {
+		return qwen.Request{}, e
+	}
+	req.NoThinking = cr.ChatTemplateKwargs.EnableThinking != nil && !*cr.ChatTemplateKwargs.EnableThinking
+	return req, nil
 }
 
 // answerChat answers with one chat.completion, or streams chunks.
@@ -226,6 +301,7 @@ func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, g *generatio
 		return
 	}
 	var content, reasoning strings.Builder
+	var calls callAccumulator
 	var lps *chatLogprobs
 	if g.logprobs {
 		lps = &chatLogprobs{Content: []tokenLogprob{}}
@@ -233,6 +309,7 @@ func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, g *generatio
 	out, err := g.run(func(d qwen.Delta) error {
 		content.WriteString(d.Content)
 		reasoning.WriteString(d.Reasoning)
+		calls.add(d.ToolCalls)
 		if lps != nil {
 			lps.Content = append(lps.Content, logprobsOf(d.Logprobs)...)
 		}
@@ -241,10 +318,15 @@ func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, g *generatio
 	if err != nil {
 		return // the client has gone
 	}
-	text := content.String()
+	msg := &chatOut{Role: "assistant", ReasoningContent: reasoning.String()}
+	if text := content.String(); text != "" || len(calls.calls) == 0 {
+		msg.Content = &text // null beside tool calls, as OpenAI's
+	}
+	for i, c := range calls.calls {
+		msg.ToolCalls = append(msg.ToolCalls, toolCallOut(c, i, false))
+	}
 	head.Object = "chat.completion"
-	head.Choices = []chatChoice{{Message: &chatOut{Role: "assistant", Content: &text, ReasoningContent: reasoning.String()},
-		Logprobs: lps, FinishReason: &out.finish}}
+	head.Choices = []chatChoice{{Message: msg, Logprobs: lps, FinishReason: &out.finish}}
 	head.Usage = usageOf(out.usage)
 	writeJSON(w, http.StatusOK, head)
 }
@@ -269,6 +351,9 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *generatio
 		if d.Content != "" {
 			c.Delta.Content = &d.Content
 		}
+		for _, p := range d.ToolCalls {
+			c.Delta.ToolCalls = append(c.Delta.ToolCalls, toolCallOut(qwen.ToolCall{ID: p.ID, Name: p.Name, Arguments: p.Arguments}, p.Index, true))
+		}
 		if g.logprobs {
 			c.Logprobs = &chatLogprobs{Content: logprobsOf(d.Logprobs)}
 		}
@@ -282,6 +367,20 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *generatio
 		u = usageOf(out.usage)
 	}
 	endStream(ls, head, chatChoice{Delta: &chatOut{}, FinishReason: &out.finish}, u)
+}
+
+// toolCallOut is a call in OpenAI's shape; a piece of a streamed one has
+// its index, and its type with its id, in the call's first piece.
+func toolCallOut(c qwen.ToolCall, index int, piece bool) toolCallJSON {
+	t := toolCallJSON{ID: c.ID}
+	if c.ID != "" {
+		t.Type = "function"
+	}
+	if piece {
+		t.Index = &index
+	}
+	t.Function.Name, t.Function.Arguments = c.Name, c.Arguments
+	return t
 }
 
 // logprobsOf gives log-probabilities in OpenAI's shape.
@@ -305,8 +404,8 @@ func tokenLogprobOf(t qwen.TokenLogprob) topLogprob {
 	return topLogprob{Token: string(t.Bytes), Logprob: t.Logprob, Bytes: ints}
 }
 
-// chatMessages checks the roles; "developer" is OpenAI's newer name for
-// the system role.
+// chatMessages checks the roles and reads the tool calls; "developer" is
+// OpenAI's newer name for the system role.
 func chatMessages(in []chatMessage) ([]qwen.Message, *apiError) {
 	if len(in) == 0 {
 		return nil, badRequest("messages", "messages must be a non-empty list")
@@ -317,11 +416,28 @@ func chatMessages(in []chatMessage) ([]qwen.Message, *apiError) {
 		switch role {
 		case "developer":
 			role = "system"
-		case "system", "user", "assistant":
+		case "system", "user", "assistant", "tool":
 		default:
-			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d]: unknown role %q: want system, user or assistant", i, m.Role)
+			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d]: unknown role %q: want system, user, assistant or tool", i, m.Role)
 		}
 		out[i] = qwen.Message{Role: role, Content: string(m.Content), Reasoning: m.ReasoningContent}
+		if len(m.ToolCalls) > 0 && role != "assistant" {
+			return nil, badRequest(fmt.Sprintf("messages[%d].tool_calls", i), "messages[%d]: only an assistant message has tool_calls", i)
+		}
+		for j, c := range m.ToolCalls {
+			path := fmt.Sprintf("messages[%d].tool_calls[%d]", i, j)
+			if c.Type != "" && c.Type != "function" {
+				return nil, badRequest(path+".type", "%s.type: %q is not supported; want \"function\"", path, c.Type)
+			}
+			if c.Function.Name == "" {
+				return nil, badRequest(path+".function.name", "%s.function.name: missing", path)
+			}
+			args, e := toolArguments(c.Function.Arguments, path+".function.arguments")
+			if e != nil {
+				return nil, e
+			}
+			out[i].ToolCalls = append(out[i].ToolCalls, qwen.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: args})
+		}
 	}
 	return out, nil
 }

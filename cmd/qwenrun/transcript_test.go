@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"slices"
+	"reflect"
 	"testing"
 
 	"github.com/qwenc/qwenc/chat"
@@ -26,7 +26,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := loadConversation(path)
-	if err != nil || !slices.Equal(got, msgs) {
+	if err != nil || !reflect.DeepEqual(got, msgs) {
 		t.Fatalf("loaded %+v, %v; want %+v", got, err, msgs)
 	}
 	b, _ := os.ReadFile(path)

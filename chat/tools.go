@@ -1,0 +1,147 @@
+package chat
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Markers of Qwen's tool format. They are added tokens, emitted Special
+// where the template writes them.
+const (
+	ToolCallOpen  = "<tool_call>"
+	ToolCallClose = "</tool_call>"
+)
+
+// ToolCall is a call an assistant turn made: the function's name and its
+// arguments as the JSON text of an object.
+type ToolCall struct {
+	// ID is the protocol's id for the call (OpenAI's tool_call_id); the
+	// templates do not print it.
+	ID        string
+	Name      string
+	Arguments string
+}
+
+// Tool is a function the model may call.
+type Tool struct {
+	// Name is the function's name, and Parameters the JSON Schema of its
+	// arguments (nil when the definition gives none).
+	Name       string
+	Parameters json.RawMessage
+	// def is the whole definition as the template's tojson prints it.
+	def string
+}
+
+// ParseTool reads a tool definition as OpenAI and Ollama send it,
+// {"type": "function", "function": {"name": ..., "description": ...,
+// "parameters": {...}}}. The template prints the definition whole, so
+// every member is kept, in its order; errors name the member at fault.
+func ParseTool(def []byte) (Tool, error) {
+	var t struct {
+		Type     *string
+		Function *struct {
+			Name       *string
+			Parameters json.RawMessage
+		}
+	}
+	if err := json.Unmarshal(def, &t); err != nil {
+		return Tool{}, fmt.Errorf("want an object {\"type\": \"function\", \"function\": {...}}: %w", err)
+	}
+	switch {
+	case t.Type == nil:
+		return Tool{}, errors.New("type: missing; want \"function\"")
+	case *t.Type != "function":
+		return Tool{}, fmt.Errorf("type: %q is not supported; want \"function\"", *t.Type)
+	case t.Function == nil:
+		return Tool{}, errors.New("function: missing")
+	case t.Function.Name == nil || *t.Function.Name == "":
+		return Tool{}, errors.New("function.name: missing")
+	}
+	p := bytes.TrimSpace(t.Function.Parameters)
+	if bytes.Equal(p, []byte("null")) {
+		p = nil
+	}
+	if p != nil && p[0] != '{' {
+		return Tool{}, errors.New("function.parameters: want a JSON Schema object")
+	}
+	s, err := ToJSON(def)
+	if err != nil {
+		return Tool{}, err
+	}
+	return Tool{Name: *t.Function.Name, Parameters: p, def: s}, nil
+}
+
+// NewTool makes the definition an OpenAI client would send for a function.
+// parameters is its arguments' JSON Schema, or nil.
+func NewTool(name, description string, parameters json.RawMessage) (Tool, error) {
+	type function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters,omitempty"`
+	}
+	def, err := json.Marshal(struct {
+		Type     string   `json:"type"`
+		Function function `json:"function"`
+	}{"function", function{name, description, parameters}})
+	if err != nil {
+		return Tool{}, fmt.Errorf("tool %q: %w", name, err)
+	}
+	t, err := ParseTool(def)
+	if err != nil {
+		return Tool{}, fmt.Errorf("tool %q: %w", name, err)
+	}
+	return t, nil
+}
+
+// CheckArguments reports whether a call's arguments are the JSON text of
+// an object, as the templates assume.
+func CheckArguments(args string) error {
+	var v any
+	if err := json.Unmarshal([]byte(args), &v); err != nil {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return errors.New("want a JSON object")
+	}
+	return nil
+}
+
+// toolsSystem renders the system turn that lists the tools. system is the
+// conversation's own system message, or def when it has none; Qwen3's
+// template has no default and separates a given one with a blank line,
+// Qwen2.5's always has one.
+func toolsSystem(b *builder, tools []Tool, system string) {
+	b.special(ImStart)
+	b.text("system\n", system,
+		"# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"+
+			"You are provided with function signatures within <tools></tools> XML tags:\n<tools>")
+	for _, t := range tools {
+		b.text("\n", t.def)
+	}
+	b.text("\n</tools>\n\nFor each function call, return a json object with function name and arguments within ")
+	b.special(ToolCallOpen)
+	b.special(ToolCallClose)
+	b.text(" XML tags:\n")
+	b.special(ToolCallOpen)
+	b.text("\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n")
+	b.special(ToolCallClose)
+	b.special(ImEnd)
+	b.text("\n")
+}
+
+// toolCall renders one call of an assistant turn. args is printed as the
+// template prints it: Qwen3's prints a string verbatim, Qwen2.5's through
+// tojson, which for the object a client's text parses to is ToJSON.
+func toolCall(b *builder, c ToolCall, reserialize bool) {
+	args := c.Arguments
+	if reserialize {
+		if s, err := ToJSON([]byte(args)); err == nil {
+			args = s
+		}
+	}
+	b.special(ToolCallOpen)
+	b.text("\n{\"name\": \"", c.Name, "\", \"arguments\": ", args, "}\n")
+	b.special(ToolCallClose)
+}

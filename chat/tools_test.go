@@ -1,0 +1,157 @@
+package chat
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+)
+
+// The golden files are jinja2's renderings (testdata/gen_tools.py); the
+// tests need no Python.
+
+func TestToJSONAgainstPython(t *testing.T) {
+	var cases []struct{ In, Out string }
+	readJSON(t, "testdata/tojson_golden.json", &cases)
+	for _, c := range cases {
+		got, err := ToJSON([]byte(c.In))
+		if err != nil {
+			t.Errorf("%s: %v", c.In, err)
+			continue
+		}
+		if got != c.Out {
+			t.Errorf("%s:\n got %s\nwant %s", c.In, got, c.Out)
+		}
+	}
+	for _, bad := range []string{"", "{", `{"a" 1}`, "[1,]", "1 2", `{"a": tru}`} {
+		if _, err := ToJSON([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// caseMessage is a message as an OpenAI client sends it; arguments may be
+// a string or, as Ollama sends them, an object.
+type caseMessage struct {
+	Role      string
+	Content   *string
+	Reasoning *string `json:"reasoning_content"`
+	ToolCalls []struct {
+		ID       string
+		Function struct {
+			Name      string
+			Arguments json.RawMessage
+		}
+	} `json:"tool_calls"`
+}
+
+func TestToolsAgainstJinja(t *testing.T) {
+	var cases []struct {
+		Name     string
+		Tools    []json.RawMessage
+		Messages []caseMessage
+	}
+	readJSON(t, "testdata/tools_cases.json", &cases)
+	var golden []struct {
+		Case, Family, Text string
+		GenerationPrompt   bool `json:"generation_prompt"`
+		Thinking           bool
+	}
+	readJSON(t, "testdata/tools_golden.json", &golden)
+	byName := map[string]int{}
+	for i, c := range cases {
+		byName[c.Name] = i
+	}
+	for _, g := range golden {
+		c := cases[byName[g.Case]]
+		f, err := ParseFamily(g.Family)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tools []Tool
+		for i, raw := range c.Tools {
+			tool, err := ParseTool(raw)
+			if err != nil {
+				t.Fatalf("%s: tools[%d]: %v", c.Name, i, err)
+			}
+			tools = append(tools, tool)
+		}
+		var msgs []Message
+		for _, cm := range c.Messages {
+			m := Message{Role: cm.Role}
+			if cm.Content != nil {
+				m.Content = *cm.Content
+			}
+			if cm.Reasoning != nil {
+				m.Reasoning = *cm.Reasoning
+			}
+			for _, tc := range cm.ToolCalls {
+				args := string(tc.Function.Arguments)
+				var s string
+				if json.Unmarshal(tc.Function.Arguments, &s) == nil {
+					args = s // OpenAI's string, printed verbatim by Qwen3
+				} else if args, err = ToJSON(tc.Function.Arguments); err != nil {
+					t.Fatal(err) // Ollama's object, printed through tojson
+				}
+				if err := CheckArguments(args); err != nil {
+					t.Fatalf("%s: %v", c.Name, err)
+				}
+				m.ToolCalls = append(m.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
+			}
+			msgs = append(msgs, m)
+		}
+		segs := Render(f, msgs, tools, g.GenerationPrompt, g.Thinking)
+		if got := Text(segs); got != g.Text {
+			t.Errorf("%s (%s, generation prompt %v, thinking %v):\n got %q\nwant %q", g.Case, g.Family, g.GenerationPrompt, g.Thinking, got, g.Text)
+		}
+		checkSegments(t, segs)
+		// The template's own tool markers are Special; the tools' JSON and
+		// the calls' arguments are text.
+		var specials []string
+		for _, s := range segs {
+			if s.Special {
+				specials = append(specials, s.Text)
+			}
+		}
+		if n := strings.Count(strings.Join(specials, ""), ToolCallOpen); n < 2 {
+			t.Errorf("%s: %d %s markers are Special, want the system turn's two at least", g.Case, n, ToolCallOpen)
+		}
+	}
+}
+
+func TestParseToolErrors(t *testing.T) {
+	for def, want := range map[string]string{
+		`[]`:                           "want an object",
+		`{"function": {"name": "f"}}`:  "type: missing",
+		`{"type": "code_interpreter"}`: `type: "code_interpreter" is not supported`,
+		`{"type": "function"}`:         "function: missing",
+		`{"type": "function", "function": {"description": "d"}}`:            "function.name: missing",
+		`{"type": "function", "function": {"name": ""}}`:                    "function.name: missing",
+		`{"type": "function", "function": {"name": "f", "parameters": []}}`: "function.parameters: want a JSON Schema object",
+	} {
+		_, err := ParseTool([]byte(def))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", def, err, want)
+		}
+	}
+	tool, err := NewTool("f", "", nil)
+	if err != nil || tool.def != `{"type": "function", "function": {"name": "f"}}` {
+		t.Errorf("NewTool: %q, %v", tool.def, err)
+	}
+	for args, ok := range map[string]bool{`{}`: true, `{"a": [1]}`: true, `[]`: false, `"{}"`: false, `{`: false} {
+		if err := CheckArguments(args); (err == nil) != ok {
+			t.Errorf("CheckArguments(%s): %v", args, err)
+		}
+	}
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}

@@ -1,0 +1,217 @@
+package serve
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+
+	"github.com/qwenc/qwenc/qwen"
+)
+
+// TestApplyTemplateMatchesJinja posts chat's tool conversations, as an
+// OpenAI client sends them, to /apply-template: the prompt is jinja2's
+// rendering of Qwen3's template (chat/testdata, made by gen_tools.py).
+func TestApplyTemplateMatchesJinja(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	var cases []struct {
+		Name     string
+		Tools    json.RawMessage
+		Messages json.RawMessage
+	}
+	readFile(t, "../chat/testdata/tools_cases.json", &cases)
+	var golden []struct {
+		Case, Family, Text string
+		GenerationPrompt   bool `json:"generation_prompt"`
+		Thinking           bool
+	}
+	readFile(t, "../chat/testdata/tools_golden.json", &golden)
+	checked := 0
+	for _, c := range cases {
+		for _, g := range golden {
+			if g.Case != c.Name || g.Family != "qwen3" || !g.GenerationPrompt {
+				continue
+			}
+			body := `{"messages":` + string(c.Messages) + `,"tools":` + string(c.Tools) +
+				`,"chat_template_kwargs":{"enable_thinking":` + jsonBool(g.Thinking) + `}}`
+			resp, out := ts.post(t, "/apply-template", body)
+			var got struct{ Prompt string }
+			unmarshal(t, out, &got)
+			if resp.StatusCode != 200 || got.Prompt != g.Text {
+				t.Errorf("%s (thinking %v): %d\n got %q\nwant %q", c.Name, g.Thinking, resp.StatusCode, got.Prompt, g.Text)
+			}
+			checked++
+		}
+	}
+	if checked < 2*len(cases) {
+		t.Fatalf("%d renderings checked", checked)
+	}
+}
+
+func jsonBool(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
+
+func readFile(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unmarshal(t, string(b), v)
+}
+
+// toolAnswer is an answer that thinks, says a sentence and makes two
+// calls, as package qwen gives it (tested there): the second call's
+// arguments in pieces.
+func toolAnswer() []qwen.Delta {
+	return []qwen.Delta{
+		{Reasoning: "Two lookups.", IDs: []int32{1}},
+		{Content: "Let me check.", IDs: []int32{2}},
+		{ToolCalls: []qwen.ToolCallDelta{{Index: 0, ID: "call_a", Name: "weather", Arguments: `{"city": "Paris"}`}}, IDs: []int32{3}},
+		{ToolCalls: []qwen.ToolCallDelta{{Index: 1, ID: "call_b", Name: "time", Arguments: `{"zone": `}}, IDs: []int32{4}},
+		{ToolCalls: []qwen.ToolCallDelta{{Index: 1, Arguments: `"CET"`}}, IDs: []int32{5}},
+		{ToolCalls: []qwen.ToolCallDelta{{Index: 1, Arguments: `}`}}, IDs: []int32{6}},
+	}
+}
+
+// TestOpenAIToolCalls: the calls come as tool_calls with finish_reason
+// "tool_calls"; streamed, each call has its own index, its id and name
+// in its first piece, and openai-go's accumulator rebuilds the answer the
+// non-streamed response gives.
+func TestOpenAIToolCalls(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	rec := httptest.NewRecorder()
+	ts.answerChat(rec, httptest.NewRequest("POST", "/v1/chat/completions", nil), forced(ts, toolAnswer()), false, false)
+	var whole openai.ChatCompletion
+	unmarshal(t, rec.Body.String(), &whole)
+	m := whole.Choices[0].Message
+	if whole.Choices[0].FinishReason != "tool_calls" || m.Content != "Let me check." || len(m.ToolCalls) != 2 ||
+		m.ToolCalls[0].ID != "call_a" || m.ToolCalls[0].Function.Name != "weather" || m.ToolCalls[0].Function.Arguments != `{"city": "Paris"}` ||
+		m.ToolCalls[1].ID != "call_b" || m.ToolCalls[1].Type != "function" || m.ToolCalls[1].Function.Arguments != `{"zone": "CET"}` {
+		t.Fatalf("answer %s", rec.Body.String())
+	}
+
+	rec = httptest.NewRecorder()
+	ts.answerChat(rec, httptest.NewRequest("POST", "/v1/chat/completions", nil), forced(ts, toolAnswer()), true, false)
+	var acc openai.ChatCompletionAccumulator
+	firsts := map[int64]bool{}
+	for _, ev := range sseEvents(t, rec.Body.String()) {
+		if ev == "[DONE]" {
+			break
+		}
+		var chunk openai.ChatCompletionChunk
+		unmarshal(t, ev, &chunk)
+		for _, c := range chunk.Choices {
+			for _, tc := range c.Delta.ToolCalls {
+				if !firsts[tc.Index] && (tc.ID == "" || tc.Function.Name == "" || tc.Type != "function") {
+					t.Errorf("call %d's first piece %s lacks its id, type or name", tc.Index, ev)
+				}
+				if firsts[tc.Index] && (tc.ID != "" || tc.Function.Name != "") {
+					t.Errorf("call %d: id or name again in %s", tc.Index, ev)
+				}
+				firsts[tc.Index] = true
+			}
+		}
+		if !acc.AddChunk(chunk) {
+			t.Fatalf("the accumulator refused %s", ev)
+		}
+	}
+	sm := acc.Choices[0].Message
+	if len(firsts) != 2 || acc.Choices[0].FinishReason != "tool_calls" || sm.Content != m.Content || len(sm.ToolCalls) != 2 {
+		t.Fatalf("streamed: %+v", acc.Choices[0])
+	}
+	for i := range m.ToolCalls {
+		a, b := sm.ToolCalls[i], m.ToolCalls[i]
+		if a.ID != b.ID || a.Function.Name != b.Function.Name || a.Function.Arguments != b.Function.Arguments {
+			t.Errorf("call %d streamed %+v, whole %+v", i, a, b)
+		}
+	}
+}
+
+// TestOllamaToolCalls: calls come as message.tool_calls, arguments as
+// objects, each whole in a line of the stream, and done_reason "stop".
+func TestOllamaToolCalls(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	type line struct {
+		Message struct {
+			Content   string
+			ToolCalls []struct {
+				Function struct {
+					Index     int
+					Name      string
+					Arguments map[string]any
+				}
+			} `json:"tool_calls"`
+		}
+		Done       bool
+		DoneReason string `json:"done_reason"`
+	}
+	for _, stream := range []bool{false, true} {
+		rec := httptest.NewRecorder()
+		ts.ollamaAnswer(rec, httptest.NewRequest("POST", "/api/chat", nil), forced(ts, toolAnswer()), stream, true)
+		var content strings.Builder
+		var names []string
+		var last line
+		for _, l := range strings.Split(strings.TrimSpace(rec.Body.String()), "\n") {
+			var o line
+			unmarshal(t, l, &o)
+			content.WriteString(o.Message.Content)
+			for _, c := range o.Message.ToolCalls {
+				if c.Function.Index != len(names) {
+					t.Errorf("stream %v: call %d has index %d", stream, len(names), c.Function.Index)
+				}
+				names = append(names, c.Function.Name)
+				if args, _ := json.Marshal(c.Function.Arguments); len(c.Function.Arguments) != 1 {
+					t.Errorf("stream %v: call %s arguments %s", stream, c.Function.Name, args)
+				}
+			}
+			last = o
+		}
+		if content.String() != "Let me check." || strings.Join(names, ",") != "weather,time" || !last.Done || last.DoneReason != "stop" {
+			t.Errorf("stream %v: content %q, calls %q, last %+v", stream, content.String(), names, last)
+		}
+	}
+}
+
+// TestToolRequestErrors: a bad tool definition, tool call or tool_choice
+// is refused with the path of the field at fault.
+func TestToolRequestErrors(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	const hi = `"messages":[{"role":"user","content":"Hi"}]`
+	for _, c := range []struct{ path, body, param, msg string }{
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f"}},{"type":"function"}]}`, "tools[1]", "function: missing"},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f","parameters":"x"}}]}`, "tools[0]", "JSON Schema object"},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"required"}`, "tool_choice", "not supported yet"},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"json_object"}}`, "response_format", "not supported yet"},
+		{"/v1/chat/completions", `{"model":"tiny-a","messages":[{"role":"assistant","tool_calls":[{"type":"function","function":{"name":"f","arguments":"[1]"}}]}]}`,
+			"messages[0].tool_calls[0].function.arguments", "want a JSON object"},
+		{"/v1/chat/completions", `{"model":"tiny-a","messages":[{"role":"user","tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}]}`,
+			"messages[0].tool_calls", "only an assistant message"},
+		{"/apply-template", `{"messages":[{"role":"assistant","tool_calls":[{"function":{"arguments":"{}"}}]}]}`,
+			"messages[0].tool_calls[0].function.name", "missing"},
+	} {
+		resp, body := ts.post(t, c.path, c.body)
+		var e openAIError
+		unmarshal(t, body, &e)
+		if resp.StatusCode != 400 || e.Error == nil || e.Error.Param == nil || *e.Error.Param != c.param || !strings.Contains(e.Error.Message, c.msg) {
+			t.Errorf("%s: %d %s; want 400, param %s, %q", c.body, resp.StatusCode, body, c.param, c.msg)
+		}
+	}
+	for body, want := range map[string]string{
+		`{"model":"tiny-a","messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"{"}}]}]}`: "messages[0].tool_calls[0].function.arguments",
+		`{"model":"tiny-a",` + hi + `,"format":"json"}`:                                                                 `format \"json\" is not supported yet`,
+		`{"model":"tiny-a",` + hi + `,"format":{"type":"object"}}`:                                                      "is not supported yet",
+	} {
+		resp, out := ts.post(t, "/api/chat", body)
+		if resp.StatusCode != 400 || !strings.Contains(out, want) {
+			t.Errorf("ollama %s: %d %s", body, resp.StatusCode, out)
+		}
+	}
+}
