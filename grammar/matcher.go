@@ -1,0 +1,208 @@
+package grammar
+
+import (
+	"fmt"
+	"math"
+)
+
+// Matcher follows one generation through a grammar. It is not safe for
+// concurrent use; each sequence of a batch has its own.
+type Matcher struct {
+	g      *Grammar
+	s      *stacks
+	cur    *dstate
+	done   bool      // an end-of-answer token was taken
+	masked []*dstate // the states holding a mask, to bound them
+	walk   state     // scratch: the stacks walked whole
+	w      walker
+	mask   Mask // Allow's
+}
+
+// maxCached bounds the masks a Matcher keeps for states it has seen.
+const maxCached = 256
+
+// NewMatcher starts a generation at the grammar's root.
+func (g *Grammar) NewMatcher() *Matcher {
+	s := newStacks(g)
+	var st state
+	for a := range g.rules[g.root].alts {
+		st = append(st, s.expand(s.intern(g.root, int32(a), 0, s.accept))...)
+	}
+	return &Matcher{g: g, s: s, cur: s.dstateOf(normalize(st))}
+}
+
+// Done reports whether the text is complete and nothing more may come:
+// the answer should end here.
+func (m *Matcher) Done() bool {
+	return m.done || (len(m.cur.st) == 1 && m.cur.accept)
+}
+
+// CanEnd reports whether the text so far is in the grammar's language.
+func (m *Matcher) CanEnd() bool { return m.done || m.cur.accept }
+
+// Accept takes the token sampled; it fails, and changes nothing, when the
+// token was not allowed.
+func (m *Matcher) Accept(id int32) error {
+	v := m.g.vocab
+	switch {
+	case m.done:
+		return fmt.Errorf("token %d after the end", id)
+	case id < 0 || int(id) >= v.size:
+		return fmt.Errorf("token %d is outside the vocabulary", id)
+	case m.isEOS(id):
+		if !m.CanEnd() {
+			return fmt.Errorf("the end-of-answer token %d before the text is complete", id)
+		}
+		m.done = true
+		return nil
+	}
+	var d *dstate
+	if v.special[id] {
+		d = m.s.dstateOf(m.s.advanceToken(nil, m.cur.st, id))
+	} else {
+		d = m.cur
+		for _, c := range v.text[id] {
+			d = m.s.step(d, c)
+		}
+	}
+	if d == m.s.dead {
+		return fmt.Errorf("token %d (%q) does not fit the grammar here", id, v.text[id])
+	}
+	m.cur = d
+	return nil
+}
+
+func (m *Matcher) isEOS(id int32) bool {
+	for _, e := range m.g.vocab.eos {
+		if e == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Fill sets mask to the tokens allowed next.
+func (m *Matcher) Fill(mask Mask) {
+	if m.done {
+		clear(mask)
+		return
+	}
+	if c := m.cur.mask; c != nil {
+		copy(mask, c)
+		return
+	}
+	clear(mask)
+	m.compute(mask)
+	if len(m.masked) >= maxCached {
+		for _, d := range m.masked {
+			d.mask = nil
+		}
+		m.masked = m.masked[:0]
+	}
+	m.cur.mask = append(Mask(nil), mask...)
+	m.masked = append(m.masked, m.cur)
+}
+
+// compute fills mask from the tables of the stacks' places, checking
+// their uncertain tokens against the whole stack, and walks the trie with
+// the stacks that have no table.
+func (m *Matcher) compute(mask Mask) {
+	g, s := m.g, m.s
+	m.walk = m.walk[:0]
+	for _, f := range m.cur.st {
+		if f == s.accept {
+			for _, id := range g.vocab.eos {
+				if int(id) < g.vocab.size {
+					mask.set(id)
+				}
+			}
+			continue
+		}
+		e := s.elem(f)
+		if e.kind == kToken {
+			mask.set(e.token)
+			continue
+		}
+		t := g.tables[f.rule][f.alt][f.pos]
+		if t == nil {
+			m.walk = append(m.walk, f)
+			continue
+		}
+		mask.or(t.accepted)
+		one := s.dstateOf(state{f})
+		for _, id := range t.uncertain {
+			if !mask.Has(id) && m.fits(one, g.vocab.text[id]) {
+				mask.set(id)
+			}
+		}
+	}
+	if len(m.walk) > 0 {
+		v := g.vocab
+		m.w.walk(s, v, s.dstateOf(m.walk), func(i int32, _ *dstate) { v.tokensAt(i, mask.set) }, nil)
+	}
+}
+
+// fits reports whether the bytes can be taken from d.
+func (m *Matcher) fits(d *dstate, text []byte) bool {
+	for _, c := range text {
+		if d = m.s.step(d, c); d == m.s.dead {
+			return false
+		}
+	}
+	return true
+}
+
+// walker walks a vocabulary's trie from a state, keeping the state of
+// each depth of the current path.
+type walker struct{ depth []*dstate }
+
+// walk calls took for each node whose bytes, from the root, can be taken
+// from d, with the state after them, and failed for each node whose last
+// byte cannot be (its subtree is skipped), with the state before it.
+func (w *walker) walk(s *stacks, v *Vocab, d *dstate, took func(i int32, d *dstate), failed func(i int32, before *dstate)) {
+	if len(w.depth) == 0 {
+		w.depth = make([]*dstate, 1, 32)
+	}
+	w.depth[0] = d
+	for i := int32(0); i < int32(len(v.nb)); {
+		k := int(v.nd[i])
+		for len(w.depth) <= k {
+			w.depth = append(w.depth, nil)
+		}
+		next := s.step(w.depth[k-1], v.nb[i])
+		w.depth[k] = next
+		if next == s.dead {
+			if failed != nil {
+				failed(i, w.depth[k-1])
+			}
+			i = v.nend[i]
+			continue
+		}
+		took(i, next)
+		i++
+	}
+}
+
+// Allow sets the logits of the tokens that may not come next to -Inf
+// (logits has one per id of the vocabulary, the padded ones included).
+func (m *Matcher) Allow(logits []float32) {
+	if m.mask == nil {
+		m.mask = m.g.vocab.NewMask()
+	}
+	m.Fill(m.mask)
+	ninf := float32(math.Inf(-1))
+	for w, word := range m.mask {
+		if word == ^uint64(0) {
+			continue
+		}
+		base := w * 64
+		for i := 0; i < 64 && base+i < len(logits); i++ {
+			if word&(1<<i) == 0 {
+				logits[base+i] = ninf
+			}
+		}
+	}
+	for i := len(m.mask) * 64; i < len(logits); i++ {
+		logits[i] = ninf
+	}
+}

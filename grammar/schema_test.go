@@ -1,0 +1,187 @@
+package grammar
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// validator compiles a schema with format assertions on.
+func validator(t *testing.T, schema string) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
+	if err != nil {
+		t.Fatalf("%s: %v", schema, err)
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	if err := c.AddResource("schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("schema.json")
+	if err != nil {
+		t.Fatalf("%s: %v", schema, err)
+	}
+	return sch
+}
+
+// generate walks a grammar with random allowed tokens, leaning towards
+// short ones so that values end, as a sampler over random logits would
+// if it were lucky: the text, and whether the grammar completed it.
+func generate(t *testing.T, g *Grammar, rng *rand.Rand, maxSteps int) (string, bool) {
+	t.Helper()
+	v := g.vocab
+	m := g.NewMatcher()
+	mask := v.NewMask()
+	var text []byte
+	var allowed, short []int32
+	for range maxSteps {
+		if m.Done() {
+			return string(text), true
+		}
+		m.Fill(mask)
+		allowed, short = allowed[:0], short[:0]
+		for w, word := range mask {
+			for ; word != 0; word &= word - 1 {
+				id := int32(w*64) + int32(trailingZeros(word))
+				allowed = append(allowed, id)
+				if m.isEOS(id) || v.special[id] || len(v.text[id]) == 1 {
+					short = append(short, id)
+				}
+			}
+		}
+		if len(allowed) == 0 {
+			t.Fatalf("after %q: no token allowed", text)
+		}
+		pick := allowed
+		if len(short) > 0 && rng.IntN(3) > 0 {
+			pick = short
+		}
+		id := pick[rng.IntN(len(pick))]
+		if err := m.Accept(id); err != nil {
+			t.Fatalf("after %q: %v", text, err)
+		}
+		if !m.isEOS(id) {
+			text = append(text, v.text[id]...)
+		}
+	}
+	return string(text), m.Done()
+}
+
+func trailingZeros(w uint64) int {
+	n := 0
+	for w&1 == 0 {
+		w >>= 1
+		n++
+	}
+	return n
+}
+
+var schemaCases = []string{
+	`{"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer", "minimum": 0, "maximum": 150}, "email": {"type": "string", "format": "uuid"}}, "required": ["name", "age"], "additionalProperties": false}`,
+	`{"type": "array", "items": {"enum": ["red", "green", 3, null, 1.50, {"a": [true]}]}, "minItems": 2, "maxItems": 5}`,
+	`{"type": "object", "properties": {"when": {"type": "string", "format": "date-time"}, "day": {"type": "string", "format": "date"}, "at": {"type": "string", "format": "time"}}, "required": ["when", "day", "at"]}`,
+	`{"anyOf": [{"type": "integer", "exclusiveMinimum": -5, "exclusiveMaximum": 1234}, {"type": "boolean"}, {"const": "x\"y\\z"}]}`,
+	`{"oneOf": [{"type": "object", "properties": {"kind": {"const": "a"}, "n": {"type": "integer"}}, "required": ["kind"]}, {"type": "object", "properties": {"kind": {"const": "b"}, "s": {"type": "string", "maxLength": 3}}, "required": ["kind", "s"]}]}`,
+	`{"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer", "minimum": -99, "maximum": 99}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}}, "required": ["v"]}}, "$ref": "#/$defs/node"}`,
+	`{"type": "array", "prefixItems": [{"type": "string", "pattern": "^[A-Z][a-z]{1,4}-\\d{2}$"}, {"type": "number"}, {"type": "null"}], "items": false, "minItems": 1}`,
+	`{"type": "object", "properties": {"id": {"type": "string", "pattern": "^(ab|cd)+x?$"}}, "required": ["id"], "additionalProperties": {"type": "integer", "minimum": 10, "maximum": 12}}`,
+	`{"type": ["string", "null"], "minLength": 2, "maxLength": 4}`,
+	`{"type": "object", "required": ["a", "b"], "properties": {"a": {"type": "string", "pattern": "^é.\\.\\w+"}, "b": {"enum": [1, 2]}}}`,
+	`{"definitions": {"x": {"type": "integer", "minimum": 1000000, "maximum": 1000100}}, "type": "object", "properties": {"x": {"$ref": "#/definitions/x"}, "y": {"type": "array", "items": {"type": "string", "maxLength": 2}, "maxItems": 3}}, "required": ["x"]}`,
+	`{"type": "object", "additionalProperties": true, "properties": {"k": {"type": "boolean"}}}`,
+	`true`,
+	`{}`,
+}
+
+// TestSchemaInstancesValidate generates texts under each schema with many
+// seeds; every complete one validates.
+func TestSchemaInstancesValidate(t *testing.T) {
+	v, _ := qwenVocab(t)
+	const seeds = 4
+	for _, schema := range schemaCases {
+		g, err := Schema(v, []byte(schema))
+		if err != nil {
+			t.Fatalf("%s: %v", schema, err)
+		}
+		sch := validator(t, schema)
+		complete := 0
+		for seed := range uint64(seeds) {
+			text, done := generate(t, g, rand.New(rand.NewPCG(seed, 7)), 400)
+			if !done {
+				continue
+			}
+			complete++
+			inst, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(text)))
+			if err != nil {
+				t.Fatalf("%s\nseed %d: %q is not JSON: %v", schema, seed, text, err)
+			}
+			if err := sch.Validate(inst); err != nil {
+				t.Fatalf("%s\nseed %d: %q is invalid: %v", schema, seed, text, err)
+			}
+		}
+		if complete == 0 {
+			t.Errorf("%s: no text completed", schema)
+		}
+		t.Logf("%d/%d complete, %+v: %s", complete, seeds, g.Stats(), schema)
+	}
+}
+
+// TestSchemaRefusals: what cannot be enforced is refused, naming the
+// keyword and where it is.
+func TestSchemaRefusals(t *testing.T) {
+	v, _ := qwenVocab(t)
+	for schema, want := range map[string]string{
+		`{"type": "string", "format": "email"}`:                                     `json schema #: format: "email" is not supported`,
+		`{"type": "object", "properties": {"a": {"type": "number", "minimum": 1}}}`: "json schema /properties/a: minimum: supported for integers only",
+		`{"type": "object", "minProperties": 1}`:                                    "json schema #: minProperties: not supported",
+		`{"type": "array", "uniqueItems": true}`:                                    "uniqueItems: not supported",
+		`{"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]}`:       "oneOf: its branches may overlap",
+		`{"$ref": "https://example.com/s.json"}`:                                    "$ref: \"https://example.com/s.json\": only #",
+		`{"$ref": "#/$defs/missing"}`:                                               "does not resolve",
+		`{"type": "string", "pattern": "(?=a)b"}`:                                   "pattern: at 1 of \"(?=a)b\": lookaround is not supported",
+		`{"type": "string", "pattern": "a\\1"}`:                                     "\\1 is not supported",
+		`{"type": "string", "pattern": "^a|b$"}`:                                    "group the alternatives",
+		`{"type": "strin"}`:                                                         `type: "strin" is not a JSON Schema type`,
+		`false`:                                                                     "no instance is valid",
+		`{"allOf": [{"type": "string"}, {"maxLength": 3}]}`:                         "allOf: of more than one schema",
+		`{"type": "integer", "minimum": 5, "maximum": 4}`:                           "no integer is within the bounds",
+		`{"type": "string", "minLength": 5, "maxLength": 4}`:                        "minLength: 5 is more than maxLength 4",
+		`{"type": "object", "properties": {"a": {"if": {}}}}`:                       "/properties/a: if: not supported",
+	} {
+		_, err := Schema(v, []byte(schema))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", schema, err, want)
+		}
+		var se *SchemaError
+		if err != nil && !asSchemaError(err, &se) {
+			t.Errorf("%s: %T is not a *SchemaError", schema, err)
+		}
+	}
+}
+
+func asSchemaError(err error, target **SchemaError) bool {
+	se, ok := err.(*SchemaError)
+	*target = se
+	return ok
+}
+
+// TestSchemaPropertyOrder: properties come in the schema's order, and a
+// literal key in a schema is written as JSON.
+func TestSchemaPropertyOrder(t *testing.T) {
+	v, _ := qwenVocab(t)
+	schema := `{"type": "object", "properties": {"zeta": {"const": 1}, "alpha": {"const": 2}}, "required": ["zeta", "alpha"]}`
+	g, err := Schema(v, []byte(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, done := generate(t, g, rand.New(rand.NewPCG(1, 1)), 100)
+	var compact bytes.Buffer
+	if !done || json.Compact(&compact, []byte(text)) != nil || compact.String() != `{"zeta":1,"alpha":2}` {
+		t.Fatalf("%q (complete %v)", text, done)
+	}
+}

@@ -1,0 +1,206 @@
+package grammar
+
+import (
+	"encoding/binary"
+	"slices"
+)
+
+// frame is a stack entry: a place in a rule (the alternative and the
+// position of the next symbol) over the frame of the rule that called it.
+// Frames are interned, so equal stacks are the same pointer, and they
+// cache what follows them.
+type frame struct {
+	rule, alt, pos int32
+	parent         *frame // nil: the bottom
+	id             int32  // order of creation, to sort stacks
+
+	next  *frame   // the frame one symbol on
+	tops  []*frame // the stacks this frame expands to, each with a byte set or a token on top
+	ready bool     // tops is computed
+}
+
+type frameKey struct {
+	rule, alt, pos int32
+	parent         *frame
+}
+
+// stacks interns the frames of one Matcher, or of one grammar's tables.
+// Two frames stand for the bottom of a stack: accept, the root rule
+// completed, and exit, the rule a table is built for completed (what is
+// below it is not known).
+type stacks struct {
+	g      *Grammar
+	m      map[frameKey]*frame
+	accept *frame
+	exit   *frame
+	seen   map[*frame]bool // scratch of expand
+
+	dstates map[string]*dstate
+	dead    *dstate // no stack left
+	key     []byte
+	scratch state
+}
+
+func newStacks(g *Grammar) *stacks {
+	s := &stacks{g: g, m: map[frameKey]*frame{}, accept: &frame{rule: -1, id: -1}, exit: &frame{rule: -2, id: -2},
+		seen: map[*frame]bool{}, dstates: map[string]*dstate{}, dead: &dstate{}}
+	for c := range s.dead.next {
+		s.dead.next[c] = s.dead
+	}
+	return s
+}
+
+func (s *stacks) intern(rule, alt, pos int32, parent *frame) *frame {
+	k := frameKey{rule, alt, pos, parent}
+	f, ok := s.m[k]
+	if !ok {
+		f = &frame{rule: rule, alt: alt, pos: pos, parent: parent, id: int32(len(s.m))}
+		s.m[k] = f
+	}
+	return f
+}
+
+// elem is the symbol on top of a frame that has one.
+func (s *stacks) elem(f *frame) Elem { return s.g.rules[f.rule].alts[f.alt][f.pos] }
+
+// expand returns the stacks f stands for once the rules on top are
+// entered and the completed ones left: each has a byte set or a token on
+// top, or is accept or exit.
+func (s *stacks) expand(f *frame) []*frame {
+	if f.ready {
+		return f.tops
+	}
+	clear(s.seen)
+	var out []*frame
+	s.expandInto(f, &out)
+	slices.SortFunc(out, func(a, b *frame) int { return int(a.id - b.id) })
+	f.tops, f.ready = out, true
+	return out
+}
+
+func (s *stacks) expandInto(f *frame, out *[]*frame) {
+	for {
+		if f == s.accept || f == s.exit {
+			if !s.seen[f] {
+				s.seen[f] = true
+				*out = append(*out, f)
+			}
+			return
+		}
+		if s.seen[f] {
+			return
+		}
+		s.seen[f] = true
+		seq := s.g.rules[f.rule].alts[f.alt]
+		if int(f.pos) == len(seq) {
+			// The rule is complete: go on in the caller's.
+			f = s.next(f.parent)
+			continue
+		}
+		e := seq[f.pos]
+		if e.kind != kRule {
+			*out = append(*out, f)
+			return
+		}
+		// A rule called last in a sequence returns to the caller's caller
+		// directly: right recursion then keeps the stack's height.
+		parent := f
+		if int(f.pos) == len(seq)-1 {
+			parent = f.parent
+		}
+		for a := range s.g.rules[e.ref].alts {
+			s.expandInto(s.intern(e.ref, int32(a), 0, parent), out)
+		}
+		return
+	}
+}
+
+// next is the frame after f's symbol; after a bottom, the bottom.
+func (s *stacks) next(f *frame) *frame {
+	if f == s.accept || f == s.exit {
+		return f
+	}
+	if f.next == nil {
+		f.next = s.intern(f.rule, f.alt, f.pos+1, f.parent)
+	}
+	return f.next
+}
+
+// state is a set of stacks, sorted by id, without duplicates.
+type state []*frame
+
+// advanceByte returns the stacks st goes to on byte c, appended to dst.
+func (s *stacks) advanceByte(dst, st state, c byte) state {
+	for _, f := range st {
+		if f == s.accept || f == s.exit {
+			continue
+		}
+		e := s.elem(f)
+		if e.kind == kBytes && s.g.sets[e.set].Has(c) {
+			dst = append(dst, s.expand(s.next(f))...)
+		}
+	}
+	return normalize(dst)
+}
+
+// advanceToken returns the stacks st goes to on special token id.
+func (s *stacks) advanceToken(dst, st state, id int32) state {
+	for _, f := range st {
+		if f == s.accept || f == s.exit {
+			continue
+		}
+		if e := s.elem(f); e.kind == kToken && e.token == id {
+			dst = append(dst, s.expand(s.next(f))...)
+		}
+	}
+	return normalize(dst)
+}
+
+// normalize sorts a state and drops duplicates.
+func normalize(st state) state {
+	if len(st) < 2 {
+		return st
+	}
+	slices.SortFunc(st, func(a, b *frame) int { return int(a.id - b.id) })
+	return slices.Compact(st)
+}
+
+// has reports whether st holds f.
+func (st state) has(f *frame) bool { return slices.Contains(st, f) }
+
+// dstate is a state interned, with its successor on each byte found when
+// first needed: walks of the trie then cost a lookup per node, as in a
+// lazily built DFA.
+type dstate struct {
+	st           state
+	next         [256]*dstate
+	exit, accept bool
+	mask         Mask // a Matcher's mask of the state, when it has made one
+}
+
+// dstateOf interns st.
+func (s *stacks) dstateOf(st state) *dstate {
+	if len(st) == 0 {
+		return s.dead
+	}
+	s.key = s.key[:0]
+	for _, f := range st {
+		s.key = binary.AppendVarint(s.key, int64(f.id))
+	}
+	if d, ok := s.dstates[string(s.key)]; ok {
+		return d
+	}
+	d := &dstate{st: append(state(nil), st...), exit: st.has(s.exit), accept: st.has(s.accept)}
+	s.dstates[string(s.key)] = d
+	return d
+}
+
+// step is the state after byte c; s.dead when there is none.
+func (s *stacks) step(d *dstate, c byte) *dstate {
+	if n := d.next[c]; n != nil {
+		return n
+	}
+	n := s.dstateOf(s.advanceByte(s.scratch[:0], d.st, c))
+	d.next[c] = n
+	return n
+}

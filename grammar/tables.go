@@ -1,0 +1,173 @@
+package grammar
+
+// table is what a place in a rule accepts whatever the stack below it:
+// the tokens accepted there for sure, and those that leave the rule with
+// bytes still to match, which only the stack can decide.
+type table struct {
+	accepted  Mask
+	uncertain []int32
+}
+
+// maxUncertain bounds a table's uncertain tokens; a place with more is
+// walked with its whole stack at each step, which prunes the trie there.
+const maxUncertain = 6000
+
+// buildTables walks the trie once for each place whose symbol is a byte
+// set.
+func (g *Grammar) buildTables() {
+	g.stats.Rules = len(g.rules)
+	follow := g.follow()
+	s := newStacks(g)
+	var w walker
+	g.tables = make([][][]*table, len(g.rules))
+	reach := g.reachable()
+	for r, ru := range g.rules {
+		if !reach[r] {
+			continue
+		}
+		g.tables[r] = make([][]*table, len(ru.alts))
+		for a, seq := range ru.alts {
+			g.tables[r][a] = make([]*table, len(seq))
+			for p, e := range seq {
+				if e.kind != kBytes {
+					continue
+				}
+				g.stats.Places++
+				f := s.intern(int32(r), int32(a), int32(p), s.exit)
+				if t := g.buildTable(s, &w, f, &follow[r]); t != nil {
+					g.tables[r][a][p] = t
+					g.stats.Tables++
+					g.stats.Uncertain += len(t.uncertain)
+				}
+			}
+		}
+	}
+}
+
+// buildTable walks the trie from f, a place over the exit: a token is
+// accepted when its bytes can be taken within f's rule (or end exactly
+// where the rule does), uncertain when they can only be taken by leaving
+// the rule with a byte that can follow it somewhere. nil when too many
+// are uncertain.
+func (g *Grammar) buildTable(s *stacks, w *walker, f *frame, follow *ByteSet) *table {
+	v := g.vocab
+	t := &table{accepted: v.NewMask()}
+	// viaExit[d]: the path to depth d left the rule on a byte that can
+	// follow it, so what comes below may be taken by the stack.
+	viaExit := make([]bool, 1, 32)
+	exitAt := func(i int32, parent *dstate) bool {
+		d := int(v.nd[i])
+		return viaExit[d-1] || (parent.exit && follow.Has(v.nb[i]))
+	}
+	tooMany := false
+	w.walk(s, v, s.dstateOf(state{f}), func(i int32, _ *dstate) {
+		d := int(v.nd[i])
+		// st is the state after node i; its parent's is one up the path,
+		// which the walker holds.
+		exit := exitAt(i, w.depth[d-1])
+		viaExit = append(viaExit[:d], exit)
+		v.tokensAt(i, t.accepted.set)
+	}, func(i int32, parent *dstate) {
+		if tooMany || !exitAt(i, parent) {
+			return
+		}
+		for j := i; j < v.nend[i]; j++ {
+			v.tokensAt(j, func(id int32) { t.uncertain = append(t.uncertain, id) })
+		}
+		tooMany = len(t.uncertain) > maxUncertain
+	})
+	if tooMany {
+		return nil
+	}
+	return t
+}
+
+// reachable marks the rules the root can reach; a builder makes rules a
+// schema may not use (the free JSON value), and inlining leaves others
+// unused.
+func (g *Grammar) reachable() []bool {
+	reach := make([]bool, len(g.rules))
+	stack := []int32{g.root}
+	reach[g.root] = true
+	for len(stack) > 0 {
+		r := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, alt := range g.rules[r].alts {
+			for _, e := range alt {
+				if e.kind == kRule && !reach[e.ref] {
+					reach[e.ref] = true
+					stack = append(stack, e.ref)
+				}
+			}
+		}
+	}
+	return reach
+}
+
+// first returns, for each rule, the bytes its text can begin with.
+func (g *Grammar) first(null []bool) []ByteSet {
+	first := make([]ByteSet, len(g.rules))
+	for changed := true; changed; {
+		changed = false
+		for r, ru := range g.rules {
+			before := first[r]
+			for _, alt := range ru.alts {
+				g.seqFirst(alt, first, null, &first[r])
+			}
+			changed = changed || before != first[r]
+		}
+	}
+	return first
+}
+
+// seqFirst adds the bytes seq can begin with to out, and reports whether
+// seq matches the empty string.
+func (g *Grammar) seqFirst(seq []Elem, first []ByteSet, null []bool, out *ByteSet) bool {
+	for _, e := range seq {
+		switch e.kind {
+		case kBytes:
+			orSet(out, &g.sets[e.set])
+			return false
+		case kToken:
+			return false
+		case kRule:
+			orSet(out, &first[e.ref])
+			if !null[e.ref] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func orSet(dst, src *ByteSet) {
+	for i := range dst {
+		dst[i] |= src[i]
+	}
+}
+
+// follow returns, for each rule, the bytes that can come right after it
+// anywhere in the grammar.
+func (g *Grammar) follow() []ByteSet {
+	null := g.nullable()
+	first := g.first(null)
+	follow := make([]ByteSet, len(g.rules))
+	for changed := true; changed; {
+		changed = false
+		for r, ru := range g.rules {
+			for _, alt := range ru.alts {
+				for i, e := range alt {
+					if e.kind != kRule {
+						continue
+					}
+					before := follow[e.ref]
+					if g.seqFirst(alt[i+1:], first, null, &follow[e.ref]) {
+						orSet(&follow[e.ref], &follow[r])
+					}
+					changed = changed || before != follow[e.ref]
+				}
+			}
+		}
+	}
+	return follow
+}
