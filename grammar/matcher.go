@@ -3,6 +3,7 @@ package grammar
 import (
 	"fmt"
 	"math"
+	"math/bits"
 )
 
 // Matcher follows one generation through a grammar. It is not safe for
@@ -16,6 +17,7 @@ type Matcher struct {
 	walk   state     // scratch: the stacks walked whole
 	w      walker
 	mask   Mask // Allow's
+	unc    Mask // compute's scratch: the tokens to check
 }
 
 // maxCached bounds the masks a Matcher keeps for states it has seen.
@@ -103,12 +105,18 @@ func (m *Matcher) Fill(mask Mask) {
 	m.masked = append(m.masked, m.cur)
 }
 
-// compute fills mask from the tables of the stacks' places, checking
-// their uncertain tokens against the whole stack, and walks the trie with
-// the stacks that have no table.
+// compute fills mask from the tables of the stacks' places, checks the
+// tokens they leave uncertain against the whole state (once each, though
+// sibling places share most of them), and walks the trie with the
+// stacks that have no table.
 func (m *Matcher) compute(mask Mask) {
 	g, s := m.g, m.s
 	m.walk = m.walk[:0]
+	if m.unc == nil {
+		m.unc = g.vocab.NewMask()
+	}
+	clear(m.unc)
+	uncertain := false
 	for _, f := range m.cur.st {
 		if f == s.accept {
 			for _, id := range g.vocab.eos {
@@ -129,10 +137,19 @@ func (m *Matcher) compute(mask Mask) {
 			continue
 		}
 		mask.or(t.accepted)
-		one := s.dstateOf(state{f})
 		for _, id := range t.uncertain {
-			if !mask.Has(id) && m.fits(one, g.vocab.text[id]) {
-				mask.set(id)
+			m.unc.set(id)
+			uncertain = true
+		}
+	}
+	if uncertain {
+		for w, word := range m.unc {
+			word &^= mask[w]
+			for ; word != 0; word &= word - 1 {
+				id := int32(w*64 + bits.TrailingZeros64(word))
+				if m.fits(m.cur, g.vocab.text[id]) {
+					mask.set(id)
+				}
 			}
 		}
 	}

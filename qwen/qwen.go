@@ -114,6 +114,7 @@ type Model struct {
 	hasChat  bool
 	stopIDs  []int32
 	defaults sampling.Params
+	grammars grammars
 }
 
 // Info describes a Model.

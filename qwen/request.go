@@ -62,6 +62,20 @@ type Request struct {
 	// the calls it makes come out of the answer's text as
 	// Delta.ToolCalls. They need Messages.
 	Tools []Tool
+	// ToolChoice, with Tools, is "auto" (or ""): the answer may be text,
+	// but a call it opens is held to the tools' names and parameters;
+	// "none": no call; "required": calls only. ToolName forces a call of
+	// that tool alone, and OneToolCall allows one call at most.
+	ToolChoice  string
+	ToolName    string
+	OneToolCall bool
+	// JSONSchema holds the answer's content to a JSON Schema (what is
+	// supported is in package grammar's SchemaRule; a schema using more is
+	// refused with a *SchemaError), and JSONObject to any JSON object.
+	// Qwen3's reasoning, when it thinks, stays free: the content after it
+	// is held. The answer ends when the value is complete.
+	JSONSchema json.RawMessage
+	JSONObject bool
 	// NoThinking makes Qwen3 answer without thinking (the template's empty
 	// think block, as enable_thinking=false); other models ignore it.
 	NoThinking bool
@@ -185,6 +199,13 @@ func (m *Model) prepare(r *Request) (prompt, error) {
 	p := prompt{chat: isChat, req: engine.Request{Prompt: ids, MaxTokens: -1, Stop: m.stopIDs, TopLogprobs: -1}}
 	if p.req.KV, err = m.kvType(r.KV); err != nil {
 		return prompt{}, err
+	}
+	c, err := m.constraint(r)
+	if err != nil {
+		return prompt{}, err
+	}
+	if c != nil {
+		p.req.Constraint = c
 	}
 	if r.Sampling == nil {
 		p.req.Params = m.defaults

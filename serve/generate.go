@@ -29,7 +29,14 @@ type outcome struct {
 func (s *Server) start(ctx context.Context, rl *reqLog, req qwen.Request) (*generation, *apiError) {
 	st, err := s.m.Start(ctx, req)
 	var tooLong *qwen.PromptTooLongError
+	var schema *qwen.SchemaError
 	switch {
+	case errors.As(err, &schema):
+		param := "response_format" // Ollama's format: its errors name no field
+		if req.JSONSchema == nil {
+			param = "tools" // a tool's parameters
+		}
+		return nil, badRequest(param, "%v", err)
 	case errors.As(err, &tooLong) && req.Context != 0: // only Ollama's num_ctx sets it
 		return nil, badRequest("num_ctx", "the prompt has %d tokens, more than num_ctx %d", tooLong.Tokens, req.Context)
 	case errors.Is(err, qwen.ErrBusy):

@@ -183,10 +183,10 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request, rl *reqLog) 
 	if e != nil {
 		return e
 	}
-	if e := refuseFormat(cr.Format); e != nil {
+	req := qwen.Request{Messages: msgs, Tools: tools, NoThinking: !cr.Think.enabled()}
+	if e := ollamaFormat(cr.Format, &req); e != nil {
 		return e
 	}
-	req := qwen.Request{Messages: msgs, Tools: tools, NoThinking: !cr.Think.enabled()}
 	return s.ollamaRun(w, r, rl, &cr.Options, req, cr.Stream, true)
 }
 
@@ -198,14 +198,13 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request, rl *reqL
 	if e := s.ollamaModel(gr.Model); e != nil {
 		return e
 	}
-	if e := refuseFormat(gr.Format); e != nil {
-		return e
-	}
 	switch {
 	case gr.Prompt == "":
 		return s.loaded(w, false)
 	case len(gr.Images) > 0:
 		return badRequest("images", "images: this model reads text only")
+	case (gr.Raw || s.info.ChatTemplate == "") && len(gr.Format) > 0 && string(gr.Format) != "null" && string(gr.Format) != `""`:
+		return badRequest("format", "format needs the chat template: not with raw")
 	case gr.Raw || s.info.ChatTemplate == "":
 		return s.ollamaRun(w, r, rl, &gr.Options, qwen.Request{Prompt: gr.Prompt}, gr.Stream, false)
 	}
@@ -215,6 +214,9 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request, rl *reqL
 		msgs = append(msgs, qwen.Message{Role: "system", Content: gr.System})
 	}
 	req := qwen.Request{Messages: append(msgs, qwen.Message{Role: "user", Content: gr.Prompt}), NoThinking: !gr.Think.enabled()}
+	if e := ollamaFormat(gr.Format, &req); e != nil {
+		return e
+	}
 	return s.ollamaRun(w, r, rl, &gr.Options, req, gr.Stream, false)
 }
 
@@ -300,15 +302,6 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, g *generat
 	} else {
 		ls.send(final)
 	}
-}
-
-// refuseFormat refuses Ollama's format ("json" or a schema) until the
-// sampler can hold the answer to it: ignoring it would fail open.
-func refuseFormat(f json.RawMessage) *apiError {
-	if len(f) == 0 || string(f) == "null" || string(f) == `""` {
-		return nil
-	}
-	return badRequest("format", "format %s is not supported yet: the answer could not be held to it", f)
 }
 
 // ollamaCalls gives calls in Ollama's shape, numbered from first. A call

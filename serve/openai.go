@@ -27,10 +27,8 @@ type chatRequest struct {
 	Tools               []json.RawMessage `json:"tools"`
 	ToolChoice          json.RawMessage   `json:"tool_choice"`
 	ParallelToolCalls   *bool             `json:"parallel_tool_calls"`
-	ResponseFormat      *struct {
-		Type string `json:"type"`
-	} `json:"response_format"`
-	ChatTemplateKwargs struct {
+	ResponseFormat      json.RawMessage   `json:"response_format"`
+	ChatTemplateKwargs  struct {
 		EnableThinking *bool `json:"enable_thinking"`
 	} `json:"chat_template_kwargs"`
 	samplingFields
@@ -277,15 +275,13 @@ func (s *Server) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
 	if req.Tools, e = parseTools(cr.Tools); e != nil {
 		return qwen.Request{}, e
 	}
-	if e := toolChoice(cr.ToolChoice); e != nil {
+	if e := toolChoice(cr.ToolChoice, &req); e != nil {
 		return qwen.Request{}, e
 	}
-	if f := cr.ResponseFormat; f != nil && f.Type != "text" {
-		return qwen.Request{}, badRequest("response_format", "response_format %q is not supported yet: the answer could not be held to it", f.Type)
+	if e := responseFormat(cr.ResponseFormat, &req); e != nil {
+		return qwen.Request{}, e
 	}
-	if cr.ParallelToolCalls != nil && !*cr.ParallelToolCalls {
-		return qwen.Request{}, badRequest("parallel_tool_calls", "parallel_tool_calls false is not supported yet")
-	}
+	req.OneToolCall = cr.ParallelToolCalls != nil && !*cr.ParallelToolCalls
 	if e := s.needsChat(); e != nil {
 		return qwen.Request{}, e
 	}

@@ -188,8 +188,13 @@ func TestToolRequestErrors(t *testing.T) {
 	for _, c := range []struct{ path, body, param, msg string }{
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f"}},{"type":"function"}]}`, "tools[1]", "function: missing"},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f","parameters":"x"}}]}`, "tools[0]", "JSON Schema object"},
-		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"required"}`, "tool_choice", "not supported yet"},
-		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"json_object"}}`, "response_format", "not supported yet"},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"sometimes"}`, "tool_choice", `tool_choice "sometimes"`},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"required"}`, "", "ToolChoice, ToolName and OneToolCall need Tools"},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"xml"}}`, "response_format.type", `"xml"`},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"a":{"type":"string","format":"email"}}}}}}`,
+			"response_format", `json schema /properties/a: format: "email" is not supported`},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","minProperties":1}}}]}`,
+			"tools", `tool "f": parameters: json schema #: minProperties`},
 		{"/v1/chat/completions", `{"model":"tiny-a","messages":[{"role":"assistant","tool_calls":[{"type":"function","function":{"name":"f","arguments":"[1]"}}]}]}`,
 			"messages[0].tool_calls[0].function.arguments", "want a JSON object"},
 		{"/v1/chat/completions", `{"model":"tiny-a","messages":[{"role":"user","tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}]}`,
@@ -200,14 +205,18 @@ func TestToolRequestErrors(t *testing.T) {
 		resp, body := ts.post(t, c.path, c.body)
 		var e openAIError
 		unmarshal(t, body, &e)
-		if resp.StatusCode != 400 || e.Error == nil || e.Error.Param == nil || *e.Error.Param != c.param || !strings.Contains(e.Error.Message, c.msg) {
+		param := ""
+		if e.Error != nil && e.Error.Param != nil {
+			param = *e.Error.Param
+		}
+		if resp.StatusCode != 400 || e.Error == nil || param != c.param || !strings.Contains(e.Error.Message, c.msg) {
 			t.Errorf("%s: %d %s; want 400, param %s, %q", c.body, resp.StatusCode, body, c.param, c.msg)
 		}
 	}
 	for body, want := range map[string]string{
 		`{"model":"tiny-a","messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"{"}}]}]}`: "messages[0].tool_calls[0].function.arguments",
-		`{"model":"tiny-a",` + hi + `,"format":"json"}`:                                                                 `format \"json\" is not supported yet`,
-		`{"model":"tiny-a",` + hi + `,"format":{"type":"object"}}`:                                                      "is not supported yet",
+		`{"model":"tiny-a",` + hi + `,"format":"yaml"}`:                                                                 `format \"yaml\": want \"json\" or a JSON Schema`,
+		`{"model":"tiny-a",` + hi + `,"format":{"type":"object","if":{}}}`:                                              `json schema #: if: not supported`,
 	} {
 		resp, out := ts.post(t, "/api/chat", body)
 		if resp.StatusCode != 400 || !strings.Contains(out, want) {

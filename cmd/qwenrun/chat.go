@@ -152,7 +152,7 @@ func (conv *conversation) setSampling(p sampling.Params) {
 func (conv *conversation) request(msgs []qwen.Message) qwen.Request {
 	p := conv.params
 	p.Seed = conv.seeds.Uint64()
-	req := qwen.Request{Messages: msgs, NoThinking: !conv.think, Sampling: &p}
+	req := qwen.Request{Messages: msgs, NoThinking: !conv.think, Sampling: &p, JSONSchema: conv.s.schema, JSONObject: conv.s.object}
 	maxTokens(&req, conv.maxTokens)
 	return req
 }
@@ -168,7 +168,7 @@ func (conv *conversation) turn(ctx context.Context, text string) (reply, error) 
 		return reply{}, &tooLongError{tokens: tooLong.Tokens, ctx: tooLong.Context}
 	}
 	if err != nil {
-		return reply{}, err
+		return reply{}, schemaError(err)
 	}
 	conv.msgs = msgs
 	res := reply{prompt: st.Prompt()}

@@ -43,7 +43,7 @@ func subcommand(args []string) *cli.Command {
 	if len(args) < 2 {
 		return nil
 	}
-	for _, c := range []*cli.Command{benchCommand(), benchServeCommand(), perplexityCommand(), serveCommand()} {
+	for _, c := range []*cli.Command{benchCommand(), benchServeCommand(), benchSchemaCommand(), perplexityCommand(), serveCommand()} {
 		if c.Name == args[1] {
 			return c
 		}
@@ -87,6 +87,8 @@ func flags() []cli.Flag {
 		&cli.BoolFlag{Name: "chat", Aliases: []string{"i"}, Usage: "chat: interactive, or one answer with -p"},
 		&cli.StringFlag{Name: "system", Usage: "system message for --chat"},
 		&cli.BoolFlag{Name: "no-think", Usage: "Qwen3: answer without a thinking block"},
+		&cli.StringFlag{Name: "json-schema", Usage: "hold the answer to the JSON Schema in `PATH` (with thinking, the answer after it)"},
+		&cli.BoolFlag{Name: "json-object", Usage: "hold the answer to a JSON object"},
 		&cli.BoolFlag{Name: "hide-think", Usage: "do not show the thinking text"},
 		&cli.BoolFlag{Name: "verbose", Usage: "with --chat: the statistics after every reply, and at the end on a terminal"},
 		&cli.StringFlag{Name: "tokens", Usage: "the prompt as comma-separated token ids (no tokenizer)"},

@@ -30,6 +30,8 @@ var processStart = time.Now()
 // for.
 type setup struct {
 	m         *qwen.Model
+	schema    json.RawMessage // --json-schema's
+	object    bool            // --json-object
 	info      qwen.Info
 	params    sampling.Params
 	loadTime  time.Duration
@@ -50,6 +52,10 @@ func run(c *cli.Context) error {
 	if err := checkFlags(c); err != nil {
 		return err
 	}
+	schema, err := readSchema(c)
+	if err != nil {
+		return err
+	}
 	stop, err := startProfile(c.String("cpuprofile"))
 	if err != nil {
 		return err
@@ -67,7 +73,8 @@ func run(c *cli.Context) error {
 			return err
 		}
 	}
-	s := &setup{m: m, info: m.Info(), stdoutTTY: isTerminal(os.Stdout), loadTime: time.Since(processStart)}
+	s := &setup{m: m, info: m.Info(), stdoutTTY: isTerminal(os.Stdout), loadTime: time.Since(processStart),
+		schema: schema, object: c.Bool("json-object")}
 	s.params = samplingParams(c, s.info.Sampling)
 	if c.Bool("chat") {
 		return runChat(c, s)
@@ -168,8 +175,36 @@ func maxTokens(req *qwen.Request, n int) {
 	req.MaxTokens, req.PromptOnly = max(n, 0), n == 0
 }
 
+// readSchema reads --json-schema's file, which must hold JSON; what the
+// schema asks is checked when the request starts.
+func readSchema(c *cli.Context) (json.RawMessage, error) {
+	path := c.String("json-schema")
+	if path == "" {
+		return nil, nil
+	}
+	if c.Bool("json-object") {
+		return nil, errors.New("--json-schema and --json-object: give one")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--json-schema: %w", err)
+	}
+	if !json.Valid(b) {
+		return nil, fmt.Errorf("--json-schema %s: not JSON", path)
+	}
+	return b, nil
+}
+
+// schemaError says which flag a refused schema came from.
+func schemaError(err error) error {
+	if _, ok := errors.AsType[*qwen.SchemaError](err); ok {
+		return fmt.Errorf("--json-schema: %w", err)
+	}
+	return err
+}
+
 func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
-	req := qwen.Request{Sampling: &s.params, PromptLogits: c.String("logits") != ""}
+	req := qwen.Request{Sampling: &s.params, PromptLogits: c.String("logits") != "", JSONSchema: s.schema, JSONObject: s.object}
 	maxTokens(&req, c.Int("max-tokens"))
 	if c.IsSet("tokens") {
 		var err error
@@ -194,7 +229,7 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 		return fmt.Errorf("%w (--ctx)", err)
 	}
 	if err != nil {
-		return err
+		return schemaError(err)
 	}
 	jsonOut := c.Bool("json")
 	out := bufio.NewWriter(os.Stdout)

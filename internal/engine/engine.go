@@ -62,6 +62,20 @@ type Request struct {
 	PromptLogits bool
 	// KV is the conversation's KV cache type.
 	KV format.KVType
+	// Constraint, when not nil, holds the tokens to a grammar: only those
+	// it allows are sampled, and the generation ends (StopEOS) when it is
+	// complete. It is this request's alone.
+	Constraint Constraint
+}
+
+// Constraint is a grammar followed through a generation.
+type Constraint interface {
+	// Allow sets the logits of the tokens that may not come next to -Inf.
+	Allow(logits []float32)
+	// Accept takes the token sampled.
+	Accept(id int32) error
+	// Done reports whether the text is complete: nothing may follow.
+	Done() bool
 }
 
 // StopReason says why a generation ended: one set of reasons for every
@@ -485,7 +499,21 @@ func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs) StopRe
 	if j.req.TopLogprobs >= 0 {
 		raw = lp.before(l)
 	}
+	c := j.req.Constraint
+	if c != nil {
+		if c.Done() {
+			return StopEOS
+		}
+		c.Allow(l)
+	}
 	id := j.sampler.Sample(l, j.history)
+	if c != nil {
+		if err := c.Accept(id); err != nil {
+			// The mask allowed only what the grammar takes; a token it
+			// refuses is a bug, and generating on would fail open.
+			panic(fmt.Sprintf("engine: the sampler chose a token the constraint refuses: %v", err))
+		}
+	}
 	for _, s := range j.req.Stop {
 		if s == id {
 			return StopEOS

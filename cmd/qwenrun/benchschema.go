@@ -1,0 +1,52 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/qwenc/qwenc/bench"
+	"github.com/qwenc/qwenc/qwen"
+	"github.com/urfave/cli/v2"
+)
+
+func benchSchemaCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "bench-schema",
+		Usage:     "measure decoding held to a JSON Schema against decoding free, and the grammar's mask time per token",
+		ArgsUsage: "MODEL.qbin",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "json-schema", Usage: "the schema, from `PATH`", DefaultText: "objects of a name and a quantity in an array"},
+			&cli.IntFlag{Name: "tg", Value: 128, Usage: "tokens to generate, at most (a schema can end the answer sooner)"},
+			&cli.IntFlag{Name: "reps", Value: 3, Usage: "rounds, each a free and a held generation; the ratio is the median of the rounds'"},
+			kvTypeFlag(),
+			threadsFlag(),
+			kernelsFlag(),
+		},
+		Action: benchSchema,
+	}
+}
+
+func benchSchema(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return fmt.Errorf("bench-schema: want one MODEL.qbin argument")
+	}
+	if err := checkModelFlags(c); err != nil {
+		return err
+	}
+	schema := bench.DefaultSchema
+	if c.IsSet("json-schema") {
+		var err error
+		if schema, err = readSchema(c); err != nil {
+			return err
+		}
+	}
+	cfg := bench.SchemaConfig{Model: c.Args().First(), Schema: schema, TG: c.Int("tg"), Reps: c.Int("reps"),
+		Options: []qwen.Option{qwen.WithThreads(c.Int("threads")), qwen.WithKernels(c.String("kernels")), qwen.WithKVType(c.String("kv-type"))}}
+	res, err := bench.Schema(cfg)
+	if err != nil {
+		return schemaError(err)
+	}
+	fmt.Printf("model %s; up to %d tokens per generation\n", cfg.Model, cfg.TG)
+	res.Write(os.Stdout)
+	return nil
+}

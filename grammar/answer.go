@@ -1,0 +1,171 @@
+package grammar
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Answer describes what an assistant's answer may be, for Compile.
+type Answer struct {
+	// Think is Qwen3 thinking: the answer opens with the ThinkOpen token,
+	// reasons freely and closes with ThinkClose; what follows is held.
+	// This is the lazy start structured output needs with reasoning on:
+	// the grammar does not bind the reasoning.
+	Think                 bool
+	ThinkOpen, ThinkClose int32
+
+	// Schema, when not nil, is the JSON Schema the content is an instance
+	// of; Object asks for any JSON object instead.
+	Schema json.RawMessage
+	Object bool
+
+	// Tools are the functions the answer may call, in Qwen's format
+	// between the CallOpen and CallClose tokens.
+	Tools               []Tool
+	CallOpen, CallClose int32
+	// Choice is "auto" (text, then calls if any), "none" (text only),
+	// "required" (calls only) or "function" (a call of Function only).
+	Choice   string
+	Function string
+	// OneCall allows one call at most.
+	OneCall bool
+}
+
+// Tool is a function an answer may call.
+type Tool struct {
+	Name       string
+	Parameters json.RawMessage // its arguments' JSON Schema; nil for any object
+}
+
+// Compile makes the grammar of the answers a describes.
+func Compile(v *Vocab, a Answer) (*Grammar, error) {
+	b := NewBuilder()
+	j := newJSONRules(b)
+	var content Elem
+	nl := b.Repeat("newlines", b.Lit("\n"), 0, 2) // the template's blank line after </think>
+	switch {
+	case a.Schema != nil || a.Object:
+		if len(a.Tools) > 0 {
+			return nil, errors.New("a schema for the content and tools at once are not supported")
+		}
+		value := j.object
+		if a.Schema != nil {
+			var err error
+			if value, err = SchemaRule(j, a.Schema); err != nil {
+				return nil, err
+			}
+		}
+		content = Ref(b.New("content", Seq(nl, value)))
+	case len(a.Tools) > 0:
+		var err error
+		if content, err = toolAnswer(b, j, a, nl); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, errors.New("nothing to hold the answer to: give a schema, an object or tools")
+	}
+	root := []Elem{content}
+	if a.Think {
+		var all ByteSet
+		all.Add(0, 0xff)
+		reasoning := b.Repeat("reasoning", []Elem{b.Set(all)}, 0, -1)
+		root = Seq(Token(a.ThinkOpen), reasoning, Token(a.ThinkClose), content)
+	}
+	return b.Build(b.New("root", root), v)
+}
+
+// toolAnswer is text and calls as the tool choice allows.
+func toolAnswer(b *Builder, j *jsonRules, a Answer, nl Elem) (Elem, error) {
+	var alts [][]Elem
+	for _, t := range a.Tools {
+		if a.Choice == "function" && t.Name != a.Function {
+			continue
+		}
+		args := j.object
+		if t.Parameters != nil {
+			var err error
+			if args, err = SchemaRule(j, t.Parameters); err != nil {
+				var se *SchemaError
+				if errors.As(err, &se) {
+					return Elem{}, fmt.Errorf("tool %q: parameters: %w", t.Name, err)
+				}
+				return Elem{}, err
+			}
+		}
+		alts = append(alts, Seq(b.Lit(t.Name), b.Lit(`", "arguments": `), args))
+	}
+	if len(alts) == 0 {
+		return Elem{}, fmt.Errorf("tool_choice names %q, which is not among the tools", a.Function)
+	}
+	call := Seq(Token(a.CallOpen), b.Lit("\n{\"name\": \""), b.Alt("function", alts...), b.Lit("}\n"), Token(a.CallClose))
+	calls := Ref(b.New("call", call))
+	if !a.OneCall {
+		calls = Ref(b.New("calls", Seq(call, b.Repeat("more-calls", Seq(b.Lit("\n"), call), 0, -1))))
+	}
+	text := textWithout(b, "<tool_call>")
+	switch a.Choice {
+	case "", "auto":
+		return Ref(b.New("text-then-calls", Seq(text, b.Optional("calls", []Elem{calls})))), nil
+	case "none":
+		return text, nil
+	case "required", "function":
+		return Ref(b.New("calls-only", Seq(nl, calls))), nil
+	}
+	return Elem{}, fmt.Errorf("tool choice %q: want auto, none, required or function", a.Choice)
+}
+
+// textWithout is any text of ordinary tokens in which s is not spelled
+// out: the model cannot write a call's marker as text and so slip a
+// call past the grammar. Its rules are the states of the automaton that
+// finds s (Knuth-Morris-Pratt).
+func textWithout(b *Builder, s string) Elem {
+	n := len(s)
+	// fail[k] is the longest proper border of s[:k].
+	fail := make([]int, n+1)
+	for k := 2; k <= n; k++ {
+		f := fail[k-1]
+		for f > 0 && s[f] != s[k-1] {
+			f = fail[f]
+		}
+		if s[f] == s[k-1] {
+			f++
+		}
+		fail[k] = f
+	}
+	next := func(k int, c byte) int {
+		for k > 0 && s[k] != c {
+			k = fail[k]
+		}
+		if s[k] == c {
+			k++
+		}
+		return k
+	}
+	states := make([]int32, n)
+	for k := range states {
+		states[k] = b.Rule(fmt.Sprintf("text%d", k))
+	}
+	for k := range n {
+		var to [256]int
+		var alts [][]Elem
+		groups := map[int]*ByteSet{}
+		for c := range 256 {
+			to[c] = next(k, byte(c))
+			if to[c] == n {
+				continue
+			}
+			if groups[to[c]] == nil {
+				groups[to[c]] = &ByteSet{}
+			}
+			groups[to[c]].Add(byte(c), byte(c))
+		}
+		for k2 := range n {
+			if set := groups[k2]; set != nil {
+				alts = append(alts, Seq(b.Set(*set), Ref(states[k2])))
+			}
+		}
+		b.Define(states[k], append(alts, nil)...)
+	}
+	return Ref(states[0])
+}

@@ -1,0 +1,86 @@
+package grammar
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// TestTextWithout: text the KMP rules allow never spells the marker,
+// whatever the tokens, and the masks agree with the plain definition.
+func TestTextWithout(t *testing.T) {
+	v, _ := qwenVocab(t)
+	b := NewBuilder()
+	g, err := b.Build(b.New("root", []Elem{textWithout(b, "<tool_call>")}), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := g.NewMatcher()
+	mask := v.NewMask()
+	rng := rand.New(rand.NewPCG(3, 3))
+	var text []byte
+	// Lean on tokens that spell the marker's pieces, to try the rules.
+	var pieces []int32
+	for id, tx := range v.text {
+		if len(tx) > 0 && strings.Contains("<tool_call>", string(tx)) {
+			pieces = append(pieces, int32(id))
+		}
+	}
+	for step := range 300 {
+		m.Fill(mask)
+		if step%50 == 0 {
+			want := referenceMask(m)
+			for i := range want {
+				if mask[i] != want[i] {
+					t.Fatalf("after %q: mask differs from the definition at word %d", text, i)
+				}
+			}
+		}
+		id := pieces[rng.IntN(len(pieces))]
+		if !mask.Has(id) {
+			continue
+		}
+		if err := m.Accept(id); err != nil {
+			t.Fatal(err)
+		}
+		text = append(text, v.text[id]...)
+	}
+	if strings.Contains(string(text), "<tool_call>") || len(text) < 100 {
+		t.Fatalf("%q", text)
+	}
+}
+
+// TestAnswerToolChoice: "none" never allows the call marker; "required"
+// allows nothing else first; think opens with the think marker.
+func TestAnswerToolChoice(t *testing.T) {
+	v, tok := qwenVocab(t)
+	id := func(s string) int32 {
+		x, _ := tok.TokenID(s)
+		return x
+	}
+	open, close := id("<tool_call>"), id("</tool_call>")
+	tools := []Tool{{Name: "f", Parameters: json.RawMessage(`{"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}`)}}
+	mask := v.NewMask()
+	for _, c := range []struct {
+		a    Answer
+		want func(Mask) bool
+	}{
+		{Answer{Tools: tools, CallOpen: open, CallClose: close, Choice: "none"}, func(m Mask) bool { return !m.Has(open) && m.Count() > 100000 }},
+		{Answer{Tools: tools, CallOpen: open, CallClose: close, Choice: "required"}, func(m Mask) bool { return m.Has(open) && m.Count() < 5 }},
+		{Answer{Tools: tools, CallOpen: open, CallClose: close}, func(m Mask) bool { return m.Has(open) && m.Count() > 100000 }},
+		{Answer{Object: true, Think: true, ThinkOpen: id("<think>"), ThinkClose: id("</think>")}, func(m Mask) bool { return m.Count() == 1 && m.Has(id("<think>")) }},
+	} {
+		g, err := Compile(v, c.a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.NewMatcher().Fill(mask)
+		if !c.want(mask) {
+			t.Errorf("%+v: first mask has %d tokens, the call marker %v", c.a, mask.Count(), mask.Has(open))
+		}
+	}
+	if _, err := Compile(v, Answer{Tools: tools, Choice: "function", Function: "g"}); err == nil || !strings.Contains(err.Error(), `"g", which is not among the tools`) {
+		t.Errorf("a missing function: %v", err)
+	}
+}

@@ -1,0 +1,152 @@
+package qwen_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/qwenc/qwenc/qwen"
+	"github.com/qwenc/qwenc/sampling"
+)
+
+func compileSchema(t *testing.T, schema string) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	if err := c.AddResource("s.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("s.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func validate(t *testing.T, s *jsonschema.Schema, text string) error {
+	t.Helper()
+	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+	if err != nil {
+		return err
+	}
+	return s.Validate(inst)
+}
+
+// constrainedSchemas bound their strings, so that a model with random
+// weights, which rarely closes a free string, ends its answers.
+var constrainedSchemas = []string{
+	`{"type": "object", "properties": {"name": {"type": "string", "maxLength": 6}, "age": {"type": "integer", "minimum": 0, "maximum": 120}, "ok": {"type": "boolean"}}, "required": ["name", "age", "ok"], "additionalProperties": false}`,
+	`{"type": "array", "items": {"enum": ["a", "b", 1, null]}, "minItems": 1, "maxItems": 4}`,
+	`{"anyOf": [{"type": "integer", "minimum": -50, "maximum": 50}, {"type": "string", "format": "date"}]}`,
+}
+
+// TestSchemaOnRandomModel: answers of the random-weight model under
+// schemas, with several seeds, are valid whenever they end (StopEOS,
+// the grammar ending the turn), and they end within the budget.
+func TestSchemaOnRandomModel(t *testing.T) {
+	m := open(t, "tiny-a.qbin")
+	for _, schema := range constrainedSchemas {
+		s := compileSchema(t, schema)
+		ended := 0
+		for seed := range uint64(4) {
+			r := generate(t, m, qwen.Request{
+				Messages:   []qwen.Message{{Role: "user", Content: "Give me JSON."}},
+				JSONSchema: json.RawMessage(schema), NoThinking: true, MaxTokens: 200,
+				Sampling: &sampling.Params{Temperature: 1, Seed: seed},
+			})
+			if r.last.Stop != qwen.StopEOS {
+				continue
+			}
+			ended++
+			if err := validate(t, s, r.content); err != nil {
+				t.Fatalf("%s\nseed %d: %q: %v", schema, seed, r.content, err)
+			}
+		}
+		if ended == 0 {
+			t.Errorf("%s: no answer ended in 200 tokens", schema)
+		}
+	}
+}
+
+// TestToolChoiceOnRandomModel: with tool_choice required the random model
+// calls a tool, with arguments valid for that tool's parameters; with a
+// named tool, that one; with none, no call.
+func TestToolChoiceOnRandomModel(t *testing.T) {
+	m := open(t, "tiny-a.qbin")
+	params := `{"type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]}, "days": {"type": "integer", "minimum": 1, "maximum": 7}}, "required": ["city", "days"], "additionalProperties": false}`
+	weather, err := qwen.NewTool("weather", "The forecast.", json.RawMessage(params))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, _ := qwen.NewTool("now", "The time.", json.RawMessage(`{"type": "object", "properties": {}, "additionalProperties": false}`))
+	s := compileSchema(t, params)
+	for _, c := range []struct {
+		choice, name string
+		one          bool
+	}{{"required", "", false}, {"", "weather", true}, {"none", "", false}} {
+		for seed := range uint64(3) {
+			var calls []qwen.ToolCallDelta
+			var last qwen.Delta
+			for d, err := range m.Generate(t.Context(), qwen.Request{
+				Messages: []qwen.Message{{Role: "user", Content: "Weather?"}}, Tools: []qwen.Tool{weather, now},
+				ToolChoice: c.choice, ToolName: c.name, OneToolCall: c.one, NoThinking: true, MaxTokens: 120,
+				Sampling: &sampling.Params{Temperature: 1, Seed: seed},
+			}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, tc := range d.ToolCalls {
+					if tc.ID != "" {
+						calls = append(calls, tc)
+					} else {
+						calls[len(calls)-1].Arguments += tc.Arguments
+					}
+				}
+				last = d
+			}
+			switch {
+			case c.choice == "none":
+				if len(calls) > 0 {
+					t.Fatalf("none, seed %d: calls %+v", seed, calls)
+				}
+				continue
+			case last.Stop != qwen.StopEOS:
+				t.Errorf("%s %s, seed %d: ended by %s", c.choice, c.name, seed, last.Stop)
+				continue
+			case len(calls) == 0, c.one && len(calls) != 1:
+				t.Fatalf("%s %s, seed %d: calls %+v", c.choice, c.name, seed, calls)
+			}
+			for _, call := range calls {
+				switch {
+				case c.name != "" && call.Name != c.name:
+					t.Fatalf("seed %d: called %s, not %s", seed, call.Name, c.name)
+				case call.Name == "weather":
+					if err := validate(t, s, call.Arguments); err != nil {
+						t.Fatalf("seed %d: %s: %v", seed, call.Arguments, err)
+					}
+				case call.Name != "now" || strings.TrimSpace(call.Arguments) != "{}" && !strings.HasPrefix(call.Arguments, "{"):
+					t.Fatalf("seed %d: call %+v", seed, call)
+				}
+			}
+		}
+	}
+}
+
+// TestSchemaRefused: a schema that cannot be enforced is refused before
+// anything runs, naming its keyword.
+func TestSchemaRefused(t *testing.T) {
+	m := open(t, "tiny-a.qbin")
+	_, err := m.Start(t.Context(), qwen.Request{Messages: []qwen.Message{{Role: "user", Content: "x"}},
+		JSONSchema: json.RawMessage(`{"type": "object", "properties": {"a": {"type": "string", "format": "email"}}}`)})
+	var se *qwen.SchemaError
+	if !errors.As(err, &se) || se.Keyword != "format" || se.Path != "/properties/a" {
+		t.Fatalf("error %v", err)
+	}
+}

@@ -1,0 +1,49 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestRealClients runs the openai and ollama npm packages, the clients
+// people use, against the server: tools with tool_choice required and a
+// named function (streamed calls accumulated by the openai client's own
+// stream helper, equal to the answer not streamed), tool results sent
+// back, response_format json_schema and Ollama's format validated with
+// Ajv, and a schema that cannot be enforced refused. The packages are
+// installed from the lock file with npm ci on first use.
+func TestRealClients(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is needed for the real-client tests: install Node.js (Debian's nodejs and npm)")
+	}
+	dir, _ := filepath.Abs(filepath.Join("testdata", "clients"))
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai")); err != nil {
+		npm, err := exec.LookPath("npm")
+		if err != nil {
+			t.Fatal("npm is needed to install the real clients")
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
+		}
+	}
+	ts := newTestServer(t, modelOpts{Parallel: 2}, ServerOptions{})
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "clients.mjs", ts.url, ts.Name())
+	cmd.Dir = dir
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil || !bytes.HasSuffix(out.Bytes(), []byte("ok\n")) {
+		t.Fatalf("node clients.mjs: %v\n%s", err, out.String())
+	}
+}

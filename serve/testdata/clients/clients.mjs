@@ -1,0 +1,118 @@
+// The real OpenAI and Ollama JavaScript clients against a running
+// qwenrun serve: node clients.mjs BASE_URL MODEL. Each check throws on a
+// failure; the process exits non-zero with the reason. Run by serve's
+// TestRealClients on a model with random weights, so every answer here is
+// what the grammar forced.
+import OpenAI from "openai";
+import { Ollama } from "ollama";
+import Ajv from "ajv";
+import addFormats from "ajv-formats";
+
+const [base, model] = process.argv.slice(2);
+const ajv = new Ajv({ strict: false });
+addFormats(ajv);
+
+function check(ok, what) {
+  if (!ok) throw new Error(what);
+}
+function valid(schema, value, what) {
+  const v = ajv.compile(schema);
+  check(v(value), `${what}: ${JSON.stringify(value)} is invalid: ${ajv.errorsText(v.errors)}`);
+}
+
+const weatherParams = {
+  type: "object",
+  properties: { city: { enum: ["Paris", "Oslo"] }, days: { type: "integer", minimum: 1, maximum: 7 } },
+  required: ["city", "days"],
+  additionalProperties: false,
+};
+const tools = [
+  { type: "function", function: { name: "weather", description: "The forecast.", parameters: weatherParams } },
+  { type: "function", function: { name: "now", description: "The time.", parameters: { type: "object", properties: {}, additionalProperties: false } } },
+];
+const person = {
+  type: "object",
+  properties: { name: { type: "string", maxLength: 8 }, age: { type: "integer", minimum: 0, maximum: 120 }, born: { type: "string", format: "date" } },
+  required: ["name", "age", "born"],
+  additionalProperties: false,
+};
+const messages = [{ role: "user", content: "What is the weather in Paris?" }];
+const extra = { chat_template_kwargs: { enable_thinking: false } };
+
+const openai = new OpenAI({ baseURL: base + "/v1", apiKey: "unused" });
+
+// Tools, streamed: the client's own stream helper accumulates the calls.
+for (const seed of [1, 2]) {
+  const req = { model, messages, tools, tool_choice: "required", max_tokens: 200, temperature: 1, seed, ...extra };
+  const stream = openai.chat.completions.stream(req);
+  const streamed = await stream.finalChatCompletion();
+  const whole = await openai.chat.completions.create(req);
+  for (const c of [streamed, whole]) {
+    check(c.choices[0].finish_reason === "tool_calls", `finish_reason ${c.choices[0].finish_reason}`);
+    const calls = c.choices[0].message.tool_calls;
+    check(calls && calls.length > 0, "no tool_calls");
+    for (const call of calls) {
+      check(call.type === "function" && call.id.startsWith("call_"), `call ${JSON.stringify(call)}`);
+      const args = JSON.parse(call.function.arguments);
+      if (call.function.name === "weather") valid(weatherParams, args, "weather arguments");
+      else check(call.function.name === "now", `called ${call.function.name}`);
+    }
+  }
+  const names = (c) => c.choices[0].message.tool_calls.map((t) => t.function.name + t.function.arguments).join("|");
+  check(names(streamed) === names(whole), `streamed ${names(streamed)}, whole ${names(whole)}`);
+
+  // The results go back, as a tool message after the answer.
+  const next = await openai.chat.completions.create({
+    model, max_tokens: 4, ...extra,
+    messages: [...messages, streamed.choices[0].message, ...streamed.choices[0].message.tool_calls.map((t) => ({ role: "tool", tool_call_id: t.id, content: "18C" }))],
+  });
+  // Qwen3's template drops the empty think block of a no-think answer
+  // once it is history, so the conversation before it is what is reused.
+  check(next.usage.prompt_tokens_details.cached_tokens > 0, "the conversation given back did not reuse the cache");
+}
+
+// A named function, one call.
+{
+  const c = await openai.chat.completions.create({ model, messages, tools, tool_choice: { type: "function", function: { name: "now" } }, parallel_tool_calls: false, max_tokens: 200, seed: 3, ...extra });
+  const calls = c.choices[0].message.tool_calls;
+  check(calls.length === 1 && calls[0].function.name === "now", `calls ${JSON.stringify(calls)}`);
+}
+
+// Structured output, streamed and not.
+for (const seed of [4, 5]) {
+  const req = { model, messages: [{ role: "user", content: "Invent a person." }], max_tokens: 200, temperature: 1, seed, ...extra,
+    response_format: { type: "json_schema", json_schema: { name: "person", schema: person, strict: true } } };
+  const whole = await openai.chat.completions.create(req);
+  check(whole.choices[0].finish_reason === "stop", `finish_reason ${whole.choices[0].finish_reason}`);
+  valid(person, JSON.parse(whole.choices[0].message.content), "response_format");
+  let text = "";
+  for await (const chunk of await openai.chat.completions.create({ ...req, stream: true })) text += chunk.choices[0]?.delta?.content ?? "";
+  check(text === whole.choices[0].message.content, `streamed ${text}, whole ${whole.choices[0].message.content}`);
+}
+
+// A schema that cannot be enforced is refused.
+try {
+  await openai.chat.completions.create({ model, messages, response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "string", format: "email" } } } });
+  throw new Error("an email format was not refused");
+} catch (e) {
+  check(e.status === 400 && /format/.test(e.message), `refusal: ${e.message}`);
+}
+
+// Ollama: tools, and format.
+const ollama = new Ollama({ host: base });
+{
+  const r = await ollama.chat({ model, messages, tools, think: false, options: { seed: 6, num_predict: 200 } });
+  // Ollama's tool_choice is auto: the model may answer in text, but any
+  // call it makes is held to the tools.
+  for (const call of r.message.tool_calls ?? []) {
+    if (call.function.name === "weather") valid(weatherParams, call.function.arguments, "ollama weather arguments");
+    else check(call.function.name === "now", `ollama called ${call.function.name}`);
+  }
+  const f = await ollama.chat({ model, messages: [{ role: "user", content: "Invent a person." }], format: person, think: false, options: { seed: 7, num_predict: 200 } });
+  check(f.done_reason === "stop", `ollama done_reason ${f.done_reason}`);
+  valid(person, JSON.parse(f.message.content), "ollama format");
+  let text = "";
+  for await (const part of await ollama.chat({ model, messages: [{ role: "user", content: "Invent a person." }], format: person, think: false, stream: true, options: { seed: 7, num_predict: 200 } })) text += part.message.content;
+  check(text === f.message.content, `ollama streamed ${text}, whole ${f.message.content}`);
+}
+console.log("ok");
