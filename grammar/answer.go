@@ -9,9 +9,8 @@ import (
 // Answer describes what an assistant's answer may be, for Compile.
 type Answer struct {
 	// Think is Qwen3 thinking: the answer opens with the ThinkOpen token,
-	// reasons freely and closes with ThinkClose; what follows is held.
-	// This is the lazy start structured output needs with reasoning on:
-	// the grammar does not bind the reasoning.
+	// reasons freely and closes with ThinkClose; what follows is held. This is the lazy start structured output needs with reasoning
+	// on: the grammar does not bind the reasoning.
 	Think                 bool
 	ThinkOpen, ThinkClose int32
 
@@ -67,6 +66,8 @@ func Compile(v *Vocab, a Answer) (*Grammar, error) {
 	}
 	root := []Elem{content}
 	if a.Think {
+		// Qwen3 with thinking on opens its answer with a think block, and
+		// its template expects one; the reasoning in it is free.
 		var all ByteSet
 		all.Add(0, 0xff)
 		reasoning := b.Repeat("reasoning", []Elem{b.Set(all)}, 0, -1)

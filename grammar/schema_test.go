@@ -102,7 +102,7 @@ var schemaCases = []string{
 // seeds; every complete one validates.
 func TestSchemaInstancesValidate(t *testing.T) {
 	v, _ := qwenVocab(t)
-	const seeds = 4
+	const seeds = 3
 	for _, schema := range schemaCases {
 		g, err := Schema(v, []byte(schema))
 		if err != nil {
@@ -184,4 +184,105 @@ func TestSchemaPropertyOrder(t *testing.T) {
 	if !done || json.Compact(&compact, []byte(text)) != nil || compact.String() != `{"zeta":1,"alpha":2}` {
 		t.Fatalf("%q (complete %v)", text, done)
 	}
+}
+
+// randomSchema makes a schema of the supported keywords, its strings and
+// arrays bounded so that a random walk ends. depth bounds the nesting.
+func randomSchema(rng *rand.Rand, depth int) map[string]any {
+	kinds := []string{"string", "integer", "number", "boolean", "null", "enum", "const", "format", "pattern"}
+	if depth > 0 {
+		kinds = append(kinds, "object", "object", "array", "tuple", "anyOf", "nullable")
+	}
+	switch kinds[rng.IntN(len(kinds))] {
+	case "string":
+		lo := rng.IntN(3)
+		return map[string]any{"type": "string", "minLength": lo, "maxLength": lo + rng.IntN(6)}
+	case "integer":
+		lo := rng.IntN(2000) - 1000
+		s := map[string]any{"type": "integer", "minimum": lo, "maximum": lo + rng.IntN(3000)}
+		if rng.IntN(2) == 0 {
+			delete(s, "minimum")
+			s["exclusiveMinimum"] = lo - 1
+		}
+		return s
+	case "number":
+		return map[string]any{"type": "number"}
+	case "boolean":
+		return map[string]any{"type": "boolean"}
+	case "null":
+		return map[string]any{"type": "null"}
+	case "enum":
+		return map[string]any{"enum": []any{"x", 1.5, nil, true, []any{1, "y"}, map[string]any{"k": "v"}}[:1+rng.IntN(6)]}
+	case "const":
+		return map[string]any{"const": []any{"c\"q", -3, false}[rng.IntN(3)]}
+	case "format":
+		return map[string]any{"type": "string", "format": []string{"date", "time", "date-time", "uuid"}[rng.IntN(4)]}
+	case "pattern":
+		return map[string]any{"type": "string", "pattern": []string{`^[a-f0-9]{2,4}$`, `^(ab|c)d?$`, `^\w\d\s?[^a-z]$`, `^x.y$`}[rng.IntN(4)]}
+	case "object":
+		props := map[string]any{}
+		required := []string{}
+		for i := range rng.IntN(4) {
+			name := []string{"a", "b", "ab", "é", "k\"q"}[i]
+			props[name] = randomSchema(rng, depth-1)
+			if rng.IntN(2) == 0 {
+				required = append(required, name)
+			}
+		}
+		s := map[string]any{"type": "object", "properties": props, "required": required}
+		switch rng.IntN(3) {
+		case 0:
+			s["additionalProperties"] = false
+		case 1:
+			s["additionalProperties"] = map[string]any{"type": "integer", "minimum": 0, "maximum": 9}
+		}
+		return s
+	case "array":
+		lo := rng.IntN(2)
+		return map[string]any{"type": "array", "items": randomSchema(rng, depth-1), "minItems": lo, "maxItems": lo + rng.IntN(3)}
+	case "tuple":
+		return map[string]any{"type": "array", "prefixItems": []any{randomSchema(rng, depth-1), randomSchema(rng, depth-1)}, "items": false}
+	case "anyOf":
+		return map[string]any{"anyOf": []any{randomSchema(rng, depth-1), randomSchema(rng, depth-1)}}
+	default: // nullable
+		return map[string]any{"type": []string{"integer", "null"}, "minimum": 0, "maximum": 5}
+	}
+}
+
+// TestGeneratedSchemasValidate fuzzes: random schemas, random walks
+// through their grammars; every complete text validates.
+func TestGeneratedSchemasValidate(t *testing.T) {
+	v, _ := qwenVocab(t)
+	rng := rand.New(rand.NewPCG(42, 42))
+	complete := 0
+	for i := range 30 {
+		raw, err := json.Marshal(randomSchema(rng, 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		schema := string(raw)
+		g, err := Schema(v, raw)
+		if err != nil {
+			t.Fatalf("schema %d %s: %v", i, schema, err)
+		}
+		sch := validator(t, schema)
+		for seed := range uint64(2) {
+			text, done := generate(t, g, rand.New(rand.NewPCG(uint64(i), seed)), 300)
+			if !done {
+				continue
+			}
+			complete++
+			inst, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+			if err != nil {
+				t.Fatalf("%s\n%q is not JSON: %v", schema, text, err)
+			}
+			if err := sch.Validate(inst); err != nil {
+				t.Fatalf("%s\n%q is invalid: %v", schema, text, err)
+			}
+		}
+	}
+	if complete < 45 {
+		t.Fatalf("only %d of 60 walks completed", complete)
+	}
+	t.Logf("%d of 60 walks completed and validated", complete)
 }

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/qwenc/qwenc/chat"
 	"github.com/qwenc/qwenc/grammar"
+	"github.com/qwenc/qwenc/internal/engine"
 )
 
 // SchemaError is a JSON Schema that uses what cannot be enforced: the
@@ -27,9 +29,34 @@ type grammars struct {
 // maxGrammars bounds the compiled grammars a Model keeps.
 const maxGrammars = 32
 
-// constraint makes the matcher that holds a request's answer, or nil
-// when the request asks for none.
-func (m *Model) constraint(r *Request) (*grammar.Matcher, error) {
+// constraint makes what holds a request's answer: its grammar and its
+// thinking budget; nil when it asks for neither.
+func (m *Model) constraint(r *Request) (engine.Constraint, error) {
+	g, err := m.grammarOf(r)
+	if err != nil {
+		return nil, err
+	}
+	var c engine.Constraint
+	if g != nil {
+		c = g
+	}
+	switch {
+	case r.ThinkBudget < 0:
+		return nil, fmt.Errorf("ThinkBudget %d: want 0 (no bound) or more", r.ThinkBudget)
+	case r.ThinkBudget == 0:
+		return c, nil
+	case r.Messages == nil || m.family != chat.Qwen3 || r.NoThinking:
+		return nil, errors.New("ThinkBudget bounds Qwen3's thinking: it needs a conversation with thinking on")
+	}
+	tok := m.m.Tokenizer
+	open, _ := tok.TokenID(chat.ThinkOpen)
+	close, _ := tok.TokenID(chat.ThinkClose)
+	return &budget{inner: c, open: open, close: close, left: r.ThinkBudget}, nil
+}
+
+// grammarOf makes the matcher of a request's grammar, or nil when it asks
+// for none.
+func (m *Model) grammarOf(r *Request) (*grammar.Matcher, error) {
 	if r.JSONSchema == nil && !r.JSONObject && len(r.Tools) == 0 {
 		if r.ToolChoice != "" || r.ToolName != "" || r.OneToolCall {
 			return nil, errors.New("ToolChoice, ToolName and OneToolCall need Tools")
@@ -98,3 +125,45 @@ func (gs *grammars) get(m *Model, a grammar.Answer) (*grammar.Grammar, error) {
 	gs.order = append(gs.order, string(key))
 	return g, nil
 }
+
+// budget closes Qwen3's reasoning after a number of tokens, as
+// llama.cpp's --reasoning-budget does: from then on only </think> may
+// come. It wraps the request's grammar, if there is one.
+type budget struct {
+	inner       engine.Constraint // nil: no grammar
+	open, close int32
+	left        int
+	thinking    bool
+	done        bool // the reasoning closed
+}
+
+func (b *budget) Allow(logits []float32) {
+	if b.thinking && b.left <= 0 {
+		keep := logits[b.close]
+		for i := range logits {
+			logits[i] = float32(math.Inf(-1))
+		}
+		logits[b.close] = keep
+		return
+	}
+	if b.inner != nil {
+		b.inner.Allow(logits)
+	}
+}
+
+func (b *budget) Accept(id int32) error {
+	switch {
+	case b.thinking && id == b.close:
+		b.thinking, b.done = false, true
+	case b.thinking:
+		b.left--
+	case id == b.open && !b.done:
+		b.thinking = true
+	}
+	if b.inner != nil {
+		return b.inner.Accept(id)
+	}
+	return nil
+}
+
+func (b *budget) Done() bool { return b.inner != nil && b.inner.Done() }

@@ -150,3 +150,29 @@ func TestSchemaRefused(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// TestThinkingThenSchema: the demo model, a trained Qwen3 (on Go source:
+// it would never close a think block on its own), writes Go in its
+// reasoning, freely, for the thinking budget, and then answers under the
+// schema: the grammar starts after </think>. A length cut inside the
+// value says so.
+func TestThinkingThenSchema(t *testing.T) {
+	m := open(t, "qwen3-go-demo.qbin")
+	schema := `{"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}, "lines": {"type": "integer", "minimum": 1, "maximum": 50}}, "required": ["name", "lines"], "additionalProperties": false}`
+	s := compileSchema(t, schema)
+	req := qwen.Request{Messages: []qwen.Message{{Role: "user", Content: "Write a Go function that reverses a string."}},
+		JSONSchema: json.RawMessage(schema), MaxTokens: 600, Sampling: greedy, ThinkBudget: 30}
+	r := generate(t, m, req)
+	t.Logf("reasoning %q\ncontent %q", r.reasoning, r.content)
+	if !strings.Contains(r.reasoning, "type") || r.last.Stop != qwen.StopEOS {
+		t.Fatalf("reasoning %q, content %q, stop %s", r.reasoning, r.content, r.last.Stop)
+	}
+	if err := validate(t, s, r.content); err != nil {
+		t.Fatalf("content %q: %v", r.content, err)
+	}
+	// Cut inside the value: the answer is unfinished, and says so.
+	req.MaxTokens = len(r.ids) - 2
+	if cut := generate(t, m, req); cut.last.Stop != qwen.StopLength || validate(t, s, cut.content) == nil {
+		t.Fatalf("cut at %d tokens: %q, %s", req.MaxTokens, cut.content, cut.last.Stop)
+	}
+}

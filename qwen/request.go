@@ -76,6 +76,9 @@ type Request struct {
 	// is held. The answer ends when the value is complete.
 	JSONSchema json.RawMessage
 	JSONObject bool
+	// ThinkBudget, when not 0, closes Qwen3's reasoning after that many
+	// tokens (as llama.cpp's --reasoning-budget): the answer then follows.
+	ThinkBudget int
 	// NoThinking makes Qwen3 answer without thinking (the template's empty
 	// think block, as enable_thinking=false); other models ignore it.
 	NoThinking bool

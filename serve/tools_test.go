@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 
 	"github.com/qwenc/qwenc/qwen"
 )
@@ -222,5 +223,80 @@ func TestToolRequestErrors(t *testing.T) {
 		if resp.StatusCode != 400 || !strings.Contains(out, want) {
 			t.Errorf("ollama %s: %d %s", body, resp.StatusCode, out)
 		}
+	}
+}
+
+// TestOpenAIGoToolsAndSchema: openai-go against the real server, the
+// random-weight model forced by the grammar: tool_choice required gives
+// calls whose arguments fit the tool, the client's accumulator rebuilds
+// the streamed answer as it was not streamed, and a json_schema
+// response_format gives a valid object.
+func TestOpenAIGoToolsAndSchema(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	c := ts.client()
+	weather := openai.FunctionParameters{"type": "object", "properties": map[string]any{
+		"city": map[string]any{"enum": []string{"Paris", "Oslo"}}, "days": map[string]any{"type": "integer", "minimum": 1, "maximum": 7}},
+		"required": []string{"city", "days"}, "additionalProperties": false}
+	p := openai.ChatCompletionNewParams{
+		Model:      "tiny-a",
+		Messages:   []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Paris?")},
+		Tools:      []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "weather", Parameters: weather})},
+		ToolChoice: openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")},
+		MaxTokens:  openai.Int(200), Temperature: openai.Float(1), Seed: openai.Int(5),
+	}
+	noThink := option.WithJSONSet("chat_template_kwargs", map[string]any{"enable_thinking": false})
+	whole, err := c.Chat.Completions.New(t.Context(), p, noThink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := whole.Choices[0].Message.ToolCalls
+	if whole.Choices[0].FinishReason != "tool_calls" || len(calls) == 0 {
+		t.Fatalf("answer %+v", whole.Choices[0])
+	}
+	for _, call := range calls {
+		var args struct {
+			City string
+			Days int
+		}
+		if call.Function.Name != "weather" || json.Unmarshal([]byte(call.Function.Arguments), &args) != nil ||
+			(args.City != "Paris" && args.City != "Oslo") || args.Days < 1 || args.Days > 7 {
+			t.Fatalf("call %+v", call)
+		}
+	}
+	s := c.Chat.Completions.NewStreaming(t.Context(), p, noThink)
+	var acc openai.ChatCompletionAccumulator
+	for s.Next() {
+		acc.AddChunk(s.Current())
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	got := acc.Choices[0].Message.ToolCalls
+	if len(got) != len(calls) {
+		t.Fatalf("streamed %d calls, whole %d", len(got), len(calls))
+	}
+	for i := range got {
+		if got[i].Function.Name != calls[i].Function.Name || got[i].Function.Arguments != calls[i].Function.Arguments {
+			t.Errorf("call %d streamed %+v, whole %+v", i, got[i], calls[i])
+		}
+	}
+
+	schema := map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer", "minimum": -3, "maximum": 3}},
+		"required": []string{"n"}, "additionalProperties": false}
+	r, err := c.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
+		Model:    "tiny-a",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("A number?")},
+		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &openai.ResponseFormatJSONSchemaParam{
+			JSONSchema: openai.ResponseFormatJSONSchemaJSONSchemaParam{Name: "n", Schema: schema, Strict: openai.Bool(true)}}},
+		MaxTokens: openai.Int(100), Temperature: openai.Float(1), Seed: openai.Int(2),
+	}, noThink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct{ N *int }
+	dec := json.NewDecoder(strings.NewReader(r.Choices[0].Message.Content))
+	dec.DisallowUnknownFields()
+	if r.Choices[0].FinishReason != "stop" || dec.Decode(&v) != nil || v.N == nil || *v.N < -3 || *v.N > 3 {
+		t.Fatalf("answer %q, %s", r.Choices[0].Message.Content, r.Choices[0].FinishReason)
 	}
 }
