@@ -87,11 +87,13 @@ endif
 # that runs on it (kernels, infer), the compiler's conversion pipeline, the
 # engine and the front end that many goroutines call at once, and the
 # server. Skipped: the allocation tests (under the race detector a decode
-# step allocates), and the comparisons with the float64 references, whose
-# goroutines are the worker pool's that the batching tests already run
-# (together two minutes under the race detector).
+# step allocates), the comparisons with the float64 references, whose
+# goroutines are the worker pool's that the batching tests already run,
+# and the kernels' shape sweeps, which run on one goroutine (together
+# three minutes under the race detector).
+RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestMatmulGemm$$|^TestMatmulLd$$
 test-race:
-	$(GO) test -race -skip 'DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$' ./kernels/ ./infer/ ./compiler/ ./internal/engine/ ./qwen/ ./serve/
+	$(GO) test -race -skip '$(RACE_SKIP)' ./kernels/ ./infer/ ./compiler/ ./internal/engine/ ./qwen/ ./serve/
 
 # The numeric packages on arm64 under qemu user-mode emulation (Go test
 # binaries are static, so no binfmt registration is needed); all of their

@@ -18,6 +18,7 @@ package grammar
 import (
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // ByteSet is a set of byte values.
@@ -78,7 +79,17 @@ type Grammar struct {
 	// nil where the whole stack must be walked instead.
 	tables [][][]*table
 	stats  Stats
+	// placeID numbers the places with a table; byPlace is their tables.
+	placeID [][][]int32
+	byPlace []*table
+	// unions are the tables of sets of places met together, made when
+	// first met; the only state the grammar's Matchers share.
+	mu     sync.Mutex
+	unions map[string]*table
 }
+
+// maxUnions bounds the combined tables a grammar keeps.
+const maxUnions = 4096
 
 // Stats describes a compiled grammar.
 type Stats struct {

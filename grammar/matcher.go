@@ -1,9 +1,10 @@
 package grammar
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
-	"math/bits"
+	"slices"
 )
 
 // Matcher follows one generation through a grammar. It is not safe for
@@ -16,8 +17,9 @@ type Matcher struct {
 	masked []*dstate // the states holding a mask, to bound them
 	walk   state     // scratch: the stacks walked whole
 	w      walker
-	mask   Mask // Allow's
-	unc    Mask // compute's scratch: the tokens to check
+	mask   Mask    // Allow's
+	places []int32 // compute's scratch
+	key    []byte
 }
 
 // maxCached bounds the masks a Matcher keeps for states it has seen.
@@ -105,18 +107,14 @@ func (m *Matcher) Fill(mask Mask) {
 	m.masked = append(m.masked, m.cur)
 }
 
-// compute fills mask from the tables of the stacks' places, checks the
-// tokens they leave uncertain against the whole state (once each, though
-// sibling places share most of them), and walks the trie with the
-// stacks that have no table.
+// compute fills mask from the tables of the stacks' places, combined
+// once per set of places and kept by the grammar (a string's body is the
+// same dozen places at every step), checks the tokens they leave
+// uncertain against the whole state, and walks the trie with the stacks
+// that have no table.
 func (m *Matcher) compute(mask Mask) {
 	g, s := m.g, m.s
-	m.walk = m.walk[:0]
-	if m.unc == nil {
-		m.unc = g.vocab.NewMask()
-	}
-	clear(m.unc)
-	uncertain := false
+	m.walk, m.places = m.walk[:0], m.places[:0]
 	for _, f := range m.cur.st {
 		if f == s.accept {
 			for _, id := range g.vocab.eos {
@@ -127,29 +125,21 @@ func (m *Matcher) compute(mask Mask) {
 			continue
 		}
 		e := s.elem(f)
-		if e.kind == kToken {
+		switch {
+		case e.kind == kToken:
 			mask.set(e.token)
-			continue
-		}
-		t := g.tables[f.rule][f.alt][f.pos]
-		if t == nil {
+		case g.tables[f.rule][f.alt][f.pos] == nil:
 			m.walk = append(m.walk, f)
-			continue
-		}
-		mask.or(t.accepted)
-		for _, id := range t.uncertain {
-			m.unc.set(id)
-			uncertain = true
+		default:
+			m.places = append(m.places, g.placeID[f.rule][f.alt][f.pos])
 		}
 	}
-	if uncertain {
-		for w, word := range m.unc {
-			word &^= mask[w]
-			for ; word != 0; word &= word - 1 {
-				id := int32(w*64 + bits.TrailingZeros64(word))
-				if m.fits(m.cur, g.vocab.text[id]) {
-					mask.set(id)
-				}
+	if len(m.places) > 0 {
+		t := g.combined(m.places, &m.key)
+		mask.or(t.accepted)
+		for _, id := range t.uncertain {
+			if !mask.Has(id) && m.fits(m.cur, g.vocab.text[id]) {
+				mask.set(id)
 			}
 		}
 	}
@@ -157,6 +147,43 @@ func (m *Matcher) compute(mask Mask) {
 		v := g.vocab
 		m.w.walk(s, v, s.dstateOf(m.walk), func(i int32, _ *dstate) { v.tokensAt(i, mask.set) }, nil)
 	}
+}
+
+// combined returns the union of the places' tables, its uncertain tokens
+// without those another place accepts, made once per set of places.
+func (g *Grammar) combined(places []int32, key *[]byte) *table {
+	slices.Sort(places)
+	places = slices.Compact(places)
+	if len(places) == 1 {
+		return g.byPlace[places[0]]
+	}
+	*key = (*key)[:0]
+	for _, p := range places {
+		*key = binary.AppendUvarint(*key, uint64(p))
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if t, ok := g.unions[string(*key)]; ok {
+		return t
+	}
+	t := &table{accepted: g.vocab.NewMask()}
+	for _, p := range places {
+		t.accepted.or(g.byPlace[p].accepted)
+	}
+	seen := g.vocab.NewMask()
+	for _, p := range places {
+		for _, id := range g.byPlace[p].uncertain {
+			if !t.accepted.Has(id) && !seen.Has(id) {
+				seen.set(id)
+				t.uncertain = append(t.uncertain, id)
+			}
+		}
+	}
+	if len(g.unions) >= maxUnions {
+		clear(g.unions)
+	}
+	g.unions[string(*key)] = t
+	return t
 }
 
 // fits reports whether the bytes can be taken from d.

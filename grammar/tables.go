@@ -20,14 +20,18 @@ func (g *Grammar) buildTables() {
 	s := newStacks(g)
 	var w walker
 	g.tables = make([][][]*table, len(g.rules))
+	g.placeID = make([][][]int32, len(g.rules))
+	g.unions = map[string]*table{}
 	reach := g.reachable()
 	for r, ru := range g.rules {
 		if !reach[r] {
 			continue
 		}
 		g.tables[r] = make([][]*table, len(ru.alts))
+		g.placeID[r] = make([][]int32, len(ru.alts))
 		for a, seq := range ru.alts {
 			g.tables[r][a] = make([]*table, len(seq))
+			g.placeID[r][a] = make([]int32, len(seq))
 			for p, e := range seq {
 				if e.kind != kBytes {
 					continue
@@ -36,6 +40,8 @@ func (g *Grammar) buildTables() {
 				f := s.intern(int32(r), int32(a), int32(p), s.exit)
 				if t := g.buildTable(s, &w, f, &follow[r]); t != nil {
 					g.tables[r][a][p] = t
+					g.placeID[r][a][p] = int32(len(g.byPlace))
+					g.byPlace = append(g.byPlace, t)
 					g.stats.Tables++
 					g.stats.Uncertain += len(t.uncertain)
 				}
