@@ -55,11 +55,10 @@ test-cross:
 
 # Only the Generic path exists under purego; the kernels tests iterate over
 # every supported path, so this runs the reference path alone end to end:
-# the kernels, and the forward pass against the float64 references and
-# their greedy texts.
+# the kernels, and the forward pass against the float64 references.
 test-purego:
 	$(GO) test -tags purego ./kernels/
-	$(GO) test -tags purego -run 'Reference|Logits|Greedy' ./infer/
+	$(GO) test -tags purego -run '^Test(Quantized)?ReferenceLogits$$' ./infer/
 
 # The forward pass on AVX-512 without VNNI, as on CPUs before Ice Lake or
 # Zen 4: the int8 products of quantized weights take the VPMADDUBSW kernels.
@@ -87,11 +86,14 @@ endif
 # that runs on it (kernels, infer), the compiler's conversion pipeline, the
 # engine and the front end that many goroutines call at once, and the
 # server. Skipped: the allocation tests (under the race detector a decode
-# step allocates), the comparisons with the float64 references, whose
-# goroutines are the worker pool's that the batching tests already run,
-# and the kernels' shape sweeps, which run on one goroutine (together
-# three minutes under the race detector).
-RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestMatmulGemm$$|^TestMatmulLd$$
+# step allocates); the long numeric comparisons (with the float64
+# references, long contexts, the q8 KV cache's greedy text), whose
+# goroutines are the worker pool's that the batching tests already run;
+# the kernels' shape sweeps, which run on one goroutine; and the grammar's
+# single-request tests and real clients, whose shared state
+# TestConstrainedConcurrently races. Together four minutes under the
+# race detector.
+RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestHeadLogitsMatchReference$$|^TestAttentionLongContext$$|^TestKVQ8GreedyKeepsText$$|^TestMatmulGemm$$|^TestMatmulLd$$|^TestSchemaOnRandomModel$$|^TestToolChoiceOnRandomModel$$|^TestThinkingThenSchema$$|^TestRealClients$$|^TestOpenAIGoToolsAndSchema$$
 test-race:
 	$(GO) test -race -skip '$(RACE_SKIP)' ./kernels/ ./infer/ ./compiler/ ./internal/engine/ ./qwen/ ./serve/
 
