@@ -282,6 +282,14 @@ func (s *Server) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
 		return qwen.Request{}, e
 	}
 	req.OneToolCall = cr.ParallelToolCalls != nil && !*cr.ParallelToolCalls
+	if len(req.Tools) == 0 {
+		// Clients send these with an empty tool list; without tools,
+		// "auto", "none" and one call at most say nothing.
+		if req.ToolChoice == "required" || req.ToolName != "" {
+			return qwen.Request{}, badRequest("tool_choice", "tool_choice forces a tool call: it needs tools")
+		}
+		req.ToolChoice, req.OneToolCall = "", false
+	}
 	if e := s.needsChat(); e != nil {
 		return qwen.Request{}, e
 	}

@@ -190,7 +190,7 @@ func TestToolRequestErrors(t *testing.T) {
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f"}},{"type":"function"}]}`, "tools[1]", "function: missing"},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f","parameters":"x"}}]}`, "tools[0]", "JSON Schema object"},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"sometimes"}`, "tool_choice", `tool_choice "sometimes"`},
-		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"required"}`, "", "ToolChoice, ToolName and OneToolCall need Tools"},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"required"}`, "tool_choice", "it needs tools"},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"xml"}}`, "response_format.type", `"xml"`},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"a":{"type":"string","format":"email"}}}}}}`,
 			"response_format", `json schema /properties/a: format: "email" is not supported`},
@@ -212,6 +212,13 @@ func TestToolRequestErrors(t *testing.T) {
 		}
 		if resp.StatusCode != 400 || e.Error == nil || param != c.param || !strings.Contains(e.Error.Message, c.msg) {
 			t.Errorf("%s: %d %s; want 400, param %s, %q", c.body, resp.StatusCode, body, c.param, c.msg)
+		}
+	}
+	// Without tools, "auto", "none" and parallel_tool_calls say nothing.
+	for _, extra := range []string{`"tool_choice":"auto"`, `"tool_choice":"none","tools":[]`, `"parallel_tool_calls":false`} {
+		resp, out := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1,`+extra+`}`)
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: %d %s", extra, resp.StatusCode, out)
 		}
 	}
 	for body, want := range map[string]string{
