@@ -6,12 +6,7 @@ package grammar
 // validator.
 func (c *schemaCompiler) format(name string) (Elem, bool) {
 	b := c.b
-	set := func(lo, hi byte) Elem {
-		var s ByteSet
-		s.Add(lo, hi)
-		return b.Set(s)
-	}
-	d := set('0', '9')
+	d := b.Range('0', '9')
 	two := func(lo, hi int) Elem { // a two-digit number from lo to hi
 		return c.digits(pad2(lo), pad2(hi))
 	}

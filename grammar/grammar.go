@@ -34,13 +34,6 @@ func (s *ByteSet) Add(lo, hi byte) {
 	}
 }
 
-// Invert makes the set its complement.
-func (s *ByteSet) Invert() {
-	for i := range s {
-		s[i] = ^s[i]
-	}
-}
-
 // Empty reports whether the set has no byte.
 func (s *ByteSet) Empty() bool { return s[0]|s[1]|s[2]|s[3] == 0 }
 
@@ -144,12 +137,15 @@ func (b *Builder) Set(s ByteSet) Elem {
 	return Elem{kind: kBytes, set: id}
 }
 
-// Byte is the byte c.
-func (b *Builder) Byte(c byte) Elem {
+// Range is a byte from lo to hi.
+func (b *Builder) Range(lo, hi byte) Elem {
 	var s ByteSet
-	s.Add(c, c)
+	s.Add(lo, hi)
 	return b.Set(s)
 }
+
+// Byte is the byte c.
+func (b *Builder) Byte(c byte) Elem { return b.Range(c, c) }
 
 // Lit is the bytes of s, one after the other.
 func (b *Builder) Lit(s string) []Elem {

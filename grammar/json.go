@@ -7,17 +7,16 @@ import (
 
 // jsonRules are the pieces of JSON text every schema grammar shares.
 type jsonRules struct {
-	b        *Builder
-	ws       Elem // whitespace between tokens, bounded so it cannot go on forever
-	char     Elem // a character of a string: printable, escaped, or UTF-8
-	plain    Elem // a character that needs no escape (keys, patterns)
-	utf8     Elem // a non-ASCII character, as valid UTF-8
-	str      Elem // a whole string
-	number   Elem
-	integer  Elem
-	value    Elem // any JSON value, nested at most maxDepth deep
-	object   Elem // any JSON object
-	anyDepth []int32
+	b       *Builder
+	ws      Elem // whitespace between tokens, bounded so it cannot go on forever
+	char    Elem // a character of a string: printable, escaped, or UTF-8
+	plain   Elem // a character that needs no escape (keys, patterns)
+	utf8    Elem // a non-ASCII character, as valid UTF-8
+	str     Elem // a whole string
+	number  Elem
+	integer Elem
+	value   Elem // any JSON value, nested at most maxDepth deep
+	object  Elem // any JSON object
 }
 
 // maxDepth bounds the nesting of a value the schema leaves free: any
@@ -89,28 +88,23 @@ func newJSONRules(b *Builder) *jsonRules {
 // no surrogates, nothing past U+10FFFF; without lineSep, not U+2028 or
 // U+2029 either (a pattern's . does not match them).
 func utf8Rule(b *Builder, lineSep bool) Elem {
-	set := func(lo, hi byte) Elem {
-		var s ByteSet
-		s.Add(lo, hi)
-		return b.Set(s)
-	}
-	c := set(0x80, 0xbf)
-	e1 := [][]Elem{Seq(set(0xe1, 0xec), c, c)}
+	c := b.Range(0x80, 0xbf)
+	e1 := [][]Elem{Seq(b.Range(0xe1, 0xec), c, c)}
 	if !lineSep {
 		var notSep ByteSet
 		notSep.Add(0x80, 0xbf)
 		notSep[2] &^= 1<<(0xa8-128) | 1<<(0xa9-128)
-		e1 = [][]Elem{Seq(set(0xe1, 0xe1), c, c), Seq(set(0xe2, 0xe2), set(0x80, 0x80), b.Set(notSep)),
-			Seq(set(0xe2, 0xe2), set(0x81, 0xbf), c), Seq(set(0xe3, 0xec), c, c)}
+		e1 = [][]Elem{Seq(b.Range(0xe1, 0xe1), c, c), Seq(b.Range(0xe2, 0xe2), b.Range(0x80, 0x80), b.Set(notSep)),
+			Seq(b.Range(0xe2, 0xe2), b.Range(0x81, 0xbf), c), Seq(b.Range(0xe3, 0xec), c, c)}
 	}
-	alts := [][]Elem{Seq(set(0xc2, 0xdf), c), Seq(set(0xe0, 0xe0), set(0xa0, 0xbf), c)}
+	alts := [][]Elem{Seq(b.Range(0xc2, 0xdf), c), Seq(b.Range(0xe0, 0xe0), b.Range(0xa0, 0xbf), c)}
 	alts = append(alts, e1...)
 	alts = append(alts,
-		Seq(set(0xed, 0xed), set(0x80, 0x9f), c),
-		Seq(set(0xee, 0xef), c, c),
-		Seq(set(0xf0, 0xf0), set(0x90, 0xbf), c, c),
-		Seq(set(0xf1, 0xf3), c, c, c),
-		Seq(set(0xf4, 0xf4), set(0x80, 0x8f), c, c))
+		Seq(b.Range(0xed, 0xed), b.Range(0x80, 0x9f), c),
+		Seq(b.Range(0xee, 0xef), c, c),
+		Seq(b.Range(0xf0, 0xf0), b.Range(0x90, 0xbf), c, c),
+		Seq(b.Range(0xf1, 0xf3), c, c, c),
+		Seq(b.Range(0xf4, 0xf4), b.Range(0x80, 0x8f), c, c))
 	return b.Alt("utf8", alts...)
 }
 

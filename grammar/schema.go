@@ -251,21 +251,9 @@ func (c *schemaCompiler) ref(raw json.RawMessage, path string) (Elem, error) {
 	if r, ok := c.refs[ref]; ok {
 		return Ref(r), nil
 	}
-	target := c.doc
-	switch {
-	case ref == "#":
-	case strings.HasPrefix(ref, "#/$defs/"), strings.HasPrefix(ref, "#/definitions/"):
-		parts := strings.Split(ref[2:], "/")
-		for _, p := range parts {
-			p = strings.ReplaceAll(strings.ReplaceAll(p, "~1", "/"), "~0", "~")
-			var n node
-			if err := json.Unmarshal(target, &n); err != nil || n[p] == nil {
-				return Elem{}, &SchemaError{path, "$ref", fmt.Sprintf("%q does not resolve in the schema", ref)}
-			}
-			target = n[p]
-		}
-	default:
-		return Elem{}, &SchemaError{path, "$ref", fmt.Sprintf("%q: only #, #/$defs/... and #/definitions/... are supported", ref)}
+	target, err := c.resolve(ref)
+	if err != nil {
+		return Elem{}, &SchemaError{path, "$ref", err.Error()}
 	}
 	r := c.b.Rule(ref)
 	c.refs[ref] = r
@@ -275,6 +263,26 @@ func (c *schemaCompiler) ref(raw json.RawMessage, path string) (Elem, error) {
 	}
 	c.b.Define(r, []Elem{e})
 	return Ref(r), nil
+}
+
+// resolve finds what a $ref points to within the document.
+func (c *schemaCompiler) resolve(ref string) (json.RawMessage, error) {
+	if ref == "#" {
+		return c.doc, nil
+	}
+	if !strings.HasPrefix(ref, "#/$defs/") && !strings.HasPrefix(ref, "#/definitions/") {
+		return nil, fmt.Errorf("%q: only #, #/$defs/... and #/definitions/... are supported", ref)
+	}
+	target := c.doc
+	for _, p := range strings.Split(ref[2:], "/") {
+		p = strings.ReplaceAll(strings.ReplaceAll(p, "~1", "/"), "~0", "~")
+		var n node
+		if err := json.Unmarshal(target, &n); err != nil || n[p] == nil {
+			return nil, fmt.Errorf("%q does not resolve in the schema", ref)
+		}
+		target = n[p]
+	}
+	return target, nil
 }
 
 // combination compiles anyOf, oneOf and allOf.
@@ -349,13 +357,9 @@ func (c *schemaCompiler) kinds(raw json.RawMessage, depth int) []string {
 	if r := n["$ref"]; r != nil {
 		var ref string
 		json.Unmarshal(r, &ref)
-		target := c.doc
-		for _, p := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
-			var m node
-			if ref == "#" || json.Unmarshal(target, &m) != nil || m[p] == nil {
-				return all
-			}
-			target = m[p]
+		target, err := c.resolve(ref)
+		if err != nil {
+			return all
 		}
 		return c.kinds(target, depth+1)
 	}
@@ -894,23 +898,18 @@ func (c *schemaCompiler) digits(lo, hi string) Elem {
 		return e
 	}
 	var e Elem
-	set := func(x, y byte) Elem {
-		var s ByteSet
-		s.Add(x, y)
-		return b.Set(s)
-	}
 	switch {
 	case lo == "":
 		e = b.Alt("", nil)
 	case lo[0] == hi[0]:
 		e = Ref(b.New(lo+".."+hi, Seq(b.Byte(lo[0]), c.digits(lo[1:], hi[1:]))))
 	case strings.Trim(lo[1:], "0") == "" && strings.Trim(hi[1:], "9") == "":
-		e = Ref(b.New(lo+".."+hi, Seq(set(lo[0], hi[0]), c.any(len(lo)-1))))
+		e = Ref(b.New(lo+".."+hi, Seq(b.Range(lo[0], hi[0]), c.any(len(lo)-1))))
 	default:
 		n := len(lo) - 1
 		alts := [][]Elem{Seq(b.Byte(lo[0]), c.digits(lo[1:], strings.Repeat("9", n)))}
 		if lo[0]+1 <= hi[0]-1 {
-			alts = append(alts, Seq(set(lo[0]+1, hi[0]-1), c.any(n)))
+			alts = append(alts, Seq(b.Range(lo[0]+1, hi[0]-1), c.any(n)))
 		}
 		alts = append(alts, Seq(b.Byte(hi[0]), c.digits(strings.Repeat("0", n), hi[1:])))
 		e = b.Alt(lo+".."+hi, alts...)

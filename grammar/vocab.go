@@ -84,9 +84,6 @@ func NewVocab(size int, text [][]byte, special []int32, eos []int32) *Vocab {
 	return v
 }
 
-// Size is the number of ids a mask covers.
-func (v *Vocab) Size() int { return v.size }
-
 // tokensAt calls f with each token that ends at node n.
 func (v *Vocab) tokensAt(n int32, f func(int32)) {
 	if id := v.ntok[n]; id >= 0 {
