@@ -124,6 +124,22 @@ type prompt struct {
 // encode renders and tokenizes the request's prompt, with the generation
 // prompt (the opening of the assistant's turn) after a conversation.
 func (m *Model) encode(r *Request, generationPrompt bool) ([]int32, bool, error) {
+	segs, isChat, err := m.render(r, generationPrompt)
+	switch {
+	case err != nil:
+		return nil, false, err
+	case isChat:
+		ids, err := chat.Encode(m.m.Tokenizer, segs)
+		return ids, true, err
+	case r.Tokens != nil:
+		return r.Tokens, false, nil
+	}
+	return m.m.Tokenizer.Encode(r.Prompt, true), false, nil
+}
+
+// render checks the request's prompt and renders a conversation's; a
+// raw prompt (Prompt or Tokens) is not a chat and has no segments.
+func (m *Model) render(r *Request, generationPrompt bool) ([]chat.Segment, bool, error) {
 	given := 0
 	for _, set := range []bool{r.Messages != nil, r.Prompt != "", r.Tokens != nil} {
 		if set {
@@ -137,10 +153,8 @@ func (m *Model) encode(r *Request, generationPrompt bool) ([]int32, bool, error)
 		return nil, false, errors.New("the request gives more than one of Messages, Prompt and Tokens")
 	case r.Tools != nil && r.Messages == nil:
 		return nil, false, errors.New("tools need a conversation: give Messages")
-	case r.Tokens != nil:
-		return r.Tokens, false, nil
-	case r.Prompt != "":
-		return m.m.Tokenizer.Encode(r.Prompt, true), false, nil
+	case r.Tokens != nil, r.Prompt != "":
+		return nil, false, nil
 	case !m.hasChat:
 		return nil, false, ErrNoChatTemplate
 	case len(r.Messages) == 0:
@@ -172,8 +186,7 @@ func (m *Model) encode(r *Request, generationPrompt bool) ([]int32, bool, error)
 			}
 		}
 	}
-	ids, err := chat.Encode(m.m.Tokenizer, chat.Render(m.family, r.Messages, r.Tools, generationPrompt, !r.NoThinking))
-	return ids, true, err
+	return chat.Render(m.family, r.Messages, r.Tools, generationPrompt, !r.NoThinking), true, nil
 }
 
 // RenderPrompt is the text of a request's prompt: of a conversation, the
@@ -181,16 +194,16 @@ func (m *Model) encode(r *Request, generationPrompt bool) ([]int32, bool, error)
 // opening of the assistant's turn), or the raw Prompt. A prompt given as
 // Tokens is decoded.
 func (m *Model) RenderPrompt(req Request) (string, error) {
-	ids, isChat, err := m.encode(&req, true)
+	segs, isChat, err := m.render(&req, true)
 	switch {
 	case err != nil:
 		return "", err
 	case isChat:
-		return chat.Text(chat.Render(m.family, req.Messages, req.Tools, true, !req.NoThinking)), nil
-	case req.Prompt != "":
-		return req.Prompt, nil
+		return chat.Text(segs), nil
+	case req.Tokens != nil:
+		return m.m.Tokenizer.Decode(req.Tokens), nil
 	}
-	return m.m.Tokenizer.Decode(ids), nil
+	return req.Prompt, nil
 }
 
 // prepare checks a request and makes it ready for the engine.
