@@ -312,11 +312,9 @@ func (j *job) emit(ev Event) {
 	j.stream.push(ev)
 }
 
+// finish sends a job's last event.
 func (j *job) finish(reason StopReason) {
 	j.usage.Total = time.Since(j.submitted)
-	if j.sess != nil {
-		j.usage.KVTokens, j.usage.KVBytes = j.sess.Len(), j.sess.KV.Bytes()
-	}
 	j.emit(Event{Time: time.Now(), Done: true, Reason: reason, Usage: j.usage})
 }
 
@@ -355,6 +353,7 @@ func (e *Engine) loop() {
 				continue
 			}
 			active = append(active, j)
+			e.active.Add(1) // under the lock: never neither queued nor active
 		}
 		e.mu.Unlock()
 		// Outside the lock: the prefix search and a new session need not
@@ -366,7 +365,6 @@ func (e *Engine) loop() {
 			}
 		}
 		active = slices.DeleteFunc(active, ended)
-		e.active.Store(int32(len(active)))
 		e.cachedBytes.Store(cache.bytes)
 		e.kvBytes.Store(kvBytes(active))
 		if len(active) == 0 {
@@ -540,12 +538,18 @@ func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs) StopRe
 }
 
 // end finishes a running job and keeps its cache for later prefixes.
+// Its last event goes out after the session is given back and the job
+// no longer counts as active, so a caller that has read it sees Stats
+// without it.
 func (e *Engine) end(j *job, reason StopReason, cache *prefixCache) {
-	j.finish(reason)
 	if j.sess != nil {
+		j.usage.KVTokens, j.usage.KVBytes = j.sess.Len(), j.sess.KV.Bytes()
 		cache.put(j.sess)
 		j.sess = nil
+		e.cachedBytes.Store(cache.bytes)
 	}
+	e.active.Add(-1)
+	j.finish(reason)
 }
 
 func kvBytes(active []*job) int64 {
