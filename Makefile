@@ -91,11 +91,13 @@ endif
 # goroutines are the worker pool's that the batching tests already run;
 # the kernels' shape sweeps, which run on one goroutine; and the grammar's
 # single-request tests and real clients, whose shared state
-# TestConstrainedConcurrently races. Together four minutes under the
+# TestConstrainedConcurrently races, and TestMatchersConcurrently the
+# states a grammar's matchers share. Together four minutes under the
 # race detector.
 RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestHeadLogitsMatchReference$$|^TestAttentionLongContext$$|^TestKVQ8GreedyKeepsText$$|^TestMatmulGemm$$|^TestMatmulLd$$|^TestSchemaOnRandomModel$$|^TestToolChoiceOnRandomModel$$|^TestThinkingThenSchema$$|^TestRealClients$$|^TestOpenAIGoToolsAndSchema$$
 test-race:
 	$(GO) test -race -skip '$(RACE_SKIP)' ./kernels/ ./infer/ ./compiler/ ./internal/engine/ ./qwen/ ./serve/
+	$(GO) test -race -run '^TestMatchersConcurrently$$' ./grammar/
 
 # The numeric packages on arm64 under qemu user-mode emulation (Go test
 # binaries are static, so no binfmt registration is needed); all of their

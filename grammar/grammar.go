@@ -66,7 +66,10 @@ type Grammar struct {
 	rules []rule
 	sets  []ByteSet
 	root  int32
-	vocab *Vocab
+	// class[c] is byte c's class: the bytes no set tells apart (nclass).
+	class  [256]uint8
+	nclass int
+	vocab  *Vocab
 	// tables has, for each rule, alternative and position whose symbol is
 	// a byte set, the tokens accepted there whatever the stack below;
 	// nil where the whole stack must be walked instead.
@@ -75,14 +78,21 @@ type Grammar struct {
 	// placeID numbers the places with a table; byPlace is their tables.
 	placeID [][][]int32
 	byPlace []*table
-	// unions are the tables of sets of places met together, made when
-	// first met; the only state the grammar's Matchers share.
+	// What the grammar's Matchers share, made as they meet it, under mu:
+	// unions are the tables of sets of places met together; dfa is the
+	// states met, with their successors and masks. A request's mask is
+	// then most often one another request made.
 	mu     sync.Mutex
 	unions map[string]*table
+	dfa    *stacks
 }
 
 // maxUnions bounds the combined tables a grammar keeps.
 const maxUnions = 4096
+
+// maxStates bounds the states a grammar's DFA keeps: past it, new
+// Matchers start a new one (nested values make states without end).
+const maxStates = 1 << 14
 
 // Stats describes a compiled grammar.
 type Stats struct {
@@ -203,14 +213,17 @@ func (b *Builder) Repeat(name string, item []Elem, min, max int) Elem {
 			tail = b.New(fmt.Sprintf("%s{0,%d}", name, k), Seq(item, Ref(tail)), nil)
 		}
 	}
-	if min == 0 {
-		return Ref(tail)
+	// The items that must come are a chain too, not one sequence: each
+	// item is then followed by the rest of the chain in the same rule,
+	// which is where the tables can see past it.
+	for k := 1; k <= min; k++ {
+		bound := ""
+		if max >= 0 {
+			bound = fmt.Sprint(k + max - min)
+		}
+		tail = b.New(fmt.Sprintf("%s{%d,%s}", name, k, bound), Seq(item, Ref(tail)))
 	}
-	seq := make([]Elem, 0, min*len(item)+1)
-	for range min {
-		seq = append(seq, item...)
-	}
-	return Ref(b.New(fmt.Sprintf("%s{%d,}", name, min), append(seq, Ref(tail))))
+	return Ref(tail)
 }
 
 // Optional is a rule matching seq or nothing.
@@ -247,8 +260,41 @@ func (b *Builder) Build(root int32, v *Vocab) (*Grammar, error) {
 		return nil, err
 	}
 	g.inline()
+	g.classify()
 	g.buildTables()
 	return g, nil
+}
+
+// classify parts the bytes into classes no byte set tells apart: a state
+// steps alike on every byte of a class, so the DFA keeps a successor per
+// class, made once for, say, all the letters a string may hold.
+func (g *Grammar) classify() {
+	// Refine one set at a time: a class splits in two where the set
+	// holds some of its bytes and not others, so there are never more
+	// than 256.
+	n := 1
+	for _, set := range g.sets {
+		var in, all [256]int
+		for c := range 256 {
+			all[g.class[c]]++
+			if set.Has(byte(c)) {
+				in[g.class[c]]++
+			}
+		}
+		var to [256]int // a class split: 1 + the class its bytes in set go to
+		for c := range 256 {
+			k := g.class[c]
+			if !set.Has(byte(c)) || in[k] == all[k] {
+				continue
+			}
+			if to[k] == 0 {
+				to[k] = n + 1
+				n++
+			}
+			g.class[c] = uint8(to[k] - 1)
+		}
+	}
+	g.nclass = n
 }
 
 // maxInlined bounds the alternatives inlining may give a rule.
@@ -274,6 +320,7 @@ func (g *Grammar) inline() {
 		}
 		return true
 	}
+	null := g.nullable() // inlining keeps each rule's language
 	for changed := true; changed; {
 		changed = false
 		for r := range g.rules {
@@ -281,8 +328,13 @@ func (g *Grammar) inline() {
 			grew := false
 			for _, alt := range g.rules[r].alts {
 				expanded := [][]Elem{nil}
-				for _, e := range alt {
-					if e.kind == kRule && e.ref != int32(r) && terminal(e.ref) && len(expanded)*len(g.rules[e.ref].alts) <= maxInlined {
+				for i, e := range alt {
+					// Last in a sequence, a rule is a tail call the tables
+					// see through. A repeat's chain is one (it may match
+					// nothing): inlined, it would make a place per count,
+					// all of them in every state.
+					chain := e.kind == kRule && i == len(alt)-1 && null[e.ref] && len(g.rules[e.ref].alts) > 1
+					if e.kind == kRule && e.ref != int32(r) && !chain && terminal(e.ref) && len(expanded)*len(g.rules[e.ref].alts) <= maxInlined {
 						var next [][]Elem
 						for _, pre := range expanded {
 							for _, talt := range g.rules[e.ref].alts {

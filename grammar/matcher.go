@@ -4,30 +4,37 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 )
 
 // Matcher follows one generation through a grammar. It is not safe for
-// concurrent use; each sequence of a batch has its own.
+// concurrent use; each sequence of a batch has its own. Matchers of one
+// grammar share its states, so they may run in different goroutines.
 type Matcher struct {
 	g      *Grammar
-	s      *stacks
+	s      *stacks // the grammar's DFA when the Matcher started
 	cur    *dstate
-	done   bool      // an end-of-answer token was taken
-	masked []*dstate // the states holding a mask, to bound them
-	walk   state     // scratch: the stacks walked whole
+	done   bool  // an end-of-answer token was taken
+	walk   state // scratch: the stacks walked whole
 	w      walker
 	mask   Mask    // Allow's
 	places []int32 // compute's scratch
 	key    []byte
+	path   []*dstate // check's scratch
 }
 
-// maxCached bounds the masks a Matcher keeps for states it has seen.
-const maxCached = 256
+// maxCached bounds the masks a grammar keeps for the states it has seen.
+const maxCached = 512
 
 // NewMatcher starts a generation at the grammar's root.
 func (g *Grammar) NewMatcher() *Matcher {
-	s := newStacks(g)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.dfa == nil || len(g.dfa.dstates) > maxStates {
+		g.dfa = newStacks(g)
+	}
+	s := g.dfa
 	var st state
 	for a := range g.rules[g.root].alts {
 		st = append(st, s.expand(s.intern(g.root, int32(a), 0, s.accept))...)
@@ -60,6 +67,8 @@ func (m *Matcher) Accept(id int32) error {
 		m.done = true
 		return nil
 	}
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
 	var d *dstate
 	if v.special[id] {
 		d = m.s.dstateOf(m.s.advanceToken(nil, m.cur.st, id))
@@ -91,20 +100,23 @@ func (m *Matcher) Fill(mask Mask) {
 		clear(mask)
 		return
 	}
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
 	if c := m.cur.mask; c != nil {
 		copy(mask, c)
 		return
 	}
 	clear(mask)
 	m.compute(mask)
-	if len(m.masked) >= maxCached {
-		for _, d := range m.masked {
+	s := m.s
+	if len(s.masked) >= maxCached {
+		for _, d := range s.masked {
 			d.mask = nil
 		}
-		m.masked = m.masked[:0]
+		s.masked = s.masked[:0]
 	}
 	m.cur.mask = append(Mask(nil), mask...)
-	m.masked = append(m.masked, m.cur)
+	s.masked = append(s.masked, m.cur)
 }
 
 // compute fills mask from the tables of the stacks' places, combined
@@ -136,12 +148,8 @@ func (m *Matcher) compute(mask Mask) {
 	}
 	if len(m.places) > 0 {
 		t := g.combined(m.places, &m.key)
-		mask.or(t.accepted)
-		for _, id := range t.uncertain {
-			if !mask.Has(id) && m.fits(m.cur, g.vocab.text[id]) {
-				mask.set(id)
-			}
-		}
+		t.addTo(mask)
+		m.check(t, mask)
 	}
 	if len(m.walk) > 0 {
 		v := g.vocab
@@ -150,7 +158,8 @@ func (m *Matcher) compute(mask Mask) {
 }
 
 // combined returns the union of the places' tables, its uncertain tokens
-// without those another place accepts, made once per set of places.
+// without those another place accepts, made once per set of places. The
+// caller holds g.mu.
 func (g *Grammar) combined(places []int32, key *[]byte) *table {
 	slices.Sort(places)
 	places = slices.Compact(places)
@@ -161,24 +170,29 @@ func (g *Grammar) combined(places []int32, key *[]byte) *table {
 	for _, p := range places {
 		*key = binary.AppendUvarint(*key, uint64(p))
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	if t, ok := g.unions[string(*key)]; ok {
 		return t
 	}
-	t := &table{accepted: g.vocab.NewMask()}
+	v := g.vocab
+	t := &table{accepted: v.NewMask()}
 	for _, p := range places {
-		t.accepted.or(g.byPlace[p].accepted)
+		g.byPlace[p].addTo(t.accepted)
 	}
-	seen := g.vocab.NewMask()
+	// Marked by rank, the uncertain tokens come out in the trie's order.
+	seen := make(Mask, (len(v.byRank)+63)/64)
 	for _, p := range places {
 		for _, id := range g.byPlace[p].uncertain {
-			if !t.accepted.Has(id) && !seen.Has(id) {
-				seen.set(id)
-				t.uncertain = append(t.uncertain, id)
+			if !t.accepted.Has(id) {
+				seen.set(v.rank[id])
 			}
 		}
 	}
+	for w, word := range seen {
+		for ; word != 0; word &= word - 1 {
+			t.uncertain = append(t.uncertain, v.byRank[w*64+bits.TrailingZeros64(word)])
+		}
+	}
+	t.sharePrefixes(v)
 	if len(g.unions) >= maxUnions {
 		clear(g.unions)
 	}
@@ -186,14 +200,38 @@ func (g *Grammar) combined(places []int32, key *[]byte) *table {
 	return t
 }
 
-// fits reports whether the bytes can be taken from d.
-func (m *Matcher) fits(d *dstate, text []byte) bool {
-	for _, c := range text {
-		if d = m.s.step(d, c); d == m.s.dead {
-			return false
+// check sets in mask the uncertain tokens of t whose bytes can be taken
+// from the current state. Each token starts from the states of the bytes
+// it shares with the last one stepped, as a walk of their trie would,
+// and a token whose shared bytes failed fails too.
+func (m *Matcher) check(t *table, mask Mask) {
+	v, s := m.g.vocab, m.s
+	path := append(m.path[:0], m.cur) // path[k]: the state after k bytes of the last token stepped
+	failed := -1                      // it failed on its byte failed
+	// shared is what the token shares with the last one stepped: the
+	// least lcp since, the tokens being in order.
+	shared := 0
+	for i, id := range t.uncertain {
+		shared = min(shared, int(t.lcp[i]))
+		if mask.Has(id) || (failed >= 0 && shared > failed) {
+			continue
 		}
+		text := v.text[id]
+		path, failed = path[:shared+1], -1
+		d := path[shared]
+		for k := shared; k < len(text); k++ {
+			if d = s.step(d, text[k]); d == s.dead {
+				failed = k
+				break
+			}
+			path = append(path, d)
+		}
+		if failed < 0 {
+			mask.set(id)
+		}
+		shared = math.MaxInt
 	}
-	return true
+	m.path = path
 }
 
 // walker walks a vocabulary's trie from a state, keeping the state of

@@ -36,7 +36,8 @@ type stacks struct {
 	seen   map[*frame]bool // scratch of expand
 
 	dstates map[string]*dstate
-	dead    *dstate // no stack left
+	dead    *dstate   // no stack left
+	masked  []*dstate // the states holding a mask, to bound them
 	key     []byte
 	scratch state
 }
@@ -44,6 +45,7 @@ type stacks struct {
 func newStacks(g *Grammar) *stacks {
 	s := &stacks{g: g, m: map[frameKey]*frame{}, accept: &frame{rule: -1, id: -1}, exit: &frame{rule: -2, id: -2},
 		seen: map[*frame]bool{}, dstates: map[string]*dstate{}, dead: &dstate{}}
+	s.dead.next = make([]*dstate, g.nclass)
 	for c := range s.dead.next {
 		s.dead.next[c] = s.dead
 	}
@@ -173,9 +175,9 @@ func (st state) has(f *frame) bool { return slices.Contains(st, f) }
 // lazily built DFA.
 type dstate struct {
 	st           state
-	next         [256]*dstate
+	next         []*dstate // by byte class
 	exit, accept bool
-	mask         Mask // a Matcher's mask of the state, when it has made one
+	mask         Mask // the tokens allowed in the state, once a Matcher has made them
 }
 
 // dstateOf interns st.
@@ -190,17 +192,18 @@ func (s *stacks) dstateOf(st state) *dstate {
 	if d, ok := s.dstates[string(s.key)]; ok {
 		return d
 	}
-	d := &dstate{st: append(state(nil), st...), exit: st.has(s.exit), accept: st.has(s.accept)}
+	d := &dstate{st: append(state(nil), st...), next: make([]*dstate, s.g.nclass), exit: st.has(s.exit), accept: st.has(s.accept)}
 	s.dstates[string(s.key)] = d
 	return d
 }
 
 // step is the state after byte c; s.dead when there is none.
 func (s *stacks) step(d *dstate, c byte) *dstate {
-	if n := d.next[c]; n != nil {
+	k := s.g.class[c]
+	if n := d.next[k]; n != nil {
 		return n
 	}
 	n := s.dstateOf(s.advanceByte(s.scratch[:0], d.st, c))
-	d.next[c] = n
+	d.next[k] = n
 	return n
 }

@@ -1,11 +1,46 @@
 package grammar
 
+import "math/bits"
+
 // table is what a place in a rule accepts whatever the stack below it:
 // the tokens accepted there for sure, and those that leave the rule with
 // bytes still to match, which only the stack can decide.
 type table struct {
-	accepted  Mask
-	uncertain []int32
+	accepted  Mask    // nil when few are: they are in few
+	few       []int32 // the accepted tokens, when there are no more than maxFew
+	uncertain []int32 // in the trie's order
+	// lcp[i] is the length of the prefix uncertain[i] shares with the
+	// token before it, so a check need not compare bytes to know it.
+	lcp []uint16
+}
+
+// sharePrefixes fills lcp.
+func (t *table) sharePrefixes(v *Vocab) {
+	t.lcp = make([]uint16, len(t.uncertain))
+	var prev []byte
+	for i, id := range t.uncertain {
+		text := v.text[id]
+		n := 0
+		for n < len(prev) && n < len(text) && prev[n] == text[n] {
+			n++
+		}
+		t.lcp[i], prev = uint16(n), text
+	}
+}
+
+// maxFew is where a list of accepted tokens is as quick to set in a mask
+// as a mask to OR into it. Most places accept a few tokens (a keyword, an
+// indent, a digit) and a state may hold dozens of them.
+const maxFew = 2048
+
+// addTo sets the table's accepted tokens in mask.
+func (t *table) addTo(mask Mask) {
+	if t.accepted != nil {
+		mask.or(t.accepted)
+	}
+	for _, id := range t.few {
+		mask.set(id)
+	}
 }
 
 // maxUncertain bounds a table's uncertain tokens; a place with more is
@@ -16,13 +51,13 @@ const maxUncertain = 6000
 // set.
 func (g *Grammar) buildTables() {
 	g.stats.Rules = len(g.rules)
-	follow := g.follow()
+	reach := g.reachable()
+	follow := g.follow(reach)
 	s := newStacks(g)
 	var w walker
 	g.tables = make([][][]*table, len(g.rules))
 	g.placeID = make([][][]int32, len(g.rules))
 	g.unions = map[string]*table{}
-	reach := g.reachable()
 	for r, ru := range g.rules {
 		if !reach[r] {
 			continue
@@ -84,6 +119,15 @@ func (g *Grammar) buildTable(s *stacks, w *walker, f *frame, follow *ByteSet) *t
 	})
 	if tooMany {
 		return nil
+	}
+	t.sharePrefixes(v)
+	if t.accepted.Count() <= maxFew {
+		for w, word := range t.accepted {
+			for ; word != 0; word &= word - 1 {
+				t.few = append(t.few, int32(w*64+bits.TrailingZeros64(word)))
+			}
+		}
+		t.accepted = nil
 	}
 	return t
 }
@@ -154,13 +198,17 @@ func orSet(dst, src *ByteSet) {
 
 // follow returns, for each rule, the bytes that can come right after it
 // anywhere in the grammar.
-func (g *Grammar) follow() []ByteSet {
+func (g *Grammar) follow(reach []bool) []ByteSet {
 	null := g.nullable()
 	first := g.first(null)
 	follow := make([]ByteSet, len(g.rules))
 	for changed := true; changed; {
 		changed = false
 		for r, ru := range g.rules {
+			if !reach[r] {
+				// What an unused rule calls may not follow in this grammar.
+				continue
+			}
 			for _, alt := range ru.alts {
 				for i, e := range alt {
 					if e.kind != kRule {

@@ -25,6 +25,11 @@ type Vocab struct {
 	nend []int32
 	ntok []int32
 	dups map[int32][]int32
+	// byRank is the ordinary tokens in the trie's order (by their bytes),
+	// rank the inverse (-1 for the others): lists kept in this order share
+	// each token's prefix with the one before.
+	byRank []int32
+	rank   []int32
 }
 
 // NewVocab makes a vocabulary of size ids: text[id] is the bytes of an
@@ -80,6 +85,16 @@ func NewVocab(size int, text [][]byte, special []int32, eos []int32) *Vocab {
 	}
 	for _, n := range path {
 		v.nend[n] = int32(len(v.nb))
+	}
+	v.rank = make([]int32, size)
+	for i := range v.rank {
+		v.rank[i] = -1
+	}
+	for n := range int32(len(v.nb)) {
+		v.tokensAt(n, func(id int32) {
+			v.rank[id] = int32(len(v.byRank))
+			v.byRank = append(v.byRank, id)
+		})
 	}
 	return v
 }
