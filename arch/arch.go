@@ -74,7 +74,31 @@ func (t *Tensor) K() int { return int(t.Shape[len(t.Shape)-1]) }
 // iterator because num_hidden_layers may come from a hostile file, and a
 // list of every layer's tensors would be built before the first problem
 // is found.
+//
+// An embedding model's checkpoint is the bare Qwen3Model, as
+// Qwen3-Embedding ships: its tensors are named without "model.", and it
+// has no LM head.
 func Tensors(a Arch, c *format.Config) iter.Seq[Tensor] {
+	all := tensors(a, c)
+	if !c.Embedding {
+		return all
+	}
+	return func(yield func(Tensor) bool) {
+		for t := range all {
+			if t.Section == format.SecLMHead {
+				return
+			}
+			for i, name := range t.HF {
+				t.HF[i] = strings.TrimPrefix(name, "model.")
+			}
+			if !yield(t) {
+				return
+			}
+		}
+	}
+}
+
+func tensors(a Arch, c *format.Config) iter.Seq[Tensor] {
 	return func(yield func(Tensor) bool) {
 		h, v := uint64(c.Hidden), uint64(c.Vocab)
 		if !yield(Tensor{Section: format.SecEmbed, HF: []string{"model.embed_tokens.weight"}, Shape: []uint64{v, h}, Role: format.SecEmbed, Layer: -1}) {
@@ -157,6 +181,11 @@ func Build(c *format.Config, mode string, tokens int, types map[string]format.DT
 	}
 	fn := g.NewTensor("final_norm", 1, c.Hidden)
 	g.AddOp(graph.Op{Kind: graph.RMSNorm, Layer: -1, Weight: format.SecNorm, LastRow: true, In: []int{b.X}, Out: fn})
+	if c.Embedding {
+		// The output is the last token's final-norm hidden state.
+		g.Logits = fn
+		return g, nil
+	}
 	g.Logits = g.NewTensor("logits", 1, c.Vocab)
 	g.AddMatMul(graph.Op{Kind: graph.MatMul, Layer: -1, Weight: format.SecLMHead, In: []int{fn}, Out: g.Logits})
 	return g, nil

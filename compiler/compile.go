@@ -134,6 +134,9 @@ func plan(ck *Checkpoint, opts Options) (*format.Header, []section, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", ck.file("config.json"), err)
 	}
+	if err := setEmbedding(ck, &cfg); err != nil {
+		return nil, nil, err
+	}
 	gen, err := parseGeneration(ck.GenerationJSON, cfg.Vocab)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", ck.file("generation_config.json"), err)
@@ -151,7 +154,7 @@ func plan(ck *Checkpoint, opts Options) (*format.Header, []section, error) {
 		}
 		if t.Section == format.SecEmbed {
 			switch {
-			case cfg.TieEmbeddings && headType.Quantized():
+			case cfg.TieEmbeddings && headType.Quantized() && !cfg.Embedding:
 				// A quantized file stores a tied embedding once: the
 				// lookup reads the head (SPEC.md, "The embedding of a
 				// quantized file").

@@ -16,8 +16,9 @@ const (
 	// Magic opens every .qbin file.
 	Magic = "QWENBIN\x00"
 	// Version is the format version this code writes; it also reads
-	// version 1 (no experts block) and 2 (no RoPE scaling block), SPEC.md.
-	Version = 3
+	// version 1 (no experts block), 2 (no RoPE scaling block) and 3 (no
+	// model kind block), SPEC.md.
+	Version = 4
 	// PreambleSize is the fixed size of the preamble at offset 0.
 	PreambleSize = 64
 	// Alignment is the boundary every section starts on.
@@ -136,6 +137,13 @@ type Config struct {
 	QKVBias       bool // qwen2: biases on the q, k and v projections
 	MoE           MoE
 	RopeScaling   RopeScaling
+	// Embedding says the model embeds text: it has no LM head, and its
+	// output is the final-norm hidden state of an input's last token
+	// (Qwen3-Embedding).
+	Embedding bool
+	// Append is the tokens the tokenizer's post-processor appends to every
+	// input (Qwen3-Embedding's <|endoftext|>).
+	Append []int32
 }
 
 // RopeScaling stretches RoPE beyond the trained context (config.json's

@@ -38,6 +38,15 @@ func TestHeaderRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(f.Header, h2) {
 		t.Fatal("header changed through a marshal round trip")
 	}
+	// The model kind block (version 4).
+	f.Header.Config.Embedding, f.Header.Config.Append = true, []int32{151643, 7}
+	h3, err := format.UnmarshalHeader(format.MarshalHeader(f.Header))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(f.Header, h3) {
+		t.Fatal("an embedding model's header changed through a marshal round trip")
+	}
 }
 
 // Every truncation of the file, and a flip of every byte of the preamble

@@ -51,6 +51,13 @@ func MarshalHeader(h *Header) []byte {
 	e.f64(rs.AttentionFactor)
 	e.f64(rs.BetaFast)
 	e.f64(rs.BetaSlow)
+	e.bool(c.Embedding)
+	e.u8(0)
+	e.u16(0)
+	e.u32(uint32(len(c.Append)))
+	for _, id := range c.Append {
+		e.i32(id)
+	}
 
 	g := &h.Generation
 	e.u32(uint32(len(g.EOS)))
@@ -147,6 +154,17 @@ func unmarshalHeader(b []byte, version uint32) (*Header, error) {
 		rs.AttentionFactor = d.f64()
 		rs.BetaFast = d.f64()
 		rs.BetaSlow = d.f64()
+	}
+	if version >= 4 {
+		c.Embedding = d.bool("config.embedding")
+		d.zero("config.kind", 3)
+		n := d.count("config.append", 4)
+		if n > 16 {
+			d.fail("config.append: %d ids, at most 16", n)
+		}
+		for i := 0; i < n && d.err == nil; i++ {
+			c.Append = append(c.Append, d.i32())
+		}
 	}
 
 	g := &h.Generation

@@ -18,6 +18,14 @@ func Validate(h *Header, headerSize int, fileSize uint64) error {
 			return fmt.Errorf("generation: eos id %d outside the vocabulary [0, %d)", id, c.Vocab)
 		}
 	}
+	for _, id := range c.Append {
+		switch {
+		case !c.Embedding:
+			return fmt.Errorf("config.append: %v, but only an embedding model's inputs take appended tokens", c.Append)
+		case id < 0 || int(id) >= c.Vocab:
+			return fmt.Errorf("config.append: id %d outside the vocabulary [0, %d)", id, c.Vocab)
+		}
+	}
 	if err := validateSections(h.Sections, DataStart(headerSize), fileSize); err != nil {
 		return err
 	}

@@ -10,6 +10,9 @@ type Seq struct {
 	Tokens  []int32
 	// Logits asks for the logits of the last of Tokens (Runner.Logits).
 	Logits bool
+	// Rows, with Logits, asks for just these rows of the LM head, in this
+	// order, rather than the vocabulary's: a reranker's "yes" and "no".
+	Rows []int32
 }
 
 // Step runs one forward step over the tokens of several sessions at once:
@@ -40,6 +43,13 @@ func (r *Runner) Step(seqs []Seq) error {
 		}
 		total += len(sq.Tokens)
 	}
+	for i, sq := range seqs {
+		for _, id := range sq.Rows {
+			if id < 0 || int(id) >= r.m.Config.Vocab || r.m.Config.Embedding {
+				return fmt.Errorf("step: sequence %d: head row %d: not a row of this model's head", i, id)
+			}
+		}
+	}
 	if total == 0 || total > r.m.MaxPrefill() {
 		return fmt.Errorf("step: %d tokens, want 1 to %d", total, r.m.MaxPrefill())
 	}
@@ -49,9 +59,9 @@ func (r *Runner) Step(seqs []Seq) error {
 	for _, sq := range seqs {
 		s := sq.Session
 		s.KV.Reserve(len(s.tokens) + len(sq.Tokens))
-		r.segs = append(r.segs, segment{kv: s.KV, row0: len(r.batchTokens), n: len(sq.Tokens), pos: len(s.tokens), wantLogit: sq.Logits})
+		r.segs = append(r.segs, segment{kv: s.KV, row0: len(r.batchTokens), n: len(sq.Tokens), pos: len(s.tokens), wantLogit: sq.Logits, rows: sq.Rows})
 		r.batchTokens = append(r.batchTokens, sq.Tokens...)
-		if sq.Logits {
+		if sq.Logits && sq.Rows == nil {
 			want++
 		}
 	}
@@ -74,25 +84,42 @@ func (r *Runner) Logits(i int) []float32 {
 	if i < 0 || i >= len(r.segs) || !r.segs[i].wantLogit {
 		return nil
 	}
-	vocab := r.m.Config.Vocab
+	if sg := &r.segs[i]; sg.rows != nil {
+		return sg.rowLogits
+	}
+	w := r.m.OutputWidth()
 	j := r.logitRow[i]
-	return r.batchLogits[j*vocab : (j+1)*vocab]
+	return r.batchLogits[j*w : (j+1)*w]
+}
+
+// OutputWidth is the width of a step's output row: the vocabulary's
+// logits, or for an embedding model the final-norm hidden state.
+func (m *Model) OutputWidth() int {
+	if m.Config.Embedding {
+		return m.Config.Hidden
+	}
+	return m.Config.Vocab
 }
 
 // logitsOf computes the logits of the last row of every segment that asked,
 // from the residual stream x of the step, headRows rows at a time.
 func (r *Runner) logitsOf(x []float32, want int) {
 	m := r.m
-	h, vocab := m.Config.Hidden, m.Config.Vocab
-	if need := want * vocab; cap(r.batchLogits) < need {
+	h, w := m.Config.Hidden, m.OutputWidth()
+	if need := want * w; cap(r.batchLogits) < need {
 		r.batchLogits = make([]float32, need)
 	}
-	r.batchLogits = r.batchLogits[:want*vocab]
+	r.batchLogits = r.batchLogits[:want*w]
 	r.logitRow = r.logitRow[:0]
 	rows := r.gather[:0]
-	for _, sg := range r.segs {
-		if !sg.wantLogit {
+	for i := range r.segs {
+		sg := &r.segs[i]
+		if !sg.wantLogit || sg.rows != nil {
 			r.logitRow = append(r.logitRow, -1)
+			if sg.wantLogit {
+				last := sg.row0 + sg.n - 1
+				sg.rowLogits = r.headRows(sg.rowLogits[:0], x[last*h:(last+1)*h], sg.rows)
+			}
 			continue
 		}
 		r.logitRow = append(r.logitRow, len(rows)/h)

@@ -51,6 +51,8 @@ type segment struct {
 	row0, n   int
 	pos       int
 	wantLogit bool
+	rows      []int32   // the head rows asked for, or nil: all
+	rowLogits []float32 // their logits
 }
 
 // NewRunner makes a Runner for the model with its own worker pool and

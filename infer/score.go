@@ -3,6 +3,7 @@ package infer
 import (
 	"fmt"
 
+	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/graph"
 	"github.com/qwenc/qwenc/kernels"
 )
@@ -67,24 +68,23 @@ func (run *Runner) headLogits(hidden []float32, fn func(r int, logits []float32)
 }
 
 // headInto writes the logits of rows of hidden states into dst (rows x
-// vocab), the final norm and the LM head applied headRows rows at a time.
+// vocab), the final norm and the LM head applied headRows rows at a time;
+// for an embedding model, the final-norm states (rows x hidden).
 func (run *Runner) headInto(dst, hidden []float32) {
 	m := run.m
 	c := &m.Config
 	h, vocab := c.Hidden, c.Vocab
-	// The LM head is the last op of every program; the final norm, the
-	// last norm outside the layers, comes before it.
-	ops := m.prefill.ops
-	head := &ops[len(ops)-1]
-	var norm *boundOp
-	for i := len(ops) - 1; norm == nil; i-- {
-		if ops[i].Kind == graph.RMSNorm && ops[i].Layer < 0 {
-			norm = &ops[i]
-		}
-	}
-	sc := run.headScratch()
+	norm, head := m.headOps()
 	eps := float32(c.RMSNormEps)
 	total := len(hidden) / h
+	if c.Embedding {
+		// No head: the output is the final norm's.
+		for r := range total {
+			run.k.RMSNorm(dst[r*h:(r+1)*h], hidden[r*h:(r+1)*h], norm.w32, eps)
+		}
+		return
+	}
+	sc := run.headScratch()
 	for r0 := 0; r0 < total; r0 += headRows {
 		rows := min(headRows, total-r0)
 		for r := range rows {
@@ -109,4 +109,42 @@ func (run *Runner) headScratch() *headScratch {
 		sc.xq = make([]byte, headRows*kernels.QActRowBytes(h))
 	}
 	return sc
+}
+
+// headRows appends to dst the logits of just the given rows of the LM head
+// for one hidden state: the final norm, then each row decoded from its
+// tile and dotted in float32. A reranker needs two of the 151,669.
+func (run *Runner) headRows(dst, hidden []float32, rows []int32) []float32 {
+	m := run.m
+	c := &m.Config
+	h := c.Hidden
+	norm, head := m.headOps()
+	sc := run.headScratch()
+	xn, w := sc.xn[:h], sc.xn[h:2*h]
+	run.k.RMSNorm(xn, hidden, norm.w32, float32(c.RMSNormEps))
+	tb := head.w.typ.TileBytes(h)
+	for _, id := range rows {
+		tile := int(id) / format.TileRows
+		head.w.typ.DequantizeRow(w, head.w.tiles[tile*tb:(tile+1)*tb], int(id)%format.TileRows, h)
+		var sum float64
+		for j := range h {
+			sum += float64(xn[j]) * float64(w[j])
+		}
+		dst = append(dst, float32(sum))
+	}
+	return dst
+}
+
+// headOps returns the final norm and the LM head of the prefill program:
+// the head is the last op of every program, and the final norm, the last
+// norm outside the layers, comes before it (an embedding model's last op).
+func (m *Model) headOps() (norm, head *boundOp) {
+	ops := m.prefill.ops
+	head = &ops[len(ops)-1]
+	for i := len(ops) - 1; norm == nil; i-- {
+		if ops[i].Kind == graph.RMSNorm && ops[i].Layer < 0 {
+			norm = &ops[i]
+		}
+	}
+	return norm, head
 }

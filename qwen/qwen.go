@@ -162,6 +162,8 @@ var (
 	// ErrNoChatTemplate: a request with Messages to a model without a chat
 	// template.
 	ErrNoChatTemplate = errors.New("this model has no chat template: give it a raw Prompt")
+	// ErrEmbeddingModel: a generation request to an embedding model.
+	ErrEmbeddingModel = errors.New("this is an embedding model: it embeds text and does not generate")
 )
 
 // PromptTooLongError is a prompt longer than the context.

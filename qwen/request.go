@@ -208,6 +208,9 @@ func (m *Model) RenderPrompt(req Request) (string, error) {
 
 // prepare checks a request and makes it ready for the engine.
 func (m *Model) prepare(r *Request) (prompt, error) {
+	if m.m.Config.Embedding {
+		return prompt{}, ErrEmbeddingModel
+	}
 	ids, isChat, err := m.encode(r, true)
 	if err != nil {
 		return prompt{}, err

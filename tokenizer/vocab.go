@@ -390,8 +390,11 @@ func checkPipeline(hf *hfTokenizerJSON) error {
 	if !ok {
 		return fmt.Errorf("tokenizer.json: pre_tokenizer %s is not supported: only Split(Qwen2 pattern, Isolated) then ByteLevel(add_prefix_space=false, use_regex=false) is implemented", pre.describe())
 	}
-	if post != nil && post.Type != "ByteLevel" {
-		return fmt.Errorf("tokenizer.json: post_processor %s is not supported: it would add tokens; only ByteLevel (offsets only) is", post.describe())
+	// TemplateProcessing adds tokens to every input; the encoder does not,
+	// and the compiler records what it appends for the models whose
+	// inputs take it (Qwen3-Embedding's <|endoftext|>).
+	if post != nil && post.Type != "ByteLevel" && post.Type != "TemplateProcessing" && post.Type != "Sequence" {
+		return fmt.Errorf("tokenizer.json: post_processor %s is not supported: only ByteLevel and TemplateProcessing are", post.describe())
 	}
 	return nil
 }

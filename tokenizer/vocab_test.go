@@ -130,8 +130,8 @@ func TestLoadHFErrors(t *testing.T) {
 		{"pattern", func(d map[string]any) {
 			d["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)[0].(map[string]any)["pattern"] = map[string]any{"Regex": `\s+`}
 		}, "pre_tokenizer Sequence[Split, ByteLevel] is not supported"},
-		{"template", func(d map[string]any) { d["post_processor"] = map[string]any{"type": "TemplateProcessing"} },
-			"post_processor TemplateProcessing is not supported"},
+		{"bert", func(d map[string]any) { d["post_processor"] = map[string]any{"type": "BertProcessing"} },
+			"post_processor BertProcessing is not supported"},
 		{"normalizer", func(d map[string]any) { d["normalizer"] = map[string]any{"type": "NFKC"} },
 			"normalizer NFKC is not supported"},
 		{"byte fallback", func(d map[string]any) { model(d)["byte_fallback"] = true }, "model.byte_fallback"},

@@ -149,6 +149,7 @@ func printJSON(w io.Writer, h *format.Header, version uint32, rep format.MemoryR
 			"moe_intermediate_size": c.MoE.ExpertWidth, "norm_topk_prob": c.MoE.NormTopK,
 			"sparse_layers": sparseLayers(&c),
 			"rope_scaling":  ropeScalingJSON(&c), "max_context": c.MaxContext(),
+			"embedding": c.Embedding, "append": c.Append,
 		},
 		"generation":  h.Generation,
 		"chat_family": h.ChatFamily,
@@ -175,7 +176,10 @@ func sizeInText(n uint64) string {
 func printText(w io.Writer, h *format.Header, rep format.MemoryReport) {
 	c := h.Config
 	tie := "untied head"
-	if c.TieEmbeddings {
+	switch {
+	case c.Embedding:
+		tie = fmt.Sprintf("no head: an embedding model, each input followed by %v", c.Append)
+	case c.TieEmbeddings:
 		tie = "tied head"
 	}
 	fmt.Fprintf(w, "model: %s, hidden %d, FFN %d, %d layers, %d heads x %d, %d KV heads, vocab %d, %s\n",

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/synth"
 )
 
@@ -164,7 +165,7 @@ func TestInspectMoE(t *testing.T) {
 	if err := json.Unmarshal([]byte(js), &r); err != nil || code != 0 {
 		t.Fatalf("exit %d, %v", code, err)
 	}
-	if r.FormatVersion != 3 || r.Config.Experts != 4 || r.Config.PerToken != 2 || !slices.Equal(r.Config.SparseLayers, []int{0, 2}) {
+	if r.FormatVersion != format.Version || r.Config.Experts != 4 || r.Config.PerToken != 2 || !slices.Equal(r.Config.SparseLayers, []int{0, 2}) {
 		t.Errorf("version %d, config %+v", r.FormatVersion, r.Config)
 	}
 	var params, active, decode uint64

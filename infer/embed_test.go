@@ -1,0 +1,154 @@
+package infer
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"testing"
+
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/internal/testmodel"
+	"github.com/qwenc/qwenc/kernels"
+)
+
+type embedCase struct {
+	Text      string    `json:"text"`
+	IDs       []int32   `json:"ids"`
+	Embedding []float64 `json:"embedding"`
+}
+
+type rerankCase struct {
+	Name      string  `json:"name"`
+	IDs       []int32 `json:"ids"`
+	LogitYes  float64 `json:"logit_yes"`
+	LogitNo   float64 `json:"logit_no"`
+	Score     float64 `json:"score"`
+	Query     string  `json:"query"`
+	Document  string  `json:"document"`
+	Instructn *string `json:"instruction"`
+}
+
+func readCases[T any](t *testing.T, model, file string) []T {
+	b, err := os.ReadFile(testmodel.Testdata(t, model, "expected", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct{ Cases []T }
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Cases
+}
+
+func cosine(a []float32, b []float64) float64 {
+	var ab, aa, bb float64
+	for i := range b {
+		ab += float64(a[i]) * b[i]
+		aa += float64(a[i]) * float64(a[i])
+		bb += b[i] * b[i]
+	}
+	return ab / math.Sqrt(aa*bb)
+}
+
+// stepAll runs the sequences in one batched step, each in its own
+// session, and returns each one's output row.
+func stepAll(t *testing.T, m *Model, r *Runner, seqs [][]int32, rows []int32) [][]float32 {
+	t.Helper()
+	var ss []Seq
+	for _, ids := range seqs {
+		s, err := m.NewSession(len(ids))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss = append(ss, Seq{Session: s, Tokens: ids, Logits: true, Rows: rows})
+	}
+	if err := r.Step(ss); err != nil {
+		t.Fatal(err)
+	}
+	out := make([][]float32, len(ss))
+	for i := range ss {
+		out[i] = append([]float32(nil), r.Logits(i)...)
+	}
+	return out
+}
+
+// TestEmbeddingReference: the final-norm hidden state of the last token
+// (the appended <|endoftext|>), for inputs of uneven lengths in one
+// batched step, is the float64 reference's direction: cosine 0.9999 with
+// f16 weights, 0.999 with q8 (the issue's goals), 0.975 with q4 (measured
+// 0.9815: one q4 block per row of this 64-wide model). Each alone gives
+// the same as in the batch.
+func TestEmbeddingReference(t *testing.T) {
+	cases := readCases[embedCase](t, "tiny-emb", "embeddings.json")
+	var seqs [][]int32
+	for _, c := range cases {
+		seqs = append(seqs, c.IDs)
+	}
+	for _, tc := range []struct {
+		typ format.DType
+		min float64
+	}{{format.F16, 0.9999}, {format.Q8, 0.999}, {format.Q4, 0.975}} {
+		for _, k := range kernels.SupportedPaths() {
+			m := openModel(t, compileBundledAs(t, "tiny-emb", tc.typ), k, 2)
+			if !m.Config.Embedding || m.OutputWidth() != m.Config.Hidden {
+				t.Fatalf("%s: not an embedding model: %+v", tc.typ, m.Config)
+			}
+			r := m.NewRunner(Options{Threads: 2, Kernels: k})
+			defer r.Close()
+			batch := stepAll(t, m, r, seqs, nil)
+			worst := 1.0
+			for i, c := range cases {
+				cos := cosine(batch[i], c.Embedding)
+				worst = min(worst, cos)
+				if cos < tc.min {
+					t.Errorf("%s %s, %q: cosine %.6f, want >= %g", tc.typ, k, c.Text, cos, tc.min)
+				}
+				alone := stepAll(t, m, r, seqs[i:i+1], nil)[0]
+				for j := range alone {
+					if d := math.Abs(float64(alone[j] - batch[i][j])); d > 1e-4*(1+math.Abs(float64(alone[j]))) {
+						t.Fatalf("%s %s, %q: value %d alone %g, in the batch %g", tc.typ, k, c.Text, j, alone[j], batch[i][j])
+					}
+				}
+			}
+			t.Logf("%s %s: worst cosine %.7f over %d inputs", tc.typ, k, worst, len(cases))
+		}
+	}
+}
+
+// TestRerankReference: the logits of just the "yes" and "no" rows of the
+// head give Qwen3-Reranker's score within 0.005 of the float64
+// reference's with f16 and q8 weights, 0.015 with q4 (measured 0.008), all
+// cases in one batched step.
+func TestRerankReference(t *testing.T) {
+	const yes, no = 9693, 2152
+	cases := readCases[rerankCase](t, "tiny-rerank", "rerank.json")
+	var seqs [][]int32
+	for _, c := range cases {
+		seqs = append(seqs, c.IDs)
+	}
+	for _, typ := range []format.DType{format.F16, format.Q8, format.Q4} {
+		tol := 0.005
+		if typ == format.Q4 {
+			tol = 0.015
+		}
+		for _, k := range kernels.SupportedPaths() {
+			m := openModel(t, compileBundledAs(t, "tiny-rerank", typ), k, 2)
+			r := m.NewRunner(Options{Threads: 2, Kernels: k})
+			defer r.Close()
+			out := stepAll(t, m, r, seqs, []int32{yes, no})
+			full := stepAll(t, m, r, seqs[:1], nil)[0]
+			if d := math.Abs(float64(out[0][0] - full[yes])); d > 0.01 {
+				t.Errorf("%s %s: the yes row alone %g, of the full head %g", typ, k, out[0][0], full[yes])
+			}
+			worst := 0.0
+			for i, c := range cases {
+				score := 1 / (1 + math.Exp(float64(out[i][1]-out[i][0])))
+				worst = max(worst, math.Abs(score-c.Score))
+				if d := math.Abs(score - c.Score); d > tol {
+					t.Errorf("%s %s, %s: score %.5f, the reference %.5f", typ, k, c.Name, score, c.Score)
+				}
+			}
+			t.Logf("%s %s: worst score error %.5f over %d cases", typ, k, worst, len(cases))
+		}
+	}
+}
