@@ -1,54 +1,13 @@
 package infer
 
 import (
-	"encoding/json"
 	"math"
-	"os"
 	"testing"
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/testmodel"
 	"github.com/qwenc/qwenc/kernels"
 )
-
-type embedCase struct {
-	Text      string    `json:"text"`
-	IDs       []int32   `json:"ids"`
-	Embedding []float64 `json:"embedding"`
-}
-
-type rerankCase struct {
-	Name      string  `json:"name"`
-	IDs       []int32 `json:"ids"`
-	LogitYes  float64 `json:"logit_yes"`
-	LogitNo   float64 `json:"logit_no"`
-	Score     float64 `json:"score"`
-	Query     string  `json:"query"`
-	Document  string  `json:"document"`
-	Instructn *string `json:"instruction"`
-}
-
-func readCases[T any](t *testing.T, model, file string) []T {
-	b, err := os.ReadFile(testmodel.Testdata(t, model, "expected", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r struct{ Cases []T }
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatal(err)
-	}
-	return r.Cases
-}
-
-func cosine(a []float32, b []float64) float64 {
-	var ab, aa, bb float64
-	for i := range b {
-		ab += float64(a[i]) * b[i]
-		aa += float64(a[i]) * float64(a[i])
-		bb += b[i] * b[i]
-	}
-	return ab / math.Sqrt(aa*bb)
-}
 
 // stepAll runs the sequences in one batched step, each in its own
 // session, and returns each one's output row.
@@ -79,7 +38,7 @@ func stepAll(t *testing.T, m *Model, r *Runner, seqs [][]int32, rows []int32) []
 // 0.9815: one q4 block per row of this 64-wide model). Each alone gives
 // the same as in the batch.
 func TestEmbeddingReference(t *testing.T) {
-	cases := readCases[embedCase](t, "tiny-emb", "embeddings.json")
+	cases := testmodel.ReadCases[testmodel.EmbedCase](t, testmodel.Testdata(t, "tiny-emb", "expected", "embeddings.json"))
 	var seqs [][]int32
 	for _, c := range cases {
 		seqs = append(seqs, c.IDs)
@@ -98,7 +57,7 @@ func TestEmbeddingReference(t *testing.T) {
 			batch := stepAll(t, m, r, seqs, nil)
 			worst := 1.0
 			for i, c := range cases {
-				cos := cosine(batch[i], c.Embedding)
+				cos := testmodel.Cosine(batch[i], c.Embedding)
 				worst = min(worst, cos)
 				if cos < tc.min {
 					t.Errorf("%s %s, %q: cosine %.6f, want >= %g", tc.typ, k, c.Text, cos, tc.min)
@@ -121,7 +80,7 @@ func TestEmbeddingReference(t *testing.T) {
 // cases in one batched step.
 func TestRerankReference(t *testing.T) {
 	const yes, no = 9693, 2152
-	cases := readCases[rerankCase](t, "tiny-rerank", "rerank.json")
+	cases := testmodel.ReadCases[testmodel.RerankCase](t, testmodel.Testdata(t, "tiny-rerank", "expected", "rerank.json"))
 	var seqs [][]int32
 	for _, c := range cases {
 		seqs = append(seqs, c.IDs)

@@ -3,8 +3,12 @@ package qwen_test
 import (
 	"context"
 	"errors"
+	"math"
+	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/qwenc/qwenc/internal/testmodel"
 	"github.com/qwenc/qwenc/qwen"
 )
 
@@ -22,5 +26,148 @@ func TestEmbeddingModelDoesNotGenerate(t *testing.T) {
 			}
 			break
 		}
+	}
+}
+
+// TestEmbedReference: texts embedded together through the engine are the
+// float64 reference's vectors (f16: cosine 0.9999), their tokens the
+// reference's (the post-processor's <|endoftext|> appended, special-token
+// text kept as text); each alone is what it is in the batch; token inputs
+// that already end with <|endoftext|> get it once; dimensions keep the
+// first values, renormalised.
+func TestEmbedReference(t *testing.T) {
+	m := open(t, "tiny-emb.qbin", qwen.WithParallel(2))
+	cases := testmodel.ReadCases[testmodel.EmbedCase](t, filepath.Join(qwen.Testdata(), "tiny-emb", "expected", "embeddings.json"))
+	var texts []string
+	var tokens [][]int32
+	want := 0
+	for _, c := range cases {
+		texts = append(texts, c.Text)
+		tokens = append(tokens, c.IDs)
+		want += len(c.IDs)
+	}
+	ctx := context.Background()
+	got, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: texts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.PromptTokens != want {
+		t.Errorf("prompt tokens %d, the reference's %d", got.PromptTokens, want)
+	}
+	byTokens, err := m.Embed(ctx, qwen.EmbedRequest{Tokens: tokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if byTokens.PromptTokens != want {
+		t.Errorf("token inputs ending in <|endoftext|>: %d tokens, want %d", byTokens.PromptTokens, want)
+	}
+	for i, c := range cases {
+		if cos := testmodel.Cosine(got.Vectors[i], c.Embedding); cos < 0.9999 {
+			t.Errorf("%q: cosine %.6f", c.Text, cos)
+		}
+		if cos := testmodel.Cosine(byTokens.Vectors[i], c.Embedding); cos < 0.9999 {
+			t.Errorf("%q as tokens: cosine %.6f", c.Text, cos)
+		}
+		alone, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: texts[i : i+1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, v := range alone.Vectors[0] {
+			if math.Abs(float64(v-got.Vectors[i][j])) > 1e-5 {
+				t.Fatalf("%q: value %d alone %g, together %g", c.Text, j, v, got.Vectors[i][j])
+			}
+		}
+		const d = 16
+		short, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: texts[i : i+1], Dimensions: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cos := testmodel.Cosine(short.Vectors[0], c.Embedding[:d]); len(short.Vectors[0]) != d || cos < 0.9999 {
+			t.Errorf("%q to %d dimensions: %d values, cosine %.6f", c.Text, d, len(short.Vectors[0]), cos)
+		}
+	}
+	// The instruction form of a query is the reference's second case.
+	q, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: []string{"What is the capital of China?"}, Instruct: "Given a web search query, retrieve relevant passages that answer the query"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(cases[1].Text, "Instruct: ") || testmodel.Cosine(q.Vectors[0], cases[1].Embedding) < 0.9999 {
+		t.Errorf("the query in instruction form: cosine %.6f with %q", testmodel.Cosine(q.Vectors[0], cases[1].Embedding), cases[1].Text)
+	}
+}
+
+// TestRerankReference: Qwen3-Reranker's prompt, token for token, and its
+// scores within 0.005 of the float64 reference's, the documents in order
+// of score.
+func TestRerankReference(t *testing.T) {
+	m := open(t, "tiny-rerank.qbin")
+	ctx := context.Background()
+	for _, c := range testmodel.ReadCases[testmodel.RerankCase](t, filepath.Join(qwen.Testdata(), "tiny-rerank", "expected", "rerank.json")) {
+		req := qwen.RerankRequest{Query: c.Query, Documents: []string{c.Document}}
+		if c.Instruction != nil {
+			req.Instruct = *c.Instruction
+		}
+		r, err := m.Rerank(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.PromptTokens != len(c.IDs) {
+			t.Errorf("%s: %d prompt tokens, the reference's %d", c.Name, r.PromptTokens, len(c.IDs))
+		}
+		if d := math.Abs(r.Results[0].Score - c.Score); d > 0.005 {
+			t.Errorf("%s: score %.5f, the reference's %.5f", c.Name, r.Results[0].Score, c.Score)
+		}
+	}
+	docs := []string{"Gravity is a force.", "The capital of China is Beijing.", "", "Beijing is in China."}
+	r, err := m.Rerank(ctx, qwen.RerankRequest{Query: "What is the capital of China?", Documents: docs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, res := range r.Results {
+		alone, err := m.Rerank(ctx, qwen.RerankRequest{Query: "What is the capital of China?", Documents: docs[res.Index : res.Index+1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(alone.Results[0].Score-res.Score) > 1e-5 {
+			t.Errorf("document %d: alone %g, together %g", res.Index, alone.Results[0].Score, res.Score)
+		}
+		if i > 0 && res.Score > r.Results[i-1].Score {
+			t.Errorf("results out of order: %+v", r.Results)
+		}
+	}
+}
+
+// TestEmbedRefusals: what an embedding request cannot be is refused with
+// a clear error.
+func TestEmbedRefusals(t *testing.T) {
+	emb, gen := open(t, "tiny-emb.qbin", qwen.WithContext(64)), open(t, "tiny-rerank.qbin")
+	ctx := context.Background()
+	long := strings.Repeat("word ", 100)
+	for _, tc := range []struct {
+		m    *qwen.Model
+		req  qwen.EmbedRequest
+		want string
+	}{
+		{gen, qwen.EmbedRequest{Inputs: []string{"x"}}, "this model generates text: embeddings need an embedding model"},
+		{emb, qwen.EmbedRequest{}, "the request has no input"},
+		{emb, qwen.EmbedRequest{Inputs: []string{"x"}, Tokens: [][]int32{{1}}}, "both Inputs and Tokens"},
+		{emb, qwen.EmbedRequest{Inputs: []string{"x"}, Dimensions: 65}, "dimensions 65: want 1 to 64"},
+		{emb, qwen.EmbedRequest{Inputs: []string{"x", long}}, "input 1: the prompt has 102 tokens, more than the context of 64"},
+	} {
+		_, err := tc.m.Embed(ctx, tc.req)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.req, err, tc.want)
+		}
+	}
+	var tooLong *qwen.PromptTooLongError
+	if _, err := emb.Embed(ctx, qwen.EmbedRequest{Inputs: []string{"x", long}}); !errors.As(err, &tooLong) || tooLong.Index != 1 {
+		t.Errorf("the long input: %v", err)
+	}
+	cut, err := emb.Embed(ctx, qwen.EmbedRequest{Inputs: []string{long}, Truncate: true})
+	if err != nil || cut.PromptTokens != 64 {
+		t.Errorf("truncated: %d tokens, %v", cut.PromptTokens, err)
+	}
+	if _, err := emb.Rerank(ctx, qwen.RerankRequest{Query: "q", Documents: []string{"d"}}); err == nil {
+		t.Error("an embedding model reranked")
 	}
 }

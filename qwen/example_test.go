@@ -154,3 +154,61 @@ func ExampleModel_Start() {
 	// 4 prompt tokens
 	// length 4
 }
+
+// Retrieval: a query in Qwen3-Embedding's instruction form and the
+// documents as they are, compared by the dot product of their unit
+// vectors. tiny-emb has random weights, so only the shapes are shown.
+func ExampleModel_Embed() {
+	m, err := qwen.Open("tiny-emb.qbin")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	docs, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: []string{
+		"The capital of China is Beijing.",
+		"Gravity is a force that attracts two bodies towards each other.",
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	query, err := m.Embed(ctx, qwen.EmbedRequest{
+		Inputs:     []string{"What is the capital of China?"},
+		Instruct:   "Given a web search query, retrieve relevant passages that answer the query",
+		Dimensions: 32, // Matryoshka: the first 32 values, renormalised
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(docs.Vectors), "documents of", len(docs.Vectors[0]), "values,", docs.PromptTokens, "tokens")
+	fmt.Println("the query:", len(query.Vectors[0]), "values")
+	// Output:
+	// 2 documents of 64 values, 21 tokens
+	// the query: 32 values
+}
+
+// Reranking candidates against a query: every document's probability of
+// "yes", the highest first.
+func ExampleModel_Rerank() {
+	m, err := qwen.Open("tiny-rerank.qbin")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	r, err := m.Rerank(context.Background(), qwen.RerankRequest{
+		Query:     "How do I read a file?",
+		Documents: []string{"data, err := os.ReadFile(name)", "Gravity is a force.", "f, err := os.Open(name)"},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	top := 2
+	for _, res := range r.Results[:top] {
+		if res.Score < 0 || res.Score > 1 {
+			log.Fatalf("score %g", res.Score)
+		}
+	}
+	fmt.Println(len(r.Results), "documents scored; the best", top, "kept")
+	// Output:
+	// 3 documents scored; the best 2 kept
+}

@@ -62,6 +62,9 @@ type Request struct {
 	PromptLogits bool
 	// KV is the conversation's KV cache type.
 	KV format.KVType
+	// Rows, with PromptLogits, asks for just these rows of the LM head
+	// (infer.Seq.Rows): a reranker's "yes" and "no".
+	Rows []int32
 	// Constraint, when not nil, holds the tokens to a grammar: only those
 	// it allows are sampled, and the generation ends (StopEOS) when it is
 	// complete. It is this request's alone.
@@ -127,7 +130,10 @@ type Usage struct {
 }
 
 // PromptTooLongError is a prompt longer than the context.
-type PromptTooLongError struct{ Tokens, Context int }
+type PromptTooLongError struct {
+	Index           int // the request's, of those submitted together
+	Tokens, Context int
+}
 
 func (e *PromptTooLongError) Error() string {
 	return fmt.Sprintf("the prompt has %d tokens, more than the context of %d", e.Tokens, e.Context)
@@ -154,13 +160,15 @@ type Engine struct {
 	r    *infer.Runner
 	opts Options
 
-	mu       sync.Mutex
-	queue    []*job
-	closing  bool
-	wake     chan struct{} // cap 1: something was queued or cancelled
-	stop     chan struct{} // closed when the grace period ends
-	stopOnce sync.Once
-	done     chan struct{} // closed when the loop has exited
+	mu    sync.Mutex
+	queue []*job
+	// queuedScoring is how many of queue are prompt-only.
+	queuedScoring int
+	closing       bool
+	wake          chan struct{} // cap 1: something was queued or cancelled
+	stop          chan struct{} // closed when the grace period ends
+	stopOnce      sync.Once
+	done          chan struct{} // closed when the loop has exited
 
 	active      atomic.Int32
 	kvBytes     atomic.Int64
@@ -214,29 +222,64 @@ func (e *Engine) Options() Options { return e.opts }
 // full, and ErrClosed after Shutdown. When ctx ends, the generation stops
 // within one step with StopInterrupt.
 func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
-	if len(req.Prompt) == 0 {
-		return nil, errors.New("the prompt is empty")
+	ss, err := e.SubmitAll(ctx, []Request{req})
+	if err != nil {
+		return nil, err
 	}
-	if len(req.Prompt) > e.opts.Ctx {
-		return nil, &PromptTooLongError{Tokens: len(req.Prompt), Context: e.opts.Ctx}
-	}
-	for _, id := range req.Prompt {
-		if id < 0 || int(id) >= e.m.Config.Vocab {
-			return nil, fmt.Errorf("token id %d outside the vocabulary [0, %d)", id, e.m.Config.Vocab)
+	return ss[0], nil
+}
+
+// MaxScoring is how many prompt-only requests (MaxTokens 0: embeddings,
+// scores) may run at once, apart from the conversations: they hold a KV
+// cache only as long as their prompt, for one pass, and the more share a
+// step the better the weights are reused.
+const MaxScoring = 64
+
+// maxQueuedScoring bounds the prompt-only requests waiting.
+const maxQueuedScoring = 4096
+
+// SubmitAll queues requests together, all or none (a batch of inputs to
+// embed): each fails as Submit would fail it. Prompt-only requests
+// (MaxTokens 0) wait in a queue of their own size, maxQueuedScoring, so
+// that one batch of inputs does not fill the conversations' queue.
+func (e *Engine) SubmitAll(ctx context.Context, reqs []Request) ([]*Stream, error) {
+	scoring := 0
+	for i := range reqs {
+		req := &reqs[i]
+		if len(req.Prompt) == 0 {
+			return nil, fmt.Errorf("request %d: the prompt is empty", i)
+		}
+		if len(req.Prompt) > e.opts.Ctx {
+			return nil, &PromptTooLongError{Index: i, Tokens: len(req.Prompt), Context: e.opts.Ctx}
+		}
+		for _, id := range req.Prompt {
+			if id < 0 || int(id) >= e.m.Config.Vocab {
+				return nil, fmt.Errorf("request %d: token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
+			}
+		}
+		if req.MaxTokens == 0 {
+			scoring++
 		}
 	}
-	j := &job{ctx: ctx, req: req, stream: newStream(), submitted: time.Now()}
+	jobs := make([]*job, len(reqs))
+	streams := make([]*Stream, len(reqs))
+	now := time.Now()
+	for i, req := range reqs {
+		jobs[i] = &job{ctx: ctx, req: req, stream: newStream(), submitted: now}
+		streams[i] = jobs[i].stream
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch {
 	case e.closing:
 		return nil, ErrClosed
-	case len(e.queue) >= e.opts.Queue:
+	case e.queuedScoring+scoring > maxQueuedScoring, len(e.queue)-e.queuedScoring+len(reqs)-scoring > e.opts.Queue:
 		return nil, ErrBusy
 	}
-	e.queue = append(e.queue, j)
+	e.queue = append(e.queue, jobs...)
+	e.queuedScoring += scoring
 	e.signal()
-	return j.stream, nil
+	return streams, nil
 }
 
 // signal wakes the loop; it never blocks.
@@ -273,7 +316,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		for _, j := range e.queue {
 			j.finish(StopShutdown)
 		}
-		e.queue = nil
+		e.queue, e.queuedScoring = nil, 0
 	}
 	e.mu.Unlock()
 	e.signal()
@@ -312,6 +355,9 @@ func (j *job) emit(ev Event) {
 	j.stream.push(ev)
 }
 
+// scoring reports whether the job is prompt-only (an embedding, a score).
+func (j *job) scoring() bool { return j.req.MaxTokens == 0 }
+
 // finish sends a job's last event.
 func (j *job) finish(reason StopReason) {
 	j.usage.Total = time.Since(j.submitted)
@@ -345,10 +391,37 @@ func (e *Engine) loop() {
 		e.mu.Lock()
 		closing := e.closing
 		n := len(active)
-		for len(active) < e.opts.Parallel && len(e.queue) > 0 {
+		talking, scoring := 0, 0
+		for _, j := range active {
+			if j.scoring() {
+				scoring++
+			} else {
+				talking++
+			}
+		}
+		// In order: a conversation waits for a slot, and what is behind it
+		// waits too.
+		for len(e.queue) > 0 {
 			j := e.queue[0]
+			if j.scoring() {
+				if scoring >= MaxScoring {
+					break
+				}
+				scoring++
+				e.queuedScoring--
+			} else {
+				if talking >= e.opts.Parallel {
+					break
+				}
+				talking++
+			}
 			e.queue = e.queue[1:]
 			if j.ctx.Err() != nil {
+				if j.scoring() {
+					scoring--
+				} else {
+					talking--
+				}
 				j.finish(StopInterrupt)
 				continue
 			}
@@ -389,7 +462,7 @@ func (e *Engine) loop() {
 
 		// Decode rows first, then prompt chunks in the budget left.
 		seqs, owners, prompt = seqs[:0], owners[:0], prompt[:0]
-		decoding, waiting, first := 0, 0, 0
+		decoding, waiting, first, onlyScoring := 0, 0, 0, true
 		for _, j := range active {
 			if len(j.rest) == 0 {
 				j.one[0] = j.next
@@ -402,6 +475,7 @@ func (e *Engine) loop() {
 				first = len(j.rest)
 			}
 			waiting++
+			onlyScoring = onlyScoring && j.scoring()
 		}
 		budget := e.m.MaxPrefill() - decoding
 		switch {
@@ -409,6 +483,8 @@ func (e *Engine) loop() {
 			// The running streams wait for this step: one chunk of prompt
 			// in all, however many prompts are waiting.
 			budget = min(budget, e.opts.Chunk)
+		case onlyScoring:
+			// Nobody waits for a first token: the fullest steps.
 		case waiting > 1:
 			// Several prompts and nothing running: the first ones start
 			// answering after a chunk rather than all after the whole
@@ -422,7 +498,7 @@ func (e *Engine) loop() {
 			}
 			n := min(len(j.rest), budget)
 			last := n == len(j.rest)
-			seqs = append(seqs, infer.Seq{Session: j.sess, Tokens: j.rest[:n], Logits: last && (j.req.MaxTokens != 0 || j.req.PromptLogits)})
+			seqs = append(seqs, infer.Seq{Session: j.sess, Tokens: j.rest[:n], Logits: last && (j.req.MaxTokens != 0 || j.req.PromptLogits), Rows: j.req.Rows})
 			owners, prompt = append(owners, j), append(prompt, n)
 			budget -= n
 		}

@@ -1,0 +1,169 @@
+package qwen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+
+	"github.com/qwenc/qwenc/internal/engine"
+)
+
+// ErrNotEmbeddingModel: an embedding request to a model that generates.
+var ErrNotEmbeddingModel = errors.New("this model generates text: embeddings need an embedding model (Qwen3-Embedding)")
+
+// EmbedRequest is texts, or token ids, to embed.
+type EmbedRequest struct {
+	// Inputs are the texts. Special-token text in them is plain text, and
+	// the tokens the model's tokenizer appends to every input
+	// (Qwen3-Embedding's <|endoftext|>) are appended to each.
+	Inputs []string
+	// Tokens are inputs given as token ids instead of Inputs; one that
+	// already ends with the appended tokens gets them once.
+	Tokens [][]int32
+	// Instruct, when set, makes each input a query in Qwen3-Embedding's
+	// instruction form, "Instruct: {Instruct}\nQuery:{input}", as its model
+	// card asks of queries (a one-line task, such as "Given a web search
+	// query, retrieve relevant passages that answer the query"). Leave it
+	// empty for the documents.
+	Instruct string
+	// Dimensions keeps the first d values of each vector, renormalised
+	// (Matryoshka, as the model card allows); 0 keeps them all.
+	Dimensions int
+	// Truncate cuts an input longer than the context to its start (the
+	// appended tokens kept) rather than refusing it.
+	Truncate bool
+}
+
+// Embeddings is an EmbedRequest's answer.
+type Embeddings struct {
+	// Vectors are the inputs' embeddings, in order, each of unit length:
+	// the final-norm hidden state of the input's last token.
+	Vectors [][]float32
+	// PromptTokens is the tokens of all the inputs.
+	PromptTokens int
+}
+
+// Embed embeds every input of the request. The inputs share the engine's
+// steps with each other and with other requests: many short inputs cost
+// about what one prefill of their total length costs.
+func (m *Model) Embed(ctx context.Context, req EmbedRequest) (Embeddings, error) {
+	c := &m.m.Config
+	if !c.Embedding {
+		return Embeddings{}, ErrNotEmbeddingModel
+	}
+	switch {
+	case len(req.Inputs) > 0 && len(req.Tokens) > 0:
+		return Embeddings{}, errors.New("the request gives both Inputs and Tokens")
+	case len(req.Inputs) == 0 && len(req.Tokens) == 0:
+		return Embeddings{}, errors.New("the request has no input")
+	case req.Instruct != "" && len(req.Tokens) > 0:
+		return Embeddings{}, errors.New("Instruct applies to texts, not to Tokens")
+	case req.Dimensions < 0 || req.Dimensions > c.Hidden:
+		return Embeddings{}, fmt.Errorf("dimensions %d: want 1 to %d, or 0 for all", req.Dimensions, c.Hidden)
+	}
+	prompts := make([][]int32, 0, len(req.Inputs)+len(req.Tokens))
+	for _, text := range req.Inputs {
+		if req.Instruct != "" {
+			text = "Instruct: " + req.Instruct + "\nQuery:" + text
+		}
+		prompts = append(prompts, append(m.m.Tokenizer.Encode(text, false), c.Append...))
+	}
+	for _, ids := range req.Tokens {
+		if !hasSuffix(ids, c.Append) {
+			ids = append(slices.Clip(ids), c.Append...)
+		}
+		prompts = append(prompts, ids)
+	}
+	out, tokens, err := m.score(ctx, prompts, nil, req.Truncate, c.Append)
+	if err != nil {
+		return Embeddings{}, err
+	}
+	for i, v := range out {
+		if req.Dimensions > 0 {
+			v = v[:req.Dimensions]
+		}
+		normalize(v)
+		out[i] = v
+	}
+	return Embeddings{Vectors: out, PromptTokens: tokens}, nil
+}
+
+// score runs the prompts as prompt-only requests, together, and returns
+// each one's output row (an embedding model's final-norm state, or the
+// given rows of the head). With truncate, a prompt longer than the context
+// keeps its start and then keep.
+func (m *Model) score(ctx context.Context, prompts [][]int32, rows []int32, truncate bool, keep []int32) ([][]float32, int, error) {
+	ctxLen := m.e.Options().Ctx
+	reqs := make([]engine.Request, len(prompts))
+	tokens := 0
+	for i, p := range prompts {
+		if len(p) > ctxLen && truncate && ctxLen > len(keep) {
+			p = append(slices.Clip(p[:ctxLen-len(keep)]), keep...)
+		}
+		if len(p) > ctxLen {
+			return nil, 0, fmt.Errorf("input %d: %w", i, &PromptTooLongError{Index: i, Tokens: len(p), Context: ctxLen})
+		}
+		reqs[i] = engine.Request{Prompt: p, PromptLogits: true, Rows: rows, TopLogprobs: -1}
+		tokens += len(p)
+	}
+	streams, err := m.e.SubmitAll(ctx, reqs)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([][]float32, len(streams))
+	var first error
+	for i, st := range streams {
+		for {
+			ev, err := st.Next(ctx)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, 0, err // ctx ended: the engine drops the rest
+			}
+			if ev.PromptLogits != nil {
+				out[i] = ev.PromptLogits
+			}
+			if ev.Done && out[i] == nil && first == nil {
+				first = stopError(ev.Reason)
+			}
+		}
+	}
+	if first != nil {
+		return nil, 0, first
+	}
+	return out, tokens, nil
+}
+
+// stopError is why a prompt-only request ended without its output.
+func stopError(r engine.StopReason) error {
+	switch r {
+	case engine.StopShutdown:
+		return ErrClosed
+	case engine.StopInterrupt:
+		return context.Canceled
+	}
+	return fmt.Errorf("the request ended (%s) without its output", r)
+}
+
+func hasSuffix(ids, suffix []int32) bool {
+	return len(ids) >= len(suffix) && slices.Equal(ids[len(ids)-len(suffix):], suffix)
+}
+
+// normalize scales v to unit length.
+func normalize(v []float32) {
+	var ss float64
+	for _, x := range v {
+		ss += float64(x) * float64(x)
+	}
+	if ss == 0 {
+		return
+	}
+	inv := 1 / math.Sqrt(ss)
+	for i := range v {
+		v[i] = float32(float64(v[i]) * inv)
+	}
+}

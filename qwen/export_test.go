@@ -1,0 +1,5 @@
+package qwen
+
+// Testdata is the repository's testdata directory, for the external
+// tests, which run in the models' temporary directory.
+func Testdata() string { return testRoot + "/testdata" }
