@@ -18,11 +18,27 @@ import (
 // Ajv, and a schema that cannot be enforced refused. The packages are
 // installed from the lock file with npm ci on first use.
 func TestRealClients(t *testing.T) {
+	node, dir := nodeClients(t)
+	ts := newTestServer(t, modelOpts{Parallel: 2}, ServerOptions{})
+	runClients(t, node, dir, "clients.mjs", ts.url, ts.Name())
+}
+
+// TestRealEmbeddingClients: the openai package's embeddings.create (its
+// default base64 and float) and the ollama package's embed against an
+// embedding model.
+func TestRealEmbeddingClients(t *testing.T) {
+	node, dir := nodeClients(t)
+	ts, _ := serveBundled(t, "tiny-emb")
+	runClients(t, node, dir, "embed.mjs", ts.url, ts.Name())
+}
+
+// nodeClients finds node and installs the clients' packages if needed.
+func nodeClients(t *testing.T) (node, dir string) {
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatal("node is needed for the real-client tests: install Node.js (Debian's nodejs and npm)")
 	}
-	dir, _ := filepath.Abs(filepath.Join("testdata", "clients"))
+	dir, _ = filepath.Abs(filepath.Join("testdata", "clients"))
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai")); err != nil {
 		npm, err := exec.LookPath("npm")
 		if err != nil {
@@ -36,14 +52,18 @@ func TestRealClients(t *testing.T) {
 			t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
 		}
 	}
-	ts := newTestServer(t, modelOpts{Parallel: 2}, ServerOptions{})
+	return node, dir
+}
+
+// runClients runs a client script against the server; it prints ok last.
+func runClients(t *testing.T, node, dir, script, url, model string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "clients.mjs", ts.url, ts.Name())
+	cmd := exec.CommandContext(ctx, node, script, url, model)
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil || !bytes.HasSuffix(out.Bytes(), []byte("ok\n")) {
-		t.Fatalf("node clients.mjs: %v\n%s", err, out.String())
+		t.Fatalf("node %s: %v\n%s", script, err, out.String())
 	}
 }

@@ -31,6 +31,8 @@ func (s *Server) start(ctx context.Context, rl *reqLog, req qwen.Request) (*gene
 	var tooLong *qwen.PromptTooLongError
 	var schema *qwen.SchemaError
 	switch {
+	case errors.Is(err, qwen.ErrEmbeddingModel):
+		return nil, badRequest("model", "%s: %v", s.opts.Name, err)
 	case errors.As(err, &schema):
 		param := "response_format" // Ollama's format: its errors name no field
 		if req.JSONSchema == nil {

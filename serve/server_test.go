@@ -27,39 +27,50 @@ import (
 
 // tiny is tiny-a compiled once per test binary: random weights, but
 // Qwen's tokenizer and Qwen3's chat template, and fast.
-var tiny struct {
-	once      sync.Once
-	dir, path string
-	err       error
+// bundled holds the bundled models compiled for the test binary, in one
+// temporary directory.
+var bundled struct {
+	mu    sync.Mutex
+	dir   string
+	paths map[string]string
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if tiny.dir != "" {
-		os.RemoveAll(tiny.dir)
+	if bundled.dir != "" {
+		os.RemoveAll(bundled.dir)
 	}
 	os.Exit(code)
 }
 
-func tinyPath(t *testing.T) string {
+// compiledPath compiles a bundled model once (f16, prefill batch 64).
+func compiledPath(t *testing.T, name string) string {
 	t.Helper()
-	tiny.once.Do(func() {
-		if tiny.dir, tiny.err = os.MkdirTemp("", "serve-test"); tiny.err != nil {
-			return
-		}
-		src := filepath.Join(tiny.dir, "tiny-a")
-		tiny.err = testmodel.Materialise(testmodel.Testdata(t, "tiny-a"), testmodel.Testdata(t, "tokenizer", "tokenizer.json.gz"), src)
-		if tiny.err != nil {
-			return
-		}
-		tiny.path = filepath.Join(tiny.dir, "tiny-a.qbin")
-		_, tiny.err = compiler.Compile(context.Background(), src, compiler.Options{Output: tiny.path, MaxPrefill: 64, NoSync: true})
-	})
-	if tiny.err != nil {
-		t.Fatal(tiny.err)
+	bundled.mu.Lock()
+	defer bundled.mu.Unlock()
+	if p, ok := bundled.paths[name]; ok {
+		return p
 	}
-	return tiny.path
+	if bundled.dir == "" {
+		dir, err := os.MkdirTemp("", "serve-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bundled.dir, bundled.paths = dir, map[string]string{}
+	}
+	src := filepath.Join(bundled.dir, name)
+	if err := testmodel.Materialise(testmodel.Testdata(t, name), testmodel.Testdata(t, "tokenizer", "tokenizer.json.gz"), src); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(bundled.dir, name+".qbin")
+	if _, err := compiler.Compile(context.Background(), src, compiler.Options{Output: p, MaxPrefill: 64, NoSync: true}); err != nil {
+		t.Fatal(err)
+	}
+	bundled.paths[name] = p
+	return p
 }
+
+func tinyPath(t *testing.T) string { return compiledPath(t, "tiny-a") }
 
 // question is a prompt whose greedy answer on tiny-a varies: a Thai
 // word, then "\tfont" and "(){\n" repeated.

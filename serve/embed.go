@@ -1,0 +1,281 @@
+package serve
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/qwenc/qwenc/qwen"
+)
+
+// maxInputs bounds the inputs of one embedding request, as OpenAI does.
+const maxInputs = 2048
+
+// embedInput is OpenAI's input: a string, a list of strings, a list of
+// token ids or a list of lists of them; Ollama's: a string or a list.
+type embedInput struct {
+	texts  []string
+	tokens [][]int32
+}
+
+func (in *embedInput) UnmarshalJSON(b []byte) error {
+	// Each shape into its own variable: a failed Unmarshal may have
+	// filled part of its target.
+	var one string
+	var texts []string
+	var ids []int32
+	var lists [][]int32
+	switch {
+	case json.Unmarshal(b, &one) == nil:
+		in.texts = []string{one}
+	case json.Unmarshal(b, &texts) == nil:
+		in.texts = texts
+	case json.Unmarshal(b, &ids) == nil:
+		in.tokens = [][]int32{ids}
+	case json.Unmarshal(b, &lists) == nil:
+		in.tokens = lists
+	default:
+		return &fieldError{"input", "want a string, a list of strings, a list of token ids or a list of lists of them"}
+	}
+	n := len(in.texts) + len(in.tokens)
+	switch {
+	case n == 0:
+		return &fieldError{"input", "empty: want at least one input"}
+	case n > maxInputs:
+		return &fieldError{"input", fmt.Sprintf("%d inputs, at most %d", n, maxInputs)}
+	}
+	for i, ids := range in.tokens {
+		if len(ids) == 0 {
+			return &fieldError{"input", fmt.Sprintf("input[%d]: no tokens", i)}
+		}
+	}
+	return nil
+}
+
+// embed runs an embedding request; the error is in the protocol's shape
+// (writeError picks it from the path).
+func (s *Server) embed(ctx context.Context, rl *reqLog, param string, req qwen.EmbedRequest) (qwen.Embeddings, *apiError) {
+	res, err := s.m.Embed(ctx, req)
+	if e := s.scoreError(err, param); e != nil {
+		return res, e
+	}
+	rl.prompt = res.PromptTokens
+	return res, nil
+}
+
+// scoreError maps an error of Embed or Rerank: the request's fault unless
+// the server is busy or closing.
+func (s *Server) scoreError(err error, param string) *apiError {
+	var tooLong *qwen.PromptTooLongError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, qwen.ErrBusy):
+		return &apiError{status: http.StatusServiceUnavailable, msg: err.Error(), code: "server_busy", retryAfter: 1}
+	case errors.Is(err, qwen.ErrClosed):
+		return &apiError{status: http.StatusServiceUnavailable, msg: "the server is shutting down", code: "shutting_down"}
+	case errors.As(err, &tooLong):
+		return badRequest(param, "%v", err)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &apiError{status: 499, msg: "the client closed the request"}
+	case errors.Is(err, qwen.ErrNotEmbeddingModel):
+		return badRequest("model", "%s: %v", s.opts.Name, err)
+	}
+	return badRequest(param, "%v", err)
+}
+
+// openAIEmbeddings is POST /v1/embeddings.
+func (s *Server) openAIEmbeddings(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {
+	var er struct {
+		Model          string     `json:"model"`
+		Input          embedInput `json:"input"`
+		EncodingFormat string     `json:"encoding_format"`
+		Dimensions     *int       `json:"dimensions"`
+		User           string     `json:"user"`
+	}
+	if e := decode(w, r, s.opts.MaxBody, &er); e != nil {
+		return e
+	}
+	if e := s.checkModel(er.Model); e != nil {
+		return e
+	}
+	if er.Input.texts == nil && er.Input.tokens == nil {
+		return badRequest("input", "input is required")
+	}
+	if er.EncodingFormat != "" && er.EncodingFormat != "float" && er.EncodingFormat != "base64" {
+		return badRequest("encoding_format", "encoding_format %q: want float or base64", er.EncodingFormat)
+	}
+	req := qwen.EmbedRequest{Inputs: er.Input.texts, Tokens: er.Input.tokens}
+	if er.Dimensions != nil {
+		if *er.Dimensions < 1 {
+			return badRequest("dimensions", "dimensions %d: want 1 or more", *er.Dimensions)
+		}
+		req.Dimensions = *er.Dimensions
+	}
+	res, e := s.embed(r.Context(), rl, "input", req)
+	if e != nil {
+		return e
+	}
+	type item struct {
+		Object    string `json:"object"`
+		Index     int    `json:"index"`
+		Embedding any    `json:"embedding"`
+	}
+	data := make([]item, len(res.Vectors))
+	for i, v := range res.Vectors {
+		data[i] = item{Object: "embedding", Index: i, Embedding: v}
+		if er.EncodingFormat == "base64" {
+			data[i].Embedding = base64Floats(v)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"object": "list", "data": data, "model": s.opts.Name,
+		"usage": map[string]int{"prompt_tokens": res.PromptTokens, "total_tokens": res.PromptTokens},
+	})
+	return nil
+}
+
+// base64Floats is OpenAI's base64 encoding of a vector: its float32
+// values, little-endian.
+func base64Floats(v []float32) string {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// ollamaEmbedFields are what Ollama's embedding requests share; options
+// and keep_alive mean nothing to a model that is always loaded.
+type ollamaEmbedFields struct {
+	Model     string          `json:"model"`
+	Options   json.RawMessage `json:"options"`
+	KeepAlive json.RawMessage `json:"keep_alive"`
+}
+
+// decodeOllamaEmbed decodes an Ollama embedding request into dst, whose
+// shared fields are f, and checks its model.
+func (s *Server) decodeOllamaEmbed(w http.ResponseWriter, r *http.Request, dst any, f *ollamaEmbedFields) *apiError {
+	if e := decode(w, r, s.opts.MaxBody, dst); e != nil {
+		return e
+	}
+	return s.ollamaModel(f.Model)
+}
+
+// ollamaEmbed is POST /api/embed.
+func (s *Server) ollamaEmbed(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {
+	var er struct {
+		ollamaEmbedFields
+		Input      embedInput `json:"input"`
+		Truncate   *bool      `json:"truncate"`
+		Dimensions int        `json:"dimensions"`
+	}
+	if e := s.decodeOllamaEmbed(w, r, &er, &er.ollamaEmbedFields); e != nil {
+		return e
+	}
+	if er.Input.texts == nil && er.Input.tokens == nil {
+		return badRequest("input", "input is required")
+	}
+	if er.Input.tokens != nil {
+		return badRequest("input", "input: want a string or a list of strings")
+	}
+	if er.Dimensions < 0 {
+		return badRequest("dimensions", "dimensions %d: want 1 or more", er.Dimensions)
+	}
+	start := time.Now()
+	// Ollama truncates unless told not to.
+	req := qwen.EmbedRequest{Inputs: er.Input.texts, Dimensions: er.Dimensions, Truncate: er.Truncate == nil || *er.Truncate}
+	res, e := s.embed(r.Context(), rl, "input", req)
+	if e != nil {
+		return e
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"model": s.opts.Name, "embeddings": res.Vectors,
+		"total_duration": time.Since(start).Nanoseconds(), "load_duration": 0, "prompt_eval_count": res.PromptTokens,
+	})
+	return nil
+}
+
+// ollamaEmbeddings is POST /api/embeddings, Ollama's older endpoint: one
+// prompt, one vector.
+func (s *Server) ollamaEmbeddings(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {
+	var er struct {
+		ollamaEmbedFields
+		Prompt string `json:"prompt"`
+	}
+	if e := s.decodeOllamaEmbed(w, r, &er, &er.ollamaEmbedFields); e != nil {
+		return e
+	}
+	res, e := s.embed(r.Context(), rl, "prompt", qwen.EmbedRequest{Inputs: []string{er.Prompt}, Truncate: true})
+	if e != nil {
+		return e
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"embedding": res.Vectors[0]})
+	return nil
+}
+
+// rerank is POST /v1/rerank and /rerank, as llama-server, Jina and Cohere
+// shape it.
+func (s *Server) rerank(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {
+	var rr struct {
+		Model           string   `json:"model"`
+		Query           *string  `json:"query"`
+		Documents       []string `json:"documents"`
+		TopN            *int     `json:"top_n"`
+		ReturnDocuments bool     `json:"return_documents"`
+		Instruction     string   `json:"instruction"`
+	}
+	if e := decode(w, r, s.opts.MaxBody, &rr); e != nil {
+		return e
+	}
+	if rr.Model != "" { // optional, as llama-server has it
+		if e := s.checkModel(rr.Model); e != nil {
+			return e
+		}
+	}
+	switch {
+	case rr.Query == nil:
+		return badRequest("query", "query is required")
+	case len(rr.Documents) == 0:
+		return badRequest("documents", "documents: want at least one")
+	case len(rr.Documents) > maxInputs:
+		return badRequest("documents", "%d documents, at most %d", len(rr.Documents), maxInputs)
+	case rr.TopN != nil && *rr.TopN < 1:
+		return badRequest("top_n", "top_n %d: want 1 or more", *rr.TopN)
+	}
+	res, err := s.m.Rerank(r.Context(), qwen.RerankRequest{Query: *rr.Query, Documents: rr.Documents, Instruct: rr.Instruction})
+	if e := s.scoreError(err, "documents"); e != nil {
+		return e
+	}
+	rl.prompt = res.PromptTokens
+	type doc struct {
+		Text string `json:"text"`
+	}
+	type result struct {
+		Index          int     `json:"index"`
+		RelevanceScore float64 `json:"relevance_score"`
+		Document       *doc    `json:"document,omitempty"`
+	}
+	n := len(res.Results)
+	if rr.TopN != nil {
+		n = min(n, *rr.TopN)
+	}
+	out := make([]result, n)
+	for i, x := range res.Results[:n] {
+		out[i] = result{Index: x.Index, RelevanceScore: x.Score}
+		if rr.ReturnDocuments {
+			out[i].Document = &doc{rr.Documents[x.Index]}
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"object": "list", "model": s.opts.Name, "results": out,
+		"usage": map[string]int{"prompt_tokens": res.PromptTokens, "total_tokens": res.PromptTokens},
+	})
+	return nil
+}
