@@ -43,7 +43,7 @@ func subcommand(args []string) *cli.Command {
 	if len(args) < 2 {
 		return nil
 	}
-	for _, c := range []*cli.Command{benchCommand(), benchServeCommand(), benchSchemaCommand(), perplexityCommand(), serveCommand()} {
+	for _, c := range []*cli.Command{benchCommand(), benchServeCommand(), benchSchemaCommand(), perplexityCommand(), serveCommand(), embedCommand(), rerankCommand()} {
 		if c.Name == args[1] {
 			return c
 		}
@@ -54,7 +54,7 @@ func subcommand(args []string) *cli.Command {
 func newApp() *cli.App {
 	return &cli.App{
 		Name:            "qwenrun",
-		Usage:           "run a compiled Qwen model (.qbin); qwenrun bench MODEL.qbin measures its speed, qwenrun perplexity MODEL.qbin -f TEXT its perplexity, qwenrun serve MODEL.qbin answers OpenAI and Ollama clients over HTTP",
+		Usage:           "run a compiled Qwen model (.qbin); qwenrun bench MODEL.qbin measures its speed, qwenrun perplexity MODEL.qbin -f TEXT its perplexity, qwenrun serve MODEL.qbin answers OpenAI and Ollama clients over HTTP, qwenrun embed and qwenrun rerank score texts with an embedding model or a reranker",
 		ArgsUsage:       "MODEL.qbin",
 		HideHelpCommand: true,
 		Flags:           flags(),

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/qwenc/qwenc/qwen"
+	"github.com/urfave/cli/v2"
+)
+
+// textsFlags say where embed's texts and rerank's documents come from.
+func textsFlags(what string) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "the " + what + ", one per line, from `PATH` (- for standard input)"},
+		&cli.BoolFlag{Name: "truncate", Usage: "cut an input longer than the context rather than refuse it"},
+		&cli.IntFlag{Name: "ctx", Usage: "context length in `TOKENS`", DefaultText: "the model's"},
+		threadsFlag(),
+		kernelsFlag(),
+	}
+}
+
+func embedCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "embed",
+		Usage: "embed texts with an embedding model (Qwen3-Embedding): one JSON line per text, {\"index\", \"embedding\"}, each of unit length",
+		Description: "The texts are the arguments after the model, or the lines of --file, or else JSON lines on standard input\n" +
+			"(each a string or {\"text\": ...}). Queries take Qwen3-Embedding's instruction form: --instruct TASK makes each\n" +
+			"text \"Instruct: TASK\\nQuery:TEXT\"; embed the documents without it.",
+		ArgsUsage: "MODEL.qbin [TEXT...]",
+		Flags: append(textsFlags("texts"),
+			&cli.StringFlag{Name: "instruct", Usage: "embed each text as a query for `TASK` (Qwen3-Embedding's instruction form)"},
+			&cli.IntFlag{Name: "dimensions", Usage: "keep the first `D` values of each vector, renormalised (Matryoshka)", DefaultText: "all"},
+		),
+		Action: embedAction,
+	}
+}
+
+func rerankCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "rerank",
+		Usage: "score documents against a query with a reranker (Qwen3-Reranker): one JSON line per document, {\"index\", \"score\", \"document\"}, the best first",
+		Description: "The documents are the arguments after the model, or the lines of --file, or else JSON lines on standard input\n" +
+			"(each a string or {\"text\": ...}). The score is the reranker's probability of \"yes\".",
+		ArgsUsage: "MODEL.qbin [DOCUMENT...]",
+		Flags: append(textsFlags("documents"),
+			&cli.StringFlag{Name: "query", Aliases: []string{"q"}, Usage: "the `QUERY` (required)"},
+			&cli.StringFlag{Name: "instruct", Usage: "the `TASK` the reranker judges by", DefaultText: qwen.DefaultRerankInstruct},
+			&cli.IntFlag{Name: "top-n", Usage: "print the best `N` only", DefaultText: "all"},
+		),
+		Action: rerankAction,
+	}
+}
+
+// readTexts gathers the texts: the arguments after the model, or
+// --file's lines, or JSON lines on standard input.
+func readTexts(c *cli.Context, stdin io.Reader) ([]string, error) {
+	args := c.Args().Tail()
+	path := c.String("file")
+	switch {
+	case len(args) > 0 && path != "":
+		return nil, fmt.Errorf("give the texts as arguments or --file, not both")
+	case len(args) > 0:
+		return args, nil
+	case path != "":
+		var r io.Reader = stdin
+		if path != "-" {
+			f, err := os.Open(path)
+			if err != nil {
+				return nil, err
+			}
+			defer f.Close()
+			r = f
+		}
+		var texts []string
+		sc := bufio.NewScanner(r)
+		sc.Buffer(nil, 1<<26)
+		for sc.Scan() {
+			if line := strings.TrimRight(sc.Text(), "\r"); line != "" {
+				texts = append(texts, line)
+			}
+		}
+		return texts, sc.Err()
+	}
+	var texts []string
+	dec := json.NewDecoder(stdin)
+	for n := 1; ; n++ {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("standard input, value %d: %w", n, err)
+		}
+		var text string
+		var obj struct {
+			Text *string `json:"text"`
+		}
+		switch {
+		case json.Unmarshal(raw, &text) == nil:
+		case json.Unmarshal(raw, &obj) == nil && obj.Text != nil:
+			text = *obj.Text
+		default:
+			return nil, fmt.Errorf("standard input, value %d: want a string or {\"text\": ...}", n)
+		}
+		texts = append(texts, text)
+	}
+	return texts, nil
+}
+
+// scoringInputs checks the flags and gathers the texts.
+func scoringInputs(c *cli.Context, name string) ([]string, error) {
+	if c.NArg() < 1 {
+		return nil, fmt.Errorf("%s: want MODEL.qbin", name)
+	}
+	if err := checkModelFlags(c); err != nil {
+		return nil, err
+	}
+	texts, err := readTexts(c, os.Stdin)
+	if err != nil {
+		return nil, err
+	}
+	if len(texts) == 0 {
+		return nil, fmt.Errorf("%s: no input: give texts after the model, --file PATH, or JSON lines on standard input", name)
+	}
+	return texts, nil
+}
+
+// scoring gathers the texts, opens the model and calls run with them; run
+// writes its JSON lines with enc.
+func scoring(c *cli.Context, name string, run func(ctx context.Context, m *qwen.Model, texts []string, enc *json.Encoder) error) error {
+	texts, err := scoringInputs(c, name)
+	if err != nil {
+		return err
+	}
+	m, err := openModel(c, 1)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	ctx, stop := cliutil.SignalContext(context.Background())
+	defer stop()
+	w := bufio.NewWriter(os.Stdout)
+	if err := run(ctx, m, texts, json.NewEncoder(w)); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+func embedAction(c *cli.Context) error {
+	return scoring(c, "embed", func(ctx context.Context, m *qwen.Model, texts []string, enc *json.Encoder) error {
+		res, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: texts, Instruct: c.String("instruct"), Dimensions: c.Int("dimensions"), Truncate: c.Bool("truncate")})
+		if err != nil {
+			return err
+		}
+		return writeVectors(enc, res.Vectors)
+	})
+}
+
+func writeVectors(enc *json.Encoder, vectors [][]float32) error {
+	for i, v := range vectors {
+		if err := enc.Encode(struct {
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		}{i, v}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func rerankAction(c *cli.Context) error {
+	if !c.IsSet("query") {
+		return fmt.Errorf("rerank: --query is required")
+	}
+	if c.IsSet("top-n") && c.Int("top-n") < 1 {
+		return fmt.Errorf("--top-n %d: want 1 or more", c.Int("top-n"))
+	}
+	return scoring(c, "rerank", func(ctx context.Context, m *qwen.Model, docs []string, enc *json.Encoder) error {
+		res, err := m.Rerank(ctx, qwen.RerankRequest{Query: c.String("query"), Documents: docs, Instruct: c.String("instruct"), Truncate: c.Bool("truncate")})
+		if err != nil {
+			return err
+		}
+		n := len(res.Results)
+		if c.IsSet("top-n") {
+			n = min(n, c.Int("top-n"))
+		}
+		for _, r := range res.Results[:n] {
+			if err := enc.Encode(struct {
+				Index    int     `json:"index"`
+				Score    float64 `json:"score"`
+				Document string  `json:"document"`
+			}{r.Index, r.Score, docs[r.Index]}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
