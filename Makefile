@@ -122,6 +122,10 @@ BENCH_TYPES := f16 q8 q4
 QWENGEN_TOK := -tokenizer $(BUILD)/tokenizer.json -tokenizer-config testdata/tiny-a/tokenizer_config.json
 $(BENCH_MODEL)/model.safetensors: | build $(BUILD)/tokenizer.json
 	$(BIN)/qwengen -o $(BENCH_MODEL) $(QWENGEN_TOK)
+# The embedding row: the same shape laid out as Qwen3-Embedding-0.6B ships.
+EMBED_MODEL := $(BUILD)/bench/qwen3-0.6b-emb
+$(EMBED_MODEL)/model.safetensors: | build $(BUILD)/tokenizer.json
+	$(BIN)/qwengen --embedding --vocab 151669 -o $(EMBED_MODEL) $(QWENGEN_TOK)
 
 # The MoE rows: the real Qwen3-30B-A3B shape at 4 of its 48 layers, its
 # experts zero and written as holes (qwengen --zero-experts: the same
@@ -137,14 +141,17 @@ $(TWIN_MODEL)/model.safetensors: | build $(BUILD)/tokenizer.json
 
 # bench-schema: decode held to a JSON Schema against free decode on the
 # q8 0.6B shape (the ratio within each round), the grammar's compile time
-# and its mask time per token.
-bench: build $(BENCH_MODEL)/model.safetensors $(MOE_MODEL)/model.safetensors $(TWIN_MODEL)/model.safetensors
+# and its mask time per token. bench-embed: 64 inputs of 64 tokens
+# embedded together against one of 512 (pp512), q8, 2 threads.
+bench: build $(BENCH_MODEL)/model.safetensors $(MOE_MODEL)/model.safetensors $(TWIN_MODEL)/model.safetensors $(EMBED_MODEL)/model.safetensors
 	@for t in $(BENCH_TYPES); do $(BIN)/qwenc compile -q --no-sync --type $$t $(BENCH_MODEL) -o $(BENCH_MODEL)-$$t.qbin || exit 1; done
 	$(BIN)/qwenrun bench --kernels all $(foreach t,$(BENCH_TYPES),$(BENCH_MODEL)-$(t).qbin)
 	@for t in q8 q4; do for m in $(MOE_MODEL) $(TWIN_MODEL); do $(BIN)/qwenc compile -q --no-sync --type $$t $$m -o $$m-$$t.qbin || exit 1; done; done
 	$(BIN)/qwenrun bench --threads 2 --kernels auto $(foreach t,q8 q4,$(MOE_MODEL)-$(t).qbin $(TWIN_MODEL)-$(t).qbin)
 	$(BIN)/qwenrun bench --threads 2 --kernels auto --reps 3 --depth 0,16384 --kv-type f16,q8 $(BENCH_MODEL)-f16.qbin
 	$(BIN)/qwenrun bench-schema --threads 2 $(BENCH_MODEL)-q8.qbin
+	$(BIN)/qwenc compile -q --no-sync --type q8 $(EMBED_MODEL) -o $(EMBED_MODEL)-q8.qbin
+	$(BIN)/qwenrun bench-embed --threads 2 $(EMBED_MODEL)-q8.qbin
 	$(GO) test -run '^$$' -bench 'BenchmarkAttention$$' -benchtime 3x ./infer/
 	$(GO) test -run '^$$' -bench 'BenchmarkGemm2Threads$$/^avx512vnni$$/m=512/' -benchtime 10x ./kernels/
 	$(GO) test -run '^$$' -bench 'Benchmark(MatVec|Gemm)$$/^(avx2|avx512)$$/' -benchtime 3x ./kernels/

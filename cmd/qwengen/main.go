@@ -98,6 +98,7 @@ func flags(o *options, base synth.Shape, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&s.Vocab, "vocab", s.Vocab, "vocabulary size")
 	fs.IntVar(&s.MaxPositions, "max-positions", s.MaxPositions, "max_position_embeddings")
 	fs.BoolVar(&s.Tied, "tied", s.Tied, "tie the LM head to the embedding")
+	fs.BoolVar(&s.Embedding, "embedding", s.Embedding, "lay the checkpoint out as Qwen3-Embedding ships: no \"model.\" prefix, no LM head, <|endoftext|> appended by the tokenizer")
 	fs.StringVar(&s.DType, "dtype", s.DType, "BF16, F16 or F32")
 	fs.IntVar(&s.Shards, "shards", s.Shards, "number of safetensors shards (>1 writes an index)")
 	fs.Uint64Var(&s.Seed, "seed", s.Seed, "random seed")

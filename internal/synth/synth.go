@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/x448/float16"
 )
@@ -32,9 +33,13 @@ type Shape struct {
 	Vocab        int
 	MaxPositions int
 	Tied         bool
-	DType        string // "BF16", "F16" or "F32"
-	Shards       int    // 0 or 1: one model.safetensors; more: an index
-	Seed         uint64
+	// Embedding lays the checkpoint out as Qwen3-Embedding ships: the bare
+	// Qwen3Model (no "model." prefix, no LM head) and a tokenizer whose
+	// post-processor appends <|endoftext|>.
+	Embedding bool
+	DType     string // "BF16", "F16" or "F32"
+	Shards    int    // 0 or 1: one model.safetensors; more: an index
+	Seed      uint64
 	// EOS are the generation_config eos ids; nil means Qwen's
 	// [151645, 151643], which needs the real vocabulary (MiniEOS goes with
 	// MiniTokenizer).
@@ -121,10 +126,34 @@ func (s Shape) Tensors() []Tensor {
 		ts = append(ts, mat("mlp.gate_proj.weight", f, h), mat("mlp.up_proj.weight", f, h), mat("mlp.down_proj.weight", h, f))
 	}
 	ts = append(ts, Tensor{Name: "model.norm.weight", Shape: []int{h}, Std: 0.1, Mean: 1})
+	if s.Embedding {
+		for i := range ts {
+			ts[i].Name = strings.TrimPrefix(ts[i].Name, "model.")
+		}
+		return ts
+	}
 	if !s.Tied {
 		ts = append(ts, Tensor{Name: "lm_head.weight", Shape: []int{s.Vocab, h}, Std: 1 / math.Sqrt(float64(h))})
 	}
 	return ts
+}
+
+// embeddingTokenizer is tokenizer.json with Qwen3-Embedding's
+// post-processor, which appends <|endoftext|> to every input.
+func embeddingTokenizer(tokenizerJSON []byte) ([]byte, error) {
+	var tj map[string]any
+	if err := json.Unmarshal(tokenizerJSON, &tj); err != nil {
+		return nil, fmt.Errorf("tokenizer.json: %w", err)
+	}
+	eot := map[string]any{"SpecialToken": map[string]any{"id": "<|endoftext|>", "type_id": 0}}
+	tj["post_processor"] = map[string]any{
+		"type":   "TemplateProcessing",
+		"single": []any{map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}}, eot},
+		"pair": []any{map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}}, eot,
+			map[string]any{"Sequence": map[string]any{"id": "B", "type_id": 1}}, eot},
+		"special_tokens": map[string]any{"<|endoftext|>": map[string]any{"id": "<|endoftext|>", "ids": []int{151643}, "tokens": []string{"<|endoftext|>"}}},
+	}
+	return json.Marshal(tj)
 }
 
 // Write creates dir with the checkpoint; tokenizerJSON and tokenizerConfig
@@ -138,6 +167,12 @@ func Write(dir string, s Shape, tokenizerJSON, tokenizerConfig []byte) error {
 	}
 	if err := WriteConfig(dir, s); err != nil {
 		return err
+	}
+	if s.Embedding {
+		var err error
+		if tokenizerJSON, err = embeddingTokenizer(tokenizerJSON); err != nil {
+			return err
+		}
 	}
 	for name, b := range map[string][]byte{"tokenizer.json": tokenizerJSON, "tokenizer_config.json": tokenizerConfig} {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {

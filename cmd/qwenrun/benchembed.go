@@ -1,0 +1,45 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/qwenc/qwenc/bench"
+	"github.com/qwenc/qwenc/qwen"
+	"github.com/urfave/cli/v2"
+)
+
+func benchEmbedCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "bench-embed",
+		Usage:     "measure embedding many short inputs together against one input of a prefill batch's length, on an embedding model",
+		ArgsUsage: "MODEL.qbin",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "inputs", Value: 64, Usage: "inputs embedded together"},
+			&cli.IntFlag{Name: "tokens", Value: 64, Usage: "tokens of each of them"},
+			&cli.IntFlag{Name: "long", Value: 512, Usage: "tokens of the one input they are compared with"},
+			&cli.IntFlag{Name: "reps", Value: 3, Usage: "rounds; the ratio is the median of the rounds'"},
+			threadsFlag(),
+			kernelsFlag(),
+		},
+		Action: benchEmbed,
+	}
+}
+
+func benchEmbed(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return fmt.Errorf("bench-embed: want one MODEL.qbin argument")
+	}
+	if err := checkModelFlags(c); err != nil {
+		return err
+	}
+	cfg := bench.EmbedConfig{Model: c.Args().First(), Inputs: c.Int("inputs"), Tokens: c.Int("tokens"), Long: c.Int("long"), Reps: c.Int("reps"),
+		Options: []qwen.Option{qwen.WithThreads(c.Int("threads")), qwen.WithKernels(c.String("kernels"))}}
+	res, err := bench.Embed(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("model %s\n", cfg.Model)
+	res.Write(os.Stdout, cfg)
+	return nil
+}
