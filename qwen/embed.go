@@ -35,6 +35,9 @@ type EmbedRequest struct {
 	// Truncate cuts an input longer than the context to its start (the
 	// appended tokens kept) rather than refusing it.
 	Truncate bool
+	// Context is the longest input in tokens; 0 is the Model's context,
+	// and more is refused.
+	Context int
 }
 
 // Embeddings is an EmbedRequest's answer.
@@ -63,6 +66,8 @@ func (m *Model) Embed(ctx context.Context, req EmbedRequest) (Embeddings, error)
 		return Embeddings{}, errors.New("Instruct applies to texts, not to Tokens")
 	case req.Dimensions < 0 || req.Dimensions > c.Hidden:
 		return Embeddings{}, fmt.Errorf("dimensions %d: want 1 to %d, or 0 for all", req.Dimensions, c.Hidden)
+	case req.Context < 0 || req.Context > m.e.Options().Ctx:
+		return Embeddings{}, fmt.Errorf("context %d: want 1 to the model's %d, or 0 for it", req.Context, m.e.Options().Ctx)
 	}
 	prompts := make([][]int32, 0, len(req.Inputs)+len(req.Tokens))
 	for _, text := range req.Inputs {
@@ -77,7 +82,7 @@ func (m *Model) Embed(ctx context.Context, req EmbedRequest) (Embeddings, error)
 		}
 		prompts = append(prompts, ids)
 	}
-	out, tokens, err := m.score(ctx, prompts, nil, req.Truncate, c.Append)
+	out, tokens, err := m.score(ctx, prompts, nil, req.Context, req.Truncate, c.Append)
 	if err != nil {
 		return Embeddings{}, err
 	}
@@ -93,10 +98,13 @@ func (m *Model) Embed(ctx context.Context, req EmbedRequest) (Embeddings, error)
 
 // score runs the prompts as prompt-only requests, together, and returns
 // each one's output row (an embedding model's final-norm state, or the
-// given rows of the head). With truncate, a prompt longer than the context
-// keeps its start and then keep.
-func (m *Model) score(ctx context.Context, prompts [][]int32, rows []int32, truncate bool, keep []int32) ([][]float32, int, error) {
+// given rows of the head). With truncate, a prompt longer than limit (0:
+// the context) keeps its start and then keep.
+func (m *Model) score(ctx context.Context, prompts [][]int32, rows []int32, limit int, truncate bool, keep []int32) ([][]float32, int, error) {
 	ctxLen := m.e.Options().Ctx
+	if limit > 0 {
+		ctxLen = limit
+	}
 	reqs := make([]engine.Request, len(prompts))
 	tokens := 0
 	for i, p := range prompts {

@@ -81,7 +81,7 @@ func (m *Model) Rerank(ctx context.Context, req RerankRequest) (Reranking, error
 		}
 		prompts[i] = slices.Concat(prefix, pair, suffix)
 	}
-	out, tokens, err := m.score(ctx, prompts, rows[:], false, nil)
+	out, tokens, err := m.score(ctx, prompts, rows[:], 0, false, nil)
 	if err != nil {
 		return Reranking{}, err
 	}

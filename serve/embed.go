@@ -155,8 +155,20 @@ func base64Floats(v []float32) string {
 // and keep_alive mean nothing to a model that is always loaded.
 type ollamaEmbedFields struct {
 	Model     string          `json:"model"`
-	Options   json.RawMessage `json:"options"`
+	Options   ollamaOptions   `json:"options"`
 	KeepAlive json.RawMessage `json:"keep_alive"`
+}
+
+// embedContext is an Ollama embedding request's num_ctx: the longest
+// input; the sampling options mean nothing to an embedding, as in Ollama.
+func (s *Server) embedContext(f *ollamaEmbedFields, req *qwen.EmbedRequest) *apiError {
+	if n := f.Options.NumCtx; n != nil && *n > 0 {
+		if *n > s.info.Context {
+			return badRequest("num_ctx", "num_ctx %d is larger than the server's context of %d tokens (qwenrun serve --ctx)", *n, s.info.Context)
+		}
+		req.Context = *n
+	}
+	return nil
 }
 
 // decodeOllamaEmbed decodes an Ollama embedding request into dst, whose
@@ -191,6 +203,9 @@ func (s *Server) ollamaEmbed(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	start := time.Now()
 	// Ollama truncates unless told not to.
 	req := qwen.EmbedRequest{Inputs: er.Input.texts, Dimensions: er.Dimensions, Truncate: er.Truncate == nil || *er.Truncate}
+	if e := s.embedContext(&er.ollamaEmbedFields, &req); e != nil {
+		return e
+	}
 	res, e := s.embed(r.Context(), rl, "input", req)
 	if e != nil {
 		return e
@@ -212,7 +227,11 @@ func (s *Server) ollamaEmbeddings(w http.ResponseWriter, r *http.Request, rl *re
 	if e := s.decodeOllamaEmbed(w, r, &er, &er.ollamaEmbedFields); e != nil {
 		return e
 	}
-	res, e := s.embed(r.Context(), rl, "prompt", qwen.EmbedRequest{Inputs: []string{er.Prompt}, Truncate: true})
+	req := qwen.EmbedRequest{Inputs: []string{er.Prompt}, Truncate: true}
+	if e := s.embedContext(&er.ollamaEmbedFields, &req); e != nil {
+		return e
+	}
+	res, e := s.embed(r.Context(), rl, "prompt", req)
 	if e != nil {
 		return e
 	}

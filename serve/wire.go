@@ -89,9 +89,15 @@ func decode(w http.ResponseWriter, r *http.Request, max int64, dst any) *apiErro
 	case errors.As(err, &tooBig):
 		return &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("the request body is larger than %d bytes", tooBig.Limit)}
 	case errors.As(err, &typeErr):
-		// The path names an embedded struct by its Go name; the client
-		// knows only the JSON field.
-		param := strings.ReplaceAll(typeErr.Field, "samplingFields.", "")
+		// The path names an embedded struct by its Go name (samplingFields,
+		// ollamaEmbedFields); the client knows only the JSON fields.
+		var parts []string
+		for p := range strings.SplitSeq(typeErr.Field, ".") {
+			if !strings.HasSuffix(p, "Fields") {
+				parts = append(parts, p)
+			}
+		}
+		param := strings.Join(parts, ".")
 		what := param
 		if what == "" {
 			what = "the request body"
