@@ -66,6 +66,7 @@ func (s *Server) embed(ctx context.Context, rl *reqLog, param string, req qwen.E
 		return res, e
 	}
 	rl.prompt = res.PromptTokens
+	s.metrics.scored.Add(float64(res.PromptTokens))
 	return res, nil
 }
 
@@ -273,6 +274,7 @@ func (s *Server) rerank(w http.ResponseWriter, r *http.Request, rl *reqLog) *api
 		return e
 	}
 	rl.prompt = res.PromptTokens
+	s.metrics.scored.Add(float64(res.PromptTokens))
 	type doc struct {
 		Text string `json:"text"`
 	}

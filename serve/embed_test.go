@@ -110,6 +110,10 @@ func TestEmbeddingEndpoints(t *testing.T) {
 		t.Fatalf("/api/embeddings: %d %s", resp.StatusCode, body)
 	}
 	same("/api/embeddings", old.Embedding, 0)
+	_, metrics := ts.get(t, "/metrics")
+	if !strings.Contains(metrics, "qwenrun_scored_tokens_total ") || strings.Contains(metrics, "qwenrun_scored_tokens_total 0\n") {
+		t.Errorf("the scored tokens are not counted")
+	}
 }
 
 // TestRerankEndpoint: /v1/rerank and /rerank sort by score, keep top_n,

@@ -169,6 +169,8 @@ func (s *Server) done(r *http.Request, sw *statusWriter, rl *reqLog, endpoint st
 			ttft = fmt.Sprintf("%.1fms", float64(rl.ttft.Microseconds())/1000)
 		}
 		line += fmt.Sprintf(" prompt=%d cached=%d generated=%d ttft=%s", rl.prompt, rl.cached, rl.generated, ttft)
+	} else if rl.prompt > 0 { // an embedding or a rerank
+		line += fmt.Sprintf(" prompt=%d", rl.prompt)
 	}
 	s.log.Printf("%s total=%.1fms", line, float64(time.Since(rl.start).Microseconds())/1000)
 }

@@ -16,6 +16,7 @@ type metrics struct {
 	handler   http.Handler
 	requests  *prometheus.CounterVec
 	prompt    prometheus.Counter
+	scored    prometheus.Counter
 	cached    prometheus.Counter
 	generated prometheus.Counter
 	ttft      prometheus.Histogram
@@ -30,6 +31,8 @@ func newMetrics(e *qwen.Model) *metrics {
 			[]string{"endpoint", "status"}),
 		prompt: prometheus.NewCounter(prometheus.CounterOpts{Name: "qwenrun_prompt_tokens_total",
 			Help: "Prompt tokens of finished generations."}),
+		scored: prometheus.NewCounter(prometheus.CounterOpts{Name: "qwenrun_scored_tokens_total",
+			Help: "Input tokens of embedding and rerank requests."}),
 		cached: prometheus.NewCounter(prometheus.CounterOpts{Name: "qwenrun_prompt_cached_tokens_total",
 			Help: "Prompt tokens whose KV cache came from an earlier conversation."}),
 		generated: prometheus.NewCounter(prometheus.CounterOpts{Name: "qwenrun_generated_tokens_total",
@@ -39,7 +42,7 @@ func newMetrics(e *qwen.Model) *metrics {
 		itl: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "qwenrun_inter_token_latency_seconds",
 			Help: "Time between two generated tokens of one request.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 	}
-	m.reg.MustRegister(m.requests, m.prompt, m.cached, m.generated, m.ttft, m.itl, newEngineCollector(e),
+	m.reg.MustRegister(m.requests, m.prompt, m.scored, m.cached, m.generated, m.ttft, m.itl, newEngineCollector(e),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
