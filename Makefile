@@ -89,12 +89,14 @@ endif
 # step allocates); the long numeric comparisons (with the float64
 # references, long contexts, the q8 KV cache's greedy text), whose
 # goroutines are the worker pool's that the batching tests already run;
-# the kernels' shape sweeps, which run on one goroutine; and the grammar's
+# the kernels' shape sweeps, which run on one goroutine; the embedding and
+# rerank reference comparisons and the compile of the embedding layout,
+# one goroutine each over code the batching tests race; and the grammar's
 # single-request tests and real clients, whose shared state
 # TestConstrainedConcurrently races, and TestMatchersConcurrently the
 # states a grammar's matchers share. Together four minutes under the
 # race detector.
-RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestHeadLogitsMatchReference$$|^TestAttentionLongContext$$|^TestKVQ8GreedyKeepsText$$|^TestMatmulGemm$$|^TestMatmulLd$$|^TestSchemaOnRandomModel$$|^TestToolChoiceOnRandomModel$$|^TestThinkingThenSchema$$|^TestRealClients$$|^TestRealEmbeddingClients$$|^TestOpenAIGoToolsAndSchema$$
+RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestHeadLogitsMatchReference$$|^TestAttentionLongContext$$|^TestKVQ8GreedyKeepsText$$|^TestMatmulGemm$$|^TestMatmulLd$$|^TestSchemaOnRandomModel$$|^TestToolChoiceOnRandomModel$$|^TestThinkingThenSchema$$|^TestRealClients$$|^TestRealEmbeddingClients$$|^TestEmbeddingReference$$|^TestRerankReference$$|^TestEmbedReference$$|^TestEmbeddingLayoutCompiles$$|^TestStepLastLogits$$|^TestOpenAIGoToolsAndSchema$$
 test-race:
 	$(GO) test -race -skip '$(RACE_SKIP)' ./kernels/ ./infer/ ./compiler/ ./internal/engine/ ./qwen/ ./serve/
 	$(GO) test -race -run '^TestMatchersConcurrently$$' ./grammar/
