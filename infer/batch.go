@@ -13,6 +13,9 @@ type Seq struct {
 	// Rows, with Logits, asks for just these rows of the LM head, in this
 	// order, rather than the vocabulary's: a reranker's "yes" and "no".
 	Rows []int32
+	// Last, with Logits, asks for the logits of the last Last tokens, not
+	// just the last one (0 is 1): the checks of drafted tokens.
+	Last int
 }
 
 // Step runs one forward step over the tokens of several sessions at once:
@@ -41,6 +44,9 @@ func (r *Runner) Step(seqs []Seq) error {
 		if err := sq.Session.checkTokens(sq.Tokens); err != nil {
 			return fmt.Errorf("step: sequence %d: %w", i, err)
 		}
+		if sq.Last < 0 || sq.Last > len(sq.Tokens) || (sq.Last > 1 && sq.Rows != nil) {
+			return fmt.Errorf("step: sequence %d: logits of the last %d of %d tokens", i, sq.Last, len(sq.Tokens))
+		}
 		total += len(sq.Tokens)
 	}
 	for i, sq := range seqs {
@@ -59,10 +65,11 @@ func (r *Runner) Step(seqs []Seq) error {
 	for _, sq := range seqs {
 		s := sq.Session
 		s.KV.Reserve(len(s.tokens) + len(sq.Tokens))
-		r.segs = append(r.segs, segment{kv: s.KV, row0: len(r.batchTokens), n: len(sq.Tokens), pos: len(s.tokens), wantLogit: sq.Logits, rows: sq.Rows})
+		last := max(sq.Last, 1)
+		r.segs = append(r.segs, segment{kv: s.KV, row0: len(r.batchTokens), n: len(sq.Tokens), pos: len(s.tokens), wantLogit: sq.Logits, rows: sq.Rows, last: last})
 		r.batchTokens = append(r.batchTokens, sq.Tokens...)
 		if sq.Logits && sq.Rows == nil {
-			want++
+			want += last
 		}
 	}
 	f := &r.prefill
@@ -77,9 +84,9 @@ func (r *Runner) Step(seqs []Seq) error {
 	return nil
 }
 
-// Logits is the logits of seqs[i]'s last token of the last Step, or nil if
-// it did not ask for them. The slice is the Runner's, valid until its next
-// step.
+// Logits is the logits of seqs[i]'s last token of the last Step (of its
+// last Seq.Last tokens, one row after the other), or nil if it did not
+// ask for them. The slice is the Runner's, valid until its next step.
 func (r *Runner) Logits(i int) []float32 {
 	if i < 0 || i >= len(r.segs) || !r.segs[i].wantLogit {
 		return nil
@@ -89,7 +96,7 @@ func (r *Runner) Logits(i int) []float32 {
 	}
 	w := r.m.OutputWidth()
 	j := r.logitRow[i]
-	return r.batchLogits[j*w : (j+1)*w]
+	return r.batchLogits[j*w : (j+r.segs[i].last)*w]
 }
 
 // OutputWidth is the width of a step's output row: the vocabulary's
@@ -101,7 +108,7 @@ func (m *Model) OutputWidth() int {
 	return m.Config.Vocab
 }
 
-// logitsOf computes the logits of the last row of every segment that asked,
+// logitsOf computes the logits of the last rows of every segment that asked,
 // from the residual stream x of the step, headRows rows at a time.
 func (r *Runner) logitsOf(x []float32, want int) {
 	m := r.m
@@ -123,8 +130,8 @@ func (r *Runner) logitsOf(x []float32, want int) {
 			continue
 		}
 		r.logitRow = append(r.logitRow, len(rows)/h)
-		last := sg.row0 + sg.n - 1
-		rows = append(rows, x[last*h:(last+1)*h]...)
+		end := sg.row0 + sg.n
+		rows = append(rows, x[(end-sg.last)*h:end*h]...)
 	}
 	r.gather = rows
 	r.headInto(r.batchLogits, rows)

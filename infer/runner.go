@@ -51,6 +51,7 @@ type segment struct {
 	row0, n   int
 	pos       int
 	wantLogit bool
+	last      int       // the logits of this many last rows (1 or more)
 	rows      []int32   // the head rows asked for, or nil: all
 	rowLogits []float32 // their logits
 }
