@@ -65,6 +65,9 @@ type Request struct {
 	// Rows, with PromptLogits, asks for just these rows of the LM head
 	// (infer.Seq.Rows): a reranker's "yes" and "no".
 	Rows []int32
+	// Draft drafts tokens from the text to check in each decode step
+	// (draft.go); the text is the same as without. Not with a Constraint.
+	Draft Draft
 	// Constraint, when not nil, holds the tokens to a grammar: only those
 	// it allows are sampled, and the generation ends (StopEOS) when it is
 	// complete. It is this request's alone.
@@ -127,6 +130,8 @@ type Usage struct {
 	// the positions it holds and the bytes of its chunks.
 	KVTokens int
 	KVBytes  int64
+	// Drafted is the tokens drafted and checked, Accepted those kept.
+	Drafted, Accepted int
 }
 
 // PromptTooLongError is a prompt longer than the context.
@@ -257,6 +262,11 @@ func (e *Engine) SubmitAll(ctx context.Context, reqs []Request) ([]*Stream, erro
 				return nil, fmt.Errorf("request %d: token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
 			}
 		}
+		for _, id := range req.Draft.Prediction {
+			if id < 0 || int(id) >= e.m.Config.Vocab {
+				return nil, fmt.Errorf("request %d: predicted token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
+			}
+		}
 		if req.MaxTokens == 0 {
 			scoring++
 		}
@@ -343,8 +353,9 @@ type job struct {
 	started time.Time // admitted: the first step
 	rest    []int32   // prompt tokens still to prefill
 	next    int32     // the token to feed in the next decode step
-	one     [1]int32
-	history []int32 // prompt and generated tokens, for the penalties
+	feed    []int32   // a decode step's tokens: next, then the draft
+	history []int32   // prompt and generated tokens, for the penalties
+	draft   *drafter  // nil: no drafts
 	// logits is the prompt's last logits, Request.PromptLogits, until an
 	// event takes it.
 	logits []float32
@@ -460,15 +471,30 @@ func (e *Engine) loop() {
 		default:
 		}
 
-		// Decode rows first, then prompt chunks in the budget left.
+		// Decode rows first (the drafts in the rows a step has spare after
+		// one per conversation), then prompt chunks in the budget left.
 		seqs, owners, prompt = seqs[:0], owners[:0], prompt[:0]
 		decoding, waiting, first, onlyScoring := 0, 0, 0, true
+		spare := e.m.MaxPrefill()
 		for _, j := range active {
 			if len(j.rest) == 0 {
-				j.one[0] = j.next
-				seqs = append(seqs, infer.Seq{Session: j.sess, Tokens: j.one[:], Logits: true})
+				spare--
+			}
+		}
+		for _, j := range active {
+			if len(j.rest) == 0 {
+				j.feed = append(j.feed[:0], j.next)
+				if j.draft != nil {
+					room := min(spare, j.sess.Ctx()-j.sess.Len()-1)
+					if j.req.MaxTokens > 0 {
+						room = min(room, j.req.MaxTokens-j.usage.CompletionTokens)
+					}
+					j.feed = j.draft.propose(j.feed, room, j.req.Draft.Prediction)
+					spare -= len(j.feed) - 1
+				}
+				seqs = append(seqs, infer.Seq{Session: j.sess, Tokens: j.feed, Logits: true, Last: len(j.feed)})
 				owners, prompt = append(owners, j), append(prompt, 0)
-				decoding++
+				decoding += len(j.feed)
 				continue
 			}
 			if waiting == 0 {
@@ -526,8 +552,12 @@ func (e *Engine) loop() {
 				// a chunk of a prompt that goes on
 			case j.req.MaxTokens == 0:
 				e.end(j, StopLength, cache)
+			case prompt[i] == 0 && len(j.feed) > 1:
+				if reason := e.check(j, l, now, logits); reason != "" {
+					e.end(j, reason, cache)
+				}
 			default:
-				if reason := e.sample(j, l, now, logits); reason != "" {
+				if reason := e.sample(j, l, now, logits, j.sess.Len()); reason != "" {
 					e.end(j, reason, cache)
 				}
 			}
@@ -562,12 +592,41 @@ func (e *Engine) start(j *job, cache *prefixCache) (done bool) {
 	j.rest = j.req.Prompt[keep:]
 	j.sampler = sampling.New(e.m.Config.Vocab, j.req.Params)
 	j.history = append(make([]int32, 0, len(j.req.Prompt)+64), j.req.Prompt...)
+	if j.req.Draft.Max > 0 && j.req.Constraint == nil && j.req.MaxTokens != 0 {
+		j.draft = newDrafter(j.req.Draft, j.req.Prompt)
+	}
 	return len(j.rest) == 0
 }
 
+// check samples at each row of a step that carried a draft, as sample
+// would have one step at a time, keeping the drafted tokens while they
+// are the ones picked; the cache forgets the rest.
+func (e *Engine) check(j *job, l []float32, now time.Time, lp *logprobs) StopReason {
+	vocab := e.m.Config.Vocab
+	drafted := j.feed[1:]
+	base := j.sess.Len() - len(j.feed) // the cache before the step
+	kept := 0
+	var reason StopReason
+	for r := 0; ; r++ {
+		if reason = e.sample(j, l[r*vocab:(r+1)*vocab], now, lp, base+1+r); reason != "" {
+			break
+		}
+		if r == len(drafted) || j.next != drafted[r] {
+			break
+		}
+		kept++
+	}
+	j.sess.Rewind(base + 1 + kept)
+	j.draft.checked(kept, len(drafted))
+	j.usage.Drafted += len(drafted)
+	j.usage.Accepted += kept
+	return reason
+}
+
 // sample picks the job's next token from its logits and emits it; it
-// returns why the generation ends, or "" to go on.
-func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs) StopReason {
+// returns why the generation ends, or "" to go on. length is the tokens
+// the cache holds up to the one these logits follow.
+func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs, length int) StopReason {
 	ev := Event{Time: now}
 	var raw []float32
 	if j.req.TopLogprobs >= 0 {
@@ -602,11 +661,14 @@ func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs) StopRe
 	}
 	j.usage.CompletionTokens++
 	j.history = append(j.history, id)
+	if j.draft != nil {
+		j.draft.accepted(id, j.req.Draft.Prediction)
+	}
 	j.emit(ev)
 	switch {
 	case j.req.MaxTokens >= 0 && j.usage.CompletionTokens >= j.req.MaxTokens:
 		return StopLength
-	case j.sess.Len() >= j.sess.Ctx():
+	case length >= j.sess.Ctx():
 		return StopContext
 	}
 	j.next = id
