@@ -20,6 +20,7 @@ type completionRequest struct {
 	Stop          stopList       `json:"stop"`
 	Logprobs      *int           `json:"logprobs"`
 	Echo          bool           `json:"echo"`
+	Prediction    *prediction    `json:"prediction"`
 	samplingFields
 }
 
@@ -109,6 +110,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 		return badRequest("logprobs", "logprobs %d is outside [0, %d]", *cr.Logprobs, qwen.MaxTopLogprobs)
 	case cr.Logprobs != nil:
 		req.Logprobs, req.TopLogprobs = true, *cr.Logprobs
+	}
+	if e := predict(cr.Prediction, &req); e != nil {
+		return e
 	}
 	// As raw completion in qwenrun: added tokens in the text are
 	// recognised, as Hugging Face's tokenizer does.

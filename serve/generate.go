@@ -27,6 +27,9 @@ type outcome struct {
 
 // start submits req; the generation ends with ctx, the request's.
 func (s *Server) start(ctx context.Context, rl *reqLog, req qwen.Request) (*generation, *apiError) {
+	if req.Draft == 0 && s.opts.Draft > 0 && req.JSONSchema == nil && !req.JSONObject && len(req.Tools) == 0 {
+		req.Draft, req.DraftMin = s.opts.Draft, s.opts.DraftMin
+	}
 	st, err := s.m.Start(ctx, req)
 	var tooLong *qwen.PromptTooLongError
 	var schema *qwen.SchemaError

@@ -39,6 +39,10 @@ type ServerOptions struct {
 	Log io.Writer
 	// MaxBody bounds a request body in bytes (default DefaultMaxBody).
 	MaxBody int64
+	// Draft and DraftMin draft tokens from the text for every generation
+	// that has no schema or tools (qwen.Request's); 0: none, but a request
+	// with OpenAI's prediction drafts it (qwen.DefaultDraft).
+	Draft, DraftMin int
 }
 
 // Server answers the OpenAI and Ollama protocols: each an adapter over

@@ -17,6 +17,8 @@ type metrics struct {
 	requests  *prometheus.CounterVec
 	prompt    prometheus.Counter
 	scored    prometheus.Counter
+	drafted   prometheus.Counter
+	accepted  prometheus.Counter
 	cached    prometheus.Counter
 	generated prometheus.Counter
 	ttft      prometheus.Histogram
@@ -33,6 +35,10 @@ func newMetrics(e *qwen.Model) *metrics {
 			Help: "Prompt tokens of finished generations."}),
 		scored: prometheus.NewCounter(prometheus.CounterOpts{Name: "qwenrun_scored_tokens_total",
 			Help: "Input tokens of embedding and rerank requests."}),
+		drafted: prometheus.NewCounter(prometheus.CounterOpts{Name: "qwenrun_draft_tokens_total",
+			Help: "Tokens drafted and checked in decode steps (speculative decoding)."}),
+		accepted: prometheus.NewCounter(prometheus.CounterOpts{Name: "qwenrun_draft_accepted_tokens_total",
+			Help: "Drafted tokens the model kept."}),
 		cached: prometheus.NewCounter(prometheus.CounterOpts{Name: "qwenrun_prompt_cached_tokens_total",
 			Help: "Prompt tokens whose KV cache came from an earlier conversation."}),
 		generated: prometheus.NewCounter(prometheus.CounterOpts{Name: "qwenrun_generated_tokens_total",
@@ -42,7 +48,7 @@ func newMetrics(e *qwen.Model) *metrics {
 		itl: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "qwenrun_inter_token_latency_seconds",
 			Help: "Time between two generated tokens of one request.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 	}
-	m.reg.MustRegister(m.requests, m.prompt, m.scored, m.cached, m.generated, m.ttft, m.itl, newEngineCollector(e),
+	m.reg.MustRegister(m.requests, m.prompt, m.scored, m.drafted, m.accepted, m.cached, m.generated, m.ttft, m.itl, newEngineCollector(e),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
@@ -57,6 +63,8 @@ func (m *metrics) countTokens(u qwen.Usage) {
 	m.prompt.Add(float64(u.PromptTokens))
 	m.cached.Add(float64(u.CachedTokens))
 	m.generated.Add(float64(u.CompletionTokens))
+	m.drafted.Add(float64(u.Drafted))
+	m.accepted.Add(float64(u.Accepted))
 }
 
 // engineCollector reports the engine's load from one Stats snapshot per

@@ -31,7 +31,29 @@ type chatRequest struct {
 	ChatTemplateKwargs  struct {
 		EnableThinking *bool `json:"enable_thinking"`
 	} `json:"chat_template_kwargs"`
+	Prediction *prediction `json:"prediction"`
 	samplingFields
+}
+
+// prediction is OpenAI's Predicted Outputs: text the answer is expected to
+// repeat, which is drafted and checked (the answer stays the model's).
+type prediction struct {
+	Type    string      `json:"type"`
+	Content textContent `json:"content"`
+}
+
+// predict sets a request's prediction; the drafts need no schema or tools.
+func predict(p *prediction, req *qwen.Request) *apiError {
+	switch {
+	case p == nil:
+		return nil
+	case p.Type != "content":
+		return badRequest("prediction", "prediction.type %q: want content", p.Type)
+	case req.JSONSchema != nil || req.JSONObject || len(req.Tools) > 0:
+		return badRequest("prediction", "prediction cannot be used with tools or response_format")
+	}
+	req.Prediction, req.Draft = string(p.Content), qwen.DefaultDraft
+	return nil
 }
 
 type streamOptions struct {
@@ -157,12 +179,20 @@ type (
 		PromptTokensDetails struct {
 			CachedTokens int `json:"cached_tokens"`
 		} `json:"prompt_tokens_details"`
+		// The drafts checked: those kept and those not (OpenAI's names,
+		// for Predicted Outputs; here for any drafts).
+		CompletionTokensDetails struct {
+			AcceptedPredictionTokens int `json:"accepted_prediction_tokens"`
+			RejectedPredictionTokens int `json:"rejected_prediction_tokens"`
+		} `json:"completion_tokens_details"`
 	}
 )
 
 func usageOf(u qwen.Usage) *usage {
 	out := &usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens}
 	out.PromptTokensDetails.CachedTokens = u.CachedTokens
+	out.CompletionTokensDetails.AcceptedPredictionTokens = u.Accepted
+	out.CompletionTokensDetails.RejectedPredictionTokens = u.Drafted - u.Accepted
 	return out
 }
 
@@ -279,6 +309,9 @@ func (s *Server) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
 		return qwen.Request{}, e
 	}
 	if e := responseFormat(cr.ResponseFormat, &req); e != nil {
+		return qwen.Request{}, e
+	}
+	if e := predict(cr.Prediction, &req); e != nil {
 		return qwen.Request{}, e
 	}
 	req.OneToolCall = cr.ParallelToolCalls != nil && !*cr.ParallelToolCalls

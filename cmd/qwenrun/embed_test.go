@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -145,5 +146,46 @@ func TestRerankCommand(t *testing.T) {
 	}
 	if out, _, code := qwenrun(t, "", "embed", "--ctx", "16", "--truncate", emb, strings.Repeat("word ", 40)); code != 0 || len(scoredLines(t, out)) != 1 {
 		t.Errorf("--truncate: exit %d, %s", code, out)
+	}
+}
+
+// TestDraftFlags: --draft ngram keeps the text and says what it drafted;
+// the draft flags' refusals.
+func TestDraftFlags(t *testing.T) {
+	model := compileBundled(t, "qwen3-go-demo")
+	prompt := "func (s *Set) Add(v int) { s.m[v] = struct{}{} }\nfunc (s *Set) Has(v int) bool {"
+	var outs [2]struct {
+		GeneratedIDs []int `json:"generated_ids"`
+		Timings      struct {
+			Drafted  int `json:"drafted_tokens"`
+			Accepted int `json:"accepted_tokens"`
+		}
+	}
+	for i, extra := range [][]string{nil, {"--draft", "ngram", "--draft-max", "8"}} {
+		out, errOut, code := qwenrun(t, "", append([]string{model, "-p", prompt, "-n", "60", "--temp", "0", "--json"}, extra...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", extra, code, errOut)
+		}
+		if err := json.Unmarshal([]byte(out), &outs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(outs[0].GeneratedIDs, outs[1].GeneratedIDs) || outs[1].Timings.Drafted == 0 {
+		t.Errorf("with --draft ngram %v (%+v), without %v", outs[1].GeneratedIDs, outs[1].Timings, outs[0].GeneratedIDs)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--draft", "model.qbin"}, `--draft "model.qbin": want ngram`},
+		{[]string{"--draft-max", "4"}, "--draft-max and --draft-min need --draft ngram"},
+		{[]string{"--draft", "ngram", "--draft-max", "0"}, "--draft-max 0: want 1 or more"},
+		{[]string{"--draft", "ngram", "--draft-min", "9", "--draft-max", "4"}, "--draft-min 9: want 1 to --draft-max (4)"},
+		{[]string{"--draft", "ngram", "--json-object"}, "--draft cannot be used with --json-schema or --json-object yet"},
+	} {
+		_, errOut, code := qwenrun(t, "", append([]string{model, "-p", "x"}, tc.args...)...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, %q, want %q", tc.args, code, errOut, tc.want)
+		}
 	}
 }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -11,6 +12,7 @@ import (
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/kernels"
+	"github.com/qwenc/qwenc/qwen"
 	"github.com/urfave/cli/v2"
 )
 
@@ -95,9 +97,43 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "logits", Usage: "write the last prompt position's logits to `PATH` (little-endian float32)"},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object at the end instead of streaming (interactive --chat: one per turn)"},
 		&cli.BoolFlag{Name: "verify", Usage: "recompute every section's checksum before running (reads the whole file)"},
+		draftFlag(), draftMaxFlag(), draftMinFlag(),
 		&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the run to `PATH` (for development)"},
 		cliutil.VersionFlag(),
 	}
+}
+
+// draftFlag, draftMaxFlag and draftMinFlag are the drafts of
+// speculative decoding, for the default action and serve.
+func draftFlag() cli.Flag {
+	return &cli.StringFlag{Name: "draft", Usage: "draft tokens to check in each decode step: ngram (from the prompt and the text so far); the text stays the same"}
+}
+
+func draftMaxFlag() cli.Flag {
+	return &cli.IntFlag{Name: "draft-max", Value: qwen.DefaultDraft, Usage: "the most tokens drafted for one step (the length backs off when drafts miss)"}
+}
+
+func draftMinFlag() cli.Flag {
+	return &cli.IntFlag{Name: "draft-min", Value: 1, Usage: "the fewest tokens worth drafting"}
+}
+
+// draftLimits reads --draft, --draft-max and --draft-min: the Draft and
+// DraftMin of a request, 0 and 0 without --draft.
+func draftLimits(c *cli.Context) (int, int, error) {
+	switch d := c.String("draft"); {
+	case d == "":
+		if c.IsSet("draft-max") || c.IsSet("draft-min") {
+			return 0, 0, errors.New("--draft-max and --draft-min need --draft ngram")
+		}
+		return 0, 0, nil
+	case d != "ngram":
+		return 0, 0, fmt.Errorf("--draft %q: want ngram (a draft model is not supported yet)", d)
+	case c.Int("draft-max") < 1:
+		return 0, 0, fmt.Errorf("--draft-max %d: want 1 or more", c.Int("draft-max"))
+	case c.Int("draft-min") < 1 || c.Int("draft-min") > c.Int("draft-max"):
+		return 0, 0, fmt.Errorf("--draft-min %d: want 1 to --draft-max (%d)", c.Int("draft-min"), c.Int("draft-max"))
+	}
+	return c.Int("draft-max"), c.Int("draft-min"), nil
 }
 
 // kernelPath reads --kernels, or else $QWEN_KERNELS.

@@ -36,6 +36,8 @@ type setup struct {
 	params    sampling.Params
 	loadTime  time.Duration
 	stdoutTTY bool
+	// draft and draftMin are the requests' Draft and DraftMin.
+	draft, draftMin int
 }
 
 func run(c *cli.Context) error {
@@ -56,6 +58,13 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	draft, draftMin, err := draftLimits(c)
+	if err != nil {
+		return err
+	}
+	if draft > 0 && (schema != nil || c.Bool("json-object")) {
+		return errors.New("--draft cannot be used with --json-schema or --json-object yet")
+	}
 	stop, err := startProfile(c.String("cpuprofile"))
 	if err != nil {
 		return err
@@ -74,7 +83,7 @@ func run(c *cli.Context) error {
 		}
 	}
 	s := &setup{m: m, info: m.Info(), stdoutTTY: isTerminal(os.Stdout), loadTime: time.Since(processStart),
-		schema: schema, object: c.Bool("json-object")}
+		schema: schema, object: c.Bool("json-object"), draft: draft, draftMin: draftMin}
 	s.params = samplingParams(c, s.info.Sampling)
 	if c.Bool("chat") {
 		return runChat(c, s)
@@ -204,7 +213,8 @@ func schemaError(err error) error {
 }
 
 func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
-	req := qwen.Request{Sampling: &s.params, PromptLogits: c.String("logits") != "", JSONSchema: s.schema, JSONObject: s.object}
+	req := qwen.Request{Sampling: &s.params, PromptLogits: c.String("logits") != "", JSONSchema: s.schema, JSONObject: s.object,
+		Draft: s.draft, DraftMin: s.draftMin}
 	maxTokens(&req, c.Int("max-tokens"))
 	if c.IsSet("tokens") {
 		var err error
@@ -326,6 +336,9 @@ func printStatsLine(w io.Writer, s *setup, r reply) {
 	dn, dd := r.decode()
 	fmt.Fprintf(w, "load %.0f ms | prompt %d tokens in %.0f ms, %.1f tok/s | generated %d tokens in %.0f ms, %.1f tok/s | stop: %s | kv %.1f MB",
 		ms(s.loadTime), pn, ms(pd), rate(pn, pd), dn, ms(dd), rate(dn, dd), r.stop, float64(r.usage.KVBytes)/1e6)
+	if u := r.usage; u.Drafted > 0 {
+		fmt.Fprintf(w, " | drafted %d, accepted %d (%.0f%%)", u.Drafted, u.Accepted, 100*float64(u.Accepted)/float64(u.Drafted))
+	}
 	if b, ok := mem.Private(); ok {
 		fmt.Fprintf(w, " | private %.1f MB", float64(b)/1e6)
 	}
@@ -345,13 +358,15 @@ func printJSON(w io.Writer, s *setup, r reply) error {
 		"text":          s.m.Detokenize(r.generated),
 		"stop_reason":   r.stop,
 		"timings": map[string]any{
-			"load_ms":        ms(s.loadTime),
-			"prefill_tokens": pn,
-			"prefill_ms":     ms(pd),
-			"prefill_tok_s":  rate(pn, pd),
-			"decode_tokens":  dn,
-			"decode_ms":      ms(dd),
-			"decode_tok_s":   rate(dn, dd),
+			"load_ms":         ms(s.loadTime),
+			"prefill_tokens":  pn,
+			"prefill_ms":      ms(pd),
+			"prefill_tok_s":   rate(pn, pd),
+			"decode_tokens":   dn,
+			"decode_ms":       ms(dd),
+			"decode_tok_s":    rate(dn, dd),
+			"drafted_tokens":  r.usage.Drafted,
+			"accepted_tokens": r.usage.Accepted,
 		},
 		"kv_bytes": r.usage.KVBytes,
 	})

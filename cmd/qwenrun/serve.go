@@ -30,6 +30,7 @@ func serveCommand() *cli.Command {
 			kvTypeFlag(),
 			threadsFlag(),
 			kernelsFlag(),
+			draftFlag(), draftMaxFlag(), draftMinFlag(),
 		},
 		Action: serveAction,
 	}
@@ -49,12 +50,16 @@ func serveAction(c *cli.Context) error {
 	if err := checkModelFlags(c); err != nil {
 		return err
 	}
+	draft, draftMin, err := draftLimits(c)
+	if err != nil {
+		return err
+	}
 	m, err := openModel(c, parallel, qwen.WithQueue(c.Int("queue")))
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	s := serve.NewServer(m, serve.ServerOptions{APIKey: c.String("api-key"), Log: os.Stderr})
+	s := serve.NewServer(m, serve.ServerOptions{APIKey: c.String("api-key"), Log: os.Stderr, Draft: draft, DraftMin: draftMin})
 	ln, err := net.Listen("tcp", c.String("addr"))
 	if err != nil {
 		return err
