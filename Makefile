@@ -90,13 +90,13 @@ endif
 # references, long contexts, the q8 KV cache's greedy text), whose
 # goroutines are the worker pool's that the batching tests already run;
 # the kernels' shape sweeps, which run on one goroutine; the embedding and
-# rerank reference comparisons and the compile of the embedding layout,
+# rerank tests (the qwen tests do not even compile their models there),
 # one goroutine each over code the batching tests race; and the grammar's
 # single-request tests and real clients, whose shared state
 # TestConstrainedConcurrently races, and TestMatchersConcurrently the
 # states a grammar's matchers share. Together four minutes under the
 # race detector.
-RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestHeadLogitsMatchReference$$|^TestAttentionLongContext$$|^TestKVQ8GreedyKeepsText$$|^TestMatmulGemm$$|^TestMatmulLd$$|^TestSchemaOnRandomModel$$|^TestToolChoiceOnRandomModel$$|^TestThinkingThenSchema$$|^TestRealClients$$|^TestRealEmbeddingClients$$|^TestEmbeddingReference$$|^TestRerankReference$$|^TestEmbedReference$$|^TestEmbeddingLayoutCompiles$$|^TestStepLastLogits$$|^TestOpenAIGoToolsAndSchema$$
+RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestHeadLogitsMatchReference$$|^TestAttentionLongContext$$|^TestKVQ8GreedyKeepsText$$|^TestMatmulGemm$$|^TestMatmulLd$$|^TestSchemaOnRandomModel$$|^TestToolChoiceOnRandomModel$$|^TestThinkingThenSchema$$|^TestRealClients$$|^TestRealEmbeddingClients$$|^TestEmbeddingReference$$|^TestRerankReference$$|^TestEmbedReference$$|^TestEmbeddingLayoutCompiles$$|^TestStepLastLogits$$|^TestEmbeddingModelDoesNotGenerate$$|^TestEmbedRefusals$$|^ExampleModel_Embed$$|^ExampleModel_Rerank$$|^TestEmbeddingEndpoints$$|^TestRerankEndpoint$$|^TestEmbeddingRefusals$$|^TestOpenAIGoToolsAndSchema$$
 test-race:
 	$(GO) test -race -skip '$(RACE_SKIP)' ./kernels/ ./infer/ ./compiler/ ./internal/engine/ ./qwen/ ./serve/
 	$(GO) test -race -run '^TestMatchersConcurrently$$' ./grammar/

@@ -41,7 +41,11 @@ func runIn(m *testing.M) (int, error) {
 	}
 	defer os.RemoveAll(dir)
 	tok := filepath.Join(root, "testdata", "tokenizer", "tokenizer.json.gz")
-	for _, name := range []string{"qwen3-go-demo", "tiny-a", "tiny-emb", "tiny-rerank"} {
+	models := []string{"qwen3-go-demo", "tiny-a", "tiny-emb", "tiny-rerank"}
+	if raceEnabled {
+		models = models[:2]
+	}
+	for _, name := range models {
 		src := filepath.Join(dir, "src", name)
 		if err := testmodel.Materialise(filepath.Join(root, "testdata", name), tok, src); err != nil {
 			return 0, err

@@ -1,0 +1,5 @@
+//go:build !race
+
+package qwen
+
+const raceEnabled = false
