@@ -538,9 +538,12 @@ func TestGenerationStops(t *testing.T) {
 	if done.Reason != StopEOS || len(evs2) > 3 {
 		t.Fatalf("stop %q with %v, want eos before %d", done.Reason, tokensOf(evs2), stop)
 	}
-	// A cancelled context ends the generation long before its 100 tokens.
+	// A cancelled context ends the generation long before its 1,000
+	// tokens. (In the 40-token context above the generation could end at
+	// the context before the cancel came.)
+	e = newEngine(t, m, Options{Parallel: 1, Ctx: 1024})
 	ctx, cancel := context.WithCancel(context.Background())
-	st, err := e.Submit(ctx, Request{Prompt: []int32{1, 2}, MaxTokens: 100, TopLogprobs: -1})
+	st, err := e.Submit(ctx, Request{Prompt: []int32{1, 2}, MaxTokens: 1000, TopLogprobs: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -552,7 +555,7 @@ func TestGenerationStops(t *testing.T) {
 	waitFor(t, func() bool { return e.Stats().Active == 1 })
 	cancel()
 	_, done = collect(t, st)
-	if done.Reason != StopInterrupt || done.Usage.CompletionTokens >= 100 {
+	if done.Reason != StopInterrupt || done.Usage.CompletionTokens >= 1000 {
 		t.Fatalf("stop %q after %d tokens, want interrupt", done.Reason, done.Usage.CompletionTokens)
 	}
 }
