@@ -145,6 +145,8 @@ $(TWIN_MODEL)/model.safetensors: | build $(BUILD)/tokenizer.json
 # q8 0.6B shape (the ratio within each round), the grammar's compile time
 # and its mask time per token. bench-embed: 64 inputs of 64 tokens
 # embedded together against one of 512 (pp512), q8, 2 threads.
+# bench-draft: the cost of a decode step checking k = 2..16 tokens
+# against one, and the acceptance rate above which each k pays.
 bench: build $(BENCH_MODEL)/model.safetensors $(MOE_MODEL)/model.safetensors $(TWIN_MODEL)/model.safetensors $(EMBED_MODEL)/model.safetensors
 	@for t in $(BENCH_TYPES); do $(BIN)/qwenc compile -q --no-sync --type $$t $(BENCH_MODEL) -o $(BENCH_MODEL)-$$t.qbin || exit 1; done
 	$(BIN)/qwenrun bench --kernels all $(foreach t,$(BENCH_TYPES),$(BENCH_MODEL)-$(t).qbin)
@@ -154,6 +156,7 @@ bench: build $(BENCH_MODEL)/model.safetensors $(MOE_MODEL)/model.safetensors $(T
 	$(BIN)/qwenrun bench-schema --threads 2 $(BENCH_MODEL)-q8.qbin
 	$(BIN)/qwenc compile -q --no-sync --type q8 $(EMBED_MODEL) -o $(EMBED_MODEL)-q8.qbin
 	$(BIN)/qwenrun bench-embed --threads 2 $(EMBED_MODEL)-q8.qbin
+	@for t in q8 q4; do $(BIN)/qwenrun bench-draft --threads 2 $(BENCH_MODEL)-$$t.qbin || exit 1; done
 	$(GO) test -run '^$$' -bench 'BenchmarkAttention$$' -benchtime 3x ./infer/
 	$(GO) test -run '^$$' -bench 'BenchmarkGemm2Threads$$/^avx512vnni$$/m=512/' -benchtime 10x ./kernels/
 	$(GO) test -run '^$$' -bench 'Benchmark(MatVec|Gemm)$$/^(avx2|avx512)$$/' -benchtime 3x ./kernels/

@@ -45,7 +45,7 @@ func subcommand(args []string) *cli.Command {
 	if len(args) < 2 {
 		return nil
 	}
-	for _, c := range []*cli.Command{benchCommand(), benchServeCommand(), benchSchemaCommand(), perplexityCommand(), serveCommand(), embedCommand(), rerankCommand(), benchEmbedCommand()} {
+	for _, c := range []*cli.Command{benchCommand(), benchServeCommand(), benchSchemaCommand(), perplexityCommand(), serveCommand(), embedCommand(), rerankCommand(), benchEmbedCommand(), benchDraftCommand()} {
 		if c.Name == args[1] {
 			return c
 		}
