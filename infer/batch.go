@@ -47,14 +47,12 @@ func (r *Runner) Step(seqs []Seq) error {
 		if sq.Last < 0 || sq.Last > len(sq.Tokens) || (sq.Last > 1 && sq.Rows != nil) {
 			return fmt.Errorf("step: sequence %d: logits of the last %d of %d tokens", i, sq.Last, len(sq.Tokens))
 		}
-		total += len(sq.Tokens)
-	}
-	for i, sq := range seqs {
 		for _, id := range sq.Rows {
 			if id < 0 || int(id) >= r.m.Config.Vocab || r.m.Config.Embedding {
 				return fmt.Errorf("step: sequence %d: head row %d: not a row of this model's head", i, id)
 			}
 		}
+		total += len(sq.Tokens)
 	}
 	if total == 0 || total > r.m.MaxPrefill() {
 		return fmt.Errorf("step: %d tokens, want 1 to %d", total, r.m.MaxPrefill())

@@ -52,6 +52,9 @@ func TestEmbeddingReference(t *testing.T) {
 			if !m.Config.Embedding || m.OutputWidth() != m.Config.Hidden {
 				t.Fatalf("%s: not an embedding model: %+v", tc.typ, m.Config)
 			}
+			if err := m.HeadLogits(make([]float32, m.Config.Hidden), func(int, []float32) error { return nil }); err == nil {
+				t.Fatalf("%s: an embedding model gave logits (perplexity would measure nonsense)", tc.typ)
+			}
 			r := m.NewRunner(Options{Threads: 2, Kernels: k})
 			defer r.Close()
 			batch := stepAll(t, m, r, seqs, nil)

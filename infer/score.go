@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/qwenc/qwenc/format"
@@ -44,6 +45,9 @@ func (s *Session) FeedHidden(tokens []int32, from int, dst []float32) error {
 // fn(r, logits) for each row in order; logits is valid only during the
 // call, and fn must not feed this model.
 func (m *Model) HeadLogits(hidden []float32, fn func(r int, logits []float32) error) error {
+	if m.Config.Embedding {
+		return errors.New("an embedding model has no LM head: it gives no logits")
+	}
 	return m.runner().headLogits(hidden, fn)
 }
 
@@ -113,7 +117,7 @@ func (run *Runner) headScratch() *headScratch {
 
 // headRows appends to dst the logits of just the given rows of the LM head
 // for one hidden state: the final norm, then each row decoded from its
-// tile and dotted in float32. A reranker needs two of the 151,669.
+// tile and dotted in float64. A reranker needs two of the 151,669.
 func (run *Runner) headRows(dst, hidden []float32, rows []int32) []float32 {
 	m := run.m
 	c := &m.Config
