@@ -31,8 +31,9 @@ const maxGram = 4
 // position after its latest occurrence. Adding a token costs maxGram
 // hashes, a lookup as many: O(1) per step, never a scan.
 type drafter struct {
-	corpus []int32 // the prediction, a -1 fence, the prompt and the generated tokens
-	index  map[uint64]int32
+	corpus     []int32 // the prediction, a -1 fence, the prompt and the generated tokens
+	prediction []int32
+	index      map[uint64]int32
 	// cursor is where the prediction is expected to go on (-1: it has
 	// parted from the text, and only the index may find it again).
 	cursor int
@@ -49,7 +50,7 @@ type drafter struct {
 const maxRest = 32
 
 func newDrafter(d Draft, prompt []int32) *drafter {
-	dr := &drafter{index: map[uint64]int32{}, max: d.Max, min: max(d.Min, 1), limit: d.Max, cursor: -1}
+	dr := &drafter{index: map[uint64]int32{}, prediction: d.Prediction, max: d.Max, min: max(d.Min, 1), limit: d.Max, cursor: -1}
 	if len(d.Prediction) > 0 {
 		dr.cursor = 0
 	}
@@ -100,9 +101,9 @@ func (dr *drafter) fenced(lo, hi int) bool {
 
 // accepted records a generated token: it extends the corpus, and the
 // prediction's cursor follows it or loses it.
-func (dr *drafter) accepted(id int32, prediction []int32) {
+func (dr *drafter) accepted(id int32) {
 	if dr.cursor >= 0 {
-		if dr.cursor < len(prediction) && prediction[dr.cursor] == id {
+		if dr.cursor < len(dr.prediction) && dr.prediction[dr.cursor] == id {
 			dr.cursor++
 		} else {
 			dr.cursor = -1
@@ -113,7 +114,7 @@ func (dr *drafter) accepted(id int32, prediction []int32) {
 
 // propose appends to dst up to room drafted tokens to follow the corpus
 // (whose last token is the one about to be fed).
-func (dr *drafter) propose(dst []int32, room int, prediction []int32) []int32 {
+func (dr *drafter) propose(dst []int32, room int) []int32 {
 	if dr.rest > 0 {
 		dr.rest--
 		return dst
@@ -122,8 +123,8 @@ func (dr *drafter) propose(dst []int32, room int, prediction []int32) []int32 {
 	if k < dr.min {
 		return dst
 	}
-	if dr.cursor >= 0 && dr.cursor < len(prediction) {
-		return append(dst, prediction[dr.cursor:min(dr.cursor+k, len(prediction))]...)
+	if p := dr.prediction; dr.cursor >= 0 && dr.cursor < len(p) {
+		return append(dst, p[dr.cursor:min(dr.cursor+k, len(p))]...)
 	}
 	c := dr.corpus
 	for n := min(maxGram, len(c)); n >= 1; n-- {

@@ -165,15 +165,13 @@ type Engine struct {
 	r    *infer.Runner
 	opts Options
 
-	mu    sync.Mutex
-	queue []*job
-	// queuedScoring is how many of queue are prompt-only.
-	queuedScoring int
-	closing       bool
-	wake          chan struct{} // cap 1: something was queued or cancelled
-	stop          chan struct{} // closed when the grace period ends
-	stopOnce      sync.Once
-	done          chan struct{} // closed when the loop has exited
+	mu       sync.Mutex
+	queue    []*job
+	closing  bool
+	wake     chan struct{} // cap 1: something was queued or cancelled
+	stop     chan struct{} // closed when the grace period ends
+	stopOnce sync.Once
+	done     chan struct{} // closed when the loop has exited
 
 	active      atomic.Int32
 	kvBytes     atomic.Int64
@@ -245,7 +243,7 @@ const maxQueuedScoring = 4096
 
 // SubmitAll queues requests together, all or none (a batch of inputs to
 // embed): each fails as Submit would fail it. Prompt-only requests
-// (MaxTokens 0) wait in a queue of their own size, maxQueuedScoring, so
+// (MaxTokens 0) count against a bound of their own, maxQueuedScoring, so
 // that one batch of inputs does not fill the conversations' queue.
 func (e *Engine) SubmitAll(ctx context.Context, reqs []Request) ([]*Stream, error) {
 	scoring := 0
@@ -280,14 +278,19 @@ func (e *Engine) SubmitAll(ctx context.Context, reqs []Request) ([]*Stream, erro
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	queuedScoring := 0
+	for _, j := range e.queue {
+		if j.scoring() {
+			queuedScoring++
+		}
+	}
 	switch {
 	case e.closing:
 		return nil, ErrClosed
-	case e.queuedScoring+scoring > maxQueuedScoring, len(e.queue)-e.queuedScoring+len(reqs)-scoring > e.opts.Queue:
+	case queuedScoring+scoring > maxQueuedScoring, len(e.queue)-queuedScoring+len(reqs)-scoring > e.opts.Queue:
 		return nil, ErrBusy
 	}
 	e.queue = append(e.queue, jobs...)
-	e.queuedScoring += scoring
 	e.signal()
 	return streams, nil
 }
@@ -326,7 +329,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		for _, j := range e.queue {
 			j.finish(StopShutdown)
 		}
-		e.queue, e.queuedScoring = nil, 0
+		e.queue = nil
 	}
 	e.mu.Unlock()
 	e.signal()
@@ -414,28 +417,20 @@ func (e *Engine) loop() {
 		// waits too.
 		for len(e.queue) > 0 {
 			j := e.queue[0]
-			if j.scoring() {
-				if scoring >= MaxScoring {
-					break
-				}
-				scoring++
-				e.queuedScoring--
-			} else {
-				if talking >= e.opts.Parallel {
-					break
-				}
-				talking++
-			}
-			e.queue = e.queue[1:]
 			if j.ctx.Err() != nil {
-				if j.scoring() {
-					scoring--
-				} else {
-					talking--
-				}
+				e.queue = e.queue[1:]
 				j.finish(StopInterrupt)
 				continue
 			}
+			count, limit := &talking, e.opts.Parallel
+			if j.scoring() {
+				count, limit = &scoring, MaxScoring
+			}
+			if *count >= limit {
+				break
+			}
+			*count++
+			e.queue = e.queue[1:]
 			active = append(active, j)
 			e.active.Add(1) // under the lock: never neither queued nor active
 		}
@@ -489,7 +484,7 @@ func (e *Engine) loop() {
 					if j.req.MaxTokens > 0 {
 						room = min(room, j.req.MaxTokens-j.usage.CompletionTokens)
 					}
-					j.feed = j.draft.propose(j.feed, room, j.req.Draft.Prediction)
+					j.feed = j.draft.propose(j.feed, room)
 					spare -= len(j.feed) - 1
 				}
 				seqs = append(seqs, infer.Seq{Session: j.sess, Tokens: j.feed, Logits: true, Last: len(j.feed)})
@@ -662,7 +657,7 @@ func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs, length
 	j.usage.CompletionTokens++
 	j.history = append(j.history, id)
 	if j.draft != nil {
-		j.draft.accepted(id, j.req.Draft.Prediction)
+		j.draft.accepted(id)
 	}
 	j.emit(ev)
 	switch {
