@@ -170,4 +170,19 @@ func TestEmbedRefusals(t *testing.T) {
 	if _, err := emb.Rerank(ctx, qwen.RerankRequest{Query: "q", Documents: []string{"d"}}); err == nil {
 		t.Error("an embedding model reranked")
 	}
+	// A document too long for the context: refused, or its end cut with
+	// the prompt's end kept.
+	rr := open(t, "tiny-rerank.qbin", qwen.WithContext(128))
+	docs := []string{"short", long + long}
+	if _, err := rr.Rerank(ctx, qwen.RerankRequest{Query: "q", Documents: docs}); !errors.As(err, &tooLong) || tooLong.Index != 1 {
+		t.Errorf("a long document: %v", err)
+	}
+	r, err := rr.Rerank(ctx, qwen.RerankRequest{Query: "q", Documents: docs, Truncate: true})
+	if err != nil || len(r.Results) != 2 {
+		t.Fatalf("truncated: %+v, %v", r, err)
+	}
+	alone, err := rr.Rerank(ctx, qwen.RerankRequest{Query: "q", Documents: docs[:1]})
+	if err != nil || r.PromptTokens != alone.PromptTokens+128 {
+		t.Errorf("truncated: %d prompt tokens, want %d + 128 (%v)", r.PromptTokens, alone.PromptTokens, err)
+	}
 }

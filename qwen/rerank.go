@@ -72,16 +72,16 @@ func (m *Model) Rerank(ctx context.Context, req RerankRequest) (Reranking, error
 		instruct = DefaultRerankInstruct
 	}
 	prefix, suffix := tok.Encode(rerankPrefix, true), tok.Encode(rerankSuffix, true)
-	ctxLen := m.e.Options().Ctx
+	if ctxLen := m.e.Options().Ctx; req.Truncate && len(prefix)+len(suffix) >= ctxLen {
+		return Reranking{}, fmt.Errorf("the context of %d tokens cannot hold the reranker's prompt (%d tokens without the pair)", ctxLen, len(prefix)+len(suffix))
+	}
 	prompts := make([][]int32, len(req.Documents))
 	for i, doc := range req.Documents {
 		pair := tok.Encode("<Instruct>: "+instruct+"\n<Query>: "+req.Query+"\n<Document>: "+doc, false)
-		if over := len(prefix) + len(pair) + len(suffix) - ctxLen; over > 0 && req.Truncate && over < len(pair) {
-			pair = pair[:len(pair)-over] // the end of the document goes
-		}
 		prompts[i] = slices.Concat(prefix, pair, suffix)
 	}
-	out, tokens, err := m.score(ctx, prompts, rows[:], 0, false, nil)
+	// Cut, the end of the document goes and the prompt's end stays.
+	out, tokens, err := m.score(ctx, prompts, rows[:], 0, req.Truncate, suffix)
 	if err != nil {
 		return Reranking{}, err
 	}
