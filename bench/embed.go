@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/qwenc/qwenc/qwen"
@@ -84,8 +83,7 @@ func Embed(cfg EmbedConfig) (EmbedResult, error) {
 		res.BatchTokS, res.LongTokS = append(res.BatchTokS, b), append(res.LongTokS, l)
 		ratios = append(ratios, b/l)
 	}
-	slices.Sort(ratios)
-	res.Ratio = ratios[len(ratios)/2]
+	res.Ratio = median(ratios)
 	return res, nil
 }
 

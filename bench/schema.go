@@ -89,8 +89,7 @@ func Schema(cfg SchemaConfig) (SchemaResult, error) {
 		ratios = append(ratios, h/free)
 		held = append(held, ids)
 	}
-	slices.Sort(ratios)
-	res.Ratio = ratios[len(ratios)/2]
+	res.Ratio = median(ratios)
 	return res, replay(cfg, held, &res)
 }
 
