@@ -91,7 +91,7 @@ func TestConcurrentMatchesAlone(t *testing.T) {
 			}
 		}
 	}
-	if st := b.Stats(); st.Active != 0 || st.Queued != 0 {
+	if st := b.Stats(); st.Active != 0 || st.Queued != 0 || st.KVBytes != 0 {
 		t.Errorf("after the requests: %+v", st)
 	}
 }

@@ -359,6 +359,7 @@ type job struct {
 	feed    []int32   // a decode step's tokens: next, then the draft
 	history []int32   // prompt and generated tokens, for the penalties
 	draft   *drafter  // nil: no drafts
+	kvBytes int64     // the cache's bytes as Stats last counted them
 	// logits is the prompt's last logits, Request.PromptLogits, until an
 	// event takes it.
 	logits []float32
@@ -445,7 +446,7 @@ func (e *Engine) loop() {
 		}
 		active = slices.DeleteFunc(active, ended)
 		e.cachedBytes.Store(cache.bytes)
-		e.kvBytes.Store(kvBytes(active))
+		e.countKV(active)
 		if len(active) == 0 {
 			if closing {
 				return
@@ -675,6 +676,8 @@ func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs, length
 // no longer counts as active, so a caller that has read it sees Stats
 // without it.
 func (e *Engine) end(j *job, reason StopReason, cache *prefixCache) {
+	e.kvBytes.Add(-j.kvBytes)
+	j.kvBytes = 0
 	if j.sess != nil {
 		j.usage.KVTokens, j.usage.KVBytes = j.sess.Len(), j.sess.KV.Bytes()
 		cache.put(j.sess)
@@ -685,12 +688,15 @@ func (e *Engine) end(j *job, reason StopReason, cache *prefixCache) {
 	j.finish(reason)
 }
 
-func kvBytes(active []*job) int64 {
-	var n int64
+// countKV brings Stats' KV bytes up to the active caches' sizes. Each
+// job's share is kept so that end can take it off at once: a caller that
+// has read a job's last event sees Stats without its cache.
+func (e *Engine) countKV(active []*job) {
 	for _, j := range active {
 		if j.sess != nil {
-			n += j.sess.KV.Bytes()
+			b := j.sess.KV.Bytes()
+			e.kvBytes.Add(b - j.kvBytes)
+			j.kvBytes = b
 		}
 	}
-	return n
 }
