@@ -156,3 +156,35 @@ func TestMasksAgainstReference(t *testing.T) {
 	}
 	t.Logf("%d steps checked", steps)
 }
+
+// TestPrefix: Prefix counts the tokens a walk through the grammar takes,
+// up to a token it refuses, and leaves the matcher where it was.
+func TestPrefix(t *testing.T) {
+	v, tok := qwenVocab(t)
+	b := NewBuilder()
+	g, err := b.Build(jsonish(b), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := g.NewMatcher()
+	if err := m.Accept(tok.Encode("{", false)[0]); err != nil {
+		t.Fatal(err)
+	}
+	ids := tok.Encode(`"a": [1, 2}, "b"`, false)
+	// The walk goes as far as "2"; "}" closes no array.
+	want := len(tok.Encode(`"a": [1, 2`, false))
+	if got := m.Prefix(ids); got != want {
+		t.Errorf("Prefix(%q) = %d, want %d", tok.Decode(ids), got, want)
+	}
+	for i, id := range ids[:want] {
+		if err := m.Accept(id); err != nil {
+			t.Fatalf("token %d (%q) after Prefix: %v", i, tok.Decode([]int32{id}), err)
+		}
+	}
+	if m.Accept(ids[want]) == nil {
+		t.Errorf("%q accepted", tok.Decode(ids[want:want+1]))
+	}
+	if got := m.Prefix(nil); got != 0 {
+		t.Errorf("Prefix(nil) = %d", got)
+	}
+}

@@ -85,6 +85,19 @@ func (m *Matcher) Accept(id int32) error {
 	return nil
 }
 
+// Prefix reports how many of ids, from the first, the grammar would take
+// one after the other from here; it changes nothing. It checks drafted
+// tokens before a step spends rows on them.
+func (m *Matcher) Prefix(ids []int32) int {
+	c := Matcher{g: m.g, s: m.s, cur: m.cur, done: m.done}
+	for i, id := range ids {
+		if c.Accept(id) != nil {
+			return i
+		}
+	}
+	return len(ids)
+}
+
 func (m *Matcher) isEOS(id int32) bool {
 	for _, e := range m.g.vocab.eos {
 		if e == id {

@@ -166,4 +166,29 @@ func (b *budget) Accept(id int32) error {
 	return nil
 }
 
+// Prefix follows the budget over ids as Accept would, without taking
+// them; the grammar's own prefix bounds it too.
+func (b *budget) Prefix(ids []int32) int {
+	thinking, done, left := b.thinking, b.done, b.left
+	n := len(ids)
+	for i, id := range ids {
+		if thinking && left <= 0 && id != b.close {
+			n = i
+			break
+		}
+		switch {
+		case thinking && id == b.close:
+			thinking, done = false, true
+		case thinking:
+			left--
+		case id == b.open && !done:
+			thinking = true
+		}
+	}
+	if b.inner != nil {
+		n = b.inner.Prefix(ids[:n])
+	}
+	return n
+}
+
 func (b *budget) Done() bool { return b.inner != nil && b.inner.Done() }

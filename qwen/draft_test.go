@@ -9,13 +9,16 @@ import (
 	"github.com/qwenc/qwenc/sampling"
 )
 
-// TestDraftsKeepTheText: drafts from the text, and a prediction, change
-// no token of the answer, greedy or sampled with a seed, alone and with
-// other conversations in the same steps; the prediction that is the very
-// answer is accepted almost whole.
+// TestDraftsKeepTheText: drafts from the text, a prediction, and a draft
+// model's guesses change no token of the answer, greedy or sampled with a
+// seed, alone and with other conversations in the same steps; the
+// prediction that is the very answer is accepted almost whole.
 func TestDraftsKeepTheText(t *testing.T) {
 	plain := open(t, "qwen3-go-demo.qbin", qwen.WithParallel(1))
 	drafting := open(t, "qwen3-go-demo.qbin", qwen.WithParallel(3), qwen.WithPrefixCache(0))
+	// The model drafting for itself: its guesses are what it picks,
+	// greedy, so most are kept; sampled, those it would have sampled.
+	guessing := open(t, "qwen3-go-demo.qbin", qwen.WithDraftModel("qwen3-go-demo.qbin"))
 	long := strings.Repeat("func (s *Set) Add(v int) { s.m[v] = struct{}{} }\n", 6)
 	var sampled = &sampling.Params{Temperature: 0.8, TopK: 40, TopP: 0.95, RepeatPenalty: 1.1, Seed: 7}
 	for _, sp := range []*sampling.Params{greedy, sampled} {
@@ -46,6 +49,17 @@ func TestDraftsKeepTheText(t *testing.T) {
 		}
 		for i, req := range reqs {
 			want := wants[i]
+			for _, kind := range []struct{ text, model int }{{0, qwen.DefaultDraftModel}, {qwen.DefaultDraft, 4}} {
+				r := req
+				r.Draft, r.DraftModel, r.DraftPMin = kind.text, kind.model, 0.5
+				got := generate(t, guessing, r)
+				if got.content != want.content || got.reasoning != want.reasoning {
+					t.Errorf("request %d, sampling %+v, drafts %+v: %q, without %q", i, *sp, kind, got.content, want.content)
+				}
+				if u := got.last.Usage; u.Accepted == 0 {
+					t.Errorf("request %d, drafts %+v: %d drafted, none kept", i, kind, u.Drafted)
+				}
+			}
 			req.Draft = qwen.DefaultDraft
 			got := generate(t, drafting, req)
 			if got.content != want.content || got.reasoning != want.reasoning {
@@ -63,5 +77,24 @@ func TestDraftsKeepTheText(t *testing.T) {
 				t.Errorf("request %d: the answer predicted, only %d of %d tokens accepted (%d drafted)", i, u.Accepted, u.CompletionTokens, u.Drafted)
 			}
 		}
+	}
+}
+
+// TestDraftModelRefusals: a draft model of another vocabulary; guesses
+// asked of a Model without one.
+func TestDraftModelRefusals(t *testing.T) {
+	if _, err := qwen.Open("tiny-a.qbin", qwen.WithDraftModel("nope.qbin")); err == nil || !strings.Contains(err.Error(), "draft model: ") {
+		t.Errorf("a draft model that is not there: %v", err)
+	}
+	if !qwen.RaceEnabled { // tiny-rerank is not compiled under -race
+		_, err := qwen.Open("tiny-a.qbin", qwen.WithDraftModel("tiny-rerank.qbin"))
+		if err == nil || !strings.Contains(err.Error(), "draft model tiny-rerank.qbin: its vocabulary is 151669 tokens in 151669 rows, the model's 151669 tokens in 151936 rows") {
+			t.Errorf("another vocabulary: %v", err)
+		}
+	}
+	m := open(t, "tiny-a.qbin")
+	_, err := m.Start(t.Context(), qwen.Request{Prompt: "x", DraftModel: 4})
+	if err == nil || !strings.Contains(err.Error(), "opened without a draft model") {
+		t.Errorf("DraftModel without a draft model: %v", err)
 	}
 }

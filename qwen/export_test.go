@@ -3,3 +3,6 @@ package qwen
 // Testdata is the repository's testdata directory, for the external
 // tests, which run in the models' temporary directory.
 func Testdata() string { return testRoot + "/testdata" }
+
+// RaceEnabled says the embedding models are not compiled (see raceEnabled).
+const RaceEnabled = raceEnabled

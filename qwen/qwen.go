@@ -30,6 +30,7 @@
 package qwen
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -60,6 +61,7 @@ type config struct {
 	chunk      int
 	cacheBytes int64
 	cacheSet   bool
+	draft      string
 }
 
 // WithThreads sets the worker threads of the forward steps (default: the
@@ -104,17 +106,24 @@ func WithPrefixCache(bytes int64) Option {
 	return func(c *config) { c.cacheBytes, c.cacheSet = bytes, true }
 }
 
+// WithDraftModel opens a second, smaller model of the same vocabulary
+// (Qwen3-0.6B for Qwen3-8B, or the model itself at q4) whose greedy
+// guesses the requests that ask (Request.DraftModel) have checked in
+// their decode steps. A model of another vocabulary is refused.
+func WithDraftModel(path string) Option { return func(c *config) { c.draft = path } }
+
 // Model is an open model and the engine that runs its requests.
 type Model struct {
-	m        *infer.Model
-	e        *engine.Engine
-	info     Info
-	kv       format.KVType
-	family   chat.Family
-	hasChat  bool
-	stopIDs  []int32
-	defaults sampling.Params
-	grammars grammars
+	m          *infer.Model
+	draftModel *infer.Model // nil: none
+	e          *engine.Engine
+	info       Info
+	kv         format.KVType
+	family     chat.Family
+	hasChat    bool
+	stopIDs    []int32
+	defaults   sampling.Params
+	grammars   grammars
 }
 
 // Info describes a Model.
@@ -151,6 +160,8 @@ type Info struct {
 	// unless it samples); a Request without Sampling gets it, with a
 	// random seed.
 	Sampling sampling.Params
+	// DraftModel is the draft model's path (WithDraftModel), or "".
+	DraftModel string
 }
 
 // Errors of Start and Generate besides a bad request.
@@ -204,21 +215,61 @@ func Open(path string, opts ...Option) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := newModel(im, path, c, kv, ro)
+	var dm *infer.Model
+	if c.draft != "" {
+		if dm, err = openDraft(c.draft, im, ro); err != nil {
+			im.Close()
+			return nil, err
+		}
+	}
+	m, err := newModel(im, dm, path, c, kv, ro)
 	if err != nil {
 		im.Close()
+		if dm != nil {
+			dm.Close()
+		}
 		return nil, err
 	}
 	return m, nil
 }
 
-func newModel(im *infer.Model, path string, c config, kv format.KVType, ro infer.Options) (*Model, error) {
+// openDraft opens a draft model for im: a generating model whose tokens
+// are im's, id for id.
+func openDraft(path string, im *infer.Model, ro infer.Options) (*infer.Model, error) {
+	dm, err := infer.Open(path, ro)
+	if err != nil {
+		return nil, fmt.Errorf("draft model: %w", err)
+	}
+	a, b := im.Tokenizer, dm.Tokenizer
+	err = nil
+	switch {
+	case dm.Config.Embedding:
+		err = errors.New("an embedding model, which does not generate")
+	case dm.Config.Vocab != im.Config.Vocab || a.VocabSize() != b.VocabSize():
+		err = fmt.Errorf("its vocabulary is %d tokens in %d rows, the model's %d tokens in %d rows: a draft model must share the vocabulary",
+			b.VocabSize(), dm.Config.Vocab, a.VocabSize(), im.Config.Vocab)
+	default:
+		for id := range int32(a.VocabSize()) {
+			if !bytes.Equal(a.TokenBytes(id), b.TokenBytes(id)) || a.IsSpecial(id) != b.IsSpecial(id) {
+				err = fmt.Errorf("token %d is %q, the model's %q: a draft model must share the vocabulary", id, b.TokenBytes(id), a.TokenBytes(id))
+				break
+			}
+		}
+	}
+	if err != nil {
+		dm.Close()
+		return nil, fmt.Errorf("draft model %s: %w", path, err)
+	}
+	return dm, nil
+}
+
+func newModel(im, dm *infer.Model, path string, c config, kv format.KVType, ro infer.Options) (*Model, error) {
 	h := im.File.Header
 	ctx, note, err := fitContext(im, c.ctx, c.ctxSet, c.parallel, kv)
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{m: im, kv: kv, stopIDs: chat.StopTokens(im.Tokenizer, h.Generation.EOS), defaults: sampling.Defaults(h.Generation)}
+	m := &Model{m: im, draftModel: dm, kv: kv, stopIDs: chat.StopTokens(im.Tokenizer, h.Generation.EOS), defaults: sampling.Defaults(h.Generation)}
 	if f := h.ChatFamily; f != "" {
 		if m.family, err = chat.ParseFamily(f); err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
@@ -234,13 +285,13 @@ func newModel(im *infer.Model, path string, c config, kv format.KVType, ro infer
 		Layers: h.Config.Layers, Hidden: h.Config.Hidden, Vocab: h.Config.Vocab,
 		MaxContext: h.Config.MaxContext(), Context: ctx, ContextNote: note, Parallel: c.parallel,
 		KVType: kv.String(), Kernels: im.Kernels().String(), Threads: im.Threads(),
-		FileSize: im.File.Size, Sampling: m.defaults,
+		FileSize: im.File.Size, Sampling: m.defaults, DraftModel: c.draft,
 	}
 	if st, err := os.Stat(path); err == nil {
 		m.info.Modified = st.ModTime()
 	}
 	m.e, err = engine.New(im, engine.Options{Parallel: c.parallel, Queue: c.queue, Ctx: ctx, Chunk: c.chunk,
-		CacheBytes: cacheOption(c), Runner: ro})
+		CacheBytes: cacheOption(c), Runner: ro, Drafter: dm})
 	return m, err
 }
 
@@ -305,5 +356,8 @@ func (m *Model) Close() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	m.e.Shutdown(ctx)
+	if m.draftModel != nil {
+		m.draftModel.Close()
+	}
 	return m.m.Close()
 }

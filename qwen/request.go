@@ -116,9 +116,18 @@ type Request struct {
 	// Draft is the most tokens drafted from the text (the prompt, the
 	// answer so far and Prediction) and checked in one decode step; 0
 	// drafts nothing. The text is the same as without: the drafted tokens
-	// are kept only where the model picks them. Not with a schema or
-	// tools' constraint.
+	// are kept only where the model picks them, with sampling too, so
+	// the text's distribution is the model's. Under a schema's or tools'
+	// constraint, a draft is cut at the first token the grammar refuses.
 	Draft int
+	// DraftModel is the most tokens the draft model (WithDraftModel)
+	// guesses for one step where the text offers no draft; 0 asks it for
+	// nothing. Its guesses are checked as the text's are.
+	DraftModel int
+	// DraftPMin stops the draft model's guesses at the first it gives a
+	// probability below DraftPMin; 0 is DefaultDraftPMin, and a negative
+	// value never stops them.
+	DraftPMin float64
 	// DraftMin is the fewest tokens worth drafting (default 1).
 	DraftMin int
 	// Prediction is text the answer is expected to repeat, drafted first
@@ -130,6 +139,14 @@ type Request struct {
 // check 16 tokens cost little more than one when they are wrong, and the
 // length backs off when they keep being wrong.
 const DefaultDraft = 16
+
+// DefaultDraftModel is a good DraftModel: each guess costs a step of the
+// draft model, and few runs of 8 guesses are all right.
+const DefaultDraftModel = 8
+
+// DefaultDraftPMin is llama.cpp's default confidence under which a draft
+// model stops guessing.
+const DefaultDraftPMin = 0.75
 
 // prompt is a request made ready for the engine.
 type prompt struct {
@@ -242,18 +259,8 @@ func (m *Model) prepare(r *Request) (prompt, error) {
 	if c != nil {
 		p.req.Constraint = c
 	}
-	switch {
-	case r.Draft < 0 || r.DraftMin < 0:
-		return prompt{}, fmt.Errorf("Draft %d, DraftMin %d: want 0 or more", r.Draft, r.DraftMin)
-	case r.Prediction != "" && r.Draft == 0:
-		return prompt{}, errors.New("Prediction is drafted: it needs Draft")
-	case r.Draft > 0 && c != nil:
-		return prompt{}, errors.New("Draft cannot be checked under a schema's or tools' constraint yet")
-	case r.Draft > 0:
-		p.req.Draft = engine.Draft{Max: r.Draft, Min: r.DraftMin}
-		if r.Prediction != "" {
-			p.req.Draft.Prediction = m.m.Tokenizer.Encode(r.Prediction, false)
-		}
+	if p.req.Draft, err = m.draft(r); err != nil {
+		return prompt{}, err
 	}
 	if r.Sampling == nil {
 		p.req.Params = m.defaults
@@ -321,4 +328,29 @@ func (m *Model) textOf(p prompt) textSource {
 		return chat.NewSplitter(m.m.Tokenizer, false)
 	}
 	return rawText{m.m.Tokenizer.NewStreamDecoder()}
+}
+
+// draft checks a request's drafts and makes them the engine's.
+func (m *Model) draft(r *Request) (engine.Draft, error) {
+	switch {
+	case r.Draft < 0 || r.DraftMin < 0 || r.DraftModel < 0:
+		return engine.Draft{}, fmt.Errorf("Draft %d, DraftModel %d, DraftMin %d: want 0 or more", r.Draft, r.DraftModel, r.DraftMin)
+	case r.DraftPMin >= 1:
+		return engine.Draft{}, fmt.Errorf("DraftPMin %g: want less than 1", r.DraftPMin)
+	case r.Prediction != "" && r.Draft == 0:
+		return engine.Draft{}, errors.New("Prediction is drafted: it needs Draft")
+	case r.DraftModel > 0 && m.draftModel == nil:
+		return engine.Draft{}, errors.New("DraftModel: this Model was opened without a draft model (WithDraftModel)")
+	}
+	d := engine.Draft{Max: r.Draft, Min: r.DraftMin, Model: r.DraftModel, PMin: float32(r.DraftPMin)}
+	switch {
+	case r.DraftPMin == 0:
+		d.PMin = DefaultDraftPMin
+	case r.DraftPMin < 0:
+		d.PMin = 0
+	}
+	if r.Prediction != "" {
+		d.Prediction = m.m.Tokenizer.Encode(r.Prediction, false)
+	}
+	return d, nil
 }

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/qwenc/qwenc/qwen"
@@ -10,8 +11,8 @@ import (
 // TestDraftsAndPrediction: a server drafting from the text answers what
 // the model answers alone, in both protocols; OpenAI's prediction of the
 // very answer is drafted and mostly kept, counted in
-// completion_tokens_details and /metrics; a prediction beside tools is
-// refused.
+// completion_tokens_details and /metrics; a prediction under a schema
+// is cut where the grammar refuses it and gives the answer without.
 func TestDraftsAndPrediction(t *testing.T) {
 	ts := newTestServer(t, modelOpts{Parallel: 2}, ServerOptions{Draft: 8})
 	_, _, _, want := greedyAlone(t, ts, qwen.Request{Prompt: "func main() {", MaxTokens: 40})
@@ -48,9 +49,68 @@ func TestDraftsAndPrediction(t *testing.T) {
 	if !strings.Contains(metrics, "qwenrun_draft_accepted_tokens_total ") || strings.Contains(metrics, "qwenrun_draft_tokens_total 0\n") {
 		t.Error("the drafts are not counted in /metrics")
 	}
-	resp, body = ts.post(t, "/v1/chat/completions", `{"model": "tiny-a", "messages": [{"role": "user", "content": "hi"}], "prediction": {"type": "content", "content": "x"},
-		"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}`)
-	if resp.StatusCode != 400 || !strings.Contains(body, `"param":"prediction"`) {
-		t.Errorf("prediction with tools: %d %s", resp.StatusCode, body)
+	// Under a schema: the answer the schema gives, predicted with a
+	// wrong value in the middle, which the grammar cuts from the drafts.
+	const schema = `"response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": {"type": "object", "properties": {"n": {"type": "integer"}, "s": {"type": "string"}}, "required": ["n", "s"], "additionalProperties": false}}}`
+	chatReq := func(extra string) string {
+		return `{"model": "tiny-a", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 60, "temperature": 0, "chat_template_kwargs": {"enable_thinking": false}, ` + schema + extra + `}`
 	}
+	type chatAnswer struct {
+		Choices []struct{ Message struct{ Content string } }
+		Usage   struct {
+			CompletionTokensDetails struct {
+				Accepted int `json:"accepted_prediction_tokens"`
+				Rejected int `json:"rejected_prediction_tokens"`
+			} `json:"completion_tokens_details"`
+		}
+	}
+	var plain, drafted chatAnswer
+	resp, body = ts.post(t, "/v1/chat/completions", chatReq(""))
+	unmarshal(t, body, &plain)
+	if resp.StatusCode != 200 {
+		t.Fatalf("under a schema: %d %s", resp.StatusCode, body)
+	}
+	answer := plain.Choices[0].Message.Content
+	i := strings.Index(answer, `"n"`)
+	if i < 0 {
+		t.Fatalf("the schema's answer lacks n: %q", answer)
+	}
+	wrong := answer[:i] + `"n": "not a number", ` + answer[i:]
+	resp, body = ts.post(t, "/v1/chat/completions", chatReq(`, "prediction": {"type": "content", "content": `+jsonString(wrong)+`}`))
+	unmarshal(t, body, &drafted)
+	if resp.StatusCode != 200 || drafted.Choices[0].Message.Content != answer {
+		t.Errorf("under a schema, predicted %q: %d %s, want %q", wrong, resp.StatusCode, body, answer)
+	}
+	t.Logf("under a schema: %+v", drafted.Usage.CompletionTokensDetails)
+}
+
+// TestDraftModelServer: a server with a draft model (tiny-a drafting for
+// itself) answers concurrent requests as the model does alone, the
+// guesses checked in the same steps and counted.
+func TestDraftModelServer(t *testing.T) {
+	ts := newTestServer(t, modelOpts{Parallel: 3, Draft: tinyPath(t)}, ServerOptions{DraftModel: 4, DraftPMin: -1})
+	prompts := []string{"func main() {", "package main", "// Copyright"}
+	wants := make([]string, len(prompts))
+	for i, p := range prompts {
+		_, _, _, wants[i] = greedyAlone(t, ts, qwen.Request{Prompt: p, MaxTokens: 24})
+	}
+	var wg sync.WaitGroup
+	for i, p := range prompts {
+		wg.Go(func() {
+			var c struct {
+				Choices []struct{ Text string }
+				Usage   struct {
+					CompletionTokensDetails struct {
+						Accepted int `json:"accepted_prediction_tokens"`
+					} `json:"completion_tokens_details"`
+				}
+			}
+			resp, body := ts.post(t, "/v1/completions", `{"model": "tiny-a", "prompt": `+jsonString(p)+`, "max_tokens": 24, "temperature": 0}`)
+			unmarshal(t, body, &c)
+			if resp.StatusCode != 200 || c.Choices[0].Text != wants[i] || c.Usage.CompletionTokensDetails.Accepted == 0 {
+				t.Errorf("%q with a draft model: %d %s, want %q", p, resp.StatusCode, body, wants[i])
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"iter"
@@ -27,9 +28,10 @@ type outcome struct {
 
 // start submits req; the generation ends with ctx, the request's.
 func (s *Server) start(ctx context.Context, rl *reqLog, req qwen.Request) (*generation, *apiError) {
-	if req.Draft == 0 && s.opts.Draft > 0 && req.JSONSchema == nil && !req.JSONObject && len(req.Tools) == 0 {
-		req.Draft, req.DraftMin = s.opts.Draft, s.opts.DraftMin
-	}
+	req.Draft = cmp.Or(req.Draft, s.opts.Draft)
+	req.DraftModel = cmp.Or(req.DraftModel, s.opts.DraftModel)
+	req.DraftMin = cmp.Or(req.DraftMin, s.opts.DraftMin)
+	req.DraftPMin = cmp.Or(req.DraftPMin, s.opts.DraftPMin)
 	st, err := s.m.Start(ctx, req)
 	var tooLong *qwen.PromptTooLongError
 	var schema *qwen.SchemaError

@@ -39,10 +39,11 @@ type ServerOptions struct {
 	Log io.Writer
 	// MaxBody bounds a request body in bytes (default DefaultMaxBody).
 	MaxBody int64
-	// Draft and DraftMin draft tokens from the text for every generation
-	// that has no schema or tools (qwen.Request's); 0: none, but a request
-	// with OpenAI's prediction drafts it (qwen.DefaultDraft).
-	Draft, DraftMin int
+	// Draft, DraftModel, DraftMin and DraftPMin are every generation's
+	// drafts (qwen.Request's) where it asks for none; 0: none, but a
+	// request with OpenAI's prediction drafts it (qwen.DefaultDraft).
+	Draft, DraftModel, DraftMin int
+	DraftPMin                   float64
 }
 
 // Server answers the OpenAI and Ollama protocols: each an adapter over

@@ -42,15 +42,13 @@ type prediction struct {
 	Content textContent `json:"content"`
 }
 
-// predict sets a request's prediction; the drafts need no schema or tools.
+// predict sets a request's prediction.
 func predict(p *prediction, req *qwen.Request) *apiError {
 	switch {
 	case p == nil:
 		return nil
 	case p.Type != "content":
 		return badRequest("prediction", "prediction.type %q: want content", p.Type)
-	case req.JSONSchema != nil || req.JSONObject || len(req.Tools) > 0:
-		return badRequest("prediction", "prediction cannot be used with tools or response_format")
 	}
 	req.Prediction, req.Draft = string(p.Content), qwen.DefaultDraft
 	return nil

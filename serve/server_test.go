@@ -105,6 +105,7 @@ type testServer struct {
 // modelOpts are the served model's options the tests vary.
 type modelOpts struct {
 	Parallel, Queue, Ctx, Chunk int
+	Draft                       string // a draft model's path
 }
 
 // openModel opens tiny-a with the engine's options.
@@ -122,6 +123,9 @@ func openModel(t *testing.T, o modelOpts) *qwen.Model {
 	}
 	if o.Chunk > 0 {
 		opts = append(opts, qwen.WithPrefillChunk(o.Chunk))
+	}
+	if o.Draft != "" {
+		opts = append(opts, qwen.WithDraftModel(o.Draft))
 	}
 	m, err := qwen.Open(tinyPath(t), opts...)
 	if err != nil {

@@ -152,8 +152,8 @@ func (conv *conversation) setSampling(p sampling.Params) {
 func (conv *conversation) request(msgs []qwen.Message) qwen.Request {
 	p := conv.params
 	p.Seed = conv.seeds.Uint64()
-	req := qwen.Request{Messages: msgs, NoThinking: !conv.think, Sampling: &p, JSONSchema: conv.s.schema, JSONObject: conv.s.object,
-		Draft: conv.s.draft, DraftMin: conv.s.draftMin}
+	req := qwen.Request{Messages: msgs, NoThinking: !conv.think, Sampling: &p, JSONSchema: conv.s.schema, JSONObject: conv.s.object}
+	conv.s.drafts.apply(&req)
 	maxTokens(&req, conv.maxTokens)
 	return req
 }

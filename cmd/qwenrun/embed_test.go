@@ -149,8 +149,9 @@ func TestRerankCommand(t *testing.T) {
 	}
 }
 
-// TestDraftFlags: --draft ngram keeps the text and says what it drafted;
-// the draft flags' refusals.
+// TestDraftFlags: --draft ngram, a draft model, both, and drafts under
+// --json-object keep the text and say what they drafted; the draft
+// flags' refusals, a draft model of another vocabulary among them.
 func TestDraftFlags(t *testing.T) {
 	model := compileBundled(t, "qwen3-go-demo")
 	prompt := "func (s *Set) Add(v int) { s.m[v] = struct{}{} }\nfunc (s *Set) Has(v int) bool {"
@@ -161,27 +162,35 @@ func TestDraftFlags(t *testing.T) {
 			Accepted int `json:"accepted_tokens"`
 		}
 	}
-	for i, extra := range [][]string{nil, {"--draft", "ngram", "--draft-max", "8"}} {
-		out, errOut, code := qwenrun(t, "", append([]string{model, "-p", prompt, "-n", "60", "--temp", "0", "--json"}, extra...)...)
-		if code != 0 {
-			t.Fatalf("%v: exit %d: %s", extra, code, errOut)
+	for _, extra := range [][]string{{"--draft", "ngram", "--draft-max", "8"}, {"--draft", model}, {"--draft", "ngram," + model, "--draft-p-min", "0"},
+		{"--draft", model, "--json-object"}} {
+		for i, flags := range [][]string{nil, extra} {
+			if slices.Contains(extra, "--json-object") {
+				flags = append(flags, "--json-object")
+			}
+			out, errOut, code := qwenrun(t, "", append([]string{model, "-p", prompt, "-n", "60", "--temp", "0", "--json"}, flags...)...)
+			if code != 0 {
+				t.Fatalf("%v: exit %d: %s", flags, code, errOut)
+			}
+			if err := json.Unmarshal([]byte(out), &outs[i]); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if err := json.Unmarshal([]byte(out), &outs[i]); err != nil {
-			t.Fatal(err)
+		if !slices.Equal(outs[0].GeneratedIDs, outs[1].GeneratedIDs) || outs[1].Timings.Drafted == 0 {
+			t.Errorf("with %v %v (%+v), without %v", extra, outs[1].GeneratedIDs, outs[1].Timings, outs[0].GeneratedIDs)
 		}
-	}
-	if !slices.Equal(outs[0].GeneratedIDs, outs[1].GeneratedIDs) || outs[1].Timings.Drafted == 0 {
-		t.Errorf("with --draft ngram %v (%+v), without %v", outs[1].GeneratedIDs, outs[1].Timings, outs[0].GeneratedIDs)
 	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--draft", "model.qbin"}, `--draft "model.qbin": want ngram`},
-		{[]string{"--draft-max", "4"}, "--draft-max and --draft-min need --draft ngram"},
+		{[]string{"--draft", "model.qbin"}, `--draft "model.qbin": want ngram or a draft model's .qbin file`},
+		{[]string{"--draft-max", "4"}, "--draft-max needs --draft ngram or --draft FILE.qbin"},
 		{[]string{"--draft", "ngram", "--draft-max", "0"}, "--draft-max 0: want 1 or more"},
 		{[]string{"--draft", "ngram", "--draft-min", "9", "--draft-max", "4"}, "--draft-min 9: want 1 to --draft-max (4)"},
-		{[]string{"--draft", "ngram", "--json-object"}, "--draft cannot be used with --json-schema or --json-object yet"},
+		{[]string{"--draft", "ngram", "--draft-p-min", "1"}, "--draft-p-min 1: want 0 to less than 1"},
+		{[]string{"--draft", model + "," + model}, "ngram and one draft model at most"},
+		{[]string{"--draft", compileBundled(t, "tiny-rerank")}, "its vocabulary is 151669 tokens in 151669 rows, the model's 151669 tokens in 151936 rows: a draft model must share the vocabulary"},
 	} {
 		_, errOut, code := qwenrun(t, "", append([]string{model, "-p", "x"}, tc.args...)...)
 		if code == 0 || !strings.Contains(errOut, tc.want) {

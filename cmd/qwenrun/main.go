@@ -3,11 +3,12 @@
 package main
 
 import (
-	"errors"
+	"cmp"
 	"fmt"
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/cliutil"
@@ -71,7 +72,7 @@ func newApp() *cli.App {
 // zero Value as the default.
 func flags() []cli.Flag {
 	const model = "the model's generation_config"
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "prompt", Aliases: []string{"p"}, Usage: "prompt `TEXT` (raw completion; with --chat, one user message)"},
 		&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "read the prompt from `PATH` (- for stdin)"},
 		&cli.IntFlag{Name: "max-tokens", Aliases: []string{"n"}, Value: -1, Usage: "tokens to generate (-1: until end of sequence or context; 0: only evaluate the prompt)"},
@@ -97,43 +98,84 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "logits", Usage: "write the last prompt position's logits to `PATH` (little-endian float32)"},
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object at the end instead of streaming (interactive --chat: one per turn)"},
 		&cli.BoolFlag{Name: "verify", Usage: "recompute every section's checksum before running (reads the whole file)"},
-		draftFlag(), draftMaxFlag(), draftMinFlag(),
 		&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the run to `PATH` (for development)"},
 		cliutil.VersionFlag(),
+	}, draftFlags()...)
+}
+
+// draftFlags are the drafts of speculative decoding, for the default
+// action and serve.
+func draftFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "draft", Usage: "draft tokens to check in each decode step: ngram (from the prompt and the text so far), " +
+			"a draft model's FILE.qbin (same vocabulary, smaller: its greedy guesses), or both: ngram,FILE.qbin. The text stays the same"},
+		&cli.IntFlag{Name: "draft-max", Usage: "the most tokens drafted for one step (the text's back off when they miss)", DefaultText: "16 from the text, 8 from a draft model"},
+		&cli.IntFlag{Name: "draft-min", Value: 1, Usage: "the fewest tokens worth drafting"},
+		&cli.Float64Flag{Name: "draft-p-min", Value: qwen.DefaultDraftPMin, Usage: "a draft model stops guessing at a token it gives a lower probability"},
 	}
 }
 
-// draftFlag, draftMaxFlag and draftMinFlag are the drafts of
-// speculative decoding, for the default action and serve.
-func draftFlag() cli.Flag {
-	return &cli.StringFlag{Name: "draft", Usage: "draft tokens to check in each decode step: ngram (from the prompt and the text so far); the text stays the same"}
+// drafting is what --draft and its flags ask of every request.
+type drafting struct {
+	text, model, min int // Request's Draft, DraftModel and DraftMin
+	pMin             float64
+	path             string // the draft model's file, or ""
 }
 
-func draftMaxFlag() cli.Flag {
-	return &cli.IntFlag{Name: "draft-max", Value: qwen.DefaultDraft, Usage: "the most tokens drafted for one step (the length backs off when drafts miss)"}
+func (d drafting) apply(r *qwen.Request) {
+	r.Draft, r.DraftModel, r.DraftMin, r.DraftPMin = d.text, d.model, d.min, d.pMin
 }
 
-func draftMinFlag() cli.Flag {
-	return &cli.IntFlag{Name: "draft-min", Value: 1, Usage: "the fewest tokens worth drafting"}
+// options opens the draft model with the model.
+func (d drafting) options() []qwen.Option {
+	if d.path == "" {
+		return nil
+	}
+	return []qwen.Option{qwen.WithDraftModel(d.path)}
 }
 
-// draftLimits reads --draft, --draft-max and --draft-min: the Draft and
-// DraftMin of a request, 0 and 0 without --draft.
-func draftLimits(c *cli.Context) (int, int, error) {
-	switch d := c.String("draft"); {
-	case d == "":
-		if c.IsSet("draft-max") || c.IsSet("draft-min") {
-			return 0, 0, errors.New("--draft-max and --draft-min need --draft ngram")
+// draftFlagValues reads --draft and its flags.
+func draftFlagValues(c *cli.Context) (drafting, error) {
+	var d drafting
+	if c.String("draft") == "" {
+		for _, f := range []string{"draft-max", "draft-min", "draft-p-min"} {
+			if c.IsSet(f) {
+				return d, fmt.Errorf("--%s needs --draft ngram or --draft FILE.qbin", f)
+			}
 		}
-		return 0, 0, nil
-	case d != "ngram":
-		return 0, 0, fmt.Errorf("--draft %q: want ngram (a draft model is not supported yet)", d)
-	case c.Int("draft-max") < 1:
-		return 0, 0, fmt.Errorf("--draft-max %d: want 1 or more", c.Int("draft-max"))
-	case c.Int("draft-min") < 1 || c.Int("draft-min") > c.Int("draft-max"):
-		return 0, 0, fmt.Errorf("--draft-min %d: want 1 to --draft-max (%d)", c.Int("draft-min"), c.Int("draft-max"))
+		return d, nil
 	}
-	return c.Int("draft-max"), c.Int("draft-min"), nil
+	n, m, p := c.Int("draft-max"), c.Int("draft-min"), c.Float64("draft-p-min")
+	switch {
+	case c.IsSet("draft-max") && n < 1:
+		return d, fmt.Errorf("--draft-max %d: want 1 or more", n)
+	case m < 1 || (n > 0 && m > n):
+		return d, fmt.Errorf("--draft-min %d: want 1 to --draft-max (%d)", m, n)
+	case p < 0 || p >= 1:
+		return d, fmt.Errorf("--draft-p-min %g: want 0 to less than 1", p)
+	}
+	kinds := strings.Split(c.String("draft"), ",")
+	d.min, d.pMin = m, p
+	if p == 0 {
+		d.pMin = -1 // qwen's 0 is its default: here 0 means every guess
+	}
+	for _, k := range kinds {
+		switch {
+		case k == "ngram" && d.text > 0, k != "ngram" && d.path != "":
+			return d, fmt.Errorf("--draft %q: ngram and one draft model at most", c.String("draft"))
+		case k == "ngram":
+			d.text = cmp.Or(n, qwen.DefaultDraft)
+			continue
+		}
+		if _, err := os.Stat(k); err != nil {
+			return d, fmt.Errorf("--draft %q: want ngram or a draft model's .qbin file: %w", k, err)
+		}
+		d.path, d.model = k, cmp.Or(n, qwen.DefaultDraftModel)
+	}
+	if m > max(d.text, d.model) {
+		return d, fmt.Errorf("--draft-min %d: want 1 to --draft-max (%d)", m, max(d.text, d.model))
+	}
+	return d, nil
 }
 
 // kernelPath reads --kernels, or else $QWEN_KERNELS.

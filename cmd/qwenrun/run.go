@@ -36,8 +36,7 @@ type setup struct {
 	params    sampling.Params
 	loadTime  time.Duration
 	stdoutTTY bool
-	// draft and draftMin are the requests' Draft and DraftMin.
-	draft, draftMin int
+	drafts    drafting
 }
 
 func run(c *cli.Context) error {
@@ -58,12 +57,9 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	draft, draftMin, err := draftLimits(c)
+	drafts, err := draftFlagValues(c)
 	if err != nil {
 		return err
-	}
-	if draft > 0 && (schema != nil || c.Bool("json-object")) {
-		return errors.New("--draft cannot be used with --json-schema or --json-object yet")
 	}
 	stop, err := startProfile(c.String("cpuprofile"))
 	if err != nil {
@@ -72,7 +68,7 @@ func run(c *cli.Context) error {
 	defer stop()
 	// One conversation at a time, whose KV cache is kept across turns
 	// whatever its size: it is the only one.
-	m, err := openModel(c, 1, qwen.WithPrefixCache(math.MaxInt64))
+	m, err := openModel(c, 1, append(drafts.options(), qwen.WithPrefixCache(math.MaxInt64))...)
 	if err != nil {
 		return err
 	}
@@ -83,7 +79,7 @@ func run(c *cli.Context) error {
 		}
 	}
 	s := &setup{m: m, info: m.Info(), stdoutTTY: isTerminal(os.Stdout), loadTime: time.Since(processStart),
-		schema: schema, object: c.Bool("json-object"), draft: draft, draftMin: draftMin}
+		schema: schema, object: c.Bool("json-object"), drafts: drafts}
 	s.params = samplingParams(c, s.info.Sampling)
 	if c.Bool("chat") {
 		return runChat(c, s)
@@ -213,8 +209,8 @@ func schemaError(err error) error {
 }
 
 func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
-	req := qwen.Request{Sampling: &s.params, PromptLogits: c.String("logits") != "", JSONSchema: s.schema, JSONObject: s.object,
-		Draft: s.draft, DraftMin: s.draftMin}
+	req := qwen.Request{Sampling: &s.params, PromptLogits: c.String("logits") != "", JSONSchema: s.schema, JSONObject: s.object}
+	s.drafts.apply(&req)
 	maxTokens(&req, c.Int("max-tokens"))
 	if c.IsSet("tokens") {
 		var err error

@@ -20,7 +20,7 @@ func serveCommand() *cli.Command {
 		Name:      "serve",
 		Usage:     "answer OpenAI- and Ollama-compatible HTTP requests, many conversations batched into each step",
 		ArgsUsage: "MODEL.qbin",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen on `HOST:PORT` (port 0: any free port)"},
 			&cli.IntFlag{Name: "parallel", Value: 4, Usage: "conversations that decode together"},
 			&cli.IntFlag{Name: "queue", Usage: "requests that may wait for a free slot, beyond which the answer is 503 (default: 4 x --parallel)"},
@@ -30,8 +30,7 @@ func serveCommand() *cli.Command {
 			kvTypeFlag(),
 			threadsFlag(),
 			kernelsFlag(),
-			draftFlag(), draftMaxFlag(), draftMinFlag(),
-		},
+		}, draftFlags()...),
 		Action: serveAction,
 	}
 }
@@ -50,16 +49,17 @@ func serveAction(c *cli.Context) error {
 	if err := checkModelFlags(c); err != nil {
 		return err
 	}
-	draft, draftMin, err := draftLimits(c)
+	d, err := draftFlagValues(c)
 	if err != nil {
 		return err
 	}
-	m, err := openModel(c, parallel, qwen.WithQueue(c.Int("queue")))
+	m, err := openModel(c, parallel, append(d.options(), qwen.WithQueue(c.Int("queue")))...)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	s := serve.NewServer(m, serve.ServerOptions{APIKey: c.String("api-key"), Log: os.Stderr, Draft: draft, DraftMin: draftMin})
+	s := serve.NewServer(m, serve.ServerOptions{APIKey: c.String("api-key"), Log: os.Stderr,
+		Draft: d.text, DraftModel: d.model, DraftMin: d.min, DraftPMin: d.pMin})
 	ln, err := net.Listen("tcp", c.String("addr"))
 	if err != nil {
 		return err

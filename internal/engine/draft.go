@@ -1,5 +1,13 @@
 package engine
 
+import (
+	"math"
+	"slices"
+
+	"github.com/qwenc/qwenc/infer"
+	"github.com/qwenc/qwenc/kernels"
+)
+
 // Drafts are guesses of the tokens a conversation will generate next,
 // taken from the text itself: the tokens that followed the last n tokens
 // where they occurred before, in the prompt, the text generated so far,
@@ -11,16 +19,168 @@ package engine
 // same; it keeps the drafted tokens up to the first it would not have
 // picked, plus its own pick there. A step of several rows costs little
 // more than one while decoding reads the weights.
+//
+// A draft model (Options.Drafter) guesses where the text has nothing to
+// offer: it keeps a cache of the conversation of its own and picks its
+// most likely token, one step per token, while it is confident enough.
+// Its guesses are as deterministic as the text's, so for sampling too
+// the check above is the rejection rule of speculative sampling with a
+// point-mass proposal q: a drafted token x is kept with probability
+// min(1, p(x)/q(x)) = p(x), the chance the sampler picks it, and
+// otherwise the token comes from p without x, renormalised, which is what
+// the sampler picked. The text's distribution is the model's.
 
 // Draft configures the drafts of a request.
 type Draft struct {
-	// Max is the most tokens drafted for one step; 0 drafts nothing.
+	// Max is the most tokens drafted from the text for one step; 0 drafts
+	// nothing from it.
 	Max int
 	// Min is the fewest worth a step's rows: a shorter guess is not made.
 	Min int
 	// Prediction is tokens the answer is expected to hold (the file being
 	// edited); they are drafted first, then looked up like the rest.
 	Prediction []int32
+	// Model is the most tokens the engine's draft model guesses for one
+	// step when the text offers none; 0 asks it for nothing.
+	Model int
+	// PMin stops the draft model's guesses at the first whose probability
+	// under it is below PMin.
+	PMin float32
+}
+
+// drafts sets the feed of each decoding job: the token to feed, then the
+// draft to check, from the text first and else from the draft model,
+// within the spare rows of the step. A draft the job's constraint would
+// refuse is cut where it would.
+func (e *Engine) drafts(active []*job, spare int) {
+	ds := e.ds
+	if ds != nil {
+		ds.jobs, ds.room = ds.jobs[:0], ds.room[:0]
+	}
+	for _, j := range active {
+		if len(j.rest) > 0 {
+			continue
+		}
+		j.feed, j.guessed = append(j.feed[:0], j.next), false
+		room := min(spare, j.sess.Ctx()-j.sess.Len()-1)
+		if j.req.MaxTokens > 0 {
+			room = min(room, j.req.MaxTokens-j.usage.CompletionTokens)
+		}
+		if j.draft != nil {
+			j.feed = j.draft.propose(j.feed, room)
+		}
+		if len(j.feed) == 1 && j.req.Draft.Model > 0 && room >= max(j.req.Draft.Min, 1) {
+			k := min(room, j.req.Draft.Model)
+			ds.jobs, ds.room = append(ds.jobs, j), append(ds.room, k)
+			j.guessed = true
+			spare -= k
+			continue
+		}
+		spare -= len(j.feed) - 1
+	}
+	if ds != nil && len(ds.jobs) > 0 {
+		e.modelGuess(ds)
+	}
+	for _, j := range active {
+		if c := j.req.Constraint; c != nil && len(j.feed) > 1 {
+			n := c.Prefix(j.feed[1:])
+			if n < max(j.req.Draft.Min, 1) {
+				n = 0
+			}
+			j.feed = j.feed[:1+n]
+		}
+	}
+}
+
+// modelDrafts is the draft model's work of one step, kept from step to
+// step by the engine's loop.
+type modelDrafts struct {
+	jobs    []*job
+	room    []int // the most tokens each job's draft may hold
+	seqs    []infer.Seq
+	who     []int // the job of each sequence
+	scratch []float32
+	k       kernels.Path
+}
+
+func newModelDrafts(r *infer.Runner) *modelDrafts {
+	m := r.Model()
+	return &modelDrafts{scratch: make([]float32, m.Config.Vocab), k: m.Kernels()}
+}
+
+// modelGuess appends the draft model's guesses to the feeds of ds.jobs.
+// Each job's cache of the draft model first takes the conversation's
+// tokens it lacks (the prompt, the first time; a long one over a few
+// steps, drafting nothing meanwhile), then every job guesses one token
+// per step, together, until its room is full, its guess is a stop token
+// or the model's confidence falls under PMin. The guesses the target
+// does not keep are rewound after its step.
+func (e *Engine) modelGuess(ds *modelDrafts) {
+	dm := e.dr.Model()
+	seqs, who := ds.seqs[:0], ds.who[:0]
+	budget := dm.MaxPrefill()
+	for i, j := range ds.jobs {
+		if j.dsess == nil {
+			s, err := dm.NewSessionKV(e.opts.Ctx, j.req.KV)
+			if err != nil {
+				continue // New checked the context: a KV type the draft model lacks, at worst, and no drafts
+			}
+			j.dsess = s
+		}
+		lack := j.history[j.dsess.Len():] // the prompt and the tokens generated, the last not fed yet
+		n := min(len(lack), budget)
+		if n == 0 {
+			continue
+		}
+		budget -= n
+		seqs = append(seqs, infer.Seq{Session: j.dsess, Tokens: lack[:n], Logits: n == len(lack)})
+		who = append(who, i)
+	}
+	for len(seqs) > 0 {
+		if err := e.dr.Step(seqs); err != nil {
+			break // the sequences are checked above; no drafts rather than a failed request
+		}
+		next, nextWho := seqs[:0], who[:0]
+		for k := range seqs {
+			l := e.dr.Logits(k)
+			if l == nil {
+				continue
+			}
+			i := who[k]
+			j := ds.jobs[i]
+			id, p := ds.top(l)
+			if p < j.req.Draft.PMin {
+				continue
+			}
+			j.feed = append(j.feed, id)
+			if len(j.feed)-1 >= ds.room[i] || slices.Contains(j.req.Stop, id) {
+				continue
+			}
+			next = append(next, infer.Seq{Session: j.dsess, Tokens: j.feed[len(j.feed)-1:], Logits: true})
+			nextWho = append(nextWho, i)
+		}
+		seqs, who = next, nextWho
+	}
+	ds.seqs, ds.who = seqs, who
+	for _, j := range ds.jobs {
+		if len(j.feed)-1 < max(j.req.Draft.Min, 1) {
+			j.feed = j.feed[:1]
+		}
+	}
+}
+
+// top returns the most likely token of a logits row (the lowest id of a
+// tie) and its probability.
+func (ds *modelDrafts) top(l []float32) (int32, float32) {
+	lse, m := ds.k.LogSumExp(l, ds.scratch)
+	best := 0
+	for i, v := range l {
+		if v == m {
+			best = i
+			break
+		}
+	}
+	return int32(best), float32(math.Exp(float64(m) - lse))
 }
 
 // maxGram is the longest n-gram looked up; longer matches are tried first.

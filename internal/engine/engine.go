@@ -43,6 +43,11 @@ type Options struct {
 	CacheBytes int64
 	// Runner configures the worker threads and kernels.
 	Runner infer.Options
+	// Drafter, when not nil, is a smaller model of the same vocabulary
+	// whose greedy guesses the requests that ask (Draft.Model) have
+	// checked. The engine runs it on a Runner of its own; the model stays
+	// the caller's.
+	Drafter *infer.Model
 }
 
 // Request is one generation.
@@ -65,8 +70,8 @@ type Request struct {
 	// Rows, with PromptLogits, asks for just these rows of the LM head
 	// (infer.Seq.Rows): a reranker's "yes" and "no".
 	Rows []int32
-	// Draft drafts tokens from the text to check in each decode step
-	// (draft.go); the text is the same as without. Not with a Constraint.
+	// Draft drafts tokens to check in each decode step (draft.go); the
+	// text is the same as without.
 	Draft Draft
 	// Constraint, when not nil, holds the tokens to a grammar: only those
 	// it allows are sampled, and the generation ends (StopEOS) when it is
@@ -82,6 +87,10 @@ type Constraint interface {
 	Accept(id int32) error
 	// Done reports whether the text is complete: nothing may follow.
 	Done() bool
+	// Prefix reports how many of ids, from the first, Accept would take
+	// one after the other; it changes nothing. Drafted tokens past it are
+	// not checked.
+	Prefix(ids []int32) int
 }
 
 // StopReason says why a generation ended: one set of reasons for every
@@ -164,6 +173,10 @@ type Engine struct {
 	m    *infer.Model
 	r    *infer.Runner
 	opts Options
+	// dr runs the draft model (nil: none); the loop owns it and ds, the
+	// state of its drafting.
+	dr *infer.Runner
+	ds *modelDrafts
 
 	mu       sync.Mutex
 	queue    []*job
@@ -206,9 +219,23 @@ func New(m *infer.Model, o Options) (*Engine, error) {
 	case o.CacheBytes < 0:
 		o.CacheBytes = 0
 	}
+	if d := o.Drafter; d != nil {
+		switch {
+		case d.Config.Embedding:
+			return nil, errors.New("the draft model is an embedding model: it has no head to guess tokens with")
+		case d.Config.Vocab != m.Config.Vocab:
+			return nil, fmt.Errorf("the draft model's vocabulary is %d tokens, the model's %d: a draft model must share the vocabulary", d.Config.Vocab, m.Config.Vocab)
+		case d.Config.MaxContext() < o.Ctx:
+			return nil, fmt.Errorf("the draft model's context is at most %d tokens, less than the conversations' %d", d.Config.MaxContext(), o.Ctx)
+		}
+	}
 	e := &Engine{
 		m: m, r: m.NewRunner(o.Runner), opts: o,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	if o.Drafter != nil {
+		e.dr = o.Drafter.NewRunner(o.Runner)
+		e.ds = newModelDrafts(e.dr)
 	}
 	go e.loop()
 	return e, nil
@@ -259,6 +286,9 @@ func (e *Engine) SubmitAll(ctx context.Context, reqs []Request) ([]*Stream, erro
 			if id < 0 || int(id) >= e.m.Config.Vocab {
 				return nil, fmt.Errorf("request %d: token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
 			}
+		}
+		if req.Draft.Model > 0 && e.dr == nil {
+			return nil, fmt.Errorf("request %d: drafts from a draft model, but the engine has none", i)
 		}
 		for _, id := range req.Draft.Prediction {
 			if id < 0 || int(id) >= e.m.Config.Vocab {
@@ -353,13 +383,15 @@ type job struct {
 
 	sess    *infer.Session
 	sampler *sampling.Sampler
-	started time.Time // admitted: the first step
-	rest    []int32   // prompt tokens still to prefill
-	next    int32     // the token to feed in the next decode step
-	feed    []int32   // a decode step's tokens: next, then the draft
-	history []int32   // prompt and generated tokens, for the penalties
-	draft   *drafter  // nil: no drafts
-	kvBytes int64     // the cache's bytes as Stats last counted them
+	started time.Time      // admitted: the first step
+	rest    []int32        // prompt tokens still to prefill
+	next    int32          // the token to feed in the next decode step
+	feed    []int32        // a decode step's tokens: next, then the draft
+	history []int32        // prompt and generated tokens, for the penalties
+	draft   *drafter       // nil: no drafts from the text
+	dsess   *infer.Session // the draft model's cache of the conversation (nil: none yet)
+	guessed bool           // the feed's draft is the draft model's, not the text's
+	kvBytes int64          // the cache's bytes as Stats last counted them
 	// logits is the prompt's last logits, Request.PromptLogits, until an
 	// event takes it.
 	logits []float32
@@ -383,6 +415,9 @@ func (j *job) finish(reason StopReason) {
 func (e *Engine) loop() {
 	defer close(e.done)
 	defer e.r.Close()
+	if e.dr != nil {
+		defer e.dr.Close()
+	}
 	cache := newPrefixCache(e.opts.CacheBytes)
 	var active []*job
 	var seqs []infer.Seq
@@ -477,17 +512,9 @@ func (e *Engine) loop() {
 				spare--
 			}
 		}
+		e.drafts(active, spare)
 		for _, j := range active {
 			if len(j.rest) == 0 {
-				j.feed = append(j.feed[:0], j.next)
-				if j.draft != nil {
-					room := min(spare, j.sess.Ctx()-j.sess.Len()-1)
-					if j.req.MaxTokens > 0 {
-						room = min(room, j.req.MaxTokens-j.usage.CompletionTokens)
-					}
-					j.feed = j.draft.propose(j.feed, room)
-					spare -= len(j.feed) - 1
-				}
 				seqs = append(seqs, infer.Seq{Session: j.sess, Tokens: j.feed, Logits: true, Last: len(j.feed)})
 				owners, prompt = append(owners, j), append(prompt, 0)
 				decoding += len(j.feed)
@@ -557,6 +584,11 @@ func (e *Engine) loop() {
 					e.end(j, reason, cache)
 				}
 			}
+			if j.dsess != nil {
+				// The draft model's cache keeps what the conversation kept
+				// of its guesses.
+				j.dsess.Rewind(min(j.dsess.Len(), j.sess.Len()))
+			}
 		}
 		active = slices.DeleteFunc(active, ended)
 	}
@@ -588,7 +620,7 @@ func (e *Engine) start(j *job, cache *prefixCache) (done bool) {
 	j.rest = j.req.Prompt[keep:]
 	j.sampler = sampling.New(e.m.Config.Vocab, j.req.Params)
 	j.history = append(make([]int32, 0, len(j.req.Prompt)+64), j.req.Prompt...)
-	if j.req.Draft.Max > 0 && j.req.Constraint == nil && j.req.MaxTokens != 0 {
+	if j.req.Draft.Max > 0 && j.req.MaxTokens != 0 {
 		j.draft = newDrafter(j.req.Draft, j.req.Prompt)
 	}
 	return len(j.rest) == 0
@@ -613,7 +645,9 @@ func (e *Engine) check(j *job, l []float32, now time.Time, lp *logprobs) StopRea
 		kept++
 	}
 	j.sess.Rewind(base + 1 + kept)
-	j.draft.checked(kept, len(drafted))
+	if !j.guessed {
+		j.draft.checked(kept, len(drafted))
+	}
 	j.usage.Drafted += len(drafted)
 	j.usage.Accepted += kept
 	return reason
@@ -681,7 +715,7 @@ func (e *Engine) end(j *job, reason StopReason, cache *prefixCache) {
 	if j.sess != nil {
 		j.usage.KVTokens, j.usage.KVBytes = j.sess.Len(), j.sess.KV.Bytes()
 		cache.put(j.sess)
-		j.sess = nil
+		j.sess, j.dsess = nil, nil
 		e.cachedBytes.Store(cache.bytes)
 	}
 	e.active.Add(-1)
@@ -695,6 +729,9 @@ func (e *Engine) countKV(active []*job) {
 	for _, j := range active {
 		if j.sess != nil {
 			b := j.sess.KV.Bytes()
+			if j.dsess != nil {
+				b += j.dsess.KV.Bytes()
+			}
 			e.kvBytes.Add(b - j.kvBytes)
 			j.kvBytes = b
 		}
