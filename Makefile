@@ -147,7 +147,11 @@ $(TWIN_MODEL)/model.safetensors: | build $(BUILD)/tokenizer.json
 # embedded together against one of 512 (pp512), q8, 2 threads.
 # bench-draft: the cost of a decode step checking k = 2..16 tokens
 # against one, and the acceptance rate above which each k pays.
-bench: build $(BENCH_MODEL)/model.safetensors $(MOE_MODEL)/model.safetensors $(TWIN_MODEL)/model.safetensors $(EMBED_MODEL)/model.safetensors
+# bench-spec: greedy decoding with drafts against without, per prompt of
+# Go source: the bundled model's n-gram drafts, then itself at q4 as its
+# draft model (with and without the text's drafts), then the 0.6B shape
+# at q8 given its own answer as OpenAI's prediction.
+bench: build $(BUILD)/models/$(DEMO)/config.json $(BENCH_MODEL)/model.safetensors $(MOE_MODEL)/model.safetensors $(TWIN_MODEL)/model.safetensors $(EMBED_MODEL)/model.safetensors
 	@for t in $(BENCH_TYPES); do $(BIN)/qwenc compile -q --no-sync --type $$t $(BENCH_MODEL) -o $(BENCH_MODEL)-$$t.qbin || exit 1; done
 	$(BIN)/qwenrun bench --kernels all $(foreach t,$(BENCH_TYPES),$(BENCH_MODEL)-$(t).qbin)
 	@for t in q8 q4; do for m in $(MOE_MODEL) $(TWIN_MODEL); do $(BIN)/qwenc compile -q --no-sync --type $$t $$m -o $$m-$$t.qbin || exit 1; done; done
@@ -157,6 +161,11 @@ bench: build $(BENCH_MODEL)/model.safetensors $(MOE_MODEL)/model.safetensors $(T
 	$(BIN)/qwenc compile -q --no-sync --type q8 $(EMBED_MODEL) -o $(EMBED_MODEL)-q8.qbin
 	$(BIN)/qwenrun bench-embed --threads 2 $(EMBED_MODEL)-q8.qbin
 	@for t in q8 q4; do $(BIN)/qwenrun bench-draft --threads 2 $(BENCH_MODEL)-$$t.qbin || exit 1; done
+	@for t in f16 q4; do $(BIN)/qwenc compile -q --no-sync --type $$t $(BUILD)/models/$(DEMO) -o $(BUILD)/$(DEMO)-$$t.qbin || exit 1; done
+	$(BIN)/qwenrun bench-spec --threads 2 --draft ngram $(BUILD)/$(DEMO)-f16.qbin
+	$(BIN)/qwenrun bench-spec --threads 2 --draft $(BUILD)/$(DEMO)-q4.qbin $(BUILD)/$(DEMO)-f16.qbin
+	$(BIN)/qwenrun bench-spec --threads 2 --draft ngram,$(BUILD)/$(DEMO)-q4.qbin $(BUILD)/$(DEMO)-f16.qbin
+	$(BIN)/qwenrun bench-spec --threads 2 --prediction --tokens 120 --rounds 2 --prompts testdata/spec-prompts/3-set-methods.txt $(BENCH_MODEL)-q8.qbin
 	$(GO) test -run '^$$' -bench 'BenchmarkAttention$$' -benchtime 3x ./infer/
 	$(GO) test -run '^$$' -bench 'BenchmarkGemm2Threads$$/^avx512vnni$$/m=512/' -benchtime 10x ./kernels/
 	$(GO) test -run '^$$' -bench 'Benchmark(MatVec|Gemm)$$/^(avx2|avx512)$$/' -benchtime 3x ./kernels/

@@ -198,3 +198,30 @@ func TestDraftFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchSpec: bench-spec's table, a row per prompt of the directory,
+// every one with the same text with drafts as without.
+func TestBenchSpec(t *testing.T) {
+	model := compileBundled(t, "qwen3-go-demo")
+	dir := filepath.Join(testmodel.Testdata(t, "spec-prompts"))
+	out, errOut, code := qwenrun(t, "", "bench-spec", "--threads", "2", "--tokens", "24", "--rounds", "1", "--draft", "ngram,"+model, "--prompts", dir, model)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	files, _ := os.ReadDir(dir)
+	rows := 0
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 8 && strings.HasSuffix(f[6], "x") {
+			rows++
+			if f[7] != "yes" {
+				t.Errorf("not the same text: %s", line)
+			}
+		}
+	}
+	if rows != len(files) {
+		t.Errorf("%d rows for %d prompts:\n%s", rows, len(files), out)
+	}
+	if _, errOut, code := qwenrun(t, "", "bench-spec", model); code == 0 || !strings.Contains(errOut, "want --draft or --prediction") {
+		t.Errorf("without drafts: exit %d, %s", code, errOut)
+	}
+}

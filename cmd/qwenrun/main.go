@@ -46,7 +46,7 @@ func subcommand(args []string) *cli.Command {
 	if len(args) < 2 {
 		return nil
 	}
-	for _, c := range []*cli.Command{benchCommand(), benchServeCommand(), benchSchemaCommand(), perplexityCommand(), serveCommand(), embedCommand(), rerankCommand(), benchEmbedCommand(), benchDraftCommand()} {
+	for _, c := range []*cli.Command{benchCommand(), benchServeCommand(), benchSchemaCommand(), perplexityCommand(), serveCommand(), embedCommand(), rerankCommand(), benchEmbedCommand(), benchDraftCommand(), benchSpecCommand()} {
 		if c.Name == args[1] {
 			return c
 		}

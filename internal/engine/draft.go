@@ -69,7 +69,9 @@ func (e *Engine) drafts(active []*job, spare int) {
 		if j.draft != nil {
 			j.feed = j.draft.propose(j.feed, room)
 		}
-		if len(j.feed) == 1 && j.req.Draft.Model > 0 && room >= max(j.req.Draft.Min, 1) {
+		if len(j.feed) == 1 && j.req.Draft.Model > 0 && j.guessRest > 0 {
+			j.guessRest--
+		} else if len(j.feed) == 1 && j.req.Draft.Model > 0 && room >= max(j.req.Draft.Min, 1) {
 			k := min(room, j.req.Draft.Model)
 			ds.jobs, ds.room = append(ds.jobs, j), append(ds.room, k)
 			j.guessed = true
@@ -150,6 +152,9 @@ func (e *Engine) modelGuess(ds *modelDrafts) {
 			j := ds.jobs[i]
 			id, p := ds.top(l)
 			if p < j.req.Draft.PMin {
+				if len(j.feed) == 1 {
+					j.guessChecked(false) // a step of the draft model for nothing
+				}
 				continue
 			}
 			j.feed = append(j.feed, id)
@@ -331,4 +336,18 @@ func (dr *drafter) checked(kept, k int) {
 	default:
 		dr.misses = 0
 	}
+}
+
+// guessChecked adapts how often the draft model is asked: a step where it
+// guessed nothing, or nothing it guessed was kept, rests it for 1, then
+// 3, 7, ... steps (up to maxRest), so that a draft model that cannot
+// follow the text costs few of its steps. It catches up with the tokens
+// of the steps it rested in one step of its own.
+func (j *job) guessChecked(hit bool) {
+	if hit {
+		j.guessMisses = 0
+		return
+	}
+	j.guessMisses++
+	j.guessRest = min(1<<min(j.guessMisses, 6)-1, maxRest)
 }

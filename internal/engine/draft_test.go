@@ -295,3 +295,19 @@ func chiSquareQuantile999(df int) float64 {
 	c := 1 - 2/(9*k) + z*math.Sqrt(2/(9*k))
 	return k * c * c * c
 }
+
+// TestGuessBackOff: a draft model that keeps missing rests 1, 3, 7, ...
+// steps, up to maxRest; a hit ends the back-off.
+func TestGuessBackOff(t *testing.T) {
+	var j job
+	for _, want := range []int{1, 3, 7, 15, 31, 32, 32} {
+		j.guessChecked(false)
+		if j.guessRest != want {
+			t.Errorf("after %d misses: rest %d, want %d", j.guessMisses, j.guessRest, want)
+		}
+	}
+	j.guessChecked(true)
+	if j.guessMisses != 0 {
+		t.Errorf("after a hit: %d misses", j.guessMisses)
+	}
+}

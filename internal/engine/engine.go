@@ -391,7 +391,10 @@ type job struct {
 	draft   *drafter       // nil: no drafts from the text
 	dsess   *infer.Session // the draft model's cache of the conversation (nil: none yet)
 	guessed bool           // the feed's draft is the draft model's, not the text's
-	kvBytes int64          // the cache's bytes as Stats last counted them
+	// guessRest is how many steps to ask the draft model nothing, after
+	// guessMisses steps in a row where it guessed nothing or nothing kept.
+	guessRest, guessMisses int
+	kvBytes                int64 // the cache's bytes as Stats last counted them
 	// logits is the prompt's last logits, Request.PromptLogits, until an
 	// event takes it.
 	logits []float32
@@ -645,7 +648,9 @@ func (e *Engine) check(j *job, l []float32, now time.Time, lp *logprobs) StopRea
 		kept++
 	}
 	j.sess.Rewind(base + 1 + kept)
-	if !j.guessed {
+	if j.guessed {
+		j.guessChecked(kept > 0)
+	} else {
 		j.draft.checked(kept, len(drafted))
 	}
 	j.usage.Drafted += len(drafted)
