@@ -130,3 +130,54 @@ func WriteDraftTable(w io.Writer, cfg DraftConfig, rows []DraftRow) {
 		fmt.Fprintf(w, "%5d %10.2f %8.2f %14s %13.2fx\n", r.Rows, ms(r.Step), r.Cost, pays, r.Gains)
 	}
 }
+
+// Projection is the speedup a draft model would give: for a draft of k
+// tokens (a step of k+1 rows of the measured curve) whose tokens are each
+// kept with probability a while the ones before were, a verification
+// step yields E = 1 + a + ... + a^k tokens and costs k draft steps
+// (ratio r of a target step each: about the two models' bytes read per
+// decode step) and the target's step of k+1 rows.
+type Projection struct {
+	Drafted int
+	Speedup []float64 // one per acceptance rate
+}
+
+// Project projects the speedups of rows with draft ratio r at each
+// acceptance rate of accept.
+func Project(rows []DraftRow, r float64, accept []float64) []Projection {
+	var out []Projection
+	for _, row := range rows {
+		k := row.Rows - 1
+		if k < 1 {
+			continue
+		}
+		p := Projection{Drafted: k}
+		for _, a := range accept {
+			e, pa := 0.0, 1.0
+			for range k + 1 {
+				e += pa
+				pa *= a
+			}
+			p.Speedup = append(p.Speedup, e/(float64(k)*r+row.Cost))
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// WriteProjection prints the projections.
+func WriteProjection(w io.Writer, r float64, accept []float64, ps []Projection) {
+	fmt.Fprintf(w, "projected speedup of a draft model whose step costs %.3f of this one's, by drafted tokens and acceptance rate\n", r)
+	fmt.Fprintf(w, "%8s", "drafted")
+	for _, a := range accept {
+		fmt.Fprintf(w, " %8s", fmt.Sprintf("a=%.2f", a))
+	}
+	fmt.Fprintln(w)
+	for _, p := range ps {
+		fmt.Fprintf(w, "%8d", p.Drafted)
+		for _, s := range p.Speedup {
+			fmt.Fprintf(w, " %7.2fx", s)
+		}
+		fmt.Fprintln(w)
+	}
+}

@@ -18,6 +18,8 @@ func benchDraftCommand() *cli.Command {
 			&cli.IntSliceFlag{Name: "rows", Value: cli.NewIntSlice(2, 4, 8, 16), Usage: "the k to measure"},
 			&cli.IntFlag{Name: "depth", Value: 256, Usage: "tokens in the KV cache before each step"},
 			&cli.IntFlag{Name: "reps", Value: 20, Usage: "steps of each k; the table shows medians"},
+			&cli.Float64Flag{Name: "draft-ratio", Usage: "with a draft model whose step costs `R` of this model's (about the ratio of the bytes each reads per decode step, qwenc inspect), project its speedups"},
+			&cli.Float64SliceFlag{Name: "acceptance", Value: cli.NewFloat64Slice(0.6, 0.7, 0.8, 0.9), Usage: "the per-token acceptance rates of the projection"},
 			threadsFlag(),
 			kernelsFlag(),
 		},
@@ -45,5 +47,9 @@ func benchDraft(c *cli.Context) error {
 		return err
 	}
 	bench.WriteDraftTable(os.Stdout, cfg, rows)
+	if r := c.Float64("draft-ratio"); r > 0 {
+		a := c.Float64Slice("acceptance")
+		bench.WriteProjection(os.Stdout, r, a, bench.Project(rows, r, a))
+	}
 	return nil
 }
