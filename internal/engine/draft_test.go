@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"math"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/qwenc/qwenc/compiler"
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/infer"
 	"github.com/qwenc/qwenc/internal/synth"
 	"github.com/qwenc/qwenc/internal/synthtest"
+	"github.com/qwenc/qwenc/internal/testmodel"
+	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/sampling"
 )
 
@@ -126,6 +131,63 @@ func TestDraftModelKeepsGreedyText(t *testing.T) {
 	}
 	if st := e.Stats(); st.Active != 0 || st.KVBytes != 0 {
 		t.Errorf("after the requests: %+v", st)
+	}
+}
+
+// TestDraftsOnEveryPath: on every kernel path this CPU runs, the
+// bundled model at each weight type, drafting from the text and from
+// itself at q4 for all its reference prompts together (two of them on
+// the slow portable path), gives the greedy tokens it gives alone on that
+// path.
+func TestDraftsOnEveryPath(t *testing.T) {
+	dir := testmodel.Dir(t, "qwen3-go-demo")
+	compiled := map[format.DType]string{}
+	for _, typ := range []format.DType{format.F16, format.Q8, format.Q4} {
+		compiled[typ] = filepath.Join(t.TempDir(), typ.String()+".qbin")
+		if _, err := compiler.Compile(context.Background(), dir, compiler.Options{Output: compiled[typ], MaxPrefill: 64, NoSync: true, Type: typ}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 12
+	for _, k := range kernels.SupportedPaths() {
+		refs := testmodelPrompts(t)
+		if k == kernels.Generic {
+			refs = refs[:2]
+		}
+		open := func(path string) *infer.Model {
+			m, err := infer.Open(path, infer.Options{Threads: 2, Kernels: k})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { m.Close() })
+			return m
+		}
+		drafter := open(compiled[format.Q4])
+		for _, typ := range []format.DType{format.F16, format.Q8, format.Q4} {
+			start := time.Now()
+			m := open(compiled[typ])
+			e, err := New(m, Options{Parallel: len(refs), Drafter: drafter, Runner: infer.Options{Threads: 2, Kernels: k}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			streams := make([]*Stream, len(refs))
+			for i, p := range refs {
+				streams[i] = submit(t, e, Request{Prompt: p, MaxTokens: n, TopLogprobs: -1, Draft: Draft{Max: 8, Model: 4}})
+			}
+			accepted := 0
+			for i, s := range streams {
+				evs, done := collect(t, s)
+				if got, want := tokensOf(evs), greedyAlone(t, m, refs[i], n); !slices.Equal(got, want) {
+					t.Errorf("%s, %s, request %d: with drafts %v, alone %v", k, typ, i, got, want)
+				}
+				accepted += done.Usage.Accepted
+			}
+			if accepted == 0 {
+				t.Errorf("%s, %s: no draft kept", k, typ)
+			}
+			e.Shutdown(context.Background())
+			t.Logf("%s, %s: %d drafts kept, %v", k, typ, accepted, time.Since(start))
+		}
 	}
 }
 
