@@ -51,13 +51,16 @@ func TestDraftsKeepTheText(t *testing.T) {
 			want := wants[i]
 			for _, kind := range []struct{ text, model int }{{0, qwen.DefaultDraftModel}, {qwen.DefaultDraft, 4}} {
 				r := req
-				r.Draft, r.DraftModel, r.DraftPMin = kind.text, kind.model, 0.5
+				// DraftPMin < 0: a guess at every step, however unsure.
+				r.Draft, r.DraftModel, r.DraftPMin = kind.text, kind.model, -1
 				got := generate(t, guessing, r)
 				if got.content != want.content || got.reasoning != want.reasoning {
 					t.Errorf("request %d, sampling %+v, drafts %+v: %q, without %q", i, *sp, kind, got.content, want.content)
 				}
-				if u := got.last.Usage; u.Accepted == 0 {
-					t.Errorf("request %d, drafts %+v: %d drafted, none kept", i, kind, u.Drafted)
+				// Greedy, its own guesses are its picks (the text's
+				// may not be).
+				if u := got.last.Usage; sp == greedy && kind.text == 0 && (u.Drafted == 0 || 2*u.Accepted < u.Drafted) {
+					t.Errorf("request %d, drafts %+v: %d drafted, %d kept", i, kind, u.Drafted, u.Accepted)
 				}
 			}
 			req.Draft = qwen.DefaultDraft
