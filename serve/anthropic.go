@@ -499,7 +499,11 @@ func (s *Server) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 			if t.BudgetTokens == nil || *t.BudgetTokens < 1 {
 				return req, badRequest("thinking.budget_tokens", "thinking.budget_tokens: want a positive number of tokens")
 			}
-			req.ThinkBudget = *t.BudgetTokens
+			// Qwen3 thinks; other models' answers have no thinking to
+			// bound, as disabled has none to switch off for them.
+			if s.info.ChatTemplate == chat.Qwen3.String() {
+				req.ThinkBudget = *t.BudgetTokens
+			}
 		case "disabled":
 			req.NoThinking = true
 		case "adaptive": // the model thinks as it does by itself

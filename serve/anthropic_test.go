@@ -312,6 +312,14 @@ func TestAnthropicConversation(t *testing.T) {
 	if resp.StatusCode != 200 || count != `{"input_tokens":`+itoa(next.Usage.CacheReadInputTokens)+"}\n" {
 		t.Errorf("the next turn: %d %s, %d tokens from the cache; the first turn's prompt without its think block: %s", resp.StatusCode, body, next.Usage.CacheReadInputTokens, count)
 	}
+	// A model that does not think (Qwen2.5's template) has no thinking to
+	// bound: thinking enabled asks it nothing, as disabled does.
+	qwen25 := NewServer(ts.m, ServerOptions{})
+	qwen25.info.ChatTemplate = "qwen2.5"
+	mr.Thinking.Type = "enabled"
+	if req, e = qwen25.messagesRequest(&mr, false); e != nil || req.ThinkBudget != 0 || req.NoThinking {
+		t.Errorf("thinking enabled on Qwen2.5: %+v", req)
+	}
 }
 
 // TestAnthropicStreamBlocks: an answer that thinks, says a sentence and
