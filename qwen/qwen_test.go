@@ -97,7 +97,8 @@ func TestConcurrentMatchesAlone(t *testing.T) {
 }
 
 // TestStopStrings: a stop string ends the answer before it, with
-// StopString, the tokens counted up to the one that completed it.
+// StopString and the string, the tokens counted up to the one that
+// completed it.
 func TestStopStrings(t *testing.T) {
 	m := open(t, "qwen3-go-demo.qbin")
 	req := qwen.Request{Prompt: "// Copyright 2009 The Go Authors. All rights reserved.\n", MaxTokens: 30, Sampling: greedy}
@@ -108,8 +109,8 @@ func TestStopStrings(t *testing.T) {
 	}
 	req.Stop = []string{"BSD", "governed"}
 	r := generate(t, m, req)
-	if r.content != full.content[:at] || r.last.Stop != qwen.StopString || r.last.Usage.CompletionTokens != len(r.ids) {
-		t.Errorf("stopped: %q, %s, %d tokens for %d ids; want %q", r.content, r.last.Stop, r.last.Usage.CompletionTokens, len(r.ids), full.content[:at])
+	if r.content != full.content[:at] || r.last.Stop != qwen.StopString || r.last.Matched != "governed" || r.last.Usage.CompletionTokens != len(r.ids) {
+		t.Errorf("stopped: %q, %s (%q), %d tokens for %d ids; want %q", r.content, r.last.Stop, r.last.Matched, r.last.Usage.CompletionTokens, len(r.ids), full.content[:at])
 	}
 }
 

@@ -7,8 +7,9 @@ import "strings"
 // the text that could be the start of one is held back until the next
 // token says whether it is.
 type stopMatcher struct {
-	stops []string
-	held  string
+	stops   []string
+	held    string
+	matched string // the stop string that came, once one has
 }
 
 // add appends text and returns what may be sent now. With matched, a
@@ -23,7 +24,7 @@ func (m *stopMatcher) add(text string) (release string, matched bool) {
 	first := -1
 	for _, s := range m.stops {
 		if i := strings.Index(buf, s); i >= 0 && (first < 0 || i < first) {
-			first = i
+			first, m.matched = i, s
 		}
 	}
 	if first >= 0 {

@@ -51,7 +51,10 @@ type Delta struct {
 	// PromptLogits, with Request.PromptLogits, are in the first Delta.
 	PromptLogits []float32
 	Stop         StopReason
-	Usage        Usage
+	// Matched, when Stop is StopString, is the stop string that came
+	// (Anthropic's stop_sequence names it).
+	Matched string
+	Usage   Usage
 }
 
 // TokenLogprob is a token, its text and its log-probability under the
@@ -182,7 +185,7 @@ func (s *Stream) last(ev engine.Event, matched bool, tokens int) (Delta, error) 
 	if matched {
 		// The engine generated until it saw the stop; the answer ended at
 		// the token that completed the stop string.
-		d.Stop, d.Usage.CompletionTokens = StopString, tokens
+		d.Stop, d.Matched, d.Usage.CompletionTokens = StopString, s.asm.stop.matched, tokens
 		return d, nil
 	}
 	if ev.Reason == StopInterrupt && s.ctx.Err() != nil {

@@ -23,8 +23,14 @@ func thinkingAnswer() (pieces []qwen.Delta, reasoning, content string) {
 	return pieces, "\nThe user asks for 2+2. That is four.\n", "2+2 is 4 日 and STOP after."
 }
 
-// forced is a generation whose deltas are given.
+// forced is a generation whose deltas are given, ended by the model.
 func forced(ts *testServer, pieces []qwen.Delta) *generation {
+	return forcedTo(ts, pieces, qwen.StopEOS)
+}
+
+// forcedTo is a generation whose deltas are given, and why it stopped;
+// "": it breaks off without its last delta.
+func forcedTo(ts *testServer, pieces []qwen.Delta, stop qwen.StopReason) *generation {
 	now := time.Now()
 	deltas := func(yield func(qwen.Delta, error) bool) {
 		for _, d := range pieces {
@@ -33,7 +39,9 @@ func forced(ts *testServer, pieces []qwen.Delta) *generation {
 				return
 			}
 		}
-		yield(qwen.Delta{Time: now, Stop: qwen.StopEOS, Usage: qwen.Usage{PromptTokens: 7, CompletionTokens: len(pieces)}}, nil)
+		if stop != "" {
+			yield(qwen.Delta{Time: now, Stop: stop, Usage: qwen.Usage{PromptTokens: 7, CompletionTokens: len(pieces)}}, nil)
+		}
 	}
 	return &generation{s: ts.Server, deltas: deltas, stop: func() {}, rl: &reqLog{start: now}}
 }

@@ -15,12 +15,19 @@ import (
 // named function (streamed calls accumulated by the openai client's own
 // stream helper, equal to the answer not streamed), tool results sent
 // back, response_format json_schema and Ollama's format validated with
-// Ajv, and a schema that cannot be enforced refused. The packages are
-// installed from the lock file with npm ci on first use.
+// Ajv, and a schema that cannot be enforced refused. Then the
+// @anthropic-ai/sdk package against the same server: a message, the SDK's
+// stream helper accumulating the same message, count_tokens equal to the
+// usage, tool_choice any giving tool_use inputs that validate, the
+// results sent back, errors; and thinking on and off on the bundled demo
+// model. The packages are installed from the lock file with npm ci on
+// first use.
 func TestRealClients(t *testing.T) {
 	node, dir := nodeClients(t)
 	ts := newTestServer(t, modelOpts{Parallel: 2}, ServerOptions{})
 	runClients(t, node, dir, "clients.mjs", ts.url, ts.Name())
+	demo, _ := serveBundled(t, "qwen3-go-demo")
+	runClients(t, node, dir, "anthropic.mjs", ts.url, ts.Name(), demo.url, demo.Name())
 }
 
 // TestRealEmbeddingClients: the openai package's embeddings.create (its
@@ -39,7 +46,13 @@ func nodeClients(t *testing.T) (node, dir string) {
 		t.Fatal("node is needed for the real-client tests: install Node.js (Debian's nodejs and npm)")
 	}
 	dir, _ = filepath.Abs(filepath.Join("testdata", "clients"))
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai")); err != nil {
+	installed := true
+	for _, pkg := range []string{"openai", "ollama", "@anthropic-ai/sdk", "ajv"} {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg)); err != nil {
+			installed = false
+		}
+	}
+	if !installed {
 		npm, err := exec.LookPath("npm")
 		if err != nil {
 			t.Fatal("npm is needed to install the real clients")
@@ -55,11 +68,12 @@ func nodeClients(t *testing.T) (node, dir string) {
 	return node, dir
 }
 
-// runClients runs a client script against the server; it prints ok last.
-func runClients(t *testing.T, node, dir, script, url, model string) {
+// runClients runs a client script against servers, given their URLs and
+// models; it prints ok last.
+func runClients(t *testing.T, node, dir, script string, urlsAndModels ...string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, script, url, model)
+	cmd := exec.CommandContext(ctx, node, append([]string{script}, urlsAndModels...)...)
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -93,7 +93,7 @@ func TestBadRequests(t *testing.T) {
 func TestBodyLimit(t *testing.T) {
 	ts := newTestServer(t, modelOpts{}, ServerOptions{MaxBody: 1024})
 	long := `{"model":"tiny-a","messages":[{"role":"user","content":"` + strings.Repeat("x", 2000) + `"}]}`
-	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/api/chat", "/api/generate"} {
+	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/api/chat", "/api/generate", "/v1/messages"} {
 		if resp, body := ts.post(t, path, long); resp.StatusCode != 413 || !strings.Contains(body, "larger than 1024 bytes") {
 			t.Errorf("%s: %d %s", path, resp.StatusCode, body)
 		}

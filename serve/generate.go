@@ -22,8 +22,10 @@ type generation struct {
 
 // outcome is how a generation ended.
 type outcome struct {
-	finish string // "stop", "length" or "tool_calls"
-	usage  qwen.Usage
+	finish  string // "stop", "length" or "tool_calls"
+	stop    qwen.StopReason
+	matched string // the stop string that came, with qwen.StopString
+	usage   qwen.Usage
 }
 
 // start submits req; the generation ends with ctx, the request's.
@@ -97,7 +99,7 @@ func (g *generation) run(emit func(qwen.Delta) error) (outcome, error) {
 			case d.Stop == qwen.StopEOS || d.Stop == qwen.StopString:
 				finish = "stop"
 			}
-			return outcome{finish: finish, usage: u}, nil
+			return outcome{finish: finish, stop: d.Stop, matched: d.Matched, usage: u}, nil
 		}
 	}
 	return outcome{}, errors.New("the generation ended without its last delta")

@@ -1,5 +1,5 @@
-// Package serve answers the OpenAI and Ollama HTTP protocols for one
-// model, as qwenrun serve: each protocol is an adapter over the same
+// Package serve answers the OpenAI, Ollama and Anthropic HTTP protocols
+// for one model, as qwenrun serve: each protocol is an adapter over the same
 // qwen.Model, whose engine batches every request into its steps. Here are
 // only what HTTP needs: the routes and their JSON, the API key, the
 // request log, the Prometheus metrics and the graceful shutdown.
@@ -33,7 +33,8 @@ type ServerOptions struct {
 	// file's base name without its extension, qwen.Info's Name).
 	Name string
 	// APIKey, when set, must come with every request but /health, as
-	// "Authorization: Bearer KEY".
+	// "Authorization: Bearer KEY" or, as Anthropic's clients send it,
+	// "x-api-key: KEY".
 	APIKey string
 	// Log receives one line per request; nil discards them.
 	Log io.Writer
@@ -44,10 +45,19 @@ type ServerOptions struct {
 	// request with OpenAI's prediction drafts it (qwen.DefaultDraft).
 	Draft, DraftModel, DraftMin int
 	DraftPMin                   float64
+	// ping is how long an Anthropic stream may stay silent before a ping
+	// event (default defaultPing); tests shorten it.
+	ping time.Duration
 }
 
-// Server answers the OpenAI and Ollama protocols: each an adapter over
-// the same qwen.Model, which batches every request into its steps.
+// defaultPing keeps a silent stream well inside the idle timeouts of
+// proxies (nginx's proxy_read_timeout is 60 s) while a request waits for
+// a slot or its prompt is prefilled.
+const defaultPing = 10 * time.Second
+
+// Server answers the OpenAI, Ollama and Anthropic protocols: each an
+// adapter over the same qwen.Model, which batches every request into its
+// steps.
 type Server struct {
 	m       *qwen.Model
 	info    qwen.Info
@@ -69,6 +79,9 @@ func NewServer(m *qwen.Model, o ServerOptions) *Server {
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
+	}
+	if o.ping <= 0 {
+		o.ping = defaultPing
 	}
 	s := &Server{m: m, info: info, opts: o, metrics: newMetrics(m),
 		log: log.New(o.Log, "", log.LstdFlags|log.Lmicroseconds)}
@@ -96,6 +109,8 @@ func (s *Server) Handler() http.Handler {
 	s.handle(mux, "POST /rerank", s.rerank)
 	s.handle(mux, "GET /v1/models", s.listModels)
 	s.handle(mux, "GET /v1/models/{model}", s.getModel)
+	s.handle(mux, "POST /v1/messages", s.messages)
+	s.handle(mux, "POST /v1/messages/count_tokens", s.countTokens)
 	s.handle(mux, "POST /api/chat", s.ollamaChat)
 	s.handle(mux, "POST /api/generate", s.ollamaGenerate)
 	s.handle(mux, "POST /api/embed", s.ollamaEmbed)
@@ -124,7 +139,7 @@ func (s *Server) handle(mux *http.ServeMux, pattern string, h handlerFunc) {
 		var err *apiError
 		if endpoint != "/health" && !s.authorized(r) {
 			sw.Header().Set("WWW-Authenticate", "Bearer")
-			err = &apiError{status: http.StatusUnauthorized, msg: "a valid API key is required: Authorization: Bearer KEY",
+			err = &apiError{status: http.StatusUnauthorized, msg: "a valid API key is required: Authorization: Bearer KEY, or x-api-key: KEY",
 				code: "invalid_api_key"}
 		} else {
 			err = h(sw, r, rl)
@@ -140,9 +155,15 @@ func (s *Server) authorized(r *http.Request) bool {
 	if s.opts.APIKey == "" {
 		return true
 	}
+	// OpenAI's clients send the key as a bearer token, Anthropic's as
+	// x-api-key (Claude Code either, by which variable it is given).
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && s.isKey(token) || s.isKey(r.Header.Get("X-Api-Key"))
+}
+
+func (s *Server) isKey(token string) bool {
 	h := sha256.Sum256([]byte(token))
-	return subtle.ConstantTimeCompare(h[:], s.keyHash[:]) == 1 && ok
+	return subtle.ConstantTimeCompare(h[:], s.keyHash[:]) == 1
 }
 
 // reqLog is what the log line and the metrics say of a request.

@@ -72,6 +72,7 @@ func (m *metrics) countTokens(u qwen.Usage) {
 type engineCollector struct {
 	e                        *qwen.Model
 	active, queued, kv, kept *prometheus.Desc
+	steps, decoded           *prometheus.Desc
 }
 
 func newEngineCollector(e *qwen.Model) *engineCollector {
@@ -80,6 +81,9 @@ func newEngineCollector(e *qwen.Model) *engineCollector {
 		queued: prometheus.NewDesc("qwenrun_queued_requests", "Requests waiting for a free slot.", nil, nil),
 		kv:     prometheus.NewDesc("qwenrun_kv_cache_bytes", "KV cache bytes of the active conversations.", nil, nil),
 		kept:   prometheus.NewDesc("qwenrun_prefix_cache_bytes", "KV cache bytes kept of finished conversations for prefix reuse.", nil, nil),
+		steps:  prometheus.NewDesc("qwenrun_decode_steps_total", "Forward steps that decoded at least one conversation.", nil, nil),
+		decoded: prometheus.NewDesc("qwenrun_decoded_conversations_total",
+			"Conversations decoded, summed over the decode steps: over qwenrun_decode_steps_total, the mean decode batch.", nil, nil),
 	}
 }
 
@@ -88,6 +92,8 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.queued
 	ch <- c.kv
 	ch <- c.kept
+	ch <- c.steps
+	ch <- c.decoded
 }
 
 func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
@@ -96,4 +102,6 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.Queued))
 	ch <- prometheus.MustNewConstMetric(c.kv, prometheus.GaugeValue, float64(st.KVBytes))
 	ch <- prometheus.MustNewConstMetric(c.kept, prometheus.GaugeValue, float64(st.CachedBytes))
+	ch <- prometheus.MustNewConstMetric(c.steps, prometheus.CounterValue, float64(st.DecodeSteps))
+	ch <- prometheus.MustNewConstMetric(c.decoded, prometheus.CounterValue, float64(st.Decoded))
 }

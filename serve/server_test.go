@@ -276,6 +276,8 @@ func TestHealthMetricsAndLog(t *testing.T) {
 		"qwenrun_kv_cache_bytes 0",
 		"qwenrun_time_to_first_token_seconds_count 1",
 		"qwenrun_inter_token_latency_seconds_count 2",
+		"qwenrun_decode_steps_total 2", // the first token is the prompt's step's
+		"qwenrun_decoded_conversations_total 2",
 		"qwenrun_prefix_cache_bytes",
 	} {
 		if !strings.Contains(metrics, want) {

@@ -16,9 +16,10 @@ import (
 
 // TestServeShutdown: when Serve's context ends, new connections are
 // refused and running streams end within the grace period with a final
-// chunk, in both protocols; Serve then returns without an error.
+// chunk, in OpenAI's and Ollama's protocols, with an overloaded error in
+// Anthropic's; Serve then returns without an error.
 func TestServeShutdown(t *testing.T) {
-	m := openModel(t, modelOpts{Parallel: 2})
+	m := openModel(t, modelOpts{Parallel: 3})
 	s := NewServer(m, ServerOptions{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -43,7 +44,8 @@ func TestServeShutdown(t *testing.T) {
 	}
 	oa := open("/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"stream":true}`)
 	ol := open("/api/chat", `{"model":"tiny-a",`+hi+`}`)
-	waitFor(t, func() bool { return m.Stats().Active == 2 })
+	an := open("/v1/messages", `{"model":"tiny-a","max_tokens":100000,"stream":true,`+hi+`}`)
+	waitFor(t, func() bool { return m.Stats().Active == 3 })
 	stop()
 	rest, err := io.ReadAll(oa)
 	if err != nil {
@@ -60,6 +62,12 @@ func TestServeShutdown(t *testing.T) {
 	lines := ollamaLines(t, string(rest))
 	if last := lines[len(lines)-1]; !last.Done || last.DoneReason != "length" || last.EvalCount == nil {
 		t.Errorf("the Ollama stream ends with %+v", last)
+	}
+	if rest, err = io.ReadAll(an); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(string(rest), "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"the server is shutting down\"}}\n\n") {
+		t.Errorf("the Anthropic stream ends with %q", rest[max(0, len(rest)-200):])
 	}
 	select {
 	case err := <-served:

@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
+	"time"
 )
 
 // apiError is an answer other than success. It is written in OpenAI's
-// shape {"error": {"message", "type", "param", "code"}}, or in Ollama's
-// {"error": "message"} under /api/.
+// shape {"error": {"message", "type", "param", "code"}}, in Ollama's
+// {"error": "message"} under /api/, or in Anthropic's under /v1/messages.
 type apiError struct {
 	status     int
 	msg        string
@@ -38,8 +40,13 @@ func writeError(w http.ResponseWriter, r *http.Request, e *apiError) {
 	if e.retryAfter > 0 {
 		w.Header().Set("Retry-After", fmt.Sprint(e.retryAfter))
 	}
-	if strings.HasPrefix(r.URL.Path, "/api/") {
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/api/"):
 		writeJSON(w, e.status, map[string]string{"error": e.msg})
+		return
+	case isAnthropic(r):
+		status, body := anthropicErrorOf(e)
+		writeJSON(w, status, body)
 		return
 	}
 	body := struct {
@@ -159,16 +166,24 @@ func (l *stopList) UnmarshalJSON(b []byte) error {
 	case json.Unmarshal(b, &many) != nil:
 		return &fieldError{"stop", "want a string or a list of strings"}
 	}
-	*l = (*l)[:0]
-	for _, s := range many {
+	var err error
+	*l, err = stopStrings("stop", many)
+	return err
+}
+
+// stopStrings drops the empty strings of a stop field, which would match
+// before anything, and bounds the others.
+func stopStrings(field string, in []string) ([]string, error) {
+	var out []string
+	for _, s := range in {
 		if s != "" {
-			*l = append(*l, s)
+			out = append(out, s)
 		}
 	}
-	if len(*l) > maxStops {
-		return &fieldError{"stop", fmt.Sprintf("%d strings, at most %d", len(*l), maxStops)}
+	if len(out) > maxStops {
+		return nil, &fieldError{field, fmt.Sprintf("%d strings, at most %d", len(out), maxStops)}
 	}
-	return nil
+	return out, nil
 }
 
 // lineStream writes a streamed answer: one JSON object per event, as
@@ -178,6 +193,12 @@ type lineStream struct {
 	rc     *http.ResponseController
 	prefix string
 	suffix string
+	// mu orders the writes of the handler and of keepAlive's pings; idle
+	// is keepAlive's timer, which every write restarts.
+	mu     sync.Mutex
+	idle   *time.Timer
+	every  time.Duration
+	closed bool // keepAlive has ended: no more pings
 }
 
 // startStream sends the headers of a streamed answer.
@@ -197,17 +218,75 @@ func startStream(w http.ResponseWriter, sse bool) *lineStream {
 }
 
 // send writes one event and flushes it to the client.
-func (ls *lineStream) send(v any) error {
-	b, err := json.Marshal(v)
+func (ls *lineStream) send(v any) error { return ls.sendEvent("", v) }
+
+// sendEvent writes an event with its name in an event: line before its
+// data, as Anthropic's stream names every event; "" is no name.
+func (ls *lineStream) sendEvent(name string, v any) error {
+	text, err := ls.eventText(name, v)
 	if err != nil {
-		return fmt.Errorf("encoding an event: %w", err)
+		return err
 	}
-	return ls.raw(string(b))
+	return ls.write(text)
 }
 
-func (ls *lineStream) raw(s string) error {
-	if _, err := io.WriteString(ls.w, ls.prefix+s+ls.suffix); err != nil {
+func (ls *lineStream) eventText(name string, v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("encoding an event: %w", err)
+	}
+	head := ""
+	if name != "" {
+		head = "event: " + name + "\n"
+	}
+	return head + ls.prefix + string(b) + ls.suffix, nil
+}
+
+func (ls *lineStream) raw(s string) error { return ls.write(ls.prefix + s + ls.suffix) }
+
+func (ls *lineStream) write(s string) error {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.idle != nil {
+		ls.idle.Reset(ls.every)
+	}
+	return ls.writeLocked(s)
+}
+
+func (ls *lineStream) writeLocked(s string) error {
+	if _, err := io.WriteString(ls.w, s); err != nil {
 		return err
 	}
 	return ls.rc.Flush()
+}
+
+// keepAlive sends the event whenever the stream has been silent for
+// every: a request waiting for a slot, or whose long prompt is being
+// prefilled, sends nothing else for a while, and clients and proxies
+// drop connections that stay silent. The returned stop must be called
+// before the handler returns; no ping is written after it.
+func (ls *lineStream) keepAlive(every time.Duration, name string, v any) (stop func()) {
+	ping, err := ls.eventText(name, v)
+	if err != nil {
+		return func() {}
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.every = every
+	ls.idle = time.AfterFunc(every, func() {
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		if ls.closed {
+			return
+		}
+		// A failed write is a client gone, which the generation sees.
+		ls.writeLocked(ping)
+		ls.idle.Reset(every)
+	})
+	return func() {
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		ls.closed = true
+		ls.idle.Stop()
+	}
 }

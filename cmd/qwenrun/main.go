@@ -57,7 +57,7 @@ func subcommand(args []string) *cli.Command {
 func newApp() *cli.App {
 	return &cli.App{
 		Name:            "qwenrun",
-		Usage:           "run a compiled Qwen model (.qbin); qwenrun bench MODEL.qbin measures its speed, qwenrun perplexity MODEL.qbin -f TEXT its perplexity, qwenrun serve MODEL.qbin answers OpenAI and Ollama clients over HTTP, qwenrun embed and qwenrun rerank score texts with an embedding model or a reranker",
+		Usage:           "run a compiled Qwen model (.qbin); qwenrun bench MODEL.qbin measures its speed, qwenrun perplexity MODEL.qbin -f TEXT its perplexity, qwenrun serve MODEL.qbin answers OpenAI, Ollama and Anthropic clients over HTTP, qwenrun embed and qwenrun rerank score texts with an embedding model or a reranker",
 		ArgsUsage:       "MODEL.qbin",
 		HideHelpCommand: true,
 		Flags:           flags(),

@@ -18,14 +18,14 @@ import (
 func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "serve",
-		Usage:     "answer OpenAI- and Ollama-compatible HTTP requests, many conversations batched into each step",
+		Usage:     "answer OpenAI-, Ollama- and Anthropic-compatible HTTP requests, many conversations batched into each step",
 		ArgsUsage: "MODEL.qbin",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen on `HOST:PORT` (port 0: any free port)"},
 			&cli.IntFlag{Name: "parallel", Value: 4, Usage: "conversations that decode together"},
 			&cli.IntFlag{Name: "queue", Usage: "requests that may wait for a free slot, beyond which the answer is 503 (default: 4 x --parallel)"},
 			&cli.IntFlag{Name: "ctx", Usage: "context length of each conversation (default: the model's maximum, lowered to what --parallel KV caches fit in memory)"},
-			&cli.StringFlag{Name: "api-key", EnvVars: []string{"QWEN_API_KEY"}, Usage: "require `KEY` on every request but /health (Authorization: Bearer KEY)"},
+			&cli.StringFlag{Name: "api-key", EnvVars: []string{"QWEN_API_KEY"}, Usage: "require `KEY` on every request but /health (Authorization: Bearer KEY, or x-api-key: KEY)"},
 			&cli.DurationFlag{Name: "grace", Value: 10 * time.Second, Usage: "on SIGINT or SIGTERM, how long running answers may go on before they are cut"},
 			kvTypeFlag(),
 			threadsFlag(),

@@ -158,6 +158,10 @@ type Stats struct {
 	Active, Queued int
 	KVBytes        int64 // caches of active conversations
 	CachedBytes    int64 // caches kept for prefix reuse
+	// DecodeSteps counts the steps that decoded since New, and Decoded
+	// the conversations they decoded, summed: Decoded / DecodeSteps is
+	// the mean decode batch, how well concurrent requests share steps.
+	DecodeSteps, Decoded int64
 }
 
 var (
@@ -189,6 +193,8 @@ type Engine struct {
 	active      atomic.Int32
 	kvBytes     atomic.Int64
 	cachedBytes atomic.Int64
+	decodeSteps atomic.Int64
+	decoded     atomic.Int64
 	// clearCache asks the loop, which owns the prefix cache, to empty it
 	// before it admits anything more.
 	clearCache atomic.Bool
@@ -338,7 +344,8 @@ func (e *Engine) Stats() Stats {
 	e.mu.Lock()
 	q := len(e.queue)
 	e.mu.Unlock()
-	return Stats{Active: int(e.active.Load()), Queued: q, KVBytes: e.kvBytes.Load(), CachedBytes: e.cachedBytes.Load()}
+	return Stats{Active: int(e.active.Load()), Queued: q, KVBytes: e.kvBytes.Load(), CachedBytes: e.cachedBytes.Load(),
+		DecodeSteps: e.decodeSteps.Load(), Decoded: e.decoded.Load()}
 }
 
 // ClearCache drops the KV caches kept of finished conversations, before
@@ -529,6 +536,7 @@ func (e *Engine) loop() {
 			waiting++
 			onlyScoring = onlyScoring && j.scoring()
 		}
+		decoders := len(seqs)
 		budget := e.m.MaxPrefill() - decoding
 		switch {
 		case decoding > 0:
@@ -562,6 +570,10 @@ func (e *Engine) loop() {
 			}
 			active = active[:0]
 			continue
+		}
+		if decoders > 0 {
+			e.decodeSteps.Add(1)
+			e.decoded.Add(int64(decoders))
 		}
 		now := time.Now()
 		for i, j := range owners {

@@ -120,7 +120,9 @@ func greedyAlone(t *testing.T, m *infer.Model, prompt []int32, n int) []int32 {
 
 // TestBatchingKeepsGreedyText: eight concurrent requests on the bundled
 // model, some prompts longer than a prefill chunk, each return exactly the
-// greedy text they return alone.
+// greedy text they return alone; Stats counts every token after each
+// one's first (which its prompt's last step gives) as decoded, in steps
+// shared between them.
 func TestBatchingKeepsGreedyText(t *testing.T) {
 	for _, typ := range []format.DType{format.F16, format.Q8} {
 		m := demoModel(t, typ)
@@ -150,6 +152,11 @@ func TestBatchingKeepsGreedyText(t *testing.T) {
 				}
 			}
 		}
+		st := e.Stats()
+		if st.Decoded != int64(len(refs)*(n-1)) || st.DecodeSteps < n-1 || 2*st.DecodeSteps > st.Decoded {
+			t.Errorf("%s: %d conversations decoded in %d steps; want %d in fewer than half as many steps", typ, st.Decoded, st.DecodeSteps, len(refs)*(n-1))
+		}
+		t.Logf("%s: mean decode batch %.2f", typ, float64(st.Decoded)/float64(st.DecodeSteps))
 	}
 }
 

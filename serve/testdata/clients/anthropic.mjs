@@ -1,0 +1,115 @@
+// The real Anthropic JavaScript client against running qwenrun servers:
+// node anthropic.mjs BASE_URL MODEL DEMO_URL DEMO_MODEL. MODEL has random
+// weights (what it answers under tool_choice any is what the grammar
+// forced); DEMO_MODEL is the bundled demo model, a trained Qwen3, for
+// thinking. Each check throws on a failure; the process exits non-zero
+// with the reason. Run by serve's TestRealClients.
+import Anthropic from "@anthropic-ai/sdk";
+import Ajv from "ajv";
+
+const [base, model, demoBase, demoModel] = process.argv.slice(2);
+const ajv = new Ajv({ strict: false });
+
+function check(ok, what) {
+  if (!ok) throw new Error(what);
+}
+function valid(schema, value, what) {
+  const v = ajv.compile(schema);
+  check(v(value), `${what}: ${JSON.stringify(value)} is invalid: ${ajv.errorsText(v.errors)}`);
+}
+const json = (v) => JSON.stringify(v);
+// The prompt in all: the tokens evaluated and those from the cache.
+const promptTokens = (m) => m.usage.input_tokens + (m.usage.cache_read_input_tokens ?? 0);
+
+// A client as Claude Code's is: the key as x-api-key, no retries here.
+const client = (baseURL) => new Anthropic({ baseURL, apiKey: "unused", authToken: null, maxRetries: 0 });
+const anthropic = client(base);
+
+// The message streamed, accumulated by the SDK's own stream helper, is
+// the message not streamed; ids aside, and the cache's share of the
+// prompt (the second of two same prompts reads it from the cache).
+async function same(c, req, what) {
+  const whole = await c.messages.create(req);
+  const streamed = await c.messages.stream(req).finalMessage();
+  const strip = (m) => ({ content: m.content.map((b) => ({ ...b, id: undefined })), stop_reason: m.stop_reason, stop_sequence: m.stop_sequence, output: m.usage.output_tokens, prompt: promptTokens(m) });
+  check(json(strip(streamed)) === json(strip(whole)), `${what}: streamed ${json(streamed)}, not streamed ${json(whole)}`);
+  check(whole.id.startsWith("msg_") && whole.type === "message" && whole.role === "assistant" && whole.model === req.model, `${what}: ${json(whole)}`);
+  return whole;
+}
+
+// A plain message, and count_tokens of the same request.
+{
+  const req = { model, max_tokens: 16, temperature: 0, system: "Be brief.", messages: [{ role: "user", content: "What is 2+2?" }] };
+  const m = await same(anthropic, req, "plain");
+  check(m.content.length === 1 && m.content[0].type === "text" && m.content[0].text.length > 0, `plain: ${json(m.content)}`);
+  check(m.stop_reason === "max_tokens" && m.stop_sequence === null && m.usage.output_tokens === 16, `plain: ${json(m)}`);
+  const { input_tokens } = await anthropic.messages.countTokens({ model, system: req.system, messages: req.messages });
+  check(input_tokens === promptTokens(m), `count_tokens ${input_tokens}, usage ${json(m.usage)}`);
+}
+
+// Tools: tool_choice any on the random model still gives valid calls,
+// streamed as not; their results go back for a second turn.
+{
+  const weather = {
+    type: "object",
+    properties: { city: { enum: ["Paris", "Oslo"] }, days: { type: "integer", minimum: 1, maximum: 7 } },
+    required: ["city", "days"],
+    additionalProperties: false,
+  };
+  const tools = [
+    { name: "weather", description: "The forecast.", input_schema: weather },
+    { name: "now", description: "The time.", input_schema: { type: "object", properties: {}, additionalProperties: false } },
+  ];
+  const messages = [{ role: "user", content: "What is the weather in Paris?" }];
+  const req = { model, max_tokens: 200, temperature: 0, tools, tool_choice: { type: "any" }, thinking: { type: "disabled" }, messages };
+  const m = await same(anthropic, req, "tools");
+  check(m.stop_reason === "tool_use" && m.content.length > 0, `tools: ${json(m)}`);
+  for (const b of m.content) {
+    check(b.type === "tool_use" && /^toolu_[A-Za-z0-9]{24}$/.test(b.id), `block ${json(b)}`);
+    if (b.name === "weather") valid(weather, b.input, "weather input");
+    else check(b.name === "now" && json(b.input) === "{}", `called ${json(b)}`);
+  }
+  const { input_tokens } = await anthropic.messages.countTokens({ model, tools, tool_choice: req.tool_choice, thinking: req.thinking, messages });
+  check(input_tokens === promptTokens(m), `count_tokens with tools ${input_tokens}, usage ${json(m.usage)}`);
+  const next = await anthropic.messages.create({
+    model, max_tokens: 4, tools, thinking: { type: "disabled" },
+    messages: [...messages, { role: "assistant", content: m.content },
+      { role: "user", content: m.content.map((b) => ({ type: "tool_result", tool_use_id: b.id, content: "18C" })) }],
+  });
+  check(next.usage.cache_read_input_tokens > 0, `the second turn did not reuse the first's cache: ${json(next.usage)}`);
+}
+
+// Errors, as the SDK reads them.
+try {
+  await anthropic.messages.create({ model: "another-model", max_tokens: 4, messages: [{ role: "user", content: "Hi" }] });
+  throw new Error("another model's name was answered");
+} catch (e) {
+  check(e instanceof Anthropic.NotFoundError && e.error?.error?.type === "not_found_error", `another model: ${e}`);
+}
+try {
+  await anthropic.messages.create({ model, max_tokens: 4, messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgo=" } }] }] });
+  throw new Error("an image was answered");
+} catch (e) {
+  check(e instanceof Anthropic.BadRequestError && /text only/.test(e.message), `an image: ${e}`);
+}
+
+// Thinking on the demo model, a Qwen3 trained on Go source that does not
+// think by itself: with tools its grammar opens the thinking, and the
+// budget closes it (a smaller budget, a shorter start of the same
+// thinking), then the calls; disabled, the calls alone.
+{
+  const demo = client(demoBase);
+  const tools = [{ name: "lines", description: "Counts lines.", input_schema: { type: "object", properties: { n: { type: "integer", minimum: 1, maximum: 9 } }, required: ["n"] } }];
+  const req = { model: demoModel, max_tokens: 100, temperature: 0, tools, tool_choice: { type: "any", disable_parallel_tool_use: true }, messages: [{ role: "user", content: "Write a Go function that reverses a string." }] };
+  const thinking = [];
+  for (const budget_tokens of [4, 12]) {
+    const m = await same(demo, { ...req, thinking: { type: "enabled", budget_tokens } }, `thinking, budget ${budget_tokens}`);
+    check(m.content[0]?.type === "thinking" && m.content[0].thinking.length > 0 && m.content.slice(1).length > 0 &&
+      m.content.slice(1).every((b) => b.type === "tool_use") && m.stop_reason === "tool_use", `thinking on: ${json(m)}`);
+    thinking.push(m.content[0].thinking);
+  }
+  check(thinking[0].length < thinking[1].length && thinking[1].startsWith(thinking[0].trimEnd()), `budgets 4 and 12: ${json(thinking)}`);
+  const off = await same(demo, { ...req, thinking: { type: "disabled" } }, "no thinking");
+  check(off.content.length > 0 && off.content.every((b) => b.type === "tool_use"), `thinking off: ${json(off.content)}`);
+}
+console.log("ok");
