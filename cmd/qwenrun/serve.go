@@ -18,7 +18,7 @@ import (
 func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "serve",
-		Usage:     "answer OpenAI- and Ollama-compatible HTTP requests, many conversations batched into each step",
+		Usage:     "answer OpenAI- and Ollama-compatible HTTP requests, many conversations batched into each step; MODEL may be oci://REGISTRY/REPO:TAG, pulled on first use",
 		ArgsUsage: "MODEL.qbin",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen on `HOST:PORT` (port 0: any free port)"},
@@ -30,6 +30,7 @@ func serveCommand() *cli.Command {
 			kvTypeFlag(),
 			threadsFlag(),
 			kernelsFlag(),
+			insecureFlag(),
 		}, draftFlags()...),
 		Action: serveAction,
 	}
