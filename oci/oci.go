@@ -147,3 +147,16 @@ func isLocal(host string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// ModelName is the name a server gives the model ref in its answers, as
+// it gives a file's base name: the repository's last element
+// (qwen3-0.6b for oci://REGISTRY/models/qwen3-0.6b:q8); "" if ref does
+// not parse.
+func ModelName(ref string) string {
+	r, err := name.ParseReference(strings.TrimPrefix(ref, Scheme))
+	if err != nil {
+		return ""
+	}
+	repo := r.Context().RepositoryStr()
+	return repo[strings.LastIndexByte(repo, '/')+1:]
+}

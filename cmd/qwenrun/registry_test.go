@@ -70,6 +70,16 @@ func TestServeFromRegistry(t *testing.T) {
 	if out, errOut, code := qwenrun(t, "", "health", "--addr", addr); code != 0 || out != "" || errOut != "" {
 		t.Errorf("health while serving: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
+	// Named by the repository, not by the cached file's digest.
+	resp, err := http.Get("http://" + addr + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	models, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(models), `"id":"tiny-a"`) {
+		t.Errorf("/v1/models: %s; want the model named tiny-a", models)
+	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	cmd.Wait()
 	_, errOut, code := qwenrun(t, "", "health", "--addr", addr, "--timeout", "2s")

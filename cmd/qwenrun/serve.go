@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/qwenc/qwenc/oci"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/serve"
 	"github.com/urfave/cli/v2"
@@ -59,7 +60,13 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	defer m.Close()
-	s := serve.NewServer(m, serve.ServerOptions{APIKey: c.String("api-key"), Log: os.Stderr,
+	// A pulled model's file is named by its digest: the server names it
+	// by its repository instead.
+	var name string
+	if oci.IsRef(c.Args().First()) {
+		name = oci.ModelName(c.Args().First())
+	}
+	s := serve.NewServer(m, serve.ServerOptions{Name: name, APIKey: c.String("api-key"), Log: os.Stderr,
 		Draft: d.text, DraftModel: d.model, DraftMin: d.min, DraftPMin: d.pMin})
 	ln, err := net.Listen("tcp", c.String("addr"))
 	if err != nil {
