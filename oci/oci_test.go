@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -282,17 +283,21 @@ func checkArtifactManifest(t *testing.T, raw []byte, file string, typ format.DTy
 func TestSecondPullFromCache(t *testing.T) {
 	reg, file, ref, pushed := pushedModel(t, format.Q8)
 	cache := oci.Cache{Dir: t.TempDir()}
+	start := time.Now()
 	if _, err := oci.Pull(context.Background(), ref, cache, opts()); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("first pull of %d bytes: %v", pushed.Size, time.Since(start))
 	blobGets := "GET /v2/models/tiny/blobs/" + pushed.Blob.String()
 	if n := len(reg.requests(blobGets)); n != 1 {
 		t.Fatalf("the first pull fetched the blob %d times, want 1", n)
 	}
+	start = time.Now()
 	p, err := oci.Pull(context.Background(), ref, cache, opts())
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("second pull by tag: %v", time.Since(start))
 	if got := reg.requests("/blobs/"); !p.Cached || len(got) != 0 {
 		t.Errorf("second pull by tag: cached %v, blob requests %q; want none", p.Cached, got)
 	}
