@@ -7,7 +7,7 @@ BUILD   := build
 DEMO    := qwen3-go-demo
 DEMO_N  ?= 160
 
-.PHONY: all build demo bench bench-a3b-full bench-long bench-serve fuzz test test-cross test-purego test-avx512 test-avx2 test-race test-arm64 bench-compile perplexity clean tools
+.PHONY: all build demo bench bench-a3b-full bench-long bench-serve fuzz test test-deploy test-cross test-purego test-avx512 test-avx2 test-race test-arm64 bench-compile perplexity clean tools
 
 all: build
 
@@ -46,6 +46,14 @@ test:
 	$(GO) vet -tags tune ./kernels/
 	$(GO) test ./...
 	$(MAKE) --no-print-directory test-cross test-purego test-avx512 test-avx2 test-race
+
+# The Kubernetes manifests in deploy/kubernetes, decoded strictly into
+# k8s.io/api's types. A module of its own, so that the main one does not
+# depend on k8s.io/api, and not part of make test: with a fresh cache its
+# download and compile take about a minute on 2 CPUs, where make test has
+# none to spare.
+test-deploy:
+	cd deploy/kubernetes/validate && $(GO) vet ./... && $(GO) test ./...
 
 # The arm64 build of everything, and vet where the code differs by
 # architecture (the kernels' assembly and their callers).

@@ -1,5 +1,6 @@
-// Command qwenc compiles Hugging Face Qwen checkpoints into .qbin files and
-// inspects and verifies them.
+// Command qwenc compiles Hugging Face Qwen checkpoints into .qbin files,
+// inspects and verifies them, and pushes them to and pulls them from
+// container registries.
 package main
 
 import (
@@ -37,7 +38,7 @@ func newApp() *cli.App {
 		Name:            "qwenc",
 		Usage:           "compile Qwen checkpoints into .qbin files for qwenrun",
 		HideHelpCommand: true,
-		Commands:        []*cli.Command{compileCommand(), inspectCommand(), verifyCommand()},
+		Commands:        []*cli.Command{compileCommand(), inspectCommand(), verifyCommand(), pushCommand(), pullCommand()},
 		Flags:           []cli.Flag{cliutil.VersionFlag()},
 		Action:          noCommand,
 		OnUsageError:    cliutil.OnUsageError,
@@ -58,7 +59,7 @@ func noCommand(c *cli.Context) error {
 		return nil
 	}
 	if c.NArg() > 0 {
-		return cliutil.Usagef(c, "unknown command %q (want compile, inspect or verify)", c.Args().First())
+		return cliutil.Usagef(c, "unknown command %q (want compile, inspect, verify, push or pull)", c.Args().First())
 	}
 	return cli.ShowAppHelp(c)
 }

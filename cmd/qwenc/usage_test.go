@@ -18,13 +18,16 @@ func TestUsageErrors(t *testing.T) {
 		msg, help string
 	}{
 		{[]string{"--bogus"}, "flag provided but not defined: -bogus", "qwenc"},
-		{[]string{"frobnicate"}, `unknown command "frobnicate" (want compile, inspect or verify)`, "qwenc"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate" (want compile, inspect, verify, push or pull)`, "qwenc"},
 		{[]string{"compile"}, "compile: want one MODEL argument, got 0", "qwenc compile"},
 		{[]string{"compile", "a", "b"}, "compile: want one MODEL argument, got 2", "qwenc compile"},
 		{[]string{"compile", "model", "--bogus"}, "flag provided but not defined: -bogus", "qwenc compile"},
 		{[]string{"compile", "model", "--max-prefill", "lots"}, `invalid value "lots" for flag -max-prefill: parse error`, "qwenc compile"},
 		{[]string{"inspect"}, "inspect: want one FILE argument, got 0", "qwenc inspect"},
 		{[]string{"verify", "a", "b"}, "verify: want one FILE argument, got 2", "qwenc verify"},
+		{[]string{"push", "a.qbin"}, "push: want two arguments, FILE and REGISTRY/REPO:TAG; got 1", "qwenc push"},
+		{[]string{"pull"}, "pull: want one REGISTRY/REPO:TAG argument, got 0", "qwenc pull"},
+		{[]string{"pull", "localhost:5000/m:q8", "--bogus"}, "flag provided but not defined: -bogus", "qwenc pull"},
 	} {
 		out, stderr, code := run(t, work, tc.args...)
 		want := "qwenc: " + tc.msg + "\nRun '" + tc.help + " --help' for usage.\n"

@@ -98,7 +98,11 @@ func openModel(c *cli.Context, parallel int, more ...qwen.Option) (*qwen.Model, 
 	if c.IsSet("ctx") {
 		opts = append(opts, qwen.WithContext(c.Int("ctx")))
 	}
-	m, err := qwen.Open(c.Args().First(), opts...)
+	path, err := modelPath(c, c.Args().First())
+	if err != nil {
+		return nil, err
+	}
+	m, err := qwen.Open(path, opts...)
 	var ce *qwen.ContextError
 	if errors.As(err, &ce) {
 		return nil, contextError(ce)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/qwenc/qwenc/oci"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/serve"
 	"github.com/urfave/cli/v2"
@@ -18,7 +19,7 @@ import (
 func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "serve",
-		Usage:     "answer OpenAI-, Ollama- and Anthropic-compatible HTTP requests, many conversations batched into each step",
+		Usage:     "answer OpenAI-, Ollama- and Anthropic-compatible HTTP requests, many conversations batched into each step; MODEL may be oci://REGISTRY/REPO:TAG, pulled on first use",
 		ArgsUsage: "MODEL.qbin",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen on `HOST:PORT` (port 0: any free port)"},
@@ -30,6 +31,7 @@ func serveCommand() *cli.Command {
 			kvTypeFlag(),
 			threadsFlag(),
 			kernelsFlag(),
+			insecureFlag(),
 		}, draftFlags()...),
 		Action: serveAction,
 	}
@@ -58,7 +60,13 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	defer m.Close()
-	s := serve.NewServer(m, serve.ServerOptions{APIKey: c.String("api-key"), Log: os.Stderr,
+	// A pulled model's file is named by its digest: the server names it
+	// by its repository instead.
+	var name string
+	if oci.IsRef(c.Args().First()) {
+		name = oci.ModelName(c.Args().First())
+	}
+	s := serve.NewServer(m, serve.ServerOptions{Name: name, APIKey: c.String("api-key"), Log: os.Stderr,
 		Draft: d.text, DraftModel: d.model, DraftMin: d.min, DraftPMin: d.pMin})
 	ln, err := net.Listen("tcp", c.String("addr"))
 	if err != nil {

@@ -9,7 +9,10 @@ import (
 // TestOnlyServeServesHTTP: no library package depends on net/http or
 // Prometheus but serve, whose job that is: the engine and the Go API run
 // without a server (the commands and the tests may import what they
-// like).
+// like). One package is a client, not a server: oci pulls models from
+// registries through go-containerregistry, which speaks HTTP, so it may
+// depend on net/http, but not on Prometheus; and since every other
+// package is still held to the rule, none of them can import oci.
 func TestOnlyServeServesHTTP(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{.Name}} {{join .Deps \" \"}}", "github.com/qwenc/qwenc/...").Output()
 	if err != nil {
@@ -23,8 +26,9 @@ func TestOnlyServeServesHTTP(t *testing.T) {
 			continue
 		}
 		checked++
+		client := strings.HasSuffix(path, "/qwenc/oci")
 		for _, d := range deps {
-			if d == "net/http" || strings.HasPrefix(d, "github.com/prometheus/") {
+			if d == "net/http" && !client || strings.HasPrefix(d, "github.com/prometheus/") {
 				t.Errorf("%s depends on %s: only serve serves HTTP", path, d)
 			}
 		}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/qwenc/qwenc/oci"
+	"github.com/urfave/cli/v2"
+)
+
+// registryFlags are push's and pull's.
+func registryFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "insecure", Usage: "allow plain HTTP to a registry that is not localhost"},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress on stderr"},
+	}
+}
+
+// registryOptions reads registryFlags. Credentials are docker login's.
+func registryOptions(c *cli.Context) oci.Options {
+	o := oci.Options{Insecure: c.Bool("insecure")}
+	if !c.Bool("quiet") {
+		o.Progress = os.Stderr
+	}
+	return o
+}
+
+func pushCommand() *cli.Command {
+	return &cli.Command{
+		Name: "push",
+		Usage: "upload a .qbin file to a container registry as an OCI artifact; prints REGISTRY/REPO@sha256:DIGEST " +
+			"(credentials: docker login's config file and credential helpers)",
+		ArgsUsage: "FILE REGISTRY/REPO:TAG",
+		Flags:     registryFlags(),
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 2 {
+				return cliutil.Usagef(c, "push: want two arguments, FILE and REGISTRY/REPO:TAG; got %d", c.NArg())
+			}
+			res, err := oci.Push(c.Context, c.Args().Get(0), c.Args().Get(1), registryOptions(c))
+			if err != nil {
+				return err
+			}
+			fmt.Println(res.Ref)
+			return nil
+		},
+	}
+}
+
+func pullCommand() *cli.Command {
+	return &cli.Command{
+		Name: "pull",
+		Usage: "download a model pushed with qwenc push into the cache ($XDG_CACHE_HOME/qwenc), " +
+			"resuming an interrupted pull and checking the digest; prints the file's path",
+		ArgsUsage: "REGISTRY/REPO:TAG|REGISTRY/REPO@sha256:DIGEST",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "o", Aliases: []string{"output"}, Usage: "also put the model at `FILE` (a hard link to the cached file where possible)"},
+		}, registryFlags()...),
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return cliutil.Usagef(c, "pull: want one REGISTRY/REPO:TAG argument, got %d", c.NArg())
+			}
+			dir, err := oci.DefaultCacheDir()
+			if err != nil {
+				return err
+			}
+			res, err := oci.Pull(c.Context, c.Args().First(), oci.Cache{Dir: dir}, registryOptions(c))
+			if err != nil {
+				return err
+			}
+			path := res.Path
+			if out := c.String("o"); out != "" {
+				if err := oci.Place(res.Path, out); err != nil {
+					return fmt.Errorf("-o %s: %w", out, err)
+				}
+				path = out
+			}
+			fmt.Println(path)
+			return nil
+		},
+	}
+}

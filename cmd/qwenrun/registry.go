@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/qwenc/qwenc/oci"
+	"github.com/urfave/cli/v2"
+)
+
+// insecureFlag is for a MODEL given as oci://.
+func insecureFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "insecure", Usage: "with an oci:// MODEL: allow plain HTTP to a registry that is not localhost"}
+}
+
+// modelPath is the file the MODEL argument names: the argument itself, or
+// for oci://REGISTRY/REPO:TAG (or @sha256:DIGEST) the file pulled into
+// the cache as qwenc pull does. The first use downloads it; later a tag
+// costs one manifest request, a digest none. Credentials are docker
+// login's.
+func modelPath(c *cli.Context, arg string) (string, error) {
+	if !oci.IsRef(arg) {
+		return arg, nil
+	}
+	dir, err := oci.DefaultCacheDir()
+	if err != nil {
+		return "", err
+	}
+	p, err := oci.Pull(c.Context, arg, oci.Cache{Dir: dir}, oci.Options{Insecure: c.Bool("insecure"), Progress: os.Stderr})
+	if err != nil {
+		return "", err
+	}
+	return p.Path, nil
+}
+
+// healthCommand is a container's HEALTHCHECK: distroless and scratch
+// images have no curl or wget to ask /health with.
+func healthCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "health",
+		Usage: "exit 0 if qwenrun serve at --addr answers GET /health with 200 OK, else 1 (for a container's HEALTHCHECK)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "the server's `HOST:PORT`"},
+			&cli.DurationFlag{Name: "timeout", Value: 3 * time.Second, Usage: "how long to wait for the answer"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 0 {
+				return cliutil.Usagef(c, "health: want no arguments, got %d", c.NArg())
+			}
+			u := "http://" + c.String("addr") + "/health"
+			resp, err := (&http.Client{Timeout: c.Duration("timeout")}).Get(u)
+			if err != nil {
+				return fmt.Errorf("health: %w", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("health: %s answered %s", u, resp.Status)
+			}
+			return nil
+		},
+	}
+}

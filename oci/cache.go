@@ -1,0 +1,159 @@
+package oci
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"golang.org/x/sys/unix"
+)
+
+// Cache is where pulls land: Dir/blobs/sha256/HEX, as an OCI image
+// layout keeps its blobs, the model files and the manifests that name
+// them side by side. A file there has been checked against its digest;
+// anything still downloading is HEX.partial.
+type Cache struct {
+	Dir string
+}
+
+// DefaultCacheDir is $XDG_CACHE_HOME/qwenc, or else the system's user
+// cache directory's qwenc (~/.cache/qwenc on Linux,
+// ~/Library/Caches/qwenc on macOS).
+func DefaultCacheDir() (string, error) {
+	if d := os.Getenv("XDG_CACHE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "qwenc"), nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory for pulled models (set XDG_CACHE_HOME): %w", err)
+	}
+	return filepath.Join(d, "qwenc"), nil
+}
+
+// Blob is the path of the blob with digest h.
+func (c Cache) Blob(h v1.Hash) string {
+	return filepath.Join(c.Dir, "blobs", h.Algorithm, h.Hex)
+}
+
+// has reports whether the blob h of size bytes is in the cache.
+func (c Cache) has(h v1.Hash, size int64) bool {
+	st, err := os.Stat(c.Blob(h))
+	return err == nil && st.Mode().IsRegular() && st.Size() == size
+}
+
+// readSmall reads a cached manifest and checks it against its digest: a
+// manifest is small, so it is checked at every read, where a model file
+// was checked once, before it was renamed into place.
+func (c Cache) readSmall(h v1.Hash) ([]byte, bool) {
+	b, err := os.ReadFile(c.Blob(h))
+	if err != nil {
+		return nil, false
+	}
+	got, _, err := v1.SHA256(bytes.NewReader(b))
+	return b, err == nil && got == h
+}
+
+// writeSmall stores a manifest whose digest is h, through a temporary
+// file renamed into place.
+func (c Cache) writeSmall(h v1.Hash, b []byte) error {
+	dst := c.Blob(h)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), h.Hex+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	_, err = tmp.Write(b)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o444)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), dst)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("cache: %w", err)
+	}
+	return nil
+}
+
+// lockFile takes f's exclusive lock, waiting while another process holds
+// it (two servers starting on one machine pull one blob once), until ctx
+// ends.
+func lockFile(ctx context.Context, f *os.File, o *Options) error {
+	waited := false
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return fmt.Errorf("%s: lock: %w", f.Name(), err)
+		}
+		if !waited {
+			o.logf("waiting for another pull of %s", filepath.Base(f.Name()))
+			waited = true
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Place puts a pulled file at out: a hard link to the cached blob where
+// one can be made (no second copy on disk; the blob is read-only, so the
+// link is too), else a copy. Either way through a temporary name in
+// out's directory, renamed at the end, so out is never half-written.
+func Place(blob, out string) error {
+	dir := filepath.Dir(out)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(out)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	tmpName := tmp.Name()
+	tmp.Close()
+	os.Remove(tmpName)
+	if err := os.Link(blob, tmpName); err != nil {
+		if err := copyFile(blob, tmpName); err != nil {
+			os.Remove(tmpName)
+			return err
+		}
+	}
+	if err := os.Rename(tmpName, out); err != nil {
+		os.Remove(tmpName)
+		return err
+	}
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

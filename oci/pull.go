@@ -1,0 +1,252 @@
+package oci
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// Pulled says where a pull put the model.
+type Pulled struct {
+	Ref         string  // REGISTRY/REPO@sha256:... of the manifest
+	Manifest    v1.Hash // the manifest's digest
+	Blob        v1.Hash // the file's sha256
+	Size        int64
+	Path        string // the file, in the cache
+	Cached      bool   // true if nothing was downloaded
+	Annotations map[string]string
+}
+
+// Pull brings the model ref (REGISTRY/REPO:TAG or @sha256:..., with or
+// without oci://) into the cache and returns its path there. A tag is
+// resolved at the registry each time; a digest whose manifest is cached
+// needs no registry at all. The file is downloaded only if the cache
+// lacks it, resumed from what an interrupted pull left, and checked
+// against the layer's digest before it is renamed into place: a file
+// that does not match is removed, and the error says so.
+func Pull(ctx context.Context, ref string, cache Cache, o Options) (*Pulled, error) {
+	r, err := o.parseRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	repo := r.Context()
+	var raw []byte
+	var mdigest v1.Hash
+	if d, ok := r.(name.Digest); ok {
+		h, err := v1.NewHash(d.DigestStr())
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", ref, err)
+		}
+		if b, ok := cache.readSmall(h); ok {
+			raw, mdigest = b, h
+		}
+	}
+	var rt http.RoundTripper
+	if raw == nil {
+		if rt, err = o.transport(ctx, repo, repo.Scope(transport.PullScope)); err != nil {
+			return nil, err
+		}
+		desc, err := remote.Get(r, remote.WithContext(ctx), remote.WithTransport(rt))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r, err)
+		}
+		if desc.MediaType != types.OCIManifestSchema1 {
+			return nil, fmt.Errorf("%s: a %s, not a qwenc model (want an OCI image manifest with artifactType %s)", r, desc.MediaType, ArtifactType)
+		}
+		raw = desc.Manifest
+		// The digest of the bytes received, not the one the registry
+		// states: go-containerregistry checks a digest reference, but a
+		// tag's manifest is only what the registry sent.
+		if mdigest, _, err = v1.SHA256(bytes.NewReader(raw)); err != nil {
+			return nil, err
+		}
+	}
+	layer, ann, err := parseManifest(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", r, err)
+	}
+	if err := cache.writeSmall(mdigest, raw); err != nil {
+		return nil, err
+	}
+	p := &Pulled{Ref: repo.Digest(mdigest.String()).String(), Manifest: mdigest, Blob: layer.Digest, Size: layer.Size,
+		Path: cache.Blob(layer.Digest), Cached: true, Annotations: ann}
+	if cache.has(layer.Digest, layer.Size) {
+		return p, nil
+	}
+	if rt == nil {
+		if rt, err = o.transport(ctx, repo, repo.Scope(transport.PullScope)); err != nil {
+			return nil, err
+		}
+	}
+	p.Cached, err = download(ctx, rt, repo, layer, cache, &o)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// parseManifest checks that raw is a qwenc model's manifest and returns
+// its one layer and its annotations.
+func parseManifest(raw []byte) (v1.Descriptor, map[string]string, error) {
+	var m v1.Manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return v1.Descriptor{}, nil, fmt.Errorf("manifest: %w", err)
+	}
+	switch {
+	case m.SchemaVersion != 2:
+		return v1.Descriptor{}, nil, fmt.Errorf("manifest: schemaVersion %d, want 2", m.SchemaVersion)
+	case m.ArtifactType != ArtifactType && m.Config.MediaType != ArtifactType:
+		return v1.Descriptor{}, nil, fmt.Errorf("not a qwenc model: artifactType %q, config %q (want %s)", m.ArtifactType, m.Config.MediaType, ArtifactType)
+	case len(m.Layers) != 1:
+		return v1.Descriptor{}, nil, fmt.Errorf("manifest: %d layers, a qwenc model has one", len(m.Layers))
+	}
+	l := m.Layers[0]
+	switch {
+	case l.MediaType != LayerMediaType:
+		return v1.Descriptor{}, nil, fmt.Errorf("manifest: layer media type %q, want %s", l.MediaType, LayerMediaType)
+	case l.Digest.Algorithm != "sha256" || len(l.Digest.Hex) != 64:
+		return v1.Descriptor{}, nil, fmt.Errorf("manifest: layer digest %q, want sha256", l.Digest)
+	case l.Size <= 0:
+		return v1.Descriptor{}, nil, fmt.Errorf("manifest: layer size %d", l.Size)
+	}
+	return l, m.Annotations, nil
+}
+
+// download fetches the blob l into the cache: into HEX.partial, locked
+// against another process pulling it, continued with an HTTP Range from
+// what is there, hashed, and renamed to HEX only if the digest matches.
+// It returns true if another process finished the blob meanwhile.
+func download(ctx context.Context, rt http.RoundTripper, repo name.Repository, l v1.Descriptor, cache Cache, o *Options) (bool, error) {
+	dst := cache.Blob(l.Digest)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return false, fmt.Errorf("cache: %w", err)
+	}
+	partial := dst + ".partial"
+	f, err := os.OpenFile(partial, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return false, fmt.Errorf("cache: %w", err)
+	}
+	defer f.Close()
+	if err := lockFile(ctx, f, o); err != nil {
+		return false, err
+	}
+	if cache.has(l.Digest, l.Size) {
+		// Finished by the pull we waited for; f may be its renamed file.
+		if st, err := os.Stat(partial); err == nil && st.Size() == 0 {
+			os.Remove(partial)
+		}
+		return true, nil
+	}
+	have, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", partial, err)
+	}
+	if have > l.Size {
+		have = 0
+	}
+	// The digest covers the whole file: what an earlier pull left is
+	// hashed again rather than trusted.
+	sum := sha256.New()
+	if _, err := io.Copy(sum, io.NewSectionReader(f, 0, have)); err != nil {
+		return false, fmt.Errorf("%s: %w", partial, err)
+	}
+	if have < l.Size {
+		if have, err = fetch(ctx, rt, repo, l, f, sum, have, o); err != nil {
+			return false, err
+		}
+	}
+	if got := fmt.Sprintf("%x", sum.Sum(nil)); got != l.Digest.Hex {
+		f.Close()
+		os.Remove(partial)
+		return false, fmt.Errorf("%s@%s: the downloaded file's sha256 is %s: refused and removed", repo, l.Digest, got)
+	}
+	if err := f.Sync(); err != nil {
+		return false, fmt.Errorf("%s: %w", partial, err)
+	}
+	// Read-only: a link made by Place, or a stray write, cannot change a
+	// file the cache vouches for.
+	if err := f.Chmod(0o444); err != nil {
+		return false, fmt.Errorf("%s: %w", partial, err)
+	}
+	if err := os.Rename(partial, dst); err != nil {
+		return false, fmt.Errorf("cache: %w", err)
+	}
+	o.logf("pulled %s (%d bytes)", l.Digest, l.Size)
+	return false, nil
+}
+
+// fetch appends the blob's bytes from have on to f and to sum, and
+// returns how many f holds. An interrupted transfer leaves f with what
+// arrived, for the next pull to resume.
+func fetch(ctx context.Context, rt http.RoundTripper, repo name.Repository, l v1.Descriptor, f *os.File, sum hash.Hash, have int64, o *Options) (int64, error) {
+	// go-containerregistry reads blobs whole; a resumed download needs a
+	// Range header, so this one GET is made here, through its
+	// authenticated transport (token, scheme, plain-HTTP policy).
+	u := url.URL{Scheme: repo.Registry.Scheme(), Host: repo.RegistryStr(),
+		Path: "/v2/" + repo.RepositoryStr() + "/blobs/" + l.Digest.String()}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return have, err
+	}
+	if have > 0 {
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", have, l.Size-1))
+	}
+	resp, err := (&http.Client{Transport: rt}).Do(req)
+	if err != nil {
+		return have, fmt.Errorf("%s@%s: %w", repo, l.Digest, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusPartialContent && have > 0:
+		if !strings.HasPrefix(resp.Header.Get("Content-Range"), fmt.Sprintf("bytes %d-", have)) {
+			return have, fmt.Errorf("%s@%s: asked for bytes from %d, got Content-Range %q", repo, l.Digest, have, resp.Header.Get("Content-Range"))
+		}
+		o.logf("resuming %s at %d of %d bytes", l.Digest, have, l.Size)
+	case resp.StatusCode == http.StatusOK:
+		if have > 0 {
+			o.logf("the registry sent all of %s again: starting over", l.Digest)
+		}
+		if err := f.Truncate(0); err != nil {
+			return have, err
+		}
+		sum.Reset()
+		have = 0
+		o.logf("downloading %s (%d bytes)", l.Digest, l.Size)
+	default:
+		return have, fmt.Errorf("%s@%s: %w", repo, l.Digest, transport.CheckError(resp, http.StatusOK, http.StatusPartialContent))
+	}
+	if _, err := f.Seek(have, io.SeekStart); err != nil {
+		return have, err
+	}
+	// One byte more than is due, to tell a blob longer than the manifest
+	// says from one that ends where it should.
+	n, err := io.Copy(io.MultiWriter(f, sum), io.LimitReader(resp.Body, l.Size-have+1))
+	have += n
+	if err != nil {
+		return have, fmt.Errorf("%s@%s: interrupted at %d of %d bytes (pull again to resume): %w", repo, l.Digest, have, l.Size, err)
+	}
+	if have < l.Size {
+		return have, fmt.Errorf("%s@%s: the transfer ended at %d of %d bytes (pull again to resume)", repo, l.Digest, have, l.Size)
+	}
+	if have > l.Size {
+		f.Close()
+		os.Remove(f.Name())
+		return have, fmt.Errorf("%s@%s: the registry sent more than the manifest's %d bytes: refused and removed", repo, l.Digest, l.Size)
+	}
+	return have, nil
+}
