@@ -96,7 +96,7 @@ endif
 # server. Skipped: the allocation tests (under the race detector a decode
 # step allocates); the long numeric comparisons (with the float64
 # references, long contexts, the q8 KV cache's greedy text), whose
-# goroutines are the worker pool's that the batching tests already run;
+# goroutines are the worker pool's that the batching tests already run;|^TestClaudeCodeSchemas$$
 # the kernels' shape sweeps, which run on one goroutine; the embedding and
 # rerank tests (the qwen tests do not even compile their models there),
 # one goroutine each over code the batching tests race; and the grammar's

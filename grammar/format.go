@@ -2,8 +2,8 @@ package grammar
 
 // format is a string of a supported format, quotes included. The texts
 // are narrower than their RFCs allow (upper-case T and Z, February up to
-// the 28th, no leap second), so that every one is valid to any
-// validator.
+// the 28th, no leap second; URIs with an authority), so that every one is
+// valid to any validator.
 func (c *schemaCompiler) format(name string) (Elem, bool) {
 	b := c.b
 	d := b.Range('0', '9')
@@ -42,6 +42,8 @@ func (c *schemaCompiler) format(name string) (Elem, bool) {
 			return out
 		}
 		body = Seq(group(8), b.Byte('-'), group(4), b.Byte('-'), group(4), b.Byte('-'), group(4), b.Byte('-'), group(12))
+	case "uri":
+		body = c.uri()
 	default:
 		return Elem{}, false
 	}
@@ -49,3 +51,44 @@ func (c *schemaCompiler) format(name string) (Elem, bool) {
 }
 
 func pad2(n int) string { return string([]byte{byte('0' + n/10), byte('0' + n%10)}) }
+
+// uri is RFC 3986's absolute URI with an authority, the form tools are
+// given (https://host:port/path?query#fragment): a scheme, "//", a host
+// name of unreserved characters and an optional port, then a path, a
+// query and a fragment of their RFC characters, percent-encoded bytes
+// among them. Nothing in it needs a JSON escape.
+func (c *schemaCompiler) uri() []Elem {
+	b := c.b
+	var alpha, schemeRest, host, digit, hex, pchar ByteSet
+	alpha.Add('a', 'z')
+	alpha.Add('A', 'Z')
+	digit.Add('0', '9')
+	hex = digit
+	hex.Add('a', 'f')
+	hex.Add('A', 'F')
+	schemeRest = alpha
+	schemeRest.Add('0', '9')
+	for _, ch := range "+-." {
+		schemeRest.Add(byte(ch), byte(ch))
+	}
+	host = alpha
+	host.Add('0', '9')
+	for _, ch := range "-._~" {
+		host.Add(byte(ch), byte(ch))
+	}
+	pchar = host // unreserved, then sub-delims, ":" and "@"
+	for _, ch := range "!$&'()*+,;=:@" {
+		pchar.Add(byte(ch), byte(ch))
+	}
+	pct := Seq(b.Byte('%'), b.Set(hex), b.Set(hex))
+	pathChar := b.Alt("pchar", []Elem{b.Set(pchar)}, pct)
+	queryChar := b.Alt("qchar", []Elem{b.Set(pchar)}, pct, b.Lit("/"), b.Lit("?"))
+	return Seq(
+		b.Set(alpha), b.Repeat("scheme", []Elem{b.Set(schemeRest)}, 0, 15), b.Lit("://"),
+		b.Repeat("host", []Elem{b.Set(host)}, 1, 253),
+		b.Optional("port", Seq(b.Byte(':'), b.Repeat("port", []Elem{b.Set(digit)}, 1, 5))),
+		b.Repeat("path", Seq(b.Byte('/'), b.Repeat("segment", []Elem{pathChar}, 0, -1)), 0, -1),
+		b.Optional("query", Seq(b.Byte('?'), b.Repeat("query", []Elem{queryChar}, 0, -1))),
+		b.Optional("fragment", Seq(b.Byte('#'), b.Repeat("fragment", []Elem{queryChar}, 0, -1))),
+	)
+}

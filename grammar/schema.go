@@ -228,12 +228,7 @@ func (c *schemaCompiler) typed(n node, t, path string) (Elem, error) {
 	case "integer":
 		return c.integer(n, path)
 	case "number":
-		for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
-			if n[k] != nil {
-				return Elem{}, &SchemaError{path, k, "supported for integers only, so it could not be enforced on a number"}
-			}
-		}
-		return j.number, nil
+		return c.number(n, path)
 	case "object":
 		return c.object(n, path)
 	case "array":
@@ -521,7 +516,7 @@ func (c *schemaCompiler) str(n node, path string) (Elem, error) {
 		json.Unmarshal(f, &name)
 		e, ok := c.format(name)
 		if !ok {
-			return Elem{}, &SchemaError{path, "format", fmt.Sprintf("%q is not supported (date, time, date-time, uuid), so it could not be enforced", name)}
+			return Elem{}, &SchemaError{path, "format", fmt.Sprintf("%q is not supported (date, time, date-time, uuid, uri), so it could not be enforced", name)}
 		}
 		return e, nil
 	}
@@ -812,17 +807,12 @@ func (c *schemaCompiler) integer(n node, path string) (Elem, error) {
 	lo, hi := -limit, limit
 	bounded := false
 	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
-		raw := n[k]
-		if raw == nil {
-			continue
+		v, ok, err := boundOf(n, k, path)
+		if err != nil {
+			return Elem{}, err
 		}
-		var v float64
-		if err := json.Unmarshal(raw, &v); err != nil {
-			var flag bool
-			if json.Unmarshal(raw, &flag) == nil {
-				continue // draft 4's boolean form, read with its bound below
-			}
-			return Elem{}, &SchemaError{path, k, "want a number"}
+		if !ok {
+			continue
 		}
 		bounded = true
 		switch k {
@@ -852,6 +842,105 @@ func (c *schemaCompiler) integer(n node, path string) (Elem, error) {
 	}
 	lo, hi = math.Max(lo, -limit), math.Min(hi, limit)
 	return c.intRange(int64(lo), int64(hi)), nil
+}
+
+// number is a number within the schema's bounds. Bounds are whole
+// numbers from 0 to 10^9 (a probability's 0 and 1, a positive timeout's
+// exclusive 0), which keep the language simple: a whole part in a range
+// with any fraction, and at the edges a whole part with a fraction that
+// is not zero (above an exclusive minimum) or none (at an inclusive
+// maximum). A bounded number has no exponent and at most 6 decimals, so
+// that a validator reading it as a float64 compares it as written.
+func (c *schemaCompiler) number(n node, path string) (Elem, error) {
+	b, j := c.b, c.j
+	const limit = 1e9
+	type bound struct {
+		v         int64
+		set, excl bool
+	}
+	var lo, hi bound
+	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+		v, ok, err := boundOf(n, k, path)
+		if err != nil {
+			return Elem{}, err
+		}
+		if !ok {
+			continue
+		}
+		if v != math.Trunc(v) || v < 0 || v > limit {
+			return Elem{}, &SchemaError{path, k, fmt.Sprintf("%v on a number: only whole bounds from 0 to 10^9 are supported, so it could not be enforced", v)}
+		}
+		switch k {
+		case "minimum":
+			lo = bound{int64(v), true, excl(n, "exclusiveMinimum")}
+		case "maximum":
+			hi = bound{int64(v), true, excl(n, "exclusiveMaximum")}
+		case "exclusiveMinimum":
+			lo = bound{int64(v), true, true}
+		case "exclusiveMaximum":
+			hi = bound{int64(v), true, true}
+		}
+	}
+	switch {
+	case !lo.set && !hi.set:
+		return j.number, nil
+	case lo.set && hi.set && (lo.v > hi.v || (lo.v == hi.v && (lo.excl || hi.excl))):
+		return Elem{}, &SchemaError{path, "minimum", "no number is within the bounds"}
+	}
+	d := b.Range('0', '9')
+	anyFrac := b.Optional("frac6", Seq(b.Byte('.'), b.Repeat("fdigits6", []Elem{d}, 1, 6)))
+	// A fraction that is not zero: its first non-zero digit at place p.
+	var nz [][]Elem
+	for p := range 6 {
+		nz = append(nz, Seq(b.Lit(strings.Repeat("0", p)), b.Range('1', '9'), b.Repeat(fmt.Sprintf("fdigits%d", 5-p), []Elem{d}, 0, 5-p)))
+	}
+	nonzeroFrac := Seq(b.Byte('.'), b.Alt("nonzero-frac6", nz...))
+	var alts [][]Elem
+	first, last := int64(0), int64(limit)
+	if lo.set {
+		first = lo.v
+		if lo.excl {
+			first++
+			alts = append(alts, Seq(c.natRange(lo.v, lo.v), nonzeroFrac))
+		}
+	}
+	if hi.set {
+		last = hi.v - 1
+		if !hi.excl && (!lo.set || hi.v > lo.v || !lo.excl) {
+			alts = append(alts, []Elem{c.natRange(hi.v, hi.v)})
+		}
+	}
+	if first <= last {
+		alts = append(alts, Seq(c.natRange(first, last), anyFrac))
+	}
+	if !lo.set {
+		// Every negative number is below a maximum from 0 up; below an
+		// exclusive 0, "-0" alone is not.
+		if hi.v == 0 && hi.excl {
+			alts = append(alts, Seq(b.Byte('-'), c.natRange(1, limit), anyFrac), Seq(b.Lit("-0"), nonzeroFrac))
+		} else {
+			alts = append(alts, Seq(b.Byte('-'), c.natRange(0, limit), anyFrac))
+		}
+	}
+	return b.Alt(fmt.Sprintf("number%v%v", lo, hi), alts...), nil
+}
+
+// boundOf reads bound k of a node; ok is false when it is absent or
+// draft 4's boolean form of an exclusive bound, which excl reads with
+// its bound.
+func boundOf(n node, k, path string) (v float64, ok bool, err error) {
+	raw := n[k]
+	if raw == nil {
+		return 0, false, nil
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		var flag bool
+		if json.Unmarshal(raw, &flag) == nil {
+			return 0, false, nil
+		}
+		return 0, false, &SchemaError{path, k, "want a number"}
+	}
+	return v, true, nil
 }
 
 func excl(n node, k string) bool {

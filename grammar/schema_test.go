@@ -105,6 +105,9 @@ var schemaCases = []string{
 	`{"type": "object", "additionalProperties": true, "properties": {"k": {"type": "boolean"}}}`,
 	`true`,
 	`{}`,
+	// Claude Code's WebFetch, and numbers with whole bounds.
+	`{"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "properties": {"url": {"description": "The URL to fetch content from", "type": "string", "format": "uri"}, "prompt": {"type": "string", "maxLength": 8}}, "required": ["url", "prompt"], "additionalProperties": false}`,
+	`{"type": "object", "properties": {"p": {"type": "number", "minimum": 0, "maximum": 1}, "t": {"type": "number", "exclusiveMinimum": 0}, "n": {"type": "number", "exclusiveMaximum": 0}, "m": {"type": "number", "minimum": 2, "exclusiveMaximum": 3}, "e": {"type": "number", "exclusiveMinimum": 5, "maximum": 6}, "z": {"type": "number", "maximum": 0}}, "required": ["p", "t", "n", "m", "e", "z"], "additionalProperties": false}`,
 }
 
 // TestSchemaInstancesValidate generates texts under each schema with many
@@ -145,22 +148,24 @@ func TestSchemaInstancesValidate(t *testing.T) {
 func TestSchemaRefusals(t *testing.T) {
 	v, _ := qwenVocab(t)
 	for schema, want := range map[string]string{
-		`{"type": "string", "format": "email"}`:                                     `json schema #: format: "email" is not supported`,
-		`{"type": "object", "properties": {"a": {"type": "number", "minimum": 1}}}`: "json schema /properties/a: minimum: supported for integers only",
-		`{"type": "object", "minProperties": 1}`:                                    "json schema #: minProperties: not supported",
-		`{"type": "array", "uniqueItems": true}`:                                    "uniqueItems: not supported",
-		`{"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]}`:       "oneOf: its branches may overlap",
-		`{"$ref": "https://example.com/s.json"}`:                                    "$ref: \"https://example.com/s.json\": only #",
-		`{"$ref": "#/$defs/missing"}`:                                               "does not resolve",
-		`{"type": "string", "pattern": "(?=a)b"}`:                                   "pattern: at 1 of \"(?=a)b\": lookaround is not supported",
-		`{"type": "string", "pattern": "a\\1"}`:                                     "\\1 is not supported",
-		`{"type": "string", "pattern": "^a|b$"}`:                                    "group the alternatives",
-		`{"type": "strin"}`:                                                         `type: "strin" is not a JSON Schema type`,
-		`false`:                                                                     "no instance is valid",
-		`{"allOf": [{"type": "string"}, {"maxLength": 3}]}`:                         "allOf: of more than one schema",
-		`{"type": "integer", "minimum": 5, "maximum": 4}`:                           "no integer is within the bounds",
-		`{"type": "string", "minLength": 5, "maxLength": 4}`:                        "minLength: 5 is more than maxLength 4",
-		`{"type": "object", "properties": {"a": {"if": {}}}}`:                       "/properties/a: if: not supported",
+		`{"type": "string", "format": "email"}`:                                       `json schema #: format: "email" is not supported`,
+		`{"type": "object", "properties": {"a": {"type": "number", "minimum": 0.5}}}`: "json schema /properties/a: minimum: 0.5 on a number: only whole bounds from 0 to 10^9 are supported",
+		`{"type": "number", "maximum": -1}`:                                           "json schema #: maximum: -1 on a number: only whole bounds",
+		`{"type": "number", "exclusiveMinimum": 3, "maximum": 3}`:                     "json schema #: minimum: no number is within the bounds",
+		`{"type": "object", "minProperties": 1}`:                                      "json schema #: minProperties: not supported",
+		`{"type": "array", "uniqueItems": true}`:                                      "uniqueItems: not supported",
+		`{"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]}`:         "oneOf: its branches may overlap",
+		`{"$ref": "https://example.com/s.json"}`:                                      "$ref: \"https://example.com/s.json\": only #",
+		`{"$ref": "#/$defs/missing"}`:                                                 "does not resolve",
+		`{"type": "string", "pattern": "(?=a)b"}`:                                     "pattern: at 1 of \"(?=a)b\": lookaround is not supported",
+		`{"type": "string", "pattern": "a\\1"}`:                                       "\\1 is not supported",
+		`{"type": "string", "pattern": "^a|b$"}`:                                      "group the alternatives",
+		`{"type": "strin"}`:                                                           `type: "strin" is not a JSON Schema type`,
+		`false`:                                                                       "no instance is valid",
+		`{"allOf": [{"type": "string"}, {"maxLength": 3}]}`:                           "allOf: of more than one schema",
+		`{"type": "integer", "minimum": 5, "maximum": 4}`:                             "no integer is within the bounds",
+		`{"type": "string", "minLength": 5, "maxLength": 4}`:                          "minLength: 5 is more than maxLength 4",
+		`{"type": "object", "properties": {"a": {"if": {}}}}`:                         "/properties/a: if: not supported",
 	} {
 		_, err := Schema(v, []byte(schema))
 		if err == nil || !strings.Contains(err.Error(), want) {

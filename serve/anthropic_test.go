@@ -243,6 +243,38 @@ func TestAnthropicMessages(t *testing.T) {
 	}
 }
 
+// TestClaudeCodeSchemas: tool schemas as Claude Code sends them (WebFetch's
+// url in format uri under 2020-12's $schema; a number with an exclusive
+// minimum of 0; an integer between 0 and 2^53-1) are taken, not refused,
+// and a forced call's input fits them. (The random model would wander in
+// a URL's path for ever; grammar.TestSchemaInstancesValidate checks the
+// URLs.)
+func TestClaudeCodeSchemas(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	const tools = `,"tools":[{"name":"WebFetch","description":"Fetches a URL.","input_schema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"url":{"description":"The URL to fetch content from","type":"string","format":"uri"},"prompt":{"type":"string"}},"required":["url","prompt"],"additionalProperties":false}},` +
+		`{"name":"Sleep","input_schema":{"type":"object","properties":{"seconds":{"type":"number","exclusiveMinimum":0},"count":{"type":"integer","minimum":0,"maximum":9007199254740991}},"required":["seconds","count"],"additionalProperties":false}}],"thinking":{"type":"disabled"}`
+	if resp, body := ts.post(t, "/v1/messages", messagesBody(40, tools+`,"tool_choice":{"type":"auto"}`)); resp.StatusCode != 200 {
+		t.Fatalf("Claude Code's schemas: %d %s", resp.StatusCode, body)
+	}
+	for _, temp := range []string{"0", "0.7", "1"} {
+		resp, body := ts.post(t, "/v1/messages", messagesBody(200, tools+`,"tool_choice":{"type":"tool","name":"Sleep"},"temperature":`+temp))
+		var out anthropicMessageOut
+		unmarshal(t, body, &out)
+		if resp.StatusCode != 200 || *out.StopReason != "tool_use" || len(out.Content) != 1 {
+			t.Fatalf("a call of Sleep: %d %s", resp.StatusCode, body)
+		}
+		var in struct {
+			Seconds *float64
+			Count   *int64
+		}
+		dec := json.NewDecoder(bytes.NewReader(out.Content[0].Input))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&in); err != nil || in.Seconds == nil || *in.Seconds <= 0 || in.Count == nil || *in.Count < 0 {
+			t.Errorf("Sleep's input %s: %v", out.Content[0].Input, err)
+		}
+	}
+}
+
 // TestAnthropicConversation: what a Messages request becomes: the system
 // blocks, text joined, thinking given back as the turn's reasoning,
 // tool_use as its calls, each tool_result a tool message (an error one
