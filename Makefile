@@ -36,16 +36,16 @@ demo: build $(BUILD)/models/$(DEMO)/config.json
 	@$(BIN)/qwenrun $(BUILD)/$(DEMO).qbin -f testdata/demo-prompt.txt -n $(DEMO_N) --seed 2 --repeat-penalty 1.1
 
 # Vet and every test, then what a plain `go test` on this machine does not
-# cover: the arm64 build, the portable kernels (purego), the AVX2 kernels
-# (AVX-512 switched off) and the race detector on the concurrent code. The
-# whole target stays under 10 minutes on 2 CPUs and needs no Debian
-# packages (the disk tests mount a tmpfs when run as root and skip, saying
-# why, otherwise).
+# cover: the portable kernels (purego), the AVX2 kernels (AVX-512 switched
+# off) and the race detector on the concurrent code. The whole target
+# stays under 10 minutes on 2 CPUs and needs no Debian packages (the disk
+# tests mount a tmpfs when run as root and skip, saying why, otherwise).
+# The arm64 build is test-arm64's, which compiles for arm64 anyway.
 test:
 	$(GO) vet ./...
 	$(GO) vet -tags tune ./kernels/
 	$(GO) test ./...
-	$(MAKE) --no-print-directory test-cross test-purego test-avx512 test-avx2 test-race
+	$(MAKE) --no-print-directory test-purego test-avx512 test-avx2 test-race
 
 # The Kubernetes manifests in deploy/kubernetes, decoded strictly into
 # k8s.io/api's types. A module of its own, so that the main one does not
@@ -96,7 +96,7 @@ endif
 # server. Skipped: the allocation tests (under the race detector a decode
 # step allocates); the long numeric comparisons (with the float64
 # references, long contexts, the q8 KV cache's greedy text), whose
-# goroutines are the worker pool's that the batching tests already run;|^TestClaudeCodeSchemas$$
+# goroutines are the worker pool's that the batching tests already run;
 # the kernels' shape sweeps, which run on one goroutine; the embedding and
 # rerank tests (the qwen tests do not even compile their models there),
 # one goroutine each over code the batching tests race; and the grammar's
@@ -104,7 +104,7 @@ endif
 # TestConstrainedConcurrently races, and TestMatchersConcurrently the
 # states a grammar's matchers share. Together four minutes under the
 # race detector.
-RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestHeadLogitsMatchReference$$|^TestAttentionLongContext$$|^TestKVQ8GreedyKeepsText$$|^TestMatmulGemm$$|^TestMatmulLd$$|^TestSchemaOnRandomModel$$|^TestToolChoiceOnRandomModel$$|^TestThinkingThenSchema$$|^TestRealClients$$|^TestAnthropicMessages$$|^TestAnthropicConversation$$|^TestRealEmbeddingClients$$|^TestEmbeddingReference$$|^TestRerankReference$$|^TestEmbedReference$$|^TestEmbeddingLayoutCompiles$$|^TestStepLastLogits$$|^TestEmbeddingModelDoesNotGenerate$$|^TestEmbedRefusals$$|^ExampleModel_Embed$$|^ExampleModel_Rerank$$|^TestEmbeddingEndpoints$$|^TestRerankEndpoint$$|^TestEmbeddingRefusals$$|^TestOpenAIGoToolsAndSchema$$|^TestDraftModelKeepsGreedyText$$|^TestDraftCutByConstraint$$|^TestDraftsKeepTheText$$|^TestDraftsOnEveryPath$$
+RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestHeadLogitsMatchReference$$|^TestAttentionLongContext$$|^TestKVQ8GreedyKeepsText$$|^TestMatmulGemm$$|^TestMatmulLd$$|^TestSchemaOnRandomModel$$|^TestToolChoiceOnRandomModel$$|^TestThinkingThenSchema$$|^TestRealClients$$|^TestAnthropicMessages$$|^TestAnthropicConversation$$|^TestRealEmbeddingClients$$|^TestEmbeddingReference$$|^TestRerankReference$$|^TestEmbedReference$$|^TestEmbeddingLayoutCompiles$$|^TestStepLastLogits$$|^TestEmbeddingModelDoesNotGenerate$$|^TestEmbedRefusals$$|^ExampleModel_Embed$$|^ExampleModel_Rerank$$|^TestEmbeddingEndpoints$$|^TestRerankEndpoint$$|^TestEmbeddingRefusals$$|^TestOpenAIGoToolsAndSchema$$|^TestDraftModelKeepsGreedyText$$|^TestDraftCutByConstraint$$|^TestDraftsKeepTheText$$|^TestDraftsOnEveryPath$$|^TestClaudeCodeSchemas$$
 test-race:
 	$(GO) test -race -skip '$(RACE_SKIP)' ./kernels/ ./infer/ ./compiler/ ./internal/engine/ ./qwen/ ./serve/
 	$(GO) test -race -run '^TestMatchersConcurrently$$' ./grammar/
@@ -113,9 +113,10 @@ test-race:
 # binaries are static, so no binfmt registration is needed); all of their
 # tests, 4 to 10 minutes by the host (the infer package alone took 9.5 on
 # an AVX2 host, close to go test's default limit of 10, hence -timeout).
-# Installs qemu-user on first use; run by .ci/run after `make test`.
+# Installs qemu-user on first use; run by .ci/run after `make test`,
+# after the arm64 build of everything (test-cross).
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-test-arm64:
+test-arm64: test-cross
 	@command -v qemu-aarch64 >/dev/null || { \
 		$(SUDO) apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends qemu-user; }
