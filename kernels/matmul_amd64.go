@@ -147,7 +147,11 @@ const gemmGroupBytes = 256 << 10
 const gemmKC = 256
 
 // stagingPool holds the buffers a padded last tile is computed into.
-var stagingPool = sync.Pool{New: func() any { return new([gemmMaxM * matTileRows]float32) }}
+var stagingPool = sync.Pool{New: func() any { return new([stagingTokens * matTileRows]float32) }}
+
+// stagingTokens is the most token rows of any kernel: the f16 kernels'
+// and the quantized ones' (qMaxM).
+const stagingTokens = max(gemmMaxM, qMaxM)
 
 // gemmDriver runs the one-tile kernels kern1 and, if kern2 is not nil, the
 // two-tile kernels kern2 on pairs of full tiles, over the first k of the
@@ -202,7 +206,7 @@ func gemmDriver(kern1, kern2 *[gemmMaxM + 1]gemmKernel, dst []float32, ldy int, 
 			// The staging buffer comes from a pool: a stack array would
 			// escape through the kernel function values, and the decode
 			// loop must not allocate.
-			tmpp := stagingPool.Get().(*[gemmMaxM * matTileRows]float32)
+			tmpp := stagingPool.Get().(*[stagingTokens * matTileRows]float32)
 			tmp := tmpp[:]
 			for b, i0 := 0, 0; b < nb; b++ {
 				mb := blockSize(b)

@@ -23,21 +23,6 @@ type qKernel func(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 func gemmQ8VNNIM1(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 //go:noescape
-func gemmQ8VNNIM2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
-func gemmQ8VNNIM3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
-func gemmQ8VNNIM4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
-func gemmQ8VNNIM5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
-func gemmQ8VNNIM6(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
 func gemmQ8BWM1(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 //go:noescape
@@ -51,18 +36,6 @@ func gemmQ8BWM4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 //go:noescape
 func gemmQ4VNNIM1(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
-func gemmQ4VNNIM2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
-func gemmQ4VNNIM3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
-func gemmQ4VNNIM4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
-func gemmQ4VNNIM5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 //go:noescape
 func gemmQ4BWM1(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
@@ -115,10 +88,79 @@ func gemmQ4AVX2HiM3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 //go:noescape
 func gemmQ4AVX2HiM4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
+//go:noescape
+func gemmQ8VNNIH7(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ8VNNIH8(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ8VNNIH9(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ8VNNIH10(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ8VNNIH11(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ8VNNIH12(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4VNNIH6(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4VNNIH7(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4VNNIH8(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4VNNIH9(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4VNNIH10(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4VNNIH11(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4VNNIH12(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ8VNNIH2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ8VNNIH3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ8VNNIH4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ8VNNIH5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ8VNNIH6(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4VNNIH2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4VNNIH3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4VNNIH4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4VNNIH5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
 // qKernelSet is one path's kernels for one weight type, indexed by the
 // block's token count; on AVX2 each call covers 8 rows, and q4's high
 // nibbles (rows 16..31) have kernels of their own, but a single token (a
-// decode step) takes a kernel of its own over the whole tile.
+// decode step) takes a kernel of its own over the whole tile. With VNNI,
+// 2 to 12 tokens take half-tile kernels (16 rows at a time, so all of
+// them in one pass over the weights); they too cover the whole tile in
+// one call.
 type qKernelSet struct {
 	rows  int
 	byM   []qKernel
@@ -132,20 +174,26 @@ func gemmQ8AVX2Tile(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 //go:noescape
 func gemmQ4AVX2Tile(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
+// qMaxM is the most token rows of any quantized kernel (the half-tile
+// VNNI kernels').
+const qMaxM = 12
+
 // qArch is a quantized type's kernel set on each path (none on Generic).
 type qArch [AVX512VNNI + 1]qKernelSet
 
 var (
 	q8Kernels = qArch{
-		AVX2:       {rows: 8, byM: []qKernel{nil, gemmQ8AVX2M1, gemmQ8AVX2M2, gemmQ8AVX2M3, gemmQ8AVX2M4}, tile1: gemmQ8AVX2Tile},
-		AVX512:     {rows: 32, byM: []qKernel{nil, gemmQ8BWM1, gemmQ8BWM2, gemmQ8BWM3, gemmQ8BWM4}},
-		AVX512VNNI: {rows: 32, byM: []qKernel{nil, gemmQ8VNNIM1, gemmQ8VNNIM2, gemmQ8VNNIM3, gemmQ8VNNIM4, gemmQ8VNNIM5, gemmQ8VNNIM6}},
+		AVX2:   {rows: 8, byM: []qKernel{nil, gemmQ8AVX2M1, gemmQ8AVX2M2, gemmQ8AVX2M3, gemmQ8AVX2M4}, tile1: gemmQ8AVX2Tile},
+		AVX512: {rows: 32, byM: []qKernel{nil, gemmQ8BWM1, gemmQ8BWM2, gemmQ8BWM3, gemmQ8BWM4}},
+		AVX512VNNI: {rows: 32, byM: []qKernel{nil, gemmQ8VNNIM1, gemmQ8VNNIH2, gemmQ8VNNIH3, gemmQ8VNNIH4, gemmQ8VNNIH5, gemmQ8VNNIH6,
+			gemmQ8VNNIH7, gemmQ8VNNIH8, gemmQ8VNNIH9, gemmQ8VNNIH10, gemmQ8VNNIH11, gemmQ8VNNIH12}},
 	}
 	q4Kernels = qArch{
 		AVX2: {rows: 8, byM: []qKernel{nil, gemmQ4AVX2M1, gemmQ4AVX2M2, gemmQ4AVX2M3, gemmQ4AVX2M4},
 			byMHi: []qKernel{nil, gemmQ4AVX2HiM1, gemmQ4AVX2HiM2, gemmQ4AVX2HiM3, gemmQ4AVX2HiM4}, tile1: gemmQ4AVX2Tile},
-		AVX512:     {rows: 32, byM: []qKernel{nil, gemmQ4BWM1, gemmQ4BWM2, gemmQ4BWM3, gemmQ4BWM4, gemmQ4BWM5}},
-		AVX512VNNI: {rows: 32, byM: []qKernel{nil, gemmQ4VNNIM1, gemmQ4VNNIM2, gemmQ4VNNIM3, gemmQ4VNNIM4, gemmQ4VNNIM5}},
+		AVX512: {rows: 32, byM: []qKernel{nil, gemmQ4BWM1, gemmQ4BWM2, gemmQ4BWM3, gemmQ4BWM4, gemmQ4BWM5}},
+		AVX512VNNI: {rows: 32, byM: []qKernel{nil, gemmQ4VNNIM1, gemmQ4VNNIH2, gemmQ4VNNIH3, gemmQ4VNNIH4, gemmQ4VNNIH5, gemmQ4VNNIH6,
+			gemmQ4VNNIH7, gemmQ4VNNIH8, gemmQ4VNNIH9, gemmQ4VNNIH10, gemmQ4VNNIH11, gemmQ4VNNIH12}},
 	}
 )
 
@@ -225,7 +273,7 @@ func qTile(ks *qKernelSet, dst []float32, ldy int, w, x []byte, rb, nb, mb, i0, 
 		}
 		// The staging buffer comes from a pool: the decode loop must not
 		// allocate (see gemmDriver).
-		tmpp := stagingPool.Get().(*[gemmMaxM * matTileRows]float32)
+		tmpp := stagingPool.Get().(*[stagingTokens * matTileRows]float32)
 		kern(&tmpp[0], rows, &w[0], &x[0], rb, nb, pass)
 		for i := range mb {
 			copy(dst[(i0+i)*ldy+r0:(i0+i)*ldy+n], tmpp[i*rows:(i+1)*rows])

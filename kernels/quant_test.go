@@ -304,7 +304,7 @@ func TestGemmQ(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			for _, m := range []int{1, 2, 5, 6, 7, 13} {
+			for _, m := range []int{1, 2, 5, 6, 7, 8, 12, 13, 25} {
 				x := make([]float32, m*sh.k)
 				for i := range x {
 					x[i] = float32(rng.NormFloat64())

@@ -26,7 +26,7 @@ func TestTypeKernelSets(t *testing.T) {
 				}
 				continue
 			}
-			ok := ks.rows > 0 && matTileRows%ks.rows == 0 && len(ks.byM) >= 2 && (ks.byMHi == nil || len(ks.byMHi) == len(ks.byM))
+			ok := ks.rows > 0 && matTileRows%ks.rows == 0 && len(ks.byM) >= 2 && len(ks.byM)-1 <= qMaxM && (ks.byMHi == nil || len(ks.byMHi) == len(ks.byM))
 			for m := 1; ok && m < len(ks.byM); m++ {
 				ok = ks.byM[m] != nil && (ks.byMHi == nil || ks.byMHi[m] != nil)
 			}
