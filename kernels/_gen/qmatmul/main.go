@@ -544,6 +544,21 @@ func xh(i, off int) string {
 // first half's reading of the weights.
 const halfPrefetchLead = 8192
 
+// halfHeader emits the TEXT line of a half-tile kernel of type typ whose
+// tiles take perBlock bytes per block, and sets R13, the prefetch
+// address: the lead ahead of half the tile, from where the prefetch
+// advances half a block per block and half, so that it covers the next
+// tile by the end of the call.
+func halfHeader(name, typ string, perBlock int) {
+	comment("func %s(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)", name)
+	comment("One %s tile (32 rows, 16 at a time) x m token rows over nb blocks; pass is unused.", typ)
+	fmt.Fprintf(buf, "TEXT ·%s(SB), NOSPLIT, $0-56\n", name)
+	p("MOVQ nb+40(FP), R13")
+	p("IMULQ $%d, R13", perBlock/2)
+	p("ADDQ w+16(FP), R13")
+	p("ADDQ $%d, R13", halfPrefetchLead)
+}
+
 // halfStart loads, for the half that begins, the weights' address into
 // SI, the activation bases, the block count into CX, and DX = dst + 64*h.
 func halfStart(m, h int) {
@@ -594,16 +609,9 @@ func halfStore(m, h int, facc func(i int) string) {
 // float sums Z3+m...
 func q8half(m int) {
 	name := fmt.Sprintf("gemmQ8VNNIH%d", m)
-	comment("func %s(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)", name)
-	comment("One q8 tile (32 rows, 16 at a time) x m token rows over nb blocks; pass is unused.")
-	fmt.Fprintf(buf, "TEXT ·%s(SB), NOSPLIT, $0-56\n", name)
+	halfHeader(name, "q8", q8Block)
 	iacc := func(i int) string { return fmt.Sprintf("Z%d", 3+i) }
 	facc := func(i int) string { return fmt.Sprintf("Z%d", 3+m+i) }
-	// R13: the prefetch address, half the block size per block and half.
-	p("MOVQ nb+40(FP), R13")
-	p("IMULQ $%d, R13", q8Block/2)
-	p("ADDQ w+16(FP), R13")
-	p("ADDQ $%d, R13", halfPrefetchLead)
 	for h := 0; h < 2; h++ {
 		halfStart(m, h)
 		for i := 0; i < m; i++ {
@@ -641,17 +649,11 @@ func q8half(m int) {
 // Z6.., float sums Z6+m...
 func q4half(m int) {
 	name := fmt.Sprintf("gemmQ4VNNIH%d", m)
-	comment("func %s(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)", name)
-	comment("One q4 tile (32 rows, 16 at a time) x m token rows over nb blocks; pass is unused.")
-	fmt.Fprintf(buf, "TEXT ·%s(SB), NOSPLIT, $0-56\n", name)
-	iacc := func(i int) string { return fmt.Sprintf("Z%d", 6+i) }
-	facc := func(i int) string { return fmt.Sprintf("Z%d", 6+m+i) }
 	// A q4 tile is nb blocks and a header per 8 blocks: nb*(576+16) bytes.
 	const perBlock = q4Block + q4Header/8
-	p("MOVQ nb+40(FP), R13")
-	p("IMULQ $%d, R13", perBlock/2)
-	p("ADDQ w+16(FP), R13")
-	p("ADDQ $%d, R13", halfPrefetchLead)
+	halfHeader(name, "q4", perBlock)
+	iacc := func(i int) string { return fmt.Sprintf("Z%d", 6+i) }
+	facc := func(i int) string { return fmt.Sprintf("Z%d", 6+m+i) }
 	p("VPBROADCASTD qnib<>(SB), Z2")
 	for h := 0; h < 2; h++ {
 		halfStart(m, h)
