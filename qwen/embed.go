@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/qwenc/qwenc/internal/engine"
 )
@@ -18,7 +19,8 @@ var ErrNotEmbeddingModel = errors.New("this model generates text: embeddings nee
 type EmbedRequest struct {
 	// Inputs are the texts. Special-token text in them is plain text, and
 	// the tokens the model's tokenizer appends to every input
-	// (Qwen3-Embedding's <|endoftext|>) are appended to each.
+	// (Qwen3-Embedding's <|endoftext|>) are appended to each; a text that
+	// already ends with their text ("<|endoftext|>") gets them once.
 	Inputs []string
 	// Tokens are inputs given as token ids instead of Inputs; one that
 	// already ends with the appended tokens gets them once.
@@ -70,9 +72,15 @@ func (m *Model) Embed(ctx context.Context, req EmbedRequest) (Embeddings, error)
 		return Embeddings{}, fmt.Errorf("context %d: want 1 to the model's %d, or 0 for it", req.Context, m.e.Options().Ctx)
 	}
 	prompts := make([][]int32, 0, len(req.Inputs)+len(req.Tokens))
+	// A text that already ends with the appended tokens' text gets them
+	// once, as the tokens themselves rather than as plain text.
+	appended := m.m.Tokenizer.Decode(c.Append)
 	for _, text := range req.Inputs {
 		if req.Instruct != "" {
 			text = "Instruct: " + req.Instruct + "\nQuery:" + text
+		}
+		if appended != "" {
+			text = strings.TrimSuffix(text, appended)
 		}
 		prompts = append(prompts, append(m.m.Tokenizer.Encode(text, false), c.Append...))
 	}

@@ -86,6 +86,26 @@ func TestEmbedReference(t *testing.T) {
 			t.Errorf("%q to %d dimensions: %d values, cosine %.6f", c.Text, d, len(short.Vectors[0]), cos)
 		}
 	}
+	// A text that ends with "<|endoftext|>" gets the token once: the same
+	// tokens and vector as without it, a query in instruction form too.
+	for _, instruct := range []string{"", "Given a web search query, retrieve relevant passages that answer the query"} {
+		plain, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: texts[:1], Instruct: instruct})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: []string{texts[0] + "<|endoftext|>"}, Instruct: instruct})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ended.PromptTokens != plain.PromptTokens {
+			t.Errorf("instruct %q: %q ending in <|endoftext|>: %d tokens, without it %d", instruct, texts[0], ended.PromptTokens, plain.PromptTokens)
+		}
+		for j, v := range ended.Vectors[0] {
+			if math.Abs(float64(v-plain.Vectors[0][j])) > 1e-5 {
+				t.Fatalf("instruct %q: %q ending in <|endoftext|>: value %d %g, without it %g", instruct, texts[0], j, v, plain.Vectors[0][j])
+			}
+		}
+	}
 	// The instruction form of a query is the reference's second case.
 	q, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: []string{"What is the capital of China?"}, Instruct: "Given a web search query, retrieve relevant passages that answer the query"})
 	if err != nil {
