@@ -5,8 +5,11 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/qwenc/qwenc/internal/testmodel"
 	"github.com/qwenc/qwenc/qwen"
@@ -204,5 +207,52 @@ func TestEmbedRefusals(t *testing.T) {
 	alone, err := rr.Rerank(ctx, qwen.RerankRequest{Query: "q", Documents: docs[:1]})
 	if err != nil || r.PromptTokens != alone.PromptTokens+128 {
 		t.Errorf("truncated: %d prompt tokens, want %d + 128 (%v)", r.PromptTokens, alone.PromptTokens, err)
+	}
+}
+
+// TestEmbedMany: more inputs than the engine queues at once
+// (engine.MaxQueuedScoring) are embedded in one call, and reranked in
+// one; each vector is the input's alone, in order.
+func TestEmbedMany(t *testing.T) {
+	const n = 4100
+	m := open(t, "tiny-emb.qbin")
+	texts := make([]string, n)
+	for i := range texts {
+		texts[i] = strconv.Itoa(i)
+	}
+	ctx := context.Background()
+	start := time.Now()
+	all, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: texts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d inputs, %d tokens: %v", n, all.PromptTokens, time.Since(start))
+	if len(all.Vectors) != n {
+		t.Fatalf("%d vectors for %d inputs", len(all.Vectors), n)
+	}
+	for _, i := range []int{0, 1, 2047, 4096, n - 1} {
+		alone, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: texts[i : i+1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, v := range alone.Vectors[0] {
+			if math.Abs(float64(v-all.Vectors[i][j])) > 1e-5 {
+				t.Fatalf("input %d: value %d alone %g, of %d %g", i, j, v, n, all.Vectors[i][j])
+			}
+		}
+	}
+	rr := open(t, "tiny-rerank.qbin")
+	start = time.Now()
+	r, err := rr.Rerank(ctx, qwen.RerankRequest{Query: "a number", Documents: texts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d documents reranked, %d tokens: %v", n, r.PromptTokens, time.Since(start))
+	seen := make([]bool, n)
+	for _, res := range r.Results {
+		seen[res.Index] = true
+	}
+	if len(r.Results) != n || slices.Contains(seen, false) {
+		t.Errorf("%d results for %d documents", len(r.Results), n)
 	}
 }

@@ -271,37 +271,53 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 // step the better the weights are reused.
 const MaxScoring = 64
 
-// maxQueuedScoring bounds the prompt-only requests waiting.
-const maxQueuedScoring = 4096
+// MaxQueuedScoring bounds the prompt-only requests waiting; beyond it
+// SubmitAll fails with ErrBusy. A caller with more inputs submits them as
+// earlier ones finish, as package qwen does.
+const MaxQueuedScoring = 4096
 
-// SubmitAll queues requests together, all or none (a batch of inputs to
-// embed): each fails as Submit would fail it. Prompt-only requests
-// (MaxTokens 0) count against a bound of their own, maxQueuedScoring, so
-// that one batch of inputs does not fill the conversations' queue.
-func (e *Engine) SubmitAll(ctx context.Context, reqs []Request) ([]*Stream, error) {
-	scoring := 0
+// Check reports what SubmitAll would refuse of these requests whatever
+// the engine's load: an empty prompt, one longer than the context, a
+// token outside the vocabulary. A caller that submits a batch in parts
+// checks it whole first, so that it fails before any part runs, with the
+// index in the whole batch.
+func (e *Engine) Check(reqs []Request) error {
 	for i := range reqs {
 		req := &reqs[i]
 		if len(req.Prompt) == 0 {
-			return nil, fmt.Errorf("request %d: the prompt is empty", i)
+			return fmt.Errorf("request %d: the prompt is empty", i)
 		}
 		if len(req.Prompt) > e.opts.Ctx {
-			return nil, &PromptTooLongError{Index: i, Tokens: len(req.Prompt), Context: e.opts.Ctx}
+			return &PromptTooLongError{Index: i, Tokens: len(req.Prompt), Context: e.opts.Ctx}
 		}
 		for _, id := range req.Prompt {
 			if id < 0 || int(id) >= e.m.Config.Vocab {
-				return nil, fmt.Errorf("request %d: token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
+				return fmt.Errorf("request %d: token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
 			}
 		}
 		if req.Draft.Model > 0 && e.dr == nil {
-			return nil, fmt.Errorf("request %d: drafts from a draft model, but the engine has none", i)
+			return fmt.Errorf("request %d: drafts from a draft model, but the engine has none", i)
 		}
 		for _, id := range req.Draft.Prediction {
 			if id < 0 || int(id) >= e.m.Config.Vocab {
-				return nil, fmt.Errorf("request %d: predicted token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
+				return fmt.Errorf("request %d: predicted token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
 			}
 		}
-		if req.MaxTokens == 0 {
+	}
+	return nil
+}
+
+// SubmitAll queues requests together, all or none (a batch of inputs to
+// embed): each fails as Submit would fail it. Prompt-only requests
+// (MaxTokens 0) count against a bound of their own, MaxQueuedScoring, so
+// that one batch of inputs does not fill the conversations' queue.
+func (e *Engine) SubmitAll(ctx context.Context, reqs []Request) ([]*Stream, error) {
+	if err := e.Check(reqs); err != nil {
+		return nil, err
+	}
+	scoring := 0
+	for i := range reqs {
+		if reqs[i].MaxTokens == 0 {
 			scoring++
 		}
 	}
@@ -323,7 +339,7 @@ func (e *Engine) SubmitAll(ctx context.Context, reqs []Request) ([]*Stream, erro
 	switch {
 	case e.closing:
 		return nil, ErrClosed
-	case queuedScoring+scoring > maxQueuedScoring, len(e.queue)-queuedScoring+len(reqs)-scoring > e.opts.Queue:
+	case queuedScoring+scoring > MaxQueuedScoring, len(e.queue)-queuedScoring+len(reqs)-scoring > e.opts.Queue:
 		return nil, ErrBusy
 	}
 	e.queue = append(e.queue, jobs...)
