@@ -629,8 +629,9 @@ func (e *Engine) loop() {
 func ended(j *job) bool { return j.sess == nil }
 
 // start gives a job its session, from the longest cached prefix of its
-// prompt when there is one, and its sampler. It reports whether the job
-// is already done: a prompt alone was asked for, and all of it is cached.
+// prompt when there is one, and its sampler if it generates. It reports
+// whether the job is already done: a prompt alone was asked for, and all
+// of it is cached.
 func (e *Engine) start(j *job, cache *prefixCache) (done bool) {
 	j.started = time.Now()
 	j.usage.Queued = j.started.Sub(j.submitted)
@@ -649,9 +650,15 @@ func (e *Engine) start(j *job, cache *prefixCache) (done bool) {
 	j.usage.CachedTokens = keep
 	j.sess = sess
 	j.rest = j.req.Prompt[keep:]
+	if j.scoring() {
+		// Nothing to sample: a sampler's scratch is some bytes per token
+		// of the vocabulary (3.3 MB for Qwen3's), allocated and cleared
+		// for each of an embedding request's inputs.
+		return len(j.rest) == 0
+	}
 	j.sampler = sampling.New(e.m.Config.Vocab, j.req.Params)
 	j.history = append(make([]int32, 0, len(j.req.Prompt)+64), j.req.Prompt...)
-	if j.req.Draft.Max > 0 && j.req.MaxTokens != 0 {
+	if j.req.Draft.Max > 0 {
 		j.draft = newDrafter(j.req.Draft, j.req.Prompt)
 	}
 	return len(j.rest) == 0
