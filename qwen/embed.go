@@ -131,7 +131,7 @@ func (m *Model) score(ctx context.Context, prompts [][]int32, rows []int32, limi
 		if len(p) > ctxLen {
 			return nil, 0, fmt.Errorf("input %d: %w", i, &PromptTooLongError{Index: i, Tokens: len(p), Context: ctxLen})
 		}
-		reqs[i] = engine.Request{Prompt: p, PromptLogits: true, Rows: rows, TopLogprobs: -1}
+		reqs[i] = engine.Request{Prompt: p, PromptLogits: true, Rows: rows, TopLogprobs: -1, OneShot: true}
 		tokens += len(p)
 	}
 	if err := m.e.Check(reqs); err != nil {

@@ -70,6 +70,11 @@ type Request struct {
 	// Rows, with PromptLogits, asks for just these rows of the LM head
 	// (infer.Seq.Rows): a reranker's "yes" and "no".
 	Rows []int32
+	// OneShot, with MaxTokens 0, says the prompt's cache is of no use
+	// once the request has its output (an embedding, a score): it is not
+	// kept for later requests, but passed on to the one-shot requests
+	// running after it (see reuse).
+	OneShot bool
 	// Draft drafts tokens to check in each decode step (draft.go); the
 	// text is the same as without.
 	Draft Draft
@@ -157,7 +162,7 @@ func (e *PromptTooLongError) Error() string {
 type Stats struct {
 	Active, Queued int
 	KVBytes        int64 // caches of active conversations
-	CachedBytes    int64 // caches kept for prefix reuse
+	CachedBytes    int64 // caches kept for prefix reuse, and one-shot requests' to pass on
 	// DecodeSteps counts the steps that decoded since New, and Decoded
 	// the conversations they decoded, summed: Decoded / DecodeSteps is
 	// the mean decode batch, how well concurrent requests share steps.
@@ -431,6 +436,9 @@ func (j *job) emit(ev Event) {
 // scoring reports whether the job is prompt-only (an embedding, a score).
 func (j *job) scoring() bool { return j.req.MaxTokens == 0 }
 
+// oneShot reports whether the job's session is of no use after it.
+func (j *job) oneShot() bool { return j.scoring() && j.req.OneShot }
+
 // finish sends a job's last event.
 func (j *job) finish(reason StopReason) {
 	j.usage.Total = time.Since(j.submitted)
@@ -444,7 +452,7 @@ func (e *Engine) loop() {
 	if e.dr != nil {
 		defer e.dr.Close()
 	}
-	cache := newPrefixCache(e.opts.CacheBytes)
+	reuse := newReuse(e.opts.CacheBytes)
 	var active []*job
 	var seqs []infer.Seq
 	var owners []*job
@@ -452,13 +460,14 @@ func (e *Engine) loop() {
 	logits := newLogprobs(e.m)
 	for {
 		if e.clearCache.Swap(false) {
-			cache.clear()
+			reuse.cache.clear()
+			reuse.pool.clear()
 		}
 		// Drop what was cancelled, admit what fits.
 		kept := active[:0]
 		for _, j := range active {
 			if j.ctx.Err() != nil {
-				e.end(j, StopInterrupt, cache)
+				e.end(j, StopInterrupt, reuse)
 				continue
 			}
 			kept = append(kept, j)
@@ -500,13 +509,17 @@ func (e *Engine) loop() {
 		// Outside the lock: the prefix search and a new session need not
 		// hold up Submit and Stats, and the cache is this goroutine's.
 		for _, j := range active[n:] {
-			if e.start(j, cache) {
+			if e.start(j, reuse) {
 				// Its prompt is all in the cache and nothing more is asked.
-				e.end(j, StopLength, cache)
+				e.end(j, StopLength, reuse)
 			}
 		}
 		active = slices.DeleteFunc(active, ended)
-		e.cachedBytes.Store(cache.bytes)
+		if !slices.ContainsFunc(active, (*job).oneShot) {
+			// Nothing to pass them on to: the memory goes back.
+			reuse.pool.clear()
+		}
+		e.cachedBytes.Store(reuse.bytes())
 		e.countKV(active)
 		if len(active) == 0 {
 			if closing {
@@ -522,7 +535,7 @@ func (e *Engine) loop() {
 		select {
 		case <-e.stop:
 			for _, j := range active {
-				e.end(j, StopShutdown, cache)
+				e.end(j, StopShutdown, reuse)
 			}
 			return
 		default:
@@ -582,7 +595,7 @@ func (e *Engine) loop() {
 			// Submit and the checks above keep every step valid; a failure
 			// here is a bug, which ends the requests rather than the server.
 			for _, j := range active {
-				e.end(j, StopShutdown, cache)
+				e.end(j, StopShutdown, reuse)
 			}
 			active = active[:0]
 			continue
@@ -605,14 +618,14 @@ func (e *Engine) loop() {
 			case len(j.rest) > 0:
 				// a chunk of a prompt that goes on
 			case j.req.MaxTokens == 0:
-				e.end(j, StopLength, cache)
+				e.end(j, StopLength, reuse)
 			case prompt[i] == 0 && len(j.feed) > 1:
 				if reason := e.check(j, l, now, logits); reason != "" {
-					e.end(j, reason, cache)
+					e.end(j, reason, reuse)
 				}
 			default:
 				if reason := e.sample(j, l, now, logits, j.sess.Len()); reason != "" {
-					e.end(j, reason, cache)
+					e.end(j, reason, reuse)
 				}
 			}
 			if j.dsess != nil {
@@ -632,7 +645,7 @@ func ended(j *job) bool { return j.sess == nil }
 // prompt when there is one, and its sampler if it generates. It reports
 // whether the job is already done: a prompt alone was asked for, and all
 // of it is cached.
-func (e *Engine) start(j *job, cache *prefixCache) (done bool) {
+func (e *Engine) start(j *job, k reuse) (done bool) {
 	j.started = time.Now()
 	j.usage.Queued = j.started.Sub(j.submitted)
 	j.usage.PromptTokens = len(j.req.Prompt)
@@ -642,7 +655,7 @@ func (e *Engine) start(j *job, cache *prefixCache) (done bool) {
 	if j.req.MaxTokens == 0 && !j.req.PromptLogits {
 		most++
 	}
-	sess, keep := cache.take(j.req.Prompt, j.req.KV, most)
+	sess, keep := k.of(j).take(j.req.Prompt, j.req.KV, most)
 	if sess == nil {
 		sess, _ = e.m.NewSessionKV(e.opts.Ctx, j.req.KV) // Ctx was checked in New
 	}
@@ -749,14 +762,14 @@ func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs, length
 // Its last event goes out after the session is given back and the job
 // no longer counts as active, so a caller that has read it sees Stats
 // without it.
-func (e *Engine) end(j *job, reason StopReason, cache *prefixCache) {
+func (e *Engine) end(j *job, reason StopReason, k reuse) {
 	e.kvBytes.Add(-j.kvBytes)
 	j.kvBytes = 0
 	if j.sess != nil {
 		j.usage.KVTokens, j.usage.KVBytes = j.sess.Len(), j.sess.KV.Bytes()
-		cache.put(j.sess)
+		k.of(j).put(j.sess)
 		j.sess, j.dsess = nil, nil
-		e.cachedBytes.Store(cache.bytes)
+		e.cachedBytes.Store(k.bytes())
 	}
 	e.active.Add(-1)
 	j.finish(reason)

@@ -469,6 +469,67 @@ func TestPromptOnly(t *testing.T) {
 	}
 }
 
+// TestOneShotSessions: one-shot requests (embeddings, scores) pass their
+// sessions on to those admitted after them, which keep the prefix they
+// share (a reranker's query) and give what a fresh session gives; they
+// neither take a conversation's cached session, though their prompts
+// start as its does, nor keep theirs once none runs.
+func TestOneShotSessions(t *testing.T) {
+	m := smallModel(t, 64)
+	e := newEngine(t, m, Options{})
+	ctx := context.Background()
+	talk := []int32{1, 2, 3, 4, 5, 6, 7, 8}
+	s, _ := e.Submit(ctx, Request{Prompt: talk, MaxTokens: 1, TopLogprobs: -1})
+	collect(t, s)
+	kept := e.Stats().CachedBytes
+	if kept == 0 {
+		t.Fatal("the conversation's cache was not kept")
+	}
+	const n, shared = 3 * MaxScoring, 40
+	rows := []int32{5, 6}
+	reqs := make([]Request, n)
+	for i := range reqs {
+		p := append([]int32(nil), talk[:4]...) // what the conversation's prompt starts with
+		for k := 4; k < shared; k++ {
+			p = append(p, int32(10+k))
+		}
+		p = append(p, int32(60+i), 9, 9, int32(1+i%50))
+		reqs[i] = Request{Prompt: p, PromptLogits: true, Rows: rows, TopLogprobs: -1, OneShot: true}
+	}
+	ss, err := e.SubmitAll(ctx, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range ss {
+		_, done := collect(t, s)
+		// Admitted in order: the first MaxScoring find nothing to take,
+		// each later one a session of the same prefix.
+		want := 0
+		if i >= MaxScoring {
+			want = shared
+		}
+		if done.Usage.CachedTokens != want {
+			t.Errorf("request %d: %d tokens cached, want %d", i, done.Usage.CachedTokens, want)
+		}
+		if i%37 == 0 || i == n-1 {
+			sess, _ := m.NewSession(0)
+			full, _ := sess.Feed(reqs[i].Prompt)
+			got := done.PromptLogits
+			if len(got) != 2 || math.Abs(float64(got[0]-full[5])) > 1e-4 || math.Abs(float64(got[1]-full[6])) > 1e-4 {
+				t.Errorf("request %d: rows %v, a fresh session's %v", i, got, []float32{full[5], full[6]})
+			}
+		}
+	}
+	waitFor(t, func() bool { return e.Stats().Active == 0 })
+	if st := e.Stats(); st.CachedBytes != kept {
+		t.Errorf("after the one-shot requests %d bytes kept, before them %d", st.CachedBytes, kept)
+	}
+	s, _ = e.Submit(ctx, Request{Prompt: append(talk, 11), MaxTokens: 1, TopLogprobs: -1})
+	if _, again := collect(t, s); again.Usage.CachedTokens != len(talk) {
+		t.Errorf("the conversation again: %d tokens cached, want %d", again.Usage.CachedTokens, len(talk))
+	}
+}
+
 func maxAbsDiff(a, b []float32) float64 {
 	if len(a) != len(b) {
 		return math.Inf(1)
