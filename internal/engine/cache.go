@@ -53,7 +53,8 @@ func (k reuse) bytes() int64 { return k.cache.bytes + k.pool.bytes }
 // share the longest prefix with prompt, and how many of its tokens to
 // keep: at most most (len(prompt)-1 when the step that continues needs a
 // token to give logits). Without a shared prefix it returns nil, unless
-// the cache recycles.
+// the cache recycles: then any session of type kv will do, and without
+// one the least recently used session of another type is dropped.
 func (c *prefixCache) take(prompt []int32, kv format.KVType, most int) (*infer.Session, int) {
 	best, keep := -1, 0
 	if c.recycle {
@@ -69,6 +70,11 @@ func (c *prefixCache) take(prompt []int32, kv format.KVType, most int) (*infer.S
 		}
 	}
 	if best < 0 {
+		if c.recycle && len(c.entries) > 0 {
+			// All of another KV type: one goes, as the caller allocates
+			// a session of its own in its place.
+			c.dropOldest()
+		}
 		return nil, 0
 	}
 	s := c.entries[best]
@@ -92,8 +98,13 @@ func (c *prefixCache) put(s *infer.Session) {
 	c.entries = append(c.entries, s)
 	c.bytes += s.KV.Bytes()
 	for c.bytes > c.budget && len(c.entries) > 0 {
-		c.bytes -= c.entries[0].KV.Bytes()
-		c.entries[0] = nil
-		c.entries = c.entries[1:]
+		c.dropOldest()
 	}
+}
+
+// dropOldest drops the least recently used session.
+func (c *prefixCache) dropOldest() {
+	c.bytes -= c.entries[0].KV.Bytes()
+	c.entries[0] = nil
+	c.entries = c.entries[1:]
 }

@@ -530,6 +530,27 @@ func TestOneShotSessions(t *testing.T) {
 	}
 }
 
+// TestPoolRecycles: the one-shot pool hands out a session of the KV type
+// asked for even without a shared prefix, and drops one of another type
+// rather than hold it beside the session the caller then allocates.
+func TestPoolRecycles(t *testing.T) {
+	m := smallModel(t, 32)
+	pool := newReuse(1 << 30).pool
+	for _, kv := range []format.KVType{format.KVF16, format.KVQ8} {
+		s, _ := m.NewSessionKV(0, kv)
+		if _, err := s.Feed([]int32{1, 2, 3}); err != nil {
+			t.Fatal(err)
+		}
+		pool.put(s)
+	}
+	if s, keep := pool.take([]int32{7, 8}, format.KVQ8, 1); s == nil || s.KV.Type() != format.KVQ8 || keep != 0 {
+		t.Fatalf("no prefix shared: %v, keep %d", s, keep)
+	}
+	if s, _ := pool.take([]int32{1, 2}, format.KVQ8, 1); s != nil || len(pool.entries) != 0 || pool.bytes != 0 {
+		t.Errorf("only an f16 session left, a q8 one asked for: %v; %d left, %d bytes", s, len(pool.entries), pool.bytes)
+	}
+}
+
 func maxAbsDiff(a, b []float32) float64 {
 	if len(a) != len(b) {
 		return math.Inf(1)
