@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -254,5 +255,59 @@ func TestEmbedMany(t *testing.T) {
 	}
 	if len(r.Results) != n || slices.Contains(seen, false) {
 		t.Errorf("%d results for %d documents", len(r.Results), n)
+	}
+}
+
+// TestEmbedConcurrent: Embed calls from several goroutines at once each
+// get the vectors their inputs have alone (the engine's test shows that
+// such requests share steps).
+func TestEmbedConcurrent(t *testing.T) {
+	m := open(t, "tiny-emb.qbin")
+	ctx := context.Background()
+	const clients = 4
+	inputs := func(c int) []string {
+		var texts []string
+		for i := range 8 {
+			texts = append(texts, strings.Repeat("word ", c+i)+strconv.Itoa(c))
+		}
+		return texts
+	}
+	want := make([][][]float32, clients)
+	for c := range clients {
+		for _, text := range inputs(c) {
+			alone, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: []string{text}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[c] = append(want[c], alone.Vectors[0])
+		}
+	}
+	before := m.Stats()
+	got := make([]qwen.Embeddings, clients)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if got[c], err = m.Embed(ctx, qwen.EmbedRequest{Inputs: inputs(c)}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	after := m.Stats()
+	t.Logf("%d inputs of %d clients prefilled in %d steps", after.Prefilled-before.Prefilled, clients, after.PrefillSteps-before.PrefillSteps)
+	for c := range clients {
+		if len(got[c].Vectors) != len(want[c]) {
+			t.Fatalf("client %d: %d vectors, want %d", c, len(got[c].Vectors), len(want[c]))
+		}
+		for i, v := range got[c].Vectors {
+			for j := range v {
+				if math.Abs(float64(v[j]-want[c][i][j])) > 1e-5 {
+					t.Fatalf("client %d, input %d: value %d %g, alone %g", c, i, j, v[j], want[c][i][j])
+				}
+			}
+		}
 	}
 }

@@ -167,6 +167,12 @@ type Stats struct {
 	// the conversations they decoded, summed: Decoded / DecodeSteps is
 	// the mean decode batch, how well concurrent requests share steps.
 	DecodeSteps, Decoded int64
+	// PrefillSteps counts the steps that prefilled prompts, and
+	// Prefilled the prompts (or chunks of them) they took, summed:
+	// Prefilled / PrefillSteps is the mean prefill batch, how well
+	// prompts (an embedding request's inputs, several requests') share
+	// steps.
+	PrefillSteps, Prefilled int64
 }
 
 var (
@@ -200,6 +206,8 @@ type Engine struct {
 	cachedBytes atomic.Int64
 	decodeSteps atomic.Int64
 	decoded     atomic.Int64
+	prefills    atomic.Int64
+	prefilled   atomic.Int64
 	// clearCache asks the loop, which owns the prefix cache, to empty it
 	// before it admits anything more.
 	clearCache atomic.Bool
@@ -366,7 +374,7 @@ func (e *Engine) Stats() Stats {
 	q := len(e.queue)
 	e.mu.Unlock()
 	return Stats{Active: int(e.active.Load()), Queued: q, KVBytes: e.kvBytes.Load(), CachedBytes: e.cachedBytes.Load(),
-		DecodeSteps: e.decodeSteps.Load(), Decoded: e.decoded.Load()}
+		DecodeSteps: e.decodeSteps.Load(), Decoded: e.decoded.Load(), PrefillSteps: e.prefills.Load(), Prefilled: e.prefilled.Load()}
 }
 
 // ClearCache drops the KV caches kept of finished conversations, before
@@ -603,6 +611,10 @@ func (e *Engine) loop() {
 		if decoders > 0 {
 			e.decodeSteps.Add(1)
 			e.decoded.Add(int64(decoders))
+		}
+		if len(seqs) > decoders {
+			e.prefills.Add(1)
+			e.prefilled.Add(int64(len(seqs) - decoders))
 		}
 		now := time.Now()
 		for i, j := range owners {

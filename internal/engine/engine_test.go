@@ -530,6 +530,109 @@ func TestOneShotSessions(t *testing.T) {
 	}
 }
 
+// stall is a constraint that holds the engine's loop in its first Allow
+// until release is closed, and allows everything.
+type stall struct {
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (s *stall) Allow([]float32) {
+	s.once.Do(func() { close(s.entered) })
+	<-s.release
+}
+func (s *stall) Accept(int32) error     { return nil }
+func (s *stall) Done() bool             { return false }
+func (s *stall) Prefix(ids []int32) int { return len(ids) }
+
+// lastRow reads a one-shot request's stream to its end and returns its
+// output row; it may run on any goroutine.
+func lastRow(s *Stream) ([]float32, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var row []float32
+	for {
+		ev, err := s.Next(ctx)
+		if err == io.EOF {
+			return row, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ev.PromptLogits != nil {
+			row = ev.PromptLogits
+		}
+	}
+}
+
+// TestConcurrentOneShotShareSteps: the one-shot requests of several
+// clients, waiting together, are prefilled in one step (Stats'
+// PrefillSteps and Prefilled), beside a conversation's decoding, and each
+// output is what the request gives alone.
+func TestConcurrentOneShotShareSteps(t *testing.T) {
+	m := smallModel(t, 64)
+	e := newEngine(t, m, Options{Chunk: 64})
+	ctx := context.Background()
+	hold := &stall{entered: make(chan struct{}), release: make(chan struct{})}
+	talk, err := e.Submit(ctx, Request{Prompt: []int32{1, 2, 3}, MaxTokens: 2, TopLogprobs: -1, Constraint: hold})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-hold.entered // the loop waits in the conversation's first token
+	const clients, inputs = 6, 2
+	req := func(c, i int) Request {
+		return Request{Prompt: []int32{int32(20 + c), int32(40 + i), 7, 8}, PromptLogits: true, TopLogprobs: -1, OneShot: true}
+	}
+	rows := make([][][]float32, clients)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reqs := []Request{req(c, 0), req(c, 1)}
+			ss, err := e.SubmitAll(ctx, reqs)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for _, s := range ss {
+				row, err := lastRow(s)
+				if err != nil {
+					t.Error(err)
+				}
+				rows[c] = append(rows[c], row)
+			}
+		}()
+	}
+	waitFor(t, func() bool { return e.Stats().Queued == clients*inputs })
+	before := e.Stats()
+	close(hold.release)
+	wg.Wait()
+	collect(t, talk)
+	after := e.Stats()
+	if steps, n := after.PrefillSteps-before.PrefillSteps, after.Prefilled-before.Prefilled; steps != 1 || n != clients*inputs {
+		t.Errorf("%d prompts of %d clients prefilled in %d steps, want %d in 1", n, clients, steps, clients*inputs)
+	}
+	for c := range clients {
+		if len(rows[c]) != inputs {
+			t.Fatalf("client %d: %d outputs, want %d", c, len(rows[c]), inputs)
+		}
+		for i, got := range rows[c] {
+			s, err := e.Submit(ctx, req(c, i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			alone, err := lastRow(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(alone) || maxAbsDiff(got, alone) > 1e-4 {
+				t.Errorf("client %d, input %d: differs from alone by %g", c, i, maxAbsDiff(got, alone))
+			}
+		}
+	}
+}
+
 // TestPoolRecycles: the one-shot pool hands out a session of the KV type
 // asked for even without a shared prefix, and drops one of another type
 // rather than hold it beside the session the caller then allocates.
