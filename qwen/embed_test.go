@@ -120,9 +120,10 @@ func TestEmbedReference(t *testing.T) {
 	}
 }
 
-// TestRerankReference: Qwen3-Reranker's prompt, token for token, and its
-// scores within 0.005 of the float64 reference's, the documents in order
-// of score.
+// TestRerankReference: Qwen3-Reranker's prompt, token for token the
+// reference's (its model card's: the system line, <Instruct>, <Query> and
+// <Document> as plain text, an empty think block), and its scores within
+// 0.005 of the float64 reference's, the documents in order of score.
 func TestRerankReference(t *testing.T) {
 	m := open(t, "tiny-rerank.qbin")
 	ctx := context.Background()
@@ -130,6 +131,21 @@ func TestRerankReference(t *testing.T) {
 		req := qwen.RerankRequest{Query: c.Query, Documents: []string{c.Document}}
 		if c.Instruction != nil {
 			req.Instruct = *c.Instruction
+		}
+		prompts, err := m.RerankPrompts(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := prompts[0]; !slices.Equal(got, c.IDs) {
+			n := min(len(got), len(c.IDs))
+			first := n
+			for i := range n {
+				if got[i] != c.IDs[i] {
+					first = i
+					break
+				}
+			}
+			t.Errorf("%s: %d prompt tokens, the reference's %d, first different at %d:\n%v\n%v", c.Name, len(got), len(c.IDs), first, got, c.IDs)
 		}
 		r, err := m.Rerank(ctx, req)
 		if err != nil {
