@@ -92,7 +92,8 @@ func appended(raw json.RawMessage, path string) ([]int32, error) {
 }
 
 // setEmbedding marks cfg as an embedding model when the checkpoint is laid
-// out as one, with the tokens its tokenizer appends to every input.
+// out as one, with the tokens its tokenizer appends to every input; an
+// embedding checkpoint whose tokenizer appends nothing is refused.
 //
 // A generation model's tokenizer must append nothing: its prompts are
 // the chat template's, which says where every special token goes.
@@ -106,6 +107,11 @@ func setEmbedding(ck *Checkpoint, cfg *format.Config) error {
 			return fmt.Errorf("%s: post_processor: appends %v to every input, which only an embedding model's inputs take (this checkpoint has an LM head)", ck.file("tokenizer.json"), ids)
 		}
 		return nil
+	}
+	if len(ids) == 0 {
+		// An embedding is the state of the appended token; without it the
+		// vectors are wrong (llama.cpp #14234), so nothing is compiled.
+		return fmt.Errorf("%s: post_processor: appends no token, but the checkpoint is an embedding model's (tensors without \"model.\", no LM head), whose vectors are those of the token appended to every input: want Qwen3-Embedding's TemplateProcessing post-processor, which appends <|endoftext|>", ck.file("tokenizer.json"))
 	}
 	for _, id := range ids {
 		if id < 0 || int(id) >= cfg.Vocab {

@@ -92,3 +92,38 @@ func TestGenerationModelMustNotAppend(t *testing.T) {
 		t.Error("the output was written")
 	}
 }
+
+// TestEmbeddingNeedsPostProcessor: an embedding checkpoint whose
+// tokenizer appends nothing (a ByteLevel post-processor, or none) is
+// refused, naming tokenizer.json and its post_processor, rather than
+// compiled to give the vectors of the text's last token.
+func TestEmbeddingNeedsPostProcessor(t *testing.T) {
+	model := testmodel.Dir(t, "tiny-emb")
+	tok := filepath.Join(model, "tokenizer.json")
+	b, err := os.ReadFile(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tj map[string]any
+	if err := json.Unmarshal(b, &tj); err != nil {
+		t.Fatal(err)
+	}
+	for _, pp := range []any{map[string]any{"type": "ByteLevel"}, nil} {
+		tj["post_processor"] = pp
+		b, err := json.Marshal(tj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(tok, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(t.TempDir(), "emb.qbin")
+		_, err = Compile(context.Background(), model, Options{Output: out, MaxPrefill: 64, NoSync: true})
+		if err == nil || !strings.Contains(err.Error(), "tokenizer.json: post_processor: appends no token, but the checkpoint is an embedding model's") {
+			t.Errorf("post_processor %v: %v", pp, err)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("post_processor %v: the output was written", pp)
+		}
+	}
+}

@@ -79,8 +79,13 @@ func TestEmbeddingReference(t *testing.T) {
 
 // TestRerankReference: the logits of just the "yes" and "no" rows of the
 // head give Qwen3-Reranker's score within 0.005 of the float64
-// reference's with f16 and q8 weights, 0.015 with q4 (measured 0.008), all
-// cases in one batched step.
+// reference's with f16 and q8 weights (measured 0.00003 and 0.0019), all
+// cases in one batched step. With q4 the bound is 0.015: measured 0.0080
+// (0.0071 on the generic kernels), above the 0.005, and not
+// because of the head. A q4 file keeps the head (here the tied embedding)
+// at q8, as a q8 file does; compiled with it at f16 instead, the error
+// is 0.0077. The rest comes from the q4 weights of the layers, random
+// in this model and of rows of 64 or 160 weights (two or five q4 blocks).
 func TestRerankReference(t *testing.T) {
 	const yes, no = 9693, 2152
 	cases := testmodel.ReadCases[testmodel.RerankCase](t, testmodel.Testdata(t, "tiny-rerank", "expected", "rerank.json"))
@@ -91,7 +96,7 @@ func TestRerankReference(t *testing.T) {
 	for _, typ := range []format.DType{format.F16, format.Q8, format.Q4} {
 		tol := 0.005
 		if typ == format.Q4 {
-			tol = 0.015
+			tol = 0.015 // see above
 		}
 		for _, k := range kernels.SupportedPaths() {
 			m := openModel(t, compileBundledAs(t, "tiny-rerank", typ), k, 2)

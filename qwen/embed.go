@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/qwenc/qwenc/internal/engine"
 )
@@ -18,7 +19,8 @@ var ErrNotEmbeddingModel = errors.New("this model generates text: embeddings nee
 type EmbedRequest struct {
 	// Inputs are the texts. Special-token text in them is plain text, and
 	// the tokens the model's tokenizer appends to every input
-	// (Qwen3-Embedding's <|endoftext|>) are appended to each.
+	// (Qwen3-Embedding's <|endoftext|>) are appended to each; a text that
+	// already ends with their text ("<|endoftext|>") gets them once.
 	Inputs []string
 	// Tokens are inputs given as token ids instead of Inputs; one that
 	// already ends with the appended tokens gets them once.
@@ -70,9 +72,15 @@ func (m *Model) Embed(ctx context.Context, req EmbedRequest) (Embeddings, error)
 		return Embeddings{}, fmt.Errorf("context %d: want 1 to the model's %d, or 0 for it", req.Context, m.e.Options().Ctx)
 	}
 	prompts := make([][]int32, 0, len(req.Inputs)+len(req.Tokens))
+	// A text that already ends with the appended tokens' text gets them
+	// once, as the tokens themselves rather than as plain text.
+	appended := m.m.Tokenizer.Decode(c.Append)
 	for _, text := range req.Inputs {
 		if req.Instruct != "" {
 			text = "Instruct: " + req.Instruct + "\nQuery:" + text
+		}
+		if appended != "" {
+			text = strings.TrimSuffix(text, appended)
 		}
 		prompts = append(prompts, append(m.m.Tokenizer.Encode(text, false), c.Append...))
 	}
@@ -96,10 +104,19 @@ func (m *Model) Embed(ctx context.Context, req EmbedRequest) (Embeddings, error)
 	return Embeddings{Vectors: out, PromptTokens: tokens}, nil
 }
 
-// score runs the prompts as prompt-only requests, together, and returns
-// each one's output row (an embedding model's final-norm state, or the
-// given rows of the head). With truncate, a prompt longer than limit (0:
-// the context) keeps its start and then keep.
+// window is how many of one call's prompts are in the engine at once:
+// every scoring slot full and as many waiting to take the slots that
+// free, so the steps stay as full as with all of them queued, while a call
+// of any size holds a bounded share of the engine's queue
+// (engine.MaxQueuedScoring).
+const window = 2 * engine.MaxScoring
+
+// score runs the prompts as prompt-only requests, sharing the engine's
+// steps, and returns each one's output row (an embedding model's
+// final-norm state, or the given rows of the head). With truncate, a
+// prompt longer than limit (0: the context) keeps its start and then
+// keep. All are checked before any runs; then they go to the engine a
+// window at a time, the next as each finishes.
 func (m *Model) score(ctx context.Context, prompts [][]int32, rows []int32, limit int, truncate bool, keep []int32) ([][]float32, int, error) {
 	ctxLen := m.e.Options().Ctx
 	if limit > 0 {
@@ -114,34 +131,45 @@ func (m *Model) score(ctx context.Context, prompts [][]int32, rows []int32, limi
 		if len(p) > ctxLen {
 			return nil, 0, fmt.Errorf("input %d: %w", i, &PromptTooLongError{Index: i, Tokens: len(p), Context: ctxLen})
 		}
-		reqs[i] = engine.Request{Prompt: p, PromptLogits: true, Rows: rows, TopLogprobs: -1}
+		reqs[i] = engine.Request{Prompt: p, PromptLogits: true, Rows: rows, TopLogprobs: -1, OneShot: true}
 		tokens += len(p)
 	}
-	streams, err := m.e.SubmitAll(ctx, reqs)
-	if err != nil {
+	if err := m.e.Check(reqs); err != nil {
 		return nil, 0, err
 	}
-	out := make([][]float32, len(streams))
-	var first error
-	for i, st := range streams {
+	// Leaving early (an error, ctx ended) interrupts what is still running.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	streams := make([]*engine.Stream, 0, len(reqs))
+	out := make([][]float32, len(reqs))
+	for i := range reqs {
+		// Top the window up. A full queue (other callers' inputs) waits
+		// for this call's own to finish, while it has some running.
+		if n := min(len(reqs), i+window) - len(streams); n > 0 {
+			ss, err := m.e.SubmitAll(ctx, reqs[len(streams):len(streams)+n])
+			switch {
+			case err == nil:
+				streams = append(streams, ss...)
+			case !errors.Is(err, engine.ErrBusy) || len(streams) == i:
+				return nil, 0, err
+			}
+		}
+		st := streams[i]
 		for {
 			ev, err := st.Next(ctx)
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
-				return nil, 0, err // ctx ended: the engine drops the rest
+				return nil, 0, err
 			}
 			if ev.PromptLogits != nil {
 				out[i] = ev.PromptLogits
 			}
-			if ev.Done && out[i] == nil && first == nil {
-				first = stopError(ev.Reason)
+			if ev.Done && out[i] == nil {
+				return nil, 0, stopError(ev.Reason)
 			}
 		}
-	}
-	if first != nil {
-		return nil, 0, first
 	}
 	return out, tokens, nil
 }

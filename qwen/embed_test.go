@@ -5,8 +5,12 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/qwenc/qwenc/internal/testmodel"
 	"github.com/qwenc/qwenc/qwen"
@@ -86,6 +90,26 @@ func TestEmbedReference(t *testing.T) {
 			t.Errorf("%q to %d dimensions: %d values, cosine %.6f", c.Text, d, len(short.Vectors[0]), cos)
 		}
 	}
+	// A text that ends with "<|endoftext|>" gets the token once: the same
+	// tokens and vector as without it, a query in instruction form too.
+	for _, instruct := range []string{"", "Given a web search query, retrieve relevant passages that answer the query"} {
+		plain, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: texts[:1], Instruct: instruct})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: []string{texts[0] + "<|endoftext|>"}, Instruct: instruct})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ended.PromptTokens != plain.PromptTokens {
+			t.Errorf("instruct %q: %q ending in <|endoftext|>: %d tokens, without it %d", instruct, texts[0], ended.PromptTokens, plain.PromptTokens)
+		}
+		for j, v := range ended.Vectors[0] {
+			if math.Abs(float64(v-plain.Vectors[0][j])) > 1e-5 {
+				t.Fatalf("instruct %q: %q ending in <|endoftext|>: value %d %g, without it %g", instruct, texts[0], j, v, plain.Vectors[0][j])
+			}
+		}
+	}
 	// The instruction form of a query is the reference's second case.
 	q, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: []string{"What is the capital of China?"}, Instruct: "Given a web search query, retrieve relevant passages that answer the query"})
 	if err != nil {
@@ -96,9 +120,10 @@ func TestEmbedReference(t *testing.T) {
 	}
 }
 
-// TestRerankReference: Qwen3-Reranker's prompt, token for token, and its
-// scores within 0.005 of the float64 reference's, the documents in order
-// of score.
+// TestRerankReference: Qwen3-Reranker's prompt, token for token the
+// reference's (its model card's: the system line, <Instruct>, <Query> and
+// <Document> as plain text, an empty think block), and its scores within
+// 0.005 of the float64 reference's, the documents in order of score.
 func TestRerankReference(t *testing.T) {
 	m := open(t, "tiny-rerank.qbin")
 	ctx := context.Background()
@@ -106,6 +131,21 @@ func TestRerankReference(t *testing.T) {
 		req := qwen.RerankRequest{Query: c.Query, Documents: []string{c.Document}}
 		if c.Instruction != nil {
 			req.Instruct = *c.Instruction
+		}
+		prompts, err := m.RerankPrompts(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := prompts[0]; !slices.Equal(got, c.IDs) {
+			n := min(len(got), len(c.IDs))
+			first := n
+			for i := range n {
+				if got[i] != c.IDs[i] {
+					first = i
+					break
+				}
+			}
+			t.Errorf("%s: %d prompt tokens, the reference's %d, first different at %d:\n%v\n%v", c.Name, len(got), len(c.IDs), first, got, c.IDs)
 		}
 		r, err := m.Rerank(ctx, req)
 		if err != nil {
@@ -184,5 +224,106 @@ func TestEmbedRefusals(t *testing.T) {
 	alone, err := rr.Rerank(ctx, qwen.RerankRequest{Query: "q", Documents: docs[:1]})
 	if err != nil || r.PromptTokens != alone.PromptTokens+128 {
 		t.Errorf("truncated: %d prompt tokens, want %d + 128 (%v)", r.PromptTokens, alone.PromptTokens, err)
+	}
+}
+
+// TestEmbedMany: more inputs than the engine queues at once
+// (engine.MaxQueuedScoring) are embedded in one call, and reranked in
+// one; each vector is the input's alone, in order.
+func TestEmbedMany(t *testing.T) {
+	const n = 4100
+	m := open(t, "tiny-emb.qbin")
+	texts := make([]string, n)
+	for i := range texts {
+		texts[i] = strconv.Itoa(i)
+	}
+	ctx := context.Background()
+	start := time.Now()
+	all, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: texts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d inputs, %d tokens: %v", n, all.PromptTokens, time.Since(start))
+	if len(all.Vectors) != n {
+		t.Fatalf("%d vectors for %d inputs", len(all.Vectors), n)
+	}
+	for _, i := range []int{0, 1, 2047, 4096, n - 1} {
+		alone, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: texts[i : i+1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, v := range alone.Vectors[0] {
+			if math.Abs(float64(v-all.Vectors[i][j])) > 1e-5 {
+				t.Fatalf("input %d: value %d alone %g, of %d %g", i, j, v, n, all.Vectors[i][j])
+			}
+		}
+	}
+	rr := open(t, "tiny-rerank.qbin")
+	start = time.Now()
+	r, err := rr.Rerank(ctx, qwen.RerankRequest{Query: "a number", Documents: texts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d documents reranked, %d tokens: %v", n, r.PromptTokens, time.Since(start))
+	seen := make([]bool, n)
+	for _, res := range r.Results {
+		seen[res.Index] = true
+	}
+	if len(r.Results) != n || slices.Contains(seen, false) {
+		t.Errorf("%d results for %d documents", len(r.Results), n)
+	}
+}
+
+// TestEmbedConcurrent: Embed calls from several goroutines at once each
+// get the vectors their inputs have alone (the engine's test shows that
+// such requests share steps).
+func TestEmbedConcurrent(t *testing.T) {
+	m := open(t, "tiny-emb.qbin")
+	ctx := context.Background()
+	const clients = 4
+	inputs := func(c int) []string {
+		var texts []string
+		for i := range 8 {
+			texts = append(texts, strings.Repeat("word ", c+i)+strconv.Itoa(c))
+		}
+		return texts
+	}
+	want := make([][][]float32, clients)
+	for c := range clients {
+		for _, text := range inputs(c) {
+			alone, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: []string{text}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[c] = append(want[c], alone.Vectors[0])
+		}
+	}
+	before := m.Stats()
+	got := make([]qwen.Embeddings, clients)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if got[c], err = m.Embed(ctx, qwen.EmbedRequest{Inputs: inputs(c)}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	after := m.Stats()
+	t.Logf("%d inputs of %d clients prefilled in %d steps", after.Prefilled-before.Prefilled, clients, after.PrefillSteps-before.PrefillSteps)
+	for c := range clients {
+		if len(got[c].Vectors) != len(want[c]) {
+			t.Fatalf("client %d: %d vectors, want %d", c, len(got[c].Vectors), len(want[c]))
+		}
+		for i, v := range got[c].Vectors {
+			for j := range v {
+				if math.Abs(float64(v[j]-want[c][i][j])) > 1e-5 {
+					t.Fatalf("client %d, input %d: value %d %g, alone %g", c, i, j, v[j], want[c][i][j])
+				}
+			}
+		}
 	}
 }

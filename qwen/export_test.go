@@ -6,3 +6,9 @@ func Testdata() string { return testRoot + "/testdata" }
 
 // RaceEnabled says the embedding models are not compiled (see raceEnabled).
 const RaceEnabled = raceEnabled
+
+// RerankPrompts are the reranker's prompts of the request's documents.
+func (m *Model) RerankPrompts(req RerankRequest) ([][]int32, error) {
+	prompts, _, _, err := m.rerankPrompts(req)
+	return prompts, err
+}

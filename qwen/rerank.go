@@ -58,27 +58,9 @@ func (m *Model) Rerank(ctx context.Context, req RerankRequest) (Reranking, error
 	if len(req.Documents) == 0 {
 		return Reranking{}, errors.New("the request has no documents")
 	}
-	tok := m.m.Tokenizer
-	var rows [2]int32
-	for i, word := range []string{"yes", "no"} {
-		ids := tok.Encode(word, false)
-		if len(ids) != 1 {
-			return Reranking{}, fmt.Errorf("%q is not one token of this model's vocabulary", word)
-		}
-		rows[i] = ids[0]
-	}
-	instruct := req.Instruct
-	if instruct == "" {
-		instruct = DefaultRerankInstruct
-	}
-	prefix, suffix := tok.Encode(rerankPrefix, true), tok.Encode(rerankSuffix, true)
-	if ctxLen := m.e.Options().Ctx; req.Truncate && len(prefix)+len(suffix) >= ctxLen {
-		return Reranking{}, fmt.Errorf("the context of %d tokens cannot hold the reranker's prompt (%d tokens without the pair)", ctxLen, len(prefix)+len(suffix))
-	}
-	prompts := make([][]int32, len(req.Documents))
-	for i, doc := range req.Documents {
-		pair := tok.Encode("<Instruct>: "+instruct+"\n<Query>: "+req.Query+"\n<Document>: "+doc, false)
-		prompts[i] = slices.Concat(prefix, pair, suffix)
+	prompts, rows, suffix, err := m.rerankPrompts(req)
+	if err != nil {
+		return Reranking{}, err
 	}
 	// Cut, the end of the document goes and the prompt's end stays.
 	out, tokens, err := m.score(ctx, prompts, rows[:], 0, req.Truncate, suffix)
@@ -99,4 +81,31 @@ func (m *Model) Rerank(ctx context.Context, req RerankRequest) (Reranking, error
 		return 0
 	})
 	return Reranking{Results: res, PromptTokens: tokens}, nil
+}
+
+// rerankPrompts returns the reranker's prompt for each document, the head
+// rows of "yes" and "no", and the prompt's end, which truncation keeps.
+func (m *Model) rerankPrompts(req RerankRequest) (prompts [][]int32, rows [2]int32, suffix []int32, err error) {
+	tok := m.m.Tokenizer
+	for i, word := range []string{"yes", "no"} {
+		ids := tok.Encode(word, false)
+		if len(ids) != 1 {
+			return nil, rows, nil, fmt.Errorf("%q is not one token of this model's vocabulary", word)
+		}
+		rows[i] = ids[0]
+	}
+	instruct := req.Instruct
+	if instruct == "" {
+		instruct = DefaultRerankInstruct
+	}
+	prefix, suffix := tok.Encode(rerankPrefix, true), tok.Encode(rerankSuffix, true)
+	if ctxLen := m.e.Options().Ctx; req.Truncate && len(prefix)+len(suffix) >= ctxLen {
+		return nil, rows, nil, fmt.Errorf("the context of %d tokens cannot hold the reranker's prompt (%d tokens without the pair)", ctxLen, len(prefix)+len(suffix))
+	}
+	prompts = make([][]int32, len(req.Documents))
+	for i, doc := range req.Documents {
+		pair := tok.Encode("<Instruct>: "+instruct+"\n<Query>: "+req.Query+"\n<Document>: "+doc, false)
+		prompts[i] = slices.Concat(prefix, pair, suffix)
+	}
+	return prompts, rows, suffix, nil
 }

@@ -14,7 +14,9 @@ import (
 	"github.com/qwenc/qwenc/qwen"
 )
 
-// maxInputs bounds the inputs of one embedding request, as OpenAI does.
+// maxInputs bounds the inputs of one embedding request, as OpenAI does,
+// and the documents of a rerank request: what one HTTP request holds (its
+// body, its answer) stays bounded. The Go API takes any number.
 const maxInputs = 2048
 
 // embedInput is OpenAI's input: a string, a list of strings, a list of

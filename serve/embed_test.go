@@ -156,6 +156,7 @@ func TestRerankEndpoint(t *testing.T) {
 func TestEmbeddingRefusals(t *testing.T) {
 	emb, _ := serveBundled(t, "tiny-emb")
 	gen, _ := serveBundled(t, "tiny-rerank")
+	tooMany := "[" + strings.TrimSuffix(strings.Repeat(`"x",`, 2049), ",") + "]"
 	for _, tc := range []struct {
 		ts         *testServer
 		path, body string
@@ -170,6 +171,9 @@ func TestEmbeddingRefusals(t *testing.T) {
 		{emb, "/v1/embeddings", `{"model": "tiny-emb", "input": {"a": 1}}`, `"param":"input"`},
 		{emb, "/v1/embeddings", `{"model": "tiny-emb", "input": "x", "encoding_format": "hex"}`, `encoding_format \"hex\"`},
 		{emb, "/v1/embeddings", `{"model": "tiny-emb", "input": "x", "dimensions": 65}`, `dimensions 65: want 1 to 64`},
+		{emb, "/v1/embeddings", `{"model": "tiny-emb", "input": ` + tooMany + `}`, `input: 2049 inputs, at most 2048`},
+		{emb, "/api/embed", `{"model": "tiny-emb", "input": ` + tooMany + `}`, `input: 2049 inputs, at most 2048`},
+		{gen, "/v1/rerank", `{"query": "q", "documents": ` + tooMany + `}`, `2049 documents, at most 2048`},
 		{emb, "/api/embed", `{"model": "tiny-emb", "input": "x", "truncate": false}`, ``},
 		{emb, "/api/embed", `{"model": "tiny-emb", "input": "one two three four five six", "truncate": false, "options": {"num_ctx": 4}}`, `input 0: the prompt has 7 tokens, more than the context of 4`},
 		{emb, "/api/embed", `{"model": "tiny-emb", "input": "one two three four five six", "options": {"num_ctx": 4, "temperature": 0.5}}`, ``},

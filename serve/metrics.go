@@ -80,7 +80,7 @@ func newEngineCollector(e *qwen.Model) *engineCollector {
 		active: prometheus.NewDesc("qwenrun_active_conversations", "Conversations decoding or prefilling.", nil, nil),
 		queued: prometheus.NewDesc("qwenrun_queued_requests", "Requests waiting for a free slot.", nil, nil),
 		kv:     prometheus.NewDesc("qwenrun_kv_cache_bytes", "KV cache bytes of the active conversations.", nil, nil),
-		kept:   prometheus.NewDesc("qwenrun_prefix_cache_bytes", "KV cache bytes kept of finished conversations for prefix reuse.", nil, nil),
+		kept:   prometheus.NewDesc("qwenrun_prefix_cache_bytes", "KV cache bytes kept of finished conversations for prefix reuse, and of finished embedding or rerank inputs while others run.", nil, nil),
 		steps:  prometheus.NewDesc("qwenrun_decode_steps_total", "Forward steps that decoded at least one conversation.", nil, nil),
 		decoded: prometheus.NewDesc("qwenrun_decoded_conversations_total",
 			"Conversations decoded, summed over the decode steps: over qwenrun_decode_steps_total, the mean decode batch.", nil, nil),

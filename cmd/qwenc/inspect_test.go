@@ -12,6 +12,7 @@ import (
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/synth"
+	"github.com/qwenc/qwenc/internal/testmodel"
 )
 
 // compiled compiles the small test model (maximum context 512) into work.
@@ -214,5 +215,56 @@ func TestCompileRopeScaling(t *testing.T) {
 	_, stderr, code := run(t, work, "compile", "-q", model(t, "small-model"), "-o", filepath.Join(work, "bad.qbin"), "--rope-scaling", "ntk:2")
 	if code != 1 || !strings.Contains(stderr, `--rope-scaling "ntk:2": want none, linear:FACTOR or yarn:FACTOR[:ORIGINAL_CONTEXT]`) {
 		t.Errorf("ntk:2: exit %d, %q", code, stderr)
+	}
+}
+
+// An embedding file's report: no LM head section, and
+// decode_weight_bytes counts what a step reads of it, the layers and the
+// final norm, nothing of a head (the tied embedding's re-tiled copy, or
+// the head a generation model of that vocabulary would have).
+func TestInspectEmbedding(t *testing.T) {
+	work := t.TempDir()
+	out := filepath.Join(work, "emb.qbin")
+	if _, stderr, code := run(t, work, "compile", "-q", testmodel.Dir(t, "tiny-emb"), "-o", out, "--max-prefill", "32", "--type", "q8"); code != 0 {
+		t.Fatalf("compile: exit %d: %s", code, stderr)
+	}
+	js, _, code := run(t, work, "inspect", out, "--json")
+	var r struct {
+		Config struct {
+			Embedding bool `json:"embedding"`
+		} `json:"config"`
+		Sections []struct {
+			Name string `json:"name"`
+			Size uint64 `json:"size"`
+		} `json:"sections"`
+		Memory struct {
+			Decode   uint64 `json:"decode_weight_bytes"`
+			Head     uint64 `json:"embeddings_tile_major_bytes"`
+			Layers   uint64 `json:"layers_bytes"`
+			Norm     uint64 `json:"final_norm_bytes"`
+			Weights  uint64 `json:"weights_bytes"`
+			RowMajor uint64 `json:"embeddings_row_major_bytes"`
+		} `json:"memory"`
+	}
+	if err := json.Unmarshal([]byte(js), &r); err != nil || code != 0 {
+		t.Fatalf("exit %d, %v", code, err)
+	}
+	var layers, norm uint64
+	for _, s := range r.Sections {
+		switch {
+		case s.Name == format.SecLMHead:
+			t.Errorf("an embedding file has an %s section of %d bytes", s.Name, s.Size)
+		case strings.HasPrefix(s.Name, "layers."):
+			layers += s.Size
+		case s.Name == format.SecNorm:
+			norm = s.Size
+		}
+	}
+	mem := r.Memory
+	if !r.Config.Embedding || layers == 0 || norm == 0 || mem.Decode != layers+norm || mem.Layers != layers || mem.Head != 0 {
+		t.Errorf("embedding %v: decode_weight_bytes %d, want the layers' %d + the final norm's %d; head %d bytes", r.Config.Embedding, mem.Decode, layers, norm, mem.Head)
+	}
+	if mem.Weights != mem.RowMajor+layers+norm {
+		t.Errorf("weights %d bytes: want the embedding's %d + the layers' %d + the final norm's %d", mem.Weights, mem.RowMajor, layers, norm)
 	}
 }

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"math"
+
 	"github.com/qwenc/qwenc/chat"
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/infer"
@@ -15,16 +17,49 @@ type prefixCache struct {
 	budget  int64
 	bytes   int64
 	entries []*infer.Session // least recently used first
+	// recycle hands a session out even when it shares no prefix: a pool
+	// whose sessions' memory is worth reusing in any case.
+	recycle bool
 }
 
 func newPrefixCache(budget int64) *prefixCache { return &prefixCache{budget: budget} }
 
+// reuse is what the loop keeps of ended requests' sessions. cache holds
+// the conversations', for later requests that continue them. pool passes
+// the one-shot requests' (Request.OneShot: embeddings, scores) on to the
+// one-shot requests admitted after them, the longest shared prefix first
+// (a reranker's query, in front of every document): there are never more
+// of their sessions, running and pooled, than MaxScoring, and the pool
+// is emptied when no one-shot request runs. One-shot sessions never go
+// into cache, where they would push out conversations' for prompts that
+// nobody sends again, and never take a conversation's from it.
+type reuse struct{ cache, pool *prefixCache }
+
+func newReuse(budget int64) reuse {
+	return reuse{newPrefixCache(budget), &prefixCache{budget: math.MaxInt64, recycle: true}}
+}
+
+// of is where job j's session comes from and goes back to.
+func (k reuse) of(j *job) *prefixCache {
+	if j.oneShot() {
+		return k.pool
+	}
+	return k.cache
+}
+
+func (k reuse) bytes() int64 { return k.cache.bytes + k.pool.bytes }
+
 // take removes and returns the session of KV cache type kv whose tokens
 // share the longest prefix with prompt, and how many of its tokens to
 // keep: at most most (len(prompt)-1 when the step that continues needs a
-// token to give logits). Without a shared prefix it returns nil.
+// token to give logits). Without a shared prefix it returns nil, unless
+// the cache recycles: then any session of type kv will do, and without
+// one the least recently used session of another type is dropped.
 func (c *prefixCache) take(prompt []int32, kv format.KVType, most int) (*infer.Session, int) {
 	best, keep := -1, 0
+	if c.recycle {
+		keep = -1
+	}
 	for i, s := range c.entries {
 		if s.KV.Type() != kv {
 			continue
@@ -35,6 +70,11 @@ func (c *prefixCache) take(prompt []int32, kv format.KVType, most int) (*infer.S
 		}
 	}
 	if best < 0 {
+		if c.recycle && len(c.entries) > 0 {
+			// All of another KV type: one goes, as the caller allocates
+			// a session of its own in its place.
+			c.dropOldest()
+		}
 		return nil, 0
 	}
 	s := c.entries[best]
@@ -58,8 +98,13 @@ func (c *prefixCache) put(s *infer.Session) {
 	c.entries = append(c.entries, s)
 	c.bytes += s.KV.Bytes()
 	for c.bytes > c.budget && len(c.entries) > 0 {
-		c.bytes -= c.entries[0].KV.Bytes()
-		c.entries[0] = nil
-		c.entries = c.entries[1:]
+		c.dropOldest()
 	}
+}
+
+// dropOldest drops the least recently used session.
+func (c *prefixCache) dropOldest() {
+	c.bytes -= c.entries[0].KV.Bytes()
+	c.entries[0] = nil
+	c.entries = c.entries[1:]
 }

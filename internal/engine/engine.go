@@ -70,6 +70,11 @@ type Request struct {
 	// Rows, with PromptLogits, asks for just these rows of the LM head
 	// (infer.Seq.Rows): a reranker's "yes" and "no".
 	Rows []int32
+	// OneShot, with MaxTokens 0, says the prompt's cache is of no use
+	// once the request has its output (an embedding, a score): it is not
+	// kept for later requests, but passed on to the one-shot requests
+	// running after it (see reuse).
+	OneShot bool
 	// Draft drafts tokens to check in each decode step (draft.go); the
 	// text is the same as without.
 	Draft Draft
@@ -157,11 +162,17 @@ func (e *PromptTooLongError) Error() string {
 type Stats struct {
 	Active, Queued int
 	KVBytes        int64 // caches of active conversations
-	CachedBytes    int64 // caches kept for prefix reuse
+	CachedBytes    int64 // caches kept for prefix reuse, and one-shot requests' to pass on
 	// DecodeSteps counts the steps that decoded since New, and Decoded
 	// the conversations they decoded, summed: Decoded / DecodeSteps is
 	// the mean decode batch, how well concurrent requests share steps.
 	DecodeSteps, Decoded int64
+	// PrefillSteps counts the steps that prefilled prompts, and
+	// Prefilled the prompts (or chunks of them) they took, summed:
+	// Prefilled / PrefillSteps is the mean prefill batch, how well
+	// prompts (an embedding request's inputs, several requests') share
+	// steps.
+	PrefillSteps, Prefilled int64
 }
 
 var (
@@ -195,6 +206,8 @@ type Engine struct {
 	cachedBytes atomic.Int64
 	decodeSteps atomic.Int64
 	decoded     atomic.Int64
+	prefills    atomic.Int64
+	prefilled   atomic.Int64
 	// clearCache asks the loop, which owns the prefix cache, to empty it
 	// before it admits anything more.
 	clearCache atomic.Bool
@@ -271,37 +284,53 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 // step the better the weights are reused.
 const MaxScoring = 64
 
-// maxQueuedScoring bounds the prompt-only requests waiting.
-const maxQueuedScoring = 4096
+// MaxQueuedScoring bounds the prompt-only requests waiting; beyond it
+// SubmitAll fails with ErrBusy. A caller with more inputs submits them as
+// earlier ones finish, as package qwen does.
+const MaxQueuedScoring = 4096
 
-// SubmitAll queues requests together, all or none (a batch of inputs to
-// embed): each fails as Submit would fail it. Prompt-only requests
-// (MaxTokens 0) count against a bound of their own, maxQueuedScoring, so
-// that one batch of inputs does not fill the conversations' queue.
-func (e *Engine) SubmitAll(ctx context.Context, reqs []Request) ([]*Stream, error) {
-	scoring := 0
+// Check reports what SubmitAll would refuse of these requests whatever
+// the engine's load: an empty prompt, one longer than the context, a
+// token outside the vocabulary. A caller that submits a batch in parts
+// checks it whole first, so that it fails before any part runs, with the
+// index in the whole batch.
+func (e *Engine) Check(reqs []Request) error {
 	for i := range reqs {
 		req := &reqs[i]
 		if len(req.Prompt) == 0 {
-			return nil, fmt.Errorf("request %d: the prompt is empty", i)
+			return fmt.Errorf("request %d: the prompt is empty", i)
 		}
 		if len(req.Prompt) > e.opts.Ctx {
-			return nil, &PromptTooLongError{Index: i, Tokens: len(req.Prompt), Context: e.opts.Ctx}
+			return &PromptTooLongError{Index: i, Tokens: len(req.Prompt), Context: e.opts.Ctx}
 		}
 		for _, id := range req.Prompt {
 			if id < 0 || int(id) >= e.m.Config.Vocab {
-				return nil, fmt.Errorf("request %d: token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
+				return fmt.Errorf("request %d: token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
 			}
 		}
 		if req.Draft.Model > 0 && e.dr == nil {
-			return nil, fmt.Errorf("request %d: drafts from a draft model, but the engine has none", i)
+			return fmt.Errorf("request %d: drafts from a draft model, but the engine has none", i)
 		}
 		for _, id := range req.Draft.Prediction {
 			if id < 0 || int(id) >= e.m.Config.Vocab {
-				return nil, fmt.Errorf("request %d: predicted token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
+				return fmt.Errorf("request %d: predicted token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
 			}
 		}
-		if req.MaxTokens == 0 {
+	}
+	return nil
+}
+
+// SubmitAll queues requests together, all or none (a batch of inputs to
+// embed): each fails as Submit would fail it. Prompt-only requests
+// (MaxTokens 0) count against a bound of their own, MaxQueuedScoring, so
+// that one batch of inputs does not fill the conversations' queue.
+func (e *Engine) SubmitAll(ctx context.Context, reqs []Request) ([]*Stream, error) {
+	if err := e.Check(reqs); err != nil {
+		return nil, err
+	}
+	scoring := 0
+	for i := range reqs {
+		if reqs[i].MaxTokens == 0 {
 			scoring++
 		}
 	}
@@ -323,7 +352,7 @@ func (e *Engine) SubmitAll(ctx context.Context, reqs []Request) ([]*Stream, erro
 	switch {
 	case e.closing:
 		return nil, ErrClosed
-	case queuedScoring+scoring > maxQueuedScoring, len(e.queue)-queuedScoring+len(reqs)-scoring > e.opts.Queue:
+	case queuedScoring+scoring > MaxQueuedScoring, len(e.queue)-queuedScoring+len(reqs)-scoring > e.opts.Queue:
 		return nil, ErrBusy
 	}
 	e.queue = append(e.queue, jobs...)
@@ -345,7 +374,7 @@ func (e *Engine) Stats() Stats {
 	q := len(e.queue)
 	e.mu.Unlock()
 	return Stats{Active: int(e.active.Load()), Queued: q, KVBytes: e.kvBytes.Load(), CachedBytes: e.cachedBytes.Load(),
-		DecodeSteps: e.decodeSteps.Load(), Decoded: e.decoded.Load()}
+		DecodeSteps: e.decodeSteps.Load(), Decoded: e.decoded.Load(), PrefillSteps: e.prefills.Load(), Prefilled: e.prefilled.Load()}
 }
 
 // ClearCache drops the KV caches kept of finished conversations, before
@@ -415,6 +444,9 @@ func (j *job) emit(ev Event) {
 // scoring reports whether the job is prompt-only (an embedding, a score).
 func (j *job) scoring() bool { return j.req.MaxTokens == 0 }
 
+// oneShot reports whether the job's session is of no use after it.
+func (j *job) oneShot() bool { return j.scoring() && j.req.OneShot }
+
 // finish sends a job's last event.
 func (j *job) finish(reason StopReason) {
 	j.usage.Total = time.Since(j.submitted)
@@ -428,7 +460,7 @@ func (e *Engine) loop() {
 	if e.dr != nil {
 		defer e.dr.Close()
 	}
-	cache := newPrefixCache(e.opts.CacheBytes)
+	reuse := newReuse(e.opts.CacheBytes)
 	var active []*job
 	var seqs []infer.Seq
 	var owners []*job
@@ -436,13 +468,14 @@ func (e *Engine) loop() {
 	logits := newLogprobs(e.m)
 	for {
 		if e.clearCache.Swap(false) {
-			cache.clear()
+			reuse.cache.clear()
+			reuse.pool.clear()
 		}
 		// Drop what was cancelled, admit what fits.
 		kept := active[:0]
 		for _, j := range active {
 			if j.ctx.Err() != nil {
-				e.end(j, StopInterrupt, cache)
+				e.end(j, StopInterrupt, reuse)
 				continue
 			}
 			kept = append(kept, j)
@@ -484,13 +517,17 @@ func (e *Engine) loop() {
 		// Outside the lock: the prefix search and a new session need not
 		// hold up Submit and Stats, and the cache is this goroutine's.
 		for _, j := range active[n:] {
-			if e.start(j, cache) {
+			if e.start(j, reuse) {
 				// Its prompt is all in the cache and nothing more is asked.
-				e.end(j, StopLength, cache)
+				e.end(j, StopLength, reuse)
 			}
 		}
 		active = slices.DeleteFunc(active, ended)
-		e.cachedBytes.Store(cache.bytes)
+		if !slices.ContainsFunc(active, (*job).oneShot) {
+			// Nothing to pass them on to: the memory goes back.
+			reuse.pool.clear()
+		}
+		e.cachedBytes.Store(reuse.bytes())
 		e.countKV(active)
 		if len(active) == 0 {
 			if closing {
@@ -506,7 +543,7 @@ func (e *Engine) loop() {
 		select {
 		case <-e.stop:
 			for _, j := range active {
-				e.end(j, StopShutdown, cache)
+				e.end(j, StopShutdown, reuse)
 			}
 			return
 		default:
@@ -566,7 +603,7 @@ func (e *Engine) loop() {
 			// Submit and the checks above keep every step valid; a failure
 			// here is a bug, which ends the requests rather than the server.
 			for _, j := range active {
-				e.end(j, StopShutdown, cache)
+				e.end(j, StopShutdown, reuse)
 			}
 			active = active[:0]
 			continue
@@ -574,6 +611,10 @@ func (e *Engine) loop() {
 		if decoders > 0 {
 			e.decodeSteps.Add(1)
 			e.decoded.Add(int64(decoders))
+		}
+		if len(seqs) > decoders {
+			e.prefills.Add(1)
+			e.prefilled.Add(int64(len(seqs) - decoders))
 		}
 		now := time.Now()
 		for i, j := range owners {
@@ -589,14 +630,14 @@ func (e *Engine) loop() {
 			case len(j.rest) > 0:
 				// a chunk of a prompt that goes on
 			case j.req.MaxTokens == 0:
-				e.end(j, StopLength, cache)
+				e.end(j, StopLength, reuse)
 			case prompt[i] == 0 && len(j.feed) > 1:
 				if reason := e.check(j, l, now, logits); reason != "" {
-					e.end(j, reason, cache)
+					e.end(j, reason, reuse)
 				}
 			default:
 				if reason := e.sample(j, l, now, logits, j.sess.Len()); reason != "" {
-					e.end(j, reason, cache)
+					e.end(j, reason, reuse)
 				}
 			}
 			if j.dsess != nil {
@@ -613,9 +654,10 @@ func (e *Engine) loop() {
 func ended(j *job) bool { return j.sess == nil }
 
 // start gives a job its session, from the longest cached prefix of its
-// prompt when there is one, and its sampler. It reports whether the job
-// is already done: a prompt alone was asked for, and all of it is cached.
-func (e *Engine) start(j *job, cache *prefixCache) (done bool) {
+// prompt when there is one, and its sampler if it generates. It reports
+// whether the job is already done: a prompt alone was asked for, and all
+// of it is cached.
+func (e *Engine) start(j *job, k reuse) (done bool) {
 	j.started = time.Now()
 	j.usage.Queued = j.started.Sub(j.submitted)
 	j.usage.PromptTokens = len(j.req.Prompt)
@@ -625,7 +667,7 @@ func (e *Engine) start(j *job, cache *prefixCache) (done bool) {
 	if j.req.MaxTokens == 0 && !j.req.PromptLogits {
 		most++
 	}
-	sess, keep := cache.take(j.req.Prompt, j.req.KV, most)
+	sess, keep := k.of(j).take(j.req.Prompt, j.req.KV, most)
 	if sess == nil {
 		sess, _ = e.m.NewSessionKV(e.opts.Ctx, j.req.KV) // Ctx was checked in New
 	}
@@ -633,9 +675,15 @@ func (e *Engine) start(j *job, cache *prefixCache) (done bool) {
 	j.usage.CachedTokens = keep
 	j.sess = sess
 	j.rest = j.req.Prompt[keep:]
+	if j.scoring() {
+		// Nothing to sample: a sampler's scratch is some bytes per token
+		// of the vocabulary (3.3 MB for Qwen3's), allocated and cleared
+		// for each of an embedding request's inputs.
+		return len(j.rest) == 0
+	}
 	j.sampler = sampling.New(e.m.Config.Vocab, j.req.Params)
 	j.history = append(make([]int32, 0, len(j.req.Prompt)+64), j.req.Prompt...)
-	if j.req.Draft.Max > 0 && j.req.MaxTokens != 0 {
+	if j.req.Draft.Max > 0 {
 		j.draft = newDrafter(j.req.Draft, j.req.Prompt)
 	}
 	return len(j.rest) == 0
@@ -726,14 +774,14 @@ func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs, length
 // Its last event goes out after the session is given back and the job
 // no longer counts as active, so a caller that has read it sees Stats
 // without it.
-func (e *Engine) end(j *job, reason StopReason, cache *prefixCache) {
+func (e *Engine) end(j *job, reason StopReason, k reuse) {
 	e.kvBytes.Add(-j.kvBytes)
 	j.kvBytes = 0
 	if j.sess != nil {
 		j.usage.KVTokens, j.usage.KVBytes = j.sess.Len(), j.sess.KV.Bytes()
-		cache.put(j.sess)
+		k.of(j).put(j.sess)
 		j.sess, j.dsess = nil, nil
-		e.cachedBytes.Store(cache.bytes)
+		e.cachedBytes.Store(k.bytes())
 	}
 	e.active.Add(-1)
 	j.finish(reason)

@@ -469,6 +469,191 @@ func TestPromptOnly(t *testing.T) {
 	}
 }
 
+// TestOneShotSessions: one-shot requests (embeddings, scores) pass their
+// sessions on to those admitted after them, which keep the prefix they
+// share (a reranker's query) and give what a fresh session gives; they
+// neither take a conversation's cached session, though their prompts
+// start as its does, nor keep theirs once none runs.
+func TestOneShotSessions(t *testing.T) {
+	m := smallModel(t, 64)
+	e := newEngine(t, m, Options{})
+	ctx := context.Background()
+	talk := []int32{1, 2, 3, 4, 5, 6, 7, 8}
+	s, _ := e.Submit(ctx, Request{Prompt: talk, MaxTokens: 1, TopLogprobs: -1})
+	collect(t, s)
+	kept := e.Stats().CachedBytes
+	if kept == 0 {
+		t.Fatal("the conversation's cache was not kept")
+	}
+	const n, shared = 3 * MaxScoring, 40
+	rows := []int32{5, 6}
+	reqs := make([]Request, n)
+	for i := range reqs {
+		p := append([]int32(nil), talk[:4]...) // what the conversation's prompt starts with
+		for k := 4; k < shared; k++ {
+			p = append(p, int32(10+k))
+		}
+		p = append(p, int32(60+i), 9, 9, int32(1+i%50))
+		reqs[i] = Request{Prompt: p, PromptLogits: true, Rows: rows, TopLogprobs: -1, OneShot: true}
+	}
+	ss, err := e.SubmitAll(ctx, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range ss {
+		_, done := collect(t, s)
+		// Admitted in order: the first MaxScoring find nothing to take,
+		// each later one a session of the same prefix.
+		want := 0
+		if i >= MaxScoring {
+			want = shared
+		}
+		if done.Usage.CachedTokens != want {
+			t.Errorf("request %d: %d tokens cached, want %d", i, done.Usage.CachedTokens, want)
+		}
+		if i%37 == 0 || i == n-1 {
+			sess, _ := m.NewSession(0)
+			full, _ := sess.Feed(reqs[i].Prompt)
+			got := done.PromptLogits
+			if len(got) != 2 || math.Abs(float64(got[0]-full[5])) > 1e-4 || math.Abs(float64(got[1]-full[6])) > 1e-4 {
+				t.Errorf("request %d: rows %v, a fresh session's %v", i, got, []float32{full[5], full[6]})
+			}
+		}
+	}
+	waitFor(t, func() bool { return e.Stats().Active == 0 })
+	if st := e.Stats(); st.CachedBytes != kept {
+		t.Errorf("after the one-shot requests %d bytes kept, before them %d", st.CachedBytes, kept)
+	}
+	s, _ = e.Submit(ctx, Request{Prompt: append(talk, 11), MaxTokens: 1, TopLogprobs: -1})
+	if _, again := collect(t, s); again.Usage.CachedTokens != len(talk) {
+		t.Errorf("the conversation again: %d tokens cached, want %d", again.Usage.CachedTokens, len(talk))
+	}
+}
+
+// stall is a constraint that holds the engine's loop in its first Allow
+// until release is closed, and allows everything.
+type stall struct {
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (s *stall) Allow([]float32) {
+	s.once.Do(func() { close(s.entered) })
+	<-s.release
+}
+func (s *stall) Accept(int32) error     { return nil }
+func (s *stall) Done() bool             { return false }
+func (s *stall) Prefix(ids []int32) int { return len(ids) }
+
+// lastRow reads a one-shot request's stream to its end and returns its
+// output row; it may run on any goroutine.
+func lastRow(s *Stream) ([]float32, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var row []float32
+	for {
+		ev, err := s.Next(ctx)
+		if err == io.EOF {
+			return row, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ev.PromptLogits != nil {
+			row = ev.PromptLogits
+		}
+	}
+}
+
+// TestConcurrentOneShotShareSteps: the one-shot requests of several
+// clients, waiting together, are prefilled in one step (Stats'
+// PrefillSteps and Prefilled), beside a conversation's decoding, and each
+// output is what the request gives alone.
+func TestConcurrentOneShotShareSteps(t *testing.T) {
+	m := smallModel(t, 64)
+	e := newEngine(t, m, Options{Chunk: 64})
+	ctx := context.Background()
+	hold := &stall{entered: make(chan struct{}), release: make(chan struct{})}
+	talk, err := e.Submit(ctx, Request{Prompt: []int32{1, 2, 3}, MaxTokens: 2, TopLogprobs: -1, Constraint: hold})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-hold.entered // the loop waits in the conversation's first token
+	const clients, inputs = 6, 2
+	req := func(c, i int) Request {
+		return Request{Prompt: []int32{int32(20 + c), int32(40 + i), 7, 8}, PromptLogits: true, TopLogprobs: -1, OneShot: true}
+	}
+	rows := make([][][]float32, clients)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reqs := []Request{req(c, 0), req(c, 1)}
+			ss, err := e.SubmitAll(ctx, reqs)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for _, s := range ss {
+				row, err := lastRow(s)
+				if err != nil {
+					t.Error(err)
+				}
+				rows[c] = append(rows[c], row)
+			}
+		}()
+	}
+	waitFor(t, func() bool { return e.Stats().Queued == clients*inputs })
+	before := e.Stats()
+	close(hold.release)
+	wg.Wait()
+	collect(t, talk)
+	after := e.Stats()
+	if steps, n := after.PrefillSteps-before.PrefillSteps, after.Prefilled-before.Prefilled; steps != 1 || n != clients*inputs {
+		t.Errorf("%d prompts of %d clients prefilled in %d steps, want %d in 1", n, clients, steps, clients*inputs)
+	}
+	for c := range clients {
+		if len(rows[c]) != inputs {
+			t.Fatalf("client %d: %d outputs, want %d", c, len(rows[c]), inputs)
+		}
+		for i, got := range rows[c] {
+			s, err := e.Submit(ctx, req(c, i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			alone, err := lastRow(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(alone) || maxAbsDiff(got, alone) > 1e-4 {
+				t.Errorf("client %d, input %d: differs from alone by %g", c, i, maxAbsDiff(got, alone))
+			}
+		}
+	}
+}
+
+// TestPoolRecycles: the one-shot pool hands out a session of the KV type
+// asked for even without a shared prefix, and drops one of another type
+// rather than hold it beside the session the caller then allocates.
+func TestPoolRecycles(t *testing.T) {
+	m := smallModel(t, 32)
+	pool := newReuse(1 << 30).pool
+	for _, kv := range []format.KVType{format.KVF16, format.KVQ8} {
+		s, _ := m.NewSessionKV(0, kv)
+		if _, err := s.Feed([]int32{1, 2, 3}); err != nil {
+			t.Fatal(err)
+		}
+		pool.put(s)
+	}
+	if s, keep := pool.take([]int32{7, 8}, format.KVQ8, 1); s == nil || s.KV.Type() != format.KVQ8 || keep != 0 {
+		t.Fatalf("no prefix shared: %v, keep %d", s, keep)
+	}
+	if s, _ := pool.take([]int32{1, 2}, format.KVQ8, 1); s != nil || len(pool.entries) != 0 || pool.bytes != 0 {
+		t.Errorf("only an f16 session left, a q8 one asked for: %v; %d left, %d bytes", s, len(pool.entries), pool.bytes)
+	}
+}
+
 func maxAbsDiff(a, b []float32) float64 {
 	if len(a) != len(b) {
 		return math.Inf(1)
