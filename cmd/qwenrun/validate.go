@@ -58,6 +58,15 @@ func checkModelFlags(c *cli.Context) error {
 	return nil
 }
 
+// oneModel checks the argument and the flags of a command that measures
+// one model.
+func oneModel(c *cli.Context, name string) error {
+	if c.NArg() != 1 {
+		return fmt.Errorf("%s: want one MODEL.qbin argument", name)
+	}
+	return checkModelFlags(c)
+}
+
 // modelOptions are the options --threads, --kernels and --kv-type ask
 // for; a command without one of these flags gets the default.
 func modelOptions(c *cli.Context) []qwen.Option {
