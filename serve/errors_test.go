@@ -6,10 +6,12 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -285,5 +287,23 @@ func TestSamplingRanges(t *testing.T) {
 		if tried[ep.path] == 0 {
 			t.Errorf("%s: no setting tried", ep.path)
 		}
+	}
+}
+
+// CheckHealth: nil while the server answers /health, the status when it
+// answers otherwise, an error when nothing answers.
+func TestCheckHealth(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{APIKey: "s3cret"})
+	if err := CheckHealth(strings.TrimPrefix(ts.url, "http://"), 2*time.Second); err != nil {
+		t.Errorf("a serving server: %v", err)
+	}
+	sick := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }))
+	addr := strings.TrimPrefix(sick.URL, "http://")
+	if err := CheckHealth(addr, 2*time.Second); err == nil || err.Error() != sick.URL+"/health answered 503 Service Unavailable" {
+		t.Errorf("a 503: %v", err)
+	}
+	sick.Close()
+	if err := CheckHealth(addr, 2*time.Second); err == nil {
+		t.Errorf("nothing listening: no error")
 	}
 }
