@@ -87,6 +87,20 @@ func Serve(cfg ServeConfig) (ServeResult, error) {
 	return res, nil
 }
 
+// WriteHeader says what Serve measures: the model, the requests, and
+// the kernels, threads and KV cache type the model opens with.
+func (cfg ServeConfig) WriteHeader(w io.Writer) error {
+	m, err := qwen.Open(cfg.Model, cfg.Options...)
+	if err != nil {
+		return err
+	}
+	info := m.Info()
+	m.Close()
+	_, err = fmt.Fprintf(w, "model %s; %d prompt tokens and %d generated per request; kernels %s, %d threads, %s KV cache\n",
+		cfg.Model, cfg.PP, cfg.TG, info.Kernels, info.Threads, info.KVType)
+	return err
+}
+
 // WriteTables prints the medians of the rounds.
 func (res ServeResult) WriteTables(w io.Writer) {
 	// med is the median over rounds of f for count i; within the median

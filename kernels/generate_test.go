@@ -5,7 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
+	"runtime"
 	"testing"
 )
 
@@ -15,7 +15,7 @@ import (
 // TestGeneratedAssembly runs the generators and checks that the checked-in
 // assembly is exactly what they write: the generators are the source.
 func TestGeneratedAssembly(t *testing.T) {
-	if goruntime.GOARCH != "amd64" || testing.Short() {
+	if runtime.GOARCH != "amd64" || testing.Short() {
 		t.Skip("the generators are run on amd64 hosts, outside -short")
 	}
 	goTool, err := exec.LookPath("go")

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"time"
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/infer"
@@ -255,5 +256,45 @@ func (r Result) Write(w io.Writer, tokens int) {
 	}
 	if r.KLMean != nil {
 		fmt.Fprintf(w, "KL divergence from the base: %.6f +/- %.6f; top-1 agreement %.3f%%\n", *r.KLMean, *r.KLStderr, 100**r.Top1Agree)
+	}
+}
+
+// Progress prints the figures after each chunk, with the time left: on a
+// terminal one line rewritten in place, elsewhere a line every tenth
+// chunk and after the last. Its Chunk is an Options.Progress.
+type Progress struct {
+	w     io.Writer
+	tty   bool
+	start time.Time
+	open  bool // a line rewritten in place is not ended yet
+}
+
+// NewProgress prints on w, a terminal if tty, from now.
+func NewProgress(w io.Writer, tty bool) *Progress {
+	return &Progress{w: w, tty: tty, start: time.Now()}
+}
+
+// Chunk prints the figures after done chunks of total.
+func (p *Progress) Chunk(done, total int, r Result) {
+	el := time.Since(p.start)
+	left := time.Duration(float64(el) / float64(done) * float64(total-done))
+	line := fmt.Sprintf("chunk %d/%d: PPL %.4f ± %.4f, %.1f s, about %.0f s left", done, total, r.PPL, r.PPLStderr, el.Seconds(), left.Seconds())
+	switch {
+	case p.tty:
+		fmt.Fprintf(p.w, "\r\x1b[K%s", line)
+		p.open = done < total
+		if !p.open {
+			fmt.Fprintln(p.w)
+		}
+	case done == total || done%10 == 0:
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+// End ends a line that a run stopped before its last chunk left open.
+func (p *Progress) End() {
+	if p.open {
+		fmt.Fprintln(p.w)
+		p.open = false
 	}
 }

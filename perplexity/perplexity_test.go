@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/qwenc/qwenc/infer"
@@ -178,5 +179,37 @@ func TestRunRefuses(t *testing.T) {
 	}
 	if _, err := Run(context.Background(), m, tokens(100, 300), Options{Ctx: 2}); err == nil {
 		t.Errorf("--ctx 2 was accepted")
+	}
+}
+
+// Progress rewrites one line on a terminal, ended after the last chunk
+// or by End; elsewhere it writes every tenth chunk and the last.
+func TestProgress(t *testing.T) {
+	var b strings.Builder
+	p := NewProgress(&b, true)
+	for i := 1; i <= 3; i++ {
+		p.Chunk(i, 3, Result{PPL: 2})
+	}
+	p.End()
+	if got := b.String(); strings.Count(got, "\r\x1b[K") != 3 || strings.Count(got, "\n") != 1 || !strings.HasSuffix(got, "\n") ||
+		!strings.Contains(got, "chunk 3/3: PPL 2.0000 ± 0.0000") {
+		t.Errorf("terminal: %q", got)
+	}
+	b.Reset()
+	p = NewProgress(&b, true)
+	p.Chunk(1, 3, Result{PPL: 2})
+	p.End()
+	p.End()
+	if got := b.String(); !strings.HasSuffix(got, "left\n") || strings.Count(got, "\n") != 1 {
+		t.Errorf("stopped after one chunk: %q", got)
+	}
+	b.Reset()
+	p = NewProgress(&b, false)
+	for i := 1; i <= 25; i++ {
+		p.Chunk(i, 25, Result{PPL: 2})
+	}
+	p.End()
+	if got := b.String(); strings.Count(got, "\n") != 3 || strings.Contains(got, "\r") || !strings.Contains(got, "chunk 10/25") || !strings.Contains(got, "chunk 25/25") {
+		t.Errorf("not a terminal: %q", got)
 	}
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"math"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/sampling"
 )
@@ -190,42 +190,47 @@ func TestPrefillAndPromptOnly(t *testing.T) {
 }
 
 // TestSamplingRanges: the Go API holds Request.Sampling to the ranges of
-// the parameter table, at their edges, as the command line and both HTTP
-// protocols do.
+// the parameter table, at every setting's edges (the bounds, just past
+// them, values no float32 or int holds), as the command line and the
+// HTTP protocols do.
 func TestSamplingRanges(t *testing.T) {
 	m := open(t, "tiny-a.qbin")
-	for _, c := range []struct {
-		name string
-		ok   []float64
-		bad  []float64
-	}{
-		{"temperature", []float64{0, 1e6}, []float64{-0.01, math.NaN(), 1e39}},
-		{"top_k", []float64{-1, 0, 40}, []float64{-2}},
-		{"top_p", []float64{0, 1}, []float64{-0.01, 1.01}},
-		{"min_p", []float64{0, 1}, []float64{-0.01, 1.01}},
-		// 0 is a Params' off, as a zero value should be.
-		{"repeat_penalty", []float64{0, 0.01, 1e6}, []float64{-1}},
-		{"presence_penalty", []float64{-2, 2}, []float64{-2.01, 2.01}},
-		{"frequency_penalty", []float64{-2, 2}, []float64{-2.01, 2.01}},
-		{"repeat_last_n", []float64{-1, 64}, nil},
-	} {
-		for _, v := range append(c.ok, c.bad...) {
-			want := slices.Contains(c.ok, v)
+	type edge struct {
+		v  float64
+		ok bool
+	}
+	for _, s := range sampling.Settings() {
+		step := 0.01
+		if s.Integer {
+			step = 1
+		}
+		edges := []edge{{s.Lo, !s.LoOpen}, {s.Lo - step, false}}
+		switch {
+		case math.IsInf(s.Hi, 1):
+			edges = append(edges, edge{1e6, true}, edge{1e39, false})
+		default:
+			edges = append(edges, edge{s.Hi, true}, edge{s.Hi + step, false})
+		}
+		if !s.Integer {
+			edges = append(edges, edge{math.NaN(), false})
+		}
+		if s.LoOpen && s.Lo == 0 {
+			// A Params' zero is off (repeat_penalty), as a zero value should
+			// be; just above it is in range.
+			edges = append(edges[1:], edge{0, true}, edge{0.01, true})
+		}
+		for _, e := range edges {
 			p := sampling.Params{}
-			setRaw(&p, c.name, v)
+			setRaw(&p, s.Name, e.v)
 			st, err := m.Start(context.Background(), qwen.Request{Prompt: "Hi", MaxTokens: 1, Sampling: &p})
-			if (err == nil) != want || err != nil && !strings.Contains(err.Error(), c.name) {
-				t.Errorf("%s %v: error %v, want accepted %v (an error naming the setting)", c.name, v, err, want)
+			if (err == nil) != e.ok || err != nil && !strings.Contains(err.Error(), "sampling: "+s.Name+" ") {
+				t.Errorf("%s %v: error %v, want accepted %v (an error naming the setting)", s.Name, e.v, err, e.ok)
 			}
 			if st != nil {
 				for range st.Deltas() {
 				}
 			}
 		}
-	}
-	// Every setting of the table is covered.
-	for _, s := range sampling.Settings() {
-		setRaw(&sampling.Params{}, s.Name, 0)
 	}
 }
 
@@ -287,6 +292,43 @@ func TestRequestErrors(t *testing.T) {
 	var tooLong *qwen.PromptTooLongError
 	if _, err := m.Start(context.Background(), qwen.Request{Prompt: long}); !errors.As(err, &tooLong) || tooLong.Context != 64 {
 		t.Errorf("a long prompt: %v, want a *PromptTooLongError", err)
+	}
+}
+
+// TestOpenKernels: without WithKernels a Model runs this CPU's fastest
+// path (kernels.Detect), as a Go program that does the obvious thing
+// should; $QWEN_KERNELS overrides it, and WithKernels overrides both.
+func TestOpenKernels(t *testing.T) {
+	detected := kernels.Detect()
+	// Another path this CPU runs, so that the override is seen.
+	other := kernels.Generic
+	if detected == kernels.Generic {
+		other = kernels.SupportedPaths()[len(kernels.SupportedPaths())-1]
+	}
+	for _, c := range []struct {
+		env  string
+		opts []qwen.Option
+		want kernels.Path
+	}{
+		{"", nil, detected},
+		{"auto", nil, detected},
+		{other.String(), nil, other},
+		{other.String(), []qwen.Option{qwen.WithKernels(detected.String())}, detected},
+		{"", []qwen.Option{qwen.WithKernels(other.String())}, other},
+	} {
+		t.Setenv(kernels.EnvVar, c.env)
+		m, err := qwen.Open("tiny-a.qbin", append([]qwen.Option{qwen.WithThreads(1)}, c.opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Info().Kernels; got != c.want.String() {
+			t.Errorf("$%s=%q, %d options: kernels %s, want %s", kernels.EnvVar, c.env, len(c.opts), got, c.want)
+		}
+		m.Close()
+	}
+	t.Setenv(kernels.EnvVar, "sse9")
+	if _, err := qwen.Open("tiny-a.qbin"); err == nil || !strings.Contains(err.Error(), `"sse9"`) {
+		t.Errorf("$%s=sse9: %v, want it refused", kernels.EnvVar, err)
 	}
 }
 

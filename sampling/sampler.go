@@ -50,7 +50,7 @@ type Params struct {
 	// window, logit > 0 ? logit/pen : logit*pen. 1 (or <= 0) is off.
 	RepeatPenalty float32
 	// RepeatLastN is the penalty window over history: 0 means llama.cpp's
-	// default of 64, negative means the whole history.
+	// default of 64, -1 the whole history (Check refuses less).
 	RepeatLastN int
 	// PresencePenalty is subtracted once from every token in the window.
 	PresencePenalty float32

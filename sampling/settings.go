@@ -1,6 +1,7 @@
 package sampling
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -14,6 +15,9 @@ type Setting struct {
 	// Name is the parameter's name in OpenAI's and Ollama's requests
 	// where they agree, and the one this package's errors use.
 	Name string
+	// Flag is its name on the command line, llama.cpp's: --temp sets
+	// temperature.
+	Flag string
 	// Lo and Hi bound the value; LoOpen leaves Lo itself out. Hi may be
 	// +Inf; values must also be finite as float32.
 	Lo, Hi  float64
@@ -34,13 +38,13 @@ const topPKeepOne = math.SmallestNonzeroFloat32
 // are applied: repeat_last_n after the penalties, as its 0 turns them off.
 func Settings() []Setting {
 	return []Setting{
-		{Name: "temperature", Lo: 0, Hi: math.Inf(1), Note: "0 is greedy",
+		{Name: "temperature", Flag: "temp", Lo: 0, Hi: math.Inf(1), Note: "0 is greedy",
 			apply: func(p *Params, v float64) { p.Temperature = float32(v) },
 			value: func(p Params) float64 { return float64(p.Temperature) }},
-		{Name: "top_k", Lo: -1, Hi: math.MaxInt32, Integer: true, Note: "0 and -1 are off",
+		{Name: "top_k", Flag: "top-k", Lo: -1, Hi: math.MaxInt32, Integer: true, Note: "0 and -1 are off",
 			apply: func(p *Params, v float64) { p.TopK = max(int(v), 0) },
 			value: func(p Params) float64 { return float64(p.TopK) }},
-		{Name: "top_p", Lo: 0, Hi: 1, Note: "1 is off, 0 keeps only the most likely token",
+		{Name: "top_p", Flag: "top-p", Lo: 0, Hi: 1, Note: "1 is off, 0 keeps only the most likely token",
 			apply: func(p *Params, v float64) {
 				p.TopP = float32(v)
 				if v == 0 {
@@ -53,10 +57,10 @@ func Settings() []Setting {
 				}
 				return float64(p.TopP)
 			}},
-		{Name: "min_p", Lo: 0, Hi: 1, Note: "0 is off",
+		{Name: "min_p", Flag: "min-p", Lo: 0, Hi: 1, Note: "0 is off",
 			apply: func(p *Params, v float64) { p.MinP = float32(v) },
 			value: func(p Params) float64 { return float64(p.MinP) }},
-		{Name: "repeat_penalty", Lo: 0, LoOpen: true, Hi: math.Inf(1), Note: "1 is off",
+		{Name: "repeat_penalty", Flag: "repeat-penalty", Lo: 0, LoOpen: true, Hi: math.Inf(1), Note: "1 is off",
 			apply: func(p *Params, v float64) { p.RepeatPenalty = float32(v) },
 			value: func(p Params) float64 {
 				if p.RepeatPenalty == 0 { // a Params' zero is off
@@ -64,15 +68,15 @@ func Settings() []Setting {
 				}
 				return float64(p.RepeatPenalty)
 			}},
-		{Name: "presence_penalty", Lo: -2, Hi: 2, Note: "0 is off",
+		{Name: "presence_penalty", Flag: "presence-penalty", Lo: -2, Hi: 2, Note: "0 is off",
 			apply: func(p *Params, v float64) { p.PresencePenalty = float32(v) },
 			value: func(p Params) float64 { return float64(p.PresencePenalty) }},
-		{Name: "frequency_penalty", Lo: -2, Hi: 2, Note: "0 is off",
+		{Name: "frequency_penalty", Flag: "frequency-penalty", Lo: -2, Hi: 2, Note: "0 is off",
 			apply: func(p *Params, v float64) { p.FrequencyPenalty = float32(v) },
 			value: func(p Params) float64 { return float64(p.FrequencyPenalty) }},
 		// Ollama's semantics: 0 turns the penalties off, -1 is the whole
 		// context. A Params' own 0 is the default window instead.
-		{Name: "repeat_last_n", Lo: -1, Hi: math.MaxInt32, Integer: true, Note: "-1 is the whole context, 0 turns the penalties off",
+		{Name: "repeat_last_n", Flag: "repeat-last-n", Lo: -1, Hi: math.MaxInt32, Integer: true, Note: "-1 is the whole context, 0 turns the penalties off",
 			apply: func(p *Params, v float64) {
 				p.RepeatLastN = int(v)
 				if v == 0 {
@@ -80,11 +84,8 @@ func Settings() []Setting {
 				}
 			},
 			value: func(p Params) float64 {
-				switch {
-				case p.RepeatLastN == 0:
+				if p.RepeatLastN == 0 {
 					return DefaultRepeatLastN
-				case p.RepeatLastN < 0:
-					return -1
 				}
 				return float64(p.RepeatLastN)
 			}},
@@ -142,6 +143,22 @@ func (s Setting) Apply(p *Params, v float64) error {
 	}
 	s.apply(p, v)
 	return nil
+}
+
+// Parse reads a value given as text, a flag's or a chat command's, and
+// checks it. The error says what the setting takes, for a message that
+// names the setting as its caller does.
+func (s Setting) Parse(text string) (float64, error) {
+	v, err := strconv.ParseFloat(text, 64)
+	switch {
+	case s.Integer && (err != nil || v != math.Trunc(v)):
+		return 0, errors.New(s.Rule())
+	case err != nil || !finite32(v):
+		return 0, errors.New("must be a finite number")
+	case s.Check(v) != nil:
+		return 0, errors.New(s.Rule())
+	}
+	return v, nil
 }
 
 // Value is the setting's value in p, as Apply would have been given it.

@@ -143,9 +143,49 @@ func TestParamsCheck(t *testing.T) {
 	if err := (Params{Temperature: 0.7, TopP: 0.95, TopK: 20, RepeatLastN: -1}).Check(); err != nil {
 		t.Errorf("Qwen's defaults: %v", err)
 	}
-	for _, p := range []Params{{Temperature: -1}, {TopP: 1.5}, {MinP: -0.1}, {PresencePenalty: 3}, {RepeatPenalty: -1}, {TopK: -2}} {
+	for _, p := range []Params{{Temperature: -1}, {TopP: 1.5}, {MinP: -0.1}, {PresencePenalty: 3}, {RepeatPenalty: -1}, {TopK: -2}, {RepeatLastN: -2}, {FrequencyPenalty: -2.5}} {
 		if err := p.Check(); err == nil {
 			t.Errorf("%+v passed", p)
 		}
+	}
+}
+
+// Parse takes text as the command line and the chat's /set give it: the
+// table's range, whole numbers for the integer settings, finite numbers
+// as float32 holds them.
+func TestSettingParse(t *testing.T) {
+	for _, c := range []struct {
+		name, text string
+		want       float64
+		err        string
+	}{
+		{"temperature", "0.7", 0.7, ""},
+		{"temperature", "-0.1", 0, "must not be negative (0 is greedy)"},
+		{"temperature", "NaN", 0, "must be a finite number"},
+		{"temperature", "inf", 0, "must be a finite number"},
+		{"temperature", "1e39", 0, "must be a finite number"},
+		{"temperature", "warm", 0, "must be a finite number"},
+		{"top_k", "40", 40, ""},
+		{"top_k", "2.5", 0, "must be a whole number, -1 or more (0 and -1 are off)"},
+		{"top_k", "many", 0, "must be a whole number, -1 or more (0 and -1 are off)"},
+		{"top_p", "1.01", 0, "must be in [0, 1] (1 is off, 0 keeps only the most likely token)"},
+		{"frequency_penalty", "-2", -2, ""},
+		{"frequency_penalty", "2.01", 0, "must be in [-2, 2] (0 is off)"},
+		{"repeat_last_n", "-1", -1, ""},
+		{"repeat_last_n", "-2", 0, "must be a whole number, -1 or more (-1 is the whole context, 0 turns the penalties off)"},
+	} {
+		s, _ := Lookup(c.name)
+		v, err := s.Parse(c.text)
+		if c.err == "" && (err != nil || v != c.want) || c.err != "" && (err == nil || err.Error() != c.err) {
+			t.Errorf("%s %q: %v, %v; want %v, error %q", c.name, c.text, v, err, c.want, c.err)
+		}
+	}
+	// Every setting has a flag of its own.
+	flags := map[string]bool{}
+	for _, s := range Settings() {
+		if s.Flag == "" || flags[s.Flag] {
+			t.Errorf("%s: flag %q missing or taken twice", s.Name, s.Flag)
+		}
+		flags[s.Flag] = true
 	}
 }

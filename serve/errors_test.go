@@ -6,10 +6,12 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -213,18 +215,45 @@ func TestAPIKey(t *testing.T) {
 	}
 }
 
-// TestSamplingRanges: both protocols take every sampling parameter over
-// the range of the one table the command line and the Go API use, at its
-// edges, and refuse what is past them naming the field.
+// TestSamplingRanges: every endpoint that generates takes each sampling
+// parameter it has over the range of the one table the command line and
+// the Go API use, at its edges, and refuses what is past them naming the
+// field.
 func TestSamplingRanges(t *testing.T) {
 	ts := newTestServer(t, modelOpts{}, ServerOptions{})
-	// The parameter's name in each protocol; "" where it has none.
-	names := map[string][2]string{
-		"temperature": {"temperature", "temperature"}, "top_k": {"top_k", "top_k"}, "top_p": {"top_p", "top_p"},
-		"min_p": {"min_p", "min_p"}, "repeat_penalty": {"repetition_penalty", "repeat_penalty"},
-		"presence_penalty": {"presence_penalty", "presence_penalty"}, "frequency_penalty": {"frequency_penalty", "frequency_penalty"},
-		"repeat_last_n": {"", "repeat_last_n"},
+	// The parameter's name in each protocol, OpenAI's, Ollama's and
+	// Anthropic's; "" where it has none.
+	names := map[string][3]string{
+		"temperature": {"temperature", "temperature", "temperature"}, "top_k": {"top_k", "top_k", "top_k"},
+		"top_p": {"top_p", "top_p", "top_p"}, "min_p": {"min_p", "min_p", ""}, "repeat_penalty": {"repetition_penalty", "repeat_penalty", ""},
+		"presence_penalty": {"presence_penalty", "presence_penalty", ""}, "frequency_penalty": {"frequency_penalty", "frequency_penalty", ""},
+		"repeat_last_n": {"", "repeat_last_n", ""},
 	}
+	// Each endpoint's request with one parameter set, and the error it
+	// gives past the edge: OpenAI's names the field as its param, the
+	// others say the field and the value.
+	endpoints := []struct {
+		path     string
+		protocol int
+		body     func(field, v string) string
+		refused  func(field, v string) string
+	}{
+		{"/v1/chat/completions", 0, func(f, v string) string { return `{"model":"tiny-a",` + hi + `,"max_tokens":1,"` + f + `":` + v + `}` },
+			func(f, v string) string { return `"param":"` + f + `"` }},
+		{"/v1/completions", 0, func(f, v string) string {
+			return `{"model":"tiny-a","prompt":"Hi","max_tokens":1,"` + f + `":` + v + `}`
+		},
+			func(f, v string) string { return `"param":"` + f + `"` }},
+		{"/api/chat", 1, func(f, v string) string {
+			return `{"model":"tiny-a",` + hi + `,"stream":false,"options":{"num_predict":1,"` + f + `":` + v + `}}`
+		}, func(f, v string) string { return f + " " + v }},
+		{"/api/generate", 1, func(f, v string) string {
+			return `{"model":"tiny-a","prompt":"Hi","stream":false,"options":{"num_predict":1,"` + f + `":` + v + `}}`
+		}, func(f, v string) string { return f + " " + v }},
+		{"/v1/messages", 2, func(f, v string) string { return `{"model":"tiny-a",` + hi + `,"max_tokens":1,"` + f + `":` + v + `}` },
+			func(f, v string) string { return `"type":"invalid_request_error","message":"` + f + " " + v }},
+	}
+	tried := map[string]int{}
 	for _, s := range sampling.Settings() {
 		n, ok := names[s.Name]
 		if !ok {
@@ -240,17 +269,41 @@ func TestSamplingRanges(t *testing.T) {
 			edges[strconv.FormatFloat(s.Hi, 'g', -1, 64)] = true
 			edges[strconv.FormatFloat(s.Hi+0.01, 'g', -1, 64)] = false
 		}
-		for v, want := range edges {
-			if n[0] != "" {
-				resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1,"`+n[0]+`":`+v+`}`)
-				if (resp.StatusCode == 200) != want || !want && !strings.Contains(body, `"param":"`+n[0]+`"`) {
-					t.Errorf("OpenAI %s %s: %d %s; want accepted %v", n[0], v, resp.StatusCode, body, want)
+		for _, ep := range endpoints {
+			field := n[ep.protocol]
+			if field == "" {
+				continue
+			}
+			tried[ep.path]++
+			for v, want := range edges {
+				resp, body := ts.post(t, ep.path, ep.body(field, v))
+				if (resp.StatusCode == 200) != want || !want && !strings.Contains(body, ep.refused(field, v)) {
+					t.Errorf("%s %s %s: %d %s; want accepted %v", ep.path, field, v, resp.StatusCode, body, want)
 				}
 			}
-			resp, body := ts.post(t, "/api/chat", `{"model":"tiny-a",`+hi+`,"stream":false,"options":{"num_predict":1,"`+n[1]+`":`+v+`}}`)
-			if (resp.StatusCode == 200) != want || !want && !strings.Contains(body, n[1]+" "+v) {
-				t.Errorf("Ollama %s %s: %d %s; want accepted %v", n[1], v, resp.StatusCode, body, want)
-			}
 		}
+	}
+	for _, ep := range endpoints {
+		if tried[ep.path] == 0 {
+			t.Errorf("%s: no setting tried", ep.path)
+		}
+	}
+}
+
+// CheckHealth: nil while the server answers /health, the status when it
+// answers otherwise, an error when nothing answers.
+func TestCheckHealth(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{APIKey: "s3cret"})
+	if err := CheckHealth(strings.TrimPrefix(ts.url, "http://"), 2*time.Second); err != nil {
+		t.Errorf("a serving server: %v", err)
+	}
+	sick := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }))
+	addr := strings.TrimPrefix(sick.URL, "http://")
+	if err := CheckHealth(addr, 2*time.Second); err == nil || err.Error() != sick.URL+"/health answered 503 Service Unavailable" {
+		t.Errorf("a 503: %v", err)
+	}
+	sick.Close()
+	if err := CheckHealth(addr, 2*time.Second); err == nil {
+		t.Errorf("nothing listening: no error")
 	}
 }

@@ -269,3 +269,19 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	wg.Wait()
 	return err
 }
+
+// CheckHealth asks the server at addr (HOST:PORT) for GET /health, and
+// fails unless it answers 200 OK within timeout: a container's
+// HEALTHCHECK, where a distroless image has no curl to ask with.
+func CheckHealth(addr string, timeout time.Duration) error {
+	u := "http://" + addr + "/health"
+	resp, err := (&http.Client{Timeout: timeout}).Get(u)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", u, resp.Status)
+	}
+	return nil
+}

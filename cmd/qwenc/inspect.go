@@ -6,7 +6,6 @@ import (
 	"github.com/qwenc/qwenc/arch"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -110,13 +109,9 @@ func kvSeqs(w io.Writer, asked []int, maxCtx int) []int {
 }
 
 func parseSeqs(s string) ([]int, error) {
-	var seqs []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("--seq: %q is not a positive length", f)
-		}
-		seqs = append(seqs, n)
+	seqs, err := cliutil.Ints(s, 1, "a positive length")
+	if err != nil {
+		return nil, fmt.Errorf("--seq: %w", err)
 	}
 	return seqs, nil
 }

@@ -2,12 +2,7 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/qwenc/qwenc/bench"
 	"github.com/qwenc/qwenc/format"
@@ -42,10 +37,13 @@ func benchAction(c *cli.Context) error {
 	if c.NArg() < 1 {
 		return cliutil.Usagef(c, "bench: want one or more MODEL.qbin arguments")
 	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
 	cfg := bench.Config{Models: c.Args().Slice(), PP: c.Int("pp"), TG: c.Int("tg"), Reps: c.Int("reps"),
-		RandomFill: c.String("fill") == "random", FirstToken: timeToFirstToken, Log: os.Stdout}
-	var err error
-	if cfg.Threads, err = numbers(c.String("threads"), 1, "a positive number"); err != nil {
+		RandomFill: c.String("fill") == "random", FirstToken: bench.ProcessFirstToken(exe), Log: os.Stdout}
+	if cfg.Threads, err = cliutil.Ints(c.String("threads"), 1, "a positive number"); err != nil {
 		return fmt.Errorf("--threads: %w", err)
 	}
 	for _, t := range cfg.Threads {
@@ -53,13 +51,13 @@ func benchAction(c *cli.Context) error {
 			return err
 		}
 	}
-	if cfg.KV, err = parseList(c.String("kv-type"), format.ParseKVType); err != nil {
+	if cfg.KV, err = cliutil.List(c.String("kv-type"), format.ParseKVType); err != nil {
 		return fmt.Errorf("--kv-type: %w", err)
 	}
 	if f := c.String("fill"); f != "prefill" && f != "random" {
 		return fmt.Errorf("--fill %q: want prefill or random", f)
 	}
-	if cfg.Depths, err = numbers(c.String("depth"), 0, "a number of tokens"); err != nil {
+	if cfg.Depths, err = cliutil.Ints(c.String("depth"), 0, "a number of tokens"); err != nil {
 		return fmt.Errorf("--depth: %w", err)
 	}
 	for _, f := range []string{"pp", "tg", "reps"} {
@@ -67,21 +65,8 @@ func benchAction(c *cli.Context) error {
 			return fmt.Errorf("--%s %d: want 1 or more", f, n)
 		}
 	}
-	// What a user gets by default, as llama-bench measures; every path
-	// with --kernels all.
-	switch k := c.String("kernels"); k {
-	case "all":
-		cfg.Kernels = kernels.SupportedPaths()
-	case "":
-		p, err := kernels.FromEnv()
-		if err != nil {
-			return err
-		}
-		cfg.Kernels = []kernels.Path{p}
-	default:
-		if cfg.Kernels, err = parseList(k, kernels.ParsePath); err != nil {
-			return err
-		}
+	if cfg.Kernels, err = bench.ParseKernels(c.String("kernels")); err != nil {
+		return err
 	}
 	if c.Bool("json") {
 		cfg.Log = os.Stderr // stdout has the JSON objects only
@@ -95,50 +80,4 @@ func benchAction(c *cli.Context) error {
 	}
 	bench.WriteTable(os.Stdout, rows)
 	return nil
-}
-
-// parseList parses the items of a comma-separated list.
-func parseList[T any](s string, parse func(item string) (T, error)) ([]T, error) {
-	var out []T
-	for _, f := range strings.Split(s, ",") {
-		v, err := parse(strings.TrimSpace(f))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, nil
-}
-
-// numbers parses a list of whole numbers of at least least.
-func numbers(s string, least int, what string) ([]int, error) {
-	return parseList(s, func(f string) (int, error) {
-		v, err := strconv.Atoi(f)
-		if err != nil || v < least {
-			return 0, fmt.Errorf("%q is not %s", f, what)
-		}
-		return v, nil
-	})
-}
-
-// timeToFirstToken runs this program on a one-token prompt for one token
-// and keeps the best wall time; the first run warms the page cache.
-func timeToFirstToken(path string, reps int) (time.Duration, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return 0, err
-	}
-	best := time.Hour
-	for i := 0; i <= reps; i++ {
-		cmd := exec.Command(exe, path, "--tokens", "1", "-n", "1", "--temp", "0")
-		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-		t0 := time.Now()
-		if err := cmd.Run(); err != nil {
-			return 0, fmt.Errorf("time to first token: %w", err)
-		}
-		if i > 0 {
-			best = min(best, time.Since(t0))
-		}
-	}
-	return best, nil
 }

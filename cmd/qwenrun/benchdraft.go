@@ -1,11 +1,9 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/qwenc/qwenc/bench"
-	"github.com/qwenc/qwenc/kernels"
 	"github.com/urfave/cli/v2"
 )
 
@@ -28,18 +26,12 @@ func benchDraftCommand() *cli.Command {
 }
 
 func benchDraft(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return fmt.Errorf("bench-draft: want one MODEL.qbin argument")
-	}
-	if err := checkModelFlags(c); err != nil {
+	if err := oneModel(c, "bench-draft"); err != nil {
 		return err
 	}
 	p, err := kernelPath(c)
 	if err != nil {
 		return err
-	}
-	if p == kernels.Auto {
-		p = kernels.Detect()
 	}
 	cfg := bench.DraftConfig{Model: c.Args().First(), Threads: c.Int("threads"), Kernels: p, Rows: c.IntSlice("rows"), Depth: c.Int("depth"), Reps: c.Int("reps")}
 	rows, err := bench.DraftCost(cfg)

@@ -5,7 +5,6 @@ import (
 	"os"
 
 	"github.com/qwenc/qwenc/bench"
-	"github.com/qwenc/qwenc/qwen"
 	"github.com/urfave/cli/v2"
 )
 
@@ -27,14 +26,11 @@ func benchEmbedCommand() *cli.Command {
 }
 
 func benchEmbed(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return fmt.Errorf("bench-embed: want one MODEL.qbin argument")
-	}
-	if err := checkModelFlags(c); err != nil {
+	if err := oneModel(c, "bench-embed"); err != nil {
 		return err
 	}
 	cfg := bench.EmbedConfig{Model: c.Args().First(), Inputs: c.Int("inputs"), Tokens: c.Int("tokens"), Long: c.Int("long"), Reps: c.Int("reps"),
-		Options: []qwen.Option{qwen.WithThreads(c.Int("threads")), qwen.WithKernels(c.String("kernels"))}}
+		Options: modelOptions(c)}
 	res, err := bench.Embed(cfg)
 	if err != nil {
 		return err

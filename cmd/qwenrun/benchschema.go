@@ -5,7 +5,6 @@ import (
 	"os"
 
 	"github.com/qwenc/qwenc/bench"
-	"github.com/qwenc/qwenc/qwen"
 	"github.com/urfave/cli/v2"
 )
 
@@ -27,10 +26,7 @@ func benchSchemaCommand() *cli.Command {
 }
 
 func benchSchema(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return fmt.Errorf("bench-schema: want one MODEL.qbin argument")
-	}
-	if err := checkModelFlags(c); err != nil {
+	if err := oneModel(c, "bench-schema"); err != nil {
 		return err
 	}
 	schema := bench.DefaultSchema
@@ -41,7 +37,7 @@ func benchSchema(c *cli.Context) error {
 		}
 	}
 	cfg := bench.SchemaConfig{Model: c.Args().First(), Schema: schema, TG: c.Int("tg"), Reps: c.Int("reps"),
-		Options: []qwen.Option{qwen.WithThreads(c.Int("threads")), qwen.WithKernels(c.String("kernels")), qwen.WithKVType(c.String("kv-type"))}}
+		Options: modelOptions(c)}
 	res, err := bench.Schema(cfg)
 	if err != nil {
 		return schemaError(err)

@@ -1,11 +1,10 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/qwenc/qwenc/bench"
-	"github.com/qwenc/qwenc/qwen"
+	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/urfave/cli/v2"
 )
 
@@ -30,32 +29,24 @@ func benchServeCommand() *cli.Command {
 }
 
 func benchServe(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return fmt.Errorf("bench-serve: want one MODEL.qbin argument")
-	}
-	streams, err := numbers(c.String("streams"), 1, "a positive number")
-	if err != nil {
+	if err := oneModel(c, "bench-serve"); err != nil {
 		return err
 	}
-	if err := checkModelFlags(c); err != nil {
+	streams, err := cliutil.Ints(c.String("streams"), 1, "a positive number")
+	if err != nil {
 		return err
 	}
 	cfg := bench.ServeConfig{Model: c.Args().First(), Streams: streams, PP: c.Int("pp"), TG: c.Int("tg"),
 		Requests: c.Int("requests"), Reps: c.Int("reps"), Log: os.Stderr,
-		Options: []qwen.Option{qwen.WithThreads(c.Int("threads")), qwen.WithKernels(c.String("kernels")), qwen.WithKVType(c.String("kv-type"))}}
-	m, err := qwen.Open(cfg.Model, cfg.Options...)
-	if err != nil {
+		Options: modelOptions(c)}
+	if err := cfg.WriteHeader(os.Stdout); err != nil {
 		return err
 	}
-	info := m.Info()
-	m.Close()
 	stop, err := startProfile(c.String("cpuprofile"))
 	if err != nil {
 		return err
 	}
 	defer stop()
-	fmt.Printf("model %s; %d prompt tokens and %d generated per request; kernels %s, %d threads, %s KV cache\n",
-		cfg.Model, cfg.PP, cfg.TG, info.Kernels, info.Threads, info.KVType)
 	res, err := bench.Serve(cfg)
 	if err != nil {
 		return err

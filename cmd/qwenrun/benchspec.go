@@ -4,9 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"sort"
-	"strings"
 
 	"github.com/qwenc/qwenc/bench"
 	"github.com/qwenc/qwenc/qwen"
@@ -31,10 +28,7 @@ func benchSpecCommand() *cli.Command {
 }
 
 func benchSpec(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return fmt.Errorf("bench-spec: want one MODEL.qbin argument")
-	}
-	if err := checkModelFlags(c); err != nil {
+	if err := oneModel(c, "bench-spec"); err != nil {
 		return err
 	}
 	d, err := draftFlagValues(c)
@@ -47,9 +41,9 @@ func benchSpec(c *cli.Context) error {
 	if d.text == 0 && d.model == 0 {
 		return errors.New("bench-spec: want --draft or --prediction")
 	}
-	prompts, err := readPrompts(c.String("prompts"))
+	prompts, err := bench.ReadPrompts(c.String("prompts"))
 	if err != nil {
-		return err
+		return fmt.Errorf("--prompts: %w", err)
 	}
 	kp, err := kernelPath(c)
 	if err != nil {
@@ -69,33 +63,4 @@ func benchSpec(c *cli.Context) error {
 	bench.WriteSpecTable(os.Stdout, fmt.Sprintf("%s, %s, greedy, %d tokens, %d threads: decode with %s against without",
 		cfg.Model, kp, cfg.Tokens, c.Int("threads"), what), rows)
 	return nil
-}
-
-// readPrompts reads a file, or every file of a directory in name order.
-func readPrompts(dir string) ([]bench.SpecPrompt, error) {
-	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
-		b, err := os.ReadFile(dir)
-		name := filepath.Base(dir)
-		return []bench.SpecPrompt{{Name: strings.TrimSuffix(name, filepath.Ext(name)), Text: string(b)}}, err
-	}
-	files, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("--prompts: %w", err)
-	}
-	sort.Slice(files, func(i, j int) bool { return files[i].Name() < files[j].Name() })
-	var out []bench.SpecPrompt
-	for _, f := range files {
-		if f.IsDir() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, f.Name()))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, bench.SpecPrompt{Name: strings.TrimSuffix(f.Name(), filepath.Ext(f.Name())), Text: string(b)})
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("--prompts %s: no prompt files", dir)
-	}
-	return out, nil
 }

@@ -202,7 +202,7 @@ func (l *chatLoop) readLine(prompt string) (string, error) {
 
 // interruptible runs f with a context that a signal cancels, and returns
 // the signal too, if one came.
-func (l *chatLoop) interruptible(f func(context.Context) (reply, error)) (reply, os.Signal, error) {
+func (l *chatLoop) interruptible(f func(context.Context) (qwen.Result, error)) (qwen.Result, os.Signal, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	got := make(chan os.Signal, 1)
@@ -225,19 +225,19 @@ func (l *chatLoop) interruptible(f func(context.Context) (reply, error)) (reply,
 // chat. SIGTERM asks the program to end. Without a terminal, a signal that
 // came after the work was done was meant for the prompt, as it always was;
 // a person pressing Ctrl-C as a reply ends meant that reply.
-func (l *chatLoop) ends(sig os.Signal, res reply) bool {
-	return sig == syscall.SIGTERM || sig != nil && res.stop != qwen.StopInterrupt && !l.term
+func (l *chatLoop) ends(sig os.Signal, res qwen.Result) bool {
+	return sig == syscall.SIGTERM || sig != nil && res.Stop != qwen.StopInterrupt && !l.term
 }
 
 // send sends a message and shows the reply.
 func (l *chatLoop) send(text string) error {
 	conv := l.conv
-	if conv.full {
+	if conv.c.Full() {
 		conv.unanswered++
 		conv.fullNote()
 		return nil
 	}
-	res, sig, err := l.interruptible(func(ctx context.Context) (reply, error) { return conv.turn(ctx, text) })
+	res, sig, err := l.interruptible(func(ctx context.Context) (qwen.Result, error) { return conv.turn(ctx, text) })
 	var tooLong *tooLongError
 	switch {
 	case errors.As(err, &tooLong):
@@ -261,11 +261,10 @@ func (l *chatLoop) send(text string) error {
 	if err == nil && conv.verbose {
 		conv.stats(res)
 	}
-	if res.stop == qwen.StopContext {
+	if res.Stop == qwen.StopContext {
 		// The statistics come at the end of the chat (or above, with
 		// --verbose), not a second time here.
 		printCtxStop(conv.info, conv.s)
-		conv.full = true
 		conv.fullNote()
 	}
 	return nil

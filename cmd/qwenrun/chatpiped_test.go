@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/qwenc/qwenc/qwen"
 )
 
 // Messages piped on stdin take the same commands as a terminal, one a
@@ -52,7 +54,7 @@ func TestChatPipedCommands(t *testing.T) {
 	if strings.Contains(stderr, ">>>") || strings.Contains(stderr, "/? for help, /bye") {
 		t.Errorf("a prompt or the banner without a terminal: %q", stderr)
 	}
-	msgs, err := loadConversation(saved)
+	msgs, err := qwen.LoadMessages(saved)
 	var users []string
 	for _, m := range msgs {
 		if m.Role == "user" {

@@ -27,7 +27,7 @@ func commandSpecs() []commandSpec {
 		{[]string{"clear"}, "", "start a new conversation; the system message stays"},
 		{[]string{"system"}, "TEXT", "set the system message and start a new conversation"},
 		{[]string{"think"}, "on|off", "Qwen3: think before answering, or not (--no-think)"},
-		{[]string{"set"}, "NAME VALUE", "sampling: temp, top-k, top-p, min-p, repeat-penalty, presence-penalty, seed"},
+		{[]string{"set"}, "NAME VALUE", "sampling: temp, top-k, top-p, min-p, repeat-penalty, presence-penalty, frequency-penalty, repeat-last-n, seed"},
 		{[]string{"show"}, "", "model, context used, sampling, thinking, system message"},
 		{[]string{"save"}, "FILE", "write the conversation to FILE (JSON: role and content of each message)"},
 		{[]string{"load"}, "FILE", "replace the conversation by the one saved in FILE, to continue it"},
@@ -154,11 +154,10 @@ func (l *chatLoop) do(cmd *command) error {
 	case "bye":
 		return errBye
 	case "clear":
-		conv.clear()
+		conv.clear(conv.c.System())
 		conv.note("a new conversation")
 	case "system":
-		conv.clear()
-		conv.msgs = append(conv.msgs[:0], qwen.Message{Role: "system", Content: cmd.arg})
+		conv.clear(cmd.arg)
 		conv.note("a new conversation with this system message")
 	case "think":
 		if conv.family() != chat.Qwen3 {
@@ -176,11 +175,12 @@ func (l *chatLoop) do(cmd *command) error {
 		conv.showSettings()
 	case "save":
 		path := expandHome(cmd.arg)
-		if err := saveConversation(path, conv.msgs); err != nil {
+		msgs := conv.c.Messages()
+		if err := qwen.SaveMessages(path, msgs); err != nil {
 			conv.note("/save %s: %v", cmd.arg, err)
 			return nil
 		}
-		conv.note("saved %d messages to %s", len(conv.msgs), path)
+		conv.note("saved %d messages to %s", len(msgs), path)
 	case "load":
 		return l.load(cmd.arg)
 	}
@@ -192,25 +192,25 @@ func (l *chatLoop) do(cmd *command) error {
 func (l *chatLoop) load(arg string) error {
 	conv := l.conv
 	path := expandHome(arg)
-	msgs, err := loadConversation(path)
+	msgs, err := qwen.LoadMessages(path)
 	if err != nil {
 		conv.note("/load %s: %v", arg, err)
 		return nil
 	}
-	res, sig, err := l.interruptible(func(ctx context.Context) (reply, error) { return conv.load(ctx, msgs) })
-	var noRoom *noRoomError
+	res, sig, err := l.interruptible(func(ctx context.Context) (qwen.Result, error) { return conv.load(ctx, msgs) })
+	var noRoom *qwen.NoRoomError
 	switch {
 	case errors.As(err, &noRoom):
-		conv.note("/load %s: %v", arg, err)
+		conv.note("/load %s: %v (--ctx)", arg, err)
 		return nil
 	case err != nil:
 		return err
 	case l.ends(sig, res):
 		return errSignalled
-	case res.stop == qwen.StopInterrupt:
+	case res.Stop == qwen.StopInterrupt:
 		conv.note("loaded %d messages from %s; Ctrl-C stopped reading them, the next message reads the rest", len(msgs), path)
 	default:
-		conv.note("loaded %d messages from %s (%d tokens)", len(msgs), path, conv.used)
+		conv.note("loaded %d messages from %s (%d tokens)", len(msgs), path, conv.c.Used())
 	}
 	if conv.verbose {
 		conv.stats(res)
@@ -224,12 +224,12 @@ func (conv *conversation) showSettings() {
 		fmt.Fprintf(conv.info, "%-10s%s\n", name, fmt.Sprintf(format, args...))
 	}
 	row("model", "%s (%s chat template)", conv.s.info.Name, conv.family())
-	row("context", "%d of %d tokens used", conv.used, conv.s.info.Context)
+	row("context", "%d of %d tokens used", conv.c.Used(), conv.s.info.Context)
 	row("sampling", "%s", describeSampling(conv.params))
 	if conv.family() == chat.Qwen3 {
 		row("thinking", "%s", onOff(conv.think))
 	}
-	switch sys, def := conv.system(), conv.family().DefaultSystem(); {
+	switch sys, def := conv.c.System(), conv.family().DefaultSystem(); {
 	case sys != "":
 		row("system", "%s", sys)
 	case def != "":
@@ -237,7 +237,7 @@ func (conv *conversation) showSettings() {
 	default:
 		row("system", "none")
 	}
-	row("messages", "%d", len(conv.msgs))
+	row("messages", "%d", len(conv.c.Messages()))
 }
 
 func onOff(b bool) string {

@@ -39,7 +39,7 @@ func TestParseLine(t *testing.T) {
 		{line: "/load\tchat.json", cmd: "load", arg: "chat.json"},
 		{line: "/load", err: "usage: /load FILE"},
 		{line: "/set temp 0.7", cmd: "set"},
-		{line: "/set", err: "usage: /set NAME VALUE, where NAME is temp, top-k, top-p, min-p, repeat-penalty, presence-penalty, seed"},
+		{line: "/set", err: "usage: /set NAME VALUE, where NAME is temp, top-k, top-p, min-p, repeat-penalty, presence-penalty, frequency-penalty, repeat-last-n, seed"},
 		{line: "/foo", err: "unknown command /foo; /? for help"},
 		{line: "/foo bar", err: "unknown command /foo; /? for help"},
 		{line: "/", err: "unknown command /; /? for help"},
@@ -77,6 +77,10 @@ func TestSetSampling(t *testing.T) {
 		{"min-p 0.05", func(p *sampling.Params) { p.MinP = 0.05 }},
 		{"repeat-penalty 1.1", func(p *sampling.Params) { p.RepeatPenalty = 1.1 }},
 		{"presence-penalty 1.5", func(p *sampling.Params) { p.PresencePenalty = 1.5 }},
+		{"frequency_penalty -2", func(p *sampling.Params) { p.FrequencyPenalty = -2 }},
+		{"repeat-last-n -1", func(p *sampling.Params) { p.RepeatLastN = -1 }},
+		// Ollama's repeat_last_n 0 turns the penalties off.
+		{"repeat_last_n 0", func(p *sampling.Params) { p.RepeatLastN, p.RepeatPenalty = 0, 1 }},
 		{"seed 18446744073709551615", func(p *sampling.Params) { p.Seed = 1<<64 - 1 }},
 	} {
 		_, cmd, err := parseLine("/set " + tc.arg)
@@ -105,16 +109,18 @@ func TestSetSampling(t *testing.T) {
 		{"min-p 1.5", "/set min-p 1.5: min-p must be in [0, 1] (0 is off)"},
 		{"repeat-penalty 0", "/set repeat-penalty 0: repeat-penalty must be above 0 (1 is off)"},
 		{"presence-penalty -2.5", "/set presence-penalty -2.5: presence-penalty must be in [-2, 2] (0 is off)"},
+		{"frequency-penalty 2.01", "/set frequency-penalty 2.01: frequency-penalty must be in [-2, 2] (0 is off)"},
+		{"repeat-last-n -2", "/set repeat-last-n -2: repeat-last-n must be a whole number, -1 or more (-1 is the whole context, 0 turns the penalties off)"},
 		{"seed -1", "/set seed -1: seed must be a whole number from 0 to 2^64-1"},
 		{"colour red", `/set: no setting "colour"; /? lists them`},
-		{"temp", "usage: /set NAME VALUE, where NAME is temp, top-k, top-p, min-p, repeat-penalty, presence-penalty, seed"},
-		{"temp 0.7 0.8", "usage: /set NAME VALUE, where NAME is temp, top-k, top-p, min-p, repeat-penalty, presence-penalty, seed"},
+		{"temp", "usage: /set NAME VALUE, where NAME is temp, top-k, top-p, min-p, repeat-penalty, presence-penalty, frequency-penalty, repeat-last-n, seed"},
+		{"temp 0.7 0.8", "usage: /set NAME VALUE, where NAME is temp, top-k, top-p, min-p, repeat-penalty, presence-penalty, frequency-penalty, repeat-last-n, seed"},
 	} {
 		if _, _, err := parseLine("/set " + tc.arg); err == nil || err.Error() != tc.err {
 			t.Errorf("/set %s: error %v, want %q", tc.arg, err, tc.err)
 		}
 	}
-	if got, want := describeSampling(base), "temp 0.6, top-k 20, top-p 0.95, min-p 0, repeat-penalty 1, presence-penalty 0, seed 7"; got != want {
+	if got, want := describeSampling(base), "temp 0.6, top-k 20, top-p 0.95, min-p 0, repeat-penalty 1, presence-penalty 0, frequency-penalty 0, repeat-last-n 64, seed 7"; got != want {
 		t.Errorf("describeSampling: %q, want %q", got, want)
 	}
 }

@@ -3,11 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/qwen"
@@ -61,81 +59,43 @@ func rerankCommand() *cli.Command {
 // --file's lines, or JSON lines on standard input.
 func readTexts(c *cli.Context, stdin io.Reader) ([]string, error) {
 	args := c.Args().Tail()
-	path := c.String("file")
-	switch {
+	switch path := c.String("file"); {
 	case len(args) > 0 && path != "":
 		return nil, fmt.Errorf("give the texts as arguments or --file, not both")
 	case len(args) > 0:
 		return args, nil
+	case path == "-":
+		return qwen.ReadInputs(stdin, false)
 	case path != "":
-		var r io.Reader = stdin
-		if path != "-" {
-			f, err := os.Open(path)
-			if err != nil {
-				return nil, err
-			}
-			defer f.Close()
-			r = f
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
 		}
-		var texts []string
-		sc := bufio.NewScanner(r)
-		sc.Buffer(nil, 1<<26)
-		for sc.Scan() {
-			if line := strings.TrimRight(sc.Text(), "\r"); line != "" {
-				texts = append(texts, line)
-			}
-		}
-		return texts, sc.Err()
+		defer f.Close()
+		return qwen.ReadInputs(f, false)
 	}
-	var texts []string
-	dec := json.NewDecoder(stdin)
-	for n := 1; ; n++ {
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err == io.EOF {
-			break
-		} else if err != nil {
-			return nil, fmt.Errorf("standard input, value %d: %w", n, err)
-		}
-		var text string
-		var obj struct {
-			Text *string `json:"text"`
-		}
-		switch {
-		case json.Unmarshal(raw, &text) == nil:
-		case json.Unmarshal(raw, &obj) == nil && obj.Text != nil:
-			text = *obj.Text
-		default:
-			return nil, fmt.Errorf("standard input, value %d: want a string or {\"text\": ...}", n)
-		}
-		texts = append(texts, text)
+	texts, err := qwen.ReadInputs(stdin, true)
+	if err != nil {
+		return nil, fmt.Errorf("standard input, %w", err)
 	}
 	return texts, nil
 }
 
-// scoringInputs checks the flags and gathers the texts.
-func scoringInputs(c *cli.Context, name string) ([]string, error) {
+// scoring checks the flags, gathers the texts, opens the model and calls
+// run with them; run writes its JSON lines to w.
+func scoring(c *cli.Context, name string, run func(ctx context.Context, m *qwen.Model, texts []string, w io.Writer) error) error {
 	if c.NArg() < 1 {
-		return nil, fmt.Errorf("%s: want MODEL.qbin", name)
+		return fmt.Errorf("%s: want MODEL.qbin", name)
 	}
 	if err := checkModelFlags(c); err != nil {
-		return nil, err
+		return err
 	}
 	texts, err := readTexts(c, os.Stdin)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if len(texts) == 0 {
-		return nil, fmt.Errorf("%s: no input: give texts after the model, --file PATH, or JSON lines on standard input", name)
-	}
-	return texts, nil
-}
-
-// scoring gathers the texts, opens the model and calls run with them; run
-// writes its JSON lines with enc.
-func scoring(c *cli.Context, name string, run func(ctx context.Context, m *qwen.Model, texts []string, enc *json.Encoder) error) error {
-	texts, err := scoringInputs(c, name)
-	if err != nil {
-		return err
+		return fmt.Errorf("%s: no input: give texts after the model, --file PATH, or JSON lines on standard input", name)
 	}
 	m, err := openModel(c, 1)
 	if err != nil {
@@ -145,32 +105,20 @@ func scoring(c *cli.Context, name string, run func(ctx context.Context, m *qwen.
 	ctx, stop := cliutil.SignalContext(context.Background())
 	defer stop()
 	w := bufio.NewWriter(os.Stdout)
-	if err := run(ctx, m, texts, json.NewEncoder(w)); err != nil {
+	if err := run(ctx, m, texts, w); err != nil {
 		return err
 	}
 	return w.Flush()
 }
 
 func embedAction(c *cli.Context) error {
-	return scoring(c, "embed", func(ctx context.Context, m *qwen.Model, texts []string, enc *json.Encoder) error {
+	return scoring(c, "embed", func(ctx context.Context, m *qwen.Model, texts []string, w io.Writer) error {
 		res, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: texts, Instruct: c.String("instruct"), Dimensions: c.Int("dimensions"), Truncate: c.Bool("truncate")})
 		if err != nil {
 			return err
 		}
-		return writeVectors(enc, res.Vectors)
+		return res.WriteJSONLines(w)
 	})
-}
-
-func writeVectors(enc *json.Encoder, vectors [][]float32) error {
-	for i, v := range vectors {
-		if err := enc.Encode(struct {
-			Index     int       `json:"index"`
-			Embedding []float32 `json:"embedding"`
-		}{i, v}); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func rerankAction(c *cli.Context) error {
@@ -180,24 +128,11 @@ func rerankAction(c *cli.Context) error {
 	if c.IsSet("top-n") && c.Int("top-n") < 1 {
 		return fmt.Errorf("--top-n %d: want 1 or more", c.Int("top-n"))
 	}
-	return scoring(c, "rerank", func(ctx context.Context, m *qwen.Model, docs []string, enc *json.Encoder) error {
+	return scoring(c, "rerank", func(ctx context.Context, m *qwen.Model, docs []string, w io.Writer) error {
 		res, err := m.Rerank(ctx, qwen.RerankRequest{Query: c.String("query"), Documents: docs, Instruct: c.String("instruct"), Truncate: c.Bool("truncate")})
 		if err != nil {
 			return err
 		}
-		n := len(res.Results)
-		if c.IsSet("top-n") {
-			n = min(n, c.Int("top-n"))
-		}
-		for _, r := range res.Results[:n] {
-			if err := enc.Encode(struct {
-				Index    int     `json:"index"`
-				Score    float64 `json:"score"`
-				Document string  `json:"document"`
-			}{r.Index, r.Score, docs[r.Index]}); err != nil {
-				return err
-			}
-		}
-		return nil
+		return res.WriteJSONLines(w, docs, c.Int("top-n"))
 	})
 }

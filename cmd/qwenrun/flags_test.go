@@ -6,9 +6,14 @@ import (
 	"math"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/qwenc/qwenc/kernels"
+	"github.com/qwenc/qwenc/sampling"
+	"github.com/urfave/cli/v2"
 )
 
 // Values that mean nothing are refused with one line and exit 1. The
@@ -204,6 +209,73 @@ func TestSamplingFlagEdges(t *testing.T) {
 			if ok && code != 0 || !ok && (code != 1 || stderr != "qwenrun: --"+o.name+" "+arg+": "+s.Rule()+"\n") {
 				t.Errorf("--%s %s: exit %d, %q; want accepted %v", o.name, arg, code, stderr, ok)
 			}
+		}
+	}
+}
+
+// TestSamplingFlagsApply: every setting of the table has its flag, and
+// the flags reach the chat's settings (/show), /set after them; the
+// table's order applies repeat-last-n 0 after the penalties it turns off.
+func TestSamplingFlagsApply(t *testing.T) {
+	m := tinyModel(t)
+	app := newApp()
+	for _, s := range sampling.Settings() {
+		if !slices.ContainsFunc(app.Flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), s.Flag) }) {
+			t.Errorf("setting %s: no flag --%s", s.Name, s.Flag)
+		}
+	}
+	for _, tc := range []struct {
+		flags []string
+		set   string
+		want  string
+	}{
+		{[]string{"--temp", "0.5", "--top-k", "-1", "--top-p", "0", "--min-p", "0.25", "--repeat-penalty", "1.5", "--presence-penalty", "-2",
+			"--frequency-penalty", "2", "--repeat-last-n", "-1", "--seed", "3"}, "/set min-p 0.5",
+			"temp 0.5, top-k 0, top-p 0, min-p 0.5, repeat-penalty 1.5, presence-penalty -2, frequency-penalty 2, repeat-last-n -1, seed 3"},
+		{[]string{"--repeat-last-n", "0", "--repeat-penalty", "1.5", "--frequency-penalty", "1", "--seed", "3"}, "/set repeat-last-n 32",
+			"repeat-penalty 1, presence-penalty 0, frequency-penalty 0, repeat-last-n 32, seed 3"},
+	} {
+		_, stderr, code := qwenrun(t, tc.set+"\n/show\n", append([]string{m, "--chat"}, tc.flags...)...)
+		if code != 0 || !strings.Contains(stderr, "sampling  ") || !strings.Contains(stderr, tc.want+"\n") {
+			t.Errorf("%q then %s: exit %d, %q; want the settings %q", tc.flags, tc.set, code, stderr, tc.want)
+		}
+	}
+}
+
+// TestBenchKernels: bench measures what a user gets, this CPU's path
+// (kernels.Detect) or $QWEN_KERNELS's, unless --kernels all asks for
+// every path this CPU runs, the portable one too.
+func TestBenchKernels(t *testing.T) {
+	m := tinyModel(t)
+	var all []string
+	for _, p := range kernels.SupportedPaths() {
+		all = append(all, p.String())
+	}
+	for _, tc := range []struct {
+		env   string
+		flags []string
+		want  []string
+	}{
+		{"", nil, []string{kernels.Detect().String()}},
+		{"generic", nil, []string{"generic"}},
+		{"generic", []string{"--kernels", "all"}, all},
+	} {
+		t.Setenv(kernels.EnvVar, tc.env)
+		args := append([]string{"bench", m, "--threads", "1", "--reps", "1", "--pp", "4", "--tg", "2", "--json"}, tc.flags...)
+		out, stderr, code := qwenrun(t, "", args...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, stderr)
+		}
+		var got []string
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			var r struct{ Kernels string }
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+			got = append(got, r.Kernels)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("$%s=%q %q: rows of the paths %q, want %q", kernels.EnvVar, tc.env, tc.flags, got, tc.want)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/peterh/liner"
+	"github.com/qwenc/qwenc/internal/fsutil"
 )
 
 // history keeps the lines typed at the terminal in a file, one a line.
@@ -59,7 +60,7 @@ func (h *history) fail(err error) {
 	case h.path == "":
 		fmt.Fprintf(h.info, "qwenrun: the history is not kept: %v\n", err)
 	default:
-		fmt.Fprintf(h.info, "qwenrun: the history is not kept in %s: %v\n", h.path, pathless(err))
+		fmt.Fprintf(h.info, "qwenrun: the history is not kept in %s: %v\n", h.path, fsutil.Pathless(err))
 	}
 	h.broken = true
 }
@@ -88,7 +89,7 @@ func (h *history) load() []string {
 	}
 	if len(lines) > liner.HistoryLimit {
 		lines = lines[len(lines)-liner.HistoryLimit:]
-		if err := writeFileAtomic(h.path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		if err := fsutil.WriteAtomic(h.path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 			h.fail(err)
 		}
 	}

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"time"
 
 	"github.com/qwenc/qwenc/infer"
 	"github.com/qwenc/qwenc/internal/cliutil"
@@ -52,12 +50,7 @@ func perplexityAction(c *cli.Context) error {
 	}
 	po := perplexity.Options{Ctx: c.Int("ctx")}
 	po.KV, _ = kvType(c) // checked above
-	var text []byte
-	if f := c.String("file"); f == "-" {
-		text, err = io.ReadAll(os.Stdin)
-	} else {
-		text, err = os.ReadFile(f)
-	}
+	text, err := readInput(c.String("file"))
 	if err != nil {
 		return err
 	}
@@ -76,25 +69,10 @@ func perplexityAction(c *cli.Context) error {
 	tokens := perplexity.Tokens(m, string(text))
 	ctx, stop := cliutil.SignalContext(context.Background())
 	defer stop()
-	tty := isTerminal(os.Stderr)
-	t0 := time.Now()
-	po.Progress = func(done, total int, r perplexity.Result) {
-		el := time.Since(t0)
-		left := time.Duration(float64(el) / float64(done) * float64(total-done))
-		line := fmt.Sprintf("chunk %d/%d: PPL %.4f ± %.4f, %.1f s, about %.0f s left", done, total, r.PPL, r.PPLStderr, el.Seconds(), left.Seconds())
-		if tty {
-			fmt.Fprintf(os.Stderr, "\r\x1b[K%s", line)
-			if done == total {
-				fmt.Fprintln(os.Stderr)
-			}
-		} else if done == total || done%10 == 0 {
-			fmt.Fprintln(os.Stderr, line)
-		}
-	}
+	progress := perplexity.NewProgress(os.Stderr, isTerminal(os.Stderr))
+	po.Progress = progress.Chunk
 	res, err := perplexity.Run(ctx, m, tokens, po)
-	if tty && err != nil {
-		fmt.Fprintln(os.Stderr)
-	}
+	progress.End()
 	switch {
 	case errors.Is(err, context.Canceled):
 		return context.Cause(ctx) // the signal, for the exit status

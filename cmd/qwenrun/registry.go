@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
-	"net/http"
 	"os"
 	"time"
 
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/oci"
+	"github.com/qwenc/qwenc/serve"
 	"github.com/urfave/cli/v2"
 )
 
@@ -50,14 +50,8 @@ func healthCommand() *cli.Command {
 			if c.NArg() != 0 {
 				return cliutil.Usagef(c, "health: want no arguments, got %d", c.NArg())
 			}
-			u := "http://" + c.String("addr") + "/health"
-			resp, err := (&http.Client{Timeout: c.Duration("timeout")}).Get(u)
-			if err != nil {
+			if err := serve.CheckHealth(c.String("addr"), c.Duration("timeout")); err != nil {
 				return fmt.Errorf("health: %w", err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("health: %s answered %s", u, resp.Status)
 			}
 			return nil
 		},

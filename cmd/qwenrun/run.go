@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/internal/mem"
+	"github.com/qwenc/qwenc/internal/fsutil"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/sampling"
 	"github.com/urfave/cli/v2"
@@ -93,8 +93,7 @@ func run(c *cli.Context) error {
 // takes, for parallel conversations: --threads, --kernels, --kv-type and
 // --ctx, whose errors name the flags.
 func openModel(c *cli.Context, parallel int, more ...qwen.Option) (*qwen.Model, error) {
-	opts := append([]qwen.Option{qwen.WithParallel(parallel), qwen.WithThreads(c.Int("threads")),
-		qwen.WithKernels(c.String("kernels")), qwen.WithKVType(c.String("kv-type"))}, more...)
+	opts := append(append(modelOptions(c), qwen.WithParallel(parallel)), more...)
 	if c.IsSet("ctx") {
 		opts = append(opts, qwen.WithContext(c.Int("ctx")))
 	}
@@ -155,16 +154,18 @@ func promptText(c *cli.Context) (string, bool, error) {
 		return c.String("prompt"), true, nil
 	}
 	if c.IsSet("file") {
-		var b []byte
-		var err error
-		if f := c.String("file"); f == "-" {
-			b, err = io.ReadAll(os.Stdin)
-		} else {
-			b, err = os.ReadFile(f)
-		}
+		b, err := readInput(c.String("file"))
 		return string(b), true, err
 	}
 	return "", false, nil
+}
+
+// readInput reads a file, or standard input for "-".
+func readInput(path string) ([]byte, error) {
+	if path == "-" {
+		return io.ReadAll(os.Stdin)
+	}
+	return os.ReadFile(path)
 }
 
 func parseTokens(s string, vocab int) ([]int32, error) {
@@ -243,10 +244,10 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 	}
 	jsonOut := c.Bool("json")
 	out := bufio.NewWriter(os.Stdout)
-	res := reply{prompt: st.Prompt()}
+	res := qwen.Result{Prompt: st.Prompt()}
 	var genErr error
 	for d, err := range st.Deltas() {
-		res.add(d)
+		res.Add(d)
 		if d.PromptLogits != nil {
 			if err := writeLogits(c.String("logits"), d.PromptLogits); err != nil {
 				st.Close()
@@ -261,14 +262,14 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 			genErr = err
 		}
 	}
-	if genErr != nil && res.stop != qwen.StopInterrupt {
+	if genErr != nil && res.Stop != qwen.StopInterrupt {
 		return genErr
 	}
 	if jsonOut {
 		if err := printJSON(os.Stdout, s, res); err != nil {
 			return err
 		}
-	} else if len(res.generated) > 0 {
+	} else if len(res.Generated) > 0 {
 		// The stream ends with a newline so the statistics on stderr start
 		// on their own line; --json gives the exact text. Without a token
 		// (-n 0) there is no stream to end: stdout stays empty.
@@ -279,105 +280,30 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 	return genErr // the signal, for the exit status, after an interrupt
 }
 
-// reply is a generation as the statistics and --json report it.
-type reply struct {
-	prompt, generated []int32
-	stop              qwen.StopReason
-	usage             qwen.Usage
-}
-
-// add takes in a Delta.
-func (r *reply) add(d qwen.Delta) {
-	r.generated = append(r.generated, d.IDs...)
-	if d.Stop != "" {
-		r.stop, r.usage = d.Stop, d.Usage
-	}
-}
-
-// prefill and decode are what the statistics count: the prompt tokens
-// evaluated (a cached prefix is not), and the generated ones.
-func (r *reply) prefill() (int, time.Duration) {
-	return r.usage.PromptTokens - r.usage.CachedTokens, r.usage.Prefill
-}
-
-func (r *reply) decode() (int, time.Duration) {
-	return len(r.generated), r.usage.Total - r.usage.Queued - r.usage.Prefill
-}
-
 // writeLogits writes a logits row as little-endian float32, atomically.
 func writeLogits(path string, l []float32) error {
 	b := make([]byte, 4*len(l))
 	for i, v := range l {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
 	}
-	return writeFileAtomic(path, b, 0o644)
+	return fsutil.WriteAtomic(path, b, 0o644)
 }
-
-func rate(n int, d time.Duration) float64 {
-	if d <= 0 {
-		return 0
-	}
-	return float64(n) / d.Seconds()
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // printStats prints the statistics line, and the context limit when that
 // is what stopped generation.
-func printStats(w io.Writer, s *setup, r reply) {
-	printStatsLine(w, s, r)
-	if r.stop == qwen.StopContext {
+func printStats(w io.Writer, s *setup, r qwen.Result) {
+	r.WriteStats(w, s.loadTime)
+	if r.Stop == qwen.StopContext {
 		printCtxStop(w, s)
 	}
-}
-
-func printStatsLine(w io.Writer, s *setup, r reply) {
-	pn, pd := r.prefill()
-	dn, dd := r.decode()
-	fmt.Fprintf(w, "load %.0f ms | prompt %d tokens in %.0f ms, %.1f tok/s | generated %d tokens in %.0f ms, %.1f tok/s | stop: %s | kv %.1f MB",
-		ms(s.loadTime), pn, ms(pd), rate(pn, pd), dn, ms(dd), rate(dn, dd), r.stop, float64(r.usage.KVBytes)/1e6)
-	if u := r.usage; u.Drafted > 0 {
-		fmt.Fprintf(w, " | drafted %d, accepted %d (%.0f%%)", u.Drafted, u.Accepted, 100*float64(u.Accepted)/float64(u.Drafted))
-	}
-	if b, ok := mem.Private(); ok {
-		fmt.Fprintf(w, " | private %.1f MB", float64(b)/1e6)
-	}
-	fmt.Fprintln(w)
 }
 
 func printCtxStop(w io.Writer, s *setup) {
 	fmt.Fprintf(w, "qwenrun: stopped at the context limit of %d tokens (--ctx)\n", s.info.Context)
 }
 
-func printJSON(w io.Writer, s *setup, r reply) error {
-	pn, pd := r.prefill()
-	dn, dd := r.decode()
-	return json.NewEncoder(w).Encode(map[string]any{
-		"prompt_ids":    jsonIDs(r.prompt),
-		"generated_ids": jsonIDs(r.generated),
-		"text":          s.m.Detokenize(r.generated),
-		"stop_reason":   r.stop,
-		"timings": map[string]any{
-			"load_ms":         ms(s.loadTime),
-			"prefill_tokens":  pn,
-			"prefill_ms":      ms(pd),
-			"prefill_tok_s":   rate(pn, pd),
-			"decode_tokens":   dn,
-			"decode_ms":       ms(dd),
-			"decode_tok_s":    rate(dn, dd),
-			"drafted_tokens":  r.usage.Drafted,
-			"accepted_tokens": r.usage.Accepted,
-		},
-		"kv_bytes": r.usage.KVBytes,
-	})
-}
-
-// jsonIDs is ids for encoding/json, which writes a nil slice as null.
-func jsonIDs(ids []int32) []int32 {
-	if ids == nil {
-		return []int32{}
-	}
-	return ids
+func printJSON(w io.Writer, s *setup, r qwen.Result) error {
+	return json.NewEncoder(w).Encode(s.m.Summary(r, s.loadTime))
 }
 
 // isTerminal asks the terminal driver: a character device such as

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
@@ -19,13 +18,12 @@ type samplingOption struct {
 	setting sampling.Setting // none for the seed
 }
 
-// samplingOptions are the settings the command line offers, by flag name.
+// samplingOptions are the settings the command line offers, by flag name,
+// in the order the table applies them.
 func samplingOptions() []samplingOption {
 	var opts []samplingOption
-	for _, n := range [][2]string{{"temp", "temperature"}, {"top-k", "top_k"}, {"top-p", "top_p"}, {"min-p", "min_p"},
-		{"repeat-penalty", "repeat_penalty"}, {"presence-penalty", "presence_penalty"}} {
-		s, _ := sampling.Lookup(n[1])
-		opts = append(opts, samplingOption{name: n[0], setting: s})
+	for _, s := range sampling.Settings() {
+		opts = append(opts, samplingOption{name: s.Flag, setting: s})
 	}
 	return append(opts, samplingOption{name: "seed"})
 }
@@ -39,17 +37,11 @@ func (o samplingOption) parse(v string) (func(*sampling.Params), error) {
 		}
 		return func(p *sampling.Params) { p.Seed = seed }, nil
 	}
-	s := o.setting
-	f, err := strconv.ParseFloat(v, 64)
-	switch {
-	case s.Integer && (err != nil || f != math.Trunc(f)):
-		return nil, errors.New(s.Rule())
-	case err != nil || math.IsNaN(f) || math.Abs(f) > math.MaxFloat32:
-		return nil, errors.New("must be a finite number")
-	case s.Check(f) != nil:
-		return nil, errors.New(s.Rule())
+	f, err := o.setting.Parse(v)
+	if err != nil {
+		return nil, err
 	}
-	return func(p *sampling.Params) { s.Apply(p, f) }, nil
+	return func(p *sampling.Params) { o.setting.Apply(p, f) }, nil
 }
 
 // get is the setting's value in p, as /set takes it.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/qwenc/qwenc/qwen"
 )
 
 // Keys as a terminal sends them.
@@ -209,7 +210,7 @@ func TestTerminalChat(t *testing.T) {
 	s.keys("/load " + saved + keyEnter)
 	s.waitFor("qwenrun: loaded 4 messages from " + saved)
 	s.waitFor(prompt)
-	msgs, err := loadConversation(saved)
+	msgs, err := qwen.LoadMessages(saved)
 	if err != nil || len(msgs) != 4 || msgs[0].Content != "hello there" || msgs[2].Content != "first line\n/second line" {
 		t.Fatalf("saved conversation %+v, %v", msgs, err)
 	}

@@ -1,16 +1,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime"
-	"syscall"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/internal/fsutil"
+	"github.com/qwenc/qwenc/qwen"
 	"github.com/urfave/cli/v2"
 )
 
@@ -39,8 +37,8 @@ func checkFlags(c *cli.Context) error {
 		return err
 	}
 	if path := c.String("logits"); path != "" {
-		if err := checkOutputPath("--logits", path); err != nil {
-			return err
+		if err := fsutil.CheckOutput(path); err != nil {
+			return fmt.Errorf("--logits %s: %w", path, err)
 		}
 	}
 	return nil
@@ -58,6 +56,21 @@ func checkModelFlags(c *cli.Context) error {
 		return fmt.Errorf("--kv-type: %w", err)
 	}
 	return nil
+}
+
+// oneModel checks the argument and the flags of a command that measures
+// one model.
+func oneModel(c *cli.Context, name string) error {
+	if c.NArg() != 1 {
+		return fmt.Errorf("%s: want one MODEL.qbin argument", name)
+	}
+	return checkModelFlags(c)
+}
+
+// modelOptions are the options --threads, --kernels and --kv-type ask
+// for; a command without one of these flags gets the default.
+func modelOptions(c *cli.Context) []qwen.Option {
+	return []qwen.Option{qwen.WithThreads(c.Int("threads")), qwen.WithKernels(c.String("kernels")), qwen.WithKVType(c.String("kv-type"))}
 }
 
 // checkPromptFlags refuses two ways of giving the prompt at once: which
@@ -88,19 +101,6 @@ func checkThreads(w io.Writer, flag string, n int) error {
 	if cpus := runtime.GOMAXPROCS(0); n > cpus {
 		fmt.Fprintf(w, "qwenrun: warning: %s %d is more than the %d CPUs this process may use; the threads will wait for each other (slower, not faster)\n",
 			flag, n, cpus)
-	}
-	return nil
-}
-
-// checkOutputPath refuses an output file that is a directory or whose
-// directory does not exist, before any work whose result it would lose.
-func checkOutputPath(flag, path string) error {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return fmt.Errorf("%s %s: is a directory", flag, path)
-	}
-	st, err := os.Stat(filepath.Dir(path))
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || (err == nil && !st.IsDir()) {
-		return fmt.Errorf("%s %s: its directory does not exist", flag, path)
 	}
 	return nil
 }

@@ -1,0 +1,57 @@
+package fsutil
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// WriteAtomic replaces a file whole and leaves nothing beside it, also
+// when it fails; its error names no temporary file.
+func TestWriteAtomic(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f.json")
+	if err := os.WriteFile(path, []byte("old content"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteAtomic(path, []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	st, _ := os.Stat(path)
+	if string(b) != "new" || st.Mode().Perm() != 0o644 {
+		t.Errorf("content %q, mode %v; want \"new\", 0644", b, st.Mode().Perm())
+	}
+	if err := WriteAtomic(filepath.Join(dir, "missing", "f.json"), []byte("x"), 0o644); err == nil || err.Error() != "no such file or directory" {
+		t.Errorf("into a missing directory: %v", err)
+	}
+	if err := WriteAtomic(filepath.Join(dir, "sub"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, "sub"))
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	if err := WriteAtomic(filepath.Join(dir, "sub"), []byte("x"), 0o644); err == nil {
+		t.Errorf("over a directory: no error")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("files left beside: %v", entries)
+	}
+}
+
+func TestCheckOutput(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o644)
+	for _, c := range []struct{ path, err string }{
+		{filepath.Join(dir, "new.f32"), ""},
+		{file, ""},
+		{dir, "is a directory"},
+		{filepath.Join(dir, "no", "x"), "its directory does not exist"},
+		{filepath.Join(file, "x"), "its directory does not exist"},
+	} {
+		err := CheckOutput(c.path)
+		if c.err == "" && err != nil || c.err != "" && (err == nil || err.Error() != c.err) {
+			t.Errorf("%s: %v, want %q", c.path, err, c.err)
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package qwen
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/qwenc/qwenc/internal/fsutil"
+)
+
+// ErrConversationFull: an answer of the Conversation reached the end of
+// the context, so it was cut and nothing more can be said until Clear.
+var ErrConversationFull = errors.New("the conversation is full: an answer reached the end of the context")
+
+// NoRoomError is a conversation to load whose messages leave no room in
+// the context for another message and its answer.
+type NoRoomError struct{ Tokens, Context int }
+
+func (e *NoRoomError) Error() string {
+	return fmt.Sprintf("the conversation has %d tokens, which leave no room for another message in the context of %d", e.Tokens, e.Context)
+}
+
+// Conversation is a chat that keeps its messages between turns. Each turn
+// sends the whole conversation, of which the Model prefills only what its
+// prefix cache does not hold (WithPrefixCache decides how much it keeps).
+// A Conversation is for one goroutine at a time; many of them may share a
+// Model.
+type Conversation struct {
+	m    *Model
+	msgs []Message
+	// used is the tokens of the conversation in its KV cache after the
+	// last turn.
+	used int
+	full bool
+}
+
+// NewConversation starts a conversation, with a system message unless
+// system is empty.
+func (m *Model) NewConversation(system string) (*Conversation, error) {
+	if !m.hasChat {
+		return nil, ErrNoChatTemplate
+	}
+	c := &Conversation{m: m}
+	c.SetSystem(system)
+	return c, nil
+}
+
+// Messages are the conversation's, the answers included.
+func (c *Conversation) Messages() []Message { return slices.Clip(c.msgs) }
+
+// System is the system message, or "".
+func (c *Conversation) System() string {
+	if len(c.msgs) > 0 && c.msgs[0].Role == "system" {
+		return c.msgs[0].Content
+	}
+	return ""
+}
+
+// Used is the tokens of the conversation the last turn left in the KV
+// cache.
+func (c *Conversation) Used() int { return c.used }
+
+// Full reports whether an answer reached the end of the context: Send
+// refuses more until Clear.
+func (c *Conversation) Full() bool { return c.full }
+
+// Clear starts a new conversation with the same system message.
+func (c *Conversation) Clear() { c.SetSystem(c.System()) }
+
+// SetSystem starts a new conversation with this system message; "" has
+// none.
+func (c *Conversation) SetSystem(system string) {
+	c.msgs, c.used, c.full = nil, 0, false
+	if system != "" {
+		c.msgs = []Message{{Role: "system", Content: system}}
+	}
+}
+
+// Send adds a user message and generates the answer with req's settings
+// (req gives no prompt of its own), calling each with every Delta as it
+// comes. A message that would take the conversation past the context is
+// refused with a *PromptTooLongError and not added; after an answer cut
+// at the context, Send refuses with ErrConversationFull. When ctx ends,
+// the answer so far joins the conversation and the Result says
+// StopInterrupt, without an error.
+func (c *Conversation) Send(ctx context.Context, text string, req Request, each func(Delta)) (Result, error) {
+	if c.full {
+		return Result{}, ErrConversationFull
+	}
+	if req.Messages != nil || req.Prompt != "" || req.Tokens != nil {
+		return Result{}, errors.New("a conversation's request gives no prompt: Send gives it the messages")
+	}
+	// The message joins the conversation only if it fits: a refused one
+	// must not come back in the next turn's prompt.
+	req.Messages = append(slices.Clip(c.msgs), Message{Role: "user", Content: text})
+	st, err := c.m.Start(ctx, req)
+	if err != nil {
+		return Result{}, err
+	}
+	c.msgs = req.Messages
+	res := Result{Prompt: st.Prompt()}
+	for d := range st.Deltas() { // the only error is ctx's, which res.Stop says
+		res.Add(d)
+		if each != nil {
+			each(d)
+		}
+	}
+	c.used, c.full = res.Usage.KVTokens, res.Stop == StopContext
+	c.msgs = append(c.msgs, Message{Role: "assistant", Content: c.m.Detokenize(res.Generated)})
+	return res, nil
+}
+
+// Load replaces the conversation by msgs and prefills them, so that the
+// next message continues it, with req's settings (its KV cache type and
+// thinking matter). Messages that leave no room for another message and
+// its answer are refused with a *NoRoomError, and the conversation stays
+// as it was. When ctx ends first, the Result says StopInterrupt and the
+// next turn prefills the rest.
+func (c *Conversation) Load(ctx context.Context, msgs []Message, req Request) (Result, error) {
+	req.Messages = append(slices.Clip(msgs), Message{Role: "user"})
+	next, err := c.m.Count(req)
+	if err != nil {
+		return Result{}, err
+	}
+	if ctxLen := c.m.info.Context; next >= ctxLen {
+		req.Messages = msgs
+		n, _ := c.m.Count(req)
+		return Result{}, &NoRoomError{Tokens: n, Context: ctxLen}
+	}
+	c.msgs, c.full = slices.Clip(msgs), false
+	req.Messages = msgs
+	u, err := c.m.Prefill(ctx, req)
+	res := Result{Stop: StopLength, Usage: u}
+	if ctx.Err() != nil {
+		res.Stop, err = StopInterrupt, nil
+	}
+	c.used = u.KVTokens
+	return res, err
+}
+
+// savedMessage is a message of a saved conversation, in the role and
+// content form of chat APIs, so that other tools can read and write it.
+type savedMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// SaveMessages writes msgs to path as a JSON array of {"role", "content"},
+// through a temporary file renamed over path. Its errors do not repeat
+// the path.
+func SaveMessages(path string, msgs []Message) error {
+	saved := make([]savedMessage, len(msgs))
+	for i, m := range msgs {
+		saved[i] = savedMessage{Role: m.Role, Content: m.Content}
+	}
+	b, err := json.MarshalIndent(saved, "", "  ")
+	if err != nil {
+		return err
+	}
+	return fsutil.WriteAtomic(path, append(b, '\n'), 0o644)
+}
+
+// LoadMessages reads a conversation SaveMessages wrote, and refuses what
+// a Conversation could not continue. Its errors do not repeat the path.
+func LoadMessages(path string) ([]Message, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fsutil.Pathless(err)
+	}
+	var saved []savedMessage
+	if err := json.Unmarshal(b, &saved); err != nil {
+		return nil, fmt.Errorf(`not a saved conversation (a JSON array of {"role": ..., "content": ...}): %v`, err)
+	}
+	msgs := make([]Message, len(saved))
+	for i, m := range saved {
+		switch {
+		case m.Role != "system" && m.Role != "user" && m.Role != "assistant":
+			return nil, fmt.Errorf("message %d has the role %q; want system, user or assistant", i+1, m.Role)
+		case m.Role == "system" && i > 0:
+			return nil, fmt.Errorf("message %d is a system message; only the first may be", i+1)
+		}
+		msgs[i] = Message{Role: m.Role, Content: m.Content}
+	}
+	return msgs, nil
+}

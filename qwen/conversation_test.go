@@ -1,0 +1,181 @@
+package qwen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qwenc/qwenc/sampling"
+)
+
+func TestSaveLoadRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "chat.json")
+	msgs := []Message{
+		{Role: "system", Content: "Be brief."},
+		{Role: "user", Content: "two\nlines, \"quotes\", <|im_end|> and ünïcode"},
+		{Role: "assistant", Content: "<think>\nhm\n</think>\n\nYes."},
+		{Role: "user", Content: ""},
+	}
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := SaveMessages(path, msgs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadMessages(path)
+	if err != nil || !reflect.DeepEqual(got, msgs) {
+		t.Fatalf("loaded %+v, %v; want %+v", got, err, msgs)
+	}
+	b, _ := os.ReadFile(path)
+	if !bytes.HasPrefix(b, []byte("[\n  {\n    \"role\": \"system\",\n    \"content\": \"Be brief.\"\n  },")) {
+		t.Errorf("the file is not the JSON array of the messages:\n%s", b)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("files left beside the conversation: %v", entries)
+	}
+	// A conversation without messages is one too.
+	if err := SaveMessages(path, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := LoadMessages(path); err != nil || len(got) != 0 {
+		t.Fatalf("empty conversation: %+v, %v", got, err)
+	}
+
+	// Saving into a directory that does not exist fails without a trace.
+	if err := SaveMessages(filepath.Join(dir, "missing", "chat.json"), msgs); err == nil || err.Error() != "no such file or directory" {
+		t.Errorf("saving into a missing directory: %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("files left after a failed save: %v", entries)
+	}
+}
+
+func TestLoadRefuses(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ content, err string }{
+		{`{"role": "user", "content": "hi"}`, `not a saved conversation (a JSON array of {"role": ..., "content": ...}): json: cannot unmarshal object into Go value of type []qwen.savedMessage`},
+		{`[{"role": "user", "content": "hi"}`, `not a saved conversation (a JSON array of {"role": ..., "content": ...}): unexpected end of JSON input`},
+		{`[{"role": "user", "content": 3}]`, `not a saved conversation (a JSON array of {"role": ..., "content": ...}): json: cannot unmarshal number into Go struct field savedMessage.content of type string`},
+		{`[{"role": "user", "content": "hi"}, {"role": "bot", "content": "yo"}]`, `message 2 has the role "bot"; want system, user or assistant`},
+		{`[{"content": "hi"}]`, `message 1 has the role ""; want system, user or assistant`},
+		{`[{"role": "user", "content": "hi"}, {"role": "system", "content": "late"}]`, `message 2 is a system message; only the first may be`},
+	} {
+		path := filepath.Join(dir, "bad.json")
+		os.WriteFile(path, []byte(tc.content), 0o644)
+		if _, err := LoadMessages(path); err == nil || err.Error() != tc.err {
+			t.Errorf("%s: error %v, want %q", tc.content, err, tc.err)
+		}
+	}
+	if _, err := LoadMessages(filepath.Join(dir, "missing.json")); err == nil || err.Error() != "no such file or directory" {
+		t.Errorf("a missing file: %v", err)
+	}
+}
+
+// A Conversation keeps its messages, the answers too, and each turn
+// prefills only what the last one did not; a message past the context is
+// refused and not kept; an answer cut at the context makes it full until
+// Clear, which keeps the system message; Load refuses messages that leave
+// no room, and keeps the conversation as it was.
+func TestConversation(t *testing.T) {
+	m, err := Open("tiny-a.qbin", WithThreads(2), WithParallel(1), WithContext(96), WithPrefixCache(1<<30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c, err := m.NewConversation("Be brief.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Sampling: &sampling.Params{}, MaxTokens: 3}
+	var deltas int
+	first, err := c.Send(context.Background(), "Hi", req, func(Delta) { deltas++ })
+	if err != nil || len(first.Generated) != 3 || deltas < 3 || first.Stop != StopLength || len(first.Prompt) != first.Usage.PromptTokens {
+		t.Fatalf("first turn: %+v, %d deltas, %v", first, deltas, err)
+	}
+	second, err := c.Send(context.Background(), "And?", req, nil)
+	if err != nil || second.Usage.CachedTokens == 0 || c.Used() != second.Usage.KVTokens {
+		t.Fatalf("second turn: %+v, %v; want the first turn's tokens cached", second.Usage, err)
+	}
+	msgs := c.Messages()
+	if len(msgs) != 5 || msgs[0].Content != "Be brief." || msgs[3].Content != "And?" || msgs[4].Role != "assistant" ||
+		msgs[2].Content != m.Detokenize(first.Generated) {
+		t.Fatalf("messages %+v", msgs)
+	}
+	if _, err := c.Send(context.Background(), strings.Repeat("word ", 200), req, nil); !errors.As(err, new(*PromptTooLongError)) || len(c.Messages()) != 5 {
+		t.Fatalf("a message past the context: %v, %d messages", err, len(c.Messages()))
+	}
+	if _, err := c.Send(context.Background(), "x", Request{Prompt: "x"}, nil); err == nil {
+		t.Errorf("a request with its own prompt: no error")
+	}
+	long, err := c.Send(context.Background(), "Go on", Request{Sampling: &sampling.Params{}}, nil)
+	if err != nil || long.Stop != StopContext || !c.Full() {
+		t.Fatalf("until the context: %v, %v, full %v", long.Stop, err, c.Full())
+	}
+	if _, err := c.Send(context.Background(), "more", req, nil); !errors.Is(err, ErrConversationFull) {
+		t.Errorf("a full conversation: %v", err)
+	}
+	c.Clear()
+	if c.Full() || c.Used() != 0 || len(c.Messages()) != 1 || c.System() != "Be brief." {
+		t.Errorf("cleared: full %v, used %d, %+v", c.Full(), c.Used(), c.Messages())
+	}
+	if _, err := c.Send(context.Background(), "Hi", req, nil); err != nil {
+		t.Errorf("after Clear: %v", err)
+	}
+	before := c.Messages()
+	tooMany := []Message{{Role: "user", Content: strings.Repeat("word ", 150)}}
+	var noRoom *NoRoomError
+	if _, err := c.Load(context.Background(), tooMany, Request{}); !errors.As(err, &noRoom) || noRoom.Context != 96 || !reflect.DeepEqual(c.Messages(), before) {
+		t.Errorf("loading too much: %v, %+v", err, c.Messages())
+	}
+	res, err := c.Load(context.Background(), msgs, Request{})
+	if err != nil || res.Usage.PromptTokens == 0 || !reflect.DeepEqual(c.Messages(), msgs) || c.Used() != res.Usage.KVTokens {
+		t.Fatalf("load: %+v, %v", res, err)
+	}
+	next, err := c.Send(context.Background(), "Next", req, nil)
+	if err != nil || next.Usage.CachedTokens < res.Usage.PromptTokens {
+		t.Errorf("after Load: %d cached, want the %d loaded", next.Usage.CachedTokens, res.Usage.PromptTokens)
+	}
+	c.SetSystem("")
+	if c.System() != "" || len(c.Messages()) != 0 {
+		t.Errorf("no system message: %+v", c.Messages())
+	}
+}
+
+// A Result gathers Deltas; Merge adds a later one's figures; the summary
+// and the statistics line say them.
+func TestResult(t *testing.T) {
+	var r Result
+	r.Add(Delta{IDs: []int32{1, 2}})
+	r.Add(Delta{IDs: []int32{3}, Stop: StopEOS, Usage: Usage{PromptTokens: 10, CachedTokens: 4, Queued: time.Millisecond,
+		Prefill: 3 * time.Millisecond, Total: 10 * time.Millisecond, KVBytes: 1e6, KVTokens: 13, Drafted: 4, Accepted: 3}})
+	if n, d := r.Prefill(); n != 6 || d != 3*time.Millisecond {
+		t.Errorf("prefill %d in %v", n, d)
+	}
+	if n, d := r.Decode(); n != 3 || d != 6*time.Millisecond {
+		t.Errorf("decode %d in %v", n, d)
+	}
+	var b strings.Builder
+	r.WriteStats(&b, 20*time.Millisecond)
+	if want := "load 20 ms | prompt 6 tokens in 3 ms, 2000.0 tok/s | generated 3 tokens in 6 ms, 500.0 tok/s | stop: eos | kv 1.0 MB | drafted 4, accepted 3 (75%)"; !strings.HasPrefix(b.String(), want) || !strings.HasSuffix(b.String(), "\n") {
+		t.Errorf("stats %q, want %q", b.String(), want)
+	}
+	total := r
+	total.Merge(Result{Generated: []int32{4}, Stop: StopLength, Usage: Usage{PromptTokens: 5, Prefill: time.Millisecond, Total: 2 * time.Millisecond, KVBytes: 2e6, KVTokens: 14, Drafted: 1}})
+	if total.Stop != StopLength || len(total.Generated) != 4 || total.Usage.PromptTokens != 15 || total.Usage.KVBytes != 2e6 || total.Usage.KVTokens != 14 ||
+		total.Usage.Drafted != 5 || total.Usage.Total != 12*time.Millisecond {
+		t.Errorf("merged %+v", total)
+	}
+	s := tinyModel(t).Summary(Result{}, 0)
+	out, err := json.Marshal(s)
+	if want := `{"generated_ids":[],"kv_bytes":0,"prompt_ids":[],"stop_reason":"","text":"","timings":{"accepted_tokens":0,"decode_ms":0,"decode_tok_s":0,"decode_tokens":0,"drafted_tokens":0,"load_ms":0,"prefill_ms":0,"prefill_tok_s":0,"prefill_tokens":0}}`; err != nil || string(out) != want {
+		t.Errorf("summary %s, want %s", out, want)
+	}
+}

@@ -1,0 +1,83 @@
+package qwen
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// ReadInputs reads texts to embed or documents to rerank: with
+// jsonValues, a stream of JSON values (JSON lines), each a string or
+// {"text": ...}; otherwise one text a line, blank lines left out.
+func ReadInputs(r io.Reader, jsonValues bool) ([]string, error) {
+	var texts []string
+	if !jsonValues {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(nil, 1<<26)
+		for sc.Scan() {
+			if line := strings.TrimRight(sc.Text(), "\r"); line != "" {
+				texts = append(texts, line)
+			}
+		}
+		return texts, sc.Err()
+	}
+	dec := json.NewDecoder(r)
+	for n := 1; ; n++ {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err == io.EOF {
+			return texts, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("value %d: %w", n, err)
+		}
+		var text string
+		var obj struct {
+			Text *string `json:"text"`
+		}
+		switch {
+		case json.Unmarshal(raw, &text) == nil:
+		case json.Unmarshal(raw, &obj) == nil && obj.Text != nil:
+			text = *obj.Text
+		default:
+			return nil, fmt.Errorf("value %d: want a string or {\"text\": ...}", n)
+		}
+		texts = append(texts, text)
+	}
+}
+
+// WriteJSONLines writes one line per vector, {"index", "embedding"}, in
+// the inputs' order.
+func (e Embeddings) WriteJSONLines(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	for i, v := range e.Vectors {
+		if err := enc.Encode(struct {
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		}{i, v}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteJSONLines writes the best n results (all for n <= 0), one line
+// each, {"index", "score", "document"}: the best first, each with its
+// document of docs, the request's.
+func (r Reranking) WriteJSONLines(w io.Writer, docs []string, n int) error {
+	res := r.Results
+	if n > 0 {
+		res = res[:min(n, len(res))]
+	}
+	enc := json.NewEncoder(w)
+	for _, x := range res {
+		if err := enc.Encode(struct {
+			Index    int     `json:"index"`
+			Score    float64 `json:"score"`
+			Document string  `json:"document"`
+		}{x.Index, x.Score, docs[x.Index]}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
