@@ -48,10 +48,10 @@ test:
 	$(MAKE) --no-print-directory test-purego test-avx512 test-avx2 test-race
 
 # The Kubernetes manifests in deploy/kubernetes, decoded strictly into
-# k8s.io/api's types. A module of its own, so that the main one does not
-# depend on k8s.io/api, and not part of make test: with a fresh cache its
-# download and compile take about a minute on 2 CPUs, where make test has
-# none to spare.
+# k8s.io/api's, the Gateway API's and Envoy Gateway's types. A module of
+# its own, so that the main one does not depend on them, and not part of
+# make test: with a fresh cache its compile alone takes about a minute and
+# a half on 2 CPUs, where make test has none to spare.
 test-deploy:
 	cd deploy/kubernetes/validate && $(GO) vet ./... && $(GO) test ./...
 
