@@ -13,7 +13,9 @@
 
 ARG GO_VERSION=1.26
 
-FROM golang:${GO_VERSION} AS build
+# Names in full: podman resolves a short name such as golang:1.26 only
+# through its registries.conf, which need not name Docker Hub.
+FROM docker.io/library/golang:${GO_VERSION} AS build
 WORKDIR /src
 COPY . .
 ARG VERSION=""

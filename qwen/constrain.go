@@ -126,9 +126,12 @@ func (gs *grammars) get(m *Model, a grammar.Answer) (*grammar.Grammar, error) {
 	return g, nil
 }
 
-// budget closes Qwen3's reasoning after a number of tokens, as
-// llama.cpp's --reasoning-budget does: from then on only </think> may
-// come. It wraps the request's grammar, if there is one.
+// budget makes Qwen3 think, within a number of tokens: the answer opens
+// with <think>, as Qwen3's template expects with thinking on (and as the
+// grammar of a constrained answer has it), so a request for thinking
+// gets some even from a model that would not start it; after the budget
+// only </think> may come, as llama.cpp's --reasoning-budget does. It
+// wraps the request's grammar, if there is one.
 type budget struct {
 	inner       engine.Constraint // nil: no grammar
 	open, close int32
@@ -137,13 +140,25 @@ type budget struct {
 	done        bool // the reasoning closed
 }
 
+// only is the one token the budget allows next, or -1 when it leaves the
+// choice to the grammar: <think> first, </think> once the budget is spent.
+func (b *budget) only(thinking, done bool, left int) int32 {
+	switch {
+	case !thinking && !done:
+		return b.open
+	case thinking && left <= 0:
+		return b.close
+	}
+	return -1
+}
+
 func (b *budget) Allow(logits []float32) {
-	if b.thinking && b.left <= 0 {
-		keep := logits[b.close]
+	if id := b.only(b.thinking, b.done, b.left); id >= 0 {
+		keep := logits[id]
 		for i := range logits {
 			logits[i] = float32(math.Inf(-1))
 		}
-		logits[b.close] = keep
+		logits[id] = keep
 		return
 	}
 	if b.inner != nil {
@@ -152,18 +167,27 @@ func (b *budget) Allow(logits []float32) {
 }
 
 func (b *budget) Accept(id int32) error {
-	switch {
-	case b.thinking && id == b.close:
-		b.thinking, b.done = false, true
-	case b.thinking:
-		b.left--
-	case id == b.open && !b.done:
-		b.thinking = true
+	if want := b.only(b.thinking, b.done, b.left); want >= 0 && id != want {
+		return fmt.Errorf("token %d where the thinking budget allows only %d", id, want)
 	}
+	b.thinking, b.done, b.left = b.step(id, b.thinking, b.done, b.left)
 	if b.inner != nil {
 		return b.inner.Accept(id)
 	}
 	return nil
+}
+
+// step is the budget's state after id.
+func (b *budget) step(id int32, thinking, done bool, left int) (bool, bool, int) {
+	switch {
+	case !thinking && !done: // id is <think>
+		return true, false, left
+	case thinking && id == b.close:
+		return false, true, left
+	case thinking:
+		return true, false, left - 1
+	}
+	return thinking, done, left
 }
 
 // Prefix follows the budget over ids as Accept would, without taking
@@ -172,18 +196,11 @@ func (b *budget) Prefix(ids []int32) int {
 	thinking, done, left := b.thinking, b.done, b.left
 	n := len(ids)
 	for i, id := range ids {
-		if thinking && left <= 0 && id != b.close {
+		if want := b.only(thinking, done, left); want >= 0 && id != want {
 			n = i
 			break
 		}
-		switch {
-		case thinking && id == b.close:
-			thinking, done = false, true
-		case thinking:
-			left--
-		case id == b.open && !done:
-			thinking = true
-		}
+		thinking, done, left = b.step(id, thinking, done, left)
 	}
 	if b.inner != nil {
 		n = b.inner.Prefix(ids[:n])

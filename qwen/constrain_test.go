@@ -10,6 +10,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/qwenc/qwenc/chat"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/sampling"
 )
@@ -176,6 +177,32 @@ func TestThinkingThenSchema(t *testing.T) {
 	req.MaxTokens = len(r.ids) - 2
 	if cut := generate(t, m, req); cut.last.Stop != qwen.StopLength || validate(t, s, cut.content) == nil {
 		t.Fatalf("cut at %d tokens: %q, %s", req.MaxTokens, cut.content, cut.last.Stop)
+	}
+}
+
+// TestThinkBudgetAlone: with a budget and no grammar the demo model,
+// which would not start thinking by itself, opens with <think>, reasons
+// for exactly the budget's tokens (it would go on), gets </think> and
+// answers; the reasoning is the start of what it writes with no budget.
+func TestThinkBudgetAlone(t *testing.T) {
+	m := open(t, "qwen3-go-demo.qbin")
+	req := qwen.Request{Messages: []qwen.Message{{Role: "user", Content: "Write a Go function that reverses a string."}}, MaxTokens: 30, Sampling: greedy}
+	if r := generate(t, m, req); r.reasoning != "" {
+		t.Fatalf("the demo model thinks by itself: %q", r.reasoning)
+	}
+	thinkOpen, thinkClose := m.Tokenize(chat.ThinkOpen), m.Tokenize(chat.ThinkClose)
+	const budget = 6
+	req.ThinkBudget = budget
+	r := generate(t, m, req)
+	if len(thinkOpen) != 1 || len(thinkClose) != 1 || len(r.ids) < budget+3 || r.ids[0] != thinkOpen[0] || r.ids[budget+1] != thinkClose[0] ||
+		slices.Contains(r.ids[1:budget+1], thinkClose[0]) || r.reasoning == "" || strings.TrimSpace(r.content) == "" {
+		t.Fatalf("budget %d: ids %v, reasoning %q, content %q", budget, r.ids, r.reasoning, r.content)
+	}
+	// The same request with a larger budget, cut where the first one's
+	// reasoning ended, has the same reasoning: the budget closed it.
+	req.ThinkBudget, req.MaxTokens = 100, budget+1
+	if long := generate(t, m, req); !slices.Equal(long.ids, r.ids[:budget+1]) {
+		t.Errorf("budget 100, cut after %d tokens: %v; budget %d: %v", budget+1, long.ids, budget, r.ids)
 	}
 }
 

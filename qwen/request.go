@@ -76,8 +76,11 @@ type Request struct {
 	// is held. The answer ends when the value is complete.
 	JSONSchema json.RawMessage
 	JSONObject bool
-	// ThinkBudget, when not 0, closes Qwen3's reasoning after that many
-	// tokens (as llama.cpp's --reasoning-budget): the answer then follows.
+	// ThinkBudget, when not 0, makes Qwen3 think within that many tokens:
+	// the answer opens with <think> (as Qwen3's template expects with
+	// thinking on, even from a model that would not start it), and
+	// </think> is forced once the reasoning has that many tokens (as
+	// llama.cpp's --reasoning-budget); the answer then follows.
 	ThinkBudget int
 	// NoThinking makes Qwen3 answer without thinking (the template's empty
 	// think block, as enable_thinking=false); other models ignore it.

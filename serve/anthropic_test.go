@@ -243,6 +243,104 @@ func TestAnthropicMessages(t *testing.T) {
 	}
 }
 
+// TestAnthropicToolChoiceNone: with tool_choice none the tools are still
+// in the prompt, as Qwen3's template and llama.cpp have them and as
+// Anthropic counts them, and no call comes back: on a model that opens a
+// call wherever one may come (auto calls), none answers in text, the
+// text tiny-a writes, streamed or not.
+func TestAnthropicToolChoiceNone(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	const tools = `,"tools":[{"name":"weather","description":"The forecast.","input_schema":{"type":"object","properties":{"city":{"enum":["Paris","Oslo"]}},"required":["city"],"additionalProperties":false}}],"thinking":{"type":"disabled"}`
+	body := func(choice string) string {
+		return messagesBody(40, tools+`,"tool_choice":{"type":"`+choice+`","disable_parallel_tool_use":true}`)
+	}
+	request := func(body string) qwen.Request {
+		var mr messagesRequest
+		unmarshal(t, body, &mr)
+		req, e := ts.messagesRequest(&mr, false)
+		if e != nil {
+			t.Fatal(e.msg)
+		}
+		return req
+	}
+	none := request(body("none"))
+	prompt, err := ts.m.RenderPrompt(none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auto, err := ts.m.RenderPrompt(request(body("auto")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const listed = "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"weather\", \"description\": \"The forecast.\""
+	if none.ToolChoice != "none" || prompt != auto || !strings.Contains(prompt, listed) {
+		t.Errorf("tool_choice none: the prompt\n%s\nwith auto\n%s\nwant the tools listed: %s", prompt, auto, listed)
+	}
+	count := func(extra string) string {
+		_, body := ts.post(t, "/v1/messages/count_tokens", `{"model":"tiny-a","system":"Be brief.","messages":[{"role":"user","content":"`+question+`"}]`+extra+`}`)
+		return body
+	}
+	if n, all, bare := count(tools+`,"tool_choice":{"type":"none"}`), count(tools), count(`,"thinking":{"type":"disabled"}`); n != all || n == bare {
+		t.Errorf("count_tokens with tools and tool_choice none %s, with tools %s, without %s", n, all, bare)
+	}
+
+	_, body0 := ts.post(t, "/v1/messages", body("none"))
+	var plain anthropicMessageOut
+	unmarshal(t, body0, &plain)
+	eager := eagerCaller(t, ts.m, none)
+	resp, out := eager.post(t, "/v1/messages", body("auto"))
+	var called anthropicMessageOut
+	unmarshal(t, out, &called)
+	if resp.StatusCode != 200 || *called.StopReason != "tool_use" || len(called.Content) != 1 || called.Content[0].Type != "tool_use" {
+		t.Fatalf("the eager model with tool_choice auto: %d %s; want a call", resp.StatusCode, out)
+	}
+	for _, stream := range []string{"", `,"stream":true`} {
+		resp, out := eager.post(t, "/v1/messages", strings.TrimSuffix(body("none"), "}")+stream+"}")
+		var msg anthropicMessageOut
+		if stream == "" {
+			unmarshal(t, out, &msg)
+		} else {
+			msg, _ = accumulate(t, namedEvents(t, out))
+		}
+		if resp.StatusCode != 200 || *msg.StopReason == "tool_use" || jsonOf(t, msg.Content) != jsonOf(t, plain.Content) {
+			t.Errorf("the eager model with tool_choice none%s: %d %s; want tiny-a's %s", stream, resp.StatusCode, out, jsonOf(t, plain.Content))
+		}
+	}
+}
+
+// TestAnthropicSampling: top_k and top_p reach the sampler: at
+// temperature 1, top_k 1 and top_p 0 keep the most likely token alone,
+// so they answer as greedy decoding does, every time, where temperature 1
+// alone wanders off it.
+func TestAnthropicSampling(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	text := func(sampling string) string {
+		t.Helper()
+		resp, body := ts.post(t, "/v1/messages", `{"model":"tiny-a","max_tokens":16,"system":"Be brief.","messages":[{"role":"user","content":"`+question+`"}],`+sampling+`}`)
+		var m anthropicMessageOut
+		unmarshal(t, body, &m)
+		if resp.StatusCode != 200 || len(m.Content) != 1 || m.Content[0].Text == nil {
+			t.Fatalf("%s: %d %s", sampling, resp.StatusCode, body)
+		}
+		return *m.Content[0].Text
+	}
+	greedy := text(`"temperature":0`)
+	wandered := 0
+	for range 6 {
+		for _, s := range []string{`"temperature":1,"top_k":1`, `"temperature":1,"top_p":0`} {
+			if got := text(s); got != greedy {
+				t.Errorf("%s: %q; greedy %q", s, got, greedy)
+			}
+		}
+		if text(`"temperature":1`) != greedy {
+			wandered++
+		}
+	}
+	if wandered == 0 {
+		t.Errorf("temperature 1 gave the greedy answer six times out of six: the check above cannot tell")
+	}
+}
+
 // TestClaudeCodeSchemas: tool schemas as Claude Code sends them (WebFetch's
 // url in format uri under 2020-12's $schema; a number with an exclusive
 // minimum of 0; an integer between 0 and 2^53-1) are taken, not refused,

@@ -18,9 +18,11 @@ import (
 // Ajv, and a schema that cannot be enforced refused. Then the
 // @anthropic-ai/sdk package against the same server: a message, the SDK's
 // stream helper accumulating the same message, count_tokens equal to the
-// usage, tool_choice any giving tool_use inputs that validate, the
-// results sent back, errors; and thinking on and off on the bundled demo
-// model. The packages are installed from the lock file with npm ci on
+// usage, top_k 1 and top_p 0 answering as greedy decoding, tool_choice
+// any giving tool_use inputs that validate, tool_choice none giving text
+// with the tools still counted in the prompt, the results sent back,
+// errors; and thinking on and off on the bundled demo model, with tools
+// and without (the budget opens the thinking and closes it). The packages are installed from the lock file with npm ci on
 // first use.
 func TestRealClients(t *testing.T) {
 	node, dir := nodeClients(t)

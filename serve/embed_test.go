@@ -16,7 +16,13 @@ import (
 // serveBundled serves a bundled model over loopback HTTP.
 func serveBundled(t *testing.T, name string) (*testServer, *qwen.Model) {
 	t.Helper()
-	m, err := qwen.Open(compiledPath(t, name), qwen.WithThreads(2))
+	return serveFile(t, compiledPath(t, name))
+}
+
+// serveFile serves a compiled model over real HTTP on loopback.
+func serveFile(t *testing.T, path string) (*testServer, *qwen.Model) {
+	t.Helper()
+	m, err := qwen.Open(path, qwen.WithThreads(2))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,6 +100,15 @@ func TestBodyLimit(t *testing.T) {
 			t.Errorf("%s: %d %s", path, resp.StatusCode, body)
 		}
 	}
+	// Anthropic's endpoints, streamed or not, in Anthropic's shape.
+	for _, path := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
+		resp, body := ts.post(t, path, strings.Replace(long, "{", `{"stream":true,"max_tokens":4,`, 1))
+		var e anthropicErrorJSON
+		unmarshal(t, body, &e)
+		if resp.StatusCode != 413 || e.Type != "error" || e.Error == nil || e.Error.Type != "request_too_large" || !strings.Contains(e.Error.Message, "larger than 1024 bytes") {
+			t.Errorf("%s: %d %s; want 413, request_too_large", path, resp.StatusCode, body)
+		}
+	}
 }
 
 func TestPromptLongerThanContext(t *testing.T) {

@@ -47,6 +47,18 @@ async function same(c, req, what) {
   check(input_tokens === promptTokens(m), `count_tokens ${input_tokens}, usage ${json(m.usage)}`);
 }
 
+// top_k 1 and top_p 0 keep the most likely token alone: at temperature
+// 1 they answer as greedy decoding does.
+{
+  const req = { model, max_tokens: 16, system: "Be brief.", messages: [{ role: "user", content: "What is 2+2?" }] };
+  const text = (extra) => anthropic.messages.create({ ...req, ...extra }).then((m) => m.content[0].text);
+  const greedy = await text({ temperature: 0 });
+  for (const extra of [{ temperature: 1, top_k: 1 }, { temperature: 1, top_p: 0 }]) {
+    const got = await text(extra);
+    check(got === greedy, `${json(extra)}: ${json(got)}, greedy ${json(greedy)}`);
+  }
+}
+
 // Tools: tool_choice any on the random model still gives valid calls,
 // streamed as not; their results go back for a second turn.
 {
@@ -71,6 +83,13 @@ async function same(c, req, what) {
   }
   const { input_tokens } = await anthropic.messages.countTokens({ model, tools, tool_choice: req.tool_choice, thinking: req.thinking, messages });
   check(input_tokens === promptTokens(m), `count_tokens with tools ${input_tokens}, usage ${json(m.usage)}`);
+  // tool_choice none: the tools stay in the prompt (count_tokens counts
+  // them as with auto), and no call comes back.
+  const none = await same(anthropic, { ...req, tool_choice: { type: "none" } }, "tool_choice none");
+  check(none.stop_reason !== "tool_use" && none.content.every((b) => b.type === "text"), `tool_choice none: ${json(none)}`);
+  const counted = (extra) => anthropic.messages.countTokens({ model, thinking: req.thinking, messages, ...extra }).then((c) => c.input_tokens);
+  const [withNone, withAuto, without] = await Promise.all([counted({ tools, tool_choice: { type: "none" } }), counted({ tools }), counted({})]);
+  check(withNone === withAuto && withNone > without && withNone === promptTokens(none), `count_tokens: tools with none ${withNone}, with auto ${withAuto}, no tools ${without}`);
   const next = await anthropic.messages.create({
     model, max_tokens: 4, tools, thinking: { type: "disabled" },
     messages: [...messages, { role: "assistant", content: m.content },
@@ -111,5 +130,18 @@ try {
   check(thinking[0].length < thinking[1].length && thinking[1].startsWith(thinking[0].trimEnd()), `budgets 4 and 12: ${json(thinking)}`);
   const off = await same(demo, { ...req, thinking: { type: "disabled" } }, "no thinking");
   check(off.content.length > 0 && off.content.every((b) => b.type === "tool_use"), `thinking off: ${json(off.content)}`);
+
+  // Without tools the budget opens the thinking (the demo model would
+  // not) and closes it after budget_tokens: a thinking block, then text.
+  // The same request with a larger budget, cut after <think> and as many
+  // tokens, thinks the same: the budget ended the thinking there.
+  const plain = { model: demoModel, temperature: 0, messages: req.messages };
+  const budget_tokens = 6;
+  const m = await same(demo, { ...plain, max_tokens: 40, thinking: { type: "enabled", budget_tokens } }, "thinking without tools");
+  check(m.content.length === 2 && m.content[0].type === "thinking" && m.content[0].thinking.length > 0 &&
+    m.content[1].type === "text" && m.content[1].text.trim().length > 0 && m.usage.output_tokens > budget_tokens + 2, `thinking without tools: ${json(m)}`);
+  const cut = await demo.messages.create({ ...plain, max_tokens: budget_tokens + 1, thinking: { type: "enabled", budget_tokens: 1000 } });
+  check(cut.stop_reason === "max_tokens" && cut.content.length === 1 && cut.content[0].type === "thinking" &&
+    cut.content[0].thinking === m.content[0].thinking, `budget 1000 cut after ${budget_tokens + 1} tokens: ${json(cut.content)}; budget ${budget_tokens}: ${json(m.content)}`);
 }
 console.log("ok");
