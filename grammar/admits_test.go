@@ -7,7 +7,8 @@ import (
 
 // TestSchemaLanguage: texts each schema's grammar takes and refuses, where
 // keywords meet: enum and const values the keywords beside them refuse
-// are left out.
+// are left out, and a required name outside properties is held to
+// additionalProperties.
 func TestSchemaLanguage(t *testing.T) {
 	for _, c := range []struct {
 		schema  string
@@ -25,6 +26,9 @@ func TestSchemaLanguage(t *testing.T) {
 		{`{"enum": [1, 2, "a"], "properties": {"x": {"anyOf": [{"type": "string"}, {"maximum": 1}]}}, "type": "integer"}`, []string{"1", "2"}, []string{`"a"`}},
 		{`{"enum": [{"x": 1}, {"x": "s"}, {"x": 2, "y": true}], "additionalProperties": {"type": "integer"}}`, []string{`{"x":1}`}, []string{`{"x":"s"}`, `{"x":2,"y":true}`}},
 		{`{"enum": [12345678901234567890, 12345678901234567891], "maximum": 12345678901234567890}`, []string{"12345678901234567890"}, []string{"12345678901234567891"}},
+		{`{"type": "object", "required": ["x"], "additionalProperties": {"type": "integer"}}`, []string{`{"x":1}`, `{"x":1,"y":2}`}, []string{`{"x":"s"}`, `{}`, `{"x":1,"y":"s"}`}},
+		{`{"type": "object", "required": ["x"], "properties": {"y": {"type": "string"}}}`, []string{`{"x":[1]}`, `{"y":"s","x":{}}`}, []string{`{"y":"s"}`, `{"x":1,"z":1}`}},
+		{`{"type": "object", "required": ["x"], "additionalProperties": true}`, []string{`{"x":[1]}`, `{"x":1,"z":null}`}, []string{`{}`}},
 	} {
 		b := NewBuilder()
 		e, err := SchemaRule(newJSONRules(b), []byte(c.schema))

@@ -595,9 +595,14 @@ func (c *schemaCompiler) object(n node, path string) (Elem, error) {
 			return Elem{}, &SchemaError{path, "required", "want an array of strings"}
 		}
 	}
+	ap := n["additionalProperties"]
+	closed := ap != nil && string(bytes.TrimSpace(ap)) == "false"
 	for _, r := range required {
 		if props[r] == nil && !slices.Contains(names, r) {
-			names = append(names, r) // required but not described: any value
+			if closed {
+				return Elem{}, &SchemaError{path, "required", fmt.Sprintf("%q is not in properties, and additionalProperties is false: no instance is valid", r)}
+			}
+			names = append(names, r)
 		}
 	}
 	type prop struct {
@@ -606,11 +611,17 @@ func (c *schemaCompiler) object(n node, path string) (Elem, error) {
 	}
 	var ps []prop
 	for _, name := range names {
-		schema := props[name]
+		// A required name the properties do not describe is an
+		// additional property, held to additionalProperties (any value
+		// when it is left out).
+		schema, at := props[name], path+"/properties/"+escapePointer(name)
 		if schema == nil {
-			schema = json.RawMessage("true")
+			schema, at = ap, path+"/additionalProperties"
+			if ap == nil {
+				schema = json.RawMessage("true")
+			}
 		}
-		v, err := c.compile(schema, path+"/properties/"+escapePointer(name))
+		v, err := c.compile(schema, at)
 		if err != nil {
 			return Elem{}, err
 		}
@@ -619,7 +630,7 @@ func (c *schemaCompiler) object(n node, path string) (Elem, error) {
 	}
 	// extra are the members additionalProperties allows after the listed.
 	var extra []Elem
-	if ap := n["additionalProperties"]; ap != nil && string(bytes.TrimSpace(ap)) != "false" {
+	if ap != nil && !closed {
 		v, err := c.compile(ap, path+"/additionalProperties")
 		if err != nil {
 			return Elem{}, err

@@ -107,8 +107,10 @@ var schemaCases = []string{
 	`{}`,
 	// Claude Code's WebFetch, and numbers with whole bounds.
 	`{"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "properties": {"url": {"description": "The URL to fetch content from", "type": "string", "format": "uri"}, "prompt": {"type": "string", "maxLength": 8}}, "required": ["url", "prompt"], "additionalProperties": false}`,
-	// enum and const held to the keywords beside them.
+	// enum and const held to the keywords beside them; required names
+	// outside properties held to additionalProperties.
 	`{"type": "object", "properties": {"s": {"type": "string", "enum": ["a", "bbbb", "cc", 3], "maxLength": 2}, "n": {"enum": [1, 2.5, "x", 7, 4.0], "type": "integer", "maximum": 5}, "c": {"const": "2024-01-31", "enum": ["2024-01-31", "x"], "format": "date"}, "o": {"enum": [{"a": 1}, {"a": "s"}, {"b": 1}], "properties": {"a": {"type": "integer"}}, "required": ["a"]}}, "required": ["s", "n", "c", "o"], "additionalProperties": false}`,
+	`{"type": "object", "required": ["x", "y"], "properties": {"y": {"type": "boolean"}}, "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 3}}`,
 	`{"type": "object", "properties": {"p": {"type": "number", "minimum": 0, "maximum": 1}, "t": {"type": "number", "exclusiveMinimum": 0}, "n": {"type": "number", "exclusiveMaximum": 0}, "m": {"type": "number", "minimum": 2, "exclusiveMaximum": 3}, "e": {"type": "number", "exclusiveMinimum": 5, "maximum": 6}, "z": {"type": "number", "maximum": 0}}, "required": ["p", "t", "n", "m", "e", "z"], "additionalProperties": false}`,
 }
 
@@ -173,6 +175,8 @@ func TestSchemaRefusals(t *testing.T) {
 		`{"const": "z", "enum": ["x", "y"]}`:                                          "const: the value is not valid",
 		`{"enum": [{"a": "x"}], "properties": {"a": {"minProperties": 1}}}`:           "json schema /properties/a: minProperties: not supported",
 		`{"enum": ["2024-01-01"], "format": "email"}`:                                 `json schema #: format: "email" is not supported`,
+		`{"type": "object", "properties": {"o": {"type": "object", "required": ["x"], "additionalProperties": false}}}`: `json schema /properties/o: required: "x" is not in properties, and additionalProperties is false`,
+		`{"type": "object", "required": ["x"], "additionalProperties": {"type": "string", "format": "email"}}`:          `json schema /additionalProperties: format: "email"`,
 	} {
 		_, err := Schema(v, []byte(schema))
 		if err == nil || !strings.Contains(err.Error(), want) {
