@@ -7,8 +7,8 @@ import (
 
 // TestSchemaLanguage: texts each schema's grammar takes and refuses, where
 // keywords meet: enum and const values the keywords beside them refuse
-// are left out, and a required name outside properties is held to
-// additionalProperties.
+// are left out, a required name outside properties is held to
+// additionalProperties, and draft 4's exclusive bounds on fractions.
 func TestSchemaLanguage(t *testing.T) {
 	for _, c := range []struct {
 		schema  string
@@ -29,6 +29,10 @@ func TestSchemaLanguage(t *testing.T) {
 		{`{"type": "object", "required": ["x"], "additionalProperties": {"type": "integer"}}`, []string{`{"x":1}`, `{"x":1,"y":2}`}, []string{`{"x":"s"}`, `{}`, `{"x":1,"y":"s"}`}},
 		{`{"type": "object", "required": ["x"], "properties": {"y": {"type": "string"}}}`, []string{`{"x":[1]}`, `{"y":"s","x":{}}`}, []string{`{"y":"s"}`, `{"x":1,"z":1}`}},
 		{`{"type": "object", "required": ["x"], "additionalProperties": true}`, []string{`{"x":[1]}`, `{"x":1,"z":null}`}, []string{`{}`}},
+		{`{"type": "integer", "minimum": 2.5, "exclusiveMinimum": true, "maximum": 5.5, "exclusiveMaximum": true}`, []string{"3", "5"}, []string{"2", "6"}},
+		{`{"type": "integer", "minimum": 3, "exclusiveMinimum": true, "maximum": 6, "exclusiveMaximum": true}`, []string{"4", "5"}, []string{"3", "6"}},
+		{`{"type": "integer", "minimum": -4, "maximum": -2.5, "exclusiveMaximum": true}`, []string{"-3", "-4"}, []string{"-2", "-5"}},
+		{`{"type": "integer", "minimum": -2.5, "exclusiveMinimum": true, "maximum": 0}`, []string{"-2", "0"}, []string{"-3", "1"}},
 	} {
 		b := NewBuilder()
 		e, err := SchemaRule(newJSONRules(b), []byte(c.schema))

@@ -841,17 +841,17 @@ func (c *schemaCompiler) integer(n node, path string) (Elem, error) {
 		bounded = true
 		switch k {
 		case "minimum":
-			v = math.Ceil(v)
-			if excl(n, "exclusiveMinimum") {
-				v = math.Floor(v) + 1
+			if excl(n, "exclusiveMinimum") { // draft 4: above v
+				lo = math.Max(lo, math.Floor(v)+1)
+			} else {
+				lo = math.Max(lo, math.Ceil(v))
 			}
-			lo = math.Max(lo, v)
 		case "maximum":
-			v = math.Floor(v)
-			if excl(n, "exclusiveMaximum") {
-				v = math.Ceil(v) - 1
+			if excl(n, "exclusiveMaximum") { // draft 4: below v
+				hi = math.Min(hi, math.Ceil(v)-1)
+			} else {
+				hi = math.Min(hi, math.Floor(v))
 			}
-			hi = math.Min(hi, v)
 		case "exclusiveMinimum":
 			lo = math.Max(lo, math.Floor(v)+1)
 		case "exclusiveMaximum":
