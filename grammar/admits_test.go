@@ -8,7 +8,8 @@ import (
 // TestSchemaLanguage: texts each schema's grammar takes and refuses, where
 // keywords meet: enum and const values the keywords beside them refuse
 // are left out, a required name outside properties is held to
-// additionalProperties, and draft 4's exclusive bounds on fractions.
+// additionalProperties, draft 4's exclusive bounds on fractions, years
+// from 0001.
 func TestSchemaLanguage(t *testing.T) {
 	for _, c := range []struct {
 		schema  string
@@ -17,7 +18,7 @@ func TestSchemaLanguage(t *testing.T) {
 		{`{"type": "string", "enum": ["a", "bbbb"], "maxLength": 2}`, []string{`"a"`}, []string{`"bbbb"`}},
 		{`{"enum": [1, 2.5, "x", 7, 4.0, -0, 1e0], "type": "integer", "maximum": 5}`, []string{"1", "4.0", "-0", "1e0"}, []string{"2.5", `"x"`, "7"}},
 		{`{"enum": [{"a": 1}, {"a": "s"}, {"b": 1}], "properties": {"a": {"type": "integer"}}, "required": ["a"]}`, []string{`{"a":1}`}, []string{`{"a":"s"}`, `{"b":1}`}},
-		{`{"enum": ["2024-02-28", "2024-02-30", "x", 3], "format": "date"}`, []string{`"2024-02-28"`, "3"}, []string{`"2024-02-30"`, `"x"`}},
+		{`{"enum": ["2024-02-28", "2024-02-30", "0000-01-01", "x", 3], "format": "date"}`, []string{`"2024-02-28"`, "3"}, []string{`"2024-02-30"`, `"0000-01-01"`, `"x"`}},
 		{`{"enum": ["ab", "xab", "ba", "a\"b", "aé"], "pattern": "^a.$"}`, []string{`"ab"`, `"aé"`}, []string{`"xab"`, `"ba"`, `"a\"b"`}},
 		{`{"enum": ["abc", "ab\u0001", "é"], "minLength": 1, "maxLength": 2}`, []string{`"é"`}, []string{`"abc"`, `"ab\u0001"`}},
 		{`{"const": "x", "enum": ["x", "y"]}`, []string{`"x"`}, []string{`"y"`}},
@@ -33,6 +34,8 @@ func TestSchemaLanguage(t *testing.T) {
 		{`{"type": "integer", "minimum": 3, "exclusiveMinimum": true, "maximum": 6, "exclusiveMaximum": true}`, []string{"4", "5"}, []string{"3", "6"}},
 		{`{"type": "integer", "minimum": -4, "maximum": -2.5, "exclusiveMaximum": true}`, []string{"-3", "-4"}, []string{"-2", "-5"}},
 		{`{"type": "integer", "minimum": -2.5, "exclusiveMinimum": true, "maximum": 0}`, []string{"-2", "0"}, []string{"-3", "1"}},
+		{`{"type": "string", "format": "date"}`, []string{`"0001-01-01"`, `"9999-12-31"`}, []string{`"0000-01-01"`}},
+		{`{"type": "string", "format": "date-time"}`, []string{`"0001-01-01T00:00:00Z"`}, []string{`"0000-12-31T23:59:59Z"`}},
 	} {
 		b := NewBuilder()
 		e, err := SchemaRule(newJSONRules(b), []byte(c.schema))
