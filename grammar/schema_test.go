@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/qwenc/qwenc/internal/schemagen"
 )
 
 // validator compiles a schema with format assertions on.
@@ -211,77 +213,15 @@ func TestSchemaPropertyOrder(t *testing.T) {
 	}
 }
 
-// randomSchema makes a schema of the supported keywords, its strings and
-// arrays bounded so that a random walk ends. depth bounds the nesting.
-func randomSchema(rng *rand.Rand, depth int) map[string]any {
-	kinds := []string{"string", "integer", "number", "boolean", "null", "enum", "const", "format", "pattern"}
-	if depth > 0 {
-		kinds = append(kinds, "object", "object", "array", "tuple", "anyOf", "nullable")
-	}
-	switch kinds[rng.IntN(len(kinds))] {
-	case "string":
-		lo := rng.IntN(3)
-		return map[string]any{"type": "string", "minLength": lo, "maxLength": lo + rng.IntN(6)}
-	case "integer":
-		lo := rng.IntN(2000) - 1000
-		s := map[string]any{"type": "integer", "minimum": lo, "maximum": lo + rng.IntN(3000)}
-		if rng.IntN(2) == 0 {
-			delete(s, "minimum")
-			s["exclusiveMinimum"] = lo - 1
-		}
-		return s
-	case "number":
-		return map[string]any{"type": "number"}
-	case "boolean":
-		return map[string]any{"type": "boolean"}
-	case "null":
-		return map[string]any{"type": "null"}
-	case "enum":
-		return map[string]any{"enum": []any{"x", 1.5, nil, true, []any{1, "y"}, map[string]any{"k": "v"}}[:1+rng.IntN(6)]}
-	case "const":
-		return map[string]any{"const": []any{"c\"q", -3, false}[rng.IntN(3)]}
-	case "format":
-		return map[string]any{"type": "string", "format": []string{"date", "time", "date-time", "uuid"}[rng.IntN(4)]}
-	case "pattern":
-		return map[string]any{"type": "string", "pattern": []string{`^[a-f0-9]{2,4}$`, `^(ab|c)d?$`, `^\w\d\s?[^a-z]$`, `^x.y$`}[rng.IntN(4)]}
-	case "object":
-		props := map[string]any{}
-		required := []string{}
-		for i := range rng.IntN(4) {
-			name := []string{"a", "b", "ab", "é", "k\"q"}[i]
-			props[name] = randomSchema(rng, depth-1)
-			if rng.IntN(2) == 0 {
-				required = append(required, name)
-			}
-		}
-		s := map[string]any{"type": "object", "properties": props, "required": required}
-		switch rng.IntN(3) {
-		case 0:
-			s["additionalProperties"] = false
-		case 1:
-			s["additionalProperties"] = map[string]any{"type": "integer", "minimum": 0, "maximum": 9}
-		}
-		return s
-	case "array":
-		lo := rng.IntN(2)
-		return map[string]any{"type": "array", "items": randomSchema(rng, depth-1), "minItems": lo, "maxItems": lo + rng.IntN(3)}
-	case "tuple":
-		return map[string]any{"type": "array", "prefixItems": []any{randomSchema(rng, depth-1), randomSchema(rng, depth-1)}, "items": false}
-	case "anyOf":
-		return map[string]any{"anyOf": []any{randomSchema(rng, depth-1), randomSchema(rng, depth-1)}}
-	default: // nullable
-		return map[string]any{"type": []string{"integer", "null"}, "minimum": 0, "maximum": 5}
-	}
-}
-
 // TestGeneratedSchemasValidate fuzzes: random schemas, random walks
 // through their grammars; every complete text validates.
 func TestGeneratedSchemasValidate(t *testing.T) {
 	v, _ := qwenVocab(t)
 	rng := rand.New(rand.NewPCG(42, 42))
 	complete := 0
-	for i := range 30 {
-		raw, err := json.Marshal(randomSchema(rng, 2))
+	const schemas = 40
+	for i := range schemas {
+		raw, err := json.Marshal(schemagen.Random(rng, 2))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -306,10 +246,10 @@ func TestGeneratedSchemasValidate(t *testing.T) {
 			}
 		}
 	}
-	if complete < 45 {
-		t.Fatalf("only %d of 60 walks completed", complete)
+	if complete < schemas*2*3/4 {
+		t.Fatalf("only %d of %d walks completed", complete, schemas*2)
 	}
-	t.Logf("%d of 60 walks completed and validated", complete)
+	t.Logf("%d of %d walks completed and validated", complete, schemas*2)
 }
 
 // BenchmarkMask reports the time of a mask at the median, the 99th
