@@ -249,6 +249,8 @@ func TestToolRequestErrors(t *testing.T) {
 			"messages[0].tool_calls", "only an assistant message"},
 		{"/apply-template", `{"messages":[{"role":"assistant","tool_calls":[{"function":{"arguments":"{}"}}]}]}`,
 			"messages[0].tool_calls[0].function.name", "missing"},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f"}}],"response_format":{"type":"json_object"}}`,
+			"", "a JSON schema or object for the answer and tools at once: not supported"},
 	} {
 		resp, body := ts.post(t, c.path, c.body)
 		var e openAIError
@@ -272,6 +274,7 @@ func TestToolRequestErrors(t *testing.T) {
 		`{"model":"tiny-a","messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"{"}}]}]}`: "messages[0].tool_calls[0].function.arguments",
 		`{"model":"tiny-a",` + hi + `,"format":"yaml"}`:                                                                 `format \"yaml\": want \"json\" or a JSON Schema`,
 		`{"model":"tiny-a",` + hi + `,"format":{"type":"object","if":{}}}`:                                              `json schema #: if: not supported`,
+		`{"model":"tiny-a",` + hi + `,"format":"json","tools":[{"type":"function","function":{"name":"f"}}]}`:           `a JSON schema or object for the answer and tools at once`,
 	} {
 		resp, out := ts.post(t, "/api/chat", body)
 		if resp.StatusCode != 400 || !strings.Contains(out, want) {
