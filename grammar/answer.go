@@ -46,7 +46,7 @@ func Compile(v *Vocab, a Answer) (*Grammar, error) {
 	switch {
 	case a.Schema != nil || a.Object:
 		if len(a.Tools) > 0 {
-			return nil, errors.New("a schema for the content and tools at once are not supported")
+			return nil, errors.New("a JSON schema or object for the answer and tools at once: not supported (an answer is text and tool calls, or one JSON value)")
 		}
 		value := j.object
 		if a.Schema != nil {

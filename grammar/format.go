@@ -1,9 +1,9 @@
 package grammar
 
 // format is a string of a supported format, quotes included. The texts
-// are narrower than their RFCs allow (upper-case T and Z, February up to
-// the 28th, no leap second; URIs with an authority), so that every one is
-// valid to any validator.
+// are narrower than their RFCs allow (years from 0001, upper-case T and
+// Z, February up to the 28th, no leap second; URIs with an authority),
+// so that every one is valid to any validator.
 func (c *schemaCompiler) format(name string) (Elem, bool) {
 	b := c.b
 	d := b.Range('0', '9')
@@ -14,7 +14,8 @@ func (c *schemaCompiler) format(name string) (Elem, bool) {
 		days31 := b.Alt("month31", Seq(b.Alt("m31", b.Lit("01"), b.Lit("03"), b.Lit("05"), b.Lit("07"), b.Lit("08"), b.Lit("10"), b.Lit("12")), b.Byte('-'), two(1, 31)))
 		days30 := b.Alt("month30", Seq(b.Alt("m30", b.Lit("04"), b.Lit("06"), b.Lit("09"), b.Lit("11")), b.Byte('-'), two(1, 30)))
 		feb := Ref(b.New("february", Seq(b.Lit("02-"), two(1, 28))))
-		return Seq(d, d, d, d, b.Byte('-'), b.Alt("month-day", []Elem{days31}, []Elem{days30}, []Elem{feb}))
+		year := c.digits("0001", "9999") // validators refuse year 0 (Python's datetime has none)
+		return Seq(year, b.Byte('-'), b.Alt("month-day", []Elem{days31}, []Elem{days30}, []Elem{feb}))
 	}
 	timeOf := func() []Elem {
 		frac := b.Optional("secfrac", Seq(b.Byte('.'), b.Repeat("fdigits", []Elem{d}, 1, 9)))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -51,6 +52,10 @@ type schemaCompiler struct {
 	doc    json.RawMessage
 	refs   map[string]int32 // a $ref's rule, made once, so recursion is a rule that calls itself
 	ranges map[[2]string]Elem
+	// check makes the grammars enum and const values are checked with
+	// (see admits), and checkRules keeps them by keyword and value.
+	check      *schemaCompiler
+	checkRules map[string]Elem
 }
 
 // Schema compiles a JSON Schema to the grammar of the JSON texts that are
@@ -75,18 +80,20 @@ func JSONObject(v *Vocab) (*Grammar, error) {
 
 // SchemaRule compiles a JSON Schema into j's builder and returns the rule
 // of its valid instances' JSON text. Supported: type (one or a list),
-// enum, const, anyOf, oneOf (when its branches cannot overlap: different
-// types, or objects told apart by a required property's const or enum),
-// allOf of one schema, $ref to #, #/$defs/... and #/definitions/...
-// (recursion included); for objects properties (written in the schema's
-// order), required, additionalProperties (false, true or a schema);
-// for arrays items, prefixItems, minItems, maxItems; for strings
+// enum and const (their values held to the keywords beside them: a value
+// those refuse is left out), anyOf, oneOf (when its branches cannot
+// overlap: different types, or objects told apart by a required
+// property's const or enum), allOf of one schema, $ref to #, #/$defs/...
+// and #/definitions/... (recursion included); for objects properties
+// (written in the schema's order), required (a name not in properties
+// held to additionalProperties), additionalProperties (false, true or a
+// schema); for arrays items, prefixItems, minItems, maxItems; for strings
 // minLength, maxLength, pattern (see Regexp) and format date, time,
-// date-time and uuid; for integers minimum, maximum and their exclusive
-// forms. Where a schema leaves a choice the grammar may take a narrower
-// one, as every instance it allows is still valid: additionalProperties
-// left out allows none, integers have at most 16 digits, free values
-// nest at most 6 deep.
+// date-time, uuid and uri; minimum, maximum and their exclusive forms
+// for integers, and whole ones for numbers. Where a schema leaves a
+// choice the grammar may take a narrower one, as every instance it
+// allows is still valid: additionalProperties left out allows none,
+// integers have at most 16 digits, free values nest at most 6 deep.
 func SchemaRule(j *jsonRules, schema []byte) (Elem, error) {
 	c := &schemaCompiler{j: j, b: j.b, doc: schema, refs: map[string]int32{}, ranges: map[[2]string]Elem{}}
 	return c.compile(schema, "")
@@ -118,17 +125,8 @@ func (c *schemaCompiler) compile(raw json.RawMessage, path string) (Elem, error)
 	if anything {
 		return c.j.value, nil
 	}
-	for k := range n {
-		if !slices.Contains(annotations, k) && keywordTypes[k] == "" {
-			switch k {
-			case "type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "uniqueItems":
-			default:
-				return Elem{}, &SchemaError{path, k, "not supported, so it could not be enforced"}
-			}
-		}
-	}
-	if u, ok := n["uniqueItems"]; ok && string(bytes.TrimSpace(u)) != "false" {
-		return Elem{}, &SchemaError{path, "uniqueItems", "not supported, so it could not be enforced"}
+	if err := checkKeywords(n, path); err != nil {
+		return Elem{}, err
 	}
 	constraints := 0
 	for k := range n {
@@ -151,13 +149,9 @@ func (c *schemaCompiler) compile(raw json.RawMessage, path string) (Elem, error)
 	case n["anyOf"] != nil, n["oneOf"] != nil, n["allOf"] != nil:
 		return c.combination(n, path, alone)
 	case n["const"] != nil:
-		return c.enum(n, []json.RawMessage{n["const"]}, path+"/const")
+		return c.enum(n, "const", path)
 	case n["enum"] != nil:
-		var values []json.RawMessage
-		if err := json.Unmarshal(n["enum"], &values); err != nil || len(values) == 0 {
-			return Elem{}, &SchemaError{path, "enum", "want a non-empty array"}
-		}
-		return c.enum(n, values, path+"/enum")
+		return c.enum(n, "enum", path)
 	}
 	types, err := c.types(n, path)
 	if err != nil {
@@ -175,6 +169,24 @@ func (c *schemaCompiler) compile(raw json.RawMessage, path string) (Elem, error)
 		return alts[0][0], nil
 	}
 	return c.b.Alt("types", alts...), nil
+}
+
+// checkKeywords refuses a keyword that is neither supported nor an
+// annotation.
+func checkKeywords(n node, path string) error {
+	for k := range n {
+		if !slices.Contains(annotations, k) && keywordTypes[k] == "" {
+			switch k {
+			case "type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "uniqueItems":
+			default:
+				return &SchemaError{path, k, "not supported, so it could not be enforced"}
+			}
+		}
+	}
+	if u, ok := n["uniqueItems"]; ok && string(bytes.TrimSpace(u)) != "false" {
+		return &SchemaError{path, "uniqueItems", "not supported, so it could not be enforced"}
+	}
+	return nil
 }
 
 // types are the JSON types an instance may have: the type keyword's, or
@@ -448,56 +460,42 @@ func (c *schemaCompiler) discriminated(branches []json.RawMessage) bool {
 	return false
 }
 
-// enum is a choice of literal values, those of the schema's type when it
-// has one.
-func (c *schemaCompiler) enum(n node, values []json.RawMessage, path string) (Elem, error) {
-	var types []string
-	if n["type"] != nil {
-		var err error
-		if types, err = c.types(n, path); err != nil {
-			return Elem{}, err
+// enum is a choice of the values of enum (key "enum") or const: those
+// the keywords beside it admit, as JSON Schema has every keyword hold.
+// A value they do not admit is left out, and with none left the schema
+// is refused: no instance is valid.
+func (c *schemaCompiler) enum(n node, key, path string) (Elem, error) {
+	values := []json.RawMessage{n[key]}
+	if key == "enum" {
+		values = nil
+		if err := json.Unmarshal(n["enum"], &values); err != nil || len(values) == 0 {
+			return Elem{}, &SchemaError{path, "enum", "want a non-empty array"}
 		}
 	}
+	rest := maps.Clone(n)
+	delete(rest, key)
 	var alts [][]Elem
 	for _, v := range values {
-		var x any
-		if err := json.Unmarshal(v, &x); err != nil {
-			return Elem{}, &SchemaError{path, "enum", "a value is not JSON"}
+		x, err := decodeValue(v)
+		if err != nil {
+			return Elem{}, &SchemaError{path, key, "a value is not JSON"}
 		}
-		if types != nil && !typeMatches(types, v, x) {
-			continue
+		ok, err := c.admitsNode(rest, x, path, 0)
+		if err != nil {
+			return Elem{}, err
 		}
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(x); err != nil {
-			return Elem{}, &SchemaError{path, "enum", err.Error()}
+		if ok {
+			alts = append(alts, c.b.Lit(string(appendJSON(nil, x))))
 		}
-		lit := strings.TrimSuffix(buf.String(), "\n")
-		if _, ok := x.(float64); ok {
-			lit = string(bytes.TrimSpace(v)) // the number as written, exact
-		}
-		alts = append(alts, c.b.Lit(lit))
 	}
 	if len(alts) == 0 {
-		return Elem{}, &SchemaError{path, "enum", "no value has the schema's type"}
-	}
-	return c.b.Alt("enum", alts...), nil
-}
-
-func typeMatches(types []string, raw json.RawMessage, x any) bool {
-	k := kindOf(raw)
-	for _, t := range types {
-		switch {
-		case t == k:
-			return true
-		case t == "integer" && k == "number":
-			if f, ok := x.(float64); ok && f == math.Trunc(f) {
-				return true
-			}
+		what := "no value is"
+		if key == "const" {
+			what = "the value is not"
 		}
+		return Elem{}, &SchemaError{path, key, what + " valid under the keywords beside it: no instance is valid"}
 	}
-	return false
+	return c.b.Alt(key, alts...), nil
 }
 
 // str is a string with the schema's length, pattern or format.
@@ -512,25 +510,15 @@ func (c *schemaCompiler) str(n node, path string) (Elem, error) {
 		if lengths || n["pattern"] != nil {
 			return Elem{}, &SchemaError{path, "format", "with a length or a pattern: not supported, so it could not be enforced"}
 		}
-		var name string
-		json.Unmarshal(f, &name)
-		e, ok := c.format(name)
-		if !ok {
-			return Elem{}, &SchemaError{path, "format", fmt.Sprintf("%q is not supported (date, time, date-time, uuid, uri), so it could not be enforced", name)}
-		}
-		return e, nil
+		return c.formatRule(f, path)
 	}
 	if p := n["pattern"]; p != nil {
 		if lengths {
 			return Elem{}, &SchemaError{path, "pattern", "with minLength or maxLength: not supported, so it could not be enforced"}
 		}
-		var re string
-		if err := json.Unmarshal(p, &re); err != nil {
-			return Elem{}, &SchemaError{path, "pattern", "want a string"}
-		}
-		body, err := c.regexp(re)
+		body, err := c.patternRule(p, path)
 		if err != nil {
-			return Elem{}, &SchemaError{path, "pattern", err.Error()}
+			return Elem{}, err
 		}
 		return Ref(b.New("pattern", Seq(b.Byte('"'), body, b.Byte('"')))), nil
 	}
@@ -538,6 +526,31 @@ func (c *schemaCompiler) str(n node, path string) (Elem, error) {
 		return j.str, nil
 	}
 	return Ref(b.New("string", Seq(b.Byte('"'), b.Repeat("chars", []Elem{j.char}, minLen, maxLen), b.Byte('"')))), nil
+}
+
+// formatRule is a string of format f, quotes included.
+func (c *schemaCompiler) formatRule(f json.RawMessage, path string) (Elem, error) {
+	var name string
+	json.Unmarshal(f, &name)
+	e, ok := c.format(name)
+	if !ok {
+		return Elem{}, &SchemaError{path, "format", fmt.Sprintf("%q is not supported (date, time, date-time, uuid, uri), so it could not be enforced", name)}
+	}
+	return e, nil
+}
+
+// patternRule is the text between the quotes of a string pattern p
+// matches.
+func (c *schemaCompiler) patternRule(p json.RawMessage, path string) (Elem, error) {
+	var re string
+	if err := json.Unmarshal(p, &re); err != nil {
+		return Elem{}, &SchemaError{path, "pattern", "want a string"}
+	}
+	body, err := c.regexp(re)
+	if err != nil {
+		return Elem{}, &SchemaError{path, "pattern", err.Error()}
+	}
+	return body, nil
 }
 
 // bounds reads a pair of count keywords; max is -1 when absent.
@@ -582,9 +595,14 @@ func (c *schemaCompiler) object(n node, path string) (Elem, error) {
 			return Elem{}, &SchemaError{path, "required", "want an array of strings"}
 		}
 	}
+	ap := n["additionalProperties"]
+	closed := ap != nil && string(bytes.TrimSpace(ap)) == "false"
 	for _, r := range required {
 		if props[r] == nil && !slices.Contains(names, r) {
-			names = append(names, r) // required but not described: any value
+			if closed {
+				return Elem{}, &SchemaError{path, "required", fmt.Sprintf("%q is not in properties, and additionalProperties is false: no instance is valid", r)}
+			}
+			names = append(names, r)
 		}
 	}
 	type prop struct {
@@ -593,11 +611,17 @@ func (c *schemaCompiler) object(n node, path string) (Elem, error) {
 	}
 	var ps []prop
 	for _, name := range names {
-		schema := props[name]
+		// A required name the properties do not describe is an
+		// additional property, held to additionalProperties (any value
+		// when it is left out).
+		schema, at := props[name], path+"/properties/"+escapePointer(name)
 		if schema == nil {
-			schema = json.RawMessage("true")
+			schema, at = ap, path+"/additionalProperties"
+			if ap == nil {
+				schema = json.RawMessage("true")
+			}
 		}
-		v, err := c.compile(schema, path+"/properties/"+escapePointer(name))
+		v, err := c.compile(schema, at)
 		if err != nil {
 			return Elem{}, err
 		}
@@ -606,7 +630,7 @@ func (c *schemaCompiler) object(n node, path string) (Elem, error) {
 	}
 	// extra are the members additionalProperties allows after the listed.
 	var extra []Elem
-	if ap := n["additionalProperties"]; ap != nil && string(bytes.TrimSpace(ap)) != "false" {
+	if ap != nil && !closed {
 		v, err := c.compile(ap, path+"/additionalProperties")
 		if err != nil {
 			return Elem{}, err
@@ -817,17 +841,17 @@ func (c *schemaCompiler) integer(n node, path string) (Elem, error) {
 		bounded = true
 		switch k {
 		case "minimum":
-			v = math.Ceil(v)
-			if excl(n, "exclusiveMinimum") {
-				v = math.Floor(v) + 1
+			if excl(n, "exclusiveMinimum") { // draft 4: above v
+				lo = math.Max(lo, math.Floor(v)+1)
+			} else {
+				lo = math.Max(lo, math.Ceil(v))
 			}
-			lo = math.Max(lo, v)
 		case "maximum":
-			v = math.Floor(v)
-			if excl(n, "exclusiveMaximum") {
-				v = math.Ceil(v) - 1
+			if excl(n, "exclusiveMaximum") { // draft 4: below v
+				hi = math.Min(hi, math.Ceil(v)-1)
+			} else {
+				hi = math.Min(hi, math.Floor(v))
 			}
-			hi = math.Min(hi, v)
 		case "exclusiveMinimum":
 			lo = math.Max(lo, math.Floor(v)+1)
 		case "exclusiveMaximum":

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/qwenc/qwenc/internal/schemagen"
 )
 
 // validator compiles a schema with format assertions on.
@@ -107,6 +109,10 @@ var schemaCases = []string{
 	`{}`,
 	// Claude Code's WebFetch, and numbers with whole bounds.
 	`{"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "properties": {"url": {"description": "The URL to fetch content from", "type": "string", "format": "uri"}, "prompt": {"type": "string", "maxLength": 8}}, "required": ["url", "prompt"], "additionalProperties": false}`,
+	// enum and const held to the keywords beside them; required names
+	// outside properties held to additionalProperties.
+	`{"type": "object", "properties": {"s": {"type": "string", "enum": ["a", "bbbb", "cc", 3], "maxLength": 2}, "n": {"enum": [1, 2.5, "x", 7, 4.0], "type": "integer", "maximum": 5}, "c": {"const": "2024-01-31", "enum": ["2024-01-31", "x"], "format": "date"}, "o": {"enum": [{"a": 1}, {"a": "s"}, {"b": 1}], "properties": {"a": {"type": "integer"}}, "required": ["a"]}}, "required": ["s", "n", "c", "o"], "additionalProperties": false}`,
+	`{"type": "object", "required": ["x", "y"], "properties": {"y": {"type": "boolean"}}, "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 3}}`,
 	`{"type": "object", "properties": {"p": {"type": "number", "minimum": 0, "maximum": 1}, "t": {"type": "number", "exclusiveMinimum": 0}, "n": {"type": "number", "exclusiveMaximum": 0}, "m": {"type": "number", "minimum": 2, "exclusiveMaximum": 3}, "e": {"type": "number", "exclusiveMinimum": 5, "maximum": 6}, "z": {"type": "number", "maximum": 0}}, "required": ["p", "t", "n", "m", "e", "z"], "additionalProperties": false}`,
 }
 
@@ -166,6 +172,13 @@ func TestSchemaRefusals(t *testing.T) {
 		`{"type": "integer", "minimum": 5, "maximum": 4}`:                             "no integer is within the bounds",
 		`{"type": "string", "minLength": 5, "maxLength": 4}`:                          "minLength: 5 is more than maxLength 4",
 		`{"type": "object", "properties": {"a": {"if": {}}}}`:                         "/properties/a: if: not supported",
+		`{"type": "string", "enum": ["abc", 5], "maxLength": 2}`:                      "json schema #: enum: no value is valid under the keywords beside it",
+		`{"type": "object", "properties": {"a": {"const": 5, "minimum": 6}}}`:         "json schema /properties/a: const: the value is not valid under the keywords beside it",
+		`{"const": "z", "enum": ["x", "y"]}`:                                          "const: the value is not valid",
+		`{"enum": [{"a": "x"}], "properties": {"a": {"minProperties": 1}}}`:           "json schema /properties/a: minProperties: not supported",
+		`{"enum": ["2024-01-01"], "format": "email"}`:                                 `json schema #: format: "email" is not supported`,
+		`{"type": "object", "properties": {"o": {"type": "object", "required": ["x"], "additionalProperties": false}}}`: `json schema /properties/o: required: "x" is not in properties, and additionalProperties is false`,
+		`{"type": "object", "required": ["x"], "additionalProperties": {"type": "string", "format": "email"}}`:          `json schema /additionalProperties: format: "email"`,
 	} {
 		_, err := Schema(v, []byte(schema))
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -200,77 +213,15 @@ func TestSchemaPropertyOrder(t *testing.T) {
 	}
 }
 
-// randomSchema makes a schema of the supported keywords, its strings and
-// arrays bounded so that a random walk ends. depth bounds the nesting.
-func randomSchema(rng *rand.Rand, depth int) map[string]any {
-	kinds := []string{"string", "integer", "number", "boolean", "null", "enum", "const", "format", "pattern"}
-	if depth > 0 {
-		kinds = append(kinds, "object", "object", "array", "tuple", "anyOf", "nullable")
-	}
-	switch kinds[rng.IntN(len(kinds))] {
-	case "string":
-		lo := rng.IntN(3)
-		return map[string]any{"type": "string", "minLength": lo, "maxLength": lo + rng.IntN(6)}
-	case "integer":
-		lo := rng.IntN(2000) - 1000
-		s := map[string]any{"type": "integer", "minimum": lo, "maximum": lo + rng.IntN(3000)}
-		if rng.IntN(2) == 0 {
-			delete(s, "minimum")
-			s["exclusiveMinimum"] = lo - 1
-		}
-		return s
-	case "number":
-		return map[string]any{"type": "number"}
-	case "boolean":
-		return map[string]any{"type": "boolean"}
-	case "null":
-		return map[string]any{"type": "null"}
-	case "enum":
-		return map[string]any{"enum": []any{"x", 1.5, nil, true, []any{1, "y"}, map[string]any{"k": "v"}}[:1+rng.IntN(6)]}
-	case "const":
-		return map[string]any{"const": []any{"c\"q", -3, false}[rng.IntN(3)]}
-	case "format":
-		return map[string]any{"type": "string", "format": []string{"date", "time", "date-time", "uuid"}[rng.IntN(4)]}
-	case "pattern":
-		return map[string]any{"type": "string", "pattern": []string{`^[a-f0-9]{2,4}$`, `^(ab|c)d?$`, `^\w\d\s?[^a-z]$`, `^x.y$`}[rng.IntN(4)]}
-	case "object":
-		props := map[string]any{}
-		required := []string{}
-		for i := range rng.IntN(4) {
-			name := []string{"a", "b", "ab", "é", "k\"q"}[i]
-			props[name] = randomSchema(rng, depth-1)
-			if rng.IntN(2) == 0 {
-				required = append(required, name)
-			}
-		}
-		s := map[string]any{"type": "object", "properties": props, "required": required}
-		switch rng.IntN(3) {
-		case 0:
-			s["additionalProperties"] = false
-		case 1:
-			s["additionalProperties"] = map[string]any{"type": "integer", "minimum": 0, "maximum": 9}
-		}
-		return s
-	case "array":
-		lo := rng.IntN(2)
-		return map[string]any{"type": "array", "items": randomSchema(rng, depth-1), "minItems": lo, "maxItems": lo + rng.IntN(3)}
-	case "tuple":
-		return map[string]any{"type": "array", "prefixItems": []any{randomSchema(rng, depth-1), randomSchema(rng, depth-1)}, "items": false}
-	case "anyOf":
-		return map[string]any{"anyOf": []any{randomSchema(rng, depth-1), randomSchema(rng, depth-1)}}
-	default: // nullable
-		return map[string]any{"type": []string{"integer", "null"}, "minimum": 0, "maximum": 5}
-	}
-}
-
 // TestGeneratedSchemasValidate fuzzes: random schemas, random walks
 // through their grammars; every complete text validates.
 func TestGeneratedSchemasValidate(t *testing.T) {
 	v, _ := qwenVocab(t)
 	rng := rand.New(rand.NewPCG(42, 42))
 	complete := 0
-	for i := range 30 {
-		raw, err := json.Marshal(randomSchema(rng, 2))
+	const schemas = 40
+	for i := range schemas {
+		raw, err := json.Marshal(schemagen.Random(rng, 2))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -295,10 +246,10 @@ func TestGeneratedSchemasValidate(t *testing.T) {
 			}
 		}
 	}
-	if complete < 45 {
-		t.Fatalf("only %d of 60 walks completed", complete)
+	if complete < schemas*2*3/4 {
+		t.Fatalf("only %d of %d walks completed", complete, schemas*2)
 	}
-	t.Logf("%d of 60 walks completed and validated", complete)
+	t.Logf("%d of %d walks completed and validated", complete, schemas*2)
 }
 
 // BenchmarkMask reports the time of a mask at the median, the 99th

@@ -207,3 +207,18 @@ func (s *stacks) step(d *dstate, c byte) *dstate {
 	d.next[k] = n
 	return n
 }
+
+// accepts reports whether text is in the language of e, an element of
+// b's rules: a check made while a grammar is built (of an enum value
+// against a pattern), not a Matcher's work.
+func (b *Builder) accepts(e Elem, text []byte) bool {
+	rules := append(b.rules[:len(b.rules):len(b.rules)], rule{name: "accepts", alts: [][]Elem{{e}}})
+	s := newStacks(&Grammar{rules: rules, sets: b.sets, root: int32(len(rules) - 1)})
+	st := normalize(slices.Clone(s.expand(s.intern(int32(len(rules)-1), 0, 0, s.accept))))
+	for _, c := range text {
+		if st = s.advanceByte(nil, st, c); len(st) == 0 {
+			return false
+		}
+	}
+	return st.has(s.accept)
+}

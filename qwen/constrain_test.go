@@ -3,6 +3,7 @@ package qwen_test
 import (
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/qwenc/qwenc/chat"
+	"github.com/qwenc/qwenc/internal/schemagen"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/sampling"
 )
@@ -75,6 +77,63 @@ func TestSchemaOnRandomModel(t *testing.T) {
 		if ended == 0 {
 			t.Errorf("%s: no answer ended in 200 tokens", schema)
 		}
+	}
+}
+
+// TestGeneratedSchemasOnRandomModel fuzzes the whole path: random schemas
+// (package grammar's fuzz's), generated under by the random-weight model
+// with several seeds, batched; every answer that ends is valid, and most
+// end within a small budget.
+func TestGeneratedSchemasOnRandomModel(t *testing.T) {
+	const schemas, seeds, parallel = 32, 3, 8
+	m := open(t, "tiny-a.qbin", qwen.WithParallel(parallel))
+	rng := rand.New(rand.NewPCG(18, 1))
+	type run struct {
+		schema string
+		seed   uint64
+		r      result
+	}
+	var runs []*run
+	for range schemas {
+		raw, err := json.Marshal(schemagen.Random(rng, 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for seed := range uint64(seeds) {
+			runs = append(runs, &run{schema: string(raw), seed: seed})
+		}
+	}
+	next := make(chan *run, len(runs))
+	for _, r := range runs {
+		next <- r
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range parallel { // as many at once as the model batches
+		wg.Go(func() {
+			for r := range next {
+				r.r = generate(t, m, qwen.Request{
+					Messages:   []qwen.Message{{Role: "user", Content: "JSON"}},
+					JSONSchema: json.RawMessage(r.schema), NoThinking: true, MaxTokens: 48,
+					Sampling: &sampling.Params{Temperature: 1, Seed: r.seed},
+				})
+			}
+		})
+	}
+	wg.Wait()
+	ended := 0
+	for _, r := range runs {
+		if r.r.last.Stop != qwen.StopEOS {
+			continue
+		}
+		ended++
+		if err := validate(t, compileSchema(t, r.schema), r.r.content); err != nil {
+			t.Errorf("%s\nseed %d: %q: %v", r.schema, r.seed, r.r.content, err)
+		}
+	}
+	t.Logf("%d of %d answers ended and validated", ended, len(runs))
+	if ended < len(runs)*3/4 {
+		t.Errorf("only %d of %d answers ended in 48 tokens", ended, len(runs))
 	}
 }
 

@@ -15,7 +15,10 @@ import (
 // named function (streamed calls accumulated by the openai client's own
 // stream helper, equal to the answer not streamed), tool results sent
 // back, response_format json_schema and Ollama's format validated with
-// Ajv, and a schema that cannot be enforced refused. Then the
+// Ajv, a schema that cannot be enforced refused, and the ollama client's
+// tool_calls (Ollama has no tool_choice: a seed with which the random
+// model calls a tool, whole and streamed, given back with tool_name).
+// Then the
 // @anthropic-ai/sdk package against the same server: a message, the SDK's
 // stream helper accumulating the same message, count_tokens equal to the
 // usage, top_k 1 and top_p 0 answering as greedy decoding, tool_choice

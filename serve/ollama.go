@@ -153,41 +153,53 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request, rl *reqLog) 
 	if len(cr.Messages) == 0 {
 		return s.loaded(w, true) // Ollama's way to load a model
 	}
+	req, e := s.ollamaChatRequest(&cr)
+	if e != nil {
+		return e
+	}
+	return s.ollamaRun(w, r, rl, &cr.Options, req, cr.Stream, true)
+}
+
+// ollamaChatRequest checks an Ollama chat request's conversation, tools
+// and format and makes them a qwen.Request. A tool message's tool_name
+// is read and left out, as Qwen's templates leave it: the results follow
+// the calls in their order.
+func (s *Server) ollamaChatRequest(cr *ollamaChatRequest) (qwen.Request, *apiError) {
 	msgs := make([]qwen.Message, len(cr.Messages))
 	for i, m := range cr.Messages {
 		switch {
 		case m.Role != "system" && m.Role != "user" && m.Role != "assistant" && m.Role != "tool":
-			return badRequest("messages", "messages[%d]: unknown role %q: want system, user, assistant or tool", i, m.Role)
+			return qwen.Request{}, badRequest("messages", "messages[%d]: unknown role %q: want system, user, assistant or tool", i, m.Role)
 		case len(m.Images) > 0:
-			return badRequest("messages", "messages[%d]: images: this model reads text only", i)
+			return qwen.Request{}, badRequest("messages", "messages[%d]: images: this model reads text only", i)
 		case len(m.ToolCalls) > 0 && m.Role != "assistant":
-			return badRequest("messages", "messages[%d]: only an assistant message has tool_calls", i)
+			return qwen.Request{}, badRequest("messages", "messages[%d]: only an assistant message has tool_calls", i)
 		}
 		msgs[i] = qwen.Message{Role: m.Role, Content: m.Content, Reasoning: m.Thinking}
 		for j, c := range m.ToolCalls {
 			path := fmt.Sprintf("messages[%d].tool_calls[%d].function", i, j)
 			if c.Function.Name == "" {
-				return badRequest("messages", "%s.name: missing", path)
+				return qwen.Request{}, badRequest("messages", "%s.name: missing", path)
 			}
 			args, e := toolArguments(c.Function.Arguments, path+".arguments")
 			if e != nil {
-				return e
+				return qwen.Request{}, e
 			}
 			msgs[i].ToolCalls = append(msgs[i].ToolCalls, qwen.ToolCall{Name: c.Function.Name, Arguments: args})
 		}
 	}
 	if e := s.needsChat(); e != nil {
-		return e
+		return qwen.Request{}, e
 	}
 	tools, e := parseTools(cr.Tools)
 	if e != nil {
-		return e
+		return qwen.Request{}, e
 	}
 	req := qwen.Request{Messages: msgs, Tools: tools, NoThinking: !cr.Think.enabled()}
 	if e := ollamaFormat(cr.Format, &req); e != nil {
-		return e
+		return qwen.Request{}, e
 	}
-	return s.ollamaRun(w, r, rl, &cr.Options, req, cr.Stream, true)
+	return req, nil
 }
 
 func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {

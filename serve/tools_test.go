@@ -181,6 +181,53 @@ func TestOllamaToolCalls(t *testing.T) {
 	}
 }
 
+// TestOllamaToolResults: an Ollama conversation given back, the
+// assistant's tool_calls with their arguments as objects and each result
+// a tool message with its tool_name, renders as Qwen3's template renders
+// it: as the same conversation in OpenAI's shape does on /apply-template
+// (checked against Jinja's above), the calls and the <tool_response>s in
+// their order. /api/chat answers from that prompt.
+func TestOllamaToolResults(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	const tools = `"tools":[{"type":"function","function":{"name":"weather","description":"The forecast.","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]`
+	const ask = `{"role":"user","content":"Weather in Paris and Oslo?"}`
+	ollama := `{"model":"tiny-a","think":false,` + tools + `,"messages":[` + ask + `,` +
+		`{"role":"assistant","content":"","tool_calls":[{"function":{"name":"weather","arguments":{"city":"Paris"}}},{"function":{"name":"weather","arguments":{"city":"Oslo"}}}]},` +
+		`{"role":"tool","tool_name":"weather","content":"18C"},{"role":"tool","tool_name":"weather","content":"9C"}]`
+	var cr ollamaChatRequest
+	unmarshal(t, ollama+"}", &cr)
+	req, e := ts.ollamaChatRequest(&cr)
+	if e != nil {
+		t.Fatal(e.msg)
+	}
+	got, err := ts.m.RenderPrompt(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	openAI := `{"chat_template_kwargs":{"enable_thinking":false},` + tools + `,"messages":[` + ask + `,` +
+		`{"role":"assistant","content":"","tool_calls":[{"id":"call_1","type":"function","function":{"name":"weather","arguments":"{\"city\": \"Paris\"}"}},{"id":"call_2","type":"function","function":{"name":"weather","arguments":"{\"city\": \"Oslo\"}"}}]},` +
+		`{"role":"tool","tool_call_id":"call_1","content":"18C"},{"role":"tool","tool_call_id":"call_2","content":"9C"}]}`
+	_, out := ts.post(t, "/apply-template", openAI)
+	var want struct{ Prompt string }
+	unmarshal(t, out, &want)
+	const tail = "<|im_start|>assistant\n" +
+		"<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n" +
+		"<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call><|im_end|>\n" +
+		"<|im_start|>user\n<tool_response>\n18C\n</tool_response>\n<tool_response>\n9C\n</tool_response><|im_end|>\n" +
+		"<|im_start|>assistant\n<think>\n\n</think>\n\n"
+	if got != want.Prompt || !strings.HasSuffix(got, tail) {
+		t.Fatalf("ollama's rendering\n%q\nopenai's\n%q\nwant the end\n%q", got, want.Prompt, tail)
+	}
+	n, err := ts.m.Count(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, text := ts.post(t, "/api/chat", ollama+`,"stream":false,"options":{"num_predict":1}}`)
+	if lines := ollamaLines(t, text); resp.StatusCode != 200 || *lines[0].PromptEvalCount != n {
+		t.Fatalf("/api/chat: %d %s; want %d prompt tokens", resp.StatusCode, text, n)
+	}
+}
+
 // TestToolRequestErrors: a bad tool definition, tool call or tool_choice
 // is refused with the path of the field at fault.
 func TestToolRequestErrors(t *testing.T) {
@@ -202,6 +249,8 @@ func TestToolRequestErrors(t *testing.T) {
 			"messages[0].tool_calls", "only an assistant message"},
 		{"/apply-template", `{"messages":[{"role":"assistant","tool_calls":[{"function":{"arguments":"{}"}}]}]}`,
 			"messages[0].tool_calls[0].function.name", "missing"},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f"}}],"response_format":{"type":"json_object"}}`,
+			"", "a JSON schema or object for the answer and tools at once: not supported"},
 	} {
 		resp, body := ts.post(t, c.path, c.body)
 		var e openAIError
@@ -225,6 +274,7 @@ func TestToolRequestErrors(t *testing.T) {
 		`{"model":"tiny-a","messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"{"}}]}]}`: "messages[0].tool_calls[0].function.arguments",
 		`{"model":"tiny-a",` + hi + `,"format":"yaml"}`:                                                                 `format \"yaml\": want \"json\" or a JSON Schema`,
 		`{"model":"tiny-a",` + hi + `,"format":{"type":"object","if":{}}}`:                                              `json schema #: if: not supported`,
+		`{"model":"tiny-a",` + hi + `,"format":"json","tools":[{"type":"function","function":{"name":"f"}}]}`:           `a JSON schema or object for the answer and tools at once`,
 	} {
 		resp, out := ts.post(t, "/api/chat", body)
 		if resp.StatusCode != 400 || !strings.Contains(out, want) {

@@ -1,0 +1,447 @@
+package grammar
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math/big"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// An enum or const value is held to the keywords beside it (its type,
+// bounds, lengths, properties, ...) by checking it as a validator would:
+// admits. A pattern or a format is checked with its grammar, so a value
+// passes where the grammar would generate it, which is where a validator
+// passes it too (the grammar may be narrower).
+
+// maxAdmitDepth bounds the schemas admits enters for one value: a $ref
+// that leads back to itself, no value in between, would go on forever.
+const maxAdmitDepth = 64
+
+// admits reports whether x, a value as decodeValue gives it, is an
+// instance of the schema raw at path.
+func (c *schemaCompiler) admits(raw json.RawMessage, x any, path string, depth int) (bool, error) {
+	switch string(bytes.TrimSpace(raw)) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	n, _, err := c.parse(raw, path)
+	if err != nil {
+		return false, err
+	}
+	return c.admitsNode(n, x, path, depth)
+}
+
+// admitsNode is admits of a schema object.
+func (c *schemaCompiler) admitsNode(n node, x any, path string, depth int) (bool, error) {
+	if depth > maxAdmitDepth {
+		return false, &SchemaError{path, "$ref", "leads back to itself: an enum or const value cannot be checked against it"}
+	}
+	if err := checkKeywords(n, path); err != nil {
+		return false, err
+	}
+	for _, check := range []func(node, any, string, int) (bool, error){
+		c.admitsType, c.admitsValues, c.admitsCombination, c.admitsString, c.admitsNumber, c.admitsObject, c.admitsArray,
+	} {
+		if ok, err := check(n, x, path, depth); err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func (c *schemaCompiler) admitsType(n node, x any, path string, _ int) (bool, error) {
+	if n["type"] == nil {
+		return true, nil
+	}
+	types, err := c.types(n, path)
+	if err != nil {
+		return false, err
+	}
+	kind := kindOfValue(x)
+	if slices.Contains(types, kind) {
+		return true, nil
+	}
+	if num, ok := x.(json.Number); ok && slices.Contains(types, "integer") {
+		r := ratOf(num)
+		return r != nil && r.IsInt(), nil // 1.0 is an integer, as JSON Schema has it
+	}
+	return false, nil
+}
+
+func kindOfValue(x any) string {
+	switch x.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case string:
+		return "string"
+	case json.Number:
+		return "number"
+	case []any:
+		return "array"
+	}
+	return "object"
+}
+
+func (c *schemaCompiler) admitsValues(n node, x any, path string, _ int) (bool, error) {
+	var values []json.RawMessage
+	switch {
+	case n["const"] != nil:
+		values = []json.RawMessage{n["const"]}
+		if n["enum"] != nil {
+			ok, err := c.admitsValues(node{"enum": n["enum"]}, x, path, 0)
+			if err != nil || !ok {
+				return false, err
+			}
+		}
+	case n["enum"] != nil:
+		if err := json.Unmarshal(n["enum"], &values); err != nil || len(values) == 0 {
+			return false, &SchemaError{path, "enum", "want a non-empty array"}
+		}
+	default:
+		return true, nil
+	}
+	for _, v := range values {
+		y, err := decodeValue(v)
+		if err != nil {
+			return false, &SchemaError{path, "enum", "a value is not JSON"}
+		}
+		if jsonEqual(x, y) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// jsonEqual is JSON Schema's equality: numbers by their value, objects
+// whatever the order of their members.
+func jsonEqual(a, b any) bool {
+	switch a := a.(type) {
+	case json.Number:
+		b, ok := b.(json.Number)
+		if !ok {
+			return false
+		}
+		ra, rb := ratOf(a), ratOf(b)
+		if ra == nil || rb == nil {
+			return a == b
+		}
+		return ra.Cmp(rb) == 0
+	case []any:
+		b, ok := b.([]any)
+		return ok && slices.EqualFunc(a, b, jsonEqual)
+	case map[string]any:
+		b, ok := b.(map[string]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for k, v := range a {
+			w, ok := b[k]
+			if !ok || !jsonEqual(v, w) {
+				return false
+			}
+		}
+		return true
+	}
+	return a == b
+}
+
+func (c *schemaCompiler) admitsCombination(n node, x any, path string, depth int) (bool, error) {
+	if r := n["$ref"]; r != nil {
+		var ref string
+		if err := json.Unmarshal(r, &ref); err != nil {
+			return false, &SchemaError{path, "$ref", "want a string"}
+		}
+		target, err := c.resolve(ref)
+		if err != nil {
+			return false, &SchemaError{path, "$ref", err.Error()}
+		}
+		if ok, err := c.admits(target, x, strings.TrimPrefix(ref, "#"), depth+1); err != nil || !ok {
+			return false, err
+		}
+	}
+	for _, k := range []string{"anyOf", "oneOf", "allOf"} {
+		if n[k] == nil {
+			continue
+		}
+		var branches []json.RawMessage
+		if err := json.Unmarshal(n[k], &branches); err != nil || len(branches) == 0 {
+			return false, &SchemaError{path, k, "want a non-empty array of schemas"}
+		}
+		matched := 0
+		for i, br := range branches {
+			ok, err := c.admits(br, x, fmt.Sprintf("%s/%s/%d", path, k, i), depth+1)
+			if err != nil {
+				return false, err
+			}
+			if ok {
+				matched++
+			}
+		}
+		switch {
+		case k == "anyOf" && matched == 0, k == "oneOf" && matched != 1, k == "allOf" && matched < len(branches):
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (c *schemaCompiler) admitsString(n node, x any, path string, _ int) (bool, error) {
+	s, ok := x.(string)
+	if !ok {
+		return true, nil
+	}
+	lo, hi, err := c.bounds(n, "minLength", "maxLength", path)
+	if err != nil {
+		return false, err
+	}
+	if k := utf8.RuneCountInString(s); k < lo || hi >= 0 && k > hi {
+		return false, nil
+	}
+	check := c.checker()
+	text := appendQuoted(nil, s)
+	if f := n["format"]; f != nil {
+		e, err := check.checkRule("format", f, func() (Elem, error) { return check.formatRule(f, path) })
+		if err != nil || !check.b.accepts(e, text) {
+			return false, err
+		}
+	}
+	if p := n["pattern"]; p != nil {
+		e, err := check.checkRule("pattern", p, func() (Elem, error) { return check.patternRule(p, path) })
+		if err != nil || !check.b.accepts(e, text[1:len(text)-1]) {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// checker is where the grammars of patterns and formats that values are
+// checked with are made, apart from the schema's grammar, which they
+// would only make larger.
+func (c *schemaCompiler) checker() *schemaCompiler {
+	if c.check == nil {
+		j := newJSONRules(NewBuilder())
+		c.check = &schemaCompiler{j: j, b: j.b, doc: c.doc, refs: map[string]int32{}, ranges: map[[2]string]Elem{}, checkRules: map[string]Elem{}}
+	}
+	return c.check
+}
+
+// checkRule makes the rule of a keyword's value once.
+func (c *schemaCompiler) checkRule(keyword string, value json.RawMessage, make func() (Elem, error)) (Elem, error) {
+	key := keyword + " " + string(value)
+	if e, ok := c.checkRules[key]; ok {
+		return e, nil
+	}
+	e, err := make()
+	if err != nil {
+		return Elem{}, err
+	}
+	c.checkRules[key] = e
+	return e, nil
+}
+
+func (c *schemaCompiler) admitsNumber(n node, x any, path string, _ int) (bool, error) {
+	num, ok := x.(json.Number)
+	if !ok {
+		return true, nil
+	}
+	v := ratOf(num)
+	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+		if _, ok, err := boundOf(n, k, path); err != nil || !ok {
+			if err != nil {
+				return false, err
+			}
+			continue // absent, or draft 4's flag, read with its bound
+		}
+		bound := ratOf(json.Number(bytes.TrimSpace(n[k])))
+		if v == nil || bound == nil {
+			return false, &SchemaError{path, k, fmt.Sprintf("%s against %s: a number too large to compare", num, bytes.TrimSpace(n[k]))}
+		}
+		d := v.Cmp(bound)
+		var in bool
+		switch k {
+		case "minimum":
+			in = d > 0 || d == 0 && !excl(n, "exclusiveMinimum")
+		case "maximum":
+			in = d < 0 || d == 0 && !excl(n, "exclusiveMaximum")
+		case "exclusiveMinimum":
+			in = d > 0
+		case "exclusiveMaximum":
+			in = d < 0
+		}
+		if !in {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// maxExponent bounds the exponent of a number compared exactly: 1e400 is
+// a short text but a long integer.
+const maxExponent = 400
+
+// ratOf is a JSON number exactly; nil past maxExponent.
+func ratOf(n json.Number) *big.Rat {
+	s := string(n)
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(s[i+1:])
+		if err != nil || e > maxExponent || e < -maxExponent {
+			return nil
+		}
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok {
+		return nil
+	}
+	return r
+}
+
+func (c *schemaCompiler) admitsObject(n node, x any, path string, depth int) (bool, error) {
+	obj, ok := x.(map[string]any)
+	if !ok {
+		return true, nil
+	}
+	var props map[string]json.RawMessage
+	if n["properties"] != nil && json.Unmarshal(n["properties"], &props) != nil {
+		return false, &SchemaError{path, "properties", "want an object"}
+	}
+	var required []string
+	if n["required"] != nil && json.Unmarshal(n["required"], &required) != nil {
+		return false, &SchemaError{path, "required", "want an array of strings"}
+	}
+	for _, r := range required {
+		if _, ok := obj[r]; !ok {
+			return false, nil
+		}
+	}
+	keys := slices.Sorted(maps.Keys(obj))
+	for _, k := range keys {
+		schema, at := props[k], path+"/properties/"+escapePointer(k)
+		if schema == nil {
+			if schema, at = n["additionalProperties"], path+"/additionalProperties"; schema == nil {
+				continue
+			}
+		}
+		if ok, err := c.admits(schema, obj[k], at, depth+1); err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func (c *schemaCompiler) admitsArray(n node, x any, path string, depth int) (bool, error) {
+	arr, ok := x.([]any)
+	if !ok {
+		return true, nil
+	}
+	lo, hi, err := c.bounds(n, "minItems", "maxItems", path)
+	if err != nil {
+		return false, err
+	}
+	if len(arr) < lo || hi >= 0 && len(arr) > hi {
+		return false, nil
+	}
+	var prefix []json.RawMessage
+	if n["prefixItems"] != nil && json.Unmarshal(n["prefixItems"], &prefix) != nil {
+		return false, &SchemaError{path, "prefixItems", "want an array of schemas"}
+	}
+	items := n["items"]
+	if bytes.HasPrefix(bytes.TrimSpace(items), []byte("[")) {
+		return false, &SchemaError{path, "items", "an array of schemas (draft 7's tuples): use prefixItems"}
+	}
+	for i, v := range arr {
+		schema, at := items, path+"/items"
+		if i < len(prefix) {
+			schema, at = prefix[i], fmt.Sprintf("%s/prefixItems/%d", path, i)
+		}
+		if schema == nil {
+			continue
+		}
+		if ok, err := c.admits(schema, v, at, depth+1); err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// decodeValue reads a JSON value with its numbers as written.
+func decodeValue(raw json.RawMessage) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var x any
+	if err := d.Decode(&x); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// appendJSON writes a value as the grammars spell JSON: no whitespace,
+// members by key, numbers as written and strings as appendQuoted.
+func appendJSON(buf []byte, x any) []byte {
+	switch x := x.(type) {
+	case nil:
+		return append(buf, "null"...)
+	case bool:
+		return strconv.AppendBool(buf, x)
+	case json.Number:
+		return append(buf, x...)
+	case string:
+		return appendQuoted(buf, x)
+	case []any:
+		buf = append(buf, '[')
+		for i, v := range x {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = appendJSON(buf, v)
+		}
+		return append(buf, ']')
+	}
+	obj := x.(map[string]any)
+	buf = append(buf, '{')
+	for i, k := range slices.Sorted(maps.Keys(obj)) {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(appendQuoted(buf, k), ':')
+		buf = appendJSON(buf, obj[k])
+	}
+	return append(buf, '}')
+}
+
+// appendQuoted writes s as JSON string text, quotes included, spelled as
+// the grammar of a string and of a pattern spell it: the quote and the
+// backslash escaped, control characters and DEL as their short escape or
+// \u00xx, the rest (UTF-8) as it is.
+func appendQuoted(buf []byte, s string) []byte {
+	buf = append(buf, '"')
+	for i := 0; i < len(s); i++ {
+		switch ch := s[i]; {
+		case ch == '"' || ch == '\\':
+			buf = append(buf, '\\', ch)
+		case ch == '\n':
+			buf = append(buf, `\n`...)
+		case ch == '\t':
+			buf = append(buf, `\t`...)
+		case ch == '\r':
+			buf = append(buf, `\r`...)
+		case ch == '\f':
+			buf = append(buf, `\f`...)
+		case ch == '\b':
+			buf = append(buf, `\b`...)
+		case ch < 0x20 || ch == 0x7f:
+			buf = fmt.Appendf(buf, `\u%04x`, ch)
+		default:
+			buf = append(buf, ch)
+		}
+	}
+	return append(buf, '"')
+}

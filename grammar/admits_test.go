@@ -1,0 +1,74 @@
+package grammar
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestSchemaLanguage: texts each schema's grammar takes and refuses, where
+// keywords meet: enum and const values the keywords beside them refuse
+// are left out, a required name outside properties is held to
+// additionalProperties, draft 4's exclusive bounds on fractions, years
+// from 0001.
+func TestSchemaLanguage(t *testing.T) {
+	for _, c := range []struct {
+		schema  string
+		in, out []string
+	}{
+		{`{"type": "string", "enum": ["a", "bbbb"], "maxLength": 2}`, []string{`"a"`}, []string{`"bbbb"`}},
+		{`{"enum": [1, 2.5, "x", 7, 4.0, -0, 1e0], "type": "integer", "maximum": 5}`, []string{"1", "4.0", "-0", "1e0"}, []string{"2.5", `"x"`, "7"}},
+		{`{"enum": [{"a": 1}, {"a": "s"}, {"b": 1}], "properties": {"a": {"type": "integer"}}, "required": ["a"]}`, []string{`{"a":1}`}, []string{`{"a":"s"}`, `{"b":1}`}},
+		{`{"enum": ["2024-02-28", "2024-02-30", "0000-01-01", "x", 3], "format": "date"}`, []string{`"2024-02-28"`, "3"}, []string{`"2024-02-30"`, `"0000-01-01"`, `"x"`}},
+		{`{"enum": ["ab", "xab", "ba", "a\"b", "aé"], "pattern": "^a.$"}`, []string{`"ab"`, `"aé"`}, []string{`"xab"`, `"ba"`, `"a\"b"`}},
+		{`{"enum": ["abc", "ab\u0001", "é"], "minLength": 1, "maxLength": 2}`, []string{`"é"`}, []string{`"abc"`, `"ab\u0001"`}},
+		{`{"const": "x", "enum": ["x", "y"]}`, []string{`"x"`}, []string{`"y"`}},
+		{`{"enum": [[1, "a"], [1, 2], [1], [1, "a", 3]], "prefixItems": [{"type": "integer"}, {"type": "string"}], "items": false, "minItems": 2}`, []string{`[1,"a"]`}, []string{`[1,2]`, `[1]`, `[1,"a",3]`}},
+		{`{"$defs": {"small": {"type": "integer", "maximum": 3}}, "enum": [{"n": 2}, {"n": 5}], "properties": {"n": {"$ref": "#/$defs/small"}}}`, []string{`{"n":2}`}, []string{`{"n":5}`}},
+		{`{"enum": [1, 2, "a"], "properties": {"x": {"anyOf": [{"type": "string"}, {"maximum": 1}]}}, "type": "integer"}`, []string{"1", "2"}, []string{`"a"`}},
+		{`{"enum": [{"x": 1}, {"x": "s"}, {"x": 2, "y": true}], "additionalProperties": {"type": "integer"}}`, []string{`{"x":1}`}, []string{`{"x":"s"}`, `{"x":2,"y":true}`}},
+		{`{"enum": [12345678901234567890, 12345678901234567891], "maximum": 12345678901234567890}`, []string{"12345678901234567890"}, []string{"12345678901234567891"}},
+		{`{"type": "object", "required": ["x"], "additionalProperties": {"type": "integer"}}`, []string{`{"x":1}`, `{"x":1,"y":2}`}, []string{`{"x":"s"}`, `{}`, `{"x":1,"y":"s"}`}},
+		{`{"type": "object", "required": ["x"], "properties": {"y": {"type": "string"}}}`, []string{`{"x":[1]}`, `{"y":"s","x":{}}`}, []string{`{"y":"s"}`, `{"x":1,"z":1}`}},
+		{`{"type": "object", "required": ["x"], "additionalProperties": true}`, []string{`{"x":[1]}`, `{"x":1,"z":null}`}, []string{`{}`}},
+		{`{"type": "integer", "minimum": 2.5, "exclusiveMinimum": true, "maximum": 5.5, "exclusiveMaximum": true}`, []string{"3", "5"}, []string{"2", "6"}},
+		{`{"type": "integer", "minimum": 3, "exclusiveMinimum": true, "maximum": 6, "exclusiveMaximum": true}`, []string{"4", "5"}, []string{"3", "6"}},
+		{`{"type": "integer", "minimum": -4, "maximum": -2.5, "exclusiveMaximum": true}`, []string{"-3", "-4"}, []string{"-2", "-5"}},
+		{`{"type": "integer", "minimum": -2.5, "exclusiveMinimum": true, "maximum": 0}`, []string{"-2", "0"}, []string{"-3", "1"}},
+		{`{"type": "string", "format": "date"}`, []string{`"0001-01-01"`, `"9999-12-31"`}, []string{`"0000-01-01"`}},
+		{`{"type": "string", "format": "date-time"}`, []string{`"0001-01-01T00:00:00Z"`}, []string{`"0000-12-31T23:59:59Z"`}},
+	} {
+		b := NewBuilder()
+		e, err := SchemaRule(newJSONRules(b), []byte(c.schema))
+		if err != nil {
+			t.Errorf("%s: %v", c.schema, err)
+			continue
+		}
+		for _, text := range c.in {
+			if !b.accepts(e, []byte(text)) {
+				t.Errorf("%s: %s refused", c.schema, text)
+			}
+		}
+		for _, text := range c.out {
+			if b.accepts(e, []byte(text)) {
+				t.Errorf("%s: %s taken", c.schema, text)
+			}
+		}
+	}
+}
+
+// TestAdmitsRefusals: checking an enum value against what cannot be
+// checked refuses the schema.
+func TestAdmitsRefusals(t *testing.T) {
+	for schema, want := range map[string]string{
+		`{"enum": [1e500], "minimum": 1}`: "json schema #: minimum: 1e500 against 1: a number too large to compare",
+		`{"$defs": {"a": {"$ref": "#/$defs/a"}}, "enum": [{"p": 1}], "properties": {"p": {"$ref": "#/$defs/a"}}}`: "json schema /$defs/a: $ref: leads back to itself",
+		`{"enum": [[1]], "items": [{"type": "integer"}]}`:                                                         "json schema #: items: an array of schemas",
+		`{"enum": ["a"], "pattern": "(?=a)"}`:                                                                     "json schema #: pattern: at 1",
+	} {
+		b := NewBuilder()
+		_, err := SchemaRule(newJSONRules(b), []byte(schema))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", schema, err, want)
+		}
+	}
+}
