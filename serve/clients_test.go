@@ -16,21 +16,28 @@ import (
 // stream helper, equal to the answer not streamed), tool results sent
 // back, response_format json_schema and Ollama's format validated with
 // Ajv, a schema that cannot be enforced refused, and the ollama client's
-// tool_calls (Ollama has no tool_choice: a seed with which the random
-// model calls a tool, whole and streamed, given back with tool_name).
-// Then the
-// @anthropic-ai/sdk package against the same server: a message, the SDK's
-// stream helper accumulating the same message, count_tokens equal to the
-// usage, top_k 1 and top_p 0 answering as greedy decoding, tool_choice
-// any giving tool_use inputs that validate, tool_choice none giving text
-// with the tools still counted in the prompt, the results sent back,
-// errors; and thinking on and off on the bundled demo model, with tools
-// and without (the budget opens the thinking and closes it). The packages are installed from the lock file with npm ci on
-// first use.
+// tool_calls, whole and streamed, given back with tool_name (Ollama has
+// no tool_choice, so these go to a second server whose model opens a call
+// first: eagerCaller). Then the @anthropic-ai/sdk package against the same
+// server: a message, the SDK's stream helper accumulating the same
+// message, count_tokens equal to the usage, top_k 1 and top_p 0 answering
+// as greedy decoding, tool_choice any giving tool_use inputs that
+// validate, tool_choice none giving text with the tools still counted in
+// the prompt, the results sent back, errors; and thinking on and off on
+// the bundled demo model, with tools and without (the budget opens the
+// thinking and closes it). The packages are installed from the lock file
+// with npm ci on first use.
 func TestRealClients(t *testing.T) {
 	node, dir := nodeClients(t)
 	ts := newTestServer(t, modelOpts{Parallel: 2}, ServerOptions{})
-	runClients(t, node, dir, "clients.mjs", ts.url, ts.Name())
+	var cr ollamaChatRequest
+	readFile(t, filepath.Join(dir, "ollama-tools.json"), &cr)
+	req, e := ts.ollamaChatRequest(&cr)
+	if e != nil {
+		t.Fatal(e.msg)
+	}
+	eager := eagerCaller(t, ts.m, req)
+	runClients(t, node, dir, "clients.mjs", ts.url, ts.Name(), eager.url)
 	demo, _ := serveBundled(t, "qwen3-go-demo")
 	runClients(t, node, dir, "anthropic.mjs", ts.url, ts.Name(), demo.url, demo.Name())
 }

@@ -1,14 +1,20 @@
 // The real OpenAI and Ollama JavaScript clients against a running
-// qwenrun serve: node clients.mjs BASE_URL MODEL. Each check throws on a
+// qwenrun serve: node clients.mjs BASE_URL MODEL EAGER_BASE_URL (the
+// last a server whose model opens a tool call first; see serve's
+// TestRealClients). Each check throws on a
 // failure; the process exits non-zero with the reason. Run by serve's
 // TestRealClients on a model with random weights, so every answer here is
 // what the grammar forced.
+import { readFileSync } from "node:fs";
 import OpenAI from "openai";
 import { Ollama } from "ollama";
 import Ajv from "ajv";
 import addFormats from "ajv-formats";
 
-const [base, model] = process.argv.slice(2);
+const [base, model, eagerBase] = process.argv.slice(2);
+// The Ollama tools request, which serve's test also reads to make the
+// eager server's model.
+const ollamaTools = JSON.parse(readFileSync(new URL("./ollama-tools.json", import.meta.url), "utf8"));
 const ajv = new Ajv({ strict: false });
 addFormats(ajv);
 
@@ -102,18 +108,18 @@ try {
 const ollama = new Ollama({ host: base });
 {
   // Ollama's API has no tool_choice: the model may answer in text, and
-  // the random model all but never opens a call. Sampled near-uniformly
-  // over the vocabulary (temperature 100, top_k and top_p off), it does
-  // with this seed, found by trying seeds in order with these options
-  // (a seed samples the same every time): the ollama client's tool_calls
-  // are then checked for sure, whole and streamed, and the call goes back
-  // with its result as a tool message with tool_name.
-  const seed = 4369;
-  const req = { model, messages, tools, think: false, options: { seed, num_predict: 128, temperature: 100, top_k: 0, top_p: 1 } };
-  const r = await ollama.chat(req);
+  // the random model all but never opens a call. So this request goes to
+  // a second server (the third argument) whose model is tiny-a with the
+  // head row of <tool_call> made to win at the answer's first token
+  // (serve's eagerCaller): greedy, it opens a call, which the grammar then
+  // holds to the tools. The ollama client's tool_calls are checked, whole
+  // and streamed, and the call goes back with its result as a tool
+  // message with tool_name.
+  const eager = new Ollama({ host: eagerBase });
+  const req = { model, ...ollamaTools, options: { temperature: 0, num_predict: 128 } };
+  const r = await eager.chat(req);
   const calls = r.message.tool_calls ?? [];
-  check(r.done_reason === "stop" && calls.length > 0,
-    `ollama, seed ${seed}: done_reason ${r.done_reason}, calls ${JSON.stringify(calls)}: the model's numbers or the sampler changed, so another seed makes the call now: find it by trying seeds in order with these options`);
+  check(r.done_reason === "stop" && calls.length > 0, `ollama: done_reason ${r.done_reason}, calls ${JSON.stringify(calls)}: want a call`);
   for (const call of calls) {
     const tool = tools.find((t) => t.function.name === call.function.name);
     check(tool !== undefined, `ollama called ${call.function.name}`);
@@ -121,10 +127,10 @@ const ollama = new Ollama({ host: base });
     valid(tool.function.parameters, call.function.arguments, `ollama ${call.function.name} arguments`);
   }
   const streamed = [];
-  for await (const part of await ollama.chat({ ...req, stream: true })) streamed.push(...(part.message.tool_calls ?? []));
+  for await (const part of await eager.chat({ ...req, stream: true })) streamed.push(...(part.message.tool_calls ?? []));
   check(JSON.stringify(streamed) === JSON.stringify(calls), `ollama streamed calls ${JSON.stringify(streamed)}, whole ${JSON.stringify(calls)}`);
-  const next = await ollama.chat({ model, tools, think: false, options: { num_predict: 1 },
-    messages: [...messages, r.message, ...calls.map((c) => ({ role: "tool", tool_name: c.function.name, content: "12:00" }))] });
+  const next = await eager.chat({ ...req, options: { num_predict: 1 },
+    messages: [...req.messages, r.message, ...calls.map((c) => ({ role: "tool", tool_name: c.function.name, content: "12:00" }))] });
   check(next.prompt_eval_count > r.prompt_eval_count + calls.length, `ollama: the call given back made a prompt of ${next.prompt_eval_count} tokens`);
 
   const f = await ollama.chat({ model, messages: [{ role: "user", content: "Invent a person." }], format: person, think: false, options: { seed: 7, num_predict: 200 } });
