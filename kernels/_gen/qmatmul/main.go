@@ -590,6 +590,21 @@ func halfNext(m, blockBytes int, loop string) {
 	p("JNZ %s", loop)
 }
 
+// halfEnd ends a block of half h: the prefetch of its share of the
+// weights, the next block, and after the last the half's stores.
+func halfEnd(m, h, prefetch, blockBytes int, loop string, facc func(i int) string) {
+	halfPrefetch(prefetch)
+	halfNext(m, blockBytes, loop)
+	halfStore(m, h, facc)
+}
+
+// ret ends a kernel.
+func ret() {
+	p("VZEROUPPER")
+	p("RET")
+	fmt.Fprintln(buf)
+}
+
 // halfStore writes the float sums of half h to dst rows i*ldy, columns
 // 16h..16h+15.
 func halfStore(m, h int, facc func(i int) string) {
@@ -634,13 +649,9 @@ func q8half(m int) {
 			p("VCVTDQ2PS %s, %s", iacc(i), iacc(i))
 			p("VFMADD231PS Z2, %s, %s", iacc(i), facc(i))
 		}
-		halfPrefetch(q8Block / 2)
-		halfNext(m, q8Block, loop)
-		halfStore(m, h, facc)
+		halfEnd(m, h, q8Block/2, q8Block, loop, facc)
 	}
-	p("VZEROUPPER")
-	p("RET")
-	fmt.Fprintln(buf)
+	ret()
 }
 
 // q4half emits gemmQ4VNNIH<m>: one q4 tile x m tokens, the low nibbles'
@@ -697,13 +708,9 @@ func q4half(m int) {
 			p("VFMADD231PS Z5, %s, %s", iacc(i), facc(i))
 			p("VFNMADD231PS.BCST %s, Z4, %s", xh(i, 4), facc(i))
 		}
-		halfPrefetch(perBlock / 2)
-		halfNext(m, q4Block, loop)
-		halfStore(m, h, facc)
+		halfEnd(m, h, perBlock/2, q4Block, loop, facc)
 	}
-	p("VZEROUPPER")
-	p("RET")
-	fmt.Fprintln(buf)
+	ret()
 }
 
 // q8avx2 emits gemmQ8AVX2M<m>: 8 rows (pass p: rows 8p..8p+7) of one q8
