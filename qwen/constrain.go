@@ -51,7 +51,7 @@ func (m *Model) constraint(r *Request) (engine.Constraint, error) {
 	tok := m.m.Tokenizer
 	open, _ := tok.TokenID(chat.ThinkOpen)
 	close, _ := tok.TokenID(chat.ThinkClose)
-	return &budget{inner: c, open: open, close: close, left: r.ThinkBudget}, nil
+	return &budget{inner: c, open: open, close: close, at: thought{left: r.ThinkBudget}}, nil
 }
 
 // grammarOf makes the matcher of a request's grammar, or nil when it asks
@@ -135,25 +135,49 @@ func (gs *grammars) get(m *Model, a grammar.Answer) (*grammar.Grammar, error) {
 type budget struct {
 	inner       engine.Constraint // nil: no grammar
 	open, close int32
-	left        int
-	thinking    bool
-	done        bool // the reasoning closed
+	at          thought
 }
 
-// only is the one token the budget allows next, or -1 when it leaves the
+// thought is where the answer is in its reasoning: before <think>, in it
+// with left tokens of the budget, or past </think>.
+type thought struct {
+	phase int // thinkBefore, thinkIn, thinkDone
+	left  int
+}
+
+const (
+	thinkBefore = iota
+	thinkIn
+	thinkDone
+)
+
+// only is the one token the budget allows at t, or -1 when it leaves the
 // choice to the grammar: <think> first, </think> once the budget is spent.
-func (b *budget) only(thinking, done bool, left int) int32 {
+func (b *budget) only(t thought) int32 {
 	switch {
-	case !thinking && !done:
+	case t.phase == thinkBefore:
 		return b.open
-	case thinking && left <= 0:
+	case t.phase == thinkIn && t.left <= 0:
 		return b.close
 	}
 	return -1
 }
 
+// next is where id, allowed at t, leaves the answer.
+func (b *budget) next(t thought, id int32) thought {
+	switch {
+	case t.phase == thinkBefore: // id is <think>
+		t.phase = thinkIn
+	case t.phase == thinkIn && id == b.close:
+		t.phase = thinkDone
+	case t.phase == thinkIn:
+		t.left--
+	}
+	return t
+}
+
 func (b *budget) Allow(logits []float32) {
-	if id := b.only(b.thinking, b.done, b.left); id >= 0 {
+	if id := b.only(b.at); id >= 0 {
 		keep := logits[id]
 		for i := range logits {
 			logits[i] = float32(math.Inf(-1))
@@ -167,40 +191,27 @@ func (b *budget) Allow(logits []float32) {
 }
 
 func (b *budget) Accept(id int32) error {
-	if want := b.only(b.thinking, b.done, b.left); want >= 0 && id != want {
+	if want := b.only(b.at); want >= 0 && id != want {
 		return fmt.Errorf("token %d where the thinking budget allows only %d", id, want)
 	}
-	b.thinking, b.done, b.left = b.step(id, b.thinking, b.done, b.left)
+	b.at = b.next(b.at, id)
 	if b.inner != nil {
 		return b.inner.Accept(id)
 	}
 	return nil
 }
 
-// step is the budget's state after id.
-func (b *budget) step(id int32, thinking, done bool, left int) (bool, bool, int) {
-	switch {
-	case !thinking && !done: // id is <think>
-		return true, false, left
-	case thinking && id == b.close:
-		return false, true, left
-	case thinking:
-		return true, false, left - 1
-	}
-	return thinking, done, left
-}
-
 // Prefix follows the budget over ids as Accept would, without taking
 // them; the grammar's own prefix bounds it too.
 func (b *budget) Prefix(ids []int32) int {
-	thinking, done, left := b.thinking, b.done, b.left
+	at := b.at
 	n := len(ids)
 	for i, id := range ids {
-		if want := b.only(thinking, done, left); want >= 0 && id != want {
+		if want := b.only(at); want >= 0 && id != want {
 			n = i
 			break
 		}
-		thinking, done, left = b.step(id, thinking, done, left)
+		at = b.next(at, id)
 	}
 	if b.inner != nil {
 		n = b.inner.Prefix(ids[:n])
