@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/kernels"
 )
 
@@ -25,15 +26,7 @@ func ParseKernels(spec string) ([]kernels.Path, error) {
 		p, err := kernels.FromEnv()
 		return []kernels.Path{p}, err
 	}
-	var ps []kernels.Path
-	for _, f := range strings.Split(spec, ",") {
-		p, err := kernels.ParsePath(strings.TrimSpace(f))
-		if err != nil {
-			return nil, err
-		}
-		ps = append(ps, p)
-	}
-	return ps, nil
+	return cliutil.List(spec, kernels.ParsePath)
 }
 
 // ReadPrompts reads Spec's prompts: a file, or every file of a directory

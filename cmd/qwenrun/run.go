@@ -12,7 +12,6 @@ import (
 	"os"
 	"runtime/pprof"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/qwenc/qwenc/internal/cliutil"
@@ -169,15 +168,13 @@ func readInput(path string) ([]byte, error) {
 }
 
 func parseTokens(s string, vocab int) ([]int32, error) {
-	var ids []int32
-	for _, f := range strings.Split(s, ",") {
-		v, err := strconv.Atoi(strings.TrimSpace(f))
+	return cliutil.List(s, func(f string) (int32, error) {
+		v, err := strconv.Atoi(f)
 		if err != nil || v < 0 || v >= vocab {
-			return nil, fmt.Errorf("--tokens: %q is not a token id in [0, %d)", f, vocab)
+			return 0, fmt.Errorf("--tokens: %q is not a token id in [0, %d)", f, vocab)
 		}
-		ids = append(ids, int32(v))
-	}
-	return ids, nil
+		return int32(v), nil
+	})
 }
 
 // maxTokens maps -n onto a request: -1 is no limit, 0 the prompt alone.
