@@ -10,6 +10,7 @@ import (
 
 	"github.com/qwenc/qwenc/chat"
 	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/qwenc/qwenc/internal/report"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/sampling"
 	"github.com/urfave/cli/v2"
@@ -160,9 +161,9 @@ func (conv *conversation) stats(r qwen.Result) {
 		fmt.Fprint(conv.info, "\x1b[2m")
 		defer fmt.Fprint(conv.info, "\x1b[0m")
 	}
-	r.WriteStats(conv.info, conv.s.loadTime)
+	report.WriteStats(conv.info, r, conv.s.loadTime)
 }
 
 // finalStats prints the statistics of the whole chat; a stop at the
 // context was reported when it happened.
-func (conv *conversation) finalStats() { conv.total.WriteStats(conv.info, conv.s.loadTime) }
+func (conv *conversation) finalStats() { report.WriteStats(conv.info, conv.total, conv.s.loadTime) }

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/qwenc/qwenc/internal/report"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/urfave/cli/v2"
 )
@@ -65,16 +66,16 @@ func readTexts(c *cli.Context, stdin io.Reader) ([]string, error) {
 	case len(args) > 0:
 		return args, nil
 	case path == "-":
-		return qwen.ReadInputs(stdin, false)
+		return report.ReadLines(stdin)
 	case path != "":
 		f, err := os.Open(path)
 		if err != nil {
 			return nil, err
 		}
 		defer f.Close()
-		return qwen.ReadInputs(f, false)
+		return report.ReadLines(f)
 	}
-	texts, err := qwen.ReadInputs(stdin, true)
+	texts, err := report.ReadJSONTexts(stdin)
 	if err != nil {
 		return nil, fmt.Errorf("standard input, %w", err)
 	}
@@ -117,7 +118,7 @@ func embedAction(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		return res.WriteJSONLines(w)
+		return report.WriteEmbeddings(w, res)
 	})
 }
 
@@ -133,6 +134,6 @@ func rerankAction(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		return res.WriteJSONLines(w, docs, c.Int("top-n"))
+		return report.WriteReranking(w, res, docs, c.Int("top-n"))
 	})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/internal/fsutil"
+	"github.com/qwenc/qwenc/internal/report"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/sampling"
 	"github.com/urfave/cli/v2"
@@ -289,7 +290,7 @@ func writeLogits(path string, l []float32) error {
 // printStats prints the statistics line, and the context limit when that
 // is what stopped generation.
 func printStats(w io.Writer, s *setup, r qwen.Result) {
-	r.WriteStats(w, s.loadTime)
+	report.WriteStats(w, r, s.loadTime)
 	if r.Stop == qwen.StopContext {
 		printCtxStop(w, s)
 	}
@@ -300,7 +301,7 @@ func printCtxStop(w io.Writer, s *setup) {
 }
 
 func printJSON(w io.Writer, s *setup, r qwen.Result) error {
-	return json.NewEncoder(w).Encode(s.m.Summary(r, s.loadTime))
+	return json.NewEncoder(w).Encode(report.Summarize(r, s.m.Detokenize(r.Generated), s.loadTime))
 }
 
 // isTerminal asks the terminal driver: a character device such as

@@ -1,4 +1,4 @@
-package qwen
+package report
 
 import (
 	"bufio"
@@ -6,23 +6,28 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/qwenc/qwenc/qwen"
 )
 
-// ReadInputs reads texts to embed or documents to rerank: with
-// jsonValues, a stream of JSON values (JSON lines), each a string or
-// {"text": ...}; otherwise one text a line, blank lines left out.
-func ReadInputs(r io.Reader, jsonValues bool) ([]string, error) {
+// ReadLines reads texts to embed or documents to rerank, one a line,
+// blank lines left out.
+func ReadLines(r io.Reader) ([]string, error) {
 	var texts []string
-	if !jsonValues {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(nil, 1<<26)
-		for sc.Scan() {
-			if line := strings.TrimRight(sc.Text(), "\r"); line != "" {
-				texts = append(texts, line)
-			}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 1<<26)
+	for sc.Scan() {
+		if line := strings.TrimRight(sc.Text(), "\r"); line != "" {
+			texts = append(texts, line)
 		}
-		return texts, sc.Err()
 	}
+	return texts, sc.Err()
+}
+
+// ReadJSONTexts reads texts as a stream of JSON values (JSON lines), each
+// a string or {"text": ...}.
+func ReadJSONTexts(r io.Reader) ([]string, error) {
+	var texts []string
 	dec := json.NewDecoder(r)
 	for n := 1; ; n++ {
 		var raw json.RawMessage
@@ -46,9 +51,9 @@ func ReadInputs(r io.Reader, jsonValues bool) ([]string, error) {
 	}
 }
 
-// WriteJSONLines writes one line per vector, {"index", "embedding"}, in
+// WriteEmbeddings writes one line per vector, {"index", "embedding"}, in
 // the inputs' order.
-func (e Embeddings) WriteJSONLines(w io.Writer) error {
+func WriteEmbeddings(w io.Writer, e qwen.Embeddings) error {
 	enc := json.NewEncoder(w)
 	for i, v := range e.Vectors {
 		if err := enc.Encode(struct {
@@ -61,10 +66,10 @@ func (e Embeddings) WriteJSONLines(w io.Writer) error {
 	return nil
 }
 
-// WriteJSONLines writes the best n results (all for n <= 0), one line
+// WriteReranking writes the best n results (all for n <= 0), one line
 // each, {"index", "score", "document"}: the best first, each with its
 // document of docs, the request's.
-func (r Reranking) WriteJSONLines(w io.Writer, docs []string, n int) error {
+func WriteReranking(w io.Writer, r qwen.Reranking, docs []string, n int) error {
 	res := r.Results
 	if n > 0 {
 		res = res[:min(n, len(res))]

@@ -1,0 +1,31 @@
+package report
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qwenc/qwenc/qwen"
+)
+
+// The statistics line and the --json summary say a Result's figures.
+func TestStatsAndSummary(t *testing.T) {
+	var r qwen.Result
+	r.Add(qwen.Delta{IDs: []int32{1, 2}})
+	r.Add(qwen.Delta{IDs: []int32{3}, Stop: qwen.StopEOS, Usage: qwen.Usage{PromptTokens: 10, CachedTokens: 4, Queued: time.Millisecond,
+		Prefill: 3 * time.Millisecond, Total: 10 * time.Millisecond, KVBytes: 1e6, KVTokens: 13, Drafted: 4, Accepted: 3}})
+	var b strings.Builder
+	WriteStats(&b, r, 20*time.Millisecond)
+	if want := "load 20 ms | prompt 6 tokens in 3 ms, 2000.0 tok/s | generated 3 tokens in 6 ms, 500.0 tok/s | stop: eos | kv 1.0 MB | drafted 4, accepted 3 (75%)"; !strings.HasPrefix(b.String(), want) || !strings.HasSuffix(b.String(), "\n") {
+		t.Errorf("stats %q, want %q", b.String(), want)
+	}
+	out, err := json.Marshal(Summarize(qwen.Result{}, "", 0))
+	if want := `{"generated_ids":[],"kv_bytes":0,"prompt_ids":[],"stop_reason":"","text":"","timings":{"accepted_tokens":0,"decode_ms":0,"decode_tok_s":0,"decode_tokens":0,"drafted_tokens":0,"load_ms":0,"prefill_ms":0,"prefill_tok_s":0,"prefill_tokens":0}}`; err != nil || string(out) != want {
+		t.Errorf("summary %s, want %s", out, want)
+	}
+	out, err = json.Marshal(Summarize(r, "abc", 20*time.Millisecond))
+	if want := `{"generated_ids":[1,2,3],"kv_bytes":1000000,"prompt_ids":[],"stop_reason":"eos","text":"abc","timings":{"accepted_tokens":3,"decode_ms":6,"decode_tok_s":500,"decode_tokens":3,"drafted_tokens":4,"load_ms":20,"prefill_ms":3,"prefill_tok_s":2000,"prefill_tokens":6}}`; err != nil || string(out) != want {
+		t.Errorf("summary %s, want %s", out, want)
+	}
+}
