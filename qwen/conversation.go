@@ -115,11 +115,16 @@ func (c *Conversation) Send(ctx context.Context, text string, req Request, each 
 
 // Load replaces the conversation by msgs and prefills them, so that the
 // next message continues it, with req's settings (its KV cache type and
-// thinking matter). Messages that leave no room for another message and
-// its answer are refused with a *NoRoomError, and the conversation stays
-// as it was. When ctx ends first, the Result says StopInterrupt and the
-// next turn prefills the rest.
+// thinking matter); no messages start an empty conversation. Messages
+// that leave no room for another message and its answer are refused with
+// a *NoRoomError; on any error the conversation stays as it was. When ctx
+// ends first, the Result says StopInterrupt and the next turn prefills
+// the rest.
 func (c *Conversation) Load(ctx context.Context, msgs []Message, req Request) (Result, error) {
+	if len(msgs) == 0 {
+		c.SetSystem("")
+		return Result{Stop: StopLength}, nil
+	}
 	req.Messages = append(slices.Clip(msgs), Message{Role: "user"})
 	next, err := c.m.Count(req)
 	if err != nil {
@@ -130,15 +135,17 @@ func (c *Conversation) Load(ctx context.Context, msgs []Message, req Request) (R
 		n, _ := c.m.Count(req)
 		return Result{}, &NoRoomError{Tokens: n, Context: ctxLen}
 	}
-	c.msgs, c.full = slices.Clip(msgs), false
 	req.Messages = msgs
 	u, err := c.m.Prefill(ctx, req)
 	res := Result{Stop: StopLength, Usage: u}
 	if ctx.Err() != nil {
 		res.Stop, err = StopInterrupt, nil
 	}
-	c.used = u.KVTokens
-	return res, err
+	if err != nil {
+		return res, err
+	}
+	c.msgs, c.full, c.used = slices.Clip(msgs), false, u.KVTokens
+	return res, nil
 }
 
 // savedMessage is a message of a saved conversation, in the role and

@@ -146,6 +146,15 @@ func TestConversation(t *testing.T) {
 	if c.System() != "" || len(c.Messages()) != 0 {
 		t.Errorf("no system message: %+v", c.Messages())
 	}
+	// A saved conversation of no messages (LoadMessages reads "[]") starts
+	// an empty one rather than failing.
+	c.SetSystem("Be brief.")
+	if res, err := c.Load(context.Background(), nil, req); err != nil || res.Stop != StopLength || len(c.Messages()) != 0 || c.Used() != 0 {
+		t.Errorf("loading no messages: %+v, %v; %+v", res, err, c.Messages())
+	}
+	if _, err := c.Send(context.Background(), "Hi", req, nil); err != nil {
+		t.Errorf("after loading no messages: %v", err)
+	}
 }
 
 // A Result gathers Deltas; Merge adds a later one's figures.
