@@ -44,14 +44,6 @@ type conversation struct {
 	unanswered int
 }
 
-// tooLongError is a message that would take the conversation past the
-// context.
-type tooLongError struct{ tokens, ctx int }
-
-func (e *tooLongError) Error() string {
-	return fmt.Sprintf("the conversation has %d tokens, more than the context of %d (--ctx)", e.tokens, e.ctx)
-}
-
 func runChat(c *cli.Context, s *setup) error {
 	if s.info.ChatTemplate == "" {
 		return errors.New("this model has no chat template; use raw completion (-p without --chat)")
@@ -133,8 +125,8 @@ func (conv *conversation) turn(ctx context.Context, text string) (qwen.Result, e
 	maxTokens(&req, conv.maxTokens)
 	conv.show.start()
 	res, err := conv.c.Send(ctx, text, req, func(d qwen.Delta) { conv.show.write(d.Reasoning, d.Content) })
-	if tooLong, ok := errors.AsType[*qwen.PromptTooLongError](err); ok {
-		return res, &tooLongError{tokens: tooLong.Tokens, ctx: tooLong.Context}
+	if errors.As(err, new(*qwen.PromptTooLongError)) {
+		return res, err
 	}
 	if err != nil {
 		return res, schemaError(err)

@@ -238,11 +238,11 @@ func (l *chatLoop) send(text string) error {
 		return nil
 	}
 	res, sig, err := l.interruptible(func(ctx context.Context) (qwen.Result, error) { return conv.turn(ctx, text) })
-	var tooLong *tooLongError
+	var tooLong *qwen.PromptTooLongError
 	switch {
 	case errors.As(err, &tooLong):
 		conv.unanswered++
-		conv.note("no answer: %v; /clear starts a new conversation", err)
+		conv.note("no answer: the conversation has %d tokens, more than the context of %d (--ctx); /clear starts a new conversation", tooLong.Tokens, tooLong.Context)
 	case err != nil:
 		return err
 	case conv.jsonOut:

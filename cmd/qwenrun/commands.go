@@ -27,7 +27,7 @@ func commandSpecs() []commandSpec {
 		{[]string{"clear"}, "", "start a new conversation; the system message stays"},
 		{[]string{"system"}, "TEXT", "set the system message and start a new conversation"},
 		{[]string{"think"}, "on|off", "Qwen3: think before answering, or not (--no-think)"},
-		{[]string{"set"}, "NAME VALUE", "sampling: temp, top-k, top-p, min-p, repeat-penalty, presence-penalty, frequency-penalty, repeat-last-n, seed"},
+		{[]string{"set"}, "NAME VALUE", "sampling: " + strings.Join(samplingNames(), ", ")},
 		{[]string{"show"}, "", "model, context used, sampling, thinking, system message"},
 		{[]string{"save"}, "FILE", "write the conversation to FILE (JSON: role and content of each message)"},
 		{[]string{"load"}, "FILE", "replace the conversation by the one saved in FILE, to continue it"},

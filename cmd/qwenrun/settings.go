@@ -28,6 +28,15 @@ func samplingOptions() []samplingOption {
 	return append(opts, samplingOption{name: "seed"})
 }
 
+// samplingNames are the options' names, as /set takes them.
+func samplingNames() []string {
+	var names []string
+	for _, o := range samplingOptions() {
+		names = append(names, o.name)
+	}
+	return names
+}
+
 // parse checks a value and returns the change it makes.
 func (o samplingOption) parse(v string) (func(*sampling.Params), error) {
 	if o.name == "seed" {
@@ -63,20 +72,15 @@ func flagValue(c *cli.Context, o samplingOption) string {
 // parseSetting parses /set's "NAME VALUE". Names may also be written as
 // ollama writes them (top_k, temperature).
 func parseSetting(arg string) (samplingOption, func(*sampling.Params), error) {
-	opts := samplingOptions()
 	fields := strings.Fields(arg)
 	if len(fields) != 2 {
-		names := make([]string, len(opts))
-		for i, o := range opts {
-			names[i] = o.name
-		}
-		return samplingOption{}, nil, fmt.Errorf("usage: /set NAME VALUE, where NAME is %s", strings.Join(names, ", "))
+		return samplingOption{}, nil, fmt.Errorf("usage: /set NAME VALUE, where NAME is %s", strings.Join(samplingNames(), ", "))
 	}
 	name := strings.ReplaceAll(strings.ToLower(fields[0]), "_", "-")
 	if name == "temperature" {
 		name = "temp"
 	}
-	for _, o := range opts {
+	for _, o := range samplingOptions() {
 		if o.name == name {
 			change, err := o.parse(fields[1])
 			if err != nil {
