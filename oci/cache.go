@@ -12,6 +12,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sys/unix"
+
+	"github.com/qwenc/qwenc/internal/fsutil"
 )
 
 // Cache is where pulls land: Dir/blobs/sha256/HEX, as an OCI image
@@ -66,23 +68,8 @@ func (c Cache) writeSmall(h v1.Hash, b []byte) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), h.Hex+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("cache: %w", err)
-	}
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o444)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), dst)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("cache: %w", err)
+	if err := fsutil.WriteAtomic(dst, b, 0o444); err != nil {
+		return fmt.Errorf("cache: %s: %w", dst, err)
 	}
 	return nil
 }
