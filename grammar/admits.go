@@ -228,8 +228,7 @@ func (c *schemaCompiler) admitsString(n node, x any, path string, _ int) (bool, 
 // would only make larger.
 func (c *schemaCompiler) checker() *schemaCompiler {
 	if c.check == nil {
-		j := newJSONRules(NewBuilder())
-		c.check = &schemaCompiler{j: j, b: j.b, doc: c.doc, refs: map[string]int32{}, ranges: map[[2]string]Elem{}, checkRules: map[string]Elem{}}
+		c.check = newSchemaCompiler(newJSONRules(NewBuilder()), c.doc)
 	}
 	return c.check
 }

@@ -72,3 +72,19 @@ func TestAdmitsRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveOnce: what a $ref points to is found in the document once,
+// however many enum values are checked through it.
+func TestResolveOnce(t *testing.T) {
+	schema := `{"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"type": "integer", "maximum": 3}}, "enum": [{"p": 1}, {"p": 5}, {"p": 2}], "properties": {"p": {"$ref": "#/$defs/a"}}}`
+	c := newSchemaCompiler(newJSONRules(NewBuilder()), []byte(schema))
+	if _, err := c.compile(c.doc, ""); err != nil {
+		t.Fatal(err)
+	}
+	c.doc = []byte(`{}`) // where a $ref found again would not resolve
+	for _, ref := range []string{"#/$defs/a", "#/$defs/b"} {
+		if _, err := c.resolve(ref); err != nil {
+			t.Errorf("%s looked up again: %v", ref, err)
+		}
+	}
+}

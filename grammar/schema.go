@@ -47,11 +47,14 @@ var (
 
 // schemaCompiler turns a schema into rules.
 type schemaCompiler struct {
-	j      *jsonRules
-	b      *Builder
-	doc    json.RawMessage
-	refs   map[string]int32 // a $ref's rule, made once, so recursion is a rule that calls itself
-	ranges map[[2]string]Elem
+	j    *jsonRules
+	b    *Builder
+	doc  json.RawMessage
+	refs map[string]int32 // a $ref's rule, made once, so recursion is a rule that calls itself
+	// resolved is what each $ref points to, found once: an enum's
+	// values are each checked through the $refs beside them.
+	resolved map[string]json.RawMessage
+	ranges   map[[2]string]Elem
 	// check makes the grammars enum and const values are checked with
 	// (see admits), and checkRules keeps them by keyword and value.
 	check      *schemaCompiler
@@ -95,8 +98,12 @@ func JSONObject(v *Vocab) (*Grammar, error) {
 // allows is still valid: additionalProperties left out allows none,
 // integers have at most 16 digits, free values nest at most 6 deep.
 func SchemaRule(j *jsonRules, schema []byte) (Elem, error) {
-	c := &schemaCompiler{j: j, b: j.b, doc: schema, refs: map[string]int32{}, ranges: map[[2]string]Elem{}}
-	return c.compile(schema, "")
+	return newSchemaCompiler(j, schema).compile(schema, "")
+}
+
+func newSchemaCompiler(j *jsonRules, doc json.RawMessage) *schemaCompiler {
+	return &schemaCompiler{j: j, b: j.b, doc: doc, refs: map[string]int32{}, resolved: map[string]json.RawMessage{},
+		ranges: map[[2]string]Elem{}, checkRules: map[string]Elem{}}
 }
 
 // node is a schema object's members.
@@ -277,6 +284,9 @@ func (c *schemaCompiler) resolve(ref string) (json.RawMessage, error) {
 	if ref == "#" {
 		return c.doc, nil
 	}
+	if target, ok := c.resolved[ref]; ok {
+		return target, nil
+	}
 	if !strings.HasPrefix(ref, "#/$defs/") && !strings.HasPrefix(ref, "#/definitions/") {
 		return nil, fmt.Errorf("%q: only #, #/$defs/... and #/definitions/... are supported", ref)
 	}
@@ -289,6 +299,7 @@ func (c *schemaCompiler) resolve(ref string) (json.RawMessage, error) {
 		}
 		target = n[p]
 	}
+	c.resolved[ref] = target
 	return target, nil
 }
 
