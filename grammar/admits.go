@@ -252,31 +252,19 @@ func (c *schemaCompiler) admitsNumber(n node, x any, path string, _ int) (bool, 
 	if !ok {
 		return true, nil
 	}
+	lo, hi, err := numberBounds(n, path)
+	if err != nil {
+		return false, err
+	}
 	v := ratOf(num)
-	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
-		if _, ok, err := boundOf(n, k, path); err != nil || !ok {
-			if err != nil {
-				return false, err
-			}
-			continue // absent, or draft 4's flag, read with its bound
+	for _, b := range []*numBound{lo, hi} {
+		if b == nil {
+			continue
 		}
-		bound := ratOf(json.Number(bytes.TrimSpace(n[k])))
-		if v == nil || bound == nil {
-			return false, &SchemaError{path, k, fmt.Sprintf("%s against %s: a number too large to compare", num, bytes.TrimSpace(n[k]))}
+		if v == nil {
+			return false, &SchemaError{path, b.key, fmt.Sprintf("%s against %s: a number too large to compare", num, bytes.TrimSpace(n[b.key]))}
 		}
-		d := v.Cmp(bound)
-		var in bool
-		switch k {
-		case "minimum":
-			in = d > 0 || d == 0 && !excl(n, "exclusiveMinimum")
-		case "maximum":
-			in = d < 0 || d == 0 && !excl(n, "exclusiveMaximum")
-		case "exclusiveMinimum":
-			in = d > 0
-		case "exclusiveMaximum":
-			in = d < 0
-		}
-		if !in {
+		if !b.admits(v) {
 			return false, nil
 		}
 	}

@@ -34,6 +34,12 @@ func TestSchemaLanguage(t *testing.T) {
 		{`{"type": "integer", "minimum": 3, "exclusiveMinimum": true, "maximum": 6, "exclusiveMaximum": true}`, []string{"4", "5"}, []string{"3", "6"}},
 		{`{"type": "integer", "minimum": -4, "maximum": -2.5, "exclusiveMaximum": true}`, []string{"-3", "-4"}, []string{"-2", "-5"}},
 		{`{"type": "integer", "minimum": -2.5, "exclusiveMinimum": true, "maximum": 0}`, []string{"-2", "0"}, []string{"-3", "1"}},
+		{`{"type": "number", "minimum": 5, "exclusiveMinimum": 0}`, []string{"5", "6.5"}, []string{"1", "4.5"}},
+		{`{"type": "number", "maximum": 5, "exclusiveMaximum": 9}`, []string{"5", "4.5"}, []string{"7", "5.5"}},
+		{`{"type": "number", "exclusiveMinimum": 5, "minimum": 0, "exclusiveMaximum": 7, "maximum": 9}`, []string{"5.5", "6"}, []string{"5", "1", "7", "8"}},
+		{`{"type": "integer", "minimum": 5, "exclusiveMinimum": 0}`, []string{"5", "6"}, []string{"1", "4"}},
+		{`{"type": "integer", "maximum": 5, "exclusiveMaximum": 9}`, []string{"5", "4"}, []string{"7", "6"}},
+		{`{"enum": [1, 5, 7, 4.5, 5.5], "minimum": 5, "exclusiveMinimum": 0, "maximum": 5, "exclusiveMaximum": 9}`, []string{"5"}, []string{"1", "7", "4.5", "5.5"}},
 		{`{"type": "string", "format": "date"}`, []string{`"0001-01-01"`, `"9999-12-31"`}, []string{`"0000-01-01"`}},
 		{`{"type": "string", "format": "date-time"}`, []string{`"0001-01-01T00:00:00Z"`}, []string{`"0000-12-31T23:59:59Z"`}},
 	} {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -839,38 +840,27 @@ func (c *schemaCompiler) array(n node, path string) (Elem, error) {
 // integer is an integer within the schema's bounds.
 func (c *schemaCompiler) integer(n node, path string) (Elem, error) {
 	const limit = 1e16 - 1 // 16 digits, as the free integer
+	low, high, err := numberBounds(n, path)
+	if err != nil {
+		return Elem{}, err
+	}
+	if low == nil && high == nil {
+		return c.j.integer, nil
+	}
 	lo, hi := -limit, limit
-	bounded := false
-	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
-		v, ok, err := boundOf(n, k, path)
-		if err != nil {
-			return Elem{}, err
-		}
-		if !ok {
-			continue
-		}
-		bounded = true
-		switch k {
-		case "minimum":
-			if excl(n, "exclusiveMinimum") { // draft 4: above v
-				lo = math.Max(lo, math.Floor(v)+1)
-			} else {
-				lo = math.Max(lo, math.Ceil(v))
-			}
-		case "maximum":
-			if excl(n, "exclusiveMaximum") { // draft 4: below v
-				hi = math.Min(hi, math.Ceil(v)-1)
-			} else {
-				hi = math.Min(hi, math.Floor(v))
-			}
-		case "exclusiveMinimum":
-			lo = math.Max(lo, math.Floor(v)+1)
-		case "exclusiveMaximum":
-			hi = math.Min(hi, math.Ceil(v)-1)
+	if low != nil {
+		if low.excl {
+			lo = math.Max(lo, math.Floor(low.v)+1)
+		} else {
+			lo = math.Max(lo, math.Ceil(low.v))
 		}
 	}
-	if !bounded {
-		return c.j.integer, nil
+	if high != nil {
+		if high.excl {
+			hi = math.Min(hi, math.Ceil(high.v)-1)
+		} else {
+			hi = math.Min(hi, math.Floor(high.v))
+		}
 	}
 	if lo > hi {
 		return Elem{}, &SchemaError{path, "minimum", "no integer is within the bounds"}
@@ -893,28 +883,26 @@ func (c *schemaCompiler) number(n node, path string) (Elem, error) {
 		v         int64
 		set, excl bool
 	}
-	var lo, hi bound
-	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
-		v, ok, err := boundOf(n, k, path)
-		if err != nil {
-			return Elem{}, err
+	low, high, err := numberBounds(n, path)
+	if err != nil {
+		return Elem{}, err
+	}
+	whole := func(nb *numBound) (bound, error) {
+		if nb == nil {
+			return bound{}, nil
 		}
-		if !ok {
-			continue
+		if v := nb.v; v != math.Trunc(v) || v < 0 || v > limit {
+			return bound{}, &SchemaError{path, nb.key, fmt.Sprintf("%v on a number: only whole bounds from 0 to 10^9 are supported, so it could not be enforced", v)}
 		}
-		if v != math.Trunc(v) || v < 0 || v > limit {
-			return Elem{}, &SchemaError{path, k, fmt.Sprintf("%v on a number: only whole bounds from 0 to 10^9 are supported, so it could not be enforced", v)}
-		}
-		switch k {
-		case "minimum":
-			lo = bound{int64(v), true, excl(n, "exclusiveMinimum")}
-		case "maximum":
-			hi = bound{int64(v), true, excl(n, "exclusiveMaximum")}
-		case "exclusiveMinimum":
-			lo = bound{int64(v), true, true}
-		case "exclusiveMaximum":
-			hi = bound{int64(v), true, true}
-		}
+		return bound{int64(nb.v), true, nb.excl}, nil
+	}
+	lo, err := whole(low)
+	if err != nil {
+		return Elem{}, err
+	}
+	hi, err := whole(high)
+	if err != nil {
+		return Elem{}, err
 	}
 	switch {
 	case !lo.set && !hi.set:
@@ -960,27 +948,54 @@ func (c *schemaCompiler) number(n node, path string) (Elem, error) {
 	return b.Alt(fmt.Sprintf("number%v%v", lo, hi), alts...), nil
 }
 
-// boundOf reads bound k of a node; ok is false when it is absent or
-// draft 4's boolean form of an exclusive bound, which excl reads with
-// its bound.
-func boundOf(n node, k, path string) (v float64, ok bool, err error) {
-	raw := n[k]
-	if raw == nil {
-		return 0, false, nil
-	}
-	if err := json.Unmarshal(raw, &v); err != nil {
-		var flag bool
-		if json.Unmarshal(raw, &flag) == nil {
-			return 0, false, nil
-		}
-		return 0, false, &SchemaError{path, k, "want a number"}
-	}
-	return v, true, nil
+// numBound is a bound on numbers: the keyword that sets it, its value
+// exactly and as a float64, and whether the value itself is excluded.
+type numBound struct {
+	key         string
+	r           *big.Rat
+	v           float64
+	lower, excl bool
 }
 
-func excl(n node, k string) bool {
-	var flag bool
-	return json.Unmarshal(n[k], &flag) == nil && flag
+// admits reports whether r is within the bound.
+func (b *numBound) admits(r *big.Rat) bool {
+	d := r.Cmp(b.r)
+	if !b.lower {
+		d = -d
+	}
+	return d > 0 || d == 0 && !b.excl
+}
+
+// numberBounds reads minimum, maximum, exclusiveMinimum and
+// exclusiveMaximum, draft 4's boolean exclusive forms included: the
+// tightest bound below and the tightest above, nil where there is none.
+func numberBounds(n node, path string) (lo, hi *numBound, err error) {
+	for _, k := range []struct {
+		key, flag string // flag: draft 4's exclusive form of the bound
+		lower     bool
+	}{{"minimum", "exclusiveMinimum", true}, {"exclusiveMinimum", "", true}, {"maximum", "exclusiveMaximum", false}, {"exclusiveMaximum", "", false}} {
+		raw := bytes.TrimSpace(n[k.key])
+		if len(raw) == 0 || string(raw) == "true" || string(raw) == "false" {
+			continue // absent, or draft 4's flag, read with its bound
+		}
+		b := &numBound{key: k.key, r: ratOf(json.Number(raw)), lower: k.lower, excl: k.flag == ""}
+		if json.Unmarshal(raw, &b.v) != nil || b.r == nil {
+			return nil, nil, &SchemaError{path, k.key, "want a number"}
+		}
+		if k.flag != "" {
+			b.excl = string(bytes.TrimSpace(n[k.flag])) == "true"
+		}
+		cur, sign := &hi, -1
+		if k.lower {
+			cur, sign = &lo, 1
+		}
+		if old := *cur; old == nil {
+			*cur = b
+		} else if d := b.r.Cmp(old.r) * sign; d > 0 || d == 0 && b.excl {
+			*cur = b
+		}
+	}
+	return lo, hi, nil
 }
 
 // intRange is the canonical decimal text of the integers lo to hi.
