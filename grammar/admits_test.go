@@ -94,3 +94,23 @@ func TestResolveOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestAdditionalPropertiesOnce: additionalProperties is compiled once for
+// an object, however many required names outside properties it holds.
+func TestAdditionalPropertiesOnce(t *testing.T) {
+	rules := func(required, ap string) int {
+		b := NewBuilder()
+		schema := `{"type": "object", "properties": {"p": {"type": "boolean"}}, "required": ` + required + `, "additionalProperties": ` + ap + `}`
+		if _, err := SchemaRule(newJSONRules(b), []byte(schema)); err != nil {
+			t.Fatalf("%s: %v", schema, err)
+		}
+		return len(b.rules)
+	}
+	ap := `{"type": "array", "items": {"type": "integer", "minimum": 10, "maximum": 12345}, "maxItems": 3}`
+	once := rules(`["p"]`, ap) - rules(`["p"]`, "true")
+	for _, required := range []string{`["x"]`, `["x", "p", "y", "z"]`} {
+		if got := rules(required, ap) - rules(required, "true"); got != once {
+			t.Errorf("required %s: additionalProperties made %d rules, want %d", required, got, once)
+		}
+	}
+}

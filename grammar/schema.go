@@ -621,19 +621,32 @@ func (c *schemaCompiler) object(n node, path string) (Elem, error) {
 		member   []Elem
 		required bool
 	}
+	// additional is the value of an additional property (any value when
+	// additionalProperties is left out), compiled once.
+	var apValue *Elem
+	additional := func() (Elem, error) {
+		switch {
+		case ap == nil:
+			return j.value, nil
+		case apValue == nil:
+			v, err := c.compile(ap, path+"/additionalProperties")
+			if err != nil {
+				return Elem{}, err
+			}
+			apValue = &v
+		}
+		return *apValue, nil
+	}
 	var ps []prop
 	for _, name := range names {
 		// A required name the properties do not describe is an
-		// additional property, held to additionalProperties (any value
-		// when it is left out).
-		schema, at := props[name], path+"/properties/"+escapePointer(name)
-		if schema == nil {
-			schema, at = ap, path+"/additionalProperties"
-			if ap == nil {
-				schema = json.RawMessage("true")
-			}
+		// additional property, held to additionalProperties.
+		var v Elem
+		if schema := props[name]; schema != nil {
+			v, err = c.compile(schema, path+"/properties/"+escapePointer(name))
+		} else {
+			v, err = additional()
 		}
-		v, err := c.compile(schema, at)
 		if err != nil {
 			return Elem{}, err
 		}
@@ -643,7 +656,7 @@ func (c *schemaCompiler) object(n node, path string) (Elem, error) {
 	// extra are the members additionalProperties allows after the listed.
 	var extra []Elem
 	if ap != nil && !closed {
-		v, err := c.compile(ap, path+"/additionalProperties")
+		v, err := additional()
 		if err != nil {
 			return Elem{}, err
 		}
