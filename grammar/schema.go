@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -30,6 +31,50 @@ func (e *SchemaError) Error() string {
 	return fmt.Sprintf("json schema %s: %s: %s", at, e.Keyword, e.Reason)
 }
 
+// noInstance is the SchemaError of a schema no instance is valid for.
+// As an alternative (a type of a list, a branch of anyOf or oneOf) such
+// a schema is left out, and the schema is refused only when no
+// alternative is left; where a part without instances leaves the whole
+// with some (an optional property, say), the error is plain: refused.
+type noInstance struct{ *SchemaError }
+
+func (e noInstance) Unwrap() error { return e.SchemaError }
+
+// empty is a noInstance error.
+func empty(path, keyword, reason string) error {
+	return noInstance{&SchemaError{path, keyword, reason}}
+}
+
+// refusal is err as the schema's refusal: a SchemaError, not noInstance.
+func refusal(err error) error {
+	if e, ok := err.(noInstance); ok {
+		return e.SchemaError
+	}
+	return err
+}
+
+// alternatives compiles each of a choice's schemas, leaving out those no
+// instance is valid for; with none left, the first one's error.
+func alternatives(n int, compile func(i int) (Elem, error)) ([][]Elem, error) {
+	var alts [][]Elem
+	var none error
+	for i := range n {
+		e, err := compile(i)
+		if _, ok := err.(noInstance); ok {
+			none = cmp.Or(none, err)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		alts = append(alts, []Elem{e})
+	}
+	if len(alts) == 0 {
+		return nil, none
+	}
+	return alts, nil
+}
+
 // The keywords a schema may use. Annotations are ignored, as they do not
 // constrain an instance.
 var (
@@ -52,6 +97,9 @@ type schemaCompiler struct {
 	b    *Builder
 	doc  json.RawMessage
 	refs map[string]int32 // a $ref's rule, made once, so recursion is a rule that calls itself
+	// refErrs are the errors of the $refs whose schemas no instance is
+	// valid for, met once.
+	refErrs map[string]error
 	// resolved is what each $ref points to, found once: an enum's
 	// values are each checked through the $refs beside them.
 	resolved map[string]json.RawMessage
@@ -94,16 +142,19 @@ func JSONObject(v *Vocab) (*Grammar, error) {
 // schema); for arrays items, prefixItems, minItems, maxItems; for strings
 // minLength, maxLength, pattern (see Regexp) and format date, time,
 // date-time, uuid and uri; minimum, maximum and their exclusive forms
-// for integers, and whole ones for numbers. Where a schema leaves a
-// choice the grammar may take a narrower one, as every instance it
-// allows is still valid: additionalProperties left out allows none,
-// integers have at most 16 digits, free values nest at most 6 deep.
+// for integers, and whole ones for numbers. A type of a list or a
+// branch of anyOf or oneOf that no instance is valid for is left out.
+// Where a schema leaves a choice the grammar may take a narrower one, as
+// every instance it allows is still valid: additionalProperties left out
+// allows none, integers have at most 16 digits, free values nest at most
+// 6 deep.
 func SchemaRule(j *jsonRules, schema []byte) (Elem, error) {
-	return newSchemaCompiler(j, schema).compile(schema, "")
+	e, err := newSchemaCompiler(j, schema).compile(schema, "")
+	return e, refusal(err)
 }
 
 func newSchemaCompiler(j *jsonRules, doc json.RawMessage) *schemaCompiler {
-	return &schemaCompiler{j: j, b: j.b, doc: doc, refs: map[string]int32{}, resolved: map[string]json.RawMessage{},
+	return &schemaCompiler{j: j, b: j.b, doc: doc, refs: map[string]int32{}, refErrs: map[string]error{}, resolved: map[string]json.RawMessage{},
 		ranges: map[[2]string]Elem{}, checkRules: map[string]Elem{}}
 }
 
@@ -116,7 +167,7 @@ func (c *schemaCompiler) parse(raw json.RawMessage, path string) (node, bool, er
 	case "true":
 		return nil, true, nil
 	case "false":
-		return nil, false, &SchemaError{path, "false", "no instance is valid"}
+		return nil, false, empty(path, "false", "no instance is valid")
 	}
 	var n node
 	if err := json.Unmarshal(raw, &n); err != nil || n == nil {
@@ -165,13 +216,9 @@ func (c *schemaCompiler) compile(raw json.RawMessage, path string) (Elem, error)
 	if err != nil {
 		return Elem{}, err
 	}
-	var alts [][]Elem
-	for _, t := range types {
-		e, err := c.typed(n, t, path)
-		if err != nil {
-			return Elem{}, err
-		}
-		alts = append(alts, []Elem{e})
+	alts, err := alternatives(len(types), func(i int) (Elem, error) { return c.typed(n, types[i], path) })
+	if err != nil {
+		return Elem{}, err
 	}
 	if len(alts) == 1 {
 		return alts[0][0], nil
@@ -266,6 +313,9 @@ func (c *schemaCompiler) ref(raw json.RawMessage, path string) (Elem, error) {
 	if r, ok := c.refs[ref]; ok {
 		return Ref(r), nil
 	}
+	if err := c.refErrs[ref]; err != nil {
+		return Elem{}, err
+	}
 	target, err := c.resolve(ref)
 	if err != nil {
 		return Elem{}, &SchemaError{path, "$ref", err.Error()}
@@ -274,6 +324,8 @@ func (c *schemaCompiler) ref(raw json.RawMessage, path string) (Elem, error) {
 	c.refs[ref] = r
 	e, err := c.compile(target, strings.TrimPrefix(ref, "#"))
 	if err != nil {
+		delete(c.refs, ref) // r is left without alternatives: no text
+		c.refErrs[ref] = err
 		return Elem{}, err
 	}
 	c.b.Define(r, []Elem{e})
@@ -329,13 +381,11 @@ func (c *schemaCompiler) combination(n node, path string, alone func(string) err
 				return Elem{}, err
 			}
 		}
-		var alts [][]Elem
-		for i, br := range branches {
-			e, err := c.compile(br, fmt.Sprintf("%s/%s/%d", path, k, i))
-			if err != nil {
-				return Elem{}, err
-			}
-			alts = append(alts, []Elem{e})
+		alts, err := alternatives(len(branches), func(i int) (Elem, error) {
+			return c.compile(branches[i], fmt.Sprintf("%s/%s/%d", path, k, i))
+		})
+		if err != nil {
+			return Elem{}, err
 		}
 		return c.b.Alt(k, alts...), nil
 	}
@@ -474,8 +524,8 @@ func (c *schemaCompiler) discriminated(branches []json.RawMessage) bool {
 
 // enum is a choice of the values of enum (key "enum") or const: those
 // the keywords beside it admit, as JSON Schema has every keyword hold.
-// A value they do not admit is left out, and with none left the schema
-// is refused: no instance is valid.
+// A value they do not admit is left out, and with none left no instance
+// is valid (noInstance).
 func (c *schemaCompiler) enum(n node, key, path string) (Elem, error) {
 	values := []json.RawMessage{n[key]}
 	if key == "enum" {
@@ -493,6 +543,9 @@ func (c *schemaCompiler) enum(n node, key, path string) (Elem, error) {
 			return Elem{}, &SchemaError{path, key, "a value is not JSON"}
 		}
 		ok, err := c.admitsNode(rest, x, path, 0)
+		if _, none := err.(noInstance); none {
+			ok, err = false, nil // no value of its type is valid, so neither is it
+		}
 		if err != nil {
 			return Elem{}, err
 		}
@@ -505,7 +558,7 @@ func (c *schemaCompiler) enum(n node, key, path string) (Elem, error) {
 		if key == "const" {
 			what = "the value is not"
 		}
-		return Elem{}, &SchemaError{path, key, what + " valid under the keywords beside it: no instance is valid"}
+		return Elem{}, empty(path, key, what+" valid under the keywords beside it: no instance is valid")
 	}
 	return c.b.Alt(key, alts...), nil
 }
@@ -584,7 +637,7 @@ func (c *schemaCompiler) bounds(n node, minKey, maxKey, path string) (lo, hi int
 		}
 	}
 	if hi >= 0 && lo > hi {
-		return 0, 0, &SchemaError{path, minKey, fmt.Sprintf("%d is more than %s %d: no instance is valid", lo, maxKey, hi)}
+		return 0, 0, empty(path, minKey, fmt.Sprintf("%d is more than %s %d: no instance is valid", lo, maxKey, hi))
 	}
 	return lo, hi, nil
 }
@@ -612,7 +665,7 @@ func (c *schemaCompiler) object(n node, path string) (Elem, error) {
 	for _, r := range required {
 		if props[r] == nil && !slices.Contains(names, r) {
 			if closed {
-				return Elem{}, &SchemaError{path, "required", fmt.Sprintf("%q is not in properties, and additionalProperties is false: no instance is valid", r)}
+				return Elem{}, empty(path, "required", fmt.Sprintf("%q is not in properties, and additionalProperties is false: no instance is valid", r))
 			}
 			names = append(names, r)
 		}
@@ -647,6 +700,9 @@ func (c *schemaCompiler) object(n node, path string) (Elem, error) {
 		} else {
 			v, err = additional()
 		}
+		if err != nil && !slices.Contains(required, name) {
+			err = refusal(err) // the object is valid without it
+		}
 		if err != nil {
 			return Elem{}, err
 		}
@@ -658,7 +714,7 @@ func (c *schemaCompiler) object(n node, path string) (Elem, error) {
 	if ap != nil && !closed {
 		v, err := additional()
 		if err != nil {
-			return Elem{}, err
+			return Elem{}, refusal(err) // the object is valid without extras
 		}
 		extra = Seq(c.keyOutside(names), j.ws, b.Byte(':'), j.ws, v)
 	}
@@ -787,6 +843,9 @@ func (c *schemaCompiler) array(n node, path string) (Elem, error) {
 		}
 		for i, s := range schemas {
 			e, err := c.compile(s, fmt.Sprintf("%s/prefixItems/%d", path, i))
+			if err != nil && i >= minItems {
+				err = refusal(err) // the array is valid without it
+			}
 			if err != nil {
 				return Elem{}, err
 			}
@@ -804,6 +863,9 @@ func (c *schemaCompiler) array(n node, path string) (Elem, error) {
 		return Elem{}, &SchemaError{path, "items", "an array of schemas (draft 7's tuples): use prefixItems"}
 	default:
 		if item, err = c.compile(raw, path+"/items"); err != nil {
+			if minItems <= len(prefix) {
+				err = refusal(err) // the array is valid without items
+			}
 			return Elem{}, err
 		}
 	}
@@ -813,7 +875,7 @@ func (c *schemaCompiler) array(n node, path string) (Elem, error) {
 	}
 	if !itemsAllowed {
 		if minItems > k {
-			return Elem{}, &SchemaError{path, "minItems", "more than prefixItems allows with items false"}
+			return Elem{}, empty(path, "minItems", "more than prefixItems allows with items false")
 		}
 		maxItems = k
 	}
@@ -876,7 +938,7 @@ func (c *schemaCompiler) integer(n node, path string) (Elem, error) {
 		}
 	}
 	if lo > hi {
-		return Elem{}, &SchemaError{path, "minimum", "no integer is within the bounds"}
+		return Elem{}, empty(path, "minimum", "no integer is within the bounds")
 	}
 	lo, hi = math.Max(lo, -limit), math.Min(hi, limit)
 	return c.intRange(int64(lo), int64(hi)), nil
@@ -921,7 +983,7 @@ func (c *schemaCompiler) number(n node, path string) (Elem, error) {
 	case !lo.set && !hi.set:
 		return j.number, nil
 	case lo.set && hi.set && (lo.v > hi.v || (lo.v == hi.v && (lo.excl || hi.excl))):
-		return Elem{}, &SchemaError{path, "minimum", "no number is within the bounds"}
+		return Elem{}, empty(path, "minimum", "no number is within the bounds")
 	}
 	d := b.Range('0', '9')
 	anyFrac := b.Optional("frac6", Seq(b.Byte('.'), b.Repeat("fdigits6", []Elem{d}, 1, 6)))
