@@ -92,33 +92,19 @@ func kindOfValue(x any) string {
 }
 
 func (c *schemaCompiler) admitsValues(n node, x any, path string, _ int) (bool, error) {
-	var values []json.RawMessage
-	switch {
-	case n["const"] != nil:
-		values = []json.RawMessage{n["const"]}
-		if n["enum"] != nil {
-			ok, err := c.admitsValues(node{"enum": n["enum"]}, x, path, 0)
-			if err != nil || !ok {
-				return false, err
-			}
+	for _, key := range []string{"enum", "const"} {
+		if n[key] == nil {
+			continue
 		}
-	case n["enum"] != nil:
-		if err := json.Unmarshal(n["enum"], &values); err != nil || len(values) == 0 {
-			return false, &SchemaError{path, "enum", "want a non-empty array"}
-		}
-	default:
-		return true, nil
-	}
-	for _, v := range values {
-		y, err := decodeValue(v)
+		values, err := enumValues(n, key, path)
 		if err != nil {
-			return false, &SchemaError{path, "enum", "a value is not JSON"}
+			return false, err
 		}
-		if jsonEqual(x, y) {
-			return true, nil
+		if !slices.ContainsFunc(values, func(y any) bool { return jsonEqual(x, y) }) {
+			return false, nil
 		}
 	}
-	return false, nil
+	return true, nil
 }
 
 // jsonEqual is JSON Schema's equality: numbers by their value, objects

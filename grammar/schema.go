@@ -432,16 +432,14 @@ func (c *schemaCompiler) kinds(raw json.RawMessage, depth int) []string {
 		}
 		return c.kinds(target, depth+1)
 	}
-	var values []json.RawMessage
+	key := "enum"
 	if n["const"] != nil {
-		values = []json.RawMessage{n["const"]}
-	} else if n["enum"] != nil {
-		json.Unmarshal(n["enum"], &values)
+		key = "const"
 	}
-	if values != nil {
+	if values, err := enumValues(n, key, ""); err == nil { // an error when absent
 		var out []string
-		for _, v := range values {
-			out = append(out, kindOf(v))
+		for _, x := range values {
+			out = append(out, kindOfValue(x))
 		}
 		return out
 	}
@@ -455,25 +453,6 @@ func (c *schemaCompiler) kinds(raw json.RawMessage, depth int) []string {
 		}
 	}
 	return ts
-}
-
-func kindOf(v json.RawMessage) string {
-	v = bytes.TrimSpace(v)
-	switch {
-	case len(v) == 0:
-		return "null"
-	case v[0] == '{':
-		return "object"
-	case v[0] == '[':
-		return "array"
-	case v[0] == '"':
-		return "string"
-	case v[0] == 't' || v[0] == 'f':
-		return "boolean"
-	case v[0] == 'n':
-		return "null"
-	}
-	return "number"
 }
 
 // discriminated reports whether object branches share a required property
@@ -527,21 +506,14 @@ func (c *schemaCompiler) discriminated(branches []json.RawMessage) bool {
 // A value they do not admit is left out, and with none left no instance
 // is valid (noInstance).
 func (c *schemaCompiler) enum(n node, key, path string) (Elem, error) {
-	values := []json.RawMessage{n[key]}
-	if key == "enum" {
-		values = nil
-		if err := json.Unmarshal(n["enum"], &values); err != nil || len(values) == 0 {
-			return Elem{}, &SchemaError{path, "enum", "want a non-empty array"}
-		}
+	values, err := enumValues(n, key, path)
+	if err != nil {
+		return Elem{}, err
 	}
 	rest := maps.Clone(n)
 	delete(rest, key)
 	var alts [][]Elem
-	for _, v := range values {
-		x, err := decodeValue(v)
-		if err != nil {
-			return Elem{}, &SchemaError{path, key, "a value is not JSON"}
-		}
+	for _, x := range values {
 		ok, err := c.admitsNode(rest, x, path, 0)
 		if _, none := err.(noInstance); none {
 			ok, err = false, nil // no value of its type is valid, so neither is it
@@ -561,6 +533,27 @@ func (c *schemaCompiler) enum(n node, key, path string) (Elem, error) {
 		return Elem{}, empty(path, key, what+" valid under the keywords beside it: no instance is valid")
 	}
 	return c.b.Alt(key, alts...), nil
+}
+
+// enumValues are the values of enum (key "enum") or const, as
+// decodeValue gives them.
+func enumValues(n node, key, path string) ([]any, error) {
+	raw := []json.RawMessage{n[key]}
+	if key == "enum" {
+		raw = nil
+		if err := json.Unmarshal(n["enum"], &raw); err != nil || len(raw) == 0 {
+			return nil, &SchemaError{path, "enum", "want a non-empty array"}
+		}
+	}
+	values := make([]any, len(raw))
+	for i, v := range raw {
+		x, err := decodeValue(v)
+		if err != nil {
+			return nil, &SchemaError{path, key, "a value is not JSON"}
+		}
+		values[i] = x
+	}
+	return values, nil
 }
 
 // str is a string with the schema's length, pattern or format.
