@@ -142,13 +142,9 @@ func jsonEqual(a, b any) bool {
 
 func (c *schemaCompiler) admitsCombination(n node, x any, path string, depth int) (bool, error) {
 	if r := n["$ref"]; r != nil {
-		var ref string
-		if err := json.Unmarshal(r, &ref); err != nil {
-			return false, &SchemaError{path, "$ref", "want a string"}
-		}
-		target, err := c.resolve(ref)
+		ref, target, err := c.refTarget(r, path)
 		if err != nil {
-			return false, &SchemaError{path, "$ref", err.Error()}
+			return false, err
 		}
 		if ok, err := c.admits(target, x, strings.TrimPrefix(ref, "#"), depth+1); err != nil || !ok {
 			return false, err
@@ -158,9 +154,9 @@ func (c *schemaCompiler) admitsCombination(n node, x any, path string, depth int
 		if n[k] == nil {
 			continue
 		}
-		var branches []json.RawMessage
-		if err := json.Unmarshal(n[k], &branches); err != nil || len(branches) == 0 {
-			return false, &SchemaError{path, k, "want a non-empty array of schemas"}
+		branches, err := branchesOf(n, k, path)
+		if err != nil {
+			return false, err
 		}
 		matched := 0
 		for i, br := range branches {

@@ -306,19 +306,15 @@ func (c *schemaCompiler) typed(n node, t, path string) (Elem, error) {
 
 // ref resolves a $ref within the document.
 func (c *schemaCompiler) ref(raw json.RawMessage, path string) (Elem, error) {
-	var ref string
-	if err := json.Unmarshal(raw, &ref); err != nil {
-		return Elem{}, &SchemaError{path, "$ref", "want a string"}
+	ref, target, err := c.refTarget(raw, path)
+	if err != nil {
+		return Elem{}, err
 	}
 	if r, ok := c.refs[ref]; ok {
 		return Ref(r), nil
 	}
 	if err := c.refErrs[ref]; err != nil {
 		return Elem{}, err
-	}
-	target, err := c.resolve(ref)
-	if err != nil {
-		return Elem{}, &SchemaError{path, "$ref", err.Error()}
 	}
 	r := c.b.Rule(ref)
 	c.refs[ref] = r
@@ -330,6 +326,17 @@ func (c *schemaCompiler) ref(raw json.RawMessage, path string) (Elem, error) {
 	}
 	c.b.Define(r, []Elem{e})
 	return Ref(r), nil
+}
+
+// refTarget reads the $ref raw and finds what it points to.
+func (c *schemaCompiler) refTarget(raw json.RawMessage, path string) (ref string, target json.RawMessage, err error) {
+	if err := json.Unmarshal(raw, &ref); err != nil {
+		return "", nil, &SchemaError{path, "$ref", "want a string"}
+	}
+	if target, err = c.resolve(ref); err != nil {
+		return "", nil, &SchemaError{path, "$ref", err.Error()}
+	}
+	return ref, target, nil
 }
 
 // resolve finds what a $ref points to within the document.
@@ -359,16 +366,15 @@ func (c *schemaCompiler) resolve(ref string) (json.RawMessage, error) {
 // combination compiles anyOf, oneOf and allOf.
 func (c *schemaCompiler) combination(n node, path string, alone func(string) error) (Elem, error) {
 	for _, k := range []string{"anyOf", "oneOf", "allOf"} {
-		raw := n[k]
-		if raw == nil {
+		if n[k] == nil {
 			continue
 		}
 		if err := alone(k); err != nil {
 			return Elem{}, err
 		}
-		var branches []json.RawMessage
-		if err := json.Unmarshal(raw, &branches); err != nil || len(branches) == 0 {
-			return Elem{}, &SchemaError{path, k, "want a non-empty array of schemas"}
+		branches, err := branchesOf(n, k, path)
+		if err != nil {
+			return Elem{}, err
 		}
 		if k == "allOf" {
 			if len(branches) > 1 {
@@ -390,6 +396,15 @@ func (c *schemaCompiler) combination(n node, path string, alone func(string) err
 		return c.b.Alt(k, alts...), nil
 	}
 	panic("unreachable")
+}
+
+// branchesOf reads the schemas of anyOf, oneOf or allOf (k).
+func branchesOf(n node, k, path string) ([]json.RawMessage, error) {
+	var branches []json.RawMessage
+	if err := json.Unmarshal(n[k], &branches); err != nil || len(branches) == 0 {
+		return nil, &SchemaError{path, k, "want a non-empty array of schemas"}
+	}
+	return branches, nil
 }
 
 // disjoint checks that no instance can match two branches of a oneOf,
@@ -424,9 +439,7 @@ func (c *schemaCompiler) kinds(raw json.RawMessage, depth int) []string {
 		return all
 	}
 	if r := n["$ref"]; r != nil {
-		var ref string
-		json.Unmarshal(r, &ref)
-		target, err := c.resolve(ref)
+		_, target, err := c.refTarget(r, "")
 		if err != nil {
 			return all
 		}
