@@ -318,13 +318,9 @@ func (c *schemaCompiler) admitsArray(n node, x any, path string, depth int) (boo
 	if len(arr) < lo || hi >= 0 && len(arr) > hi {
 		return false, nil
 	}
-	var prefix []json.RawMessage
-	if n["prefixItems"] != nil && json.Unmarshal(n["prefixItems"], &prefix) != nil {
-		return false, &SchemaError{path, "prefixItems", "want an array of schemas"}
-	}
-	items := n["items"]
-	if bytes.HasPrefix(bytes.TrimSpace(items), []byte("[")) {
-		return false, &SchemaError{path, "items", "an array of schemas (draft 7's tuples): use prefixItems"}
+	prefix, items, err := itemSchemas(n, path)
+	if err != nil {
+		return false, err
 	}
 	for i, v := range arr {
 		schema, at := items, path+"/items"

@@ -841,34 +841,30 @@ func (c *schemaCompiler) array(n node, path string) (Elem, error) {
 	if err != nil {
 		return Elem{}, err
 	}
+	schemas, items, err := itemSchemas(n, path)
+	if err != nil {
+		return Elem{}, err
+	}
 	var prefix []Elem
-	if raw := n["prefixItems"]; raw != nil {
-		var schemas []json.RawMessage
-		if err := json.Unmarshal(raw, &schemas); err != nil {
-			return Elem{}, &SchemaError{path, "prefixItems", "want an array of schemas"}
+	for i, s := range schemas {
+		e, err := c.compile(s, fmt.Sprintf("%s/prefixItems/%d", path, i))
+		if err != nil && i >= minItems {
+			err = refusal(err) // the array is valid without it
 		}
-		for i, s := range schemas {
-			e, err := c.compile(s, fmt.Sprintf("%s/prefixItems/%d", path, i))
-			if err != nil && i >= minItems {
-				err = refusal(err) // the array is valid without it
-			}
-			if err != nil {
-				return Elem{}, err
-			}
-			prefix = append(prefix, e)
+		if err != nil {
+			return Elem{}, err
 		}
+		prefix = append(prefix, e)
 	}
 	var item Elem
 	itemsAllowed := true
-	switch raw := n["items"]; {
-	case raw == nil:
+	switch {
+	case items == nil:
 		item = j.value
-	case string(bytes.TrimSpace(raw)) == "false":
+	case string(bytes.TrimSpace(items)) == "false":
 		itemsAllowed = false
-	case bytes.HasPrefix(bytes.TrimSpace(raw), []byte("[")):
-		return Elem{}, &SchemaError{path, "items", "an array of schemas (draft 7's tuples): use prefixItems"}
 	default:
-		if item, err = c.compile(raw, path+"/items"); err != nil {
+		if item, err = c.compile(items, path+"/items"); err != nil {
 			if minItems <= len(prefix) {
 				err = refusal(err) // the array is valid without items
 			}
@@ -916,6 +912,19 @@ func (c *schemaCompiler) array(n node, path string) (Elem, error) {
 		return b.Alt("array", Seq(b.Byte('['), j.ws, b.Byte(']')), full), nil
 	}
 	return Ref(b.New("array", full)), nil
+}
+
+// itemSchemas reads prefixItems and items; items as an array of schemas
+// (draft 7's tuples) is refused.
+func itemSchemas(n node, path string) (prefix []json.RawMessage, items json.RawMessage, err error) {
+	if n["prefixItems"] != nil && json.Unmarshal(n["prefixItems"], &prefix) != nil {
+		return nil, nil, &SchemaError{path, "prefixItems", "want an array of schemas"}
+	}
+	items = n["items"]
+	if bytes.HasPrefix(bytes.TrimSpace(items), []byte("[")) {
+		return nil, nil, &SchemaError{path, "items", "an array of schemas (draft 7's tuples): use prefixItems"}
+	}
+	return prefix, items, nil
 }
 
 // integer is an integer within the schema's bounds.
