@@ -383,30 +383,43 @@ func appendJSON(buf []byte, x any) []byte {
 }
 
 // appendQuoted writes s as JSON string text, quotes included, spelled as
-// the grammar of a string and of a pattern spell it: the quote and the
-// backslash escaped, control characters and DEL as their short escape or
-// \u00xx, the rest (UTF-8) as it is.
+// the grammar of a string and of a pattern spell it: each byte as
+// escapeByte has it.
 func appendQuoted(buf []byte, s string) []byte {
 	buf = append(buf, '"')
 	for i := 0; i < len(s); i++ {
-		switch ch := s[i]; {
-		case ch == '"' || ch == '\\':
-			buf = append(buf, '\\', ch)
-		case ch == '\n':
-			buf = append(buf, `\n`...)
-		case ch == '\t':
-			buf = append(buf, `\t`...)
-		case ch == '\r':
-			buf = append(buf, `\r`...)
-		case ch == '\f':
-			buf = append(buf, `\f`...)
-		case ch == '\b':
-			buf = append(buf, `\b`...)
-		case ch < 0x20 || ch == 0x7f:
-			buf = fmt.Appendf(buf, `\u%04x`, ch)
-		default:
-			buf = append(buf, ch)
+		if esc := escapeByte(s[i]); esc != "" {
+			buf = append(buf, esc...)
+		} else {
+			buf = append(buf, s[i])
 		}
 	}
 	return append(buf, '"')
+}
+
+// escapeByte is the escape a byte is written as in a JSON string, as
+// the grammars spell it, or "" for none: the quote and the backslash
+// escaped, control characters and DEL as their short escape or \u00xx,
+// the rest (UTF-8) as it is.
+func escapeByte(ch byte) string {
+	switch ch {
+	case '"':
+		return `\"`
+	case '\\':
+		return `\\`
+	case '\n':
+		return `\n`
+	case '\t':
+		return `\t`
+	case '\r':
+		return `\r`
+	case '\f':
+		return `\f`
+	case '\b':
+		return `\b`
+	}
+	if ch < 0x20 || ch == 0x7f {
+		return fmt.Sprintf(`\u%04x`, ch)
+	}
+	return ""
 }
