@@ -41,7 +41,7 @@ func (c *schemaCompiler) admits(raw json.RawMessage, x any, path string, depth i
 // admitsNode is admits of a schema object.
 func (c *schemaCompiler) admitsNode(n node, x any, path string, depth int) (bool, error) {
 	if depth > maxAdmitDepth {
-		return false, &SchemaError{path, "$ref", "leads back to itself: an enum or const value cannot be checked against it"}
+		return false, &SchemaError{path, "schema", fmt.Sprintf("more than %d schemas deep from an enum or const (a $ref that leads back to itself?): its value cannot be checked", maxAdmitDepth)}
 	}
 	if err := checkKeywords(n, path); err != nil {
 		return false, err

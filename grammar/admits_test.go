@@ -73,11 +73,14 @@ func TestSchemaLanguage(t *testing.T) {
 // TestAdmitsRefusals: checking an enum value against what cannot be
 // checked refuses the schema.
 func TestAdmitsRefusals(t *testing.T) {
+	deep := strings.Repeat(`{"items": `, 70) + "{}" + strings.Repeat("}", 70)
+	deep = `{"enum": [` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `], ` + deep[1:]
 	for schema, want := range map[string]string{
 		`{"enum": [1e500], "minimum": 1}`: "json schema #: minimum: 1e500 against 1: a number too large to compare",
-		`{"$defs": {"a": {"$ref": "#/$defs/a"}}, "enum": [{"p": 1}], "properties": {"p": {"$ref": "#/$defs/a"}}}`: "json schema /$defs/a: $ref: leads back to itself",
-		`{"enum": [[1]], "items": [{"type": "integer"}]}`:                                                         "json schema #: items: an array of schemas",
-		`{"enum": ["a"], "pattern": "(?=a)"}`:                                                                     "json schema #: pattern: at 1",
+		`{"$defs": {"a": {"$ref": "#/$defs/a"}}, "enum": [{"p": 1}], "properties": {"p": {"$ref": "#/$defs/a"}}}`: "json schema /$defs/a: schema: more than 64 schemas deep from an enum or const (a $ref that leads back to itself?)",
+		deep: "/items/items: schema: more than 64 schemas deep from an enum or const",
+		`{"enum": [[1]], "items": [{"type": "integer"}]}`: "json schema #: items: an array of schemas",
+		`{"enum": ["a"], "pattern": "(?=a)"}`:             "json schema #: pattern: at 1",
 	} {
 		b := NewBuilder()
 		_, err := SchemaRule(newJSONRules(b), []byte(schema))
