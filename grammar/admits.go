@@ -41,7 +41,7 @@ func (c *schemaCompiler) admits(raw json.RawMessage, x any, path string, depth i
 // admitsNode is admits of a schema object.
 func (c *schemaCompiler) admitsNode(n node, x any, path string, depth int) (bool, error) {
 	if depth > maxAdmitDepth {
-		return false, &SchemaError{path, "$ref", "leads back to itself: an enum or const value cannot be checked against it"}
+		return false, &SchemaError{path, "schema", fmt.Sprintf("more than %d schemas deep from an enum or const (a $ref that leads back to itself?): its value cannot be checked", maxAdmitDepth)}
 	}
 	if err := checkKeywords(n, path); err != nil {
 		return false, err
@@ -92,33 +92,19 @@ func kindOfValue(x any) string {
 }
 
 func (c *schemaCompiler) admitsValues(n node, x any, path string, _ int) (bool, error) {
-	var values []json.RawMessage
-	switch {
-	case n["const"] != nil:
-		values = []json.RawMessage{n["const"]}
-		if n["enum"] != nil {
-			ok, err := c.admitsValues(node{"enum": n["enum"]}, x, path, 0)
-			if err != nil || !ok {
-				return false, err
-			}
+	for _, key := range []string{"enum", "const"} {
+		if n[key] == nil {
+			continue
 		}
-	case n["enum"] != nil:
-		if err := json.Unmarshal(n["enum"], &values); err != nil || len(values) == 0 {
-			return false, &SchemaError{path, "enum", "want a non-empty array"}
-		}
-	default:
-		return true, nil
-	}
-	for _, v := range values {
-		y, err := decodeValue(v)
+		values, err := enumValues(n, key, path)
 		if err != nil {
-			return false, &SchemaError{path, "enum", "a value is not JSON"}
+			return false, err
 		}
-		if jsonEqual(x, y) {
-			return true, nil
+		if !slices.ContainsFunc(values, func(y any) bool { return jsonEqual(x, y) }) {
+			return false, nil
 		}
 	}
-	return false, nil
+	return true, nil
 }
 
 // jsonEqual is JSON Schema's equality: numbers by their value, objects
@@ -156,13 +142,9 @@ func jsonEqual(a, b any) bool {
 
 func (c *schemaCompiler) admitsCombination(n node, x any, path string, depth int) (bool, error) {
 	if r := n["$ref"]; r != nil {
-		var ref string
-		if err := json.Unmarshal(r, &ref); err != nil {
-			return false, &SchemaError{path, "$ref", "want a string"}
-		}
-		target, err := c.resolve(ref)
+		ref, target, err := c.refTarget(r, path)
 		if err != nil {
-			return false, &SchemaError{path, "$ref", err.Error()}
+			return false, err
 		}
 		if ok, err := c.admits(target, x, strings.TrimPrefix(ref, "#"), depth+1); err != nil || !ok {
 			return false, err
@@ -172,9 +154,9 @@ func (c *schemaCompiler) admitsCombination(n node, x any, path string, depth int
 		if n[k] == nil {
 			continue
 		}
-		var branches []json.RawMessage
-		if err := json.Unmarshal(n[k], &branches); err != nil || len(branches) == 0 {
-			return false, &SchemaError{path, k, "want a non-empty array of schemas"}
+		branches, err := branchesOf(n, k, path)
+		if err != nil {
+			return false, err
 		}
 		matched := 0
 		for i, br := range branches {
@@ -228,8 +210,7 @@ func (c *schemaCompiler) admitsString(n node, x any, path string, _ int) (bool, 
 // would only make larger.
 func (c *schemaCompiler) checker() *schemaCompiler {
 	if c.check == nil {
-		j := newJSONRules(NewBuilder())
-		c.check = &schemaCompiler{j: j, b: j.b, doc: c.doc, refs: map[string]int32{}, ranges: map[[2]string]Elem{}, checkRules: map[string]Elem{}}
+		c.check = newSchemaCompiler(newJSONRules(NewBuilder()), c.doc)
 	}
 	return c.check
 }
@@ -253,31 +234,19 @@ func (c *schemaCompiler) admitsNumber(n node, x any, path string, _ int) (bool, 
 	if !ok {
 		return true, nil
 	}
+	lo, hi, err := numberBounds(n, path)
+	if err != nil {
+		return false, err
+	}
 	v := ratOf(num)
-	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
-		if _, ok, err := boundOf(n, k, path); err != nil || !ok {
-			if err != nil {
-				return false, err
-			}
-			continue // absent, or draft 4's flag, read with its bound
+	for _, b := range []*numBound{lo, hi} {
+		if b == nil {
+			continue
 		}
-		bound := ratOf(json.Number(bytes.TrimSpace(n[k])))
-		if v == nil || bound == nil {
-			return false, &SchemaError{path, k, fmt.Sprintf("%s against %s: a number too large to compare", num, bytes.TrimSpace(n[k]))}
+		if v == nil {
+			return false, &SchemaError{path, b.key, fmt.Sprintf("%s against %s: a number too large to compare", num, bytes.TrimSpace(n[b.key]))}
 		}
-		d := v.Cmp(bound)
-		var in bool
-		switch k {
-		case "minimum":
-			in = d > 0 || d == 0 && !excl(n, "exclusiveMinimum")
-		case "maximum":
-			in = d < 0 || d == 0 && !excl(n, "exclusiveMaximum")
-		case "exclusiveMinimum":
-			in = d > 0
-		case "exclusiveMaximum":
-			in = d < 0
-		}
-		if !in {
+		if !b.admits(v) {
 			return false, nil
 		}
 	}
@@ -349,13 +318,9 @@ func (c *schemaCompiler) admitsArray(n node, x any, path string, depth int) (boo
 	if len(arr) < lo || hi >= 0 && len(arr) > hi {
 		return false, nil
 	}
-	var prefix []json.RawMessage
-	if n["prefixItems"] != nil && json.Unmarshal(n["prefixItems"], &prefix) != nil {
-		return false, &SchemaError{path, "prefixItems", "want an array of schemas"}
-	}
-	items := n["items"]
-	if bytes.HasPrefix(bytes.TrimSpace(items), []byte("[")) {
-		return false, &SchemaError{path, "items", "an array of schemas (draft 7's tuples): use prefixItems"}
+	prefix, items, err := itemSchemas(n, path)
+	if err != nil {
+		return false, err
 	}
 	for i, v := range arr {
 		schema, at := items, path+"/items"
@@ -418,30 +383,43 @@ func appendJSON(buf []byte, x any) []byte {
 }
 
 // appendQuoted writes s as JSON string text, quotes included, spelled as
-// the grammar of a string and of a pattern spell it: the quote and the
-// backslash escaped, control characters and DEL as their short escape or
-// \u00xx, the rest (UTF-8) as it is.
+// the grammar of a string and of a pattern spell it: each byte as
+// escapeByte has it.
 func appendQuoted(buf []byte, s string) []byte {
 	buf = append(buf, '"')
 	for i := 0; i < len(s); i++ {
-		switch ch := s[i]; {
-		case ch == '"' || ch == '\\':
-			buf = append(buf, '\\', ch)
-		case ch == '\n':
-			buf = append(buf, `\n`...)
-		case ch == '\t':
-			buf = append(buf, `\t`...)
-		case ch == '\r':
-			buf = append(buf, `\r`...)
-		case ch == '\f':
-			buf = append(buf, `\f`...)
-		case ch == '\b':
-			buf = append(buf, `\b`...)
-		case ch < 0x20 || ch == 0x7f:
-			buf = fmt.Appendf(buf, `\u%04x`, ch)
-		default:
-			buf = append(buf, ch)
+		if esc := escapeByte(s[i]); esc != "" {
+			buf = append(buf, esc...)
+		} else {
+			buf = append(buf, s[i])
 		}
 	}
 	return append(buf, '"')
+}
+
+// escapeByte is the escape a byte is written as in a JSON string, as
+// the grammars spell it, or "" for none: the quote and the backslash
+// escaped, control characters and DEL as their short escape or \u00xx,
+// the rest (UTF-8) as it is.
+func escapeByte(ch byte) string {
+	switch ch {
+	case '"':
+		return `\"`
+	case '\\':
+		return `\\`
+	case '\n':
+		return `\n`
+	case '\t':
+		return `\t`
+	case '\r':
+		return `\r`
+	case '\f':
+		return `\f`
+	case '\b':
+		return `\b`
+	}
+	if ch < 0x20 || ch == 0x7f {
+		return fmt.Sprintf(`\u%04x`, ch)
+	}
+	return ""
 }

@@ -458,18 +458,9 @@ func (c *schemaCompiler) charSet(s *charSet) Elem {
 		if !s.hasASCII(byte(ch)) {
 			continue
 		}
-		switch {
-		case ch == '"':
-			alts = append(alts, b.Lit(`\"`))
-		case ch == '\\':
-			alts = append(alts, b.Lit(`\\`))
-		case ch < 0x20 || ch == 0x7f:
-			esc := map[int]string{'\n': `\n`, '\t': `\t`, '\r': `\r`, '\f': `\f`, '\b': `\b`}[ch]
-			if esc == "" {
-				esc = fmt.Sprintf(`\u%04x`, ch)
-			}
+		if esc := escapeByte(byte(ch)); esc != "" {
 			alts = append(alts, b.Lit(esc))
-		default:
+		} else {
 			plain.Add(byte(ch), byte(ch))
 		}
 	}

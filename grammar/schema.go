@@ -2,10 +2,12 @@ package grammar
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +31,50 @@ func (e *SchemaError) Error() string {
 	return fmt.Sprintf("json schema %s: %s: %s", at, e.Keyword, e.Reason)
 }
 
+// noInstance is the SchemaError of a schema no instance is valid for.
+// As an alternative (a type of a list, a branch of anyOf or oneOf) such
+// a schema is left out, and the schema is refused only when no
+// alternative is left; where a part without instances leaves the whole
+// with some (an optional property, say), the error is plain: refused.
+type noInstance struct{ *SchemaError }
+
+func (e noInstance) Unwrap() error { return e.SchemaError }
+
+// empty is a noInstance error.
+func empty(path, keyword, reason string) error {
+	return noInstance{&SchemaError{path, keyword, reason}}
+}
+
+// refusal is err as the schema's refusal: a SchemaError, not noInstance.
+func refusal(err error) error {
+	if e, ok := err.(noInstance); ok {
+		return e.SchemaError
+	}
+	return err
+}
+
+// alternatives compiles each of a choice's schemas, leaving out those no
+// instance is valid for; with none left, the first one's error.
+func alternatives(n int, compile func(i int) (Elem, error)) ([][]Elem, error) {
+	var alts [][]Elem
+	var none error
+	for i := range n {
+		e, err := compile(i)
+		if _, ok := err.(noInstance); ok {
+			none = cmp.Or(none, err)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		alts = append(alts, []Elem{e})
+	}
+	if len(alts) == 0 {
+		return nil, none
+	}
+	return alts, nil
+}
+
 // The keywords a schema may use. Annotations are ignored, as they do not
 // constrain an instance.
 var (
@@ -47,11 +93,17 @@ var (
 
 // schemaCompiler turns a schema into rules.
 type schemaCompiler struct {
-	j      *jsonRules
-	b      *Builder
-	doc    json.RawMessage
-	refs   map[string]int32 // a $ref's rule, made once, so recursion is a rule that calls itself
-	ranges map[[2]string]Elem
+	j    *jsonRules
+	b    *Builder
+	doc  json.RawMessage
+	refs map[string]int32 // a $ref's rule, made once, so recursion is a rule that calls itself
+	// refErrs are the errors of the $refs whose schemas no instance is
+	// valid for, met once.
+	refErrs map[string]error
+	// resolved is what each $ref points to, found once: an enum's
+	// values are each checked through the $refs beside them.
+	resolved map[string]json.RawMessage
+	ranges   map[[2]string]Elem
 	// check makes the grammars enum and const values are checked with
 	// (see admits), and checkRules keeps them by keyword and value.
 	check      *schemaCompiler
@@ -90,13 +142,20 @@ func JSONObject(v *Vocab) (*Grammar, error) {
 // schema); for arrays items, prefixItems, minItems, maxItems; for strings
 // minLength, maxLength, pattern (see Regexp) and format date, time,
 // date-time, uuid and uri; minimum, maximum and their exclusive forms
-// for integers, and whole ones for numbers. Where a schema leaves a
-// choice the grammar may take a narrower one, as every instance it
-// allows is still valid: additionalProperties left out allows none,
-// integers have at most 16 digits, free values nest at most 6 deep.
+// for integers, and whole ones for numbers. A type of a list or a
+// branch of anyOf or oneOf that no instance is valid for is left out.
+// Where a schema leaves a choice the grammar may take a narrower one, as
+// every instance it allows is still valid: additionalProperties left out
+// allows none, integers have at most 16 digits, free values nest at most
+// 6 deep.
 func SchemaRule(j *jsonRules, schema []byte) (Elem, error) {
-	c := &schemaCompiler{j: j, b: j.b, doc: schema, refs: map[string]int32{}, ranges: map[[2]string]Elem{}}
-	return c.compile(schema, "")
+	e, err := newSchemaCompiler(j, schema).compile(schema, "")
+	return e, refusal(err)
+}
+
+func newSchemaCompiler(j *jsonRules, doc json.RawMessage) *schemaCompiler {
+	return &schemaCompiler{j: j, b: j.b, doc: doc, refs: map[string]int32{}, refErrs: map[string]error{}, resolved: map[string]json.RawMessage{},
+		ranges: map[[2]string]Elem{}, checkRules: map[string]Elem{}}
 }
 
 // node is a schema object's members.
@@ -108,7 +167,7 @@ func (c *schemaCompiler) parse(raw json.RawMessage, path string) (node, bool, er
 	case "true":
 		return nil, true, nil
 	case "false":
-		return nil, false, &SchemaError{path, "false", "no instance is valid"}
+		return nil, false, empty(path, "false", "no instance is valid")
 	}
 	var n node
 	if err := json.Unmarshal(raw, &n); err != nil || n == nil {
@@ -157,13 +216,9 @@ func (c *schemaCompiler) compile(raw json.RawMessage, path string) (Elem, error)
 	if err != nil {
 		return Elem{}, err
 	}
-	var alts [][]Elem
-	for _, t := range types {
-		e, err := c.typed(n, t, path)
-		if err != nil {
-			return Elem{}, err
-		}
-		alts = append(alts, []Elem{e})
+	alts, err := alternatives(len(types), func(i int) (Elem, error) { return c.typed(n, types[i], path) })
+	if err != nil {
+		return Elem{}, err
 	}
 	if len(alts) == 1 {
 		return alts[0][0], nil
@@ -251,31 +306,46 @@ func (c *schemaCompiler) typed(n node, t, path string) (Elem, error) {
 
 // ref resolves a $ref within the document.
 func (c *schemaCompiler) ref(raw json.RawMessage, path string) (Elem, error) {
-	var ref string
-	if err := json.Unmarshal(raw, &ref); err != nil {
-		return Elem{}, &SchemaError{path, "$ref", "want a string"}
+	ref, target, err := c.refTarget(raw, path)
+	if err != nil {
+		return Elem{}, err
 	}
 	if r, ok := c.refs[ref]; ok {
 		return Ref(r), nil
 	}
-	target, err := c.resolve(ref)
-	if err != nil {
-		return Elem{}, &SchemaError{path, "$ref", err.Error()}
+	if err := c.refErrs[ref]; err != nil {
+		return Elem{}, err
 	}
 	r := c.b.Rule(ref)
 	c.refs[ref] = r
 	e, err := c.compile(target, strings.TrimPrefix(ref, "#"))
 	if err != nil {
+		delete(c.refs, ref) // r is left without alternatives: no text
+		c.refErrs[ref] = err
 		return Elem{}, err
 	}
 	c.b.Define(r, []Elem{e})
 	return Ref(r), nil
 }
 
+// refTarget reads the $ref raw and finds what it points to.
+func (c *schemaCompiler) refTarget(raw json.RawMessage, path string) (ref string, target json.RawMessage, err error) {
+	if err := json.Unmarshal(raw, &ref); err != nil {
+		return "", nil, &SchemaError{path, "$ref", "want a string"}
+	}
+	if target, err = c.resolve(ref); err != nil {
+		return "", nil, &SchemaError{path, "$ref", err.Error()}
+	}
+	return ref, target, nil
+}
+
 // resolve finds what a $ref points to within the document.
 func (c *schemaCompiler) resolve(ref string) (json.RawMessage, error) {
 	if ref == "#" {
 		return c.doc, nil
+	}
+	if target, ok := c.resolved[ref]; ok {
+		return target, nil
 	}
 	if !strings.HasPrefix(ref, "#/$defs/") && !strings.HasPrefix(ref, "#/definitions/") {
 		return nil, fmt.Errorf("%q: only #, #/$defs/... and #/definitions/... are supported", ref)
@@ -289,22 +359,22 @@ func (c *schemaCompiler) resolve(ref string) (json.RawMessage, error) {
 		}
 		target = n[p]
 	}
+	c.resolved[ref] = target
 	return target, nil
 }
 
 // combination compiles anyOf, oneOf and allOf.
 func (c *schemaCompiler) combination(n node, path string, alone func(string) error) (Elem, error) {
 	for _, k := range []string{"anyOf", "oneOf", "allOf"} {
-		raw := n[k]
-		if raw == nil {
+		if n[k] == nil {
 			continue
 		}
 		if err := alone(k); err != nil {
 			return Elem{}, err
 		}
-		var branches []json.RawMessage
-		if err := json.Unmarshal(raw, &branches); err != nil || len(branches) == 0 {
-			return Elem{}, &SchemaError{path, k, "want a non-empty array of schemas"}
+		branches, err := branchesOf(n, k, path)
+		if err != nil {
+			return Elem{}, err
 		}
 		if k == "allOf" {
 			if len(branches) > 1 {
@@ -317,17 +387,24 @@ func (c *schemaCompiler) combination(n node, path string, alone func(string) err
 				return Elem{}, err
 			}
 		}
-		var alts [][]Elem
-		for i, br := range branches {
-			e, err := c.compile(br, fmt.Sprintf("%s/%s/%d", path, k, i))
-			if err != nil {
-				return Elem{}, err
-			}
-			alts = append(alts, []Elem{e})
+		alts, err := alternatives(len(branches), func(i int) (Elem, error) {
+			return c.compile(branches[i], fmt.Sprintf("%s/%s/%d", path, k, i))
+		})
+		if err != nil {
+			return Elem{}, err
 		}
 		return c.b.Alt(k, alts...), nil
 	}
 	panic("unreachable")
+}
+
+// branchesOf reads the schemas of anyOf, oneOf or allOf (k).
+func branchesOf(n node, k, path string) ([]json.RawMessage, error) {
+	var branches []json.RawMessage
+	if err := json.Unmarshal(n[k], &branches); err != nil || len(branches) == 0 {
+		return nil, &SchemaError{path, k, "want a non-empty array of schemas"}
+	}
+	return branches, nil
 }
 
 // disjoint checks that no instance can match two branches of a oneOf,
@@ -362,24 +439,20 @@ func (c *schemaCompiler) kinds(raw json.RawMessage, depth int) []string {
 		return all
 	}
 	if r := n["$ref"]; r != nil {
-		var ref string
-		json.Unmarshal(r, &ref)
-		target, err := c.resolve(ref)
+		_, target, err := c.refTarget(r, "")
 		if err != nil {
 			return all
 		}
 		return c.kinds(target, depth+1)
 	}
-	var values []json.RawMessage
+	key := "enum"
 	if n["const"] != nil {
-		values = []json.RawMessage{n["const"]}
-	} else if n["enum"] != nil {
-		json.Unmarshal(n["enum"], &values)
+		key = "const"
 	}
-	if values != nil {
+	if values, err := enumValues(n, key, ""); err == nil { // an error when absent
 		var out []string
-		for _, v := range values {
-			out = append(out, kindOf(v))
+		for _, x := range values {
+			out = append(out, kindOfValue(x))
 		}
 		return out
 	}
@@ -393,25 +466,6 @@ func (c *schemaCompiler) kinds(raw json.RawMessage, depth int) []string {
 		}
 	}
 	return ts
-}
-
-func kindOf(v json.RawMessage) string {
-	v = bytes.TrimSpace(v)
-	switch {
-	case len(v) == 0:
-		return "null"
-	case v[0] == '{':
-		return "object"
-	case v[0] == '[':
-		return "array"
-	case v[0] == '"':
-		return "string"
-	case v[0] == 't' || v[0] == 'f':
-		return "boolean"
-	case v[0] == 'n':
-		return "null"
-	}
-	return "number"
 }
 
 // discriminated reports whether object branches share a required property
@@ -462,25 +516,21 @@ func (c *schemaCompiler) discriminated(branches []json.RawMessage) bool {
 
 // enum is a choice of the values of enum (key "enum") or const: those
 // the keywords beside it admit, as JSON Schema has every keyword hold.
-// A value they do not admit is left out, and with none left the schema
-// is refused: no instance is valid.
+// A value they do not admit is left out, and with none left no instance
+// is valid (noInstance).
 func (c *schemaCompiler) enum(n node, key, path string) (Elem, error) {
-	values := []json.RawMessage{n[key]}
-	if key == "enum" {
-		values = nil
-		if err := json.Unmarshal(n["enum"], &values); err != nil || len(values) == 0 {
-			return Elem{}, &SchemaError{path, "enum", "want a non-empty array"}
-		}
+	values, err := enumValues(n, key, path)
+	if err != nil {
+		return Elem{}, err
 	}
 	rest := maps.Clone(n)
 	delete(rest, key)
 	var alts [][]Elem
-	for _, v := range values {
-		x, err := decodeValue(v)
-		if err != nil {
-			return Elem{}, &SchemaError{path, key, "a value is not JSON"}
-		}
+	for _, x := range values {
 		ok, err := c.admitsNode(rest, x, path, 0)
+		if _, none := err.(noInstance); none {
+			ok, err = false, nil // no value of its type is valid, so neither is it
+		}
 		if err != nil {
 			return Elem{}, err
 		}
@@ -493,9 +543,30 @@ func (c *schemaCompiler) enum(n node, key, path string) (Elem, error) {
 		if key == "const" {
 			what = "the value is not"
 		}
-		return Elem{}, &SchemaError{path, key, what + " valid under the keywords beside it: no instance is valid"}
+		return Elem{}, empty(path, key, what+" valid under the keywords beside it: no instance is valid")
 	}
 	return c.b.Alt(key, alts...), nil
+}
+
+// enumValues are the values of enum (key "enum") or const, as
+// decodeValue gives them.
+func enumValues(n node, key, path string) ([]any, error) {
+	raw := []json.RawMessage{n[key]}
+	if key == "enum" {
+		raw = nil
+		if err := json.Unmarshal(n["enum"], &raw); err != nil || len(raw) == 0 {
+			return nil, &SchemaError{path, "enum", "want a non-empty array"}
+		}
+	}
+	values := make([]any, len(raw))
+	for i, v := range raw {
+		x, err := decodeValue(v)
+		if err != nil {
+			return nil, &SchemaError{path, key, "a value is not JSON"}
+		}
+		values[i] = x
+	}
+	return values, nil
 }
 
 // str is a string with the schema's length, pattern or format.
@@ -572,7 +643,7 @@ func (c *schemaCompiler) bounds(n node, minKey, maxKey, path string) (lo, hi int
 		}
 	}
 	if hi >= 0 && lo > hi {
-		return 0, 0, &SchemaError{path, minKey, fmt.Sprintf("%d is more than %s %d: no instance is valid", lo, maxKey, hi)}
+		return 0, 0, empty(path, minKey, fmt.Sprintf("%d is more than %s %d: no instance is valid", lo, maxKey, hi))
 	}
 	return lo, hi, nil
 }
@@ -600,7 +671,7 @@ func (c *schemaCompiler) object(n node, path string) (Elem, error) {
 	for _, r := range required {
 		if props[r] == nil && !slices.Contains(names, r) {
 			if closed {
-				return Elem{}, &SchemaError{path, "required", fmt.Sprintf("%q is not in properties, and additionalProperties is false: no instance is valid", r)}
+				return Elem{}, empty(path, "required", fmt.Sprintf("%q is not in properties, and additionalProperties is false: no instance is valid", r))
 			}
 			names = append(names, r)
 		}
@@ -609,19 +680,35 @@ func (c *schemaCompiler) object(n node, path string) (Elem, error) {
 		member   []Elem
 		required bool
 	}
+	// additional is the value of an additional property (any value when
+	// additionalProperties is left out), compiled once.
+	var apValue *Elem
+	additional := func() (Elem, error) {
+		switch {
+		case ap == nil:
+			return j.value, nil
+		case apValue == nil:
+			v, err := c.compile(ap, path+"/additionalProperties")
+			if err != nil {
+				return Elem{}, err
+			}
+			apValue = &v
+		}
+		return *apValue, nil
+	}
 	var ps []prop
 	for _, name := range names {
 		// A required name the properties do not describe is an
-		// additional property, held to additionalProperties (any value
-		// when it is left out).
-		schema, at := props[name], path+"/properties/"+escapePointer(name)
-		if schema == nil {
-			schema, at = ap, path+"/additionalProperties"
-			if ap == nil {
-				schema = json.RawMessage("true")
-			}
+		// additional property, held to additionalProperties.
+		var v Elem
+		if schema := props[name]; schema != nil {
+			v, err = c.compile(schema, path+"/properties/"+escapePointer(name))
+		} else {
+			v, err = additional()
 		}
-		v, err := c.compile(schema, at)
+		if err != nil && !slices.Contains(required, name) {
+			err = refusal(err) // the object is valid without it
+		}
 		if err != nil {
 			return Elem{}, err
 		}
@@ -631,9 +718,9 @@ func (c *schemaCompiler) object(n node, path string) (Elem, error) {
 	// extra are the members additionalProperties allows after the listed.
 	var extra []Elem
 	if ap != nil && !closed {
-		v, err := c.compile(ap, path+"/additionalProperties")
+		v, err := additional()
 		if err != nil {
-			return Elem{}, err
+			return Elem{}, refusal(err) // the object is valid without extras
 		}
 		extra = Seq(c.keyOutside(names), j.ws, b.Byte(':'), j.ws, v)
 	}
@@ -754,31 +841,33 @@ func (c *schemaCompiler) array(n node, path string) (Elem, error) {
 	if err != nil {
 		return Elem{}, err
 	}
+	schemas, items, err := itemSchemas(n, path)
+	if err != nil {
+		return Elem{}, err
+	}
 	var prefix []Elem
-	if raw := n["prefixItems"]; raw != nil {
-		var schemas []json.RawMessage
-		if err := json.Unmarshal(raw, &schemas); err != nil {
-			return Elem{}, &SchemaError{path, "prefixItems", "want an array of schemas"}
+	for i, s := range schemas {
+		e, err := c.compile(s, fmt.Sprintf("%s/prefixItems/%d", path, i))
+		if err != nil && i >= minItems {
+			err = refusal(err) // the array is valid without it
 		}
-		for i, s := range schemas {
-			e, err := c.compile(s, fmt.Sprintf("%s/prefixItems/%d", path, i))
-			if err != nil {
-				return Elem{}, err
-			}
-			prefix = append(prefix, e)
+		if err != nil {
+			return Elem{}, err
 		}
+		prefix = append(prefix, e)
 	}
 	var item Elem
 	itemsAllowed := true
-	switch raw := n["items"]; {
-	case raw == nil:
+	switch {
+	case items == nil:
 		item = j.value
-	case string(bytes.TrimSpace(raw)) == "false":
+	case string(bytes.TrimSpace(items)) == "false":
 		itemsAllowed = false
-	case bytes.HasPrefix(bytes.TrimSpace(raw), []byte("[")):
-		return Elem{}, &SchemaError{path, "items", "an array of schemas (draft 7's tuples): use prefixItems"}
 	default:
-		if item, err = c.compile(raw, path+"/items"); err != nil {
+		if item, err = c.compile(items, path+"/items"); err != nil {
+			if minItems <= len(prefix) {
+				err = refusal(err) // the array is valid without items
+			}
 			return Elem{}, err
 		}
 	}
@@ -788,7 +877,7 @@ func (c *schemaCompiler) array(n node, path string) (Elem, error) {
 	}
 	if !itemsAllowed {
 		if minItems > k {
-			return Elem{}, &SchemaError{path, "minItems", "more than prefixItems allows with items false"}
+			return Elem{}, empty(path, "minItems", "more than prefixItems allows with items false")
 		}
 		maxItems = k
 	}
@@ -825,44 +914,46 @@ func (c *schemaCompiler) array(n node, path string) (Elem, error) {
 	return Ref(b.New("array", full)), nil
 }
 
+// itemSchemas reads prefixItems and items; items as an array of schemas
+// (draft 7's tuples) is refused.
+func itemSchemas(n node, path string) (prefix []json.RawMessage, items json.RawMessage, err error) {
+	if n["prefixItems"] != nil && json.Unmarshal(n["prefixItems"], &prefix) != nil {
+		return nil, nil, &SchemaError{path, "prefixItems", "want an array of schemas"}
+	}
+	items = n["items"]
+	if bytes.HasPrefix(bytes.TrimSpace(items), []byte("[")) {
+		return nil, nil, &SchemaError{path, "items", "an array of schemas (draft 7's tuples): use prefixItems"}
+	}
+	return prefix, items, nil
+}
+
 // integer is an integer within the schema's bounds.
 func (c *schemaCompiler) integer(n node, path string) (Elem, error) {
 	const limit = 1e16 - 1 // 16 digits, as the free integer
-	lo, hi := -limit, limit
-	bounded := false
-	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
-		v, ok, err := boundOf(n, k, path)
-		if err != nil {
-			return Elem{}, err
-		}
-		if !ok {
-			continue
-		}
-		bounded = true
-		switch k {
-		case "minimum":
-			if excl(n, "exclusiveMinimum") { // draft 4: above v
-				lo = math.Max(lo, math.Floor(v)+1)
-			} else {
-				lo = math.Max(lo, math.Ceil(v))
-			}
-		case "maximum":
-			if excl(n, "exclusiveMaximum") { // draft 4: below v
-				hi = math.Min(hi, math.Ceil(v)-1)
-			} else {
-				hi = math.Min(hi, math.Floor(v))
-			}
-		case "exclusiveMinimum":
-			lo = math.Max(lo, math.Floor(v)+1)
-		case "exclusiveMaximum":
-			hi = math.Min(hi, math.Ceil(v)-1)
-		}
+	low, high, err := numberBounds(n, path)
+	if err != nil {
+		return Elem{}, err
 	}
-	if !bounded {
+	if low == nil && high == nil {
 		return c.j.integer, nil
 	}
+	lo, hi := -limit, limit
+	if low != nil {
+		if low.excl {
+			lo = math.Max(lo, math.Floor(low.v)+1)
+		} else {
+			lo = math.Max(lo, math.Ceil(low.v))
+		}
+	}
+	if high != nil {
+		if high.excl {
+			hi = math.Min(hi, math.Ceil(high.v)-1)
+		} else {
+			hi = math.Min(hi, math.Floor(high.v))
+		}
+	}
 	if lo > hi {
-		return Elem{}, &SchemaError{path, "minimum", "no integer is within the bounds"}
+		return Elem{}, empty(path, "minimum", "no integer is within the bounds")
 	}
 	lo, hi = math.Max(lo, -limit), math.Min(hi, limit)
 	return c.intRange(int64(lo), int64(hi)), nil
@@ -882,34 +973,32 @@ func (c *schemaCompiler) number(n node, path string) (Elem, error) {
 		v         int64
 		set, excl bool
 	}
-	var lo, hi bound
-	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
-		v, ok, err := boundOf(n, k, path)
-		if err != nil {
-			return Elem{}, err
+	low, high, err := numberBounds(n, path)
+	if err != nil {
+		return Elem{}, err
+	}
+	whole := func(nb *numBound) (bound, error) {
+		if nb == nil {
+			return bound{}, nil
 		}
-		if !ok {
-			continue
+		if v := nb.v; v != math.Trunc(v) || v < 0 || v > limit {
+			return bound{}, &SchemaError{path, nb.key, fmt.Sprintf("%v on a number: only whole bounds from 0 to 10^9 are supported, so it could not be enforced", v)}
 		}
-		if v != math.Trunc(v) || v < 0 || v > limit {
-			return Elem{}, &SchemaError{path, k, fmt.Sprintf("%v on a number: only whole bounds from 0 to 10^9 are supported, so it could not be enforced", v)}
-		}
-		switch k {
-		case "minimum":
-			lo = bound{int64(v), true, excl(n, "exclusiveMinimum")}
-		case "maximum":
-			hi = bound{int64(v), true, excl(n, "exclusiveMaximum")}
-		case "exclusiveMinimum":
-			lo = bound{int64(v), true, true}
-		case "exclusiveMaximum":
-			hi = bound{int64(v), true, true}
-		}
+		return bound{int64(nb.v), true, nb.excl}, nil
+	}
+	lo, err := whole(low)
+	if err != nil {
+		return Elem{}, err
+	}
+	hi, err := whole(high)
+	if err != nil {
+		return Elem{}, err
 	}
 	switch {
 	case !lo.set && !hi.set:
 		return j.number, nil
 	case lo.set && hi.set && (lo.v > hi.v || (lo.v == hi.v && (lo.excl || hi.excl))):
-		return Elem{}, &SchemaError{path, "minimum", "no number is within the bounds"}
+		return Elem{}, empty(path, "minimum", "no number is within the bounds")
 	}
 	d := b.Range('0', '9')
 	anyFrac := b.Optional("frac6", Seq(b.Byte('.'), b.Repeat("fdigits6", []Elem{d}, 1, 6)))
@@ -949,27 +1038,54 @@ func (c *schemaCompiler) number(n node, path string) (Elem, error) {
 	return b.Alt(fmt.Sprintf("number%v%v", lo, hi), alts...), nil
 }
 
-// boundOf reads bound k of a node; ok is false when it is absent or
-// draft 4's boolean form of an exclusive bound, which excl reads with
-// its bound.
-func boundOf(n node, k, path string) (v float64, ok bool, err error) {
-	raw := n[k]
-	if raw == nil {
-		return 0, false, nil
-	}
-	if err := json.Unmarshal(raw, &v); err != nil {
-		var flag bool
-		if json.Unmarshal(raw, &flag) == nil {
-			return 0, false, nil
-		}
-		return 0, false, &SchemaError{path, k, "want a number"}
-	}
-	return v, true, nil
+// numBound is a bound on numbers: the keyword that sets it, its value
+// exactly and as a float64, and whether the value itself is excluded.
+type numBound struct {
+	key         string
+	r           *big.Rat
+	v           float64
+	lower, excl bool
 }
 
-func excl(n node, k string) bool {
-	var flag bool
-	return json.Unmarshal(n[k], &flag) == nil && flag
+// admits reports whether r is within the bound.
+func (b *numBound) admits(r *big.Rat) bool {
+	d := r.Cmp(b.r)
+	if !b.lower {
+		d = -d
+	}
+	return d > 0 || d == 0 && !b.excl
+}
+
+// numberBounds reads minimum, maximum, exclusiveMinimum and
+// exclusiveMaximum, draft 4's boolean exclusive forms included: the
+// tightest bound below and the tightest above, nil where there is none.
+func numberBounds(n node, path string) (lo, hi *numBound, err error) {
+	for _, k := range []struct {
+		key, flag string // flag: draft 4's exclusive form of the bound
+		lower     bool
+	}{{"minimum", "exclusiveMinimum", true}, {"exclusiveMinimum", "", true}, {"maximum", "exclusiveMaximum", false}, {"exclusiveMaximum", "", false}} {
+		raw := bytes.TrimSpace(n[k.key])
+		if len(raw) == 0 || string(raw) == "true" || string(raw) == "false" {
+			continue // absent, or draft 4's flag, read with its bound
+		}
+		b := &numBound{key: k.key, r: ratOf(json.Number(raw)), lower: k.lower, excl: k.flag == ""}
+		if json.Unmarshal(raw, &b.v) != nil || b.r == nil {
+			return nil, nil, &SchemaError{path, k.key, "want a number"}
+		}
+		if k.flag != "" {
+			b.excl = string(bytes.TrimSpace(n[k.flag])) == "true"
+		}
+		cur, sign := &hi, -1
+		if k.lower {
+			cur, sign = &lo, 1
+		}
+		if old := *cur; old == nil {
+			*cur = b
+		} else if d := b.r.Cmp(old.r) * sign; d > 0 || d == 0 && b.excl {
+			*cur = b
+		}
+	}
+	return lo, hi, nil
 }
 
 // intRange is the canonical decimal text of the integers lo to hi.

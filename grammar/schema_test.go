@@ -113,6 +113,8 @@ var schemaCases = []string{
 	// outside properties held to additionalProperties.
 	`{"type": "object", "properties": {"s": {"type": "string", "enum": ["a", "bbbb", "cc", 3], "maxLength": 2}, "n": {"enum": [1, 2.5, "x", 7, 4.0], "type": "integer", "maximum": 5}, "c": {"const": "2024-01-31", "enum": ["2024-01-31", "x"], "format": "date"}, "o": {"enum": [{"a": 1}, {"a": "s"}, {"b": 1}], "properties": {"a": {"type": "integer"}}, "required": ["a"]}}, "required": ["s", "n", "c", "o"], "additionalProperties": false}`,
 	`{"type": "object", "required": ["x", "y"], "properties": {"y": {"type": "boolean"}}, "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 3}}`,
+	// Alternatives no instance is valid for, left out.
+	`{"anyOf": [{"type": "object", "required": ["x"], "additionalProperties": false}, {"type": ["integer", "null"], "minimum": 5, "maximum": 4}, {"type": "boolean"}]}`,
 	`{"type": "object", "properties": {"p": {"type": "number", "minimum": 0, "maximum": 1}, "t": {"type": "number", "exclusiveMinimum": 0}, "n": {"type": "number", "exclusiveMaximum": 0}, "m": {"type": "number", "minimum": 2, "exclusiveMaximum": 3}, "e": {"type": "number", "exclusiveMinimum": 5, "maximum": 6}, "z": {"type": "number", "maximum": 0}}, "required": ["p", "t", "n", "m", "e", "z"], "additionalProperties": false}`,
 }
 
@@ -179,6 +181,12 @@ func TestSchemaRefusals(t *testing.T) {
 		`{"enum": ["2024-01-01"], "format": "email"}`:                                 `json schema #: format: "email" is not supported`,
 		`{"type": "object", "properties": {"o": {"type": "object", "required": ["x"], "additionalProperties": false}}}`: `json schema /properties/o: required: "x" is not in properties, and additionalProperties is false`,
 		`{"type": "object", "required": ["x"], "additionalProperties": {"type": "string", "format": "email"}}`:          `json schema /additionalProperties: format: "email"`,
+		// An alternative no instance is valid for is left out; with none
+		// left, or where it is not an alternative, the schema is refused.
+		`{"anyOf": [{"type": "integer", "minimum": 5, "maximum": 4}, {"enum": ["x"], "type": "null"}]}`:                                                                                              "json schema /anyOf/0: minimum: no integer is within the bounds",
+		`{"type": ["integer", "string"], "minimum": 5, "maximum": 4, "minLength": 3, "maxLength": 2}`:                                                                                                "json schema #: minimum: no integer is within the bounds",
+		`{"type": ["object", "null"], "properties": {"a": {"enum": [1], "type": "string"}}}`:                                                                                                         "json schema /properties/a: enum: no value is valid",
+		`{"$defs": {"e": {"type": "integer", "minimum": 5, "maximum": 4}}, "type": "object", "properties": {"a": {"anyOf": [{"$ref": "#/$defs/e"}, {"type": "null"}]}, "b": {"$ref": "#/$defs/e"}}}`: "json schema /$defs/e: minimum: no integer is within the bounds",
 	} {
 		_, err := Schema(v, []byte(schema))
 		if err == nil || !strings.Contains(err.Error(), want) {

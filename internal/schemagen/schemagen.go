@@ -19,14 +19,13 @@ func Random(rng *rand.Rand, depth int) map[string]any {
 		return map[string]any{"type": "string", "minLength": lo, "maxLength": lo + rng.IntN(6)}
 	case "integer":
 		lo := rng.IntN(2000) - 1000
-		s := map[string]any{"type": "integer", "minimum": lo, "maximum": lo + rng.IntN(3000)}
-		if rng.IntN(2) == 0 {
-			delete(s, "minimum")
-			s["exclusiveMinimum"] = lo - 1
-		}
-		return s
+		return bounded(rng, "integer", lo, lo+rng.IntN(3000))
 	case "number":
-		return map[string]any{"type": "number"}
+		if rng.IntN(2) == 0 {
+			return map[string]any{"type": "number"}
+		}
+		lo := 2 + rng.IntN(5) // bounds on numbers are whole, from 0
+		return bounded(rng, "number", lo, lo+1+rng.IntN(5))
 	case "boolean":
 		return map[string]any{"type": "boolean"}
 	case "null":
@@ -55,6 +54,29 @@ func Random(rng *rand.Rand, depth int) map[string]any {
 	default: // nullable
 		return map[string]any{"type": []string{"integer", "null"}, "minimum": 0, "maximum": 5}
 	}
+}
+
+// bounded is a type whose instances run from lo to hi, each end set by
+// minimum or maximum, by its exclusive form, or by both, either the
+// tighter.
+func bounded(rng *rand.Rand, typ string, lo, hi int) map[string]any {
+	s := map[string]any{"type": typ}
+	for _, end := range []struct {
+		inclusive, exclusive string
+		at, out              int // out: the way out of the range
+	}{{"minimum", "exclusiveMinimum", lo, -1}, {"maximum", "exclusiveMaximum", hi, 1}} {
+		switch rng.IntN(4) {
+		case 0:
+			s[end.inclusive] = end.at
+		case 1:
+			s[end.exclusive] = end.at + end.out
+		case 2: // the inclusive bound the tighter
+			s[end.inclusive], s[end.exclusive] = end.at, end.at+end.out*(1+rng.IntN(2))
+		default: // the exclusive
+			s[end.inclusive], s[end.exclusive] = end.at+end.out*(1+rng.IntN(2)), end.at+end.out
+		}
+	}
+	return s
 }
 
 // enumValues are values for enum and const, some of which each of
