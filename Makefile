@@ -59,14 +59,14 @@ test-deploy:
 # architecture (the kernels' assembly and their callers).
 test-cross:
 	GOARCH=arm64 $(GO) build ./...
-	GOARCH=arm64 $(GO) vet ./kernels/... ./infer/
+	GOARCH=arm64 $(GO) vet ./kernels/... ./runtime/infer/
 
 # Only the Generic path exists under purego; the kernels tests iterate over
 # every supported path, so this runs the reference path alone end to end:
 # the kernels, and the forward pass against the float64 references.
 test-purego:
 	$(GO) test -tags purego ./kernels/
-	$(GO) test -tags purego -run '^Test(Quantized)?ReferenceLogits$$' ./infer/
+	$(GO) test -tags purego -run '^Test(Quantized)?ReferenceLogits$$' ./runtime/infer/
 
 # The forward pass on AVX-512 without VNNI, as on CPUs before Ice Lake or
 # Zen 4: the int8 products of quantized weights take the VPMADDUBSW kernels.
@@ -75,7 +75,7 @@ test-purego:
 HAS_AVX512 := $(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null && echo yes)
 test-avx512:
 ifeq ($(HAS_AVX512),yes)
-	GODEBUG=cpu.avx512vnni=off $(GO) test ./infer/
+	GODEBUG=cpu.avx512vnni=off $(GO) test ./runtime/infer/
 else
 	@echo "test-avx512: skipped, this host has no AVX-512 (go test ./... ran its AVX2 path)"
 endif
@@ -85,7 +85,7 @@ endif
 # pass's tests run on the AVX2 kernels by default.
 test-avx2:
 ifeq ($(HAS_AVX512),yes)
-	GODEBUG=cpu.avx512f=off $(GO) test ./kernels/ ./infer/
+	GODEBUG=cpu.avx512f=off $(GO) test ./kernels/ ./runtime/infer/
 else
 	@echo "test-avx2: skipped, this host has no AVX-512, so go test ./... ran the AVX2 kernels"
 endif
@@ -108,8 +108,8 @@ endif
 # detector.
 RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestHeadLogitsMatchReference$$|^TestAttentionLongContext$$|^TestKVQ8GreedyKeepsText$$|^TestMatmulGemm$$|^TestMatmulLd$$|^TestSchemaOnRandomModel$$|^TestToolChoiceOnRandomModel$$|^TestThinkingThenSchema$$|^TestRealClients$$|^TestAnthropicMessages$$|^TestAnthropicConversation$$|^TestRealEmbeddingClients$$|^TestEmbeddingReference$$|^TestRerankReference$$|^TestEmbedReference$$|^TestEmbeddingLayoutCompiles$$|^TestStepLastLogits$$|^TestEmbeddingModelDoesNotGenerate$$|^TestEmbedRefusals$$|^TestEmbedMany$$|^TestEmbedConcurrent$$|^ExampleModel_Embed$$|^ExampleModel_Rerank$$|^TestEmbeddingEndpoints$$|^TestRerankEndpoint$$|^TestEmbeddingRefusals$$|^TestOpenAIGoToolsAndSchema$$|^TestDraftModelKeepsGreedyText$$|^TestDraftCutByConstraint$$|^TestDraftsKeepTheText$$|^TestDraftsOnEveryPath$$|^TestClaudeCodeSchemas$$|^TestAnthropicToolChoiceNone$$
 test-race:
-	$(GO) test -race -skip '$(RACE_SKIP)' ./kernels/ ./infer/ ./compiler/ ./internal/engine/ ./qwen/ ./serve/
-	$(GO) test -race -run '^TestMatchersConcurrently$$' ./grammar/
+	$(GO) test -race -skip '$(RACE_SKIP)' ./kernels/ ./runtime/infer/ ./compiler/ ./runtime/engine/ ./qwen/ ./qwen/serve/
+	$(GO) test -race -run '^TestMatchersConcurrently$$' ./runtime/grammar/
 
 # The numeric packages on arm64 under qemu user-mode emulation (Go test
 # binaries are static, so no binfmt registration is needed); all of their
@@ -122,7 +122,7 @@ test-arm64: test-cross
 	@command -v qemu-aarch64 >/dev/null || { \
 		$(SUDO) apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends qemu-user; }
-	GOARCH=arm64 $(GO) test -timeout 30m -exec qemu-aarch64 ./kernels/ ./infer/
+	GOARCH=arm64 $(GO) test -timeout 30m -exec qemu-aarch64 ./kernels/ ./runtime/infer/
 
 # Prefill and decode speed of every weight type and kernel path with 1 and
 # 2 threads on a random-weight Qwen3-0.6B-shaped model, against the
@@ -181,7 +181,7 @@ bench: build $(BUILD)/models/$(DEMO)/config.json $(BENCH_MODEL)/model.safetensor
 	$(BIN)/qwenrun bench-spec --threads 2 --draft $(BUILD)/$(DEMO)-q4.qbin $(BUILD)/$(DEMO)-f16.qbin
 	$(BIN)/qwenrun bench-spec --threads 2 --draft ngram,$(BUILD)/$(DEMO)-q4.qbin $(BUILD)/$(DEMO)-f16.qbin
 	$(BIN)/qwenrun bench-spec --threads 2 --prediction --tokens 120 --rounds 2 --prompts testdata/spec-prompts/3-set-methods.txt $(BENCH_MODEL)-q8.qbin
-	$(GO) test -run '^$$' -bench 'BenchmarkAttention$$' -benchtime 3x ./infer/
+	$(GO) test -run '^$$' -bench 'BenchmarkAttention$$' -benchtime 3x ./runtime/infer/
 	$(GO) test -run '^$$' -bench 'BenchmarkGemm2Threads$$/^avx512vnni$$/m=512/' -benchtime 10x ./kernels/
 	$(GO) test -run '^$$' -bench 'Benchmark(MatVec|Gemm)$$/^(avx2|avx512)$$/' -benchtime 3x ./kernels/
 	$(GO) test -run '^$$' -bench 'Benchmark(MatVecQ|GemmQ)$$/^q[48]$$/^(avx2|avx512|avx512vnni)$$/' -benchtime 3x ./kernels/

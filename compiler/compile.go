@@ -1,6 +1,3 @@
-// Package compiler turns a Hugging Face Qwen checkpoint into a .qbin file
-// (format/SPEC.md): weights converted to f16 and pre-tiled, the tokenizer
-// in binary form, and the activation arena planned at compile time.
 package compiler
 
 import (
@@ -15,12 +12,12 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/qwenc/qwenc/arch"
 	"github.com/qwenc/qwenc/format"
-	"github.com/qwenc/qwenc/graph"
+	"github.com/qwenc/qwenc/format/arch"
+	"github.com/qwenc/qwenc/format/graph"
+	"github.com/qwenc/qwenc/format/tokenizer"
+	"github.com/qwenc/qwenc/format/wtype"
 	"github.com/qwenc/qwenc/kernels"
-	"github.com/qwenc/qwenc/tokenizer"
-	"github.com/qwenc/qwenc/wtype"
 )
 
 // Options configure one compile.

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"github.com/qwenc/qwenc/arch"
+	"github.com/qwenc/qwenc/format/arch"
 	"math"
 	"math/rand/v2"
 	"os"

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/qwenc/qwenc/chat"
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/chat"
 )
 
 // parseGeneration reads generation_config.json (nil: defaults). eos ids may

@@ -5,7 +5,7 @@ import (
 	"math"
 	"sync"
 
-	"github.com/qwenc/qwenc/wtype"
+	"github.com/qwenc/qwenc/format/wtype"
 )
 
 // Tile-major f16 weights.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/qwenc/qwenc/wtype"
+	"github.com/qwenc/qwenc/format/wtype"
 )
 
 // Quantized activations. A row of k values (k a multiple of 32) becomes

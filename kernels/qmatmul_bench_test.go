@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qwenc/qwenc/wtype"
+	"github.com/qwenc/qwenc/format/wtype"
 )
 
 // benchQWeights returns random quantized copies of an [n, k] matrix of

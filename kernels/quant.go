@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/qwenc/qwenc/wtype"
+	"github.com/qwenc/qwenc/format/wtype"
 )
 
 // Quantized tile-major weights (format/SPEC.md, "Quantized tile-major

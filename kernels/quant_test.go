@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/qwenc/qwenc/format"
-	"github.com/qwenc/qwenc/wtype"
+	"github.com/qwenc/qwenc/format/wtype"
 )
 
 // qTypes are the quantized weight types.

@@ -5,7 +5,7 @@ import (
 	"math"
 	"unsafe"
 
-	"github.com/qwenc/qwenc/wtype"
+	"github.com/qwenc/qwenc/format/wtype"
 )
 
 // TypeTraits is what package kernels knows of one weight type, beside its

@@ -5,7 +5,7 @@ package kernels
 import (
 	"testing"
 
-	"github.com/qwenc/qwenc/wtype"
+	"github.com/qwenc/qwenc/format/wtype"
 )
 
 // TestTypeKernelSets: every quantized type has a kernel set on every

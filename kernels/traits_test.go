@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/qwenc/qwenc/format"
-	"github.com/qwenc/qwenc/wtype"
+	"github.com/qwenc/qwenc/format/wtype"
 )
 
 // TestTypeTableRows: the kernels' rows are wtype's, one each, and every

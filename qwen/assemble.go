@@ -1,8 +1,8 @@
 package qwen
 
 import (
-	"github.com/qwenc/qwenc/internal/engine"
-	"github.com/qwenc/qwenc/tokenizer"
+	"github.com/qwenc/qwenc/format/tokenizer"
+	"github.com/qwenc/qwenc/runtime/engine"
 )
 
 // textSource turns generated ids into text: chat.Splitter, which routes

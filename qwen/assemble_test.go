@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qwenc/qwenc/chat"
-	"github.com/qwenc/qwenc/internal/engine"
-	"github.com/qwenc/qwenc/tokenizer"
+	"github.com/qwenc/qwenc/format/chat"
+	"github.com/qwenc/qwenc/format/tokenizer"
+	"github.com/qwenc/qwenc/runtime/engine"
 )
 
 // thinkingAnswer is the ids of a Qwen3 answer with reasoning, in the

@@ -7,9 +7,9 @@ import (
 	"math"
 	"sync"
 
-	"github.com/qwenc/qwenc/chat"
-	"github.com/qwenc/qwenc/grammar"
-	"github.com/qwenc/qwenc/internal/engine"
+	"github.com/qwenc/qwenc/format/chat"
+	"github.com/qwenc/qwenc/runtime/engine"
+	"github.com/qwenc/qwenc/runtime/grammar"
 )
 
 // SchemaError is a JSON Schema that uses what cannot be enforced: the

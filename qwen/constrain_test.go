@@ -11,10 +11,10 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/qwenc/qwenc/chat"
+	"github.com/qwenc/qwenc/format/chat"
 	"github.com/qwenc/qwenc/internal/schemagen"
 	"github.com/qwenc/qwenc/qwen"
-	"github.com/qwenc/qwenc/sampling"
+	"github.com/qwenc/qwenc/runtime/sampling"
 )
 
 func compileSchema(t *testing.T, schema string) *jsonschema.Schema {

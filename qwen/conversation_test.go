@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qwenc/qwenc/sampling"
+	"github.com/qwenc/qwenc/runtime/sampling"
 )
 
 func TestSaveLoadRoundTrip(t *testing.T) {

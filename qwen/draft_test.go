@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/qwenc/qwenc/qwen"
-	"github.com/qwenc/qwenc/sampling"
+	"github.com/qwenc/qwenc/runtime/sampling"
 )
 
 // TestDraftsKeepTheText: drafts from the text, a prediction, and a draft

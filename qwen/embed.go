@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/qwenc/qwenc/internal/engine"
+	"github.com/qwenc/qwenc/runtime/engine"
 )
 
 // ErrNotEmbeddingModel: an embedding request to a model that generates.

@@ -9,7 +9,7 @@ import (
 	"sync"
 
 	"github.com/qwenc/qwenc/qwen"
-	"github.com/qwenc/qwenc/sampling"
+	"github.com/qwenc/qwenc/runtime/sampling"
 )
 
 // A chat answer, streamed as it is generated. The bundled demo model

@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	"github.com/qwenc/qwenc/format"
-	"github.com/qwenc/qwenc/infer"
 	"github.com/qwenc/qwenc/internal/mem"
+	"github.com/qwenc/qwenc/runtime/infer"
 )
 
 // ContextError is a context that cannot be had: outside the model's range

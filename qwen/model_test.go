@@ -11,7 +11,7 @@ import (
 
 	"github.com/qwenc/qwenc/compiler"
 	"github.com/qwenc/qwenc/internal/testmodel"
-	"github.com/qwenc/qwenc/sampling"
+	"github.com/qwenc/qwenc/runtime/sampling"
 )
 
 // TestNoChatTemplate: a model compiled without a chat template takes raw

@@ -11,7 +11,7 @@ import (
 
 	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/qwen"
-	"github.com/qwenc/qwenc/sampling"
+	"github.com/qwenc/qwenc/runtime/sampling"
 )
 
 func open(t *testing.T, path string, opts ...qwen.Option) *qwen.Model {

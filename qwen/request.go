@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/qwenc/qwenc/chat"
 	"github.com/qwenc/qwenc/format"
-	"github.com/qwenc/qwenc/internal/engine"
-	"github.com/qwenc/qwenc/sampling"
+	"github.com/qwenc/qwenc/format/chat"
+	"github.com/qwenc/qwenc/runtime/engine"
+	"github.com/qwenc/qwenc/runtime/sampling"
 )
 
 // Message is one turn of a conversation: Role "system", "user",

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/qwenc/qwenc/chat"
-	"github.com/qwenc/qwenc/internal/engine"
+	"github.com/qwenc/qwenc/format/chat"
+	"github.com/qwenc/qwenc/runtime/engine"
 )
 
 // StopReason says why a generation ended.

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"github.com/qwenc/qwenc/chat"
+	"github.com/qwenc/qwenc/format/chat"
 )
 
 // ToolCallDelta is a piece of a tool call the answer is making. A call's

@@ -7,8 +7,8 @@ import (
 
 	"github.com/qwenc/qwenc/compiler"
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/wtype"
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/wtype"
 	"github.com/urfave/cli/v2"
 )
 

@@ -3,7 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/qwenc/qwenc/arch"
+	"github.com/qwenc/qwenc/format/arch"
 	"io"
 	"os"
 	"strings"
@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/wtype"
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/wtype"
 	"github.com/urfave/cli/v2"
 )
 

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/qwenc/qwenc/format/oci"
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/oci"
 	"github.com/urfave/cli/v2"
 )
 

@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
-	"github.com/qwenc/qwenc/arch"
+	"github.com/qwenc/qwenc/format/arch"
 	"os"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/tokenizer"
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/tokenizer"
 	"github.com/urfave/cli/v2"
 )
 

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/qwenc/qwenc/bench"
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/kernels"
+	"github.com/qwenc/qwenc/qwen/bench"
 	"github.com/urfave/cli/v2"
 )
 

@@ -3,7 +3,7 @@ package main
 import (
 	"os"
 
-	"github.com/qwenc/qwenc/bench"
+	"github.com/qwenc/qwenc/qwen/bench"
 	"github.com/urfave/cli/v2"
 )
 

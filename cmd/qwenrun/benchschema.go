@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/qwenc/qwenc/bench"
+	"github.com/qwenc/qwenc/qwen/bench"
 	"github.com/urfave/cli/v2"
 )
 

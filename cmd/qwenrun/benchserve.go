@@ -3,8 +3,8 @@ package main
 import (
 	"os"
 
-	"github.com/qwenc/qwenc/bench"
 	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/qwenc/qwenc/qwen/bench"
 	"github.com/urfave/cli/v2"
 )
 

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/qwenc/qwenc/bench"
 	"github.com/qwenc/qwenc/qwen"
+	"github.com/qwenc/qwenc/qwen/bench"
 	"github.com/urfave/cli/v2"
 )
 

@@ -8,11 +8,11 @@ import (
 	"math/rand/v2"
 	"os"
 
-	"github.com/qwenc/qwenc/chat"
+	"github.com/qwenc/qwenc/cmd/internal/report"
+	"github.com/qwenc/qwenc/format/chat"
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/internal/report"
 	"github.com/qwenc/qwenc/qwen"
-	"github.com/qwenc/qwenc/sampling"
+	"github.com/qwenc/qwenc/runtime/sampling"
 	"github.com/urfave/cli/v2"
 )
 

@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/qwenc/qwenc/chat"
+	"github.com/qwenc/qwenc/format/chat"
 	"github.com/qwenc/qwenc/qwen"
-	"github.com/qwenc/qwenc/sampling"
+	"github.com/qwenc/qwenc/runtime/sampling"
 )
 
 // commandSpec describes a slash command for the parser, the help and Tab.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qwenc/qwenc/sampling"
+	"github.com/qwenc/qwenc/runtime/sampling"
 )
 
 func TestParseLine(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/qwenc/qwenc/cmd/internal/report"
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/internal/report"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/urfave/cli/v2"
 )

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/qwenc/qwenc/kernels"
-	"github.com/qwenc/qwenc/sampling"
+	"github.com/qwenc/qwenc/runtime/sampling"
 	"github.com/urfave/cli/v2"
 )
 

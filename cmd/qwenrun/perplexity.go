@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/qwenc/qwenc/infer"
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/perplexity"
+	"github.com/qwenc/qwenc/runtime/infer"
+	"github.com/qwenc/qwenc/runtime/perplexity"
 	"github.com/urfave/cli/v2"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/qwenc/qwenc/internal/synth"
 	"github.com/qwenc/qwenc/internal/synthtest"
-	"github.com/qwenc/qwenc/perplexity"
+	"github.com/qwenc/qwenc/runtime/perplexity"
 )
 
 // goText is Go source to score: this test file itself, a few thousand

@@ -5,9 +5,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/qwenc/qwenc/format/oci"
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/oci"
-	"github.com/qwenc/qwenc/serve"
+	"github.com/qwenc/qwenc/qwen/serve"
 	"github.com/urfave/cli/v2"
 )
 

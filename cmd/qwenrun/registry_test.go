@@ -19,7 +19,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/qwenc/qwenc/oci"
+	"github.com/qwenc/qwenc/format/oci"
 )
 
 // qwenrun serve oci://... pulls the model into the cache and serves it;

@@ -14,11 +14,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/qwenc/qwenc/cmd/internal/report"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/internal/fsutil"
-	"github.com/qwenc/qwenc/internal/report"
 	"github.com/qwenc/qwenc/qwen"
-	"github.com/qwenc/qwenc/sampling"
+	"github.com/qwenc/qwenc/runtime/sampling"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 )

@@ -9,10 +9,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/qwenc/qwenc/format/oci"
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/oci"
 	"github.com/qwenc/qwenc/qwen"
-	"github.com/qwenc/qwenc/serve"
+	"github.com/qwenc/qwenc/qwen/serve"
 	"github.com/urfave/cli/v2"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/qwenc/qwenc/sampling"
+	"github.com/qwenc/qwenc/runtime/sampling"
 	"github.com/urfave/cli/v2"
 )
 

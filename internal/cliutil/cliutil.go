@@ -1,4 +1,3 @@
-// Package cliutil holds what both commands need from the command line.
 package cliutil
 
 import (

@@ -1,5 +1,3 @@
-// Package repotest checks the repository itself rather than any package:
-// what git tracks.
 package repotest
 
 import (

@@ -26,7 +26,7 @@ func TestOnlyServeServesHTTP(t *testing.T) {
 			continue
 		}
 		checked++
-		client := strings.HasSuffix(path, "/qwenc/oci")
+		client := strings.HasSuffix(path, "/qwenc/format/oci")
 		for _, d := range deps {
 			if d == "net/http" && !client || strings.HasPrefix(d, "github.com/prometheus/") {
 				t.Errorf("%s depends on %s: only serve serves HTTP", path, d)

@@ -1,0 +1,188 @@
+package arch
+
+import (
+	"fmt"
+	"iter"
+	"strings"
+
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/graph"
+)
+
+// Arch is one architecture.
+type Arch interface {
+	// ModelType is config.json's model_type.
+	ModelType() string
+	// Configure reads the architecture's own fields of config.json into c,
+	// whose common fields are already set, and sets its flags (q/k norm,
+	// biases, experts).
+	Configure(c *format.Config, hf *HFConfig) error
+	// Layer lists layer l's tensors in file order.
+	Layer(c *format.Config, l int) []Tensor
+	// BuildLayer appends layer l's ops to the step.
+	BuildLayer(b *Builder, l int)
+}
+
+// archs are the architectures this build knows, by model_type.
+var archs = []Arch{qwen2{}, qwen3{}, qwen3MoE{}}
+
+// For returns the architecture of a model_type.
+func For(modelType string) (Arch, error) {
+	var known []string
+	for _, a := range archs {
+		if a.ModelType() == modelType {
+			return a, nil
+		}
+		known = append(known, a.ModelType())
+	}
+	return nil, fmt.Errorf("model_type %q not supported (%s)", modelType, strings.Join(known, ", "))
+}
+
+// Tensor is one section of the file and the checkpoint tensors it is made
+// of.
+type Tensor struct {
+	Section string // its name in the file
+	// HF are the checkpoint tensors, by Hugging Face name: one, or for
+	// stacked experts one per expert in expert order.
+	HF []string
+	// Shape is [n] for a vector (stored f32), [n, k] for a matrix and
+	// [experts, n, k] for stacked experts (both stored tile-major, in the
+	// weight type the compiler picks).
+	Shape []uint64
+	// Role names a matrix for the compiler's choice of weight type: the
+	// section's name without "layers.N." ("q_proj", "experts.down_proj",
+	// "router", "lm_head", "embed_tokens").
+	Role  string
+	Layer int // -1 outside the layers
+}
+
+// Matrix reports whether the tensor is a matrix (or stacked matrices).
+func (t *Tensor) Matrix() bool { return len(t.Shape) >= 2 }
+
+// K is a matrix's number of columns (its input width).
+func (t *Tensor) K() int { return int(t.Shape[len(t.Shape)-1]) }
+
+// Tensors yields every weight tensor of a model in file order: the
+// embedding, the layers, the final norm and the LM head. It is an
+// iterator because num_hidden_layers may come from a hostile file, and a
+// list of every layer's tensors would be built before the first problem
+// is found.
+//
+// An embedding model's checkpoint is the bare Qwen3Model, as
+// Qwen3-Embedding ships: its tensors are named without "model.", and it
+// has no LM head.
+func Tensors(a Arch, c *format.Config) iter.Seq[Tensor] {
+	all := tensors(a, c)
+	if !c.Embedding {
+		return all
+	}
+	return func(yield func(Tensor) bool) {
+		for t := range all {
+			if t.Section == format.SecLMHead {
+				return
+			}
+			for i, name := range t.HF {
+				t.HF[i] = strings.TrimPrefix(name, "model.")
+			}
+			if !yield(t) {
+				return
+			}
+		}
+	}
+}
+
+func tensors(a Arch, c *format.Config) iter.Seq[Tensor] {
+	return func(yield func(Tensor) bool) {
+		h, v := uint64(c.Hidden), uint64(c.Vocab)
+		if !yield(Tensor{Section: format.SecEmbed, HF: []string{"model.embed_tokens.weight"}, Shape: []uint64{v, h}, Role: format.SecEmbed, Layer: -1}) {
+			return
+		}
+		for l := 0; l < c.Layers; l++ {
+			for _, t := range a.Layer(c, l) {
+				if !yield(t) {
+					return
+				}
+			}
+		}
+		if !yield(Tensor{Section: format.SecNorm, HF: []string{"model.norm.weight"}, Shape: []uint64{h}, Layer: -1}) {
+			return
+		}
+		head := "lm_head.weight"
+		if c.TieEmbeddings {
+			head = "model.embed_tokens.weight"
+		}
+		yield(Tensor{Section: format.SecLMHead, HF: []string{head}, Shape: []uint64{v, h}, Role: format.SecLMHead, Layer: -1})
+	}
+}
+
+// layerTensors makes a layer's tensor constructors: vec and mat name the
+// section "layers.L.<what>" after the Hugging Face tensor
+// "model.layers.L.<hf>".
+type layerTensors struct{ l int }
+
+func (lt layerTensors) vec(what, hf string, n int) Tensor {
+	return Tensor{Section: format.LayerSection(lt.l, what), HF: []string{fmt.Sprintf("model.layers.%d.%s", lt.l, hf)}, Shape: []uint64{uint64(n)}, Layer: lt.l}
+}
+
+func (lt layerTensors) mat(what, hf string, n, k int) Tensor {
+	t := lt.vec(what, hf, n)
+	t.Shape, t.Role = []uint64{uint64(n), uint64(k)}, what
+	return t
+}
+
+// experts is the stacked section of every expert's hf matrix [n, k]:
+// hf has a %d for the expert.
+func (lt layerTensors) experts(what, hf string, experts, n, k int) Tensor {
+	t := Tensor{Section: format.LayerSection(lt.l, what), Shape: []uint64{uint64(experts), uint64(n), uint64(k)}, Role: what, Layer: lt.l}
+	for e := range experts {
+		t.HF = append(t.HF, fmt.Sprintf("model.layers.%d."+hf, lt.l, e))
+	}
+	return t
+}
+
+// Builder is a forward step under construction: the graph, the config and
+// the tensors every layer uses.
+type Builder struct {
+	G    *graph.Graph
+	C    *format.Config
+	T    int // tokens of the step
+	Rope int // the step's RoPE table
+	X    int // the residual stream, updated in place by each layer
+}
+
+// Build lists the ops of one forward step of c's architecture over tokens
+// tokens ("decode": 1, or "prefill"); types are the file's section dtypes
+// (graph.New). A quantized file without an embed_tokens section looks
+// tokens up in the (tied) LM head.
+func Build(c *format.Config, mode string, tokens int, types map[string]format.DType) (*graph.Graph, error) {
+	a, err := For(c.ModelType)
+	if err != nil {
+		return nil, err
+	}
+	g := graph.New(mode, tokens, types)
+	b := &Builder{G: g, C: c, T: tokens}
+	b.Rope = g.NewTensor("rope", tokens, c.HeadDim)
+	g.AddOp(graph.Op{Kind: graph.RopeTable, Out: b.Rope, Layer: -1})
+	b.X = g.NewTensor("x", tokens, c.Hidden)
+	embed := format.SecEmbed
+	if !g.HasWeight(embed) && g.WeightType(format.SecLMHead).Quantized() {
+		embed = format.SecLMHead
+	}
+	g.AddOp(graph.Op{Kind: graph.Embed, Weight: embed, Out: b.X, Layer: -1})
+	for l := 0; l < c.Layers; l++ {
+		a.BuildLayer(b, l)
+	}
+	fn := g.NewTensor("final_norm", 1, c.Hidden)
+	g.AddOp(graph.Op{Kind: graph.RMSNorm, Layer: -1, Weight: format.SecNorm, LastRow: true, In: []int{b.X}, Out: fn})
+	if c.Embedding {
+		// The output is the last token's final-norm hidden state.
+		g.Logits = fn
+		return g, nil
+	}
+	g.Logits = g.NewTensor("logits", 1, c.Vocab)
+	g.AddMatMul(graph.Op{Kind: graph.MatMul, Layer: -1, Weight: format.SecLMHead, In: []int{fn}, Out: g.Logits})
+	return g, nil
+}
+
+// tensorName names layer l's activation.
+func tensorName(l int, what string) string { return fmt.Sprintf("layers.%d.%s", l, what) }

@@ -1,0 +1,113 @@
+package arch_test
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/arch"
+	"github.com/qwenc/qwenc/internal/synth"
+	"github.com/qwenc/qwenc/internal/synthtest"
+)
+
+func compiledHeader(t *testing.T, s synth.Shape, typ format.DType) *format.Header {
+	t.Helper()
+	f, err := format.Open(synthtest.CompileAs(t, s, 4, typ))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := arch.Validate(f.Header); err != nil {
+		t.Fatal(err)
+	}
+	return f.Header
+}
+
+func smallShape(tied bool) synth.Shape {
+	return synth.Shape{ModelType: "qwen3", Hidden: 32, Intermediate: 64, Layers: 2, Heads: 2, KVHeads: 1, HeadDim: 16,
+		Vocab: 270, MaxPositions: 64, Tied: tied, DType: "BF16", Seed: 3, EOS: synth.MiniEOS}
+}
+
+// TestHugeLayerCountIsCheap: num_hidden_layers comes from the file and may
+// be up to 2^24. Validation once listed every section such a config
+// requires (2^24 layers x 14 names) before finding the first missing one:
+// minutes and gigabytes for a 90 KB file. It must stop at the first
+// missing section, allocating about as much as the header itself.
+func TestHugeLayerCountIsCheap(t *testing.T) {
+	h := compiledHeader(t, smallShape(true), format.F16)
+	h.Config.Layers = 1 << 24
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := arch.Validate(h)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), `section "layers.2.input_layernorm": missing`) {
+		t.Fatalf("Validate = %v, want the first missing layer section", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Fatalf("Validate allocated %d bytes", n)
+	}
+}
+
+// TestValidateNamesWhatIsWrong: a missing or mistyped section is named
+// with what the config needs; the embedding may be absent only in a
+// quantized file with a tied head.
+func TestValidateNamesWhatIsWrong(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		tied bool
+		typ  format.DType
+		edit func(h *format.Header)
+		want string
+	}{
+		{"missing", true, format.F16, func(h *format.Header) { sec(h, "layers.1.o_proj").Name = "x" }, `section "layers.1.o_proj": missing`},
+		{"tokenizer", true, format.F16, func(h *format.Header) { sec(h, format.SecTokenizer).Name = "x" }, `section "tokenizer": missing`},
+		{"shape", true, format.F16, func(h *format.Header) { sec(h, "layers.0.k_norm").Shape = []uint64{8} },
+			`section "layers.0.k_norm": f32 row-major [8], the config needs f32 row-major [16]`},
+		{"vector as matrix", true, format.F16, func(h *format.Header) { sec(h, "norm").DType = format.F16 },
+			`section "norm": f16 row-major [32], the config needs f32 row-major [32]`},
+		{"row-major matrix", false, format.Q8, func(h *format.Header) { sec(h, "layers.0.up_proj").Layout = format.RowMajor },
+			`section "layers.0.up_proj": q8 row-major [64 32], the config needs f16, q8 or q4 tile-major [64 32]`},
+		{"untied without embedding", true, format.Q4, func(h *format.Header) { h.Config.TieEmbeddings = false },
+			`section "embed_tokens": missing`},
+		{"unknown model type", true, format.F16, func(h *format.Header) { h.Config.ModelType = "llama" },
+			`config: model_type "llama" not supported (qwen2, qwen3, qwen3_moe)`},
+	} {
+		h := compiledHeader(t, smallShape(c.tied), c.typ)
+		c.edit(h)
+		if err := arch.Validate(h); err == nil || err.Error() != c.want {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+func sec(h *format.Header, name string) *format.Section {
+	s, _ := h.Section(name)
+	return s
+}
+
+// TestValidateMoE: a MoE file's expert sections are checked like the
+// others, and a header whose layer flags disagree with its sections (a
+// dense layer marked sparse) is refused by name.
+func TestValidateMoE(t *testing.T) {
+	s := synth.Shape{ModelType: "qwen3_moe", Hidden: 64, Intermediate: 48, Layers: 3, Heads: 2, KVHeads: 1, HeadDim: 32,
+		Vocab: 270, MaxPositions: 64, Tied: true, DType: "BF16", Seed: 5, EOS: synth.MiniEOS,
+		Experts: 4, ExpertsPerToken: 2, MoEIntermediate: 40, MLPOnlyLayers: []int{1}}
+	for _, c := range []struct {
+		name string
+		edit func(h *format.Header)
+		want string
+	}{
+		{"dense layer marked sparse", func(h *format.Header) { h.Config.MoE.Sparse[1] = true }, `section "layers.1.router": missing`},
+		{"experts of another width", func(h *format.Header) { h.Config.MoE.ExpertWidth = 32 },
+			`section "layers.0.experts.gate_proj": q4 tile-major [4 40 64], the config needs f16, q8 or q4 tile-major [4 32 64]`},
+		{"experts flattened", func(h *format.Header) { sec(h, "layers.2.experts.up_proj").Shape = []uint64{160, 64} },
+			`section "layers.2.experts.up_proj": q4 tile-major [160 64], the config needs f16, q8 or q4 tile-major [4 40 64]`},
+	} {
+		h := compiledHeader(t, s, format.Q4)
+		c.edit(h)
+		if err := arch.Validate(h); err == nil || err.Error() != c.want {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,123 @@
+package chat
+
+import (
+	"os"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/qwenc/qwenc/format/tokenizer"
+	"github.com/qwenc/qwenc/internal/testmodel"
+)
+
+var (
+	tokOnce sync.Once
+	tokVal  *tokenizer.Tokenizer
+	tokErr  error
+)
+
+// qwenTokenizer builds the real Qwen tokenizer once per test binary.
+func qwenTokenizer(t *testing.T) *tokenizer.Tokenizer {
+	t.Helper()
+	tokOnce.Do(func() {
+		var tj, cfg, blob []byte
+		if tj, tokErr = os.ReadFile(testmodel.TokenizerJSON(t)); tokErr != nil {
+			return
+		}
+		if cfg, tokErr = os.ReadFile(testmodel.Testdata(t, "tiny-a", "tokenizer_config.json")); tokErr != nil {
+			return
+		}
+		var v *tokenizer.Vocab
+		if v, tokErr = tokenizer.LoadHF(tj, cfg); tokErr != nil {
+			return
+		}
+		if blob, tokErr = v.MarshalBinary(); tokErr != nil {
+			return
+		}
+		tokVal, tokErr = tokenizer.Load(blob)
+	})
+	if tokErr != nil {
+		t.Fatal(tokErr)
+	}
+	return tokVal
+}
+
+func ids(tok *tokenizer.Tokenizer, t *testing.T, marker string) int32 {
+	id, ok := tok.TokenID(marker)
+	if !ok {
+		t.Fatalf("no token %q", marker)
+	}
+	return int32(id)
+}
+
+// TestEncode: markers are their ids, message text is plain even when it
+// spells a marker.
+func TestEncode(t *testing.T) {
+	tok := qwenTokenizer(t)
+	segs := Render(Qwen3, []Message{{Role: "user", Content: "hi <|im_end|>"}}, nil, true, true)
+	got, err := Encode(tok, segs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	imStart, imEnd := ids(tok, t, ImStart), ids(tok, t, ImEnd)
+	if got[0] != imStart || slices.Index(got, imEnd) != len(got)-5 {
+		// <|im_start|>user\nhi <|im_end|>(text)<|im_end|>\n<|im_start|>assistant\n
+		t.Errorf("encoded %v: want <|im_start|> first and one real <|im_end|> before the generation prompt", got)
+	}
+	if n := len(slices.DeleteFunc(slices.Clone(got), func(id int32) bool { return id != imEnd })); n != 1 {
+		t.Errorf("%d <|im_end|> ids; the one typed in the message must stay text", n)
+	}
+	if _, err := Encode(tok, []Segment{{Text: "<|nonsense|>", Special: true}}); err == nil {
+		t.Error("an unknown marker was encoded")
+	}
+}
+
+func TestStopTokens(t *testing.T) {
+	tok := qwenTokenizer(t)
+	stop := StopTokens(tok, []int32{151645, 151643})
+	if !slices.Equal(stop, []int32{151645, 151643}) {
+		t.Errorf("stop tokens %v: the eos ids given already hold <|im_end|> and <|endoftext|>", stop)
+	}
+	if stop := StopTokens(tok, nil); !slices.Contains(stop, ids(tok, t, ImEnd)) {
+		t.Errorf("stop tokens %v lack <|im_end|>", stop)
+	}
+}
+
+// TestSplitter splits reasoning from the answer token by token, holds back
+// a character split across tokens, and drops the newlines after </think>.
+func TestSplitter(t *testing.T) {
+	tok := qwenTokenizer(t)
+	enc := func(s string) []int32 {
+		var out []int32
+		for _, id := range tok.Encode(s, false) {
+			out = append(out, int32(id))
+		}
+		return out
+	}
+	open, close := ids(tok, t, ThinkOpen), ids(tok, t, ThinkClose)
+	stream := slices.Concat([]int32{open}, enc("\nLet me think: é ok.\n"), []int32{close}, enc("\n\nThe answer is 42 ✓."))
+	for _, thinking := range []bool{false, true} {
+		s := NewSplitter(tok, thinking)
+		var r, c string
+		for _, id := range stream {
+			dr, dc := s.Add(id)
+			r, c = r+dr, c+dc
+		}
+		dr, dc := s.Flush()
+		r, c = r+dr, c+dc
+		if r != "\nLet me think: é ok.\n" || c != "The answer is 42 ✓." {
+			t.Errorf("thinking=%v: reasoning %q, content %q", thinking, r, c)
+		}
+	}
+	// Starting in the reasoning (the prompt ended with <think>): text
+	// before </think> is reasoning.
+	s := NewSplitter(tok, true)
+	var r, c string
+	for _, id := range slices.Concat(enc("hmm"), []int32{close}, enc("yes")) {
+		dr, dc := s.Add(id)
+		r, c = r+dr, c+dc
+	}
+	if r != "hmm" || c != "yes" {
+		t.Errorf("started thinking: reasoning %q, content %q", r, c)
+	}
+}

@@ -1,0 +1,152 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+)
+
+// The media types of a qwenc model. ArtifactType names the artifact in
+// the manifest (what `oras discover` and registries' UIs show); the layer
+// is a .qbin file whose own header carries its format version.
+const (
+	ArtifactType   = "application/vnd.qwenc.qbin.v1"
+	LayerMediaType = "application/vnd.qwenc.qbin.layer.v1"
+)
+
+// Manifest annotations: the file's name (the key ORAS and other artifact
+// tools use for it), then what `qwenc inspect` says of the model, so a
+// registry's listing tells models apart without pulling them. The keys
+// are in reverse-domain notation, as the image spec asks.
+const (
+	AnnotationTitle         = "org.opencontainers.image.title"
+	AnnotationArchitecture  = "io.github.qwenc.qbin.architecture"
+	AnnotationWeightType    = "io.github.qwenc.qbin.weight-type"
+	AnnotationParameters    = "io.github.qwenc.qbin.parameters"
+	AnnotationContext       = "io.github.qwenc.qbin.context"
+	AnnotationFormatVersion = "io.github.qwenc.qbin.format-version"
+)
+
+// Scheme prefixes a registry reference where a file path could also be
+// given (qwenrun's MODEL argument).
+const Scheme = "oci://"
+
+// IsRef reports whether s names a model in a registry rather than a file.
+func IsRef(s string) bool { return strings.HasPrefix(s, Scheme) }
+
+// Options are a push's or a pull's connection to the registry.
+type Options struct {
+	// Insecure allows plain HTTP to a registry that is not on this
+	// machine. Without it only localhost and loopback addresses may be
+	// spoken to without TLS: go-containerregistry would also fall back
+	// to HTTP for private (RFC 1918) addresses, where a network attacker
+	// could serve a model of their choosing under a trusted name.
+	Insecure bool
+	// Keychain finds the credentials for a registry; nil is docker
+	// login's: ~/.docker/config.json ($DOCKER_CONFIG) and the credential
+	// helpers it names.
+	Keychain authn.Keychain
+	// Transport carries the HTTP requests; nil is go-containerregistry's
+	// default (proxies from the environment, its timeouts).
+	Transport http.RoundTripper
+	// Progress, if not nil, gets a line for each step of a pull or push.
+	Progress io.Writer
+}
+
+func (o *Options) logf(format string, args ...any) {
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, format+"\n", args...)
+	}
+}
+
+// parseRef parses REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:HEX, with or
+// without oci://. A name without a registry is Docker Hub's, as for
+// `docker pull`.
+func (o *Options) parseRef(s string) (name.Reference, error) {
+	var opts []name.Option
+	if o.Insecure {
+		opts = append(opts, name.Insecure)
+	}
+	ref, err := name.ParseReference(strings.TrimPrefix(s, Scheme), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%q: not a registry reference (want REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:DIGEST): %w", s, err)
+	}
+	return ref, nil
+}
+
+// transport returns an authenticated transport for repo with the given
+// scopes: the registry pinged, its token fetched once, and every request
+// made through the plain-HTTP policy.
+func (o *Options) transport(ctx context.Context, repo name.Repository, scopes ...string) (http.RoundTripper, error) {
+	kc := o.Keychain
+	if kc == nil {
+		kc = authn.DefaultKeychain
+	}
+	auth, err := authn.Resolve(ctx, kc, repo)
+	if err != nil {
+		return nil, fmt.Errorf("%s: credentials: %w", repo.RegistryStr(), err)
+	}
+	base := o.Transport
+	if base == nil {
+		base = remote.DefaultTransport
+	}
+	rt, err := transport.NewWithContext(ctx, repo.Registry, auth, &plainHTTPPolicy{inner: base, insecure: o.Insecure}, scopes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", repo.RegistryStr(), err)
+	}
+	return rt, nil
+}
+
+// errPlainHTTP is returned for a plain-HTTP request the policy refuses.
+var errPlainHTTP = errors.New("plain HTTP refused: only localhost is spoken to without TLS unless --insecure is given")
+
+// plainHTTPPolicy refuses plain-HTTP requests to hosts that are not this
+// machine unless insecure is set. It sits below go-containerregistry's
+// own transports, so it sees the scheme they finally chose, and also
+// holds for a token server or a blob store a registry redirects to.
+type plainHTTPPolicy struct {
+	inner    http.RoundTripper
+	insecure bool
+}
+
+func (p *plainHTTPPolicy) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme == "http" && !p.insecure && !isLocal(r.URL.Hostname()) {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, fmt.Errorf("%s: %w", r.URL.Host, errPlainHTTP)
+	}
+	return p.inner.RoundTrip(r)
+}
+
+// isLocal reports whether host is this machine: localhost or a loopback
+// address.
+func isLocal(host string) bool {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// ModelName is the name a server gives the model ref in its answers, as
+// it gives a file's base name: the repository's last element
+// (qwen3-0.6b for oci://REGISTRY/models/qwen3-0.6b:q8); "" if ref does
+// not parse.
+func ModelName(ref string) string {
+	r, err := name.ParseReference(strings.TrimPrefix(ref, Scheme))
+	if err != nil {
+		return ""
+	}
+	repo := r.Context().RepositoryStr()
+	return repo[strings.LastIndexByte(repo, '/')+1:]
+}

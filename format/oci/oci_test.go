@@ -1,0 +1,465 @@
+package oci_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/opencontainers/image-spec/schema"
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/oci"
+	"github.com/qwenc/qwenc/internal/synth"
+	"github.com/qwenc/qwenc/internal/synthtest"
+)
+
+// testRegistry is go-containerregistry's registry, in memory, behind a
+// handler that records every request and may tamper with some.
+type testRegistry struct {
+	srv  *httptest.Server
+	host string // 127.0.0.1:PORT
+
+	mu     sync.Mutex
+	log    []string // "METHOD PATH RANGE"
+	tamper func(w http.ResponseWriter, r *http.Request) http.ResponseWriter
+}
+
+func newRegistry(t *testing.T) *testRegistry {
+	t.Helper()
+	reg := &testRegistry{}
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	reg.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reg.mu.Lock()
+		reg.log = append(reg.log, r.Method+" "+r.URL.Path+" "+r.Header.Get("Range"))
+		tamper := reg.tamper
+		reg.mu.Unlock()
+		if tamper != nil {
+			w = tamper(w, r)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(reg.srv.Close)
+	reg.host = strings.TrimPrefix(reg.srv.URL, "http://")
+	return reg
+}
+
+// requests returns the requests since the last call whose line contains s.
+func (reg *testRegistry) requests(s string) []string {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	var out []string
+	for _, l := range reg.log {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	reg.log = nil
+	return out
+}
+
+func (reg *testRegistry) setTamper(f func(w http.ResponseWriter, r *http.Request) http.ResponseWriter) {
+	reg.mu.Lock()
+	reg.tamper = f
+	reg.mu.Unlock()
+}
+
+// pushedModel starts a registry and pushes a tiny model of type typ to
+// it, as REGISTRY/models/tiny:TYPE.
+func pushedModel(t *testing.T, typ format.DType) (reg *testRegistry, file, ref string, pushed *oci.Pushed) {
+	t.Helper()
+	reg = newRegistry(t)
+	file = tinyModel(t, typ)
+	ref = reg.host + "/models/tiny:" + typ.String()
+	pushed, err := oci.Push(context.Background(), file, ref, opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg, file, ref, pushed
+}
+
+// onBlobGet has the registry's answers to GETs of blob written through
+// the ResponseWriter wrap returns.
+func (reg *testRegistry) onBlobGet(blob v1.Hash, wrap func(http.ResponseWriter) http.ResponseWriter) {
+	reg.setTamper(func(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/blobs/"+blob.String()) {
+			return wrap(w)
+		}
+		return w
+	})
+}
+
+// opts keep the tests off the machine's docker login.
+func opts() oci.Options { return oci.Options{Keychain: authn.NewMultiKeychain()} }
+
+// tinyModel compiles a random-weight model of a few hundred KB.
+func tinyModel(t *testing.T, typ format.DType) string {
+	t.Helper()
+	s := synth.Shape{ModelType: "qwen3", Hidden: 64, Intermediate: 128, Layers: 2, Heads: 2, KVHeads: 1, HeadDim: 32,
+		Vocab: 270, MaxPositions: 96, Tied: true, DType: "BF16", Seed: 5, EOS: synth.MiniEOS}
+	return synthtest.CompileAs(t, s, 8, typ)
+}
+
+func sha256Hex(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", sha256.Sum256(b))
+}
+
+func sameFile(t *testing.T, got, want string) {
+	t.Helper()
+	a, err := os.ReadFile(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Fatalf("%s (%d bytes) differs from %s (%d bytes)", got, len(a), want, len(b))
+	}
+}
+
+// rawManifest fetches a manifest as a client asking for OCI would.
+func rawManifest(t *testing.T, reg *testRegistry, repo, ref string) ([]byte, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, reg.srv.URL+"/v2/"+repo+"/manifests/"+ref, nil)
+	req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET manifest: %v %s %s", err, resp.Status, b)
+	}
+	return b, resp.Header.Get("Content-Type")
+}
+
+// A pushed file comes back byte for byte, under a manifest that the
+// image spec's schema accepts and that follows its guidance for
+// artifacts: artifactType ours, the empty config, one layer that is the
+// file, and the header's figures as annotations.
+func TestPushPullRoundTrip(t *testing.T) {
+	reg := newRegistry(t)
+	for _, typ := range []format.DType{format.F16, format.Q4} {
+		t.Run(typ.String(), func(t *testing.T) {
+			file := tinyModel(t, typ)
+			st, _ := os.Stat(file)
+			ref := reg.host + "/models/tiny:" + typ.String()
+			pushed, err := oci.Push(context.Background(), file, ref, opts())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pushed.Blob.Hex != sha256Hex(t, file) || pushed.Size != st.Size() {
+				t.Errorf("pushed blob %s (%d bytes), the file is sha256:%s (%d bytes)", pushed.Blob, pushed.Size, sha256Hex(t, file), st.Size())
+			}
+
+			raw, ctype := rawManifest(t, reg, "models/tiny", typ.String())
+			if ctype != "application/vnd.oci.image.manifest.v1+json" {
+				t.Errorf("manifest Content-Type %q", ctype)
+			}
+			if got := fmt.Sprintf("sha256:%x", sha256.Sum256(raw)); got != pushed.Manifest.String() {
+				t.Errorf("the tag's manifest is %s, Push said %s", got, pushed.Manifest)
+			}
+			if err := schema.ValidatorMediaTypeManifest.Validate(bytes.NewReader(raw)); err != nil {
+				t.Errorf("the image spec's schema refuses the manifest: %v\n%s", err, raw)
+			}
+			checkArtifactManifest(t, raw, file, typ)
+
+			cache := oci.Cache{Dir: t.TempDir()}
+			pulled, err := oci.Pull(context.Background(), "oci://"+ref, cache, opts())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pulled.Cached || pulled.Blob != pushed.Blob || pulled.Manifest != pushed.Manifest || pulled.Ref != pushed.Ref {
+				t.Errorf("pulled %+v after pushing %+v", pulled, pushed)
+			}
+			if want := filepath.Join(cache.Dir, "blobs", "sha256", pushed.Blob.Hex); pulled.Path != want {
+				t.Errorf("pulled to %s, want %s", pulled.Path, want)
+			}
+			sameFile(t, pulled.Path, file)
+			out := filepath.Join(t.TempDir(), "model.qbin")
+			if err := oci.Place(pulled.Path, out); err != nil {
+				t.Fatal(err)
+			}
+			sameFile(t, out, file)
+			if f, err := format.Open(out); err != nil {
+				t.Fatal(err)
+			} else if err := f.Verify(); err != nil {
+				t.Fatal(err)
+			} else {
+				f.Close()
+			}
+		})
+	}
+}
+
+// checkArtifactManifest holds raw to the image spec 1.1's rules for an
+// artifact, field by field (the schema leaves most of them open).
+func checkArtifactManifest(t *testing.T, raw []byte, file string, typ format.DType) {
+	t.Helper()
+	type desc struct {
+		MediaType   string            `json:"mediaType"`
+		Digest      string            `json:"digest"`
+		Size        int64             `json:"size"`
+		Data        []byte            `json:"data"`
+		Annotations map[string]string `json:"annotations"`
+	}
+	var m struct {
+		SchemaVersion int               `json:"schemaVersion"`
+		MediaType     string            `json:"mediaType"`
+		ArtifactType  string            `json:"artifactType"`
+		Config        desc              `json:"config"`
+		Layers        []desc            `json:"layers"`
+		Annotations   map[string]string `json:"annotations"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		t.Fatalf("manifest: %v\n%s", err, raw)
+	}
+	if m.SchemaVersion != 2 || m.MediaType != "application/vnd.oci.image.manifest.v1+json" || m.ArtifactType != oci.ArtifactType {
+		t.Errorf("schemaVersion %d, mediaType %q, artifactType %q", m.SchemaVersion, m.MediaType, m.ArtifactType)
+	}
+	// The empty descriptor of image-spec 1.1: "{}" and its digest.
+	const emptyDigest = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+	if c := m.Config; c.MediaType != "application/vnd.oci.empty.v1+json" || c.Digest != emptyDigest || c.Size != 2 || (c.Data != nil && string(c.Data) != "{}") {
+		t.Errorf("config %+v, want the empty descriptor", c)
+	}
+	if len(m.Layers) != 1 {
+		t.Fatalf("%d layers, want 1", len(m.Layers))
+	}
+	st, _ := os.Stat(file)
+	if l := m.Layers[0]; l.MediaType != oci.LayerMediaType || l.Digest != "sha256:"+sha256Hex(t, file) || l.Size != st.Size() ||
+		l.Annotations[oci.AnnotationTitle] != filepath.Base(file) {
+		t.Errorf("layer %+v, want the file itself", l)
+	}
+	f, err := format.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rep := format.Report(f.Header, nil, format.KVF16)
+	for k, want := range map[string]string{
+		oci.AnnotationTitle:         filepath.Base(file),
+		oci.AnnotationArchitecture:  "qwen3",
+		oci.AnnotationWeightType:    typ.String(),
+		oci.AnnotationParameters:    strconv.FormatUint(rep.Parameters, 10),
+		oci.AnnotationContext:       "96",
+		oci.AnnotationFormatVersion: strconv.Itoa(format.Version),
+	} {
+		if got := m.Annotations[k]; got != want {
+			t.Errorf("annotation %s = %q, want %q", k, got, want)
+		}
+	}
+}
+
+// A second pull of a tag asks the registry for the manifest only; of a
+// digest, asks it nothing.
+func TestSecondPullFromCache(t *testing.T) {
+	reg, file, ref, pushed := pushedModel(t, format.Q8)
+	cache := oci.Cache{Dir: t.TempDir()}
+	start := time.Now()
+	if _, err := oci.Pull(context.Background(), ref, cache, opts()); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first pull of %d bytes: %v", pushed.Size, time.Since(start))
+	blobGets := "GET /v2/models/tiny/blobs/" + pushed.Blob.String()
+	if n := len(reg.requests(blobGets)); n != 1 {
+		t.Fatalf("the first pull fetched the blob %d times, want 1", n)
+	}
+	start = time.Now()
+	p, err := oci.Pull(context.Background(), ref, cache, opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("second pull by tag: %v", time.Since(start))
+	if got := reg.requests("/blobs/"); !p.Cached || len(got) != 0 {
+		t.Errorf("second pull by tag: cached %v, blob requests %q; want none", p.Cached, got)
+	}
+	p, err = oci.Pull(context.Background(), pushed.Ref, cache, opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := reg.requests(""); !p.Cached || len(got) != 0 {
+		t.Errorf("pull by digest: cached %v, requests %q; want none", p.Cached, got)
+	}
+	sameFile(t, p.Path, file)
+}
+
+// A blob whose bytes do not match its digest is refused, and nothing of
+// it stays in the cache: the next pull starts afresh.
+func TestCorruptBlobRefused(t *testing.T) {
+	reg, file, ref, pushed := pushedModel(t, format.F16)
+	reg.onBlobGet(pushed.Blob, func(w http.ResponseWriter) http.ResponseWriter { return &flipper{ResponseWriter: w, at: 5000} })
+	cache := oci.Cache{Dir: t.TempDir()}
+	_, err := oci.Pull(context.Background(), ref, cache, opts())
+	if err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("pull of a corrupted blob: %v, want it refused", err)
+	}
+	entries, _ := os.ReadDir(filepath.Join(cache.Dir, "blobs", "sha256"))
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), pushed.Blob.Hex) {
+			t.Errorf("%s left in the cache", e.Name())
+		}
+	}
+	reg.setTamper(nil)
+	p, err := oci.Pull(context.Background(), ref, cache, opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFile(t, p.Path, file)
+}
+
+// flipper inverts one byte of a response body.
+type flipper struct {
+	http.ResponseWriter
+	at, n int
+}
+
+func (f *flipper) Write(b []byte) (int, error) {
+	if i := f.at - f.n; i >= 0 && i < len(b) {
+		b = bytes.Clone(b)
+		b[i] ^= 0xff
+	}
+	f.n += len(b)
+	return f.ResponseWriter.Write(b)
+}
+
+// A pull cut off mid-file leaves what arrived; the next one asks only for
+// the rest, with a Range from the partial file's length, and the result
+// is the file.
+func TestInterruptedPullResumes(t *testing.T) {
+	reg, file, ref, pushed := pushedModel(t, format.F16)
+	const cut = 20000
+	if pushed.Size < 2*cut {
+		t.Fatalf("the test model has %d bytes: too small to cut at %d", pushed.Size, cut)
+	}
+	reg.onBlobGet(pushed.Blob, func(w http.ResponseWriter) http.ResponseWriter { return &cutter{ResponseWriter: w, left: cut} })
+	cache := oci.Cache{Dir: t.TempDir()}
+	_, err := oci.Pull(context.Background(), ref, cache, opts())
+	if err == nil || !strings.Contains(err.Error(), "resume") {
+		t.Fatalf("a pull cut at %d bytes: %v, want an error that says it can resume", cut, err)
+	}
+	partial := filepath.Join(cache.Dir, "blobs", "sha256", pushed.Blob.Hex+".partial")
+	st, err := os.Stat(partial)
+	if err != nil || st.Size() == 0 || st.Size() > cut {
+		t.Fatalf("after the cut: %v, want a partial file of 1 to %d bytes", err, cut)
+	}
+	reg.setTamper(nil)
+	reg.requests("")
+	p, err := oci.Pull(context.Background(), ref, cache, opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := reg.requests("GET /v2/models/tiny/blobs/")
+	want := fmt.Sprintf("GET /v2/models/tiny/blobs/%s bytes=%d-%d", pushed.Blob, st.Size(), pushed.Size-1)
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("the resumed pull asked %q, want [%q]", got, want)
+	}
+	sameFile(t, p.Path, file)
+	if _, err := os.Stat(partial); !os.IsNotExist(err) {
+		t.Errorf("the partial file is still there: %v", err)
+	}
+}
+
+// cutter sends left bytes of a body, then drops the connection.
+type cutter struct {
+	http.ResponseWriter
+	left int
+}
+
+func (c *cutter) Write(b []byte) (int, error) {
+	if len(b) >= c.left {
+		c.ResponseWriter.Write(b[:c.left])
+		c.ResponseWriter.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler) // net/http closes the connection
+	}
+	c.left -= len(b)
+	return c.ResponseWriter.Write(b)
+}
+
+// Plain HTTP goes to this machine only, unless Insecure: a registry at a
+// private address (where go-containerregistry would fall back to HTTP)
+// is refused without one request reaching it.
+func TestPlainHTTPOnlyLocal(t *testing.T) {
+	reg, file, _, _ := pushedModel(t, format.Q8)
+	reg.requests("")
+	// Every connection goes to the test registry, whatever the address.
+	dialer := &net.Dialer{}
+	o := opts()
+	o.Transport = &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return dialer.DialContext(ctx, network, reg.host)
+	}}
+	ref := "10.11.12.13:5000/models/tiny:q8"
+	_, err := oci.Pull(context.Background(), ref, oci.Cache{Dir: t.TempDir()}, o)
+	if err == nil || !strings.Contains(err.Error(), "plain HTTP refused") {
+		t.Errorf("pull over plain HTTP from a private address: %v, want it refused", err)
+	}
+	if got := reg.requests(""); len(got) != 0 {
+		t.Errorf("the refused pull reached the registry: %q", got)
+	}
+	o.Insecure = true
+	p, err := oci.Pull(context.Background(), ref, oci.Cache{Dir: t.TempDir()}, o)
+	if err != nil {
+		t.Fatalf("with Insecure: %v", err)
+	}
+	sameFile(t, p.Path, file)
+}
+
+// What is not a .qbin file is not pushed, and what is not a qwenc model
+// is not pulled; each error names the file or the reference.
+func TestRefusals(t *testing.T) {
+	reg := newRegistry(t)
+	bad := filepath.Join(t.TempDir(), "notes.txt")
+	os.WriteFile(bad, []byte("not a model"), 0o644)
+	if _, err := oci.Push(context.Background(), bad, reg.host+"/m:x", opts()); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Errorf("push of a text file: %v, want an error naming it", err)
+	}
+	file := tinyModel(t, format.F16)
+	if _, err := oci.Push(context.Background(), file, reg.host+"/m@sha256:"+strings.Repeat("0", 64), opts()); err == nil || !strings.Contains(err.Error(), "push to a tag") {
+		t.Errorf("push to a digest: %v", err)
+	}
+	if got := reg.requests(""); len(got) != 0 {
+		t.Errorf("refused pushes reached the registry: %q", got)
+	}
+	// An ordinary container image under a tag.
+	img, err := random.Image(100, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, _ := name.NewTag(reg.host + "/images/app:1")
+	if err := remote.Write(tag, img); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := oci.Pull(context.Background(), tag.String(), oci.Cache{Dir: t.TempDir()}, opts()); err == nil || !strings.Contains(err.Error(), "not a qwenc model") {
+		t.Errorf("pull of a container image: %v, want not a qwenc model", err)
+	}
+	if _, err := oci.Pull(context.Background(), "oci://Not A Reference", oci.Cache{Dir: t.TempDir()}, opts()); err == nil || !strings.Contains(err.Error(), "not a registry reference") {
+		t.Errorf("pull of a malformed reference: %v", err)
+	}
+}

@@ -1,0 +1,2 @@
+// Package cliutil holds what both commands need from the command line.
+package cliutil

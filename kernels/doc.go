@@ -1,0 +1,9 @@
+// Package kernels holds the numeric kernels of the engine: tile-major f16
+// matrix-vector and matrix-matrix products, and the small vector operations
+// of a transformer step. It knows nothing about models.
+//
+// Every kernel exists as plain Go (the reference and the portable path) and,
+// on amd64, as AVX2+FMA+F16C and AVX-512 assembly. A Path value selects the
+// implementation; it is chosen once at start (Detect, or an override) and
+// passed explicitly, so there is no mutable package state.
+package kernels

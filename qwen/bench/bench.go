@@ -1,0 +1,282 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/internal/mem"
+	"github.com/qwenc/qwenc/kernels"
+	"github.com/qwenc/qwenc/runtime/infer"
+)
+
+// Config is what Run measures.
+type Config struct {
+	Models  []string       // .qbin paths
+	Threads []int          // thread counts
+	Kernels []kernels.Path // kernel paths
+	KV      []format.KVType
+	Depths  []int // tokens in the KV cache before each measurement
+	PP, TG  int   // prompt tokens of a prefill, tokens of a decode
+	Reps    int   // repetitions; the figures are medians
+	// RandomFill writes random keys and values for the depth instead of
+	// prefilling it: for depths whose prefill takes hours.
+	RandomFill bool
+	// FirstToken, if set, measures a model's time to first token as a
+	// user gets it (a whole process, from start to exit).
+	FirstToken func(model string, reps int) (time.Duration, error)
+	// Log receives what is known before the table and a line per
+	// measurement as it ends.
+	Log io.Writer
+}
+
+// Row is one measurement.
+type Row struct {
+	Model            Model
+	Kernels          kernels.Path
+	Threads          int
+	KV               format.KVType
+	Depth            int
+	PP, TG           int
+	PPRate, TGRate   float64 // tokens/s
+	Bandwidth, Ratio float64 // bytes/s; decode's use of it
+	FirstToken       time.Duration
+	// The session's KV cache and the process's private memory at the end.
+	KVBytes, Private int64
+}
+
+// Model is what the table says of one file.
+type Model struct {
+	Path        string
+	WeightType  format.DType
+	FileSize    int64
+	DecodeBytes uint64 // weight bytes one decode step reads
+	Config      format.Config
+}
+
+// StepBytes is what one decode step reads at a depth: the weights and the
+// KV cache (of type kv) of every position before it.
+func (bm *Model) StepBytes(depth int, kv format.KVType) float64 {
+	perToken := float64(bm.Config.KVChunkBytes(kv)) * float64(bm.Config.Layers) / format.KVChunkTokens
+	return float64(bm.DecodeBytes) + float64(depth)*perToken
+}
+
+func openModel(path string) (Model, error) {
+	f, err := format.Open(path)
+	if err != nil {
+		return Model{}, err
+	}
+	defer f.Close()
+	rep := format.Report(f.Header, nil, format.KVF16)
+	return Model{Path: path, WeightType: f.Header.WeightType(), FileSize: f.Size, DecodeBytes: rep.DecodeWeightBytes, Config: f.Header.Config}, nil
+}
+
+// Run measures every model with every kernel path, thread count, KV type
+// and depth.
+func Run(cfg Config) ([]Row, error) {
+	log := cfg.Log
+	if log == nil {
+		log = io.Discard
+	}
+	var models []Model
+	for _, path := range cfg.Models {
+		bm, err := openModel(path)
+		if err != nil {
+			return nil, err
+		}
+		models = append(models, bm)
+		fmt.Fprintf(log, "model %s: %s, hidden %d, %d layers, vocab %d, weights %s; %d bytes of weights read per decoded token\n",
+			path, bm.Config.ModelType, bm.Config.Hidden, bm.Config.Layers, bm.Config.Vocab, bm.WeightType, bm.DecodeBytes)
+	}
+	fmt.Fprintf(log, "machine: %d CPUs usable; kernel paths supported: %v\n", runtime.GOMAXPROCS(0), kernels.SupportedPaths())
+
+	// The bandwidth is measured right before each decode measurement, with
+	// the same threads: on a shared host it drifts, and the ratio is only
+	// meaningful between figures taken together.
+	bw := newBandwidthProbe()
+	var rows []Row
+	for _, bm := range models {
+		var ttft time.Duration
+		if cfg.FirstToken != nil {
+			var err error
+			if ttft, err = cfg.FirstToken(bm.Path, cfg.Reps+3); err != nil {
+				return nil, err
+			}
+		}
+		for _, p := range cfg.Kernels {
+			for _, t := range cfg.Threads {
+				pp, tg := cfg.PP, cfg.TG
+				if p == kernels.Generic {
+					// The portable path is for correctness, not speed.
+					if t != cfg.Threads[len(cfg.Threads)-1] {
+						continue
+					}
+					pp, tg = min(pp, 32), min(tg, 8)
+					if bm.WeightType.Quantized() {
+						pp, tg = min(pp, 8), min(tg, 4)
+					}
+				}
+				m, err := infer.Open(bm.Path, infer.Options{Threads: t, Kernels: p})
+				if err != nil {
+					return nil, err
+				}
+				for _, kv := range cfg.KV {
+					for _, d := range cfg.Depths {
+						r, err := measure(m, p, t, kv, d, pp, tg, cfg.Reps, cfg.RandomFill, bw, bm)
+						if err != nil {
+							m.Close()
+							return nil, err
+						}
+						r.Model, r.FirstToken = bm, ttft
+						rows = append(rows, r)
+						fmt.Fprintf(log, "  %s %s, %d thread(s), %s KV, depth %d: pp%d %.1f tok/s, tg%d %.2f tok/s, read bandwidth %.1f GB/s\n",
+							bm.WeightType, p, t, kv, d, pp, r.PPRate, tg, r.TGRate, r.Bandwidth/1e9)
+					}
+				}
+				m.Close()
+			}
+		}
+	}
+	return rows, nil
+}
+
+// WriteTable prints the rows as a table, with what its columns mean.
+func WriteTable(w io.Writer, rows []Row) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w)
+	fmt.Fprintf(tw, "weights\tkernels\tthreads\tKV\tdepth\tprefill tok/s\tdecode tok/s\tdecode GB/s\tread bandwidth GB/s\tratio\tfile MB\tfirst token ms\t\n")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\tpp%d %.1f\ttg%d %.2f\t%.1f\t%.1f\t%.2f\t%.1f\t%.1f\t\n", r.Model.WeightType, r.Kernels, r.Threads, r.KV, r.Depth,
+			r.PP, r.PPRate, r.TG, r.TGRate, r.Model.StepBytes(r.Depth, r.KV)*r.TGRate/1e9, r.Bandwidth/1e9, r.Ratio, float64(r.Model.FileSize)/1e6, ms(r.FirstToken))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "medians of the repetitions; ratio = bytes read per decoded token (weights, and the KV cache of the depth's positions) x decode tok/s / read bandwidth (vector sum over 1 GiB, same threads, measured just before each decode window)\n")
+	fmt.Fprintf(w, "first token = process start to exit after one token from a 1-token prompt, warm page cache, default kernels and threads\n")
+}
+
+// WriteJSON prints one object per row, one per line.
+func WriteJSON(w io.Writer, rows []Row) error {
+	enc := json.NewEncoder(w)
+	for _, r := range rows {
+		if err := enc.Encode(map[string]any{
+			"model": r.Model.Path, "weights": r.Model.WeightType.String(), "kernels": r.Kernels.String(), "threads": r.Threads,
+			"kv_type": r.KV.String(), "depth": r.Depth, "pp": r.PP, "tg": r.TG, "prefill_tok_s": r.PPRate, "decode_tok_s": r.TGRate,
+			"decode_bytes_per_token": r.Model.StepBytes(r.Depth, r.KV), "kv_bytes": r.KVBytes, "private_bytes": r.Private, "read_bandwidth_gbs": r.Bandwidth / 1e9, "ratio": r.Ratio,
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bandwidthProbe measures read bandwidth: a sum over a 1 GiB buffer with
+// the kernels' vector loads, split across a worker pool like the model's.
+type bandwidthProbe struct{ buf []float32 }
+
+func newBandwidthProbe() *bandwidthProbe {
+	buf := make([]float32, 1<<28)
+	for i := range buf {
+		buf[i] = 1 // touch every page: untouched ones all map the zero page
+	}
+	return &bandwidthProbe{buf: buf}
+}
+
+// measure returns the best of reps sums, in bytes per second.
+func (b *bandwidthProbe) measure(p kernels.Path, threads, reps int) float64 {
+	pool := kernels.NewPool(threads)
+	defer pool.Close()
+	task := kernels.TaskFunc(func(w, n int) {
+		s, e := kernels.Split(len(b.buf), n, w)
+		p.Sum(b.buf[s:e])
+	})
+	best := time.Hour
+	for range reps {
+		t0 := time.Now()
+		pool.Run(task)
+		best = min(best, time.Since(t0))
+	}
+	return float64(4*len(b.buf)) / best.Seconds()
+}
+
+// measure runs prefill of pp random tokens and decode of tg tokens
+// after depth tokens already in the cache (from a one-token context at
+// depth 0, as llama-bench's tg does), reps times each. The depth is
+// prefilled once, untimed; each measurement rewinds to it. Each decode
+// window follows a bandwidth measurement with the same threads, and its
+// ratio is taken against that: the host's bandwidth drifts by tens of
+// percent within minutes. The row has the medians.
+func measure(m *infer.Model, p kernels.Path, threads int, kv format.KVType, depth, pp, tg, reps int, randomFill bool, bw *bandwidthProbe, bm Model) (Row, error) {
+	r := Row{Kernels: p, Threads: threads, KV: kv, Depth: depth, PP: pp, TG: tg}
+	ctx := depth + max(pp, tg+1)
+	if ctx > m.Config.MaxContext() {
+		return r, fmt.Errorf("--depth %d: %d tokens with the measurement, more than the model's maximum context %d", depth, ctx, m.Config.MaxContext())
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	vocab := min(m.Config.Vocab, m.Tokenizer.VocabSize())
+	tokens := make([]int32, ctx)
+	for i := range tokens {
+		tokens[i] = int32(rng.IntN(vocab))
+	}
+	s, err := m.NewSessionKV(ctx, kv)
+	if err != nil {
+		return r, err
+	}
+	// The depth, then one untimed prefill: the first pass over the
+	// weights also maps their pages and touches the arenas.
+	if randomFill {
+		if err := s.FillKV(depth, 3); err != nil {
+			return r, err
+		}
+		copy(tokens, s.Tokens())
+		if _, err := s.Feed(tokens[depth : depth+pp]); err != nil {
+			return r, err
+		}
+	} else if _, err := s.Feed(tokens[:depth+pp]); err != nil {
+		return r, err
+	}
+	var ppRates, tgRates, bws, ratios []float64
+	for range reps {
+		s.Rewind(depth)
+		t0 := time.Now()
+		if _, err := s.Feed(tokens[depth : depth+pp]); err != nil {
+			return r, err
+		}
+		ppRates = append(ppRates, float64(pp)/time.Since(t0).Seconds())
+
+		s.Rewind(depth)
+		if depth == 0 {
+			s.Feed(tokens[:1])
+		}
+		bandwidth := bw.measure(kernels.Detect(), threads, 3)
+		t0 = time.Now()
+		for _, id := range tokens[s.Len() : s.Len()+tg] {
+			if _, err := s.Feed([]int32{id}); err != nil {
+				return r, err
+			}
+		}
+		rate := float64(tg) / time.Since(t0).Seconds()
+		tgRates, bws = append(tgRates, rate), append(bws, bandwidth)
+		ratios = append(ratios, bm.StepBytes(depth, kv)*rate/bandwidth)
+	}
+	r.PPRate, r.TGRate, r.Bandwidth, r.Ratio = median(ppRates), median(tgRates), median(bws), median(ratios)
+	r.KVBytes = s.KV.Bytes()
+	r.Private, _ = mem.Private()
+	return r, nil
+}
+
+func median(x []float64) float64 {
+	s := slices.Clone(x)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,686 @@
+package serve
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+
+	"github.com/qwenc/qwenc/format/chat"
+	"github.com/qwenc/qwenc/qwen"
+)
+
+// messagesRequest is Anthropic's Messages API request, as Claude Code and
+// the Anthropic SDKs send it; metadata, cache_control and the other
+// fields not here are ignored, as unknown fields are.
+type messagesRequest struct {
+	Model         string             `json:"model"`
+	MaxTokens     *int               `json:"max_tokens"`
+	System        anthropicSystem    `json:"system"`
+	Messages      []anthropicMessage `json:"messages"`
+	StopSequences []string           `json:"stop_sequences"`
+	Stream        bool               `json:"stream"`
+	Temperature   *float64           `json:"temperature"`
+	TopP          *float64           `json:"top_p"`
+	TopK          *int               `json:"top_k"`
+	Thinking      *struct {
+		Type         string `json:"type"`
+		BudgetTokens *int   `json:"budget_tokens"`
+	} `json:"thinking"`
+	Tools      []anthropicTool `json:"tools"`
+	ToolChoice *struct {
+		Type                   string `json:"type"`
+		Name                   string `json:"name"`
+		DisableParallelToolUse bool   `json:"disable_parallel_tool_use"`
+	} `json:"tool_choice"`
+}
+
+type anthropicMessage struct {
+	Role    string           `json:"role"`
+	Content anthropicContent `json:"content"`
+}
+
+// anthropicContent is a message's content, or the system prompt: a
+// string, which is one text block, or a list of blocks.
+type anthropicContent []anthropicBlockIn
+
+func (c *anthropicContent) UnmarshalJSON(b []byte) error {
+	var text *string
+	if json.Unmarshal(b, &text) == nil {
+		*c = nil
+		if text != nil {
+			*c = anthropicContent{{Type: "text", Text: *text}}
+		}
+		return nil
+	}
+	var blocks []anthropicBlockIn
+	if err := json.Unmarshal(b, &blocks); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field != "" {
+			return err // a block's field: decode names it
+		}
+		return &fieldError{"content", "want a string or a list of content blocks"}
+	}
+	*c = blocks
+	return nil
+}
+
+// anthropicSystem is the system prompt: a string, or text blocks.
+type anthropicSystem struct{ anthropicContent }
+
+func (s *anthropicSystem) UnmarshalJSON(b []byte) error {
+	err := s.anthropicContent.UnmarshalJSON(b)
+	if f, ok := err.(*fieldError); ok {
+		f.field = "system"
+	}
+	return err
+}
+
+// anthropicBlockIn is a content block of a request: text, thinking or
+// tool_use in the assistant's turns, text or tool_result in the user's.
+type anthropicBlockIn struct {
+	Type      string           `json:"type"`
+	Text      string           `json:"text"`
+	Thinking  string           `json:"thinking"`
+	ID        string           `json:"id"`
+	Name      string           `json:"name"`
+	Input     json.RawMessage  `json:"input"`
+	ToolUseID string           `json:"tool_use_id"`
+	Content   anthropicContent `json:"content"`
+	IsError   bool             `json:"is_error"`
+}
+
+// anthropicTool is a client tool; Anthropic's server tools (web search,
+// code execution, ...) have a type and no input_schema, and are refused.
+type anthropicTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// Anthropic's answers and stream events.
+type (
+	anthropicMessageOut struct {
+		ID           string           `json:"id"`
+		Type         string           `json:"type"`
+		Role         string           `json:"role"`
+		Model        string           `json:"model"`
+		Content      []anthropicBlock `json:"content"`
+		StopReason   *string          `json:"stop_reason"`
+		StopSequence *string          `json:"stop_sequence"`
+		Usage        anthropicUsage   `json:"usage"`
+	}
+	// anthropicBlock is a content block of an answer: its text fields
+	// are pointers because an empty one is still given.
+	anthropicBlock struct {
+		Type      string          `json:"type"`
+		Text      *string         `json:"text,omitempty"`
+		Thinking  *string         `json:"thinking,omitempty"`
+		Signature *string         `json:"signature,omitempty"`
+		ID        string          `json:"id,omitempty"`
+		Name      string          `json:"name,omitempty"`
+		Input     json.RawMessage `json:"input,omitempty"`
+	}
+	// anthropicUsage counts the prompt as Anthropic does: input_tokens
+	// are those evaluated, cache_read_input_tokens those whose KV cache
+	// an earlier conversation left; together, the prompt.
+	anthropicUsage struct {
+		InputTokens              int `json:"input_tokens"`
+		CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+		CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+		OutputTokens             int `json:"output_tokens"`
+	}
+	// anthropicEvent is an event of a stream; its type is its name too.
+	anthropicEvent struct {
+		Type         string               `json:"type"`
+		Message      *anthropicMessageOut `json:"message,omitempty"`
+		Index        *int                 `json:"index,omitempty"`
+		ContentBlock *anthropicBlock      `json:"content_block,omitempty"`
+		Delta        any                  `json:"delta,omitempty"` // a blockDelta, or message_delta's stopDelta
+		Usage        *anthropicUsage      `json:"usage,omitempty"`
+		Error        *anthropicErrorBody  `json:"error,omitempty"`
+	}
+	blockDelta struct {
+		Type        string `json:"type"`
+		Text        string `json:"text,omitempty"`
+		Thinking    string `json:"thinking,omitempty"`
+		PartialJSON string `json:"partial_json,omitempty"`
+	}
+	stopDelta struct {
+		StopReason   string  `json:"stop_reason"`
+		StopSequence *string `json:"stop_sequence"`
+	}
+	anthropicErrorBody struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	}
+)
+
+// isAnthropic reports whether a request is to Anthropic's endpoints,
+// whose errors have Anthropic's shape.
+func isAnthropic(r *http.Request) bool {
+	return r.URL.Path == "/v1/messages" || strings.HasPrefix(r.URL.Path, "/v1/messages/")
+}
+
+// anthropicErrorOf is an error in Anthropic's shape, {"type": "error",
+// "error": {"type", "message"}}, and its status: a full queue or a
+// server shutting down is Anthropic's 529 overloaded_error, which its
+// clients retry.
+func anthropicErrorOf(e *apiError) (int, any) {
+	status, typ := e.status, "invalid_request_error"
+	switch {
+	case status == http.StatusUnauthorized:
+		typ = "authentication_error"
+	case status == http.StatusForbidden:
+		typ = "permission_error"
+	case status == http.StatusNotFound:
+		typ = "not_found_error"
+	case status == http.StatusRequestEntityTooLarge:
+		typ = "request_too_large"
+	case status == http.StatusTooManyRequests:
+		typ = "rate_limit_error"
+	case status == http.StatusServiceUnavailable:
+		status, typ = 529, "overloaded_error"
+	case status >= 500:
+		typ = "api_error"
+	}
+	return status, anthropicEvent{Type: "error", Error: &anthropicErrorBody{Type: typ, Message: e.msg}}
+}
+
+func (s *Server) messages(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {
+	req, stream, e := s.readMessages(w, r, false)
+	if e != nil {
+		return e
+	}
+	g, e := s.start(r.Context(), rl, req)
+	if e != nil {
+		return e
+	}
+	return s.answerMessage(w, g, stream)
+}
+
+// answerMessage answers with one message, or streams its events. An error
+// it returns has not been written: the answer not streamed was not begun.
+func (s *Server) answerMessage(w http.ResponseWriter, g *generation, stream bool) *apiError {
+	head := anthropicMessageOut{ID: fmt.Sprintf("msg_%016x%08x", rand.Uint64(), rand.Uint32()), Type: "message",
+		Role: "assistant", Model: s.opts.Name, Content: []anthropicBlock{}}
+	if stream {
+		s.streamMessage(w, g, head)
+		return nil
+	}
+	var c collector
+	b := blockWriter{out: c.apply}
+	out, err := g.run(b.add)
+	switch {
+	case err != nil && g.rl.clientGone:
+		return nil
+	case err != nil:
+		return &apiError{status: http.StatusInternalServerError, msg: err.Error()}
+	}
+	b.close()
+	reason, seq, e := stopReason(out)
+	if e != nil {
+		return e
+	}
+	head.Content = append(head.Content, c.content...) // [] without blocks, not null
+	head.StopReason, head.StopSequence, head.Usage = &reason, seq, anthropicUsageOf(out.usage)
+	writeJSON(w, http.StatusOK, head)
+	return nil
+}
+
+// streamMessage sends Anthropic's events: message_start, each content
+// block's start, deltas and stop, message_delta with the stop reason and
+// the usage, and message_stop; pings while nothing else comes, and an
+// error event when the answer cannot end well.
+func (s *Server) streamMessage(w http.ResponseWriter, g *generation, head anthropicMessageOut) {
+	ls := startStream(w, true)
+	stopPings := ls.keepAlive(s.opts.ping, "ping", anthropicEvent{Type: "ping"})
+	defer stopPings()
+	send := func(ev anthropicEvent) error { return ls.sendEvent(ev.Type, ev) }
+	fail := func(e *apiError) {
+		_, body := anthropicErrorOf(e)
+		ls.sendEvent("error", body)
+	}
+	// How much of the prompt the cache holds is known at the end only;
+	// message_delta gives the usage again, whole.
+	head.Usage = anthropicUsage{InputTokens: g.rl.prompt}
+	if send(anthropicEvent{Type: "message_start", Message: &head}) != nil {
+		g.rl.clientGone = true
+		g.stop()
+		return
+	}
+	b := blockWriter{out: send}
+	out, err := g.run(b.add)
+	switch {
+	case err != nil && g.rl.clientGone:
+		return
+	case err != nil:
+		fail(&apiError{status: http.StatusInternalServerError, msg: err.Error()})
+		return
+	case b.close() != nil:
+		return
+	}
+	reason, seq, e := stopReason(out)
+	if e != nil {
+		fail(e)
+		return
+	}
+	u := anthropicUsageOf(out.usage)
+	if send(anthropicEvent{Type: "message_delta", Delta: stopDelta{reason, seq}, Usage: &u}) == nil {
+		send(anthropicEvent{Type: "message_stop"})
+	}
+}
+
+// stopReason is Anthropic's stop_reason for how a generation ended, and
+// the stop sequence that ended it. An answer the server's shutdown cut
+// short is no answer but an error (overloaded, which clients retry).
+func stopReason(o outcome) (string, *string, *apiError) {
+	switch {
+	case o.stop == qwen.StopShutdown:
+		return "", nil, &apiError{status: http.StatusServiceUnavailable, msg: "the server is shutting down", code: "shutting_down"}
+	case o.stop == qwen.StopString:
+		return "stop_sequence", &o.matched, nil
+	case o.finish == "tool_calls":
+		return "tool_use", nil, nil
+	case o.stop == qwen.StopEOS:
+		return "end_turn", nil, nil
+	case o.stop == qwen.StopContext:
+		return "model_context_window_exceeded", nil, nil
+	}
+	return "max_tokens", nil, nil
+}
+
+func anthropicUsageOf(u qwen.Usage) anthropicUsage {
+	return anthropicUsage{InputTokens: u.PromptTokens - u.CachedTokens, CacheReadInputTokens: u.CachedTokens, OutputTokens: u.CompletionTokens}
+}
+
+// blockWriter turns a generation's deltas into Anthropic's content blocks, as
+// the events of a stream: a change of kind (thinking, text, another tool
+// call) stops the open block and starts the next.
+type blockWriter struct {
+	out  func(anthropicEvent) error
+	kind string // the open block's: "", "thinking", "text" or "tool_use"
+	n    int    // blocks started
+	call int    // the generation's index of the open tool call
+}
+
+func (b *blockWriter) add(d qwen.Delta) error {
+	if d.Reasoning != "" {
+		if err := b.text("thinking", blockDelta{Type: "thinking_delta", Thinking: d.Reasoning}); err != nil {
+			return err
+		}
+	}
+	if d.Content != "" {
+		if err := b.text("text", blockDelta{Type: "text_delta", Text: d.Content}); err != nil {
+			return err
+		}
+	}
+	for _, c := range d.ToolCalls {
+		if c.ID != "" || b.kind != "tool_use" || c.Index != b.call {
+			// Anthropic's ids are "toolu_" and 24 letters and digits, as
+			// the calls' "call_" ones are.
+			id := "toolu_" + strings.TrimPrefix(c.ID, "call_")
+			if err := b.start(anthropicBlock{Type: "tool_use", ID: id, Name: c.Name, Input: json.RawMessage("{}")}); err != nil {
+				return err
+			}
+			b.call = c.Index
+		}
+		if c.Arguments != "" {
+			if err := b.delta(blockDelta{Type: "input_json_delta", PartialJSON: c.Arguments}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// text adds text to the open block of its kind, starting one if needed.
+func (b *blockWriter) text(kind string, d blockDelta) error {
+	if b.kind != kind {
+		empty, block := "", anthropicBlock{Type: kind}
+		if kind == "thinking" {
+			// Anthropic signs its thinking; these blocks have nothing to
+			// sign, and any signature sent back is accepted.
+			block.Thinking, block.Signature = &empty, new(string)
+		} else {
+			block.Text = &empty
+		}
+		if err := b.start(block); err != nil {
+			return err
+		}
+	}
+	return b.delta(d)
+}
+
+func (b *blockWriter) start(block anthropicBlock) error {
+	if err := b.close(); err != nil {
+		return err
+	}
+	b.kind = block.Type
+	b.n++
+	i := b.n - 1
+	return b.out(anthropicEvent{Type: "content_block_start", Index: &i, ContentBlock: &block})
+}
+
+func (b *blockWriter) delta(d blockDelta) error {
+	i := b.n - 1
+	return b.out(anthropicEvent{Type: "content_block_delta", Index: &i, Delta: d})
+}
+
+// close stops the open block, if one is.
+func (b *blockWriter) close() error {
+	if b.kind == "" {
+		return nil
+	}
+	b.kind = ""
+	i := b.n - 1
+	return b.out(anthropicEvent{Type: "content_block_stop", Index: &i})
+}
+
+// collector gathers the events of a blockWriter into the content of an answer
+// not streamed, as a client accumulates a stream: both come from the
+// same events.
+type collector struct {
+	content []anthropicBlock
+	args    strings.Builder // the open tool call's input
+}
+
+func (c *collector) apply(ev anthropicEvent) error {
+	switch ev.Type {
+	case "content_block_start":
+		c.content = append(c.content, *ev.ContentBlock)
+		c.args.Reset()
+	case "content_block_delta":
+		b, d := &c.content[*ev.Index], ev.Delta.(blockDelta)
+		switch {
+		case b.Text != nil:
+			*b.Text += d.Text
+		case b.Thinking != nil:
+			*b.Thinking += d.Thinking
+		default:
+			c.args.WriteString(d.PartialJSON)
+		}
+	case "content_block_stop":
+		// A call cut short (max_tokens) has no whole object: its input
+		// stays the empty one it started with.
+		if b := &c.content[*ev.Index]; b.Type == "tool_use" && chat.CheckArguments(c.args.String()) == nil {
+			b.Input = json.RawMessage(c.args.String())
+		}
+	}
+	return nil
+}
+
+// countTokens answers Anthropic's /v1/messages/count_tokens: the tokens
+// of the prompt the same request would be answered from.
+func (s *Server) countTokens(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {
+	req, _, e := s.readMessages(w, r, true)
+	if e != nil {
+		return e
+	}
+	n, err := s.m.Count(req)
+	if err != nil {
+		return badRequest("", "%v", err)
+	}
+	rl.prompt = n
+	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": n})
+	return nil
+}
+
+// readMessages reads a Messages request, or count_tokens' (count), and
+// makes it a qwen.Request; stream is whether it asks for a stream.
+func (s *Server) readMessages(w http.ResponseWriter, r *http.Request, count bool) (req qwen.Request, stream bool, e *apiError) {
+	var mr messagesRequest
+	if e := decode(w, r, s.opts.MaxBody, &mr); e != nil {
+		return req, false, e
+	}
+	if e := s.checkModel(mr.Model); e != nil {
+		return req, false, e
+	}
+	req, e = s.messagesRequest(&mr, count)
+	return req, mr.Stream, e
+}
+
+// messagesRequest checks a Messages request and makes it a qwen.Request;
+// a count (count_tokens) has no max_tokens, and its sampling does not
+// matter.
+func (s *Server) messagesRequest(mr *messagesRequest, count bool) (qwen.Request, *apiError) {
+	var req qwen.Request
+	if !count {
+		switch {
+		case mr.MaxTokens == nil:
+			return req, badRequest("max_tokens", "max_tokens: Field required")
+		case *mr.MaxTokens < 1:
+			return req, badRequest("max_tokens", "max_tokens %d must be at least 1", *mr.MaxTokens)
+		}
+		params, e := samplingParams(s.info.Sampling, nil,
+			floatParam("temperature", "temperature", mr.Temperature),
+			floatParam("top_p", "top_p", mr.TopP),
+			intParam("top_k", "top_k", mr.TopK))
+		if e != nil {
+			return req, e
+		}
+		stops, err := stopStrings("stop_sequences", mr.StopSequences)
+		if err != nil {
+			return req, badRequest("stop_sequences", "%v", err)
+		}
+		req.Sampling, req.MaxTokens, req.Stop = &params, *mr.MaxTokens, stops
+	}
+	var e *apiError
+	if req.Messages, e = anthropicMessages(mr.System.anthropicContent, mr.Messages); e != nil {
+		return req, e
+	}
+	for i, t := range mr.Tools {
+		path := fmt.Sprintf("tools[%d]", i)
+		switch {
+		case t.Type != "" && t.Type != "custom":
+			return req, badRequest(path, "%s: a tool of type %q: Anthropic's server tools are not supported; give name, description and input_schema", path, t.Type)
+		case t.Name == "":
+			return req, badRequest(path+".name", "%s.name: missing", path)
+		case t.InputSchema == nil || string(t.InputSchema) == "null":
+			return req, badRequest(path+".input_schema", "%s.input_schema: missing", path)
+		}
+		tool, err := qwen.NewTool(t.Name, t.Description, t.InputSchema)
+		if err != nil {
+			return req, badRequest(path, "%s: %v", path, err)
+		}
+		req.Tools = append(req.Tools, tool)
+	}
+	if e := anthropicToolChoice(mr, &req); e != nil {
+		return req, e
+	}
+	if t := mr.Thinking; t != nil {
+		switch t.Type {
+		case "enabled":
+			// Anthropic wants at least 1024; any positive budget is kept
+			// here, small ones being useful on small models.
+			if t.BudgetTokens == nil || *t.BudgetTokens < 1 {
+				return req, badRequest("thinking.budget_tokens", "thinking.budget_tokens: want a positive number of tokens")
+			}
+			// Qwen3 thinks; other models' answers have no thinking to
+			// bound, as disabled has none to switch off for them.
+			if s.info.ChatTemplate == chat.Qwen3.String() {
+				req.ThinkBudget = *t.BudgetTokens
+			}
+		case "disabled":
+			req.NoThinking = true
+		case "adaptive": // the model thinks as it does by itself
+		default:
+			return req, badRequest("thinking.type", "thinking.type %q: want enabled, disabled or adaptive", t.Type)
+		}
+	}
+	return req, s.needsChat()
+}
+
+// anthropicToolChoice reads tool_choice onto req: auto, any (OpenAI's
+// required), tool with its name, or none; disable_parallel_tool_use
+// allows one call at most.
+func anthropicToolChoice(mr *messagesRequest, req *qwen.Request) *apiError {
+	tc := mr.ToolChoice
+	if tc == nil {
+		return nil
+	}
+	switch tc.Type {
+	case "auto", "none":
+		req.ToolChoice = tc.Type
+	case "any":
+		req.ToolChoice = "required"
+	case "tool":
+		if tc.Name == "" {
+			return badRequest("tool_choice.name", "tool_choice.name: missing, with type tool")
+		}
+		req.ToolName = tc.Name
+	default:
+		return badRequest("tool_choice.type", "tool_choice.type %q: want auto, any, tool or none", tc.Type)
+	}
+	req.OneToolCall = tc.DisableParallelToolUse
+	if len(req.Tools) == 0 {
+		if req.ToolChoice == "required" || req.ToolName != "" {
+			return badRequest("tool_choice", "tool_choice %s forces a tool call: it needs tools", tc.Type)
+		}
+		req.ToolChoice, req.OneToolCall = "", false
+	}
+	return nil
+}
+
+// billingHeader begins the first system block Claude Code sends: a hash
+// in it changes with every request, so, kept, no request would reuse the
+// cache of the prompt past it; it means nothing to the model.
+const billingHeader = "x-anthropic-billing-header:"
+
+// anthropicMessages makes the system prompt and the messages qwen's:
+// text blocks are joined by blank lines, thinking blocks are the turn's
+// reasoning, tool_use blocks its calls, and each tool_result a tool
+// message of its own.
+func anthropicMessages(system anthropicContent, in []anthropicMessage) ([]qwen.Message, *apiError) {
+	var out []qwen.Message
+	var sys []string
+	for i, b := range system {
+		if b.Type != "text" {
+			return nil, badRequest("system", "system[%d]: a %q block: the system prompt is text", i, b.Type)
+		}
+		if !strings.HasPrefix(b.Text, billingHeader) {
+			sys = append(sys, b.Text)
+		}
+	}
+	if len(sys) > 0 {
+		out = append(out, qwen.Message{Role: "system", Content: strings.Join(sys, "\n\n")})
+	}
+	if len(in) == 0 {
+		return nil, badRequest("messages", "messages: at least one message is required")
+	}
+	for i, m := range in {
+		path := fmt.Sprintf("messages[%d]", i)
+		if len(m.Content) == 0 {
+			return nil, badRequest(path+".content", "%s.content: empty", path)
+		}
+		var e *apiError
+		switch m.Role {
+		case "user":
+			out, e = userTurn(out, m.Content, path)
+		case "assistant":
+			if i == len(in)-1 {
+				return nil, badRequest(path, "%s: the last message is the assistant's: continuing a prefilled answer is not supported", path)
+			}
+			out, e = assistantTurn(out, m.Content, path)
+		default:
+			return nil, badRequest(path+".role", "%s.role %q: want user or assistant", path, m.Role)
+		}
+		if e != nil {
+			return nil, e
+		}
+	}
+	return out, nil
+}
+
+// userTurn appends a user message's text, and its tool results as tool
+// messages, in their order.
+func userTurn(out []qwen.Message, content anthropicContent, path string) ([]qwen.Message, *apiError) {
+	var text []string
+	flush := func() {
+		if len(text) > 0 {
+			out = append(out, qwen.Message{Role: "user", Content: strings.Join(text, "\n\n")})
+			text = nil
+		}
+	}
+	for j, b := range content {
+		bp := fmt.Sprintf("%s.content[%d]", path, j)
+		switch b.Type {
+		case "text":
+			text = append(text, b.Text)
+		case "tool_result":
+			result, e := textOf(b.Content, bp+".content")
+			if e != nil {
+				return nil, e
+			}
+			if b.IsError {
+				// The template has no place for it; the model must still
+				// know the call failed.
+				result = "Error: " + result
+			}
+			flush()
+			out = append(out, qwen.Message{Role: "tool", Content: result})
+		default:
+			return nil, refuseBlock(bp, b.Type, "a user message has text and tool_result blocks")
+		}
+	}
+	flush()
+	return out, nil
+}
+
+// assistantTurn appends an answer given back: its text, its thinking and
+// its tool calls. Anthropic's redacted thinking is Claude's, and is left
+// out.
+func assistantTurn(out []qwen.Message, content anthropicContent, path string) ([]qwen.Message, *apiError) {
+	var text, thinking []string
+	msg := qwen.Message{Role: "assistant"}
+	for j, b := range content {
+		bp := fmt.Sprintf("%s.content[%d]", path, j)
+		switch b.Type {
+		case "text":
+			text = append(text, b.Text)
+		case "thinking":
+			thinking = append(thinking, b.Thinking)
+		case "redacted_thinking":
+		case "tool_use":
+			if b.Name == "" {
+				return nil, badRequest(bp+".name", "%s.name: missing", bp)
+			}
+			args, e := toolArguments(b.Input, bp+".input")
+			if e != nil {
+				return nil, e
+			}
+			msg.ToolCalls = append(msg.ToolCalls, qwen.ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
+		default:
+			return nil, refuseBlock(bp, b.Type, "an assistant message has text, thinking and tool_use blocks")
+		}
+	}
+	msg.Content, msg.Reasoning = strings.Join(text, "\n\n"), strings.Join(thinking, "\n\n")
+	return append(out, msg), nil
+}
+
+// textOf is a tool result's text: a string, or text blocks.
+func textOf(content anthropicContent, path string) (string, *apiError) {
+	var text []string
+	for j, b := range content {
+		if b.Type != "text" {
+			return "", refuseBlock(fmt.Sprintf("%s[%d]", path, j), b.Type, "a tool result is text")
+		}
+		text = append(text, b.Text)
+	}
+	return strings.Join(text, "\n\n"), nil
+}
+
+// refuseBlock refuses a block of a type that has no place there; images
+// and documents are refused for what they are.
+func refuseBlock(path, typ, want string) *apiError {
+	switch typ {
+	case "image", "document":
+		return badRequest(path, "%s: %s blocks are not supported: this model reads text only", path, typ)
+	case "":
+		return badRequest(path+".type", "%s.type: missing", path)
+	}
+	return badRequest(path+".type", "%s: a %q block is not supported here: %s", path, typ, want)
+}

@@ -1,0 +1,282 @@
+package serve
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/qwenc/qwenc/qwen"
+)
+
+// DefaultMaxBody bounds a request body: a long conversation is well
+// under it, and a client cannot make the server buffer without limit.
+const DefaultMaxBody = 8 << 20
+
+// ServerOptions configure a Server.
+type ServerOptions struct {
+	// Name is the model's name in both protocols (default: the .qbin
+	// file's base name without its extension, qwen.Info's Name).
+	Name string
+	// APIKey, when set, must come with every request but /health, as
+	// "Authorization: Bearer KEY" or, as Anthropic's clients send it,
+	// "x-api-key: KEY".
+	APIKey string
+	// Log receives one line per request; nil discards them.
+	Log io.Writer
+	// MaxBody bounds a request body in bytes (default DefaultMaxBody).
+	MaxBody int64
+	// Draft, DraftModel, DraftMin and DraftPMin are every generation's
+	// drafts (qwen.Request's) where it asks for none; 0: none, but a
+	// request with OpenAI's prediction drafts it (qwen.DefaultDraft).
+	Draft, DraftModel, DraftMin int
+	DraftPMin                   float64
+	// ping is how long an Anthropic stream may stay silent before a ping
+	// event (default defaultPing); tests shorten it.
+	ping time.Duration
+}
+
+// defaultPing keeps a silent stream well inside the idle timeouts of
+// proxies (nginx's proxy_read_timeout is 60 s) while a request waits for
+// a slot or its prompt is prefilled.
+const defaultPing = 10 * time.Second
+
+// Server answers the OpenAI, Ollama and Anthropic protocols: each an
+// adapter over the same qwen.Model, which batches every request into its
+// steps.
+type Server struct {
+	m       *qwen.Model
+	info    qwen.Info
+	opts    ServerOptions
+	keyHash [sha256.Size]byte
+	metrics *metrics
+	log     *log.Logger
+}
+
+// NewServer serves m. Serve shuts m's engine down when it returns; m
+// stays the caller's to close.
+func NewServer(m *qwen.Model, o ServerOptions) *Server {
+	info := m.Info()
+	if o.Name == "" {
+		o.Name = info.Name
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = DefaultMaxBody
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.ping <= 0 {
+		o.ping = defaultPing
+	}
+	s := &Server{m: m, info: info, opts: o, metrics: newMetrics(m),
+		log: log.New(o.Log, "", log.LstdFlags|log.Lmicroseconds)}
+	// Hashing both sides gives ConstantTimeCompare equal lengths, so not
+	// even the key's length leaks through timing.
+	s.keyHash = sha256.Sum256([]byte(o.APIKey))
+	return s
+}
+
+// Name is the model's name in requests and responses.
+func (s *Server) Name() string { return s.opts.Name }
+
+// handlerFunc answers a request; an error it returns, which it must not
+// have started answering, is written in the protocol's error shape.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError
+
+// Handler routes every endpoint.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	s.handle(mux, "POST /v1/chat/completions", s.chatCompletions)
+	s.handle(mux, "POST /v1/completions", s.completions)
+	s.handle(mux, "POST /apply-template", s.applyTemplate)
+	s.handle(mux, "POST /v1/embeddings", s.openAIEmbeddings)
+	s.handle(mux, "POST /v1/rerank", s.rerank)
+	s.handle(mux, "POST /rerank", s.rerank)
+	s.handle(mux, "GET /v1/models", s.listModels)
+	s.handle(mux, "GET /v1/models/{model}", s.getModel)
+	s.handle(mux, "POST /v1/messages", s.messages)
+	s.handle(mux, "POST /v1/messages/count_tokens", s.countTokens)
+	s.handle(mux, "POST /api/chat", s.ollamaChat)
+	s.handle(mux, "POST /api/generate", s.ollamaGenerate)
+	s.handle(mux, "POST /api/embed", s.ollamaEmbed)
+	s.handle(mux, "POST /api/embeddings", s.ollamaEmbeddings)
+	s.handle(mux, "GET /api/tags", s.ollamaTags)
+	s.handle(mux, "GET /api/version", s.ollamaVersion)
+	s.handle(mux, "GET /health", s.health)
+	s.handle(mux, "GET /metrics", s.metrics.serve)
+	s.handle(mux, "GET /{$}", s.root)
+	s.handle(mux, "/", s.notFound)
+	return mux
+}
+
+// handle registers h behind the key check, the request log and the
+// request metrics.
+func (s *Server) handle(mux *http.ServeMux, pattern string, h handlerFunc) {
+	// The endpoint label: the pattern's path; "other" for the fallback.
+	endpoint := "other"
+	if pattern != "/" {
+		_, path, _ := strings.Cut(pattern, " ")
+		endpoint = strings.TrimSuffix(path, "{$}")
+	}
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		rl := &reqLog{start: time.Now()}
+		sw := &statusWriter{ResponseWriter: w}
+		var err *apiError
+		if endpoint != "/health" && !s.authorized(r) {
+			sw.Header().Set("WWW-Authenticate", "Bearer")
+			err = &apiError{status: http.StatusUnauthorized, msg: "a valid API key is required: Authorization: Bearer KEY, or x-api-key: KEY",
+				code: "invalid_api_key"}
+		} else {
+			err = h(sw, r, rl)
+		}
+		if err != nil {
+			writeError(sw, r, err)
+		}
+		s.done(r, sw, rl, endpoint)
+	})
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	if s.opts.APIKey == "" {
+		return true
+	}
+	// OpenAI's clients send the key as a bearer token, Anthropic's as
+	// x-api-key (Claude Code either, by which variable it is given).
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && s.isKey(token) || s.isKey(r.Header.Get("X-Api-Key"))
+}
+
+func (s *Server) isKey(token string) bool {
+	h := sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(h[:], s.keyHash[:]) == 1
+}
+
+// reqLog is what the log line and the metrics say of a request.
+type reqLog struct {
+	start         time.Time
+	prompt        int
+	cached        int
+	generated     int
+	ttft          time.Duration // 0: no token
+	clientGone    bool
+	hasGeneration bool
+}
+
+// done logs the request and counts it. A client that left before the
+// end of its answer is logged and counted as 499, nginx's convention.
+func (s *Server) done(r *http.Request, sw *statusWriter, rl *reqLog, endpoint string) {
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	if rl.clientGone {
+		status = 499
+	}
+	s.metrics.requests.WithLabelValues(endpoint, strconv.Itoa(status)).Inc()
+	line := fmt.Sprintf("%s %s %d", r.Method, r.URL.Path, status)
+	if rl.hasGeneration {
+		ttft := "-"
+		if rl.ttft > 0 {
+			ttft = fmt.Sprintf("%.1fms", float64(rl.ttft.Microseconds())/1000)
+		}
+		line += fmt.Sprintf(" prompt=%d cached=%d generated=%d ttft=%s", rl.prompt, rl.cached, rl.generated, ttft)
+	} else if rl.prompt > 0 { // an embedding or a rerank
+		line += fmt.Sprintf(" prompt=%d", rl.prompt)
+	}
+	s.log.Printf("%s total=%.1fms", line, float64(time.Since(rl.start).Microseconds())/1000)
+}
+
+// statusWriter remembers the status; http.ResponseController reaches
+// the connection's Flush through Unwrap.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "model": s.opts.Name})
+	return nil
+}
+
+func (s *Server) root(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
+	// Ollama answers / with 200 and "Ollama is running"; some clients probe it.
+	io.WriteString(w, "qwenrun is running\n")
+	return nil
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
+	return &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)}
+}
+
+// Serve answers on ln until ctx ends, then shuts down: it stops
+// accepting connections, lets running generations go on for grace, ends
+// the others with a final chunk, and returns once every response is
+// complete and the engine has stopped.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: log.New(s.opts.Log, "http: ", log.LstdFlags)}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	var err error
+	select {
+	case err = <-served:
+		err = fmt.Errorf("serving on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	engineCtx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { s.m.Shutdown(engineCtx) })
+	// Handlers return once the engine ends their generations, by the end
+	// of the grace period; the margin is for writing the final chunks.
+	httpCtx, cancelHTTP := context.WithTimeout(context.Background(), grace+5*time.Second)
+	defer cancelHTTP()
+	if shutErr := hs.Shutdown(httpCtx); shutErr != nil {
+		hs.Close()
+		err = errors.Join(err, fmt.Errorf("shutting down: %w", shutErr))
+	}
+	wg.Wait()
+	return err
+}
+
+// CheckHealth asks the server at addr (HOST:PORT) for GET /health, and
+// fails unless it answers 200 OK within timeout: a container's
+// HEALTHCHECK, where a distroless image has no curl to ask with.
+func CheckHealth(addr string, timeout time.Duration) error {
+	u := "http://" + addr + "/health"
+	resp, err := (&http.Client{Timeout: timeout}).Get(u)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", u, resp.Status)
+	}
+	return nil
+}

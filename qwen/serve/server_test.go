@@ -1,0 +1,320 @@
+package serve
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/qwenc/qwenc/compiler"
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/tokenizer"
+	"github.com/qwenc/qwenc/internal/testmodel"
+	"github.com/qwenc/qwenc/qwen"
+	"github.com/qwenc/qwenc/runtime/sampling"
+)
+
+// tiny is tiny-a compiled once per test binary: random weights, but
+// Qwen's tokenizer and Qwen3's chat template, and fast.
+// bundled holds the bundled models compiled for the test binary, in one
+// temporary directory.
+var bundled struct {
+	mu    sync.Mutex
+	dir   string
+	paths map[string]string
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bundled.dir != "" {
+		os.RemoveAll(bundled.dir)
+	}
+	os.Exit(code)
+}
+
+// compiledPath compiles a bundled model once (f16, prefill batch 64).
+func compiledPath(t *testing.T, name string) string {
+	t.Helper()
+	bundled.mu.Lock()
+	defer bundled.mu.Unlock()
+	if p, ok := bundled.paths[name]; ok {
+		return p
+	}
+	if bundled.dir == "" {
+		dir, err := os.MkdirTemp("", "serve-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bundled.dir, bundled.paths = dir, map[string]string{}
+	}
+	src := filepath.Join(bundled.dir, name)
+	if err := testmodel.Materialise(testmodel.Testdata(t, name), testmodel.Testdata(t, "tokenizer", "tokenizer.json.gz"), src); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(bundled.dir, name+".qbin")
+	if _, err := compiler.Compile(context.Background(), src, compiler.Options{Output: p, MaxPrefill: 64, NoSync: true}); err != nil {
+		t.Fatal(err)
+	}
+	bundled.paths[name] = p
+	return p
+}
+
+func tinyPath(t *testing.T) string { return compiledPath(t, "tiny-a") }
+
+// question is a prompt whose greedy answer on tiny-a varies: a Thai
+// word, then "\tfont" and "(){\n" repeated.
+const question = "What is 2+2?"
+
+// syncBuffer collects the server's log lines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+type testServer struct {
+	*Server
+	m     *qwen.Model // the served model
+	alone *qwen.Model // the same file, one conversation at a time and no cache: what the model answers alone
+	url   string
+	log   *syncBuffer
+}
+
+// modelOpts are the served model's options the tests vary.
+type modelOpts struct {
+	Parallel, Queue, Ctx, Chunk int
+	Draft                       string // a draft model's path
+}
+
+// openModel opens tiny-a with the engine's options.
+func openModel(t *testing.T, o modelOpts) *qwen.Model {
+	t.Helper()
+	opts := []qwen.Option{qwen.WithThreads(2)}
+	if o.Parallel > 0 {
+		opts = append(opts, qwen.WithParallel(o.Parallel))
+	}
+	if o.Queue > 0 {
+		opts = append(opts, qwen.WithQueue(o.Queue))
+	}
+	if o.Ctx > 0 {
+		opts = append(opts, qwen.WithContext(o.Ctx))
+	}
+	if o.Chunk > 0 {
+		opts = append(opts, qwen.WithPrefillChunk(o.Chunk))
+	}
+	if o.Draft != "" {
+		opts = append(opts, qwen.WithDraftModel(o.Draft))
+	}
+	m, err := qwen.Open(tinyPath(t), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// newTestServer serves tiny-a over real HTTP on loopback.
+func newTestServer(t *testing.T, o modelOpts, so ServerOptions) *testServer {
+	t.Helper()
+	m := openModel(t, o)
+	buf := &syncBuffer{}
+	so.Log = buf
+	s := NewServer(m, so)
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	return &testServer{Server: s, m: m, alone: openModel(t, modelOpts{Parallel: 1}), url: hs.URL, log: buf}
+}
+
+func (ts *testServer) client(opts ...option.RequestOption) openai.Client {
+	return openai.NewClient(append([]option.RequestOption{option.WithBaseURL(ts.url + "/v1/"),
+		option.WithAPIKey("unused"), option.WithMaxRetries(0)}, opts...)...)
+}
+
+// post sends a JSON body and returns the response, its body read.
+func (ts *testServer) post(t *testing.T, path, body string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest("POST", ts.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	return do(t, req)
+}
+
+func (ts *testServer) get(t *testing.T, path string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", ts.url+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return do(t, req)
+}
+
+func do(t *testing.T, req *http.Request) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, string(b)
+}
+
+// sseEvents splits a Server-Sent Events body into its data payloads.
+func sseEvents(t *testing.T, body string) []string {
+	t.Helper()
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		if line := sc.Text(); line != "" {
+			data, ok := strings.CutPrefix(line, "data: ")
+			if !ok {
+				t.Fatalf("not an SSE data line: %q", line)
+			}
+			out = append(out, data)
+		}
+	}
+	return out
+}
+
+func unmarshal(t *testing.T, s string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(s), v); err != nil {
+		t.Fatalf("%v in %q", err, s)
+	}
+}
+
+// greedyChat is what tiny-a answers msgs greedily, alone: n tokens of
+// reasoning and content text.
+func greedyChat(t *testing.T, ts *testServer, msgs []qwen.Message, think bool, n int) (prompt []int32, reasoning, content string) {
+	prompt, _, reasoning, content = greedyChatIDs(t, ts, msgs, think, n)
+	return prompt, reasoning, content
+}
+
+func greedyChatIDs(t *testing.T, ts *testServer, msgs []qwen.Message, think bool, n int) (prompt, ids []int32, reasoning, content string) {
+	t.Helper()
+	return greedyAlone(t, ts, qwen.Request{Messages: msgs, NoThinking: !think, MaxTokens: n, PromptOnly: n == 0})
+}
+
+// greedyAlone is what tiny-a generates for req greedily, alone.
+func greedyAlone(t *testing.T, ts *testServer, req qwen.Request) (prompt, ids []int32, reasoning, content string) {
+	t.Helper()
+	req.Sampling = &sampling.Params{}
+	st, err := ts.alone.Start(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r, c strings.Builder
+	for d, err := range st.Deltas() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, d.IDs...)
+		r.WriteString(d.Reasoning)
+		c.WriteString(d.Content)
+	}
+	return st.Prompt(), ids, r.String(), c.String()
+}
+
+// waitFor waits up to a minute for ok.
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !ok(); {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within a minute")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestHealthMetricsAndLog(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	if resp, body := ts.get(t, "/health"); resp.StatusCode != 200 || !strings.Contains(body, `"ok"`) {
+		t.Fatalf("/health: %d %s", resp.StatusCode, body)
+	}
+	resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"temperature":0}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("chat: %d %s", resp.StatusCode, body)
+	}
+	ts.post(t, "/v1/chat/completions", `{"model":"nope","messages":[]}`)
+	_, metrics := ts.get(t, "/metrics")
+	for _, want := range []string{
+		`qwenrun_requests_total{endpoint="/v1/chat/completions",status="200"} 1`,
+		`qwenrun_requests_total{endpoint="/v1/chat/completions",status="404"} 1`,
+		`qwenrun_requests_total{endpoint="/health",status="200"} 1`,
+		"qwenrun_generated_tokens_total 3",
+		"qwenrun_active_conversations 0",
+		"qwenrun_queued_requests 0",
+		"qwenrun_kv_cache_bytes 0",
+		"qwenrun_time_to_first_token_seconds_count 1",
+		"qwenrun_inter_token_latency_seconds_count 2",
+		"qwenrun_decode_steps_total 2", // the first token is the prompt's step's
+		"qwenrun_decoded_conversations_total 2",
+		"qwenrun_prefix_cache_bytes",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if !strings.Contains(metrics, "qwenrun_prompt_tokens_total") {
+		t.Errorf("/metrics lacks the prompt tokens")
+	}
+	log := ts.log.String()
+	for _, want := range []string{"GET /health 200", "POST /v1/chat/completions 200 prompt=", "generated=3 ttft=", "POST /v1/chat/completions 404"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %q:\n%s", want, log)
+		}
+	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// tinyTokenizer is tiny-a's tokenizer, Qwen's, from the compiled file.
+func tinyTokenizer(t *testing.T) *tokenizer.Tokenizer {
+	t.Helper()
+	f, err := format.Open(tinyPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := f.Bytes(format.SecTokenizer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Load(bytes.Clone(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}

@@ -1,0 +1,359 @@
+package serve
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/qwenc/qwenc/qwen"
+)
+
+// TestApplyTemplateMatchesJinja posts chat's tool conversations, as an
+// OpenAI client sends them, to /apply-template: the prompt is jinja2's
+// rendering of Qwen3's template (chat/testdata, made by gen_tools.py).
+func TestApplyTemplateMatchesJinja(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	var cases []struct {
+		Name     string
+		Tools    json.RawMessage
+		Messages json.RawMessage
+	}
+	readFile(t, "../../format/chat/testdata/tools_cases.json", &cases)
+	var golden []struct {
+		Case, Family, Text string
+		GenerationPrompt   bool `json:"generation_prompt"`
+		Thinking           bool
+	}
+	readFile(t, "../../format/chat/testdata/tools_golden.json", &golden)
+	checked := 0
+	for _, c := range cases {
+		for _, g := range golden {
+			if g.Case != c.Name || g.Family != "qwen3" || !g.GenerationPrompt {
+				continue
+			}
+			body := `{"messages":` + string(c.Messages) + `,"tools":` + string(c.Tools) +
+				`,"chat_template_kwargs":{"enable_thinking":` + jsonBool(g.Thinking) + `}}`
+			resp, out := ts.post(t, "/apply-template", body)
+			var got struct{ Prompt string }
+			unmarshal(t, out, &got)
+			if resp.StatusCode != 200 || got.Prompt != g.Text {
+				t.Errorf("%s (thinking %v): %d\n got %q\nwant %q", c.Name, g.Thinking, resp.StatusCode, got.Prompt, g.Text)
+			}
+			checked++
+		}
+	}
+	if checked < 2*len(cases) {
+		t.Fatalf("%d renderings checked", checked)
+	}
+}
+
+func jsonBool(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
+
+func readFile(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unmarshal(t, string(b), v)
+}
+
+// toolAnswer is an answer that thinks, says a sentence and makes two
+// calls, as package qwen gives it (tested there): the second call's
+// arguments in pieces.
+func toolAnswer() []qwen.Delta {
+	return []qwen.Delta{
+		{Reasoning: "Two lookups.", IDs: []int32{1}},
+		{Content: "Let me check.", IDs: []int32{2}},
+		{ToolCalls: []qwen.ToolCallDelta{{Index: 0, ID: "call_a", Name: "weather", Arguments: `{"city": "Paris"}`}}, IDs: []int32{3}},
+		{ToolCalls: []qwen.ToolCallDelta{{Index: 1, ID: "call_b", Name: "time", Arguments: `{"zone": `}}, IDs: []int32{4}},
+		{ToolCalls: []qwen.ToolCallDelta{{Index: 1, Arguments: `"CET"`}}, IDs: []int32{5}},
+		{ToolCalls: []qwen.ToolCallDelta{{Index: 1, Arguments: `}`}}, IDs: []int32{6}},
+	}
+}
+
+// TestOpenAIToolCalls: the calls come as tool_calls with finish_reason
+// "tool_calls"; streamed, each call has its own index, its id and name
+// in its first piece, and openai-go's accumulator rebuilds the answer the
+// non-streamed response gives.
+func TestOpenAIToolCalls(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	rec := httptest.NewRecorder()
+	ts.answerChat(rec, httptest.NewRequest("POST", "/v1/chat/completions", nil), forced(ts, toolAnswer()), false, false)
+	var whole openai.ChatCompletion
+	unmarshal(t, rec.Body.String(), &whole)
+	m := whole.Choices[0].Message
+	if whole.Choices[0].FinishReason != "tool_calls" || m.Content != "Let me check." || len(m.ToolCalls) != 2 ||
+		m.ToolCalls[0].ID != "call_a" || m.ToolCalls[0].Function.Name != "weather" || m.ToolCalls[0].Function.Arguments != `{"city": "Paris"}` ||
+		m.ToolCalls[1].ID != "call_b" || m.ToolCalls[1].Type != "function" || m.ToolCalls[1].Function.Arguments != `{"zone": "CET"}` {
+		t.Fatalf("answer %s", rec.Body.String())
+	}
+
+	rec = httptest.NewRecorder()
+	ts.answerChat(rec, httptest.NewRequest("POST", "/v1/chat/completions", nil), forced(ts, toolAnswer()), true, false)
+	var acc openai.ChatCompletionAccumulator
+	firsts := map[int64]bool{}
+	for _, ev := range sseEvents(t, rec.Body.String()) {
+		if ev == "[DONE]" {
+			break
+		}
+		var chunk openai.ChatCompletionChunk
+		unmarshal(t, ev, &chunk)
+		for _, c := range chunk.Choices {
+			for _, tc := range c.Delta.ToolCalls {
+				if !firsts[tc.Index] && (tc.ID == "" || tc.Function.Name == "" || tc.Type != "function") {
+					t.Errorf("call %d's first piece %s lacks its id, type or name", tc.Index, ev)
+				}
+				if firsts[tc.Index] && (tc.ID != "" || tc.Function.Name != "") {
+					t.Errorf("call %d: id or name again in %s", tc.Index, ev)
+				}
+				firsts[tc.Index] = true
+			}
+		}
+		if !acc.AddChunk(chunk) {
+			t.Fatalf("the accumulator refused %s", ev)
+		}
+	}
+	sm := acc.Choices[0].Message
+	if len(firsts) != 2 || acc.Choices[0].FinishReason != "tool_calls" || sm.Content != m.Content || len(sm.ToolCalls) != 2 {
+		t.Fatalf("streamed: %+v", acc.Choices[0])
+	}
+	for i := range m.ToolCalls {
+		a, b := sm.ToolCalls[i], m.ToolCalls[i]
+		if a.ID != b.ID || a.Function.Name != b.Function.Name || a.Function.Arguments != b.Function.Arguments {
+			t.Errorf("call %d streamed %+v, whole %+v", i, a, b)
+		}
+	}
+}
+
+// TestOllamaToolCalls: calls come as message.tool_calls, arguments as
+// objects, each whole in a line of the stream, and done_reason "stop".
+func TestOllamaToolCalls(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	type line struct {
+		Message struct {
+			Content   string
+			ToolCalls []struct {
+				Function struct {
+					Index     int
+					Name      string
+					Arguments map[string]any
+				}
+			} `json:"tool_calls"`
+		}
+		Done       bool
+		DoneReason string `json:"done_reason"`
+	}
+	for _, stream := range []bool{false, true} {
+		rec := httptest.NewRecorder()
+		ts.ollamaAnswer(rec, httptest.NewRequest("POST", "/api/chat", nil), forced(ts, toolAnswer()), stream, true)
+		var content strings.Builder
+		var names []string
+		var last line
+		for _, l := range strings.Split(strings.TrimSpace(rec.Body.String()), "\n") {
+			var o line
+			unmarshal(t, l, &o)
+			content.WriteString(o.Message.Content)
+			for _, c := range o.Message.ToolCalls {
+				if c.Function.Index != len(names) {
+					t.Errorf("stream %v: call %d has index %d", stream, len(names), c.Function.Index)
+				}
+				names = append(names, c.Function.Name)
+				if args, _ := json.Marshal(c.Function.Arguments); len(c.Function.Arguments) != 1 {
+					t.Errorf("stream %v: call %s arguments %s", stream, c.Function.Name, args)
+				}
+			}
+			last = o
+		}
+		if content.String() != "Let me check." || strings.Join(names, ",") != "weather,time" || !last.Done || last.DoneReason != "stop" {
+			t.Errorf("stream %v: content %q, calls %q, last %+v", stream, content.String(), names, last)
+		}
+	}
+}
+
+// TestOllamaToolResults: an Ollama conversation given back, the
+// assistant's tool_calls with their arguments as objects and each result
+// a tool message with its tool_name, renders as Qwen3's template renders
+// it: as the same conversation in OpenAI's shape does on /apply-template
+// (checked against Jinja's above), the calls and the <tool_response>s in
+// their order. /api/chat answers from that prompt.
+func TestOllamaToolResults(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	const tools = `"tools":[{"type":"function","function":{"name":"weather","description":"The forecast.","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]`
+	const ask = `{"role":"user","content":"Weather in Paris and Oslo?"}`
+	ollama := `{"model":"tiny-a","think":false,` + tools + `,"messages":[` + ask + `,` +
+		`{"role":"assistant","content":"","tool_calls":[{"function":{"name":"weather","arguments":{"city":"Paris"}}},{"function":{"name":"weather","arguments":{"city":"Oslo"}}}]},` +
+		`{"role":"tool","tool_name":"weather","content":"18C"},{"role":"tool","tool_name":"weather","content":"9C"}]`
+	var cr ollamaChatRequest
+	unmarshal(t, ollama+"}", &cr)
+	req, e := ts.ollamaChatRequest(&cr)
+	if e != nil {
+		t.Fatal(e.msg)
+	}
+	got, err := ts.m.RenderPrompt(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	openAI := `{"chat_template_kwargs":{"enable_thinking":false},` + tools + `,"messages":[` + ask + `,` +
+		`{"role":"assistant","content":"","tool_calls":[{"id":"call_1","type":"function","function":{"name":"weather","arguments":"{\"city\": \"Paris\"}"}},{"id":"call_2","type":"function","function":{"name":"weather","arguments":"{\"city\": \"Oslo\"}"}}]},` +
+		`{"role":"tool","tool_call_id":"call_1","content":"18C"},{"role":"tool","tool_call_id":"call_2","content":"9C"}]}`
+	_, out := ts.post(t, "/apply-template", openAI)
+	var want struct{ Prompt string }
+	unmarshal(t, out, &want)
+	const tail = "<|im_start|>assistant\n" +
+		"<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n" +
+		"<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call><|im_end|>\n" +
+		"<|im_start|>user\n<tool_response>\n18C\n</tool_response>\n<tool_response>\n9C\n</tool_response><|im_end|>\n" +
+		"<|im_start|>assistant\n<think>\n\n</think>\n\n"
+	if got != want.Prompt || !strings.HasSuffix(got, tail) {
+		t.Fatalf("ollama's rendering\n%q\nopenai's\n%q\nwant the end\n%q", got, want.Prompt, tail)
+	}
+	n, err := ts.m.Count(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, text := ts.post(t, "/api/chat", ollama+`,"stream":false,"options":{"num_predict":1}}`)
+	if lines := ollamaLines(t, text); resp.StatusCode != 200 || *lines[0].PromptEvalCount != n {
+		t.Fatalf("/api/chat: %d %s; want %d prompt tokens", resp.StatusCode, text, n)
+	}
+}
+
+// TestToolRequestErrors: a bad tool definition, tool call or tool_choice
+// is refused with the path of the field at fault.
+func TestToolRequestErrors(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	const hi = `"messages":[{"role":"user","content":"Hi"}]`
+	for _, c := range []struct{ path, body, param, msg string }{
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f"}},{"type":"function"}]}`, "tools[1]", "function: missing"},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f","parameters":"x"}}]}`, "tools[0]", "JSON Schema object"},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"sometimes"}`, "tool_choice", `tool_choice "sometimes"`},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"required"}`, "tool_choice", "it needs tools"},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"xml"}}`, "response_format.type", `"xml"`},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"a":{"type":"string","format":"email"}}}}}}`,
+			"response_format", `json schema /properties/a: format: "email" is not supported`},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","minProperties":1}}}]}`,
+			"tools", `tool "f": parameters: json schema #: minProperties`},
+		{"/v1/chat/completions", `{"model":"tiny-a","messages":[{"role":"assistant","tool_calls":[{"type":"function","function":{"name":"f","arguments":"[1]"}}]}]}`,
+			"messages[0].tool_calls[0].function.arguments", "want a JSON object"},
+		{"/v1/chat/completions", `{"model":"tiny-a","messages":[{"role":"user","tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}]}`,
+			"messages[0].tool_calls", "only an assistant message"},
+		{"/apply-template", `{"messages":[{"role":"assistant","tool_calls":[{"function":{"arguments":"{}"}}]}]}`,
+			"messages[0].tool_calls[0].function.name", "missing"},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f"}}],"response_format":{"type":"json_object"}}`,
+			"", "a JSON schema or object for the answer and tools at once: not supported"},
+	} {
+		resp, body := ts.post(t, c.path, c.body)
+		var e openAIError
+		unmarshal(t, body, &e)
+		param := ""
+		if e.Error != nil && e.Error.Param != nil {
+			param = *e.Error.Param
+		}
+		if resp.StatusCode != 400 || e.Error == nil || param != c.param || !strings.Contains(e.Error.Message, c.msg) {
+			t.Errorf("%s: %d %s; want 400, param %s, %q", c.body, resp.StatusCode, body, c.param, c.msg)
+		}
+	}
+	// Without tools, "auto", "none" and parallel_tool_calls say nothing.
+	for _, extra := range []string{`"tool_choice":"auto"`, `"tool_choice":"none","tools":[]`, `"parallel_tool_calls":false`} {
+		resp, out := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1,`+extra+`}`)
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: %d %s", extra, resp.StatusCode, out)
+		}
+	}
+	for body, want := range map[string]string{
+		`{"model":"tiny-a","messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"{"}}]}]}`: "messages[0].tool_calls[0].function.arguments",
+		`{"model":"tiny-a",` + hi + `,"format":"yaml"}`:                                                                 `format \"yaml\": want \"json\" or a JSON Schema`,
+		`{"model":"tiny-a",` + hi + `,"format":{"type":"object","if":{}}}`:                                              `json schema #: if: not supported`,
+		`{"model":"tiny-a",` + hi + `,"format":"json","tools":[{"type":"function","function":{"name":"f"}}]}`:           `a JSON schema or object for the answer and tools at once`,
+	} {
+		resp, out := ts.post(t, "/api/chat", body)
+		if resp.StatusCode != 400 || !strings.Contains(out, want) {
+			t.Errorf("ollama %s: %d %s", body, resp.StatusCode, out)
+		}
+	}
+}
+
+// TestOpenAIGoToolsAndSchema: openai-go against the real server, the
+// random-weight model forced by the grammar: tool_choice required gives
+// calls whose arguments fit the tool, the client's accumulator rebuilds
+// the streamed answer as it was not streamed, and a json_schema
+// response_format gives a valid object.
+func TestOpenAIGoToolsAndSchema(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	c := ts.client()
+	weather := openai.FunctionParameters{"type": "object", "properties": map[string]any{
+		"city": map[string]any{"enum": []string{"Paris", "Oslo"}}, "days": map[string]any{"type": "integer", "minimum": 1, "maximum": 7}},
+		"required": []string{"city", "days"}, "additionalProperties": false}
+	p := openai.ChatCompletionNewParams{
+		Model:      "tiny-a",
+		Messages:   []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Paris?")},
+		Tools:      []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "weather", Parameters: weather})},
+		ToolChoice: openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")},
+		MaxTokens:  openai.Int(200), Temperature: openai.Float(1), Seed: openai.Int(5),
+	}
+	noThink := option.WithJSONSet("chat_template_kwargs", map[string]any{"enable_thinking": false})
+	whole, err := c.Chat.Completions.New(t.Context(), p, noThink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := whole.Choices[0].Message.ToolCalls
+	if whole.Choices[0].FinishReason != "tool_calls" || len(calls) == 0 {
+		t.Fatalf("answer %+v", whole.Choices[0])
+	}
+	for _, call := range calls {
+		var args struct {
+			City string
+			Days int
+		}
+		if call.Function.Name != "weather" || json.Unmarshal([]byte(call.Function.Arguments), &args) != nil ||
+			(args.City != "Paris" && args.City != "Oslo") || args.Days < 1 || args.Days > 7 {
+			t.Fatalf("call %+v", call)
+		}
+	}
+	s := c.Chat.Completions.NewStreaming(t.Context(), p, noThink)
+	var acc openai.ChatCompletionAccumulator
+	for s.Next() {
+		acc.AddChunk(s.Current())
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	got := acc.Choices[0].Message.ToolCalls
+	if len(got) != len(calls) {
+		t.Fatalf("streamed %d calls, whole %d", len(got), len(calls))
+	}
+	for i := range got {
+		if got[i].Function.Name != calls[i].Function.Name || got[i].Function.Arguments != calls[i].Function.Arguments {
+			t.Errorf("call %d streamed %+v, whole %+v", i, got[i], calls[i])
+		}
+	}
+
+	schema := map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer", "minimum": -3, "maximum": 3}},
+		"required": []string{"n"}, "additionalProperties": false}
+	r, err := c.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
+		Model:    "tiny-a",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("A number?")},
+		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &openai.ResponseFormatJSONSchemaParam{
+			JSONSchema: openai.ResponseFormatJSONSchemaJSONSchemaParam{Name: "n", Schema: schema, Strict: openai.Bool(true)}}},
+		MaxTokens: openai.Int(100), Temperature: openai.Float(1), Seed: openai.Int(2),
+	}, noThink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct{ N *int }
+	dec := json.NewDecoder(strings.NewReader(r.Choices[0].Message.Content))
+	dec.DisallowUnknownFields()
+	if r.Choices[0].FinishReason != "stop" || dec.Decode(&v) != nil || v.N == nil || *v.N < -3 || *v.N > 3 {
+		t.Fatalf("answer %q, %s", r.Choices[0].Message.Content, r.Choices[0].FinishReason)
+	}
+}

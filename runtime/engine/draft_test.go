@@ -1,0 +1,375 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qwenc/qwenc/compiler"
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/internal/synth"
+	"github.com/qwenc/qwenc/internal/synthtest"
+	"github.com/qwenc/qwenc/internal/testmodel"
+	"github.com/qwenc/qwenc/kernels"
+	"github.com/qwenc/qwenc/runtime/infer"
+	"github.com/qwenc/qwenc/runtime/sampling"
+)
+
+// TestDrafter: the longest n-gram's latest continuation, never across the
+// fence between the prediction and the prompt; the prediction followed
+// while the text does; the length backing off on misses, then resting.
+func TestDrafter(t *testing.T) {
+	// After "1 2" the latest continuation is 4, after "7 1 2" it is 3:
+	// the longer match wins.
+	dr := newDrafter(Draft{Max: 4}, []int32{7, 1, 2, 3, 8, 1, 2, 4, 7, 1, 2})
+	if got := dr.propose(nil, 10); !slices.Equal(got, []int32{3, 8, 1, 2}) {
+		t.Errorf("after 7 1 2: %v, want 3 8 1 2", got)
+	}
+	if got := newDrafter(Draft{Max: 4}, []int32{7, 1, 2, 3, 8, 1, 2, 4, 9, 1, 2}).propose(nil, 10); !slices.Equal(got, []int32{4, 9, 1, 2}) {
+		t.Errorf("after 9 1 2: %v, want 4 9 1 2", got)
+	}
+	dr.accepted(77) // never seen: nothing to draft
+	if got := dr.propose(nil, 10); got != nil {
+		t.Errorf("after 77: %v", got)
+	}
+	if got := newDrafter(Draft{Max: 4}, []int32{5, 6, 5}).propose(nil, 1); !slices.Equal(got, []int32{6}) {
+		t.Errorf("room 1: %v", got)
+	}
+	if got := newDrafter(Draft{Max: 4, Min: 3}, []int32{5, 6, 5}).propose(nil, 10); got != nil {
+		t.Errorf("shorter than Min: %v", got)
+	}
+
+	// A prediction is drafted from its start, followed, and once the text
+	// parts from it, found again by its n-grams.
+	pred := []int32{10, 11, 12, 13, 14, 15}
+	dr = newDrafter(Draft{Max: 3, Prediction: pred}, []int32{14, 99})
+	if got := dr.propose(nil, 10); !slices.Equal(got, []int32{10, 11, 12}) {
+		t.Errorf("prediction: %v", got)
+	}
+	dr.accepted(10)
+	dr.accepted(11)
+	if got := dr.propose(nil, 10); !slices.Equal(got, []int32{12, 13, 14}) {
+		t.Errorf("prediction followed: %v", got)
+	}
+	dr.accepted(50)
+	dr.accepted(13)
+	if got := dr.propose(nil, 10); !slices.Equal(got, []int32{14, 15}) {
+		t.Errorf("prediction found again after 13: %v", got)
+	}
+	// The fence: the prompt's first token does not continue the prediction.
+	dr = newDrafter(Draft{Max: 3, Prediction: []int32{1, 2}}, []int32{3})
+	dr.cursor = -1
+	dr.accepted(2)
+	if got := dr.propose(nil, 10); got != nil {
+		t.Errorf("after 2, across the fence: %v", got)
+	}
+
+	// Back-off.
+	dr = newDrafter(Draft{Max: 8}, []int32{1, 2, 1, 2, 1})
+	for _, want := range []int{4, 2, 1, 1} {
+		dr.checked(0, dr.limit)
+		if dr.limit != want {
+			t.Errorf("after a miss: limit %d, want %d", dr.limit, want)
+		}
+	}
+	if dr.rest != 1 {
+		t.Errorf("after two misses at 1: rest %d, want 1 (then 3, 7, ...)", dr.rest)
+	}
+	if got := dr.propose(nil, 10); got != nil || dr.rest != 0 {
+		t.Errorf("resting: %v, rest %d", got, dr.rest)
+	}
+	dr.checked(1, 1)
+	if dr.limit != 2 || dr.misses != 0 {
+		t.Errorf("after a hit: limit %d, misses %d", dr.limit, dr.misses)
+	}
+}
+
+// synthModel is a small random model of the given vocabulary; models of
+// different seeds disagree, as a draft model and its target do.
+func synthModel(t *testing.T, seed uint64, vocab int) *infer.Model {
+	t.Helper()
+	s := synth.Shape{ModelType: "qwen3", Hidden: 64, Intermediate: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
+		Vocab: vocab, MaxPositions: 1 << 16, Tied: true, DType: "BF16", Seed: seed, EOS: synth.MiniEOS}
+	return openModel(t, synthtest.Compile(t, s, 64))
+}
+
+// TestDraftModelKeepsGreedyText: the bundled model at f16 with itself at
+// q4 as the draft model, eight conversations batched, a prefill chunk
+// shorter than some prompts: the same greedy tokens as alone without
+// drafts, with the text's drafts as well or not, and most guesses kept.
+func TestDraftModelKeepsGreedyText(t *testing.T) {
+	m := demoModel(t, format.F16)
+	e := newEngine(t, m, Options{Parallel: 8, Chunk: 16, Drafter: demoModel(t, format.Q4)})
+	refs := testmodelPrompts(t)
+	const n = 24
+	for _, d := range []Draft{{Model: 8}, {Model: 4, Max: 16}} {
+		streams := make([]*Stream, len(refs))
+		for i, p := range refs {
+			var err error
+			if streams[i], err = e.Submit(context.Background(), Request{Prompt: p, MaxTokens: n, TopLogprobs: -1, Draft: d}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var drafted, accepted int
+		for i, s := range streams {
+			evs, done := collect(t, s)
+			if got, want := tokensOf(evs), greedyAlone(t, m, refs[i], n); !slices.Equal(got, want) {
+				t.Errorf("%+v, request %d: with drafts %v, alone %v", d, i, got, want)
+			}
+			drafted += done.Usage.Drafted
+			accepted += done.Usage.Accepted
+		}
+		t.Logf("%+v: %d drafted, %d accepted", d, drafted, accepted)
+		if 2*accepted < drafted || drafted == 0 {
+			t.Errorf("%+v: %d of %d guesses of the model at q4 kept", d, accepted, drafted)
+		}
+	}
+	if st := e.Stats(); st.Active != 0 || st.KVBytes != 0 {
+		t.Errorf("after the requests: %+v", st)
+	}
+}
+
+// TestDraftsOnEveryPath: on every kernel path this CPU runs, the
+// bundled model at each weight type, drafting from the text and from
+// itself at q4 for all its reference prompts together (two of them on
+// the slow portable path), gives the greedy tokens it gives alone on that
+// path.
+func TestDraftsOnEveryPath(t *testing.T) {
+	dir := testmodel.Dir(t, "qwen3-go-demo")
+	compiled := map[format.DType]string{}
+	for _, typ := range []format.DType{format.F16, format.Q8, format.Q4} {
+		compiled[typ] = filepath.Join(t.TempDir(), typ.String()+".qbin")
+		if _, err := compiler.Compile(context.Background(), dir, compiler.Options{Output: compiled[typ], MaxPrefill: 64, NoSync: true, Type: typ}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 12
+	for _, k := range kernels.SupportedPaths() {
+		refs := testmodelPrompts(t)
+		if k == kernels.Generic {
+			refs = refs[:2]
+		}
+		open := func(path string) *infer.Model {
+			m, err := infer.Open(path, infer.Options{Threads: 2, Kernels: k})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { m.Close() })
+			return m
+		}
+		drafter := open(compiled[format.Q4])
+		for _, typ := range []format.DType{format.F16, format.Q8, format.Q4} {
+			start := time.Now()
+			m := open(compiled[typ])
+			e, err := New(m, Options{Parallel: len(refs), Drafter: drafter, Runner: infer.Options{Threads: 2, Kernels: k}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			streams := make([]*Stream, len(refs))
+			for i, p := range refs {
+				streams[i] = submit(t, e, Request{Prompt: p, MaxTokens: n, TopLogprobs: -1, Draft: Draft{Max: 8, Model: 4}})
+			}
+			accepted := 0
+			for i, s := range streams {
+				evs, done := collect(t, s)
+				if got, want := tokensOf(evs), greedyAlone(t, m, refs[i], n); !slices.Equal(got, want) {
+					t.Errorf("%s, %s, request %d: with drafts %v, alone %v", k, typ, i, got, want)
+				}
+				accepted += done.Usage.Accepted
+			}
+			if accepted == 0 {
+				t.Errorf("%s, %s: no draft kept", k, typ)
+			}
+			e.Shutdown(context.Background())
+			t.Logf("%s, %s: %d drafts kept, %v", k, typ, accepted, time.Since(start))
+		}
+	}
+}
+
+// TestDraftModelRefused: a draft model of another vocabulary, and a
+// request for guesses from an engine without one.
+func TestDraftModelRefused(t *testing.T) {
+	m := synthModel(t, 5, 300)
+	_, err := New(m, Options{Drafter: synthModel(t, 6, 301), Runner: infer.Options{Threads: 1}})
+	if err == nil || !strings.Contains(err.Error(), "vocabulary is 301 tokens, the model's 300") {
+		t.Errorf("another vocabulary: %v", err)
+	}
+	e := newEngine(t, m, Options{})
+	if _, err := e.Submit(context.Background(), Request{Prompt: []int32{1, 2}, MaxTokens: 2, Draft: Draft{Model: 4}}); err == nil || !strings.Contains(err.Error(), "has none") {
+		t.Errorf("guesses without a draft model: %v", err)
+	}
+}
+
+// forbid is a constraint that refuses one token.
+type forbid struct{ id int32 }
+
+func (f forbid) Allow(l []float32) { l[f.id] = float32(math.Inf(-1)) }
+func (f forbid) Accept(id int32) error {
+	if id == f.id {
+		return errors.New("forbidden")
+	}
+	return nil
+}
+func (forbid) Done() bool { return false }
+func (f forbid) Prefix(ids []int32) int {
+	if i := slices.Index(ids, f.id); i >= 0 {
+		return i
+	}
+	return len(ids)
+}
+
+// TestDraftCutByConstraint: a draft is cut before the first token the
+// constraint refuses, so no row is spent on it: predicted the greedy
+// answer a0 a1 a2 with a2 forbidden, the step after a0 checks a1 alone,
+// then picks its own token where a2 was; the text is what the constraint
+// gives without drafts.
+func TestDraftCutByConstraint(t *testing.T) {
+	m := demoModel(t, format.F16)
+	e := newEngine(t, m, Options{})
+	p := testmodelPrompts(t)[0]
+	a := greedyAlone(t, m, p, 3)
+	want, _ := collect(t, submit(t, e, Request{Prompt: p, MaxTokens: 3, TopLogprobs: -1, Constraint: forbid{a[2]}}))
+	evs, done := collect(t, submit(t, e, Request{Prompt: p, MaxTokens: 3, TopLogprobs: -1, Constraint: forbid{a[2]},
+		Draft: Draft{Max: 16, Prediction: a}}))
+	if got := tokensOf(evs); !slices.Equal(got, tokensOf(want)) || got[2] == a[2] {
+		t.Errorf("drafted under the constraint %v, without drafts %v (unconstrained %v)", got, tokensOf(want), a)
+	}
+	if u := done.Usage; u.Drafted != 1 || u.Accepted != 1 {
+		t.Errorf("%d drafted, %d accepted: want a1 alone drafted and kept", u.Drafted, u.Accepted)
+	}
+}
+
+func submit(t *testing.T, e *Engine, r Request) *Stream {
+	t.Helper()
+	s, err := e.Submit(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestDraftsKeepTheDistribution: sampled with every filter and penalty,
+// the first three tokens after a prompt, drafted by a random model of the
+// same vocabulary (kept only where the sampler picks them), have the
+// distribution they have without drafts. A two-sample chi-square test of
+// homogeneity over the triples compares 2,000 samples of each (disjoint
+// seeds); bins with fewer than 10 in all are pooled, so every bin's
+// expected count is at least 5 and the statistic is close to chi-square
+// with bins-1 degrees of freedom. The bound is that law's 0.999 quantile:
+// a correct engine fails one run in a thousand, and the seeds are fixed,
+// so a run that passes keeps passing. The test's power is shown on a
+// shift smaller than a wrong acceptance rule makes: the same samples
+// against temperature 6 rather than 5 must fail it (the random model's
+// logits are so far apart that it takes a high temperature to spread them).
+func TestDraftsKeepTheDistribution(t *testing.T) {
+	m := synthModel(t, 5, 300)
+	e := newEngine(t, m, Options{Parallel: 8, Drafter: synthModel(t, 6, 300)})
+	prompt := []int32{17, 42, 17, 42, 99, 17}
+	params := sampling.Params{Temperature: 5, TopK: 12, TopP: 0.95, MinP: 0.02, RepeatPenalty: 1.3, PresencePenalty: 0.4}
+	const n = 2000
+	var drafted, accepted int
+	sample := func(p sampling.Params, seed0 uint64, d Draft) map[[3]int32]int {
+		counts := map[[3]int32]int{}
+		streams := make([]*Stream, 0, 32)
+		flush := func() {
+			for _, s := range streams {
+				evs, done := collect(t, s)
+				if len(evs) != 3 {
+					t.Fatalf("%d tokens: %+v", len(evs), done)
+				}
+				counts[[3]int32(tokensOf(evs))]++
+				drafted += done.Usage.Drafted
+				accepted += done.Usage.Accepted
+			}
+			streams = streams[:0]
+		}
+		for i := range uint64(n) {
+			p.Seed = seed0 + i
+			streams = append(streams, submit(t, e, Request{Prompt: prompt, Params: p, MaxTokens: 3, TopLogprobs: -1, Draft: d}))
+			if len(streams) == cap(streams) {
+				flush()
+			}
+		}
+		flush()
+		return counts
+	}
+	plain := sample(params, 1, Draft{})
+	withDrafts := sample(params, 1+n, Draft{Model: 4, Max: 4})
+	if drafted == 0 || accepted == 0 || accepted == drafted {
+		t.Fatalf("%d drafted, %d accepted: the test needs guesses both kept and refused", drafted, accepted)
+	}
+	stat, df := chiSquare(plain, withDrafts)
+	bound := chiSquareQuantile999(df)
+	t.Logf("%d drafted, %d accepted; chi-square %.1f over %d degrees of freedom, bound %.1f", drafted, accepted, stat, df, bound)
+	if stat > bound {
+		t.Errorf("with drafts the triples' distribution differs: chi-square %.1f > %.1f (%d degrees of freedom)", stat, bound, df)
+	}
+	hot := params
+	hot.Temperature = 6
+	stat, df = chiSquare(plain, sample(hot, 1+2*n, Draft{}))
+	t.Logf("against temperature 6: chi-square %.1f over %d degrees of freedom", stat, df)
+	if stat <= chiSquareQuantile999(df) {
+		t.Errorf("the test does not tell temperature 6 from 5: chi-square %.1f over %d degrees of freedom", stat, df)
+	}
+}
+
+// chiSquare is the two-sample statistic of homogeneity for samples of
+// equal size, rare bins (under 10 in all) pooled into one.
+func chiSquare(a, b map[[3]int32]int) (float64, int) {
+	keys := map[[3]int32]bool{}
+	for k := range a {
+		keys[k] = true
+	}
+	for k := range b {
+		keys[k] = true
+	}
+	var stat float64
+	bins, ra, rb := 0, 0, 0
+	add := func(x, y int) {
+		d := float64(x - y)
+		stat += d * d / float64(x+y)
+		bins++
+	}
+	for k := range keys {
+		if x, y := a[k], b[k]; x+y >= 10 {
+			add(x, y)
+		} else {
+			ra, rb = ra+x, rb+y
+		}
+	}
+	if ra+rb > 0 {
+		add(ra, rb)
+	}
+	return stat, bins - 1
+}
+
+// chiSquareQuantile999 is the 0.999 quantile of chi-square with df
+// degrees of freedom, by Wilson and Hilferty's cube-root approximation
+// (within 1% from a few degrees of freedom up).
+func chiSquareQuantile999(df int) float64 {
+	const z = 3.0902 // the standard normal's 0.999 quantile
+	k := float64(df)
+	c := 1 - 2/(9*k) + z*math.Sqrt(2/(9*k))
+	return k * c * c * c
+}
+
+// TestGuessBackOff: a draft model that keeps missing rests 1, 3, 7, ...
+// steps, up to maxRest; a hit ends the back-off.
+func TestGuessBackOff(t *testing.T) {
+	var j job
+	for _, want := range []int{1, 3, 7, 15, 31, 32, 32} {
+		j.guessChecked(false)
+		if j.guessRest != want {
+			t.Errorf("after %d misses: rest %d, want %d", j.guessMisses, j.guessRest, want)
+		}
+	}
+	j.guessChecked(true)
+	if j.guessMisses != 0 {
+		t.Errorf("after a hit: %d misses", j.guessMisses)
+	}
+}

@@ -1,0 +1,796 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/runtime/infer"
+	"github.com/qwenc/qwenc/runtime/sampling"
+)
+
+// Options configure an Engine.
+type Options struct {
+	// Parallel is how many conversations decode together (default 4).
+	Parallel int
+	// Queue is how many requests may wait for a free slot; beyond it
+	// Submit returns ErrBusy (default 4 x Parallel).
+	Queue int
+	// Ctx is each conversation's context length (default: the model's
+	// maximum).
+	Ctx int
+	// Chunk is the most prompt tokens a step prefills, for all the new
+	// prompts together, while other conversations are decoding (default
+	// 128): long or many prompts delay the running streams by one chunk
+	// per step, not by the whole prefill. With nothing decoding, a step
+	// takes a whole prefill batch.
+	Chunk int
+	// CacheBytes bounds the KV caches kept of finished conversations for
+	// prefix reuse (default 1 GiB; 0 keeps the default, < 0 none).
+	CacheBytes int64
+	// Runner configures the worker threads and kernels.
+	Runner infer.Options
+	// Drafter, when not nil, is a smaller model of the same vocabulary
+	// whose greedy guesses the requests that ask (Draft.Model) have
+	// checked. The engine runs it on a Runner of its own; the model stays
+	// the caller's.
+	Drafter *infer.Model
+}
+
+// Request is one generation.
+type Request struct {
+	Prompt []int32
+	Params sampling.Params
+	// MaxTokens < 0 generates until a stop token or the end of the
+	// context; 0 evaluates the prompt alone, its KV cache kept for later
+	// requests.
+	MaxTokens int
+	Stop      []int32 // token ids that end generation; they are not emitted
+	// TopLogprobs < 0 asks for no log-probabilities; 0 for the chosen
+	// token's; n > 0 also for the n most likely tokens at each step.
+	TopLogprobs int
+	// PromptLogits asks for a copy of the logits of the prompt's last
+	// position, before any sampling, in the first event.
+	PromptLogits bool
+	// KV is the conversation's KV cache type.
+	KV format.KVType
+	// Rows, with PromptLogits, asks for just these rows of the LM head
+	// (infer.Seq.Rows): a reranker's "yes" and "no".
+	Rows []int32
+	// OneShot, with MaxTokens 0, says the prompt's cache is of no use
+	// once the request has its output (an embedding, a score): it is not
+	// kept for later requests, but passed on to the one-shot requests
+	// running after it (see reuse).
+	OneShot bool
+	// Draft drafts tokens to check in each decode step (draft.go); the
+	// text is the same as without.
+	Draft Draft
+	// Constraint, when not nil, holds the tokens to a grammar: only those
+	// it allows are sampled, and the generation ends (StopEOS) when it is
+	// complete. It is this request's alone.
+	Constraint Constraint
+}
+
+// Constraint is a grammar followed through a generation.
+type Constraint interface {
+	// Allow sets the logits of the tokens that may not come next to -Inf.
+	Allow(logits []float32)
+	// Accept takes the token sampled.
+	Accept(id int32) error
+	// Done reports whether the text is complete: nothing may follow.
+	Done() bool
+	// Prefix reports how many of ids, from the first, Accept would take
+	// one after the other; it changes nothing. Drafted tokens past it are
+	// not checked.
+	Prefix(ids []int32) int
+}
+
+// StopReason says why a generation ended: one set of reasons for every
+// front end, the Go API, the terminal and the HTTP protocols.
+type StopReason string
+
+const (
+	StopEOS       StopReason = "eos"       // a stop token came: the model ended its answer
+	StopString    StopReason = "stop"      // a stop string came (the text layer above the engine finds them)
+	StopLength    StopReason = "length"    // MaxTokens were generated, or the prompt alone was asked for
+	StopContext   StopReason = "ctx"       // the context is full
+	StopInterrupt StopReason = "interrupt" // the request's context ended (Ctrl-C, a client that left)
+	StopShutdown  StopReason = "shutdown"  // the engine shut down
+)
+
+// TokenLogprob is a token and its log-probability under the model (before
+// sampling's penalties and temperature).
+type TokenLogprob struct {
+	Token   int32
+	Logprob float32
+}
+
+// Event is one generated token, or with Done the end of the generation.
+type Event struct {
+	Token   int32
+	Logprob float32        // with Request.TopLogprobs >= 0
+	Top     []TokenLogprob // with Request.TopLogprobs > 0
+	Time    time.Time
+	// PromptLogits is the first event's, with Request.PromptLogits.
+	PromptLogits []float32
+	Done         bool
+	Reason       StopReason // with Done
+	Usage        Usage      // with Done
+}
+
+// Usage counts a request's tokens and times.
+type Usage struct {
+	PromptTokens     int
+	CachedTokens     int // prompt tokens whose KV came from an earlier conversation
+	CompletionTokens int
+	Queued           time.Duration // from Submit to the first step
+	Prefill          time.Duration // from the first step to the prompt's last
+	TimeToFirstToken time.Duration // from Submit
+	Total            time.Duration
+	// KVTokens and KVBytes are the conversation's KV cache at the end:
+	// the positions it holds and the bytes of its chunks.
+	KVTokens int
+	KVBytes  int64
+	// Drafted is the tokens drafted and checked, Accepted those kept.
+	Drafted, Accepted int
+}
+
+// PromptTooLongError is a prompt longer than the context.
+type PromptTooLongError struct {
+	Index           int // the request's, of those submitted together
+	Tokens, Context int
+}
+
+func (e *PromptTooLongError) Error() string {
+	return fmt.Sprintf("the prompt has %d tokens, more than the context of %d", e.Tokens, e.Context)
+}
+
+// Stats is a snapshot of the engine's state.
+type Stats struct {
+	Active, Queued int
+	KVBytes        int64 // caches of active conversations
+	CachedBytes    int64 // caches kept for prefix reuse, and one-shot requests' to pass on
+	// DecodeSteps counts the steps that decoded since New, and Decoded
+	// the conversations they decoded, summed: Decoded / DecodeSteps is
+	// the mean decode batch, how well concurrent requests share steps.
+	DecodeSteps, Decoded int64
+	// PrefillSteps counts the steps that prefilled prompts, and
+	// Prefilled the prompts (or chunks of them) they took, summed:
+	// Prefilled / PrefillSteps is the mean prefill batch, how well
+	// prompts (an embedding request's inputs, several requests') share
+	// steps.
+	PrefillSteps, Prefilled int64
+}
+
+var (
+	// ErrBusy is returned when every slot is taken and the queue is full.
+	ErrBusy = errors.New("too many requests: every slot is busy and the queue is full")
+	// ErrClosed is returned after Shutdown.
+	ErrClosed = errors.New("the server is shutting down")
+)
+
+// Engine runs generations on one model. Submit and Stats may be called
+// from any goroutine; one goroutine of the engine runs the steps.
+type Engine struct {
+	m    *infer.Model
+	r    *infer.Runner
+	opts Options
+	// dr runs the draft model (nil: none); the loop owns it and ds, the
+	// state of its drafting.
+	dr *infer.Runner
+	ds *modelDrafts
+
+	mu       sync.Mutex
+	queue    []*job
+	closing  bool
+	wake     chan struct{} // cap 1: something was queued or cancelled
+	stop     chan struct{} // closed when the grace period ends
+	stopOnce sync.Once
+	done     chan struct{} // closed when the loop has exited
+
+	active      atomic.Int32
+	kvBytes     atomic.Int64
+	cachedBytes atomic.Int64
+	decodeSteps atomic.Int64
+	decoded     atomic.Int64
+	prefills    atomic.Int64
+	prefilled   atomic.Int64
+	// clearCache asks the loop, which owns the prefix cache, to empty it
+	// before it admits anything more.
+	clearCache atomic.Bool
+}
+
+// New starts an engine on m. It owns a Runner of its own; Shutdown stops
+// it. The model stays the caller's.
+func New(m *infer.Model, o Options) (*Engine, error) {
+	if o.Parallel <= 0 {
+		o.Parallel = 4
+	}
+	if o.Queue <= 0 {
+		o.Queue = 4 * o.Parallel
+	}
+	if o.Ctx <= 0 {
+		o.Ctx = m.Config.MaxContext()
+	}
+	if o.Ctx > m.Config.MaxContext() {
+		return nil, fmt.Errorf("context %d is larger than the model's maximum %d", o.Ctx, m.Config.MaxContext())
+	}
+	if o.Chunk <= 0 {
+		o.Chunk = 128
+	}
+	o.Chunk = min(o.Chunk, m.MaxPrefill())
+	switch {
+	case o.CacheBytes == 0:
+		o.CacheBytes = 1 << 30
+	case o.CacheBytes < 0:
+		o.CacheBytes = 0
+	}
+	if d := o.Drafter; d != nil {
+		switch {
+		case d.Config.Embedding:
+			return nil, errors.New("the draft model is an embedding model: it has no head to guess tokens with")
+		case d.Config.Vocab != m.Config.Vocab:
+			return nil, fmt.Errorf("the draft model's vocabulary is %d tokens, the model's %d: a draft model must share the vocabulary", d.Config.Vocab, m.Config.Vocab)
+		case d.Config.MaxContext() < o.Ctx:
+			return nil, fmt.Errorf("the draft model's context is at most %d tokens, less than the conversations' %d", d.Config.MaxContext(), o.Ctx)
+		}
+	}
+	e := &Engine{
+		m: m, r: m.NewRunner(o.Runner), opts: o,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	if o.Drafter != nil {
+		e.dr = o.Drafter.NewRunner(o.Runner)
+		e.ds = newModelDrafts(e.dr)
+	}
+	go e.loop()
+	return e, nil
+}
+
+// Model is the model the engine runs.
+func (e *Engine) Model() *infer.Model { return e.m }
+
+// Options are the engine's options, defaults filled in.
+func (e *Engine) Options() Options { return e.opts }
+
+// Submit queues a request and returns its stream of events. It fails at
+// once for a prompt the context cannot hold, ErrBusy when the queue is
+// full, and ErrClosed after Shutdown. When ctx ends, the generation stops
+// within one step with StopInterrupt.
+func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
+	ss, err := e.SubmitAll(ctx, []Request{req})
+	if err != nil {
+		return nil, err
+	}
+	return ss[0], nil
+}
+
+// MaxScoring is how many prompt-only requests (MaxTokens 0: embeddings,
+// scores) may run at once, apart from the conversations: they hold a KV
+// cache only as long as their prompt, for one pass, and the more share a
+// step the better the weights are reused.
+const MaxScoring = 64
+
+// MaxQueuedScoring bounds the prompt-only requests waiting; beyond it
+// SubmitAll fails with ErrBusy. A caller with more inputs submits them as
+// earlier ones finish, as package qwen does.
+const MaxQueuedScoring = 4096
+
+// Check reports what SubmitAll would refuse of these requests whatever
+// the engine's load: an empty prompt, one longer than the context, a
+// token outside the vocabulary. A caller that submits a batch in parts
+// checks it whole first, so that it fails before any part runs, with the
+// index in the whole batch.
+func (e *Engine) Check(reqs []Request) error {
+	for i := range reqs {
+		req := &reqs[i]
+		if len(req.Prompt) == 0 {
+			return fmt.Errorf("request %d: the prompt is empty", i)
+		}
+		if len(req.Prompt) > e.opts.Ctx {
+			return &PromptTooLongError{Index: i, Tokens: len(req.Prompt), Context: e.opts.Ctx}
+		}
+		for _, id := range req.Prompt {
+			if id < 0 || int(id) >= e.m.Config.Vocab {
+				return fmt.Errorf("request %d: token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
+			}
+		}
+		if req.Draft.Model > 0 && e.dr == nil {
+			return fmt.Errorf("request %d: drafts from a draft model, but the engine has none", i)
+		}
+		for _, id := range req.Draft.Prediction {
+			if id < 0 || int(id) >= e.m.Config.Vocab {
+				return fmt.Errorf("request %d: predicted token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
+			}
+		}
+	}
+	return nil
+}
+
+// SubmitAll queues requests together, all or none (a batch of inputs to
+// embed): each fails as Submit would fail it. Prompt-only requests
+// (MaxTokens 0) count against a bound of their own, MaxQueuedScoring, so
+// that one batch of inputs does not fill the conversations' queue.
+func (e *Engine) SubmitAll(ctx context.Context, reqs []Request) ([]*Stream, error) {
+	if err := e.Check(reqs); err != nil {
+		return nil, err
+	}
+	scoring := 0
+	for i := range reqs {
+		if reqs[i].MaxTokens == 0 {
+			scoring++
+		}
+	}
+	jobs := make([]*job, len(reqs))
+	streams := make([]*Stream, len(reqs))
+	now := time.Now()
+	for i, req := range reqs {
+		jobs[i] = &job{ctx: ctx, req: req, stream: newStream(), submitted: now}
+		streams[i] = jobs[i].stream
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	queuedScoring := 0
+	for _, j := range e.queue {
+		if j.scoring() {
+			queuedScoring++
+		}
+	}
+	switch {
+	case e.closing:
+		return nil, ErrClosed
+	case queuedScoring+scoring > MaxQueuedScoring, len(e.queue)-queuedScoring+len(reqs)-scoring > e.opts.Queue:
+		return nil, ErrBusy
+	}
+	e.queue = append(e.queue, jobs...)
+	e.signal()
+	return streams, nil
+}
+
+// signal wakes the loop; it never blocks.
+func (e *Engine) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Stats reports the engine's load.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	q := len(e.queue)
+	e.mu.Unlock()
+	return Stats{Active: int(e.active.Load()), Queued: q, KVBytes: e.kvBytes.Load(), CachedBytes: e.cachedBytes.Load(),
+		DecodeSteps: e.decodeSteps.Load(), Decoded: e.decoded.Load(), PrefillSteps: e.prefills.Load(), Prefilled: e.prefilled.Load()}
+}
+
+// ClearCache drops the KV caches kept of finished conversations, before
+// any request submitted after it starts.
+func (e *Engine) ClearCache() {
+	e.clearCache.Store(true)
+	e.signal()
+}
+
+// Shutdown stops accepting requests: queued ones end at once with
+// StopShutdown, running ones may finish until ctx ends, then they end with
+// StopShutdown too. It returns when the engine has stopped; it may be
+// called again, and returns at once then.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	e.mu.Lock()
+	if !e.closing {
+		e.closing = true
+		for _, j := range e.queue {
+			j.finish(StopShutdown)
+		}
+		e.queue = nil
+	}
+	e.mu.Unlock()
+	e.signal()
+	select {
+	case <-e.done:
+		return nil
+	case <-ctx.Done():
+	}
+	e.stopOnce.Do(func() { close(e.stop) })
+	<-e.done
+	return nil
+}
+
+// job is one request in the engine.
+type job struct {
+	ctx       context.Context
+	req       Request
+	stream    *Stream
+	submitted time.Time
+	usage     Usage
+
+	sess    *infer.Session
+	sampler *sampling.Sampler
+	started time.Time      // admitted: the first step
+	rest    []int32        // prompt tokens still to prefill
+	next    int32          // the token to feed in the next decode step
+	feed    []int32        // a decode step's tokens: next, then the draft
+	history []int32        // prompt and generated tokens, for the penalties
+	draft   *drafter       // nil: no drafts from the text
+	dsess   *infer.Session // the draft model's cache of the conversation (nil: none yet)
+	guessed bool           // the feed's draft is the draft model's, not the text's
+	// guessRest is how many steps to ask the draft model nothing, after
+	// guessMisses steps in a row where it guessed nothing or nothing kept.
+	guessRest, guessMisses int
+	kvBytes                int64 // the cache's bytes as Stats last counted them
+	// logits is the prompt's last logits, Request.PromptLogits, until an
+	// event takes it.
+	logits []float32
+}
+
+func (j *job) emit(ev Event) {
+	ev.PromptLogits, j.logits = j.logits, nil
+	j.stream.push(ev)
+}
+
+// scoring reports whether the job is prompt-only (an embedding, a score).
+func (j *job) scoring() bool { return j.req.MaxTokens == 0 }
+
+// oneShot reports whether the job's session is of no use after it.
+func (j *job) oneShot() bool { return j.scoring() && j.req.OneShot }
+
+// finish sends a job's last event.
+func (j *job) finish(reason StopReason) {
+	j.usage.Total = time.Since(j.submitted)
+	j.emit(Event{Time: time.Now(), Done: true, Reason: reason, Usage: j.usage})
+}
+
+// loop runs steps while there is work, and waits for work otherwise.
+func (e *Engine) loop() {
+	defer close(e.done)
+	defer e.r.Close()
+	if e.dr != nil {
+		defer e.dr.Close()
+	}
+	reuse := newReuse(e.opts.CacheBytes)
+	var active []*job
+	var seqs []infer.Seq
+	var owners []*job
+	var prompt []int // prompt tokens each sequence of the step prefills
+	logits := newLogprobs(e.m)
+	for {
+		if e.clearCache.Swap(false) {
+			reuse.cache.clear()
+			reuse.pool.clear()
+		}
+		// Drop what was cancelled, admit what fits.
+		kept := active[:0]
+		for _, j := range active {
+			if j.ctx.Err() != nil {
+				e.end(j, StopInterrupt, reuse)
+				continue
+			}
+			kept = append(kept, j)
+		}
+		active = kept
+		e.mu.Lock()
+		closing := e.closing
+		n := len(active)
+		talking, scoring := 0, 0
+		for _, j := range active {
+			if j.scoring() {
+				scoring++
+			} else {
+				talking++
+			}
+		}
+		// In order: a conversation waits for a slot, and what is behind it
+		// waits too.
+		for len(e.queue) > 0 {
+			j := e.queue[0]
+			if j.ctx.Err() != nil {
+				e.queue = e.queue[1:]
+				j.finish(StopInterrupt)
+				continue
+			}
+			count, limit := &talking, e.opts.Parallel
+			if j.scoring() {
+				count, limit = &scoring, MaxScoring
+			}
+			if *count >= limit {
+				break
+			}
+			*count++
+			e.queue = e.queue[1:]
+			active = append(active, j)
+			e.active.Add(1) // under the lock: never neither queued nor active
+		}
+		e.mu.Unlock()
+		// Outside the lock: the prefix search and a new session need not
+		// hold up Submit and Stats, and the cache is this goroutine's.
+		for _, j := range active[n:] {
+			if e.start(j, reuse) {
+				// Its prompt is all in the cache and nothing more is asked.
+				e.end(j, StopLength, reuse)
+			}
+		}
+		active = slices.DeleteFunc(active, ended)
+		if !slices.ContainsFunc(active, (*job).oneShot) {
+			// Nothing to pass them on to: the memory goes back.
+			reuse.pool.clear()
+		}
+		e.cachedBytes.Store(reuse.bytes())
+		e.countKV(active)
+		if len(active) == 0 {
+			if closing {
+				return
+			}
+			select {
+			case <-e.wake:
+			case <-e.stop:
+				return
+			}
+			continue
+		}
+		select {
+		case <-e.stop:
+			for _, j := range active {
+				e.end(j, StopShutdown, reuse)
+			}
+			return
+		default:
+		}
+
+		// Decode rows first (the drafts in the rows a step has spare after
+		// one per conversation), then prompt chunks in the budget left.
+		seqs, owners, prompt = seqs[:0], owners[:0], prompt[:0]
+		decoding, waiting, first, onlyScoring := 0, 0, 0, true
+		spare := e.m.MaxPrefill()
+		for _, j := range active {
+			if len(j.rest) == 0 {
+				spare--
+			}
+		}
+		e.drafts(active, spare)
+		for _, j := range active {
+			if len(j.rest) == 0 {
+				seqs = append(seqs, infer.Seq{Session: j.sess, Tokens: j.feed, Logits: true, Last: len(j.feed)})
+				owners, prompt = append(owners, j), append(prompt, 0)
+				decoding += len(j.feed)
+				continue
+			}
+			if waiting == 0 {
+				first = len(j.rest)
+			}
+			waiting++
+			onlyScoring = onlyScoring && j.scoring()
+		}
+		decoders := len(seqs)
+		budget := e.m.MaxPrefill() - decoding
+		switch {
+		case decoding > 0:
+			// The running streams wait for this step: one chunk of prompt
+			// in all, however many prompts are waiting.
+			budget = min(budget, e.opts.Chunk)
+		case onlyScoring:
+			// Nobody waits for a first token: the fullest steps.
+		case waiting > 1:
+			// Several prompts and nothing running: the first ones start
+			// answering after a chunk rather than all after the whole
+			// prefill (make bench-serve, 8 prompts of 64 tokens at once:
+			// median time to first token 845 -> 493 ms).
+			budget = min(budget, max(e.opts.Chunk, first))
+		}
+		for _, j := range active {
+			if len(j.rest) == 0 || budget == 0 {
+				continue
+			}
+			n := min(len(j.rest), budget)
+			last := n == len(j.rest)
+			seqs = append(seqs, infer.Seq{Session: j.sess, Tokens: j.rest[:n], Logits: last && (j.req.MaxTokens != 0 || j.req.PromptLogits), Rows: j.req.Rows})
+			owners, prompt = append(owners, j), append(prompt, n)
+			budget -= n
+		}
+		if err := e.r.Step(seqs); err != nil {
+			// Submit and the checks above keep every step valid; a failure
+			// here is a bug, which ends the requests rather than the server.
+			for _, j := range active {
+				e.end(j, StopShutdown, reuse)
+			}
+			active = active[:0]
+			continue
+		}
+		if decoders > 0 {
+			e.decodeSteps.Add(1)
+			e.decoded.Add(int64(decoders))
+		}
+		if len(seqs) > decoders {
+			e.prefills.Add(1)
+			e.prefilled.Add(int64(len(seqs) - decoders))
+		}
+		now := time.Now()
+		for i, j := range owners {
+			j.rest = j.rest[prompt[i]:]
+			if prompt[i] > 0 && len(j.rest) == 0 {
+				j.usage.Prefill = now.Sub(j.started)
+			}
+			l := e.r.Logits(i)
+			if l != nil && j.req.PromptLogits && j.usage.CompletionTokens == 0 {
+				j.logits = append([]float32(nil), l...) // before the sampler's penalties change it
+			}
+			switch {
+			case len(j.rest) > 0:
+				// a chunk of a prompt that goes on
+			case j.req.MaxTokens == 0:
+				e.end(j, StopLength, reuse)
+			case prompt[i] == 0 && len(j.feed) > 1:
+				if reason := e.check(j, l, now, logits); reason != "" {
+					e.end(j, reason, reuse)
+				}
+			default:
+				if reason := e.sample(j, l, now, logits, j.sess.Len()); reason != "" {
+					e.end(j, reason, reuse)
+				}
+			}
+			if j.dsess != nil {
+				// The draft model's cache keeps what the conversation kept
+				// of its guesses.
+				j.dsess.Rewind(min(j.dsess.Len(), j.sess.Len()))
+			}
+		}
+		active = slices.DeleteFunc(active, ended)
+	}
+}
+
+// ended reports whether a job has ended: it has given its session back.
+func ended(j *job) bool { return j.sess == nil }
+
+// start gives a job its session, from the longest cached prefix of its
+// prompt when there is one, and its sampler if it generates. It reports
+// whether the job is already done: a prompt alone was asked for, and all
+// of it is cached.
+func (e *Engine) start(j *job, k reuse) (done bool) {
+	j.started = time.Now()
+	j.usage.Queued = j.started.Sub(j.submitted)
+	j.usage.PromptTokens = len(j.req.Prompt)
+	// A step that continues needs one token to give logits, unless no
+	// logits are wanted at all.
+	most := len(j.req.Prompt) - 1
+	if j.req.MaxTokens == 0 && !j.req.PromptLogits {
+		most++
+	}
+	sess, keep := k.of(j).take(j.req.Prompt, j.req.KV, most)
+	if sess == nil {
+		sess, _ = e.m.NewSessionKV(e.opts.Ctx, j.req.KV) // Ctx was checked in New
+	}
+	sess.Rewind(keep)
+	j.usage.CachedTokens = keep
+	j.sess = sess
+	j.rest = j.req.Prompt[keep:]
+	if j.scoring() {
+		// Nothing to sample: a sampler's scratch is some bytes per token
+		// of the vocabulary (3.3 MB for Qwen3's), allocated and cleared
+		// for each of an embedding request's inputs.
+		return len(j.rest) == 0
+	}
+	j.sampler = sampling.New(e.m.Config.Vocab, j.req.Params)
+	j.history = append(make([]int32, 0, len(j.req.Prompt)+64), j.req.Prompt...)
+	if j.req.Draft.Max > 0 {
+		j.draft = newDrafter(j.req.Draft, j.req.Prompt)
+	}
+	return len(j.rest) == 0
+}
+
+// check samples at each row of a step that carried a draft, as sample
+// would have one step at a time, keeping the drafted tokens while they
+// are the ones picked; the cache forgets the rest.
+func (e *Engine) check(j *job, l []float32, now time.Time, lp *logprobs) StopReason {
+	vocab := e.m.Config.Vocab
+	drafted := j.feed[1:]
+	base := j.sess.Len() - len(j.feed) // the cache before the step
+	kept := 0
+	var reason StopReason
+	for r := 0; ; r++ {
+		if reason = e.sample(j, l[r*vocab:(r+1)*vocab], now, lp, base+1+r); reason != "" {
+			break
+		}
+		if r == len(drafted) || j.next != drafted[r] {
+			break
+		}
+		kept++
+	}
+	j.sess.Rewind(base + 1 + kept)
+	if j.guessed {
+		j.guessChecked(kept > 0)
+	} else {
+		j.draft.checked(kept, len(drafted))
+	}
+	j.usage.Drafted += len(drafted)
+	j.usage.Accepted += kept
+	return reason
+}
+
+// sample picks the job's next token from its logits and emits it; it
+// returns why the generation ends, or "" to go on. length is the tokens
+// the cache holds up to the one these logits follow.
+func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs, length int) StopReason {
+	ev := Event{Time: now}
+	var raw []float32
+	if j.req.TopLogprobs >= 0 {
+		raw = lp.before(l)
+	}
+	c := j.req.Constraint
+	if c != nil {
+		if c.Done() {
+			return StopEOS
+		}
+		c.Allow(l)
+	}
+	id := j.sampler.Sample(l, j.history)
+	if c != nil {
+		if err := c.Accept(id); err != nil {
+			// The mask allowed only what the grammar takes; a token it
+			// refuses is a bug, and generating on would fail open.
+			panic(fmt.Sprintf("engine: the sampler chose a token the constraint refuses: %v", err))
+		}
+	}
+	for _, s := range j.req.Stop {
+		if s == id {
+			return StopEOS
+		}
+	}
+	if raw != nil {
+		ev.Logprob, ev.Top = lp.after(raw, id, j.req.TopLogprobs)
+	}
+	ev.Token = id
+	if j.usage.CompletionTokens == 0 {
+		j.usage.TimeToFirstToken = now.Sub(j.submitted)
+	}
+	j.usage.CompletionTokens++
+	j.history = append(j.history, id)
+	if j.draft != nil {
+		j.draft.accepted(id)
+	}
+	j.emit(ev)
+	switch {
+	case j.req.MaxTokens >= 0 && j.usage.CompletionTokens >= j.req.MaxTokens:
+		return StopLength
+	case length >= j.sess.Ctx():
+		return StopContext
+	}
+	j.next = id
+	return ""
+}
+
+// end finishes a running job and keeps its cache for later prefixes.
+// Its last event goes out after the session is given back and the job
+// no longer counts as active, so a caller that has read it sees Stats
+// without it.
+func (e *Engine) end(j *job, reason StopReason, k reuse) {
+	e.kvBytes.Add(-j.kvBytes)
+	j.kvBytes = 0
+	if j.sess != nil {
+		j.usage.KVTokens, j.usage.KVBytes = j.sess.Len(), j.sess.KV.Bytes()
+		k.of(j).put(j.sess)
+		j.sess, j.dsess = nil, nil
+		e.cachedBytes.Store(k.bytes())
+	}
+	e.active.Add(-1)
+	j.finish(reason)
+}
+
+// countKV brings Stats' KV bytes up to the active caches' sizes. Each
+// job's share is kept so that end can take it off at once: a caller that
+// has read a job's last event sees Stats without its cache.
+func (e *Engine) countKV(active []*job) {
+	for _, j := range active {
+		if j.sess != nil {
+			b := j.sess.KV.Bytes()
+			if j.dsess != nil {
+				b += j.dsess.KV.Bytes()
+			}
+			e.kvBytes.Add(b - j.kvBytes)
+			j.kvBytes = b
+		}
+	}
+}

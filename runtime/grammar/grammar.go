@@ -1,0 +1,418 @@
+package grammar
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+)
+
+// ByteSet is a set of byte values.
+type ByteSet [4]uint64
+
+// Has reports whether c is in the set.
+func (s *ByteSet) Has(c byte) bool { return s[c>>6]&(1<<(c&63)) != 0 }
+
+// Add puts the bytes lo through hi in the set.
+func (s *ByteSet) Add(lo, hi byte) {
+	for c := int(lo); c <= int(hi); c++ {
+		s[c>>6] |= 1 << (c & 63)
+	}
+}
+
+// Empty reports whether the set has no byte.
+func (s *ByteSet) Empty() bool { return s[0]|s[1]|s[2]|s[3] == 0 }
+
+// Elem is a symbol of a rule's sequence: a byte of a set, a rule, or a
+// special token (an added token such as <tool_call>, which only its own
+// id can match: text spelling it does not).
+type Elem struct {
+	kind  elemKind
+	set   int32 // kBytes: an index into Grammar.sets
+	ref   int32 // kRule
+	token int32 // kToken
+}
+
+type elemKind uint8
+
+const (
+	kBytes elemKind = iota
+	kRule
+	kToken
+)
+
+type rule struct {
+	name string
+	alts [][]Elem
+}
+
+// Grammar is a compiled grammar: the rules, and the per-place token tables
+// for one vocabulary.
+type Grammar struct {
+	rules []rule
+	sets  []ByteSet
+	root  int32
+	// class[c] is byte c's class: the bytes no set tells apart (nclass).
+	class  [256]uint8
+	nclass int
+	vocab  *Vocab
+	// tables has, for each rule, alternative and position whose symbol is
+	// a byte set, the tokens accepted there whatever the stack below;
+	// nil where the whole stack must be walked instead.
+	tables [][][]*table
+	stats  Stats
+	// placeID numbers the places with a table; byPlace is their tables.
+	placeID [][][]int32
+	byPlace []*table
+	// What the grammar's Matchers share, made as they meet it, under mu:
+	// unions are the tables of sets of places met together; dfa is the
+	// states met, with their successors and masks. A request's mask is
+	// then most often one another request made.
+	mu     sync.Mutex
+	unions map[string]*table
+	dfa    *stacks
+}
+
+// maxUnions bounds the combined tables a grammar keeps.
+const maxUnions = 4096
+
+// maxStates bounds the states a grammar's DFA keeps: past it, new
+// Matchers start a new one (nested values make states without end).
+const maxStates = 1 << 14
+
+// Stats describes a compiled grammar.
+type Stats struct {
+	Rules, Places, Tables int
+	// Uncertain is the number of tokens the tables leave to be checked
+	// against the stack, over all tables.
+	Uncertain int
+}
+
+// Stats returns the grammar's sizes.
+func (g *Grammar) Stats() Stats { return g.stats }
+
+// Builder makes a Grammar's rules.
+type Builder struct {
+	rules []rule
+	sets  []ByteSet
+	setID map[ByteSet]int32
+	lits  map[string]int32
+}
+
+// NewBuilder starts a grammar.
+func NewBuilder() *Builder {
+	return &Builder{setID: map[ByteSet]int32{}, lits: map[string]int32{}}
+}
+
+// Rule declares a rule without alternatives yet, so that rules can refer
+// to each other; Define gives them.
+func (b *Builder) Rule(name string) int32 {
+	b.rules = append(b.rules, rule{name: name})
+	return int32(len(b.rules) - 1)
+}
+
+// Define sets a rule's alternatives, each a sequence. An empty sequence
+// matches the empty string.
+func (b *Builder) Define(r int32, alts ...[]Elem) { b.rules[r].alts = alts }
+
+// New declares and defines a rule.
+func (b *Builder) New(name string, alts ...[]Elem) int32 {
+	r := b.Rule(name)
+	b.Define(r, alts...)
+	return r
+}
+
+// Set is a byte of the set.
+func (b *Builder) Set(s ByteSet) Elem {
+	id, ok := b.setID[s]
+	if !ok {
+		id = int32(len(b.sets))
+		b.sets = append(b.sets, s)
+		b.setID[s] = id
+	}
+	return Elem{kind: kBytes, set: id}
+}
+
+// Range is a byte from lo to hi.
+func (b *Builder) Range(lo, hi byte) Elem {
+	var s ByteSet
+	s.Add(lo, hi)
+	return b.Set(s)
+}
+
+// Byte is the byte c.
+func (b *Builder) Byte(c byte) Elem { return b.Range(c, c) }
+
+// Lit is the bytes of s, one after the other.
+func (b *Builder) Lit(s string) []Elem {
+	out := make([]Elem, len(s))
+	for i := range len(s) {
+		out[i] = b.Byte(s[i])
+	}
+	return out
+}
+
+// LitRule is a rule matching s alone, shared by every use of s.
+func (b *Builder) LitRule(s string) Elem {
+	if r, ok := b.lits[s]; ok {
+		return Ref(r)
+	}
+	r := b.New(fmt.Sprintf("%q", s), b.Lit(s))
+	b.lits[s] = r
+	return Ref(r)
+}
+
+// Ref is the rule r.
+func Ref(r int32) Elem { return Elem{kind: kRule, ref: r} }
+
+// Token is the special token id.
+func Token(id int32) Elem { return Elem{kind: kToken, token: id} }
+
+// Seq joins Elems and sequences of them into one sequence.
+func Seq(parts ...any) []Elem {
+	var out []Elem
+	for _, p := range parts {
+		switch v := p.(type) {
+		case Elem:
+			out = append(out, v)
+		case []Elem:
+			out = append(out, v...)
+		default:
+			panic(fmt.Sprintf("grammar.Seq: %T", p))
+		}
+	}
+	return out
+}
+
+// Repeat is a rule matching min to max repetitions of item (max < 0: no
+// bound). Its rules recur on the right, which a Matcher follows without
+// growing its stack.
+func (b *Builder) Repeat(name string, item []Elem, min, max int) Elem {
+	var tail int32
+	switch {
+	case max < 0:
+		tail = b.Rule(name + "*")
+		b.Define(tail, Seq(item, Ref(tail)), nil)
+	default:
+		tail = b.New(name+"{0}", nil)
+		for k := 1; k <= max-min; k++ {
+			tail = b.New(fmt.Sprintf("%s{0,%d}", name, k), Seq(item, Ref(tail)), nil)
+		}
+	}
+	// The items that must come are a chain too, not one sequence: each
+	// item is then followed by the rest of the chain in the same rule,
+	// which is where the tables can see past it.
+	for k := 1; k <= min; k++ {
+		bound := ""
+		if max >= 0 {
+			bound = fmt.Sprint(k + max - min)
+		}
+		tail = b.New(fmt.Sprintf("%s{%d,%s}", name, k, bound), Seq(item, Ref(tail)))
+	}
+	return Ref(tail)
+}
+
+// Optional is a rule matching seq or nothing.
+func (b *Builder) Optional(name string, seq []Elem) Elem {
+	return Ref(b.New(name+"?", seq, nil))
+}
+
+// Alt is a rule matching any of the sequences.
+func (b *Builder) Alt(name string, alts ...[]Elem) Elem {
+	return Ref(b.New(name, alts...))
+}
+
+// MaxRules bounds a grammar's size: a schema's lengths and counts become
+// rules, and a grammar is compiled per request.
+const MaxRules = 200000
+
+// Build checks the rules and compiles the grammar rooted at root for the
+// vocabulary.
+func (b *Builder) Build(root int32, v *Vocab) (*Grammar, error) {
+	if len(b.rules) > MaxRules {
+		return nil, fmt.Errorf("the grammar has %d rules, more than %d: a length or count in the schema is too large", len(b.rules), MaxRules)
+	}
+	g := &Grammar{rules: b.rules, sets: b.sets, root: root, vocab: v}
+	for _, r := range g.rules {
+		for _, alt := range r.alts {
+			for _, e := range alt {
+				if e.kind == kRule && (e.ref < 0 || int(e.ref) >= len(g.rules)) {
+					return nil, fmt.Errorf("rule %s refers to rule %d, which does not exist", r.name, e.ref)
+				}
+			}
+		}
+	}
+	if err := g.checkLeftRecursion(); err != nil {
+		return nil, err
+	}
+	g.inline()
+	g.classify()
+	g.buildTables()
+	return g, nil
+}
+
+// classify parts the bytes into classes no byte set tells apart: a state
+// steps alike on every byte of a class, so the DFA keeps a successor per
+// class, made once for, say, all the letters a string may hold.
+func (g *Grammar) classify() {
+	// Refine one set at a time: a class splits in two where the set
+	// holds some of its bytes and not others, so there are never more
+	// than 256.
+	n := 1
+	for _, set := range g.sets {
+		var in, all [256]int
+		for c := range 256 {
+			all[g.class[c]]++
+			if set.Has(byte(c)) {
+				in[g.class[c]]++
+			}
+		}
+		var to [256]int // a class split: 1 + the class its bytes in set go to
+		for c := range 256 {
+			k := g.class[c]
+			if !set.Has(byte(c)) || in[k] == all[k] {
+				continue
+			}
+			if to[k] == 0 {
+				to[k] = n + 1
+				n++
+			}
+			g.class[c] = uint8(to[k] - 1)
+		}
+	}
+	g.nclass = n
+}
+
+// maxInlined bounds the alternatives inlining may give a rule.
+const maxInlined = 64
+
+// inline splices rules made of byte sets alone (a character, a literal)
+// into the sequences that use them. A table is built per place in a
+// rule, and a place in a one-character rule leaves its rule after one
+// byte, so almost every token would depend on the stack there; inlined,
+// the place is in the loop that repeats the character (a string's body),
+// which only the closing quote leaves.
+func (g *Grammar) inline() {
+	terminal := func(r int32) bool {
+		if r == g.root || len(g.rules[r].alts) > 32 {
+			return false
+		}
+		for _, alt := range g.rules[r].alts {
+			for _, e := range alt {
+				if e.kind != kBytes {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	null := g.nullable() // inlining keeps each rule's language
+	for changed := true; changed; {
+		changed = false
+		for r := range g.rules {
+			var out [][]Elem
+			grew := false
+			for _, alt := range g.rules[r].alts {
+				expanded := [][]Elem{nil}
+				for i, e := range alt {
+					// Last in a sequence, a rule is a tail call the tables
+					// see through. A repeat's chain is one (it may match
+					// nothing): inlined, it would make a place per count,
+					// all of them in every state.
+					chain := e.kind == kRule && i == len(alt)-1 && null[e.ref] && len(g.rules[e.ref].alts) > 1
+					if e.kind == kRule && e.ref != int32(r) && !chain && terminal(e.ref) && len(expanded)*len(g.rules[e.ref].alts) <= maxInlined {
+						var next [][]Elem
+						for _, pre := range expanded {
+							for _, talt := range g.rules[e.ref].alts {
+								next = append(next, append(append([]Elem(nil), pre...), talt...))
+							}
+						}
+						expanded, grew = next, true
+						continue
+					}
+					for i := range expanded {
+						expanded[i] = append(expanded[i], e)
+					}
+				}
+				out = append(out, expanded...)
+			}
+			if grew && len(out) <= maxInlined {
+				g.rules[r].alts, changed = out, true
+			}
+		}
+	}
+}
+
+// nullable reports, for each rule, whether it matches the empty string.
+func (g *Grammar) nullable() []bool {
+	null := make([]bool, len(g.rules))
+	for changed := true; changed; {
+		changed = false
+		for i, r := range g.rules {
+			if null[i] {
+				continue
+			}
+			for _, alt := range r.alts {
+				if seqNullable(alt, null) {
+					null[i], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	return null
+}
+
+func seqNullable(seq []Elem, null []bool) bool {
+	for _, e := range seq {
+		if e.kind != kRule || !null[e.ref] {
+			return false
+		}
+	}
+	return true
+}
+
+// checkLeftRecursion refuses a rule that can reach itself without
+// consuming anything: a Matcher would expand it forever.
+func (g *Grammar) checkLeftRecursion() error {
+	null := g.nullable()
+	const (
+		unseen = iota
+		active
+		done
+	)
+	state := make([]uint8, len(g.rules))
+	var path []string
+	var visit func(r int32) error
+	visit = func(r int32) error {
+		switch state[r] {
+		case active:
+			return fmt.Errorf("the grammar is left-recursive: %s", strings.Join(append(path, g.rules[r].name), " -> "))
+		case done:
+			return nil
+		}
+		state[r] = active
+		path = append(path, g.rules[r].name)
+		for _, alt := range g.rules[r].alts {
+			for _, e := range alt {
+				if e.kind != kRule {
+					break
+				}
+				if err := visit(e.ref); err != nil {
+					return err
+				}
+				if !null[e.ref] {
+					break
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		state[r] = done
+		return nil
+	}
+	for r := range g.rules {
+		if err := visit(int32(r)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,234 @@
+package infer
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/arch"
+	"github.com/qwenc/qwenc/format/graph"
+	"github.com/qwenc/qwenc/format/tokenizer"
+	"github.com/qwenc/qwenc/kernels"
+)
+
+// Options configure a Runner (and the Model's own, at Open).
+type Options struct {
+	Threads int          // worker threads; 0: the CPUs this process may use
+	Kernels kernels.Path // implementation of the kernels; the zero value, kernels.Auto, is the fastest this CPU runs
+}
+
+// Model is a loaded .qbin file, immutable once opened.
+type Model struct {
+	File      *format.File
+	Config    format.Config
+	Tokenizer *tokenizer.Tokenizer
+	decode    *program
+	prefill   *program
+	// invFreq are RoPE's inverse frequencies (theta^(-2i/d), scaled as
+	// rope_scaling says), in float64 so the angles of long positions stay
+	// exact before rounding to f32; ropeScale multiplies cos and sin
+	// (yarn's attention factor, else 1).
+	invFreq   []float64
+	ropeScale float64
+	opts      Options
+	// own is the Model's own Runner, which Session.Feed and HeadLogits use;
+	// made on first use, so a model served by another Runner holds no
+	// second set of arenas.
+	runOnce sync.Once
+	own     *Runner
+}
+
+// runner returns the Model's own Runner.
+func (m *Model) runner() *Runner {
+	m.runOnce.Do(func() { m.own = m.NewRunner(m.opts) })
+	return m.own
+}
+
+// program is one mode's op list bound to weights, and the tensors' places
+// in its arena (the arena itself belongs to a Runner).
+type program struct {
+	g      *graph.Graph
+	size   int   // arena floats
+	offset []int // per tensor, in float32 elements
+	ops    []boundOp
+}
+
+// boundOp is a graph op with its weights resolved to slices of the mapping.
+type boundOp struct {
+	graph.Op
+	w    weight    // the matrix of a product or of the embedding
+	w32  []float32 // norm weight
+	w32b []float32 // second norm weight (k_norm)
+	bias []float32
+}
+
+// weight is a matrix [n, k] in the mapping: the tiles of its type, or for
+// a stacked experts section that many matrices' tiles one after the
+// other; or the rows of the f16 embedding.
+type weight struct {
+	// typ is the type's row of kernels, resolved at bind time so that a
+	// product looks nothing up.
+	typ   *kernels.TypeTraits
+	n, k  int
+	tiles []byte
+	rows  []uint16 // the row-major f16 embedding, which has no tiles
+	// views are the experts' matrices (none for a single matrix), made at
+	// bind time so that a step does not build them.
+	views []weight
+}
+
+// Open maps a .qbin file and prepares it to run. No weight is copied or
+// converted: every weight slice points into the read-only mapping.
+func Open(path string, opts Options) (*Model, error) {
+	f, err := format.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newModel(f, opts)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+func newModel(f *format.File, opts Options) (*Model, error) {
+	opts.Kernels = opts.Kernels.Resolve()
+	m := &Model{File: f, Config: f.Header.Config, opts: opts}
+	if !opts.Kernels.Supported() {
+		return nil, fmt.Errorf("kernel path %s is not supported here", opts.Kernels)
+	}
+	if err := arch.Validate(f.Header); err != nil {
+		return nil, err
+	}
+	tb, err := f.Bytes(format.SecTokenizer)
+	if err != nil {
+		return nil, err
+	}
+	if m.Tokenizer, err = tokenizer.Load(tb); err != nil {
+		return nil, fmt.Errorf("section %q: %w", format.SecTokenizer, err)
+	}
+	if m.Tokenizer.VocabSize() > m.Config.Vocab {
+		return nil, fmt.Errorf("section %q: %d token ids for a %d-row embedding", format.SecTokenizer, m.Tokenizer.VocabSize(), m.Config.Vocab)
+	}
+	for _, mode := range []string{"decode", "prefill"} {
+		p, err := m.bind(mode)
+		if err != nil {
+			return nil, err
+		}
+		if mode == "decode" {
+			m.decode = p
+		} else {
+			m.prefill = p
+		}
+	}
+	m.invFreq, m.ropeScale = arch.RopeFrequencies(&m.Config)
+	return m, nil
+}
+
+// bind rebuilds the mode's op list from the config, checks it against the
+// compiled plan, carves the arena and resolves every weight.
+func (m *Model) bind(mode string) (*program, error) {
+	plan, ok := m.File.Header.Plan(mode)
+	if !ok {
+		return nil, fmt.Errorf("no %s arena plan", mode)
+	}
+	g, err := arch.Build(&m.Config, mode, plan.Tokens, m.File.Header.SectionTypes())
+	if err != nil {
+		return nil, err
+	}
+	offs, err := graph.Bind(g, plan)
+	if err != nil {
+		return nil, err
+	}
+	p := &program{g: g, size: int(plan.Size) / 4}
+	for _, o := range offs {
+		p.offset = append(p.offset, int(o/4))
+	}
+	for _, op := range g.Ops {
+		b := boundOp{Op: op}
+		var err error
+		switch op.Kind {
+		case graph.Embed, graph.MatMul, graph.ExpertMatMul:
+			b.w, err = m.weight(op.Weight, op.Kind == graph.Embed)
+			if err == nil && op.Bias != "" {
+				b.bias, err = m.File.F32(op.Bias)
+			}
+		case graph.RMSNorm:
+			b.w32, err = m.File.F32(op.Weight)
+		case graph.QKRope:
+			if op.Weight != "" {
+				if b.w32, err = m.File.F32(op.Weight); err == nil {
+					b.w32b, err = m.File.F32(op.Weight2)
+				}
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		p.ops = append(p.ops, b)
+	}
+	return p, nil
+}
+
+// weight resolves a matrix section. Products need it tile-major; the
+// embedding is f16 row-major or quantized tile-major (arch.Validate has
+// checked which).
+func (m *Model) weight(name string, embed bool) (weight, error) {
+	s, ok := m.File.Header.Section(name)
+	if !ok || len(s.Shape) < 2 || (!embed && s.Layout != format.TileMajor) {
+		return weight{}, fmt.Errorf("section %q: missing, or not a tile-major matrix", name)
+	}
+	t, ok := s.DType.Weight()
+	if !ok {
+		return weight{}, fmt.Errorf("section %q: %s is not a weight type", name, s.DType)
+	}
+	r := len(s.Shape)
+	w := weight{typ: kernels.Traits(t), n: int(s.Shape[r-2]), k: int(s.Shape[r-1])}
+	var err error
+	if s.Layout != format.TileMajor {
+		w.rows, err = m.File.F16(name)
+		return w, err
+	}
+	if w.tiles, err = m.File.Bytes(name); err != nil || r < 3 {
+		return w, err
+	}
+	one, experts := w, int(s.Shape[0])
+	n := len(w.tiles) / experts
+	for e := range experts {
+		one.tiles = w.tiles[e*n : (e+1)*n : (e+1)*n]
+		w.views = append(w.views, one)
+	}
+	return w, nil
+}
+
+// Close stops the Model's Runner and unmaps the file; no Runner or Session
+// of the Model may be used after.
+func (m *Model) Close() error {
+	if m.own != nil {
+		m.own.Close()
+	}
+	return m.File.Close()
+}
+
+// Kernels is the kernel path the Model was opened with.
+func (m *Model) Kernels() kernels.Path { return m.opts.Kernels }
+
+// Threads is the number of worker threads the Model was opened with.
+func (m *Model) Threads() int { return threadsOf(m.opts) }
+
+// MaxPrefill is the number of tokens one step can take (the prefill
+// arena's rows).
+func (m *Model) MaxPrefill() int { return m.prefill.g.Tokens }
+
+// ArenaBytes is the size of the two activation arenas a Runner holds.
+func (m *Model) ArenaBytes() int { return 4 * (m.decode.size + m.prefill.size) }
+
+// threadsOf resolves Options.Threads.
+func threadsOf(o Options) int {
+	if o.Threads <= 0 {
+		return runtime.GOMAXPROCS(0)
+	}
+	return o.Threads
+}
