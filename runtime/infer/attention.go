@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/graph"
 	"github.com/qwenc/qwenc/kernels"
 )
 
@@ -21,6 +22,22 @@ const attnItemsPerThread = 8
 // takes: below it, combining the partial results costs more than the
 // balance gains.
 const attnMinSpan = 4
+
+func bindAttention(m *Model, g *graph.Graph, o *boundOp) error {
+	if err := checkWidth(g, o, o.In[0], m.Config.QDim(), "heads x head_dim"); err != nil {
+		return err
+	}
+	return checkWidth(g, o, o.Out, m.Config.QDim(), "heads x head_dim")
+}
+
+func runAttention(s *step, i int) int {
+	op := s.op(i)
+	at := &s.r.tasks.attn
+	at.prepare(s.r, s.segs, op.Layer, s.view(op.In[0]), s.view(op.Out))
+	s.r.pool.Run(at)
+	at.combine()
+	return i + 1
+}
 
 // attentionTask computes causal attention for a step, one KV chunk at a
 // time with a running (online) softmax, as flash attention does: for each

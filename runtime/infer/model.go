@@ -31,6 +31,7 @@ type Model struct {
 	// (yarn's attention factor, else 1).
 	invFreq   []float64
 	ropeScale float64
+	eps       float32 // rms_norm_eps
 	opts      Options
 	// own is the Model's own Runner, which Session.Feed and HeadLogits use;
 	// made on first use, so a model served by another Runner holds no
@@ -52,11 +53,17 @@ type program struct {
 	size   int   // arena floats
 	offset []int // per tensor, in float32 elements
 	ops    []boundOp
+	// finalNorm is the index of the final norm, the last op outside the
+	// layers before the LM head: a step that returns the residual stream
+	// stops there.
+	finalNorm int
 }
 
-// boundOp is a graph op with its weights resolved to slices of the mapping.
+// boundOp is a graph op with its unit's run and its weights resolved to
+// slices of the mapping.
 type boundOp struct {
 	graph.Op
+	run  func(s *step, i int) int
 	w    weight    // the matrix of a product or of the embedding
 	w32  []float32 // norm weight
 	w32b []float32 // second norm weight (k_norm)
@@ -95,7 +102,7 @@ func Open(path string, opts Options) (*Model, error) {
 
 func newModel(f *format.File, opts Options) (*Model, error) {
 	opts.Kernels = opts.Kernels.Resolve()
-	m := &Model{File: f, Config: f.Header.Config, opts: opts}
+	m := &Model{File: f, Config: f.Header.Config, opts: opts, eps: float32(f.Header.Config.RMSNormEps)}
 	if !opts.Kernels.Supported() {
 		return nil, fmt.Errorf("kernel path %s is not supported here", opts.Kernels)
 	}
@@ -146,28 +153,23 @@ func (m *Model) bind(mode string) (*program, error) {
 	for _, o := range offs {
 		p.offset = append(p.offset, int(o/4))
 	}
-	for _, op := range g.Ops {
-		b := boundOp{Op: op}
-		var err error
-		switch op.Kind {
-		case graph.Embed, graph.MatMul, graph.ExpertMatMul:
-			b.w, err = m.weight(op.Weight, op.Kind == graph.Embed)
-			if err == nil && op.Bias != "" {
-				b.bias, err = m.File.F32(op.Bias)
-			}
-		case graph.RMSNorm:
-			b.w32, err = m.File.F32(op.Weight)
-		case graph.QKRope:
-			if op.Weight != "" {
-				if b.w32, err = m.File.F32(op.Weight); err == nil {
-					b.w32b, err = m.File.F32(op.Weight2)
-				}
-			}
-		}
+	p.finalNorm = -1
+	for i, op := range g.Ops {
+		u, err := unitOf(op.Kind)
 		if err != nil {
 			return nil, err
 		}
+		b := boundOp{Op: op, run: u.run}
+		if err := u.bind(m, g, &b); err != nil {
+			return nil, fmt.Errorf("%s step, op %d: %w", mode, i, err)
+		}
+		if op.Kind == graph.RMSNorm && op.Layer < 0 {
+			p.finalNorm = i
+		}
 		p.ops = append(p.ops, b)
+	}
+	if p.finalNorm < 0 {
+		return nil, fmt.Errorf("%s step: no final norm", mode)
 	}
 	return p, nil
 }

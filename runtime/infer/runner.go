@@ -19,6 +19,7 @@ type Runner struct {
 	// work is per-worker attention scratch.
 	work  []workspace
 	tasks tasks
+	cur   step // the step being run
 	// head is the scratch of the LM head over several rows (HeadLogits and
 	// batched steps), allocated on first use.
 	head headScratch
