@@ -247,7 +247,7 @@ func newModel(im, dm *infer.Model, path string, c config, kv format.KVType, ro i
 		}
 		m.hasChat = true
 	}
-	rep := format.Report(h, nil, kv)
+	rep := format.Report(h)
 	base := filepath.Base(path)
 	m.info = Info{
 		Name: strings.TrimSuffix(base, filepath.Ext(base)), Path: path,

@@ -31,7 +31,7 @@ var layers = []struct {
 	{"kernels", []string{"format/wtype"}},
 	{"format", []string{"format/wtype"}},
 	{"format/tokenizer", nil},
-	{"format/graph", []string{"format", "kernels"}},
+	{"format/graph", []string{"format", "format/wtype", "kernels"}},
 	{"format/arch", []string{"format", "format/graph", "format/wtype"}},
 	{"format/chat", []string{"format/tokenizer"}},
 	{"format/oci", []string{"format", "format/arch", "internal/fsutil"}},

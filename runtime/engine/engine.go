@@ -411,14 +411,20 @@ type job struct {
 
 	sess    *infer.Session
 	sampler *sampling.Sampler
-	started time.Time      // admitted: the first step
-	rest    []int32        // prompt tokens still to prefill
-	next    int32          // the token to feed in the next decode step
-	feed    []int32        // a decode step's tokens: next, then the draft
-	history []int32        // prompt and generated tokens, for the penalties
-	draft   *drafter       // nil: no drafts from the text
-	dsess   *infer.Session // the draft model's cache of the conversation (nil: none yet)
-	guessed bool           // the feed's draft is the draft model's, not the text's
+	started time.Time // admitted: the first step
+	rest    []int32   // prompt tokens still to prefill
+	next    int32     // the token to feed in the next decode step
+	feed    []int32   // a decode step's tokens: the replay, next, then the draft
+	// replay is tokens the session took and lost to a rejected draft's
+	// rewind (a session that cannot rewind by itself goes back to snap,
+	// before the draft's step): fed again in the next decode step, before
+	// next.
+	replay  []int32
+	snap    *infer.Snapshot // the session before a decode step that checks a draft, when it cannot rewind by itself
+	history []int32         // prompt and generated tokens, for the penalties
+	draft   *drafter        // nil: no drafts from the text
+	dsess   *infer.Session  // the draft model's cache of the conversation (nil: none yet)
+	guessed bool            // the feed's draft is the draft model's, not the text's
 	// guessRest is how many steps to ask the draft model nothing, after
 	// guessMisses steps in a row where it guessed nothing or nothing kept.
 	guessRest, guessMisses int
@@ -554,7 +560,7 @@ func (e *Engine) loop() {
 		e.drafts(active, spare)
 		for _, j := range active {
 			if len(j.rest) == 0 {
-				seqs = append(seqs, infer.Seq{Session: j.sess, Tokens: j.feed, Logits: true, Last: len(j.feed)})
+				seqs = append(seqs, infer.Seq{Session: j.sess, Tokens: j.feed, Logits: true, Last: len(j.feed) - len(j.replay)})
 				owners, prompt = append(owners, j), append(prompt, 0)
 				decoding += len(j.feed)
 				continue
@@ -613,6 +619,12 @@ func (e *Engine) loop() {
 			j.rest = j.rest[prompt[i]:]
 			if prompt[i] > 0 && len(j.rest) == 0 {
 				j.usage.Prefill = now.Sub(j.started)
+				// The next turn of a conversation resends this prompt: a
+				// session that cannot rewind by itself keeps a copy here.
+				j.sess.Checkpoint()
+			}
+			if prompt[i] == 0 && len(j.replay) > 0 {
+				j.feed, j.replay = j.feed[len(j.replay):], j.replay[:0]
 			}
 			l := e.r.Logits(i)
 			if l != nil && j.req.PromptLogits && j.usage.CompletionTokens == 0 {
@@ -634,8 +646,9 @@ func (e *Engine) loop() {
 			}
 			if j.dsess != nil {
 				// The draft model's cache keeps what the conversation kept
-				// of its guesses.
-				j.dsess.Rewind(min(j.dsess.Len(), j.sess.Len()))
+				// of its guesses (or goes back to its copy before them, and
+				// takes the tokens it lacks in its next step).
+				j.dsess.Rewind(j.dsess.RewindPoint(min(j.dsess.Len(), j.sess.Len())))
 			}
 		}
 		active = slices.DeleteFunc(active, ended)
@@ -663,7 +676,7 @@ func (e *Engine) start(j *job, k reuse) (done bool) {
 	if sess == nil {
 		sess, _ = e.m.NewSessionKV(e.opts.Ctx, j.req.KV) // Ctx was checked in New
 	}
-	sess.Rewind(keep)
+	sess.Rewind(keep) // take gives a position the session can go back to
 	j.usage.CachedTokens = keep
 	j.sess = sess
 	j.rest = j.req.Prompt[keep:]
@@ -687,7 +700,7 @@ func (e *Engine) start(j *job, k reuse) (done bool) {
 func (e *Engine) check(j *job, l []float32, now time.Time, lp *logprobs) StopReason {
 	vocab := e.m.Config.Vocab
 	drafted := j.feed[1:]
-	base := j.sess.Len() - len(j.feed) // the cache before the step
+	base := j.sess.Len() - len(j.feed) // the session before the step
 	kept := 0
 	var reason StopReason
 	for r := 0; ; r++ {
@@ -699,7 +712,18 @@ func (e *Engine) check(j *job, l []float32, now time.Time, lp *logprobs) StopRea
 		}
 		kept++
 	}
-	j.sess.Rewind(base + 1 + kept)
+	if n := base + 1 + kept; j.sess.CanRewind(n) {
+		j.sess.Rewind(n)
+	} else if err := j.sess.Restore(j.snap); err == nil {
+		// Back to before the step; the tokens it kept go in again first
+		// thing in the next one.
+		j.replay = append(j.replay[:0], j.feed[:1+kept]...)
+	} else {
+		// The snapshot was taken right before the step: a failure here is
+		// a bug, and generating on from a wrong state would be silent.
+		panic(fmt.Sprintf("engine: restoring the state before a draft: %v", err))
+	}
+	j.snap = nil
 	if j.guessed {
 		j.guessChecked(kept > 0)
 	} else {
@@ -770,7 +794,7 @@ func (e *Engine) end(j *job, reason StopReason, k reuse) {
 	e.kvBytes.Add(-j.kvBytes)
 	j.kvBytes = 0
 	if j.sess != nil {
-		j.usage.KVTokens, j.usage.KVBytes = j.sess.Len(), j.sess.KV.Bytes()
+		j.usage.KVTokens, j.usage.KVBytes = j.sess.Len(), j.sess.Bytes()
 		k.of(j).put(j.sess)
 		j.sess, j.dsess = nil, nil
 		e.cachedBytes.Store(k.bytes())
@@ -785,9 +809,9 @@ func (e *Engine) end(j *job, reason StopReason, k reuse) {
 func (e *Engine) countKV(active []*job) {
 	for _, j := range active {
 		if j.sess != nil {
-			b := j.sess.KV.Bytes()
+			b := j.sess.Bytes()
 			if j.dsess != nil {
-				b += j.dsess.KV.Bytes()
+				b += j.dsess.Bytes()
 			}
 			e.kvBytes.Add(b - j.kvBytes)
 			j.kvBytes = b

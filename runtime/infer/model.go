@@ -1,8 +1,10 @@
 package infer
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/qwenc/qwenc/format"
@@ -16,6 +18,9 @@ import (
 type Options struct {
 	Threads int          // worker threads; 0: the CPUs this process may use
 	Kernels kernels.Path // implementation of the kernels; the zero value, kernels.Auto, is the fastest this CPU runs
+	// Archs are the architectures the runtime knows (default
+	// arch.Builtin()).
+	Archs arch.Registry
 }
 
 // Model is a loaded .qbin file, immutable once opened.
@@ -25,6 +30,9 @@ type Model struct {
 	Tokenizer *tokenizer.Tokenizer
 	decode    *program
 	prefill   *program
+	// states are what each sequence keeps between steps, as the forward
+	// step declares them.
+	states []graph.State
 	// invFreq are RoPE's inverse frequencies (theta^(-2i/d), scaled as
 	// rope_scaling says), in float64 so the angles of long positions stay
 	// exact before rounding to f32; ropeScale multiplies cos and sin
@@ -106,7 +114,12 @@ func newModel(f *format.File, opts Options) (*Model, error) {
 	if !opts.Kernels.Supported() {
 		return nil, fmt.Errorf("kernel path %s is not supported here", opts.Kernels)
 	}
-	if err := arch.Validate(f.Header); err != nil {
+	archs := opts.Archs.OrBuiltin()
+	if err := archs.Validate(f.Header); err != nil {
+		return nil, err
+	}
+	a, err := archs.For(m.Config.ModelType)
+	if err != nil {
 		return nil, err
 	}
 	tb, err := f.Bytes(format.SecTokenizer)
@@ -120,7 +133,7 @@ func newModel(f *format.File, opts Options) (*Model, error) {
 		return nil, fmt.Errorf("section %q: %d token ids for a %d-row embedding", format.SecTokenizer, m.Tokenizer.VocabSize(), m.Config.Vocab)
 	}
 	for _, mode := range []string{"decode", "prefill"} {
-		p, err := m.bind(mode)
+		p, err := m.bind(a, mode)
 		if err != nil {
 			return nil, err
 		}
@@ -130,21 +143,25 @@ func newModel(f *format.File, opts Options) (*Model, error) {
 			m.prefill = p
 		}
 	}
+	m.states = m.decode.g.States
+	if err := checkStates(m.states); err != nil {
+		return nil, err
+	}
+	if !slices.EqualFunc(m.states, m.prefill.g.States, func(a, b graph.State) bool { return a == b }) {
+		return nil, errors.New("the decode and prefill steps declare different states")
+	}
 	m.invFreq, m.ropeScale = arch.RopeFrequencies(&m.Config)
 	return m, nil
 }
 
 // bind rebuilds the mode's op list from the config, checks it against the
 // compiled plan, carves the arena and resolves every weight.
-func (m *Model) bind(mode string) (*program, error) {
+func (m *Model) bind(a arch.Arch, mode string) (*program, error) {
 	plan, ok := m.File.Header.Plan(mode)
 	if !ok {
 		return nil, fmt.Errorf("no %s arena plan", mode)
 	}
-	g, err := arch.Build(&m.Config, mode, plan.Tokens, m.File.Header.SectionTypes())
-	if err != nil {
-		return nil, err
-	}
+	g := arch.Build(a, &m.Config, mode, plan.Tokens, m.File.Header.SectionTypes())
 	offs, err := graph.Bind(g, plan)
 	if err != nil {
 		return nil, err

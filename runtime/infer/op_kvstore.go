@@ -19,7 +19,8 @@ func runKVStore(s *step, i int) int {
 	op := s.op(i)
 	r := s.r
 	st := &r.tasks.kvStore
-	st.r, st.segs, st.layer, st.k, st.v = r, s.segs, op.Layer, s.view(op.In[0]), s.view(op.In[1])
+	st.r, st.segs, st.k, st.v = r, s.segs, s.view(op.In[0]), s.view(op.In[1])
+	st.kvs = s.kvCaches(op.State, st.kvs)
 	if s.T == 1 {
 		st.Run(0, 1) // a few microseconds: less than waking the pool
 	} else {
@@ -31,10 +32,10 @@ func runKVStore(s *step, i int) int {
 // kvStoreTask writes a step's keys and values into the sequences' caches,
 // the rows' heads split across workers.
 type kvStoreTask struct {
-	r     *Runner
-	segs  []segment
-	layer int
-	k, v  []float32
+	r    *Runner
+	segs []segment
+	kvs  []*KVCache // each segment's cache of the op's state
+	k, v []float32
 }
 
 // The sequences' rows are consecutive, so the rows x heads of the whole
@@ -52,6 +53,16 @@ func (t *kvStoreTask) Run(w, nw int) {
 		}
 		sg := &t.segs[si]
 		o := (row*c.KVHeads + h) * hd
-		sg.kv.store(t.r.k, t.layer, h, sg.pos+row-sg.row0, t.k[o:o+hd], t.v[o:o+hd], &t.r.work[w].kv)
+		t.kvs[si].store(t.r.k, h, sg.pos+row-sg.row0, t.k[o:o+hd], t.v[o:o+hd], &t.r.work[w].kv)
 	}
+}
+
+// kvCaches fills dst with each segment's KV cache of state i, reusing
+// dst's memory.
+func (s *step) kvCaches(i int, dst []*KVCache) []*KVCache {
+	dst = dst[:0]
+	for j := range s.segs {
+		dst = append(dst, s.segs[j].states[i].(*KVCache))
+	}
+	return dst
 }

@@ -46,9 +46,9 @@ type frame struct {
 }
 
 // segment is one session's rows in a step: rows [row0, row0+n) are its
-// tokens at positions pos, pos+1, ...
+// tokens at positions pos, pos+1, ..., and states its LayerStates.
 type segment struct {
-	kv        *KVCache
+	states    []LayerState
 	row0, n   int
 	pos       int
 	wantLogit bool
