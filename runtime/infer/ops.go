@@ -38,6 +38,7 @@ var opUnits = [...]opUnit{
 	graph.GatherRows:   {bindGatherRows, runGatherRows},
 	graph.ExpertMatMul: {bindExpertMatMul, runMatMuls},
 	graph.ExpertSum:    {bindExpertSum, runExpertSum},
+	graph.CausalConv:   {bindCausalConv, runCausalConv},
 }
 
 // unitOf returns the unit of an op kind.
