@@ -146,6 +146,9 @@ var (
 	ErrNoChatTemplate = errors.New("this model has no chat template: give it a raw Prompt")
 	// ErrEmbeddingModel: a generation request to an embedding model.
 	ErrEmbeddingModel = errors.New("this is an embedding model: it embeds text and does not generate")
+	// ErrGeneration: the engine failed to run a request (its last Delta
+	// has StopError); the Model goes on with the others.
+	ErrGeneration = errors.New("the generation failed")
 )
 
 // PromptTooLongError is a prompt longer than the context.

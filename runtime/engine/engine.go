@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +40,9 @@ type Options struct {
 	// checked. The engine runs it on a Runner of its own; the model stays
 	// the caller's.
 	Drafter *infer.Model
+	// Log takes the engine's logs: each request's start and end at debug
+	// level, a failed step at error level (nil: none).
+	Log *slog.Logger
 }
 
 // Request is one generation.
@@ -101,6 +104,7 @@ const (
 	StopContext   StopReason = "ctx"       // the context is full
 	StopInterrupt StopReason = "interrupt" // the request's context ended (Ctrl-C, a client that left)
 	StopShutdown  StopReason = "shutdown"  // the engine shut down
+	StopError     StopReason = "error"     // the engine failed to run it (Event.Err says why); the others go on
 )
 
 // TokenLogprob is a token and its log-probability under the model (before
@@ -120,6 +124,7 @@ type Event struct {
 	PromptLogits []float32
 	Done         bool
 	Reason       StopReason // with Done
+	Err          error      // with Done and StopError: what failed
 	Usage        Usage      // with Done
 }
 
@@ -180,6 +185,8 @@ type Engine struct {
 	m    *infer.Model
 	r    *infer.Runner
 	opts Options
+	log  *slog.Logger
+	ids  atomic.Int64 // the last request's number, for the logs
 	// dr runs the draft model (nil: none); the loop owns it and ds, the
 	// state of its drafting.
 	dr *infer.Runner
@@ -240,8 +247,12 @@ func New(m *infer.Model, o Options) (*Engine, error) {
 			return nil, fmt.Errorf("the draft model's context is at most %d tokens, less than the conversations' %d", d.Config.MaxContext(), o.Ctx)
 		}
 	}
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	e := &Engine{
-		m: m, r: m.NewRunner(o.Runner), opts: o,
+		m: m, r: m.NewRunner(o.Runner), opts: o, log: log,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if o.Drafter != nil {
@@ -330,7 +341,7 @@ func (e *Engine) SubmitAll(ctx context.Context, reqs []Request) ([]*Stream, erro
 	streams := make([]*Stream, len(reqs))
 	now := time.Now()
 	for i, req := range reqs {
-		jobs[i] = &job{ctx: ctx, req: req, stream: newStream(), submitted: now}
+		jobs[i] = &job{id: e.ids.Add(1), ctx: ctx, req: req, stream: newStream(), submitted: now}
 		streams[i] = jobs[i].stream
 	}
 	e.mu.Lock()
@@ -403,6 +414,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 
 // job is one request in the engine.
 type job struct {
+	id        int64 // in the logs
 	ctx       context.Context
 	req       Request
 	stream    *Stream
@@ -432,6 +444,7 @@ type job struct {
 	// logits is the prompt's last logits, Request.PromptLogits, until an
 	// event takes it.
 	logits []float32
+	err    error // why it ends with StopError
 }
 
 func (j *job) emit(ev Event) {
@@ -448,211 +461,7 @@ func (j *job) oneShot() bool { return j.scoring() && j.req.OneShot }
 // finish sends a job's last event.
 func (j *job) finish(reason StopReason) {
 	j.usage.Total = time.Since(j.submitted)
-	j.emit(Event{Time: time.Now(), Done: true, Reason: reason, Usage: j.usage})
-}
-
-// loop runs steps while there is work, and waits for work otherwise.
-func (e *Engine) loop() {
-	defer close(e.done)
-	defer e.r.Close()
-	if e.dr != nil {
-		defer e.dr.Close()
-	}
-	reuse := newReuse(e.opts.CacheBytes)
-	var active []*job
-	var seqs []infer.Seq
-	var owners []*job
-	var prompt []int // prompt tokens each sequence of the step prefills
-	logits := newLogprobs(e.m)
-	for {
-		if e.clearCache.Swap(false) {
-			reuse.cache.clear()
-			reuse.pool.clear()
-		}
-		// Drop what was cancelled, admit what fits.
-		kept := active[:0]
-		for _, j := range active {
-			if j.ctx.Err() != nil {
-				e.end(j, StopInterrupt, reuse)
-				continue
-			}
-			kept = append(kept, j)
-		}
-		active = kept
-		e.mu.Lock()
-		closing := e.closing
-		n := len(active)
-		talking, scoring := 0, 0
-		for _, j := range active {
-			if j.scoring() {
-				scoring++
-			} else {
-				talking++
-			}
-		}
-		// In order: a conversation waits for a slot, and what is behind it
-		// waits too.
-		for len(e.queue) > 0 {
-			j := e.queue[0]
-			if j.ctx.Err() != nil {
-				e.queue = e.queue[1:]
-				j.finish(StopInterrupt)
-				continue
-			}
-			count, limit := &talking, e.opts.Parallel
-			if j.scoring() {
-				count, limit = &scoring, MaxScoring
-			}
-			if *count >= limit {
-				break
-			}
-			*count++
-			e.queue = e.queue[1:]
-			active = append(active, j)
-			e.active.Add(1) // under the lock: never neither queued nor active
-		}
-		e.mu.Unlock()
-		// Outside the lock: the prefix search and a new session need not
-		// hold up Submit and Stats, and the cache is this goroutine's.
-		for _, j := range active[n:] {
-			if e.start(j, reuse) {
-				// Its prompt is all in the cache and nothing more is asked.
-				e.end(j, StopLength, reuse)
-			}
-		}
-		active = slices.DeleteFunc(active, ended)
-		if !slices.ContainsFunc(active, (*job).oneShot) {
-			// Nothing to pass them on to: the memory goes back.
-			reuse.pool.clear()
-		}
-		e.cachedBytes.Store(reuse.bytes())
-		e.countKV(active)
-		if len(active) == 0 {
-			if closing {
-				return
-			}
-			select {
-			case <-e.wake:
-			case <-e.stop:
-				return
-			}
-			continue
-		}
-		select {
-		case <-e.stop:
-			for _, j := range active {
-				e.end(j, StopShutdown, reuse)
-			}
-			return
-		default:
-		}
-
-		// Decode rows first (the drafts in the rows a step has spare after
-		// one per conversation), then prompt chunks in the budget left.
-		seqs, owners, prompt = seqs[:0], owners[:0], prompt[:0]
-		decoding, waiting, first, onlyScoring := 0, 0, 0, true
-		spare := e.m.MaxPrefill()
-		for _, j := range active {
-			if len(j.rest) == 0 {
-				spare--
-			}
-		}
-		e.drafts(active, spare)
-		for _, j := range active {
-			if len(j.rest) == 0 {
-				seqs = append(seqs, infer.Seq{Session: j.sess, Tokens: j.feed, Logits: true, Last: len(j.feed) - len(j.replay)})
-				owners, prompt = append(owners, j), append(prompt, 0)
-				decoding += len(j.feed)
-				continue
-			}
-			if waiting == 0 {
-				first = len(j.rest)
-			}
-			waiting++
-			onlyScoring = onlyScoring && j.scoring()
-		}
-		decoders := len(seqs)
-		budget := e.m.MaxPrefill() - decoding
-		switch {
-		case decoding > 0:
-			// The running streams wait for this step: one chunk of prompt
-			// in all, however many prompts are waiting.
-			budget = min(budget, e.opts.Chunk)
-		case onlyScoring:
-			// Nobody waits for a first token: the fullest steps.
-		case waiting > 1:
-			// Several prompts and nothing running: the first ones start
-			// answering after a chunk rather than all after the whole
-			// prefill (make bench-serve, 8 prompts of 64 tokens at once:
-			// median time to first token 845 -> 493 ms).
-			budget = min(budget, max(e.opts.Chunk, first))
-		}
-		for _, j := range active {
-			if len(j.rest) == 0 || budget == 0 {
-				continue
-			}
-			n := min(len(j.rest), budget)
-			last := n == len(j.rest)
-			seqs = append(seqs, infer.Seq{Session: j.sess, Tokens: j.rest[:n], Logits: last && (j.req.MaxTokens != 0 || j.req.PromptLogits), Rows: j.req.Rows})
-			owners, prompt = append(owners, j), append(prompt, n)
-			budget -= n
-		}
-		if err := e.r.Step(seqs); err != nil {
-			// Submit and the checks above keep every step valid; a failure
-			// here is a bug, which ends the requests rather than the server.
-			for _, j := range active {
-				e.end(j, StopShutdown, reuse)
-			}
-			active = active[:0]
-			continue
-		}
-		if decoders > 0 {
-			e.decodeSteps.Add(1)
-			e.decoded.Add(int64(decoders))
-		}
-		if len(seqs) > decoders {
-			e.prefills.Add(1)
-			e.prefilled.Add(int64(len(seqs) - decoders))
-		}
-		now := time.Now()
-		for i, j := range owners {
-			j.rest = j.rest[prompt[i]:]
-			if prompt[i] > 0 && len(j.rest) == 0 {
-				j.usage.Prefill = now.Sub(j.started)
-				// The next turn of a conversation resends this prompt: a
-				// session that cannot rewind by itself keeps a copy here.
-				j.sess.Checkpoint()
-			}
-			if prompt[i] == 0 && len(j.replay) > 0 {
-				j.feed, j.replay = j.feed[len(j.replay):], j.replay[:0]
-			}
-			l := e.r.Logits(i)
-			if l != nil && j.req.PromptLogits && j.usage.CompletionTokens == 0 {
-				j.logits = append([]float32(nil), l...) // before the sampler's penalties change it
-			}
-			switch {
-			case len(j.rest) > 0:
-				// a chunk of a prompt that goes on
-			case j.req.MaxTokens == 0:
-				e.end(j, StopLength, reuse)
-			case prompt[i] == 0 && len(j.feed) > 1:
-				if reason := e.check(j, l, now, logits); reason != "" {
-					e.end(j, reason, reuse)
-				}
-			default:
-				if reason := e.sample(j, l, now, logits, j.sess.Len()); reason != "" {
-					e.end(j, reason, reuse)
-				}
-			}
-			if j.dsess != nil {
-				// The draft model's cache keeps what the conversation kept
-				// of its guesses (or goes back to its copy before them, and
-				// takes the tokens it lacks in its next step).
-				j.dsess.Rewind(j.dsess.RewindPoint(min(j.dsess.Len(), j.sess.Len())))
-			}
-		}
-		active = slices.DeleteFunc(active, ended)
-	}
+	j.emit(Event{Time: time.Now(), Done: true, Reason: reason, Err: j.err, Usage: j.usage})
 }
 
 // ended reports whether a job has ended: it has given its session back.
@@ -680,6 +489,8 @@ func (e *Engine) start(j *job, k reuse) (done bool) {
 	j.usage.CachedTokens = keep
 	j.sess = sess
 	j.rest = j.req.Prompt[keep:]
+	e.log.Debug("engine: request started", "request", j.id, "prompt_tokens", len(j.req.Prompt), "cached_tokens", keep,
+		"max_tokens", j.req.MaxTokens, "queued", j.usage.Queued)
 	if j.scoring() {
 		// Nothing to sample: a sampler's scratch is some bytes per token
 		// of the vocabulary (3.3 MB for Qwen3's), allocated and cleared
@@ -721,7 +532,8 @@ func (e *Engine) check(j *job, l []float32, now time.Time, lp *logprobs) StopRea
 	} else {
 		// The snapshot was taken right before the step: a failure here is
 		// a bug, and generating on from a wrong state would be silent.
-		panic(fmt.Sprintf("engine: restoring the state before a draft: %v", err))
+		j.err = fmt.Errorf("internal error: going back to before a draft: %w", err)
+		return StopError
 	}
 	j.snap = nil
 	if j.guessed {
@@ -755,7 +567,8 @@ func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs, length
 		if err := c.Accept(id); err != nil {
 			// The mask allowed only what the grammar takes; a token it
 			// refuses is a bug, and generating on would fail open.
-			panic(fmt.Sprintf("engine: the sampler chose a token the constraint refuses: %v", err))
+			j.err = fmt.Errorf("internal error: the sampler chose a token the constraint refuses: %w", err)
+			return StopError
 		}
 	}
 	for _, s := range j.req.Stop {
@@ -795,11 +608,16 @@ func (e *Engine) end(j *job, reason StopReason, k reuse) {
 	j.kvBytes = 0
 	if j.sess != nil {
 		j.usage.KVTokens, j.usage.KVBytes = j.sess.Len(), j.sess.Bytes()
-		k.of(j).put(j.sess)
+		if reason != StopError {
+			// A failed request's session may hold half a step: not kept.
+			k.of(j).put(j.sess)
+		}
 		j.sess, j.dsess = nil, nil
 		e.cachedBytes.Store(k.bytes())
 	}
 	e.active.Add(-1)
+	j.usage.Total = time.Since(j.submitted)
+	e.logEnd(j, reason)
 	j.finish(reason)
 }
 
