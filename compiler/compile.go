@@ -35,6 +35,9 @@ type Options struct {
 	// is on disk before the file appears under its name, so a crash never
 	// leaves a complete-looking but empty artifact.
 	NoSync bool
+	// Archs are the architectures the compiler knows (default
+	// arch.Builtin()).
+	Archs arch.Registry
 }
 
 // Result describes a finished compile.
@@ -118,7 +121,8 @@ func Compile(ctx context.Context, model string, opts Options) (*Result, error) {
 // of sections to write, checking every tensor against the config.
 func plan(ck *Checkpoint, opts Options) (*format.Header, []section, error) {
 	maxPrefill, ft := opts.MaxPrefill, opts.Type
-	cfg, err := arch.ParseConfig(ck.ConfigJSON)
+	archs := opts.Archs.OrBuiltin()
+	cfg, err := archs.ParseConfig(ck.ConfigJSON)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", ck.file("config.json"), err)
 	}
@@ -127,7 +131,7 @@ func plan(ck *Checkpoint, opts Options) (*format.Header, []section, error) {
 			return nil, nil, err
 		}
 	}
-	a, err := arch.For(cfg.ModelType)
+	a, err := archs.For(cfg.ModelType)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", ck.file("config.json"), err)
 	}
@@ -189,11 +193,7 @@ func plan(ck *Checkpoint, opts Options) (*format.Header, []section, error) {
 		mode   string
 		tokens int
 	}{{"decode", 1}, {"prefill", maxPrefill}} {
-		g, err := arch.Build(&cfg, m.mode, m.tokens, hdr.SectionTypes())
-		if err != nil {
-			return nil, nil, err
-		}
-		hdr.Plans = append(hdr.Plans, graph.Plan(g))
+		hdr.Plans = append(hdr.Plans, graph.Plan(arch.Build(a, &cfg, m.mode, m.tokens, hdr.SectionTypes())))
 	}
 	// The header's size does not depend on offsets, sizes or checksums
 	// (fixed-width fields), so it can be sized now and rewritten in place

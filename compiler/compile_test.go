@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"github.com/qwenc/qwenc/format/arch"
+	"github.com/qwenc/qwenc/format/graph"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -289,7 +290,12 @@ func TestArticleFigures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := format.Report(hdr, []int{5, 8, 300, 1024, 32768}, format.KVF16)
+	r := format.Report(hdr)
+	a, err := arch.Builtin().For(hdr.Config.ModelType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.KV = graph.ReportStates(arch.States(a, &hdr.Config), []int{5, 8, 300, 1024, 32768}, format.KVF16)
 	for _, c := range []struct {
 		name      string
 		got, want uint64
@@ -329,7 +335,7 @@ func TestFusedConversionMatchesTable(t *testing.T) {
 // hfNames maps each section of a compiled file to the Hugging Face tensor
 // it comes from, as the architecture lists them.
 func hfNames(t *testing.T, h *format.Header) map[string]string {
-	a, err := arch.For(h.Config.ModelType)
+	a, err := arch.Builtin().For(h.Config.ModelType)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -229,26 +229,6 @@ func ParseKVType(s string) (KVType, error) {
 	return 0, fmt.Errorf("KV cache type %q: want f16 or q8", s)
 }
 
-// KVHeadChunkBytes is the size of one KV head's 256-position chunk (K and
-// V) of one layer. The runtime stores it tile-major (K as [256, head_dim],
-// V as [head_dim, 256], V padded to whole 32-row tiles when head_dim is
-// not a multiple of 32). In q8 the V scales come first, then K as a q8
-// matrix of head_dim rounded up to 32 columns, and V as a q8 matrix;
-// every part stays 64-byte aligned.
-func (c *Config) KVHeadChunkBytes(t KVType) int64 {
-	if t == KVQ8 {
-		kCols := Tiles(c.HeadDim) * TileRows
-		k := int64(Tiles(KVChunkTokens)) * int64(wtype.Q8.TileBytes(kCols))
-		v := int64(Tiles(c.HeadDim)) * int64(wtype.Q8.TileBytes(KVChunkTokens))
-		return KVChunkTokens*4 + k + v
-	}
-	return 2 * int64(TileMajorElems(KVChunkTokens, c.HeadDim)+TileMajorElems(c.HeadDim, KVChunkTokens))
-}
-
-// KVChunkBytes is the size of one 256-position chunk of one layer, every
-// KV head's K and V.
-func (c *Config) KVChunkBytes(t KVType) int64 { return int64(c.KVHeads) * c.KVHeadChunkBytes(t) }
-
 // Validate checks that the dimensions are positive and consistent.
 func (c *Config) Validate() error {
 	for _, f := range []struct {

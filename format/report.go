@@ -43,15 +43,25 @@ type ArenaReport struct {
 	MaxPrefill           int    `json:"max_prefill"`
 }
 
-// KVReport sizes the KV cache of one type, allocated in 256-position chunks.
+// KVReport sizes what one sequence keeps between steps (graph.State),
+// with the attention layers' KV caches of one type, allocated in
+// 256-position chunks, beside the recurrent layers' fixed-size states.
+// graph.ReportStates fills it from a model's states.
 type KVReport struct {
-	Type               string     `json:"type"`
-	ChunkTokens        int        `json:"chunk_tokens"`
-	ChunkBytesPerLayer uint64     `json:"chunk_bytes_per_layer"`
-	BySeq              []KVForSeq `json:"by_seq"`
+	Type        string `json:"type"`
+	ChunkTokens int    `json:"chunk_tokens"`
+	// AttentionLayers keep a KV cache, each ChunkBytesPerLayer per chunk.
+	AttentionLayers    int    `json:"attention_layers"`
+	ChunkBytesPerLayer uint64 `json:"chunk_bytes_per_layer"`
+	// RecurrentLayers keep RecurrentBytes in all, at any length.
+	RecurrentLayers int        `json:"recurrent_layers"`
+	RecurrentBytes  uint64     `json:"recurrent_bytes"`
+	BySeq           []KVForSeq `json:"by_seq"`
 }
 
-// KVForSeq is the KV cache for one sequence length.
+// KVForSeq is what a sequence of one length holds: PerLayerBytes in each
+// attention layer's KV cache, and TotalBytes in all its states, the KV
+// caches and the recurrent states (what a session allocates).
 type KVForSeq struct {
 	Seq           int    `json:"seq"`
 	Chunks        int    `json:"chunks"`
@@ -59,12 +69,10 @@ type KVForSeq struct {
 	TotalBytes    uint64 `json:"total_bytes"`
 }
 
-// KVChunks is the number of chunks a sequence of seq positions occupies.
-func KVChunks(seq int) int { return (seq + KVChunkTokens - 1) / KVChunkTokens }
-
-// Report computes the memory report of a header for the given lengths,
-// the KV cache of type kv.
-func Report(h *Header, seqs []int, kv KVType) MemoryReport {
+// Report computes the memory report of a header: the weights and the
+// arenas. The sequences' part, KV, is the model's states' to fill
+// (graph.ReportStates).
+func Report(h *Header) MemoryReport {
 	r := MemoryReport{MatrixBytesByDType: map[string]uint64{}}
 	c := &h.Config
 	wt, _ := h.WeightType().Weight()
@@ -117,15 +125,6 @@ func Report(h *Header, seqs []int, kv KVType) MemoryReport {
 	if p, ok := h.Plan("prefill"); ok {
 		r.Arena.PrefillBytes, r.Arena.PrefillNaiveBytes, r.Arena.PrefillPeakLiveBytes = p.Size, p.Naive, p.PeakLive
 		r.Arena.MaxPrefill = p.Tokens
-	}
-	r.KV.ChunkTokens = KVChunkTokens
-	r.KV.Type = kv.String()
-	r.KV.ChunkBytesPerLayer = uint64(c.KVChunkBytes(kv))
-	r.KV.BySeq = []KVForSeq{}
-	for _, seq := range seqs {
-		n := KVChunks(seq)
-		per := uint64(n) * r.KV.ChunkBytesPerLayer
-		r.KV.BySeq = append(r.KV.BySeq, KVForSeq{Seq: seq, Chunks: n, PerLayerBytes: per, TotalBytes: per * uint64(c.Layers)})
 	}
 	return r
 }

@@ -167,7 +167,7 @@ func (m *Model) score(ctx context.Context, prompts [][]int32, rows []int32, limi
 				out[i] = ev.PromptLogits
 			}
 			if ev.Done && out[i] == nil {
-				return nil, 0, stopError(ev.Reason)
+				return nil, 0, stopError(ev)
 			}
 		}
 	}
@@ -175,14 +175,16 @@ func (m *Model) score(ctx context.Context, prompts [][]int32, rows []int32, limi
 }
 
 // stopError is why a prompt-only request ended without its output.
-func stopError(r engine.StopReason) error {
-	switch r {
+func stopError(ev engine.Event) error {
+	switch ev.Reason {
 	case engine.StopShutdown:
 		return ErrClosed
 	case engine.StopInterrupt:
 		return context.Canceled
+	case engine.StopError:
+		return fmt.Errorf("%w: %v", ErrGeneration, ev.Err)
 	}
-	return fmt.Errorf("the request ended (%s) without its output", r)
+	return fmt.Errorf("the request ended (%s) without its output", ev.Reason)
 }
 
 func hasSuffix(ids, suffix []int32) bool {

@@ -146,6 +146,9 @@ var (
 	ErrNoChatTemplate = errors.New("this model has no chat template: give it a raw Prompt")
 	// ErrEmbeddingModel: a generation request to an embedding model.
 	ErrEmbeddingModel = errors.New("this is an embedding model: it embeds text and does not generate")
+	// ErrGeneration: the engine failed to run a request (its last Delta
+	// has StopError); the Model goes on with the others.
+	ErrGeneration = errors.New("the generation failed")
 )
 
 // PromptTooLongError is a prompt longer than the context.
@@ -247,7 +250,7 @@ func newModel(im, dm *infer.Model, path string, c config, kv format.KVType, ro i
 		}
 		m.hasChat = true
 	}
-	rep := format.Report(h, nil, kv)
+	rep := format.Report(h)
 	base := filepath.Base(path)
 	m.info = Info{
 		Name: strings.TrimSuffix(base, filepath.Ext(base)), Path: path,

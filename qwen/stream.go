@@ -3,6 +3,7 @@ package qwen
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"iter"
 	"slices"
 	"time"
@@ -22,6 +23,7 @@ const (
 	StopContext   = engine.StopContext   // the context (or Request.Context) is full
 	StopInterrupt = engine.StopInterrupt // the request's context ended
 	StopShutdown  = engine.StopShutdown  // the Model shut down or closed
+	StopError     = engine.StopError     // the engine failed to run it; the Delta comes with an ErrGeneration
 )
 
 // Usage counts a generation's tokens and times: PromptTokens of which
@@ -190,6 +192,9 @@ func (s *Stream) last(ev engine.Event, matched bool, tokens int) (Delta, error) 
 	}
 	if ev.Reason == StopInterrupt && s.ctx.Err() != nil {
 		return d, context.Cause(s.ctx)
+	}
+	if ev.Reason == StopError {
+		return d, fmt.Errorf("%w: %v", ErrGeneration, ev.Err)
 	}
 	return d, nil
 }

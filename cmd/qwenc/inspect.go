@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/qwenc/qwenc/format/arch"
+	"github.com/qwenc/qwenc/format/graph"
 	"io"
 	"os"
 	"strings"
@@ -47,7 +48,12 @@ func inspectCommand() *cli.Command {
 				return err
 			}
 			seqs = kvSeqs(os.Stderr, seqs, h.Config.MaxContext())
-			rep := format.Report(h, seqs, kvType)
+			a, err := arch.Builtin().For(h.Config.ModelType)
+			if err != nil {
+				return err // readHeader validated it
+			}
+			rep := format.Report(h)
+			rep.KV = graph.ReportStates(arch.States(a, &h.Config), seqs, kvType)
 			if c.Bool("json") {
 				return printJSON(os.Stdout, h, version, rep)
 			}
@@ -73,7 +79,7 @@ func readHeader(path string) (*format.Header, uint32, error) {
 	}
 	h, pre, err := format.ReadHeaderPreamble(f, st.Size())
 	if err == nil {
-		err = arch.Validate(h)
+		err = arch.Builtin().Validate(h)
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", path, err)
@@ -259,8 +265,15 @@ func printText(w io.Writer, h *format.Header, rep format.MemoryReport) {
 
 	kv := rep.KV
 	fmt.Fprintf(w, "\nKV cache (%s, in chunks of %d positions: %s per chunk per layer)\n", kv.Type, kv.ChunkTokens, sizeInText(kv.ChunkBytesPerLayer))
+	if kv.RecurrentLayers > 0 {
+		fmt.Fprintf(w, "recurrent state: %s in %d layers, at any length\n", sizeInText(kv.RecurrentBytes), kv.RecurrentLayers)
+	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "sequence\tchunks\tper layer\t\t\ttotal (%d layers)\t\t\t\n", c.Layers)
+	total := fmt.Sprintf("total (%d layers)", kv.AttentionLayers)
+	if kv.RecurrentLayers > 0 {
+		total = fmt.Sprintf("total (%d attention, %d recurrent layers)", kv.AttentionLayers, kv.RecurrentLayers)
+	}
+	fmt.Fprintf(tw, "sequence\tchunks\tper layer\t\t\t%s\t\t\t\n", total)
 	for _, s := range kv.BySeq {
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t\n", s.Seq, s.Chunks, size(s.PerLayerBytes), size(s.TotalBytes))
 	}

@@ -25,7 +25,7 @@ func verifyCommand() *cli.Command {
 				return err
 			}
 			defer f.Close()
-			if err := arch.Validate(f.Header); err != nil {
+			if err := arch.Builtin().Validate(f.Header); err != nil {
 				return fmt.Errorf("%s: %w", f.Path, err)
 			}
 			if err := f.Verify(); err != nil {

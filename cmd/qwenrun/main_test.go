@@ -19,6 +19,7 @@ import (
 
 	"github.com/qwenc/qwenc/compiler"
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/graph"
 	"github.com/qwenc/qwenc/internal/synth"
 	"github.com/qwenc/qwenc/internal/synthtest"
 	"github.com/qwenc/qwenc/internal/testmodel"
@@ -468,7 +469,8 @@ func chunkBytes(t *testing.T, model string, kv format.KVType) int64 {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	return f.Header.Config.KVChunkBytes(kv)
+	c := &f.Header.Config
+	return graph.KVChunkBytes(c.KVHeads, c.HeadDim, kv)
 }
 
 func q8ChunkBytes(t *testing.T, model string) int64  { return chunkBytes(t, model, format.KVQ8) }

@@ -125,7 +125,7 @@ func contextError(e *qwen.ContextError) error {
 	case e.Need == 0:
 		return fmt.Errorf("--ctx %d: want 1 to %d tokens (the model's maximum context)", e.Context, e.Max)
 	case e.Context != 0:
-		return fmt.Errorf("--ctx %d%s needs %d MB of KV cache, more than the %d MB of memory available; use a smaller --ctx%s",
+		return fmt.Errorf("--ctx %d%s needs %d MB of sequence state, more than the %d MB of memory available; use a smaller --ctx%s",
 			e.Context, forConv, e.Need/1e6, e.Available/1e6, orParallel)
 	}
 	return e

@@ -3,6 +3,7 @@ package arch
 import (
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 
 	"github.com/qwenc/qwenc/format"
@@ -23,19 +24,36 @@ type Arch interface {
 	BuildLayer(b *Builder, l int)
 }
 
-// archs are the architectures this build knows, by model_type.
-var archs = []Arch{qwen2{}, qwen3{}, qwen3MoE{}}
+// Registry is a set of architectures, found by model_type. The compiler
+// and the runtime take one; Builtin is what they take by default, and a
+// program (or a test) may add architectures of its own with With.
+type Registry []Arch
+
+// Builtin returns the architectures this build knows.
+func Builtin() Registry { return Registry{qwen2{}, qwen3{}, qwen3MoE{}} }
+
+// With returns r and a, a new registry (r is not changed).
+func (r Registry) With(a ...Arch) Registry { return append(slices.Clip(r), a...) }
 
 // For returns the architecture of a model_type.
-func For(modelType string) (Arch, error) {
+func (r Registry) For(modelType string) (Arch, error) {
 	var known []string
-	for _, a := range archs {
+	for _, a := range r {
 		if a.ModelType() == modelType {
 			return a, nil
 		}
 		known = append(known, a.ModelType())
 	}
 	return nil, fmt.Errorf("model_type %q not supported (%s)", modelType, strings.Join(known, ", "))
+}
+
+// OrBuiltin returns r, or Builtin when r is empty: the zero Registry of an
+// options struct means the built-in architectures.
+func (r Registry) OrBuiltin() Registry {
+	if len(r) == 0 {
+		return Builtin()
+	}
+	return r
 }
 
 // Tensor is one section of the file and the checkpoint tensors it is made
@@ -150,15 +168,11 @@ type Builder struct {
 	X    int // the residual stream, updated in place by each layer
 }
 
-// Build lists the ops of one forward step of c's architecture over tokens
+// Build lists the ops of one forward step of architecture a over tokens
 // tokens ("decode": 1, or "prefill"); types are the file's section dtypes
 // (graph.New). A quantized file without an embed_tokens section looks
 // tokens up in the (tied) LM head.
-func Build(c *format.Config, mode string, tokens int, types map[string]format.DType) (*graph.Graph, error) {
-	a, err := For(c.ModelType)
-	if err != nil {
-		return nil, err
-	}
+func Build(a Arch, c *format.Config, mode string, tokens int, types map[string]format.DType) *graph.Graph {
 	g := graph.New(mode, tokens, types)
 	b := &Builder{G: g, C: c, T: tokens}
 	b.Rope = g.NewTensor("rope", tokens, c.HeadDim)
@@ -177,12 +191,17 @@ func Build(c *format.Config, mode string, tokens int, types map[string]format.DT
 	if c.Embedding {
 		// The output is the last token's final-norm hidden state.
 		g.Logits = fn
-		return g, nil
+		return g
 	}
 	g.Logits = g.NewTensor("logits", 1, c.Vocab)
 	g.AddMatMul(graph.Op{Kind: graph.MatMul, Layer: -1, Weight: format.SecLMHead, In: []int{fn}, Out: g.Logits})
-	return g, nil
+	return g
 }
+
+// States lists what each sequence of a model keeps between steps, as its
+// forward step declares them: the state inspect sizes and the runtime
+// allocates are the same list.
+func States(a Arch, c *format.Config) []graph.State { return Build(a, c, "decode", 1, nil).States }
 
 // tensorName names layer l's activation.
 func tensorName(l int, what string) string { return fmt.Sprintf("layers.%d.%s", l, what) }

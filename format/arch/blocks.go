@@ -54,9 +54,10 @@ func (b *Builder) attention(l int) {
 		qk.Weight, qk.Weight2 = w("q_norm"), w("k_norm")
 	}
 	g.AddOp(qk)
-	g.AddOp(graph.Op{Kind: graph.KVStore, Layer: l, In: []int{k, v}, Out: graph.NoTensor})
+	kv := g.AddState(graph.State{Kind: graph.AttentionKV, Layer: l, KVHeads: c.KVHeads, HeadDim: c.HeadDim})
+	g.AddOp(graph.Op{Kind: graph.KVStore, Layer: l, State: kv, In: []int{k, v}, Out: graph.NoTensor})
 	att := g.NewTensor(tensorName(l, "attn"), T, c.QDim())
-	g.AddOp(graph.Op{Kind: graph.Attention, Layer: l, In: []int{q}, Out: att})
+	g.AddOp(graph.Op{Kind: graph.Attention, Layer: l, State: kv, In: []int{q}, Out: att})
 	o := g.NewTensor(tensorName(l, "attn_out"), T, c.Hidden)
 	g.AddMatMul(graph.Op{Kind: graph.MatMul, Layer: l, Weight: w("o_proj"), In: []int{att}, Out: o})
 	g.AddOp(graph.Op{Kind: graph.AddInPlace, Layer: l, In: []int{o}, InOut: []int{b.X}, Out: graph.NoTensor})

@@ -84,9 +84,9 @@ func (hf *HFConfig) Bool(k string, dst *bool) error {
 }
 
 // ParseConfig reads config.json: the fields every architecture shares,
-// then the architecture's own. An error names the field; the caller names
-// the file, whose path it knows.
-func ParseConfig(b []byte) (format.Config, error) {
+// then those of its architecture, found in r. An error names the field;
+// the caller names the file, whose path it knows.
+func (r Registry) ParseConfig(b []byte) (format.Config, error) {
 	hf := &HFConfig{}
 	var c format.Config
 	if err := json.Unmarshal(b, &hf.raw); err != nil {
@@ -96,7 +96,7 @@ func ParseConfig(b []byte) (format.Config, error) {
 	if c.ModelType, err = hf.String("model_type"); err != nil {
 		return c, err
 	}
-	a, err := For(c.ModelType)
+	a, err := r.For(c.ModelType)
 	if err != nil {
 		return c, err
 	}

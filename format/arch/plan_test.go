@@ -168,9 +168,9 @@ func TestQuantizedGraph(t *testing.T) {
 // build is Build for a config the test knows to be valid.
 func build(t testing.TB, c *format.Config, mode string, tokens int, types map[string]format.DType) *graph.Graph {
 	t.Helper()
-	g, err := Build(c, mode, tokens, types)
+	a, err := Builtin().For(c.ModelType)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return g
+	return Build(a, c, mode, tokens, types)
 }

@@ -12,7 +12,7 @@ func parseRope(t *testing.T, ropeScaling string) (format.Config, error) {
 	cfg := `{"model_type":"qwen3","hidden_size":64,"intermediate_size":96,"num_hidden_layers":2,"num_attention_heads":4,
 		"num_key_value_heads":2,"head_dim":32,"vocab_size":300,"max_position_embeddings":4096,"rope_theta":1000000,
 		"rope_scaling":` + ropeScaling + `}`
-	return ParseConfig([]byte(cfg))
+	return Builtin().ParseConfig([]byte(cfg))
 }
 
 // TestRopeScalingConfig reads rope_scaling as transformers does: either

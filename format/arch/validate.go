@@ -8,14 +8,15 @@ import (
 	"github.com/qwenc/qwenc/format/wtype"
 )
 
-// Validate checks that a file has every section its architecture needs,
+// Validate checks that a file has every section its architecture (found in
+// r) needs,
 // each with the dtype, layout and shape the config implies: vectors f32;
 // matrices tile-major f16, q8 or q4; the embedding f16 row-major, or in a
 // quantized file quantized tile-major or (tied) absent, the lookup then
 // reading the head. format.Validate has already checked that every
 // section lies inside the file.
-func Validate(h *format.Header) error {
-	a, err := For(h.Config.ModelType)
+func (r Registry) Validate(h *format.Header) error {
+	a, err := r.For(h.Config.ModelType)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}

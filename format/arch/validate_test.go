@@ -18,7 +18,7 @@ func compiledHeader(t *testing.T, s synth.Shape, typ format.DType) *format.Heade
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	if err := arch.Validate(f.Header); err != nil {
+	if err := arch.Builtin().Validate(f.Header); err != nil {
 		t.Fatal(err)
 	}
 	return f.Header
@@ -39,7 +39,7 @@ func TestHugeLayerCountIsCheap(t *testing.T) {
 	h.Config.Layers = 1 << 24
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	err := arch.Validate(h)
+	err := arch.Builtin().Validate(h)
 	runtime.ReadMemStats(&after)
 	if err == nil || !strings.Contains(err.Error(), `section "layers.2.input_layernorm": missing`) {
 		t.Fatalf("Validate = %v, want the first missing layer section", err)
@@ -75,7 +75,7 @@ func TestValidateNamesWhatIsWrong(t *testing.T) {
 	} {
 		h := compiledHeader(t, smallShape(c.tied), c.typ)
 		c.edit(h)
-		if err := arch.Validate(h); err == nil || err.Error() != c.want {
+		if err := arch.Builtin().Validate(h); err == nil || err.Error() != c.want {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
 	}
@@ -106,7 +106,7 @@ func TestValidateMoE(t *testing.T) {
 	} {
 		h := compiledHeader(t, s, format.Q4)
 		c.edit(h)
-		if err := arch.Validate(h); err == nil || err.Error() != c.want {
+		if err := arch.Builtin().Validate(h); err == nil || err.Error() != c.want {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
 	}

@@ -27,10 +27,11 @@ const (
 	// Weight2 for k) and RoPE with In[0] (the table) to InOut[0] (q) and
 	// InOut[1] (k), in place.
 	QKRope
-	// KVStore converts In[0] (k) and In[1] (v) to f16 into the layer's KV
-	// cache at the step's positions.
+	// KVStore writes In[0] (k) and In[1] (v) into each sequence's
+	// AttentionKV state State at the step's positions.
 	KVStore
-	// Attention attends In[0] (q) over the layer's KV cache into Out.
+	// Attention attends In[0] (q) over each sequence's AttentionKV state
+	// State into Out.
 	Attention
 	// AddInPlace adds In[0] to InOut[0] (the residual stream).
 	AddInPlace
@@ -57,10 +58,18 @@ const (
 	// ExpertSum writes each token's routing-weighted sum of its experts'
 	// rows of In[0] ([tokens*k, hidden]) into Out ([tokens, hidden]).
 	ExpertSum
+	// CausalConv convolves each channel of In[0] ([tokens, channels]) over
+	// time with the depthwise kernel Weight ([channels * width] f32, the
+	// taps of channel c at [c*width, (c+1)*width), the last multiplying the
+	// current token), then applies SiLU, into Out: out[t][c] =
+	// silu(Σ_j w[c][j] · in[t-width+1+j][c]), where the inputs before a
+	// sequence's first token are zero. Each sequence's Recurrent state
+	// State holds its last width-1 inputs ([width-1, channels]).
+	CausalConv
 )
 
 var kindNames = [...]string{"rope_table", "embed", "rmsnorm", "matmul", "qk_rope", "kv_store", "attention", "add", "silu_mul",
-	"quantize_rows", "route", "gather_rows", "expert_matmul", "expert_sum"}
+	"quantize_rows", "route", "gather_rows", "expert_matmul", "expert_sum", "causal_conv"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -105,8 +114,11 @@ const NoTensor = -1
 // modified in place (they keep their address); Out, when not NoTensor, is a
 // new tensor the op writes.
 type Op struct {
-	Kind    Kind
-	Layer   int // -1 outside the layers
+	Kind  Kind
+	Layer int // -1 outside the layers
+	// State is the index in Graph.States of the per-sequence state the op
+	// reads and writes (KVStore, Attention, CausalConv).
+	State   int
 	Weight  string
 	Weight2 string
 	Bias    string
@@ -124,6 +136,9 @@ type Graph struct {
 	Ops     []Op
 	// Logits is the tensor holding the step's output logits.
 	Logits int
+	// States are what each sequence keeps between steps, for the ops
+	// that name them (Op.State).
+	States []State
 
 	types     map[string]format.DType
 	quantized map[int]int // f32 tensor -> its quantized copy, while unchanged

@@ -263,7 +263,7 @@ func checkArtifactManifest(t *testing.T, raw []byte, file string, typ format.DTy
 		t.Fatal(err)
 	}
 	defer f.Close()
-	rep := format.Report(f.Header, nil, format.KVF16)
+	rep := format.Report(f.Header)
 	for k, want := range map[string]string{
 		oci.AnnotationTitle:         filepath.Base(file),
 		oci.AnnotationArchitecture:  "qwen3",

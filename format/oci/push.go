@@ -98,7 +98,7 @@ func openQbin(path string) (*fileLayer, map[string]string, error) {
 	}
 	h, pre, err := format.ReadHeaderPreamble(f, st.Size())
 	if err == nil {
-		err = arch.Validate(h)
+		err = arch.Builtin().Validate(h)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
@@ -112,7 +112,7 @@ func openQbin(path string) (*fileLayer, map[string]string, error) {
 		return nil, nil, fmt.Errorf("%s: changed while it was read (%d bytes, then %d)", path, st.Size(), n)
 	}
 	d := v1.Hash{Algorithm: "sha256", Hex: fmt.Sprintf("%x", sum.Sum(nil))}
-	rep := format.Report(h, nil, format.KVF16)
+	rep := format.Report(h)
 	ann := map[string]string{
 		AnnotationTitle:         filepath.Base(path),
 		AnnotationArchitecture:  h.Config.ModelType,

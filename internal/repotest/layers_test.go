@@ -31,7 +31,7 @@ var layers = []struct {
 	{"kernels", []string{"format/wtype"}},
 	{"format", []string{"format/wtype"}},
 	{"format/tokenizer", nil},
-	{"format/graph", []string{"format", "kernels"}},
+	{"format/graph", []string{"format", "format/wtype", "kernels"}},
 	{"format/arch", []string{"format", "format/graph", "format/wtype"}},
 	{"format/chat", []string{"format/tokenizer"}},
 	{"format/oci", []string{"format", "format/arch", "internal/fsutil"}},
@@ -64,6 +64,7 @@ var layers = []struct {
 	{"internal/synth", nil},
 	{"internal/synthtest", []string{"compiler", "format", "internal/synth"}},
 	{"internal/testmodel", nil},
+	{"internal/testarch", []string{"compiler", "format", "format/arch", "format/graph", "internal/synth"}},
 	{"internal/tools/benchcompile", []string{"internal/synth"}},
 }
 
@@ -71,7 +72,7 @@ var layers = []struct {
 // layer: the tests of the runtime compile the models they run, so they
 // may reach the compiler and the test models, but the packages
 // themselves (what a binary links) may not.
-var testHelpers = []string{"compiler", "internal/reference", "internal/schemagen", "internal/synth", "internal/synthtest", "internal/testmodel"}
+var testHelpers = []string{"compiler", "internal/reference", "internal/schemagen", "internal/synth", "internal/synthtest", "internal/testarch", "internal/testmodel"}
 
 // allows reports whether pattern p ("a/b", or "a/..." for what is under
 // a/) covers package pkg.

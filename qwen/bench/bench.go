@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/arch"
+	"github.com/qwenc/qwenc/format/graph"
 	"github.com/qwenc/qwenc/internal/mem"
 	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime/infer"
@@ -58,13 +60,23 @@ type Model struct {
 	FileSize    int64
 	DecodeBytes uint64 // weight bytes one decode step reads
 	Config      format.Config
+	States      []graph.State // what each sequence keeps between steps
 }
 
-// StepBytes is what one decode step reads at a depth: the weights and the
-// KV cache (of type kv) of every position before it.
+// StepBytes is what one decode step moves at a depth: the weights, the
+// KV caches (of type kv) of every position before it, and the recurrent
+// states, read and written back.
 func (bm *Model) StepBytes(depth int, kv format.KVType) float64 {
-	perToken := float64(bm.Config.KVChunkBytes(kv)) * float64(bm.Config.Layers) / format.KVChunkTokens
-	return float64(bm.DecodeBytes) + float64(depth)*perToken
+	b := float64(bm.DecodeBytes)
+	for i := range bm.States {
+		switch s := &bm.States[i]; s.Kind {
+		case graph.AttentionKV:
+			b += float64(depth) * float64(graph.KVChunkBytes(s.KVHeads, s.HeadDim, kv)) / format.KVChunkTokens
+		case graph.Recurrent:
+			b += 2 * float64(s.Bytes(depth, kv))
+		}
+	}
+	return b
 }
 
 func openModel(path string) (Model, error) {
@@ -73,8 +85,13 @@ func openModel(path string) (Model, error) {
 		return Model{}, err
 	}
 	defer f.Close()
-	rep := format.Report(f.Header, nil, format.KVF16)
-	return Model{Path: path, WeightType: f.Header.WeightType(), FileSize: f.Size, DecodeBytes: rep.DecodeWeightBytes, Config: f.Header.Config}, nil
+	rep := format.Report(f.Header)
+	a, err := arch.Builtin().For(f.Header.Config.ModelType)
+	if err != nil {
+		return Model{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return Model{Path: path, WeightType: f.Header.WeightType(), FileSize: f.Size, DecodeBytes: rep.DecodeWeightBytes,
+		Config: f.Header.Config, States: arch.States(a, &f.Header.Config)}, nil
 }
 
 // Run measures every model with every kernel path, thread count, KV type
@@ -227,29 +244,37 @@ func measure(m *infer.Model, p kernels.Path, threads int, kv format.KVType, dept
 	if err != nil {
 		return r, err
 	}
-	// The depth, then one untimed prefill: the first pass over the
-	// weights also maps their pages and touches the arenas.
+	// The depth, kept to come back to (a recurrent layer's state cannot
+	// go back by itself), then one untimed prefill: the first pass over
+	// the weights also maps their pages and touches the arenas.
 	if randomFill {
 		if err := s.FillKV(depth, 3); err != nil {
 			return r, err
 		}
 		copy(tokens, s.Tokens())
-		if _, err := s.Feed(tokens[depth : depth+pp]); err != nil {
+	} else if depth > 0 {
+		if _, err := s.Feed(tokens[:depth]); err != nil {
 			return r, err
 		}
-	} else if _, err := s.Feed(tokens[:depth+pp]); err != nil {
+	}
+	s.Checkpoint()
+	if _, err := s.Feed(tokens[depth : depth+pp]); err != nil {
 		return r, err
 	}
 	var ppRates, tgRates, bws, ratios []float64
 	for range reps {
-		s.Rewind(depth)
+		if err := s.Rewind(depth); err != nil {
+			return r, err
+		}
 		t0 := time.Now()
 		if _, err := s.Feed(tokens[depth : depth+pp]); err != nil {
 			return r, err
 		}
 		ppRates = append(ppRates, float64(pp)/time.Since(t0).Seconds())
 
-		s.Rewind(depth)
+		if err := s.Rewind(depth); err != nil {
+			return r, err
+		}
 		if depth == 0 {
 			s.Feed(tokens[:1])
 		}
@@ -265,7 +290,7 @@ func measure(m *infer.Model, p kernels.Path, threads int, kv format.KVType, dept
 		ratios = append(ratios, bm.StepBytes(depth, kv)*rate/bandwidth)
 	}
 	r.PPRate, r.TGRate, r.Bandwidth, r.Ratio = median(ppRates), median(tgRates), median(bws), median(ratios)
-	r.KVBytes = s.KV.Bytes()
+	r.KVBytes = s.Bytes()
 	r.Private, _ = mem.Private()
 	return r, nil
 }

@@ -64,6 +64,7 @@ func DraftCost(cfg DraftConfig) ([]DraftRow, error) {
 			return nil, err
 		}
 	}
+	s.Checkpoint() // each measured step goes back here
 	times := make([][]float64, len(rows))
 	for rep := range cfg.Reps + 1 { // the first round warms up
 		for i, k := range rows {
@@ -72,7 +73,9 @@ func DraftCost(cfg DraftConfig) ([]DraftRow, error) {
 				return nil, err
 			}
 			d := time.Since(start)
-			s.Rewind(cfg.Depth)
+			if err := s.Rewind(cfg.Depth); err != nil {
+				return nil, err
+			}
 			if rep > 0 {
 				times[i] = append(times[i], d.Seconds())
 			}

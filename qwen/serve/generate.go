@@ -76,7 +76,9 @@ func (g *generation) run(emit func(qwen.Delta) error) (outcome, error) {
 			last = d.Time
 		}
 		if err != nil {
-			g.rl.clientGone = true
+			// The server's failure is answered with an error in the
+			// protocol's shape; any other is the client gone.
+			g.rl.clientGone = !errors.Is(err, qwen.ErrGeneration)
 			return outcome{}, err
 		}
 		calls = calls || len(d.ToolCalls) > 0

@@ -9,10 +9,12 @@ import (
 )
 
 // prefixCache keeps the sessions of finished conversations, least recently
-// used first out, within a budget of KV bytes. Chat clients send the whole
-// history each turn, so a new request usually starts with the tokens of an
-// earlier one: its session, rewound to the common prefix, spares
-// prefilling them again. The engine's loop owns it.
+// used first out, within a budget of bytes (their states and checkpoints).
+// Chat clients send the whole history each turn, so a new request usually
+// starts with the tokens of an earlier one: its session, rewound to the
+// common prefix (or, where a layer's state cannot go back by itself, to
+// the deepest checkpoint within it), spares prefilling them again. The
+// engine's loop owns it.
 type prefixCache struct {
 	budget  int64
 	bytes   int64
@@ -49,22 +51,23 @@ func (k reuse) of(j *job) *prefixCache {
 
 func (k reuse) bytes() int64 { return k.cache.bytes + k.pool.bytes }
 
-// take removes and returns the session of KV cache type kv whose tokens
-// share the longest prefix with prompt, and how many of its tokens to
-// keep: at most most (len(prompt)-1 when the step that continues needs a
-// token to give logits). Without a shared prefix it returns nil, unless
-// the cache recycles: then any session of type kv will do, and without
-// one the least recently used session of another type is dropped.
+// take removes and returns the session of KV cache type kv that can go
+// back to the longest prefix of prompt, and the position to rewind it to:
+// at most most (len(prompt)-1 when the step that continues needs a token
+// to give logits), and one the session can rewind to (its RewindPoint).
+// Without a shared prefix it returns nil, unless the cache recycles: then
+// any session of type kv will do, and without one the least recently
+// used session of another type is dropped.
 func (c *prefixCache) take(prompt []int32, kv format.KVType, most int) (*infer.Session, int) {
 	best, keep := -1, 0
 	if c.recycle {
 		keep = -1
 	}
 	for i, s := range c.entries {
-		if s.KV.Type() != kv {
+		if s.KVType() != kv {
 			continue
 		}
-		n := chat.CommonPrefix(s.Tokens(), prompt)
+		n := s.RewindPoint(min(chat.CommonPrefix(s.Tokens(), prompt), most))
 		if n > keep {
 			best, keep = i, n
 		}
@@ -79,8 +82,8 @@ func (c *prefixCache) take(prompt []int32, kv format.KVType, most int) (*infer.S
 	}
 	s := c.entries[best]
 	c.entries = append(c.entries[:best], c.entries[best+1:]...)
-	c.bytes -= s.KV.Bytes()
-	return s, min(keep, most)
+	c.bytes -= s.Bytes()
+	return s, max(keep, 0)
 }
 
 // clear drops every session.
@@ -96,7 +99,7 @@ func (c *prefixCache) put(s *infer.Session) {
 		return
 	}
 	c.entries = append(c.entries, s)
-	c.bytes += s.KV.Bytes()
+	c.bytes += s.Bytes()
 	for c.bytes > c.budget && len(c.entries) > 0 {
 		c.dropOldest()
 	}
@@ -104,7 +107,7 @@ func (c *prefixCache) put(s *infer.Session) {
 
 // dropOldest drops the least recently used session.
 func (c *prefixCache) dropOldest() {
-	c.bytes -= c.entries[0].KV.Bytes()
+	c.bytes -= c.entries[0].Bytes()
 	c.entries[0] = nil
 	c.entries = c.entries[1:]
 }

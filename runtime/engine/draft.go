@@ -61,7 +61,13 @@ func (e *Engine) drafts(active []*job, spare int) {
 		if len(j.rest) > 0 {
 			continue
 		}
-		j.feed, j.guessed = append(j.feed[:0], j.next), false
+		j.feed, j.guessed = append(append(j.feed[:0], j.replay...), j.next), false
+		spare -= len(j.replay)
+		if len(j.replay) > 0 {
+			// The replay's step checks no draft: a rejection there would go
+			// back to before the replay, which would only grow.
+			continue
+		}
 		room := min(spare, j.sess.Ctx()-j.sess.Len()-1)
 		if j.req.MaxTokens > 0 {
 			room = min(room, j.req.MaxTokens-j.usage.CompletionTokens)
@@ -84,12 +90,19 @@ func (e *Engine) drafts(active []*job, spare int) {
 		e.modelGuess(ds)
 	}
 	for _, j := range active {
+		if len(j.rest) > 0 || len(j.replay) > 0 {
+			continue
+		}
 		if c := j.req.Constraint; c != nil && len(j.feed) > 1 {
 			n := c.Prefix(j.feed[1:])
 			if n < max(j.req.Draft.Min, 1) {
 				n = 0
 			}
 			j.feed = j.feed[:1+n]
+		}
+		if len(j.feed) > 1 && !j.sess.Rewindable() {
+			// check goes back here if the draft is not all kept.
+			j.snap = j.sess.Snapshot()
 		}
 	}
 }
@@ -156,6 +169,12 @@ func (e *Engine) modelGuess(ds *modelDrafts) {
 					j.guessChecked(false) // a step of the draft model for nothing
 				}
 				continue
+			}
+			if len(j.feed) == 1 {
+				// Caught up with the conversation: a draft model that
+				// cannot rewind by itself keeps a copy to go back to past
+				// the guesses the conversation does not keep.
+				j.dsess.Checkpoint()
 			}
 			j.feed = append(j.feed, id)
 			if len(j.feed)-1 >= ds.room[i] || slices.Contains(j.req.Stop, id) {

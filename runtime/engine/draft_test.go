@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/synth"
 	"github.com/qwenc/qwenc/internal/synthtest"
+	"github.com/qwenc/qwenc/internal/testarch"
 	"github.com/qwenc/qwenc/internal/testmodel"
 	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime/infer"
@@ -371,5 +373,133 @@ func TestGuessBackOff(t *testing.T) {
 	j.guessChecked(true)
 	if j.guessMisses != 0 {
 		t.Errorf("after a hit: %d misses", j.guessMisses)
+	}
+}
+
+// recurrentModel compiles a small model of testarch's architecture, whose
+// layers each keep a recurrent state (which cannot go back by itself)
+// beside their KV cache: a hybrid model's sessions, plugged in with no
+// change to the engine.
+func recurrentModel(t *testing.T, typ format.DType) *infer.Model {
+	t.Helper()
+	s := synth.Shape{Hidden: 64, Intermediate: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
+		Vocab: 300, MaxPositions: 1 << 16, Tied: false, DType: "BF16", Seed: 21, EOS: synth.MiniEOS}
+	m, err := infer.Open(testarch.Compile(t, s, 64, typ), infer.Options{Threads: 2, Kernels: kernels.Detect(), Archs: testarch.Registry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// aloneLogprobs generates n greedy tokens after prompt with a session
+// alone and returns them with their log-probabilities.
+func aloneLogprobs(t *testing.T, m *infer.Model, prompt []int32, n int) ([]int32, []float64) {
+	t.Helper()
+	s, _ := m.NewSession(0)
+	l, err := s.Feed(prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int32
+	var lps []float64
+	for range n {
+		best, mx := 0, math.Inf(-1)
+		for i, v := range l {
+			if float64(v) > mx {
+				best, mx = i, float64(v)
+			}
+		}
+		var sum float64
+		for _, v := range l {
+			sum += math.Exp(float64(v) - mx)
+		}
+		ids, lps = append(ids, int32(best)), append(lps, -math.Log(sum))
+		if l, err = s.Feed([]int32{int32(best)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids, lps
+}
+
+// sameAsAlone checks that a generation's tokens and their
+// log-probabilities are those of the model alone (within what batching
+// changes): the log-probabilities tell a state that went wrong even where
+// a random model's greedy text would not.
+func sameAsAlone(t *testing.T, what string, m *infer.Model, prompt []int32, evs []Event) {
+	t.Helper()
+	ids, lps := aloneLogprobs(t, m, prompt, len(evs))
+	if got := tokensOf(evs); !slices.Equal(got, ids) {
+		t.Errorf("%s: %v, alone %v", what, got, ids)
+		return
+	}
+	for i, ev := range evs {
+		if d := math.Abs(float64(ev.Logprob) - lps[i]); d > 2e-3 {
+			t.Errorf("%s: token %d's log-probability %g, alone %g", what, i, ev.Logprob, lps[i])
+			return
+		}
+	}
+}
+
+// TestRecurrentLayersKeepTheText: on a model whose sessions cannot go back
+// by themselves, the prefix cache starts the next turn of a conversation
+// from the checkpoint at the end of the last prompt, and drafts from the
+// text, from a prediction and from a draft model (itself at q8, whose
+// sessions cannot go back either) are checked through a snapshot and the
+// replay of what was kept: every answer is the greedy text the model
+// gives alone, token for token and with the same log-probabilities, and
+// some drafts were not kept, so the snapshot and replay did run.
+func TestRecurrentLayersKeepTheText(t *testing.T) {
+	m := recurrentModel(t, format.F16)
+	e := newEngine(t, m, Options{Parallel: 4, Chunk: 16, Drafter: recurrentModel(t, format.Q8)})
+	// Turn 1; then turn 2 with turn 1's prompt and answer and more, which
+	// continues the session where it is (all but the answer's last token,
+	// never fed, come from the cache); then a turn that edits the answer,
+	// which goes back to the checkpoint at the end of turn 1's prompt.
+	turn1 := []int32{10, 11, 12, 13, 14, 15, 16}
+	evs, _ := collect(t, submit(t, e, Request{Prompt: turn1, MaxTokens: 6}))
+	sameAsAlone(t, "turn 1", m, turn1, evs)
+	answer := tokensOf(evs)
+	for _, c := range []struct {
+		what   string
+		prompt []int32
+		cached int
+	}{
+		{"turn 2", append(append(slices.Clone(turn1), answer...), 20, 21, 22), len(turn1) + len(answer) - 1},
+		{"an edited answer", append(append(slices.Clone(turn1), answer[:3]...), 23, 24), len(turn1)},
+	} {
+		evs, done := collect(t, submit(t, e, Request{Prompt: c.prompt, MaxTokens: 6}))
+		sameAsAlone(t, c.what, m, c.prompt, evs)
+		if done.Usage.CachedTokens != c.cached {
+			t.Errorf("%s took %d tokens from the cache, want %d", c.what, done.Usage.CachedTokens, c.cached)
+		}
+	}
+
+	// A text that repeats itself, for the drafts to guess.
+	var rep []int32
+	for i := range 40 {
+		rep = append(rep, int32(30+i%9), int32(50+i%4))
+	}
+	const n = 24
+	want := greedyAlone(t, m, rep, n)
+	for _, d := range []Draft{{Max: 8}, {Max: 6, Prediction: append(slices.Clone(want[:10]), 7, 7, 7)}, {Model: 4}} {
+		var streams []*Stream
+		for range 3 {
+			streams = append(streams, submit(t, e, Request{Prompt: rep, MaxTokens: n, Draft: d}))
+		}
+		drafted, accepted := 0, 0
+		for _, s := range streams {
+			evs, done := collect(t, s)
+			sameAsAlone(t, fmt.Sprintf("%+v", d), m, rep, evs)
+			drafted += done.Usage.Drafted
+			accepted += done.Usage.Accepted
+		}
+		t.Logf("%+v: %d drafted, %d kept", d, drafted, accepted)
+		if drafted == 0 || accepted == drafted {
+			t.Errorf("%+v: %d drafted, %d kept: the snapshot and replay did not run", d, drafted, accepted)
+		}
+	}
+	if st := e.Stats(); st.Active != 0 || st.KVBytes != 0 {
+		t.Errorf("after the requests: %+v", st)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +40,9 @@ type Options struct {
 	// checked. The engine runs it on a Runner of its own; the model stays
 	// the caller's.
 	Drafter *infer.Model
+	// Log takes the engine's logs: each request's start and end at debug
+	// level, a failed step at error level (nil: none).
+	Log *slog.Logger
 }
 
 // Request is one generation.
@@ -101,6 +104,7 @@ const (
 	StopContext   StopReason = "ctx"       // the context is full
 	StopInterrupt StopReason = "interrupt" // the request's context ended (Ctrl-C, a client that left)
 	StopShutdown  StopReason = "shutdown"  // the engine shut down
+	StopError     StopReason = "error"     // the engine failed to run it (Event.Err says why); the others go on
 )
 
 // TokenLogprob is a token and its log-probability under the model (before
@@ -120,6 +124,7 @@ type Event struct {
 	PromptLogits []float32
 	Done         bool
 	Reason       StopReason // with Done
+	Err          error      // with Done and StopError: what failed
 	Usage        Usage      // with Done
 }
 
@@ -180,6 +185,8 @@ type Engine struct {
 	m    *infer.Model
 	r    *infer.Runner
 	opts Options
+	log  *slog.Logger
+	ids  atomic.Int64 // the last request's number, for the logs
 	// dr runs the draft model (nil: none); the loop owns it and ds, the
 	// state of its drafting.
 	dr *infer.Runner
@@ -240,8 +247,12 @@ func New(m *infer.Model, o Options) (*Engine, error) {
 			return nil, fmt.Errorf("the draft model's context is at most %d tokens, less than the conversations' %d", d.Config.MaxContext(), o.Ctx)
 		}
 	}
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	e := &Engine{
-		m: m, r: m.NewRunner(o.Runner), opts: o,
+		m: m, r: m.NewRunner(o.Runner), opts: o, log: log,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if o.Drafter != nil {
@@ -330,7 +341,7 @@ func (e *Engine) SubmitAll(ctx context.Context, reqs []Request) ([]*Stream, erro
 	streams := make([]*Stream, len(reqs))
 	now := time.Now()
 	for i, req := range reqs {
-		jobs[i] = &job{ctx: ctx, req: req, stream: newStream(), submitted: now}
+		jobs[i] = &job{id: e.ids.Add(1), ctx: ctx, req: req, stream: newStream(), submitted: now}
 		streams[i] = jobs[i].stream
 	}
 	e.mu.Lock()
@@ -403,6 +414,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 
 // job is one request in the engine.
 type job struct {
+	id        int64 // in the logs
 	ctx       context.Context
 	req       Request
 	stream    *Stream
@@ -411,14 +423,20 @@ type job struct {
 
 	sess    *infer.Session
 	sampler *sampling.Sampler
-	started time.Time      // admitted: the first step
-	rest    []int32        // prompt tokens still to prefill
-	next    int32          // the token to feed in the next decode step
-	feed    []int32        // a decode step's tokens: next, then the draft
-	history []int32        // prompt and generated tokens, for the penalties
-	draft   *drafter       // nil: no drafts from the text
-	dsess   *infer.Session // the draft model's cache of the conversation (nil: none yet)
-	guessed bool           // the feed's draft is the draft model's, not the text's
+	started time.Time // admitted: the first step
+	rest    []int32   // prompt tokens still to prefill
+	next    int32     // the token to feed in the next decode step
+	feed    []int32   // a decode step's tokens: the replay, next, then the draft
+	// replay is tokens the session took and lost to a rejected draft's
+	// rewind (a session that cannot rewind by itself goes back to snap,
+	// before the draft's step): fed again in the next decode step, before
+	// next.
+	replay  []int32
+	snap    *infer.Snapshot // the session before a decode step that checks a draft, when it cannot rewind by itself
+	history []int32         // prompt and generated tokens, for the penalties
+	draft   *drafter        // nil: no drafts from the text
+	dsess   *infer.Session  // the draft model's cache of the conversation (nil: none yet)
+	guessed bool            // the feed's draft is the draft model's, not the text's
 	// guessRest is how many steps to ask the draft model nothing, after
 	// guessMisses steps in a row where it guessed nothing or nothing kept.
 	guessRest, guessMisses int
@@ -426,6 +444,7 @@ type job struct {
 	// logits is the prompt's last logits, Request.PromptLogits, until an
 	// event takes it.
 	logits []float32
+	err    error // why it ends with StopError
 }
 
 func (j *job) emit(ev Event) {
@@ -442,204 +461,7 @@ func (j *job) oneShot() bool { return j.scoring() && j.req.OneShot }
 // finish sends a job's last event.
 func (j *job) finish(reason StopReason) {
 	j.usage.Total = time.Since(j.submitted)
-	j.emit(Event{Time: time.Now(), Done: true, Reason: reason, Usage: j.usage})
-}
-
-// loop runs steps while there is work, and waits for work otherwise.
-func (e *Engine) loop() {
-	defer close(e.done)
-	defer e.r.Close()
-	if e.dr != nil {
-		defer e.dr.Close()
-	}
-	reuse := newReuse(e.opts.CacheBytes)
-	var active []*job
-	var seqs []infer.Seq
-	var owners []*job
-	var prompt []int // prompt tokens each sequence of the step prefills
-	logits := newLogprobs(e.m)
-	for {
-		if e.clearCache.Swap(false) {
-			reuse.cache.clear()
-			reuse.pool.clear()
-		}
-		// Drop what was cancelled, admit what fits.
-		kept := active[:0]
-		for _, j := range active {
-			if j.ctx.Err() != nil {
-				e.end(j, StopInterrupt, reuse)
-				continue
-			}
-			kept = append(kept, j)
-		}
-		active = kept
-		e.mu.Lock()
-		closing := e.closing
-		n := len(active)
-		talking, scoring := 0, 0
-		for _, j := range active {
-			if j.scoring() {
-				scoring++
-			} else {
-				talking++
-			}
-		}
-		// In order: a conversation waits for a slot, and what is behind it
-		// waits too.
-		for len(e.queue) > 0 {
-			j := e.queue[0]
-			if j.ctx.Err() != nil {
-				e.queue = e.queue[1:]
-				j.finish(StopInterrupt)
-				continue
-			}
-			count, limit := &talking, e.opts.Parallel
-			if j.scoring() {
-				count, limit = &scoring, MaxScoring
-			}
-			if *count >= limit {
-				break
-			}
-			*count++
-			e.queue = e.queue[1:]
-			active = append(active, j)
-			e.active.Add(1) // under the lock: never neither queued nor active
-		}
-		e.mu.Unlock()
-		// Outside the lock: the prefix search and a new session need not
-		// hold up Submit and Stats, and the cache is this goroutine's.
-		for _, j := range active[n:] {
-			if e.start(j, reuse) {
-				// Its prompt is all in the cache and nothing more is asked.
-				e.end(j, StopLength, reuse)
-			}
-		}
-		active = slices.DeleteFunc(active, ended)
-		if !slices.ContainsFunc(active, (*job).oneShot) {
-			// Nothing to pass them on to: the memory goes back.
-			reuse.pool.clear()
-		}
-		e.cachedBytes.Store(reuse.bytes())
-		e.countKV(active)
-		if len(active) == 0 {
-			if closing {
-				return
-			}
-			select {
-			case <-e.wake:
-			case <-e.stop:
-				return
-			}
-			continue
-		}
-		select {
-		case <-e.stop:
-			for _, j := range active {
-				e.end(j, StopShutdown, reuse)
-			}
-			return
-		default:
-		}
-
-		// Decode rows first (the drafts in the rows a step has spare after
-		// one per conversation), then prompt chunks in the budget left.
-		seqs, owners, prompt = seqs[:0], owners[:0], prompt[:0]
-		decoding, waiting, first, onlyScoring := 0, 0, 0, true
-		spare := e.m.MaxPrefill()
-		for _, j := range active {
-			if len(j.rest) == 0 {
-				spare--
-			}
-		}
-		e.drafts(active, spare)
-		for _, j := range active {
-			if len(j.rest) == 0 {
-				seqs = append(seqs, infer.Seq{Session: j.sess, Tokens: j.feed, Logits: true, Last: len(j.feed)})
-				owners, prompt = append(owners, j), append(prompt, 0)
-				decoding += len(j.feed)
-				continue
-			}
-			if waiting == 0 {
-				first = len(j.rest)
-			}
-			waiting++
-			onlyScoring = onlyScoring && j.scoring()
-		}
-		decoders := len(seqs)
-		budget := e.m.MaxPrefill() - decoding
-		switch {
-		case decoding > 0:
-			// The running streams wait for this step: one chunk of prompt
-			// in all, however many prompts are waiting.
-			budget = min(budget, e.opts.Chunk)
-		case onlyScoring:
-			// Nobody waits for a first token: the fullest steps.
-		case waiting > 1:
-			// Several prompts and nothing running: the first ones start
-			// answering after a chunk rather than all after the whole
-			// prefill (make bench-serve, 8 prompts of 64 tokens at once:
-			// median time to first token 845 -> 493 ms).
-			budget = min(budget, max(e.opts.Chunk, first))
-		}
-		for _, j := range active {
-			if len(j.rest) == 0 || budget == 0 {
-				continue
-			}
-			n := min(len(j.rest), budget)
-			last := n == len(j.rest)
-			seqs = append(seqs, infer.Seq{Session: j.sess, Tokens: j.rest[:n], Logits: last && (j.req.MaxTokens != 0 || j.req.PromptLogits), Rows: j.req.Rows})
-			owners, prompt = append(owners, j), append(prompt, n)
-			budget -= n
-		}
-		if err := e.r.Step(seqs); err != nil {
-			// Submit and the checks above keep every step valid; a failure
-			// here is a bug, which ends the requests rather than the server.
-			for _, j := range active {
-				e.end(j, StopShutdown, reuse)
-			}
-			active = active[:0]
-			continue
-		}
-		if decoders > 0 {
-			e.decodeSteps.Add(1)
-			e.decoded.Add(int64(decoders))
-		}
-		if len(seqs) > decoders {
-			e.prefills.Add(1)
-			e.prefilled.Add(int64(len(seqs) - decoders))
-		}
-		now := time.Now()
-		for i, j := range owners {
-			j.rest = j.rest[prompt[i]:]
-			if prompt[i] > 0 && len(j.rest) == 0 {
-				j.usage.Prefill = now.Sub(j.started)
-			}
-			l := e.r.Logits(i)
-			if l != nil && j.req.PromptLogits && j.usage.CompletionTokens == 0 {
-				j.logits = append([]float32(nil), l...) // before the sampler's penalties change it
-			}
-			switch {
-			case len(j.rest) > 0:
-				// a chunk of a prompt that goes on
-			case j.req.MaxTokens == 0:
-				e.end(j, StopLength, reuse)
-			case prompt[i] == 0 && len(j.feed) > 1:
-				if reason := e.check(j, l, now, logits); reason != "" {
-					e.end(j, reason, reuse)
-				}
-			default:
-				if reason := e.sample(j, l, now, logits, j.sess.Len()); reason != "" {
-					e.end(j, reason, reuse)
-				}
-			}
-			if j.dsess != nil {
-				// The draft model's cache keeps what the conversation kept
-				// of its guesses.
-				j.dsess.Rewind(min(j.dsess.Len(), j.sess.Len()))
-			}
-		}
-		active = slices.DeleteFunc(active, ended)
-	}
+	j.emit(Event{Time: time.Now(), Done: true, Reason: reason, Err: j.err, Usage: j.usage})
 }
 
 // ended reports whether a job has ended: it has given its session back.
@@ -663,10 +485,12 @@ func (e *Engine) start(j *job, k reuse) (done bool) {
 	if sess == nil {
 		sess, _ = e.m.NewSessionKV(e.opts.Ctx, j.req.KV) // Ctx was checked in New
 	}
-	sess.Rewind(keep)
+	sess.Rewind(keep) // take gives a position the session can go back to
 	j.usage.CachedTokens = keep
 	j.sess = sess
 	j.rest = j.req.Prompt[keep:]
+	e.log.Debug("engine: request started", "request", j.id, "prompt_tokens", len(j.req.Prompt), "cached_tokens", keep,
+		"max_tokens", j.req.MaxTokens, "queued", j.usage.Queued)
 	if j.scoring() {
 		// Nothing to sample: a sampler's scratch is some bytes per token
 		// of the vocabulary (3.3 MB for Qwen3's), allocated and cleared
@@ -687,7 +511,7 @@ func (e *Engine) start(j *job, k reuse) (done bool) {
 func (e *Engine) check(j *job, l []float32, now time.Time, lp *logprobs) StopReason {
 	vocab := e.m.Config.Vocab
 	drafted := j.feed[1:]
-	base := j.sess.Len() - len(j.feed) // the cache before the step
+	base := j.sess.Len() - len(j.feed) // the session before the step
 	kept := 0
 	var reason StopReason
 	for r := 0; ; r++ {
@@ -699,7 +523,19 @@ func (e *Engine) check(j *job, l []float32, now time.Time, lp *logprobs) StopRea
 		}
 		kept++
 	}
-	j.sess.Rewind(base + 1 + kept)
+	if n := base + 1 + kept; j.sess.CanRewind(n) {
+		j.sess.Rewind(n)
+	} else if err := j.sess.Restore(j.snap); err == nil {
+		// Back to before the step; the tokens it kept go in again first
+		// thing in the next one.
+		j.replay = append(j.replay[:0], j.feed[:1+kept]...)
+	} else {
+		// The snapshot was taken right before the step: a failure here is
+		// a bug, and generating on from a wrong state would be silent.
+		j.err = fmt.Errorf("internal error: going back to before a draft: %w", err)
+		return StopError
+	}
+	j.snap = nil
 	if j.guessed {
 		j.guessChecked(kept > 0)
 	} else {
@@ -731,7 +567,8 @@ func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs, length
 		if err := c.Accept(id); err != nil {
 			// The mask allowed only what the grammar takes; a token it
 			// refuses is a bug, and generating on would fail open.
-			panic(fmt.Sprintf("engine: the sampler chose a token the constraint refuses: %v", err))
+			j.err = fmt.Errorf("internal error: the sampler chose a token the constraint refuses: %w", err)
+			return StopError
 		}
 	}
 	for _, s := range j.req.Stop {
@@ -770,12 +607,17 @@ func (e *Engine) end(j *job, reason StopReason, k reuse) {
 	e.kvBytes.Add(-j.kvBytes)
 	j.kvBytes = 0
 	if j.sess != nil {
-		j.usage.KVTokens, j.usage.KVBytes = j.sess.Len(), j.sess.KV.Bytes()
-		k.of(j).put(j.sess)
+		j.usage.KVTokens, j.usage.KVBytes = j.sess.Len(), j.sess.Bytes()
+		if reason != StopError {
+			// A failed request's session may hold half a step: not kept.
+			k.of(j).put(j.sess)
+		}
 		j.sess, j.dsess = nil, nil
 		e.cachedBytes.Store(k.bytes())
 	}
 	e.active.Add(-1)
+	j.usage.Total = time.Since(j.submitted)
+	e.logEnd(j, reason)
 	j.finish(reason)
 }
 
@@ -785,9 +627,9 @@ func (e *Engine) end(j *job, reason StopReason, k reuse) {
 func (e *Engine) countKV(active []*job) {
 	for _, j := range active {
 		if j.sess != nil {
-			b := j.sess.KV.Bytes()
+			b := j.sess.Bytes()
 			if j.dsess != nil {
-				b += j.dsess.KV.Bytes()
+				b += j.dsess.Bytes()
 			}
 			e.kvBytes.Add(b - j.kvBytes)
 			j.kvBytes = b

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -646,7 +647,7 @@ func TestPoolRecycles(t *testing.T) {
 		}
 		pool.put(s)
 	}
-	if s, keep := pool.take([]int32{7, 8}, format.KVQ8, 1); s == nil || s.KV.Type() != format.KVQ8 || keep != 0 {
+	if s, keep := pool.take([]int32{7, 8}, format.KVQ8, 1); s == nil || s.KVType() != format.KVQ8 || keep != 0 {
 		t.Fatalf("no prefix shared: %v, keep %d", s, keep)
 	}
 	if s, _ := pool.take([]int32{1, 2}, format.KVQ8, 1); s != nil || len(pool.entries) != 0 || pool.bytes != 0 {
@@ -749,5 +750,55 @@ func TestGenerationStops(t *testing.T) {
 	_, done = collect(t, st)
 	if done.Reason != StopInterrupt || done.Usage.CompletionTokens >= 1000 {
 		t.Fatalf("stop %q after %d tokens, want interrupt", done.Reason, done.Usage.CompletionTokens)
+	}
+}
+
+// refuse is a constraint whose Accept refuses whatever the sampler picks:
+// a bug of the constraint's, which ends its request with StopError.
+type refuse struct{}
+
+func (refuse) Allow([]float32)        {}
+func (refuse) Accept(int32) error     { return errors.New("not this one") }
+func (refuse) Done() bool             { return false }
+func (refuse) Prefix(ids []int32) int { return len(ids) }
+
+// explode is a constraint that panics: a bug, which must end its request,
+// not the engine or the requests beside it.
+type explode struct{}
+
+func (explode) Allow([]float32)        { panic("boom") }
+func (explode) Accept(int32) error     { return nil }
+func (explode) Done() bool             { return false }
+func (explode) Prefix(ids []int32) int { return len(ids) }
+
+// TestFailedStepEndsItsRequests: a request whose step fails (a constraint
+// that refuses the sampled token, one that panics) ends with StopError and
+// the reason, beside a request that goes on to its end; the engine then
+// serves the next request as before, and holds nothing of the failed
+// ones.
+func TestFailedStepEndsItsRequests(t *testing.T) {
+	m := smallModel(t, 32)
+	e := newEngine(t, m, Options{})
+	prompt := []int32{10, 11, 12, 13}
+	want := greedyAlone(t, m, prompt, 8)
+	for _, c := range []struct {
+		bad  Constraint
+		want string
+	}{{refuse{}, "constraint refuses: not this one"}, {explode{}, "internal error: boom"}} {
+		good := submit(t, e, Request{Prompt: prompt, MaxTokens: 8, TopLogprobs: -1})
+		bad := submit(t, e, Request{Prompt: prompt, MaxTokens: 8, TopLogprobs: -1, Constraint: c.bad})
+		_, done := collect(t, bad)
+		if done.Reason != StopError || done.Err == nil || !strings.Contains(done.Err.Error(), c.want) {
+			t.Errorf("%T: ended %q with %v, want StopError and %q", c.bad, done.Reason, done.Err, c.want)
+		}
+		if evs, done := collect(t, good); done.Reason != StopLength || !slices.Equal(tokensOf(evs), want) {
+			t.Errorf("%T: the request beside it ended %q with %v, want the greedy %v", c.bad, done.Reason, tokensOf(evs), want)
+		}
+	}
+	if evs, _ := collect(t, submit(t, e, Request{Prompt: prompt, MaxTokens: 8, TopLogprobs: -1})); !slices.Equal(tokensOf(evs), want) {
+		t.Errorf("after the failures: %v, want %v", tokensOf(evs), want)
+	}
+	if st := e.Stats(); st.Active != 0 || st.KVBytes != 0 {
+		t.Errorf("after the requests: %+v", st)
 	}
 }

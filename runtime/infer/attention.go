@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/graph"
 	"github.com/qwenc/qwenc/kernels"
 )
 
@@ -21,6 +22,23 @@ const attnItemsPerThread = 8
 // takes: below it, combining the partial results costs more than the
 // balance gains.
 const attnMinSpan = 4
+
+func bindAttention(m *Model, g *graph.Graph, o *boundOp) error {
+	if err := checkWidth(g, o, o.In[0], m.Config.QDim(), "heads x head_dim"); err != nil {
+		return err
+	}
+	return checkWidth(g, o, o.Out, m.Config.QDim(), "heads x head_dim")
+}
+
+func runAttention(s *step, i int) int {
+	op := s.op(i)
+	at := &s.r.tasks.attn
+	at.kvs = s.kvCaches(op.State, at.kvs)
+	at.prepare(s.r, s.segs, s.view(op.In[0]), s.view(op.Out))
+	s.r.pool.Run(at)
+	at.combine()
+	return i + 1
+}
 
 // attentionTask computes causal attention for a step, one KV chunk at a
 // time with a running (online) softmax, as flash attention does: for each
@@ -40,7 +58,7 @@ const attnMinSpan = 4
 type attentionTask struct {
 	r      *Runner
 	segs   []segment
-	layer  int
+	kvs    []*KVCache // each segment's cache of the op's state
 	q, out []float32
 	items  []attnItem // reused from step to step
 	next   atomic.Int64
@@ -56,9 +74,9 @@ type attentionTask struct {
 // b of the sequence's rows.
 type attnItem struct{ seg, a, b, c0, c1 int32 }
 
-func (t *attentionTask) prepare(r *Runner, segs []segment, layer int, q, out []float32) {
+func (t *attentionTask) prepare(r *Runner, segs []segment, q, out []float32) {
 	c := &r.m.Config
-	t.r, t.segs, t.layer, t.q, t.out = r, segs, layer, q, out
+	t.r, t.segs, t.q, t.out = r, segs, q, out
 	t.items = t.items[:0]
 	decodeSeqs := 0
 	for _, sg := range segs {
@@ -75,7 +93,7 @@ func (t *attentionTask) prepare(r *Runner, segs []segment, layer int, q, out []f
 		if sg.n != 1 {
 			continue
 		}
-		chunks := format.KVChunks(sg.pos + 1)
+		chunks := graph.KVChunks(sg.pos + 1)
 		spans := max(1, min(want, chunks/max(1, t.minSpan)))
 		for g := range c.KVHeads {
 			for s := range spans {
@@ -126,17 +144,17 @@ func (t *attentionTask) Run(w, _ int) {
 			g, s := int(it.a), int(it.b)
 			off := sg.row0*qdim + g*group*hd
 			m, l := t.partM[s*group:(s+1)*group], t.partL[s*group:(s+1)*group]
-			if it.c0 == 0 && int(it.c1) == format.KVChunks(sg.pos+1) {
+			if it.c0 == 0 && int(it.c1) == graph.KVChunks(sg.pos+1) {
 				// The head's only span (a short context): nothing to
 				// merge, so the output goes straight where it belongs.
-				t.span(ws, sg, g, off, hd, group, 0, 0, int(it.c1), t.out[off:], hd, m, l)
+				t.span(ws, int(it.seg), g, off, hd, group, 0, 0, int(it.c1), t.out[off:], hd, m, l)
 				for r := range group {
 					t.r.k.Scale(t.out[off+r*hd:off+(r+1)*hd], 1/l[r])
 				}
 				continue
 			}
 			o := t.partO[s*group*hd : (s+1)*group*hd]
-			t.span(ws, sg, g, off, hd, group, 0, int(it.c0), int(it.c1), o, hd, m, l)
+			t.span(ws, int(it.seg), g, off, hd, group, 0, int(it.c0), int(it.c1), o, hd, m, l)
 			continue
 		}
 		h, t0 := int(it.a), int(it.b)*attnBlock
@@ -144,7 +162,7 @@ func (t *attentionTask) Run(w, _ int) {
 		off := (sg.row0+t0)*qdim + h*hd
 		last := sg.pos + t0 + rows - 1
 		m, l := ws.m[:rows], ws.l[:rows]
-		t.span(ws, sg, h/group, off, qdim, rows, t0, 0, last/format.KVChunkTokens+1, t.out[off:], qdim, m, l)
+		t.span(ws, int(it.seg), h/group, off, qdim, rows, t0, 0, last/format.KVChunkTokens+1, t.out[off:], qdim, m, l)
 		for r := range rows {
 			t.r.k.Scale(t.out[off+r*qdim:off+r*qdim+hd], 1/l[r])
 		}
@@ -152,12 +170,13 @@ func (t *attentionTask) Run(w, _ int) {
 }
 
 // span runs rows query vectors starting at q[off] (row stride ld) of
-// sequence sg against chunks [c0, c1) of its KV head g, leaving in o (row
+// segment si against chunks [c0, c1) of its KV head g, leaving in o (row
 // stride ldo) the unnormalized outputs, in m the rows' maximum scores and
 // in l their sums of exp(score - m). For a sequence of several tokens row
 // r is its token t0+r, which sees positions [0, pos+t0+r]; for one token
 // (decode) every row is that token, which sees [0, pos].
-func (t *attentionTask) span(ws *workspace, sg *segment, g, off, ld, rows, t0, c0, c1 int, o []float32, ldo int, m, l []float32) {
+func (t *attentionTask) span(ws *workspace, si, g, off, ld, rows, t0, c0, c1 int, o []float32, ldo int, m, l []float32) {
+	sg, kv := &t.segs[si], t.kvs[si]
 	k := t.r.k
 	hd := t.r.m.Config.HeadDim
 	const chunk = format.KVChunkTokens
@@ -171,11 +190,11 @@ func (t *attentionTask) span(ws *workspace, sg *segment, g, off, ld, rows, t0, c
 		m[r], l[r] = float32(math.Inf(-1)), 0
 		clear(o[r*ldo : r*ldo+hd])
 	}
-	q := sg.kv.quantizeQueries(k, t.q[off:], ld, rows, ws.qPad, ws.qQ8)
+	q := kv.quantizeQueries(k, t.q[off:], ld, rows, ws.qPad, ws.qQ8)
 	for ci := c0; ci < c1; ci++ {
 		base := ci * chunk
 		valid := min(chunk, n-base)
-		sg.kv.scores(k, t.layer, g, ci, scores, chunk, q, rows, valid, scale)
+		kv.scores(k, g, ci, scores, chunk, q, rows, valid, scale)
 		for r := range rows {
 			see := valid
 			if sg.n > 1 {
@@ -196,7 +215,7 @@ func (t *attentionTask) span(ws *workspace, sg *segment, g, off, ld, rows, t0, c
 			m[r] = mNew
 			ws.keep[r], ws.add[r] = float32(keep), float32(add)
 		}
-		sg.kv.values(k, t.layer, g, ci, part, scores, chunk, rows, valid, ws.pQ8)
+		kv.values(k, g, ci, part, scores, chunk, rows, valid, ws.pQ8)
 		for r := range rows {
 			or := o[r*ldo : r*ldo+hd]
 			if ws.keep[r] != 1 {
@@ -274,6 +293,6 @@ func newWorkspace(c *format.Config) workspace {
 		keep: make([]float32, rows), add: make([]float32, rows),
 		qPad: make([]float32, rows*kCols), qQ8: make([]byte, rows*kernels.QActRowBytes(kCols)),
 		pQ8: make([]byte, rows*kernels.QActRowBytes(format.KVChunkTokens)),
-		kv:  newKVScratch(c),
+		kv:  newKVScratch(c.HeadDim),
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/graph"
 	"github.com/qwenc/qwenc/kernels"
 )
 
@@ -22,17 +23,17 @@ func benchAttention(b *testing.B, kv format.KVType, depth, tokens, threads int) 
 		r.work[w] = newWorkspace(&c)
 	}
 	r.tasks.attn.minSpan = attnMinSpan
-	cache := NewKVCache(&c, kv)
+	cache := newKVCache(&graph.State{Kind: graph.AttentionKV, KVHeads: c.KVHeads, HeadDim: c.HeadDim}, kv)
 	cache.Reserve(depth + tokens)
 	rng := rand.New(rand.NewPCG(1, 2))
 	key, val := make([]float32, c.HeadDim), make([]float32, c.HeadDim)
-	tmp := newKVScratch(&c)
+	tmp := newKVScratch(c.HeadDim)
 	for pos := range depth + tokens {
 		for h := range c.KVHeads {
 			for d := range key {
 				key[d], val[d] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
 			}
-			cache.store(k, 0, h, pos, key, val, &tmp)
+			cache.store(k, h, pos, key, val, &tmp)
 		}
 	}
 	q := make([]float32, tokens*c.QDim())
@@ -40,10 +41,11 @@ func benchAttention(b *testing.B, kv format.KVType, depth, tokens, threads int) 
 		q[i] = float32(rng.NormFloat64())
 	}
 	out := make([]float32, len(q))
-	segs := []segment{{kv: cache, n: tokens, pos: depth}}
+	segs := []segment{{states: []LayerState{cache}, n: tokens, pos: depth}}
 	at := &r.tasks.attn
 	for b.Loop() {
-		at.prepare(r, segs, 0, q, out)
+		at.kvs = []*KVCache{cache}
+		at.prepare(r, segs, q, out)
 		r.pool.Run(at)
 		at.combine()
 	}
@@ -57,7 +59,7 @@ func benchAttention(b *testing.B, kv format.KVType, depth, tokens, threads int) 
 	sec := b.Elapsed().Seconds() / float64(b.N)
 	b.ReportMetric(flop/sec/1e9, "GFLOP/s")
 	if tokens == 1 {
-		bytes := float64(depth+1) * float64(c.KVChunkBytes(kv)) / format.KVChunkTokens
+		bytes := float64(depth+1) * float64(graph.KVChunkBytes(c.KVHeads, c.HeadDim, kv)) / format.KVChunkTokens
 		b.ReportMetric(bytes/sec/1e9, "KV-GB/s")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/graph"
 	"github.com/qwenc/qwenc/format/wtype"
 	"github.com/qwenc/qwenc/internal/synth"
 	"github.com/qwenc/qwenc/internal/synthtest"
@@ -88,15 +89,19 @@ func diff64(got []float32, want []float64) float64 {
 // value's per position), a zero vector stored as zero; then the scores and
 // values of a chunk against the f16 cache's.
 func TestKVQ8RoundTrip(t *testing.T) {
-	c := &format.Config{Layers: 2, KVHeads: 3, HeadDim: 40}
-	kv, f16 := NewKVCache(c, format.KVQ8), NewKVCache(c, format.KVF16)
-	kv.Reserve(300)
-	f16.Reserve(300)
-	if want := int64(2) * 2 * 3 * c.KVHeadChunkBytes(format.KVQ8); kv.Bytes() != want {
-		t.Fatalf("Bytes = %d, want %d", kv.Bytes(), want)
+	st := &graph.State{Kind: graph.AttentionKV, KVHeads: 3, HeadDim: 40}
+	// Two layers, each a cache of its own.
+	kvs := [2]*KVCache{newKVCache(st, format.KVQ8), newKVCache(st, format.KVQ8)}
+	f16s := [2]*KVCache{newKVCache(st, format.KVF16), newKVCache(st, format.KVF16)}
+	for l := range 2 {
+		kvs[l].Reserve(300)
+		f16s[l].Reserve(300)
+		if want := st.Bytes(300, format.KVQ8); kvs[l].Bytes() != want || want != 2*3*graph.KVHeadChunkBytes(40, format.KVQ8) {
+			t.Fatalf("Bytes = %d, the state says %d", kvs[l].Bytes(), want)
+		}
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	tmp := newKVScratch(c)
+	tmp := newKVScratch(40)
 	type stored struct{ key, val []float32 }
 	in := map[[3]int]stored{}
 	for pos := range 300 {
@@ -108,8 +113,8 @@ func TestKVQ8RoundTrip(t *testing.T) {
 						key[d], val[d] = float32(rng.NormFloat64()*3), float32(rng.NormFloat64())
 					}
 				}
-				kv.store(kernels.Generic, l, h, pos, key, val, &tmp)
-				f16.store(kernels.Generic, l, h, pos, key, val, &tmp)
+				kvs[l].store(kernels.Generic, h, pos, key, val, &tmp)
+				f16s[l].store(kernels.Generic, h, pos, key, val, &tmp)
 				in[[3]int{l, h, pos}] = stored{key, val}
 			}
 		}
@@ -117,7 +122,7 @@ func TestKVQ8RoundTrip(t *testing.T) {
 	key, vrow := make([]float32, 64), make([]float32, 256)
 	for at, s := range in {
 		l, h, pos := at[0], at[1], at[2]
-		vs, kc, vc := kv.q8(l, h, pos/256)
+		vs, kc, vc := kvs[l].q8(h, pos/256)
 		r := pos % 256
 		tb := wtype.Q8.TileBytes(64)
 		kernels.Traits(wtype.Q8).DequantizeRow(key, kc[(r/32)*tb:(r/32+1)*tb], r%32, 64)
@@ -141,6 +146,7 @@ func TestKVQ8RoundTrip(t *testing.T) {
 	}
 	// Chunk 1 holds positions 256..299: scores of 3 queries and values of
 	// 3 probability rows over its 44 positions, q8 against f16.
+	kv, f16 := kvs[1], f16s[1]
 	for _, kp := range kernels.SupportedPaths() {
 		q := make([]float32, 3*40)
 		for i := range q {
@@ -148,8 +154,8 @@ func TestKVQ8RoundTrip(t *testing.T) {
 		}
 		ws := newWorkspace(&format.Config{Heads: 3, KVHeads: 3, HeadDim: 40})
 		got, want := make([]float32, 3*256), make([]float32, 3*256)
-		kv.scores(kp, 1, 2, 1, got, 256, kv.quantizeQueries(kp, q, 40, 3, ws.qPad, ws.qQ8), 3, 44, 0.5)
-		f16.scores(kp, 1, 2, 1, want, 256, f16.quantizeQueries(kp, q, 40, 3, ws.qPad, ws.qQ8), 3, 44, 0.5)
+		kv.scores(kp, 2, 1, got, 256, kv.quantizeQueries(kp, q, 40, 3, ws.qPad, ws.qQ8), 3, 44, 0.5)
+		f16.scores(kp, 2, 1, want, 256, f16.quantizeQueries(kp, q, 40, 3, ws.qPad, ws.qQ8), 3, 44, 0.5)
 		// Keys and queries in int8, each within half a step of 1/127 of
 		// its block's maximum: a few percent of the largest score at most.
 		for r := range 3 {
@@ -167,8 +173,8 @@ func TestKVQ8RoundTrip(t *testing.T) {
 		}
 		p2 := slices.Clone(p)
 		gotV, wantV := make([]float32, 3*40), make([]float32, 3*40)
-		kv.values(kp, 1, 2, 1, gotV, p, 256, 3, 44, ws.pQ8)
-		f16.values(kp, 1, 2, 1, wantV, p2, 256, 3, 44, ws.pQ8)
+		kv.values(kp, 2, 1, gotV, p, 256, 3, 44, ws.pQ8)
+		f16.values(kp, 2, 1, wantV, p2, 256, 3, 44, ws.pQ8)
 		if d := maxDiff(gotV, wantV); d > 0.02 {
 			t.Errorf("%s: q8 values off f16's by %g", kp, d)
 		}

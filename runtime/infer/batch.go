@@ -62,9 +62,9 @@ func (r *Runner) Step(seqs []Seq) error {
 	want := 0
 	for _, sq := range seqs {
 		s := sq.Session
-		s.KV.Reserve(len(s.tokens) + len(sq.Tokens))
+		s.reserve(len(s.tokens) + len(sq.Tokens))
 		last := max(sq.Last, 1)
-		r.segs = append(r.segs, segment{kv: s.KV, row0: len(r.batchTokens), n: len(sq.Tokens), pos: len(s.tokens), wantLogit: sq.Logits, rows: sq.Rows, last: last})
+		r.segs = append(r.segs, segment{states: s.states, row0: len(r.batchTokens), n: len(sq.Tokens), pos: len(s.tokens), wantLogit: sq.Logits, rows: sq.Rows, last: last})
 		r.batchTokens = append(r.batchTokens, sq.Tokens...)
 		if sq.Logits && sq.Rows == nil {
 			want += last

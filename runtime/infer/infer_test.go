@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/graph"
 	"github.com/qwenc/qwenc/internal/synth"
 	"github.com/qwenc/qwenc/internal/synthtest"
 	"github.com/qwenc/qwenc/kernels"
@@ -87,27 +88,31 @@ func TestKVCacheGrowsByChunks(t *testing.T) {
 	s := shapes()["qwen3-tied-odd"]
 	m := openModel(t, synthModel(t, s, 64), kernels.Detect(), 2)
 	sess, _ := m.NewSession(0)
-	per := m.Config.KVChunkBytes(format.KVF16) * int64(m.Config.Layers)
-	if sess.KV.Bytes() != 0 {
+	per := graph.KVChunkBytes(m.Config.KVHeads, m.Config.HeadDim, format.KVF16) * int64(m.Config.Layers)
+	if sess.Bytes() != 0 {
 		t.Fatal("an empty session holds KV memory")
 	}
+	first := sess.states[0].(*KVCache)
 	var firstChunk *byte
 	for _, step := range []struct{ feed, chunks int }{{5, 1}, {3, 1}, {248, 1}, {1, 2}, {255, 2}, {1, 3}} {
 		if _, err := sess.Feed(randomTokens(step.feed, s.Vocab, uint64(step.feed))); err != nil {
 			t.Fatal(err)
 		}
-		if sess.KV.Chunks() != step.chunks || sess.KV.Bytes() != int64(step.chunks)*per {
-			t.Fatalf("after %d tokens: %d chunks, %d bytes; want %d chunks", sess.Len(), sess.KV.Chunks(), sess.KV.Bytes(), step.chunks)
+		if first.Chunks() != step.chunks || sess.Bytes() != int64(step.chunks)*per {
+			t.Fatalf("after %d tokens: %d chunks, %d bytes; want %d chunks", sess.Len(), first.Chunks(), sess.Bytes(), step.chunks)
+		}
+		if sess.Bytes() != m.SequenceBytes(sess.Len(), format.KVF16) {
+			t.Fatalf("after %d tokens: %d bytes, the model's states say %d", sess.Len(), sess.Bytes(), m.SequenceBytes(sess.Len(), format.KVF16))
 		}
 		// A full chunk is never moved: the first chunk keeps its address.
-		if p := &sess.KV.mem[0][0][0]; firstChunk == nil {
+		if p := &first.mem[0][0]; firstChunk == nil {
 			firstChunk = p
 		} else if p != firstChunk {
 			t.Fatal("the first KV chunk moved")
 		}
 	}
-	if want := int64(format.KVChunks(513)) * per; sess.KV.Bytes() != want {
-		t.Fatalf("513 tokens hold %d bytes, want %d", sess.KV.Bytes(), want)
+	if want := int64(graph.KVChunks(513)) * per; sess.Bytes() != want {
+		t.Fatalf("513 tokens hold %d bytes, want %d", sess.Bytes(), want)
 	}
 }
 

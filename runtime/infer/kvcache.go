@@ -5,15 +5,16 @@ import (
 	"unsafe"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/graph"
 	"github.com/qwenc/qwenc/format/wtype"
 	"github.com/qwenc/qwenc/kernels"
 )
 
-// KVCache holds the keys and values of every layer, in f16 or int8
-// (format.KVType), in chunks of format.KVChunkTokens (256) positions. A
-// chunk is allocated when the sequence first reaches it and never moved or
-// reallocated afterwards; memory grows by one chunk per layer per 256
-// positions.
+// KVCache is an attention layer's state (graph.AttentionKV): the keys and
+// values of one sequence in f16 or int8 (format.KVType), in chunks of
+// format.KVChunkTokens (256) positions. A chunk is allocated when the
+// sequence first reaches it and never moved or reallocated afterwards;
+// memory grows by one chunk per 256 positions.
 //
 // Each chunk of one KV head is stored tile-major, like the weights, so
 // attention runs on the same matrix kernels:
@@ -30,68 +31,74 @@ import (
 // which multiplies the position's probabilities before they are
 // quantized (a block's 32 positions arrive one at a time, so no block
 // scale could be fixed when the first is stored).
+//
+// A KVCache can go back to any earlier position by itself: the rows past
+// it are written again by the next step.
 type KVCache struct {
-	typ                      format.KVType
-	layers, kvHeads, headDim int
-	headBytes                int64 // one head's part of a chunk (format.Config.KVHeadChunkBytes)
-	// mem[l][c] is chunk c of layer l, every head's part in turn: for q8
-	// the value scales, K, V; for f16 K, V.
-	mem    [][][]byte
-	chunks int
+	typ              format.KVType
+	kvHeads, headDim int
+	headBytes        int64 // one head's part of a chunk (graph.KVHeadChunkBytes)
+	// mem[c] is chunk c, every head's part in turn: for q8 the value
+	// scales, K, V; for f16 K, V.
+	mem [][]byte
 }
 
-// NewKVCache returns an empty cache of type t; no memory is allocated
-// until Reserve.
-func NewKVCache(c *format.Config, t format.KVType) *KVCache {
-	return &KVCache{typ: t, layers: c.Layers, kvHeads: c.KVHeads, headDim: c.HeadDim,
-		headBytes: c.KVHeadChunkBytes(t), mem: make([][][]byte, c.Layers)}
+// newKVCache returns an empty cache of type t for state s; no memory is
+// allocated until Reserve.
+func newKVCache(s *graph.State, t format.KVType) *KVCache {
+	return &KVCache{typ: t, kvHeads: s.KVHeads, headDim: s.HeadDim, headBytes: graph.KVHeadChunkBytes(s.HeadDim, t)}
 }
 
 // Type is how the cache stores keys and values.
 func (kv *KVCache) Type() format.KVType { return kv.typ }
 
-// kElems is the element count of one head's f16 K in one chunk.
-func (kv *KVCache) kElems() int { return format.TileMajorElems(format.KVChunkTokens, kv.headDim) }
-
-// Reserve makes sure positions [0, n) have chunks in every layer.
+// Reserve makes sure positions [0, n) have chunks.
 func (kv *KVCache) Reserve(n int) {
-	for kv.chunks*format.KVChunkTokens < n {
-		for l := range kv.layers {
-			// One allocation per layer and chunk for all heads; large
-			// allocations are page-aligned, and every part's size is a
-			// multiple of 64 bytes, so each part is cache-line aligned.
-			kv.mem[l] = append(kv.mem[l], make([]byte, int64(kv.kvHeads)*kv.headBytes))
-			if kv.typ == format.KVQ8 {
-				for h := range kv.kvHeads {
-					_, _, v := kv.q8(l, h, kv.chunks)
-					tb := wtype.Q8.TileBytes(format.KVChunkTokens)
-					for t := range format.Tiles(kv.headDim) {
-						kernels.SetQ8UnitScales(v[t*tb:(t+1)*tb], format.KVChunkTokens)
-					}
+	for len(kv.mem)*format.KVChunkTokens < n {
+		// One allocation per chunk for all heads; large allocations are
+		// page-aligned, and every part's size is a multiple of 64 bytes,
+		// so each part is cache-line aligned.
+		kv.mem = append(kv.mem, make([]byte, int64(kv.kvHeads)*kv.headBytes))
+		if kv.typ == format.KVQ8 {
+			c := len(kv.mem) - 1
+			for h := range kv.kvHeads {
+				_, _, v := kv.q8(h, c)
+				tb := wtype.Q8.TileBytes(format.KVChunkTokens)
+				for t := range format.Tiles(kv.headDim) {
+					kernels.SetQ8UnitScales(v[t*tb:(t+1)*tb], format.KVChunkTokens)
 				}
 			}
 		}
-		kv.chunks++
 	}
 }
 
-// Chunks is the number of allocated chunks per layer.
-func (kv *KVCache) Chunks() int { return kv.chunks }
+// Chunks is the number of allocated chunks.
+func (kv *KVCache) Chunks() int { return len(kv.mem) }
 
-// Bytes is the memory the cache holds, K and V of every layer.
-func (kv *KVCache) Bytes() int64 {
-	return int64(kv.chunks) * int64(kv.layers) * int64(kv.kvHeads) * kv.headBytes
-}
+// Bytes is the memory the cache holds.
+func (kv *KVCache) Bytes() int64 { return int64(len(kv.mem)) * int64(kv.kvHeads) * kv.headBytes }
 
-// head returns head h's part of chunk c of layer l.
-func (kv *KVCache) head(l, h, c int) []byte {
+// Rewindable: a KV cache goes back to any position by itself.
+func (kv *KVCache) Rewindable() bool { return true }
+
+// Snapshot is nil: going back needs no copy.
+func (kv *KVCache) Snapshot() StateCopy { return nil }
+
+// Restore has nothing to do: the session's length says which rows hold.
+func (kv *KVCache) Restore(StateCopy) {}
+
+// kElems is the element count of one head's f16 K in one chunk.
+func (kv *KVCache) kElems() int { return format.TileMajorElems(format.KVChunkTokens, kv.headDim) }
+
+// head returns head h's part of chunk c.
+func (kv *KVCache) head(h, c int) []byte {
 	o := int64(h) * kv.headBytes
-	return kv.mem[l][c][o : o+kv.headBytes]
+	return kv.mem[c][o : o+kv.headBytes]
 }
 
-// f16 returns the K and V of head h in chunk c of layer l of an f16 cache.
-func (kv *KVCache) f16(l, h, c int) (k, v []uint16) {
-	b := kv.head(l, h, c)
+// f16 returns the K and V of head h in chunk c of an f16 cache.
+func (kv *KVCache) f16(h, c int) (k, v []uint16) {
+	b := kv.head(h, c)
 	all := unsafe.Slice((*uint16)(unsafe.Pointer(&b[0])), len(b)/2)
 	ke := kv.kElems()
 	return all[:ke:ke], all[ke:]
@@ -101,9 +108,9 @@ func (kv *KVCache) f16(l, h, c int) (k, v []uint16) {
 func (kv *KVCache) kCols() int { return format.Tiles(kv.headDim) * format.TileRows }
 
 // q8 returns the value scales, the q8 K matrix and the q8 V matrix of
-// head h in chunk c of layer l of a q8 cache.
-func (kv *KVCache) q8(l, h, c int) (vs []float32, k, v []byte) {
-	b := kv.head(l, h, c)
+// head h in chunk c of a q8 cache.
+func (kv *KVCache) q8(h, c int) (vs []float32, k, v []byte) {
+	b := kv.head(h, c)
 	const n = format.KVChunkTokens
 	kb := format.Tiles(n) * wtype.Q8.TileBytes(kv.kCols())
 	vs = unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), n)
@@ -118,17 +125,16 @@ type kvScratch struct {
 	i8  []int8
 }
 
-func newKVScratch(c *format.Config) kvScratch {
-	return kvScratch{make([]uint16, c.HeadDim), make([]float32, format.Tiles(c.HeadDim)*format.TileRows), make([]int8, c.HeadDim)}
+func newKVScratch(headDim int) kvScratch {
+	return kvScratch{make([]uint16, headDim), make([]float32, format.Tiles(headDim)*format.TileRows), make([]int8, headDim)}
 }
 
-// store writes the key and value vectors of head h of layer l at position
-// pos.
-func (kv *KVCache) store(k kernels.Path, l, h, pos int, key, val []float32, tmp *kvScratch) {
+// store writes the key and value vectors of head h at position pos.
+func (kv *KVCache) store(k kernels.Path, h, pos int, key, val []float32, tmp *kvScratch) {
 	c, r := pos/format.KVChunkTokens, pos%format.KVChunkTokens
 	hd := kv.headDim
 	if kv.typ == format.KVQ8 {
-		vs, kc, vc := kv.q8(l, h, c)
+		vs, kc, vc := kv.q8(h, c)
 		// A key is row r of the q8 K matrix. The encoder refuses only a
 		// key that is not finite (then the model's output is NaN
 		// anyway); the row then reads as zeros.
@@ -147,7 +153,7 @@ func (kv *KVCache) store(k kernels.Path, l, h, pos int, key, val []float32, tmp 
 	}
 	// A key is one column of its chunk's tile (stride 32 elements); a value
 	// is position r of each 32-row tile of the transposed V.
-	kc, vc := kv.f16(l, h, c)
+	kc, vc := kv.f16(h, c)
 	k.F32ToF16(tmp.f16, key)
 	base := (r/format.TileRows)*hd*format.TileRows + r%format.TileRows
 	for d, x := range tmp.f16 {
@@ -208,16 +214,16 @@ func (kv *KVCache) quantizeQueries(k kernels.Path, q []float32, ld, rows int, pa
 }
 
 // scores sets dst[r*ld+p] = scale · (query r · key p) for the first valid
-// positions of chunk c of head h of layer l. Up to the end of the last
-// 32-position tile may be written.
-func (kv *KVCache) scores(k kernels.Path, l, h, c int, dst []float32, ld int, q queries, rows, valid int, scale float32) {
+// positions of chunk c of head h. Up to the end of the last 32-position
+// tile may be written.
+func (kv *KVCache) scores(k kernels.Path, h, c int, dst []float32, ld int, q queries, rows, valid int, scale float32) {
 	const n = format.KVChunkTokens
 	hd, tiles := kv.headDim, format.Tiles(valid)
 	if kv.typ == format.KVQ8 {
-		_, kc, _ := kv.q8(l, h, c)
+		_, kc, _ := kv.q8(h, c)
 		k.GemmQ(wtype.Q8, dst, ld, kc, q.q8, rows, n, kv.kCols(), 0, tiles)
 	} else {
-		kc, _ := kv.f16(l, h, c)
+		kc, _ := kv.f16(h, c)
 		if rows == 1 {
 			k.MatVecTiles(dst, kc, q.f, n, hd, 0, tiles)
 		} else {
@@ -230,14 +236,14 @@ func (kv *KVCache) scores(k kernels.Path, l, h, c int, dst []float32, ld int, q 
 }
 
 // values sets dst[r*headDim+d] = Σ_p prob[r*ld+p] · value p (dimension d)
-// over the first valid positions of chunk c of head h of layer l. In q8 it
-// scales prob by the values' scales, zeroes it past valid and quantizes it
-// into buf.
-func (kv *KVCache) values(k kernels.Path, l, h, c int, dst, prob []float32, ld, rows, valid int, buf []byte) {
+// over the first valid positions of chunk c of head h. In q8 it scales
+// prob by the values' scales, zeroes it past valid and quantizes it into
+// buf.
+func (kv *KVCache) values(k kernels.Path, h, c int, dst, prob []float32, ld, rows, valid int, buf []byte) {
 	const n = format.KVChunkTokens
 	hd := kv.headDim
 	if kv.typ == format.KVQ8 {
-		vs, _, vc := kv.q8(l, h, c)
+		vs, _, vc := kv.q8(h, c)
 		for r := range rows {
 			row := prob[r*ld : r*ld+n]
 			k.MulScale(row[:valid], row[:valid], vs[:valid], 1)
@@ -248,6 +254,6 @@ func (kv *KVCache) values(k kernels.Path, l, h, c int, dst, prob []float32, ld, 
 		k.GemmQ(wtype.Q8, dst, hd, vc, xq, rows, hd, n, 0, format.Tiles(hd))
 		return
 	}
-	_, vc := kv.f16(l, h, c)
+	_, vc := kv.f16(h, c)
 	k.GemmTilesLd(dst, hd, vc, n, prob, ld, rows, hd, valid, 0, format.Tiles(hd))
 }

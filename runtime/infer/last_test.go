@@ -47,7 +47,9 @@ func TestStepLastLogits(t *testing.T) {
 					t.Fatal(err)
 				}
 				if try[0] == wrong[0] {
-					s.Rewind(start)
+					if err := s.Rewind(start); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			got := r.Logits(0)

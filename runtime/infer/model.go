@@ -1,8 +1,10 @@
 package infer
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/qwenc/qwenc/format"
@@ -16,6 +18,9 @@ import (
 type Options struct {
 	Threads int          // worker threads; 0: the CPUs this process may use
 	Kernels kernels.Path // implementation of the kernels; the zero value, kernels.Auto, is the fastest this CPU runs
+	// Archs are the architectures the runtime knows (default
+	// arch.Builtin()).
+	Archs arch.Registry
 }
 
 // Model is a loaded .qbin file, immutable once opened.
@@ -25,12 +30,16 @@ type Model struct {
 	Tokenizer *tokenizer.Tokenizer
 	decode    *program
 	prefill   *program
+	// states are what each sequence keeps between steps, as the forward
+	// step declares them.
+	states []graph.State
 	// invFreq are RoPE's inverse frequencies (theta^(-2i/d), scaled as
 	// rope_scaling says), in float64 so the angles of long positions stay
 	// exact before rounding to f32; ropeScale multiplies cos and sin
 	// (yarn's attention factor, else 1).
 	invFreq   []float64
 	ropeScale float64
+	eps       float32 // rms_norm_eps
 	opts      Options
 	// own is the Model's own Runner, which Session.Feed and HeadLogits use;
 	// made on first use, so a model served by another Runner holds no
@@ -52,11 +61,17 @@ type program struct {
 	size   int   // arena floats
 	offset []int // per tensor, in float32 elements
 	ops    []boundOp
+	// finalNorm is the index of the final norm, the last op outside the
+	// layers before the LM head: a step that returns the residual stream
+	// stops there.
+	finalNorm int
 }
 
-// boundOp is a graph op with its weights resolved to slices of the mapping.
+// boundOp is a graph op with its unit's run and its weights resolved to
+// slices of the mapping.
 type boundOp struct {
 	graph.Op
+	run  func(s *step, i int) int
 	w    weight    // the matrix of a product or of the embedding
 	w32  []float32 // norm weight
 	w32b []float32 // second norm weight (k_norm)
@@ -95,11 +110,16 @@ func Open(path string, opts Options) (*Model, error) {
 
 func newModel(f *format.File, opts Options) (*Model, error) {
 	opts.Kernels = opts.Kernels.Resolve()
-	m := &Model{File: f, Config: f.Header.Config, opts: opts}
+	m := &Model{File: f, Config: f.Header.Config, opts: opts, eps: float32(f.Header.Config.RMSNormEps)}
 	if !opts.Kernels.Supported() {
 		return nil, fmt.Errorf("kernel path %s is not supported here", opts.Kernels)
 	}
-	if err := arch.Validate(f.Header); err != nil {
+	archs := opts.Archs.OrBuiltin()
+	if err := archs.Validate(f.Header); err != nil {
+		return nil, err
+	}
+	a, err := archs.For(m.Config.ModelType)
+	if err != nil {
 		return nil, err
 	}
 	tb, err := f.Bytes(format.SecTokenizer)
@@ -113,7 +133,7 @@ func newModel(f *format.File, opts Options) (*Model, error) {
 		return nil, fmt.Errorf("section %q: %d token ids for a %d-row embedding", format.SecTokenizer, m.Tokenizer.VocabSize(), m.Config.Vocab)
 	}
 	for _, mode := range []string{"decode", "prefill"} {
-		p, err := m.bind(mode)
+		p, err := m.bind(a, mode)
 		if err != nil {
 			return nil, err
 		}
@@ -123,21 +143,25 @@ func newModel(f *format.File, opts Options) (*Model, error) {
 			m.prefill = p
 		}
 	}
+	m.states = m.decode.g.States
+	if err := checkStates(m.states); err != nil {
+		return nil, err
+	}
+	if !slices.EqualFunc(m.states, m.prefill.g.States, func(a, b graph.State) bool { return a == b }) {
+		return nil, errors.New("the decode and prefill steps declare different states")
+	}
 	m.invFreq, m.ropeScale = arch.RopeFrequencies(&m.Config)
 	return m, nil
 }
 
 // bind rebuilds the mode's op list from the config, checks it against the
 // compiled plan, carves the arena and resolves every weight.
-func (m *Model) bind(mode string) (*program, error) {
+func (m *Model) bind(a arch.Arch, mode string) (*program, error) {
 	plan, ok := m.File.Header.Plan(mode)
 	if !ok {
 		return nil, fmt.Errorf("no %s arena plan", mode)
 	}
-	g, err := arch.Build(&m.Config, mode, plan.Tokens, m.File.Header.SectionTypes())
-	if err != nil {
-		return nil, err
-	}
+	g := arch.Build(a, &m.Config, mode, plan.Tokens, m.File.Header.SectionTypes())
 	offs, err := graph.Bind(g, plan)
 	if err != nil {
 		return nil, err
@@ -146,28 +170,23 @@ func (m *Model) bind(mode string) (*program, error) {
 	for _, o := range offs {
 		p.offset = append(p.offset, int(o/4))
 	}
-	for _, op := range g.Ops {
-		b := boundOp{Op: op}
-		var err error
-		switch op.Kind {
-		case graph.Embed, graph.MatMul, graph.ExpertMatMul:
-			b.w, err = m.weight(op.Weight, op.Kind == graph.Embed)
-			if err == nil && op.Bias != "" {
-				b.bias, err = m.File.F32(op.Bias)
-			}
-		case graph.RMSNorm:
-			b.w32, err = m.File.F32(op.Weight)
-		case graph.QKRope:
-			if op.Weight != "" {
-				if b.w32, err = m.File.F32(op.Weight); err == nil {
-					b.w32b, err = m.File.F32(op.Weight2)
-				}
-			}
-		}
+	p.finalNorm = -1
+	for i, op := range g.Ops {
+		u, err := unitOf(op.Kind)
 		if err != nil {
 			return nil, err
 		}
+		b := boundOp{Op: op, run: u.run}
+		if err := u.bind(m, g, &b); err != nil {
+			return nil, fmt.Errorf("%s step, op %d: %w", mode, i, err)
+		}
+		if op.Kind == graph.RMSNorm && op.Layer < 0 {
+			p.finalNorm = i
+		}
 		p.ops = append(p.ops, b)
+	}
+	if p.finalNorm < 0 {
+		return nil, fmt.Errorf("%s step: no final norm", mode)
 	}
 	return p, nil
 }

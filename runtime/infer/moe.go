@@ -1,6 +1,7 @@
 package infer
 
 import (
+	"fmt"
 	"math"
 	"unsafe"
 
@@ -12,6 +13,52 @@ import (
 // GatherRows copies the tokens' rows into expert order, ExpertMatMul runs
 // one product per chosen expert over its rows, and ExpertSum adds each
 // token's experts' outputs with their routing weights.
+
+func bindRoute(m *Model, g *graph.Graph, o *boundOp) error {
+	moe := &m.Config.MoE
+	if err := checkWidth(g, o, o.In[0], moe.Experts, "num_experts"); err != nil {
+		return err
+	}
+	rt := graph.Routing{Tokens: g.Tokens, Experts: moe.Experts, K: moe.ExpertsPerToken}
+	return checkWidth(g, o, o.Out, rt.Words(), "the routing table")
+}
+
+func bindGatherRows(m *Model, g *graph.Graph, o *boundOp) error {
+	return checkWidth(g, o, o.Out, g.Tensors[o.In[0]].Cols, "its input")
+}
+
+func bindExpertMatMul(m *Model, g *graph.Graph, o *boundOp) error {
+	var err error
+	if o.w, err = m.weight(o.Weight, false); err != nil {
+		return err
+	}
+	if len(o.w.views) != m.Config.MoE.Experts {
+		return fmt.Errorf("op %s: %q holds %d experts, the config %d", o.Kind, o.Weight, len(o.w.views), m.Config.MoE.Experts)
+	}
+	if err := checkWidth(g, o, o.In[0], o.w.k, "the experts' input"); err != nil {
+		return err
+	}
+	return checkWidth(g, o, o.Out, o.w.n, "the experts' output")
+}
+
+func bindExpertSum(m *Model, g *graph.Graph, o *boundOp) error {
+	return checkWidth(g, o, o.Out, g.Tensors[o.In[0]].Cols, "its input")
+}
+
+func runRoute(s *step, i int) int {
+	s.r.route(s.f, s.op(i), s.T)
+	return i + 1
+}
+
+func runGatherRows(s *step, i int) int {
+	s.r.gatherRows(s.f, s.op(i), s.T)
+	return i + 1
+}
+
+func runExpertSum(s *step, i int) int {
+	s.r.expertSum(s.f, s.op(i), s.T)
+	return i + 1
+}
 
 // routing is the frame's routing table of op input or output t, for a step
 // of T tokens.

@@ -19,6 +19,7 @@ type Runner struct {
 	// work is per-worker attention scratch.
 	work  []workspace
 	tasks tasks
+	cur   step // the step being run
 	// head is the scratch of the LM head over several rows (HeadLogits and
 	// batched steps), allocated on first use.
 	head headScratch
@@ -45,9 +46,9 @@ type frame struct {
 }
 
 // segment is one session's rows in a step: rows [row0, row0+n) are its
-// tokens at positions pos, pos+1, ...
+// tokens at positions pos, pos+1, ..., and states its LayerStates.
 type segment struct {
-	kv        *KVCache
+	states    []LayerState
 	row0, n   int
 	pos       int
 	wantLogit bool

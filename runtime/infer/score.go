@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/qwenc/qwenc/format"
-	"github.com/qwenc/qwenc/format/graph"
 	"github.com/qwenc/qwenc/kernels"
 )
 
@@ -144,11 +143,5 @@ func (run *Runner) headRows(dst, hidden []float32, rows []int32) []float32 {
 // norm outside the layers, comes before it (an embedding model's last op).
 func (m *Model) headOps() (norm, head *boundOp) {
 	ops := m.prefill.ops
-	head = &ops[len(ops)-1]
-	for i := len(ops) - 1; norm == nil; i-- {
-		if ops[i].Kind == graph.RMSNorm && ops[i].Layer < 0 {
-			norm = &ops[i]
-		}
-	}
-	return norm, head
+	return &ops[m.prefill.finalNorm], &ops[len(ops)-1]
 }

@@ -4,29 +4,64 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/graph"
 )
 
 // ErrContextFull is returned when a step would go past the session's
 // context length.
 var ErrContextFull = errors.New("context full")
 
-// Session is one sequence: the tokens whose keys and values are in its KV
-// cache. Tokens are fed in steps: prompts in batches of up to the compiled
-// max-prefill tokens, then one token at a time.
+// Session is one sequence: the tokens it has taken and, for each state of
+// the model's forward step, its LayerState. Tokens are fed in steps:
+// prompts in batches of up to the compiled max-prefill tokens, then one
+// token at a time.
+//
+// A session goes back to an earlier position with Rewind: at once where
+// every state is Rewindable (attention alone), else to a copy of its
+// states taken there (Checkpoint, or a Snapshot the caller holds), from
+// where the tokens after it are fed again.
 type Session struct {
 	m      *Model
-	KV     *KVCache
-	ctx    int
-	tokens []int32
+	kv     format.KVType
+	states []LayerState
+	// rewindable says every state is: no copies are ever needed.
+	rewindable bool
+	ctx        int
+	tokens     []int32
+	// checkpoints are copies of the states at earlier positions, sorted
+	// by position, each taken of the tokens the session still holds.
+	checkpoints []*Snapshot
+	// epoch counts the rewinds: a Snapshot of an earlier epoch may hold
+	// tokens the session no longer has.
+	epoch int
 	// MaxBatch caps the tokens of one prefill step below the compiled
 	// maximum (tests use it to check that batching does not change results).
 	MaxBatch int
 }
 
-// NewSession starts an empty sequence with an f16 KV cache that may grow
-// to ctx positions (0: the model's maximum context).
+// maxCheckpoints bounds the copies a session keeps; the shallowest goes
+// first, as a later request is most likely to share the deepest.
+const maxCheckpoints = 4
+
+// Snapshot is a copy of a session's states at one position, for Restore.
+type Snapshot struct {
+	s      *Session
+	pos    int
+	epoch  int
+	copies []StateCopy // per state; nil for a Rewindable one
+	bytes  int64
+}
+
+// Pos is the position the snapshot was taken at: the tokens the session
+// held.
+func (sn *Snapshot) Pos() int { return sn.pos }
+
+// NewSession starts an empty sequence whose attention layers keep f16
+// keys and values, with room for ctx positions (0: the model's maximum
+// context).
 func (m *Model) NewSession(ctx int) (*Session, error) { return m.NewSessionKV(ctx, format.KVF16) }
 
 // NewSessionKV is NewSession with a KV cache of type kv.
@@ -37,23 +72,181 @@ func (m *Model) NewSessionKV(ctx int, kv format.KVType) (*Session, error) {
 	if ctx > m.Config.MaxContext() {
 		return nil, fmt.Errorf("context %d is larger than the model's maximum %d", ctx, m.Config.MaxContext())
 	}
-	return &Session{m: m, KV: NewKVCache(&m.Config, kv), ctx: ctx}, nil
+	s := &Session{m: m, kv: kv, ctx: ctx, rewindable: true}
+	for i := range m.states {
+		st, err := newLayerState(&m.states[i], kv)
+		if err != nil {
+			return nil, err
+		}
+		s.states = append(s.states, st)
+		s.rewindable = s.rewindable && st.Rewindable()
+	}
+	return s, nil
 }
 
-// Len is the number of tokens in the cache.
+// States are the model's per-sequence states, as its forward step
+// declares them (do not modify).
+func (m *Model) States() []graph.State { return m.states }
+
+// SequenceBytes is what one sequence of n positions holds in every state,
+// with KV cache type kv: what a session allocates, to refuse a context the
+// machine cannot hold before allocating anything.
+func (m *Model) SequenceBytes(n int, kv format.KVType) int64 {
+	return graph.SequenceBytes(m.states, n, kv)
+}
+
+// Len is the number of tokens the session has taken.
 func (s *Session) Len() int { return len(s.tokens) }
 
 // Ctx is the session's context length.
 func (s *Session) Ctx() int { return s.ctx }
 
-// Tokens returns the tokens in the cache (do not modify).
+// Tokens returns the tokens the session has taken (do not modify).
 func (s *Session) Tokens() []int32 { return s.tokens }
 
-// Rewind forgets every token from position n on; the next Feed overwrites
-// their cache rows. Chunks stay allocated.
-func (s *Session) Rewind(n int) {
-	if n < len(s.tokens) {
-		s.tokens = s.tokens[:max(n, 0)]
+// KVType is how the session's attention layers keep keys and values.
+func (s *Session) KVType() format.KVType { return s.kv }
+
+// Rewindable reports whether the session goes back to any earlier
+// position by itself (every state is Rewindable), with no copies.
+func (s *Session) Rewindable() bool { return s.rewindable }
+
+// Bytes is the memory the session holds: its states and its checkpoints.
+func (s *Session) Bytes() int64 {
+	var b int64
+	for _, st := range s.states {
+		b += st.Bytes()
+	}
+	for _, c := range s.checkpoints {
+		b += c.bytes
+	}
+	return b
+}
+
+// RewindPoint is the deepest position at most n the session can go back
+// to: n itself when it is Rewindable (or n is where it is), else its
+// deepest checkpoint at most n, else 0 (the empty state).
+func (s *Session) RewindPoint(n int) int {
+	n = min(max(n, 0), len(s.tokens))
+	if s.rewindable || n == len(s.tokens) {
+		return n
+	}
+	p := 0
+	for _, c := range s.checkpoints {
+		if c.pos <= n {
+			p = c.pos
+		}
+	}
+	return p
+}
+
+// CanRewind reports whether Rewind(n) would succeed.
+func (s *Session) CanRewind(n int) bool { return s.RewindPoint(n) == n }
+
+// Rewind forgets every token from position n on (none when n >= Len);
+// the next step writes their positions again. A session that is not
+// Rewindable goes back only to a checkpoint or to 0: RewindPoint says
+// where, and any other n is an error.
+func (s *Session) Rewind(n int) error {
+	n = max(n, 0)
+	if n >= len(s.tokens) {
+		return nil
+	}
+	if p := s.RewindPoint(n); p != n {
+		return fmt.Errorf("rewind to %d: the session keeps no copy there (the deepest before it is at %d)", n, p)
+	}
+	if !s.rewindable {
+		var at *Snapshot
+		for _, c := range s.checkpoints {
+			if c.pos == n {
+				at = c
+			}
+		}
+		s.restore(at)
+	}
+	s.cut(n)
+	return nil
+}
+
+// restore brings every state that is not Rewindable back to sn, or with
+// nil to its empty state.
+func (s *Session) restore(sn *Snapshot) {
+	for i, st := range s.states {
+		if st.Rewindable() {
+			continue
+		}
+		if sn == nil {
+			st.Restore(nil)
+		} else {
+			st.Restore(sn.copies[i])
+		}
+	}
+}
+
+// cut ends the tokens at n after a rewind there, drops the checkpoints
+// past it and starts a new epoch.
+func (s *Session) cut(n int) {
+	s.tokens = s.tokens[:n]
+	s.checkpoints = slices.DeleteFunc(s.checkpoints, func(c *Snapshot) bool { return c.pos > n })
+	s.epoch++
+	for _, c := range s.checkpoints {
+		c.epoch = s.epoch
+	}
+}
+
+// Snapshot copies the session's states at its current position, for
+// Restore. A Rewindable session's snapshot copies nothing. It is valid
+// until the session next goes back (Rewind or Restore).
+func (s *Session) Snapshot() *Snapshot {
+	sn := &Snapshot{s: s, pos: len(s.tokens), epoch: s.epoch, copies: make([]StateCopy, len(s.states))}
+	for i, st := range s.states {
+		if c := st.Snapshot(); c != nil {
+			sn.copies[i] = c
+			sn.bytes += c.Bytes()
+		}
+	}
+	return sn
+}
+
+// Restore brings the session back to a snapshot taken of it since it last
+// went back.
+func (s *Session) Restore(sn *Snapshot) error {
+	switch {
+	case sn.s != s:
+		return errors.New("restore: a snapshot of another session")
+	case sn.epoch != s.epoch || sn.pos > len(s.tokens):
+		return fmt.Errorf("restore: the snapshot at %d is stale: the session went back since", sn.pos)
+	case sn.pos == len(s.tokens):
+		return nil
+	}
+	s.restore(sn)
+	s.cut(sn.pos)
+	return nil
+}
+
+// Checkpoint keeps a copy of the states at the current position, so that
+// a later Rewind (a request that shares the tokens up to here) can go
+// back to it. It does nothing for a Rewindable session, which needs none;
+// beyond maxCheckpoints the shallowest copy goes.
+func (s *Session) Checkpoint() {
+	if s.rewindable || len(s.tokens) == 0 {
+		return
+	}
+	n := len(s.tokens)
+	if i := len(s.checkpoints) - 1; i >= 0 && s.checkpoints[i].pos == n {
+		return
+	}
+	s.checkpoints = append(s.checkpoints, s.Snapshot())
+	if len(s.checkpoints) > maxCheckpoints {
+		s.checkpoints[0] = nil
+		s.checkpoints = s.checkpoints[1:]
+	}
+}
+
+// reserve makes room in every state for positions [0, n).
+func (s *Session) reserve(n int) {
+	for _, st := range s.states {
+		st.Reserve(n)
 	}
 }
 
@@ -71,7 +264,7 @@ func (s *Session) Feed(tokens []int32) ([]float32, error) {
 	return logits, err
 }
 
-// feed checks tokens, reserves the cache and runs them in batches on the
+// feed checks tokens, reserves the states and runs them in batches on the
 // Model's Runner, calling batchDone with the index in tokens of each
 // batch's first token and what the step returned (the last logits, or with
 // hidden the residual stream of the batch).
@@ -79,7 +272,7 @@ func (s *Session) feed(tokens []int32, hidden bool, batchDone func(first int, ou
 	if err := s.checkTokens(tokens); err != nil {
 		return err
 	}
-	s.KV.Reserve(len(s.tokens) + len(tokens))
+	s.reserve(len(s.tokens) + len(tokens))
 	r := s.m.runner()
 	batch := s.m.prefill.g.Tokens
 	if s.MaxBatch > 0 {
@@ -91,7 +284,7 @@ func (s *Session) feed(tokens []int32, hidden bool, batchDone func(first int, ou
 		if n == 1 {
 			f = &r.decode
 		}
-		r.one[0] = segment{kv: s.KV, n: n, pos: len(s.tokens)}
+		r.one[0] = segment{states: s.states, n: n, pos: len(s.tokens)}
 		out := r.step(f, tokens[first:first+n], r.one[:], hidden)
 		s.tokens = append(s.tokens, tokens[first:first+n]...)
 		if err := batchDone(first, out); err != nil {
@@ -102,36 +295,35 @@ func (s *Session) feed(tokens []int32, hidden bool, batchDone func(first int, ou
 	return nil
 }
 
-// KVBytesFor is the KV cache of type kv for a full context, to refuse a
-// context the machine cannot hold before allocating anything.
-func (m *Model) KVBytesFor(ctx int, kv format.KVType) int64 {
-	return int64(format.KVChunks(ctx)) * int64(m.Config.Layers) * m.Config.KVChunkBytes(kv)
-}
-
 // FillKV appends n positions of random keys and values (unit normal: the
 // scale of RMS-normed keys) as token id 0, without running the model: to
 // measure decode speed and memory at depths whose prefill would take
-// hours. What such a session generates means nothing.
+// hours. Recurrent states keep what they hold: their cost does not depend
+// on the depth. What such a session generates means nothing.
 func (s *Session) FillKV(n int, seed uint64) error {
 	if len(s.tokens)+n > s.ctx {
 		return fmt.Errorf("%w: %d tokens in the cache + %d > context %d", ErrContextFull, len(s.tokens), n, s.ctx)
 	}
-	s.KV.Reserve(len(s.tokens) + n)
-	c := &s.m.Config
+	s.reserve(len(s.tokens) + n)
 	k := s.m.Kernels()
 	// A pool of random vectors, taken at shifting offsets: drawing 2 x
 	// head_dim normals per head, layer and position would take minutes.
 	rng := rand.New(rand.NewPCG(seed, 0))
-	pool := make([]float32, 4096+2*c.HeadDim)
-	for i := range pool {
-		pool[i] = float32(rng.NormFloat64())
-	}
-	tmp := newKVScratch(c)
-	for pos := len(s.tokens); pos < len(s.tokens)+n; pos++ {
-		for l := range c.Layers {
-			for h := range c.KVHeads {
+	for _, st := range s.states {
+		kv, ok := st.(*KVCache)
+		if !ok {
+			continue
+		}
+		hd := kv.headDim
+		pool := make([]float32, 4096+2*hd)
+		for i := range pool {
+			pool[i] = float32(rng.NormFloat64())
+		}
+		tmp := newKVScratch(hd)
+		for pos := len(s.tokens); pos < len(s.tokens)+n; pos++ {
+			for h := range kv.kvHeads {
 				o := rng.IntN(4096)
-				s.KV.store(k, l, h, pos, pool[o:o+c.HeadDim], pool[o+c.HeadDim:o+2*c.HeadDim], &tmp)
+				kv.store(k, h, pos, pool[o:o+hd], pool[o+hd:o+2*hd], &tmp)
 			}
 		}
 	}

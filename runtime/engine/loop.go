@@ -1,0 +1,323 @@
+package engine
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"time"
+
+	"github.com/qwenc/qwenc/runtime/infer"
+)
+
+// loop is the engine's goroutine and what it keeps from step to step: the
+// requests it runs, the sessions it keeps for later ones, and the step
+// being made, whose slices are reused so that a step allocates little.
+type loop struct {
+	e      *Engine
+	reuse  reuse
+	active []*job
+	// The step: each sequence, the job it belongs to, and how many prompt
+	// tokens it takes (0: the job decodes).
+	seqs     []infer.Seq
+	owners   []*job
+	prompt   []int
+	decoders int
+	logits   *logprobs
+}
+
+// loop runs steps while there is work, and waits for work otherwise. Each
+// turn admits what the queue holds and the slots take, makes a step of the
+// decoding conversations and chunks of the waiting prompts, runs it, and
+// hands each job what its rows gave. A step that fails ends its requests
+// with StopError and the reason; the others go on.
+func (e *Engine) loop() {
+	defer close(e.done)
+	defer e.r.Close()
+	if e.dr != nil {
+		defer e.dr.Close()
+	}
+	l := &loop{e: e, reuse: newReuse(e.opts.CacheBytes), logits: newLogprobs(e.m)}
+	for {
+		closing := l.admit()
+		if len(l.active) == 0 {
+			if closing || !e.idle() {
+				return
+			}
+			continue
+		}
+		if e.stopped() {
+			for _, j := range l.active {
+				e.end(j, StopShutdown, l.reuse)
+			}
+			return
+		}
+		if err := l.run(); err != nil {
+			l.fail(err)
+		}
+		l.active = slices.DeleteFunc(l.active, ended)
+	}
+}
+
+// idle waits for work; it reports false when the grace period of a
+// shutdown has ended instead.
+func (e *Engine) idle() bool {
+	select {
+	case <-e.wake:
+		return true
+	case <-e.stop:
+		return false
+	}
+}
+
+// stopped reports whether the grace period of a shutdown has ended.
+func (e *Engine) stopped() bool {
+	select {
+	case <-e.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// admit drops what was cancelled, clears the kept sessions when asked,
+// moves the requests the slots take from the queue to the active jobs and
+// starts them; it reports whether the engine is shutting down.
+func (l *loop) admit() (closing bool) {
+	e := l.e
+	if e.clearCache.Swap(false) {
+		l.reuse.cache.clear()
+		l.reuse.pool.clear()
+	}
+	kept := l.active[:0]
+	for _, j := range l.active {
+		if j.ctx.Err() != nil {
+			e.end(j, StopInterrupt, l.reuse)
+			continue
+		}
+		kept = append(kept, j)
+	}
+	l.active = kept
+	e.mu.Lock()
+	closing = e.closing
+	n := len(l.active)
+	talking, scoring := 0, 0
+	for _, j := range l.active {
+		if j.scoring() {
+			scoring++
+		} else {
+			talking++
+		}
+	}
+	// In order: a conversation waits for a slot, and what is behind it
+	// waits too.
+	for len(e.queue) > 0 {
+		j := e.queue[0]
+		if j.ctx.Err() != nil {
+			e.queue = e.queue[1:]
+			j.finish(StopInterrupt)
+			continue
+		}
+		count, limit := &talking, e.opts.Parallel
+		if j.scoring() {
+			count, limit = &scoring, MaxScoring
+		}
+		if *count >= limit {
+			break
+		}
+		*count++
+		e.queue = e.queue[1:]
+		l.active = append(l.active, j)
+		e.active.Add(1) // under the lock: never neither queued nor active
+	}
+	e.mu.Unlock()
+	// Outside the lock: the prefix search and a new session need not
+	// hold up Submit and Stats, and the cache is this goroutine's.
+	for _, j := range l.active[n:] {
+		if e.start(j, l.reuse) {
+			// Its prompt is all in the cache and nothing more is asked.
+			e.end(j, StopLength, l.reuse)
+		}
+	}
+	l.active = slices.DeleteFunc(l.active, ended)
+	if !slices.ContainsFunc(l.active, (*job).oneShot) {
+		// Nothing to pass them on to: the memory goes back.
+		l.reuse.pool.clear()
+	}
+	e.cachedBytes.Store(l.reuse.bytes())
+	e.countKV(l.active)
+	return closing
+}
+
+// run makes a step, runs it and delivers its rows. A panic in making or
+// running it, a bug, is the step's failure, not the server's end.
+func (l *loop) run() (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			l.e.log.Error("engine: a step panicked", "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("internal error: %v", p)
+		}
+	}()
+	l.plan()
+	if err := l.e.r.Step(l.seqs); err != nil {
+		// Submit and plan keep every step valid: this is a bug too.
+		return fmt.Errorf("internal error: a step of %d sequences: %w", len(l.seqs), err)
+	}
+	l.count()
+	l.deliver()
+	return nil
+}
+
+// plan makes the step: decode rows first (the drafts in the rows a step
+// has spare after one per conversation), then prompt chunks in the budget
+// left.
+func (l *loop) plan() {
+	e := l.e
+	l.seqs, l.owners, l.prompt = l.seqs[:0], l.owners[:0], l.prompt[:0]
+	decoding, waiting, first, onlyScoring := 0, 0, 0, true
+	spare := e.m.MaxPrefill()
+	for _, j := range l.active {
+		if len(j.rest) == 0 {
+			spare--
+		}
+	}
+	e.drafts(l.active, spare)
+	for _, j := range l.active {
+		if len(j.rest) == 0 {
+			l.seqs = append(l.seqs, infer.Seq{Session: j.sess, Tokens: j.feed, Logits: true, Last: len(j.feed) - len(j.replay)})
+			l.owners, l.prompt = append(l.owners, j), append(l.prompt, 0)
+			decoding += len(j.feed)
+			continue
+		}
+		if waiting == 0 {
+			first = len(j.rest)
+		}
+		waiting++
+		onlyScoring = onlyScoring && j.scoring()
+	}
+	l.decoders = len(l.seqs)
+	budget := e.m.MaxPrefill() - decoding
+	switch {
+	case decoding > 0:
+		// The running streams wait for this step: one chunk of prompt
+		// in all, however many prompts are waiting.
+		budget = min(budget, e.opts.Chunk)
+	case onlyScoring:
+		// Nobody waits for a first token: the fullest steps.
+	case waiting > 1:
+		// Several prompts and nothing running: the first ones start
+		// answering after a chunk rather than all after the whole
+		// prefill (make bench-serve, 8 prompts of 64 tokens at once:
+		// median time to first token 845 -> 493 ms).
+		budget = min(budget, max(e.opts.Chunk, first))
+	}
+	for _, j := range l.active {
+		if len(j.rest) == 0 || budget == 0 {
+			continue
+		}
+		n := min(len(j.rest), budget)
+		last := n == len(j.rest)
+		l.seqs = append(l.seqs, infer.Seq{Session: j.sess, Tokens: j.rest[:n], Logits: last && (j.req.MaxTokens != 0 || j.req.PromptLogits), Rows: j.req.Rows})
+		l.owners, l.prompt = append(l.owners, j), append(l.prompt, n)
+		budget -= n
+	}
+}
+
+// count adds the step to Stats' counters.
+func (l *loop) count() {
+	e := l.e
+	if l.decoders > 0 {
+		e.decodeSteps.Add(1)
+		e.decoded.Add(int64(l.decoders))
+	}
+	if len(l.seqs) > l.decoders {
+		e.prefills.Add(1)
+		e.prefilled.Add(int64(len(l.seqs) - l.decoders))
+	}
+}
+
+// deliver hands each job of the step what its rows gave.
+func (l *loop) deliver() {
+	now := time.Now()
+	for i, j := range l.owners {
+		l.deliverOne(i, j, now)
+	}
+}
+
+// deliverOne hands job j, sequence i of the step, what its rows gave: the
+// rest of its prompt to go, its prompt's logits, its next token (or, after
+// a draft, the tokens kept), and its end. A panic here, a bug (a
+// constraint's, a sampler's), ends this job alone with StopError.
+func (l *loop) deliverOne(i int, j *job, now time.Time) {
+	e := l.e
+	defer func() {
+		if p := recover(); p != nil {
+			e.log.Error("engine: a request's step panicked", "request", j.id, "panic", p, "stack", string(debug.Stack()))
+			if !ended(j) {
+				j.err = fmt.Errorf("internal error: %v", p)
+				e.end(j, StopError, l.reuse)
+			}
+		}
+	}()
+	j.rest = j.rest[l.prompt[i]:]
+	if l.prompt[i] > 0 && len(j.rest) == 0 {
+		j.usage.Prefill = now.Sub(j.started)
+		// The next turn of a conversation resends this prompt: a session
+		// that cannot rewind by itself keeps a copy here.
+		j.sess.Checkpoint()
+	}
+	if l.prompt[i] == 0 && len(j.replay) > 0 {
+		j.feed, j.replay = j.feed[len(j.replay):], j.replay[:0]
+	}
+	lg := e.r.Logits(i)
+	if lg != nil && j.req.PromptLogits && j.usage.CompletionTokens == 0 {
+		j.logits = append([]float32(nil), lg...) // before the sampler's penalties change it
+	}
+	switch {
+	case len(j.rest) > 0:
+		// a chunk of a prompt that goes on
+	case j.req.MaxTokens == 0:
+		e.end(j, StopLength, l.reuse)
+	case l.prompt[i] == 0 && len(j.feed) > 1:
+		if reason := e.check(j, lg, now, l.logits); reason != "" {
+			e.end(j, reason, l.reuse)
+		}
+	default:
+		if reason := e.sample(j, lg, now, l.logits, j.sess.Len()); reason != "" {
+			e.end(j, reason, l.reuse)
+		}
+	}
+	if j.dsess != nil {
+		// The draft model's cache keeps what the conversation kept of its
+		// guesses (or goes back to its copy before them, and takes the
+		// tokens it lacks in its next step).
+		j.dsess.Rewind(j.dsess.RewindPoint(min(j.dsess.Len(), j.sess.Len())))
+	}
+}
+
+// fail ends the step's requests that have not ended with StopError and
+// err: their sessions may hold a half-run step, so they are not kept.
+// The engine goes on with the others.
+func (l *loop) fail(err error) {
+	n := 0
+	for _, j := range l.owners {
+		if ended(j) {
+			continue
+		}
+		j.err = err
+		l.e.end(j, StopError, l.reuse)
+		n++
+	}
+	l.e.log.Error("engine: a step failed; its requests end with an error", "requests", n, "err", err)
+}
+
+// logEnd logs a request's end at debug level.
+func (e *Engine) logEnd(j *job, reason StopReason) {
+	if !e.log.Enabled(j.ctx, slog.LevelDebug) {
+		return
+	}
+	u := &j.usage
+	e.log.Debug("engine: request ended", "request", j.id, "reason", string(reason),
+		"prompt_tokens", u.PromptTokens, "cached_tokens", u.CachedTokens, "completion_tokens", u.CompletionTokens,
+		"queued", u.Queued, "prefill", u.Prefill, "total", u.Total, "drafted", u.Drafted, "accepted", u.Accepted)
+}

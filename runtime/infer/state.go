@@ -1,0 +1,95 @@
+package infer
+
+import (
+	"fmt"
+
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/graph"
+)
+
+// LayerState is what one sequence keeps of one part of the model between
+// steps, one per graph.State of the model's forward step: an attention
+// layer's keys and values (KVCache), a recurrent layer's fixed-size state
+// (recurrentState). A Session holds one of each; the ops that name a
+// state read and write the session's.
+type LayerState interface {
+	// Bytes is the memory the state holds now.
+	Bytes() int64
+	// Reserve makes room for positions [0, n) before a step writes them.
+	Reserve(n int)
+	// Rewindable reports whether the state can go back to any earlier
+	// position by itself (an attention KV cache); one that cannot goes
+	// back only to a copy taken there (Snapshot).
+	Rewindable() bool
+	// Snapshot copies what Restore needs to bring the state back to now;
+	// nil for a Rewindable state, which needs no copy.
+	Snapshot() StateCopy
+	// Restore brings the state back to a copy Snapshot took of it, or
+	// with nil to its empty state (before the first position).
+	Restore(StateCopy)
+}
+
+// StateCopy is a LayerState's copy of itself, for its own Restore.
+type StateCopy interface {
+	// Bytes is the memory the copy holds.
+	Bytes() int64
+}
+
+// checkStates refuses a model whose forward step declares a state this
+// runtime does not keep, at Open rather than at a session's start.
+func checkStates(states []graph.State) error {
+	for i := range states {
+		switch s := &states[i]; s.Kind {
+		case graph.AttentionKV:
+			if s.KVHeads <= 0 || s.HeadDim <= 0 {
+				return fmt.Errorf("layer %d: attention state of %d heads x %d", s.Layer, s.KVHeads, s.HeadDim)
+			}
+		case graph.Recurrent:
+			if s.Floats <= 0 {
+				return fmt.Errorf("layer %d: recurrent state of %d values", s.Layer, s.Floats)
+			}
+		default:
+			return fmt.Errorf("layer %d: state %s: this runtime does not keep it", s.Layer, s.Kind)
+		}
+	}
+	return nil
+}
+
+// newLayerState makes the empty state of s for a sequence whose attention
+// layers keep their keys and values in kv.
+func newLayerState(s *graph.State, kv format.KVType) (LayerState, error) {
+	switch s.Kind {
+	case graph.AttentionKV:
+		return newKVCache(s, kv), nil
+	case graph.Recurrent:
+		return &recurrentState{v: make([]float32, s.Floats)}, nil
+	}
+	return nil, fmt.Errorf("layer %d: state %s: this runtime does not keep it", s.Layer, s.Kind)
+}
+
+// recurrentState is a graph.Recurrent state: a fixed number of f32 values
+// the ops of its layer read and overwrite each step, zero before the
+// first position. It holds no earlier position, so it goes back only to a
+// copy.
+type recurrentState struct{ v []float32 }
+
+func (r *recurrentState) Bytes() int64     { return 4 * int64(len(r.v)) }
+func (r *recurrentState) Reserve(int)      {}
+func (r *recurrentState) Rewindable() bool { return false }
+
+func (r *recurrentState) Snapshot() StateCopy {
+	return recurrentCopy(append([]float32(nil), r.v...))
+}
+
+func (r *recurrentState) Restore(c StateCopy) {
+	if c == nil {
+		clear(r.v)
+		return
+	}
+	copy(r.v, c.(recurrentCopy))
+}
+
+// recurrentCopy is a recurrentState's values at a position.
+type recurrentCopy []float32
+
+func (c recurrentCopy) Bytes() int64 { return 4 * int64(len(c)) }
