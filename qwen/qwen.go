@@ -40,8 +40,9 @@ type config struct {
 func WithThreads(n int) Option { return func(c *config) { c.threads = n } }
 
 // WithKernels forces a kernel path: "auto", "generic", "avx2", "avx512"
-// or "avx512vnni". By default $QWEN_KERNELS decides, or else the fastest
-// path this CPU runs.
+// or "avx512vnni". By default, and with "auto", the fastest path this CPU
+// runs. The package reads no environment: qwenrun's --kernels, or its
+// $QWEN_KERNELS when the flag is absent, is passed here.
 func WithKernels(path string) Option { return func(c *config) { c.kernels = path } }
 
 // WithContext sets each conversation's context, 1 to the model's maximum.
@@ -173,7 +174,7 @@ func Open(path string, opts ...Option) (*Model, error) {
 	case c.queue < 0:
 		return nil, fmt.Errorf("queue %d: not negative", c.queue)
 	}
-	kp, err := kernelPath(c.kernels)
+	kp, err := kernels.ParsePath(c.kernels)
 	if err != nil {
 		return nil, err
 	}
@@ -283,14 +284,6 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
-}
-
-// kernelPath is the path named, or $QWEN_KERNELS, or the fastest.
-func kernelPath(name string) (kernels.Path, error) {
-	if name != "" {
-		return kernels.ParsePath(name)
-	}
-	return kernels.FromEnv()
 }
 
 // Info describes the model.

@@ -45,12 +45,15 @@ func checkFlags(c *cli.Context) error {
 }
 
 // checkModelFlags checks what every command that runs a model takes:
-// --threads and --kv-type.
+// --threads, --kernels (or $QWEN_KERNELS) and --kv-type.
 func checkModelFlags(c *cli.Context) error {
 	if c.IsSet("threads") {
 		if err := checkThreads(os.Stderr, "--threads", c.Int("threads")); err != nil {
 			return err
 		}
+	}
+	if _, err := kernelPath(c); err != nil {
+		return err
 	}
 	if _, err := format.ParseKVType(c.String("kv-type")); err != nil {
 		return fmt.Errorf("--kv-type: %w", err)
@@ -67,10 +70,12 @@ func oneModel(c *cli.Context, name string) error {
 	return checkModelFlags(c)
 }
 
-// modelOptions are the options --threads, --kernels and --kv-type ask
-// for; a command without one of these flags gets the default.
+// modelOptions are the options --threads, --kernels (or $QWEN_KERNELS)
+// and --kv-type ask for; a command without one of these flags gets the
+// default.
 func modelOptions(c *cli.Context) []qwen.Option {
-	return []qwen.Option{qwen.WithThreads(c.Int("threads")), qwen.WithKernels(c.String("kernels")), qwen.WithKVType(c.String("kv-type"))}
+	kernels, _ := kernelsName(c)
+	return []qwen.Option{qwen.WithThreads(c.Int("threads")), qwen.WithKernels(kernels), qwen.WithKVType(c.String("kv-type"))}
 }
 
 // checkPromptFlags refuses two ways of giving the prompt at once: which
