@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/qwenc/qwenc/cmd/internal/pullcache"
 	"github.com/qwenc/qwenc/format/oci"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/qwen/serve"
@@ -25,7 +26,7 @@ func modelPath(c *cli.Context, arg string) (string, error) {
 	if !oci.IsRef(arg) {
 		return arg, nil
 	}
-	dir, err := oci.DefaultCacheDir()
+	dir, err := pullcache.Dir()
 	if err != nil {
 		return "", err
 	}
