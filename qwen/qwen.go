@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +34,7 @@ type config struct {
 	cacheBytes int64
 	cacheSet   bool
 	draft      string
+	log        *slog.Logger
 }
 
 // WithThreads sets the worker threads of the forward steps (default: the
@@ -83,6 +85,10 @@ func WithPrefixCache(bytes int64) Option {
 // guesses the requests that ask (Request.DraftModel) have checked in
 // their decode steps. A model of another vocabulary is refused.
 func WithDraftModel(path string) Option { return func(c *config) { c.draft = path } }
+
+// WithLogger sends the engine's log records to l (default: discarded).
+// A request's text is logged at debug only.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
 // Model is an open model and the engine that runs its requests.
 type Model struct {
@@ -263,7 +269,7 @@ func newModel(im, dm *infer.Model, path string, c config, kv format.KVType, ro i
 		m.info.Modified = st.ModTime()
 	}
 	m.e, err = engine.New(im, engine.Options{Parallel: c.parallel, Queue: c.queue, Ctx: ctx, Chunk: c.chunk,
-		CacheBytes: cacheOption(c), Runner: ro, Drafter: dm})
+		CacheBytes: cacheOption(c), Runner: ro, Drafter: dm, Log: c.log})
 	return m, err
 }
 

@@ -3,6 +3,8 @@ package qwen_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"math"
 	"strings"
 	"sync"
@@ -325,6 +327,19 @@ func TestOpenKernels(t *testing.T) {
 			t.Errorf("%d options: kernels %s, want %s", len(c.opts), got, c.want)
 		}
 		m.Close()
+	}
+}
+
+// TestOpenLogger: WithLogger's logger is the engine's; without it the
+// engine's records are discarded, at every level.
+func TestOpenLogger(t *testing.T) {
+	l := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if got := open(t, "tiny-a.qbin", qwen.WithLogger(l)).EngineLog(); got != l {
+		t.Errorf("WithLogger: the engine logs to %p, want %p", got, l)
+	}
+	got := open(t, "tiny-a.qbin").EngineLog()
+	if got == nil || got.Enabled(context.Background(), slog.LevelError) {
+		t.Errorf("no WithLogger: the engine logs to %v, want a logger that discards", got)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,9 @@ type Options struct {
 	// checked. The engine runs it on a Runner of its own; the model stays
 	// the caller's.
 	Drafter *infer.Model
+	// Log receives the engine's records (default: discarded). The engine
+	// logs nothing of a request's text above debug.
+	Log *slog.Logger
 }
 
 // Request is one generation.
@@ -222,6 +226,9 @@ func New(m *infer.Model, o Options) (*Engine, error) {
 	}
 	if o.Chunk <= 0 {
 		o.Chunk = 128
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
 	}
 	o.Chunk = min(o.Chunk, m.MaxPrefill())
 	switch {
