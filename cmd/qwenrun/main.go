@@ -101,7 +101,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the run to `PATH` (for development)"},
 		insecureFlag(),
 		cliutil.VersionFlag(),
-	}, draftFlags()...)
+	}, append(draftFlags(), logFlags()...)...)
 }
 
 // draftFlags are the drafts of speculative decoding, for the default

@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"os"
+	"io"
 	"time"
 
 	"github.com/qwenc/qwenc/cmd/internal/pullcache"
@@ -21,8 +21,8 @@ func insecureFlag() cli.Flag {
 // for oci://REGISTRY/REPO:TAG (or @sha256:DIGEST) the file pulled into
 // the cache as qwenc pull does. The first use downloads it; later a tag
 // costs one manifest request, a digest none. Credentials are docker
-// login's.
-func modelPath(c *cli.Context, arg string) (string, error) {
+// login's. The pull's progress goes to progress.
+func modelPath(c *cli.Context, arg string, progress io.Writer) (string, error) {
 	if !oci.IsRef(arg) {
 		return arg, nil
 	}
@@ -30,7 +30,7 @@ func modelPath(c *cli.Context, arg string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p, err := oci.Pull(c.Context, arg, oci.Cache{Dir: dir}, oci.Options{Insecure: c.Bool("insecure"), Progress: os.Stderr})
+	p, err := oci.Pull(c.Context, arg, oci.Cache{Dir: dir}, oci.Options{Insecure: c.Bool("insecure"), Progress: progress})
 	if err != nil {
 		return "", err
 	}
