@@ -1,9 +1,6 @@
 package kernels
 
-import (
-	"fmt"
-	"os"
-)
+import "fmt"
 
 // Path names one implementation of the kernels.
 type Path uint8
@@ -28,10 +25,6 @@ const (
 
 // wide reports whether p runs the 512-bit kernels.
 func (p Path) wide() bool { return p == AVX512 || p == AVX512VNNI }
-
-// EnvVar names the environment variable that forces a path ("generic",
-// "avx2", "avx512", "avx512vnni"); an empty or "auto" value means Detect.
-const EnvVar = "QWEN_KERNELS"
 
 func (p Path) String() string {
 	switch p {
@@ -80,11 +73,6 @@ func (p Path) Resolve() Path {
 		return Detect()
 	}
 	return p
-}
-
-// FromEnv returns the path named by $QWEN_KERNELS, or Detect() when unset.
-func FromEnv() (Path, error) {
-	return ParsePath(os.Getenv(EnvVar))
 }
 
 // Detect returns the fastest path this CPU and build support.

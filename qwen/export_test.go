@@ -1,5 +1,7 @@
 package qwen
 
+import "log/slog"
+
 // Testdata is the repository's testdata directory, for the external
 // tests, which run in the models' temporary directory.
 func Testdata() string { return testRoot + "/testdata" }
@@ -12,3 +14,6 @@ func (m *Model) RerankPrompts(req RerankRequest) ([][]int32, error) {
 	prompts, _, _, err := m.rerankPrompts(req)
 	return prompts, err
 }
+
+// EngineLog is the logger the engine was given, its default filled in.
+func (m *Model) EngineLog() *slog.Logger { return m.e.Options().Log }

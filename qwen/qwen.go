@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +34,7 @@ type config struct {
 	cacheBytes int64
 	cacheSet   bool
 	draft      string
+	log        *slog.Logger
 }
 
 // WithThreads sets the worker threads of the forward steps (default: the
@@ -40,8 +42,9 @@ type config struct {
 func WithThreads(n int) Option { return func(c *config) { c.threads = n } }
 
 // WithKernels forces a kernel path: "auto", "generic", "avx2", "avx512"
-// or "avx512vnni". By default $QWEN_KERNELS decides, or else the fastest
-// path this CPU runs.
+// or "avx512vnni". By default, and with "auto", the fastest path this CPU
+// runs. The package reads no environment: qwenrun's --kernels, or its
+// $QWEN_KERNELS when the flag is absent, is passed here.
 func WithKernels(path string) Option { return func(c *config) { c.kernels = path } }
 
 // WithContext sets each conversation's context, 1 to the model's maximum.
@@ -82,6 +85,10 @@ func WithPrefixCache(bytes int64) Option {
 // guesses the requests that ask (Request.DraftModel) have checked in
 // their decode steps. A model of another vocabulary is refused.
 func WithDraftModel(path string) Option { return func(c *config) { c.draft = path } }
+
+// WithLogger sends the engine's log records to l (default: discarded).
+// A request's text is logged at debug only.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
 // Model is an open model and the engine that runs its requests.
 type Model struct {
@@ -176,7 +183,7 @@ func Open(path string, opts ...Option) (*Model, error) {
 	case c.queue < 0:
 		return nil, fmt.Errorf("queue %d: not negative", c.queue)
 	}
-	kp, err := kernelPath(c.kernels)
+	kp, err := kernels.ParsePath(c.kernels)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +272,7 @@ func newModel(im, dm *infer.Model, path string, c config, kv format.KVType, ro i
 		m.info.Modified = st.ModTime()
 	}
 	m.e, err = engine.New(im, engine.Options{Parallel: c.parallel, Queue: c.queue, Ctx: ctx, Chunk: c.chunk,
-		CacheBytes: cacheOption(c), Runner: ro, Drafter: dm})
+		CacheBytes: cacheOption(c), Runner: ro, Drafter: dm, Log: c.log})
 	return m, err
 }
 
@@ -286,14 +293,6 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
-}
-
-// kernelPath is the path named, or $QWEN_KERNELS, or the fastest.
-func kernelPath(name string) (kernels.Path, error) {
-	if name != "" {
-		return kernels.ParsePath(name)
-	}
-	return kernels.FromEnv()
 }
 
 // Info describes the model.

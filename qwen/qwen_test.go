@@ -3,6 +3,8 @@ package qwen_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"math"
 	"strings"
 	"sync"
@@ -297,7 +299,8 @@ func TestRequestErrors(t *testing.T) {
 
 // TestOpenKernels: without WithKernels a Model runs this CPU's fastest
 // path (kernels.Detect), as a Go program that does the obvious thing
-// should; $QWEN_KERNELS overrides it, and WithKernels overrides both.
+// should; WithKernels chooses another. $QWEN_KERNELS is qwenrun's: the
+// package reads no environment, so it changes nothing here.
 func TestOpenKernels(t *testing.T) {
 	detected := kernels.Detect()
 	// Another path this CPU runs, so that the override is seen.
@@ -305,30 +308,38 @@ func TestOpenKernels(t *testing.T) {
 	if detected == kernels.Generic {
 		other = kernels.SupportedPaths()[len(kernels.SupportedPaths())-1]
 	}
+	t.Setenv("QWEN_KERNELS", other.String())
 	for _, c := range []struct {
-		env  string
 		opts []qwen.Option
 		want kernels.Path
 	}{
-		{"", nil, detected},
-		{"auto", nil, detected},
-		{other.String(), nil, other},
-		{other.String(), []qwen.Option{qwen.WithKernels(detected.String())}, detected},
-		{"", []qwen.Option{qwen.WithKernels(other.String())}, other},
+		{nil, detected},
+		{[]qwen.Option{qwen.WithKernels("")}, detected},
+		{[]qwen.Option{qwen.WithKernels("auto")}, detected},
+		{[]qwen.Option{qwen.WithKernels(other.String())}, other},
+		{[]qwen.Option{qwen.WithKernels(other.String()), qwen.WithKernels(detected.String())}, detected},
 	} {
-		t.Setenv(kernels.EnvVar, c.env)
 		m, err := qwen.Open("tiny-a.qbin", append([]qwen.Option{qwen.WithThreads(1)}, c.opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := m.Info().Kernels; got != c.want.String() {
-			t.Errorf("$%s=%q, %d options: kernels %s, want %s", kernels.EnvVar, c.env, len(c.opts), got, c.want)
+			t.Errorf("%d options: kernels %s, want %s", len(c.opts), got, c.want)
 		}
 		m.Close()
 	}
-	t.Setenv(kernels.EnvVar, "sse9")
-	if _, err := qwen.Open("tiny-a.qbin"); err == nil || !strings.Contains(err.Error(), `"sse9"`) {
-		t.Errorf("$%s=sse9: %v, want it refused", kernels.EnvVar, err)
+}
+
+// TestOpenLogger: WithLogger's logger is the engine's; without it the
+// engine's records are discarded, at every level.
+func TestOpenLogger(t *testing.T) {
+	l := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if got := open(t, "tiny-a.qbin", qwen.WithLogger(l)).EngineLog(); got != l {
+		t.Errorf("WithLogger: the engine logs to %p, want %p", got, l)
+	}
+	got := open(t, "tiny-a.qbin").EngineLog()
+	if got == nil || got.Enabled(context.Background(), slog.LevelError) {
+		t.Errorf("no WithLogger: the engine logs to %v, want a logger that discards", got)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/qwenc/qwenc/cmd/internal/pullcache"
 	"github.com/qwenc/qwenc/format/oci"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/urfave/cli/v2"
@@ -60,7 +61,7 @@ func pullCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return cliutil.Usagef(c, "pull: want one REGISTRY/REPO:TAG argument, got %d", c.NArg())
 			}
-			dir, err := oci.DefaultCacheDir()
+			dir, err := pullcache.Dir()
 			if err != nil {
 				return err
 			}

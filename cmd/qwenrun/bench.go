@@ -19,7 +19,7 @@ func benchCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "threads", Value: "1,2", Usage: "thread counts to measure"},
 			&cli.StringFlag{Name: "kernels", Usage: "kernel paths to measure: all, or a list of auto, generic, avx2, avx512, avx512vnni",
-				DefaultText: "$" + kernels.EnvVar + ", or this CPU's fastest"},
+				DefaultText: "$" + kernelsEnv + ", or this CPU's fastest"},
 			&cli.IntFlag{Name: "pp", Value: 512, Usage: "prompt tokens for the prefill measurement"},
 			&cli.IntFlag{Name: "tg", Value: 128, Usage: "tokens for the decode measurement"},
 			&cli.IntFlag{Name: "reps", Value: 5, Usage: "repetitions (the table shows medians: the machine is shared)"},
@@ -65,8 +65,16 @@ func benchAction(c *cli.Context) error {
 			return fmt.Errorf("--%s %d: want 1 or more", f, n)
 		}
 	}
-	if cfg.Kernels, err = bench.ParseKernels(c.String("kernels")); err != nil {
-		return err
+	if c.IsSet("kernels") {
+		if cfg.Kernels, err = bench.ParseKernels(c.String("kernels")); err != nil {
+			return fmt.Errorf("--kernels: %w", err)
+		}
+	} else {
+		p, err := kernelPath(c)
+		if err != nil {
+			return err
+		}
+		cfg.Kernels = []kernels.Path{p}
 	}
 	if c.Bool("json") {
 		cfg.Log = os.Stderr // stdout has the JSON objects only

@@ -26,7 +26,7 @@ func benchDraftCommand() *cli.Command {
 }
 
 func benchDraft(c *cli.Context) error {
-	if err := oneModel(c, "bench-draft"); err != nil {
+	if _, err := oneModel(c, "bench-draft"); err != nil {
 		return err
 	}
 	p, err := kernelPath(c)

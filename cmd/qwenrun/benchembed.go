@@ -13,24 +13,25 @@ func benchEmbedCommand() *cli.Command {
 		Name:      "bench-embed",
 		Usage:     "measure embedding many short inputs together against one input of a prefill batch's length, on an embedding model",
 		ArgsUsage: "MODEL.qbin",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.IntFlag{Name: "inputs", Value: 64, Usage: "inputs embedded together"},
 			&cli.IntFlag{Name: "tokens", Value: 64, Usage: "tokens of each of them"},
 			&cli.IntFlag{Name: "long", Value: 512, Usage: "tokens of the one input they are compared with"},
 			&cli.IntFlag{Name: "reps", Value: 3, Usage: "rounds; the ratio is the median of the rounds'"},
 			threadsFlag(),
 			kernelsFlag(),
-		},
+		}, logFlags()...),
 		Action: benchEmbed,
 	}
 }
 
 func benchEmbed(c *cli.Context) error {
-	if err := oneModel(c, "bench-embed"); err != nil {
+	log, err := oneModel(c, "bench-embed")
+	if err != nil {
 		return err
 	}
 	cfg := bench.EmbedConfig{Model: c.Args().First(), Inputs: c.Int("inputs"), Tokens: c.Int("tokens"), Long: c.Int("long"), Reps: c.Int("reps"),
-		Options: modelOptions(c)}
+		Options: modelOptions(c, log)}
 	res, err := bench.Embed(cfg)
 	if err != nil {
 		return err

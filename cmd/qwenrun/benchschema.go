@@ -13,20 +13,21 @@ func benchSchemaCommand() *cli.Command {
 		Name:      "bench-schema",
 		Usage:     "measure decoding held to a JSON Schema against decoding free, and the grammar's mask time per token",
 		ArgsUsage: "MODEL.qbin",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "json-schema", Usage: "the schema, from `PATH`", DefaultText: "objects of a name and a quantity in an array"},
 			&cli.IntFlag{Name: "tg", Value: 128, Usage: "tokens to generate, at most (a schema can end the answer sooner)"},
 			&cli.IntFlag{Name: "reps", Value: 3, Usage: "rounds, each a free and a held generation; the ratio is the median of the rounds'"},
 			kvTypeFlag(),
 			threadsFlag(),
 			kernelsFlag(),
-		},
+		}, logFlags()...),
 		Action: benchSchema,
 	}
 }
 
 func benchSchema(c *cli.Context) error {
-	if err := oneModel(c, "bench-schema"); err != nil {
+	log, err := oneModel(c, "bench-schema")
+	if err != nil {
 		return err
 	}
 	schema := bench.DefaultSchema
@@ -37,7 +38,7 @@ func benchSchema(c *cli.Context) error {
 		}
 	}
 	cfg := bench.SchemaConfig{Model: c.Args().First(), Schema: schema, TG: c.Int("tg"), Reps: c.Int("reps"),
-		Options: modelOptions(c)}
+		Options: modelOptions(c, log)}
 	res, err := bench.Schema(cfg)
 	if err != nil {
 		return schemaError(err)

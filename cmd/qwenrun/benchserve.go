@@ -13,7 +13,7 @@ func benchServeCommand() *cli.Command {
 		Name:      "bench-serve",
 		Usage:     "measure the server's engine with concurrent streams: throughput, time to first token, inter-token latency",
 		ArgsUsage: "MODEL.qbin",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "streams", Value: "1,4,8,16", Usage: "concurrent streams to measure"},
 			&cli.IntFlag{Name: "pp", Value: 64, Usage: "prompt tokens of each request"},
 			&cli.IntFlag{Name: "tg", Value: 64, Usage: "tokens each request generates"},
@@ -23,13 +23,14 @@ func benchServeCommand() *cli.Command {
 			threadsFlag(),
 			kernelsFlag(),
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the run to `PATH` (for development)"},
-		},
+		}, logFlags()...),
 		Action: benchServe,
 	}
 }
 
 func benchServe(c *cli.Context) error {
-	if err := oneModel(c, "bench-serve"); err != nil {
+	log, err := oneModel(c, "bench-serve")
+	if err != nil {
 		return err
 	}
 	streams, err := cliutil.Ints(c.String("streams"), 1, "a positive number")
@@ -38,7 +39,7 @@ func benchServe(c *cli.Context) error {
 	}
 	cfg := bench.ServeConfig{Model: c.Args().First(), Streams: streams, PP: c.Int("pp"), TG: c.Int("tg"),
 		Requests: c.Int("requests"), Reps: c.Int("reps"), Log: os.Stderr,
-		Options: modelOptions(c)}
+		Options: modelOptions(c, log)}
 	if err := cfg.WriteHeader(os.Stdout); err != nil {
 		return err
 	}

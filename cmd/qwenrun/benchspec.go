@@ -15,20 +15,21 @@ func benchSpecCommand() *cli.Command {
 		Name:      "bench-spec",
 		Usage:     "measure greedy decoding with drafts (--draft, or --prediction of the answer) against without, per prompt: acceptance, speedup, same text",
 		ArgsUsage: "MODEL.qbin",
-		Flags: append([]cli.Flag{
+		Flags: append(append([]cli.Flag{
 			&cli.StringFlag{Name: "prompts", Value: "testdata/spec-prompts", Usage: "a `DIR` of raw prompts, one per file, or one file"},
 			&cli.IntFlag{Name: "tokens", Value: 200, Usage: "tokens generated per request"},
 			&cli.IntFlag{Name: "rounds", Value: 3, Usage: "rounds of each prompt, alternating without and with drafts; the table shows medians"},
 			&cli.BoolFlag{Name: "prediction", Usage: "predict each answer as given without drafts (OpenAI's prediction of an unchanged file)"},
 			threadsFlag(),
 			kernelsFlag(),
-		}, draftFlags()...),
+		}, draftFlags()...), logFlags()...),
 		Action: benchSpec,
 	}
 }
 
 func benchSpec(c *cli.Context) error {
-	if err := oneModel(c, "bench-spec"); err != nil {
+	log, err := oneModel(c, "bench-spec")
+	if err != nil {
 		return err
 	}
 	d, err := draftFlagValues(c)
@@ -50,7 +51,7 @@ func benchSpec(c *cli.Context) error {
 		return err
 	}
 	cfg := bench.SpecConfig{Model: c.Args().First(), Prompts: prompts, Tokens: c.Int("tokens"), Rounds: c.Int("rounds"),
-		Options: append(d.options(), qwen.WithThreads(c.Int("threads")), qwen.WithKernels(kp.String())),
+		Options: append(d.options(), modelOptions(c, log)...),
 		Draft:   d.text, DraftModel: d.model, DraftPMin: d.pMin, Prediction: c.Bool("prediction")}
 	rows, err := bench.Spec(cfg)
 	if err != nil {

@@ -15,13 +15,13 @@ import (
 
 // textsFlags say where embed's texts and rerank's documents come from.
 func textsFlags(what string) []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "the " + what + ", one per line, from `PATH` (- for standard input)"},
 		&cli.BoolFlag{Name: "truncate", Usage: "cut an input longer than the context rather than refuse it"},
 		&cli.IntFlag{Name: "ctx", Usage: "context length in `TOKENS`", DefaultText: "the model's"},
 		threadsFlag(),
 		kernelsFlag(),
-	}
+	}, logFlags()...)
 }
 
 func embedCommand() *cli.Command {
@@ -88,7 +88,11 @@ func scoring(c *cli.Context, name string, run func(ctx context.Context, m *qwen.
 	if c.NArg() < 1 {
 		return fmt.Errorf("%s: want MODEL.qbin", name)
 	}
-	if err := checkModelFlags(c); err != nil {
+	if err := checkModelFlags(c, os.Stderr); err != nil {
+		return err
+	}
+	log, err := newLogger(c, os.Stderr)
+	if err != nil {
 		return err
 	}
 	texts, err := readTexts(c, os.Stdin)
@@ -98,7 +102,7 @@ func scoring(c *cli.Context, name string, run func(ctx context.Context, m *qwen.
 	if len(texts) == 0 {
 		return fmt.Errorf("%s: no input: give texts after the model, --file PATH, or JSON lines on standard input", name)
 	}
-	m, err := openModel(c, 1)
+	m, err := openModel(c, log, os.Stderr, 1)
 	if err != nil {
 		return err
 	}

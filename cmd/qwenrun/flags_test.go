@@ -242,6 +242,27 @@ func TestSamplingFlagsApply(t *testing.T) {
 	}
 }
 
+// TestKernelsEnv: where --kernels is absent $QWEN_KERNELS chooses the
+// path, which the command reads and passes on (the packages read no
+// environment); an error names where the bad name came from, and
+// --kernels wins over the variable.
+func TestKernelsEnv(t *testing.T) {
+	m := tinyModel(t)
+	t.Setenv(kernelsEnv, "sse9")
+	for _, args := range [][]string{{m, "-p", "hi", "-n", "1"}, {"serve", m}, {"perplexity", m, "-f", m}} {
+		_, stderr, code := qwenrun(t, "", args...)
+		if want := `qwenrun: $QWEN_KERNELS: kernels: unknown path "sse9"`; code != 1 || !strings.HasPrefix(stderr, want) {
+			t.Errorf("$%s=sse9 %q: exit %d, stderr %q; want %q", kernelsEnv, args, code, stderr, want)
+		}
+	}
+	if _, stderr, code := qwenrun(t, "", m, "-p", "hi", "-n", "1", "--kernels", "sse8"); code != 1 || !strings.HasPrefix(stderr, `qwenrun: --kernels: kernels: unknown path "sse8"`) {
+		t.Errorf("--kernels sse8: exit %d, stderr %q", code, stderr)
+	}
+	if out, stderr, code := qwenrun(t, "", m, "-p", "hi", "-n", "1", "--kernels", "generic"); code != 0 || out == "" {
+		t.Errorf("$%s=sse9 --kernels generic: exit %d, stdout %q, stderr %q", kernelsEnv, code, out, stderr)
+	}
+}
+
 // TestBenchKernels: bench measures what a user gets, this CPU's path
 // (kernels.Detect) or $QWEN_KERNELS's, unless --kernels all asks for
 // every path this CPU runs, the portable one too.
@@ -260,7 +281,7 @@ func TestBenchKernels(t *testing.T) {
 		{"generic", nil, []string{"generic"}},
 		{"generic", []string{"--kernels", "all"}, all},
 	} {
-		t.Setenv(kernels.EnvVar, tc.env)
+		t.Setenv(kernelsEnv, tc.env)
 		args := append([]string{"bench", m, "--threads", "1", "--reps", "1", "--pp", "4", "--tg", "2", "--json"}, tc.flags...)
 		out, stderr, code := qwenrun(t, "", args...)
 		if code != 0 {
@@ -275,7 +296,7 @@ func TestBenchKernels(t *testing.T) {
 			got = append(got, r.Kernels)
 		}
 		if !slices.Equal(got, tc.want) {
-			t.Errorf("$%s=%q %q: rows of the paths %q, want %q", kernels.EnvVar, tc.env, tc.flags, got, tc.want)
+			t.Errorf("$%s=%q %q: rows of the paths %q, want %q", kernelsEnv, tc.env, tc.flags, got, tc.want)
 		}
 	}
 }

@@ -101,7 +101,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the run to `PATH` (for development)"},
 		insecureFlag(),
 		cliutil.VersionFlag(),
-	}, draftFlags()...)
+	}, append(draftFlags(), logFlags()...)...)
 }
 
 // draftFlags are the drafts of speculative decoding, for the default
@@ -179,12 +179,29 @@ func draftFlagValues(c *cli.Context) (drafting, error) {
 	return d, nil
 }
 
+// kernelsEnv names the environment variable that forces a kernel path
+// ("generic", "avx2", "avx512", "avx512vnni") where --kernels is absent;
+// empty or "auto" is the fastest. The packages below read no environment:
+// the command reads it and passes the path on.
+const kernelsEnv = "QWEN_KERNELS"
+
+// kernelsName is --kernels, or else $QWEN_KERNELS, and where it came
+// from, for the errors.
+func kernelsName(c *cli.Context) (name, from string) {
+	if c.IsSet("kernels") {
+		return c.String("kernels"), "--kernels"
+	}
+	return os.Getenv(kernelsEnv), "$" + kernelsEnv
+}
+
 // kernelPath reads --kernels, or else $QWEN_KERNELS.
 func kernelPath(c *cli.Context) (kernels.Path, error) {
-	if c.IsSet("kernels") {
-		return kernels.ParsePath(c.String("kernels"))
+	name, from := kernelsName(c)
+	p, err := kernels.ParsePath(name)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", from, err)
 	}
-	return kernels.FromEnv()
+	return p, nil
 }
 
 // kvTypeFlag is --kv-type, which every command that runs the model takes.
@@ -208,5 +225,5 @@ func threadsFlag() cli.Flag {
 }
 
 func kernelsFlag() cli.Flag {
-	return &cli.StringFlag{Name: "kernels", Usage: "kernel path: auto, generic, avx2, avx512, avx512vnni", DefaultText: "$" + kernels.EnvVar + ", or auto"}
+	return &cli.StringFlag{Name: "kernels", Usage: "kernel path: auto, generic, avx2, avx512, avx512vnni", DefaultText: "$" + kernelsEnv + ", or auto"}
 }

@@ -41,7 +41,7 @@ func perplexityAction(c *cli.Context) error {
 	if !c.IsSet("file") {
 		return cliutil.Usagef(c, "perplexity: give the text to score with -f PATH")
 	}
-	if err := checkModelFlags(c); err != nil {
+	if err := checkModelFlags(c, os.Stderr); err != nil {
 		return err
 	}
 	kp, err := kernelPath(c)

@@ -2,9 +2,10 @@ package main
 
 import (
 	"fmt"
-	"os"
+	"io"
 	"time"
 
+	"github.com/qwenc/qwenc/cmd/internal/pullcache"
 	"github.com/qwenc/qwenc/format/oci"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/qwen/serve"
@@ -20,16 +21,16 @@ func insecureFlag() cli.Flag {
 // for oci://REGISTRY/REPO:TAG (or @sha256:DIGEST) the file pulled into
 // the cache as qwenc pull does. The first use downloads it; later a tag
 // costs one manifest request, a digest none. Credentials are docker
-// login's.
-func modelPath(c *cli.Context, arg string) (string, error) {
+// login's. The pull's progress goes to progress.
+func modelPath(c *cli.Context, arg string, progress io.Writer) (string, error) {
 	if !oci.IsRef(arg) {
 		return arg, nil
 	}
-	dir, err := oci.DefaultCacheDir()
+	dir, err := pullcache.Dir()
 	if err != nil {
 		return "", err
 	}
-	p, err := oci.Pull(c.Context, arg, oci.Cache{Dir: dir}, oci.Options{Insecure: c.Bool("insecure"), Progress: os.Stderr})
+	p, err := oci.Pull(c.Context, arg, oci.Cache{Dir: dir}, oci.Options{Insecure: c.Bool("insecure"), Progress: progress})
 	if err != nil {
 		return "", err
 	}

@@ -48,7 +48,7 @@ func TestServeFromRegistry(t *testing.T) {
 	defer cmd.Process.Kill()
 	var addr, seen string
 	lines := bufio.NewScanner(stderr)
-	serving := regexp.MustCompile(`serving .* on http://(\S+) `)
+	serving := regexp.MustCompile(`msg=serving .*url=http://(\S+) `)
 	for addr == "" && lines.Scan() {
 		seen += lines.Text() + "\n"
 		if m := serving.FindStringSubmatch(lines.Text()); m != nil {

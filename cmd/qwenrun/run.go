@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"runtime/pprof"
@@ -53,6 +54,10 @@ func run(c *cli.Context) error {
 	if err := checkFlags(c); err != nil {
 		return err
 	}
+	log, err := newLogger(c, os.Stderr)
+	if err != nil {
+		return err
+	}
 	schema, err := readSchema(c)
 	if err != nil {
 		return err
@@ -68,7 +73,7 @@ func run(c *cli.Context) error {
 	defer stop()
 	// One conversation at a time, whose KV cache is kept across turns
 	// whatever its size: it is the only one.
-	m, err := openModel(c, 1, append(drafts.options(), qwen.WithPrefixCache(math.MaxInt64))...)
+	m, err := openModel(c, log, os.Stderr, 1, append(drafts.options(), qwen.WithPrefixCache(math.MaxInt64))...)
 	if err != nil {
 		return err
 	}
@@ -91,13 +96,14 @@ func run(c *cli.Context) error {
 
 // openModel opens the model with the flags every model-running command
 // takes, for parallel conversations: --threads, --kernels, --kv-type and
-// --ctx, whose errors name the flags.
-func openModel(c *cli.Context, parallel int, more ...qwen.Option) (*qwen.Model, error) {
-	opts := append(append(modelOptions(c), qwen.WithParallel(parallel)), more...)
+// --ctx, whose errors name the flags. The engine logs to log; a pull's
+// progress and the context the model got go to notes as lines.
+func openModel(c *cli.Context, log *slog.Logger, notes io.Writer, parallel int, more ...qwen.Option) (*qwen.Model, error) {
+	opts := append(append(modelOptions(c, log), qwen.WithParallel(parallel)), more...)
 	if c.IsSet("ctx") {
 		opts = append(opts, qwen.WithContext(c.Int("ctx")))
 	}
-	path, err := modelPath(c, c.Args().First())
+	path, err := modelPath(c, c.Args().First(), notes)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +116,7 @@ func openModel(c *cli.Context, parallel int, more ...qwen.Option) (*qwen.Model, 
 		return nil, err
 	}
 	if note := m.Info().ContextNote; note != "" {
-		fmt.Fprintf(os.Stderr, "qwenrun: %s (--ctx to choose)\n", note)
+		fmt.Fprintf(notes, "qwenrun: %s (--ctx to choose)\n", note)
 	}
 	return m, nil
 }

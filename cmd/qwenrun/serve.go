@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"os/signal"
@@ -24,15 +23,15 @@ func serveCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:8080", Usage: "listen on `HOST:PORT` (port 0: any free port)"},
 			&cli.IntFlag{Name: "parallel", Value: 4, Usage: "conversations that decode together"},
-			&cli.IntFlag{Name: "queue", Usage: "requests that may wait for a free slot, beyond which the answer is 503 (default: 4 x --parallel)"},
-			&cli.IntFlag{Name: "ctx", Usage: "context length of each conversation (default: the model's maximum, lowered to what --parallel KV caches fit in memory)"},
+			&cli.IntFlag{Name: "queue", Usage: "requests that may wait for a free slot, beyond which the answer is 503", DefaultText: "4 x --parallel"},
+			&cli.IntFlag{Name: "ctx", Usage: "context length of each conversation", DefaultText: "the model's maximum, lowered to what --parallel KV caches fit in memory"},
 			&cli.StringFlag{Name: "api-key", EnvVars: []string{"QWEN_API_KEY"}, Usage: "require `KEY` on every request but /health (Authorization: Bearer KEY, or x-api-key: KEY)"},
 			&cli.DurationFlag{Name: "grace", Value: 10 * time.Second, Usage: "on SIGINT or SIGTERM, how long running answers may go on before they are cut"},
 			kvTypeFlag(),
 			threadsFlag(),
 			kernelsFlag(),
 			insecureFlag(),
-		}, draftFlags()...),
+		}, append(draftFlags(), logFlags()...)...),
 		Action: serveAction,
 	}
 }
@@ -48,14 +47,21 @@ func serveAction(c *cli.Context) error {
 	if c.Int("queue") < 0 {
 		return cliutil.Usagef(c, "--queue %d: not negative", c.Int("queue"))
 	}
-	if err := checkModelFlags(c); err != nil {
+	log, err := newLogger(c, os.Stderr)
+	if err != nil {
+		return err
+	}
+	// A server's stderr is its log: what the commands print there as
+	// lines becomes records too.
+	notes := &logLines{log: log}
+	if err := checkModelFlags(c, notes); err != nil {
 		return err
 	}
 	d, err := draftFlagValues(c)
 	if err != nil {
 		return err
 	}
-	m, err := openModel(c, parallel, append(d.options(), qwen.WithQueue(c.Int("queue")))...)
+	m, err := openModel(c, log, notes, parallel, append(d.options(), qwen.WithQueue(c.Int("queue")))...)
 	if err != nil {
 		return err
 	}
@@ -66,20 +72,19 @@ func serveAction(c *cli.Context) error {
 	if oci.IsRef(c.Args().First()) {
 		name = oci.ModelName(c.Args().First())
 	}
-	s := serve.NewServer(m, serve.ServerOptions{Name: name, APIKey: c.String("api-key"), Log: os.Stderr,
+	s := serve.NewServer(m, serve.ServerOptions{Name: name, APIKey: c.String("api-key"), Log: log,
 		Draft: d.text, DraftModel: d.model, DraftMin: d.min, DraftPMin: d.pMin})
 	ln, err := net.Listen("tcp", c.String("addr"))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "qwenrun: serving %s on http://%s (%d conversations at once, context %d tokens)\n",
-		s.Name(), ln.Addr(), parallel, m.Info().Context)
+	log.Info("serving", "model", s.Name(), "url", "http://"+ln.Addr().String(), "parallel", parallel, "context", m.Info().Context)
 	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() && c.String("api-key") == "" {
-		fmt.Fprintf(os.Stderr, "qwenrun: warning: %s is reachable beyond this machine and no --api-key is set\n", ln.Addr())
+		log.Warn("the address is reachable beyond this machine and no --api-key is set", "addr", ln.Addr().String())
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err = s.Serve(ctx, ln, c.Duration("grace"))
-	fmt.Fprintln(os.Stderr, "qwenrun: stopped")
+	log.Info("stopped")
 	return err
 }

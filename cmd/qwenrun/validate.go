@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime"
 
@@ -33,7 +34,7 @@ func checkFlags(c *cli.Context) error {
 			return fmt.Errorf("--%s %s: %v", o.name, v, err)
 		}
 	}
-	if err := checkModelFlags(c); err != nil {
+	if err := checkModelFlags(c, os.Stderr); err != nil {
 		return err
 	}
 	if path := c.String("logits"); path != "" {
@@ -45,12 +46,16 @@ func checkFlags(c *cli.Context) error {
 }
 
 // checkModelFlags checks what every command that runs a model takes:
-// --threads and --kv-type.
-func checkModelFlags(c *cli.Context) error {
+// --threads, --kernels (or $QWEN_KERNELS) and --kv-type. A warning goes
+// to notes.
+func checkModelFlags(c *cli.Context, notes io.Writer) error {
 	if c.IsSet("threads") {
-		if err := checkThreads(os.Stderr, "--threads", c.Int("threads")); err != nil {
+		if err := checkThreads(notes, "--threads", c.Int("threads")); err != nil {
 			return err
 		}
+	}
+	if _, err := kernelPath(c); err != nil {
+		return err
 	}
 	if _, err := format.ParseKVType(c.String("kv-type")); err != nil {
 		return fmt.Errorf("--kv-type: %w", err)
@@ -59,18 +64,23 @@ func checkModelFlags(c *cli.Context) error {
 }
 
 // oneModel checks the argument and the flags of a command that measures
-// one model.
-func oneModel(c *cli.Context, name string) error {
+// one model, and returns the logger its log flags ask for.
+func oneModel(c *cli.Context, name string) (*slog.Logger, error) {
 	if c.NArg() != 1 {
-		return fmt.Errorf("%s: want one MODEL.qbin argument", name)
+		return nil, fmt.Errorf("%s: want one MODEL.qbin argument", name)
 	}
-	return checkModelFlags(c)
+	if err := checkModelFlags(c, os.Stderr); err != nil {
+		return nil, err
+	}
+	return newLogger(c, os.Stderr)
 }
 
-// modelOptions are the options --threads, --kernels and --kv-type ask
-// for; a command without one of these flags gets the default.
-func modelOptions(c *cli.Context) []qwen.Option {
-	return []qwen.Option{qwen.WithThreads(c.Int("threads")), qwen.WithKernels(c.String("kernels")), qwen.WithKVType(c.String("kv-type"))}
+// modelOptions are the options --threads, --kernels (or $QWEN_KERNELS)
+// and --kv-type ask for, and the engine's logger; a command without one
+// of these flags gets the default.
+func modelOptions(c *cli.Context, log *slog.Logger) []qwen.Option {
+	kernels, _ := kernelsName(c)
+	return []qwen.Option{qwen.WithThreads(c.Int("threads")), qwen.WithKernels(kernels), qwen.WithKVType(c.String("kv-type")), qwen.WithLogger(log)}
 }
 
 // checkPromptFlags refuses two ways of giving the prompt at once: which

@@ -19,23 +19,11 @@ import (
 // Cache is where pulls land: Dir/blobs/sha256/HEX, as an OCI image
 // layout keeps its blobs, the model files and the manifests that name
 // them side by side. A file there has been checked against its digest;
-// anything still downloading is HEX.partial.
+// anything still downloading is HEX.partial. Dir is the caller's
+// choice, not looked up here (qwenc and qwenrun take
+// $XDG_CACHE_HOME/qwenc).
 type Cache struct {
 	Dir string
-}
-
-// DefaultCacheDir is $XDG_CACHE_HOME/qwenc, or else the system's user
-// cache directory's qwenc (~/.cache/qwenc on Linux,
-// ~/Library/Caches/qwenc on macOS).
-func DefaultCacheDir() (string, error) {
-	if d := os.Getenv("XDG_CACHE_HOME"); filepath.IsAbs(d) {
-		return filepath.Join(d, "qwenc"), nil
-	}
-	d, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("no cache directory for pulled models (set XDG_CACHE_HOME): %w", err)
-	}
-	return filepath.Join(d, "qwenc"), nil
 }
 
 // Blob is the path of the blob with digest h.

@@ -45,8 +45,9 @@ var layers = []struct {
 	{"qwen/serve", []string{"qwen", "format/chat", "runtime/sampling"}},
 	{"qwen/bench", []string{"qwen", "format", "format/...", "kernels", "runtime/...", "internal/cliutil", "internal/mem"}},
 	{"cmd/internal/report", []string{"qwen", "internal/mem"}},
-	{"cmd/qwenc", []string{"compiler", "format", "format/...", "internal/cliutil"}},
-	{"cmd/qwenrun", []string{"qwen", "qwen/...", "cmd/internal/report", "format", "format/...", "kernels", "runtime/...", "internal/cliutil", "internal/fsutil"}},
+	{"cmd/internal/pullcache", nil},
+	{"cmd/qwenc", []string{"compiler", "format", "format/...", "cmd/internal/pullcache", "internal/cliutil"}},
+	{"cmd/qwenrun", []string{"qwen", "qwen/...", "cmd/internal/report", "cmd/internal/pullcache", "format", "format/...", "kernels", "runtime/...", "internal/cliutil", "internal/fsutil"}},
 	{"cmd/qwengen", []string{"internal/synth"}},
 	// Helpers of the commands and the tests: leaves, or tools on them.
 	// The roofs runtime, cmd and internal are packages of documentation

@@ -15,16 +15,14 @@ import (
 )
 
 // ParseKernels reads the kernel paths to measure: "all" is every path
-// this CPU runs; "" is what a user gets, as llama-bench measures,
-// $QWEN_KERNELS's path or this CPU's fastest; else a comma-separated list
-// of paths.
+// this CPU runs; "" is what a user gets by default, as llama-bench
+// measures, this CPU's fastest; else a comma-separated list of paths.
 func ParseKernels(spec string) ([]kernels.Path, error) {
 	switch spec {
 	case "all":
 		return kernels.SupportedPaths(), nil
 	case "":
-		p, err := kernels.FromEnv()
-		return []kernels.Path{p}, err
+		return []kernels.Path{kernels.Detect()}, nil
 	}
 	return cliutil.List(spec, kernels.ParsePath)
 }

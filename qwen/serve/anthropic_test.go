@@ -697,7 +697,7 @@ func TestAnthropicWaiting(t *testing.T) {
 	next(t, evs)
 	leave()
 	waitFor(t, func() bool { return ts.m.Stats().Active == 0 })
-	waitFor(t, func() bool { return strings.Contains(ts.log.String(), "POST /v1/messages 499") })
+	waitFor(t, func() bool { return ts.log.logged(t, request("POST", "/v1/messages", 499, "INFO")) != nil })
 	if resp, body := ts.post(t, "/v1/messages", `{"model":"tiny-a","max_tokens":2,"messages":[{"role":"user","content":"Hi"}]}`); resp.StatusCode != 200 {
 		t.Fatalf("after a disconnect: %d %s", resp.StatusCode, body)
 	}

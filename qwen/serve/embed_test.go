@@ -27,7 +27,7 @@ func serveFile(t *testing.T, path string) (*testServer, *qwen.Model) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	s := NewServer(m, ServerOptions{Log: &syncBuffer{}})
+	s := NewServer(m, ServerOptions{})
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
 	return &testServer{Server: s, m: m, url: hs.URL}, m

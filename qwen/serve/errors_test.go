@@ -167,6 +167,9 @@ func TestQueueFull(t *testing.T) {
 		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(body, "queue is full") {
 			t.Errorf("%s: %d, Retry-After %q, %s", path, resp.StatusCode, resp.Header.Get("Retry-After"), body)
 		}
+		if r := ts.log.logged(t, request("POST", path, 503, "WARN")); r == nil || !strings.Contains(r["error"].(string), "queue is full") {
+			t.Errorf("%s: the refusal's record is %v", path, r)
+		}
 	}
 	cancel()
 	wg.Wait()
@@ -190,7 +193,7 @@ func TestClientDisconnect(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("after a disconnect: %d %s", resp.StatusCode, body)
 	}
-	waitFor(t, func() bool { return strings.Contains(ts.log.String(), "POST /v1/chat/completions 499") })
+	waitFor(t, func() bool { return ts.log.logged(t, request("POST", "/v1/chat/completions", 499, "INFO")) != nil })
 	if _, m := ts.get(t, "/metrics"); !strings.Contains(m, `qwenrun_requests_total{endpoint="/v1/chat/completions",status="499"} 1`) {
 		t.Errorf("the metrics do not count the 499")
 	}
@@ -212,6 +215,9 @@ func TestAPIKey(t *testing.T) {
 	}
 	if resp, _ := ts.get(t, "/health"); resp.StatusCode != 200 {
 		t.Errorf("/health without the key: %d", resp.StatusCode)
+	}
+	if ts.log.logged(t, request("GET", "/api/tags", 401, "WARN")) == nil {
+		t.Errorf("no warning of the refusal:\n%s", ts.log)
 	}
 	c := ts.client(option.WithAPIKey("s3cret"))
 	if _, err := c.Chat.Completions.New(context.Background(), chatParams(1)); err != nil {

@@ -104,5 +104,7 @@ func (g *generation) run(emit func(qwen.Delta) error) (outcome, error) {
 			return outcome{finish: finish, stop: d.Stop, matched: d.Matched, usage: u}, nil
 		}
 	}
-	return outcome{}, errors.New("the generation ended without its last delta")
+	err := errors.New("the generation ended without its last delta")
+	g.rl.failed = err
+	return outcome{}, err
 }

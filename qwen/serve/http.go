@@ -1,13 +1,15 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -31,8 +33,11 @@ type ServerOptions struct {
 	// "Authorization: Bearer KEY" or, as Anthropic's clients send it,
 	// "x-api-key: KEY".
 	APIKey string
-	// Log receives one line per request; nil discards them.
-	Log io.Writer
+	// Log receives a record of each request at info (an error, a
+	// refusal for want of capacity or of a key, higher), the net/http
+	// server's errors, and at debug the request bodies; nil discards
+	// them. No record holds a header, so none holds the API key.
+	Log *slog.Logger
 	// MaxBody bounds a request body in bytes (default DefaultMaxBody).
 	MaxBody int64
 	// Draft, DraftModel, DraftMin and DraftPMin are every generation's
@@ -59,7 +64,7 @@ type Server struct {
 	opts    ServerOptions
 	keyHash [sha256.Size]byte
 	metrics *metrics
-	log     *log.Logger
+	log     *slog.Logger
 }
 
 // NewServer serves m. Serve shuts m's engine down when it returns; m
@@ -73,13 +78,12 @@ func NewServer(m *qwen.Model, o ServerOptions) *Server {
 		o.MaxBody = DefaultMaxBody
 	}
 	if o.Log == nil {
-		o.Log = io.Discard
+		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.ping <= 0 {
 		o.ping = defaultPing
 	}
-	s := &Server{m: m, info: info, opts: o, metrics: newMetrics(m),
-		log: log.New(o.Log, "", log.LstdFlags|log.Lmicroseconds)}
+	s := &Server{m: m, info: info, opts: o, metrics: newMetrics(m), log: o.Log}
 	// Hashing both sides gives ConstantTimeCompare equal lengths, so not
 	// even the key's length leaks through timing.
 	s.keyHash = sha256.Sum256([]byte(o.APIKey))
@@ -137,13 +141,39 @@ func (s *Server) handle(mux *http.ServeMux, pattern string, h handlerFunc) {
 			err = &apiError{status: http.StatusUnauthorized, msg: "a valid API key is required: Authorization: Bearer KEY, or x-api-key: KEY",
 				code: "invalid_api_key"}
 		} else {
+			s.logBody(r)
 			err = h(sw, r, rl)
 		}
 		if err != nil {
 			writeError(sw, r, err)
 		}
-		s.done(r, sw, rl, endpoint)
+		s.done(r, sw, rl, endpoint, err)
 	})
+}
+
+// logBody logs r's body at debug, and puts back what it read for the
+// handler. A body over MaxBody is logged up to it; the handler refuses
+// it as ever.
+func (s *Server) logBody(r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody || !s.log.Enabled(r.Context(), slog.LevelDebug) {
+		return
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, s.opts.MaxBody+1))
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), r.Body))
+	if err != nil {
+		return // the handler reads the error again
+	}
+	attrs := []slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path)}
+	if int64(len(b)) > s.opts.MaxBody {
+		b = b[:s.opts.MaxBody]
+		attrs = append(attrs, slog.Bool("truncated", true))
+	}
+	// A JSON body stays JSON in a JSON record, not a string to decode.
+	var body any = string(b)
+	if json.Valid(b) {
+		body = json.RawMessage(b)
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelDebug, "request body", append(attrs, slog.Any("body", body))...)
 }
 
 func (s *Server) authorized(r *http.Request) bool {
@@ -170,11 +200,14 @@ type reqLog struct {
 	ttft          time.Duration // 0: no token
 	clientGone    bool
 	hasGeneration bool
+	// failed is why a generation failed after its answer began, which
+	// the status does not say.
+	failed error
 }
 
 // done logs the request and counts it. A client that left before the
 // end of its answer is logged and counted as 499, nginx's convention.
-func (s *Server) done(r *http.Request, sw *statusWriter, rl *reqLog, endpoint string) {
+func (s *Server) done(r *http.Request, sw *statusWriter, rl *reqLog, endpoint string, e *apiError) {
 	status := sw.status
 	if status == 0 {
 		status = http.StatusOK
@@ -183,17 +216,38 @@ func (s *Server) done(r *http.Request, sw *statusWriter, rl *reqLog, endpoint st
 		status = 499
 	}
 	s.metrics.requests.WithLabelValues(endpoint, strconv.Itoa(status)).Inc()
-	line := fmt.Sprintf("%s %s %d", r.Method, r.URL.Path, status)
+	attrs := []slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status)}
 	if rl.hasGeneration {
-		ttft := "-"
+		attrs = append(attrs, slog.Int("prompt_tokens", rl.prompt), slog.Int("cached_tokens", rl.cached), slog.Int("generated_tokens", rl.generated))
 		if rl.ttft > 0 {
-			ttft = fmt.Sprintf("%.1fms", float64(rl.ttft.Microseconds())/1000)
+			attrs = append(attrs, slog.Duration("ttft", rl.ttft.Round(time.Microsecond)))
 		}
-		line += fmt.Sprintf(" prompt=%d cached=%d generated=%d ttft=%s", rl.prompt, rl.cached, rl.generated, ttft)
 	} else if rl.prompt > 0 { // an embedding or a rerank
-		line += fmt.Sprintf(" prompt=%d", rl.prompt)
+		attrs = append(attrs, slog.Int("prompt_tokens", rl.prompt))
 	}
-	s.log.Printf("%s total=%.1fms", line, float64(time.Since(rl.start).Microseconds())/1000)
+	attrs = append(attrs, slog.Duration("duration", time.Since(rl.start).Round(time.Microsecond)))
+	failed := rl.failed != nil && !rl.clientGone
+	switch {
+	case e != nil:
+		attrs = append(attrs, slog.String("error", e.msg))
+	case failed:
+		attrs = append(attrs, slog.String("error", rl.failed.Error()))
+	}
+	s.log.LogAttrs(r.Context(), accessLevel(status, failed), "request", attrs...)
+}
+
+// accessLevel is a request record's level: the server's own failure is
+// an error; a refusal for want of capacity (503) or of a key (401) a
+// warning, which an operator watches for overload or probing; the rest,
+// a client's mistakes and clients that left (499), info.
+func accessLevel(status int, failed bool) slog.Level {
+	switch {
+	case failed || status >= 500 && status != http.StatusServiceUnavailable:
+		return slog.LevelError
+	case status == http.StatusServiceUnavailable || status == http.StatusUnauthorized:
+		return slog.LevelWarn
+	}
+	return slog.LevelInfo
 }
 
 // statusWriter remembers the status; http.ResponseController reaches
@@ -239,8 +293,10 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request, _ *reqLog) *ap
 // the others with a final chunk, and returns once every response is
 // complete and the engine has stopped.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	// net/http's own errors (a handler's panic, a failed accept) are
+	// errors of the server's log.
 	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: log.New(s.opts.Log, "http: ", log.LstdFlags)}
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelError)}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	var err error
@@ -248,6 +304,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	case err = <-served:
 		err = fmt.Errorf("serving on %s: %w", ln.Addr(), err)
 	case <-ctx.Done():
+		s.log.Info("shutting down", "grace", grace)
 	}
 	engineCtx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()

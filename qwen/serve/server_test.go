@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -76,7 +78,7 @@ func tinyPath(t *testing.T) string { return compiledPath(t, "tiny-a") }
 // word, then "\tfont" and "(){\n" repeated.
 const question = "What is 2+2?"
 
-// syncBuffer collects the server's log lines.
+// syncBuffer collects the server's log: JSON records, one a line.
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -92,6 +94,44 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// records decodes the records logged so far.
+func (b *syncBuffer) records(t *testing.T) []map[string]any {
+	t.Helper()
+	var recs []map[string]any
+	for line := range strings.Lines(b.String()) {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("a log line that is not a JSON record: %q: %v", line, err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// logged returns the first record with every attribute of want, or nil.
+// Values compare as printed: a JSON number decodes as a float64.
+func (b *syncBuffer) logged(t *testing.T, want map[string]any) map[string]any {
+	t.Helper()
+	for _, r := range b.records(t) {
+		match := true
+		for k, v := range want {
+			if got, ok := r[k]; !ok || fmt.Sprint(got) != fmt.Sprint(v) {
+				match = false
+				break
+			}
+		}
+		if match {
+			return r
+		}
+	}
+	return nil
+}
+
+// request is an access record's attributes, for logged.
+func request(method, path string, status int, level string) map[string]any {
+	return map[string]any{"msg": "request", "method": method, "path": path, "status": status, "level": level}
 }
 
 type testServer struct {
@@ -140,7 +180,9 @@ func newTestServer(t *testing.T, o modelOpts, so ServerOptions) *testServer {
 	t.Helper()
 	m := openModel(t, o)
 	buf := &syncBuffer{}
-	so.Log = buf
+	if so.Log == nil {
+		so.Log = slog.New(slog.NewJSONHandler(buf, nil))
+	}
 	s := NewServer(m, so)
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
@@ -287,11 +329,24 @@ func TestHealthMetricsAndLog(t *testing.T) {
 	if !strings.Contains(metrics, "qwenrun_prompt_tokens_total") {
 		t.Errorf("/metrics lacks the prompt tokens")
 	}
-	log := ts.log.String()
-	for _, want := range []string{"GET /health 200", "POST /v1/chat/completions 200 prompt=", "generated=3 ttft=", "POST /v1/chat/completions 404"} {
-		if !strings.Contains(log, want) {
-			t.Errorf("the log lacks %q:\n%s", want, log)
+	for _, want := range []map[string]any{
+		request("GET", "/health", 200, "INFO"),
+		request("POST", "/v1/chat/completions", 404, "INFO"),
+	} {
+		if ts.log.logged(t, want) == nil {
+			t.Errorf("the log lacks %v:\n%s", want, ts.log)
 		}
+	}
+	chat := ts.log.logged(t, request("POST", "/v1/chat/completions", 200, "INFO"))
+	if chat == nil || chat["generated_tokens"] != 3.0 || chat["prompt_tokens"] == nil || chat["cached_tokens"] == nil ||
+		chat["ttft"] == nil || chat["duration"] == nil || chat["error"] != nil {
+		t.Errorf("the chat's record is %v:\n%s", chat, ts.log)
+	}
+	if r := ts.log.logged(t, request("POST", "/v1/chat/completions", 404, "INFO")); r == nil || !strings.Contains(fmt.Sprint(r["error"]), "nope") {
+		t.Errorf("the 404's record does not say why: %v", r)
+	}
+	if ts.log.logged(t, map[string]any{"msg": "request body"}) != nil {
+		t.Errorf("request bodies logged at info:\n%s", ts.log)
 	}
 }
 

@@ -41,7 +41,8 @@ type Options struct {
 	// the caller's.
 	Drafter *infer.Model
 	// Log takes the engine's logs: each request's start and end at debug
-	// level, a failed step at error level (nil: none).
+	// level, a failed step at error level (nil: none). Nothing of a
+	// request's text is logged.
 	Log *slog.Logger
 }
 
@@ -230,6 +231,9 @@ func New(m *infer.Model, o Options) (*Engine, error) {
 	if o.Chunk <= 0 {
 		o.Chunk = 128
 	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	o.Chunk = min(o.Chunk, m.MaxPrefill())
 	switch {
 	case o.CacheBytes == 0:
@@ -247,12 +251,8 @@ func New(m *infer.Model, o Options) (*Engine, error) {
 			return nil, fmt.Errorf("the draft model's context is at most %d tokens, less than the conversations' %d", d.Config.MaxContext(), o.Ctx)
 		}
 	}
-	log := o.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	e := &Engine{
-		m: m, r: m.NewRunner(o.Runner), opts: o, log: log,
+		m: m, r: m.NewRunner(o.Runner), opts: o, log: o.Log,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if o.Drafter != nil {
