@@ -8,8 +8,13 @@ import (
 )
 
 // opTestLens mixes multiples of the register widths with ragged lengths so
-// both the assembly and the Go remainder run, alone and together.
-var opTestLens = []int{1, 2, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 1000, 3072, 3079}
+// both the assembly and the Go remainder run, alone and together. The
+// assembly loops over four registers (two for exp) while it can, then one
+// at a time: on both widths (16 floats a register on AVX-512, 8 on AVX2)
+// the lengths give the one-register loop each count it can have, 0 to 3,
+// after none, one and many unrolled iterations; e.g. 80 = 64+16 and 4095
+// = 63*64+3*16+15 on AVX-512, 48 = 32+2*8 and 1040 = 32*32+2*8 on AVX2.
+var opTestLens = []int{1, 2, 7, 8, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 80, 95, 100, 127, 1000, 1040, 3072, 3079, 4095}
 
 // guard is written after every output region; a kernel that stores past its
 // end changes it.
@@ -332,7 +337,9 @@ func TestLogSumExp(t *testing.T) {
 
 func TestRoPE(t *testing.T) {
 	for _, p := range SupportedPaths() {
-		for _, d := range []int{2, 14, 16, 32, 34, 48, 64, 66, 128, 256} {
+		// Half lengths of one register or part of one, several, and
+		// several plus a remainder (d = 200: 96+4 or 96 and 4 in Go).
+		for _, d := range []int{2, 14, 16, 32, 34, 48, 64, 66, 80, 128, 200, 256} {
 			r := rand.New(rand.NewPCG(5, uint64(d)))
 			h := d / 2
 			x := opOutF32(d)
@@ -401,15 +408,27 @@ func TestF16ToF32All(t *testing.T) {
 		}
 	}
 	for _, p := range SupportedPaths() {
-		// Offsets 0 and 3 put the ragged remainder at both alignments.
-		for _, off := range []int{0, 3} {
-			dst := opOutF32(len(src) - off)
-			p.F16ToF32(dst, src[off:])
+		check := func(src []uint16, want []float32) {
+			t.Helper()
+			dst := opOutF32(len(src))
+			p.F16ToF32(dst, src)
 			opCheckGuardF32(t, dst)
 			for i := range dst {
-				if math.Float32bits(dst[i]) != math.Float32bits(want[i+off]) {
-					t.Fatalf("%s: %#04x -> %#08x, want %#08x", p, src[i+off], math.Float32bits(dst[i]), math.Float32bits(want[i+off]))
+				if math.Float32bits(dst[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s, n %d: %#04x -> %#08x, want %#08x", p, len(src), src[i], math.Float32bits(dst[i]), math.Float32bits(want[i]))
 				}
+			}
+		}
+		// Offsets 0 and 3 put the ragged remainder at both alignments.
+		for _, off := range []int{0, 3} {
+			check(src[off:], want[off:])
+		}
+		// Every tail of the loops, on the values with the most structure:
+		// around +Inf (the largest normals, the NaNs) and around -0 (NaNs,
+		// zero and the subnormals of the other sign).
+		for _, n := range opTestLens {
+			for _, mid := range []int{0x7c00, 0x8000} {
+				check(src[mid-n/2:mid-n/2+n], want[mid-n/2:])
 			}
 		}
 	}
@@ -587,124 +606,130 @@ func TestPathsAgree(t *testing.T) {
 	}
 }
 
-var opSinkInt int
+var (
+	opSinkF64 float64
+	opSinkInt int
+	opSinkF32 float32
+)
 
-func opBenchPaths(b *testing.B, f func(b *testing.B, p Path)) {
-	for _, p := range SupportedPaths() {
-		b.Run(p.String(), func(b *testing.B) { f(b, p) })
+// opBench runs f on every supported path for each row width n of sizes
+// (sub-benchmarks n/path), with the vectors it needs set up by setup(n)
+// outside the timing. bytes is what one call reads and writes per element.
+func opBench(b *testing.B, sizes []int, bytes int, setup func(n int) func(p Path)) {
+	for _, n := range sizes {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			f := setup(n)
+			for _, p := range SupportedPaths() {
+				b.Run(p.String(), func(b *testing.B) {
+					b.SetBytes(int64(n * bytes))
+					for b.Loop() {
+						f(p)
+					}
+				})
+			}
+		})
 	}
 }
 
-func BenchmarkSiLUMul(b *testing.B) {
-	const n = 512 * 3072
-	r := rand.New(rand.NewPCG(1, 1))
-	g, u, d := opRandF32(r, n, 8), opRandF32(r, n, 1), make([]float32, n)
-	opBenchPaths(b, func(b *testing.B, p Path) {
-		b.SetBytes(n * 12)
-		for b.Loop() {
-			p.SiLUMul(d, g, u)
-		}
-	})
-}
-
-func BenchmarkSiLUMul3072(b *testing.B) {
-	const n = 3072
-	r := rand.New(rand.NewPCG(1, 1))
-	g, u, d := opRandF32(r, n, 8), opRandF32(r, n, 1), make([]float32, n)
-	opBenchPaths(b, func(b *testing.B, p Path) {
-		b.SetBytes(n * 12)
-		for b.Loop() {
-			p.SiLUMul(d, g, u)
-		}
-	})
-}
+// opRows are the row widths of the op benchmarks: a small and a large
+// model's hidden state, where the vectors sit in L1 and L2.
+var opRows = []int{1024, 4096}
 
 func BenchmarkRMSNorm(b *testing.B) {
-	const n = 1024
-	r := rand.New(rand.NewPCG(1, 1))
-	x, w, d := opRandF32(r, n, 1), opRandF32(r, n, 1), make([]float32, n)
-	opBenchPaths(b, func(b *testing.B, p Path) {
-		b.SetBytes(n * 12)
-		for b.Loop() {
-			p.RMSNorm(d, x, w, 1e-6)
-		}
+	opBench(b, opRows, 12, func(n int) func(Path) {
+		r := rand.New(rand.NewPCG(1, 1))
+		x, w, d := opRandF32(r, n, 1), opRandF32(r, n, 1), make([]float32, n)
+		return func(p Path) { p.RMSNorm(d, x, w, 1e-6) }
+	})
+}
+
+func BenchmarkAdd(b *testing.B) {
+	opBench(b, opRows, 12, func(n int) func(Path) {
+		r := rand.New(rand.NewPCG(1, 1))
+		x, y := opRandF32(r, n, 1), opRandF32(r, n, 1)
+		return func(p Path) { p.Add(x, x, y) }
+	})
+}
+
+func BenchmarkAXPY(b *testing.B) {
+	opBench(b, opRows, 12, func(n int) func(Path) {
+		r := rand.New(rand.NewPCG(1, 1))
+		x, y := opRandF32(r, n, 1), opRandF32(r, n, 1)
+		return func(p Path) { p.AXPY(y, 1e-3, x) }
+	})
+}
+
+func BenchmarkScale(b *testing.B) {
+	opBench(b, opRows, 8, func(n int) func(Path) {
+		x := opRandF32(rand.New(rand.NewPCG(1, 1)), n, 1)
+		// -1: repeated in place, the values neither grow nor shrink.
+		return func(p Path) { p.Scale(x, -1) }
+	})
+}
+
+// BenchmarkSiLUMul's largest size is a 512-token prompt's MLP, from
+// memory.
+func BenchmarkSiLUMul(b *testing.B) {
+	opBench(b, []int{1024, 4096, 512 * 3072}, 12, func(n int) func(Path) {
+		r := rand.New(rand.NewPCG(1, 1))
+		g, u, d := opRandF32(r, n, 8), opRandF32(r, n, 1), make([]float32, n)
+		return func(p Path) { p.SiLUMul(d, g, u) }
 	})
 }
 
 func BenchmarkSoftmax(b *testing.B) {
-	const n = 4096
-	r := rand.New(rand.NewPCG(1, 1))
-	x := opRandF32(r, n, 5)
-	y := make([]float32, n)
-	opBenchPaths(b, func(b *testing.B, p Path) {
-		b.SetBytes(n * 4)
-		for b.Loop() {
+	opBench(b, opRows, 8, func(n int) func(Path) {
+		x := opRandF32(rand.New(rand.NewPCG(1, 1)), n, 5)
+		y := make([]float32, n)
+		return func(p Path) {
 			copy(y, x)
 			p.Softmax(y)
 		}
 	})
 }
 
+func BenchmarkLogSumExp(b *testing.B) {
+	opBench(b, opRows, 8, func(n int) func(Path) {
+		x := opRandF32(rand.New(rand.NewPCG(1, 1)), n, 5)
+		y := make([]float32, n)
+		return func(p Path) { opSinkF64, opSinkF32 = p.LogSumExp(x, y) }
+	})
+}
+
+// BenchmarkArgmax's largest size is Qwen's vocabulary: greedy sampling.
 func BenchmarkArgmax(b *testing.B) {
-	const n = 151936
-	r := rand.New(rand.NewPCG(1, 1))
-	x := opRandF32(r, n, 5)
-	opBenchPaths(b, func(b *testing.B, p Path) {
-		b.SetBytes(n * 4)
-		for b.Loop() {
-			opSinkInt = p.Argmax(x)
-		}
+	opBench(b, []int{1024, 4096, 151936}, 4, func(n int) func(Path) {
+		x := opRandF32(rand.New(rand.NewPCG(1, 1)), n, 5)
+		return func(p Path) { opSinkInt = p.Argmax(x) }
 	})
 }
 
 func BenchmarkF32ToF16(b *testing.B) {
-	const n = 4096
-	r := rand.New(rand.NewPCG(1, 1))
-	x, d := opRandF32(r, n, 5), make([]uint16, n)
-	opBenchPaths(b, func(b *testing.B, p Path) {
-		b.SetBytes(n * 4)
-		for b.Loop() {
-			p.F32ToF16(d, x)
-		}
+	opBench(b, opRows, 6, func(n int) func(Path) {
+		x, d := opRandF32(rand.New(rand.NewPCG(1, 1)), n, 5), make([]uint16, n)
+		return func(p Path) { p.F32ToF16(d, x) }
 	})
 }
 
 func BenchmarkF16ToF32(b *testing.B) {
-	const n = 4096
-	r := rand.New(rand.NewPCG(1, 1))
-	y, d := opRandF16(r, n, 5), make([]float32, n)
-	opBenchPaths(b, func(b *testing.B, p Path) {
-		b.SetBytes(n * 2)
-		for b.Loop() {
-			p.F16ToF32(d, y)
-		}
+	opBench(b, opRows, 6, func(n int) func(Path) {
+		y, d := opRandF16(rand.New(rand.NewPCG(1, 1)), n, 5), make([]float32, n)
+		return func(p Path) { p.F16ToF32(d, y) }
 	})
 }
 
-func BenchmarkRoPE128(b *testing.B) {
-	r := rand.New(rand.NewPCG(1, 1))
-	x, c, s := opRandF32(r, 128, 1), make([]float32, 64), make([]float32, 64)
-	for i := range c {
-		// Unit rotations: repeated in place, anything else would drift
-		// into subnormals and time the microcode assists instead.
-		a := r.Float64() * 6
-		c[i], s[i] = float32(math.Cos(a)), float32(math.Sin(a))
-	}
-	opBenchPaths(b, func(b *testing.B, p Path) {
-		for b.Loop() {
-			p.RoPE(x, c, s)
+// BenchmarkRoPE rotates one head of 128 (the head dimension of Qwen3) and
+// rows of 1024 and 4096 (8 and 32 heads' worth in one call).
+func BenchmarkRoPE(b *testing.B) {
+	opBench(b, []int{128, 1024, 4096}, 12, func(n int) func(Path) {
+		r := rand.New(rand.NewPCG(1, 1))
+		x, c, s := opRandF32(r, n, 1), make([]float32, n/2), make([]float32, n/2)
+		for i := range c {
+			// Unit rotations: repeated in place, anything else would drift
+			// into subnormals and time the microcode assists instead.
+			a := r.Float64() * 6
+			c[i], s[i] = float32(math.Cos(a)), float32(math.Sin(a))
 		}
-	})
-}
-
-func BenchmarkAdd(b *testing.B) {
-	const n = 1024
-	r := rand.New(rand.NewPCG(1, 1))
-	x, y := opRandF32(r, n, 1), opRandF32(r, n, 1)
-	opBenchPaths(b, func(b *testing.B, p Path) {
-		b.SetBytes(n * 12)
-		for b.Loop() {
-			p.Add(x, x, y)
-		}
+		return func(p Path) { p.RoPE(x, c, s) }
 	})
 }
