@@ -146,7 +146,7 @@ func plan(ck *Checkpoint, opts Options) (*format.Header, []section, error) {
 	headType := weightType(ft, format.SecLMHead, cfg.Hidden, -1, cfg.Layers)
 	for t := range arch.Tensors(a, &cfg) {
 		dt, layout := format.F32, format.RowMajor
-		if t.Matrix() {
+		if t.Kind.Matrix() {
 			dt, layout = weightType(ft, t.Role, t.K(), t.Layer, cfg.Layers), format.TileMajor
 		}
 		if t.Section == format.SecEmbed {
@@ -164,10 +164,10 @@ func plan(ck *Checkpoint, opts Options) (*format.Header, []section, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		secs = append(secs, section{Section: format.Section{Name: t.Section, DType: dt, Layout: layout, Shape: t.Shape}, srcs: srcs})
+		secs = append(secs, section{Section: format.Section{Name: t.Section, Kind: t.Kind, Role: t.Role, DType: dt, Layout: layout, Shape: t.Shape}, srcs: srcs})
 	}
 	blob := func(name string, b []byte) {
-		secs = append(secs, section{Section: format.Section{Name: name, DType: format.Bytes, Layout: format.Raw, Shape: []uint64{uint64(len(b))}}, blob: b})
+		secs = append(secs, section{Section: blobSection(name, len(b)), blob: b})
 	}
 	if tmpl != "" {
 		blob(format.SecChatTemplate, []byte(tmpl))
@@ -177,7 +177,7 @@ func plan(ck *Checkpoint, opts Options) (*format.Header, []section, error) {
 	// the last one, so only its own offset waits for its size.
 	tok := make(chan tokenizerResult, 1)
 	go func() { tok <- encodeTokenizer(ck, cfg.Vocab) }()
-	secs = append(secs, section{Section: format.Section{Name: format.SecTokenizer, DType: format.Bytes, Layout: format.Raw, Shape: []uint64{0}}, tok: tok})
+	secs = append(secs, section{Section: blobSection(format.SecTokenizer, 0), tok: tok})
 
 	hdr := &format.Header{Config: cfg, Generation: gen, ChatFamily: family}
 	for i := range secs {
@@ -205,6 +205,11 @@ func plan(ck *Checkpoint, opts Options) (*format.Header, []section, error) {
 		off = format.AlignUp(off+hdr.Sections[i].Size, format.Alignment)
 	}
 	return hdr, secs, nil
+}
+
+// blobSection is the directory entry of a byte section of n bytes.
+func blobSection(name string, n int) format.Section {
+	return format.Section{Name: name, Kind: format.KindBytes, Role: name, DType: format.Bytes, Layout: format.Raw, Shape: []uint64{uint64(n)}}
 }
 
 // checkpointTensors finds the checkpoint tensors of a section and checks
@@ -418,7 +423,7 @@ func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionW
 	var per, blocks int
 	var fill func(b int, sl *blockSlot) ([]byte, error)
 	if s.Layout == format.TileMajor {
-		n, k := int(s.Shape[len(s.Shape)-2]), int(s.Shape[len(s.Shape)-1])
+		_, n, k := s.MatrixDims()
 		perExpert := format.Tiles(n)
 		tiles := perExpert * len(s.srcs)
 		wt, _ := s.DType.Weight()

@@ -366,7 +366,13 @@ type ArenaPlan struct {
 
 // Section is one entry of the directory.
 type Section struct {
-	Name   string
+	Name string
+	// Kind is what the section holds, and Role the architecture's name for
+	// it: the name without "layers.N." ("q_proj", "experts.down_proj",
+	// "tokenizer"). A version 5 file stores both; for an older file package
+	// arch sets them from the architecture's tensor list.
+	Kind   Kind
+	Role   string
 	DType  DType
 	Layout Layout
 	Shape  []uint64

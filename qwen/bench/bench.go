@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/arch"
 	"github.com/qwenc/qwenc/internal/mem"
 	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime/infer"
@@ -73,6 +74,11 @@ func openModel(path string) (Model, error) {
 		return Model{}, err
 	}
 	defer f.Close()
+	// Validate also gives the sections of an older file their kinds, which
+	// the report reads.
+	if err := arch.Validate(f.Header); err != nil {
+		return Model{}, fmt.Errorf("%s: %w", path, err)
+	}
 	rep := format.Report(f.Header, nil, format.KVF16)
 	return Model{Path: path, WeightType: f.Header.WeightType(), FileSize: f.Size, DecodeBytes: rep.DecodeWeightBytes, Config: f.Header.Config}, nil
 }
