@@ -375,6 +375,11 @@ type Header struct {
 	// does not know (a newer writer's), in key order: kept, so that a
 	// header written again has them, and shown by qwenc inspect.
 	Unknown []Entry
+	// UnknownFeatures are the features the file lists that this build
+	// does not know, kept likewise: optional ones (a file that needs one
+	// is refused), unless a header is made by hand. The features this
+	// build knows are not stored: they follow from Config (Features).
+	UnknownFeatures []Feature
 }
 
 // Section returns the directory entry with the given name.

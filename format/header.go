@@ -3,6 +3,7 @@ package format
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 )
@@ -71,7 +72,18 @@ func unmarshalHeader(b []byte, version uint32) (*Header, error) {
 	if version >= 5 {
 		es := d.entries()
 		if d.err == nil {
+			if err := checkRequired(es); err != nil {
+				if fe := (*FeatureError)(nil); errors.As(err, &fe) {
+					return nil, err
+				}
+				d.err = err
+			}
+		}
+		if d.err == nil {
 			d.err = unmarshalEntries(es, h)
+		}
+		if d.err == nil {
+			d.err = unmarshalFeatures(es, h)
 		}
 	} else {
 		d.legacyBlocks(h, version)

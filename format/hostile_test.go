@@ -3,6 +3,7 @@ package format_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"math"
 	"os"
 	"reflect"
@@ -116,7 +117,7 @@ func TestKeyValueBlock(t *testing.T) {
 	}
 
 	unknown := []format.Entry{{Key: "config.linear_num_value_heads", Value: uint32(32)}, {Key: "zeta.note", Value: []string{"a", "b"}},
-		{Key: "zeta.scales", Value: []float32{0.5, float32(math.Inf(1))}}}
+		{Key: "zeta.scales", Value: []float32{0.5, float32(math.Inf(1))}}, {Key: "zeta.z", Value: format.RawValue{Type: 12, Bytes: []byte{1, 2, 3}}}}
 	withUnknown := *h
 	withUnknown.Unknown = unknown
 	got, err := readHeaderBytes(format.MarshalHeader(&withUnknown), size)
@@ -141,8 +142,10 @@ func TestKeyValueBlock(t *testing.T) {
 		{"too long", patchKey(t, hb, "config.head_dim", "config.h"+strings.Repeat("e", 121), 0), `header: key "config.heeee`},
 		{"not a key", patchKey(t, hb, "config.head_dim", "Config.head_dim", 0), `header: key "Config.head_dim": not a valid key`},
 		{"empty segment", patchKey(t, hb, "config.head_dim", "config..ead_dim", 0), `header: key "config..ead_dim": not a valid key`},
-		{"unknown type", patchKey(t, hb, "config.head_dim", "", 9), `header: key "config.head_dim": unknown value type 9`},
-		{"array of an unknown type", patchKey(t, hb, "config.head_dim", "", 0x89), `header: key "config.head_dim": unknown value type 137`},
+		{"unknown type", patchKey(t, hb, "config.head_dim", "", 9), `header: key "config.head_dim": a type(9), want a u32`},
+		{"array of an unknown type", patchKey(t, hb, "config.head_dim", "", 0x89), `header: key "config.head_dim": a type(137), want a u32`},
+		{"value larger than its type", patchKey(t, hb, "config.head_dim", "", 1), `header: key "config.head_dim": a u8 takes 1 of its 4 bytes`},
+		{"value smaller than its type", patchKey(t, hb, "config.head_dim", "", 4), `header: key "config.head_dim": a u64 does not fit in its 4 bytes`},
 		{"count past the end", count, "header: keys: count 4294967295 does not fit in the"},
 	} {
 		_, err := readHeaderBytes(c.hb, size)
@@ -177,6 +180,81 @@ func TestKeyValueBlock(t *testing.T) {
 		e.Config.MoE.Sparse = nil
 		e.Generation.EOS = slices.Clone(h.Generation.EOS)
 		e.Sections = slices.Clone(h.Sections)
+		c.edit(&e)
+		_, err := readHeaderBytes(format.MarshalHeader(&e), size)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestFeatures: a file that needs a feature this build does not know is
+// refused with the message every reader prints, before anything else of
+// its header is read; an optional one is kept and otherwise ignored; the
+// features this build knows must be the ones the config needs.
+func TestFeatures(t *testing.T) {
+	b := quantFile(t, true)
+	size := int64(len(b))
+	h, err := format.UnmarshalHeader(headerOf(t, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs := format.Features(&h.Config); !reflect.DeepEqual(fs, []format.Feature{{Name: "qk_norm", Required: true}}) {
+		t.Fatalf("a qwen3 file's features: %v", fs)
+	}
+	all := format.Config{Embedding: true, QKNorm: true, QKVBias: true, MoE: format.MoE{Experts: 2}, RopeScaling: format.RopeScaling{Type: "yarn"}}
+	var names []string
+	for _, f := range format.Features(&all) {
+		names = append(names, f.Name)
+		if !f.Required || !format.KnownFeature(f.Name) {
+			t.Errorf("feature %q: required %v, known %v", f.Name, f.Required, format.KnownFeature(f.Name))
+		}
+	}
+	if want := []string{"embedding", "moe", "qk_norm", "qkv_bias", "rope_scaling.yarn"}; !slices.Equal(names, want) {
+		t.Errorf("features %v, want %v in name order", names, want)
+	}
+	all.RopeScaling.Type = "linear"
+	if fs := format.Features(&all); fs[len(fs)-1].Name != "rope_scaling.linear" {
+		t.Errorf("linear RoPE scaling: features %v", fs)
+	}
+
+	needs := *h
+	needs.UnknownFeatures = []format.Feature{{Name: "hybrid", Required: true}, {Name: "mtp"}}
+	// What the feature changes may be nothing this build can read.
+	needs.Config.Hidden = 0
+	needs.Sections = append(slices.Clone(h.Sections), format.Section{Name: "layers.0.conv", Kind: 99, DType: 77})
+	_, err = readHeaderBytes(format.MarshalHeader(&needs), size)
+	var fe *format.FeatureError
+	if err == nil || err.Error() != `this file needs feature "hybrid": update qwenrun` || !errors.As(err, &fe) || fe.Feature != "hybrid" {
+		t.Errorf("a required feature this build lacks: %v", err)
+	}
+
+	optional := *h
+	optional.UnknownFeatures = []format.Feature{{Name: "mtp"}, {Name: "a.b"}}
+	got, err := readHeaderBytes(format.MarshalHeader(&optional), size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []format.Feature{{Name: "a.b"}, {Name: "mtp"}}; !reflect.DeepEqual(got.UnknownFeatures, want) {
+		t.Errorf("optional features this build lacks: read back %v, want %v", got.UnknownFeatures, want)
+	}
+
+	for _, c := range []struct {
+		name string
+		edit func(h *format.Header)
+		want string
+	}{
+		{"a feature the config does not need", func(h *format.Header) {
+			h.UnknownFeatures = []format.Feature{{Name: "moe", Required: true}}
+		}, "header: features [moe, qk_norm] listed, but the config needs [qk_norm]"},
+		{"a required feature listed as optional", func(h *format.Header) {
+			h.UnknownFeatures = []format.Feature{{Name: "embedding"}}
+		}, "header: features [embedding (optional), qk_norm] listed, but the config needs [qk_norm]"},
+		{"a feature listed twice", func(h *format.Header) {
+			h.UnknownFeatures = []format.Feature{{Name: "x", Required: true}, {Name: "x", Required: true}}
+		}, `header: key "features.required": feature "x" listed twice`},
+	} {
+		e := *h
 		c.edit(&e)
 		_, err := readHeaderBytes(format.MarshalHeader(&e), size)
 		if err == nil || err.Error() != c.want {

@@ -228,8 +228,8 @@ func checkRanges(h *Header, keys []key) error {
 // marshalEntries is h's key/value block: the known keys' values and the
 // keys h was read with that this build does not know.
 func marshalEntries(h *Header) []Entry {
-	var es []Entry
-	known := map[string]bool{}
+	es := featureEntries(h)
+	known := map[string]bool{keyRequired: true, keyOptional: true}
 	for _, k := range allKeys() {
 		known[k.name] = true
 		if v := load(k.ref(h)); k.required || !zero(v) {
@@ -253,6 +253,9 @@ func unmarshalEntries(es []Entry, h *Header) error {
 	for _, x := range es {
 		byName[x.Key] = x.Value
 	}
+	// unmarshalFeatures reads these.
+	delete(byName, keyRequired)
+	delete(byName, keyOptional)
 	for _, k := range allKeys() {
 		v, ok := byName[k.name]
 		if !ok {

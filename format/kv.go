@@ -2,6 +2,8 @@ package format
 
 import (
 	"cmp"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -55,15 +57,27 @@ func (t ValueType) String() string {
 
 // Entry is one key and its value. Value holds one of uint8, uint32,
 // int32, uint64, float32, float64, bool or string, or a slice of one of
-// them (an array); its Go type is its ValueType.
+// them (an array), its Go type giving its ValueType; or, for a value
+// type this build does not know, a RawValue.
 type Entry struct {
 	Key   string
 	Value any
 }
 
+// RawValue is a value of a type this build does not know (a newer writer's),
+// kept as its bytes.
+type RawValue struct {
+	Type  ValueType
+	Bytes []byte
+}
+
+func (r RawValue) String() string { return fmt.Sprintf("(%s, %d bytes)", r.Type, len(r.Bytes)) }
+
 // TypeOf is the ValueType of a value of one of Entry's Go types.
 func TypeOf(v any) (ValueType, bool) {
-	switch v.(type) {
+	switch v := v.(type) {
+	case RawValue:
+		return v.Type, true
 	case uint8:
 		return TypeU8, true
 	case uint32:
@@ -120,8 +134,9 @@ func validKey(k string) bool {
 	return true
 }
 
-// entries encodes a key/value block: the count, then each entry, in
-// increasing key order (SPEC.md).
+// entries encodes a key/value block: the count, then each entry in
+// increasing key order: its key, its value type, the size of its value
+// and the value (SPEC.md, "Key/value block").
 func (e *encoder) entries(es []Entry) {
 	es = slices.Clone(es)
 	slices.SortFunc(es, func(a, b Entry) int { return cmp.Compare(a.Key, b.Key) })
@@ -130,7 +145,10 @@ func (e *encoder) entries(es []Entry) {
 		t, _ := TypeOf(x.Value)
 		e.str(x.Key)
 		e.u8(uint8(t))
+		at := len(e.b)
+		e.u32(0)
 		e.value(x.Value)
+		binary.LittleEndian.PutUint32(e.b[at:], uint32(len(e.b)-at-4))
 	}
 }
 
@@ -138,6 +156,8 @@ func (e *encoder) entries(es []Entry) {
 // element count and its elements.
 func (e *encoder) value(v any) {
 	switch v := v.(type) {
+	case RawValue:
+		e.b = append(e.b, v.Bytes...)
 	case uint8:
 		e.u8(v)
 	case uint32:
@@ -182,9 +202,11 @@ func elems[T any](e *encoder, v []T) {
 
 // entries decodes a key/value block: every count and length is bounded
 // by the bytes left before anything is allocated, keys must be valid and
-// strictly increasing (so none is listed twice), and every type known.
+// strictly increasing (so none is listed twice), and a value of a known
+// type must fill its size exactly. A value of an unknown type is kept as
+// a RawValue: its size lets the reader step over it.
 func (d *decoder) entries() []Entry {
-	n := d.count("keys", 7) // the smallest entry: a 1-byte key, a type, a u8
+	n := d.count("keys", 10) // the smallest entry: a 1-byte key, a type, a size, a u8
 	if d.err == nil && n > MaxEntries {
 		d.fail("keys: %d entries, at most %d", n, MaxEntries)
 	}
@@ -204,10 +226,28 @@ func (d *decoder) entries() []Entry {
 			d.fail("key %q: after %q, out of order or listed twice", k, es[i-1].Key)
 		}
 		t := ValueType(d.u8())
-		if d.err == nil && !t.known() {
-			d.fail("key %q: unknown value type %d", k, uint8(t))
+		size := d.u32()
+		if d.err == nil && uint64(size) > uint64(len(d.b)-d.off) {
+			d.fail("key %q: a value of %d bytes, past the end of the header", k, size)
 		}
-		v := d.value(k, t)
+		b := d.take(int(size))
+		if d.err != nil {
+			break
+		}
+		if !t.known() {
+			es = append(es, Entry{k, RawValue{t, b}})
+			continue
+		}
+		vd := &decoder{b: b}
+		v := vd.value(t)
+		switch {
+		case errors.Is(vd.err, errShort):
+			d.fail("key %q: a %s does not fit in its %d bytes", k, t, len(b))
+		case vd.err != nil:
+			d.fail("key %q: %w", k, vd.err)
+		case vd.off != len(b):
+			d.fail("key %q: a %s takes %d of its %d bytes", k, t, vd.off, len(b))
+		}
 		es = append(es, Entry{k, v})
 	}
 	return es
@@ -216,17 +256,17 @@ func (d *decoder) entries() []Entry {
 // scalarSize is the smallest encoding of a scalar type.
 var scalarSize = [...]int{TypeU8: 1, TypeU32: 4, TypeI32: 4, TypeU64: 8, TypeF32: 4, TypeF64: 8, TypeBool: 1, TypeString: 4}
 
-// value decodes a value of a known type t for key k.
-func (d *decoder) value(k string, t ValueType) any {
+// value decodes a value of a known type t.
+func (d *decoder) value(t ValueType) any {
 	if d.err != nil {
 		return nil
 	}
 	if t&Array != 0 {
 		s := t.scalar()
-		n := d.count(k, scalarSize[s])
+		n := d.count("array", scalarSize[s])
 		switch s {
 		case TypeU8:
-			return array(d, n, func() uint8 { return d.u8() })
+			return array(d, n, d.u8)
 		case TypeU32:
 			return array(d, n, d.u32)
 		case TypeI32:
@@ -238,9 +278,9 @@ func (d *decoder) value(k string, t ValueType) any {
 		case TypeF64:
 			return array(d, n, d.f64)
 		case TypeBool:
-			return array(d, n, func() bool { return d.bool(k) })
+			return array(d, n, func() bool { return d.bool("value") })
 		case TypeString:
-			return array(d, n, func() string { return d.str(k) })
+			return array(d, n, func() string { return d.str("value") })
 		}
 	}
 	switch t {
@@ -257,9 +297,9 @@ func (d *decoder) value(k string, t ValueType) any {
 	case TypeF64:
 		return d.f64()
 	case TypeBool:
-		return d.bool(k)
+		return d.bool("value")
 	case TypeString:
-		return d.str(k)
+		return d.str("value")
 	}
 	return nil
 }

@@ -248,6 +248,9 @@ func TestHostileFiles(t *testing.T) {
 			[]string{`section "lm_head": missing`}, false},
 		{"num_hidden_layers 2^24", edit(func(h *format.Header) { h.Config.Layers = 1 << 24 }),
 			[]string{`section "layers.2.input_layernorm": missing`}, false},
+		{"a feature this build does not have", edit(func(h *format.Header) {
+			h.UnknownFeatures = []format.Feature{{Name: "hybrid", Required: true}}
+		}), []string{`this file needs feature "hybrid": update qwenrun`}, false},
 		{"eos id outside the vocabulary", edit(func(h *format.Header) { h.Generation.EOS[0] = 300 }),
 			[]string{"eos id 300 outside the vocabulary"}, false},
 		{"arena tensor outside its arena", edit(func(h *format.Header) { h.Plans[0].Tensors[0].Offset = h.Plans[0].Size }),
@@ -342,16 +345,22 @@ func TestHostileFiles(t *testing.T) {
 	})
 
 	// The file the cases were made from is good, so every refusal above
-	// is due to the damage, not the harness.
-	t.Run("control", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "good.qbin")
-		if err := os.WriteFile(path, good, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		for _, args := range [][]string{{bin, path, "--tokens", "1", "-n", "1"}, {bin, "--verify", path, "--tokens", "1", "-n", "1"}, {qwenc, "inspect", path}, {qwenc, "verify", path}} {
-			if _, stderr, code := exitOf(t, args[0], args[1:]...); code != 0 {
-				t.Errorf("%v: exit %d, %q", args[1:], code, stderr)
+	// is due to the damage, not the harness; and a file that lists an
+	// optional feature, or a key, this build does not know is as good.
+	optional := cloneHeader(t, h)
+	optional.UnknownFeatures = []format.Feature{{Name: "mtp"}}
+	optional.Unknown = []format.Entry{{Key: "mtp.num_hidden_layers", Value: uint32(1)}}
+	for name, file := range map[string][]byte{"control": good, "optional feature and key this build does not know": withHeader(t, good, optional)} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "good.qbin")
+			if err := os.WriteFile(path, file, 0o644); err != nil {
+				t.Fatal(err)
 			}
-		}
-	})
+			for _, args := range [][]string{{bin, path, "--tokens", "1", "-n", "1"}, {bin, "--verify", path, "--tokens", "1", "-n", "1"}, {qwenc, "inspect", path}, {qwenc, "verify", path}} {
+				if _, stderr, code := exitOf(t, args[0], args[1:]...); code != 0 {
+					t.Errorf("%v: exit %d, %q", args[1:], code, stderr)
+				}
+			}
+		})
+	}
 }
