@@ -19,6 +19,10 @@ type Arch interface {
 	Configure(c *format.Config, hf *HFConfig) error
 	// Layer lists layer l's tensors in file order.
 	Layer(c *format.Config, l int) []Tensor
+	// Transform is what the compiler does to tensor t's checkpoint values
+	// before converting them to the section's dtype (transform.go holds
+	// the transforms); the zero Transform does nothing.
+	Transform(c *format.Config, t *Tensor) Transform
 	// BuildLayer appends layer l's ops to the step.
 	BuildLayer(b *Builder, l int)
 }
