@@ -64,20 +64,26 @@ const (
 	keyOptional = "features.optional"
 )
 
-// featureEntries are the key/value entries of h's features: those its
-// config needs, and those this build does not know that h was read with,
-// each list in name order.
+// Features lists the features h's file lists: those its config needs,
+// and those this build does not know that it was read with, in name
+// order.
+func (h *Header) Features() []Feature {
+	fs := slices.Concat(Features(&h.Config), h.UnknownFeatures)
+	slices.SortStableFunc(fs, func(a, b Feature) int { return strings.Compare(a.Name, b.Name) })
+	return fs
+}
+
+// featureEntries are the key/value entries of h's features, each list in
+// name order.
 func featureEntries(h *Header) []Entry {
 	var req, opt []string
-	for _, f := range slices.Concat(Features(&h.Config), h.UnknownFeatures) {
+	for _, f := range h.Features() {
 		if f.Required {
 			req = append(req, f.Name)
 		} else {
 			opt = append(opt, f.Name)
 		}
 	}
-	slices.Sort(req)
-	slices.Sort(opt)
 	var es []Entry
 	if len(req) > 0 {
 		es = append(es, Entry{keyRequired, req})

@@ -23,7 +23,7 @@ func UpdateChecksum(crc uint32, p []byte) uint32 { return crc32.Update(crc, cast
 // directory.
 func MarshalHeader(h *Header) []byte {
 	e := &encoder{}
-	e.entries(marshalEntries(h))
+	e.entries(h.Entries())
 	e.u32(uint32(len(h.Plans)))
 	for _, p := range h.Plans {
 		e.str(p.Mode)

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // key is one known key of the header's key/value block: the field of a
@@ -225,9 +226,10 @@ func checkRanges(h *Header, keys []key) error {
 	return nil
 }
 
-// marshalEntries is h's key/value block: the known keys' values and the
-// keys h was read with that this build does not know.
-func marshalEntries(h *Header) []Entry {
+// Entries is h's key/value block as MarshalHeader writes it, in key
+// order: the features, the known keys' values (an optional key only when
+// set) and the keys h was read with that this build does not know.
+func (h *Header) Entries() []Entry {
 	es := featureEntries(h)
 	known := map[string]bool{keyRequired: true, keyOptional: true}
 	for _, k := range allKeys() {
@@ -243,6 +245,7 @@ func marshalEntries(h *Header) []Entry {
 			es = append(es, x)
 		}
 	}
+	slices.SortFunc(es, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
 	return es
 }
 

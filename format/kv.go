@@ -1,12 +1,10 @@
 package format
 
 import (
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 )
 
@@ -134,12 +132,10 @@ func validKey(k string) bool {
 	return true
 }
 
-// entries encodes a key/value block: the count, then each entry in
-// increasing key order: its key, its value type, the size of its value
-// and the value (SPEC.md, "Key/value block").
+// entries encodes a key/value block (entries in increasing key order):
+// the count, then each entry: its key, its value type, the size of its
+// value and the value (SPEC.md, "Key/value block").
 func (e *encoder) entries(es []Entry) {
-	es = slices.Clone(es)
-	slices.SortFunc(es, func(a, b Entry) int { return cmp.Compare(a.Key, b.Key) })
 	e.u32(uint32(len(es)))
 	for _, x := range es {
 		t, _ := TypeOf(x.Value)
