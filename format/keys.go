@@ -13,7 +13,7 @@ import (
 // Header it holds, whether every file has it, and the range of its value.
 // The tables below are the one list of them: MarshalHeader writes from
 // them, UnmarshalHeader reads through them, Config.Validate and Validate
-// check their ranges.
+// check their ranges, and SPEC.md lists them (TestSpecListsEveryKey).
 type key struct {
 	name string
 	// required keys are always written and must be in a file; the others
