@@ -154,6 +154,13 @@ func TestKeyValueBlock(t *testing.T) {
 		}
 	}
 
+	// A negative int is out of range, though it would be written as 0.
+	c := h.Config
+	c.MoE = format.MoE{Experts: 2, ExpertsPerToken: 1, ExpertWidth: -3, Sparse: []bool{true}}
+	if err := c.Validate(); err == nil || err.Error() != "moe.moe_intermediate_size = -3, want in [1, 16777216]" {
+		t.Errorf("a negative expert width: %v", err)
+	}
+
 	for _, c := range []struct {
 		name string
 		edit func(h *format.Header)

@@ -87,7 +87,7 @@ func allKeys() []key { return slices.Concat(configKeys, otherKeys) }
 func load(p any) any {
 	switch p := p.(type) {
 	case *int:
-		return p2u32(*p)
+		return clampU32(*p)
 	case *string:
 		return *p
 	case *bool:
@@ -108,10 +108,10 @@ func load(p any) any {
 	panic(fmt.Sprintf("format: key field of type %T", p))
 }
 
-// p2u32 clamps an int to u32's range: Validate refuses what is out of
+// clampU32 clamps an int to u32's range: Validate refuses what is out of
 // range before a header is written, and this keeps an unvalidated one from
 // wrapping around.
-func p2u32(v int) uint32 { return uint32(min(max(v, 0), math.MaxUint32)) }
+func clampU32(v int) uint32 { return uint32(min(max(v, 0), math.MaxUint32)) }
 
 // store sets the field p to v, which must be of the type the field is
 // stored as.
@@ -179,14 +179,14 @@ func measure(p any) (x float64, length bool) {
 }
 
 // checkRange checks the range of a key's value in h: always for a
-// required key, for an optional one when it is set.
+// required key, for an optional one when it is set (not zero: a negative
+// int is set, though it would be written as 0).
 func (k *key) checkRange(h *Header) error {
-	p := k.ref(h)
-	if (k.lo == 0 && k.hi == 0) || (!k.required && zero(load(p))) {
+	if k.lo == 0 && k.hi == 0 {
 		return nil
 	}
-	x, length := measure(p)
-	if x >= k.lo && x <= k.hi {
+	x, length := measure(k.ref(h))
+	if (!k.required && x == 0) || (x >= k.lo && x <= k.hi) {
 		return nil
 	}
 	var want string

@@ -157,6 +157,7 @@ func TestInspectMoE(t *testing.T) {
 		} `json:"config"`
 		Sections []struct {
 			Name  string   `json:"name"`
+			Kind  string   `json:"kind"`
 			Shape []uint64 `json:"shape"`
 			Size  uint64   `json:"size"`
 		} `json:"sections"`
@@ -174,7 +175,7 @@ func TestInspectMoE(t *testing.T) {
 	}
 	var params, active, decode uint64
 	for _, sec := range r.Sections {
-		if sec.Name == "tokenizer" || sec.Name == "chat_template" {
+		if sec.Kind == "bytes" {
 			continue
 		}
 		n := uint64(1)
@@ -182,7 +183,7 @@ func TestInspectMoE(t *testing.T) {
 			n *= d
 		}
 		frac := func(v uint64) uint64 { return v }
-		if len(sec.Shape) == 3 {
+		if sec.Kind == "experts" {
 			frac = func(v uint64) uint64 { return v * 2 / 4 }
 		}
 		if sec.Name != "embed_tokens" {
