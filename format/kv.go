@@ -2,6 +2,7 @@ package format
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -328,7 +329,8 @@ func FormatValue(v any) string {
 }
 
 // JSONValue is a value as encoding/json can write it: non-finite floats,
-// which JSON has no numbers for, as the strings "NaN", "+Inf" and "-Inf".
+// which JSON has no numbers for, as the strings "NaN", "+Inf" and "-Inf";
+// a value of a type this build does not know as its bytes in hex.
 func JSONValue(v any) any {
 	num := func(f float64) any {
 		if math.IsNaN(f) || math.IsInf(f, 0) {
@@ -337,6 +339,8 @@ func JSONValue(v any) any {
 		return f
 	}
 	switch v := v.(type) {
+	case RawValue:
+		return hex.EncodeToString(v.Bytes)
 	case float32:
 		return num(float64(v))
 	case float64:

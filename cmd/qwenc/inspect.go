@@ -153,11 +153,7 @@ func printJSON(w io.Writer, h *format.Header, version uint32, rep format.MemoryR
 	var keys []jsonKey
 	for _, e := range h.Entries() {
 		t, _ := format.TypeOf(e.Value)
-		v := format.JSONValue(e.Value)
-		if r, ok := e.Value.(format.RawValue); ok {
-			v = r.Bytes
-		}
-		keys = append(keys, jsonKey{e.Key, t.String(), v, !unknownKey(h, e.Key)})
+		keys = append(keys, jsonKey{e.Key, t.String(), format.JSONValue(e.Value), !unknownKey(h, e.Key)})
 	}
 	out := map[string]any{
 		"format_version": version,
