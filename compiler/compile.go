@@ -51,6 +51,7 @@ type Result struct {
 // section is one directory entry and where its bytes come from.
 type section struct {
 	format.Section
+	tr   arch.Transform         // what the architecture does to srcs' values
 	srcs []*TensorInfo          // checkpoint tensors (several: stacked experts), or
 	blob []byte                 // bytes made by the compiler, or
 	tok  <-chan tokenizerResult // the tokenizer, still being encoded
@@ -150,7 +151,7 @@ func plan(ck *Checkpoint, opts Options) (*format.Header, []section, error) {
 	headType := weightType(ft, format.SecLMHead, cfg.Hidden, -1, cfg.Layers)
 	for t := range arch.Tensors(a, &cfg) {
 		dt, layout := format.F32, format.RowMajor
-		if t.Matrix() {
+		if t.Kind.Matrix() {
 			dt, layout = weightType(ft, t.Role, t.K(), t.Layer, cfg.Layers), format.TileMajor
 		}
 		if t.Section == format.SecEmbed {
@@ -164,14 +165,18 @@ func plan(ck *Checkpoint, opts Options) (*format.Header, []section, error) {
 				layout = format.RowMajor
 			}
 		}
-		srcs, err := checkpointTensors(ck, &t)
+		tr := a.Transform(&cfg, &t)
+		if err := tr.Check(&t); err != nil {
+			return nil, nil, err
+		}
+		srcs, err := checkpointTensors(ck, &t, &tr)
 		if err != nil {
 			return nil, nil, err
 		}
-		secs = append(secs, section{Section: format.Section{Name: t.Section, DType: dt, Layout: layout, Shape: t.Shape}, srcs: srcs})
+		secs = append(secs, section{Section: format.Section{Name: t.Section, Kind: t.Kind, Role: t.Role, DType: dt, Layout: layout, Shape: t.Shape}, tr: tr, srcs: srcs})
 	}
 	blob := func(name string, b []byte) {
-		secs = append(secs, section{Section: format.Section{Name: name, DType: format.Bytes, Layout: format.Raw, Shape: []uint64{uint64(len(b))}}, blob: b})
+		secs = append(secs, section{Section: blobSection(name, len(b)), blob: b})
 	}
 	if tmpl != "" {
 		blob(format.SecChatTemplate, []byte(tmpl))
@@ -181,7 +186,7 @@ func plan(ck *Checkpoint, opts Options) (*format.Header, []section, error) {
 	// the last one, so only its own offset waits for its size.
 	tok := make(chan tokenizerResult, 1)
 	go func() { tok <- encodeTokenizer(ck, cfg.Vocab) }()
-	secs = append(secs, section{Section: format.Section{Name: format.SecTokenizer, DType: format.Bytes, Layout: format.Raw, Shape: []uint64{0}}, tok: tok})
+	secs = append(secs, section{Section: blobSection(format.SecTokenizer, 0), tok: tok})
 
 	hdr := &format.Header{Config: cfg, Generation: gen, ChatFamily: family}
 	for i := range secs {
@@ -207,13 +212,22 @@ func plan(ck *Checkpoint, opts Options) (*format.Header, []section, error) {
 	return hdr, secs, nil
 }
 
+// blobSection is the directory entry of a byte section of n bytes.
+func blobSection(name string, n int) format.Section {
+	return format.Section{Name: name, Kind: format.KindBytes, Role: name, DType: format.Bytes, Layout: format.Raw, Shape: []uint64{uint64(n)}}
+}
+
 // checkpointTensors finds the checkpoint tensors of a section and checks
 // their shapes and dtypes: one tensor of the section's shape, or for
-// stacked experts one [n, k] tensor per expert.
-func checkpointTensors(ck *Checkpoint, t *arch.Tensor) ([]*TensorInfo, error) {
+// stacked experts one [n, k] tensor per expert; of the transform's source
+// shape if it has one.
+func checkpointTensors(ck *Checkpoint, t *arch.Tensor, tr *arch.Transform) ([]*TensorInfo, error) {
 	shape := t.Shape
 	if len(t.HF) > 1 {
 		shape = shape[1:]
+	}
+	if tr.SrcShape != nil {
+		shape = tr.SrcShape
 	}
 	var srcs []*TensorInfo
 	for _, name := range t.HF {
@@ -415,29 +429,51 @@ func outputError(err error, tmp, out string) error {
 // 0.77 against 0.92). An error names the checkpoint tensor at fault.
 func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionWriter, s *section, slots []*blockSlot) error {
 	es := ElemSize(s.srcs[0].DType)
+	// read reads rows r0..r0+r-1 of t, of k elements each.
+	read := func(sl *blockSlot, t *TensorInfo, r0, r, k int) ([]byte, error) {
+		src := sl.grow(&sl.src, r*k*es)
+		return src, ck.ReadAt(t, src, int64(r0*k*es))
+	}
 	var per, blocks int
 	var fill func(b int, sl *blockSlot) ([]byte, error)
 	if s.Layout == format.TileMajor {
-		n, k := int(s.Shape[len(s.Shape)-2]), int(s.Shape[len(s.Shape)-1])
+		_, n, k := s.MatrixDims()
 		perExpert := format.Tiles(n)
 		tiles := perExpert * len(s.srcs)
 		wt, _ := s.DType.Weight()
 		tb := wt.TileBytes(k)
-		var convert func(dst []byte, sl *blockSlot, t *TensorInfo, src []byte, r int) error
-		if wt != wtype.F16 {
-			tt := kernels.Traits(wt)
-			convert = func(dst []byte, sl *blockSlot, t *TensorInfo, src []byte, r int) error {
-				rows := sl.floats(r * k)
+		// convert makes one tile of rows r0..r0+r-1 of t.
+		var convert func(dst []byte, sl *blockSlot, t *TensorInfo, r0, r int) error
+		switch tt := kernels.Traits(wt); {
+		case !s.tr.Identity():
+			convert = func(dst []byte, sl *blockSlot, t *TensorInfo, r0, r int) error {
+				rows := sl.floats(&sl.f32, r*k)
+				if err := transformRows(ck, &s.tr, t, sl, rows, r0, r, k); err != nil {
+					return err
+				}
+				return tt.QuantizeTile(dst, rows, r, k)
+			}
+		case wt != wtype.F16:
+			convert = func(dst []byte, sl *blockSlot, t *TensorInfo, r0, r int) error {
+				src, err := read(sl, t, r0, r, k)
+				if err != nil {
+					return err
+				}
+				rows := sl.floats(&sl.f32, r*k)
 				if err := toF32(rows, src, t.DType); err != nil {
 					return err
 				}
 				return tt.QuantizeTile(dst, rows, r, k)
 			}
-		} else {
+		default:
 			// f16 from the checkpoint's elements, not the table's encoder:
 			// bf16 converts through a table straight into the tile, without
 			// widening every weight to f32 first.
-			convert = func(dst []byte, sl *blockSlot, t *TensorInfo, src []byte, r int) error {
+			convert = func(dst []byte, sl *blockSlot, t *TensorInfo, r0, r int) error {
+				src, err := read(sl, t, r0, r, k)
+				if err != nil {
+					return err
+				}
 				if t.DType == "BF16" && !cv.tileMajorBF16(dst, src, r, k) {
 					return nil
 				}
@@ -458,13 +494,33 @@ func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionW
 				t := s.srcs[tile/perExpert]
 				r0 := tile % perExpert * format.TileRows
 				r := min(format.TileRows, n-r0)
-				src := sl.grow(&sl.src, r*k*es)
-				if err := ck.ReadAt(t, src, int64(r0*k*es)); err != nil {
-					return nil, fmt.Errorf("%s: tensor %q: %w", t.File, t.Name, err)
-				}
-				if err := convert(out[(tile-t0)*tb:(tile-t0+1)*tb], sl, t, src, r); err != nil {
+				if err := convert(out[(tile-t0)*tb:(tile-t0+1)*tb], sl, t, r0, r); err != nil {
 					return nil, fmt.Errorf("%s: tensor %q: rows %d..%d: %w", t.File, t.Name, r0, r0+r-1, err)
 				}
+			}
+			return out, nil
+		}
+	} else if !s.tr.Identity() {
+		t := s.srcs[0]
+		outES := s.DType.Size()
+		rows, k := int(s.Shape[0]), 1
+		for _, d := range s.Shape[1:] {
+			k *= int(d)
+		}
+		per = max(1, (1<<18)/k)
+		blocks = (rows + per - 1) / per
+		fill = func(b int, sl *blockSlot) ([]byte, error) {
+			r0, m := b*per, min(per, rows-b*per)
+			vals := sl.floats(&sl.f32, m*k)
+			out := sl.grow(&sl.out, m*k*outES)
+			err := transformRows(ck, &s.tr, t, sl, vals, r0, m, k)
+			if err == nil && s.DType == format.F16 {
+				err = cv.f16(out, f32Bytes(vals), "F32")
+			} else if err == nil {
+				err = cv.f32(out, f32Bytes(vals), "F32")
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: tensor %q: rows %d..%d: %w", t.File, t.Name, r0, r0+m-1, err)
 			}
 			return out, nil
 		}
@@ -476,12 +532,11 @@ func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionW
 		blocks = (elems + per - 1) / per
 		fill = func(b int, sl *blockSlot) ([]byte, error) {
 			e0, m := b*per, min(per, elems-b*per)
-			src := sl.grow(&sl.src, m*es)
-			out := sl.grow(&sl.out, m*outES)
-			if err := ck.ReadAt(t, src, int64(e0*es)); err != nil {
+			src, err := read(sl, t, e0, m, 1)
+			if err != nil {
 				return nil, fmt.Errorf("%s: tensor %q: %w", t.File, t.Name, err)
 			}
-			var err error
+			out := sl.grow(&sl.out, m*outES)
 			if s.DType == format.F16 {
 				err = cv.f16(out, src, t.DType)
 			} else {
@@ -494,6 +549,49 @@ func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionW
 		}
 	}
 	return pipeline(ctx, blocks, slots, fill, w.write)
+}
+
+// transformRows reads section rows r0..r0+n-1 (of k values) of checkpoint
+// tensor t into rows as f32, through the architecture's transform: each
+// from the checkpoint row tr.Row gives (runs of consecutive rows in one
+// read), its columns permuted by tr.Col, then tr.Values. A value the
+// transform makes non-finite is refused by the conversion after it.
+func transformRows(ck *Checkpoint, tr *arch.Transform, t *TensorInfo, sl *blockSlot, rows []float32, r0, n, k int) error {
+	es := ElemSize(t.DType)
+	src := func(r int) int {
+		if tr.Row == nil {
+			return r
+		}
+		return tr.Row(r)
+	}
+	for i := 0; i < n; {
+		s, j := src(r0+i), i+1
+		for j < n && src(r0+j) == s+j-i {
+			j++
+		}
+		buf := sl.grow(&sl.src, (j-i)*k*es)
+		if err := ck.ReadAt(t, buf, int64(s*k*es)); err != nil {
+			return err
+		}
+		if err := toF32(rows[i*k:j*k], buf, t.DType); err != nil {
+			return err
+		}
+		i = j
+	}
+	if tr.Col != nil {
+		in := sl.floats(&sl.tmp, k)
+		for i := range n {
+			row := rows[i*k : (i+1)*k]
+			copy(in, row)
+			for c := range row {
+				row[c] = in[tr.Col(c)]
+			}
+		}
+	}
+	if tr.Values != nil {
+		tr.Values(rows[:n*k])
+	}
+	return nil
 }
 
 // pipeline runs fill for blocks 0..n-1 on one goroutine per CPU and hands
@@ -561,14 +659,14 @@ func pipeline(ctx context.Context, n int, slots []*blockSlot, fill func(int, *bl
 // blockSlot holds one parallel worker's buffers, reused across blocks.
 type blockSlot struct {
 	src, rows, out []byte
-	f32            []float32
+	f32, tmp       []float32
 }
 
-func (sl *blockSlot) floats(n int) []float32 {
-	if cap(sl.f32) < n {
-		sl.f32 = make([]float32, n)
+func (sl *blockSlot) floats(buf *[]float32, n int) []float32 {
+	if cap(*buf) < n {
+		*buf = make([]float32, n)
 	}
-	return sl.f32[:n]
+	return (*buf)[:n]
 }
 
 func (sl *blockSlot) grow(buf *[]byte, n int) []byte {

@@ -10,10 +10,10 @@ import (
 const (
 	// Magic opens every .qbin file.
 	Magic = "QWENBIN\x00"
-	// Version is the format version this code writes; it also reads
-	// version 1 (no experts block), 2 (no RoPE scaling block) and 3 (no
-	// model kind block), SPEC.md.
-	Version = 4
+	// Version is the format version this code writes: a header of typed
+	// keys and values. It also reads the positional headers of versions 1
+	// to 4 (SPEC.md, "Older versions").
+	Version = 5
 	// PreambleSize is the fixed size of the preamble at offset 0.
 	PreambleSize = 64
 	// Alignment is the boundary every section starts on.
@@ -229,20 +229,11 @@ func ParseKVType(s string) (KVType, error) {
 	return 0, fmt.Errorf("KV cache type %q: want f16 or q8", s)
 }
 
-// Validate checks that the dimensions are positive and consistent.
+// Validate checks that the dimensions are in range (each field's range is
+// its header key's) and consistent.
 func (c *Config) Validate() error {
-	for _, f := range []struct {
-		name string
-		v    int
-	}{
-		{"hidden_size", c.Hidden}, {"intermediate_size", c.Intermediate},
-		{"num_hidden_layers", c.Layers}, {"num_attention_heads", c.Heads},
-		{"num_key_value_heads", c.KVHeads}, {"head_dim", c.HeadDim},
-		{"vocab_size", c.Vocab}, {"max_position_embeddings", c.MaxPositions},
-	} {
-		if f.v <= 0 || f.v > 1<<24 {
-			return fmt.Errorf("config: %s = %d out of range", f.name, f.v)
-		}
+	if err := checkRanges(&Header{Config: *c}, configKeys); err != nil {
+		return err
 	}
 	if c.ModelType == "" {
 		return fmt.Errorf("config: model_type is empty")
@@ -252,9 +243,6 @@ func (c *Config) Validate() error {
 	}
 	if c.HeadDim%2 != 0 {
 		return fmt.Errorf("config: head_dim %d is odd (RoPE needs pairs)", c.HeadDim)
-	}
-	if !(c.RopeTheta > 0) || !(c.RMSNormEps > 0) {
-		return fmt.Errorf("config: rope_theta %g and rms_norm_eps %g must be positive", c.RopeTheta, c.RMSNormEps)
 	}
 	if err := c.RopeScaling.validate(); err != nil {
 		return err
@@ -273,15 +261,12 @@ func (r *RopeScaling) validate() error {
 	default:
 		return fmt.Errorf("config: rope_scaling type %q not supported (linear, yarn)", r.Type)
 	}
-	ok := func(v float64) bool { return v > 0 && v < 1e6 }
 	switch {
-	case !ok(r.Factor) || r.Factor < 1:
-		return fmt.Errorf("config: rope_scaling factor %g, want at least 1", r.Factor)
-	case r.OriginalMax < 1 || r.OriginalMax > 1<<24 || r.Factor*float64(r.OriginalMax) > 1<<24:
-		return fmt.Errorf("config: rope_scaling original_max_position_embeddings %d out of range", r.OriginalMax)
-	case !ok(r.AttentionFactor):
-		return fmt.Errorf("config: rope_scaling attention_factor %g out of range", r.AttentionFactor)
-	case r.Type == "yarn" && (!ok(r.BetaFast) || !ok(r.BetaSlow)):
+	case r.Factor == 0 || r.OriginalMax == 0 || r.AttentionFactor == 0:
+		return fmt.Errorf("config: rope_scaling %s needs factor, original_max_position_embeddings and attention_factor", r.Type)
+	case r.Factor*float64(r.OriginalMax) > maxDim:
+		return fmt.Errorf("config: rope_scaling factor %g times original_max_position_embeddings %d is over %d", r.Factor, r.OriginalMax, maxDim)
+	case r.Type == "yarn" && (r.BetaFast == 0 || r.BetaSlow == 0):
 		return fmt.Errorf("config: rope_scaling beta_fast %g and beta_slow %g must be positive", r.BetaFast, r.BetaSlow)
 	}
 	return nil
@@ -295,12 +280,10 @@ func (m *MoE) validate(layers int) error {
 		return nil
 	}
 	switch {
-	case m.Experts < 0 || m.Experts > 1<<16:
-		return fmt.Errorf("config: num_experts = %d out of range", m.Experts)
 	case m.ExpertsPerToken < 1 || m.ExpertsPerToken > m.Experts:
 		return fmt.Errorf("config: num_experts_per_tok = %d, want 1..num_experts (%d)", m.ExpertsPerToken, m.Experts)
-	case m.ExpertWidth <= 0 || m.ExpertWidth > 1<<24:
-		return fmt.Errorf("config: moe_intermediate_size = %d out of range", m.ExpertWidth)
+	case m.ExpertWidth == 0:
+		return fmt.Errorf("config: moe_intermediate_size missing")
 	case len(m.Sparse) != layers:
 		return fmt.Errorf("config: %d sparse-layer flags for %d layers", len(m.Sparse), layers)
 	}
@@ -346,7 +329,13 @@ type ArenaPlan struct {
 
 // Section is one entry of the directory.
 type Section struct {
-	Name   string
+	Name string
+	// Kind is what the section holds, and Role the architecture's name for
+	// it: the name without "layers.N." ("q_proj", "experts.down_proj",
+	// "tokenizer"). A version 5 file stores both; for an older file package
+	// arch sets them from the architecture's tensor list.
+	Kind   Kind
+	Role   string
 	DType  DType
 	Layout Layout
 	Shape  []uint64
@@ -362,6 +351,15 @@ type Header struct {
 	ChatFamily string
 	Plans      []ArenaPlan
 	Sections   []Section
+	// Unknown are the keys of the file's key/value block that this build
+	// does not know (a newer writer's), in key order: kept, so that a
+	// header written again has them, and shown by qwenc inspect.
+	Unknown []Entry
+	// UnknownFeatures are the features the file lists that this build
+	// does not know, kept likewise: optional ones (a file that needs one
+	// is refused), unless a header is made by hand. The features this
+	// build knows are not stored: they follow from Config (Features).
+	UnknownFeatures []Feature
 }
 
 // Section returns the directory entry with the given name.

@@ -111,3 +111,58 @@ func TestDTypeCodes(t *testing.T) {
 		t.Error("a dtype constant moved from its code")
 	}
 }
+
+// TestKindCodes pins the kind codes and names of SPEC.md's kind table and
+// what each admits.
+func TestKindCodes(t *testing.T) {
+	names := []string{"kind(0)", "embedding", "projection", "norm", "bias", "router", "experts", "lm_head", "bytes", "conv", "param", "kind(11)"}
+	for code, name := range names {
+		k := format.Kind(code)
+		if k.String() != name || k.Known() != (code >= 1 && code <= 10) {
+			t.Errorf("kind %d: %q known %v, want %q", code, k, k.Known(), name)
+		}
+		if p, ok := format.ParseKind(name); ok != k.Known() || (ok && p != k) {
+			t.Errorf("ParseKind(%q) = %v, %v", name, p, ok)
+		}
+	}
+	for _, c := range []struct {
+		kind   format.Kind
+		dtype  format.DType
+		layout format.Layout
+		rank   int
+		ok     bool
+	}{
+		{format.KindEmbedding, format.F16, format.RowMajor, 2, true},
+		{format.KindEmbedding, format.Q8, format.TileMajor, 2, true},
+		{format.KindEmbedding, format.F16, format.TileMajor, 2, false},
+		{format.KindEmbedding, format.Q4, format.RowMajor, 2, false},
+		{format.KindProjection, format.Q4, format.TileMajor, 2, true},
+		{format.KindProjection, format.F16, format.RowMajor, 2, false},
+		{format.KindProjection, format.F32, format.TileMajor, 2, false},
+		{format.KindProjection, format.F16, format.TileMajor, 3, false},
+		{format.KindExperts, format.Q8, format.TileMajor, 3, true},
+		{format.KindExperts, format.Q8, format.TileMajor, 2, false},
+		{format.KindRouter, format.F16, format.TileMajor, 2, true},
+		{format.KindLMHead, format.Q8, format.TileMajor, 2, true},
+		{format.KindNorm, format.F32, format.RowMajor, 1, true},
+		{format.KindNorm, format.F16, format.RowMajor, 1, false},
+		{format.KindNorm, format.F32, format.RowMajor, 2, false},
+		{format.KindBias, format.F32, format.RowMajor, 1, true},
+		{format.KindParam, format.F32, format.RowMajor, 1, true},
+		{format.KindConv, format.F32, format.RowMajor, 2, true},
+		{format.KindConv, format.F32, format.RowMajor, 1, false},
+		{format.KindBytes, format.Bytes, format.Raw, 1, true},
+		{format.KindBytes, format.F32, format.RowMajor, 1, false},
+		{format.KindNone, format.F32, format.RowMajor, 1, false},
+		{format.Kind(11), format.F32, format.RowMajor, 1, false},
+	} {
+		if got := c.kind.Admits(c.dtype, c.layout, c.rank); got != c.ok {
+			t.Errorf("%s admits %s %s rank %d: %v, want %v", c.kind, c.dtype, c.layout, c.rank, got, c.ok)
+		}
+	}
+	for k := format.Kind(0); k < 12; k++ {
+		if want := k == format.KindEmbedding || k == format.KindProjection || k == format.KindRouter || k == format.KindExperts || k == format.KindLMHead; k.Matrix() != want {
+			t.Errorf("%s: Matrix() = %v", k, k.Matrix())
+		}
+	}
+}

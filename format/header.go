@@ -3,6 +3,7 @@ package format
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 )
@@ -17,67 +18,12 @@ func Checksum(p []byte) uint32 { return crc32.Checksum(p, castagnoli) }
 // UpdateChecksum extends a running CRC-32C with p.
 func UpdateChecksum(crc uint32, p []byte) uint32 { return crc32.Update(crc, castagnoli, p) }
 
-// MarshalHeader encodes the header block (everything after the preamble).
+// MarshalHeader encodes the header block (everything after the preamble)
+// in the current version: the key/value block, the arena plans and the
+// directory.
 func MarshalHeader(h *Header) []byte {
 	e := &encoder{}
-	c := &h.Config
-	e.str(c.ModelType)
-	for _, v := range []int{c.Hidden, c.Intermediate, c.Layers, c.Heads, c.KVHeads, c.HeadDim, c.Vocab, c.MaxPositions} {
-		e.u32(uint32(v))
-	}
-	e.f64(c.RopeTheta)
-	e.f64(c.RMSNormEps)
-	e.bool(c.TieEmbeddings)
-	e.bool(c.QKNorm)
-	e.bool(c.QKVBias)
-	e.u8(0)
-	e.u32(uint32(c.MoE.Experts))
-	e.u32(uint32(c.MoE.ExpertsPerToken))
-	e.u32(uint32(c.MoE.ExpertWidth))
-	e.bool(c.MoE.NormTopK)
-	e.u8(0)
-	e.u16(0)
-	e.u32(uint32(len(c.MoE.Sparse)))
-	for _, s := range c.MoE.Sparse {
-		e.bool(s)
-	}
-	rs := &c.RopeScaling
-	e.str(rs.Type)
-	e.f64(rs.Factor)
-	e.u32(uint32(rs.OriginalMax))
-	e.bool(rs.Truncate)
-	e.u8(0)
-	e.u16(0)
-	e.f64(rs.AttentionFactor)
-	e.f64(rs.BetaFast)
-	e.f64(rs.BetaSlow)
-	e.bool(c.Embedding)
-	e.u8(0)
-	e.u16(0)
-	e.u32(uint32(len(c.Append)))
-	for _, id := range c.Append {
-		e.i32(id)
-	}
-
-	g := &h.Generation
-	e.u32(uint32(len(g.EOS)))
-	for _, id := range g.EOS {
-		e.i32(id)
-	}
-	e.i32(g.BOS)
-	e.i32(g.Pad)
-	e.bool(g.DoSample)
-	e.u8(0)
-	e.u16(0)
-	e.f32(g.Temperature)
-	e.u32(g.TopK)
-	e.f32(g.TopP)
-	e.f32(g.MinP)
-	e.f32(g.RepetitionPenalty)
-	e.f32(g.PresencePenalty)
-
-	e.str(h.ChatFamily)
-
+	e.entries(h.Entries())
 	e.u32(uint32(len(h.Plans)))
 	for _, p := range h.Plans {
 		e.str(p.Mode)
@@ -92,13 +38,14 @@ func MarshalHeader(h *Header) []byte {
 			e.u64(t.Size)
 		}
 	}
-
 	e.u32(uint32(len(h.Sections)))
 	for _, s := range h.Sections {
 		e.str(s.Name)
+		e.str(s.Role)
+		e.u8(uint8(s.Kind))
 		e.u8(uint8(s.DType))
 		e.u8(uint8(s.Layout))
-		e.u16(0)
+		e.u8(0)
 		e.u32(uint32(len(s.Shape)))
 		for _, d := range s.Shape {
 			e.u64(d)
@@ -115,81 +62,32 @@ func MarshalHeader(h *Header) []byte {
 // checks the encoding only; Validate checks the contents against the file.
 func UnmarshalHeader(b []byte) (*Header, error) { return unmarshalHeader(b, Version) }
 
-// unmarshalHeader decodes a header block of the given format version.
+// unmarshalHeader decodes a header block of the given format version: the
+// key/value block of version 5, or the positional blocks of versions 1 to
+// 4 (legacy.go); then the arena plans and the directory, which only
+// gained kinds and roles.
 func unmarshalHeader(b []byte, version uint32) (*Header, error) {
 	d := &decoder{b: b}
 	h := &Header{}
-	c := &h.Config
-	c.ModelType = d.str("config.model_type")
-	for _, p := range []*int{&c.Hidden, &c.Intermediate, &c.Layers, &c.Heads, &c.KVHeads, &c.HeadDim, &c.Vocab, &c.MaxPositions} {
-		*p = int(d.u32())
-	}
-	c.RopeTheta = d.f64()
-	c.RMSNormEps = d.f64()
-	c.TieEmbeddings = d.bool("config.tie_word_embeddings")
-	c.QKNorm = d.bool("config.qk_norm")
-	c.QKVBias = d.bool("config.qkv_bias")
-	d.zero("config", 1)
-	if version >= 2 {
-		m := &c.MoE
-		m.Experts = int(d.u32())
-		m.ExpertsPerToken = int(d.u32())
-		m.ExpertWidth = int(d.u32())
-		m.NormTopK = d.bool("config.norm_topk_prob")
-		d.zero("config.moe", 3)
-		if n := d.count("config.sparse_layers", 1); n > 0 {
-			m.Sparse = make([]bool, n)
-			for i := range m.Sparse {
-				m.Sparse[i] = d.bool("config.sparse_layers")
+	if version >= 5 {
+		es := d.entries()
+		if d.err == nil {
+			if err := checkRequired(es); err != nil {
+				if fe := (*FeatureError)(nil); errors.As(err, &fe) {
+					return nil, err
+				}
+				d.err = err
 			}
 		}
-	}
-	if version >= 3 {
-		rs := &c.RopeScaling
-		rs.Type = d.str("config.rope_scaling.type")
-		rs.Factor = d.f64()
-		rs.OriginalMax = int(d.u32())
-		rs.Truncate = d.bool("config.rope_scaling.truncate")
-		d.zero("config.rope_scaling", 3)
-		rs.AttentionFactor = d.f64()
-		rs.BetaFast = d.f64()
-		rs.BetaSlow = d.f64()
-	}
-	if version >= 4 {
-		c.Embedding = d.bool("config.embedding")
-		d.zero("config.kind", 3)
-		n := d.count("config.append", 4)
-		if n > 16 {
-			d.fail("config.append: %d ids, at most 16", n)
+		if d.err == nil {
+			d.err = unmarshalEntries(es, h)
 		}
-		for i := 0; i < n && d.err == nil; i++ {
-			c.Append = append(c.Append, d.i32())
+		if d.err == nil {
+			d.err = unmarshalFeatures(es, h)
 		}
+	} else {
+		d.legacyBlocks(h, version)
 	}
-
-	g := &h.Generation
-	n := d.count("generation.eos", 4)
-	if n > 16 {
-		d.fail("generation.eos: %d ids, at most 16", n)
-	}
-	if d.err == nil {
-		g.EOS = make([]int32, n)
-		for i := range g.EOS {
-			g.EOS[i] = d.i32()
-		}
-	}
-	g.BOS = d.i32()
-	g.Pad = d.i32()
-	g.DoSample = d.bool("generation.do_sample")
-	d.zero("generation", 3)
-	g.Temperature = d.f32()
-	g.TopK = d.u32()
-	g.TopP = d.f32()
-	g.MinP = d.f32()
-	g.RepetitionPenalty = d.f32()
-	g.PresencePenalty = d.f32()
-
-	h.ChatFamily = d.str("chat_family")
 
 	np := d.count("plans", 40)
 	for i := 0; i < np && d.err == nil; i++ {
@@ -216,9 +114,18 @@ func unmarshalHeader(b []byte, version uint32) (*Header, error) {
 	for i := 0; i < ns && d.err == nil; i++ {
 		var s Section
 		s.Name = d.str("section name")
+		reserved := 2
+		if version >= 5 {
+			reserved = 1
+			s.Role = d.str("section " + s.Name + " role")
+			s.Kind = Kind(d.u8())
+			if d.err == nil && s.Kind == KindNone {
+				d.fail("section %q: no kind", s.Name)
+			}
+		}
 		s.DType = DType(d.u8())
 		s.Layout = Layout(d.u8())
-		d.zero("section "+s.Name, 2)
+		d.zero("section "+s.Name, reserved)
 		rank := d.u32()
 		if d.err == nil && (rank < 1 || rank > 3) {
 			d.fail("section %q: rank %d (want 1 to 3)", s.Name, rank)

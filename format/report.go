@@ -77,13 +77,13 @@ func Report(h *Header) MemoryReport {
 	c := &h.Config
 	wt, _ := h.WeightType().Weight()
 	for _, s := range h.Sections {
-		if s.DType == Bytes {
+		if s.Kind == KindBytes {
 			continue
 		}
 		r.WeightsBytes += s.Size
-		if len(s.Shape) >= 2 {
+		if s.Kind.Matrix() {
 			r.MatrixBytesByDType[s.DType.String()] += s.Size
-			if wt.Quantized() && s.DType == F16 && s.Layout == TileMajor && !wt.Fits(int(s.Shape[len(s.Shape)-1])) {
+			if _, _, k := s.MatrixDims(); wt.Quantized() && s.DType == F16 && s.Layout == TileMajor && !wt.Fits(k) {
 				r.KeptF16 = append(r.KeptF16, s.Name)
 			}
 		}
@@ -92,7 +92,7 @@ func Report(h *Header) MemoryReport {
 			elems *= d
 		}
 		active := func(n uint64) uint64 { return n }
-		if len(s.Shape) == 3 && c.MoE.Experts > 0 {
+		if s.Kind == KindExperts && c.MoE.Experts > 0 {
 			active = func(n uint64) uint64 { return n * uint64(c.MoE.ExpertsPerToken) / uint64(c.MoE.Experts) }
 		}
 		if s.Name != SecEmbed {
@@ -113,7 +113,7 @@ func Report(h *Header) MemoryReport {
 			r.LayersBytes += s.Size
 			if strings.HasPrefix(s.Name, "layers.0.") {
 				r.LayerBytes += s.Size
-				if len(s.Shape) >= 2 {
+				if s.Kind.Matrix() {
 					r.LayerMatricesBytes += s.Size
 				}
 			}

@@ -12,6 +12,9 @@ func Validate(h *Header, headerSize int, fileSize uint64) error {
 	if err := h.Config.Validate(); err != nil {
 		return err
 	}
+	if err := checkRanges(h, otherKeys); err != nil {
+		return err
+	}
 	c := &h.Config
 	for _, id := range h.Generation.EOS {
 		if id < 0 || int(id) >= c.Vocab {
@@ -50,6 +53,12 @@ func validateSections(secs []Section, dataStart, fileSize uint64) error {
 		}
 		if s.Size != want {
 			return fmt.Errorf("section %q: size %d, but %s %s %v needs %d", s.Name, s.Size, s.DType, s.Layout, s.Shape, want)
+		}
+		// A kind this build does not know is a newer writer's, for a
+		// section no architecture here reads (one that needs it is refused
+		// for its feature first); only its size is checked.
+		if s.Kind.Known() && !s.Kind.Admits(s.DType, s.Layout, len(s.Shape)) {
+			return fmt.Errorf("section %q: a %s section of %s %s %v; a %s is %s of rank %d", s.Name, s.Kind, s.DType, s.Layout, s.Shape, s.Kind, s.Kind.Want(), s.Kind.Rank())
 		}
 		if s.Offset%Alignment != 0 {
 			return fmt.Errorf("section %q: offset %d is not %d-aligned", s.Name, s.Offset, Alignment)

@@ -7,6 +7,7 @@ import (
 	"github.com/qwenc/qwenc/format/graph"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -124,6 +125,8 @@ func parseSeqs(s string) ([]int, error) {
 
 type jsonSection struct {
 	Name   string   `json:"name"`
+	Kind   string   `json:"kind"`
+	Role   string   `json:"role"`
 	DType  string   `json:"dtype"`
 	Layout string   `json:"layout"`
 	Shape  []uint64 `json:"shape"`
@@ -136,7 +139,27 @@ func printJSON(w io.Writer, h *format.Header, version uint32, rep format.MemoryR
 	c := h.Config
 	secs := make([]jsonSection, 0, len(h.Sections))
 	for _, s := range h.Sections {
-		secs = append(secs, jsonSection{s.Name, s.DType.String(), s.Layout.String(), s.Shape, s.Offset, s.Size, fmt.Sprintf("%08x", s.CRC)})
+		secs = append(secs, jsonSection{s.Name, s.Kind.String(), s.Role, s.DType.String(), s.Layout.String(), s.Shape, s.Offset, s.Size, fmt.Sprintf("%08x", s.CRC)})
+	}
+	type jsonFeature struct {
+		Name     string `json:"name"`
+		Required bool   `json:"required"`
+		Known    bool   `json:"known"`
+	}
+	features := []jsonFeature{}
+	for _, f := range h.Features() {
+		features = append(features, jsonFeature{f.Name, f.Required, format.KnownFeature(f.Name)})
+	}
+	type jsonKey struct {
+		Key   string `json:"key"`
+		Type  string `json:"type"`
+		Value any    `json:"value"`
+		Known bool   `json:"known"`
+	}
+	var keys []jsonKey
+	for _, e := range h.Entries() {
+		t, _ := format.TypeOf(e.Value)
+		keys = append(keys, jsonKey{e.Key, t.String(), format.JSONValue(e.Value), !unknownKey(h, e.Key)})
 	}
 	out := map[string]any{
 		"format_version": version,
@@ -154,6 +177,8 @@ func printJSON(w io.Writer, h *format.Header, version uint32, rep format.MemoryR
 		},
 		"generation":  h.Generation,
 		"chat_family": h.ChatFamily,
+		"features":    features,
+		"keys":        keys,
 		"sections":    secs,
 		"memory":      rep,
 	}
@@ -200,12 +225,26 @@ func printText(w io.Writer, h *format.Header, rep format.MemoryReport) {
 	fmt.Fprintf(w, "generation: eos %v, temperature %g, top_k %d, top_p %g, min_p %g, repetition_penalty %g\n",
 		g.EOS, g.Temperature, g.TopK, g.TopP, g.MinP, g.RepetitionPenalty)
 	fmt.Fprintf(w, "chat template: %s\n", orNone(h.ChatFamily))
+	fmt.Fprintf(w, "features: %s\n", featureList(h))
+
+	fmt.Fprintf(w, "\nHeader keys\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "key\ttype\tvalue\n")
+	for _, e := range h.Entries() {
+		t, _ := format.TypeOf(e.Value)
+		note := ""
+		if unknownKey(h, e.Key) {
+			note = "\t(unknown to this build)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s%s\n", e.Key, t, format.FormatValue(e.Value), note)
+	}
+	tw.Flush()
 
 	fmt.Fprintf(w, "\nSizes: 1 MB = 10^6 bytes, 1 MiB = 2^20 bytes\n\n")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "section\tdtype\tlayout\tshape\toffset (bytes)\tsize\t\t\t\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "section\tkind\trole\tdtype\tlayout\tshape\toffset (bytes)\tsize\t\t\t\n")
 	for _, s := range h.Sections {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%s\t\n", s.Name, s.DType, s.Layout, s.Shape, s.Offset, size(s.Size))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%d\t%s\t\n", s.Name, s.Kind, s.Role, s.DType, s.Layout, s.Shape, s.Offset, size(s.Size))
 	}
 	tw.Flush()
 
@@ -278,6 +317,36 @@ func printText(w io.Writer, h *format.Header, rep format.MemoryReport) {
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t\n", s.Seq, s.Chunks, size(s.PerLayerBytes), size(s.TotalBytes))
 	}
 	tw.Flush()
+}
+
+// featureList prints the features a file lists: required ones by name,
+// optional ones and those this build does not know so marked.
+func featureList(h *format.Header) string {
+	var parts []string
+	for _, f := range h.Features() {
+		var notes []string
+		if !f.Required {
+			notes = append(notes, "optional")
+		}
+		if !format.KnownFeature(f.Name) {
+			notes = append(notes, "unknown to this build")
+		}
+		if len(notes) > 0 {
+			parts = append(parts, fmt.Sprintf("%s (%s)", f.Name, strings.Join(notes, ", ")))
+		} else {
+			parts = append(parts, f.Name)
+		}
+	}
+	if parts == nil {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// unknownKey reports whether the file's key is one this build does not
+// know (kept in the header, otherwise ignored).
+func unknownKey(h *format.Header, key string) bool {
+	return slices.ContainsFunc(h.Unknown, func(e format.Entry) bool { return e.Key == key })
 }
 
 // ropeScalingJSON is the RoPE scaling under config.json's names, or nil.

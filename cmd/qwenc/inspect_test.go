@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/synth"
+	"github.com/qwenc/qwenc/internal/synthtest"
 	"github.com/qwenc/qwenc/internal/testmodel"
 )
 
@@ -154,6 +157,7 @@ func TestInspectMoE(t *testing.T) {
 		} `json:"config"`
 		Sections []struct {
 			Name  string   `json:"name"`
+			Kind  string   `json:"kind"`
 			Shape []uint64 `json:"shape"`
 			Size  uint64   `json:"size"`
 		} `json:"sections"`
@@ -171,7 +175,7 @@ func TestInspectMoE(t *testing.T) {
 	}
 	var params, active, decode uint64
 	for _, sec := range r.Sections {
-		if sec.Name == "tokenizer" || sec.Name == "chat_template" {
+		if sec.Kind == "bytes" {
 			continue
 		}
 		n := uint64(1)
@@ -179,7 +183,7 @@ func TestInspectMoE(t *testing.T) {
 			n *= d
 		}
 		frac := func(v uint64) uint64 { return v }
-		if len(sec.Shape) == 3 {
+		if sec.Kind == "experts" {
 			frac = func(v uint64) uint64 { return v * 2 / 4 }
 		}
 		if sec.Name != "embed_tokens" {
@@ -266,5 +270,113 @@ func TestInspectEmbedding(t *testing.T) {
 	}
 	if mem.Weights != mem.RowMajor+layers+norm {
 		t.Errorf("weights %d bytes: want the embedding's %d + the layers' %d + the final norm's %d", mem.Weights, mem.RowMajor, layers, norm)
+	}
+}
+
+// withHeaderEdit rewrites a file's header after edit, keeping every
+// section where it is.
+func withHeaderEdit(t *testing.T, path string, edit func(h *format.Header)) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := format.ReadHeader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(h)
+	if err := os.WriteFile(path, synthtest.WithHeader(t, b, h), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// inspect shows the features a file lists, its header's keys with their
+// types, and each section's kind and role, in text and JSON; a feature or
+// key this build does not know is shown and marked, not refused.
+func TestInspectKeysFeaturesKinds(t *testing.T) {
+	work := t.TempDir()
+	m := compiled(t, work)
+	type report struct {
+		Features []struct {
+			Name     string `json:"name"`
+			Required bool   `json:"required"`
+			Known    bool   `json:"known"`
+		} `json:"features"`
+		Keys []struct {
+			Key   string `json:"key"`
+			Type  string `json:"type"`
+			Value any    `json:"value"`
+			Known bool   `json:"known"`
+		} `json:"keys"`
+		Sections []struct {
+			Name string `json:"name"`
+			Kind string `json:"kind"`
+			Role string `json:"role"`
+		} `json:"sections"`
+	}
+	inspect := func() (report, string) {
+		t.Helper()
+		js, stderr, code := run(t, work, "inspect", m, "--json")
+		var r report
+		if err := json.Unmarshal([]byte(js), &r); err != nil || code != 0 {
+			t.Fatalf("exit %d, %v, %q", code, err, stderr)
+		}
+		text, _, _ := run(t, work, "inspect", m)
+		return r, text
+	}
+	key := func(r report, k string) (string, any, bool) {
+		for _, e := range r.Keys {
+			if e.Key == k {
+				return e.Type, e.Value, e.Known
+			}
+		}
+		t.Fatalf("no key %q", k)
+		return "", nil, false
+	}
+
+	r, text := inspect()
+	if len(r.Features) != 1 || r.Features[0].Name != "qk_norm" || !r.Features[0].Required || !r.Features[0].Known {
+		t.Errorf("features %+v, want qk_norm, required", r.Features)
+	}
+	if typ, v, known := key(r, "config.hidden_size"); typ != "u32" || v != float64(40) || !known {
+		t.Errorf("config.hidden_size: %s %v known %v", typ, v, known)
+	}
+	if typ, v, _ := key(r, "generation.eos_token_id"); typ != "i32[]" || fmt.Sprint(v) != fmt.Sprint([]any{float64(synth.MiniEOS[0]), float64(synth.MiniEOS[1])}) {
+		t.Errorf("generation.eos_token_id: %s %v", typ, v)
+	}
+	want := map[string][2]string{"embed_tokens": {"embedding", "embed_tokens"}, "layers.1.q_proj": {"projection", "q_proj"},
+		"layers.0.k_norm": {"norm", "k_norm"}, "norm": {"norm", "norm"}, "lm_head": {"lm_head", "lm_head"}, "tokenizer": {"bytes", "tokenizer"}}
+	for _, s := range r.Sections {
+		if w, ok := want[s.Name]; ok && (s.Kind != w[0] || s.Role != w[1]) {
+			t.Errorf("section %s: kind %q role %q, want %q %q", s.Name, s.Kind, s.Role, w[0], w[1])
+		}
+		delete(want, s.Name)
+	}
+	if len(want) > 0 {
+		t.Errorf("sections not listed: %v", want)
+	}
+	for _, line := range []string{"features: qk_norm\n", "\nconfig.hidden_size  ", "  u32  ", "  40\n", "kind", "role",
+		" layers.1.q_proj  projection  q_proj  f16  tile-major "} {
+		if !strings.Contains(regexp.MustCompile(` {2,}`).ReplaceAllString(text, "  "), line) {
+			t.Errorf("the text does not show %q:\n%s", line, text)
+		}
+	}
+
+	withHeaderEdit(t, m, func(h *format.Header) {
+		h.UnknownFeatures = []format.Feature{{Name: "mtp"}}
+		h.Unknown = []format.Entry{{Key: "mtp.num_hidden_layers", Value: uint32(1)}}
+	})
+	r, text = inspect()
+	if len(r.Features) != 2 || r.Features[0].Name != "mtp" || r.Features[0].Required || r.Features[0].Known {
+		t.Errorf("features %+v, want mtp (optional, unknown) and qk_norm", r.Features)
+	}
+	if typ, v, known := key(r, "mtp.num_hidden_layers"); typ != "u32" || v != float64(1) || known {
+		t.Errorf("mtp.num_hidden_layers: %s %v known %v", typ, v, known)
+	}
+	for _, line := range []string{"features: mtp (optional, unknown to this build), qk_norm\n", "(unknown to this build)\n"} {
+		if !strings.Contains(text, line) {
+			t.Errorf("the text does not show %q:\n%s", line, text)
+		}
 	}
 }

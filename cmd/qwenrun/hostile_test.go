@@ -44,26 +44,6 @@ func cloneHeader(t *testing.T, h *format.Header) *format.Header {
 	return c
 }
 
-// withHeader replaces the header of file b with h and rewrites the
-// preamble (sizes and both CRCs), so what a reader trips on is the edited
-// content, not a checksum. The header must still end before the first
-// section's page.
-func withHeader(t *testing.T, b []byte, h *format.Header) []byte {
-	t.Helper()
-	p, err := format.ParsePreamble(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hb := format.MarshalHeader(h)
-	start := format.DataStart(int(p.HeaderSize))
-	if format.DataStart(len(hb)) != start {
-		t.Fatalf("edited header of %d bytes moves the first section", len(hb))
-	}
-	out := append(format.MarshalPreamble(hb, uint64(len(b))), hb...)
-	out = append(out, make([]byte, int(start)-len(out))...)
-	return append(out, b[start:]...)
-}
-
 // withVersion sets the format version and fixes the preamble CRC.
 func withVersion(b []byte, v uint32) []byte {
 	b = bytes.Clone(b)
@@ -119,7 +99,7 @@ func withTokenizer(t *testing.T, b []byte, h *format.Header, fixBlobCRC bool, ed
 		binary.LittleEndian.PutUint32(blob[60:], crc32.Update(crc32.Checksum(blob[:60], tab), tab, blob[64:]))
 	}
 	s.CRC = format.Checksum(blob)
-	return withHeader(t, b, h)
+	return synthtest.WithHeader(t, b, h)
 }
 
 // exitOf runs a binary and returns stdout, stderr and the exit status.
@@ -175,7 +155,7 @@ func TestHostileFiles(t *testing.T) {
 	edit := func(f func(h *format.Header)) []byte {
 		c := cloneHeader(t, h)
 		f(c)
-		return withHeader(t, good, c)
+		return synthtest.WithHeader(t, good, c)
 	}
 	secIndex := func(h *format.Header, name string) int {
 		for i := range h.Sections {
@@ -248,6 +228,9 @@ func TestHostileFiles(t *testing.T) {
 			[]string{`section "lm_head": missing`}, false},
 		{"num_hidden_layers 2^24", edit(func(h *format.Header) { h.Config.Layers = 1 << 24 }),
 			[]string{`section "layers.2.input_layernorm": missing`}, false},
+		{"a feature this build does not have", edit(func(h *format.Header) {
+			h.UnknownFeatures = []format.Feature{{Name: "hybrid", Required: true}}
+		}), []string{`this file needs feature "hybrid": update qwenrun`}, false},
 		{"eos id outside the vocabulary", edit(func(h *format.Header) { h.Generation.EOS[0] = 300 }),
 			[]string{"eos id 300 outside the vocabulary"}, false},
 		{"arena tensor outside its arena", edit(func(h *format.Header) { h.Plans[0].Tensors[0].Offset = h.Plans[0].Size }),
@@ -342,16 +325,22 @@ func TestHostileFiles(t *testing.T) {
 	})
 
 	// The file the cases were made from is good, so every refusal above
-	// is due to the damage, not the harness.
-	t.Run("control", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "good.qbin")
-		if err := os.WriteFile(path, good, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		for _, args := range [][]string{{bin, path, "--tokens", "1", "-n", "1"}, {bin, "--verify", path, "--tokens", "1", "-n", "1"}, {qwenc, "inspect", path}, {qwenc, "verify", path}} {
-			if _, stderr, code := exitOf(t, args[0], args[1:]...); code != 0 {
-				t.Errorf("%v: exit %d, %q", args[1:], code, stderr)
+	// is due to the damage, not the harness; and a file that lists an
+	// optional feature, or a key, this build does not know is as good.
+	optional := cloneHeader(t, h)
+	optional.UnknownFeatures = []format.Feature{{Name: "mtp"}}
+	optional.Unknown = []format.Entry{{Key: "mtp.num_hidden_layers", Value: uint32(1)}}
+	for name, file := range map[string][]byte{"control": good, "optional feature and key this build does not know": synthtest.WithHeader(t, good, optional)} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "good.qbin")
+			if err := os.WriteFile(path, file, 0o644); err != nil {
+				t.Fatal(err)
 			}
-		}
-	})
+			for _, args := range [][]string{{bin, path, "--tokens", "1", "-n", "1"}, {bin, "--verify", path, "--tokens", "1", "-n", "1"}, {qwenc, "inspect", path}, {qwenc, "verify", path}} {
+				if _, stderr, code := exitOf(t, args[0], args[1:]...); code != 0 {
+					t.Errorf("%v: exit %d, %q", args[1:], code, stderr)
+				}
+			}
+		})
+	}
 }

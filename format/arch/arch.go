@@ -20,6 +20,10 @@ type Arch interface {
 	Configure(c *format.Config, hf *HFConfig) error
 	// Layer lists layer l's tensors in file order.
 	Layer(c *format.Config, l int) []Tensor
+	// Transform is what the compiler does to tensor t's checkpoint values
+	// before converting them to the section's dtype (transform.go holds
+	// the transforms); the zero Transform does nothing.
+	Transform(c *format.Config, t *Tensor) Transform
 	// BuildLayer appends layer l's ops to the step.
 	BuildLayer(b *Builder, l int)
 }
@@ -63,19 +67,21 @@ type Tensor struct {
 	// HF are the checkpoint tensors, by Hugging Face name: one, or for
 	// stacked experts one per expert in expert order.
 	HF []string
-	// Shape is [n] for a vector (stored f32), [n, k] for a matrix and
-	// [experts, n, k] for stacked experts (both stored tile-major, in the
-	// weight type the compiler picks).
+	// Kind is what the section holds, stored in the file's directory: it
+	// decides the dtype and layout (format.Kind.Admits; a matrix kind is
+	// stored tile-major in the weight type the compiler picks, the others
+	// in f32), and what the runtime and the memory report make of it.
+	Kind format.Kind
+	// Shape is [n] for a vector, [n, k] for a matrix and [experts, n, k]
+	// for stacked experts.
 	Shape []uint64
-	// Role names a matrix for the compiler's choice of weight type: the
-	// section's name without "layers.N." ("q_proj", "experts.down_proj",
-	// "router", "lm_head", "embed_tokens").
+	// Role is the section's name without "layers.N." ("q_proj",
+	// "experts.down_proj", "router", "lm_head", "embed_tokens", "norm"),
+	// stored in the directory; the compiler chooses a matrix's weight type
+	// by it.
 	Role  string
 	Layer int // -1 outside the layers
 }
-
-// Matrix reports whether the tensor is a matrix (or stacked matrices).
-func (t *Tensor) Matrix() bool { return len(t.Shape) >= 2 }
 
 // K is a matrix's number of columns (its input width).
 func (t *Tensor) K() int { return int(t.Shape[len(t.Shape)-1]) }
@@ -112,7 +118,7 @@ func Tensors(a Arch, c *format.Config) iter.Seq[Tensor] {
 func tensors(a Arch, c *format.Config) iter.Seq[Tensor] {
 	return func(yield func(Tensor) bool) {
 		h, v := uint64(c.Hidden), uint64(c.Vocab)
-		if !yield(Tensor{Section: format.SecEmbed, HF: []string{"model.embed_tokens.weight"}, Shape: []uint64{v, h}, Role: format.SecEmbed, Layer: -1}) {
+		if !yield(Tensor{Section: format.SecEmbed, HF: []string{"model.embed_tokens.weight"}, Kind: format.KindEmbedding, Shape: []uint64{v, h}, Role: format.SecEmbed, Layer: -1}) {
 			return
 		}
 		for l := 0; l < c.Layers; l++ {
@@ -122,14 +128,14 @@ func tensors(a Arch, c *format.Config) iter.Seq[Tensor] {
 				}
 			}
 		}
-		if !yield(Tensor{Section: format.SecNorm, HF: []string{"model.norm.weight"}, Shape: []uint64{h}, Layer: -1}) {
+		if !yield(Tensor{Section: format.SecNorm, HF: []string{"model.norm.weight"}, Kind: format.KindNorm, Shape: []uint64{h}, Role: format.SecNorm, Layer: -1}) {
 			return
 		}
 		head := "lm_head.weight"
 		if c.TieEmbeddings {
 			head = "model.embed_tokens.weight"
 		}
-		yield(Tensor{Section: format.SecLMHead, HF: []string{head}, Shape: []uint64{v, h}, Role: format.SecLMHead, Layer: -1})
+		yield(Tensor{Section: format.SecLMHead, HF: []string{head}, Kind: format.KindLMHead, Shape: []uint64{v, h}, Role: format.SecLMHead, Layer: -1})
 	}
 }
 
@@ -138,20 +144,20 @@ func tensors(a Arch, c *format.Config) iter.Seq[Tensor] {
 // "model.layers.L.<hf>".
 type layerTensors struct{ l int }
 
-func (lt layerTensors) vec(what, hf string, n int) Tensor {
-	return Tensor{Section: format.LayerSection(lt.l, what), HF: []string{fmt.Sprintf("model.layers.%d.%s", lt.l, hf)}, Shape: []uint64{uint64(n)}, Layer: lt.l}
+func (lt layerTensors) vec(kind format.Kind, what, hf string, n int) Tensor {
+	return Tensor{Section: format.LayerSection(lt.l, what), HF: []string{fmt.Sprintf("model.layers.%d.%s", lt.l, hf)}, Kind: kind, Shape: []uint64{uint64(n)}, Role: what, Layer: lt.l}
 }
 
-func (lt layerTensors) mat(what, hf string, n, k int) Tensor {
-	t := lt.vec(what, hf, n)
-	t.Shape, t.Role = []uint64{uint64(n), uint64(k)}, what
+func (lt layerTensors) mat(kind format.Kind, what, hf string, n, k int) Tensor {
+	t := lt.vec(kind, what, hf, n)
+	t.Shape = []uint64{uint64(n), uint64(k)}
 	return t
 }
 
 // experts is the stacked section of every expert's hf matrix [n, k]:
 // hf has a %d for the expert.
 func (lt layerTensors) experts(what, hf string, experts, n, k int) Tensor {
-	t := Tensor{Section: format.LayerSection(lt.l, what), Shape: []uint64{uint64(experts), uint64(n), uint64(k)}, Role: what, Layer: lt.l}
+	t := Tensor{Section: format.LayerSection(lt.l, what), Kind: format.KindExperts, Shape: []uint64{uint64(experts), uint64(n), uint64(k)}, Role: what, Layer: lt.l}
 	for e := range experts {
 		t.HF = append(t.HF, fmt.Sprintf("model.layers.%d."+hf, lt.l, e))
 	}

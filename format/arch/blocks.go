@@ -15,20 +15,20 @@ import (
 func attentionTensors(c *format.Config, l int) []Tensor {
 	lt := layerTensors{l}
 	h, q, kv := c.Hidden, c.QDim(), c.KVDim()
-	ts := []Tensor{lt.vec("input_layernorm", "input_layernorm.weight", h),
-		lt.mat("q_proj", "self_attn.q_proj.weight", q, h),
-		lt.mat("k_proj", "self_attn.k_proj.weight", kv, h),
-		lt.mat("v_proj", "self_attn.v_proj.weight", kv, h)}
+	ts := []Tensor{lt.vec(format.KindNorm, "input_layernorm", "input_layernorm.weight", h),
+		lt.mat(format.KindProjection, "q_proj", "self_attn.q_proj.weight", q, h),
+		lt.mat(format.KindProjection, "k_proj", "self_attn.k_proj.weight", kv, h),
+		lt.mat(format.KindProjection, "v_proj", "self_attn.v_proj.weight", kv, h)}
 	if c.QKVBias {
-		ts = append(ts, lt.vec("q_bias", "self_attn.q_proj.bias", q),
-			lt.vec("k_bias", "self_attn.k_proj.bias", kv),
-			lt.vec("v_bias", "self_attn.v_proj.bias", kv))
+		ts = append(ts, lt.vec(format.KindBias, "q_bias", "self_attn.q_proj.bias", q),
+			lt.vec(format.KindBias, "k_bias", "self_attn.k_proj.bias", kv),
+			lt.vec(format.KindBias, "v_bias", "self_attn.v_proj.bias", kv))
 	}
 	if c.QKNorm {
-		ts = append(ts, lt.vec("q_norm", "self_attn.q_norm.weight", c.HeadDim),
-			lt.vec("k_norm", "self_attn.k_norm.weight", c.HeadDim))
+		ts = append(ts, lt.vec(format.KindNorm, "q_norm", "self_attn.q_norm.weight", c.HeadDim),
+			lt.vec(format.KindNorm, "k_norm", "self_attn.k_norm.weight", c.HeadDim))
 	}
-	return append(ts, lt.mat("o_proj", "self_attn.o_proj.weight", h, q))
+	return append(ts, lt.mat(format.KindProjection, "o_proj", "self_attn.o_proj.weight", h, q))
 }
 
 // attention adds x += o_proj(attention(norm(x))) for layer l.
@@ -65,7 +65,7 @@ func (b *Builder) attention(l int) {
 
 // mlpNormTensor is the norm before a layer's MLP, dense or sparse.
 func mlpNormTensor(c *format.Config, l int) Tensor {
-	return layerTensors{l}.vec("post_attention_layernorm", "post_attention_layernorm.weight", c.Hidden)
+	return layerTensors{l}.vec(format.KindNorm, "post_attention_layernorm", "post_attention_layernorm.weight", c.Hidden)
 }
 
 // mlpNorm adds the norm before layer l's MLP and returns its output.
@@ -80,9 +80,9 @@ func denseMLPTensors(c *format.Config, l int) []Tensor {
 	lt := layerTensors{l}
 	h, f := c.Hidden, c.Intermediate
 	return []Tensor{mlpNormTensor(c, l),
-		lt.mat("gate_proj", "mlp.gate_proj.weight", f, h),
-		lt.mat("up_proj", "mlp.up_proj.weight", f, h),
-		lt.mat("down_proj", "mlp.down_proj.weight", h, f)}
+		lt.mat(format.KindProjection, "gate_proj", "mlp.gate_proj.weight", f, h),
+		lt.mat(format.KindProjection, "up_proj", "mlp.up_proj.weight", f, h),
+		lt.mat(format.KindProjection, "down_proj", "mlp.down_proj.weight", h, f)}
 }
 
 // denseMLP adds x += down(silu(gate(norm(x))) * up(norm(x))).
@@ -108,7 +108,7 @@ func moeTensors(c *format.Config, l int) []Tensor {
 	m := &c.MoE
 	h, w, e := c.Hidden, m.ExpertWidth, m.Experts
 	return []Tensor{mlpNormTensor(c, l),
-		lt.mat("router", "mlp.gate.weight", e, h),
+		lt.mat(format.KindRouter, "router", "mlp.gate.weight", e, h),
 		lt.experts("experts.gate_proj", "mlp.experts.%d.gate_proj.weight", e, w, h),
 		lt.experts("experts.up_proj", "mlp.experts.%d.up_proj.weight", e, w, h),
 		lt.experts("experts.down_proj", "mlp.experts.%d.down_proj.weight", e, h, w)}

@@ -116,7 +116,7 @@ func quantizedTypes(c *format.Config) map[string]format.DType {
 	for l := range c.Layers {
 		for _, s := range (qwen3{}).Layer(c, l) {
 			dt := format.F32
-			if s.Matrix() {
+			if s.Kind.Matrix() {
 				dt = format.Q8
 			}
 			types[s.Section] = dt

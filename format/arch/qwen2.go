@@ -19,6 +19,9 @@ func (qwen2) Layer(c *format.Config, l int) []Tensor {
 	return append(attentionTensors(c, l), denseMLPTensors(c, l)...)
 }
 
+// Transform: the checkpoint's values are the file's.
+func (qwen2) Transform(*format.Config, *Tensor) Transform { return Transform{} }
+
 func (qwen2) BuildLayer(b *Builder, l int) {
 	b.attention(l)
 	b.denseMLP(l)

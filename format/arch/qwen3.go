@@ -18,6 +18,9 @@ func (qwen3) Layer(c *format.Config, l int) []Tensor {
 	return append(attentionTensors(c, l), denseMLPTensors(c, l)...)
 }
 
+// Transform: the checkpoint's values are the file's.
+func (qwen3) Transform(*format.Config, *Tensor) Transform { return Transform{} }
+
 func (qwen3) BuildLayer(b *Builder, l int) {
 	b.attention(l)
 	b.denseMLP(l)

@@ -60,6 +60,9 @@ func (qwen3MoE) Layer(c *format.Config, l int) []Tensor {
 	return append(attentionTensors(c, l), denseMLPTensors(c, l)...)
 }
 
+// Transform: the checkpoint's values are the file's.
+func (qwen3MoE) Transform(*format.Config, *Tensor) Transform { return Transform{} }
+
 func (qwen3MoE) BuildLayer(b *Builder, l int) {
 	b.attention(l)
 	if b.C.SparseLayer(l) {

@@ -5,16 +5,23 @@ import (
 	"slices"
 
 	"github.com/qwenc/qwenc/format"
-	"github.com/qwenc/qwenc/format/wtype"
 )
 
+// Blobs are the byte sections a file may carry beside the architecture's
+// tensors, in file order; the tokenizer is required and always last.
+var Blobs = []string{format.SecChatTemplate, format.SecTokenizer}
+
 // Validate checks that a file has every section its architecture (found in
-// r) needs,
-// each with the dtype, layout and shape the config implies: vectors f32;
-// matrices tile-major f16, q8 or q4; the embedding f16 row-major, or in a
-// quantized file quantized tile-major or (tied) absent, the lookup then
-// reading the head. format.Validate has already checked that every
+// r) needs, each of the kind, role and shape the architecture lists and
+// with a dtype and layout its kind admits (format.Kind.Admits): the
+// embedding may be absent in a quantized file of a tied model, the lookup
+// then reading the head. format.Validate has already checked that every
 // section lies inside the file.
+//
+// A file of format version 1 to 4 does not store kinds and roles:
+// Validate first sets them from the architecture's tensor list (and
+// Blobs), so that past it every header looks the same whatever the
+// version of its file.
 func (r Registry) Validate(h *format.Header) error {
 	a, err := r.For(h.Config.ModelType)
 	if err != nil {
@@ -26,6 +33,9 @@ func (r Registry) Validate(h *format.Header) error {
 	for i := range h.Sections {
 		byName[h.Sections[i].Name] = &h.Sections[i]
 	}
+	if err := setLegacyKinds(h, a, byName); err != nil {
+		return err
+	}
 	for t := range Tensors(a, &h.Config) {
 		s, ok := byName[t.Section]
 		if !ok {
@@ -34,35 +44,55 @@ func (r Registry) Validate(h *format.Header) error {
 			}
 			return fmt.Errorf("section %q: missing", t.Section)
 		}
-		var typeOK bool
-		switch {
-		case !t.Matrix():
-			typeOK = s.DType == format.F32 && s.Layout == format.RowMajor
-		case t.Section == format.SecEmbed:
-			typeOK = (s.DType == format.F16 && s.Layout == format.RowMajor) || (s.DType.Quantized() && s.Layout == format.TileMajor)
-		default:
-			_, weight := s.DType.Weight()
-			typeOK = s.Layout == format.TileMajor && weight
+		if s.Kind != t.Kind || s.Role != t.Role {
+			return fmt.Errorf("section %q: kind %s, role %q; the architecture has %s, %q", t.Section, s.Kind, s.Role, t.Kind, t.Role)
 		}
-		if !typeOK || !slices.Equal(s.Shape, t.Shape) {
-			return fmt.Errorf("section %q: %s %s %v, the config needs %s %v", t.Section, s.DType, s.Layout, s.Shape, want(&t), t.Shape)
+		if !t.Kind.Admits(s.DType, s.Layout, len(s.Shape)) || !slices.Equal(s.Shape, t.Shape) {
+			return fmt.Errorf("section %q: %s %s %v, the config needs %s %v", t.Section, s.DType, s.Layout, s.Shape, t.Kind.Want(), t.Shape)
 		}
 	}
-	if _, ok := byName[format.SecTokenizer]; !ok {
-		return fmt.Errorf("section %q: missing", format.SecTokenizer)
+	for _, name := range Blobs {
+		s, ok := byName[name]
+		switch {
+		case !ok && name == format.SecTokenizer:
+			return fmt.Errorf("section %q: missing", name)
+		case ok && (s.Kind != format.KindBytes || !s.Kind.Admits(s.DType, s.Layout, len(s.Shape))):
+			return fmt.Errorf("section %q: kind %s, %s %s; want bytes", name, s.Kind, s.DType, s.Layout)
+		}
 	}
 	return nil
 }
 
-// want describes the types a tensor may be stored in.
-func want(t *Tensor) string {
-	switch {
-	case !t.Matrix():
-		return "f32 row-major"
-	case t.Section == format.SecEmbed:
-		return "f16 row-major or quantized tile-major"
+// setLegacyKinds gives the sections of a header read from a version 1 to
+// 4 file (none of which has a kind; a version 5 file has one for every
+// section) the kind and role of the tensor or blob of that name. A
+// section that is neither is refused: nothing says what it holds.
+func setLegacyKinds(h *format.Header, a Arch, byName map[string]*format.Section) error {
+	if len(h.Sections) == 0 || h.Sections[0].Kind != format.KindNone {
+		return nil
 	}
-	return wtype.Names() + " tile-major"
+	for t := range Tensors(a, &h.Config) {
+		s, ok := byName[t.Section]
+		if !ok && !(t.Section == format.SecEmbed && embeddingOptional(h)) {
+			// Validate reports it missing (and a num_hidden_layers far
+			// beyond the file's layers is not walked to its end).
+			return nil
+		}
+		if ok {
+			s.Kind, s.Role = t.Kind, t.Role
+		}
+	}
+	for _, name := range Blobs {
+		if s, ok := byName[name]; ok {
+			s.Kind, s.Role = format.KindBytes, name
+		}
+	}
+	for _, s := range h.Sections {
+		if s.Kind == format.KindNone {
+			return fmt.Errorf("section %q: not a section of a %s model", s.Name, h.Config.ModelType)
+		}
+	}
+	return nil
 }
 
 // embeddingOptional reports whether the embedding may be absent: in a

@@ -1,7 +1,9 @@
 package arch_test
 
 import (
+	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,6 +110,33 @@ func TestValidateMoE(t *testing.T) {
 		c.edit(h)
 		if err := arch.Builtin().Validate(h); err == nil || err.Error() != c.want {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestLegacyKinds: a directory without kinds (a version 1 to 4 file) gets
+// each section's kind and role from the architecture, the same the
+// compiler writes; a section the architecture does not list is refused,
+// since nothing says what it holds.
+func TestLegacyKinds(t *testing.T) {
+	for _, typ := range []format.DType{format.F16, format.Q4} {
+		h := compiledHeader(t, smallShape(true), typ)
+		want := slices.Clone(h.Sections)
+		for i := range h.Sections {
+			h.Sections[i].Kind, h.Sections[i].Role = format.KindNone, ""
+		}
+		if err := arch.Builtin().Validate(h); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(h.Sections, want) {
+			t.Errorf("%s: kinds and roles set from the architecture differ from the compiler's", typ)
+		}
+		for i := range h.Sections {
+			h.Sections[i].Kind, h.Sections[i].Role = format.KindNone, ""
+		}
+		h.Sections = append(h.Sections, format.Section{Name: "layers.0.extra", DType: format.F32, Layout: format.RowMajor, Shape: []uint64{4}})
+		if err := arch.Builtin().Validate(h); err == nil || err.Error() != `section "layers.0.extra": not a section of a qwen3 model` {
+			t.Errorf("%s: an extra section: %v", typ, err)
 		}
 	}
 }

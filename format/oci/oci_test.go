@@ -27,6 +27,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/opencontainers/image-spec/schema"
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/arch"
 	"github.com/qwenc/qwenc/format/oci"
 	"github.com/qwenc/qwenc/internal/synth"
 	"github.com/qwenc/qwenc/internal/synthtest"
@@ -263,6 +264,9 @@ func checkArtifactManifest(t *testing.T, raw []byte, file string, typ format.DTy
 		t.Fatal(err)
 	}
 	defer f.Close()
+	if err := arch.Builtin().Validate(f.Header); err != nil {
+		t.Fatal(err)
+	}
 	rep := format.Report(f.Header)
 	for k, want := range map[string]string{
 		oci.AnnotationTitle:         filepath.Base(file),

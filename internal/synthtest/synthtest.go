@@ -30,3 +30,23 @@ func CompileAs(tb testing.TB, s synth.Shape, maxPrefill int, typ format.DType) s
 	}
 	return out
 }
+
+// WithHeader returns file b with its header replaced by h's encoding and
+// the preamble rewritten to match (sizes and both CRCs), every section
+// left where it is: what a reader then trips on is h, not a checksum. h's
+// encoding must still end before the first section's page.
+func WithHeader(tb testing.TB, b []byte, h *format.Header) []byte {
+	tb.Helper()
+	p, err := format.ParsePreamble(b)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	hb := format.MarshalHeader(h)
+	start := format.DataStart(int(p.HeaderSize))
+	if format.DataStart(len(hb)) != start {
+		tb.Fatalf("a header of %d bytes moves the first section", len(hb))
+	}
+	out := append(format.MarshalPreamble(hb, uint64(len(b))), hb...)
+	out = append(out, make([]byte, int(start)-len(out))...)
+	return append(out, b[start:]...)
+}

@@ -41,12 +41,16 @@ func (a Arch) Layer(c *format.Config, l int) []arch.Tensor {
 	return append(mixerTensors(c, l), a.base.Layer(c, l)...)
 }
 
+// Transform: the checkpoint's values are the file's.
+func (Arch) Transform(*format.Config, *arch.Tensor) arch.Transform { return arch.Transform{} }
+
 func mixerTensors(c *format.Config, l int) []arch.Tensor {
-	vec := func(what, hf string, n int) arch.Tensor {
+	t := func(kind format.Kind, what, hf string, shape ...uint64) arch.Tensor {
 		return arch.Tensor{Section: format.LayerSection(l, what), HF: []string{fmt.Sprintf("model.layers.%d.%s", l, hf)},
-			Shape: []uint64{uint64(n)}, Layer: l}
+			Kind: kind, Shape: shape, Role: what, Layer: l}
 	}
-	return []arch.Tensor{vec("mixer_norm", "mixer.norm.weight", c.Hidden), vec("mixer_conv", "mixer.conv.weight", c.Hidden*Width)}
+	return []arch.Tensor{t(format.KindNorm, "mixer_norm", "mixer.norm.weight", uint64(c.Hidden)),
+		t(format.KindConv, "mixer_conv", "mixer.conv.weight", uint64(c.Hidden), Width)}
 }
 
 func (a Arch) BuildLayer(b *arch.Builder, l int) {
@@ -74,7 +78,7 @@ func Write(dir string, s synth.Shape) error {
 		// Taps of about a third each, so that the mixer's output is of the
 		// hidden state's size and the text depends on it.
 		ts = append(ts, synth.Tensor{Name: p + "norm.weight", Shape: []int{s.Hidden}, Std: 0.1, Mean: 1},
-			synth.Tensor{Name: p + "conv.weight", Shape: []int{s.Hidden * Width}, Std: 0.3})
+			synth.Tensor{Name: p + "conv.weight", Shape: []int{s.Hidden, Width}, Std: 0.3})
 	}
 	if err := synth.WriteSafetensors(filepath.Join(dir, "model.safetensors"), ts, s.DType, s.Seed, 0); err != nil {
 		return err

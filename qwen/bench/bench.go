@@ -85,8 +85,14 @@ func openModel(path string) (Model, error) {
 		return Model{}, err
 	}
 	defer f.Close()
+	// Validate also gives the sections of an older file their kinds, which
+	// the report reads.
+	reg := arch.Builtin()
+	if err := reg.Validate(f.Header); err != nil {
+		return Model{}, fmt.Errorf("%s: %w", path, err)
+	}
 	rep := format.Report(f.Header)
-	a, err := arch.Builtin().For(f.Header.Config.ModelType)
+	a, err := reg.For(f.Header.Config.ModelType)
 	if err != nil {
 		return Model{}, fmt.Errorf("%s: %w", path, err)
 	}

@@ -196,27 +196,26 @@ func (m *Model) bind(a arch.Arch, mode string) (*program, error) {
 // checked which).
 func (m *Model) weight(name string, embed bool) (weight, error) {
 	s, ok := m.File.Header.Section(name)
-	if !ok || len(s.Shape) < 2 || (!embed && s.Layout != format.TileMajor) {
+	if !ok || !s.Kind.Matrix() || (!embed && s.Layout != format.TileMajor) {
 		return weight{}, fmt.Errorf("section %q: missing, or not a tile-major matrix", name)
 	}
 	t, ok := s.DType.Weight()
 	if !ok {
 		return weight{}, fmt.Errorf("section %q: %s is not a weight type", name, s.DType)
 	}
-	r := len(s.Shape)
-	w := weight{typ: kernels.Traits(t), n: int(s.Shape[r-2]), k: int(s.Shape[r-1])}
+	experts, n, k := s.MatrixDims()
+	w := weight{typ: kernels.Traits(t), n: n, k: k}
 	var err error
 	if s.Layout != format.TileMajor {
 		w.rows, err = m.File.F16(name)
 		return w, err
 	}
-	if w.tiles, err = m.File.Bytes(name); err != nil || r < 3 {
+	if w.tiles, err = m.File.Bytes(name); err != nil || s.Kind != format.KindExperts {
 		return w, err
 	}
-	one, experts := w, int(s.Shape[0])
-	n := len(w.tiles) / experts
+	one, per := w, len(w.tiles)/experts
 	for e := range experts {
-		one.tiles = w.tiles[e*n : (e+1)*n : (e+1)*n]
+		one.tiles = w.tiles[e*per : (e+1)*per : (e+1)*per]
 		w.views = append(w.views, one)
 	}
 	return w, nil
