@@ -4,7 +4,7 @@ templates through jinja2, set up as transformers' apply_chat_template sets
 it up (trim_blocks, lstrip_blocks, tojson with ensure_ascii=False), and
 writes tools_golden.json for chat's TestToolsAgainstJinja.
 
-    python3 chat/testdata/gen_tools.py   # needs only jinja2
+    python3 format/chat/testdata/gen_tools.py   # needs only jinja2
 
 Qwen3's template is the one in the shared models' tokenizer_config.json;
 Qwen2.5's is below. Tool-call arguments given as a string are passed to
@@ -87,7 +87,7 @@ def env():
 
 
 def qwen3_template():
-    shared = os.path.join(HERE, "..", "..", "..", "shared", "reference", "tiny-a", "tokenizer_config.json")
+    shared = os.path.join(HERE, "..", "..", "..", "..", "shared", "reference", "tiny-a", "tokenizer_config.json")
     with open(shared) as f:
         return json.load(f)["chat_template"]
 
