@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/qwenc/qwenc/format/chat"
 )
 
 // TestForcedToolCalls runs a Qwen3 answer that thinks, says a sentence and
@@ -117,5 +119,66 @@ func roundTrip(t *testing.T, m *Model, ids []int32, answer Message) {
 	}
 	if !found {
 		t.Fatalf("the prompt's tokens do not hold the answer's")
+	}
+}
+
+// TestForcedQwen35Answer runs an answer in Qwen3.5's chat format through
+// the same assembler: the prompt opened the reasoning, so the answer
+// begins in it; the sentence before the call is content, kept as it is;
+// the call is qwen3_coder's XML, its values typed by the tool's schema,
+// and its name comes before its arguments. Only the sentence's tokens
+// have log-probabilities.
+func TestForcedQwen35Answer(t *testing.T) {
+	m := tinyModel(t)
+	tok := m.m.Tokenizer
+	f, err := chat.Lookup("qwen3.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, err := NewTool("weather", "The weather.", json.RawMessage(`{"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int32
+	mark := func(s string) {
+		id, ok := tok.TokenID(s)
+		if !ok {
+			t.Fatalf("no token %q", s)
+		}
+		ids = append(ids, id)
+	}
+	text := func(s string) { ids = append(ids, tok.Encode(s, false)...) }
+	text("Zürich, then.\n")
+	mark("</think>")
+	text("\n\nLet me look.\n\n")
+	mark("<tool_call>")
+	text("\n<function=weather>\n<parameter=city>\nZürich\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n")
+	mark("</tool_call>")
+	s := forced(m, ids, nil, true, StopEOS)
+	s.asm.src = f.NewSplitter(tok, chat.Options{})
+	s.asm.calls = f.NewCallParser([]Tool{tool}, newCallID)
+	var r, c strings.Builder
+	var lps []byte
+	var pieces []ToolCallDelta
+	for d, err := range s.Deltas() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.WriteString(d.Reasoning)
+		c.WriteString(d.Content)
+		for _, lp := range d.Logprobs {
+			lps = append(lps, lp.Bytes...)
+		}
+		pieces = append(pieces, d.ToolCalls...)
+	}
+	if r.String() != "Zürich, then.\n" || c.String() != "Let me look.\n\n" {
+		t.Errorf("reasoning %q, content %q", r.String(), c.String())
+	}
+	if got := strings.TrimSpace(string(lps)); got != "Let me look." {
+		t.Errorf("log-probabilities of %q", got)
+	}
+	if len(pieces) != 2 || pieces[0].ID == "" || pieces[0].Name != "weather" || pieces[0].Arguments != "" ||
+		pieces[1].Index != 0 || pieces[1].Arguments != `{"city": "Zürich", "days": 3}` {
+		t.Errorf("call pieces %+v", pieces)
 	}
 }

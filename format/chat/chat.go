@@ -107,6 +107,17 @@ func toolTurn(b *builder, msgs []Message, i int, content string, openFirst bool)
 	}
 }
 
+// firstOf finds the first of the markers in s: its index, or -1.
+func firstOf(s string, markers ...string) (int, string) {
+	at, which := -1, ""
+	for _, m := range markers {
+		if i := strings.Index(s, m); i >= 0 && (at < 0 || i < at) {
+			at, which = i, m
+		}
+	}
+	return at, which
+}
+
 // heldPrefix is the length of the longest end of s that begins one of
 // the markers.
 func heldPrefix(s string, markers ...string) int {

@@ -2,9 +2,12 @@ package chat
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/qwenc/qwenc/internal/testmodel"
 )
 
 // The expected strings below were derived by hand from Qwen3's
@@ -235,10 +238,33 @@ func TestDetect(t *testing.T) {
 		{`{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}`, qwen2},
 		{`{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}`, chatML},
 		{"", chatML},
+		{`{{- '<tool_call>\n<function=' + tool_call.name + '>\n' }}{{- '<think>\n' }}`, qwen35},
+		{`{{- '<tool_call>\n<function=' + tool_call.name + '>\n' }}{%- if (preserve_thinking is defined and preserve_thinking is true) %}{{- '<think>\n' }}`, qwen36},
 	}
 	for _, c := range cases {
 		if got := Detect(c.template); got != c.want {
 			t.Errorf("Detect(%.40q...) = %v, want %v", c.template, got, c.want)
+		}
+	}
+}
+
+// TestDetectShipped: the templates the models ship are told apart:
+// tiny-a's (Qwen3's), Qwen3.5's as tiny-q35 ships it, and Qwen3.6's, made
+// from it with the two lines it changes.
+func TestDetectShipped(t *testing.T) {
+	var cfg struct {
+		ChatTemplate string `json:"chat_template"`
+	}
+	readJSON(t, testmodel.Testdata(t, "tiny-a", "tokenizer_config.json"), &cfg)
+	q35, err := os.ReadFile("testdata/qwen35/chat_template.jinja")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q36 := strings.Replace(string(q35), "{%- if loop.index0 > ns.last_query_index %}",
+		"{%- if (preserve_thinking is defined and preserve_thinking is true) or (loop.index0 > ns.last_query_index) %}", 1)
+	for template, want := range map[string]*Format{cfg.ChatTemplate: qwen3, string(q35): qwen35, q36: qwen36} {
+		if got := Detect(template); got != want {
+			t.Errorf("Detect(%.60q...) = %v, want %v", template, got, want)
 		}
 	}
 }
@@ -257,7 +283,7 @@ func TestLookup(t *testing.T) {
 	if f, err := Lookup(""); f != nil || err != nil {
 		t.Errorf("Lookup(\"\") = %v, %v; want no format and no error", f, err)
 	}
-	if _, err := Lookup("llama3"); err == nil || !strings.Contains(err.Error(), "qwen2.5") {
+	if _, err := Lookup("llama3"); err == nil || !strings.Contains(err.Error(), "qwen3.5") {
 		t.Errorf("Lookup(llama3): %v; want an error listing the formats", err)
 	}
 }

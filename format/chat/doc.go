@@ -1,10 +1,11 @@
 // Package chat holds the chat formats of Qwen's models, each a Format
-// value in a file of its own (chatml.go, qwen2.go, qwen25.go, qwen3.go):
-// how its Jinja template renders a conversation, which marker ends a
-// turn, whether and how the model thinks and how its reasoning is split
-// from the answer, how it writes tool calls (the syntax a grammar holds
-// them to, and the parser that takes them out of an answer: Hermes JSON
-// in hermes.go). The code above it finds the model's format by name
+// value in a file of its own (chatml.go, qwen2.go, qwen25.go, qwen3.go,
+// qwen35.go): how its Jinja template renders a conversation, which
+// marker ends a turn, whether and how the model thinks and how its
+// reasoning is split from the answer, how it writes tool calls (the
+// syntax a grammar holds them to, and the parser that takes them out of
+// an answer: Hermes JSON in hermes.go, qwen3_coder XML in
+// qwen3coder.go). The code above it finds the model's format by name
 // (Lookup) or by its template (Detect) and asks it; it never tells formats
 // apart itself.
 //

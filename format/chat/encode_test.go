@@ -111,13 +111,17 @@ func TestSplitter(t *testing.T) {
 			t.Errorf("opened=%v: reasoning %q, content %q", opened, r, c)
 		}
 	}
-	// Qwen3's prompt, and a format's that does not think, start in the
+	// Starting in the reasoning (the prompt ended with <think>, as
+	// Qwen3.5's does with thinking on): text before </think> is
+	// reasoning. Qwen3's prompt and one without thinking start in the
 	// content.
 	for _, c := range []struct {
 		f            *Format
 		o            Options
 		wantR, wantC string
 	}{
+		{qwen35, Options{}, "hmm", "yes"},
+		{qwen35, Options{NoThinking: true}, "", "hmmyes"},
 		{qwen3, Options{}, "", "hmmyes"},
 		{chatML, Options{}, "", "hmmyes"},
 	} {

@@ -15,10 +15,10 @@ import (
 // answers and the grammar that holds them to the tools.
 //
 // Each format is a value made in a file of its own (chatml.go, qwen2.go,
-// qwen25.go, qwen3.go) and listed in formats; the code above
+// qwen25.go, qwen3.go, qwen35.go) and listed in formats; the code above
 // this package finds one by name (Lookup) or by its template (Detect) and
-// asks it, never names it, so a new format is a new file here and
-// nothing else.
+// asks it, never names it, so a new format is a new file here and its
+// place in that list.
 type Format struct {
 	name string
 	// detect reports whether a Jinja chat template is this format's.
@@ -34,10 +34,10 @@ type Format struct {
 }
 
 // formats are the known formats in the order Detect tries them. A
-// template may hold another's telltale text (Qwen2.5's default system
-// prompt holds Qwen2's), so the most specific come first; ChatML, which
-// matches any template, is last.
-var formats = []*Format{qwen3, qwen25, qwen2, chatML}
+// template may hold another's telltale text (Qwen3.5's holds Qwen3's
+// <think>, Qwen2.5's default system prompt holds Qwen2's), so the most
+// specific come first; ChatML, which matches any template, is last.
+var formats = []*Format{qwen36, qwen35, qwen3, qwen25, qwen2, chatML}
 
 // Options are the template's switches for one rendering.
 type Options struct {
@@ -64,8 +64,8 @@ type Options struct {
 type Thinking struct {
 	Open, Close string
 	// Opened: with thinking on, the generation prompt ends with Open and
-	// a newline, so the answer begins in the reasoning; otherwise the
-	// model writes Open itself (Qwen3).
+	// a newline, so the answer begins in the reasoning (Qwen3.5);
+	// otherwise the model writes Open itself (Qwen3).
 	Opened bool
 }
 
@@ -88,6 +88,10 @@ const (
 	// JSONArguments is one JSON object, an instance of the tool's
 	// parameters schema (Hermes, Qwen2.5 and Qwen3).
 	JSONArguments ArgumentSyntax = iota
+	// XMLParameters is each argument as <parameter=NAME>\nVALUE\n</parameter>\n,
+	// a string value as it is and the others as JSON (qwen3_coder,
+	// Qwen3.5).
+	XMLParameters
 )
 
 // String names the syntax in errors.
@@ -95,6 +99,8 @@ func (a ArgumentSyntax) String() string {
 	switch a {
 	case JSONArguments:
 		return "JSON arguments"
+	case XMLParameters:
+		return "XML parameters"
 	}
 	return fmt.Sprintf("ArgumentSyntax(%d)", int(a))
 }

@@ -56,6 +56,7 @@ func TestToolsAgainstJinja(t *testing.T) {
 		Case, Family, Text string
 		GenerationPrompt   bool `json:"generation_prompt"`
 		Thinking           bool
+		PreserveThinking   bool `json:"preserve_thinking"`
 	}
 	readJSON(t, "testdata/tools_golden.json", &golden)
 	byName := map[string]int{}
@@ -69,7 +70,7 @@ func TestToolsAgainstJinja(t *testing.T) {
 			t.Fatal(err)
 		}
 		tools, msgs := caseTools(t, c.Name, c.Tools), caseMessages(t, c.Name, c.Messages)
-		o := Options{Tools: tools, GenerationPrompt: g.GenerationPrompt, NoThinking: !g.Thinking}
+		o := Options{Tools: tools, GenerationPrompt: g.GenerationPrompt, NoThinking: !g.Thinking, PreserveThinking: g.PreserveThinking}
 		segs := render(t, f, msgs, o)
 		if got := Text(segs); got != g.Text {
 			t.Errorf("%s (%s, %+v):\n got %q\nwant %q", g.Case, g.Family, o, got, g.Text)
