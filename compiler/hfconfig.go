@@ -83,7 +83,7 @@ func parseGeneration(b []byte, vocab int) (format.Generation, error) {
 }
 
 // chatTemplate extracts the chat template from tokenizer_config.json and
-// names its family (format/SPEC.md, "Chat").
+// names its chat format (format/SPEC.md, "Chat").
 func chatTemplate(tokenizerConfig []byte) (template, family string, err error) {
 	var raw struct {
 		ChatTemplate json.RawMessage `json:"chat_template"`
@@ -109,7 +109,7 @@ func chatTemplate(tokenizerConfig []byte) (template, family string, err error) {
 		if !strings.Contains(template, "<|im_start|>") {
 			return "", "", fmt.Errorf("field \"chat_template\" is not a ChatML template this runtime can render")
 		}
-		family = chat.DetectFamily(template).String()
+		family = chat.Detect(template).Name()
 	}
 	return template, family, nil
 }

@@ -1,12 +1,13 @@
 package qwen
 
 import (
+	"github.com/qwenc/qwenc/format/chat"
 	"github.com/qwenc/qwenc/format/tokenizer"
 	"github.com/qwenc/qwenc/runtime/engine"
 )
 
 // textSource turns generated ids into text: chat.Splitter, which routes
-// Qwen3's thinking to the reasoning, or rawText.
+// the model's thinking to the reasoning, or rawText.
 type textSource interface {
 	Add(id int32) (reasoning, content string)
 	Flush() (reasoning, content string)
@@ -38,7 +39,7 @@ type piece struct {
 // logprobs cover the content.
 type assembler struct {
 	src       textSource
-	calls     *callParser // with tools: takes the calls out of the content
+	calls     chat.CallParser // with tools: takes the calls out of the content
 	stop      stopMatcher
 	logprobs  bool
 	reasoning bool        // the channel of the held text
@@ -56,8 +57,8 @@ func (a *assembler) add(ev engine.Event) (d piece, matched bool) {
 	before := a.src.Reasoning() || a.inCall()
 	r, c := a.src.Add(ev.Token)
 	if a.calls != nil {
-		c = a.calls.add(c)
-		d.calls = a.calls.take()
+		c = a.calls.Add(c)
+		d.calls = a.calls.Take()
 	}
 	after := a.src.Reasoning()
 	var lp *engine.Event
@@ -78,8 +79,8 @@ func (a *assembler) add(ev engine.Event) (d piece, matched bool) {
 func (a *assembler) flush() (d piece, matched bool) {
 	r, c := a.src.Flush()
 	if a.calls != nil {
-		c = a.calls.add(c) + a.calls.flush()
-		d.calls = a.calls.take()
+		c = a.calls.Add(c) + a.calls.Flush()
+		d.calls = a.calls.Take()
 	}
 	if a.push(&d, true, r, nil) || a.push(&d, false, c, nil) {
 		return d, true
@@ -90,7 +91,7 @@ func (a *assembler) flush() (d piece, matched bool) {
 
 // inCall reports whether the text is going into a tool call: its tokens
 // are not content tokens.
-func (a *assembler) inCall() bool { return a.calls != nil && a.calls.inCall() }
+func (a *assembler) inCall() bool { return a.calls != nil && a.calls.InCall() }
 
 func (a *assembler) push(d *piece, reasoning bool, text string, lp *engine.Event) bool {
 	if text == "" && lp == nil {

@@ -57,7 +57,7 @@ func forced(m *Model, ids []int32, stops []string, logprobs bool, reason engine.
 	}
 	evs = append(evs, engine.Event{Done: true, Reason: reason, Usage: engine.Usage{PromptTokens: 7, CompletionTokens: len(ids) + 2}})
 	return &Stream{m: m, ctx: context.Background(), cancel: func() {}, evs: &forcedEvents{evs},
-		asm: assembler{src: chat.NewSplitter(m.m.Tokenizer, false), stop: stopMatcher{stops: stops}, logprobs: logprobs}}
+		asm: assembler{src: m.format.NewSplitter(m.m.Tokenizer, chat.Options{}), stop: stopMatcher{stops: stops}, logprobs: logprobs}}
 }
 
 // TestAssemblerReasoning: the reasoning and the answer come apart, with

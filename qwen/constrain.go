@@ -40,18 +40,32 @@ func (m *Model) constraint(r *Request) (engine.Constraint, error) {
 	if g != nil {
 		c = g
 	}
+	th, thinks := m.thinking(r)
 	switch {
 	case r.ThinkBudget < 0:
 		return nil, fmt.Errorf("ThinkBudget %d: want 0 (no bound) or more", r.ThinkBudget)
 	case r.ThinkBudget == 0:
 		return c, nil
-	case r.Messages == nil || m.family != chat.Qwen3 || r.NoThinking:
-		return nil, errors.New("ThinkBudget bounds Qwen3's thinking: it needs a conversation with thinking on")
+	case !thinks:
+		return nil, errors.New("ThinkBudget bounds the model's thinking: it needs a conversation, with thinking on, with a model whose chat template thinks")
 	}
 	tok := m.m.Tokenizer
-	open, _ := tok.TokenID(chat.ThinkOpen)
-	close, _ := tok.TokenID(chat.ThinkClose)
-	return &budget{inner: c, open: open, close: close, at: thought{left: r.ThinkBudget}}, nil
+	open, _ := tok.TokenID(th.Open)
+	close, _ := tok.TokenID(th.Close)
+	at := thought{left: r.ThinkBudget}
+	if th.Opened {
+		at.phase = thinkIn // the prompt opened the reasoning
+	}
+	return &budget{inner: c, open: open, close: close, at: at}, nil
+}
+
+// thinking is how the answer to r reasons: ok when it is a conversation
+// with a model that thinks, thinking on.
+func (m *Model) thinking(r *Request) (chat.Thinking, bool) {
+	if r.Messages == nil || m.format == nil || r.NoThinking {
+		return chat.Thinking{}, false
+	}
+	return m.format.Thinking()
 }
 
 // grammarOf makes the matcher of a request's grammar, or nil when it asks
@@ -83,11 +97,13 @@ func (m *Model) grammarOf(r *Request) (*grammar.Matcher, error) {
 		v, _ := tok.TokenID(s)
 		return v
 	}
-	if r.Messages != nil && m.family == chat.Qwen3 && !r.NoThinking {
-		a.Think, a.ThinkOpen, a.ThinkClose = true, id(chat.ThinkOpen), id(chat.ThinkClose)
+	if th, ok := m.thinking(r); ok {
+		a.Think, a.ThinkOpened, a.ThinkOpen, a.ThinkClose = true, th.Opened, id(th.Open), id(th.Close)
 	}
 	if len(r.Tools) > 0 {
-		a.CallOpen, a.CallClose = id(chat.ToolCallOpen), id(chat.ToolCallClose)
+		// render refused tools to a model without a tool format.
+		a.Call, _ = m.format.CallSyntax()
+		a.CallOpen, a.CallClose = id(a.Call.Open), id(a.Call.Close)
 		for _, t := range r.Tools {
 			a.Tools = append(a.Tools, grammar.Tool{Name: t.Name, Parameters: t.Parameters})
 		}
@@ -126,12 +142,13 @@ func (gs *grammars) get(m *Model, a grammar.Answer) (*grammar.Grammar, error) {
 	return g, nil
 }
 
-// budget makes Qwen3 think, within a number of tokens: the answer opens
-// with <think>, as Qwen3's template expects with thinking on (and as the
-// grammar of a constrained answer has it), so a request for thinking
-// gets some even from a model that would not start it; after the budget
-// only </think> may come, as llama.cpp's --reasoning-budget does. It
-// wraps the request's grammar, if there is one.
+// budget makes a model think, within a number of tokens: the answer
+// opens with <think> (unless the prompt did), as the template expects
+// with thinking on (and as the grammar of a constrained answer has it),
+// so a request for thinking gets some even from a model that would not
+// start it; after the budget only </think> may come, as llama.cpp's
+// --reasoning-budget does. It wraps the request's grammar, if there is
+// one.
 type budget struct {
 	inner       engine.Constraint // nil: no grammar
 	open, close int32

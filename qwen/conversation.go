@@ -40,7 +40,7 @@ type Conversation struct {
 // NewConversation starts a conversation, with a system message unless
 // system is empty.
 func (m *Model) NewConversation(system string) (*Conversation, error) {
-	if !m.hasChat {
+	if m.format == nil {
 		return nil, ErrNoChatTemplate
 	}
 	c := &Conversation{m: m}

@@ -97,8 +97,7 @@ type Model struct {
 	e          *engine.Engine
 	info       Info
 	kv         format.KVType
-	family     chat.Family
-	hasChat    bool
+	format     *chat.Format // nil: the model has no chat template
 	stopIDs    []int32
 	defaults   sampling.Params
 	grammars   grammars
@@ -114,9 +113,9 @@ type Info struct {
 	Architecture string
 	// WeightType is the matrices' type: f16, q8 or q4.
 	WeightType string
-	// ChatTemplate is the family of the model's chat template (qwen3,
-	// qwen2.5, qwen2, chatml), "" when it has none and takes raw prompts
-	// only.
+	// ChatTemplate is the name of the model's chat format (one of
+	// chat.Names: qwen3, qwen2.5, ...; Model.ChatFormat says what it
+	// does), "" when it has none and takes raw prompts only.
 	ChatTemplate string
 	// Parameters counts the weights (a tied embedding once);
 	// ActiveParameters those one token uses (all but the experts it is not
@@ -250,13 +249,11 @@ func newModel(im, dm *infer.Model, path string, c config, kv format.KVType, ro i
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{m: im, draftModel: dm, kv: kv, stopIDs: chat.StopTokens(im.Tokenizer, h.Generation.EOS), defaults: sampling.Defaults(h.Generation)}
-	if f := h.ChatFamily; f != "" {
-		if m.family, err = chat.ParseFamily(f); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		m.hasChat = true
+	cf, err := chat.Lookup(h.ChatFamily)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	m := &Model{m: im, draftModel: dm, kv: kv, format: cf, stopIDs: chat.StopTokens(im.Tokenizer, h.Generation.EOS, cf), defaults: sampling.Defaults(h.Generation)}
 	rep := format.Report(h)
 	base := filepath.Base(path)
 	m.info = Info{
@@ -297,6 +294,11 @@ func orDefault(s, def string) string {
 
 // Info describes the model.
 func (m *Model) Info() Info { return m.info }
+
+// ChatFormat is the model's chat format: how its template renders a
+// conversation, whether and how the model thinks, how it writes tool
+// calls. It is nil when the model has no chat template.
+func (m *Model) ChatFormat() *chat.Format { return m.format }
 
 // Stats reports the engine's load.
 func (m *Model) Stats() Stats { return m.e.Stats() }

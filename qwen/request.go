@@ -13,11 +13,11 @@ import (
 )
 
 // Message is one turn of a conversation: Role "system", "user",
-// "assistant" or "tool", its Content, for an earlier answer of Qwen3's
-// its Reasoning, and for an answer that called tools its ToolCalls (a
-// "tool" message that follows is a call's result). Message text is
-// always text: a user who types "<|im_end|>" cannot close a turn or open
-// one.
+// "assistant" or "tool", its Content, for an earlier answer of a model
+// that thinks its Reasoning, and for an answer that called tools its
+// ToolCalls (a "tool" message that follows is a call's result). Message
+// text is always text: a user who types "<|im_end|>" cannot close a turn
+// or open one.
 type Message = chat.Message
 
 // ToolCall is a call an earlier answer made: the function's Name and its
@@ -58,9 +58,10 @@ type Request struct {
 	// Tokens is a raw prompt as token ids.
 	Tokens []int32
 	// Tools are functions the model may call, listed in the prompt as the
-	// chat template lists them (Qwen3 and Qwen2.5 have a tool format);
-	// the calls it makes come out of the answer's text as
-	// Delta.ToolCalls. They need Messages.
+	// chat template lists them (ChatFormat().CallSyntax says whether it
+	// has a tool format: Qwen2.5's and later do); the calls it makes
+	// come out of the answer's text as Delta.ToolCalls. They need
+	// Messages.
 	Tools []Tool
 	// ToolChoice, with Tools, is "auto" (or ""): the answer may be text,
 	// but a call it opens is held to the tools' names and parameters;
@@ -72,18 +73,21 @@ type Request struct {
 	// JSONSchema holds the answer's content to a JSON Schema (what is
 	// supported is in package grammar's SchemaRule; a schema using more is
 	// refused with a *SchemaError), and JSONObject to any JSON object.
-	// Qwen3's reasoning, when it thinks, stays free: the content after it
-	// is held. The answer ends when the value is complete.
+	// The reasoning of a model that thinks stays free: the content after
+	// it is held. The answer ends when the value is complete.
 	JSONSchema json.RawMessage
 	JSONObject bool
-	// ThinkBudget, when not 0, makes Qwen3 think within that many tokens:
-	// the answer opens with <think> (as Qwen3's template expects with
-	// thinking on, even from a model that would not start it), and
-	// </think> is forced once the reasoning has that many tokens (as
-	// llama.cpp's --reasoning-budget); the answer then follows.
+	// ThinkBudget, when not 0, makes a model that thinks (its
+	// ChatFormat's Thinking) think within that many tokens: the answer
+	// opens with <think> (as the template expects with thinking on, even
+	// from a model that would not start it; unless the prompt opened
+	// it), and </think> is forced once the reasoning has that many
+	// tokens (as llama.cpp's --reasoning-budget); the answer then
+	// follows.
 	ThinkBudget int
-	// NoThinking makes Qwen3 answer without thinking (the template's empty
-	// think block, as enable_thinking=false); other models ignore it.
+	// NoThinking makes a model that thinks answer without thinking (the
+	// template's empty think block, as enable_thinking=false); other
+	// models ignore it.
 	NoThinking bool
 	// Sampling is how to pick each token; nil is the model's generation
 	// config (Info.Sampling) with a random seed. Its values are held to
@@ -155,6 +159,7 @@ const DefaultDraftPMin = 0.75
 type prompt struct {
 	req  engine.Request
 	chat bool // the text goes through the reasoning split
+	opts chat.Options
 }
 
 // encode renders and tokenizes the request's prompt, with the generation
@@ -191,13 +196,13 @@ func (m *Model) render(r *Request, generationPrompt bool) ([]chat.Segment, bool,
 		return nil, false, errors.New("tools need a conversation: give Messages")
 	case r.Tokens != nil, r.Prompt != "":
 		return nil, false, nil
-	case !m.hasChat:
+	case m.format == nil:
 		return nil, false, ErrNoChatTemplate
 	case len(r.Messages) == 0:
 		return nil, false, errors.New("the conversation has no messages")
 	}
-	if len(r.Tools) > 0 && !m.family.HasTools() {
-		return nil, false, fmt.Errorf("tools: the model's chat template (%v) has no tool format", m.family)
+	if _, ok := m.format.CallSyntax(); len(r.Tools) > 0 && !ok {
+		return nil, false, fmt.Errorf("tools: the model's chat template (%s) has no tool format", m.format)
 	}
 	for i, t := range r.Tools {
 		if t.Name == "" {
@@ -222,7 +227,18 @@ func (m *Model) render(r *Request, generationPrompt bool) ([]chat.Segment, bool,
 			}
 		}
 	}
-	return chat.Render(m.family, r.Messages, r.Tools, generationPrompt, !r.NoThinking), true, nil
+	o := chatOptions(r)
+	o.GenerationPrompt = generationPrompt
+	segs, err := m.format.Render(r.Messages, o)
+	if err != nil {
+		return nil, false, fmt.Errorf("chat template %s: %w", m.format, err)
+	}
+	return segs, true, nil
+}
+
+// chatOptions are the chat template's switches a request sets.
+func chatOptions(r *Request) chat.Options {
+	return chat.Options{Tools: r.Tools, NoThinking: r.NoThinking}
 }
 
 // RenderPrompt is the text of a request's prompt: of a conversation, the
@@ -251,7 +267,7 @@ func (m *Model) prepare(r *Request) (prompt, error) {
 	if err != nil {
 		return prompt{}, err
 	}
-	p := prompt{chat: isChat, req: engine.Request{Prompt: ids, MaxTokens: -1, Stop: m.stopIDs, TopLogprobs: -1}}
+	p := prompt{chat: isChat, opts: chatOptions(r), req: engine.Request{Prompt: ids, MaxTokens: -1, Stop: m.stopIDs, TopLogprobs: -1}}
 	if p.req.KV, err = m.kvType(r.KV); err != nil {
 		return prompt{}, err
 	}
@@ -328,7 +344,7 @@ func (m *Model) kvType(name string) (format.KVType, error) {
 // textOf is the text source of a generation.
 func (m *Model) textOf(p prompt) textSource {
 	if p.chat {
-		return chat.NewSplitter(m.m.Tokenizer, false)
+		return m.format.NewSplitter(m.m.Tokenizer, p.opts)
 	}
 	return rawText{m.m.Tokenizer.NewStreamDecoder()}
 }

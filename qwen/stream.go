@@ -108,7 +108,7 @@ func (m *Model) Start(ctx context.Context, req Request) (*Stream, error) {
 	s := &Stream{m: m, ctx: ctx, cancel: cancel, evs: st, prompt: p.req.Prompt,
 		asm: assembler{src: m.textOf(p), stop: stopMatcher{stops: req.Stop}, logprobs: p.req.TopLogprobs >= 0}}
 	if len(req.Tools) > 0 {
-		s.asm.calls = &callParser{newID: newCallID}
+		s.asm.calls = m.format.NewCallParser(req.Tools, newCallID)
 	}
 	return s, nil
 }

@@ -2,118 +2,12 @@ package qwen
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/qwenc/qwenc/format/chat"
 )
-
-// callResult is what the parser made of an answer: its content and its
-// calls, each call's pieces joined.
-type callResult struct {
-	content string
-	calls   []ToolCallDelta
-}
-
-func runCalls(pieces []string) callResult {
-	n := 0
-	p := callParser{newID: func() string { n++; return fmt.Sprint("id", n) }}
-	var r callResult
-	join := func(ds []ToolCallDelta) {
-		for _, d := range ds {
-			if d.Index == len(r.calls) {
-				r.calls = append(r.calls, ToolCallDelta{Index: d.Index})
-			}
-			c := &r.calls[d.Index]
-			if d.ID != "" {
-				if c.ID != "" || c.Arguments != "" {
-					panic("id after the call's first piece")
-				}
-				c.ID, c.Name = d.ID, d.Name
-			}
-			c.Arguments += d.Arguments
-		}
-	}
-	for _, s := range pieces {
-		r.content += p.add(s)
-		join(p.take())
-	}
-	r.content += p.flush()
-	join(p.take())
-	return r
-}
-
-// bytewise splits s into one piece per byte, as the worst tokenization.
-func bytewise(s string) []string {
-	var out []string
-	for i := range len(s) {
-		out = append(out, s[i:i+1])
-	}
-	return out
-}
-
-func TestCallParser(t *testing.T) {
-	call := func(id, name, args string) ToolCallDelta {
-		return ToolCallDelta{ID: id, Name: name, Arguments: args}
-	}
-	cases := []struct {
-		name, text string
-		want       callResult
-	}{
-		{"no call", "Hello.\n\nBye.\n", callResult{content: "Hello.\n\nBye.\n"}},
-		{"a marker-like text", "a <tool b <tool_cal", callResult{content: "a <tool b <tool_cal"}},
-		{"one call", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
-			callResult{calls: []ToolCallDelta{call("id1", "get_weather", `{"city": "Paris"}`)}}},
-		{"text, two calls, trailing newline", "Let me check.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": \"}</tool_call>\\\"\", \"y\": [1, {\"z\": null}]}}\n</tool_call>\n<tool_call>\n{\"name\":\"b\",\"arguments\":{}}\n</tool_call>\n",
-			callResult{content: "Let me check.", calls: []ToolCallDelta{
-				call("id1", "a", `{"x": "}</tool_call>\"", "y": [1, {"z": null}]}`), call("id2", "b", "{}")}}},
-		{"arguments first", "<tool_call>\n{\"arguments\": {\"q\": 1}, \"name\": \"s\"}\n</tool_call>",
-			callResult{calls: []ToolCallDelta{call("id1", "s", `{"q": 1}`)}}},
-		{"arguments as a string", "<tool_call>\n{\"name\": \"s\", \"arguments\": \"{\\\"q\\\": 1}\"}\n</tool_call>",
-			callResult{calls: []ToolCallDelta{call("id1", "s", `"{\"q\": 1}"`)}}},
-		{"not JSON", "<tool_call>\nnonsense\n</tool_call>", callResult{calls: []ToolCallDelta{call("id1", "", "nonsense")}}},
-		{"cut off in the arguments", "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"long",
-			callResult{calls: []ToolCallDelta{call("id1", "f", `{"a": "long`)}}},
-		{"cut off in the name", "<tool_call>\n{\"name\": \"f", callResult{calls: nil}},
-	}
-	for _, c := range cases {
-		for _, split := range []struct {
-			how    string
-			pieces []string
-		}{{"whole", []string{c.text}}, {"bytes", bytewise(c.text)}} {
-			got := runCalls(split.pieces)
-			if got.content != c.want.content || !slices.Equal(got.calls, indexed(c.want.calls)) {
-				t.Errorf("%s (%s):\n got %q %+v\nwant %q %+v", c.name, split.how, got.content, got.calls, c.want.content, indexed(c.want.calls))
-			}
-		}
-	}
-}
-
-func indexed(calls []ToolCallDelta) []ToolCallDelta {
-	out := slices.Clone(calls)
-	for i := range out {
-		out[i].Index = i
-	}
-	return out
-}
-
-// TestCallParserStreamsArguments checks that arguments come as they are
-// generated, not at the end of the call.
-func TestCallParserStreamsArguments(t *testing.T) {
-	p := callParser{newID: func() string { return "x" }}
-	p.add("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": ")
-	first := p.take()
-	if len(first) != 1 || first[0].Name != "f" || first[0].Arguments != `{"a": ` {
-		t.Fatalf("first pieces %+v", first)
-	}
-	p.add(`"b"`)
-	if d := p.take(); len(d) != 1 || d[0].ID != "" || d[0].Arguments != `"b"` {
-		t.Fatalf("next pieces %+v", d)
-	}
-	if c := p.add("}}\n</tool_call>"); c != "" || !strings.Contains(fmt.Sprint(p.take()), "}") {
-		t.Fatal("the arguments' closing brace is missing")
-	}
-}
 
 // TestForcedToolCalls runs a Qwen3 answer that thinks, says a sentence and
 // makes two calls, as token ids of the real tokenizer with the markers as
@@ -145,7 +39,7 @@ func TestForcedToolCalls(t *testing.T) {
 	mark("</tool_call>")
 	for _, stops := range [][]string{nil, {"Zürich"}} {
 		s := forced(m, ids, stops, true, StopEOS)
-		s.asm.calls = &callParser{newID: newCallID}
+		s.asm.calls = m.format.NewCallParser(nil, newCallID)
 		var r, c strings.Builder
 		var lps []byte
 		var calls []ToolCallDelta
@@ -225,5 +119,66 @@ func roundTrip(t *testing.T, m *Model, ids []int32, answer Message) {
 	}
 	if !found {
 		t.Fatalf("the prompt's tokens do not hold the answer's")
+	}
+}
+
+// TestForcedQwen35Answer runs an answer in Qwen3.5's chat format through
+// the same assembler: the prompt opened the reasoning, so the answer
+// begins in it; the sentence before the call is content, kept as it is;
+// the call is qwen3_coder's XML, its values typed by the tool's schema,
+// and its name comes before its arguments. Only the sentence's tokens
+// have log-probabilities.
+func TestForcedQwen35Answer(t *testing.T) {
+	m := tinyModel(t)
+	tok := m.m.Tokenizer
+	f, err := chat.Lookup("qwen3.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, err := NewTool("weather", "The weather.", json.RawMessage(`{"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int32
+	mark := func(s string) {
+		id, ok := tok.TokenID(s)
+		if !ok {
+			t.Fatalf("no token %q", s)
+		}
+		ids = append(ids, id)
+	}
+	text := func(s string) { ids = append(ids, tok.Encode(s, false)...) }
+	text("Zürich, then.\n")
+	mark("</think>")
+	text("\n\nLet me look.\n\n")
+	mark("<tool_call>")
+	text("\n<function=weather>\n<parameter=city>\nZürich\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n")
+	mark("</tool_call>")
+	s := forced(m, ids, nil, true, StopEOS)
+	s.asm.src = f.NewSplitter(tok, chat.Options{})
+	s.asm.calls = f.NewCallParser([]Tool{tool}, newCallID)
+	var r, c strings.Builder
+	var lps []byte
+	var pieces []ToolCallDelta
+	for d, err := range s.Deltas() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.WriteString(d.Reasoning)
+		c.WriteString(d.Content)
+		for _, lp := range d.Logprobs {
+			lps = append(lps, lp.Bytes...)
+		}
+		pieces = append(pieces, d.ToolCalls...)
+	}
+	if r.String() != "Zürich, then.\n" || c.String() != "Let me look.\n\n" {
+		t.Errorf("reasoning %q, content %q", r.String(), c.String())
+	}
+	if got := strings.TrimSpace(string(lps)); got != "Let me look." {
+		t.Errorf("log-probabilities of %q", got)
+	}
+	if len(pieces) != 2 || pieces[0].ID == "" || pieces[0].Name != "weather" || pieces[0].Arguments != "" ||
+		pieces[1].Index != 0 || pieces[1].Arguments != `{"city": "Zürich", "days": 3}` {
+		t.Errorf("call pieces %+v", pieces)
 	}
 }

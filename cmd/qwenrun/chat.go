@@ -95,11 +95,8 @@ func (conv *conversation) fullNote() {
 	conv.note("the conversation is full (%d of %d tokens, --ctx); /clear starts a new one", conv.c.Used(), conv.s.info.Context)
 }
 
-// family is the model's chat template, which runChat checked.
-func (conv *conversation) family() chat.Family {
-	f, _ := chat.ParseFamily(conv.s.info.ChatTemplate)
-	return f
-}
+// format is the model's chat format: runChat checked it has one.
+func (conv *conversation) format() *chat.Format { return conv.s.m.ChatFormat() }
 
 // clear starts a new conversation with the system message given. The
 // kept KV cache goes: a full conversation grew it to the whole context.

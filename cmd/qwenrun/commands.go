@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/qwenc/qwenc/format/chat"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/runtime/sampling"
 )
@@ -160,8 +159,8 @@ func (l *chatLoop) do(cmd *command) error {
 		conv.clear(cmd.arg)
 		conv.note("a new conversation with this system message")
 	case "think":
-		if conv.family() != chat.Qwen3 {
-			conv.note("/think: this model's chat template (%s) has no switch for thinking", conv.family())
+		if _, thinks := conv.format().Thinking(); !thinks {
+			conv.note("/think: this model's chat template (%s) has no switch for thinking", conv.format())
 			return nil
 		}
 		conv.think = cmd.on
@@ -223,13 +222,13 @@ func (conv *conversation) showSettings() {
 	row := func(name, format string, args ...any) {
 		fmt.Fprintf(conv.info, "%-10s%s\n", name, fmt.Sprintf(format, args...))
 	}
-	row("model", "%s (%s chat template)", conv.s.info.Name, conv.family())
+	row("model", "%s (%s chat template)", conv.s.info.Name, conv.format())
 	row("context", "%d of %d tokens used", conv.c.Used(), conv.s.info.Context)
 	row("sampling", "%s", describeSampling(conv.params))
-	if conv.family() == chat.Qwen3 {
+	if _, thinks := conv.format().Thinking(); thinks {
 		row("thinking", "%s", onOff(conv.think))
 	}
-	switch sys, def := conv.c.System(), conv.family().DefaultSystem(); {
+	switch sys, def := conv.c.System(), conv.format().DefaultSystem(); {
 	case sys != "":
 		row("system", "%s", sys)
 	case def != "":

@@ -88,98 +88,49 @@ func (b *builder) turn(role, content string) {
 	b.text("\n")
 }
 
-// Render renders msgs for family f, with tools listed in the system turn
-// when there are any (Qwen3 and Qwen2.5 only: the families without a tool
-// format ignore them, so check SupportsTools first). addGenerationPrompt
-// appends the opening of an assistant turn; enableThinking=false
-// (--no-think) makes Qwen3's prompt carry an empty think block, as
-// enable_thinking=false does, and is ignored by other families.
-//
-// Where the templates would fail (no messages at all) Render still returns
-// the generation prompt alone.
-func Render(f Family, msgs []Message, tools []Tool, addGenerationPrompt, enableThinking bool) []Segment {
-	b := &builder{segs: make([]Segment, 0, 4*len(msgs)+8)}
-	switch f {
-	case Qwen3:
-		renderQwen3(b, msgs, tools)
-	case Qwen25:
-		renderQwen25(b, msgs, tools)
-	default:
-		renderChatML(b, msgs, f.DefaultSystem())
-	}
-	if addGenerationPrompt {
-		b.special(ImStart)
-		b.text("assistant\n")
-		if f == Qwen3 && !enableThinking {
-			b.special(ThinkOpen)
-			b.text("\n\n")
-			b.special(ThinkClose)
-			b.text("\n\n")
-		}
-	}
-	return b.segs
-}
-
-// renderChatML is the Qwen2-Instruct/Qwen1.5 template (and plain ChatML when
-// defaultSystem is empty): every message verbatim, whatever its role.
-func renderChatML(b *builder, msgs []Message, defaultSystem string) {
-	if defaultSystem != "" && len(msgs) > 0 && msgs[0].Role != "system" {
-		b.turn("system", defaultSystem)
-	}
-	for _, m := range msgs {
-		b.turn(m.Role, m.Content)
-	}
-}
-
-// renderQwen25 is Qwen2.5's template: user, system, assistant and tool
-// turns; other roles are dropped, as the template does.
-func renderQwen25(b *builder, msgs []Message, tools []Tool) {
-	hasSystem := len(msgs) > 0 && msgs[0].Role == "system"
-	switch {
-	case len(tools) > 0:
-		system := Qwen25.DefaultSystem()
-		if hasSystem {
-			system = msgs[0].Content
-		}
-		toolsSystem(b, tools, system+"\n\n")
-	case !hasSystem:
-		b.turn("system", Qwen25.DefaultSystem())
-	}
-	for i, m := range msgs {
-		switch {
-		case m.Role == "system" && i == 0 && len(tools) > 0:
-		case m.Role == "assistant" && len(m.ToolCalls) > 0:
-			b.special(ImStart)
-			b.text("assistant")
-			if m.Content != "" {
-				b.text("\n", m.Content)
-			}
-			for _, c := range m.ToolCalls {
-				b.text("\n")
-				toolCall(b, c, true)
-			}
-			b.special(ImEnd)
-			b.text("\n")
-		case m.Role == "system" || m.Role == "user" || m.Role == "assistant":
-			b.turn(m.Role, m.Content)
-		case m.Role == "tool":
-			toolTurn(b, msgs, i)
-		}
-	}
-}
-
-// toolTurn renders a tool result; consecutive results share one user turn.
-func toolTurn(b *builder, msgs []Message, i int) {
-	if i == 0 || msgs[i-1].Role != "tool" {
+// toolTurn renders the tool result msgs[i], whose text is content;
+// consecutive results share one user turn. openFirst opens that turn for
+// a result that is the conversation's first message too, as every
+// template but Qwen3.5's does.
+func toolTurn(b *builder, msgs []Message, i int, content string, openFirst bool) {
+	if i == 0 && openFirst || i > 0 && msgs[i-1].Role != "tool" {
 		b.special(ImStart)
 		b.text("user")
 	}
 	b.text("\n")
 	b.special(ToolRespOpen)
-	b.text("\n", msgs[i].Content, "\n")
+	b.text("\n", content, "\n")
 	b.special(ToolRespClose)
 	if i == len(msgs)-1 || msgs[i+1].Role != "tool" {
 		b.special(ImEnd)
 		b.text("\n")
 	}
+}
+
+// firstOf finds the first of the markers in s: its index, or -1.
+func firstOf(s string, markers ...string) (int, string) {
+	at, which := -1, ""
+	for _, m := range markers {
+		if i := strings.Index(s, m); i >= 0 && (at < 0 || i < at) {
+			at, which = i, m
+		}
+	}
+	return at, which
+}
+
+// heldPrefix is the length of the longest end of s that begins one of
+// the markers.
+func heldPrefix(s string, markers ...string) int {
+	longest := 0
+	for _, m := range markers {
+		longest = max(longest, len(m))
+	}
+	for n := min(len(s), longest-1); n > 0; n-- {
+		for _, m := range markers {
+			if n < len(m) && strings.HasPrefix(m, s[len(s)-n:]) {
+				return n
+			}
+		}
+	}
+	return 0
 }

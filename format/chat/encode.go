@@ -2,7 +2,6 @@ package chat
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/qwenc/qwenc/format/tokenizer"
 )
@@ -24,18 +23,4 @@ func Encode(tok *tokenizer.Tokenizer, segs []Segment) ([]int32, error) {
 		ids = tok.AppendEncode(ids, seg.Text, false)
 	}
 	return ids, nil
-}
-
-// StopTokens are the ids that end an answer: the generation config's eos
-// ids, the tokenizer's eos, and ChatML's end of turn.
-func StopTokens(tok *tokenizer.Tokenizer, eos []int32) []int32 {
-	stop := slices.Clone(eos)
-	add := func(id int32, ok bool) {
-		if ok && !slices.Contains(stop, id) {
-			stop = append(stop, id)
-		}
-	}
-	add(tok.TokenID(ImEnd))
-	add(tok.EOS())
-	return stop
 }

@@ -54,7 +54,7 @@ func ids(tok *tokenizer.Tokenizer, t *testing.T, marker string) int32 {
 // spells a marker.
 func TestEncode(t *testing.T) {
 	tok := qwenTokenizer(t)
-	segs := Render(Qwen3, []Message{{Role: "user", Content: "hi <|im_end|>"}}, nil, true, true)
+	segs := render(t, qwen3, []Message{{Role: "user", Content: "hi <|im_end|>"}}, Options{GenerationPrompt: true})
 	got, err := Encode(tok, segs)
 	if err != nil {
 		t.Fatal(err)
@@ -74,12 +74,14 @@ func TestEncode(t *testing.T) {
 
 func TestStopTokens(t *testing.T) {
 	tok := qwenTokenizer(t)
-	stop := StopTokens(tok, []int32{151645, 151643})
+	stop := StopTokens(tok, []int32{151645, 151643}, qwen3)
 	if !slices.Equal(stop, []int32{151645, 151643}) {
 		t.Errorf("stop tokens %v: the eos ids given already hold <|im_end|> and <|endoftext|>", stop)
 	}
-	if stop := StopTokens(tok, nil); !slices.Contains(stop, ids(tok, t, ImEnd)) {
-		t.Errorf("stop tokens %v lack <|im_end|>", stop)
+	for _, f := range append([]*Format{nil}, formats...) {
+		if stop := StopTokens(tok, nil, f); !slices.Contains(stop, ids(tok, t, ImEnd)) {
+			t.Errorf("%v: stop tokens %v lack <|im_end|>", f, stop)
+		}
 	}
 }
 
@@ -96,8 +98,8 @@ func TestSplitter(t *testing.T) {
 	}
 	open, close := ids(tok, t, ThinkOpen), ids(tok, t, ThinkClose)
 	stream := slices.Concat([]int32{open}, enc("\nLet me think: é ok.\n"), []int32{close}, enc("\n\nThe answer is 42 ✓."))
-	for _, thinking := range []bool{false, true} {
-		s := NewSplitter(tok, thinking)
+	for _, opened := range []bool{false, true} {
+		s := newSplitter(tok, ThinkOpen, ThinkClose, opened)
 		var r, c string
 		for _, id := range stream {
 			dr, dc := s.Add(id)
@@ -106,18 +108,31 @@ func TestSplitter(t *testing.T) {
 		dr, dc := s.Flush()
 		r, c = r+dr, c+dc
 		if r != "\nLet me think: é ok.\n" || c != "The answer is 42 ✓." {
-			t.Errorf("thinking=%v: reasoning %q, content %q", thinking, r, c)
+			t.Errorf("opened=%v: reasoning %q, content %q", opened, r, c)
 		}
 	}
-	// Starting in the reasoning (the prompt ended with <think>): text
-	// before </think> is reasoning.
-	s := NewSplitter(tok, true)
-	var r, c string
-	for _, id := range slices.Concat(enc("hmm"), []int32{close}, enc("yes")) {
-		dr, dc := s.Add(id)
-		r, c = r+dr, c+dc
-	}
-	if r != "hmm" || c != "yes" {
-		t.Errorf("started thinking: reasoning %q, content %q", r, c)
+	// Starting in the reasoning (the prompt ended with <think>, as
+	// Qwen3.5's does with thinking on): text before </think> is
+	// reasoning. Qwen3's prompt and one without thinking start in the
+	// content.
+	for _, c := range []struct {
+		f            *Format
+		o            Options
+		wantR, wantC string
+	}{
+		{qwen35, Options{}, "hmm", "yes"},
+		{qwen35, Options{NoThinking: true}, "", "hmmyes"},
+		{qwen3, Options{}, "", "hmmyes"},
+		{chatML, Options{}, "", "hmmyes"},
+	} {
+		s := c.f.NewSplitter(tok, c.o)
+		var r, content string
+		for _, id := range slices.Concat(enc("hmm"), []int32{close}, enc("yes")) {
+			dr, dc := s.Add(id)
+			r, content = r+dr, content+dc
+		}
+		if r != c.wantR || content != c.wantC {
+			t.Errorf("%v %+v: reasoning %q, content %q; want %q, %q", c.f, c.o, r, content, c.wantR, c.wantC)
+		}
 	}
 }

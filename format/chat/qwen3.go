@@ -2,29 +2,41 @@ package chat
 
 import "strings"
 
-// renderQwen3 mirrors Qwen3's chat_template.
-func renderQwen3(b *builder, msgs []Message, tools []Tool) {
-	if len(tools) > 0 {
+// qwen3 is Qwen3's template: Hermes tool calls, and reasoning in a think
+// block the model opens itself, kept only after the last user query and
+// switched off (enable_thinking=false) by an empty block in the
+// generation prompt.
+var qwen3 = &Format{
+	name:     "qwen3",
+	detect:   func(t string) bool { return strings.Contains(t, ThinkOpen) },
+	thinking: &Thinking{Open: ThinkOpen, Close: ThinkClose},
+	calls:    hermesCalls,
+	render:   renderQwen3,
+}
+
+func renderQwen3(b *builder, msgs []Message, o Options) error {
+	if len(o.Tools) > 0 {
 		system := ""
 		if len(msgs) > 0 && msgs[0].Role == "system" {
 			system = msgs[0].Content + "\n\n"
 		}
-		toolsSystem(b, tools, system)
+		hermesSystem(b, o.Tools, system)
 	}
 	last := lastQueryIndex(msgs)
 	for i, m := range msgs {
 		switch m.Role {
 		case "system", "user":
-			if i == 0 && m.Role == "system" && len(tools) > 0 {
+			if i == 0 && m.Role == "system" && len(o.Tools) > 0 {
 				continue
 			}
 			b.turn(m.Role, m.Content)
 		case "assistant":
 			qwen3Assistant(b, m, i > last, i == len(msgs)-1)
 		case "tool":
-			toolTurn(b, msgs, i)
+			toolTurn(b, msgs, i, m.Content, true)
 		}
 	}
+	return nil
 }
 
 // lastQueryIndex is the template's ns.last_query_index: the last user message
@@ -64,7 +76,7 @@ func qwen3Assistant(b *builder, m Message, afterLastQuery, isLast bool) {
 		if i > 0 || content != "" {
 			b.text("\n")
 		}
-		toolCall(b, c, false)
+		hermesCall(b, c, false)
 	}
 	b.special(ImEnd)
 	b.text("\n")

@@ -7,26 +7,27 @@ import (
 )
 
 // Splitter turns a stream of generated token ids into text, separating
-// Qwen3's reasoning (between <think> and </think>) from the answer, the
+// the reasoning (between a format's think markers) from the answer, the
 // way vLLM and llama-server return reasoning_content and content. It
 // decodes incrementally: bytes of a character split across tokens wait for
-// the rest.
+// the rest. Format.NewSplitter makes one.
 type Splitter struct {
 	dec         *tokenizer.StreamDecoder
 	open, close int32 // the marker ids, -1 when the vocabulary has none
 	reasoning   bool
-	trimLeading bool // drop the newlines the template puts after </think>
+	trimLeading bool // drop the newlines the template puts after the close marker
 }
 
-// NewSplitter starts a splitter. With thinking, the answer begins in the
-// reasoning (the prompt ended with <think>, as some Qwen3 templates do);
-// otherwise it begins as content and a <think> token opens the reasoning.
-func NewSplitter(tok *tokenizer.Tokenizer, thinking bool) *Splitter {
-	s := &Splitter{dec: tok.NewStreamDecoder(), open: -1, close: -1, reasoning: thinking}
-	if id, ok := tok.TokenID(ThinkOpen); ok {
+// newSplitter starts a splitter at the markers open and close. With
+// opened, the answer begins in the reasoning (the prompt ended with the
+// open marker); otherwise it begins as content and the open marker opens
+// the reasoning.
+func newSplitter(tok *tokenizer.Tokenizer, open, close string, opened bool) *Splitter {
+	s := &Splitter{dec: tok.NewStreamDecoder(), open: -1, close: -1, reasoning: opened}
+	if id, ok := tok.TokenID(open); ok {
 		s.open = id
 	}
-	if id, ok := tok.TokenID(ThinkClose); ok {
+	if id, ok := tok.TokenID(close); ok {
 		s.close = id
 	}
 	return s

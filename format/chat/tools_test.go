@@ -56,6 +56,7 @@ func TestToolsAgainstJinja(t *testing.T) {
 		Case, Family, Text string
 		GenerationPrompt   bool `json:"generation_prompt"`
 		Thinking           bool
+		PreserveThinking   bool `json:"preserve_thinking"`
 	}
 	readJSON(t, "testdata/tools_golden.json", &golden)
 	byName := map[string]int{}
@@ -64,45 +65,15 @@ func TestToolsAgainstJinja(t *testing.T) {
 	}
 	for _, g := range golden {
 		c := cases[byName[g.Case]]
-		f, err := ParseFamily(g.Family)
+		f, err := Lookup(g.Family)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var tools []Tool
-		for i, raw := range c.Tools {
-			tool, err := ParseTool(raw)
-			if err != nil {
-				t.Fatalf("%s: tools[%d]: %v", c.Name, i, err)
-			}
-			tools = append(tools, tool)
-		}
-		var msgs []Message
-		for _, cm := range c.Messages {
-			m := Message{Role: cm.Role}
-			if cm.Content != nil {
-				m.Content = *cm.Content
-			}
-			if cm.Reasoning != nil {
-				m.Reasoning = *cm.Reasoning
-			}
-			for _, tc := range cm.ToolCalls {
-				args := string(tc.Function.Arguments)
-				var s string
-				if json.Unmarshal(tc.Function.Arguments, &s) == nil {
-					args = s // OpenAI's string, printed verbatim by Qwen3
-				} else if args, err = ToJSON(tc.Function.Arguments); err != nil {
-					t.Fatal(err) // Ollama's object, printed through tojson
-				}
-				if err := CheckArguments(args); err != nil {
-					t.Fatalf("%s: %v", c.Name, err)
-				}
-				m.ToolCalls = append(m.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
-			}
-			msgs = append(msgs, m)
-		}
-		segs := Render(f, msgs, tools, g.GenerationPrompt, g.Thinking)
+		tools, msgs := caseTools(t, c.Name, c.Tools), caseMessages(t, c.Name, c.Messages)
+		o := Options{Tools: tools, GenerationPrompt: g.GenerationPrompt, NoThinking: !g.Thinking, PreserveThinking: g.PreserveThinking}
+		segs := render(t, f, msgs, o)
 		if got := Text(segs); got != g.Text {
-			t.Errorf("%s (%s, generation prompt %v, thinking %v):\n got %q\nwant %q", g.Case, g.Family, g.GenerationPrompt, g.Thinking, got, g.Text)
+			t.Errorf("%s (%s, %+v):\n got %q\nwant %q", g.Case, g.Family, o, got, g.Text)
 		}
 		checkSegments(t, segs)
 		// The template's own tool markers are Special; the tools' JSON and
@@ -117,6 +88,52 @@ func TestToolsAgainstJinja(t *testing.T) {
 			t.Errorf("%s: %d %s markers are Special, want the system turn's two at least", g.Case, n, ToolCallOpen)
 		}
 	}
+}
+
+// caseTools reads a case's tool definitions.
+func caseTools(t *testing.T, name string, defs []json.RawMessage) []Tool {
+	t.Helper()
+	var tools []Tool
+	for i, raw := range defs {
+		tool, err := ParseTool(raw)
+		if err != nil {
+			t.Fatalf("%s: tools[%d]: %v", name, i, err)
+		}
+		tools = append(tools, tool)
+	}
+	return tools
+}
+
+// caseMessages reads a case's messages as a server reads a client's.
+func caseMessages(t *testing.T, name string, cms []caseMessage) []Message {
+	t.Helper()
+	var msgs []Message
+	for _, cm := range cms {
+		m := Message{Role: cm.Role}
+		if cm.Content != nil {
+			m.Content = *cm.Content
+		}
+		if cm.Reasoning != nil {
+			m.Reasoning = *cm.Reasoning
+		}
+		for _, tc := range cm.ToolCalls {
+			args := string(tc.Function.Arguments)
+			var s string
+			if json.Unmarshal(tc.Function.Arguments, &s) == nil {
+				args = s // OpenAI's string, printed verbatim by Qwen3
+			} else if a, err := ToJSON(tc.Function.Arguments); err == nil {
+				args = a // Ollama's object, printed through tojson
+			} else {
+				t.Fatal(err)
+			}
+			if err := CheckArguments(args); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			m.ToolCalls = append(m.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: args})
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs
 }
 
 func TestParseToolErrors(t *testing.T) {

@@ -37,7 +37,7 @@ var layers = []struct {
 	{"format/oci", []string{"format", "format/arch", "internal/fsutil"}},
 	{"compiler", []string{"format", "format/...", "kernels"}},
 	{"runtime/sampling", []string{"format"}},
-	{"runtime/grammar", []string{"format/tokenizer"}},
+	{"runtime/grammar", []string{"format/chat", "format/tokenizer"}},
 	{"runtime/infer", []string{"format", "format/arch", "format/graph", "format/tokenizer", "format/wtype", "kernels"}},
 	{"runtime/engine", []string{"format", "format/chat", "kernels", "runtime/infer", "runtime/sampling"}},
 	{"runtime/perplexity", []string{"format", "kernels", "runtime/infer"}},

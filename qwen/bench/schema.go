@@ -110,7 +110,11 @@ func replay(cfg SchemaConfig, held [][]int32, res *SchemaResult) error {
 		return err
 	}
 	h := f.Header
-	v := grammar.VocabOf(tok, h.Config.Vocab, chat.StopTokens(tok, h.Generation.EOS))
+	cf, err := chat.Lookup(h.ChatFamily)
+	if err != nil {
+		return fmt.Errorf("%s: %w", cfg.Model, err)
+	}
+	v := grammar.VocabOf(tok, h.Config.Vocab, chat.StopTokens(tok, h.Generation.EOS, cf))
 	start := time.Now()
 	g, err := grammar.Compile(v, grammar.Answer{Schema: cfg.Schema})
 	if err != nil {

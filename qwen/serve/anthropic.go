@@ -499,10 +499,13 @@ func (s *Server) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 			if t.BudgetTokens == nil || *t.BudgetTokens < 1 {
 				return req, badRequest("thinking.budget_tokens", "thinking.budget_tokens: want a positive number of tokens")
 			}
-			// Qwen3 thinks; other models' answers have no thinking to
-			// bound, as disabled has none to switch off for them.
-			if s.info.ChatTemplate == chat.Qwen3.String() {
-				req.ThinkBudget = *t.BudgetTokens
+			// A model whose template does not think has no thinking to
+			// bound, as disabled has none to switch off for it.
+			// (The model was opened with this name: Lookup knows it.)
+			if f, _ := chat.Lookup(s.info.ChatTemplate); f != nil {
+				if _, thinks := f.Thinking(); thinks {
+					req.ThinkBudget = *t.BudgetTokens
+				}
 			}
 		case "disabled":
 			req.NoThinking = true

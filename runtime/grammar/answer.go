@@ -4,14 +4,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/qwenc/qwenc/format/chat"
 )
 
 // Answer describes what an assistant's answer may be, for Compile.
 type Answer struct {
-	// Think is Qwen3 thinking: the answer opens with the ThinkOpen token,
-	// reasons freely and closes with ThinkClose; what follows is held. This is the lazy start structured output needs with reasoning
-	// on: the grammar does not bind the reasoning.
+	// Think is a model that thinks: the answer opens with the ThinkOpen
+	// token, reasons freely and closes with ThinkClose; what follows is
+	// held. This is the lazy start structured output needs with
+	// reasoning on: the grammar does not bind the reasoning. With
+	// ThinkOpened the prompt opened the reasoning already, and the answer
+	// begins in it.
 	Think                 bool
+	ThinkOpened           bool
 	ThinkOpen, ThinkClose int32
 
 	// Schema, when not nil, is the JSON Schema the content is an instance
@@ -19,9 +25,11 @@ type Answer struct {
 	Schema json.RawMessage
 	Object bool
 
-	// Tools are the functions the answer may call, in Qwen's format
-	// between the CallOpen and CallClose tokens.
+	// Tools are the functions the answer may call, each call written as
+	// Call says (its chat format's syntax), between the CallOpen and
+	// CallClose tokens, its markers.
 	Tools               []Tool
+	Call                chat.CallSyntax
 	CallOpen, CallClose int32
 	// Choice is "auto" (text, then calls if any), "none" (text only),
 	// "required" (calls only) or "function" (a call of Function only).
@@ -66,18 +74,29 @@ func Compile(v *Vocab, a Answer) (*Grammar, error) {
 	}
 	root := []Elem{content}
 	if a.Think {
-		// Qwen3 with thinking on opens its answer with a think block, and
-		// its template expects one; the reasoning in it is free.
+		// A model that thinks opens its answer with a think block (or its
+		// prompt did), and its template expects one; the reasoning in it
+		// is free.
 		var all ByteSet
 		all.Add(0, 0xff)
 		reasoning := b.Repeat("reasoning", []Elem{b.Set(all)}, 0, -1)
-		root = Seq(Token(a.ThinkOpen), reasoning, Token(a.ThinkClose), content)
+		root = Seq(reasoning, Token(a.ThinkClose), content)
+		if !a.ThinkOpened {
+			root = append([]Elem{Token(a.ThinkOpen)}, root...)
+		}
 	}
 	return b.Build(b.New("root", root), v)
 }
 
 // toolAnswer is text and calls as the tool choice allows.
 func toolAnswer(b *Builder, j *jsonRules, a Answer, nl Elem) (Elem, error) {
+	s := a.Call
+	switch {
+	case s.Open == "" || s.Close == "":
+		return Elem{}, errors.New("tools without the syntax of their calls (Answer.Call, from the chat format)")
+	case s.Arguments != chat.JSONArguments:
+		return Elem{}, fmt.Errorf("tool calls whose arguments are %v (%s...%s): a grammar cannot hold them yet", s.Arguments, s.Open, s.Close)
+	}
 	var alts [][]Elem
 	for _, t := range a.Tools {
 		if a.Choice == "function" && t.Name != a.Function {
@@ -94,17 +113,17 @@ func toolAnswer(b *Builder, j *jsonRules, a Answer, nl Elem) (Elem, error) {
 				return Elem{}, err
 			}
 		}
-		alts = append(alts, Seq(b.Lit(t.Name), b.Lit(`", "arguments": `), args))
+		alts = append(alts, Seq(b.Lit(t.Name), b.Lit(s.Mid), args))
 	}
 	if len(alts) == 0 {
 		return Elem{}, fmt.Errorf("tool_choice names %q, which is not among the tools", a.Function)
 	}
-	call := Seq(Token(a.CallOpen), b.Lit("\n{\"name\": \""), b.Alt("function", alts...), b.Lit("}\n"), Token(a.CallClose))
+	call := Seq(Token(a.CallOpen), b.Lit(s.Head), b.Alt("function", alts...), b.Lit(s.Tail), Token(a.CallClose))
 	calls := Ref(b.New("call", call))
 	if !a.OneCall {
-		calls = Ref(b.New("calls", Seq(call, b.Repeat("more-calls", Seq(b.Lit("\n"), call), 0, -1))))
+		calls = Ref(b.New("calls", Seq(call, b.Repeat("more-calls", Seq(b.Lit(s.Sep), call), 0, -1))))
 	}
-	text := textWithout(b, "<tool_call>")
+	text := textWithout(b, s.Open)
 	switch a.Choice {
 	case "", "auto":
 		return Ref(b.New("text-then-calls", Seq(text, b.Optional("calls", []Elem{calls})))), nil

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/qwenc/qwenc/format/chat"
 )
 
 // TestTextWithout: text the KMP rules allow never spells the marker,
@@ -51,8 +53,23 @@ func TestTextWithout(t *testing.T) {
 	}
 }
 
+// callSyntax is the tool-call syntax of a chat format.
+func callSyntax(t *testing.T, format string) chat.CallSyntax {
+	t.Helper()
+	f, err := chat.Lookup(format)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := f.CallSyntax()
+	if !ok {
+		t.Fatalf("%s has no tool format", format)
+	}
+	return s
+}
+
 // TestAnswerToolChoice: "none" never allows the call marker; "required"
-// allows nothing else first; think opens with the think marker.
+// allows nothing else first; think opens with the think marker, unless
+// the prompt opened it.
 func TestAnswerToolChoice(t *testing.T) {
 	v, tok := qwenVocab(t)
 	id := func(s string) int32 {
@@ -60,16 +77,21 @@ func TestAnswerToolChoice(t *testing.T) {
 		return x
 	}
 	open, close := id("<tool_call>"), id("</tool_call>")
+	think, thought := id("<think>"), id("</think>")
 	tools := []Tool{{Name: "f", Parameters: json.RawMessage(`{"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}`)}}
+	hermes := callSyntax(t, "qwen3")
 	mask := v.NewMask()
 	for _, c := range []struct {
 		a    Answer
 		want func(Mask) bool
 	}{
-		{Answer{Tools: tools, CallOpen: open, CallClose: close, Choice: "none"}, func(m Mask) bool { return !m.Has(open) && m.Count() > 100000 }},
-		{Answer{Tools: tools, CallOpen: open, CallClose: close, Choice: "required"}, func(m Mask) bool { return m.Has(open) && m.Count() < 5 }},
-		{Answer{Tools: tools, CallOpen: open, CallClose: close}, func(m Mask) bool { return m.Has(open) && m.Count() > 100000 }},
-		{Answer{Object: true, Think: true, ThinkOpen: id("<think>"), ThinkClose: id("</think>")}, func(m Mask) bool { return m.Count() == 1 && m.Has(id("<think>")) }},
+		{Answer{Tools: tools, Call: hermes, CallOpen: open, CallClose: close, Choice: "none"}, func(m Mask) bool { return !m.Has(open) && m.Count() > 100000 }},
+		{Answer{Tools: tools, Call: hermes, CallOpen: open, CallClose: close, Choice: "required"}, func(m Mask) bool { return m.Has(open) && m.Count() < 5 }},
+		{Answer{Tools: tools, Call: hermes, CallOpen: open, CallClose: close}, func(m Mask) bool { return m.Has(open) && m.Count() > 100000 }},
+		{Answer{Object: true, Think: true, ThinkOpen: think, ThinkClose: thought}, func(m Mask) bool { return m.Count() == 1 && m.Has(think) }},
+		{Answer{Object: true, Think: true, ThinkOpened: true, ThinkOpen: think, ThinkClose: thought}, func(m Mask) bool {
+			return !m.Has(think) && m.Has(thought) && m.Count() > 100000
+		}},
 	} {
 		g, err := Compile(v, c.a)
 		if err != nil {
@@ -80,7 +102,16 @@ func TestAnswerToolChoice(t *testing.T) {
 			t.Errorf("%+v: first mask has %d tokens, the call marker %v", c.a, mask.Count(), mask.Has(open))
 		}
 	}
-	if _, err := Compile(v, Answer{Tools: tools, Choice: "function", Function: "g"}); err == nil || !strings.Contains(err.Error(), `"g", which is not among the tools`) {
-		t.Errorf("a missing function: %v", err)
+	for _, c := range []struct {
+		a    Answer
+		want string
+	}{
+		{Answer{Tools: tools, Call: hermes, Choice: "function", Function: "g"}, `"g", which is not among the tools`},
+		{Answer{Tools: tools}, "without the syntax of their calls"},
+		{Answer{Tools: tools, Call: callSyntax(t, "qwen3.5")}, "XML parameters (<tool_call>...</tool_call>): a grammar cannot hold them yet"},
+	} {
+		if _, err := Compile(v, c.a); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want %q", c.a, err, c.want)
+		}
 	}
 }

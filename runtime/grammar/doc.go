@@ -1,6 +1,6 @@
 // Package grammar holds generated text to a context-free grammar over
-// bytes: a JSON Schema, a regular expression or Qwen's tool-call format
-// is compiled to one, and a Matcher then gives, before each token, the
+// bytes: a JSON Schema, a regular expression or a chat format's tool
+// calls is compiled to one, and a Matcher then gives, before each token, the
 // mask of the vocabulary's tokens that keep the text in the grammar's
 // language, and follows the tokens sampled.
 //
