@@ -88,7 +88,7 @@ func ReadConfig(path string) (Config, error) {
 		return Config{}, fmt.Errorf("reference: %s: %w", path, err)
 	}
 	var c Config
-	if family, ok := qwen35Families[raw.ModelType]; ok {
+	if family := qwen35Family(raw.ModelType); family != "" {
 		c, err = readQwen35Config(b, family)
 	} else {
 		c, err = readQwenConfig(b, raw.UseSlidingWindow)
@@ -132,11 +132,16 @@ func readQwenConfig(b []byte, slidingWindow bool) (Config, error) {
 	return c, nil
 }
 
-// qwen35Families maps the model types of the Qwen3.5 family, the
-// multimodal ones and their text configs, to ModelType.
-var qwen35Families = map[string]string{
-	"qwen3_5": "qwen3_5", "qwen3_5_text": "qwen3_5",
-	"qwen3_5_moe": "qwen3_5_moe", "qwen3_5_moe_text": "qwen3_5_moe",
+// qwen35Family returns the ModelType of a model type of the Qwen3.5
+// family, a multimodal one or its text config's, and "" for any other.
+func qwen35Family(modelType string) string {
+	switch modelType {
+	case "qwen3_5", "qwen3_5_text":
+		return "qwen3_5"
+	case "qwen3_5_moe", "qwen3_5_moe_text":
+		return "qwen3_5_moe"
+	}
+	return ""
 }
 
 // readQwen35Config reads a Qwen3.5 or Qwen3.5-MoE config.json: the text
@@ -184,7 +189,7 @@ func readQwen35Config(b []byte, family string) (Config, error) {
 	if err := json.Unmarshal(text, &x); err != nil {
 		return Config{}, fmt.Errorf("%s%w", where, err)
 	}
-	if where != "" && x.ModelType != "" && qwen35Families[x.ModelType] != family {
+	if where != "" && x.ModelType != "" && qwen35Family(x.ModelType) != family {
 		return Config{}, fmt.Errorf("text_config.model_type %q in a %s config", x.ModelType, family)
 	}
 	c.ModelType = family
