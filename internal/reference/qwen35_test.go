@@ -195,3 +195,53 @@ func TestQwen35Config(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestQwen35CaseRoundTrip computes a case of tiny-q35-moe with Case, as a
+// generator of expected data would, writes and reads it back, and checks
+// it against the shared data and the forward pass: the MTP entry and its
+// logits file included.
+func TestQwen35CaseRoundTrip(t *testing.T) {
+	m, err := Load(testmodel.Dir(t, "tiny-q35-moe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := ReadExpected(testmodel.Testdata(t, "tiny-q35-moe", "expected"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := e.Cases[0]
+	var positions []int
+	for _, p := range want.Positions {
+		positions = append(positions, p.Pos)
+	}
+	c, err := m.Case(Spec{Name: want.Name, Prompt: want.PromptIDs, Positions: positions, Greedy: len(want.Greedy)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MTP == nil || c.RouterTies == nil || len(c.Router) != m.Config.Layers {
+		t.Fatalf("case %+v: want MTP data and router statistics for every layer", c)
+	}
+	dir := t.TempDir()
+	if err := WriteExpected(dir, "tiny-q35-moe", []Case{c}); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadExpected(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := back.Cases[0]
+	if !slices.Equal(got.Greedy, want.Greedy) || got.MTP.NextToken != want.MTP.NextToken || !slices.Equal(got.MTP.Logits, c.MTP.Logits) ||
+		got.MTP.LogitsFile != "hello.mtp.f32" || got.MTP.Pos != want.MTP.Pos || got.MTP.Hidden != want.MTP.Hidden {
+		t.Errorf("greedy %v, MTP %+v; want %v, %+v", got.Greedy, *got.MTP, want.Greedy, *want.MTP)
+	}
+	d := &deviation{t: t}
+	for j, top := range want.MTP.Top {
+		if got.MTP.Top[j][0] != top[0] {
+			t.Errorf("MTP top %d is id %v, want %v", j, got.MTP.Top[j][0], top[0])
+		}
+		d.check("MTP top logit", got.MTP.Top[j][1], top[1], tolerance)
+	}
+	d.check("MTP logsumexp", got.MTP.LogSumExp, want.MTP.LogSumExp, tolerance)
+	d.check("MTP margin", got.MTP.Margin, want.MTP.Margin, tolerance)
+	checkCase(t, m, got)
+}
