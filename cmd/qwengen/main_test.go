@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -54,20 +55,29 @@ func TestParseRefuses(t *testing.T) {
 	}
 }
 
-func TestWritesMoE(t *testing.T) {
+// miniTokenizer writes the small test tokenizer's files and returns their
+// paths.
+func miniTokenizer(t *testing.T) (tok, tokCfg string) {
 	tmp := t.TempDir()
 	tj, tc := synth.MiniTokenizer()
-	tok, tokCfg := filepath.Join(tmp, "tokenizer.json"), filepath.Join(tmp, "tokenizer_config.json")
+	tok, tokCfg = filepath.Join(tmp, "tokenizer.json"), filepath.Join(tmp, "tokenizer_config.json")
 	if err := os.WriteFile(tok, tj, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(tokCfg, tc, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(tmp, "moe")
-	o, err := parse(strings.Fields("--preset qwen3-30b-a3b --layers 2 --hidden 16 --ffn 24 --heads 2 --kv-heads 1 --head-dim 8 "+
-		"--vocab 300 --experts 5 --experts-per-token 2 --moe-ffn 12 --mlp-only-layers 0 --shards 2 -o "+out+
-		" -tokenizer "+tok+" -tokenizer-config "+tokCfg), io.Discard)
+	return tok, tokCfg
+}
+
+// writeAndLoad runs qwengen with args and the small tokenizer, and loads
+// what it wrote in the reference forward pass; it returns the model and
+// its directory.
+func writeAndLoad(t *testing.T, args string) (*reference.Model, string) {
+	t.Helper()
+	tok, tokCfg := miniTokenizer(t)
+	out := filepath.Join(t.TempDir(), "model")
+	o, err := parse(append(strings.Fields(args), "-o", out, "-tokenizer", tok, "-tokenizer-config", tokCfg), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +88,56 @@ func TestWritesMoE(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, out
+}
+
+func TestWritesMoE(t *testing.T) {
+	m, _ := writeAndLoad(t, "--preset qwen3-30b-a3b --layers 2 --hidden 16 --ffn 24 --heads 2 --kv-heads 1 --head-dim 8 "+
+		"--vocab 300 --experts 5 --experts-per-token 2 --moe-ffn 12 --mlp-only-layers 0 --shards 2")
 	if m.Config.ModelType != "qwen3_moe" || m.Config.Experts != 5 || m.Config.Sparse(0) || !m.Config.Sparse(1) {
 		t.Errorf("config %+v", m.Config)
+	}
+}
+
+func TestQwen35Presets(t *testing.T) {
+	for name, preset := range presets {
+		if !strings.HasPrefix(name, "qwen3.5-") {
+			continue
+		}
+		o, err := parse(append([]string{"--preset", name, "--layers", "3"}, required...), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := preset()
+		want.Layers = 3
+		if !reflect.DeepEqual(o.shape, want) {
+			t.Errorf("--preset %s --layers 3: %+v, want %+v", name, o.shape, want)
+		}
+	}
+}
+
+// TestWritesQwen35 writes a slice of the Qwen3.5-35B-A3B preset, shrunk by
+// flags, and loads it in the reference forward pass.
+func TestWritesQwen35(t *testing.T) {
+	m, out := writeAndLoad(t, "--preset qwen3.5-35b-a3b --layers 4 --hidden 24 --heads 2 --kv-heads 1 --head-dim 16 --vocab 300 "+
+		"--experts 6 --experts-per-token 2 --moe-ffn 12 --shared-expert-ffn 20 --linear-key-heads 1 --linear-value-heads 3 "+
+		"--linear-key-dim 8 --linear-value-dim 6 --conv-kernel 3 --partial-rotary 0.5 --expert-layout per-expert --zero-experts "+
+		"--vision=false --shards 2")
+	c := m.Config
+	if c.ModelType != "qwen3_5_moe" || c.Experts != 6 || c.LinearValueHeads != 3 || c.RotaryDims() != 8 || c.Tied || !m.HasMTP() ||
+		!slices.Equal(c.LayerTypes, []string{"linear_attention", "linear_attention", "linear_attention", "full_attention"}) {
+		t.Errorf("config %+v", c)
+	}
+	if _, err := os.Stat(filepath.Join(out, "model.safetensors.index.json")); err != nil {
+		t.Error(err)
+	}
+	// A Qwen3.5 field on a Qwen3 model type is refused, not ignored.
+	tok, tokCfg := miniTokenizer(t)
+	o, err := parse([]string{"--vision", "-o", filepath.Join(t.TempDir(), "x"), "-tokenizer", tok, "-tokenizer-config", tokCfg}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(o); err == nil || !strings.Contains(err.Error(), "Qwen3.5 fields given for model type qwen3") {
+		t.Errorf("--vision on qwen3: %v", err)
 	}
 }

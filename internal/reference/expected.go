@@ -16,12 +16,28 @@ type Expected struct {
 	Model       string `json:"model"`
 	DTypeOfMath string `json:"dtype_of_math"`
 	Note        string `json:"note"`
-	Cases       []Case `json:"cases"`
+	// ChunkedVsRecurrent is, for a Qwen3.5 model, how far the chunked delta
+	// rule (chunks of 64) and the token-by-token recurrence were apart over
+	// the cases longer than a chunk.
+	ChunkedVsRecurrent *Divergence `json:"chunked_vs_recurrent_max_abs,omitempty"`
+	Cases              []Case      `json:"cases"`
+}
+
+// Divergence holds the largest absolute differences between two forward
+// passes over the same tokens (see Model.Diverge).
+type Divergence struct {
+	// LastLogits compares the logits of the last position.
+	LastLogits float64 `json:"last_logits"`
+	// CoreOutput compares the delta rule's outputs (DeltaNetLayer.Core),
+	// every position of every Gated DeltaNet layer.
+	CoreOutput float64 `json:"core_output"`
+	// FinalState compares the recurrent states after the last position.
+	FinalState float64 `json:"final_state"`
 }
 
 // Case is one prompt's expected results, in the format of the shared
 // reference data (/work/shared/reference/README.md), with router statistics
-// added for Qwen3-MoE models.
+// added for mixture-of-experts models.
 type Case struct {
 	Name            string     `json:"name"`
 	PromptIDs       []int32    `json:"prompt_ids"`
@@ -37,10 +53,31 @@ type Case struct {
 	RouterTies *int `json:"router_ties,omitempty"`
 	// Router has one entry per sparse layer, over the prompt's positions.
 	Router []RouterStats `json:"router,omitempty"`
+	// MTP is the MTP block's prediction at the last prompt position, for a
+	// Qwen3.5 model that has one.
+	MTP *MTPCase `json:"mtp,omitempty"`
 
 	// LastLogits is the logits row of the last prompt position, stored as
 	// float32 in LastLogitsFile.
 	LastLogits []float32 `json:"-"`
+}
+
+// MTPCase is what the MTP block predicts at the last prompt position, Pos:
+// with NextToken (the main head's argmax there) as the token after the
+// prompt, the logits of the token after NextToken.
+type MTPCase struct {
+	Pos       int   `json:"pos"`
+	NextToken int32 `json:"next_token"`
+	// Hidden names the main model's hidden state the block reads:
+	// "post_final_norm", the only one this package computes.
+	Hidden    string       `json:"hidden"`
+	Top       [][2]float64 `json:"top"`
+	LogSumExp float64      `json:"logsumexp"`
+	// Margin is the lead of the best logit over the second.
+	Margin     float64 `json:"margin"`
+	LogitsFile string  `json:"logits_file"`
+	// Logits is the full row, stored as float32 in LogitsFile.
+	Logits []float32 `json:"-"`
 }
 
 // Position holds the 10 largest logits at a prompt position, as [id, logit]
@@ -104,10 +141,63 @@ func (m *Model) Case(s Spec) (Case, error) {
 	if len(c.GreedyMargins) > 0 {
 		c.GreedyMinMargin = slices.Min(c.GreedyMargins)
 	}
-	if m.Config.ModelType == "qwen3_moe" {
+	if m.Config.sparseModel() {
 		c.Router, c.RouterTies = routerStats(p.Routes)
 	}
+	if m.mtp != nil {
+		next, _ := Argmax(logits[0])
+		if c.MTP, err = m.mtpCase(s, p.Hidden, int32(next)); err != nil {
+			return Case{}, fmt.Errorf("case %s: %w", s.Name, err)
+		}
+	}
 	return c, nil
+}
+
+// mtpCase computes a case's MTP prediction at the last prompt position.
+func (m *Model) mtpCase(s Spec, hidden [][]float64, next int32) (*MTPCase, error) {
+	h, err := m.MTP(s.Prompt, hidden, next)
+	if err != nil {
+		return nil, err
+	}
+	logits := m.Head(h[len(h)-1])
+	_, margin := Argmax(logits)
+	c := &MTPCase{Pos: len(s.Prompt) - 1, NextToken: next, Hidden: "post_final_norm", Top: Top(logits, 10),
+		LogSumExp: LogSumExp(logits), Margin: margin, LogitsFile: s.Name + ".mtp.f32"}
+	for _, v := range logits {
+		c.Logits = append(c.Logits, float32(v))
+	}
+	return c, nil
+}
+
+// Diverge runs the recurrent and the chunked forward passes over ids and
+// returns how far apart they are.
+func (m *Model) Diverge(ids []int32, chunk int) (Divergence, error) {
+	a, err := m.Forward(ids)
+	if err != nil {
+		return Divergence{}, err
+	}
+	b, err := m.ForwardChunked(ids, chunk)
+	if err != nil {
+		return Divergence{}, err
+	}
+	var d Divergence
+	last := len(ids) - 1
+	d.LastLogits = maxAbsDiff(m.Head(a.Hidden[last]), m.Head(b.Hidden[last]))
+	for i := range a.DeltaNet {
+		for t := range a.DeltaNet[i].Core {
+			d.CoreOutput = max(d.CoreOutput, maxAbsDiff(a.DeltaNet[i].Core[t], b.DeltaNet[i].Core[t]))
+		}
+		d.FinalState = max(d.FinalState, maxAbsDiff(a.DeltaNet[i].State, b.DeltaNet[i].State))
+	}
+	return d, nil
+}
+
+func maxAbsDiff(a, b []float64) float64 {
+	d := 0.0
+	for i := range a {
+		d = max(d, math.Abs(a[i]-b[i]))
+	}
+	return d
 }
 
 // routerStats summarises the routes of each sparse layer, and counts their
@@ -175,12 +265,13 @@ func WriteExpected(dir, model string, cases []Case) error {
 		return fmt.Errorf("reference: %w", err)
 	}
 	for _, c := range cases {
-		b := make([]byte, 0, 4*len(c.LastLogits))
-		for _, v := range c.LastLogits {
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		if err := writeRow(filepath.Join(dir, c.LastLogitsFile), c.LastLogits); err != nil {
+			return err
 		}
-		if err := os.WriteFile(filepath.Join(dir, c.LastLogitsFile), b, 0o644); err != nil {
-			return fmt.Errorf("reference: %w", err)
+		if c.MTP != nil {
+			if err := writeRow(filepath.Join(dir, c.MTP.LogitsFile), c.MTP.Logits); err != nil {
+				return err
+			}
 		}
 	}
 	e := Expected{Model: model, DTypeOfMath: "float64", Note: "logits from a float64 forward pass of the checkpoint's exact weights", Cases: cases}
@@ -208,17 +299,43 @@ func ReadExpected(dir string) (*Expected, error) {
 	}
 	for i := range e.Cases {
 		c := &e.Cases[i]
-		b, err := os.ReadFile(filepath.Join(dir, c.LastLogitsFile))
-		if err != nil {
+		if c.LastLogits, err = readRow(filepath.Join(dir, c.LastLogitsFile)); err != nil {
 			return nil, fmt.Errorf("reference: case %s: %w", c.Name, err)
 		}
-		if len(b)%4 != 0 {
-			return nil, fmt.Errorf("reference: case %s: %s has %d bytes, not a float32 row", c.Name, c.LastLogitsFile, len(b))
+		if c.MTP == nil {
+			continue
 		}
-		c.LastLogits = make([]float32, len(b)/4)
-		for j := range c.LastLogits {
-			c.LastLogits[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
+		if c.MTP.Logits, err = readRow(filepath.Join(dir, c.MTP.LogitsFile)); err != nil {
+			return nil, fmt.Errorf("reference: case %s: %w", c.Name, err)
 		}
 	}
 	return &e, nil
+}
+
+// writeRow writes a row of logits as little-endian float32s.
+func writeRow(path string, row []float32) error {
+	b := make([]byte, 0, 4*len(row))
+	for _, v := range row {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("reference: %w", err)
+	}
+	return nil
+}
+
+// readRow reads a row written by writeRow.
+func readRow(path string) ([]float32, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(b)%4 != 0 {
+		return nil, fmt.Errorf("%s has %d bytes, not a float32 row", path, len(b))
+	}
+	row := make([]float32, len(b)/4)
+	for j := range row {
+		row[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*j:]))
+	}
+	return row, nil
 }

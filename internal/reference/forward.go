@@ -10,10 +10,12 @@ import (
 // Pass is what a forward pass over a sequence computes.
 type Pass struct {
 	// Hidden holds, for each position, the hidden state after the final
-	// norm: the input of the head (see Head).
+	// norm: the input of the head (see Head) and of the MTP block (MTP).
 	Hidden [][]float64
 	// Routes has one entry per sparse layer, in layer order.
 	Routes []Routes
+	// DeltaNet has one entry per Gated DeltaNet layer, in layer order.
+	DeltaNet []DeltaNetLayer
 }
 
 // Routes records one sparse layer's routing over the sequence.
@@ -42,8 +44,24 @@ func (r Routes) prefix(n int) Routes {
 }
 
 // Forward runs the model over ids, recomputing full causal attention at
-// every position (there is no KV cache to get wrong).
-func (m *Model) Forward(ids []int32) (*Pass, error) {
+// every position (there is no KV cache to get wrong) and, in Qwen3.5's
+// Gated DeltaNet layers, running the delta rule token by token from a zero
+// state.
+func (m *Model) Forward(ids []int32) (*Pass, error) { return m.forward(ids, 0) }
+
+// ForwardChunked is Forward with the delta rule computed in chunks of
+// chunk tokens, as transformers prefills (torch_chunk_gated_delta_rule,
+// chunks of 64): a second implementation of the same function, which
+// agrees with the recurrence to rounding.
+func (m *Model) ForwardChunked(ids []int32, chunk int) (*Pass, error) {
+	if chunk <= 0 {
+		return nil, fmt.Errorf("reference: chunk size %d", chunk)
+	}
+	return m.forward(ids, chunk)
+}
+
+// forward is Forward, with the chunked delta rule when chunk > 0.
+func (m *Model) forward(ids []int32, chunk int) (*Pass, error) {
 	c := m.Config
 	x := make([][]float64, len(ids))
 	for i, id := range ids {
@@ -54,24 +72,38 @@ func (m *Model) Forward(ids []int32) (*Pass, error) {
 	}
 	pass := &Pass{}
 	for li := range m.layers {
-		l := &m.layers[li]
-		addTo(x, m.attention(l, m.normAll(x, l.inputNorm)))
-		h := m.normAll(x, l.postNorm)
-		if !l.sparse() {
-			out := make([][]float64, len(h))
-			for i := range h {
-				out[i] = l.mlp.forward(h[i])
-			}
-			addTo(x, out)
-			continue
-		}
-		out, routes := m.moe(l, h)
-		routes.Layer = li
-		pass.Routes = append(pass.Routes, routes)
-		addTo(x, out)
+		m.decoderLayer(&m.layers[li], li, x, chunk, pass)
 	}
 	pass.Hidden = m.normAll(x, m.norm)
 	return pass, nil
+}
+
+// decoderLayer adds layer l's two residual branches to x, the token
+// mixer's and the MLP's, and records in pass what it routed and the state
+// its delta rule reached, under layer index li.
+func (m *Model) decoderLayer(l *layer, li int, x [][]float64, chunk int, pass *Pass) {
+	h := m.normAll(x, l.inputNorm)
+	if l.deltaNet != nil {
+		out, trace := m.gatedDeltaNet(l.deltaNet, h, chunk)
+		trace.Layer = li
+		pass.DeltaNet = append(pass.DeltaNet, trace)
+		addTo(x, out)
+	} else {
+		addTo(x, m.attention(l, h))
+	}
+	h = m.normAll(x, l.postNorm)
+	if !l.sparse() {
+		out := make([][]float64, len(h))
+		for i := range h {
+			out[i] = l.mlp.forward(h[i])
+		}
+		addTo(x, out)
+		return
+	}
+	out, routes := m.moe(l, h)
+	routes.Layer = li
+	pass.Routes = append(pass.Routes, routes)
+	addTo(x, out)
 }
 
 // Head returns the logits of one final hidden state.
@@ -136,12 +168,27 @@ func Argmax(v []float64) (best int, margin float64) {
 	return best, v[best] - second
 }
 
+// attention is Qwen2/Qwen3's attention and Qwen3.5's gated attention
+// (Qwen3_5Attention), which differs in three places: q_proj gives, per
+// head, head_dim query rows and then head_dim rows of an output gate, not
+// one block of queries and one of gates; RoPE rotates only the first
+// RotaryDims of each head, after the q/k norm as in Qwen3; and the
+// attention output is multiplied by sigmoid(gate) before o_proj.
 func (m *Model) attention(l *layer, x [][]float64) [][]float64 {
 	c := m.Config
 	d := c.HeadDim
-	qs, ks, vs := make([][]float64, len(x)), make([][]float64, len(x)), make([][]float64, len(x))
+	qs, gates, ks, vs := make([][]float64, len(x)), make([][]float64, len(x)), make([][]float64, len(x)), make([][]float64, len(x))
 	for i := range x {
-		qs[i], ks[i], vs[i] = add(l.q.mul(x[i]), l.qBias), add(l.k.mul(x[i]), l.kBias), add(l.v.mul(x[i]), l.vBias)
+		qs[i] = l.q.mul(x[i])
+		if l.gated {
+			qg := qs[i]
+			qs[i], gates[i] = make([]float64, c.Heads*d), make([]float64, c.Heads*d)
+			for h := range c.Heads {
+				copy(qs[i][h*d:(h+1)*d], qg[2*h*d:2*h*d+d])
+				copy(gates[i][h*d:(h+1)*d], qg[2*h*d+d:2*(h+1)*d])
+			}
+		}
+		qs[i], ks[i], vs[i] = add(qs[i], l.qBias), add(l.k.mul(x[i]), l.kBias), add(l.v.mul(x[i]), l.vBias)
 		for _, heads := range []struct {
 			v    []float64
 			norm []float64
@@ -151,7 +198,7 @@ func (m *Model) attention(l *layer, x [][]float64) [][]float64 {
 				if heads.norm != nil {
 					copy(head, rmsNorm(head, heads.norm, c.RMSNormEps))
 				}
-				m.rope(head, i)
+				m.rope(head[:c.RotaryDims()], i)
 			}
 		}
 	}
@@ -172,14 +219,18 @@ func (m *Model) attention(l *layer, x [][]float64) [][]float64 {
 				}
 			}
 		}
+		for t, g := range gates[i] {
+			o[t] *= sigmoid(g)
+		}
 		out[i] = add(l.o.mul(o), l.oBias)
 	}
 	return out
 }
 
-// rope rotates one head at position pos the way transformers does:
-// rotate_half pairs element t with t+d/2 (not 2t with 2t+1), and the
-// frequency of pair t is theta^(-2t/d), changed by rope_scaling as in
+// rope rotates one head (or, for partial RoPE, its first dimensions) at
+// position pos the way transformers does: rotate_half pairs element t
+// with t+d/2 (not 2t with 2t+1), and the frequency of pair t is
+// theta^(-2t/d) with d = len(head), changed by rope_scaling as in
 // transformers' modeling_rope_utils: divided by the factor (linear), or
 // for yarn interpolated between divided and kept along a ramp over the
 // dimensions, with cos and sin multiplied by the attention factor.
@@ -256,7 +307,10 @@ func yarn(c Config, extrapolated []float64) ([]float64, float64) {
 
 // moe is Qwen3MoeSparseMoeBlock: softmax over all experts' router logits,
 // keep the top k, optionally renormalise their probabilities to sum to 1,
-// and add up the kept experts' outputs with those weights.
+// and add up the kept experts' outputs with those weights. It is also
+// Qwen3_5MoeSparseMoeBlock, which always renormalises (its config says
+// norm_topk_prob) and adds the shared expert's output times
+// sigmoid(shared_expert_gate·x).
 func (m *Model) moe(l *layer, h [][]float64) ([][]float64, Routes) {
 	c := m.Config
 	k := c.ExpertsPerToken
@@ -295,6 +349,12 @@ func (m *Model) moe(l *layer, h [][]float64) ([][]float64, Routes) {
 				out[i][t] += w[j] * y
 			}
 		}
+		if l.shared != nil {
+			g := sigmoid(dot(l.sharedGate.row(0), x))
+			for t, y := range l.shared.forward(x) {
+				out[i][t] += g * y
+			}
+		}
 		r.Experts[i], r.Weights[i] = slices.Clone(kept), w
 	}
 	return out, r
@@ -303,10 +363,14 @@ func (m *Model) moe(l *layer, h [][]float64) ([][]float64, Routes) {
 func (f mlp) forward(x []float64) []float64 {
 	g, u := f.gate.mul(x), f.up.mul(x)
 	for i := range g {
-		g[i] = g[i] / (1 + math.Exp(-g[i])) * u[i] // silu(gate) * up
+		g[i] = silu(g[i]) * u[i]
 	}
 	return f.down.mul(g)
 }
+
+func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+
+func silu(x float64) float64 { return x / (1 + math.Exp(-x)) }
 
 func (m *Model) normAll(x [][]float64, w []float64) [][]float64 {
 	out := make([][]float64, len(x))

@@ -41,14 +41,14 @@ func (d *deviation) check(what string, got, want, tol float64) {
 }
 
 // TestBundledExpected checks the forward pass against the expected data of
-// the bundled models: tiny-a, tiny-q2b, tiny-moe-a and the trained
-// qwen3-go-demo come from another implementation (the shared reference
-// data), tiny-moe-b from this one (there the test guards against
-// regressions, router statistics included).
+// the bundled models: tiny-a, tiny-q2b, tiny-moe-a, tiny-q35, tiny-q35-moe
+// and the trained qwen3-go-demo and qwen35-go-demo come from another
+// implementation (the shared reference data), tiny-moe-b from this one
+// (there the test guards against regressions, router statistics included).
 func TestBundledExpected(t *testing.T) {
-	for _, name := range []string{"tiny-a", "tiny-q2b", "tiny-moe-a", "tiny-moe-b", "qwen3-go-demo"} {
+	for _, name := range []string{"tiny-a", "tiny-q2b", "tiny-moe-a", "tiny-moe-b", "qwen3-go-demo", "tiny-q35", "tiny-q35-moe", "qwen35-go-demo"} {
 		t.Run(name, func(t *testing.T) {
-			if testing.Short() && name == "qwen3-go-demo" {
+			if testing.Short() && strings.HasSuffix(name, "go-demo") {
 				t.Skip("-short: hidden 128 and 40-step continuations take seconds")
 			}
 			t.Parallel()
@@ -116,7 +116,43 @@ func checkCase(t *testing.T, m *Model, c Case) {
 	if c.RouterTies != nil {
 		checkRouter(t, p, c)
 	}
-	t.Logf("max relative deviation %.2g (%s); from the float32 row %.2g", d.max, d.what, d32.max)
+	if c.MTP != nil {
+		checkMTP(t, m, c, p.Hidden[:len(c.PromptIDs)], steps[0], d, d32)
+	} else if m.HasMTP() {
+		t.Errorf("the model has an MTP block, the case no MTP data")
+	}
+	t.Logf("max relative deviation %.2g (%s); from the float32 rows %.2g", d.max, d.what, d32.max)
+}
+
+// checkMTP compares the MTP block's prediction at the last prompt
+// position, given the main model's hidden states over the prompt and its
+// logits there.
+func checkMTP(t *testing.T, m *Model, c Case, hidden [][]float64, last []float64, d, d32 *deviation) {
+	want := c.MTP
+	if next, _ := Argmax(last); int32(next) != want.NextToken || want.Pos != len(c.PromptIDs)-1 || want.Hidden != "post_final_norm" {
+		t.Fatalf("MTP at %d after token %d from the %s state; the main head chooses %d at %d", want.Pos, want.NextToken, want.Hidden, next, len(c.PromptIDs)-1)
+	}
+	h, err := m.MTP(c.PromptIDs, hidden, want.NextToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logits := m.Head(h[len(h)-1])
+	got := Top(logits, len(want.Top))
+	for j := range want.Top {
+		if got[j][0] != want.Top[j][0] {
+			t.Errorf("MTP: top %d is id %v, want %v", j, got[j][0], want.Top[j][0])
+		}
+		d.check("MTP top logit", got[j][1], want.Top[j][1], tolerance)
+	}
+	d.check("MTP logsumexp", LogSumExp(logits), want.LogSumExp, tolerance)
+	_, margin := Argmax(logits)
+	d.check("MTP margin", margin, want.Margin, tolerance)
+	if len(logits) != len(want.Logits) {
+		t.Fatalf("MTP logits: %d values, want %d", len(logits), len(want.Logits))
+	}
+	for i, w := range want.Logits {
+		d32.check("MTP logits", logits[i], float64(w), f32Tolerance)
+	}
 }
 
 // checkRouter compares the router statistics, which cover the prompt only.

@@ -2,6 +2,7 @@ package synth
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -17,7 +18,9 @@ import (
 
 // Shape describes the checkpoint to generate.
 type Shape struct {
-	ModelType    string // "qwen3", "qwen2" or "qwen3_moe"
+	// ModelType is "qwen3", "qwen2", "qwen3_moe", or "qwen3_5" or
+	// "qwen3_5_moe" for the hybrid Qwen3.5 family (see Hybrid).
+	ModelType    string
 	Hidden       int
 	Intermediate int
 	Layers       int
@@ -39,10 +42,13 @@ type Shape struct {
 	// MiniTokenizer).
 	EOS []int
 
-	// Qwen3-MoE only (ModelType "qwen3_moe"): which layers are sparse
-	// follows transformers (see Sparse); a sparse layer routes each token to
+	// Qwen3-MoE (ModelType "qwen3_moe"): which layers are sparse follows
+	// transformers (see Sparse); a sparse layer routes each token to
 	// ExpertsPerToken of Experts experts of width MoEIntermediate, the
-	// others are dense MLPs of width Intermediate.
+	// others are dense MLPs of width Intermediate. Qwen3.5-MoE uses the
+	// first three and ZeroExperts (NormTopKProb, DecoderSparseStep and
+	// MLPOnlyLayers do not apply: all its layers are sparse, the kept
+	// experts' weights always renormalised).
 	Experts           int
 	ExpertsPerToken   int
 	MoEIntermediate   int
@@ -58,6 +64,10 @@ type Shape struct {
 	// RopeScaling is config.json's rope_scaling (nil: none), e.g.
 	// {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 64}.
 	RopeScaling map[string]any
+
+	// Qwen3.5 (ModelType "qwen3_5" or "qwen3_5_moe") only; qwen35.go
+	// writes them.
+	Qwen35
 }
 
 // Qwen3_06B is the real Qwen3-0.6B shape.
@@ -72,6 +82,13 @@ type Tensor struct {
 	Shape []int
 	Std   float64 // weights are uniform with this standard deviation
 	Mean  float64 // norms are near 1
+	// DType, when not empty, overrides the checkpoint's dtype for this
+	// tensor (Qwen3.5 keeps A_log and linear_attn.norm in F32).
+	DType string
+	// Ramp spreads the values evenly over the range the uniform draw would
+	// have, first to last, instead of drawing them: Qwen3.5's A_log, so
+	// that every layer has both fast and slow decays.
+	Ramp bool
 	// Rows, when not nil, lists the only rows (indices of the first
 	// dimension) that get values; the others are zero, as the embedding
 	// rows of tokens a trained model never saw. The random stream is drawn
@@ -81,6 +98,9 @@ type Tensor struct {
 
 // Tensors lists the checkpoint's tensors in a fixed order.
 func (s Shape) Tensors() []Tensor {
+	if s.Hybrid() {
+		return s.qwen35Tensors()
+	}
 	h, q, kv, f := s.Hidden, s.Heads*s.HeadDim, s.KVHeads*s.HeadDim, s.Intermediate
 	ts := []Tensor{{Name: "model.embed_tokens.weight", Shape: []int{s.Vocab, h}, Std: 1}}
 	for l := 0; l < s.Layers; l++ {
@@ -153,7 +173,7 @@ func embeddingTokenizer(tokenizerJSON []byte) ([]byte, error) {
 // Write creates dir with the checkpoint; tokenizerJSON and tokenizerConfig
 // are copied in verbatim (use the bundled Qwen tokenizer).
 func Write(dir string, s Shape, tokenizerJSON, tokenizerConfig []byte) error {
-	if err := s.checkMoE(); err != nil {
+	if err := s.check(); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -196,6 +216,32 @@ func Write(dir string, s Shape, tokenizerJSON, tokenizerConfig []byte) error {
 
 // WriteConfig writes config.json and generation_config.json for s.
 func WriteConfig(dir string, s Shape) error {
+	cfg := s.qwenConfig()
+	if s.Hybrid() {
+		cfg = s.qwen35Config()
+	}
+	eos := s.eos()
+	gen := map[string]any{"bos_token_id": eos[len(eos)-1], "eos_token_id": eos, "pad_token_id": eos[len(eos)-1],
+		"do_sample": true, "temperature": 0.6, "top_k": 20, "top_p": 0.95}
+	for name, v := range map[string]any{"config.json": cfg, "generation_config.json": gen} {
+		b, _ := json.MarshalIndent(v, "", "  ")
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eos returns the generation_config eos ids (see Shape.EOS).
+func (s Shape) eos() []int {
+	if s.EOS == nil {
+		return []int{151645, 151643}
+	}
+	return s.EOS
+}
+
+// qwenConfig is config.json of a Qwen2, Qwen3 or Qwen3-MoE checkpoint.
+func (s Shape) qwenConfig() map[string]any {
 	arch := "Qwen2ForCausalLM"
 	switch s.ModelType {
 	case "qwen3":
@@ -214,36 +260,43 @@ func WriteConfig(dir string, s Shape) error {
 	if s.ModelType == "qwen3_moe" {
 		s.addMoEConfig(cfg)
 	}
-	eos := s.EOS
-	if eos == nil {
-		eos = []int{151645, 151643}
+	return cfg
+}
+
+// elemSize is the size in bytes of a value of dtype, 0 for a dtype this
+// package does not write.
+func elemSize(dtype string) int {
+	switch dtype {
+	case "BF16", "F16":
+		return 2
+	case "F32":
+		return 4
 	}
-	gen := map[string]any{"bos_token_id": eos[len(eos)-1], "eos_token_id": eos, "pad_token_id": eos[len(eos)-1],
-		"do_sample": true, "temperature": 0.6, "top_k": 20, "top_p": 0.95}
-	for name, v := range map[string]any{"config.json": cfg, "generation_config.json": gen} {
-		b, _ := json.MarshalIndent(v, "", "  ")
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return 0
 }
 
 // SafetensorsHeader returns the header bytes (length prefix included) of a
 // safetensors file holding ts, and the size of its data area.
 func SafetensorsHeader(ts []Tensor, dtype string) ([]byte, int64, error) {
-	es := map[string]int{"BF16": 2, "F16": 2, "F32": 4}[dtype]
+	es := elemSize(dtype)
 	if es == 0 {
 		return nil, 0, fmt.Errorf("synth: dtype %q", dtype)
 	}
 	hdr := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
 	var off int64
 	for _, t := range ts {
+		dt, es := dtype, es
+		if t.DType != "" {
+			dt, es = t.DType, elemSize(t.DType)
+			if es == 0 {
+				return nil, 0, fmt.Errorf("synth: tensor %s: dtype %q", t.Name, t.DType)
+			}
+		}
 		n := int64(es)
 		for _, d := range t.Shape {
 			n *= int64(d)
 		}
-		hdr[t.Name] = map[string]any{"dtype": dtype, "shape": t.Shape, "data_offsets": []int64{off, off + n}}
+		hdr[t.Name] = map[string]any{"dtype": dt, "shape": t.Shape, "data_offsets": []int64{off, off + n}}
 		off += n
 	}
 	hb, _ := json.Marshal(hdr) // map keys are sorted: deterministic
@@ -318,6 +371,7 @@ func EncodeSafetensors(w io.Writer, ts []Tensor, dtype string, seed uint64, firs
 	}
 	buf := make([]byte, 0, 1<<16)
 	for i, t := range ts {
+		dt := cmp.Or(t.DType, dtype)
 		rng := rand.New(rand.NewPCG(seed, uint64(first+i)))
 		n, rows := 1, 1
 		for _, d := range t.Shape {
@@ -335,18 +389,22 @@ func EncodeSafetensors(w io.Writer, ts []Tensor, dtype string, seed uint64, firs
 				return fmt.Errorf("synth: tensor %s: %w", t.Name, err)
 			}
 			buf = buf[:0]
-			if err := sk.skip(int64(n) * int64(len(appendElem(nil, 0, dtype)))); err != nil {
+			if err := sk.skip(int64(n) * int64(elemSize(dt))); err != nil {
 				return fmt.Errorf("synth: tensor %s: %w", t.Name, err)
 			}
 			continue
 		}
 		a := t.Std * math.Sqrt(3) // uniform [-a, a] has this std
 		for j := range n {
-			v := float32(t.Mean + a*(2*rng.Float64()-1))
+			u := rng.Float64()
+			if t.Ramp {
+				u = float64(j) / float64(max(n-1, 1))
+			}
+			v := float32(t.Mean + a*(2*u-1))
 			if keep != nil && !keep[j/(n/rows)] {
 				v = 0
 			}
-			buf = appendElem(buf, v, dtype)
+			buf = appendElem(buf, v, dt)
 			if len(buf) >= 1<<16-8 {
 				if _, err := w.Write(buf); err != nil {
 					return fmt.Errorf("synth: tensor %s: %w", t.Name, err)
