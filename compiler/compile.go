@@ -46,6 +46,9 @@ type Result struct {
 	Header *format.Header
 	Bytes  int64 // file size
 	Read   int64 // checkpoint bytes read
+	// Notes are what the compile left out, for the user: a multimodal
+	// checkpoint's vision tower.
+	Notes []string
 }
 
 // section is one directory entry and where its bytes come from.
@@ -115,7 +118,11 @@ func Compile(ctx context.Context, model string, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return write(ctx, ck, hdr, secs, opts)
+	res, err := write(ctx, ck, hdr, secs, opts)
+	if err == nil && ck.Vision > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("the vision tower (%d tensors) is kept out: image input is not supported yet", ck.Vision))
+	}
+	return res, err
 }
 
 // plan builds the header (with offsets, checksums still zero) and the list
@@ -229,25 +236,62 @@ func checkpointTensors(ck *Checkpoint, t *arch.Tensor, tr *arch.Transform) ([]*T
 	if tr.SrcShape != nil {
 		shape = tr.SrcShape
 	}
+	if _, ok := ck.Tensor(t.HF[0]); !ok && t.Fused.Name != "" {
+		if fused, ok := ck.Tensor(t.Fused.Name); ok {
+			return fusedViews(fused, t)
+		}
+	}
 	var srcs []*TensorInfo
 	for _, name := range t.HF {
-		ti, ok := ck.Tensors[name]
+		ti, ok := ck.Tensor(name)
 		if !ok {
-			return nil, fmt.Errorf("%s: tensor %q: missing from the checkpoint", ck.Path, name)
+			return nil, fmt.Errorf("%s: tensor %q: missing from the checkpoint", ck.Path, ck.hfName(name))
 		}
-		same := len(ti.Shape) == len(shape)
-		for i := 0; same && i < len(shape); i++ {
-			same = uint64(ti.Shape[i]) == shape[i]
-		}
-		if !same {
-			return nil, fmt.Errorf("%s: tensor %q: shape %v, config.json implies %v", ti.File, name, ti.Shape, shape)
-		}
-		if ElemSize(ti.DType) == 0 {
-			return nil, fmt.Errorf("%s: tensor %q: dtype %s not supported (BF16, F16, F32)", ti.File, name, ti.DType)
+		if err := checkTensor(ti, shape, ""); err != nil {
+			return nil, err
 		}
 		srcs = append(srcs, ti)
 	}
 	return srcs, nil
+}
+
+// checkTensor checks a checkpoint tensor's shape and dtype; what is
+// appended to its name in errors.
+func checkTensor(ti *TensorInfo, shape []uint64, what string) error {
+	same := len(ti.Shape) == len(shape)
+	for i := 0; same && i < len(shape); i++ {
+		same = uint64(ti.Shape[i]) == shape[i]
+	}
+	if !same {
+		return fmt.Errorf("%s: tensor %q: shape %v, config.json implies %v%s", ti.File, ti.Name, ti.Shape, shape, what)
+	}
+	if ElemSize(ti.DType) == 0 {
+		return fmt.Errorf("%s: tensor %q: dtype %s not supported (BF16, F16, F32)", ti.File, ti.Name, ti.DType)
+	}
+	return nil
+}
+
+// fusedViews are a stacked-experts section's per-expert sources in a
+// fused checkpoint tensor [experts, Rows, k]: each expert's rows [Row0,
+// Row0 + n) are consecutive bytes, read as a tensor of their own.
+func fusedViews(fused *TensorInfo, t *arch.Tensor) ([]*TensorInfo, error) {
+	experts, n, k := t.Shape[0], t.Shape[1], t.Shape[2]
+	f := t.Fused
+	if err := checkTensor(fused, []uint64{experts, uint64(f.Rows), k}, fmt.Sprintf(" (the experts' %s)", t.Role)); err != nil {
+		return nil, err
+	}
+	es := int64(ElemSize(fused.DType))
+	per := int64(f.Rows) * int64(k) * es
+	views := make([]*TensorInfo, experts)
+	for e := range views {
+		v := *fused
+		v.Name = fmt.Sprintf("%s[%d][%d:%d]", fused.Name, e, f.Row0, f.Row0+int(n))
+		v.Shape = []int{int(n), int(k)}
+		v.Offset = fused.Offset + int64(e)*per + int64(f.Row0)*int64(k)*es
+		v.Size = int64(n) * int64(k) * es
+		views[e] = &v
+	}
+	return views, nil
 }
 
 // weightType is the dtype of a matrix (its arch.Tensor role: the layer

@@ -87,6 +87,7 @@ func (r *Runner) runMatmuls() {
 // tasks are the pool tasks of a step, preallocated so that a step does not
 // allocate: the executor fills their fields and hands a pointer to the pool.
 type tasks struct {
+	delta   deltaTask
 	mm      matmulTask
 	attn    attentionTask
 	kvStore kvStoreTask

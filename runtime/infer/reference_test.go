@@ -117,7 +117,7 @@ func argmax(x []float32) (int, float32) {
 // margin is under 0.05. The fastest path runs every case; the other paths
 // run the short prompts (their kernels have their own exhaustive tests).
 func TestReferenceLogits(t *testing.T) {
-	for _, name := range []string{"tiny-a", "tiny-q2b", "tiny-moe-a", "tiny-moe-b", "qwen3-go-demo"} {
+	for _, name := range []string{"tiny-a", "tiny-q2b", "tiny-moe-a", "tiny-moe-b", "qwen3-go-demo", "tiny-q35", "tiny-q35-moe", "qwen35-go-demo"} {
 		path := compileBundled(t, name)
 		cases := loadReference(t, name)
 		for _, kp := range kernels.SupportedPaths() {
