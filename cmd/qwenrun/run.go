@@ -93,13 +93,18 @@ func run(c *cli.Context) error {
 // takes, for parallel conversations: --threads, --kernels, --kv-type and
 // --ctx, whose errors name the flags.
 func openModel(c *cli.Context, parallel int, more ...qwen.Option) (*qwen.Model, error) {
-	opts := append(append(modelOptions(c), qwen.WithParallel(parallel)), more...)
-	if c.IsSet("ctx") {
-		opts = append(opts, qwen.WithContext(c.Int("ctx")))
-	}
 	path, err := modelPath(c, c.Args().First())
 	if err != nil {
 		return nil, err
+	}
+	return openModelFile(c, path, parallel, more...)
+}
+
+// openModelFile opens the model in path as openModel opens the argument's.
+func openModelFile(c *cli.Context, path string, parallel int, more ...qwen.Option) (*qwen.Model, error) {
+	opts := append(append(modelOptions(c), qwen.WithParallel(parallel)), more...)
+	if c.IsSet("ctx") {
+		opts = append(opts, qwen.WithContext(c.Int("ctx")))
 	}
 	m, err := qwen.Open(path, opts...)
 	var ce *qwen.ContextError

@@ -191,22 +191,22 @@ func anthropicErrorOf(e *apiError) (int, any) {
 }
 
 func (s *Server) messages(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {
-	req, stream, e := s.readMessages(w, r, false)
+	t, req, stream, e := s.readMessages(w, r, rl, false)
 	if e != nil {
 		return e
 	}
-	g, e := s.start(r.Context(), rl, req)
+	g, e := s.start(r.Context(), rl, t, req, "output_config.format")
 	if e != nil {
 		return e
 	}
-	return s.answerMessage(w, g, stream)
+	return s.answerMessage(w, t, g, stream)
 }
 
 // answerMessage answers with one message, or streams its events. An error
 // it returns has not been written: the answer not streamed was not begun.
-func (s *Server) answerMessage(w http.ResponseWriter, g *generation, stream bool) *apiError {
+func (s *Server) answerMessage(w http.ResponseWriter, t *target, g *generation, stream bool) *apiError {
 	head := anthropicMessageOut{ID: fmt.Sprintf("msg_%016x%08x", rand.Uint64(), rand.Uint32()), Type: "message",
-		Role: "assistant", Model: s.opts.Name, Content: []anthropicBlock{}}
+		Role: "assistant", Model: t.name, Content: []anthropicBlock{}}
 	if stream {
 		s.streamMessage(w, g, head)
 		return nil
@@ -416,11 +416,11 @@ func (c *collector) apply(ev anthropicEvent) error {
 // countTokens answers Anthropic's /v1/messages/count_tokens: the tokens
 // of the prompt the same request would be answered from.
 func (s *Server) countTokens(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {
-	req, _, e := s.readMessages(w, r, true)
+	t, req, _, e := s.readMessages(w, r, rl, true)
 	if e != nil {
 		return e
 	}
-	n, err := s.m.Count(req)
+	n, err := t.m.Count(req)
 	if err != nil {
 		return badRequest("", "%v", err)
 	}
@@ -431,22 +431,22 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request, rl *reqLog)
 
 // readMessages reads a Messages request, or count_tokens' (count), and
 // makes it a qwen.Request; stream is whether it asks for a stream.
-func (s *Server) readMessages(w http.ResponseWriter, r *http.Request, count bool) (req qwen.Request, stream bool, e *apiError) {
+func (s *Server) readMessages(w http.ResponseWriter, r *http.Request, rl *reqLog, count bool) (t *target, req qwen.Request, stream bool, e *apiError) {
 	var mr messagesRequest
 	if e := decode(w, r, s.opts.MaxBody, &mr); e != nil {
-		return req, false, e
+		return nil, req, false, e
 	}
-	if e := s.checkModel(mr.Model); e != nil {
-		return req, false, e
+	if t, e = s.model(r, rl, mr.Model); e != nil {
+		return nil, req, false, e
 	}
-	req, e = s.messagesRequest(&mr, count)
-	return req, mr.Stream, e
+	req, e = t.messagesRequest(&mr, count)
+	return t, req, mr.Stream, e
 }
 
 // messagesRequest checks a Messages request and makes it a qwen.Request;
 // a count (count_tokens) has no max_tokens, and its sampling does not
 // matter.
-func (s *Server) messagesRequest(mr *messagesRequest, count bool) (qwen.Request, *apiError) {
+func (t *target) messagesRequest(mr *messagesRequest, count bool) (qwen.Request, *apiError) {
 	var req qwen.Request
 	if !count {
 		switch {
@@ -455,7 +455,7 @@ func (s *Server) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 		case *mr.MaxTokens < 1:
 			return req, badRequest("max_tokens", "max_tokens %d must be at least 1", *mr.MaxTokens)
 		}
-		params, e := samplingParams(s.info.Sampling, nil,
+		params, e := samplingParams(t.info.Sampling, nil,
 			floatParam("temperature", "temperature", mr.Temperature),
 			floatParam("top_p", "top_p", mr.TopP),
 			intParam("top_k", "top_k", mr.TopK))
@@ -491,27 +491,27 @@ func (s *Server) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 	if e := anthropicToolChoice(mr, &req); e != nil {
 		return req, e
 	}
-	if t := mr.Thinking; t != nil {
-		switch t.Type {
+	if th := mr.Thinking; th != nil {
+		switch th.Type {
 		case "enabled":
 			// Anthropic wants at least 1024; any positive budget is kept
 			// here, small ones being useful on small models.
-			if t.BudgetTokens == nil || *t.BudgetTokens < 1 {
+			if th.BudgetTokens == nil || *th.BudgetTokens < 1 {
 				return req, badRequest("thinking.budget_tokens", "thinking.budget_tokens: want a positive number of tokens")
 			}
 			// Qwen3 thinks; other models' answers have no thinking to
 			// bound, as disabled has none to switch off for them.
-			if s.info.ChatTemplate == chat.Qwen3.String() {
-				req.ThinkBudget = *t.BudgetTokens
+			if t.info.ChatTemplate == chat.Qwen3.String() {
+				req.ThinkBudget = *th.BudgetTokens
 			}
 		case "disabled":
 			req.NoThinking = true
 		case "adaptive": // the model thinks as it does by itself
 		default:
-			return req, badRequest("thinking.type", "thinking.type %q: want enabled, disabled or adaptive", t.Type)
+			return req, badRequest("thinking.type", "thinking.type %q: want enabled, disabled or adaptive", th.Type)
 		}
 	}
-	return req, s.needsChat()
+	return req, t.needsChat()
 }
 
 // anthropicToolChoice reads tool_choice onto req: auto, any (OpenAI's

@@ -32,7 +32,7 @@ func TestRealClients(t *testing.T) {
 	ts := newTestServer(t, modelOpts{Parallel: 2}, ServerOptions{})
 	var cr ollamaChatRequest
 	readFile(t, filepath.Join(dir, "ollama-tools.json"), &cr)
-	req, e := ts.ollamaChatRequest(&cr)
+	req, e := ts.target().ollamaChatRequest(&cr)
 	if e != nil {
 		t.Fatal(e.msg)
 	}

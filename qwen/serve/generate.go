@@ -28,24 +28,28 @@ type outcome struct {
 	usage   qwen.Usage
 }
 
-// start submits req; the generation ends with ctx, the request's.
-func (s *Server) start(ctx context.Context, rl *reqLog, req qwen.Request) (*generation, *apiError) {
+// start submits req to t; the generation ends with ctx, the request's.
+// A schema the grammar refuses is the fault of formatParam, the field
+// that gave it, or of the tools.
+func (s *Server) start(ctx context.Context, rl *reqLog, t *target, req qwen.Request, formatParam string) (*generation, *apiError) {
 	req.Draft = cmp.Or(req.Draft, s.opts.Draft)
-	req.DraftModel = cmp.Or(req.DraftModel, s.opts.DraftModel)
+	if t.info.DraftModel != "" { // a model loaded in place of the served one has none
+		req.DraftModel = cmp.Or(req.DraftModel, s.opts.DraftModel)
+	}
 	req.DraftMin = cmp.Or(req.DraftMin, s.opts.DraftMin)
 	req.DraftPMin = cmp.Or(req.DraftPMin, s.opts.DraftPMin)
-	st, err := s.m.Start(ctx, req)
+	st, err := t.m.Start(ctx, req)
 	var tooLong *qwen.PromptTooLongError
 	var schema *qwen.SchemaError
 	switch {
 	case errors.Is(err, qwen.ErrEmbeddingModel):
-		return nil, badRequest("model", "%s: %v", s.opts.Name, err)
+		return nil, badRequest("model", "%s: %v", t.name, err)
 	case errors.As(err, &schema):
-		param := "response_format" // Ollama's format: its errors name no field
+		param := formatParam
 		if req.JSONSchema == nil {
 			param = "tools" // a tool's parameters
 		}
-		return nil, badRequest(param, "%v", err)
+		return nil, badRequest(param, "%s: %v", param, err)
 	case errors.As(err, &tooLong) && req.Context != 0: // only Ollama's num_ctx sets it
 		return nil, badRequest("num_ctx", "the prompt has %d tokens, more than num_ctx %d", tooLong.Tokens, req.Context)
 	case errors.Is(err, qwen.ErrBusy):

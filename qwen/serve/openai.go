@@ -198,25 +198,13 @@ func newID(prefix string) string {
 	return fmt.Sprintf("%s-%016x%08x", prefix, rand.Uint64(), rand.Uint32())
 }
 
-// checkModel accepts the served model's name only.
-func (s *Server) checkModel(name string) *apiError {
-	switch name {
-	case "":
-		return badRequest("model", "you must provide a model parameter")
-	case s.opts.Name, s.opts.Name + ":latest": // the name /api/tags gives
-		return nil
-	}
-	return &apiError{status: http.StatusNotFound, param: "model", code: "model_not_found",
-		msg: fmt.Sprintf("the model %q does not exist: this server runs %q", name, s.opts.Name)}
-}
-
 // openAIRequest is what the chat and completion requests share; def is
 // the default of max_tokens (0: until the end of the answer).
-func (s *Server) openAIRequest(f *samplingFields, n, maxTokens *int, maxName string, def int, stop stopList) (qwen.Request, *apiError) {
+func (t *target) openAIRequest(f *samplingFields, n, maxTokens *int, maxName string, def int, stop stopList) (qwen.Request, *apiError) {
 	if n != nil && *n != 1 {
 		return qwen.Request{}, badRequest("n", "n must be 1: one answer per request")
 	}
-	params, e := f.params(s.info.Sampling)
+	params, e := f.params(t.info.Sampling)
 	if e != nil {
 		return qwen.Request{}, e
 	}
@@ -235,39 +223,39 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rl *req
 	if e := decode(w, r, s.opts.MaxBody, &cr); e != nil {
 		return e
 	}
-	if e := s.checkModel(cr.Model); e != nil {
-		return e
-	}
-	req, e := s.chatRequest(&cr)
+	t, e := s.model(r, rl, cr.Model)
 	if e != nil {
 		return e
 	}
-	g, e := s.start(r.Context(), rl, req)
+	req, e := t.chatRequest(&cr)
 	if e != nil {
 		return e
 	}
-	s.answerChat(w, r, g, cr.Stream, cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage)
+	g, e := s.start(r.Context(), rl, t, req, "response_format")
+	if e != nil {
+		return e
+	}
+	s.answerChat(w, r, t, g, cr.Stream, cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage)
 	return nil
 }
 
 // applyTemplate answers with the prompt a chat request would be answered
 // from, as llama-server's /apply-template does: anyone can check the
 // rendering against the template's Jinja.
-func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
+func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {
 	var cr chatRequest
 	if e := decode(w, r, s.opts.MaxBody, &cr); e != nil {
 		return e
 	}
-	if cr.Model != "" {
-		if e := s.checkModel(cr.Model); e != nil {
-			return e
-		}
-	}
-	req, e := s.chatRequest(&cr)
+	t, e := s.defaultTarget(r, rl, cr.Model)
 	if e != nil {
 		return e
 	}
-	text, err := s.m.RenderPrompt(req)
+	req, e := t.chatRequest(&cr)
+	if e != nil {
+		return e
+	}
+	text, err := t.m.RenderPrompt(req)
 	if err != nil {
 		return badRequest("", "%v", err)
 	}
@@ -278,12 +266,12 @@ func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request, _ *reqLog
 }
 
 // chatRequest checks an OpenAI chat request and makes it a qwen.Request.
-func (s *Server) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
+func (t *target) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
 	maxTokens, maxName := cr.MaxTokens, "max_tokens"
 	if cr.MaxCompletionTokens != nil {
 		maxTokens, maxName = cr.MaxCompletionTokens, "max_completion_tokens"
 	}
-	req, e := s.openAIRequest(&cr.samplingFields, cr.N, maxTokens, maxName, 0, cr.Stop)
+	req, e := t.openAIRequest(&cr.samplingFields, cr.N, maxTokens, maxName, 0, cr.Stop)
 	if e != nil {
 		return qwen.Request{}, e
 	}
@@ -321,7 +309,7 @@ func (s *Server) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
 		}
 		req.ToolChoice, req.OneToolCall = "", false
 	}
-	if e := s.needsChat(); e != nil {
+	if e := t.needsChat(); e != nil {
 		return qwen.Request{}, e
 	}
 	req.NoThinking = cr.ChatTemplateKwargs.EnableThinking != nil && !*cr.ChatTemplateKwargs.EnableThinking
@@ -329,8 +317,8 @@ func (s *Server) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
 }
 
 // answerChat answers with one chat.completion, or streams chunks.
-func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, g *generation, stream, withUsage bool) {
-	head := chatCompletion{ID: newID("chatcmpl"), Created: time.Now().Unix(), Model: s.opts.Name}
+func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, t *target, g *generation, stream, withUsage bool) {
+	head := chatCompletion{ID: newID("chatcmpl"), Created: time.Now().Unix(), Model: t.name}
 	if stream {
 		s.streamChat(w, r, g, head, withUsage)
 		return
@@ -478,8 +466,8 @@ func chatMessages(in []chatMessage) ([]qwen.Message, *apiError) {
 }
 
 // needsChat refuses a chat for a model without a chat template.
-func (s *Server) needsChat() *apiError {
-	if s.info.ChatTemplate == "" {
+func (t *target) needsChat() *apiError {
+	if t.info.ChatTemplate == "" {
 		return badRequest("messages", "this model has no chat template: use raw completion (/v1/completions, or /api/generate with raw)")
 	}
 	return nil

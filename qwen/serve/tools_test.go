@@ -89,7 +89,7 @@ func toolAnswer() []qwen.Delta {
 func TestOpenAIToolCalls(t *testing.T) {
 	ts := newTestServer(t, modelOpts{}, ServerOptions{})
 	rec := httptest.NewRecorder()
-	ts.answerChat(rec, httptest.NewRequest("POST", "/v1/chat/completions", nil), forced(ts, toolAnswer()), false, false)
+	ts.answerChat(rec, httptest.NewRequest("POST", "/v1/chat/completions", nil), ts.target(), forced(ts, toolAnswer()), false, false)
 	var whole openai.ChatCompletion
 	unmarshal(t, rec.Body.String(), &whole)
 	m := whole.Choices[0].Message
@@ -100,7 +100,7 @@ func TestOpenAIToolCalls(t *testing.T) {
 	}
 
 	rec = httptest.NewRecorder()
-	ts.answerChat(rec, httptest.NewRequest("POST", "/v1/chat/completions", nil), forced(ts, toolAnswer()), true, false)
+	ts.answerChat(rec, httptest.NewRequest("POST", "/v1/chat/completions", nil), ts.target(), forced(ts, toolAnswer()), true, false)
 	var acc openai.ChatCompletionAccumulator
 	firsts := map[int64]bool{}
 	for _, ev := range sseEvents(t, rec.Body.String()) {
@@ -156,7 +156,7 @@ func TestOllamaToolCalls(t *testing.T) {
 	}
 	for _, stream := range []bool{false, true} {
 		rec := httptest.NewRecorder()
-		ts.ollamaAnswer(rec, httptest.NewRequest("POST", "/api/chat", nil), forced(ts, toolAnswer()), stream, true)
+		ts.ollamaAnswer(rec, httptest.NewRequest("POST", "/api/chat", nil), ts.target(), forced(ts, toolAnswer()), stream, true)
 		var content strings.Builder
 		var names []string
 		var last line
@@ -196,7 +196,7 @@ func TestOllamaToolResults(t *testing.T) {
 		`{"role":"tool","tool_name":"weather","content":"18C"},{"role":"tool","tool_name":"weather","content":"9C"}]`
 	var cr ollamaChatRequest
 	unmarshal(t, ollama+"}", &cr)
-	req, e := ts.ollamaChatRequest(&cr)
+	req, e := ts.target().ollamaChatRequest(&cr)
 	if e != nil {
 		t.Fatal(e.msg)
 	}
