@@ -3,6 +3,7 @@ package serve
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -32,6 +33,8 @@ type promptInput struct {
 	set  bool
 }
 
+func (*promptInput) want() string { return "a string or a list of token ids (one prompt per request)" }
+
 func (p *promptInput) UnmarshalJSON(b []byte) error {
 	var text string
 	var texts []string
@@ -47,7 +50,7 @@ func (p *promptInput) UnmarshalJSON(b []byte) error {
 	case json.Unmarshal(b, &idLists) == nil && len(idLists) == 1:
 		ids = idLists[0]
 	default:
-		return &fieldError{"prompt", "want a string or a list of token ids (one prompt per request)"}
+		return shapeError(b, reflect.TypeFor[promptInput]())
 	}
 	*p = promptInput{text: text, ids: ids, set: true}
 	return nil
@@ -121,7 +124,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	if req.Tokens == nil && req.Prompt == "" {
 		req.Tokens = []int32{} // refused as an empty prompt
 	}
-	g, e := s.start(r.Context(), rl, t, req, "")
+	g, e := s.start(r.Context(), rl, t, req, schemaFields{})
 	if e != nil {
 		return e
 	}

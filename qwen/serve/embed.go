@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"reflect"
 	"time"
 
 	"github.com/qwenc/qwenc/qwen"
@@ -24,6 +25,10 @@ const maxInputs = 2048
 type embedInput struct {
 	texts  []string
 	tokens [][]int32
+}
+
+func (*embedInput) want() string {
+	return "a string, a list of strings, a list of token ids or a list of lists of them"
 }
 
 func (in *embedInput) UnmarshalJSON(b []byte) error {
@@ -43,7 +48,7 @@ func (in *embedInput) UnmarshalJSON(b []byte) error {
 	case json.Unmarshal(b, &lists) == nil:
 		in.tokens = lists
 	default:
-		return &fieldError{"input", "want a string, a list of strings, a list of token ids or a list of lists of them"}
+		return shapeError(b, reflect.TypeFor[embedInput]())
 	}
 	n := len(in.texts) + len(in.tokens)
 	switch {

@@ -44,7 +44,7 @@ func TestBadRequests(t *testing.T) {
 		{`{"model":"tiny-a",` + hi + `,"max_tokens":1.5}`, "max_tokens", "want an integer"},
 		{`{"model":"tiny-a",` + hi + `,"stream":"yes"}`, "stream", "want true or false"},
 		{`{"model":"tiny-a",` + hi + `,"stop":7}`, "stop", "stop: want a string or a list of strings"},
-		{`{"model":"tiny-a","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, "content", "reads text only"},
+		{`{"model":"tiny-a","messages":[{"role":"user","content":[{"type":"text","text":"Hi"},{"type":"image_url"}]}]}`, "messages[0].content[1]", `a content part of type "image_url": this model has no vision`},
 		{`{"model":"tiny-a"}`, "messages", "messages must be a non-empty list"},
 		{`{"model":"tiny-a","messages":[]}`, "messages", "messages must be a non-empty list"},
 		{`{"model":"tiny-a","messages":[{"role":"robot","content":"Hi"}]}`, "messages[0].role", `unknown role "robot"`},
@@ -77,7 +77,7 @@ func TestBadRequests(t *testing.T) {
 	// Ollama's shape under /api/.
 	for _, c := range []struct{ body, msg string }{
 		{`{"model":`, "malformed JSON"},
-		{`{"model":"tiny-a","messages":[{"role":"user","content":1}]}`, "messages.content: want a string, got number"},
+		{`{"model":"tiny-a","messages":[{"role":"user","content":1}]}`, "messages[0].content: want a string, got number"},
 		{`{"model":"tiny-a","messages":[{"role":"robot","content":"Hi"}]}`, `unknown role "robot"`},
 		{`{"model":"tiny-a",` + hi + `,"think":"maybe"}`, "think: want true, false"},
 		{`{"model":"tiny-a",` + hi + `,"options":{"top_k":-3}}`, "top_k -3 is less than -1"},

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/qwenc/qwenc/qwen"
@@ -28,10 +30,41 @@ type outcome struct {
 	usage   qwen.Usage
 }
 
+// schemaFields name the fields a request's schemas come from, for the
+// errors of a schema the grammar refuses: format, the answer's
+// (response_format), or tool, the path of a tool's parameters, a format
+// of its index in the request's tools (names).
+type schemaFields struct {
+	format, tool string
+	names        []string
+}
+
+// toolParam is the path of the parameters of the tool a schema error is
+// of, or "tools" when it cannot be told; and the error without the
+// tool's name, which the path gives.
+func (f schemaFields) toolParam(err error) (string, string) {
+	msg := err.Error()
+	for i, name := range f.names {
+		prefix := fmt.Sprintf("tool %q: parameters: ", name)
+		if rest, ok := strings.CutPrefix(msg, prefix); ok {
+			return fmt.Sprintf(f.tool, i), rest
+		}
+	}
+	return "tools", msg
+}
+
+// toolNames are the names of tools, for schemaFields.
+func toolNames(tools []qwen.Tool) []string {
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	return names
+}
+
 // start submits req to t; the generation ends with ctx, the request's.
-// A schema the grammar refuses is the fault of formatParam, the field
-// that gave it, or of the tools.
-func (s *Server) start(ctx context.Context, rl *reqLog, t *target, req qwen.Request, formatParam string) (*generation, *apiError) {
+// A schema the grammar refuses is the fault of the field fields names.
+func (s *Server) start(ctx context.Context, rl *reqLog, t *target, req qwen.Request, fields schemaFields) (*generation, *apiError) {
 	req.Draft = cmp.Or(req.Draft, s.opts.Draft)
 	if t.info.DraftModel != "" { // a model loaded in place of the served one has none
 		req.DraftModel = cmp.Or(req.DraftModel, s.opts.DraftModel)
@@ -44,12 +77,11 @@ func (s *Server) start(ctx context.Context, rl *reqLog, t *target, req qwen.Requ
 	switch {
 	case errors.Is(err, qwen.ErrEmbeddingModel):
 		return nil, badRequest("model", "%s: %v", t.name, err)
+	case errors.As(err, &schema) && req.JSONSchema == nil:
+		param, msg := fields.toolParam(err)
+		return nil, badRequest(param, "%s: %s", param, msg)
 	case errors.As(err, &schema):
-		param := formatParam
-		if req.JSONSchema == nil {
-			param = "tools" // a tool's parameters
-		}
-		return nil, badRequest(param, "%s: %v", param, err)
+		return nil, badRequest(fields.format, "%s: %v", fields.format, err)
 	case errors.As(err, &tooLong) && req.Context != 0: // only Ollama's num_ctx sets it
 		return nil, badRequest("num_ctx", "the prompt has %d tokens, more than num_ctx %d", tooLong.Tokens, req.Context)
 	case errors.Is(err, qwen.ErrBusy):

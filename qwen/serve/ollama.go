@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -39,6 +40,8 @@ type ollamaOptions struct {
 // takes as true. Unset, Qwen3 thinks.
 type thinkFlag struct{ set, on bool }
 
+func (*thinkFlag) want() string { return `true, false, "low", "medium" or "high"` }
+
 func (t *thinkFlag) UnmarshalJSON(b []byte) error {
 	var on *bool
 	var level string
@@ -48,7 +51,7 @@ func (t *thinkFlag) UnmarshalJSON(b []byte) error {
 	case json.Unmarshal(b, &level) == nil && (level == "low" || level == "medium" || level == "high"):
 		*t = thinkFlag{true, true}
 	default:
-		return &fieldError{"think", `want true, false, "low", "medium" or "high"`}
+		return shapeError(b, reflect.TypeFor[thinkFlag]())
 	}
 	return nil
 }
@@ -164,7 +167,7 @@ func (t *target) ollamaChatRequest(cr *ollamaChatRequest) (qwen.Request, *apiErr
 		case m.Role != "system" && m.Role != "user" && m.Role != "assistant" && m.Role != "tool":
 			return qwen.Request{}, badRequest("messages", "messages[%d]: unknown role %q: want system, user, assistant or tool", i, m.Role)
 		case len(m.Images) > 0:
-			return qwen.Request{}, badRequest("messages", "messages[%d]: images: this model reads text only", i)
+			return qwen.Request{}, badRequest("messages", "messages[%d].images: %s", i, noVision)
 		case len(m.ToolCalls) > 0 && m.Role != "assistant":
 			return qwen.Request{}, badRequest("messages", "messages[%d]: only an assistant message has tool_calls", i)
 		}
@@ -174,11 +177,7 @@ func (t *target) ollamaChatRequest(cr *ollamaChatRequest) (qwen.Request, *apiErr
 			if c.Function.Name == "" {
 				return qwen.Request{}, badRequest("messages", "%s.name: missing", path)
 			}
-			args, e := toolArguments(c.Function.Arguments, path+".arguments")
-			if e != nil {
-				return qwen.Request{}, e
-			}
-			msgs[i].ToolCalls = append(msgs[i].ToolCalls, qwen.ToolCall{Name: c.Function.Name, Arguments: args})
+			msgs[i].ToolCalls = append(msgs[i].ToolCalls, qwen.ToolCall{Name: c.Function.Name, Arguments: toolArguments(c.Function.Arguments)})
 		}
 	}
 	if e := t.needsChat(); e != nil {
@@ -208,7 +207,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request, rl *reqL
 	case gr.Prompt == "":
 		return t.loaded(w, false)
 	case len(gr.Images) > 0:
-		return badRequest("images", "images: this model reads text only")
+		return badRequest("images", "images: %s", noVision)
 	case (gr.Raw || t.info.ChatTemplate == "") && len(gr.Format) > 0 && string(gr.Format) != "null" && string(gr.Format) != `""`:
 		return badRequest("format", "format needs the chat template: not with raw")
 	case gr.Raw || t.info.ChatTemplate == "":
@@ -241,7 +240,7 @@ func (s *Server) ollamaRun(w http.ResponseWriter, r *http.Request, rl *reqLog, t
 	if e := t.ollamaOptions(o, &req); e != nil {
 		return e
 	}
-	g, e := s.start(r.Context(), rl, t, req, "format")
+	g, e := s.start(r.Context(), rl, t, req, schemaFields{"format", "tools[%d].function.parameters", toolNames(req.Tools)})
 	if e != nil {
 		return e
 	}

@@ -50,7 +50,10 @@ func predict(p *prediction, req *qwen.Request) *apiError {
 	case p.Type != "content":
 		return badRequest("prediction", "prediction.type %q: want content", p.Type)
 	}
-	req.Prediction, req.Draft = string(p.Content), qwen.DefaultDraft
+	if e := p.Content.check("prediction.content"); e != nil {
+		return e
+	}
+	req.Prediction, req.Draft = p.Content.text, qwen.DefaultDraft
 	return nil
 }
 
@@ -73,33 +76,72 @@ type chatMessage struct {
 	ToolCallID string `json:"tool_call_id"`
 }
 
+// noVision is why an image (or audio, or a file) in a request is refused.
+const noVision = "this model has no vision: it reads text only"
+
 // textContent is a message's content: a string, null, or a list of
-// content parts of which only text is supported.
-type textContent string
+// content parts, of which text (and an assistant's refusal) is read.
+// check reads the parts, when its path is known: its errors name them.
+type textContent struct {
+	text  string
+	parts []json.RawMessage
+	raw   json.RawMessage // content of neither shape
+}
+
+// contentPart is a part of a message's content, OpenAI's or the
+// Responses API's.
+type contentPart struct {
+	Type    string  `json:"type"`
+	Text    *string `json:"text"`
+	Refusal *string `json:"refusal"`
+}
 
 func (c *textContent) UnmarshalJSON(b []byte) error {
+	*c = textContent{}
 	var s *string
-	if json.Unmarshal(b, &s) == nil {
+	switch {
+	case json.Unmarshal(b, &s) == nil:
 		if s != nil {
-			*c = textContent(*s)
+			c.text = *s
 		}
-		return nil
+	case json.Unmarshal(b, &c.parts) != nil:
+		c.raw = b
 	}
-	var parts []struct {
-		Type string  `json:"type"`
-		Text *string `json:"text"`
-	}
-	if err := json.Unmarshal(b, &parts); err != nil {
-		return &fieldError{"content", "want a string or a list of content parts"}
+	return nil
+}
+
+// check reads the parts of content at path: text, or a refusal; others
+// (images, audio, files) are refused.
+func (c *textContent) check(path string) *apiError {
+	if c.raw != nil {
+		return badRequest(path, "%s: want a string or a list of content parts", path)
 	}
 	var sb strings.Builder
-	for _, p := range parts {
-		if p.Type != "text" || p.Text == nil {
-			return &fieldError{"content", fmt.Sprintf("a content part of type %q: this model reads text only", p.Type)}
+	for j, raw := range c.parts {
+		pp := fmt.Sprintf("%s[%d]", path, j)
+		var p contentPart
+		if e := unmarshalAt(raw, pp, &p, "a content part, an object with a type"); e != nil {
+			return e
 		}
-		sb.WriteString(*p.Text)
+		switch p.Type {
+		case "text", "refusal":
+			text := p.Text
+			if p.Type == "refusal" {
+				text = p.Refusal
+			}
+			if text == nil {
+				return badRequest(pp+"."+p.Type, "%s.%s: missing", pp, p.Type)
+			}
+			sb.WriteString(*text)
+		case "":
+			return badRequest(pp+".type", "%s.type: missing", pp)
+		default:
+			return badRequest(pp, "%s: a content part of type %q: %s", pp, p.Type, noVision)
+		}
 	}
-	*c = textContent(sb.String())
+	if c.parts != nil {
+		c.text = sb.String()
+	}
 	return nil
 }
 
@@ -231,7 +273,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rl *req
 	if e != nil {
 		return e
 	}
-	g, e := s.start(r.Context(), rl, t, req, "response_format")
+	g, e := s.start(r.Context(), rl, t, req, schemaFields{"response_format", "tools[%d].function.parameters", toolNames(req.Tools)})
 	if e != nil {
 		return e
 	}
@@ -443,7 +485,10 @@ func chatMessages(in []chatMessage) ([]qwen.Message, *apiError) {
 		default:
 			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d]: unknown role %q: want system, user, assistant or tool", i, m.Role)
 		}
-		out[i] = qwen.Message{Role: role, Content: string(m.Content), Reasoning: m.ReasoningContent}
+		if e := m.Content.check(fmt.Sprintf("messages[%d].content", i)); e != nil {
+			return nil, e
+		}
+		out[i] = qwen.Message{Role: role, Content: m.Content.text, Reasoning: m.ReasoningContent}
 		if len(m.ToolCalls) > 0 && role != "assistant" {
 			return nil, badRequest(fmt.Sprintf("messages[%d].tool_calls", i), "messages[%d]: only an assistant message has tool_calls", i)
 		}
@@ -455,11 +500,7 @@ func chatMessages(in []chatMessage) ([]qwen.Message, *apiError) {
 			if c.Function.Name == "" {
 				return nil, badRequest(path+".function.name", "%s.function.name: missing", path)
 			}
-			args, e := toolArguments(c.Function.Arguments, path+".function.arguments")
-			if e != nil {
-				return nil, e
-			}
-			out[i].ToolCalls = append(out[i].ToolCalls, qwen.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: args})
+			out[i].ToolCalls = append(out[i].ToolCalls, qwen.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: toolArguments(c.Function.Arguments)})
 		}
 	}
 	return out, nil

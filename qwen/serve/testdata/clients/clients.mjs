@@ -140,4 +140,17 @@ const ollama = new Ollama({ host: base });
   for await (const part of await ollama.chat({ model, messages: [{ role: "user", content: "Invent a person." }], format: person, think: false, stream: true, options: { seed: 7, num_predict: 200 } })) text += part.message.content;
   check(text === f.message.content, `ollama streamed ${text}, whole ${f.message.content}`);
 }
+
+// Ollama's version, show and ps, as the ollama package reads them.
+{
+  const v = await ollama.version();
+  const [major, minor, patch] = v.version.split(".").map(Number);
+  check(major > 0 || minor > 13 || (minor === 13 && patch >= 4), `ollama version ${v.version}: want 0.13.4 or later`);
+  const show = await ollama.show({ model });
+  check(show.capabilities.includes("tools") && show.details.family === "qwen3" && show.model_info["qwen3.context_length"] > 0 &&
+    show.template.includes(".Tools") && show.parameters.includes("temperature"), `ollama show ${JSON.stringify(show)}`);
+  const ps = await ollama.ps();
+  check(ps.models.length === 1 && ps.models[0].name === model + ":latest" && ps.models[0].size_vram === 0 && !Number.isNaN(Date.parse(ps.models[0].expires_at)),
+    `ollama ps ${JSON.stringify(ps)}`);
+}
 console.log("ok");
