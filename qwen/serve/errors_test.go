@@ -57,17 +57,7 @@ func TestBadRequests(t *testing.T) {
 		{`{"model":"tiny-a",` + hi + `,"top_logprobs":3}`, "top_logprobs", "needs logprobs"},
 		{`{"model":"tiny-a",` + hi + `,"logprobs":true,"top_logprobs":21}`, "top_logprobs", "outside"},
 	} {
-		resp, body := ts.post(t, "/v1/chat/completions", c.body)
-		var e openAIError
-		unmarshal(t, body, &e)
-		param := ""
-		if e.Error != nil && e.Error.Param != nil {
-			param = *e.Error.Param
-		}
-		if resp.StatusCode != 400 || e.Error == nil || e.Error.Type != "invalid_request_error" || param != c.param ||
-			!strings.Contains(e.Error.Message, c.msg) {
-			t.Errorf("%s: %d %s; want 400, param %q, %q", c.body, resp.StatusCode, body, c.param, c.msg)
-		}
+		wantBadRequest(t, ts, "/v1/chat/completions", c.body, c.param, c.msg)
 	}
 	// Unknown fields are ignored, as OpenAI does.
 	resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1,"frobnicate":{"x":[1]},"user":"me"}`)
@@ -89,6 +79,23 @@ func TestBadRequests(t *testing.T) {
 		if resp.StatusCode != 400 || !strings.Contains(e.Error, c.msg) {
 			t.Errorf("/api/chat %s: %d %s; want 400, %q", c.body, resp.StatusCode, body, c.msg)
 		}
+	}
+}
+
+// wantBadRequest posts body to path and wants a 400 in OpenAI's shape,
+// with param and a message with msg.
+func wantBadRequest(t *testing.T, ts *testServer, path, body, param, msg string) {
+	t.Helper()
+	resp, out := ts.post(t, path, body)
+	var e openAIError
+	unmarshal(t, out, &e)
+	got := ""
+	if e.Error != nil && e.Error.Param != nil {
+		got = *e.Error.Param
+	}
+	if resp.StatusCode != 400 || e.Error == nil || e.Error.Type != "invalid_request_error" || got != param ||
+		!strings.Contains(e.Error.Message, msg) {
+		t.Errorf("%s %s: %d %s; want 400, param %q, %q", path, body, resp.StatusCode, out, param, msg)
 	}
 }
 

@@ -28,6 +28,9 @@ type outcome struct {
 	stop    qwen.StopReason
 	matched string // the stop string that came, with qwen.StopString
 	usage   qwen.Usage
+	// reasoning counts the tokens generated before the answer's first
+	// text or call (the thinking, its markers with it), when it thought.
+	reasoning int
 }
 
 // schemaFields name the fields a request's schemas come from, for the
@@ -100,8 +103,14 @@ func (s *Server) start(ctx context.Context, rl *reqLog, t *target, req qwen.Requ
 // context ends) or emit fails; the generation then stops within a step.
 func (g *generation) run(emit func(qwen.Delta) error) (outcome, error) {
 	var last time.Time
-	calls := false
+	calls, thought := false, false
+	tokens, answerAt := 0, -1
 	for d, err := range g.deltas {
+		tokens += len(d.IDs)
+		thought = thought || d.Reasoning != ""
+		if answerAt < 0 && (d.Content != "" || len(d.ToolCalls) > 0) {
+			answerAt = tokens - len(d.IDs)
+		}
 		if len(d.IDs) > 0 {
 			if last.IsZero() {
 				g.rl.ttft = d.Time.Sub(g.rl.start)
@@ -135,7 +144,14 @@ func (g *generation) run(emit func(qwen.Delta) error) (outcome, error) {
 			case d.Stop == qwen.StopEOS || d.Stop == qwen.StopString:
 				finish = "stop"
 			}
-			return outcome{finish: finish, stop: d.Stop, matched: d.Matched, usage: u}, nil
+			o := outcome{finish: finish, stop: d.Stop, matched: d.Matched, usage: u}
+			if thought {
+				if answerAt < 0 {
+					answerAt = tokens
+				}
+				o.reasoning = min(answerAt, u.CompletionTokens)
+			}
+			return o, nil
 		}
 	}
 	return outcome{}, errors.New("the generation ended without its last delta")

@@ -67,6 +67,7 @@ func TestNoVision(t *testing.T) {
 	for _, c := range []struct{ path, body, where string }{
 		{"/v1/chat/completions", `{"model":"tiny-a","messages":[{"role":"user","content":[{"type":"text","text":"What is it?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}}]}]}`, "messages[0].content[1]"},
 		{"/v1/chat/completions", `{"model":"tiny-a","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"","format":"wav"}}]}]}`, "messages[0].content[0]"},
+		{"/v1/responses", `{"model":"tiny-a","input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo="}]}]}`, "input[0].content[0]"},
 		{"/v1/messages", `{"model":"tiny-a","max_tokens":4,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]}]}`, "messages[0].content[0]"},
 		{"/api/chat", `{"model":"tiny-a","messages":[{"role":"user","content":"What is it?","images":["iVBORw0KGgo="]}]}`, "messages[0].images"},
 		{"/api/generate", `{"model":"tiny-a","prompt":"What is it?","images":["iVBORw0KGgo="]}`, "images"},

@@ -65,11 +65,12 @@ const defaultPing = 10 * time.Second
 // adapter over the same qwen.Model, which batches every request into its
 // steps.
 type Server struct {
-	models  *models
-	opts    ServerOptions
-	keyHash [sha256.Size]byte
-	metrics *metrics
-	log     *log.Logger
+	models    *models
+	responses *responseStore
+	opts      ServerOptions
+	keyHash   [sha256.Size]byte
+	metrics   *metrics
+	log       *log.Logger
 }
 
 // NewServer serves m, and the models of o.Models. Serve shuts the
@@ -89,7 +90,7 @@ func NewServer(m *qwen.Model, o ServerOptions) *Server {
 		o.ping = defaultPing
 	}
 	ms := newModels(m, o.Name, o)
-	s := &Server{models: ms, opts: o, metrics: newMetrics(ms),
+	s := &Server{models: ms, responses: newResponseStore(), opts: o, metrics: newMetrics(ms),
 		log: log.New(o.Log, "", log.LstdFlags|log.Lmicroseconds)}
 	// Hashing both sides gives ConstantTimeCompare equal lengths, so not
 	// even the key's length leaks through timing.
@@ -113,6 +114,10 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	s.handle(mux, "POST /v1/chat/completions", s.chatCompletions)
 	s.handle(mux, "POST /v1/completions", s.completions)
+	s.handle(mux, "POST /v1/responses", s.createResponse)
+	s.handle(mux, "GET /v1/responses/{id}", s.getResponse)
+	s.handle(mux, "DELETE /v1/responses/{id}", s.deleteResponse)
+	s.handle(mux, "POST /v1/responses/{id}/cancel", s.cancelResponse)
 	s.handle(mux, "POST /apply-template", s.applyTemplate)
 	s.handle(mux, "POST /v1/embeddings", s.openAIEmbeddings)
 	s.handle(mux, "POST /v1/rerank", s.rerank)

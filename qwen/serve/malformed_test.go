@@ -23,6 +23,10 @@ func TestMalformedFields(t *testing.T) {
 		{"/v1/chat/completions", `{"model":"tiny-a","messages":` + history + `,"max_tokens":2,"temperature":0.5,"top_p":0.9,"stop":["x"],` +
 			`"tools":` + tools + `,"tool_choice":"auto","stream":false,"logprobs":true,"top_logprobs":2,"seed":1}`},
 		{"/v1/completions", `{"model":"tiny-a","prompt":"Hi","max_tokens":2,"logprobs":1,"stop":"x","echo":false}`},
+		{"/v1/responses", `{"model":"tiny-a","instructions":"Be brief.","max_output_tokens":2,"reasoning":{"effort":"low"},` +
+			`"input":[{"role":"user","content":[{"type":"input_text","text":"Hi"}]},{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},` +
+			`{"type":"function_call_output","call_id":"c1","output":"ok"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],` +
+			`"text":{"format":{"type":"text"}},"include":["reasoning.encrypted_content"],"metadata":{"k":"v"}}`},
 		{"/v1/messages", `{"model":"tiny-a","max_tokens":2,"system":[{"type":"text","text":"Be brief."}],"messages":[{"role":"user","content":"Hi"},` +
 			`{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{"a":"b"}}]},` +
 			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"ok"}]}]}],` +

@@ -61,20 +61,30 @@ func schemaObject(raw json.RawMessage, path string, required bool) *apiError {
 	return nil
 }
 
+// toolChoiceMode reads a tool_choice that is not an object onto req:
+// null, "auto", "none" or "required"; done is false for an object, which
+// the caller reads (object says what the protocol's is).
+func toolChoiceMode(raw json.RawMessage, req *qwen.Request, object string) (done bool, e *apiError) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return true, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return false, nil
+	}
+	switch s {
+	case "auto", "none", "required":
+		req.ToolChoice = s
+		return true, nil
+	}
+	return true, badRequest("tool_choice", "tool_choice %q: want \"auto\", \"none\", \"required\" or %s", s, object)
+}
+
 // toolChoice reads OpenAI's tool_choice onto req: "auto", "none",
 // "required", or {"type": "function", "function": {"name": ...}}.
 func toolChoice(raw json.RawMessage, req *qwen.Request) *apiError {
-	if raw == nil || string(raw) == "null" {
-		return nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		switch s {
-		case "auto", "none", "required":
-			req.ToolChoice = s
-			return nil
-		}
-		return badRequest("tool_choice", "tool_choice %q: want \"auto\", \"none\", \"required\" or a function", s)
+	if done, e := toolChoiceMode(raw, req, "a function"); done {
+		return e
 	}
 	var named struct {
 		Type     string `json:"type"`
@@ -108,21 +118,36 @@ func responseFormat(raw json.RawMessage, req *qwen.Request) *apiError {
 	if e := unmarshalAt(raw, "response_format", &f, "an object with a type"); e != nil {
 		return e
 	}
-	switch f.Type {
+	var schema json.RawMessage
+	if f.Type == "json_schema" {
+		if f.JSONSchema == nil {
+			return badRequest("response_format.json_schema", "response_format.json_schema: missing")
+		}
+		schema = f.JSONSchema.Schema
+	}
+	// The schema is optional in chat completions: any object then.
+	return answerFormat(req, "response_format", f.Type, schema, "")
+}
+
+// answerFormat sets the answer's format at path onto req: text,
+// json_object, or json_schema with schema. A schema missing is an error
+// at schemaPath, or any object when schemaPath is "".
+func answerFormat(req *qwen.Request, path, typ string, schema json.RawMessage, schemaPath string) *apiError {
+	switch typ {
 	case "text":
 	case "json_object":
 		req.JSONObject = true
 	case "json_schema":
 		switch {
-		case f.JSONSchema == nil:
-			return badRequest("response_format.json_schema", "response_format.json_schema: missing")
-		case f.JSONSchema.Schema == nil || string(f.JSONSchema.Schema) == "null":
-			req.JSONObject = true // OpenAI's schema is optional: any object then
+		case len(schema) > 0 && string(schema) != "null":
+			req.JSONSchema = schema
+		case schemaPath == "":
+			req.JSONObject = true
 		default:
-			req.JSONSchema = f.JSONSchema.Schema
+			return badRequest(schemaPath, "%s: missing", schemaPath)
 		}
 	default:
-		return badRequest("response_format.type", "response_format.type %q: want text, json_object or json_schema", f.Type)
+		return badRequest(path+".type", "%s.type %q: want text, json_object or json_schema", path, typ)
 	}
 	return nil
 }

@@ -250,16 +250,7 @@ func TestToolRequestErrors(t *testing.T) {
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f"}}],"response_format":{"type":"json_object"}}`,
 			"", "a JSON schema or object for the answer and tools at once: not supported"},
 	} {
-		resp, body := ts.post(t, c.path, c.body)
-		var e openAIError
-		unmarshal(t, body, &e)
-		param := ""
-		if e.Error != nil && e.Error.Param != nil {
-			param = *e.Error.Param
-		}
-		if resp.StatusCode != 400 || e.Error == nil || param != c.param || !strings.Contains(e.Error.Message, c.msg) {
-			t.Errorf("%s: %d %s; want 400, param %s, %q", c.body, resp.StatusCode, body, c.param, c.msg)
-		}
+		wantBadRequest(t, ts, c.path, c.body, c.param, c.msg)
 	}
 	// Without tools, "auto", "none" and parallel_tool_calls say nothing.
 	for _, extra := range []string{`"tool_choice":"auto"`, `"tool_choice":"none","tools":[]`, `"parallel_tool_calls":false`} {
