@@ -197,7 +197,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rl *reqLog) *a
 	if e != nil {
 		return e
 	}
-	g, e := s.start(r.Context(), rl, t, req, schemaFields{mr.formatField(), "tools[%d].input_schema", toolNames(req.Tools)})
+	g, e := s.start(r.Context(), rl, t, req, schemaFields{mr.formatField(), toolPaths(req.Tools, "tools[%d].input_schema")})
 	if e != nil {
 		return e
 	}

@@ -35,11 +35,11 @@ type outcome struct {
 
 // schemaFields name the fields a request's schemas come from, for the
 // errors of a schema the grammar refuses: format, the answer's
-// (response_format), or tool, the path of a tool's parameters, a format
-// of its index in the request's tools (names).
+// (response_format), or tools, a tool's name to the path of its
+// parameters.
 type schemaFields struct {
-	format, tool string
-	names        []string
+	format string
+	tools  map[string]string
 }
 
 // toolParam is the path of the parameters of the tool a schema error is
@@ -47,22 +47,22 @@ type schemaFields struct {
 // tool's name, which the path gives.
 func (f schemaFields) toolParam(err error) (string, string) {
 	msg := err.Error()
-	for i, name := range f.names {
-		prefix := fmt.Sprintf("tool %q: parameters: ", name)
-		if rest, ok := strings.CutPrefix(msg, prefix); ok {
-			return fmt.Sprintf(f.tool, i), rest
+	for name, path := range f.tools {
+		if rest, ok := strings.CutPrefix(msg, fmt.Sprintf("tool %q: parameters: ", name)); ok {
+			return path, rest
 		}
 	}
 	return "tools", msg
 }
 
-// toolNames are the names of tools, for schemaFields.
-func toolNames(tools []qwen.Tool) []string {
-	names := make([]string, len(tools))
+// toolPaths maps the names of tools, as a request lists them, to the
+// paths of their parameters: pattern with each one's index.
+func toolPaths(tools []qwen.Tool, pattern string) map[string]string {
+	paths := map[string]string{}
 	for i, t := range tools {
-		names[i] = t.Name
+		paths[t.Name] = fmt.Sprintf(pattern, i)
 	}
-	return names
+	return paths
 }
 
 // start submits req to t; the generation ends with ctx, the request's.

@@ -240,7 +240,7 @@ func (s *Server) ollamaRun(w http.ResponseWriter, r *http.Request, rl *reqLog, t
 	if e := t.ollamaOptions(o, &req); e != nil {
 		return e
 	}
-	g, e := s.start(r.Context(), rl, t, req, schemaFields{"format", "tools[%d].function.parameters", toolNames(req.Tools)})
+	g, e := s.start(r.Context(), rl, t, req, schemaFields{"format", toolPaths(req.Tools, "tools[%d].function.parameters")})
 	if e != nil {
 		return e
 	}

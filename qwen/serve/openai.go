@@ -273,7 +273,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rl *req
 	if e != nil {
 		return e
 	}
-	g, e := s.start(r.Context(), rl, t, req, schemaFields{"response_format", "tools[%d].function.parameters", toolNames(req.Tools)})
+	g, e := s.start(r.Context(), rl, t, req, schemaFields{"response_format", toolPaths(req.Tools, "tools[%d].function.parameters")})
 	if e != nil {
 		return e
 	}

@@ -90,7 +90,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, rl *reqL
 	if e != nil {
 		return e
 	}
-	items := &responseItems{encrypted: c.encrypted}
+	items := &responseItems{encrypted: c.encrypted, tools: c.tools}
 	if rr.Stream {
 		s.streamResponse(w, g, c, head, items)
 		return nil
@@ -242,7 +242,7 @@ func (s *Server) backgroundResponse(w http.ResponseWriter, r *http.Request, rl *
 		defer close(done)
 		defer release()
 		defer cancel()
-		items := &responseItems{encrypted: c.encrypted}
+		items := &responseItems{encrypted: c.encrypted, tools: c.tools}
 		out, err := g.run(items.add)
 		if err != nil { // cancelled
 			items.close("incomplete")

@@ -15,11 +15,19 @@ type responsesCall struct {
 	history   []qwen.Message // the conversation without the instructions: what previous_response_id continues
 	encrypted bool           // include reasoning.encrypted_content
 	store     bool
-	tools     []string // the names of the request's tools, all of them (allowed_tools keeps some)
+	// tools are the request's function tools, all of them (allowed_tools
+	// keeps some): each name's path and namespace, if it is in one.
+	tools map[string]responsesTool
 }
 
+type responsesTool struct{ path, namespace string }
+
 func (c *responsesCall) schemaFields() schemaFields {
-	return schemaFields{"text.format", "tools[%d].parameters", c.tools}
+	paths := map[string]string{}
+	for name, t := range c.tools {
+		paths[name] = t.path + ".parameters"
+	}
+	return schemaFields{"text.format", paths}
 }
 
 // responsesRequest checks a Responses request and makes it a
@@ -50,10 +58,9 @@ func (t *target) responsesRequest(rr *responsesRequest, prev []qwen.Message) (re
 	if rr.Instructions != nil && *rr.Instructions != "" {
 		req.Messages = append([]qwen.Message{{Role: "system", Content: *rr.Instructions}}, c.history...)
 	}
-	if req.Tools, e = responsesTools(rr.Tools); e != nil {
+	if req.Tools, c.tools, e = responsesTools(rr.Tools); e != nil {
 		return c, e
 	}
-	c.tools = toolNames(req.Tools)
 	if e := responsesToolChoice(rr.ToolChoice, &req); e != nil {
 		return c, e
 	}
@@ -98,39 +105,65 @@ func (t *target) responsesRequest(rr *responsesRequest, prev []qwen.Message) (re
 
 // responsesTools reads the function tools, {"type": "function", "name",
 // "description", "parameters", "strict"} (held to their parameters,
-// strict or not); the built-in tools (web_search, file_search, ...) are
-// OpenAI's, and refused.
-func responsesTools(defs []json.RawMessage) ([]qwen.Tool, *apiError) {
+// strict or not), and the namespaces that group them, {"type":
+// "namespace", "name", "description", "tools"}: their functions are
+// listed as the others are, and their calls name their namespace. The
+// built-in tools (web_search, file_search, ...) are OpenAI's, and
+// refused, and so are custom tools (free text, or a grammar's).
+func responsesTools(defs []json.RawMessage) ([]qwen.Tool, map[string]responsesTool, *apiError) {
 	var tools []qwen.Tool
-	for i, def := range defs {
-		path := fmt.Sprintf("tools[%d]", i)
-		var f struct {
-			Type        string          `json:"type"`
-			Name        string          `json:"name"`
-			Description string          `json:"description"`
-			Parameters  json.RawMessage `json:"parameters"`
+	byName := map[string]responsesTool{}
+	var add func(defs []json.RawMessage, at, namespace string) *apiError
+	add = func(defs []json.RawMessage, at, namespace string) *apiError {
+		for i, def := range defs {
+			path := fmt.Sprintf("%s[%d]", at, i)
+			var f struct {
+				Type        string            `json:"type"`
+				Name        string            `json:"name"`
+				Description string            `json:"description"`
+				Parameters  json.RawMessage   `json:"parameters"`
+				Tools       []json.RawMessage `json:"tools"`
+			}
+			if e := unmarshalAt(def, path, &f, `a function tool {"type": "function", "name", "description", "parameters"}`); e != nil {
+				return e
+			}
+			switch {
+			case f.Type == "namespace" && namespace == "":
+				if f.Name == "" {
+					return badRequest(path+".name", "%s.name: missing", path)
+				}
+				if e := add(f.Tools, path+".tools", f.Name); e != nil {
+					return e
+				}
+				continue
+			case f.Type == "":
+				return badRequest(path+".type", "%s.type: missing; want \"function\"", path)
+			case f.Type == "custom":
+				return badRequest(path+".type", "%s.type \"custom\": custom tools (free text or a grammar) are not supported here; give function tools", path)
+			case f.Type != "function":
+				return badRequest(path+".type", "%s.type %q: a built-in tool of OpenAI's, not supported here; give function tools", path, f.Type)
+			case f.Name == "":
+				return badRequest(path+".name", "%s.name: missing", path)
+			}
+			if _, dup := byName[f.Name]; dup {
+				return badRequest(path+".name", "%s.name %q: another tool has that name", path, f.Name)
+			}
+			if e := schemaObject(f.Parameters, path+".parameters", false); e != nil {
+				return e
+			}
+			tool, err := qwen.NewTool(f.Name, f.Description, f.Parameters)
+			if err != nil {
+				return badRequest(path, "%s: %v", path, err)
+			}
+			tools = append(tools, tool)
+			byName[f.Name] = responsesTool{path, namespace}
 		}
-		if e := unmarshalAt(def, path, &f, `a function tool {"type": "function", "name", "description", "parameters"}`); e != nil {
-			return nil, e
-		}
-		switch {
-		case f.Type == "":
-			return nil, badRequest(path+".type", "%s.type: missing; want \"function\"", path)
-		case f.Type != "function":
-			return nil, badRequest(path+".type", "%s.type %q: a built-in tool of OpenAI's, not supported here; give function tools", path, f.Type)
-		case f.Name == "":
-			return nil, badRequest(path+".name", "%s.name: missing", path)
-		}
-		if e := schemaObject(f.Parameters, path+".parameters", false); e != nil {
-			return nil, e
-		}
-		tool, err := qwen.NewTool(f.Name, f.Description, f.Parameters)
-		if err != nil {
-			return nil, badRequest(path, "%s: %v", path, err)
-		}
-		tools = append(tools, tool)
+		return nil
 	}
-	return tools, nil
+	if e := add(defs, "tools", ""); e != nil {
+		return nil, nil, e
+	}
+	return tools, byName, nil
 }
 
 // responsesToolChoice reads tool_choice onto req: "auto", "none",

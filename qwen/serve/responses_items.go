@@ -68,6 +68,7 @@ type (
 		Type, ID, Status        string
 		Content                 []outputPart // a message's or a reasoning's one part
 		CallID, Name, Arguments string
+		Namespace               string // a function's namespace, if it is in one
 		// EncryptedContent is a reasoning's text, when include asks for
 		// it: stateless clients (Codex, store: false) give it back.
 		EncryptedContent *string
@@ -127,8 +128,9 @@ func (o outputItem) MarshalJSON() ([]byte, error) {
 		Status    string `json:"status"`
 		CallID    string `json:"call_id"`
 		Name      string `json:"name"`
+		Namespace string `json:"namespace,omitempty"`
 		Arguments string `json:"arguments"`
-	}{o.Type, o.ID, o.Status, o.CallID, o.Name, o.Arguments})
+	}{o.Type, o.ID, o.Status, o.CallID, o.Name, o.Namespace, o.Arguments})
 }
 
 func (p outputPart) MarshalJSON() ([]byte, error) {
@@ -159,8 +161,9 @@ type responseItems struct {
 	out       func(responseEvent) error // nil: no events (an answer not streamed)
 	items     []outputItem
 	open      bool
-	call      int  // the generation's index of the open call
-	encrypted bool // a reasoning item gives its text as encrypted_content
+	call      int                      // the generation's index of the open call
+	encrypted bool                     // a reasoning item gives its text as encrypted_content
+	tools     map[string]responsesTool // the functions' namespaces
 }
 
 func (w *responseItems) emit(ev responseEvent) error {
@@ -183,7 +186,8 @@ func (w *responseItems) add(d qwen.Delta) error {
 	}
 	for _, c := range d.ToolCalls {
 		if c.ID != "" || !w.isOpen("function_call") || c.Index != w.call {
-			if err := w.start(outputItem{Type: "function_call", ID: itemID("fc"), CallID: c.ID, Name: c.Name}); err != nil {
+			it := outputItem{Type: "function_call", ID: itemID("fc"), CallID: c.ID, Name: c.Name, Namespace: w.tools[c.Name].namespace}
+			if err := w.start(it); err != nil {
 				return err
 			}
 			w.call = c.Index

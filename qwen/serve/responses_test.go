@@ -354,6 +354,12 @@ func TestResponsesErrors(t *testing.T) {
 		{`{` + m + `,"input":"Hi","truncation":"middle"}`, "truncation", `"middle"`},
 		{`{` + m + `,"input":"Hi","previous_response_id":"resp_x"}`, "previous_response_id", `no response "resp_x" is stored`},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f"}],"text":{"format":{"type":"json_object"}}}`, "", "tools at once"},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"custom","name":"apply_patch","format":{"type":"text"}}]}`, "tools[0].type", "custom tools"},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f"},{"type":"namespace","name":"ns","tools":[{"type":"function","name":"f"}]}]}`,
+			"tools[1].tools[0].name", `"f": another tool has that name`},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"function","name":"g","parameters":{"type":"object","minProperties":1}}]}]}`,
+			"tools[0].tools[0].parameters", "tools[0].tools[0].parameters: json schema #: minProperties"},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"web_search"}]}]}`, "tools[0].tools[0].type", "built-in"},
 	} {
 		wantBadRequest(t, ts, "/v1/responses", c.body, c.param, c.msg)
 	}
@@ -418,5 +424,20 @@ func TestResponsesBackground(t *testing.T) {
 		if it.Status != "incomplete" {
 			t.Errorf("a cancelled response's item %s is %s", it.ID, it.Status)
 		}
+	}
+}
+
+// TestResponsesNamespace: the functions of a namespace (Codex groups its
+// sub-agent tools so) are tools as the others are, and a call of one
+// names its namespace.
+func TestResponsesNamespace(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	resp, out := ts.post(t, "/v1/responses", `{"model":"tiny-a","input":"Go","max_output_tokens":100,"reasoning":{"effort":"none"},`+
+		`"tools":[{"type":"namespace","name":"agents","description":"Sub-agents.","tools":[{"type":"function","name":"spawn","parameters":{"type":"object","properties":{},"additionalProperties":false}}]}],`+
+		`"tool_choice":{"type":"function","name":"spawn"}}`)
+	var r responseObject
+	unmarshal(t, out, &r)
+	if resp.StatusCode != 200 || len(r.Output) != 1 || r.Output[0].Name != "spawn" || r.Output[0].Namespace != "agents" || !strings.Contains(out, `"namespace":"agents"`) {
+		t.Errorf("%d %s", resp.StatusCode, out)
 	}
 }
