@@ -104,7 +104,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, rl *reqL
 	case out.stop == qwen.StopShutdown:
 		return &apiError{status: http.StatusServiceUnavailable, msg: "the server is shutting down", code: "shutting_down"}
 	}
-	s.finishResponse(head, items, out)
+	head.finish(items, out)
 	if c.store {
 		s.responses.put(head, append(c.history, items.turn()))
 	}
@@ -153,11 +153,11 @@ func float32To64(f float32) float64 {
 	return v
 }
 
-// finishResponse ends head with how the generation ended: completed;
+// finish ends the response with how the generation ended: completed;
 // incomplete when max_output_tokens or the context cut it; failed when
 // the server's shutdown did. The error is the stream's, closing the last
 // item.
-func (s *Server) finishResponse(head *responseObject, items *responseItems, out outcome) error {
+func (head *responseObject) finish(items *responseItems, out outcome) error {
 	status, last := "completed", "completed"
 	switch {
 	case out.stop == qwen.StopShutdown:
@@ -210,7 +210,7 @@ func (s *Server) streamResponse(w http.ResponseWriter, g *generation, c response
 		}
 		return
 	}
-	if s.finishResponse(head, items, out) != nil {
+	if head.finish(items, out) != nil {
 		return
 	}
 	if c.store && head.Status != "failed" {
@@ -250,7 +250,7 @@ func (s *Server) backgroundResponse(w http.ResponseWriter, r *http.Request, rl *
 			s.responses.end(head, nil)
 			return
 		}
-		s.finishResponse(head, items, out)
+		head.finish(items, out)
 		var history []qwen.Message
 		if head.Status != "failed" {
 			history = append(c.history, items.turn())
