@@ -536,7 +536,7 @@ func (t *target) anthropicThinking(mr *messagesRequest, req *qwen.Request) *apiE
 		}
 		// Qwen3 thinks; other models' answers have no thinking to
 		// bound, as disabled has none to switch off for them.
-		if t.info.ChatTemplate == chat.Qwen3.String() {
+		if thinks(t.info) {
 			req.ThinkBudget = *th.BudgetTokens
 		}
 	case "disabled":

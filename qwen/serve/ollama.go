@@ -495,7 +495,7 @@ func capabilities(info qwen.Info) []string {
 		if f.HasTools() {
 			caps = append(caps, "tools")
 		}
-		if f == chat.Qwen3 {
+		if thinks(info) {
 			caps = append(caps, "thinking")
 		}
 	}

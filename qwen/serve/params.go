@@ -76,9 +76,9 @@ func (f *samplingFields) params(defaults sampling.Params) (sampling.Params, *api
 		floatParam("repeat_penalty", "repetition_penalty", f.RepetitionPenalty))
 }
 
-// thinks reports whether the model thinks (Qwen3's <think> block), which a
-// reasoning effort or budget bounds.
-func (t *target) thinks() bool { return t.info.ChatTemplate == chat.Qwen3.String() }
+// thinks reports whether a model thinks (Qwen3's <think> block), which a
+// reasoning effort or budget bounds: the one place the server asks.
+func thinks(info qwen.Info) bool { return info.ChatTemplate == chat.Qwen3.String() }
 
 // Thinking budgets of the reasoning efforts: tokens of thinking before
 // </think> is forced. The largest efforts leave the model its own length.
@@ -97,7 +97,7 @@ func (t *target) effort(effort, field string, req *qwen.Request) *apiError {
 		return nil
 	case !ok:
 		return badRequest(field, "%s %q: want none, minimal, low, medium, high, xhigh or max", field, effort)
-	case !t.thinks() || budget == 0:
+	case !thinks(t.info) || budget == 0:
 		return nil
 	case req.MaxTokens > 0:
 		budget = min(budget, max(req.MaxTokens/2, 1))
