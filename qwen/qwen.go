@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/arch"
 	"github.com/qwenc/qwenc/format/chat"
 	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime/engine"
@@ -139,6 +140,9 @@ type Info struct {
 	Sampling sampling.Params
 	// DraftModel is the draft model's path (WithDraftModel), or "".
 	DraftModel string
+	// Embedding: the model embeds text (and scores it, as a reranker)
+	// and does not generate.
+	Embedding bool
 }
 
 // Errors of Start and Generate besides a bad request.
@@ -254,23 +258,49 @@ func newModel(im, dm *infer.Model, path string, c config, kv format.KVType, ro i
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	m := &Model{m: im, draftModel: dm, kv: kv, format: cf, stopIDs: chat.StopTokens(im.Tokenizer, h.Generation.EOS, cf), defaults: sampling.Defaults(h.Generation)}
+	m.info = fileInfo(h, path, im.File.Size)
+	m.info.Context, m.info.ContextNote, m.info.Parallel = ctx, note, c.parallel
+	m.info.KVType, m.info.Kernels, m.info.Threads, m.info.DraftModel = kv.String(), im.Kernels().String(), im.Threads(), c.draft
+	m.e, err = engine.New(im, engine.Options{Parallel: c.parallel, Queue: c.queue, Ctx: ctx, Chunk: c.chunk,
+		CacheBytes: cacheOption(c), Runner: ro, Drafter: dm, Log: c.log})
+	return m, err
+}
+
+// fileInfo is what the file says of a model: Info less what opening it
+// for generation sets.
+func fileInfo(h *format.Header, path string, size int64) Info {
 	rep := format.Report(h)
 	base := filepath.Base(path)
-	m.info = Info{
+	info := Info{
 		Name: strings.TrimSuffix(base, filepath.Ext(base)), Path: path,
 		Architecture: h.Config.ModelType, WeightType: h.WeightType().String(), ChatTemplate: h.ChatFamily,
 		Parameters: rep.Parameters, ActiveParameters: rep.ActiveParameters,
 		Layers: h.Config.Layers, Hidden: h.Config.Hidden, Vocab: h.Config.Vocab,
-		MaxContext: h.Config.MaxContext(), Context: ctx, ContextNote: note, Parallel: c.parallel,
-		KVType: kv.String(), Kernels: im.Kernels().String(), Threads: im.Threads(),
-		FileSize: im.File.Size, Sampling: m.defaults, DraftModel: c.draft,
+		MaxContext: h.Config.MaxContext(), FileSize: size, Sampling: sampling.Defaults(h.Generation),
+		Embedding: h.Config.Embedding,
 	}
 	if st, err := os.Stat(path); err == nil {
-		m.info.Modified = st.ModTime()
+		info.Modified = st.ModTime()
 	}
-	m.e, err = engine.New(im, engine.Options{Parallel: c.parallel, Queue: c.queue, Ctx: ctx, Chunk: c.chunk,
-		CacheBytes: cacheOption(c), Runner: ro, Drafter: dm, Log: c.log})
-	return m, err
+	return info
+}
+
+// Inspect describes the model in a .qbin file without opening it to
+// generate: what the file says, the fields of an open Model's engine
+// (Context, Parallel, KVType, Kernels, Threads, DraftModel) left zero. A
+// server lists the models it could load with it.
+func Inspect(path string) (Info, error) {
+	f, err := format.Open(path)
+	if err != nil {
+		return Info{}, err
+	}
+	defer f.Close()
+	// The architecture knows an older file's section kinds, which the
+	// report reads.
+	if err := arch.Builtin().Validate(f.Header); err != nil {
+		return Info{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return fileInfo(f.Header, path, f.Size), nil
 }
 
 // cacheOption maps WithPrefixCache onto the engine's option, whose 0 is

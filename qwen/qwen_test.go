@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -371,5 +372,24 @@ func TestOpenOptions(t *testing.T) {
 	var ce *qwen.ContextError
 	if _, err := qwen.Open("tiny-a.qbin", qwen.WithContext(-5)); !errors.As(err, &ce) || ce.Max != 4096 {
 		t.Errorf("context -5: %v", err)
+	}
+}
+
+// TestInspect: what a file says of its model without opening it to
+// generate is what Open's Info says of it, less the engine's fields.
+func TestInspect(t *testing.T) {
+	for _, name := range []string{"tiny-a.qbin", "qwen3-go-demo.qbin"} {
+		info := open(t, name).Info()
+		got, err := qwen.Inspect(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info.Context, info.ContextNote, info.Parallel, info.KVType, info.Kernels, info.Threads, info.DraftModel = 0, "", 0, "", "", 0, ""
+		if !reflect.DeepEqual(got, info) {
+			t.Errorf("%s: Inspect %+v\nOpen's Info %+v", name, got, info)
+		}
+	}
+	if _, err := qwen.Inspect("missing.qbin"); err == nil || !strings.Contains(err.Error(), "missing.qbin") {
+		t.Errorf("a missing file: %v", err)
 	}
 }

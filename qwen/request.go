@@ -21,7 +21,9 @@ import (
 type Message = chat.Message
 
 // ToolCall is a call an earlier answer made: the function's Name and its
-// Arguments, the JSON text of an object.
+// Arguments, the JSON text of an object. Arguments that are not (a call
+// cut off when its run was interrupted, say) are rendered as they are:
+// the history is what the model wrote.
 type ToolCall = chat.ToolCall
 
 // Tool is a function the model may call. Make one with NewTool, or
@@ -221,9 +223,6 @@ func (m *Model) render(r *Request, generationPrompt bool) ([]chat.Segment, bool,
 		for j, c := range msg.ToolCalls {
 			if c.Name == "" {
 				return nil, false, fmt.Errorf("messages[%d].tool_calls[%d].name: missing", i, j)
-			}
-			if err := chat.CheckArguments(c.Arguments); err != nil {
-				return nil, false, fmt.Errorf("messages[%d].tool_calls[%d].arguments: %w", i, j, err)
 			}
 		}
 	}

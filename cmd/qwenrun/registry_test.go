@@ -37,28 +37,7 @@ func TestServeFromRegistry(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", cache)
 	t.Setenv("DOCKER_CONFIG", t.TempDir()) // no credentials of this machine's
 
-	cmd := exec.Command(bin, "serve", "oci://"+ref, "--addr", "127.0.0.1:0", "--parallel", "1")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	var addr, seen string
-	lines := bufio.NewScanner(stderr)
-	serving := regexp.MustCompile(`msg=serving .*url=http://(\S+) `)
-	for addr == "" && lines.Scan() {
-		seen += lines.Text() + "\n"
-		if m := serving.FindStringSubmatch(lines.Text()); m != nil {
-			addr = m[1]
-		}
-	}
-	if addr == "" {
-		t.Fatalf("qwenrun serve never said where it listens:\n%s", seen)
-	}
-	go io.Copy(io.Discard, stderr)
+	cmd, addr, seen := startServe(t, "oci://"+ref, "--addr", "127.0.0.1:0", "--parallel", "1")
 	if !strings.Contains(seen, "pulled "+pushed.Blob.String()) {
 		t.Errorf("serve did not say it pulled the model:\n%s", seen)
 	}
@@ -135,4 +114,34 @@ func readFile(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// startServe runs qwenrun serve with args and returns once it says where
+// it listens: the process, its address and what it said until then. The
+// test's end kills it.
+func startServe(t *testing.T, args ...string) (*exec.Cmd, string, string) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var addr, seen string
+	lines := bufio.NewScanner(stderr)
+	serving := regexp.MustCompile(`msg=serving .*url=http://(\S+) `)
+	for addr == "" && lines.Scan() {
+		seen += lines.Text() + "\n"
+		if m := serving.FindStringSubmatch(lines.Text()); m != nil {
+			addr = m[1]
+		}
+	}
+	if addr == "" {
+		t.Fatalf("qwenrun serve never said where it listens:\n%s", seen)
+	}
+	go io.Copy(io.Discard, stderr)
+	return cmd, addr, seen
 }

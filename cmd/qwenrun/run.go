@@ -99,13 +99,18 @@ func run(c *cli.Context) error {
 // --ctx, whose errors name the flags. The engine logs to log; a pull's
 // progress and the context the model got go to notes as lines.
 func openModel(c *cli.Context, log *slog.Logger, notes io.Writer, parallel int, more ...qwen.Option) (*qwen.Model, error) {
-	opts := append(append(modelOptions(c, log), qwen.WithParallel(parallel)), more...)
-	if c.IsSet("ctx") {
-		opts = append(opts, qwen.WithContext(c.Int("ctx")))
-	}
 	path, err := modelPath(c, c.Args().First(), notes)
 	if err != nil {
 		return nil, err
+	}
+	return openModelFile(c, log, notes, path, parallel, more...)
+}
+
+// openModelFile opens the model in path as openModel opens the argument's.
+func openModelFile(c *cli.Context, log *slog.Logger, notes io.Writer, path string, parallel int, more ...qwen.Option) (*qwen.Model, error) {
+	opts := append(append(modelOptions(c, log), qwen.WithParallel(parallel)), more...)
+	if c.IsSet("ctx") {
+		opts = append(opts, qwen.WithContext(c.Int("ctx")))
 	}
 	m, err := qwen.Open(path, opts...)
 	var ce *qwen.ContextError

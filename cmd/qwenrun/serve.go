@@ -1,10 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,6 +33,8 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "ctx", Usage: "context length of each conversation", DefaultText: "the model's maximum, lowered to what --parallel KV caches fit in memory"},
 			&cli.StringFlag{Name: "api-key", EnvVars: []string{"QWEN_API_KEY"}, Usage: "require `KEY` on every request but /health (Authorization: Bearer KEY, or x-api-key: KEY)"},
 			&cli.DurationFlag{Name: "grace", Value: 10 * time.Second, Usage: "on SIGINT or SIGTERM, how long running answers may go on before they are cut"},
+			&cli.StringSliceFlag{Name: "alias", Usage: "let requests name the model in `NAME=FILE` (a .qbin file: MODEL's, or another's) NAME, as clients that hard-code a model id (gpt-5-codex, claude-sonnet-4-5) do; repeatable"},
+			&cli.StringFlag{Name: "model-dir", Usage: "let requests name every .qbin file in `DIR` by its base name; one model is loaded at a time, another loaded when a request names it"},
 			kvTypeFlag(),
 			threadsFlag(),
 			kernelsFlag(),
@@ -61,24 +69,37 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// A pulled model's file is named by its digest: the server names it
+	// by its repository instead.
+	arg, name := c.Args().First(), ""
+	if oci.IsRef(arg) {
+		name = oci.ModelName(arg)
+	}
+	models, err := modelNames(c, cmp.Or(name, strings.TrimSuffix(filepath.Base(arg), filepath.Ext(arg))))
+	if err != nil {
+		return err
+	}
 	m, err := openModel(c, log, notes, parallel, append(d.options(), qwen.WithQueue(c.Int("queue")))...)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	// A pulled model's file is named by its digest: the server names it
-	// by its repository instead.
-	var name string
-	if oci.IsRef(c.Args().First()) {
-		name = oci.ModelName(c.Args().First())
+	// The models loaded in MODEL's place share its flags, but not its
+	// draft model, whose vocabulary need not be theirs.
+	open := func(path string) (*qwen.Model, error) {
+		return openModelFile(c, log, notes, path, parallel, qwen.WithQueue(c.Int("queue")))
 	}
 	s := serve.NewServer(m, serve.ServerOptions{Name: name, APIKey: c.String("api-key"), Log: log,
-		Draft: d.text, DraftModel: d.model, DraftMin: d.min, DraftPMin: d.pMin})
+		Draft: d.text, DraftModel: d.model, DraftMin: d.min, DraftPMin: d.pMin, Models: models, Open: open})
+	defer s.Close()
 	ln, err := net.Listen("tcp", c.String("addr"))
 	if err != nil {
 		return err
 	}
 	log.Info("serving", "model", s.Name(), "url", "http://"+ln.Addr().String(), "parallel", parallel, "context", m.Info().Context)
+	if len(models) > 0 {
+		log.Info("requests may also name", "models", strings.Join(slices.Sorted(maps.Keys(models)), ", "))
+	}
 	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() && c.String("api-key") == "" {
 		log.Warn("the address is reachable beyond this machine and no --api-key is set", "addr", ln.Addr().String())
 	}
@@ -87,4 +108,36 @@ func serveAction(c *cli.Context) error {
 	err = s.Serve(ctx, ln, c.Duration("grace"))
 	log.Info("stopped")
 	return err
+}
+
+// modelNames reads --model-dir and --alias: the names requests may give
+// besides served, MODEL's, and their files. An alias wins over a file of
+// the directory of the same name, and MODEL over both (the directory may
+// hold it); an alias of MODEL's own name is refused.
+func modelNames(c *cli.Context, served string) (map[string]string, error) {
+	models := map[string]string{}
+	if dir := c.String("model-dir"); dir != "" {
+		var err error
+		if models, err = serve.ModelDir(dir); err != nil {
+			return nil, fmt.Errorf("--model-dir: %w", err)
+		}
+		delete(models, served)
+	}
+	seen := map[string]bool{}
+	for _, a := range c.StringSlice("alias") {
+		name, file, ok := strings.Cut(a, "=")
+		switch {
+		case !ok || name == "" || file == "":
+			return nil, cliutil.Usagef(c, "--alias %q: want NAME=FILE", a)
+		case seen[name]:
+			return nil, cliutil.Usagef(c, "--alias %q: the name %q is given twice", a, name)
+		case name == served:
+			return nil, cliutil.Usagef(c, "--alias %q: %q is MODEL's own name", a, name)
+		}
+		if st, err := os.Stat(file); err != nil || !st.Mode().IsRegular() {
+			return nil, cliutil.Usagef(c, "--alias %q: %s is not a .qbin file", a, file)
+		}
+		seen[name], models[name] = true, file
+	}
+	return models, nil
 }

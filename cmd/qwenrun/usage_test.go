@@ -14,7 +14,8 @@ import (
 // on stderr, and nothing on stdout (the help once went to stdout, with the
 // error twice).
 func TestUsageErrors(t *testing.T) {
-	m := filepath.Join(t.TempDir(), "never-opened.qbin")
+	dir := t.TempDir()
+	m := filepath.Join(dir, "never-opened.qbin")
 	for _, tc := range []struct {
 		args      []string
 		msg, help string
@@ -29,6 +30,12 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"bench", m, "--bogus"}, "flag provided but not defined: -bogus", "qwenrun bench"},
 		{[]string{"perplexity", m}, "perplexity: give the text to score with -f PATH", "qwenrun perplexity"},
 		{[]string{"perplexity", "-f", m}, "perplexity: want one MODEL.qbin argument, got 0", "qwenrun perplexity"},
+		{[]string{"serve", m, "--alias", "gpt-5"}, `--alias "gpt-5": want NAME=FILE`, "qwenrun serve"},
+		{[]string{"serve", m, "--alias", "=" + m}, `--alias "=` + m + `": want NAME=FILE`, "qwenrun serve"},
+		{[]string{"serve", m, "--alias", "gpt-5=" + m + ".none"}, `--alias "gpt-5=` + m + `.none": ` + m + `.none is not a .qbin file`, "qwenrun serve"},
+		{[]string{"serve", m, "--alias", "gpt-5=" + dir}, `--alias "gpt-5=` + dir + `": ` + dir + ` is not a .qbin file`, "qwenrun serve"},
+		{[]string{"serve", m, "--alias", "never-opened=" + dir}, `--alias "never-opened=` + dir + `": "never-opened" is MODEL's own name`, "qwenrun serve"},
+		{[]string{"serve", m, "--alias", "a=" + bin, "--alias", "a=" + bin}, `--alias "a=` + bin + `": the name "a" is given twice`, "qwenrun serve"},
 	} {
 		out, stderr, code := qwenrun(t, "", tc.args...)
 		want := "qwenrun: " + tc.msg + "\nRun '" + tc.help + " --help' for usage.\n"

@@ -41,7 +41,7 @@ var layers = []struct {
 	{"runtime/infer", []string{"format", "format/arch", "format/graph", "format/tokenizer", "format/wtype", "kernels"}},
 	{"runtime/engine", []string{"format", "format/chat", "kernels", "runtime/infer", "runtime/sampling"}},
 	{"runtime/perplexity", []string{"format", "kernels", "runtime/infer"}},
-	{"qwen", []string{"format", "format/chat", "format/tokenizer", "kernels", "runtime/...", "internal/fsutil", "internal/mem"}},
+	{"qwen", []string{"format", "format/arch", "format/chat", "format/tokenizer", "kernels", "runtime/...", "internal/fsutil", "internal/mem"}},
 	{"qwen/serve", []string{"qwen", "format/chat", "runtime/sampling"}},
 	{"qwen/bench", []string{"qwen", "format", "format/...", "kernels", "runtime/...", "internal/cliutil", "internal/mem"}},
 	{"cmd/internal/report", []string{"qwen", "internal/mem"}},

@@ -2,7 +2,6 @@ package serve
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -13,12 +12,14 @@ import (
 )
 
 // messagesRequest is Anthropic's Messages API request, as Claude Code and
-// the Anthropic SDKs send it; metadata, cache_control and the other
-// fields not here are ignored, as unknown fields are.
+// the Anthropic SDKs send it; metadata, cache_control (the prefix cache
+// reuses what it can without being told), context_management,
+// service_tier and the other fields not here are ignored, as unknown
+// fields are, and so are the anthropic-beta headers.
 type messagesRequest struct {
 	Model         string             `json:"model"`
 	MaxTokens     *int               `json:"max_tokens"`
-	System        anthropicSystem    `json:"system"`
+	System        json.RawMessage    `json:"system"`
 	Messages      []anthropicMessage `json:"messages"`
 	StopSequences []string           `json:"stop_sequences"`
 	Stream        bool               `json:"stream"`
@@ -29,8 +30,15 @@ type messagesRequest struct {
 		Type         string `json:"type"`
 		BudgetTokens *int   `json:"budget_tokens"`
 	} `json:"thinking"`
-	Tools      []anthropicTool `json:"tools"`
-	ToolChoice *struct {
+	OutputConfig *struct {
+		Format json.RawMessage `json:"format"`
+		Effort *string         `json:"effort"`
+	} `json:"output_config"`
+	// OutputFormat is output_config.format as the structured outputs
+	// beta had it.
+	OutputFormat json.RawMessage `json:"output_format"`
+	Tools        []anthropicTool `json:"tools"`
+	ToolChoice   *struct {
 		Type                   string `json:"type"`
 		Name                   string `json:"name"`
 		DisableParallelToolUse bool   `json:"disable_parallel_tool_use"`
@@ -38,58 +46,52 @@ type messagesRequest struct {
 }
 
 type anthropicMessage struct {
-	Role    string           `json:"role"`
-	Content anthropicContent `json:"content"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
 }
 
-// anthropicContent is a message's content, or the system prompt: a
-// string, which is one text block, or a list of blocks.
+// anthropicContent is a message's content, the system prompt or a tool
+// result's: a string, which is one text block, or a list of blocks.
 type anthropicContent []anthropicBlockIn
 
-func (c *anthropicContent) UnmarshalJSON(b []byte) error {
+// parseContent reads content at path, each block on its own so that an
+// error names the block's field: messages[2].content[1].id.
+func parseContent(raw json.RawMessage, path string) (anthropicContent, *apiError) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
 	var text *string
-	if json.Unmarshal(b, &text) == nil {
-		*c = nil
-		if text != nil {
-			*c = anthropicContent{{Type: "text", Text: *text}}
+	if json.Unmarshal(raw, &text) == nil {
+		if text == nil {
+			return nil, nil
 		}
-		return nil
+		return anthropicContent{{Type: "text", Text: *text}}, nil
 	}
-	var blocks []anthropicBlockIn
-	if err := json.Unmarshal(b, &blocks); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) && typeErr.Field != "" {
-			return err // a block's field: decode names it
+	var items []json.RawMessage
+	if json.Unmarshal(raw, &items) != nil {
+		return nil, badRequest(path, "%s: want a string or a list of content blocks", path)
+	}
+	out := make(anthropicContent, len(items))
+	for j, item := range items {
+		if e := unmarshalAt(item, fmt.Sprintf("%s[%d]", path, j), &out[j], "a content block, an object with a type"); e != nil {
+			return nil, e
 		}
-		return &fieldError{"content", "want a string or a list of content blocks"}
 	}
-	*c = blocks
-	return nil
-}
-
-// anthropicSystem is the system prompt: a string, or text blocks.
-type anthropicSystem struct{ anthropicContent }
-
-func (s *anthropicSystem) UnmarshalJSON(b []byte) error {
-	err := s.anthropicContent.UnmarshalJSON(b)
-	if f, ok := err.(*fieldError); ok {
-		f.field = "system"
-	}
-	return err
+	return out, nil
 }
 
 // anthropicBlockIn is a content block of a request: text, thinking or
 // tool_use in the assistant's turns, text or tool_result in the user's.
 type anthropicBlockIn struct {
-	Type      string           `json:"type"`
-	Text      string           `json:"text"`
-	Thinking  string           `json:"thinking"`
-	ID        string           `json:"id"`
-	Name      string           `json:"name"`
-	Input     json.RawMessage  `json:"input"`
-	ToolUseID string           `json:"tool_use_id"`
-	Content   anthropicContent `json:"content"`
-	IsError   bool             `json:"is_error"`
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	Thinking  string          `json:"thinking"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
 }
 
 // anthropicTool is a client tool; Anthropic's server tools (web search,
@@ -191,22 +193,22 @@ func anthropicErrorOf(e *apiError) (int, any) {
 }
 
 func (s *Server) messages(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {
-	req, stream, e := s.readMessages(w, r, false)
+	t, req, mr, e := s.readMessages(w, r, rl, false)
 	if e != nil {
 		return e
 	}
-	g, e := s.start(r.Context(), rl, req)
+	g, e := s.start(r.Context(), rl, t, req, schemaFields{mr.formatField(), toolPaths(req.Tools, "tools[%d].input_schema")})
 	if e != nil {
 		return e
 	}
-	return s.answerMessage(w, g, stream)
+	return s.answerMessage(w, t, g, mr.Stream)
 }
 
 // answerMessage answers with one message, or streams its events. An error
 // it returns has not been written: the answer not streamed was not begun.
-func (s *Server) answerMessage(w http.ResponseWriter, g *generation, stream bool) *apiError {
+func (s *Server) answerMessage(w http.ResponseWriter, t *target, g *generation, stream bool) *apiError {
 	head := anthropicMessageOut{ID: fmt.Sprintf("msg_%016x%08x", rand.Uint64(), rand.Uint32()), Type: "message",
-		Role: "assistant", Model: s.opts.Name, Content: []anthropicBlock{}}
+		Role: "assistant", Model: t.name, Content: []anthropicBlock{}}
 	if stream {
 		s.streamMessage(w, g, head)
 		return nil
@@ -237,7 +239,8 @@ func (s *Server) answerMessage(w http.ResponseWriter, g *generation, stream bool
 // error event when the answer cannot end well.
 func (s *Server) streamMessage(w http.ResponseWriter, g *generation, head anthropicMessageOut) {
 	ls := startStream(w, true)
-	stopPings := ls.keepAlive(s.opts.ping, "ping", anthropicEvent{Type: "ping"})
+	ping, _ := ls.eventText("ping", anthropicEvent{Type: "ping"})
+	stopPings := ls.keepAlive(s.opts.ping, ping)
 	defer stopPings()
 	send := func(ev anthropicEvent) error { return ls.sendEvent(ev.Type, ev) }
 	fail := func(e *apiError) {
@@ -416,11 +419,11 @@ func (c *collector) apply(ev anthropicEvent) error {
 // countTokens answers Anthropic's /v1/messages/count_tokens: the tokens
 // of the prompt the same request would be answered from.
 func (s *Server) countTokens(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {
-	req, _, e := s.readMessages(w, r, true)
+	t, req, _, e := s.readMessages(w, r, rl, true)
 	if e != nil {
 		return e
 	}
-	n, err := s.m.Count(req)
+	n, err := t.m.Count(req)
 	if err != nil {
 		return badRequest("", "%v", err)
 	}
@@ -430,23 +433,23 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request, rl *reqLog)
 }
 
 // readMessages reads a Messages request, or count_tokens' (count), and
-// makes it a qwen.Request; stream is whether it asks for a stream.
-func (s *Server) readMessages(w http.ResponseWriter, r *http.Request, count bool) (req qwen.Request, stream bool, e *apiError) {
-	var mr messagesRequest
-	if e := decode(w, r, s.opts.MaxBody, &mr); e != nil {
-		return req, false, e
+// makes it a qwen.Request.
+func (s *Server) readMessages(w http.ResponseWriter, r *http.Request, rl *reqLog, count bool) (t *target, req qwen.Request, mr *messagesRequest, e *apiError) {
+	mr = &messagesRequest{}
+	if e := decode(w, r, s.opts.MaxBody, mr); e != nil {
+		return nil, req, nil, e
 	}
-	if e := s.checkModel(mr.Model); e != nil {
-		return req, false, e
+	if t, e = s.model(r, rl, mr.Model); e != nil {
+		return nil, req, nil, e
 	}
-	req, e = s.messagesRequest(&mr, count)
-	return req, mr.Stream, e
+	req, e = t.messagesRequest(mr, count)
+	return t, req, mr, e
 }
 
 // messagesRequest checks a Messages request and makes it a qwen.Request;
 // a count (count_tokens) has no max_tokens, and its sampling does not
 // matter.
-func (s *Server) messagesRequest(mr *messagesRequest, count bool) (qwen.Request, *apiError) {
+func (t *target) messagesRequest(mr *messagesRequest, count bool) (qwen.Request, *apiError) {
 	var req qwen.Request
 	if !count {
 		switch {
@@ -455,7 +458,7 @@ func (s *Server) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 		case *mr.MaxTokens < 1:
 			return req, badRequest("max_tokens", "max_tokens %d must be at least 1", *mr.MaxTokens)
 		}
-		params, e := samplingParams(s.info.Sampling, nil,
+		params, e := samplingParams(t.info.Sampling, nil,
 			floatParam("temperature", "temperature", mr.Temperature),
 			floatParam("top_p", "top_p", mr.TopP),
 			intParam("top_k", "top_k", mr.TopK))
@@ -469,20 +472,21 @@ func (s *Server) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 		req.Sampling, req.MaxTokens, req.Stop = &params, *mr.MaxTokens, stops
 	}
 	var e *apiError
-	if req.Messages, e = anthropicMessages(mr.System.anthropicContent, mr.Messages); e != nil {
+	if req.Messages, e = anthropicMessages(mr.System, mr.Messages); e != nil {
 		return req, e
 	}
-	for i, t := range mr.Tools {
+	for i, def := range mr.Tools {
 		path := fmt.Sprintf("tools[%d]", i)
 		switch {
-		case t.Type != "" && t.Type != "custom":
-			return req, badRequest(path, "%s: a tool of type %q: Anthropic's server tools are not supported; give name, description and input_schema", path, t.Type)
-		case t.Name == "":
+		case def.Type != "" && def.Type != "custom":
+			return req, badRequest(path, "%s: a tool of type %q: Anthropic's server tools are not supported; give name, description and input_schema", path, def.Type)
+		case def.Name == "":
 			return req, badRequest(path+".name", "%s.name: missing", path)
-		case t.InputSchema == nil || string(t.InputSchema) == "null":
-			return req, badRequest(path+".input_schema", "%s.input_schema: missing", path)
 		}
-		tool, err := qwen.NewTool(t.Name, t.Description, t.InputSchema)
+		if e := schemaObject(def.InputSchema, path+".input_schema", true); e != nil {
+			return req, e
+		}
+		tool, err := qwen.NewTool(def.Name, def.Description, def.InputSchema)
 		if err != nil {
 			return req, badRequest(path, "%s: %v", path, err)
 		}
@@ -491,30 +495,96 @@ func (s *Server) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 	if e := anthropicToolChoice(mr, &req); e != nil {
 		return req, e
 	}
-	if t := mr.Thinking; t != nil {
-		switch t.Type {
-		case "enabled":
+	if e := t.anthropicFormat(mr, &req); e != nil {
+		return req, e
+	}
+	if e := t.anthropicThinking(mr, &req); e != nil {
+		return req, e
+	}
+	return req, t.needsChat()
+}
+
+// anthropicThinking reads thinking and output_config.effort onto req:
+// enabled thinks within budget_tokens; adaptive as the model does by
+// itself, within budget_tokens if given, or within output_config.effort's
+// budget; disabled not at all.
+func (t *target) anthropicThinking(mr *messagesRequest, req *qwen.Request) *apiError {
+	var effort *string
+	if mr.OutputConfig != nil {
+		effort = mr.OutputConfig.Effort
+	}
+	th := mr.Thinking
+	if th == nil {
+		if effort != nil {
+			return t.effort(*effort, "output_config.effort", req)
+		}
+		return nil
+	}
+	switch th.Type {
+	case "enabled", "adaptive":
+		switch {
+		case th.BudgetTokens == nil && th.Type == "enabled":
+			return badRequest("thinking.budget_tokens", "thinking.budget_tokens: want a positive number of tokens")
+		case th.BudgetTokens == nil && effort != nil:
+			return t.effort(*effort, "output_config.effort", req)
+		case th.BudgetTokens == nil:
+			return nil
+		case *th.BudgetTokens < 1:
 			// Anthropic wants at least 1024; any positive budget is kept
 			// here, small ones being useful on small models.
-			if t.BudgetTokens == nil || *t.BudgetTokens < 1 {
-				return req, badRequest("thinking.budget_tokens", "thinking.budget_tokens: want a positive number of tokens")
-			}
-			// A model whose template does not think has no thinking to
-			// bound, as disabled has none to switch off for it.
-			// (The model was opened with this name: Lookup knows it.)
-			if f, _ := chat.Lookup(s.info.ChatTemplate); f != nil {
-				if _, thinks := f.Thinking(); thinks {
-					req.ThinkBudget = *t.BudgetTokens
-				}
-			}
-		case "disabled":
-			req.NoThinking = true
-		case "adaptive": // the model thinks as it does by itself
-		default:
-			return req, badRequest("thinking.type", "thinking.type %q: want enabled, disabled or adaptive", t.Type)
+			return badRequest("thinking.budget_tokens", "thinking.budget_tokens: want a positive number of tokens")
 		}
+		// A model whose chat format does not think has no thinking to
+		// bound, as disabled has none to switch off for it.
+		if thinks(t.info) {
+			req.ThinkBudget = *th.BudgetTokens
+		}
+	case "disabled":
+		req.NoThinking = true
+	default:
+		return badRequest("thinking.type", "thinking.type %q: want enabled, disabled or adaptive", th.Type)
 	}
-	return req, s.needsChat()
+	return nil
+}
+
+// formatField is the field that gives the answer's format.
+func (mr *messagesRequest) formatField() string {
+	if len(mr.OutputFormat) > 0 && string(mr.OutputFormat) != "null" {
+		return "output_format"
+	}
+	return "output_config.format"
+}
+
+// anthropicFormat reads output_config.format (or the beta's
+// output_format) onto req: a JSON Schema the answer's text is held to,
+// by the same grammar as OpenAI's response_format. A format that cannot
+// be enforced is refused, never ignored.
+func (t *target) anthropicFormat(mr *messagesRequest, req *qwen.Request) *apiError {
+	raw, field := mr.OutputFormat, "output_format"
+	if mr.OutputConfig != nil && len(mr.OutputConfig.Format) > 0 && string(mr.OutputConfig.Format) != "null" {
+		if len(raw) > 0 && string(raw) != "null" {
+			return badRequest("output_format", "output_format and output_config.format both give the format: give one")
+		}
+		raw, field = mr.OutputConfig.Format, "output_config.format"
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var f struct {
+		Type   string          `json:"type"`
+		Schema json.RawMessage `json:"schema"`
+	}
+	if e := unmarshalAt(raw, field, &f, `an object {"type": "json_schema", "schema": {...}}`); e != nil {
+		return e
+	}
+	switch {
+	case f.Type != "json_schema":
+		return badRequest(field+".type", "%s.type %q: want json_schema", field, f.Type)
+	case len(f.Schema) == 0 || string(f.Schema) == "null":
+		return badRequest(field+".schema", "%s.schema: missing", field)
+	}
+	req.JSONSchema = f.Schema
+	return nil
 }
 
 // anthropicToolChoice reads tool_choice onto req: auto, any (OpenAI's
@@ -556,40 +626,68 @@ const billingHeader = "x-anthropic-billing-header:"
 // anthropicMessages makes the system prompt and the messages qwen's:
 // text blocks are joined by blank lines, thinking blocks are the turn's
 // reasoning, tool_use blocks its calls, and each tool_result a tool
-// message of its own.
-func anthropicMessages(system anthropicContent, in []anthropicMessage) ([]qwen.Message, *apiError) {
-	var out []qwen.Message
+// message of its own. System entries among the messages (Claude Code
+// sends them) are folded into the system prompt, after the top-level
+// system, in their order: Qwen's templates have one system prompt, first.
+func anthropicMessages(system json.RawMessage, in []anthropicMessage) ([]qwen.Message, *apiError) {
 	var sys []string
-	for i, b := range system {
-		if b.Type != "text" {
-			return nil, badRequest("system", "system[%d]: a %q block: the system prompt is text", i, b.Type)
+	add := func(raw json.RawMessage, path string) *apiError {
+		content, e := parseContent(raw, path)
+		if e != nil {
+			return e
 		}
-		if !strings.HasPrefix(b.Text, billingHeader) {
-			sys = append(sys, b.Text)
+		for j, b := range content {
+			if b.Type != "text" {
+				return badRequest(path, "%s[%d]: a %q block: the system prompt is text", path, j, b.Type)
+			}
+			if !strings.HasPrefix(b.Text, billingHeader) {
+				sys = append(sys, b.Text)
+			}
+		}
+		return nil
+	}
+	if e := add(system, "system"); e != nil {
+		return nil, e
+	}
+	last := -1 // the last message that is not a system entry
+	for i, m := range in {
+		if m.Role == "system" {
+			if e := add(m.Content, fmt.Sprintf("messages[%d].content", i)); e != nil {
+				return nil, e
+			}
+		} else {
+			last = i
 		}
 	}
+	var out []qwen.Message
 	if len(sys) > 0 {
 		out = append(out, qwen.Message{Role: "system", Content: strings.Join(sys, "\n\n")})
 	}
-	if len(in) == 0 {
-		return nil, badRequest("messages", "messages: at least one message is required")
+	if last < 0 {
+		return nil, badRequest("messages", "messages: at least one message is required, besides system entries")
 	}
 	for i, m := range in {
 		path := fmt.Sprintf("messages[%d]", i)
-		if len(m.Content) == 0 {
+		if m.Role == "system" {
+			continue
+		}
+		content, e := parseContent(m.Content, path+".content")
+		if e != nil {
+			return nil, e
+		}
+		if len(content) == 0 {
 			return nil, badRequest(path+".content", "%s.content: empty", path)
 		}
-		var e *apiError
 		switch m.Role {
 		case "user":
-			out, e = userTurn(out, m.Content, path)
+			out, e = userTurn(out, content, path)
 		case "assistant":
-			if i == len(in)-1 {
+			if i == last {
 				return nil, badRequest(path, "%s: the last message is the assistant's: continuing a prefilled answer is not supported", path)
 			}
-			out, e = assistantTurn(out, m.Content, path)
+			out, e = assistantTurn(out, content, path)
 		default:
-			return nil, badRequest(path+".role", "%s.role %q: want user or assistant", path, m.Role)
+			return nil, badRequest(path+".role", "%s.role %q: want user, assistant or system", path, m.Role)
 		}
 		if e != nil {
 			return nil, e
@@ -651,11 +749,7 @@ func assistantTurn(out []qwen.Message, content anthropicContent, path string) ([
 			if b.Name == "" {
 				return nil, badRequest(bp+".name", "%s.name: missing", bp)
 			}
-			args, e := toolArguments(b.Input, bp+".input")
-			if e != nil {
-				return nil, e
-			}
-			msg.ToolCalls = append(msg.ToolCalls, qwen.ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
+			msg.ToolCalls = append(msg.ToolCalls, qwen.ToolCall{ID: b.ID, Name: b.Name, Arguments: toolArguments(b.Input)})
 		default:
 			return nil, refuseBlock(bp, b.Type, "an assistant message has text, thinking and tool_use blocks")
 		}
@@ -665,7 +759,11 @@ func assistantTurn(out []qwen.Message, content anthropicContent, path string) ([
 }
 
 // textOf is a tool result's text: a string, or text blocks.
-func textOf(content anthropicContent, path string) (string, *apiError) {
+func textOf(raw json.RawMessage, path string) (string, *apiError) {
+	content, e := parseContent(raw, path)
+	if e != nil {
+		return "", e
+	}
 	var text []string
 	for j, b := range content {
 		if b.Type != "text" {
@@ -681,7 +779,7 @@ func textOf(content anthropicContent, path string) (string, *apiError) {
 func refuseBlock(path, typ, want string) *apiError {
 	switch typ {
 	case "image", "document":
-		return badRequest(path, "%s: %s blocks are not supported: this model reads text only", path, typ)
+		return badRequest(path, "%s: %s blocks are not supported: %s", path, typ, noVision)
 	case "":
 		return badRequest(path+".type", "%s.type: missing", path)
 	}

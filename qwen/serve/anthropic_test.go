@@ -257,7 +257,7 @@ func TestAnthropicToolChoiceNone(t *testing.T) {
 	request := func(body string) qwen.Request {
 		var mr messagesRequest
 		unmarshal(t, body, &mr)
-		req, e := ts.messagesRequest(&mr, false)
+		req, e := ts.target().messagesRequest(&mr, false)
 		if e != nil {
 			t.Fatal(e.msg)
 		}
@@ -392,7 +392,7 @@ func TestAnthropicConversation(t *testing.T) {
 		"tools":[{"name":"weather","input_schema":{"type":"object"}},{"name":"time","description":"Now.","input_schema":{"type":"object"}}],
 		"tool_choice":{"type":"tool","name":"weather","disable_parallel_tool_use":true},
 		"thinking":{"type":"enabled","budget_tokens":64},"stop_sequences":["", "END"],"metadata":{"user_id":"u"}}`, &mr)
-	req, e := ts.messagesRequest(&mr, false)
+	req, e := ts.target().messagesRequest(&mr, false)
 	if e != nil {
 		t.Fatal(e.msg)
 	}
@@ -415,7 +415,7 @@ func TestAnthropicConversation(t *testing.T) {
 	for choice, want := range map[string]string{`{"type":"any"}`: "required", `{"type":"auto"}`: "auto", `{"type":"none"}`: "none"} {
 		mr.ToolChoice = nil
 		unmarshal(t, `{"tool_choice":`+choice+`,"thinking":{"type":"disabled"}}`, &mr)
-		if req, e = ts.messagesRequest(&mr, false); e != nil || req.ToolChoice != want || req.ToolName != "" || req.OneToolCall || !req.NoThinking {
+		if req, e = ts.target().messagesRequest(&mr, false); e != nil || req.ToolChoice != want || req.ToolName != "" || req.OneToolCall || !req.NoThinking {
 			t.Errorf("tool_choice %s: %+v", choice, req)
 		}
 	}
@@ -444,7 +444,7 @@ func TestAnthropicConversation(t *testing.T) {
 	}
 	// A model that does not think (Qwen2.5's template) has no thinking to
 	// bound: thinking enabled asks it nothing, as disabled does.
-	qwen25 := NewServer(ts.m, ServerOptions{})
+	qwen25 := ts.target()
 	qwen25.info.ChatTemplate = "qwen2.5"
 	mr.Thinking.Type = "enabled"
 	if req, e = qwen25.messagesRequest(&mr, false); e != nil || req.ThinkBudget != 0 || req.NoThinking {
@@ -463,7 +463,7 @@ func TestAnthropicStreamBlocks(t *testing.T) {
 	answer := func(g *generation, stream bool) (*httptest.ResponseRecorder, anthropicMessageOut) {
 		rec := httptest.NewRecorder()
 		r := httptest.NewRequest("POST", "/v1/messages", nil)
-		if e := ts.answerMessage(rec, g, stream); e != nil {
+		if e := ts.answerMessage(rec, ts.target(), g, stream); e != nil {
 			writeError(rec, r, e)
 		}
 		var msg anthropicMessageOut
@@ -559,18 +559,19 @@ func TestAnthropicErrors(t *testing.T) {
 		{"/v1/messages", `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "max_tokens: Field required"},
 		{"/v1/messages", `{` + m + `,"temperature":-1,"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "temperature"},
 		{"/v1/messages", user(`[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]`), 400, "invalid_request_error",
-			"messages[0].content[0]: image blocks are not supported: this model reads text only"},
+			"messages[0].content[0]: image blocks are not supported: this model has no vision"},
 		{"/v1/messages", user(`[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image"}]}]`), 400, "invalid_request_error", "messages[0].content[0].content[0]: image blocks"},
 		{"/v1/messages", user(`[{"type":"document"}]`), 400, "invalid_request_error", "document blocks are not supported"},
 		{"/v1/messages", user(`7`), 400, "invalid_request_error", "content: want a string or a list of content blocks"},
-		{"/v1/messages", user(`[{"type":"text","text":5}]`), 400, "invalid_request_error", "messages.content.text: want a string, got number"},
+		{"/v1/messages", user(`[{"type":"text","text":5}]`), 400, "invalid_request_error", "messages[0].content[0].text: want a string, got number"},
 		{"/v1/messages", user(`[]`), 400, "invalid_request_error", "messages[0].content: empty"},
 		{"/v1/messages", `{` + m + `,"messages":[]}`, 400, "invalid_request_error", "at least one message"},
 		{"/v1/messages", `{` + m + `,"system":[{"type":"image"}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "the system prompt is text"},
 		{"/v1/messages", `{` + m + `,"system":5,"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "system: want a string or a list"},
-		{"/v1/messages", `{` + m + `,"messages":[{"role":"system","content":"Hi"}]}`, 400, "invalid_request_error", `messages[0].role "system": want user or assistant`},
+		{"/v1/messages", `{` + m + `,"messages":[{"role":"system","content":"Hi"}]}`, 400, "invalid_request_error", `at least one message is required, besides system entries`},
+		{"/v1/messages", `{` + m + `,"messages":[{"role":"robot","content":"Hi"}]}`, 400, "invalid_request_error", `messages[0].role "robot": want user, assistant or system`},
+		{"/v1/messages", `{` + m + `,"messages":[{"role":"system","content":[{"type":"image"}]},{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `messages[0].content[0]: a "image" block: the system prompt is text`},
 		{"/v1/messages", `{` + m + `,"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"The answer is"}]}`, 400, "invalid_request_error", "prefilled answer is not supported"},
-		{"/v1/messages", `{` + m + `,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":[1]}]},{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "messages[0].content[0].input: want a JSON object"},
 		{"/v1/messages", `{` + m + `,"thinking":{"type":"enabled"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "thinking.budget_tokens"},
 		{"/v1/messages", `{` + m + `,"thinking":{"type":"sometimes"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `thinking.type "sometimes"`},
 		{"/v1/messages", `{` + m + `,"tool_choice":{"type":"any"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "it needs tools"},
@@ -578,7 +579,7 @@ func TestAnthropicErrors(t *testing.T) {
 		{"/v1/messages", `{` + m + `,"tools":[{"name":"f"}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "tools[0].input_schema: missing"},
 		{"/v1/messages", `{` + m + `,"tools":[{"name":"f","input_schema":{"type":"object","minProperties":1}}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "minProperties"},
 		{"/v1/messages", `{` + m + `,"stop_sequences":"END","messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "stop_sequences: want an array"},
-		{"/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":4,"messages":[{"role":"user","content":"Hi"}]}`, 404, "not_found_error", `the model "claude-sonnet-4-5" does not exist: this server runs "tiny-a"`},
+		{"/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":4,"messages":[{"role":"user","content":"Hi"}]}`, 404, "not_found_error", `the model "claude-sonnet-4-5" does not exist: this server has "tiny-a"`},
 		{"/v1/messages/count_tokens", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"Hi"}]}`, 404, "not_found_error", "does not exist"},
 		{"/v1/messages/count_tokens", `{"model":"tiny-a","messages":[{"role":"user","content":[{"type":"image"}]}]}`, 400, "invalid_request_error", "reads text only"},
 		{"/v1/messages/batches", `{}`, 404, "not_found_error", "no endpoint POST /v1/messages/batches"},

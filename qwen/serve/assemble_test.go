@@ -52,7 +52,7 @@ func TestChatAnswerReasoning(t *testing.T) {
 	ts := newTestServer(t, modelOpts{}, ServerOptions{})
 	pieces, reasoning, content := thinkingAnswer()
 	rec := httptest.NewRecorder()
-	ts.answerChat(rec, httptest.NewRequest("POST", "/v1/chat/completions", nil), forced(ts, pieces), true, true)
+	ts.answerChat(rec, httptest.NewRequest("POST", "/v1/chat/completions", nil), ts.target(), forced(ts, pieces), true, true)
 	events := sseEvents(t, rec.Body.String())
 	if events[len(events)-1] != "[DONE]" {
 		t.Fatalf("the stream ends with %q", events[len(events)-1])
@@ -77,7 +77,7 @@ func TestChatAnswerReasoning(t *testing.T) {
 	}
 
 	rec = httptest.NewRecorder()
-	ts.answerChat(rec, httptest.NewRequest("POST", "/v1/chat/completions", nil), forced(ts, pieces), false, false)
+	ts.answerChat(rec, httptest.NewRequest("POST", "/v1/chat/completions", nil), ts.target(), forced(ts, pieces), false, false)
 	var res struct {
 		Choices []struct {
 			Message map[string]string `json:"message"`
@@ -96,7 +96,7 @@ func TestOllamaAnswerThinking(t *testing.T) {
 	pieces, reasoning, content := thinkingAnswer()
 	for _, isChat := range []bool{true, false} {
 		rec := httptest.NewRecorder()
-		ts.ollamaAnswer(rec, httptest.NewRequest("POST", "/api/chat", nil), forced(ts, pieces), true, isChat)
+		ts.ollamaAnswer(rec, httptest.NewRequest("POST", "/api/chat", nil), ts.target(), forced(ts, pieces), true, isChat)
 		var th, c strings.Builder
 		lines := strings.Split(strings.TrimSpace(rec.Body.String()), "\n")
 		for _, line := range lines {

@@ -18,7 +18,12 @@ import (
 // Ajv, a schema that cannot be enforced refused, and the ollama client's
 // tool_calls, whole and streamed, given back with tool_name (Ollama has
 // no tool_choice, so these go to a second server whose model opens a call
-// first: eagerCaller). Then the @anthropic-ai/sdk package against the same
+// first: eagerCaller); the Responses API through the openai package
+// (responses.create and its stream helper: a forced call, its result
+// sent back with previous_response_id, text streamed, text.format
+// json_schema validated with Ajv, a built-in tool refused); and the
+// ollama package's version, show and ps. Then the @anthropic-ai/sdk
+// package against the same
 // server: a message, the SDK's stream helper accumulating the same
 // message, count_tokens equal to the usage, top_k 1 and top_p 0 answering
 // as greedy decoding, tool_choice any giving tool_use inputs that
@@ -32,7 +37,7 @@ func TestRealClients(t *testing.T) {
 	ts := newTestServer(t, modelOpts{Parallel: 2}, ServerOptions{})
 	var cr ollamaChatRequest
 	readFile(t, filepath.Join(dir, "ollama-tools.json"), &cr)
-	req, e := ts.ollamaChatRequest(&cr)
+	req, e := ts.target().ollamaChatRequest(&cr)
 	if e != nil {
 		t.Fatal(e.msg)
 	}

@@ -3,6 +3,7 @@ package serve
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -32,6 +33,8 @@ type promptInput struct {
 	set  bool
 }
 
+func (*promptInput) want() string { return "a string or a list of token ids (one prompt per request)" }
+
 func (p *promptInput) UnmarshalJSON(b []byte) error {
 	var text string
 	var texts []string
@@ -47,7 +50,7 @@ func (p *promptInput) UnmarshalJSON(b []byte) error {
 	case json.Unmarshal(b, &idLists) == nil && len(idLists) == 1:
 		ids = idLists[0]
 	default:
-		return &fieldError{"prompt", "want a string or a list of token ids (one prompt per request)"}
+		return shapeError(b, reflect.TypeFor[promptInput]())
 	}
 	*p = promptInput{text: text, ids: ids, set: true}
 	return nil
@@ -93,11 +96,12 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	if e := decode(w, r, s.opts.MaxBody, &cr); e != nil {
 		return e
 	}
-	if e := s.checkModel(cr.Model); e != nil {
+	t, e := s.model(r, rl, cr.Model)
+	if e != nil {
 		return e
 	}
 	// OpenAI's default for the legacy endpoint is 16 tokens.
-	req, e := s.openAIRequest(&cr.samplingFields, cr.N, cr.MaxTokens, "max_tokens", 16, cr.Stop)
+	req, e := t.openAIRequest(&cr.samplingFields, cr.N, cr.MaxTokens, "max_tokens", 16, cr.Stop)
 	if e != nil {
 		return e
 	}
@@ -120,11 +124,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	if req.Tokens == nil && req.Prompt == "" {
 		req.Tokens = []int32{} // refused as an empty prompt
 	}
-	g, e := s.start(r.Context(), rl, req)
+	g, e := s.start(r.Context(), rl, t, req, schemaFields{})
 	if e != nil {
 		return e
 	}
-	head := completion{ID: newID("cmpl"), Object: "text_completion", Created: time.Now().Unix(), Model: s.opts.Name}
+	head := completion{ID: newID("cmpl"), Object: "text_completion", Created: time.Now().Unix(), Model: t.name}
 	var lps *completionLogprobs
 	offset := 0
 	var text strings.Builder
@@ -160,29 +164,5 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 		u = usageOf(out.usage)
 	}
 	endStream(ls, head, completionChoice{FinishReason: &out.finish}, u)
-	return nil
-}
-
-type modelObject struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	OwnedBy string `json:"owned_by"`
-}
-
-func (s *Server) modelObject() modelObject {
-	return modelObject{ID: s.opts.Name, Object: "model", Created: s.info.Modified.Unix(), OwnedBy: "qwenrun"}
-}
-
-func (s *Server) listModels(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []modelObject{s.modelObject()}})
-	return nil
-}
-
-func (s *Server) getModel(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
-	if e := s.checkModel(r.PathValue("model")); e != nil {
-		return e
-	}
-	writeJSON(w, http.StatusOK, s.modelObject())
 	return nil
 }

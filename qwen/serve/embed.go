@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"reflect"
 	"time"
 
 	"github.com/qwenc/qwenc/qwen"
@@ -24,6 +25,10 @@ const maxInputs = 2048
 type embedInput struct {
 	texts  []string
 	tokens [][]int32
+}
+
+func (*embedInput) want() string {
+	return "a string, a list of strings, a list of token ids or a list of lists of them"
 }
 
 func (in *embedInput) UnmarshalJSON(b []byte) error {
@@ -43,7 +48,7 @@ func (in *embedInput) UnmarshalJSON(b []byte) error {
 	case json.Unmarshal(b, &lists) == nil:
 		in.tokens = lists
 	default:
-		return &fieldError{"input", "want a string, a list of strings, a list of token ids or a list of lists of them"}
+		return shapeError(b, reflect.TypeFor[embedInput]())
 	}
 	n := len(in.texts) + len(in.tokens)
 	switch {
@@ -62,9 +67,9 @@ func (in *embedInput) UnmarshalJSON(b []byte) error {
 
 // embed runs an embedding request; the error is in the protocol's shape
 // (writeError picks it from the path).
-func (s *Server) embed(ctx context.Context, rl *reqLog, param string, req qwen.EmbedRequest) (qwen.Embeddings, *apiError) {
-	res, err := s.m.Embed(ctx, req)
-	if e := s.scoreError(err, param); e != nil {
+func (s *Server) embed(ctx context.Context, rl *reqLog, t *target, param string, req qwen.EmbedRequest) (qwen.Embeddings, *apiError) {
+	res, err := t.m.Embed(ctx, req)
+	if e := scoreError(t, err, param); e != nil {
 		return res, e
 	}
 	rl.prompt = res.PromptTokens
@@ -74,7 +79,7 @@ func (s *Server) embed(ctx context.Context, rl *reqLog, param string, req qwen.E
 
 // scoreError maps an error of Embed or Rerank: the request's fault unless
 // the server is busy or closing.
-func (s *Server) scoreError(err error, param string) *apiError {
+func scoreError(t *target, err error, param string) *apiError {
 	var tooLong *qwen.PromptTooLongError
 	switch {
 	case err == nil:
@@ -88,7 +93,7 @@ func (s *Server) scoreError(err error, param string) *apiError {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &apiError{status: 499, msg: "the client closed the request"}
 	case errors.Is(err, qwen.ErrNotEmbeddingModel):
-		return badRequest("model", "%s: %v", s.opts.Name, err)
+		return badRequest("model", "%s: %v", t.name, err)
 	}
 	return badRequest(param, "%v", err)
 }
@@ -105,7 +110,8 @@ func (s *Server) openAIEmbeddings(w http.ResponseWriter, r *http.Request, rl *re
 	if e := decode(w, r, s.opts.MaxBody, &er); e != nil {
 		return e
 	}
-	if e := s.checkModel(er.Model); e != nil {
+	t, e := s.model(r, rl, er.Model)
+	if e != nil {
 		return e
 	}
 	if er.Input.texts == nil && er.Input.tokens == nil {
@@ -121,7 +127,7 @@ func (s *Server) openAIEmbeddings(w http.ResponseWriter, r *http.Request, rl *re
 		}
 		req.Dimensions = *er.Dimensions
 	}
-	res, e := s.embed(r.Context(), rl, "input", req)
+	res, e := s.embed(r.Context(), rl, t, "input", req)
 	if e != nil {
 		return e
 	}
@@ -138,7 +144,7 @@ func (s *Server) openAIEmbeddings(w http.ResponseWriter, r *http.Request, rl *re
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"object": "list", "data": data, "model": s.opts.Name,
+		"object": "list", "data": data, "model": t.name,
 		"usage": map[string]int{"prompt_tokens": res.PromptTokens, "total_tokens": res.PromptTokens},
 	})
 	return nil
@@ -164,23 +170,19 @@ type ollamaEmbedFields struct {
 
 // embedContext is an Ollama embedding request's num_ctx: the longest
 // input; the sampling options mean nothing to an embedding, as in Ollama.
-func (s *Server) embedContext(f *ollamaEmbedFields, req *qwen.EmbedRequest) *apiError {
-	if n := f.Options.NumCtx; n != nil && *n > 0 {
-		if *n > s.info.Context {
-			return badRequest("num_ctx", "num_ctx %d is larger than the server's context of %d tokens (qwenrun serve --ctx)", *n, s.info.Context)
-		}
-		req.Context = *n
-	}
-	return nil
+func embedContext(t *target, f *ollamaEmbedFields, req *qwen.EmbedRequest) *apiError {
+	n, e := t.numCtx(f.Options.NumCtx)
+	req.Context = n
+	return e
 }
 
 // decodeOllamaEmbed decodes an Ollama embedding request into dst, whose
-// shared fields are f, and checks its model.
-func (s *Server) decodeOllamaEmbed(w http.ResponseWriter, r *http.Request, dst any, f *ollamaEmbedFields) *apiError {
+// shared fields are f, and makes its model resident.
+func (s *Server) decodeOllamaEmbed(w http.ResponseWriter, r *http.Request, rl *reqLog, dst any, f *ollamaEmbedFields) (*target, *apiError) {
 	if e := decode(w, r, s.opts.MaxBody, dst); e != nil {
-		return e
+		return nil, e
 	}
-	return s.ollamaModel(f.Model)
+	return s.model(r, rl, f.Model)
 }
 
 // ollamaEmbed is POST /api/embed.
@@ -191,7 +193,8 @@ func (s *Server) ollamaEmbed(w http.ResponseWriter, r *http.Request, rl *reqLog)
 		Truncate   *bool      `json:"truncate"`
 		Dimensions int        `json:"dimensions"`
 	}
-	if e := s.decodeOllamaEmbed(w, r, &er, &er.ollamaEmbedFields); e != nil {
+	t, e := s.decodeOllamaEmbed(w, r, rl, &er, &er.ollamaEmbedFields)
+	if e != nil {
 		return e
 	}
 	if er.Input.texts == nil && er.Input.tokens == nil {
@@ -206,15 +209,15 @@ func (s *Server) ollamaEmbed(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	start := time.Now()
 	// Ollama truncates unless told not to.
 	req := qwen.EmbedRequest{Inputs: er.Input.texts, Dimensions: er.Dimensions, Truncate: er.Truncate == nil || *er.Truncate}
-	if e := s.embedContext(&er.ollamaEmbedFields, &req); e != nil {
+	if e := embedContext(t, &er.ollamaEmbedFields, &req); e != nil {
 		return e
 	}
-	res, e := s.embed(r.Context(), rl, "input", req)
+	res, e := s.embed(r.Context(), rl, t, "input", req)
 	if e != nil {
 		return e
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"model": s.opts.Name, "embeddings": res.Vectors,
+		"model": t.name, "embeddings": res.Vectors,
 		"total_duration": time.Since(start).Nanoseconds(), "load_duration": 0, "prompt_eval_count": res.PromptTokens,
 	})
 	return nil
@@ -227,14 +230,15 @@ func (s *Server) ollamaEmbeddings(w http.ResponseWriter, r *http.Request, rl *re
 		ollamaEmbedFields
 		Prompt string `json:"prompt"`
 	}
-	if e := s.decodeOllamaEmbed(w, r, &er, &er.ollamaEmbedFields); e != nil {
+	t, e := s.decodeOllamaEmbed(w, r, rl, &er, &er.ollamaEmbedFields)
+	if e != nil {
 		return e
 	}
 	req := qwen.EmbedRequest{Inputs: []string{er.Prompt}, Truncate: true}
-	if e := s.embedContext(&er.ollamaEmbedFields, &req); e != nil {
+	if e := embedContext(t, &er.ollamaEmbedFields, &req); e != nil {
 		return e
 	}
-	res, e := s.embed(r.Context(), rl, "prompt", req)
+	res, e := s.embed(r.Context(), rl, t, "prompt", req)
 	if e != nil {
 		return e
 	}
@@ -256,10 +260,9 @@ func (s *Server) rerank(w http.ResponseWriter, r *http.Request, rl *reqLog) *api
 	if e := decode(w, r, s.opts.MaxBody, &rr); e != nil {
 		return e
 	}
-	if rr.Model != "" { // optional, as llama-server has it
-		if e := s.checkModel(rr.Model); e != nil {
-			return e
-		}
+	t, e := s.defaultTarget(r, rl, rr.Model) // optional, as llama-server has it
+	if e != nil {
+		return e
 	}
 	switch {
 	case rr.Query == nil:
@@ -271,8 +274,8 @@ func (s *Server) rerank(w http.ResponseWriter, r *http.Request, rl *reqLog) *api
 	case rr.TopN != nil && *rr.TopN < 1:
 		return badRequest("top_n", "top_n %d: want 1 or more", *rr.TopN)
 	}
-	res, err := s.m.Rerank(r.Context(), qwen.RerankRequest{Query: *rr.Query, Documents: rr.Documents, Instruct: rr.Instruction})
-	if e := s.scoreError(err, "documents"); e != nil {
+	res, err := t.m.Rerank(r.Context(), qwen.RerankRequest{Query: *rr.Query, Documents: rr.Documents, Instruct: rr.Instruction})
+	if e := scoreError(t, err, "documents"); e != nil {
 		return e
 	}
 	rl.prompt = res.PromptTokens
@@ -297,7 +300,7 @@ func (s *Server) rerank(w http.ResponseWriter, r *http.Request, rl *reqLog) *api
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"object": "list", "model": s.opts.Name, "results": out,
+		"object": "list", "model": t.name, "results": out,
 		"usage": map[string]int{"prompt_tokens": res.PromptTokens, "total_tokens": res.PromptTokens},
 	})
 	return nil

@@ -186,7 +186,7 @@ func TestEmbeddingRefusals(t *testing.T) {
 		{emb, "/api/embed", `{"model": "tiny-emb", "input": "x", "options": {"num_ctx": "big"}}`, `"error":"options.num_ctx: want an integer`},
 		{gen, "/v1/rerank", `{"documents": ["d"]}`, `query is required`},
 		{gen, "/v1/rerank", `{"query": "q", "documents": ["d"], "top_n": 0}`, `top_n 0`},
-		{gen, "/v1/rerank", `{"query": "q", "documents": [{"text": "d"}]}`, `"param":"documents"`},
+		{gen, "/v1/rerank", `{"query": "q", "documents": [{"text": "d"}]}`, `"param":"documents[0]"`},
 	} {
 		resp, body := tc.ts.post(t, tc.path, tc.body)
 		if tc.want == "" {

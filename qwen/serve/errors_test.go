@@ -44,7 +44,7 @@ func TestBadRequests(t *testing.T) {
 		{`{"model":"tiny-a",` + hi + `,"max_tokens":1.5}`, "max_tokens", "want an integer"},
 		{`{"model":"tiny-a",` + hi + `,"stream":"yes"}`, "stream", "want true or false"},
 		{`{"model":"tiny-a",` + hi + `,"stop":7}`, "stop", "stop: want a string or a list of strings"},
-		{`{"model":"tiny-a","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, "content", "reads text only"},
+		{`{"model":"tiny-a","messages":[{"role":"user","content":[{"type":"text","text":"Hi"},{"type":"image_url"}]}]}`, "messages[0].content[1]", `a content part of type "image_url": this model has no vision`},
 		{`{"model":"tiny-a"}`, "messages", "messages must be a non-empty list"},
 		{`{"model":"tiny-a","messages":[]}`, "messages", "messages must be a non-empty list"},
 		{`{"model":"tiny-a","messages":[{"role":"robot","content":"Hi"}]}`, "messages[0].role", `unknown role "robot"`},
@@ -57,17 +57,7 @@ func TestBadRequests(t *testing.T) {
 		{`{"model":"tiny-a",` + hi + `,"top_logprobs":3}`, "top_logprobs", "needs logprobs"},
 		{`{"model":"tiny-a",` + hi + `,"logprobs":true,"top_logprobs":21}`, "top_logprobs", "outside"},
 	} {
-		resp, body := ts.post(t, "/v1/chat/completions", c.body)
-		var e openAIError
-		unmarshal(t, body, &e)
-		param := ""
-		if e.Error != nil && e.Error.Param != nil {
-			param = *e.Error.Param
-		}
-		if resp.StatusCode != 400 || e.Error == nil || e.Error.Type != "invalid_request_error" || param != c.param ||
-			!strings.Contains(e.Error.Message, c.msg) {
-			t.Errorf("%s: %d %s; want 400, param %q, %q", c.body, resp.StatusCode, body, c.param, c.msg)
-		}
+		wantBadRequest(t, ts, "/v1/chat/completions", c.body, c.param, c.msg)
 	}
 	// Unknown fields are ignored, as OpenAI does.
 	resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1,"frobnicate":{"x":[1]},"user":"me"}`)
@@ -77,7 +67,7 @@ func TestBadRequests(t *testing.T) {
 	// Ollama's shape under /api/.
 	for _, c := range []struct{ body, msg string }{
 		{`{"model":`, "malformed JSON"},
-		{`{"model":"tiny-a","messages":[{"role":"user","content":1}]}`, "messages.content: want a string, got number"},
+		{`{"model":"tiny-a","messages":[{"role":"user","content":1}]}`, "messages[0].content: want a string, got number"},
 		{`{"model":"tiny-a","messages":[{"role":"robot","content":"Hi"}]}`, `unknown role "robot"`},
 		{`{"model":"tiny-a",` + hi + `,"think":"maybe"}`, "think: want true, false"},
 		{`{"model":"tiny-a",` + hi + `,"options":{"top_k":-3}}`, "top_k -3 is less than -1"},
@@ -89,6 +79,23 @@ func TestBadRequests(t *testing.T) {
 		if resp.StatusCode != 400 || !strings.Contains(e.Error, c.msg) {
 			t.Errorf("/api/chat %s: %d %s; want 400, %q", c.body, resp.StatusCode, body, c.msg)
 		}
+	}
+}
+
+// wantBadRequest posts body to path and wants a 400 in OpenAI's shape,
+// with param and a message with msg.
+func wantBadRequest(t *testing.T, ts *testServer, path, body, param, msg string) {
+	t.Helper()
+	resp, out := ts.post(t, path, body)
+	var e openAIError
+	unmarshal(t, out, &e)
+	got := ""
+	if e.Error != nil && e.Error.Param != nil {
+		got = *e.Error.Param
+	}
+	if resp.StatusCode != 400 || e.Error == nil || e.Error.Type != "invalid_request_error" || got != param ||
+		!strings.Contains(e.Error.Message, msg) {
+		t.Errorf("%s %s: %d %s; want 400, param %q, %q", path, body, resp.StatusCode, out, param, msg)
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/qwenc/qwenc/qwen"
@@ -26,26 +28,63 @@ type outcome struct {
 	stop    qwen.StopReason
 	matched string // the stop string that came, with qwen.StopString
 	usage   qwen.Usage
+	// reasoning counts the tokens generated before the answer's first
+	// text or call (the thinking, its markers with it), when it thought.
+	reasoning int
 }
 
-// start submits req; the generation ends with ctx, the request's.
-func (s *Server) start(ctx context.Context, rl *reqLog, req qwen.Request) (*generation, *apiError) {
+// schemaFields name the fields a request's schemas come from, for the
+// errors of a schema the grammar refuses: format, the answer's
+// (response_format), or tools, a tool's name to the path of its
+// parameters.
+type schemaFields struct {
+	format string
+	tools  map[string]string
+}
+
+// toolParam is the path of the parameters of the tool a schema error is
+// of, or "tools" when it cannot be told; and the error without the
+// tool's name, which the path gives.
+func (f schemaFields) toolParam(err error) (string, string) {
+	msg := err.Error()
+	for name, path := range f.tools {
+		if rest, ok := strings.CutPrefix(msg, fmt.Sprintf("tool %q: parameters: ", name)); ok {
+			return path, rest
+		}
+	}
+	return "tools", msg
+}
+
+// toolPaths maps the names of tools, as a request lists them, to the
+// paths of their parameters: pattern with each one's index.
+func toolPaths(tools []qwen.Tool, pattern string) map[string]string {
+	paths := map[string]string{}
+	for i, t := range tools {
+		paths[t.Name] = fmt.Sprintf(pattern, i)
+	}
+	return paths
+}
+
+// start submits req to t; the generation ends with ctx, the request's.
+// A schema the grammar refuses is the fault of the field fields names.
+func (s *Server) start(ctx context.Context, rl *reqLog, t *target, req qwen.Request, fields schemaFields) (*generation, *apiError) {
 	req.Draft = cmp.Or(req.Draft, s.opts.Draft)
-	req.DraftModel = cmp.Or(req.DraftModel, s.opts.DraftModel)
+	if t.info.DraftModel != "" { // a model loaded in place of the served one has none
+		req.DraftModel = cmp.Or(req.DraftModel, s.opts.DraftModel)
+	}
 	req.DraftMin = cmp.Or(req.DraftMin, s.opts.DraftMin)
 	req.DraftPMin = cmp.Or(req.DraftPMin, s.opts.DraftPMin)
-	st, err := s.m.Start(ctx, req)
+	st, err := t.m.Start(ctx, req)
 	var tooLong *qwen.PromptTooLongError
 	var schema *qwen.SchemaError
 	switch {
 	case errors.Is(err, qwen.ErrEmbeddingModel):
-		return nil, badRequest("model", "%s: %v", s.opts.Name, err)
+		return nil, badRequest("model", "%s: %v", t.name, err)
+	case errors.As(err, &schema) && req.JSONSchema == nil:
+		param, msg := fields.toolParam(err)
+		return nil, badRequest(param, "%s: %s", param, msg)
 	case errors.As(err, &schema):
-		param := "response_format" // Ollama's format: its errors name no field
-		if req.JSONSchema == nil {
-			param = "tools" // a tool's parameters
-		}
-		return nil, badRequest(param, "%v", err)
+		return nil, badRequest(fields.format, "%s: %v", fields.format, err)
 	case errors.As(err, &tooLong) && req.Context != 0: // only Ollama's num_ctx sets it
 		return nil, badRequest("num_ctx", "the prompt has %d tokens, more than num_ctx %d", tooLong.Tokens, req.Context)
 	case errors.Is(err, qwen.ErrBusy):
@@ -64,8 +103,14 @@ func (s *Server) start(ctx context.Context, rl *reqLog, req qwen.Request) (*gene
 // context ends) or emit fails; the generation then stops within a step.
 func (g *generation) run(emit func(qwen.Delta) error) (outcome, error) {
 	var last time.Time
-	calls := false
+	calls, thought := false, false
+	tokens, answerAt := 0, -1
 	for d, err := range g.deltas {
+		tokens += len(d.IDs)
+		thought = thought || d.Reasoning != ""
+		if answerAt < 0 && (d.Content != "" || len(d.ToolCalls) > 0) {
+			answerAt = tokens - len(d.IDs)
+		}
 		if len(d.IDs) > 0 {
 			if last.IsZero() {
 				g.rl.ttft = d.Time.Sub(g.rl.start)
@@ -101,7 +146,14 @@ func (g *generation) run(emit func(qwen.Delta) error) (outcome, error) {
 			case d.Stop == qwen.StopEOS || d.Stop == qwen.StopString:
 				finish = "stop"
 			}
-			return outcome{finish: finish, stop: d.Stop, matched: d.Matched, usage: u}, nil
+			o := outcome{finish: finish, stop: d.Stop, matched: d.Matched, usage: u}
+			if thought {
+				if answerAt < 0 {
+					answerAt = tokens
+				}
+				o.reasoning = min(answerAt, u.CompletionTokens)
+			}
+			return o, nil
 		}
 	}
 	err := errors.New("the generation ended without its last delta")

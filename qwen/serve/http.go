@@ -45,6 +45,17 @@ type ServerOptions struct {
 	// request with OpenAI's prediction drafts it (qwen.DefaultDraft).
 	Draft, DraftModel, DraftMin int
 	DraftPMin                   float64
+	// Models are further names a request may give, each naming a .qbin
+	// file (an alias of the served model's own, or another model's; see
+	// ModelDir): /v1/models and /api/tags list them. One model is
+	// resident at a time: a request for another waits for the requests
+	// of the resident one to end, which is then shut down (the served
+	// model, which stays the caller's to close, is only shut down), and
+	// the other opened with Open. A name the served model has is its.
+	Models map[string]string
+	// Open loads a model of Models; nil: the served model's file alone
+	// can be named.
+	Open func(path string) (*qwen.Model, error)
 	// ping is how long an Anthropic stream may stay silent before a ping
 	// event (default defaultPing); tests shorten it.
 	ping time.Duration
@@ -59,20 +70,20 @@ const defaultPing = 10 * time.Second
 // adapter over the same qwen.Model, which batches every request into its
 // steps.
 type Server struct {
-	m       *qwen.Model
-	info    qwen.Info
-	opts    ServerOptions
-	keyHash [sha256.Size]byte
-	metrics *metrics
-	log     *slog.Logger
+	models    *models
+	responses *responseStore
+	opts      ServerOptions
+	keyHash   [sha256.Size]byte
+	metrics   *metrics
+	log       *slog.Logger
 }
 
-// NewServer serves m. Serve shuts m's engine down when it returns; m
-// stays the caller's to close.
+// NewServer serves m, and the models of o.Models. Serve shuts the
+// resident model's engine down when it returns; m stays the caller's to
+// close, and Close closes the models the server opened.
 func NewServer(m *qwen.Model, o ServerOptions) *Server {
-	info := m.Info()
 	if o.Name == "" {
-		o.Name = info.Name
+		o.Name = m.Info().Name
 	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = DefaultMaxBody
@@ -83,15 +94,20 @@ func NewServer(m *qwen.Model, o ServerOptions) *Server {
 	if o.ping <= 0 {
 		o.ping = defaultPing
 	}
-	s := &Server{m: m, info: info, opts: o, metrics: newMetrics(m), log: o.Log}
+	ms := newModels(m, o.Name, o)
+	s := &Server{models: ms, responses: newResponseStore(), opts: o, metrics: newMetrics(ms), log: o.Log}
 	// Hashing both sides gives ConstantTimeCompare equal lengths, so not
 	// even the key's length leaks through timing.
 	s.keyHash = sha256.Sum256([]byte(o.APIKey))
 	return s
 }
 
-// Name is the model's name in requests and responses.
+// Name is the served model's name in requests and responses.
 func (s *Server) Name() string { return s.opts.Name }
+
+// Close closes the model the server opened in place of the served one,
+// if one is resident, and refuses further requests.
+func (s *Server) Close() error { return s.models.close() }
 
 // handlerFunc answers a request; an error it returns, which it must not
 // have started answering, is written in the protocol's error shape.
@@ -102,6 +118,10 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	s.handle(mux, "POST /v1/chat/completions", s.chatCompletions)
 	s.handle(mux, "POST /v1/completions", s.completions)
+	s.handle(mux, "POST /v1/responses", s.createResponse)
+	s.handle(mux, "GET /v1/responses/{id}", s.getResponse)
+	s.handle(mux, "DELETE /v1/responses/{id}", s.deleteResponse)
+	s.handle(mux, "POST /v1/responses/{id}/cancel", s.cancelResponse)
 	s.handle(mux, "POST /apply-template", s.applyTemplate)
 	s.handle(mux, "POST /v1/embeddings", s.openAIEmbeddings)
 	s.handle(mux, "POST /v1/rerank", s.rerank)
@@ -116,6 +136,8 @@ func (s *Server) Handler() http.Handler {
 	s.handle(mux, "POST /api/embeddings", s.ollamaEmbeddings)
 	s.handle(mux, "GET /api/tags", s.ollamaTags)
 	s.handle(mux, "GET /api/version", s.ollamaVersion)
+	s.handle(mux, "POST /api/show", s.ollamaShow)
+	s.handle(mux, "GET /api/ps", s.ollamaPS)
 	s.handle(mux, "GET /health", s.health)
 	s.handle(mux, "GET /metrics", s.metrics.serve)
 	s.handle(mux, "GET /{$}", s.root)
@@ -143,6 +165,9 @@ func (s *Server) handle(mux *http.ServeMux, pattern string, h handlerFunc) {
 		} else {
 			s.logBody(r)
 			err = h(sw, r, rl)
+		}
+		if rl.release != nil {
+			rl.release()
 		}
 		if err != nil {
 			writeError(sw, r, err)
@@ -202,7 +227,8 @@ type reqLog struct {
 	hasGeneration bool
 	// failed is why a generation failed after its answer began, which
 	// the status does not say.
-	failed error
+	failed  error
+	release func() // lets the model the request named go, if it holds one
 }
 
 // done logs the request and counts it. A client that left before the
@@ -309,7 +335,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	engineCtx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Go(func() { s.m.Shutdown(engineCtx) })
+	wg.Go(func() { s.models.shutdown(engineCtx) })
 	// Handlers return once the engine ends their generations, by the end
 	// of the grace period; the margin is for writing the final chunks.
 	httpCtx, cancelHTTP := context.WithTimeout(context.Background(), grace+5*time.Second)

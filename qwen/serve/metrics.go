@@ -25,7 +25,7 @@ type metrics struct {
 	itl       prometheus.Histogram
 }
 
-func newMetrics(e *qwen.Model) *metrics {
+func newMetrics(ms *models) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qwenrun_requests_total",
@@ -48,7 +48,7 @@ func newMetrics(e *qwen.Model) *metrics {
 		itl: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "qwenrun_inter_token_latency_seconds",
 			Help: "Time between two generated tokens of one request.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 	}
-	m.reg.MustRegister(m.requests, m.prompt, m.scored, m.drafted, m.accepted, m.cached, m.generated, m.ttft, m.itl, newEngineCollector(e),
+	m.reg.MustRegister(m.requests, m.prompt, m.scored, m.drafted, m.accepted, m.cached, m.generated, m.ttft, m.itl, newEngineCollector(ms),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
@@ -67,16 +67,17 @@ func (m *metrics) countTokens(u qwen.Usage) {
 	m.accepted.Add(float64(u.Accepted))
 }
 
-// engineCollector reports the engine's load from one Stats snapshot per
-// scrape, so the figures are consistent with each other.
+// engineCollector reports the resident model's engine's load from one
+// Stats snapshot per scrape, so the figures are consistent with each
+// other; zeros while none is resident.
 type engineCollector struct {
-	e                        *qwen.Model
+	ms                       *models
 	active, queued, kv, kept *prometheus.Desc
 	steps, decoded           *prometheus.Desc
 }
 
-func newEngineCollector(e *qwen.Model) *engineCollector {
-	return &engineCollector{e: e,
+func newEngineCollector(ms *models) *engineCollector {
+	return &engineCollector{ms: ms,
 		active: prometheus.NewDesc("qwenrun_active_conversations", "Conversations decoding or prefilling.", nil, nil),
 		queued: prometheus.NewDesc("qwenrun_queued_requests", "Requests waiting for a free slot.", nil, nil),
 		kv:     prometheus.NewDesc("qwenrun_kv_cache_bytes", "KV cache bytes of the active conversations.", nil, nil),
@@ -97,7 +98,10 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.e.Stats()
+	var st qwen.Stats
+	if cur := c.ms.resident(); cur != nil {
+		st = cur.m.Stats()
+	}
 	ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(st.Active))
 	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(st.Queued))
 	ch <- prometheus.MustNewConstMetric(c.kv, prometheus.GaugeValue, float64(st.KVBytes))

@@ -1,18 +1,23 @@
 package serve
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
+	"github.com/qwenc/qwenc/format/chat"
 	"github.com/qwenc/qwenc/qwen"
 )
 
 // ollamaVersion is the version of Ollama's API these endpoints follow;
-// clients gate features on it (thinking came with 0.9).
-const ollamaVersion = "0.12.0"
+// clients gate features on it: thinking came with 0.9, /v1/responses with
+// 0.13.4 (Codex's --oss asks for it from then on).
+const ollamaVersion = "0.13.5"
 
 // ollamaOptions are the options of Ollama's requests that apply here;
 // the others (num_gpu, mirostat, ...) are ignored.
@@ -35,6 +40,8 @@ type ollamaOptions struct {
 // takes as true. Unset, Qwen3 thinks.
 type thinkFlag struct{ set, on bool }
 
+func (*thinkFlag) want() string { return `true, false, "low", "medium" or "high"` }
+
 func (t *thinkFlag) UnmarshalJSON(b []byte) error {
 	var on *bool
 	var level string
@@ -44,7 +51,7 @@ func (t *thinkFlag) UnmarshalJSON(b []byte) error {
 	case json.Unmarshal(b, &level) == nil && (level == "low" || level == "medium" || level == "high"):
 		*t = thinkFlag{true, true}
 	default:
-		return &fieldError{"think", `want true, false, "low", "medium" or "high"`}
+		return shapeError(b, reflect.TypeFor[thinkFlag]())
 	}
 	return nil
 }
@@ -119,21 +126,9 @@ type (
 	}
 )
 
-// ollamaModel accepts the served model's name, alone or with Ollama's
-// default tag.
-func (s *Server) ollamaModel(name string) *apiError {
-	switch name {
-	case "":
-		return badRequest("model", "model is required")
-	case s.opts.Name, s.opts.Name + ":latest":
-		return nil
-	}
-	return &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("model %q not found: this server runs %q", name, s.opts.Name)}
-}
-
 // reply is a part of an answer, or the whole, in the endpoint's shape.
-func (s *Server) reply(isChat bool, content, thinking string) ollamaResponse {
-	r := ollamaResponse{Model: s.opts.Name, CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
+func (t *target) reply(isChat bool, content, thinking string) ollamaResponse {
+	r := ollamaResponse{Model: t.name, CreatedAt: time.Now().UTC().Format(time.RFC3339Nano)}
 	if isChat {
 		r.Message = &ollamaOut{Role: "assistant", Content: content, Thinking: thinking}
 	} else {
@@ -147,31 +142,32 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request, rl *reqLog) 
 	if e := decode(w, r, s.opts.MaxBody, &cr); e != nil {
 		return e
 	}
-	if e := s.ollamaModel(cr.Model); e != nil {
-		return e
-	}
-	if len(cr.Messages) == 0 {
-		return s.loaded(w, true) // Ollama's way to load a model
-	}
-	req, e := s.ollamaChatRequest(&cr)
+	t, e := s.model(r, rl, cr.Model)
 	if e != nil {
 		return e
 	}
-	return s.ollamaRun(w, r, rl, &cr.Options, req, cr.Stream, true)
+	if len(cr.Messages) == 0 {
+		return t.loaded(w, true) // Ollama's way to load a model
+	}
+	req, e := t.ollamaChatRequest(&cr)
+	if e != nil {
+		return e
+	}
+	return s.ollamaRun(w, r, rl, t, &cr.Options, req, cr.Stream, true)
 }
 
 // ollamaChatRequest checks an Ollama chat request's conversation, tools
 // and format and makes them a qwen.Request. A tool message's tool_name
 // is read and left out, as Qwen's templates leave it: the results follow
 // the calls in their order.
-func (s *Server) ollamaChatRequest(cr *ollamaChatRequest) (qwen.Request, *apiError) {
+func (t *target) ollamaChatRequest(cr *ollamaChatRequest) (qwen.Request, *apiError) {
 	msgs := make([]qwen.Message, len(cr.Messages))
 	for i, m := range cr.Messages {
 		switch {
 		case m.Role != "system" && m.Role != "user" && m.Role != "assistant" && m.Role != "tool":
 			return qwen.Request{}, badRequest("messages", "messages[%d]: unknown role %q: want system, user, assistant or tool", i, m.Role)
 		case len(m.Images) > 0:
-			return qwen.Request{}, badRequest("messages", "messages[%d]: images: this model reads text only", i)
+			return qwen.Request{}, badRequest("messages", "messages[%d].images: %s", i, noVision)
 		case len(m.ToolCalls) > 0 && m.Role != "assistant":
 			return qwen.Request{}, badRequest("messages", "messages[%d]: only an assistant message has tool_calls", i)
 		}
@@ -181,14 +177,10 @@ func (s *Server) ollamaChatRequest(cr *ollamaChatRequest) (qwen.Request, *apiErr
 			if c.Function.Name == "" {
 				return qwen.Request{}, badRequest("messages", "%s.name: missing", path)
 			}
-			args, e := toolArguments(c.Function.Arguments, path+".arguments")
-			if e != nil {
-				return qwen.Request{}, e
-			}
-			msgs[i].ToolCalls = append(msgs[i].ToolCalls, qwen.ToolCall{Name: c.Function.Name, Arguments: args})
+			msgs[i].ToolCalls = append(msgs[i].ToolCalls, qwen.ToolCall{Name: c.Function.Name, Arguments: toolArguments(c.Function.Arguments)})
 		}
 	}
-	if e := s.needsChat(); e != nil {
+	if e := t.needsChat(); e != nil {
 		return qwen.Request{}, e
 	}
 	tools, e := parseTools(cr.Tools)
@@ -207,18 +199,19 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request, rl *reqL
 	if e := decode(w, r, s.opts.MaxBody, &gr); e != nil {
 		return e
 	}
-	if e := s.ollamaModel(gr.Model); e != nil {
+	t, e := s.model(r, rl, gr.Model)
+	if e != nil {
 		return e
 	}
 	switch {
 	case gr.Prompt == "":
-		return s.loaded(w, false)
+		return t.loaded(w, false)
 	case len(gr.Images) > 0:
-		return badRequest("images", "images: this model reads text only")
-	case (gr.Raw || s.info.ChatTemplate == "") && len(gr.Format) > 0 && string(gr.Format) != "null" && string(gr.Format) != `""`:
+		return badRequest("images", "images: %s", noVision)
+	case (gr.Raw || t.info.ChatTemplate == "") && len(gr.Format) > 0 && string(gr.Format) != "null" && string(gr.Format) != `""`:
 		return badRequest("format", "format needs the chat template: not with raw")
-	case gr.Raw || s.info.ChatTemplate == "":
-		return s.ollamaRun(w, r, rl, &gr.Options, qwen.Request{Prompt: gr.Prompt}, gr.Stream, false)
+	case gr.Raw || t.info.ChatTemplate == "":
+		return s.ollamaRun(w, r, rl, t, &gr.Options, qwen.Request{Prompt: gr.Prompt}, gr.Stream, false)
 	}
 	// Like Ollama, the prompt is a user message in the chat template.
 	var msgs []qwen.Message
@@ -229,12 +222,12 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request, rl *reqL
 	if e := ollamaFormat(gr.Format, &req); e != nil {
 		return e
 	}
-	return s.ollamaRun(w, r, rl, &gr.Options, req, gr.Stream, false)
+	return s.ollamaRun(w, r, rl, t, &gr.Options, req, gr.Stream, false)
 }
 
 // loaded is Ollama's answer to a request without a prompt.
-func (s *Server) loaded(w http.ResponseWriter, isChat bool) *apiError {
-	resp := s.reply(isChat, "", "")
+func (t *target) loaded(w http.ResponseWriter, isChat bool) *apiError {
+	resp := t.reply(isChat, "", "")
 	resp.Done, resp.DoneReason = true, "load"
 	writeJSON(w, http.StatusOK, resp)
 	return nil
@@ -242,22 +235,22 @@ func (s *Server) loaded(w http.ResponseWriter, isChat bool) *apiError {
 
 // ollamaRun generates and answers with JSON lines, or with one object
 // when stream is false.
-func (s *Server) ollamaRun(w http.ResponseWriter, r *http.Request, rl *reqLog, o *ollamaOptions, req qwen.Request,
+func (s *Server) ollamaRun(w http.ResponseWriter, r *http.Request, rl *reqLog, t *target, o *ollamaOptions, req qwen.Request,
 	stream *bool, isChat bool) *apiError {
-	if e := s.ollamaOptions(o, &req); e != nil {
+	if e := t.ollamaOptions(o, &req); e != nil {
 		return e
 	}
-	g, e := s.start(r.Context(), rl, req)
+	g, e := s.start(r.Context(), rl, t, req, schemaFields{"format", toolPaths(req.Tools, "tools[%d].function.parameters")})
 	if e != nil {
 		return e
 	}
-	s.ollamaAnswer(w, r, g, stream == nil || *stream, isChat)
+	s.ollamaAnswer(w, r, t, g, stream == nil || *stream, isChat)
 	return nil
 }
 
 // ollamaAnswer streams JSON lines, each a part of the answer, the last
 // with done and the counts; or sends the whole answer as one object.
-func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, g *generation, stream, isChat bool) {
+func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, t *target, g *generation, stream, isChat bool) {
 	var ls *lineStream
 	if stream {
 		ls = startStream(w, false)
@@ -271,7 +264,7 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, g *generat
 		if upTo <= sent {
 			return nil
 		}
-		r := s.reply(true, "", "")
+		r := t.reply(true, "", "")
 		r.Message.ToolCalls = ollamaCalls(calls.calls[sent:upTo], sent)
 		sent = upTo
 		return ls.send(r)
@@ -284,7 +277,7 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, g *generat
 			return nil
 		}
 		if d.Content != "" || d.Reasoning != "" {
-			if err := ls.send(s.reply(isChat, d.Content, d.Reasoning)); err != nil {
+			if err := ls.send(t.reply(isChat, d.Content, d.Reasoning)); err != nil {
 				return err
 			}
 		}
@@ -293,7 +286,7 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, g *generat
 	if err != nil {
 		return // the client has gone
 	}
-	final := s.reply(isChat, content.String(), thinking.String())
+	final := t.reply(isChat, content.String(), thinking.String())
 	if ls == nil && isChat {
 		final.Message.ToolCalls = ollamaCalls(calls.calls, 0)
 	} else if ls != nil && sendCalls(len(calls.calls)) != nil {
@@ -335,8 +328,8 @@ func ollamaCalls(calls []qwen.ToolCall, first int) []ollamaToolCall {
 }
 
 // ollamaOptions maps Ollama's options onto req.
-func (s *Server) ollamaOptions(o *ollamaOptions, req *qwen.Request) *apiError {
-	params, e := samplingParams(s.info.Sampling, o.Seed,
+func (t *target) ollamaOptions(o *ollamaOptions, req *qwen.Request) *apiError {
+	params, e := samplingParams(t.info.Sampling, o.Seed,
 		floatParam("temperature", "temperature", o.Temperature),
 		floatParam("top_p", "top_p", o.TopP),
 		floatParam("min_p", "min_p", o.MinP),
@@ -353,30 +346,257 @@ func (s *Server) ollamaOptions(o *ollamaOptions, req *qwen.Request) *apiError {
 	if o.NumPredict != nil && *o.NumPredict > 0 {
 		req.MaxTokens = *o.NumPredict
 	}
-	if n := o.NumCtx; n != nil && *n > 0 {
-		if *n > s.info.Context {
-			return badRequest("num_ctx", "num_ctx %d is larger than the server's context of %d tokens (qwenrun serve --ctx)", *n, s.info.Context)
-		}
-		req.Context = *n
-	}
-	return nil
+	var e2 *apiError
+	req.Context, e2 = t.numCtx(o.NumCtx)
+	return e2
 }
 
-func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
-	info := s.info
+// numCtx is Ollama's num_ctx, which bounds a request below the server's
+// context; 0 when not set.
+func (t *target) numCtx(n *int) (int, *apiError) {
+	if n == nil || *n <= 0 {
+		return 0, nil
+	}
+	if *n > t.info.Context {
+		return 0, badRequest("num_ctx", "num_ctx %d is larger than the server's context of %d tokens (qwenrun serve --ctx)", *n, t.info.Context)
+	}
+	return *n, nil
+}
+
+// ollamaDetails are the details Ollama gives of a model.
+type ollamaDetails struct {
+	ParentModel       string   `json:"parent_model"`
+	Format            string   `json:"format"`
+	Family            string   `json:"family"`
+	Families          []string `json:"families"`
+	ParameterSize     string   `json:"parameter_size"`
+	QuantizationLevel string   `json:"quantization_level"`
+}
+
+func detailsOf(info qwen.Info) ollamaDetails {
 	size := fmt.Sprintf("%.2fM", float64(info.Parameters)/1e6)
 	if info.Parameters >= 1e9 {
 		size = fmt.Sprintf("%.1fB", float64(info.Parameters)/1e9)
 	}
-	name := s.opts.Name + ":latest"
-	writeJSON(w, http.StatusOK, map[string]any{"models": []map[string]any{{
-		"name": name, "model": name, "modified_at": info.Modified.Format(time.RFC3339Nano), "size": info.FileSize, "digest": "",
-		"details": map[string]any{"parent_model": "", "format": "qbin", "family": info.Architecture,
-			"families": []string{info.Architecture}, "parameter_size": size,
-			"quantization_level": strings.ToUpper(info.WeightType)},
-	}}})
+	return ollamaDetails{Format: "qbin", Family: info.Architecture, Families: []string{info.Architecture},
+		ParameterSize: size, QuantizationLevel: strings.ToUpper(info.WeightType)}
+}
+
+// ollamaModelEntry is a model of /api/tags, or of /api/ps with the
+// fields of a loaded one.
+type ollamaModelEntry struct {
+	Name          string        `json:"name"`
+	Model         string        `json:"model"`
+	ModifiedAt    string        `json:"modified_at,omitempty"`
+	Size          int64         `json:"size"`
+	Digest        string        `json:"digest"`
+	Details       ollamaDetails `json:"details"`
+	ExpiresAt     string        `json:"expires_at,omitempty"`
+	SizeVRAM      *int64        `json:"size_vram,omitempty"`
+	ContextLength int           `json:"context_length,omitempty"`
+}
+
+// ollamaTags lists every model a request may name; one whose file
+// cannot be read is left out (the request naming it says why).
+func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
+	models := []ollamaModelEntry{}
+	for _, n := range s.models.names() {
+		info, err := s.models.info(n)
+		if err != nil {
+			continue
+		}
+		models = append(models, ollamaModelEntry{Name: n + ":latest", Model: n + ":latest", ModifiedAt: info.Modified.Format(time.RFC3339Nano),
+			Size: info.FileSize, Details: detailsOf(info)})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"models": models})
 	return nil
 }
+
+// ollamaPS lists the loaded model under each of its names: it stays
+// loaded until a request names another, so it never expires (as
+// Ollama's keep_alive -1 gives it), and it runs on the CPU, in no VRAM.
+func (s *Server) ollamaPS(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
+	models := []ollamaModelEntry{}
+	if cur := s.models.resident(); cur != nil {
+		st := cur.m.Stats()
+		zero := int64(0)
+		for _, n := range s.models.names() {
+			if s.models.files[n] != cur.path {
+				continue
+			}
+			models = append(models, ollamaModelEntry{Name: n + ":latest", Model: n + ":latest", Size: cur.info.FileSize + st.KVBytes + st.CachedBytes,
+				Details: detailsOf(cur.info), ExpiresAt: time.Now().Add(math.MaxInt64).Format(time.RFC3339Nano),
+				SizeVRAM: &zero, ContextLength: cur.info.Context})
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"models": models})
+	return nil
+}
+
+// ollamaShow is /api/show: how the model is run, as Ollama describes a
+// model (its Modelfile, parameters, template, details, model_info and
+// capabilities), without loading it.
+func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
+	var sr struct {
+		Model   string `json:"model"`
+		Name    string `json:"name"` // Ollama's older field
+		Verbose bool   `json:"verbose"`
+	}
+	if e := decode(w, r, s.opts.MaxBody, &sr); e != nil {
+		return e
+	}
+	name := cmp.Or(sr.Model, sr.Name)
+	if name == "" {
+		return badRequest("model", "model is required")
+	}
+	n, _, ok := s.models.lookup(name)
+	if !ok {
+		return s.unknownModel(r, name)
+	}
+	info, err := s.models.info(n)
+	if err != nil {
+		return &apiError{status: http.StatusInternalServerError, msg: fmt.Sprintf("model %q: %v", n, err)}
+	}
+	ctx := info.Context
+	if ctx == 0 { // not loaded: its own maximum
+		ctx = info.MaxContext
+	}
+	arch := info.Architecture
+	tmpl, params := ollamaTemplate(info), ollamaParameters(info)
+	var mf strings.Builder
+	fmt.Fprintf(&mf, "# Modelfile generated by qwenrun serve\nFROM %s\n", info.Path)
+	if tmpl != "" {
+		fmt.Fprintf(&mf, "TEMPLATE \"\"\"%s\"\"\"\n", tmpl)
+	}
+	for line := range strings.Lines(params) {
+		mf.WriteString("PARAMETER " + line)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"modelfile": mf.String(), "parameters": params, "template": tmpl, "details": detailsOf(info),
+		"model_info": map[string]any{
+			"general.architecture": arch, "general.basename": info.Name, "general.parameter_count": info.Parameters,
+			"general.file_type":      info.WeightType,
+			arch + ".context_length": ctx, arch + ".embedding_length": info.Hidden, arch + ".block_count": info.Layers,
+			arch + ".vocab_size": info.Vocab,
+		},
+		"capabilities": capabilities(info),
+		"modified_at":  info.Modified.Format(time.RFC3339Nano),
+	})
+	return nil
+}
+
+// capabilities are Ollama's names for what a model does.
+func capabilities(info qwen.Info) []string {
+	if info.Embedding {
+		return []string{"embedding"}
+	}
+	caps := []string{"completion"}
+	if f, err := chat.Lookup(info.ChatTemplate); info.ChatTemplate != "" && err == nil {
+		if _, tools := f.CallSyntax(); tools {
+			caps = append(caps, "tools")
+		}
+		if thinks(info) {
+			caps = append(caps, "thinking")
+		}
+	}
+	return caps
+}
+
+// ollamaParameters are the model's sampling defaults (its generation
+// config) and stop strings, as a Modelfile's PARAMETER lines.
+func ollamaParameters(info qwen.Info) string {
+	p := info.Sampling
+	var b strings.Builder
+	fmt.Fprintf(&b, "temperature %g\n", p.Temperature)
+	if p.TopK > 0 {
+		fmt.Fprintf(&b, "top_k %d\n", p.TopK)
+	}
+	if p.TopP > 0 && p.TopP < 1 {
+		fmt.Fprintf(&b, "top_p %g\n", p.TopP)
+	}
+	if p.MinP > 0 {
+		fmt.Fprintf(&b, "min_p %g\n", p.MinP)
+	}
+	if p.RepeatPenalty > 0 && p.RepeatPenalty != 1 {
+		fmt.Fprintf(&b, "repeat_penalty %g\n", p.RepeatPenalty)
+	}
+	if info.ChatTemplate != "" {
+		fmt.Fprintf(&b, "stop %q\nstop %q\n", chat.ImEnd, "<|endoftext|>")
+	}
+	return b.String()
+}
+
+// ollamaTemplate is the model's chat format written as an Ollama
+// template: ChatML, with Qwen's tool format for the families that have
+// it; a model without a chat template takes the prompt as it is. The
+// server renders prompts with Qwen's own templates; this says what
+// they do to a client that reads it (Continue looks for .Tools).
+func ollamaTemplate(info qwen.Info) string {
+	f, err := chat.Lookup(info.ChatTemplate)
+	switch {
+	case info.Embedding:
+		return ""
+	case info.ChatTemplate == "" || err != nil:
+		return "{{ .Prompt }}"
+	}
+	if _, tools := f.CallSyntax(); !tools {
+		return chatMLTemplate
+	}
+	return qwenToolsTemplate
+}
+
+const chatMLTemplate = `{{- range .Messages }}<|im_start|>{{ .Role }}
+{{ .Content }}<|im_end|>
+{{ end }}<|im_start|>assistant
+`
+
+const qwenToolsTemplate = `{{- if or .System .Tools }}<|im_start|>system
+{{- if .System }}
+{{ .System }}
+{{- end }}
+{{- if .Tools }}
+
+# Tools
+
+You may call one or more functions to assist with the user query.
+
+You are provided with function signatures within <tools></tools> XML tags:
+<tools>
+{{- range .Tools }}
+{{ . }}
+{{- end }}
+</tools>
+
+For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:
+<tool_call>
+{"name": <function-name>, "arguments": <args-json-object>}
+</tool_call>
+{{- end }}<|im_end|>
+{{ end }}
+{{- range $i, $_ := .Messages }}
+{{- $last := eq (len (slice $.Messages $i)) 1 -}}
+{{- if eq .Role "user" }}<|im_start|>user
+{{ .Content }}<|im_end|>
+{{ else if eq .Role "assistant" }}<|im_start|>assistant
+{{ if .Thinking }}<think>
+{{ .Thinking }}
+</think>
+
+{{ end }}{{ .Content }}
+{{- range .ToolCalls }}
+<tool_call>
+{"name": "{{ .Function.Name }}", "arguments": {{ .Function.Arguments }}}
+</tool_call>
+{{- end }}{{ if not $last }}<|im_end|>
+{{ end }}
+{{- else if eq .Role "tool" }}<|im_start|>user
+<tool_response>
+{{ .Content }}
+</tool_response><|im_end|>
+{{ end }}
+{{- if and (ne .Role "assistant") $last }}<|im_start|>assistant
+{{ end }}
+{{- end }}`
 
 func (s *Server) ollamaVersion(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
 	writeJSON(w, http.StatusOK, map[string]string{"version": ollamaVersion})

@@ -50,7 +50,10 @@ func predict(p *prediction, req *qwen.Request) *apiError {
 	case p.Type != "content":
 		return badRequest("prediction", "prediction.type %q: want content", p.Type)
 	}
-	req.Prediction, req.Draft = string(p.Content), qwen.DefaultDraft
+	if e := p.Content.check("prediction.content"); e != nil {
+		return e
+	}
+	req.Prediction, req.Draft = p.Content.text, qwen.DefaultDraft
 	return nil
 }
 
@@ -73,33 +76,72 @@ type chatMessage struct {
 	ToolCallID string `json:"tool_call_id"`
 }
 
+// noVision is why an image (or audio, or a file) in a request is refused.
+const noVision = "this model has no vision: it reads text only"
+
 // textContent is a message's content: a string, null, or a list of
-// content parts of which only text is supported.
-type textContent string
+// content parts, of which text (and an assistant's refusal) is read.
+// check reads the parts, when its path is known: its errors name them.
+type textContent struct {
+	text  string
+	parts []json.RawMessage
+	raw   json.RawMessage // content of neither shape
+}
+
+// contentPart is a part of a message's content, OpenAI's or the
+// Responses API's.
+type contentPart struct {
+	Type    string  `json:"type"`
+	Text    *string `json:"text"`
+	Refusal *string `json:"refusal"`
+}
 
 func (c *textContent) UnmarshalJSON(b []byte) error {
+	*c = textContent{}
 	var s *string
-	if json.Unmarshal(b, &s) == nil {
+	switch {
+	case json.Unmarshal(b, &s) == nil:
 		if s != nil {
-			*c = textContent(*s)
+			c.text = *s
 		}
-		return nil
+	case json.Unmarshal(b, &c.parts) != nil:
+		c.raw = b
 	}
-	var parts []struct {
-		Type string  `json:"type"`
-		Text *string `json:"text"`
-	}
-	if err := json.Unmarshal(b, &parts); err != nil {
-		return &fieldError{"content", "want a string or a list of content parts"}
+	return nil
+}
+
+// check reads the parts of content at path: text, or a refusal; others
+// (images, audio, files) are refused.
+func (c *textContent) check(path string) *apiError {
+	if c.raw != nil {
+		return badRequest(path, "%s: want a string or a list of content parts", path)
 	}
 	var sb strings.Builder
-	for _, p := range parts {
-		if p.Type != "text" || p.Text == nil {
-			return &fieldError{"content", fmt.Sprintf("a content part of type %q: this model reads text only", p.Type)}
+	for j, raw := range c.parts {
+		pp := fmt.Sprintf("%s[%d]", path, j)
+		var p contentPart
+		if e := unmarshalAt(raw, pp, &p, "a content part, an object with a type"); e != nil {
+			return e
 		}
-		sb.WriteString(*p.Text)
+		switch p.Type {
+		case "text", "refusal":
+			text := p.Text
+			if p.Type == "refusal" {
+				text = p.Refusal
+			}
+			if text == nil {
+				return badRequest(pp+"."+p.Type, "%s.%s: missing", pp, p.Type)
+			}
+			sb.WriteString(*text)
+		case "":
+			return badRequest(pp+".type", "%s.type: missing", pp)
+		default:
+			return badRequest(pp, "%s: a content part of type %q: %s", pp, p.Type, noVision)
+		}
 	}
-	*c = textContent(sb.String())
+	if c.parts != nil {
+		c.text = sb.String()
+	}
 	return nil
 }
 
@@ -198,25 +240,13 @@ func newID(prefix string) string {
 	return fmt.Sprintf("%s-%016x%08x", prefix, rand.Uint64(), rand.Uint32())
 }
 
-// checkModel accepts the served model's name only.
-func (s *Server) checkModel(name string) *apiError {
-	switch name {
-	case "":
-		return badRequest("model", "you must provide a model parameter")
-	case s.opts.Name, s.opts.Name + ":latest": // the name /api/tags gives
-		return nil
-	}
-	return &apiError{status: http.StatusNotFound, param: "model", code: "model_not_found",
-		msg: fmt.Sprintf("the model %q does not exist: this server runs %q", name, s.opts.Name)}
-}
-
 // openAIRequest is what the chat and completion requests share; def is
 // the default of max_tokens (0: until the end of the answer).
-func (s *Server) openAIRequest(f *samplingFields, n, maxTokens *int, maxName string, def int, stop stopList) (qwen.Request, *apiError) {
+func (t *target) openAIRequest(f *samplingFields, n, maxTokens *int, maxName string, def int, stop stopList) (qwen.Request, *apiError) {
 	if n != nil && *n != 1 {
 		return qwen.Request{}, badRequest("n", "n must be 1: one answer per request")
 	}
-	params, e := f.params(s.info.Sampling)
+	params, e := f.params(t.info.Sampling)
 	if e != nil {
 		return qwen.Request{}, e
 	}
@@ -235,39 +265,39 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rl *req
 	if e := decode(w, r, s.opts.MaxBody, &cr); e != nil {
 		return e
 	}
-	if e := s.checkModel(cr.Model); e != nil {
-		return e
-	}
-	req, e := s.chatRequest(&cr)
+	t, e := s.model(r, rl, cr.Model)
 	if e != nil {
 		return e
 	}
-	g, e := s.start(r.Context(), rl, req)
+	req, e := t.chatRequest(&cr)
 	if e != nil {
 		return e
 	}
-	s.answerChat(w, r, g, cr.Stream, cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage)
+	g, e := s.start(r.Context(), rl, t, req, schemaFields{"response_format", toolPaths(req.Tools, "tools[%d].function.parameters")})
+	if e != nil {
+		return e
+	}
+	s.answerChat(w, r, t, g, cr.Stream, cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage)
 	return nil
 }
 
 // applyTemplate answers with the prompt a chat request would be answered
 // from, as llama-server's /apply-template does: anyone can check the
 // rendering against the template's Jinja.
-func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
+func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {
 	var cr chatRequest
 	if e := decode(w, r, s.opts.MaxBody, &cr); e != nil {
 		return e
 	}
-	if cr.Model != "" {
-		if e := s.checkModel(cr.Model); e != nil {
-			return e
-		}
-	}
-	req, e := s.chatRequest(&cr)
+	t, e := s.defaultTarget(r, rl, cr.Model)
 	if e != nil {
 		return e
 	}
-	text, err := s.m.RenderPrompt(req)
+	req, e := t.chatRequest(&cr)
+	if e != nil {
+		return e
+	}
+	text, err := t.m.RenderPrompt(req)
 	if err != nil {
 		return badRequest("", "%v", err)
 	}
@@ -278,12 +308,12 @@ func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request, _ *reqLog
 }
 
 // chatRequest checks an OpenAI chat request and makes it a qwen.Request.
-func (s *Server) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
+func (t *target) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
 	maxTokens, maxName := cr.MaxTokens, "max_tokens"
 	if cr.MaxCompletionTokens != nil {
 		maxTokens, maxName = cr.MaxCompletionTokens, "max_completion_tokens"
 	}
-	req, e := s.openAIRequest(&cr.samplingFields, cr.N, maxTokens, maxName, 0, cr.Stop)
+	req, e := t.openAIRequest(&cr.samplingFields, cr.N, maxTokens, maxName, 0, cr.Stop)
 	if e != nil {
 		return qwen.Request{}, e
 	}
@@ -321,7 +351,7 @@ func (s *Server) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
 		}
 		req.ToolChoice, req.OneToolCall = "", false
 	}
-	if e := s.needsChat(); e != nil {
+	if e := t.needsChat(); e != nil {
 		return qwen.Request{}, e
 	}
 	req.NoThinking = cr.ChatTemplateKwargs.EnableThinking != nil && !*cr.ChatTemplateKwargs.EnableThinking
@@ -329,8 +359,8 @@ func (s *Server) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
 }
 
 // answerChat answers with one chat.completion, or streams chunks.
-func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, g *generation, stream, withUsage bool) {
-	head := chatCompletion{ID: newID("chatcmpl"), Created: time.Now().Unix(), Model: s.opts.Name}
+func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, t *target, g *generation, stream, withUsage bool) {
+	head := chatCompletion{ID: newID("chatcmpl"), Created: time.Now().Unix(), Model: t.name}
 	if stream {
 		s.streamChat(w, r, g, head, withUsage)
 		return
@@ -455,7 +485,10 @@ func chatMessages(in []chatMessage) ([]qwen.Message, *apiError) {
 		default:
 			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d]: unknown role %q: want system, user, assistant or tool", i, m.Role)
 		}
-		out[i] = qwen.Message{Role: role, Content: string(m.Content), Reasoning: m.ReasoningContent}
+		if e := m.Content.check(fmt.Sprintf("messages[%d].content", i)); e != nil {
+			return nil, e
+		}
+		out[i] = qwen.Message{Role: role, Content: m.Content.text, Reasoning: m.ReasoningContent}
 		if len(m.ToolCalls) > 0 && role != "assistant" {
 			return nil, badRequest(fmt.Sprintf("messages[%d].tool_calls", i), "messages[%d]: only an assistant message has tool_calls", i)
 		}
@@ -467,19 +500,15 @@ func chatMessages(in []chatMessage) ([]qwen.Message, *apiError) {
 			if c.Function.Name == "" {
 				return nil, badRequest(path+".function.name", "%s.function.name: missing", path)
 			}
-			args, e := toolArguments(c.Function.Arguments, path+".function.arguments")
-			if e != nil {
-				return nil, e
-			}
-			out[i].ToolCalls = append(out[i].ToolCalls, qwen.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: args})
+			out[i].ToolCalls = append(out[i].ToolCalls, qwen.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: toolArguments(c.Function.Arguments)})
 		}
 	}
 	return out, nil
 }
 
 // needsChat refuses a chat for a model without a chat template.
-func (s *Server) needsChat() *apiError {
-	if s.info.ChatTemplate == "" {
+func (t *target) needsChat() *apiError {
+	if t.info.ChatTemplate == "" {
 		return badRequest("messages", "this model has no chat template: use raw completion (/v1/completions, or /api/generate with raw)")
 	}
 	return nil

@@ -3,6 +3,8 @@ package serve
 import (
 	"math/rand/v2"
 
+	"github.com/qwenc/qwenc/format/chat"
+	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/runtime/sampling"
 )
 
@@ -72,4 +74,42 @@ func (f *samplingFields) params(defaults sampling.Params) (sampling.Params, *api
 		floatParam("presence_penalty", "presence_penalty", f.PresencePenalty),
 		floatParam("frequency_penalty", "frequency_penalty", f.FrequencyPenalty),
 		floatParam("repeat_penalty", "repetition_penalty", f.RepetitionPenalty))
+}
+
+// thinks reports whether a model thinks (Qwen3's <think> block), which a
+// reasoning effort or budget bounds: the one place the server asks.
+func thinks(info qwen.Info) bool {
+	// The model was opened with this format's name: Lookup knows it.
+	f, _ := chat.Lookup(info.ChatTemplate)
+	if f == nil {
+		return false
+	}
+	_, ok := f.Thinking()
+	return ok
+}
+
+// Thinking budgets of the reasoning efforts: tokens of thinking before
+// </think> is forced. The largest efforts leave the model its own length.
+var effortBudgets = map[string]int{"low": 1024, "medium": 4096, "high": 16384, "xhigh": 0, "max": 0}
+
+// effort sets a request's thinking from a reasoning effort, OpenAI's
+// reasoning.effort or Anthropic's output_config.effort (field): none and
+// minimal answer without thinking, the others think within a budget, of
+// at most half of MaxTokens when the request bounds it, so that the
+// answer has room. A model that does not think has nothing to bound.
+func (t *target) effort(effort, field string, req *qwen.Request) *apiError {
+	budget, ok := effortBudgets[effort]
+	switch {
+	case effort == "none" || effort == "minimal":
+		req.NoThinking = true
+		return nil
+	case !ok:
+		return badRequest(field, "%s %q: want none, minimal, low, medium, high, xhigh or max", field, effort)
+	case !thinks(t.info) || budget == 0:
+		return nil
+	case req.MaxTokens > 0:
+		budget = min(budget, max(req.MaxTokens/2, 1))
+	}
+	req.ThinkBudget = budget
+	return nil
 }

@@ -189,6 +189,11 @@ func newTestServer(t *testing.T, o modelOpts, so ServerOptions) *testServer {
 	return &testServer{Server: s, m: m, alone: openModel(t, modelOpts{Parallel: 1}), url: hs.URL, log: buf}
 }
 
+// target is the served model as a request that names it has it.
+func (ts *testServer) target() *target {
+	return &target{m: ts.m, info: ts.m.Info(), name: ts.Name()}
+}
+
 func (ts *testServer) client(opts ...option.RequestOption) openai.Client {
 	return openai.NewClient(append([]option.RequestOption{option.WithBaseURL(ts.url + "/v1/"),
 		option.WithAPIKey("unused"), option.WithMaxRetries(0)}, opts...)...)

@@ -1,41 +1,90 @@
 package serve
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/qwenc/qwenc/format/chat"
 	"github.com/qwenc/qwenc/qwen"
 )
 
 // parseTools reads a request's tool definitions, as OpenAI and Ollama
-// send them alike.
+// send them alike: {"type": "function", "function": {"name",
+// "description", "parameters"}}, each member checked for its type first,
+// so that an error names it.
 func parseTools(defs []json.RawMessage) ([]qwen.Tool, *apiError) {
 	var tools []qwen.Tool
 	for i, def := range defs {
+		path := fmt.Sprintf("tools[%d]", i)
+		var shape struct {
+			Type     *string `json:"type"`
+			Function *struct {
+				Name        *string         `json:"name"`
+				Description *string         `json:"description"`
+				Parameters  json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		}
+		if e := unmarshalAt(def, path, &shape, `a tool {"type": "function", "function": {...}}`); e != nil {
+			return nil, e
+		}
+		if shape.Function != nil {
+			if e := schemaObject(shape.Function.Parameters, path+".function.parameters", false); e != nil {
+				return nil, e
+			}
+		}
 		t, err := qwen.ParseTool(def)
 		if err != nil {
-			return nil, badRequest(fmt.Sprintf("tools[%d]", i), "tools[%d]: %v", i, err)
+			// Its errors begin with the member at fault.
+			member, _, _ := strings.Cut(err.Error(), ":")
+			return nil, badRequest(path+"."+member, "%s.%v", path, err)
 		}
 		tools = append(tools, t)
 	}
 	return tools, nil
 }
 
+// schemaObject refuses a JSON Schema at path that is not an object;
+// absent (or null) it is refused only when required.
+func schemaObject(raw json.RawMessage, path string, required bool) *apiError {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		if required {
+			return badRequest(path, "%s: missing", path)
+		}
+		return nil
+	case raw[0] != '{':
+		return badRequest(path, "%s: want a JSON Schema object", path)
+	}
+	return nil
+}
+
+// toolChoiceMode reads a tool_choice that is not an object onto req:
+// null, "auto", "none" or "required"; done is false for an object, which
+// the caller reads (object says what the protocol's is).
+func toolChoiceMode(raw json.RawMessage, req *qwen.Request, object string) (done bool, e *apiError) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return true, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return false, nil
+	}
+	switch s {
+	case "auto", "none", "required":
+		req.ToolChoice = s
+		return true, nil
+	}
+	return true, badRequest("tool_choice", "tool_choice %q: want \"auto\", \"none\", \"required\" or %s", s, object)
+}
+
 // toolChoice reads OpenAI's tool_choice onto req: "auto", "none",
 // "required", or {"type": "function", "function": {"name": ...}}.
 func toolChoice(raw json.RawMessage, req *qwen.Request) *apiError {
-	if raw == nil || string(raw) == "null" {
-		return nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		switch s {
-		case "auto", "none", "required":
-			req.ToolChoice = s
-			return nil
-		}
-		return badRequest("tool_choice", "tool_choice %q: want \"auto\", \"none\", \"required\" or a function", s)
+	if done, e := toolChoiceMode(raw, req, "a function"); done {
+		return e
 	}
 	var named struct {
 		Type     string `json:"type"`
@@ -43,8 +92,12 @@ func toolChoice(raw json.RawMessage, req *qwen.Request) *apiError {
 			Name string `json:"name"`
 		} `json:"function"`
 	}
-	if err := json.Unmarshal(raw, &named); err != nil || named.Type != "function" || named.Function.Name == "" {
-		return badRequest("tool_choice", "tool_choice: want \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}")
+	const want = `"auto", "none", "required" or {"type": "function", "function": {"name": ...}}`
+	if e := unmarshalAt(raw, "tool_choice", &named, want); e != nil {
+		return e
+	}
+	if named.Type != "function" || named.Function.Name == "" {
+		return badRequest("tool_choice", "tool_choice: want %s", want)
 	}
 	req.ToolName = named.Function.Name
 	return nil
@@ -62,24 +115,39 @@ func responseFormat(raw json.RawMessage, req *qwen.Request) *apiError {
 			Schema json.RawMessage `json:"schema"`
 		} `json:"json_schema"`
 	}
-	if err := json.Unmarshal(raw, &f); err != nil {
-		return badRequest("response_format", "response_format: want an object with a type")
+	if e := unmarshalAt(raw, "response_format", &f, "an object with a type"); e != nil {
+		return e
 	}
-	switch f.Type {
+	var schema json.RawMessage
+	if f.Type == "json_schema" {
+		if f.JSONSchema == nil {
+			return badRequest("response_format.json_schema", "response_format.json_schema: missing")
+		}
+		schema = f.JSONSchema.Schema
+	}
+	// The schema is optional in chat completions: any object then.
+	return answerFormat(req, "response_format", f.Type, schema, "")
+}
+
+// answerFormat sets the answer's format at path onto req: text,
+// json_object, or json_schema with schema. A schema missing is an error
+// at schemaPath, or any object when schemaPath is "".
+func answerFormat(req *qwen.Request, path, typ string, schema json.RawMessage, schemaPath string) *apiError {
+	switch typ {
 	case "text":
 	case "json_object":
 		req.JSONObject = true
 	case "json_schema":
 		switch {
-		case f.JSONSchema == nil:
-			return badRequest("response_format.json_schema", "response_format.json_schema: missing")
-		case f.JSONSchema.Schema == nil || string(f.JSONSchema.Schema) == "null":
-			req.JSONObject = true // OpenAI's schema is optional: any object then
+		case len(schema) > 0 && string(schema) != "null":
+			req.JSONSchema = schema
+		case schemaPath == "":
+			req.JSONObject = true
 		default:
-			req.JSONSchema = f.JSONSchema.Schema
+			return badRequest(schemaPath, "%s: missing", schemaPath)
 		}
 	default:
-		return badRequest("response_format.type", "response_format.type %q: want text, json_object or json_schema", f.Type)
+		return badRequest(path+".type", "%s.type %q: want text, json_object or json_schema", path, typ)
 	}
 	return nil
 }
@@ -100,25 +168,28 @@ func ollamaFormat(f json.RawMessage, req *qwen.Request) *apiError {
 	return nil
 }
 
-// toolArguments reads a call's arguments from a client: OpenAI sends the
-// JSON text as a string, Ollama (and some OpenAI clients) the object
-// itself, which the template prints as tojson does.
-func toolArguments(raw json.RawMessage, path string) (string, *apiError) {
+// toolArguments reads a call's arguments from a client's history: OpenAI
+// sends the JSON text as a string, Ollama (and some OpenAI clients) the
+// object itself, which the template prints as tojson does. Arguments
+// that are not a whole JSON object (a call cut off when its run was
+// interrupted, or a model's malformed call given back) are the text that
+// is there, rendered as the model wrote it; none, null or "" are a call
+// without arguments, {}.
+func toolArguments(raw json.RawMessage) string {
 	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		if err := chat.CheckArguments(s); err != nil {
-			return "", badRequest(path, "%s: %v", path, err)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return "{}"
+	case json.Unmarshal(raw, &s) == nil:
+		if strings.TrimSpace(s) == "" {
+			return "{}"
 		}
-		return s, nil
+		return s
 	}
-	text, err := chat.ToJSON(raw)
-	if err == nil {
-		err = chat.CheckArguments(text)
+	if text, err := chat.ToJSON(raw); err == nil {
+		return text
 	}
-	if err != nil {
-		return "", badRequest(path, "%s: want a JSON object, or its text as a string", path)
-	}
-	return text, nil
+	return string(raw)
 }
 
 // callAccumulator joins a generation's tool-call pieces into whole calls.

@@ -89,7 +89,7 @@ func toolAnswer() []qwen.Delta {
 func TestOpenAIToolCalls(t *testing.T) {
 	ts := newTestServer(t, modelOpts{}, ServerOptions{})
 	rec := httptest.NewRecorder()
-	ts.answerChat(rec, httptest.NewRequest("POST", "/v1/chat/completions", nil), forced(ts, toolAnswer()), false, false)
+	ts.answerChat(rec, httptest.NewRequest("POST", "/v1/chat/completions", nil), ts.target(), forced(ts, toolAnswer()), false, false)
 	var whole openai.ChatCompletion
 	unmarshal(t, rec.Body.String(), &whole)
 	m := whole.Choices[0].Message
@@ -100,7 +100,7 @@ func TestOpenAIToolCalls(t *testing.T) {
 	}
 
 	rec = httptest.NewRecorder()
-	ts.answerChat(rec, httptest.NewRequest("POST", "/v1/chat/completions", nil), forced(ts, toolAnswer()), true, false)
+	ts.answerChat(rec, httptest.NewRequest("POST", "/v1/chat/completions", nil), ts.target(), forced(ts, toolAnswer()), true, false)
 	var acc openai.ChatCompletionAccumulator
 	firsts := map[int64]bool{}
 	for _, ev := range sseEvents(t, rec.Body.String()) {
@@ -156,7 +156,7 @@ func TestOllamaToolCalls(t *testing.T) {
 	}
 	for _, stream := range []bool{false, true} {
 		rec := httptest.NewRecorder()
-		ts.ollamaAnswer(rec, httptest.NewRequest("POST", "/api/chat", nil), forced(ts, toolAnswer()), stream, true)
+		ts.ollamaAnswer(rec, httptest.NewRequest("POST", "/api/chat", nil), ts.target(), forced(ts, toolAnswer()), stream, true)
 		var content strings.Builder
 		var names []string
 		var last line
@@ -196,7 +196,7 @@ func TestOllamaToolResults(t *testing.T) {
 		`{"role":"tool","tool_name":"weather","content":"18C"},{"role":"tool","tool_name":"weather","content":"9C"}]`
 	var cr ollamaChatRequest
 	unmarshal(t, ollama+"}", &cr)
-	req, e := ts.ollamaChatRequest(&cr)
+	req, e := ts.target().ollamaChatRequest(&cr)
 	if e != nil {
 		t.Fatal(e.msg)
 	}
@@ -234,17 +234,15 @@ func TestToolRequestErrors(t *testing.T) {
 	ts := newTestServer(t, modelOpts{}, ServerOptions{})
 	const hi = `"messages":[{"role":"user","content":"Hi"}]`
 	for _, c := range []struct{ path, body, param, msg string }{
-		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f"}},{"type":"function"}]}`, "tools[1]", "function: missing"},
-		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f","parameters":"x"}}]}`, "tools[0]", "JSON Schema object"},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f"}},{"type":"function"}]}`, "tools[1].function", "tools[1].function: missing"},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f","parameters":"x"}}]}`, "tools[0].function.parameters", "JSON Schema object"},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"sometimes"}`, "tool_choice", `tool_choice "sometimes"`},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"required"}`, "tool_choice", "it needs tools"},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"xml"}}`, "response_format.type", `"xml"`},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"a":{"type":"string","format":"email"}}}}}}`,
 			"response_format", `json schema /properties/a: format: "email" is not supported`},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","minProperties":1}}}]}`,
-			"tools", `tool "f": parameters: json schema #: minProperties`},
-		{"/v1/chat/completions", `{"model":"tiny-a","messages":[{"role":"assistant","tool_calls":[{"type":"function","function":{"name":"f","arguments":"[1]"}}]}]}`,
-			"messages[0].tool_calls[0].function.arguments", "want a JSON object"},
+			"tools[0].function.parameters", `tools[0].function.parameters: json schema #: minProperties`},
 		{"/v1/chat/completions", `{"model":"tiny-a","messages":[{"role":"user","tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}]}`,
 			"messages[0].tool_calls", "only an assistant message"},
 		{"/apply-template", `{"messages":[{"role":"assistant","tool_calls":[{"function":{"arguments":"{}"}}]}]}`,
@@ -252,16 +250,7 @@ func TestToolRequestErrors(t *testing.T) {
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f"}}],"response_format":{"type":"json_object"}}`,
 			"", "a JSON schema or object for the answer and tools at once: not supported"},
 	} {
-		resp, body := ts.post(t, c.path, c.body)
-		var e openAIError
-		unmarshal(t, body, &e)
-		param := ""
-		if e.Error != nil && e.Error.Param != nil {
-			param = *e.Error.Param
-		}
-		if resp.StatusCode != 400 || e.Error == nil || param != c.param || !strings.Contains(e.Error.Message, c.msg) {
-			t.Errorf("%s: %d %s; want 400, param %s, %q", c.body, resp.StatusCode, body, c.param, c.msg)
-		}
+		wantBadRequest(t, ts, c.path, c.body, c.param, c.msg)
 	}
 	// Without tools, "auto", "none" and parallel_tool_calls say nothing.
 	for _, extra := range []string{`"tool_choice":"auto"`, `"tool_choice":"none","tools":[]`, `"parallel_tool_calls":false`} {
@@ -271,10 +260,9 @@ func TestToolRequestErrors(t *testing.T) {
 		}
 	}
 	for body, want := range map[string]string{
-		`{"model":"tiny-a","messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":"{"}}]}]}`: "messages[0].tool_calls[0].function.arguments",
-		`{"model":"tiny-a",` + hi + `,"format":"yaml"}`:                                                                 `format \"yaml\": want \"json\" or a JSON Schema`,
-		`{"model":"tiny-a",` + hi + `,"format":{"type":"object","if":{}}}`:                                              `json schema #: if: not supported`,
-		`{"model":"tiny-a",` + hi + `,"format":"json","tools":[{"type":"function","function":{"name":"f"}}]}`:           `a JSON schema or object for the answer and tools at once`,
+		`{"model":"tiny-a",` + hi + `,"format":"yaml"}`:                                                       `format \"yaml\": want \"json\" or a JSON Schema`,
+		`{"model":"tiny-a",` + hi + `,"format":{"type":"object","if":{}}}`:                                    `json schema #: if: not supported`,
+		`{"model":"tiny-a",` + hi + `,"format":"json","tools":[{"type":"function","function":{"name":"f"}}]}`: `a JSON schema or object for the answer and tools at once`,
 	} {
 		resp, out := ts.post(t, "/api/chat", body)
 		if resp.StatusCode != 400 || !strings.Contains(out, want) {

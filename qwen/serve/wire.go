@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,15 +78,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // decode reads a JSON request body of at most max bytes into dst.
-// Unknown fields are ignored, as OpenAI and Ollama do.
+// Unknown fields are ignored, as OpenAI and Ollama do. An error names
+// the field at fault by its path in the body, messages[2].content.
 func decode(w http.ResponseWriter, r *http.Request, max int64, dst any) *apiError {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, max))
-	err := dec.Decode(dst)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	if err == nil {
-		if _, err = dec.Token(); err == io.EOF {
-			return nil
-		} else if err == nil {
-			err = errors.New("more data after the JSON object")
+		dec := json.NewDecoder(bytes.NewReader(body))
+		if err = dec.Decode(dst); err == nil {
+			if _, err = dec.Token(); err == io.EOF {
+				return nil
+			} else if err == nil {
+				err = errors.New("more data after the JSON object")
+			}
 		}
 	}
 	var tooBig *http.MaxBytesError
@@ -96,15 +100,7 @@ func decode(w http.ResponseWriter, r *http.Request, max int64, dst any) *apiErro
 	case errors.As(err, &tooBig):
 		return &apiError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("the request body is larger than %d bytes", tooBig.Limit)}
 	case errors.As(err, &typeErr):
-		// The path names an embedded struct by its Go name (samplingFields,
-		// ollamaEmbedFields); the client knows only the JSON fields.
-		var parts []string
-		for p := range strings.SplitSeq(typeErr.Field, ".") {
-			if !strings.HasSuffix(p, "Fields") {
-				parts = append(parts, p)
-			}
-		}
-		param := strings.Join(parts, ".")
+		param := jsonPath(body, typeErr)
 		what := param
 		if what == "" {
 			what = "the request body"
@@ -120,8 +116,147 @@ func decode(w http.ResponseWriter, r *http.Request, max int64, dst any) *apiErro
 	return badRequest("", "invalid request: %v", err)
 }
 
+// jsonPath is where in body a type error is, with the indices of the
+// arrays on the way (messages[2].content), as the decoder's Field does
+// not give them: the value it names that ends at its Offset, or else the
+// one value of the kind it names there. Field names an embedded struct by
+// its Go name (samplingFields, ollamaEmbedFields), which the client never
+// wrote, and a map's value by the map's name. A value that cannot be told
+// apart is named by Field alone.
+func jsonPath(body []byte, e *json.UnmarshalTypeError) string {
+	var names []string
+	for p := range strings.SplitSeq(e.Field, ".") {
+		if !strings.HasSuffix(p, "Fields") {
+			names = append(names, p)
+		}
+	}
+	field := strings.Join(names, ".")
+	kind, _, _ := strings.Cut(e.Value, " ")
+	type frame struct {
+		array   bool
+		index   int
+		key     string
+		wantKey bool
+	}
+	var stack []*frame
+	path := func(withIndex bool) string {
+		var b strings.Builder
+		for _, f := range stack {
+			switch {
+			case f.array && withIndex:
+				fmt.Fprintf(&b, "[%d]", f.index)
+			case !f.array:
+				if b.Len() > 0 {
+					b.WriteByte('.')
+				}
+				b.WriteString(f.key)
+			}
+		}
+		return b.String()
+	}
+	// done ends a value: the next is the array's next element, or the
+	// object's next key.
+	done := func() {
+		if n := len(stack); n > 0 {
+			if top := stack[n-1]; top.array {
+				top.index++
+			} else {
+				top.wantKey = true
+			}
+		}
+	}
+	var found []string // the values of the kind at field
+	dec := json.NewDecoder(bytes.NewReader(body))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		d, isDelim := tok.(json.Delim)
+		if isDelim && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			done()
+			continue
+		}
+		if n := len(stack); n > 0 && stack[n-1].wantKey {
+			stack[n-1].key, stack[n-1].wantKey = tok.(string), false
+			continue
+		}
+		if at := path(false); at == field || strings.HasPrefix(at, field+".") {
+			if dec.InputOffset() == e.Offset {
+				return path(true)
+			}
+			if at == field && tokenKind(tok) == kind {
+				found = append(found, path(true))
+			}
+		}
+		if isDelim {
+			stack = append(stack, &frame{array: d == '[', wantKey: d == '{'})
+			continue
+		}
+		done()
+	}
+	if len(found) == 1 {
+		return found[0]
+	}
+	return field
+}
+
+// tokenKind is the kind of the value a token begins, in the words of
+// UnmarshalTypeError.Value.
+func tokenKind(tok json.Token) string {
+	switch v := tok.(type) {
+	case json.Delim:
+		if v == '[' {
+			return "array"
+		}
+		return "object"
+	case string:
+		return "string"
+	case bool:
+		return "bool"
+	case nil:
+		return "null"
+	}
+	return "number"
+}
+
+// shapeError is the error of a custom decoder given a value of the wrong
+// shape: a type error the decoder names the field of, whose type says
+// what it wants (wanter).
+func shapeError(b []byte, t reflect.Type) error {
+	var tok json.Token
+	if v, err := json.NewDecoder(bytes.NewReader(b)).Token(); err == nil {
+		tok = v
+	}
+	return &json.UnmarshalTypeError{Value: tokenKind(tok), Type: t}
+}
+
+// wanter is a type that says what JSON it wants, when it is not what
+// its Go type would say.
+type wanter interface{ want() string }
+
+// unmarshalAt decodes raw, the value at path in the request, into dst;
+// a value of the wrong type below it is named by its path, and raw of
+// the wrong shape is not what.
+func unmarshalAt(raw json.RawMessage, path string, dst any, what string) *apiError {
+	err := json.Unmarshal(raw, dst)
+	if err == nil {
+		return nil
+	}
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) && typeErr.Field != "" {
+		p := path + "." + jsonPath(raw, typeErr)
+		return badRequest(p, "%s: want %s, got %s", p, jsonKind(typeErr.Type), typeErr.Value)
+	}
+	return badRequest(path, "%s: want %s", path, what)
+}
+
 // jsonKind names the JSON type a Go type is decoded from.
 func jsonKind(t reflect.Type) string {
+	if w, ok := reflect.New(t).Interface().(wanter); ok {
+		return w.want()
+	}
 	switch t.Kind() {
 	case reflect.String:
 		return "a string"
@@ -154,6 +289,8 @@ const maxStops = 16
 // strings are dropped: they would match before anything.
 type stopList []string
 
+func (*stopList) want() string { return "a string or a list of strings" }
+
 func (l *stopList) UnmarshalJSON(b []byte) error {
 	var one string
 	var many []string
@@ -164,7 +301,7 @@ func (l *stopList) UnmarshalJSON(b []byte) error {
 	case json.Unmarshal(b, &one) == nil:
 		many = []string{one}
 	case json.Unmarshal(b, &many) != nil:
-		return &fieldError{"stop", "want a string or a list of strings"}
+		return shapeError(b, reflect.TypeFor[stopList]())
 	}
 	var err error
 	*l, err = stopStrings("stop", many)
@@ -260,16 +397,13 @@ func (ls *lineStream) writeLocked(s string) error {
 	return ls.rc.Flush()
 }
 
-// keepAlive sends the event whenever the stream has been silent for
-// every: a request waiting for a slot, or whose long prompt is being
-// prefilled, sends nothing else for a while, and clients and proxies
-// drop connections that stay silent. The returned stop must be called
-// before the handler returns; no ping is written after it.
-func (ls *lineStream) keepAlive(every time.Duration, name string, v any) (stop func()) {
-	ping, err := ls.eventText(name, v)
-	if err != nil {
-		return func() {}
-	}
+// keepAlive writes ping (an event, or an SSE comment) whenever the
+// stream has been silent for every: a request waiting for a slot, or
+// whose long prompt is being prefilled, sends nothing else for a while,
+// and clients and proxies drop connections that stay silent. The
+// returned stop must be called before the handler returns; no ping is
+// written after it.
+func (ls *lineStream) keepAlive(every time.Duration, ping string) (stop func()) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	ls.every = every

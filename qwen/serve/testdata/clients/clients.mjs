@@ -140,4 +140,68 @@ const ollama = new Ollama({ host: base });
   for await (const part of await ollama.chat({ model, messages: [{ role: "user", content: "Invent a person." }], format: person, think: false, stream: true, options: { seed: 7, num_predict: 200 } })) text += part.message.content;
   check(text === f.message.content, `ollama streamed ${text}, whole ${f.message.content}`);
 }
+
+// The Responses API, as the openai package's responses.create and its
+// stream helper use it.
+{
+  const fn = weatherParams;
+  const rtools = [{ type: "function", name: "weather", description: "The forecast.", parameters: fn, strict: true }];
+  const req = { model, input: "What is the weather in Paris?", tools: rtools, tool_choice: "required", reasoning: { effort: "none" },
+    max_output_tokens: 200, temperature: 1, seed: 3 };
+  const whole = await openai.responses.create(req);
+  check(whole.status === "completed" && whole.output.length > 0, `responses: ${JSON.stringify(whole)}`);
+  for (const item of whole.output) {
+    check(item.type === "function_call" && item.name === "weather" && item.call_id.startsWith("call_"), `responses item ${JSON.stringify(item)}`);
+    valid(fn, JSON.parse(item.arguments), "responses weather arguments");
+  }
+  // The stream helper accumulates the same response from the events.
+  const stream = openai.responses.stream(req);
+  const types = [];
+  stream.on("event", (ev) => types.push(ev.type));
+  const streamed = await stream.finalResponse();
+  const calls = (r) => r.output.map((i) => i.name + i.arguments).join("|");
+  check(calls(streamed) === calls(whole), `responses streamed ${calls(streamed)}, whole ${calls(whole)}`);
+  check(types[0] === "response.created" && types.at(-1) === "response.completed" && types.includes("response.function_call_arguments.done"),
+    `responses events ${types}`);
+
+  // The results go back with previous_response_id.
+  const next = await openai.responses.create({ model, previous_response_id: whole.id, max_output_tokens: 4, reasoning: { effort: "none" },
+    input: whole.output.map((c) => ({ type: "function_call_output", call_id: c.call_id, output: "18C" })) });
+  check(next.previous_response_id === whole.id && next.usage.input_tokens_details.cached_tokens > 0,
+    `responses next: ${JSON.stringify(next.usage)}`);
+  // Text, streamed as the helper gives it.
+  const text = openai.responses.stream({ model, input: "Hi", max_output_tokens: 8, temperature: 0, reasoning: { effort: "none" } });
+  let deltas = "";
+  text.on("response.output_text.delta", (ev) => { deltas += ev.delta; });
+  const final = await text.finalResponse();
+  check(final.output_text === deltas && final.status === "incomplete", `responses text ${JSON.stringify(final)}, deltas ${deltas}`);
+
+  // Structured output.
+  for (const seed of [4, 5]) {
+    const r = await openai.responses.create({ model, input: "Invent a person.", reasoning: { effort: "none" }, max_output_tokens: 200, temperature: 1, seed,
+      text: { format: { type: "json_schema", name: "person", schema: person, strict: true } } });
+    check(r.status === "completed", `responses structured ${r.status}`);
+    valid(person, JSON.parse(r.output_text), "responses text.format");
+  }
+  // A built-in tool is refused.
+  try {
+    await openai.responses.create({ model, input: "Hi", tools: [{ type: "web_search" }] });
+    throw new Error("web_search was not refused");
+  } catch (e) {
+    check(e.status === 400 && e.param === "tools[0].type", `web_search refusal: ${e.message}`);
+  }
+}
+
+// Ollama's version, show and ps, as the ollama package reads them.
+{
+  const v = await ollama.version();
+  const [major, minor, patch] = v.version.split(".").map(Number);
+  check(major > 0 || minor > 13 || (minor === 13 && patch >= 4), `ollama version ${v.version}: want 0.13.4 or later`);
+  const show = await ollama.show({ model });
+  check(show.capabilities.includes("tools") && show.details.family === "qwen3" && show.model_info["qwen3.context_length"] > 0 &&
+    show.template.includes(".Tools") && show.parameters.includes("temperature"), `ollama show ${JSON.stringify(show)}`);
+  const ps = await ollama.ps();
+  check(ps.models.length === 1 && ps.models[0].name === model + ":latest" && ps.models[0].size_vram === 0 && !Number.isNaN(Date.parse(ps.models[0].expires_at)),
+    `ollama ps ${JSON.stringify(ps)}`);
+}
 console.log("ok");

@@ -1,0 +1,215 @@
+package serve
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/qwenc/qwenc/qwen"
+)
+
+// modelsServer serves tiny-a under its name and gpt-5-codex (its own
+// file), claude-sonnet-4-5 (a link to it) and emb (tiny-emb, another
+// model), loaded in tiny-a's place when named.
+func modelsServer(t *testing.T) *testServer {
+	t.Helper()
+	link := filepath.Join(t.TempDir(), "link.qbin")
+	if err := os.Symlink(tinyPath(t), link); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var opened []*qwen.Model
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range opened {
+			m.Close() // the last one again: Close is idempotent
+		}
+	})
+	open := func(path string) (*qwen.Model, error) {
+		m, err := qwen.Open(path, qwen.WithThreads(2), qwen.WithParallel(1))
+		if err == nil {
+			mu.Lock()
+			opened = append(opened, m)
+			mu.Unlock()
+		}
+		return m, err
+	}
+	ts := newTestServer(t, modelOpts{Parallel: 1}, ServerOptions{Open: open, Models: map[string]string{
+		"gpt-5-codex": tinyPath(t), "claude-sonnet-4-5": link, "emb": compiledPath(t, "tiny-emb"),
+	}})
+	t.Cleanup(func() { ts.Close() })
+	return ts
+}
+
+// TestModelNames: the names of ServerOptions.Models are listed by
+// /v1/models and /api/tags, an alias of the served model's file (or of a
+// link to it) answers from the served model under the alias, and another
+// model is loaded in its place and back; /api/ps and /api/show tell which.
+func TestModelNames(t *testing.T) {
+	ts := modelsServer(t)
+	var list struct{ Data []modelObject }
+	_, body := ts.get(t, "/v1/models")
+	unmarshal(t, body, &list)
+	var ids []string
+	for _, m := range list.Data {
+		ids = append(ids, m.ID)
+	}
+	if want := []string{"tiny-a", "claude-sonnet-4-5", "emb", "gpt-5-codex"}; !slices.Equal(ids, want) {
+		t.Errorf("/v1/models: %v, want %v", ids, want)
+	}
+	if resp, body := ts.get(t, "/v1/models/emb"); resp.StatusCode != 200 || !strings.Contains(body, `"id":"emb"`) {
+		t.Errorf("/v1/models/emb: %d %s", resp.StatusCode, body)
+	}
+	var tags struct{ Models []ollamaModelEntry }
+	_, body = ts.get(t, "/api/tags")
+	unmarshal(t, body, &tags)
+	if len(tags.Models) != 4 || tags.Models[2].Name != "emb:latest" || tags.Models[2].Details.Family != "qwen3" || tags.Models[0].Size == 0 {
+		t.Errorf("/api/tags: %s", body)
+	}
+
+	for _, name := range []string{"gpt-5-codex", "claude-sonnet-4-5", "claude-sonnet-4-5:latest"} {
+		resp, body := ts.post(t, "/v1/chat/completions", `{"model":"`+name+`",`+hi+`,"max_tokens":2}`)
+		var c chatCompletion
+		unmarshal(t, body, &c)
+		if resp.StatusCode != 200 || c.Model != strings.TrimSuffix(name, ":latest") {
+			t.Errorf("%s: %d %s", name, resp.StatusCode, body)
+		}
+		if cur := ts.models.resident(); cur.m != ts.m {
+			t.Fatalf("%s: the served model's file was loaded again", name)
+		}
+	}
+	resp, body := ts.post(t, "/v1/messages", `{"model":"gpt-4o","max_tokens":2,`+hi+`}`)
+	if resp.StatusCode != 404 || !strings.Contains(body, `this server has \"tiny-a\", \"claude-sonnet-4-5\", \"emb\", \"gpt-5-codex\"`) {
+		t.Errorf("an unknown name: %d %s", resp.StatusCode, body)
+	}
+
+	// Another model: loaded in the served model's place, which is shut down.
+	resp, body = ts.post(t, "/v1/embeddings", `{"model":"emb","input":"hello"}`)
+	if resp.StatusCode != 200 || !strings.Contains(body, `"model":"emb"`) {
+		t.Fatalf("emb: %d %s", resp.StatusCode, body)
+	}
+	if cur := ts.models.resident(); cur.info.Name != "tiny-emb" || !cur.owned {
+		t.Fatalf("resident after emb: %+v", cur.info)
+	}
+	var ps struct{ Models []ollamaModelEntry }
+	_, body = ts.get(t, "/api/ps")
+	unmarshal(t, body, &ps)
+	if len(ps.Models) != 1 || ps.Models[0].Name != "emb:latest" || ps.Models[0].SizeVRAM == nil || *ps.Models[0].SizeVRAM != 0 ||
+		ps.Models[0].ContextLength == 0 || ps.Models[0].ExpiresAt == "" {
+		t.Errorf("/api/ps with emb loaded: %s", body)
+	}
+	// /api/show reads a model that is not loaded from its file.
+	var show struct {
+		Capabilities []string
+		ModelInfo    map[string]any `json:"model_info"`
+		Template     string
+	}
+	_, body = ts.post(t, "/api/show", `{"model":"gpt-5-codex"}`)
+	unmarshal(t, body, &show)
+	if !slices.Equal(show.Capabilities, []string{"completion", "tools", "thinking"}) || show.ModelInfo["qwen3.context_length"] == nil ||
+		!strings.Contains(show.Template, ".Tools") {
+		t.Errorf("/api/show gpt-5-codex: %s", body)
+	}
+	_, body = ts.post(t, "/api/show", `{"name":"emb"}`)
+	unmarshal(t, body, &show)
+	if !slices.Equal(show.Capabilities, []string{"embedding"}) {
+		t.Errorf("/api/show emb: %s", body)
+	}
+
+	// And back: the served model's file opened again.
+	resp, body = ts.post(t, "/api/chat", `{"model":"tiny-a:latest",`+hi+`,"stream":false,"options":{"num_predict":2}}`)
+	if resp.StatusCode != 200 || !strings.Contains(body, `"model":"tiny-a"`) {
+		t.Fatalf("tiny-a again: %d %s", resp.StatusCode, body)
+	}
+	_, body = ts.get(t, "/api/ps")
+	unmarshal(t, body, &ps)
+	var names []string
+	for _, m := range ps.Models {
+		names = append(names, m.Name)
+	}
+	if want := []string{"tiny-a:latest", "claude-sonnet-4-5:latest", "gpt-5-codex:latest"}; !slices.Equal(names, want) {
+		t.Errorf("/api/ps with tiny-a loaded again: %v, want %v", names, want)
+	}
+}
+
+// TestModelSwapWaits: a request for another model waits for the resident
+// one's requests to end, and requests for the resident one that come
+// meanwhile wait behind it; one that gives up waiting lets the others go.
+func TestModelSwapWaits(t *testing.T) {
+	ts := modelsServer(t)
+	// A request on tiny-a that holds it until released.
+	if _, err := ts.models.acquire(context.Background(), ts.models.files["tiny-a"]); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func(n int) func() bool {
+		return func() bool {
+			ts.models.mu.Lock()
+			defer ts.models.mu.Unlock()
+			return ts.models.wanting == n
+		}
+	}
+
+	// A request that gives up waiting leaves nothing behind.
+	gaveUp, giveUp := context.WithCancel(context.Background())
+	done := make(chan int)
+	go func() {
+		req, _ := http.NewRequestWithContext(gaveUp, "POST", ts.url+"/v1/embeddings", strings.NewReader(`{"model":"emb","input":"x"}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- 0
+	}()
+	waitFor(t, waiting(1))
+	giveUp()
+	<-done
+	waitFor(t, waiting(0))
+	if resp, body := ts.post(t, "/v1/chat/completions", `{"model":"gpt-5-codex",`+hi+`,"max_tokens":1}`); resp.StatusCode != 200 {
+		t.Fatalf("tiny-a while it is resident and nothing waits: %d %s", resp.StatusCode, body)
+	}
+
+	results := make(chan string, 2)
+	go func() {
+		resp, body := ts.post(t, "/v1/embeddings", `{"model":"emb","input":"x"}`)
+		results <- "emb " + resp.Status + " " + body[:min(len(body), 200)]
+	}()
+	waitFor(t, waiting(1))
+	go func() {
+		resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1}`)
+		results <- "tiny-a " + resp.Status + " " + body[:min(len(body), 200)]
+	}()
+	// The request for tiny-a waits behind emb's although tiny-a is
+	// resident.
+	waitFor(t, func() bool {
+		ts.models.mu.Lock()
+		defer ts.models.mu.Unlock()
+		return ts.models.waiting == 2
+	})
+	ts.models.release()
+	first, second := <-results, <-results
+	if !strings.HasPrefix(first, "emb 200") || !strings.HasPrefix(second, "tiny-a 200") {
+		t.Errorf("in turn: %q, then %q", first, second)
+	}
+}
+
+// TestModelDir lists a directory's .qbin files by name.
+func TestModelDir(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"a.qbin", "b.qbin", "notes.txt"} {
+		os.WriteFile(filepath.Join(dir, f), nil, 0o644)
+	}
+	os.Mkdir(filepath.Join(dir, "c.qbin"), 0o755)
+	got, err := ModelDir(dir)
+	if err != nil || len(got) != 2 || got["a"] != filepath.Join(dir, "a.qbin") || got["b"] != filepath.Join(dir, "b.qbin") {
+		t.Errorf("ModelDir: %v %v", got, err)
+	}
+	if _, err := ModelDir(filepath.Join(dir, "none")); err == nil {
+		t.Error("a missing directory: no error")
+	}
+}

@@ -1,0 +1,439 @@
+package serve
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/qwenc/qwenc/qwen"
+)
+
+// responsesCall is how the Responses API is asked for an answer: what the
+// request gave that the answer depends on, besides the qwen.Request.
+type responsesCall struct {
+	req       qwen.Request
+	history   []qwen.Message // the conversation without the instructions: what previous_response_id continues
+	encrypted bool           // include reasoning.encrypted_content
+	store     bool
+	// tools are the request's function tools, all of them (allowed_tools
+	// keeps some): each name's path and namespace, if it is in one.
+	tools map[string]responsesTool
+}
+
+type responsesTool struct{ path, namespace string }
+
+func (c *responsesCall) schemaFields() schemaFields {
+	paths := map[string]string{}
+	for name, t := range c.tools {
+		paths[name] = t.path + ".parameters"
+	}
+	return schemaFields{"text.format", paths}
+}
+
+// responsesRequest checks a Responses request and makes it a
+// qwen.Request; prev is the conversation previous_response_id continues.
+func (t *target) responsesRequest(rr *responsesRequest, prev []qwen.Message) (responsesCall, *apiError) {
+	var c responsesCall
+	switch {
+	case len(rr.Conversation) > 0 && string(rr.Conversation) != "null":
+		return c, badRequest("conversation", "conversation: the Conversations API is not supported here; give the conversation in input, or previous_response_id")
+	case len(rr.Prompt) > 0 && string(rr.Prompt) != "null":
+		return c, badRequest("prompt", "prompt: stored prompt templates are not supported here; give instructions and input")
+	case rr.Truncation != nil && *rr.Truncation != "disabled" && *rr.Truncation != "auto":
+		return c, badRequest("truncation", "truncation %q: want disabled or auto", *rr.Truncation)
+	}
+	req, e := t.openAIRequest(&rr.samplingFields, nil, rr.MaxOutputTokens, "max_output_tokens", 0, nil)
+	if e != nil {
+		return c, e
+	}
+	input, e := responsesInput(rr.Input)
+	if e != nil {
+		return c, e
+	}
+	c.history = append(append([]qwen.Message{}, prev...), input...)
+	if len(c.history) == 0 {
+		return c, badRequest("input", "input: missing; give a string or a list of items")
+	}
+	req.Messages = c.history
+	if rr.Instructions != nil && *rr.Instructions != "" {
+		req.Messages = append([]qwen.Message{{Role: "system", Content: *rr.Instructions}}, c.history...)
+	}
+	if req.Tools, c.tools, e = responsesTools(rr.Tools); e != nil {
+		return c, e
+	}
+	if e := responsesToolChoice(rr.ToolChoice, &req); e != nil {
+		return c, e
+	}
+	req.OneToolCall = rr.ParallelToolCalls != nil && !*rr.ParallelToolCalls
+	if len(req.Tools) == 0 {
+		if req.ToolChoice == "required" || req.ToolName != "" {
+			return c, badRequest("tool_choice", "tool_choice forces a tool call: it needs tools")
+		}
+		req.ToolChoice, req.OneToolCall = "", false
+	}
+	if e := textFormat(rr.Text.Format, &req); e != nil {
+		return c, e
+	}
+	for i, inc := range rr.Include {
+		if !includes[inc] {
+			return c, badRequest(fmt.Sprintf("include[%d]", i), "include[%d] %q is not one this API knows", i, inc)
+		}
+		switch inc {
+		case "message.output_text.logprobs":
+			req.Logprobs = true
+		case "reasoning.encrypted_content":
+			c.encrypted = true
+		}
+	}
+	if n := rr.TopLogprobs; n != nil {
+		if *n < 0 || *n > qwen.MaxTopLogprobs {
+			return c, badRequest("top_logprobs", "top_logprobs %d is outside [0, %d]", *n, qwen.MaxTopLogprobs)
+		}
+		req.Logprobs, req.TopLogprobs = req.Logprobs || *n > 0, *n
+	}
+	if e := t.needsChat(); e != nil {
+		return c, e
+	}
+	if rr.Reasoning.Effort != nil {
+		if e := t.effort(*rr.Reasoning.Effort, "reasoning.effort", &req); e != nil {
+			return c, e
+		}
+	}
+	c.req, c.store = req, rr.Store == nil || *rr.Store
+	return c, nil
+}
+
+// responsesTools reads the function tools, {"type": "function", "name",
+// "description", "parameters", "strict"} (held to their parameters,
+// strict or not), and the namespaces that group them, {"type":
+// "namespace", "name", "description", "tools"}: their functions are
+// listed as the others are, and their calls name their namespace. The
+// built-in tools (web_search, file_search, ...) are OpenAI's, and
+// refused, and so are custom tools (free text, or a grammar's).
+func responsesTools(defs []json.RawMessage) ([]qwen.Tool, map[string]responsesTool, *apiError) {
+	var tools []qwen.Tool
+	byName := map[string]responsesTool{}
+	var add func(defs []json.RawMessage, at, namespace string) *apiError
+	add = func(defs []json.RawMessage, at, namespace string) *apiError {
+		for i, def := range defs {
+			path := fmt.Sprintf("%s[%d]", at, i)
+			var f struct {
+				Type        string            `json:"type"`
+				Name        string            `json:"name"`
+				Description string            `json:"description"`
+				Parameters  json.RawMessage   `json:"parameters"`
+				Tools       []json.RawMessage `json:"tools"`
+			}
+			if e := unmarshalAt(def, path, &f, `a function tool {"type": "function", "name", "description", "parameters"}`); e != nil {
+				return e
+			}
+			switch {
+			case f.Type == "namespace" && namespace == "":
+				if f.Name == "" {
+					return badRequest(path+".name", "%s.name: missing", path)
+				}
+				if e := add(f.Tools, path+".tools", f.Name); e != nil {
+					return e
+				}
+				continue
+			case f.Type == "":
+				return badRequest(path+".type", "%s.type: missing; want \"function\"", path)
+			case f.Type == "custom":
+				return badRequest(path+".type", "%s.type \"custom\": custom tools (free text or a grammar) are not supported here; give function tools", path)
+			case f.Type != "function":
+				return badRequest(path+".type", "%s.type %q: a built-in tool of OpenAI's, not supported here; give function tools", path, f.Type)
+			case f.Name == "":
+				return badRequest(path+".name", "%s.name: missing", path)
+			}
+			if _, dup := byName[f.Name]; dup {
+				return badRequest(path+".name", "%s.name %q: another tool has that name", path, f.Name)
+			}
+			if e := schemaObject(f.Parameters, path+".parameters", false); e != nil {
+				return e
+			}
+			tool, err := qwen.NewTool(f.Name, f.Description, f.Parameters)
+			if err != nil {
+				return badRequest(path, "%s: %v", path, err)
+			}
+			tools = append(tools, tool)
+			byName[f.Name] = responsesTool{path, namespace}
+		}
+		return nil
+	}
+	if e := add(defs, "tools", ""); e != nil {
+		return nil, nil, e
+	}
+	return tools, byName, nil
+}
+
+// responsesToolChoice reads tool_choice onto req: "auto", "none",
+// "required", {"type": "function", "name"}, or {"type": "allowed_tools",
+// "mode", "tools"}, which keeps the tools named (the prompt lists those
+// alone: a call of another could not be refused otherwise).
+func responsesToolChoice(raw json.RawMessage, req *qwen.Request) *apiError {
+	if done, e := toolChoiceMode(raw, req, "an object"); done {
+		return e
+	}
+	var o struct {
+		Type  string `json:"type"`
+		Name  string `json:"name"`
+		Mode  string `json:"mode"`
+		Tools []struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if e := unmarshalAt(raw, "tool_choice", &o, `"auto", "none", "required" or an object`); e != nil {
+		return e
+	}
+	switch o.Type {
+	case "function":
+		if o.Name == "" {
+			return badRequest("tool_choice.name", "tool_choice.name: missing")
+		}
+		req.ToolName = o.Name
+	case "allowed_tools":
+		if o.Mode != "auto" && o.Mode != "required" {
+			return badRequest("tool_choice.mode", "tool_choice.mode %q: want auto or required", o.Mode)
+		}
+		var kept []qwen.Tool
+		for i, a := range o.Tools {
+			at := fmt.Sprintf("tool_choice.tools[%d]", i)
+			if a.Type != "function" {
+				return badRequest(at+".type", "%s.type %q: want function", at, a.Type)
+			}
+			j := toolIndex(req.Tools, a.Name)
+			if j < 0 {
+				return badRequest(at+".name", "%s.name %q: not among the tools", at, a.Name)
+			}
+			kept = append(kept, req.Tools[j])
+		}
+		req.Tools, req.ToolChoice = kept, o.Mode
+	case "":
+		return badRequest("tool_choice.type", "tool_choice.type: missing")
+	default:
+		return badRequest("tool_choice.type", "tool_choice.type %q: a built-in tool of OpenAI's, not supported here", o.Type)
+	}
+	return nil
+}
+
+func toolIndex(tools []qwen.Tool, name string) int {
+	for i, t := range tools {
+		if t.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// textFormat reads text.format onto req: {"type": "text"}, {"type":
+// "json_object"}, or {"type": "json_schema", "name", "schema", "strict"},
+// the schema enforced, strict or not.
+func textFormat(raw json.RawMessage, req *qwen.Request) *apiError {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var f struct {
+		Type   string          `json:"type"`
+		Schema json.RawMessage `json:"schema"`
+	}
+	if e := unmarshalAt(raw, "text.format", &f, "an object with a type"); e != nil {
+		return e
+	}
+	return answerFormat(req, "text.format", f.Type, f.Schema, "text.format.schema")
+}
+
+// responseInputItem is an item of input: a message (a type "message", or
+// a role alone), a function_call an earlier answer made, a
+// function_call_output, or a reasoning item an earlier answer gave.
+type responseInputItem struct {
+	Type             string          `json:"type"`
+	Role             string          `json:"role"`
+	Content          json.RawMessage `json:"content"`
+	CallID           string          `json:"call_id"`
+	Name             string          `json:"name"`
+	Arguments        json.RawMessage `json:"arguments"`
+	Output           json.RawMessage `json:"output"`
+	Summary          json.RawMessage `json:"summary"`
+	EncryptedContent *string         `json:"encrypted_content"`
+}
+
+// responsesInput makes input qwen's messages. The items an answer gave
+// (its reasoning, its message, its function calls) are one assistant turn,
+// up to the next item of another role; a turn of reasoning alone is left
+// out, as Qwen3's template leaves out the thinking of earlier turns.
+func responsesInput(raw json.RawMessage) ([]qwen.Message, *apiError) {
+	var s string
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return nil, nil
+	case json.Unmarshal(raw, &s) == nil:
+		return []qwen.Message{{Role: "user", Content: s}}, nil
+	}
+	var items []json.RawMessage
+	if json.Unmarshal(raw, &items) != nil {
+		return nil, badRequest("input", "input: want a string or a list of items")
+	}
+	var out []qwen.Message
+	turn := -1 // the index in out of the open assistant turn
+	var reasoning []string
+	open := func() *qwen.Message {
+		if turn < 0 {
+			out = append(out, qwen.Message{Role: "assistant"})
+			turn = len(out) - 1
+		}
+		return &out[turn]
+	}
+	closeTurn := func() {
+		if turn >= 0 {
+			m := &out[turn]
+			m.Reasoning = strings.Join(reasoning, "\n\n")
+			if m.Content == "" && len(m.ToolCalls) == 0 {
+				out = out[:turn]
+			}
+		}
+		turn, reasoning = -1, nil
+	}
+	for i, b := range items {
+		path := fmt.Sprintf("input[%d]", i)
+		var it responseInputItem
+		if e := unmarshalAt(b, path, &it, "an item, an object"); e != nil {
+			return nil, e
+		}
+		typ := it.Type
+		if typ == "" && it.Role != "" {
+			typ = "message"
+		}
+		switch typ {
+		case "message":
+			text, e := itemText(it.Content, path+".content")
+			if e != nil {
+				return nil, e
+			}
+			switch it.Role {
+			case "assistant":
+				m := open()
+				m.Content += text
+				continue
+			case "user", "system":
+			case "developer":
+				it.Role = "system"
+			case "":
+				return nil, badRequest(path+".role", "%s.role: missing", path)
+			default:
+				return nil, badRequest(path+".role", "%s.role %q: want user, system, developer or assistant", path, it.Role)
+			}
+			closeTurn()
+			out = append(out, qwen.Message{Role: it.Role, Content: text})
+		case "reasoning":
+			text, e := reasoningText(it, path)
+			if e != nil {
+				return nil, e
+			}
+			open()
+			if text != "" {
+				reasoning = append(reasoning, text)
+			}
+		case "function_call":
+			if it.Name == "" {
+				return nil, badRequest(path+".name", "%s.name: missing", path)
+			}
+			m := open()
+			m.ToolCalls = append(m.ToolCalls, qwen.ToolCall{ID: it.CallID, Name: it.Name, Arguments: toolArguments(it.Arguments)})
+		case "function_call_output":
+			text, e := itemText(it.Output, path+".output")
+			if e != nil {
+				return nil, e
+			}
+			closeTurn()
+			out = append(out, qwen.Message{Role: "tool", Content: text})
+		case "item_reference":
+			return nil, badRequest(path+".type", "%s: item_reference is not supported here; give the item itself, or previous_response_id", path)
+		case "":
+			return nil, badRequest(path+".type", "%s.type: missing", path)
+		default:
+			return nil, badRequest(path+".type", "%s.type %q: not supported here: want message, function_call, function_call_output or reasoning", path, typ)
+		}
+	}
+	closeTurn()
+	return out, nil
+}
+
+// itemText is the text of a message's content or a call's output: a
+// string, or a list of text parts (input_text, output_text, refusal).
+// Images, files and audio are refused: the model reads text only.
+func itemText(raw json.RawMessage, path string) (string, *apiError) {
+	var s string
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return "", nil
+	case json.Unmarshal(raw, &s) == nil:
+		return s, nil
+	}
+	var items []json.RawMessage
+	if json.Unmarshal(raw, &items) != nil {
+		return "", badRequest(path, "%s: want a string or a list of content parts", path)
+	}
+	var sb strings.Builder
+	for j, item := range items {
+		pp := fmt.Sprintf("%s[%d]", path, j)
+		var p contentPart
+		if e := unmarshalAt(item, pp, &p, "a content part, an object with a type"); e != nil {
+			return "", e
+		}
+		switch p.Type {
+		case "input_text", "output_text", "text":
+			if p.Text == nil {
+				return "", badRequest(pp+".text", "%s.text: missing", pp)
+			}
+			sb.WriteString(*p.Text)
+		case "refusal":
+			if p.Refusal != nil {
+				sb.WriteString(*p.Refusal)
+			}
+		case "input_image", "input_file", "input_audio":
+			return "", badRequest(pp, "%s: a content part of type %q: %s", pp, p.Type, noVision)
+		case "":
+			return "", badRequest(pp+".type", "%s.type: missing", pp)
+		default:
+			return "", badRequest(pp+".type", "%s.type %q: want input_text or output_text", pp, p.Type)
+		}
+	}
+	return sb.String(), nil
+}
+
+// reasoningText is a reasoning item's text: its reasoning_text content,
+// as this server gives it, or else its encrypted_content (which here is
+// that text), or else its summary.
+func reasoningText(it responseInputItem, path string) (string, *apiError) {
+	for _, f := range []struct {
+		raw  json.RawMessage
+		path string
+	}{{it.Content, path + ".content"}, {it.Summary, path + ".summary"}} {
+		if len(f.raw) == 0 || string(f.raw) == "null" {
+			continue
+		}
+		var parts []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(f.raw, &parts) != nil {
+			return "", badRequest(f.path, "%s: want a list of parts", f.path)
+		}
+		if len(parts) == 0 {
+			continue
+		}
+		var text []string
+		for _, p := range parts {
+			text = append(text, p.Text)
+		}
+		if f.path == path+".summary" && it.EncryptedContent != nil {
+			break // the whole text, rather than its summary
+		}
+		return strings.Join(text, "\n\n"), nil
+	}
+	if it.EncryptedContent != nil {
+		return *it.EncryptedContent, nil
+	}
+	return "", nil
+}

@@ -1,0 +1,176 @@
+package serve
+
+import (
+	"container/list"
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/qwenc/qwenc/qwen"
+)
+
+// The stored responses are bounded by count and by bytes; the least
+// recently used go first. A conversation continued by
+// previous_response_id holds its whole history in each of its
+// responses, so the bytes bound matters more.
+const (
+	maxStoredResponses     = 1024
+	maxStoredResponseBytes = 64 << 20
+)
+
+// responseStore keeps the responses created with store (the default):
+// what GET /v1/responses/{id} answers, and the conversation that
+// previous_response_id continues. It lives in memory: a restart forgets
+// it, as it forgets the KV caches.
+type responseStore struct {
+	mu    sync.Mutex
+	lru   *list.List // of *storedResponse, the most recently used first
+	byID  map[string]*list.Element
+	bytes int64
+}
+
+type storedResponse struct {
+	resp    *responseObject // never changed once stored: put replaces it
+	history []qwen.Message  // nil: nothing to continue (failed, cancelled)
+	size    int64
+	// cancel and done, for a background response while it runs.
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newResponseStore() *responseStore {
+	return &responseStore{lru: list.New(), byID: map[string]*list.Element{}}
+}
+
+// put stores a copy of resp, with the conversation that continues it,
+// in place of what its id had.
+func (st *responseStore) put(resp *responseObject, history []qwen.Message) {
+	cp := *resp
+	e := &storedResponse{resp: &cp, history: history}
+	b, _ := json.Marshal(resp)
+	e.size = int64(len(b))
+	for _, m := range history {
+		e.size += int64(len(m.Content) + len(m.Reasoning))
+		for _, c := range m.ToolCalls {
+			e.size += int64(len(c.Name) + len(c.Arguments))
+		}
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.insert(cp.ID, e)
+}
+
+// end puts a background response that has ended in place of its
+// running one, unless it was deleted meanwhile.
+func (st *responseStore) end(resp *responseObject, history []qwen.Message) {
+	st.mu.Lock()
+	_, ok := st.byID[resp.ID]
+	st.mu.Unlock()
+	if ok {
+		st.put(resp, history)
+	}
+}
+
+// begin stores a background response that is running: cancel stops it,
+// and done is closed once it has ended and been put.
+func (st *responseStore) begin(resp *responseObject, cancel context.CancelFunc, done chan struct{}) {
+	cp := *resp
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.insert(cp.ID, &storedResponse{resp: &cp, cancel: cancel, done: done})
+}
+
+func (st *responseStore) insert(id string, e *storedResponse) {
+	if old, ok := st.byID[id]; ok {
+		st.bytes -= old.Value.(*storedResponse).size
+		st.lru.Remove(old)
+	}
+	st.byID[id] = st.lru.PushFront(e)
+	st.bytes += e.size
+	// The least recently used go, but not a running one, whose
+	// cancel would be lost.
+	for el := st.lru.Back(); el != nil && (st.lru.Len() > maxStoredResponses || st.bytes > maxStoredResponseBytes); {
+		prev := el.Prev()
+		if old := el.Value.(*storedResponse); old.done == nil {
+			st.bytes -= old.size
+			st.lru.Remove(el)
+			delete(st.byID, old.resp.ID)
+		}
+		el = prev
+	}
+}
+
+// lookup finds a response and makes it the most recently used.
+func (st *responseStore) lookup(id string) (*storedResponse, bool) {
+	el, ok := st.byID[id]
+	if !ok {
+		return nil, false
+	}
+	st.lru.MoveToFront(el)
+	return el.Value.(*storedResponse), true
+}
+
+func (st *responseStore) get(id string) (*responseObject, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	e, ok := st.lookup(id)
+	if !ok {
+		return nil, false
+	}
+	return e.resp, true
+}
+
+// history is the conversation a response ends, for previous_response_id.
+func (st *responseStore) history(id string) ([]qwen.Message, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	e, ok := st.lookup(id)
+	if !ok || e.history == nil {
+		return nil, false
+	}
+	return e.history, true
+}
+
+// remove forgets a response, cancelling it if it runs.
+func (st *responseStore) remove(id string) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	el, ok := st.byID[id]
+	if !ok {
+		return false
+	}
+	e := el.Value.(*storedResponse)
+	if e.cancel != nil {
+		e.cancel()
+	}
+	st.bytes -= e.size
+	st.lru.Remove(el)
+	delete(st.byID, id)
+	return true
+}
+
+// cancel stops a background response and waits for it to end (or ctx):
+// the response as it is then, whether it was found, and whether it is a
+// background one (only those can be cancelled).
+func (st *responseStore) cancel(ctx context.Context, id string) (*responseObject, bool, bool) {
+	st.mu.Lock()
+	e, ok := st.lookup(id)
+	st.mu.Unlock()
+	switch {
+	case !ok:
+		return nil, false, false
+	case !e.resp.Background:
+		return e.resp, true, false
+	case e.done != nil:
+		e.cancel()
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+		}
+	}
+	resp, ok := st.get(id)
+	if !ok { // deleted meanwhile
+		return e.resp, true, true
+	}
+	return resp, true, true
+}

@@ -1,0 +1,443 @@
+package serve
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
+	"github.com/qwenc/qwenc/qwen"
+)
+
+// TestResponsesPlain: openai-go's Responses client, not streamed and
+// streamed: the output is what tiny-a answers greedily alone, its
+// reasoning a reasoning item and its text a message, cut by
+// max_output_tokens (incomplete); the stream's events come in the order
+// the SDKs parse, numbered in sequence, each item's deltas adding up to
+// its done event, and its last event is the response not streamed.
+func TestResponsesPlain(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	c := ts.client()
+	// Effort low thinks within half of max_output_tokens: 6 tokens.
+	p := responses.ResponseNewParams{Model: "tiny-a", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(question)},
+		Instructions: openai.String("Be brief."), MaxOutputTokens: openai.Int(12), Temperature: openai.Float(0),
+		Reasoning: shared.ReasoningParam{Effort: shared.ReasoningEffortLow}, Include: []responses.ResponseIncludable{"reasoning.encrypted_content"}}
+	msgs := []qwen.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: question}}
+	prompt, _, reasoning, content := greedyAlone(t, ts, qwen.Request{Messages: msgs, ThinkBudget: 6, MaxTokens: 12})
+	if reasoning == "" || content == "" {
+		t.Fatalf("alone: reasoning %q, content %q: want both", reasoning, content)
+	}
+	r, err := c.Responses.New(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotReasoning, gotText string
+	for i, it := range r.Output {
+		switch it.Type {
+		case "reasoning":
+			gotReasoning += it.Content[0].Text
+			if it.EncryptedContent != it.Content[0].Text {
+				t.Errorf("encrypted_content %q, text %q", it.EncryptedContent, it.Content[0].Text)
+			}
+		case "message":
+			gotText += it.Content[0].Text
+		default:
+			t.Errorf("an item of type %s", it.Type)
+		}
+		// The answer ran out in its last item; the others are complete.
+		if want := map[bool]string{true: "incomplete", false: "completed"}[i == len(r.Output)-1]; it.Status != want {
+			t.Errorf("item %s: status %s, want %s", it.ID, it.Status, want)
+		}
+	}
+	if gotReasoning != reasoning || gotText != content || r.OutputText() != content {
+		t.Errorf("reasoning %q text %q; alone %q %q", gotReasoning, gotText, reasoning, content)
+	}
+	if r.Status != "incomplete" || r.IncompleteDetails.Reason != "max_output_tokens" || r.Model != "tiny-a" || r.Object != "response" ||
+		!strings.HasPrefix(r.ID, "resp_") || r.Usage.InputTokens != int64(len(prompt)) || r.Usage.OutputTokens != 12 ||
+		r.Usage.TotalTokens != int64(len(prompt))+12 || r.Usage.OutputTokensDetails.ReasoningTokens != 8 {
+		t.Errorf("response %s", r.RawJSON())
+	}
+
+	s := c.Responses.NewStreaming(t.Context(), p)
+	var types []string
+	var last responses.Response
+	deltas := map[string]string{}
+	for n := 0; s.Next(); n++ {
+		ev := s.Current()
+		if ev.SequenceNumber != int64(n) {
+			t.Fatalf("event %d (%s) has sequence_number %d", n, ev.Type, ev.SequenceNumber)
+		}
+		types = append(types, ev.Type)
+		switch ev.Type {
+		case "response.output_text.delta", "response.reasoning_text.delta":
+			deltas[ev.ItemID] += ev.Delta
+		case "response.output_text.done", "response.reasoning_text.done":
+			if ev.Text != deltas[ev.ItemID] {
+				t.Errorf("%s: text %q, deltas %q", ev.Type, ev.Text, deltas[ev.ItemID])
+			}
+		case "response.incomplete":
+			last = ev.Response
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"response.created", "response.in_progress"}
+	for _, kind := range []string{"reasoning", "output"} {
+		want = append(want, "response.output_item.added", "response.content_part.added", "response."+kind+"_text.delta",
+			"response."+kind+"_text.done", "response.content_part.done", "response.output_item.done")
+	}
+	if !isSubsequence(want, types) || types[len(types)-1] != "response.incomplete" {
+		t.Errorf("events %v; want in order %v, last response.incomplete", types, want)
+	}
+	if last.OutputText() != content || len(last.Output) != len(r.Output) || last.Usage.OutputTokens != 12 || last.Status != "incomplete" {
+		t.Errorf("streamed %s\nnot streamed %s", last.RawJSON(), r.RawJSON())
+	}
+
+	// Stored: GET gives it back; DELETE forgets it.
+	got, err := c.Responses.Get(t.Context(), r.ID, responses.ResponseGetParams{})
+	if err != nil || got.OutputText() != content || got.ID != r.ID {
+		t.Fatalf("GET %s: %v %+v", r.ID, err, got)
+	}
+	if err := c.Responses.Delete(t.Context(), r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Responses.Get(t.Context(), r.ID, responses.ResponseGetParams{}); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("GET after DELETE: %v", err)
+	}
+	// store: false keeps nothing.
+	p.Store = openai.Bool(false)
+	r, err = c.Responses.New(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Responses.Get(t.Context(), r.ID, responses.ResponseGetParams{}); err == nil {
+		t.Errorf("a response with store false was stored")
+	}
+}
+
+// isAPIError reports whether err is the OpenAI client's error of that
+// status, param and a message with msg.
+func isAPIError(err error, status int, param, msg string) bool {
+	var e *openai.Error
+	return errors.As(err, &e) && e.StatusCode == status && e.Param == param && strings.Contains(e.Message, msg)
+}
+
+// isSubsequence reports whether want appear in got, in order.
+func isSubsequence(want, got []string) bool {
+	for _, g := range got {
+		if len(want) > 0 && g == want[0] {
+			want = want[1:]
+		}
+	}
+	return len(want) == 0
+}
+
+// TestResponsesToolsRoundTrip: a forced tool call, its arguments valid
+// for the tool, streamed as the SDK accumulates it; its result sent back
+// with previous_response_id, whose conversation the server kept: the new
+// prompt reuses the cache of the first, and counts the tokens of the
+// whole conversation, as the same history sent in input does.
+func TestResponsesToolsRoundTrip(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	c := ts.client()
+	weather := map[string]any{"type": "object", "properties": map[string]any{
+		"city": map[string]any{"enum": []string{"Paris", "Oslo"}}, "days": map[string]any{"type": "integer", "minimum": 1, "maximum": 7}},
+		"required": []string{"city", "days"}, "additionalProperties": false}
+	p := responses.ResponseNewParams{Model: "tiny-a", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Weather in Paris?")},
+		Tools:           []responses.ToolUnionParam{responses.ToolParamOfFunction("weather", weather, true)},
+		ToolChoice:      responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: openai.Opt(responses.ToolChoiceOptionsRequired)},
+		Reasoning:       shared.ReasoningParam{Effort: shared.ReasoningEffortNone},
+		MaxOutputTokens: openai.Int(200), Temperature: openai.Float(1), ParallelToolCalls: openai.Bool(false)}
+	r, err := c.Responses.New(t.Context(), p, option.WithJSONSet("seed", 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != "completed" || len(r.Output) != 1 || r.Output[0].Type != "function_call" {
+		t.Fatalf("response %s", r.RawJSON())
+	}
+	call := r.Output[0]
+	var args struct {
+		City string
+		Days int
+	}
+	if call.Name != "weather" || !strings.HasPrefix(call.CallID, "call_") || !strings.HasPrefix(call.ID, "fc_") ||
+		json.Unmarshal([]byte(call.Arguments.OfString), &args) != nil || (args.City != "Paris" && args.City != "Oslo") || args.Days < 1 || args.Days > 7 {
+		t.Fatalf("call %s", call.RawJSON())
+	}
+	s := c.Responses.NewStreaming(t.Context(), p, option.WithJSONSet("seed", 3))
+	var argDeltas string
+	var done responses.ResponseStreamEventUnion
+	for s.Next() {
+		switch ev := s.Current(); ev.Type {
+		case "response.function_call_arguments.delta":
+			argDeltas += ev.Delta
+		case "response.function_call_arguments.done":
+			done = ev
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if argDeltas != call.Arguments.OfString || done.Arguments != call.Arguments.OfString {
+		t.Errorf("streamed arguments %q, done %q; not streamed %q", argDeltas, done.Arguments, call.Arguments.OfString)
+	}
+
+	output := responses.ResponseInputItemParamOfFunctionCallOutput("18C")
+	output.OfFunctionCallOutput.CallID = openai.String(call.CallID)
+	next, err := c.Responses.New(t.Context(), responses.ResponseNewParams{Model: "tiny-a", PreviousResponseID: openai.String(r.ID),
+		Input:           responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{output}},
+		MaxOutputTokens: openai.Int(2), Reasoning: shared.ReasoningParam{Effort: shared.ReasoningEffortNone}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.PreviousResponseID != r.ID || next.Usage.InputTokensDetails.CachedTokens == 0 {
+		t.Errorf("next: %s", next.RawJSON())
+	}
+	// The same conversation sent whole: the same prompt.
+	whole, err := c.Responses.New(t.Context(), responses.ResponseNewParams{Model: "tiny-a",
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+			responses.ResponseInputItemParamOfMessage("Weather in Paris?", responses.EasyInputMessageRoleUser),
+			responses.ResponseInputItemParamOfFunctionCall(call.Arguments.OfString, call.CallID, call.Name),
+			output}},
+		MaxOutputTokens: openai.Int(2), Reasoning: shared.ReasoningParam{Effort: shared.ReasoningEffortNone}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if whole.Usage.InputTokens != next.Usage.InputTokens {
+		t.Errorf("the conversation sent whole has %d prompt tokens, continued by previous_response_id %d", whole.Usage.InputTokens, next.Usage.InputTokens)
+	}
+	if _, err := c.Responses.New(t.Context(), responses.ResponseNewParams{Model: "tiny-a", PreviousResponseID: openai.String("resp_none"),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Hi")}}); !isAPIError(err, 400, "previous_response_id", `no response "resp_none"`) {
+		t.Errorf("an unknown previous_response_id: %v", err)
+	}
+}
+
+// TestResponsesStructured: text.format json_schema holds the answer to
+// the schema, streamed or not, and a schema the grammar cannot enforce
+// is refused naming text.format.
+func TestResponsesStructured(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	c := ts.client()
+	schema := map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer", "minimum": -3, "maximum": 3}},
+		"required": []string{"n"}, "additionalProperties": false}
+	p := responses.ResponseNewParams{Model: "tiny-a", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("A number?")},
+		Text: responses.ResponseTextConfigParam{Format: responses.ResponseFormatTextConfigUnionParam{
+			OfJSONSchema: &responses.ResponseFormatTextJSONSchemaConfigParam{Name: "n", Schema: schema, Strict: openai.Bool(true)}}},
+		Reasoning: shared.ReasoningParam{Effort: shared.ReasoningEffortNone}, MaxOutputTokens: openai.Int(100), Temperature: openai.Float(1)}
+	for seed := range 3 {
+		r, err := c.Responses.New(t.Context(), p, option.WithJSONSet("seed", seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v struct{ N *int }
+		dec := json.NewDecoder(strings.NewReader(r.OutputText()))
+		dec.DisallowUnknownFields()
+		if r.Status != "completed" || dec.Decode(&v) != nil || v.N == nil || *v.N < -3 || *v.N > 3 {
+			t.Fatalf("seed %d: %s", seed, r.RawJSON())
+		}
+		s := c.Responses.NewStreaming(t.Context(), p, option.WithJSONSet("seed", seed))
+		text := ""
+		for s.Next() {
+			if ev := s.Current(); ev.Type == "response.output_text.delta" {
+				text += ev.Delta
+			}
+		}
+		if s.Err() != nil || text != r.OutputText() {
+			t.Errorf("seed %d: streamed %q (%v), not streamed %q", seed, text, s.Err(), r.OutputText())
+		}
+	}
+	p.Text.Format.OfJSONSchema.Schema = map[string]any{"type": "object", "minProperties": 1}
+	if _, err := c.Responses.New(t.Context(), p); !isAPIError(err, 400, "text.format", "minProperties") {
+		t.Errorf("a schema that cannot be enforced: %v", err)
+	}
+}
+
+// TestResponsesInput: the input items a client gives back, a reasoning,
+// a message, a call whose arguments were cut off, its output, a
+// developer message, make the conversation qwen renders (the prompt
+// counts its tokens), and the reasoning effort bounds the thinking.
+func TestResponsesInput(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	body := `{"model":"tiny-a","max_output_tokens":1,"instructions":"Be brief.","input":[
+		{"role":"user","content":"Weather?"},
+		{"type":"reasoning","id":"rs_1","summary":[],"content":[{"type":"reasoning_text","text":"Call it."}]},
+		{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Calling."}]},
+		{"type":"function_call","call_id":"call_1","name":"weather","arguments":"{\"city\": \"Par"},
+		{"type":"function_call","call_id":"call_2","name":"now","arguments":""},
+		{"type":"function_call_output","call_id":"call_1","output":"18C"},
+		{"type":"function_call_output","call_id":"call_2","output":[{"type":"input_text","text":"12:00"}]},
+		{"role":"developer","content":[{"type":"input_text","text":"Answer."}]},
+		{"type":"reasoning","id":"rs_2","summary":[{"type":"summary_text","text":"a summary"}]}]}`
+	resp, out := ts.post(t, "/v1/responses", body)
+	var r responseObject
+	unmarshal(t, out, &r)
+	want := []qwen.Message{
+		{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Weather?"},
+		{Role: "assistant", Content: "Calling.", Reasoning: "Call it.", ToolCalls: []qwen.ToolCall{
+			{ID: "call_1", Name: "weather", Arguments: `{"city": "Par`}, {ID: "call_2", Name: "now", Arguments: "{}"}}},
+		{Role: "tool", Content: "18C"}, {Role: "tool", Content: "12:00"}, {Role: "system", Content: "Answer."}}
+	n, err := ts.m.Count(qwen.Request{Messages: want})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || r.Usage == nil || r.Usage.InputTokens != n {
+		t.Fatalf("%d %s; want %d prompt tokens", resp.StatusCode, out, n)
+	}
+	rendered, _ := ts.m.RenderPrompt(qwen.Request{Messages: want})
+	if !strings.Contains(rendered, `{"name": "weather", "arguments": {"city": "Par}`) {
+		t.Errorf("the call cut off is not rendered as it was: %s", rendered)
+	}
+
+	// The reasoning efforts: none answers without thinking, low within
+	// a budget of half of max_output_tokens.
+	tg := ts.target()
+	for effort, check := range map[string]func(qwen.Request) bool{
+		"none":   func(r qwen.Request) bool { return r.NoThinking && r.ThinkBudget == 0 },
+		"low":    func(r qwen.Request) bool { return !r.NoThinking && r.ThinkBudget == 50 },
+		"xhigh":  func(r qwen.Request) bool { return !r.NoThinking && r.ThinkBudget == 0 },
+		"medium": func(r qwen.Request) bool { return r.ThinkBudget == 50 },
+	} {
+		rr := responsesRequest{Input: json.RawMessage(`"Hi"`), MaxOutputTokens: new(100)}
+		rr.Reasoning.Effort = &effort
+		c, e := tg.responsesRequest(&rr, nil)
+		if e != nil || !check(c.req) {
+			t.Errorf("effort %s: %+v %v", effort, c.req, e)
+		}
+	}
+	resp, out = ts.post(t, "/v1/responses", `{"model":"tiny-a","input":"Hi","max_output_tokens":40,"reasoning":{"effort":"low"},"temperature":0}`)
+	unmarshal(t, out, &r)
+	// tiny-a thinks as long as it may: <think>, 20 tokens, </think>.
+	if resp.StatusCode != 200 || r.Usage.OutputTokensDetails.ReasoningTokens != 22 || r.Output[0].Type != "reasoning" {
+		t.Errorf("effort low, 40 tokens: %d %s; want 22 tokens of thinking", resp.StatusCode, out)
+	}
+}
+
+// TestResponsesErrors: what the Responses API cannot do here is refused
+// in OpenAI's shape, naming the field.
+func TestResponsesErrors(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	const m = `"model":"tiny-a"`
+	for _, c := range []struct{ body, param, msg string }{
+		{`{` + m + `}`, "input", "input: missing"},
+		{`{` + m + `,"input":7}`, "input", "want a string or a list of items"},
+		{`{"input":"Hi"}`, "model", "you must provide a model"},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"web_search"}]}`, "tools[0].type", `"web_search": a built-in tool of OpenAI's`},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"function"}]}`, "tools[0].name", "missing"},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f","parameters":{"type":"object","minProperties":2}}]}`, "tools[0].parameters", "tools[0].parameters: json schema #: minProperties"},
+		{`{` + m + `,"input":"Hi","tool_choice":"required"}`, "tool_choice", "it needs tools"},
+		{`{` + m + `,"input":"Hi","tool_choice":{"type":"web_search_preview"}}`, "tool_choice.type", "built-in"},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"allowed_tools","mode":"auto","tools":[{"type":"function","name":"g"}]}}`,
+			"tool_choice.tools[0].name", `"g": not among the tools`},
+		{`{` + m + `,"input":[{"role":"user","content":[{"type":"input_text","text":"Look"},{"type":"input_image","image_url":"data:"}]}]}`,
+			"input[0].content[1]", "this model has no vision"},
+		{`{` + m + `,"input":[{"type":"web_search_call","id":"ws_1"}]}`, "input[0].type", `"web_search_call": not supported here`},
+		{`{` + m + `,"input":[{"type":"item_reference","id":"msg_1"}]}`, "input[0].type", "item_reference is not supported"},
+		{`{` + m + `,"input":[{"role":"robot","content":"Hi"}]}`, "input[0].role", `"robot"`},
+		{`{` + m + `,"input":[{"type":"function_call","call_id":7,"name":"f"}]}`, "input[0].call_id", "want a string, got number"},
+		{`{` + m + `,"input":[{"type":"function_call","call_id":"c"}]}`, "input[0].name", "missing"},
+		{`{` + m + `,"input":"Hi","include":["everything"]}`, "include[0]", `"everything"`},
+		{`{` + m + `,"input":"Hi","reasoning":{"effort":"extreme"}}`, "reasoning.effort", `"extreme"`},
+		{`{` + m + `,"input":"Hi","text":{"format":{"type":"yaml"}}}`, "text.format.type", `"yaml"`},
+		{`{` + m + `,"input":"Hi","text":{"format":{"type":"json_schema","name":"x"}}}`, "text.format.schema", "missing"},
+		{`{` + m + `,"input":"Hi","max_output_tokens":0}`, "max_output_tokens", "at least 1"},
+		{`{` + m + `,"input":"Hi","temperature":-1}`, "temperature", "outside"},
+		{`{` + m + `,"input":"Hi","top_logprobs":21}`, "top_logprobs", "outside"},
+		{`{` + m + `,"input":"Hi","conversation":"conv_1"}`, "conversation", "not supported"},
+		{`{` + m + `,"input":"Hi","background":true,"stream":true}`, "background", "poll"},
+		{`{` + m + `,"input":"Hi","background":true,"store":false}`, "background", "needs store"},
+		{`{` + m + `,"input":"Hi","truncation":"middle"}`, "truncation", `"middle"`},
+		{`{` + m + `,"input":"Hi","previous_response_id":"resp_x"}`, "previous_response_id", `no response "resp_x" is stored`},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f"}],"text":{"format":{"type":"json_object"}}}`, "", "tools at once"},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"custom","name":"apply_patch","format":{"type":"text"}}]}`, "tools[0].type", "custom tools"},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f"},{"type":"namespace","name":"ns","tools":[{"type":"function","name":"f"}]}]}`,
+			"tools[1].tools[0].name", `"f": another tool has that name`},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"function","name":"g","parameters":{"type":"object","minProperties":1}}]}]}`,
+			"tools[0].tools[0].parameters", "tools[0].tools[0].parameters: json schema #: minProperties"},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"web_search"}]}]}`, "tools[0].tools[0].type", "built-in"},
+	} {
+		wantBadRequest(t, ts, "/v1/responses", c.body, c.param, c.msg)
+	}
+	for _, c := range []struct{ method, path string }{{"GET", "/v1/responses/resp_x"}, {"DELETE", "/v1/responses/resp_x"}, {"POST", "/v1/responses/resp_x/cancel"}} {
+		req, _ := http.NewRequest(c.method, ts.url+c.path, nil)
+		if resp, body := do(t, req); resp.StatusCode != 404 || !strings.Contains(body, `no response \"resp_x\" is stored`) {
+			t.Errorf("%s %s: %d %s", c.method, c.path, resp.StatusCode, body)
+		}
+	}
+	// A response not in background cannot be cancelled.
+	_, body := ts.post(t, "/v1/responses", `{`+m+`,"input":"Hi","max_output_tokens":1}`)
+	var r responseObject
+	unmarshal(t, body, &r)
+	if resp, body := ts.post(t, "/v1/responses/"+r.ID+"/cancel", ``); resp.StatusCode != 400 || !strings.Contains(body, "only a background response") {
+		t.Errorf("cancel a response not in background: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestResponsesBackground: background: true answers at once with the
+// response in progress, GET reads it, and cancel stops it: cancelled,
+// with the output so far; one left to run completes.
+func TestResponsesBackground(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	c := ts.client()
+	// Greedy on this question tiny-a never ends its answer: it runs until
+	// cancelled or the context is full.
+	r, err := c.Responses.New(t.Context(), responses.ResponseNewParams{Model: "tiny-a", Background: openai.Bool(true),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(question)}, Temperature: openai.Float(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != "in_progress" || !r.Background {
+		t.Fatalf("background: %s", r.RawJSON())
+	}
+	got, err := c.Responses.Get(t.Context(), r.ID, responses.ResponseGetParams{})
+	if err != nil || got.Status != "in_progress" {
+		t.Fatalf("GET: %v %s", err, got.RawJSON())
+	}
+	cancelled, err := c.Responses.Cancel(t.Context(), r.ID)
+	if err != nil || cancelled.Status != "cancelled" {
+		t.Fatalf("cancel: %v %s", err, cancelled.RawJSON())
+	}
+	waitFor(t, func() bool { return ts.m.Stats().Active == 0 })
+	if got, err := c.Responses.Get(t.Context(), r.ID, responses.ResponseGetParams{}); err != nil || got.Status != "cancelled" {
+		t.Errorf("GET after cancel: %v %s", err, got.RawJSON())
+	}
+	// Left to run, it completes, and can be continued.
+	r, err = c.Responses.New(t.Context(), responses.ResponseNewParams{Model: "tiny-a", Background: openai.Bool(true),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(question)}, MaxOutputTokens: openai.Int(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		got, err := c.Responses.Get(t.Context(), r.ID, responses.ResponseGetParams{})
+		return err == nil && got.Status == "incomplete" && got.Usage.OutputTokens == 3
+	})
+	if _, err := c.Responses.New(t.Context(), responses.ResponseNewParams{Model: "tiny-a", PreviousResponseID: openai.String(r.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("And?")}, MaxOutputTokens: openai.Int(1)}); err != nil {
+		t.Errorf("continuing a background response: %v", err)
+	}
+	for _, it := range cancelled.Output {
+		if it.Status != "incomplete" {
+			t.Errorf("a cancelled response's item %s is %s", it.ID, it.Status)
+		}
+	}
+}
+
+// TestResponsesNamespace: the functions of a namespace (Codex groups its
+// sub-agent tools so) are tools as the others are, and a call of one
+// names its namespace.
+func TestResponsesNamespace(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	resp, out := ts.post(t, "/v1/responses", `{"model":"tiny-a","input":"Go","max_output_tokens":100,"reasoning":{"effort":"none"},`+
+		`"tools":[{"type":"namespace","name":"agents","description":"Sub-agents.","tools":[{"type":"function","name":"spawn","parameters":{"type":"object","properties":{},"additionalProperties":false}}]}],`+
+		`"tool_choice":{"type":"function","name":"spawn"}}`)
+	var r responseObject
+	unmarshal(t, out, &r)
+	if resp.StatusCode != 200 || len(r.Output) != 1 || r.Output[0].Name != "spawn" || r.Output[0].Namespace != "agents" || !strings.Contains(out, `"namespace":"agents"`) {
+		t.Errorf("%d %s", resp.StatusCode, out)
+	}
+}
