@@ -54,24 +54,12 @@ func perplexityAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := infer.Options{Threads: c.Int("threads"), Kernels: kp}
-	m, err := infer.Open(c.Args().First(), opts)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	if path := c.String("base"); path != "" {
-		if po.Base, err = infer.Open(path, opts); err != nil {
-			return err
-		}
-		defer po.Base.Close()
-	}
-	tokens := perplexity.Tokens(m, string(text))
 	ctx, stop := cliutil.SignalContext(context.Background())
 	defer stop()
 	progress := perplexity.NewProgress(os.Stderr, isTerminal(os.Stderr))
 	po.Progress = progress.Chunk
-	res, err := perplexity.Run(ctx, m, tokens, po)
+	ro := infer.Options{Threads: c.Int("threads"), Kernels: kp}
+	res, tokens, err := perplexity.Measure(ctx, c.Args().First(), c.String("base"), string(text), ro, po)
 	progress.End()
 	switch {
 	case errors.Is(err, context.Canceled):
@@ -84,6 +72,6 @@ func perplexityAction(c *cli.Context) error {
 	if c.Bool("json") {
 		return json.NewEncoder(os.Stdout).Encode(res)
 	}
-	res.Write(os.Stdout, len(tokens))
+	res.Write(os.Stdout, tokens)
 	return nil
 }
