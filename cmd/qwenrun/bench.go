@@ -60,11 +60,6 @@ func benchAction(c *cli.Context) error {
 	if cfg.Depths, err = cliutil.Ints(c.String("depth"), 0, "a number of tokens"); err != nil {
 		return fmt.Errorf("--depth: %w", err)
 	}
-	for _, f := range []string{"pp", "tg", "reps"} {
-		if n := c.Int(f); n < 1 {
-			return fmt.Errorf("--%s %d: want 1 or more", f, n)
-		}
-	}
 	if c.IsSet("kernels") {
 		if cfg.Kernels, err = bench.ParseKernels(c.String("kernels")); err != nil {
 			return fmt.Errorf("--kernels: %w", err)
