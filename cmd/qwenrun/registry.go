@@ -19,18 +19,12 @@ func insecureFlag() cli.Flag {
 
 // modelPath is the file the MODEL argument names: the argument itself, or
 // for oci://REGISTRY/REPO:TAG (or @sha256:DIGEST) the file pulled into
-// the cache as qwenc pull does. The first use downloads it; later a tag
-// costs one manifest request, a digest none. Credentials are docker
-// login's. The pull's progress goes to progress.
+// the cache as qwenc pull does. The pull's progress goes to progress.
 func modelPath(c *cli.Context, arg string, progress io.Writer) (string, error) {
 	if !oci.IsRef(arg) {
 		return arg, nil
 	}
-	dir, err := pullcache.Dir()
-	if err != nil {
-		return "", err
-	}
-	p, err := oci.Pull(c.Context, arg, oci.Cache{Dir: dir}, oci.Options{Insecure: c.Bool("insecure"), Progress: progress})
+	p, err := pullcache.Pull(c.Context, arg, oci.Options{Insecure: c.Bool("insecure"), Progress: progress})
 	if err != nil {
 		return "", err
 	}

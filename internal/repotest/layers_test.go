@@ -45,7 +45,7 @@ var layers = []struct {
 	{"qwen/serve", []string{"qwen", "format/chat", "runtime/sampling"}},
 	{"qwen/bench", []string{"qwen", "format", "format/...", "kernels", "runtime/...", "internal/cliutil", "internal/mem"}},
 	{"cmd/internal/report", []string{"qwen", "internal/mem"}},
-	{"cmd/internal/pullcache", nil},
+	{"cmd/internal/pullcache", []string{"format/oci"}},
 	{"cmd/qwenc", []string{"compiler", "format", "format/...", "cmd/internal/pullcache", "internal/cliutil"}},
 	{"cmd/qwenrun", []string{"qwen", "qwen/...", "cmd/internal/report", "cmd/internal/pullcache", "format", "format/...", "kernels", "runtime/...", "internal/cliutil", "internal/fsutil"}},
 	{"cmd/qwengen", []string{"internal/synth"}},
