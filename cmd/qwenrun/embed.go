@@ -56,32 +56,6 @@ func rerankCommand() *cli.Command {
 	}
 }
 
-// readTexts gathers the texts: the arguments after the model, or
-// --file's lines, or JSON lines on standard input.
-func readTexts(c *cli.Context, stdin io.Reader) ([]string, error) {
-	args := c.Args().Tail()
-	switch path := c.String("file"); {
-	case len(args) > 0 && path != "":
-		return nil, fmt.Errorf("give the texts as arguments or --file, not both")
-	case len(args) > 0:
-		return args, nil
-	case path == "-":
-		return report.ReadLines(stdin)
-	case path != "":
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		return report.ReadLines(f)
-	}
-	texts, err := report.ReadJSONTexts(stdin)
-	if err != nil {
-		return nil, fmt.Errorf("standard input, %w", err)
-	}
-	return texts, nil
-}
-
 // scoring checks the flags, gathers the texts, opens the model and calls
 // run with them; run writes its JSON lines to w.
 func scoring(c *cli.Context, name string, run func(ctx context.Context, m *qwen.Model, texts []string, w io.Writer) error) error {
@@ -95,7 +69,7 @@ func scoring(c *cli.Context, name string, run func(ctx context.Context, m *qwen.
 	if err != nil {
 		return err
 	}
-	texts, err := readTexts(c, os.Stdin)
+	texts, err := report.ReadTexts(c.Args().Tail(), c.String("file"), os.Stdin)
 	if err != nil {
 		return err
 	}

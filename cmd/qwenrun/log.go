@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
-	"sync"
 
 	"github.com/urfave/cli/v2"
 )
@@ -47,35 +43,5 @@ func newLogger(c *cli.Context, w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, o)), nil
 	default:
 		return nil, fmt.Errorf("--log-format %q: want text or json", f)
-	}
-}
-
-// logLines is an io.Writer that makes each line written to it a record
-// of log: what the commands print on stderr as lines (a pull's progress,
-// the context a model got, a warning) joins a server's log in its format
-// rather than breaking it. The "qwenrun: " a line starts with is left
-// out; a line that then says "warning: " is a warning, the others info.
-type logLines struct {
-	log *slog.Logger
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (w *logLines) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			return len(p), nil
-		}
-		line := strings.TrimPrefix(string(w.buf[:i]), "qwenrun: ")
-		w.buf = w.buf[i+1:]
-		level := slog.LevelInfo
-		if rest, ok := strings.CutPrefix(line, "warning: "); ok {
-			line, level = rest, slog.LevelWarn
-		}
-		w.log.Log(context.Background(), level, line)
 	}
 }

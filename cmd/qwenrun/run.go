@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/qwenc/qwenc/cmd/internal/report"
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/internal/fsutil"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/runtime/sampling"
 	"github.com/urfave/cli/v2"
@@ -253,7 +251,7 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 	for d, err := range st.Deltas() {
 		res.Add(d)
 		if d.PromptLogits != nil {
-			if err := writeLogits(c.String("logits"), d.PromptLogits); err != nil {
+			if err := report.WriteLogits(c.String("logits"), d.PromptLogits); err != nil {
 				st.Close()
 				genErr = err
 			}
@@ -284,15 +282,6 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 	return genErr // the signal, for the exit status, after an interrupt
 }
 
-// writeLogits writes a logits row as little-endian float32, atomically.
-func writeLogits(path string, l []float32) error {
-	b := make([]byte, 4*len(l))
-	for i, v := range l {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-	}
-	return fsutil.WriteAtomic(path, b, 0o644)
-}
-
 // printStats prints the statistics line, and the context limit when that
 // is what stopped generation.
 func printStats(w io.Writer, s *setup, r qwen.Result) {
@@ -302,12 +291,10 @@ func printStats(w io.Writer, s *setup, r qwen.Result) {
 	}
 }
 
-func printCtxStop(w io.Writer, s *setup) {
-	fmt.Fprintf(w, "qwenrun: stopped at the context limit of %d tokens (--ctx)\n", s.info.Context)
-}
+func printCtxStop(w io.Writer, s *setup) { report.WriteContextStop(w, s.info.Context) }
 
 func printJSON(w io.Writer, s *setup, r qwen.Result) error {
-	return json.NewEncoder(w).Encode(report.Summarize(r, s.m.Detokenize(r.Generated), s.loadTime))
+	return report.WriteSummary(w, r, s.m.Detokenize(r.Generated), s.loadTime)
 }
 
 // isTerminal asks the terminal driver: a character device such as

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/qwenc/qwenc/cmd/internal/report"
 	"github.com/qwenc/qwenc/format/oci"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/qwen"
@@ -53,7 +54,7 @@ func serveAction(c *cli.Context) error {
 	}
 	// A server's stderr is its log: what the commands print there as
 	// lines becomes records too.
-	notes := &logLines{log: log}
+	notes := report.LogLines(log, "qwenrun")
 	if err := checkModelFlags(c, notes); err != nil {
 		return err
 	}

@@ -44,7 +44,7 @@ var layers = []struct {
 	{"qwen", []string{"format", "format/chat", "format/tokenizer", "kernels", "runtime/...", "internal/fsutil", "internal/mem"}},
 	{"qwen/serve", []string{"qwen", "format/chat", "runtime/sampling"}},
 	{"qwen/bench", []string{"qwen", "format", "format/...", "kernels", "runtime/...", "internal/cliutil", "internal/mem"}},
-	{"cmd/internal/report", []string{"qwen", "internal/mem"}},
+	{"cmd/internal/report", []string{"qwen", "internal/fsutil", "internal/mem"}},
 	{"cmd/internal/pullcache", []string{"format/oci"}},
 	{"cmd/qwenc", []string{"compiler", "format", "format/...", "cmd/internal/pullcache", "internal/cliutil"}},
 	{"cmd/qwenrun", []string{"qwen", "qwen/...", "cmd/internal/report", "cmd/internal/pullcache", "format", "format/...", "kernels", "runtime/...", "internal/cliutil", "internal/fsutil"}},
