@@ -189,11 +189,7 @@ func TestBenchServeTable(t *testing.T) {
 // past them it is refused with the rule, before the model is opened.
 func TestSamplingFlagEdges(t *testing.T) {
 	m := tinyModel(t)
-	for _, o := range samplingOptions() {
-		if o.name == "seed" {
-			continue
-		}
-		s := o.setting
+	for _, s := range sampling.Settings() {
 		edges := map[float64]bool{s.Lo: !s.LoOpen}
 		if s.Integer {
 			edges[s.Lo-1] = false
@@ -205,9 +201,9 @@ func TestSamplingFlagEdges(t *testing.T) {
 		}
 		for v, ok := range edges {
 			arg := strconv.FormatFloat(v, 'g', -1, 64)
-			_, stderr, code := qwenrun(t, "", m, "--tokens", "1", "-n", "1", "--"+o.name, arg)
-			if ok && code != 0 || !ok && (code != 1 || stderr != "qwenrun: --"+o.name+" "+arg+": "+s.Rule()+"\n") {
-				t.Errorf("--%s %s: exit %d, %q; want accepted %v", o.name, arg, code, stderr, ok)
+			_, stderr, code := qwenrun(t, "", m, "--tokens", "1", "-n", "1", "--"+s.Flag, arg)
+			if ok && code != 0 || !ok && (code != 1 || stderr != "qwenrun: --"+s.Flag+" "+arg+": "+s.Rule()+"\n") {
+				t.Errorf("--%s %s: exit %d, %q; want accepted %v", s.Flag, arg, code, stderr, ok)
 			}
 		}
 	}

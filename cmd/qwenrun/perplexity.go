@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/qwenc/qwenc/cmd/internal/terminal"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/runtime/infer"
 	"github.com/qwenc/qwenc/runtime/perplexity"
@@ -56,7 +57,7 @@ func perplexityAction(c *cli.Context) error {
 	}
 	ctx, stop := cliutil.SignalContext(context.Background())
 	defer stop()
-	progress := perplexity.NewProgress(os.Stderr, isTerminal(os.Stderr))
+	progress := perplexity.NewProgress(os.Stderr, terminal.IsTerminal(os.Stderr))
 	po.Progress = progress.Chunk
 	ro := infer.Options{Threads: c.Int("threads"), Kernels: kp}
 	res, tokens, err := perplexity.Measure(ctx, c.Args().First(), c.String("base"), string(text), ro, po)

@@ -19,7 +19,6 @@ import (
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/runtime/sampling"
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 )
 
 // processStart is read once at init: load time counts from process start.
@@ -28,14 +27,13 @@ var processStart = time.Now()
 // setup is what every mode needs: the model and the sampling the flags ask
 // for.
 type setup struct {
-	m         *qwen.Model
-	schema    json.RawMessage // --json-schema's
-	object    bool            // --json-object
-	info      qwen.Info
-	params    sampling.Params
-	loadTime  time.Duration
-	stdoutTTY bool
-	drafts    drafting
+	m        *qwen.Model
+	schema   json.RawMessage // --json-schema's
+	object   bool            // --json-object
+	info     qwen.Info
+	params   sampling.Params
+	loadTime time.Duration
+	drafts   drafting
 }
 
 func run(c *cli.Context) error {
@@ -81,7 +79,7 @@ func run(c *cli.Context) error {
 			return err
 		}
 	}
-	s := &setup{m: m, info: m.Info(), stdoutTTY: isTerminal(os.Stdout), loadTime: time.Since(processStart),
+	s := &setup{m: m, info: m.Info(), loadTime: time.Since(processStart),
 		schema: schema, object: c.Bool("json-object"), drafts: drafts}
 	s.params = samplingParams(c, s.info.Sampling)
 	if c.Bool("chat") {
@@ -139,10 +137,10 @@ func contextError(e *qwen.ContextError) error {
 // the flags that were given (checkFlags checked them against the
 // parameter table).
 func samplingParams(c *cli.Context, p sampling.Params) sampling.Params {
-	for _, o := range samplingOptions() {
-		if o.name != "seed" && c.IsSet(o.name) {
-			change, _ := o.parse(flagValue(c, o))
-			change(&p)
+	for _, s := range sampling.Settings() {
+		if c.IsSet(s.Flag) {
+			v, _ := s.Parse(flagValue(c, s))
+			s.Apply(&p, v)
 		}
 	}
 	p.Seed = uint64(time.Now().UnixNano())
@@ -150,6 +148,15 @@ func samplingParams(c *cli.Context, p sampling.Params) sampling.Params {
 		p.Seed = c.Uint64("seed")
 	}
 	return p
+}
+
+// flagValue is the value of s's flag as text, for s.Parse: the chat's
+// /set takes the same text.
+func flagValue(c *cli.Context, s sampling.Setting) string {
+	if s.Integer {
+		return strconv.Itoa(c.Int(s.Flag))
+	}
+	return strconv.FormatFloat(c.Float64(s.Flag), 'g', -1, 64)
 }
 
 // promptText reads -p or -f (checkFlags refused both).
@@ -268,7 +275,7 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 		return genErr
 	}
 	if jsonOut {
-		if err := printJSON(os.Stdout, s, res); err != nil {
+		if err := printJSON(s, res); err != nil {
 			return err
 		}
 	} else if len(res.Generated) > 0 {
@@ -287,19 +294,14 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 func printStats(w io.Writer, s *setup, r qwen.Result) {
 	report.WriteStats(w, r, s.loadTime)
 	if r.Stop == qwen.StopContext {
-		printCtxStop(w, s)
+		report.WriteContextStop(w, s.info.Context)
 	}
 }
 
-func printCtxStop(w io.Writer, s *setup) { report.WriteContextStop(w, s.info.Context) }
-
-func printJSON(w io.Writer, s *setup, r qwen.Result) error {
-	return report.WriteSummary(w, r, s.m.Detokenize(r.Generated), s.loadTime)
+// printJSON prints --json's object on stdout.
+func printJSON(s *setup, r qwen.Result) error {
+	return report.WriteSummary(os.Stdout, r, s.m.Detokenize(r.Generated), s.loadTime)
 }
-
-// isTerminal asks the terminal driver: a character device such as
-// /dev/null is no terminal.
-func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // startProfile starts a CPU profile into path (none for ""); the
 // function it returns stops it.

@@ -10,6 +10,7 @@ import (
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/fsutil"
 	"github.com/qwenc/qwenc/qwen"
+	"github.com/qwenc/qwenc/runtime/sampling"
 	"github.com/urfave/cli/v2"
 )
 
@@ -24,14 +25,14 @@ func checkFlags(c *cli.Context) error {
 	if n := c.Int("max-tokens"); n < -1 {
 		return fmt.Errorf("-n %d: want -1 (until the end of sequence or context), 0 (evaluate the prompt only) or a number of tokens", n)
 	}
-	// The same rules as the chat's /set (settings.go), in the flags' words.
-	for _, o := range samplingOptions() {
-		if o.name == "seed" || !c.IsSet(o.name) {
+	// The same rules as the chat's /set, in the flags' words.
+	for _, s := range sampling.Settings() {
+		if !c.IsSet(s.Flag) {
 			continue
 		}
-		v := flagValue(c, o)
-		if _, err := o.parse(v); err != nil {
-			return fmt.Errorf("--%s %s: %v", o.name, v, err)
+		v := flagValue(c, s)
+		if _, err := s.Parse(v); err != nil {
+			return fmt.Errorf("--%s %s: %v", s.Flag, v, err)
 		}
 	}
 	if err := checkModelFlags(c, os.Stderr); err != nil {
