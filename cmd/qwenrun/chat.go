@@ -24,7 +24,7 @@ func runChat(c *cli.Context, s *setup) error {
 	// gets its own seed from it, so that a chat with --seed is
 	// reproducible whatever it says.
 	req := qwen.Request{NoThinking: c.Bool("no-think"), Sampling: &s.params, JSONSchema: s.schema, JSONObject: s.object}
-	s.drafts.apply(&req)
+	s.drafts.Apply(&req)
 	maxTokens(&req, c.Int("max-tokens"))
 	if err := qc.SetSettings(req); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/qwenc/qwenc/cmd/internal/modelflags"
 	"github.com/qwenc/qwenc/cmd/internal/report"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/qwen"
@@ -62,10 +63,10 @@ func scoring(c *cli.Context, name string, run func(ctx context.Context, m *qwen.
 	if c.NArg() < 1 {
 		return fmt.Errorf("%s: want MODEL.qbin", name)
 	}
-	if err := checkModelFlags(c, os.Stderr); err != nil {
+	if err := modelflags.Check(c, os.Stderr); err != nil {
 		return err
 	}
-	log, err := newLogger(c, os.Stderr)
+	log, err := modelflags.Logger(c, os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -76,7 +77,7 @@ func scoring(c *cli.Context, name string, run func(ctx context.Context, m *qwen.
 	if len(texts) == 0 {
 		return fmt.Errorf("%s: no input: give texts after the model, --file PATH, or JSON lines on standard input", name)
 	}
-	m, err := openModel(c, log, os.Stderr, 1)
+	m, err := modelflags.Open(c, log, os.Stderr, 1)
 	if err != nil {
 		return err
 	}

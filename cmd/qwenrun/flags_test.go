@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/qwenc/qwenc/cmd/internal/modelflags"
 	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime/sampling"
 	"github.com/urfave/cli/v2"
@@ -244,18 +245,18 @@ func TestSamplingFlagsApply(t *testing.T) {
 // --kernels wins over the variable.
 func TestKernelsEnv(t *testing.T) {
 	m := tinyModel(t)
-	t.Setenv(kernelsEnv, "sse9")
+	t.Setenv(modelflags.KernelsEnv, "sse9")
 	for _, args := range [][]string{{m, "-p", "hi", "-n", "1"}, {"serve", m}, {"perplexity", m, "-f", m}} {
 		_, stderr, code := qwenrun(t, "", args...)
 		if want := `qwenrun: $QWEN_KERNELS: kernels: unknown path "sse9"`; code != 1 || !strings.HasPrefix(stderr, want) {
-			t.Errorf("$%s=sse9 %q: exit %d, stderr %q; want %q", kernelsEnv, args, code, stderr, want)
+			t.Errorf("$%s=sse9 %q: exit %d, stderr %q; want %q", modelflags.KernelsEnv, args, code, stderr, want)
 		}
 	}
 	if _, stderr, code := qwenrun(t, "", m, "-p", "hi", "-n", "1", "--kernels", "sse8"); code != 1 || !strings.HasPrefix(stderr, `qwenrun: --kernels: kernels: unknown path "sse8"`) {
 		t.Errorf("--kernels sse8: exit %d, stderr %q", code, stderr)
 	}
 	if out, stderr, code := qwenrun(t, "", m, "-p", "hi", "-n", "1", "--kernels", "generic"); code != 0 || out == "" {
-		t.Errorf("$%s=sse9 --kernels generic: exit %d, stdout %q, stderr %q", kernelsEnv, code, out, stderr)
+		t.Errorf("$%s=sse9 --kernels generic: exit %d, stdout %q, stderr %q", modelflags.KernelsEnv, code, out, stderr)
 	}
 }
 
@@ -277,7 +278,7 @@ func TestBenchKernels(t *testing.T) {
 		{"generic", nil, []string{"generic"}},
 		{"generic", []string{"--kernels", "all"}, all},
 	} {
-		t.Setenv(kernelsEnv, tc.env)
+		t.Setenv(modelflags.KernelsEnv, tc.env)
 		args := append([]string{"bench", m, "--threads", "1", "--reps", "1", "--pp", "4", "--tg", "2", "--json"}, tc.flags...)
 		out, stderr, code := qwenrun(t, "", args...)
 		if code != 0 {
@@ -292,7 +293,7 @@ func TestBenchKernels(t *testing.T) {
 			got = append(got, r.Kernels)
 		}
 		if !slices.Equal(got, tc.want) {
-			t.Errorf("$%s=%q %q: rows of the paths %q, want %q", kernelsEnv, tc.env, tc.flags, got, tc.want)
+			t.Errorf("$%s=%q %q: rows of the paths %q, want %q", modelflags.KernelsEnv, tc.env, tc.flags, got, tc.want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/qwenc/qwenc/cmd/internal/modelflags"
 	"github.com/qwenc/qwenc/cmd/internal/terminal"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/runtime/infer"
@@ -42,15 +43,15 @@ func perplexityAction(c *cli.Context) error {
 	if !c.IsSet("file") {
 		return cliutil.Usagef(c, "perplexity: give the text to score with -f PATH")
 	}
-	if err := checkModelFlags(c, os.Stderr); err != nil {
+	if err := modelflags.Check(c, os.Stderr); err != nil {
 		return err
 	}
-	kp, err := kernelPath(c)
+	kp, err := modelflags.KernelPath(c)
 	if err != nil {
 		return err
 	}
 	po := perplexity.Options{Ctx: c.Int("ctx")}
-	po.KV, _ = kvType(c) // checked above
+	po.KV, _ = modelflags.KVType(c) // checked above
 	text, err := readInput(c.String("file"))
 	if err != nil {
 		return err

@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"os"
 	"runtime/pprof"
 	"strconv"
 	"time"
 
+	"github.com/qwenc/qwenc/cmd/internal/modelflags"
 	"github.com/qwenc/qwenc/cmd/internal/report"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/qwen"
@@ -33,7 +33,7 @@ type setup struct {
 	info     qwen.Info
 	params   sampling.Params
 	loadTime time.Duration
-	drafts   drafting
+	drafts   modelflags.Drafts
 }
 
 func run(c *cli.Context) error {
@@ -50,7 +50,7 @@ func run(c *cli.Context) error {
 	if err := checkFlags(c); err != nil {
 		return err
 	}
-	log, err := newLogger(c, os.Stderr)
+	log, err := modelflags.Logger(c, os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	drafts, err := draftFlagValues(c)
+	drafts, err := modelflags.ReadDrafts(c)
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func run(c *cli.Context) error {
 	defer stop()
 	// One conversation at a time, whose KV cache is kept across turns
 	// whatever its size: it is the only one.
-	m, err := openModel(c, log, os.Stderr, 1, append(drafts.options(), qwen.WithPrefixCache(math.MaxInt64))...)
+	m, err := modelflags.Open(c, log, os.Stderr, 1, append(drafts.Options(), qwen.WithPrefixCache(math.MaxInt64))...)
 	if err != nil {
 		return err
 	}
@@ -88,49 +88,6 @@ func run(c *cli.Context) error {
 	ctx, stopSignals := cliutil.SignalContext(context.Background())
 	defer stopSignals()
 	return runCompletion(ctx, c, s)
-}
-
-// openModel opens the model with the flags every model-running command
-// takes, for parallel conversations: --threads, --kernels, --kv-type and
-// --ctx, whose errors name the flags. The engine logs to log; a pull's
-// progress and the context the model got go to notes as lines.
-func openModel(c *cli.Context, log *slog.Logger, notes io.Writer, parallel int, more ...qwen.Option) (*qwen.Model, error) {
-	opts := append(append(modelOptions(c, log), qwen.WithParallel(parallel)), more...)
-	if c.IsSet("ctx") {
-		opts = append(opts, qwen.WithContext(c.Int("ctx")))
-	}
-	path, err := modelPath(c, c.Args().First(), notes)
-	if err != nil {
-		return nil, err
-	}
-	m, err := qwen.Open(path, opts...)
-	var ce *qwen.ContextError
-	if errors.As(err, &ce) {
-		return nil, contextError(ce)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if note := m.Info().ContextNote; note != "" {
-		fmt.Fprintf(notes, "qwenrun: %s (--ctx to choose)\n", note)
-	}
-	return m, nil
-}
-
-// contextError says what is wrong with --ctx in the flags' words.
-func contextError(e *qwen.ContextError) error {
-	forConv, orParallel := "", ""
-	if e.Parallel > 1 {
-		forConv, orParallel = fmt.Sprintf(" for %d conversations", e.Parallel), " or --parallel"
-	}
-	switch {
-	case e.Need == 0:
-		return fmt.Errorf("--ctx %d: want 1 to %d tokens (the model's maximum context)", e.Context, e.Max)
-	case e.Context != 0:
-		return fmt.Errorf("--ctx %d%s needs %d MB of sequence state, more than the %d MB of memory available; use a smaller --ctx%s",
-			e.Context, forConv, e.Need/1e6, e.Available/1e6, orParallel)
-	}
-	return e
 }
 
 // samplingParams starts from the model's generation_config and applies
@@ -224,7 +181,7 @@ func schemaError(err error) error {
 
 func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 	req := qwen.Request{Sampling: &s.params, PromptLogits: c.String("logits") != "", JSONSchema: s.schema, JSONObject: s.object}
-	s.drafts.apply(&req)
+	s.drafts.Apply(&req)
 	maxTokens(&req, c.Int("max-tokens"))
 	if c.IsSet("tokens") {
 		var err error

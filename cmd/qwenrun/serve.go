@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/qwenc/qwenc/cmd/internal/modelflags"
 	"github.com/qwenc/qwenc/cmd/internal/report"
 	"github.com/qwenc/qwenc/format/oci"
 	"github.com/qwenc/qwenc/internal/cliutil"
@@ -48,21 +49,21 @@ func serveAction(c *cli.Context) error {
 	if c.Int("queue") < 0 {
 		return cliutil.Usagef(c, "--queue %d: not negative", c.Int("queue"))
 	}
-	log, err := newLogger(c, os.Stderr)
+	log, err := modelflags.Logger(c, os.Stderr)
 	if err != nil {
 		return err
 	}
 	// A server's stderr is its log: what the commands print there as
 	// lines becomes records too.
 	notes := report.LogLines(log, "qwenrun")
-	if err := checkModelFlags(c, notes); err != nil {
+	if err := modelflags.Check(c, notes); err != nil {
 		return err
 	}
-	d, err := draftFlagValues(c)
+	d, err := modelflags.ReadDrafts(c)
 	if err != nil {
 		return err
 	}
-	m, err := openModel(c, log, notes, parallel, append(d.options(), qwen.WithQueue(c.Int("queue")))...)
+	m, err := modelflags.Open(c, log, notes, parallel, append(d.Options(), qwen.WithQueue(c.Int("queue")))...)
 	if err != nil {
 		return err
 	}
@@ -74,7 +75,7 @@ func serveAction(c *cli.Context) error {
 		name = oci.ModelName(c.Args().First())
 	}
 	s := serve.NewServer(m, serve.ServerOptions{Name: name, APIKey: c.String("api-key"), Log: log,
-		Draft: d.text, DraftModel: d.model, DraftMin: d.min, DraftPMin: d.pMin})
+		Draft: d.Text, DraftModel: d.Model, DraftMin: d.Min, DraftPMin: d.PMin})
 	ln, err := net.Listen("tcp", c.String("addr"))
 	if err != nil {
 		return err

@@ -46,9 +46,10 @@ var layers = []struct {
 	{"qwen/bench", []string{"qwen", "format", "format/...", "kernels", "runtime/...", "internal/cliutil", "internal/mem"}},
 	{"cmd/internal/report", []string{"qwen", "internal/fsutil", "internal/mem"}},
 	{"cmd/internal/pullcache", []string{"format/oci"}},
+	{"cmd/internal/modelflags", []string{"qwen", "cmd/internal/pullcache", "format", "format/oci", "kernels"}},
 	{"cmd/internal/terminal", []string{"qwen", "cmd/internal/report", "format/chat", "runtime/sampling", "internal/cliutil", "internal/fsutil"}},
 	{"cmd/qwenc", []string{"compiler", "format", "format/...", "cmd/internal/pullcache", "internal/cliutil"}},
-	{"cmd/qwenrun", []string{"qwen", "qwen/...", "cmd/internal/report", "cmd/internal/pullcache", "cmd/internal/terminal", "format", "format/...", "kernels", "runtime/...", "internal/cliutil", "internal/fsutil"}},
+	{"cmd/qwenrun", []string{"qwen", "qwen/...", "cmd/internal/report", "cmd/internal/modelflags", "cmd/internal/terminal", "format", "format/...", "kernels", "runtime/...", "internal/cliutil", "internal/fsutil"}},
 	{"cmd/qwengen", []string{"internal/synth"}},
 	// Helpers of the commands and the tests: leaves, or tools on them.
 	// The roofs runtime, cmd and internal are packages of documentation
