@@ -1,5 +1,5 @@
 // Package repotest checks the repository itself rather than any one
 // package: what git tracks, which way the imports between packages point,
-// that only the server serves HTTP, and that only the commands read the
-// environment. It holds tests only.
+// that only the server serves HTTP, that only the commands read the
+// environment, and that qwenrun stays thin. It holds tests only.
 package repotest
