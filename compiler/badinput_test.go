@@ -205,6 +205,39 @@ func TestUnwritableOutput(t *testing.T) {
 	}
 }
 
+// Without an output, the file is named after the model's directory, in
+// the current one (t.Chdir: not in parallel with other tests).
+func TestDefaultOutput(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "Qwen3-0.6B")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "model.safetensors")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, model := range []string{dir, dir + "/", file} {
+		if got := DefaultOutput(model); got != "Qwen3-0.6B.qbin" {
+			t.Errorf("%s: %q, want Qwen3-0.6B.qbin", model, got)
+		}
+	}
+	t.Chdir(dir)
+	if got := DefaultOutput("."); got != "Qwen3-0.6B.qbin" {
+		t.Errorf(".: %q, want the current directory's name", got)
+	}
+	model := writeModel(t, smallShape())
+	work := t.TempDir()
+	t.Chdir(work)
+	res, err := Compile(context.Background(), model, Options{MaxPrefill: 16, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Base(model) + ".qbin"; res.Output != want || len(dirEntries(t, work)) != 1 {
+		t.Errorf("wrote %q, and %v in the current directory; want %q", res.Output, dirEntries(t, work), want)
+	}
+}
+
 // An output that is a directory is refused before anything is read or
 // written: the final rename would fail only after all the work.
 func TestOutputIsADirectory(t *testing.T) {

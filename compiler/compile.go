@@ -22,7 +22,7 @@ import (
 
 // Options configure one compile.
 type Options struct {
-	Output     string // the .qbin path to write
+	Output     string // the .qbin path to write; "": DefaultOutput's
 	MaxPrefill int    // tokens per prefill step (the prefill arena)
 	// Type is the weight type: format.F16 (the default, also for 0),
 	// format.Q8 or format.Q4; see weightType for which matrices get it.
@@ -87,6 +87,20 @@ func encodeTokenizer(ck *Checkpoint, vocabSize int) tokenizerResult {
 	return tokenizerResult{blob: b}
 }
 
+// DefaultOutput is the file a compile of model writes unless told
+// otherwise: the model directory's name (a file's directory's) with
+// .qbin, in the current directory.
+func DefaultOutput(model string) string {
+	dir := model
+	if st, err := os.Stat(model); err == nil && !st.IsDir() {
+		dir = filepath.Dir(model)
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return filepath.Base(dir) + ".qbin"
+}
+
 // Compile reads the checkpoint at model and writes opts.Output atomically:
 // into a temporary file in the same directory, renamed at the end. On any
 // error or cancellation of ctx, neither the output nor the temporary file
@@ -104,6 +118,9 @@ func Compile(ctx context.Context, model string, opts Options) (*Result, error) {
 	}
 	if _, ok := opts.Type.Weight(); !ok {
 		return nil, fmt.Errorf("weight type %s is not %s", opts.Type, wtype.Names())
+	}
+	if opts.Output == "" {
+		opts.Output = DefaultOutput(model)
 	}
 	// The rename at the end would fail on a directory, after all the work.
 	if st, err := os.Stat(opts.Output); err == nil && st.IsDir() {

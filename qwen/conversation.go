@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 
@@ -23,18 +24,24 @@ func (e *NoRoomError) Error() string {
 	return fmt.Sprintf("the conversation has %d tokens, which leave no room for another message in the context of %d", e.Tokens, e.Context)
 }
 
-// Conversation is a chat that keeps its messages between turns. Each turn
-// sends the whole conversation, of which the Model prefills only what its
-// prefix cache does not hold (WithPrefixCache decides how much it keeps).
-// A Conversation is for one goroutine at a time; many of them may share a
-// Model.
+// Conversation is a chat that keeps its messages between turns, and how
+// it answers them (SetSettings). Each turn sends the whole conversation,
+// of which the Model prefills only what its prefix cache does not hold
+// (WithPrefixCache decides how much it keeps). A Conversation is for one
+// goroutine at a time; many of them may share a Model.
 type Conversation struct {
 	m    *Model
 	msgs []Message
+	// req is the request each turn starts from; seeds, with its Sampling,
+	// gives each turn its seed.
+	req   Request
+	seeds *rand.Rand
 	// used is the tokens of the conversation in its KV cache after the
 	// last turn.
 	used int
 	full bool
+	// total is the turns and loads so far, merged.
+	total Result
 }
 
 // NewConversation starts a conversation, with a system message unless
@@ -67,6 +74,57 @@ func (c *Conversation) Used() int { return c.used }
 // refuses more until Clear.
 func (c *Conversation) Full() bool { return c.full }
 
+// Settings are the request each turn starts from (SetSettings).
+func (c *Conversation) Settings() Request {
+	req := c.req
+	if req.Sampling != nil {
+		p := *req.Sampling
+		req.Sampling = &p
+	}
+	return req
+}
+
+// SetSettings sets how the turns are answered: req is the request each
+// Send starts from (its sampling, thinking, MaxTokens, JSON schema,
+// drafts, ...), without a prompt of its own; Load takes its thinking,
+// tools and KV cache type. With Sampling, each turn samples with a seed
+// of its own, the next of a sequence that Sampling.Seed starts (again at
+// each SetSettings): a conversation is reproducible from its seed
+// whatever it says, and no two turns share their draws. Without, each
+// turn has the model's sampling with a random seed, as a Request does.
+func (c *Conversation) SetSettings(req Request) error {
+	if req.Messages != nil || req.Prompt != "" || req.Tokens != nil {
+		return errors.New("a conversation's request gives no prompt: Send gives it the messages")
+	}
+	c.seeds = nil
+	if req.Sampling != nil {
+		if err := req.Sampling.Check(); err != nil {
+			return fmt.Errorf("sampling: %w", err)
+		}
+		p := *req.Sampling // the caller's may change
+		req.Sampling = &p
+		c.seeds = rand.New(rand.NewPCG(p.Seed, 0))
+	}
+	c.req = req
+	return nil
+}
+
+// SetThinking turns thinking on or off for the turns that follow (the
+// settings' NoThinking), the sequence of seeds going on. A model whose
+// chat format has no switch for thinking refuses.
+func (c *Conversation) SetThinking(on bool) error {
+	if _, thinks := c.m.format.Thinking(); !thinks {
+		return fmt.Errorf("this model's chat template (%s) has no switch for thinking", c.m.format)
+	}
+	c.req.NoThinking = !on
+	return nil
+}
+
+// Total is the conversation's turns and loads so far merged
+// (Result.Merge), for a chat's statistics: Clear and SetSystem do not
+// reset it.
+func (c *Conversation) Total() Result { return c.total }
+
 // Clear starts a new conversation with the same system message.
 func (c *Conversation) Clear() { c.SetSystem(c.System()) }
 
@@ -79,19 +137,22 @@ func (c *Conversation) SetSystem(system string) {
 	}
 }
 
-// Send adds a user message and generates the answer with req's settings
-// (req gives no prompt of its own), calling each with every Delta as it
-// comes. A message that would take the conversation past the context is
-// refused with a *PromptTooLongError and not added; after an answer cut
-// at the context, Send refuses with ErrConversationFull. When ctx ends,
-// the answer so far joins the conversation and the Result says
-// StopInterrupt, without an error.
-func (c *Conversation) Send(ctx context.Context, text string, req Request, each func(Delta)) (Result, error) {
+// Send adds a user message and generates the answer with the settings
+// (SetSettings), calling each with every Delta as it comes. A message
+// that would take the conversation past the context is refused with a
+// *PromptTooLongError and not added; after an answer cut at the context,
+// Send refuses with ErrConversationFull. When ctx ends, the answer so far
+// joins the conversation and the Result says StopInterrupt, without an
+// error.
+func (c *Conversation) Send(ctx context.Context, text string, each func(Delta)) (Result, error) {
 	if c.full {
 		return Result{}, ErrConversationFull
 	}
-	if req.Messages != nil || req.Prompt != "" || req.Tokens != nil {
-		return Result{}, errors.New("a conversation's request gives no prompt: Send gives it the messages")
+	req := c.req
+	if c.seeds != nil {
+		p := *req.Sampling
+		p.Seed = c.seeds.Uint64()
+		req.Sampling = &p
 	}
 	// The message joins the conversation only if it fits: a refused one
 	// must not come back in the next turn's prompt.
@@ -110,21 +171,25 @@ func (c *Conversation) Send(ctx context.Context, text string, req Request, each 
 	}
 	c.used, c.full = res.Usage.KVTokens, res.Stop == StopContext
 	c.msgs = append(c.msgs, Message{Role: "assistant", Content: c.m.Detokenize(res.Generated)})
+	c.total.Merge(res)
 	return res, nil
 }
 
 // Load replaces the conversation by msgs and prefills them, so that the
-// next message continues it, with req's settings (its KV cache type and
-// thinking matter); no messages start an empty conversation. Messages
-// that leave no room for another message and its answer are refused with
-// a *NoRoomError; on any error the conversation stays as it was. When ctx
-// ends first, the Result says StopInterrupt and the next turn prefills
-// the rest.
-func (c *Conversation) Load(ctx context.Context, msgs []Message, req Request) (Result, error) {
+// next message continues it, rendered as the turns will be (the
+// settings' thinking and tools) into their KV cache type; no messages
+// start an empty conversation. Messages that leave no room for another
+// message and its answer are refused with a *NoRoomError; on any error
+// the conversation stays as it was. When ctx ends first, the Result says
+// StopInterrupt and the next turn prefills the rest.
+func (c *Conversation) Load(ctx context.Context, msgs []Message) (Result, error) {
 	if len(msgs) == 0 {
 		c.SetSystem("")
-		return Result{Stop: StopLength}, nil
+		res := Result{Stop: StopLength}
+		c.total.Merge(res)
+		return res, nil
 	}
+	req := c.req
 	req.Messages = append(slices.Clip(msgs), Message{Role: "user"})
 	next, err := c.m.Count(req)
 	if err != nil {
@@ -145,6 +210,7 @@ func (c *Conversation) Load(ctx context.Context, msgs []Message, req Request) (R
 		return res, err
 	}
 	c.msgs, c.full, c.used = slices.Clip(msgs), false, u.KVTokens
+	c.total.Merge(res)
 	return res, nil
 }
 

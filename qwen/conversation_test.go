@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qwenc/qwenc/format/chat"
 	"github.com/qwenc/qwenc/runtime/sampling"
 )
 
@@ -94,12 +95,15 @@ func TestConversation(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := Request{Sampling: &sampling.Params{}, MaxTokens: 3}
+	if err := c.SetSettings(req); err != nil {
+		t.Fatal(err)
+	}
 	var deltas int
-	first, err := c.Send(context.Background(), "Hi", req, func(Delta) { deltas++ })
+	first, err := c.Send(context.Background(), "Hi", func(Delta) { deltas++ })
 	if err != nil || len(first.Generated) != 3 || deltas < 3 || first.Stop != StopLength || len(first.Prompt) != first.Usage.PromptTokens {
 		t.Fatalf("first turn: %+v, %d deltas, %v", first, deltas, err)
 	}
-	second, err := c.Send(context.Background(), "And?", req, nil)
+	second, err := c.Send(context.Background(), "And?", nil)
 	if err != nil || second.Usage.CachedTokens == 0 || c.Used() != second.Usage.KVTokens {
 		t.Fatalf("second turn: %+v, %v; want the first turn's tokens cached", second.Usage, err)
 	}
@@ -108,37 +112,43 @@ func TestConversation(t *testing.T) {
 		msgs[2].Content != m.Detokenize(first.Generated) {
 		t.Fatalf("messages %+v", msgs)
 	}
-	if _, err := c.Send(context.Background(), strings.Repeat("word ", 200), req, nil); !errors.As(err, new(*PromptTooLongError)) || len(c.Messages()) != 5 {
+	if _, err := c.Send(context.Background(), strings.Repeat("word ", 200), nil); !errors.As(err, new(*PromptTooLongError)) || len(c.Messages()) != 5 {
 		t.Fatalf("a message past the context: %v, %d messages", err, len(c.Messages()))
 	}
-	if _, err := c.Send(context.Background(), "x", Request{Prompt: "x"}, nil); err == nil {
-		t.Errorf("a request with its own prompt: no error")
+	if err := c.SetSettings(Request{Prompt: "x"}); err == nil {
+		t.Errorf("settings with a prompt of their own: no error")
 	}
-	long, err := c.Send(context.Background(), "Go on", Request{Sampling: &sampling.Params{}}, nil)
+	if err := c.SetSettings(Request{Sampling: &sampling.Params{}}); err != nil {
+		t.Fatal(err)
+	}
+	long, err := c.Send(context.Background(), "Go on", nil)
 	if err != nil || long.Stop != StopContext || !c.Full() {
 		t.Fatalf("until the context: %v, %v, full %v", long.Stop, err, c.Full())
 	}
-	if _, err := c.Send(context.Background(), "more", req, nil); !errors.Is(err, ErrConversationFull) {
+	if err := c.SetSettings(req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Send(context.Background(), "more", nil); !errors.Is(err, ErrConversationFull) {
 		t.Errorf("a full conversation: %v", err)
 	}
 	c.Clear()
 	if c.Full() || c.Used() != 0 || len(c.Messages()) != 1 || c.System() != "Be brief." {
 		t.Errorf("cleared: full %v, used %d, %+v", c.Full(), c.Used(), c.Messages())
 	}
-	if _, err := c.Send(context.Background(), "Hi", req, nil); err != nil {
+	if _, err := c.Send(context.Background(), "Hi", nil); err != nil {
 		t.Errorf("after Clear: %v", err)
 	}
 	before := c.Messages()
 	tooMany := []Message{{Role: "user", Content: strings.Repeat("word ", 150)}}
 	var noRoom *NoRoomError
-	if _, err := c.Load(context.Background(), tooMany, Request{}); !errors.As(err, &noRoom) || noRoom.Context != 96 || !reflect.DeepEqual(c.Messages(), before) {
+	if _, err := c.Load(context.Background(), tooMany); !errors.As(err, &noRoom) || noRoom.Context != 96 || !reflect.DeepEqual(c.Messages(), before) {
 		t.Errorf("loading too much: %v, %+v", err, c.Messages())
 	}
-	res, err := c.Load(context.Background(), msgs, Request{})
+	res, err := c.Load(context.Background(), msgs)
 	if err != nil || res.Usage.PromptTokens == 0 || !reflect.DeepEqual(c.Messages(), msgs) || c.Used() != res.Usage.KVTokens {
 		t.Fatalf("load: %+v, %v", res, err)
 	}
-	next, err := c.Send(context.Background(), "Next", req, nil)
+	next, err := c.Send(context.Background(), "Next", nil)
 	if err != nil || next.Usage.CachedTokens < res.Usage.PromptTokens {
 		t.Errorf("after Load: %d cached, want the %d loaded", next.Usage.CachedTokens, res.Usage.PromptTokens)
 	}
@@ -149,11 +159,81 @@ func TestConversation(t *testing.T) {
 	// A saved conversation of no messages (LoadMessages reads "[]") starts
 	// an empty one rather than failing.
 	c.SetSystem("Be brief.")
-	if res, err := c.Load(context.Background(), nil, req); err != nil || res.Stop != StopLength || len(c.Messages()) != 0 || c.Used() != 0 {
+	if res, err := c.Load(context.Background(), nil); err != nil || res.Stop != StopLength || len(c.Messages()) != 0 || c.Used() != 0 {
 		t.Errorf("loading no messages: %+v, %v; %+v", res, err, c.Messages())
 	}
-	if _, err := c.Send(context.Background(), "Hi", req, nil); err != nil {
+	if _, err := c.Send(context.Background(), "Hi", nil); err != nil {
 		t.Errorf("after loading no messages: %v", err)
+	}
+	// The total is every turn and load that went through: six turns (not
+	// the two refused) and three loads (not the one refused).
+	total := c.Total()
+	if total.Stop != StopLength || len(total.Generated) != 3+3+len(long.Generated)+3+3+3 {
+		t.Errorf("total: %d tokens generated, stop %s", len(total.Generated), total.Stop)
+	}
+}
+
+// A conversation's settings: each turn samples with its own seed from
+// the sequence the settings' seed starts, so that the same seed gives the
+// same chat and two turns do not draw alike; SetSettings starts the
+// sequence again, SetThinking does not. A template without a switch for
+// thinking refuses SetThinking; settings out of range are refused.
+func TestConversationSettings(t *testing.T) {
+	m, err := Open("qwen3-go-demo.qbin", WithThreads(2), WithParallel(1), WithContext(256), WithPrefixCache(1<<30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	talk := func() []string {
+		c, err := m.NewConversation("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SetSettings(Request{Sampling: &sampling.Params{Temperature: 1.5, Seed: 42}, MaxTokens: 8}); err != nil {
+			t.Fatal(err)
+		}
+		var answers []string
+		for range 3 {
+			res, err := c.Send(context.Background(), "package main", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			answers = append(answers, m.Detokenize(res.Generated))
+		}
+		return answers
+	}
+	a, b := talk(), talk()
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("the same seed, two chats: %q and %q", a, b)
+	}
+	// Each turn's prompt ends alike ("package main" and the opening of
+	// the answer), so only the seeds tell the answers apart.
+	if a[0] == a[1] && a[1] == a[2] {
+		t.Errorf("three turns drew alike: %q", a)
+	}
+	c, _ := m.NewConversation("")
+	if err := c.SetSettings(Request{Sampling: &sampling.Params{Temperature: -1}}); err == nil {
+		t.Errorf("a negative temperature: no error")
+	}
+	settings := Request{Sampling: &sampling.Params{Seed: 1}}
+	if err := c.SetSettings(settings); err != nil {
+		t.Fatal(err)
+	}
+	settings.Sampling.Seed = 2
+	if got := c.Settings().Sampling.Seed; got != 1 {
+		t.Errorf("the settings follow the caller's Params after SetSettings: seed %d", got)
+	}
+	seeds := c.seeds
+	if err := c.SetThinking(false); err != nil || !c.Settings().NoThinking || c.seeds != seeds {
+		t.Errorf("SetThinking(false): %v, settings %+v; the seeds started again: %v", err, c.Settings(), c.seeds != seeds)
+	}
+	qwen25, err := chat.Lookup("qwen2.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	noSwitch := &Conversation{m: &Model{format: qwen25}}
+	if err := noSwitch.SetThinking(true); err == nil || err.Error() != "this model's chat template (qwen2.5) has no switch for thinking" {
+		t.Errorf("SetThinking on Qwen2.5: %v", err)
 	}
 }
 

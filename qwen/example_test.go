@@ -212,3 +212,35 @@ func ExampleModel_Rerank() {
 	// Output:
 	// 3 documents scored; the best 2 kept
 }
+
+// A chat that keeps its messages: each turn sends the conversation so
+// far, of which only what is new is prefilled. The settings are every
+// turn's request; with a seed in their sampling, each turn would draw its
+// own from it, and the same seed give the same chat.
+func ExampleConversation() {
+	m, err := qwen.Open("qwen3-go-demo.qbin", qwen.WithParallel(1))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	c, err := m.NewConversation("You write Go.")
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Greedy, for an output that does not change.
+	if err := c.SetSettings(qwen.Request{MaxTokens: 8, NoThinking: true, Sampling: &sampling.Params{}}); err != nil {
+		log.Fatal(err)
+	}
+	for i, msg := range []string{"A function that adds two ints.", "Now one for floats."} {
+		res, err := c.Send(context.Background(), msg, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("turn %d: %d tokens generated, the turns before it cached: %v\n", i+1, len(res.Generated), res.Usage.CachedTokens > 0)
+	}
+	fmt.Println(len(c.Messages()), "messages, the system message and two of each side's")
+	// Output:
+	// turn 1: 8 tokens generated, the turns before it cached: false
+	// turn 2: 8 tokens generated, the turns before it cached: true
+	// 5 messages, the system message and two of each side's
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/qwenc/qwenc/compiler"
 	"github.com/qwenc/qwenc/format"
@@ -29,20 +28,15 @@ func compileCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return cliutil.Usagef(c, "compile: want one MODEL argument, got %d", c.NArg())
 			}
-			model := c.Args().First()
-			out := c.String("o")
-			if out == "" {
-				out = defaultOutput(model)
-			}
 			wt, err := weightType(c.String("type"))
 			if err != nil {
 				return err
 			}
-			opts := compiler.Options{Output: out, MaxPrefill: c.Int("max-prefill"), NoSync: c.Bool("no-sync"), Type: wt, RopeScaling: c.String("rope-scaling")}
+			opts := compiler.Options{Output: c.String("o"), MaxPrefill: c.Int("max-prefill"), NoSync: c.Bool("no-sync"), Type: wt, RopeScaling: c.String("rope-scaling")}
 			if !c.Bool("quiet") {
 				opts.Progress = os.Stderr
 			}
-			res, err := compiler.Compile(c.Context, model, opts)
+			res, err := compiler.Compile(c.Context, c.Args().First(), opts)
 			if err != nil {
 				return err
 			}
@@ -63,16 +57,4 @@ func weightType(s string) (format.DType, error) {
 		return format.DType(t), nil
 	}
 	return 0, fmt.Errorf("compile: unknown --type %q (want %s)", s, wtype.Names())
-}
-
-// defaultOutput names the output after the model directory.
-func defaultOutput(model string) string {
-	dir := model
-	if st, err := os.Stat(model); err == nil && !st.IsDir() {
-		dir = filepath.Dir(model)
-	}
-	if abs, err := filepath.Abs(dir); err == nil {
-		dir = abs
-	}
-	return filepath.Base(dir) + ".qbin"
 }

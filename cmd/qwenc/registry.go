@@ -61,11 +61,7 @@ func pullCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return cliutil.Usagef(c, "pull: want one REGISTRY/REPO:TAG argument, got %d", c.NArg())
 			}
-			dir, err := pullcache.Dir()
-			if err != nil {
-				return err
-			}
-			res, err := oci.Pull(c.Context, c.Args().First(), oci.Cache{Dir: dir}, registryOptions(c))
+			res, err := pullcache.Pull(c.Context, c.Args().First(), registryOptions(c))
 			if err != nil {
 				return err
 			}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/qwenc/qwenc/cmd/internal/modelflags"
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/kernels"
@@ -19,7 +20,7 @@ func benchCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "threads", Value: "1,2", Usage: "thread counts to measure"},
 			&cli.StringFlag{Name: "kernels", Usage: "kernel paths to measure: all, or a list of auto, generic, avx2, avx512, avx512vnni",
-				DefaultText: "$" + kernelsEnv + ", or this CPU's fastest"},
+				DefaultText: "$" + modelflags.KernelsEnv + ", or this CPU's fastest"},
 			&cli.IntFlag{Name: "pp", Value: 512, Usage: "prompt tokens for the prefill measurement"},
 			&cli.IntFlag{Name: "tg", Value: 128, Usage: "tokens for the decode measurement"},
 			&cli.IntFlag{Name: "reps", Value: 5, Usage: "repetitions (the table shows medians: the machine is shared)"},
@@ -47,7 +48,7 @@ func benchAction(c *cli.Context) error {
 		return fmt.Errorf("--threads: %w", err)
 	}
 	for _, t := range cfg.Threads {
-		if err := checkThreads(os.Stderr, "--threads", t); err != nil {
+		if err := modelflags.CheckThreads(os.Stderr, "--threads", t); err != nil {
 			return err
 		}
 	}
@@ -60,17 +61,12 @@ func benchAction(c *cli.Context) error {
 	if cfg.Depths, err = cliutil.Ints(c.String("depth"), 0, "a number of tokens"); err != nil {
 		return fmt.Errorf("--depth: %w", err)
 	}
-	for _, f := range []string{"pp", "tg", "reps"} {
-		if n := c.Int(f); n < 1 {
-			return fmt.Errorf("--%s %d: want 1 or more", f, n)
-		}
-	}
 	if c.IsSet("kernels") {
 		if cfg.Kernels, err = bench.ParseKernels(c.String("kernels")); err != nil {
 			return fmt.Errorf("--kernels: %w", err)
 		}
 	} else {
-		p, err := kernelPath(c)
+		p, err := modelflags.KernelPath(c)
 		if err != nil {
 			return err
 		}

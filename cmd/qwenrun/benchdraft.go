@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 
+	"github.com/qwenc/qwenc/cmd/internal/modelflags"
 	"github.com/qwenc/qwenc/qwen/bench"
 	"github.com/urfave/cli/v2"
 )
@@ -26,10 +27,10 @@ func benchDraftCommand() *cli.Command {
 }
 
 func benchDraft(c *cli.Context) error {
-	if _, err := oneModel(c, "bench-draft"); err != nil {
+	if _, err := modelflags.One(c, "bench-draft"); err != nil {
 		return err
 	}
-	p, err := kernelPath(c)
+	p, err := modelflags.KernelPath(c)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/qwenc/qwenc/cmd/internal/modelflags"
 	"github.com/qwenc/qwenc/qwen/bench"
 	"github.com/urfave/cli/v2"
 )
@@ -26,12 +27,12 @@ func benchEmbedCommand() *cli.Command {
 }
 
 func benchEmbed(c *cli.Context) error {
-	log, err := oneModel(c, "bench-embed")
+	log, err := modelflags.One(c, "bench-embed")
 	if err != nil {
 		return err
 	}
 	cfg := bench.EmbedConfig{Model: c.Args().First(), Inputs: c.Int("inputs"), Tokens: c.Int("tokens"), Long: c.Int("long"), Reps: c.Int("reps"),
-		Options: modelOptions(c, log)}
+		Options: modelflags.Options(c, log)}
 	res, err := bench.Embed(cfg)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/qwenc/qwenc/cmd/internal/modelflags"
 	"github.com/qwenc/qwenc/qwen/bench"
 	"github.com/urfave/cli/v2"
 )
@@ -26,7 +27,7 @@ func benchSchemaCommand() *cli.Command {
 }
 
 func benchSchema(c *cli.Context) error {
-	log, err := oneModel(c, "bench-schema")
+	log, err := modelflags.One(c, "bench-schema")
 	if err != nil {
 		return err
 	}
@@ -38,7 +39,7 @@ func benchSchema(c *cli.Context) error {
 		}
 	}
 	cfg := bench.SchemaConfig{Model: c.Args().First(), Schema: schema, TG: c.Int("tg"), Reps: c.Int("reps"),
-		Options: modelOptions(c, log)}
+		Options: modelflags.Options(c, log)}
 	res, err := bench.Schema(cfg)
 	if err != nil {
 		return schemaError(err)

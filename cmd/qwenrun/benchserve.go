@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 
+	"github.com/qwenc/qwenc/cmd/internal/modelflags"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/qwen/bench"
 	"github.com/urfave/cli/v2"
@@ -29,7 +30,7 @@ func benchServeCommand() *cli.Command {
 }
 
 func benchServe(c *cli.Context) error {
-	log, err := oneModel(c, "bench-serve")
+	log, err := modelflags.One(c, "bench-serve")
 	if err != nil {
 		return err
 	}
@@ -39,7 +40,7 @@ func benchServe(c *cli.Context) error {
 	}
 	cfg := bench.ServeConfig{Model: c.Args().First(), Streams: streams, PP: c.Int("pp"), TG: c.Int("tg"),
 		Requests: c.Int("requests"), Reps: c.Int("reps"), Log: os.Stderr,
-		Options: modelOptions(c, log)}
+		Options: modelflags.Options(c, log)}
 	if err := cfg.WriteHeader(os.Stdout); err != nil {
 		return err
 	}

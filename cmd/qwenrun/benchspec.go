@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/qwenc/qwenc/cmd/internal/modelflags"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/qwen/bench"
 	"github.com/urfave/cli/v2"
@@ -28,31 +29,31 @@ func benchSpecCommand() *cli.Command {
 }
 
 func benchSpec(c *cli.Context) error {
-	log, err := oneModel(c, "bench-spec")
+	log, err := modelflags.One(c, "bench-spec")
 	if err != nil {
 		return err
 	}
-	d, err := draftFlagValues(c)
+	d, err := modelflags.ReadDrafts(c)
 	if err != nil {
 		return err
 	}
-	if c.Bool("prediction") && d.text == 0 {
-		d.text = qwen.DefaultDraft
+	if c.Bool("prediction") && d.Text == 0 {
+		d.Text = qwen.DefaultDraft
 	}
-	if d.text == 0 && d.model == 0 {
+	if d.Text == 0 && d.Model == 0 {
 		return errors.New("bench-spec: want --draft or --prediction")
 	}
 	prompts, err := bench.ReadPrompts(c.String("prompts"))
 	if err != nil {
 		return fmt.Errorf("--prompts: %w", err)
 	}
-	kp, err := kernelPath(c)
+	kp, err := modelflags.KernelPath(c)
 	if err != nil {
 		return err
 	}
 	cfg := bench.SpecConfig{Model: c.Args().First(), Prompts: prompts, Tokens: c.Int("tokens"), Rounds: c.Int("rounds"),
-		Options: append(d.options(), modelOptions(c, log)...),
-		Draft:   d.text, DraftModel: d.model, DraftPMin: d.pMin, Prediction: c.Bool("prediction")}
+		Options: append(d.Options(), modelflags.Options(c, log)...),
+		Draft:   d.Text, DraftModel: d.Model, DraftPMin: d.PMin, Prediction: c.Bool("prediction")}
 	rows, err := bench.Spec(cfg)
 	if err != nil {
 		return err

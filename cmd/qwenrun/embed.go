@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/qwenc/qwenc/cmd/internal/modelflags"
 	"github.com/qwenc/qwenc/cmd/internal/report"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/qwen"
@@ -56,53 +57,27 @@ func rerankCommand() *cli.Command {
 	}
 }
 
-// readTexts gathers the texts: the arguments after the model, or
-// --file's lines, or JSON lines on standard input.
-func readTexts(c *cli.Context, stdin io.Reader) ([]string, error) {
-	args := c.Args().Tail()
-	switch path := c.String("file"); {
-	case len(args) > 0 && path != "":
-		return nil, fmt.Errorf("give the texts as arguments or --file, not both")
-	case len(args) > 0:
-		return args, nil
-	case path == "-":
-		return report.ReadLines(stdin)
-	case path != "":
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		return report.ReadLines(f)
-	}
-	texts, err := report.ReadJSONTexts(stdin)
-	if err != nil {
-		return nil, fmt.Errorf("standard input, %w", err)
-	}
-	return texts, nil
-}
-
 // scoring checks the flags, gathers the texts, opens the model and calls
 // run with them; run writes its JSON lines to w.
 func scoring(c *cli.Context, name string, run func(ctx context.Context, m *qwen.Model, texts []string, w io.Writer) error) error {
 	if c.NArg() < 1 {
 		return fmt.Errorf("%s: want MODEL.qbin", name)
 	}
-	if err := checkModelFlags(c, os.Stderr); err != nil {
+	if err := modelflags.Check(c, os.Stderr); err != nil {
 		return err
 	}
-	log, err := newLogger(c, os.Stderr)
+	log, err := modelflags.Logger(c, os.Stderr)
 	if err != nil {
 		return err
 	}
-	texts, err := readTexts(c, os.Stdin)
+	texts, err := report.ReadTexts(c.Args().Tail(), c.String("file"), os.Stdin)
 	if err != nil {
 		return err
 	}
 	if len(texts) == 0 {
 		return fmt.Errorf("%s: no input: give texts after the model, --file PATH, or JSON lines on standard input", name)
 	}
-	m, err := openModel(c, log, os.Stderr, 1)
+	m, err := modelflags.Open(c, log, os.Stderr, 1)
 	if err != nil {
 		return err
 	}

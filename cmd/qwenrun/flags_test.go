@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/qwenc/qwenc/cmd/internal/modelflags"
 	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime/sampling"
 	"github.com/urfave/cli/v2"
@@ -189,11 +190,7 @@ func TestBenchServeTable(t *testing.T) {
 // past them it is refused with the rule, before the model is opened.
 func TestSamplingFlagEdges(t *testing.T) {
 	m := tinyModel(t)
-	for _, o := range samplingOptions() {
-		if o.name == "seed" {
-			continue
-		}
-		s := o.setting
+	for _, s := range sampling.Settings() {
 		edges := map[float64]bool{s.Lo: !s.LoOpen}
 		if s.Integer {
 			edges[s.Lo-1] = false
@@ -205,9 +202,9 @@ func TestSamplingFlagEdges(t *testing.T) {
 		}
 		for v, ok := range edges {
 			arg := strconv.FormatFloat(v, 'g', -1, 64)
-			_, stderr, code := qwenrun(t, "", m, "--tokens", "1", "-n", "1", "--"+o.name, arg)
-			if ok && code != 0 || !ok && (code != 1 || stderr != "qwenrun: --"+o.name+" "+arg+": "+s.Rule()+"\n") {
-				t.Errorf("--%s %s: exit %d, %q; want accepted %v", o.name, arg, code, stderr, ok)
+			_, stderr, code := qwenrun(t, "", m, "--tokens", "1", "-n", "1", "--"+s.Flag, arg)
+			if ok && code != 0 || !ok && (code != 1 || stderr != "qwenrun: --"+s.Flag+" "+arg+": "+s.Rule()+"\n") {
+				t.Errorf("--%s %s: exit %d, %q; want accepted %v", s.Flag, arg, code, stderr, ok)
 			}
 		}
 	}
@@ -248,18 +245,18 @@ func TestSamplingFlagsApply(t *testing.T) {
 // --kernels wins over the variable.
 func TestKernelsEnv(t *testing.T) {
 	m := tinyModel(t)
-	t.Setenv(kernelsEnv, "sse9")
+	t.Setenv(modelflags.KernelsEnv, "sse9")
 	for _, args := range [][]string{{m, "-p", "hi", "-n", "1"}, {"serve", m}, {"perplexity", m, "-f", m}} {
 		_, stderr, code := qwenrun(t, "", args...)
 		if want := `qwenrun: $QWEN_KERNELS: kernels: unknown path "sse9"`; code != 1 || !strings.HasPrefix(stderr, want) {
-			t.Errorf("$%s=sse9 %q: exit %d, stderr %q; want %q", kernelsEnv, args, code, stderr, want)
+			t.Errorf("$%s=sse9 %q: exit %d, stderr %q; want %q", modelflags.KernelsEnv, args, code, stderr, want)
 		}
 	}
 	if _, stderr, code := qwenrun(t, "", m, "-p", "hi", "-n", "1", "--kernels", "sse8"); code != 1 || !strings.HasPrefix(stderr, `qwenrun: --kernels: kernels: unknown path "sse8"`) {
 		t.Errorf("--kernels sse8: exit %d, stderr %q", code, stderr)
 	}
 	if out, stderr, code := qwenrun(t, "", m, "-p", "hi", "-n", "1", "--kernels", "generic"); code != 0 || out == "" {
-		t.Errorf("$%s=sse9 --kernels generic: exit %d, stdout %q, stderr %q", kernelsEnv, code, out, stderr)
+		t.Errorf("$%s=sse9 --kernels generic: exit %d, stdout %q, stderr %q", modelflags.KernelsEnv, code, out, stderr)
 	}
 }
 
@@ -281,7 +278,7 @@ func TestBenchKernels(t *testing.T) {
 		{"generic", nil, []string{"generic"}},
 		{"generic", []string{"--kernels", "all"}, all},
 	} {
-		t.Setenv(kernelsEnv, tc.env)
+		t.Setenv(modelflags.KernelsEnv, tc.env)
 		args := append([]string{"bench", m, "--threads", "1", "--reps", "1", "--pp", "4", "--tg", "2", "--json"}, tc.flags...)
 		out, stderr, code := qwenrun(t, "", args...)
 		if code != 0 {
@@ -296,7 +293,7 @@ func TestBenchKernels(t *testing.T) {
 			got = append(got, r.Kernels)
 		}
 		if !slices.Equal(got, tc.want) {
-			t.Errorf("$%s=%q %q: rows of the paths %q, want %q", kernelsEnv, tc.env, tc.flags, got, tc.want)
+			t.Errorf("$%s=%q %q: rows of the paths %q, want %q", modelflags.KernelsEnv, tc.env, tc.flags, got, tc.want)
 		}
 	}
 }

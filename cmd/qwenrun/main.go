@@ -1,16 +1,13 @@
 package main
 
 import (
-	"cmp"
 	"fmt"
 	"os"
 	"runtime"
 	"slices"
-	"strings"
 
-	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/cmd/internal/modelflags"
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/urfave/cli/v2"
 )
@@ -116,106 +113,19 @@ func draftFlags() []cli.Flag {
 	}
 }
 
-// drafting is what --draft and its flags ask of every request.
-type drafting struct {
-	text, model, min int // Request's Draft, DraftModel and DraftMin
-	pMin             float64
-	path             string // the draft model's file, or ""
-}
-
-func (d drafting) apply(r *qwen.Request) {
-	r.Draft, r.DraftModel, r.DraftMin, r.DraftPMin = d.text, d.model, d.min, d.pMin
-}
-
-// options opens the draft model with the model.
-func (d drafting) options() []qwen.Option {
-	if d.path == "" {
-		return nil
+// logFlags are --log-level and --log-format, which every command that
+// runs the engine takes: its records, and a server's, go to stderr;
+// stdout keeps the model's output alone.
+func logFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log records of `LEVEL` and above to stderr: debug (request bodies too), info, warn or error"},
+		&cli.StringFlag{Name: "log-format", Value: "text", Usage: "write the log records as `FORMAT`: text (key=value) or json, one a line"},
 	}
-	return []qwen.Option{qwen.WithDraftModel(d.path)}
-}
-
-// draftFlagValues reads --draft and its flags.
-func draftFlagValues(c *cli.Context) (drafting, error) {
-	var d drafting
-	if c.String("draft") == "" {
-		for _, f := range []string{"draft-max", "draft-min", "draft-p-min"} {
-			if c.IsSet(f) {
-				return d, fmt.Errorf("--%s needs --draft ngram or --draft FILE.qbin", f)
-			}
-		}
-		return d, nil
-	}
-	n, m, p := c.Int("draft-max"), c.Int("draft-min"), c.Float64("draft-p-min")
-	switch {
-	case c.IsSet("draft-max") && n < 1:
-		return d, fmt.Errorf("--draft-max %d: want 1 or more", n)
-	case m < 1 || (n > 0 && m > n):
-		return d, fmt.Errorf("--draft-min %d: want 1 to --draft-max (%d)", m, n)
-	case p < 0 || p >= 1:
-		return d, fmt.Errorf("--draft-p-min %g: want 0 to less than 1", p)
-	}
-	kinds := strings.Split(c.String("draft"), ",")
-	d.min, d.pMin = m, p
-	if p == 0 {
-		d.pMin = -1 // qwen's 0 is its default: here 0 means every guess
-	}
-	for _, k := range kinds {
-		switch {
-		case k == "ngram" && d.text > 0, k != "ngram" && d.path != "":
-			return d, fmt.Errorf("--draft %q: ngram and one draft model at most", c.String("draft"))
-		case k == "ngram":
-			d.text = cmp.Or(n, qwen.DefaultDraft)
-			continue
-		}
-		if _, err := os.Stat(k); err != nil {
-			return d, fmt.Errorf("--draft %q: want ngram or a draft model's .qbin file: %w", k, err)
-		}
-		d.path, d.model = k, cmp.Or(n, qwen.DefaultDraftModel)
-	}
-	if m > max(d.text, d.model) {
-		return d, fmt.Errorf("--draft-min %d: want 1 to --draft-max (%d)", m, max(d.text, d.model))
-	}
-	return d, nil
-}
-
-// kernelsEnv names the environment variable that forces a kernel path
-// ("generic", "avx2", "avx512", "avx512vnni") where --kernels is absent;
-// empty or "auto" is the fastest. The packages below read no environment:
-// the command reads it and passes the path on.
-const kernelsEnv = "QWEN_KERNELS"
-
-// kernelsName is --kernels, or else $QWEN_KERNELS, and where it came
-// from, for the errors.
-func kernelsName(c *cli.Context) (name, from string) {
-	if c.IsSet("kernels") {
-		return c.String("kernels"), "--kernels"
-	}
-	return os.Getenv(kernelsEnv), "$" + kernelsEnv
-}
-
-// kernelPath reads --kernels, or else $QWEN_KERNELS.
-func kernelPath(c *cli.Context) (kernels.Path, error) {
-	name, from := kernelsName(c)
-	p, err := kernels.ParsePath(name)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", from, err)
-	}
-	return p, nil
 }
 
 // kvTypeFlag is --kv-type, which every command that runs the model takes.
 func kvTypeFlag() cli.Flag {
 	return &cli.StringFlag{Name: "kv-type", Value: "f16", Usage: "KV cache type: f16, or q8 (int8 with a scale per position and head: half the memory)"}
-}
-
-// kvType reads --kv-type.
-func kvType(c *cli.Context) (format.KVType, error) {
-	t, err := format.ParseKVType(c.String("kv-type"))
-	if err != nil {
-		return 0, fmt.Errorf("--kv-type: %w", err)
-	}
-	return t, nil
 }
 
 // threadsFlag and kernelsFlag are every model-running command's.
@@ -225,5 +135,5 @@ func threadsFlag() cli.Flag {
 }
 
 func kernelsFlag() cli.Flag {
-	return &cli.StringFlag{Name: "kernels", Usage: "kernel path: auto, generic, avx2, avx512, avx512vnni", DefaultText: "$" + kernelsEnv + ", or auto"}
+	return &cli.StringFlag{Name: "kernels", Usage: "kernel path: auto, generic, avx2, avx512, avx512vnni", DefaultText: "$" + modelflags.KernelsEnv + ", or auto"}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/qwenc/qwenc/cmd/internal/modelflags"
+	"github.com/qwenc/qwenc/cmd/internal/terminal"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/runtime/infer"
 	"github.com/qwenc/qwenc/runtime/perplexity"
@@ -41,37 +43,25 @@ func perplexityAction(c *cli.Context) error {
 	if !c.IsSet("file") {
 		return cliutil.Usagef(c, "perplexity: give the text to score with -f PATH")
 	}
-	if err := checkModelFlags(c, os.Stderr); err != nil {
+	if err := modelflags.Check(c, os.Stderr); err != nil {
 		return err
 	}
-	kp, err := kernelPath(c)
+	kp, err := modelflags.KernelPath(c)
 	if err != nil {
 		return err
 	}
 	po := perplexity.Options{Ctx: c.Int("ctx")}
-	po.KV, _ = kvType(c) // checked above
+	po.KV, _ = modelflags.KVType(c) // checked above
 	text, err := readInput(c.String("file"))
 	if err != nil {
 		return err
 	}
-	opts := infer.Options{Threads: c.Int("threads"), Kernels: kp}
-	m, err := infer.Open(c.Args().First(), opts)
-	if err != nil {
-		return err
-	}
-	defer m.Close()
-	if path := c.String("base"); path != "" {
-		if po.Base, err = infer.Open(path, opts); err != nil {
-			return err
-		}
-		defer po.Base.Close()
-	}
-	tokens := perplexity.Tokens(m, string(text))
 	ctx, stop := cliutil.SignalContext(context.Background())
 	defer stop()
-	progress := perplexity.NewProgress(os.Stderr, isTerminal(os.Stderr))
+	progress := perplexity.NewProgress(os.Stderr, terminal.IsTerminal(os.Stderr))
 	po.Progress = progress.Chunk
-	res, err := perplexity.Run(ctx, m, tokens, po)
+	ro := infer.Options{Threads: c.Int("threads"), Kernels: kp}
+	res, tokens, err := perplexity.Measure(ctx, c.Args().First(), c.String("base"), string(text), ro, po)
 	progress.End()
 	switch {
 	case errors.Is(err, context.Canceled):
@@ -84,6 +74,6 @@ func perplexityAction(c *cli.Context) error {
 	if c.Bool("json") {
 		return json.NewEncoder(os.Stdout).Encode(res)
 	}
-	res.Write(os.Stdout, len(tokens))
+	res.Write(os.Stdout, tokens)
 	return nil
 }

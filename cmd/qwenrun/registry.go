@@ -2,11 +2,8 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"time"
 
-	"github.com/qwenc/qwenc/cmd/internal/pullcache"
-	"github.com/qwenc/qwenc/format/oci"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/qwen/serve"
 	"github.com/urfave/cli/v2"
@@ -15,26 +12,6 @@ import (
 // insecureFlag is for a MODEL given as oci://.
 func insecureFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "insecure", Usage: "with an oci:// MODEL: allow plain HTTP to a registry that is not localhost"}
-}
-
-// modelPath is the file the MODEL argument names: the argument itself, or
-// for oci://REGISTRY/REPO:TAG (or @sha256:DIGEST) the file pulled into
-// the cache as qwenc pull does. The first use downloads it; later a tag
-// costs one manifest request, a digest none. Credentials are docker
-// login's. The pull's progress goes to progress.
-func modelPath(c *cli.Context, arg string, progress io.Writer) (string, error) {
-	if !oci.IsRef(arg) {
-		return arg, nil
-	}
-	dir, err := pullcache.Dir()
-	if err != nil {
-		return "", err
-	}
-	p, err := oci.Pull(c.Context, arg, oci.Cache{Dir: dir}, oci.Options{Insecure: c.Bool("insecure"), Progress: progress})
-	if err != nil {
-		return "", err
-	}
-	return p.Path, nil
 }
 
 // healthCommand is a container's HEALTHCHECK: distroless and scratch

@@ -3,25 +3,22 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"os"
 	"runtime/pprof"
 	"strconv"
 	"time"
 
+	"github.com/qwenc/qwenc/cmd/internal/modelflags"
 	"github.com/qwenc/qwenc/cmd/internal/report"
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/qwenc/qwenc/internal/fsutil"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/runtime/sampling"
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 )
 
 // processStart is read once at init: load time counts from process start.
@@ -30,14 +27,13 @@ var processStart = time.Now()
 // setup is what every mode needs: the model and the sampling the flags ask
 // for.
 type setup struct {
-	m         *qwen.Model
-	schema    json.RawMessage // --json-schema's
-	object    bool            // --json-object
-	info      qwen.Info
-	params    sampling.Params
-	loadTime  time.Duration
-	stdoutTTY bool
-	drafts    drafting
+	m        *qwen.Model
+	schema   json.RawMessage // --json-schema's
+	object   bool            // --json-object
+	info     qwen.Info
+	params   sampling.Params
+	loadTime time.Duration
+	drafts   modelflags.Drafts
 }
 
 func run(c *cli.Context) error {
@@ -54,7 +50,7 @@ func run(c *cli.Context) error {
 	if err := checkFlags(c); err != nil {
 		return err
 	}
-	log, err := newLogger(c, os.Stderr)
+	log, err := modelflags.Logger(c, os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -62,7 +58,7 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	drafts, err := draftFlagValues(c)
+	drafts, err := modelflags.ReadDrafts(c)
 	if err != nil {
 		return err
 	}
@@ -73,7 +69,7 @@ func run(c *cli.Context) error {
 	defer stop()
 	// One conversation at a time, whose KV cache is kept across turns
 	// whatever its size: it is the only one.
-	m, err := openModel(c, log, os.Stderr, 1, append(drafts.options(), qwen.WithPrefixCache(math.MaxInt64))...)
+	m, err := modelflags.Open(c, log, os.Stderr, 1, append(drafts.Options(), qwen.WithPrefixCache(math.MaxInt64))...)
 	if err != nil {
 		return err
 	}
@@ -83,7 +79,7 @@ func run(c *cli.Context) error {
 			return err
 		}
 	}
-	s := &setup{m: m, info: m.Info(), stdoutTTY: isTerminal(os.Stdout), loadTime: time.Since(processStart),
+	s := &setup{m: m, info: m.Info(), loadTime: time.Since(processStart),
 		schema: schema, object: c.Bool("json-object"), drafts: drafts}
 	s.params = samplingParams(c, s.info.Sampling)
 	if c.Bool("chat") {
@@ -94,62 +90,14 @@ func run(c *cli.Context) error {
 	return runCompletion(ctx, c, s)
 }
 
-// openModel opens the model with the flags every model-running command
-// takes, for parallel conversations: --threads, --kernels, --kv-type and
-// --ctx, whose errors name the flags. The engine logs to log; a pull's
-// progress and the context the model got go to notes as lines.
-func openModel(c *cli.Context, log *slog.Logger, notes io.Writer, parallel int, more ...qwen.Option) (*qwen.Model, error) {
-	path, err := modelPath(c, c.Args().First(), notes)
-	if err != nil {
-		return nil, err
-	}
-	return openModelFile(c, log, notes, path, parallel, more...)
-}
-
-// openModelFile opens the model in path as openModel opens the argument's.
-func openModelFile(c *cli.Context, log *slog.Logger, notes io.Writer, path string, parallel int, more ...qwen.Option) (*qwen.Model, error) {
-	opts := append(append(modelOptions(c, log), qwen.WithParallel(parallel)), more...)
-	if c.IsSet("ctx") {
-		opts = append(opts, qwen.WithContext(c.Int("ctx")))
-	}
-	m, err := qwen.Open(path, opts...)
-	var ce *qwen.ContextError
-	if errors.As(err, &ce) {
-		return nil, contextError(ce)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if note := m.Info().ContextNote; note != "" {
-		fmt.Fprintf(notes, "qwenrun: %s (--ctx to choose)\n", note)
-	}
-	return m, nil
-}
-
-// contextError says what is wrong with --ctx in the flags' words.
-func contextError(e *qwen.ContextError) error {
-	forConv, orParallel := "", ""
-	if e.Parallel > 1 {
-		forConv, orParallel = fmt.Sprintf(" for %d conversations", e.Parallel), " or --parallel"
-	}
-	switch {
-	case e.Need == 0:
-		return fmt.Errorf("--ctx %d: want 1 to %d tokens (the model's maximum context)", e.Context, e.Max)
-	case e.Context != 0:
-		return fmt.Errorf("--ctx %d%s needs %d MB of sequence state, more than the %d MB of memory available; use a smaller --ctx%s",
-			e.Context, forConv, e.Need/1e6, e.Available/1e6, orParallel)
-	}
-	return e
-}
-
 // samplingParams starts from the model's generation_config and applies
 // the flags that were given (checkFlags checked them against the
 // parameter table).
 func samplingParams(c *cli.Context, p sampling.Params) sampling.Params {
-	for _, o := range samplingOptions() {
-		if o.name != "seed" && c.IsSet(o.name) {
-			change, _ := o.parse(flagValue(c, o))
-			change(&p)
+	for _, s := range sampling.Settings() {
+		if c.IsSet(s.Flag) {
+			v, _ := s.Parse(flagValue(c, s))
+			s.Apply(&p, v)
 		}
 	}
 	p.Seed = uint64(time.Now().UnixNano())
@@ -157,6 +105,15 @@ func samplingParams(c *cli.Context, p sampling.Params) sampling.Params {
 		p.Seed = c.Uint64("seed")
 	}
 	return p
+}
+
+// flagValue is the value of s's flag as text, for s.Parse: the chat's
+// /set takes the same text.
+func flagValue(c *cli.Context, s sampling.Setting) string {
+	if s.Integer {
+		return strconv.Itoa(c.Int(s.Flag))
+	}
+	return strconv.FormatFloat(c.Float64(s.Flag), 'g', -1, 64)
 }
 
 // promptText reads -p or -f (checkFlags refused both).
@@ -224,7 +181,7 @@ func schemaError(err error) error {
 
 func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 	req := qwen.Request{Sampling: &s.params, PromptLogits: c.String("logits") != "", JSONSchema: s.schema, JSONObject: s.object}
-	s.drafts.apply(&req)
+	s.drafts.Apply(&req)
 	maxTokens(&req, c.Int("max-tokens"))
 	if c.IsSet("tokens") {
 		var err error
@@ -258,7 +215,7 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 	for d, err := range st.Deltas() {
 		res.Add(d)
 		if d.PromptLogits != nil {
-			if err := writeLogits(c.String("logits"), d.PromptLogits); err != nil {
+			if err := report.WriteLogits(c.String("logits"), d.PromptLogits); err != nil {
 				st.Close()
 				genErr = err
 			}
@@ -275,7 +232,7 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 		return genErr
 	}
 	if jsonOut {
-		if err := printJSON(os.Stdout, s, res); err != nil {
+		if err := printJSON(s, res); err != nil {
 			return err
 		}
 	} else if len(res.Generated) > 0 {
@@ -289,35 +246,19 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 	return genErr // the signal, for the exit status, after an interrupt
 }
 
-// writeLogits writes a logits row as little-endian float32, atomically.
-func writeLogits(path string, l []float32) error {
-	b := make([]byte, 4*len(l))
-	for i, v := range l {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
-	}
-	return fsutil.WriteAtomic(path, b, 0o644)
-}
-
 // printStats prints the statistics line, and the context limit when that
 // is what stopped generation.
 func printStats(w io.Writer, s *setup, r qwen.Result) {
 	report.WriteStats(w, r, s.loadTime)
 	if r.Stop == qwen.StopContext {
-		printCtxStop(w, s)
+		report.WriteContextStop(w, s.info.Context)
 	}
 }
 
-func printCtxStop(w io.Writer, s *setup) {
-	fmt.Fprintf(w, "qwenrun: stopped at the context limit of %d tokens (--ctx)\n", s.info.Context)
+// printJSON prints --json's object on stdout.
+func printJSON(s *setup, r qwen.Result) error {
+	return report.WriteSummary(os.Stdout, r, s.m.Detokenize(r.Generated), s.loadTime)
 }
-
-func printJSON(w io.Writer, s *setup, r qwen.Result) error {
-	return json.NewEncoder(w).Encode(report.Summarize(r, s.m.Detokenize(r.Generated), s.loadTime))
-}
-
-// isTerminal asks the terminal driver: a character device such as
-// /dev/null is no terminal.
-func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // startProfile starts a CPU profile into path (none for ""); the
 // function it returns stops it.

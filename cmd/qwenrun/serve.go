@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/qwenc/qwenc/cmd/internal/modelflags"
+	"github.com/qwenc/qwenc/cmd/internal/report"
 	"github.com/qwenc/qwenc/format/oci"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/qwen"
@@ -55,17 +57,17 @@ func serveAction(c *cli.Context) error {
 	if c.Int("queue") < 0 {
 		return cliutil.Usagef(c, "--queue %d: not negative", c.Int("queue"))
 	}
-	log, err := newLogger(c, os.Stderr)
+	log, err := modelflags.Logger(c, os.Stderr)
 	if err != nil {
 		return err
 	}
 	// A server's stderr is its log: what the commands print there as
 	// lines becomes records too.
-	notes := &logLines{log: log}
-	if err := checkModelFlags(c, notes); err != nil {
+	notes := report.LogLines(log, "qwenrun")
+	if err := modelflags.Check(c, notes); err != nil {
 		return err
 	}
-	d, err := draftFlagValues(c)
+	d, err := modelflags.ReadDrafts(c)
 	if err != nil {
 		return err
 	}
@@ -79,7 +81,7 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := openModel(c, log, notes, parallel, append(d.options(), qwen.WithQueue(c.Int("queue")))...)
+	m, err := modelflags.Open(c, log, notes, parallel, append(d.Options(), qwen.WithQueue(c.Int("queue")))...)
 	if err != nil {
 		return err
 	}
@@ -87,10 +89,10 @@ func serveAction(c *cli.Context) error {
 	// The models loaded in MODEL's place share its flags, but not its
 	// draft model, whose vocabulary need not be theirs.
 	open := func(path string) (*qwen.Model, error) {
-		return openModelFile(c, log, notes, path, parallel, qwen.WithQueue(c.Int("queue")))
+		return modelflags.OpenFile(c, log, notes, path, parallel, qwen.WithQueue(c.Int("queue")))
 	}
 	s := serve.NewServer(m, serve.ServerOptions{Name: name, APIKey: c.String("api-key"), Log: log,
-		Draft: d.text, DraftModel: d.model, DraftMin: d.min, DraftPMin: d.pMin, Models: models, Open: open})
+		Draft: d.Text, DraftModel: d.Model, DraftMin: d.Min, DraftPMin: d.PMin, Models: models, Open: open})
 	defer s.Close()
 	ln, err := net.Listen("tcp", c.String("addr"))
 	if err != nil {

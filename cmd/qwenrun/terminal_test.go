@@ -29,8 +29,8 @@ const (
 // The prompts as they show at the start of a line; the line editor then
 // writes the prompt again with what is typed after it.
 const (
-	prompt     = "\n" + promptMessage
-	promptMore = "\n" + promptBlock
+	prompt     = "\n>>> "
+	promptMore = "\n... "
 )
 
 // screenWait bounds every wait for output: generous, for a loaded machine.

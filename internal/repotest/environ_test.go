@@ -5,7 +5,6 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -68,14 +67,10 @@ func envUses(fset *token.FileSet, f *ast.File) []string {
 // commands read the variables (QWEN_KERNELS, XDG_CACHE_HOME) and pass
 // options. Every file is parsed, whatever its build constraints.
 func TestLibraryReadsNoEnvironment(t *testing.T) {
-	gomod, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	root := moduleRoot(t)
 	fset := token.NewFileSet()
 	checked := 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}

@@ -44,10 +44,12 @@ var layers = []struct {
 	{"qwen", []string{"format", "format/arch", "format/chat", "format/tokenizer", "kernels", "runtime/...", "internal/fsutil", "internal/mem"}},
 	{"qwen/serve", []string{"qwen", "format/chat", "runtime/sampling"}},
 	{"qwen/bench", []string{"qwen", "format", "format/...", "kernels", "runtime/...", "internal/cliutil", "internal/mem"}},
-	{"cmd/internal/report", []string{"qwen", "internal/mem"}},
-	{"cmd/internal/pullcache", nil},
+	{"cmd/internal/report", []string{"qwen", "internal/fsutil", "internal/mem"}},
+	{"cmd/internal/pullcache", []string{"format/oci"}},
+	{"cmd/internal/modelflags", []string{"qwen", "cmd/internal/pullcache", "format", "format/oci", "kernels"}},
+	{"cmd/internal/terminal", []string{"qwen", "cmd/internal/report", "format/chat", "runtime/sampling", "internal/cliutil", "internal/fsutil"}},
 	{"cmd/qwenc", []string{"compiler", "format", "format/...", "cmd/internal/pullcache", "internal/cliutil"}},
-	{"cmd/qwenrun", []string{"qwen", "qwen/...", "cmd/internal/report", "cmd/internal/pullcache", "format", "format/...", "kernels", "runtime/...", "internal/cliutil", "internal/fsutil"}},
+	{"cmd/qwenrun", []string{"qwen", "qwen/...", "cmd/internal/report", "cmd/internal/modelflags", "cmd/internal/terminal", "format", "format/...", "kernels", "runtime/...", "internal/cliutil", "internal/fsutil"}},
 	{"cmd/qwengen", []string{"internal/synth"}},
 	// Helpers of the commands and the tests: leaves, or tools on them.
 	// The roofs runtime, cmd and internal are packages of documentation

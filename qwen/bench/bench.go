@@ -103,6 +103,14 @@ func openModel(path string) (Model, error) {
 // Run measures every model with every kernel path, thread count, KV type
 // and depth.
 func Run(cfg Config) ([]Row, error) {
+	for _, c := range []struct {
+		flag string
+		n    int
+	}{{"pp", cfg.PP}, {"tg", cfg.TG}, {"reps", cfg.Reps}} {
+		if c.n < 1 {
+			return nil, fmt.Errorf("--%s %d: want 1 or more", c.flag, c.n)
+		}
+	}
 	log := cfg.Log
 	if log == nil {
 		log = io.Discard

@@ -5,5 +5,6 @@
 // second half of each chunk is scored (every scored token then has at least
 // Ctx/2 tokens of context). Against a base model it also gives the mean
 // Kullback-Leibler divergence of the model's next-token distribution from
-// the base's and how often their most likely tokens agree.
+// the base's and how often their most likely tokens agree. Measure does
+// the whole of it from the files, as qwenrun perplexity does.
 package perplexity

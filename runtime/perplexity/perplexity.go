@@ -19,8 +19,9 @@ type Options struct {
 	KV  format.KVType // the KV cache type of the model (the base's is f16)
 	// Base, if set, is compared with the model at every scored position.
 	Base *infer.Model
-	// Progress, if set, is called after each chunk with the figures so far.
-	Progress func(done, total int, sofar Result)
+	// Progress, if set, is called after each chunk with the figures so
+	// far and the time since the first chunk began.
+	Progress func(done, total int, elapsed time.Duration, sofar Result)
 }
 
 // Result is a perplexity measurement.
@@ -117,6 +118,7 @@ func Run(ctx context.Context, m *infer.Model, tokens []int32, o Options) (Result
 			return Result{}, err
 		}
 	}
+	start := time.Now()
 	for c := range chunks {
 		if err := ctx.Err(); err != nil {
 			return st.result(base != nil), err
@@ -141,10 +143,32 @@ func Run(ctx context.Context, m *infer.Model, tokens []int32, o Options) (Result
 		}
 		st.chunks++
 		if o.Progress != nil {
-			o.Progress(c+1, chunks, st.result(base != nil))
+			o.Progress(c+1, chunks, time.Since(start), st.result(base != nil))
 		}
 	}
 	return st.result(base != nil), nil
+}
+
+// Measure does what llama-perplexity does with its files: it opens the
+// model in the file at path, and the one at base unless base is "", with
+// ro, and measures the perplexity of text under it (Tokens, Run), compared
+// with the base's. It returns the result and the text's length in tokens,
+// for Write.
+func Measure(ctx context.Context, path, base, text string, ro infer.Options, o Options) (Result, int, error) {
+	m, err := infer.Open(path, ro)
+	if err != nil {
+		return Result{}, 0, err
+	}
+	defer m.Close()
+	if base != "" {
+		if o.Base, err = infer.Open(base, ro); err != nil {
+			return Result{}, 0, err
+		}
+		defer o.Base.Close()
+	}
+	tokens := Tokens(m, text)
+	res, err := Run(ctx, m, tokens, o)
+	return res, len(tokens), err
 }
 
 // evaluator holds one model's session and the hidden states of a chunk's
@@ -255,20 +279,18 @@ func (r Result) Write(w io.Writer, tokens int) {
 // terminal one line rewritten in place, elsewhere a line every tenth
 // chunk and after the last. Its Chunk is an Options.Progress.
 type Progress struct {
-	w     io.Writer
-	tty   bool
-	start time.Time
-	open  bool // a line rewritten in place is not ended yet
+	w    io.Writer
+	tty  bool
+	open bool // a line rewritten in place is not ended yet
 }
 
-// NewProgress prints on w, a terminal if tty, from now.
+// NewProgress prints on w, a terminal if tty.
 func NewProgress(w io.Writer, tty bool) *Progress {
-	return &Progress{w: w, tty: tty, start: time.Now()}
+	return &Progress{w: w, tty: tty}
 }
 
 // Chunk prints the figures after done chunks of total.
-func (p *Progress) Chunk(done, total int, r Result) {
-	el := time.Since(p.start)
+func (p *Progress) Chunk(done, total int, el time.Duration, r Result) {
 	left := time.Duration(float64(el) / float64(done) * float64(total-done))
 	line := fmt.Sprintf("chunk %d/%d: PPL %.4f ± %.4f, %.1f s, about %.0f s left", done, total, r.PPL, r.PPLStderr, el.Seconds(), left.Seconds())
 	switch {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/qwenc/qwenc/internal/synth"
 	"github.com/qwenc/qwenc/internal/synthtest"
@@ -124,8 +125,9 @@ func TestRunMatchesHandComputation(t *testing.T) {
 			b = base
 		}
 		var progress []int
-		got, err := Run(context.Background(), m, ids, Options{Ctx: n, Base: b, Progress: func(done, total int, _ Result) {
-			progress = append(progress, done, total)
+		var times []time.Duration
+		got, err := Run(context.Background(), m, ids, Options{Ctx: n, Base: b, Progress: func(done, total int, el time.Duration, _ Result) {
+			progress, times = append(progress, done, total), append(times, el)
 		}})
 		if err != nil {
 			t.Fatal(err)
@@ -135,8 +137,8 @@ func TestRunMatchesHandComputation(t *testing.T) {
 		if got.Chunks != 2 || got.TokensScored != 2*(n-1-n/2) || got.Ctx != n {
 			t.Errorf("chunks %d, scored %d, ctx %d; want 2, %d, %d", got.Chunks, got.TokensScored, got.Ctx, 2*(n-1-n/2), n)
 		}
-		if len(progress) != 4 || progress[0] != 1 || progress[2] != 2 || progress[3] != 2 {
-			t.Errorf("progress calls %v, want (1, 2), (2, 2)", progress)
+		if len(progress) != 4 || progress[0] != 1 || progress[2] != 2 || progress[3] != 2 || times[1] < times[0] {
+			t.Errorf("progress calls %v after %v, want (1, 2), (2, 2), the second no sooner", progress, times)
 		}
 		if math.Abs(got.PPL-ppl) > 1e-4*ppl || math.Abs(got.PPLStderr-stderr) > 1e-3*stderr {
 			t.Errorf("PPL %.6f ± %.6f, hand computation %.6f ± %.6f", got.PPL, got.PPLStderr, ppl, stderr)
@@ -182,13 +184,40 @@ func TestRunRefuses(t *testing.T) {
 	}
 }
 
+// Measure opens the files and gives what Run gives on the text's tokens,
+// with the base compared; a file that does not open is its error.
+func TestMeasure(t *testing.T) {
+	path := synthtest.Compile(t, tinyShape(3, 300), 64)
+	other := synthtest.Compile(t, tinyShape(4, 300), 64)
+	text := strings.Repeat("the quick brown fox jumps over the lazy dog; ", 20)
+	ro := infer.Options{Threads: 2, Kernels: kernels.Detect()}
+	got, n, err := Measure(context.Background(), path, other, text, ro, Options{Ctx: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := open(t, path)
+	ids := Tokens(m, text)
+	want, err := Run(context.Background(), m, ids, Options{Ctx: 24, Base: open(t, other)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != len(ids) || got.PPL != want.PPL || got.BasePPL == nil || *got.BasePPL != *want.BasePPL || *got.KLMean != *want.KLMean {
+		t.Errorf("Measure: %d tokens, %+v; Run: %d tokens, %+v", n, got, len(ids), want)
+	}
+	for _, files := range [][2]string{{path + ".missing", ""}, {path, other + ".missing"}} {
+		if _, _, err := Measure(context.Background(), files[0], files[1], text, ro, Options{Ctx: 24}); err == nil || !strings.Contains(err.Error(), ".missing") {
+			t.Errorf("%q: %v, want the missing file's error", files, err)
+		}
+	}
+}
+
 // Progress rewrites one line on a terminal, ended after the last chunk
 // or by End; elsewhere it writes every tenth chunk and the last.
 func TestProgress(t *testing.T) {
 	var b strings.Builder
 	p := NewProgress(&b, true)
 	for i := 1; i <= 3; i++ {
-		p.Chunk(i, 3, Result{PPL: 2})
+		p.Chunk(i, 3, time.Duration(i)*time.Second, Result{PPL: 2})
 	}
 	p.End()
 	if got := b.String(); strings.Count(got, "\r\x1b[K") != 3 || strings.Count(got, "\n") != 1 || !strings.HasSuffix(got, "\n") ||
@@ -197,16 +226,16 @@ func TestProgress(t *testing.T) {
 	}
 	b.Reset()
 	p = NewProgress(&b, true)
-	p.Chunk(1, 3, Result{PPL: 2})
+	p.Chunk(1, 3, 2*time.Second, Result{PPL: 2})
 	p.End()
 	p.End()
-	if got := b.String(); !strings.HasSuffix(got, "left\n") || strings.Count(got, "\n") != 1 {
+	if got := b.String(); !strings.HasSuffix(got, "2.0 s, about 4 s left\n") || strings.Count(got, "\n") != 1 {
 		t.Errorf("stopped after one chunk: %q", got)
 	}
 	b.Reset()
 	p = NewProgress(&b, false)
 	for i := 1; i <= 25; i++ {
-		p.Chunk(i, 25, Result{PPL: 2})
+		p.Chunk(i, 25, time.Duration(i)*time.Second, Result{PPL: 2})
 	}
 	p.End()
 	if got := b.String(); strings.Count(got, "\n") != 3 || strings.Contains(got, "\r") || !strings.Contains(got, "chunk 10/25") || !strings.Contains(got, "chunk 25/25") {

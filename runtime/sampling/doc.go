@@ -16,4 +16,9 @@
 // default chain differs in one respect: it applies temperature last, so its
 // top-p/min-p see the T=1 distribution. We temper first because Qwen's
 // recommended settings (generation_config.json) were tuned with HF.
+//
+// Settings is the one table of the parameters every front end takes, with
+// their names and ranges; Flags, FlagName, SetFlag and Describe take and
+// show them by their names on the command line, the seed among them, as
+// qwenrun's chat does with /set and /show.
 package sampling

@@ -3,12 +3,41 @@ package report
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/qwenc/qwenc/qwen"
 )
+
+// ReadTexts gathers the texts qwenrun embed embeds and the documents
+// qwenrun rerank scores: args, the arguments after the model; or the
+// lines of the file at path, --file's, "-" for stdin; or else JSON lines
+// on stdin.
+func ReadTexts(args []string, path string, stdin io.Reader) ([]string, error) {
+	switch {
+	case len(args) > 0 && path != "":
+		return nil, errors.New("give the texts as arguments or --file, not both")
+	case len(args) > 0:
+		return args, nil
+	case path == "-":
+		return ReadLines(stdin)
+	case path != "":
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return ReadLines(f)
+	}
+	texts, err := ReadJSONTexts(stdin)
+	if err != nil {
+		return nil, fmt.Errorf("standard input, %w", err)
+	}
+	return texts, nil
+}
 
 // ReadLines reads texts to embed or documents to rerank, one a line,
 // blank lines left out.

@@ -1,6 +1,9 @@
 package report
 
 import (
+	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -28,6 +31,46 @@ func TestReadInputs(t *testing.T) {
 		if _, err := ReadJSONTexts(strings.NewReader(in)); err == nil || err.Error() != want {
 			t.Errorf("%s: %v, want %q", in, err, want)
 		}
+	}
+}
+
+// ReadTexts takes the arguments, or --file's lines ("-" for stdin), or
+// else JSON lines on stdin; the arguments and --file together are
+// refused.
+func TestReadTexts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "texts")
+	if err := os.WriteFile(path, []byte("one\n\ntwo\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdin := func() io.Reader { return strings.NewReader("\"a\"\n{\"text\": \"b\"}\n") }
+	for _, tc := range []struct {
+		args []string
+		path string
+		want []string
+	}{
+		{[]string{"x", "y"}, "", []string{"x", "y"}},
+		{nil, path, []string{"one", "two"}},
+		{nil, "-", []string{"\"a\"", "{\"text\": \"b\"}"}},
+		{nil, "", []string{"a", "b"}},
+	} {
+		got, err := ReadTexts(tc.args, tc.path, stdin())
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%q, %q: %q, %v; want %q", tc.args, tc.path, got, err, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		args       []string
+		path, want string
+	}{
+		{[]string{"x"}, path, "give the texts as arguments or --file, not both"},
+		{nil, path + ".missing", "open " + path + ".missing: no such file or directory"},
+	} {
+		if _, err := ReadTexts(tc.args, tc.path, stdin()); err == nil || err.Error() != tc.want {
+			t.Errorf("%q, %q: %v, want %q", tc.args, tc.path, err, tc.want)
+		}
+	}
+	if _, err := ReadTexts(nil, "", strings.NewReader("3")); err == nil || err.Error() != `standard input, value 1: want a string or {"text": ...}` {
+		t.Errorf("a number on stdin: %v", err)
 	}
 }
 

@@ -1,10 +1,14 @@
 package report
 
 import (
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
+	"github.com/qwenc/qwenc/internal/fsutil"
 	"github.com/qwenc/qwenc/internal/mem"
 	"github.com/qwenc/qwenc/qwen"
 )
@@ -84,3 +88,26 @@ func rate(n int, d time.Duration) float64 {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// WriteSummary writes r's Summary as one JSON object on a line, as
+// --json prints it: text is its generated tokens as text, load the time
+// the model took to load.
+func WriteSummary(w io.Writer, r qwen.Result, text string, load time.Duration) error {
+	return json.NewEncoder(w).Encode(Summarize(r, text, load))
+}
+
+// WriteContextStop says that generation stopped at the context limit,
+// of ctx tokens.
+func WriteContextStop(w io.Writer, ctx int) {
+	fmt.Fprintf(w, "qwenrun: stopped at the context limit of %d tokens (--ctx)\n", ctx)
+}
+
+// WriteLogits writes a row of logits to path as little-endian float32,
+// qwenrun --logits's format, atomically: a reader never sees half a row.
+func WriteLogits(path string, l []float32) error {
+	b := make([]byte, 4*len(l))
+	for i, v := range l {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return fsutil.WriteAtomic(path, b, 0o644)
+}

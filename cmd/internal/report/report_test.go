@@ -1,7 +1,11 @@
 package report
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,5 +31,40 @@ func TestStatsAndSummary(t *testing.T) {
 	out, err = json.Marshal(Summarize(r, "abc", 20*time.Millisecond))
 	if want := `{"generated_ids":[1,2,3],"kv_bytes":1000000,"prompt_ids":[],"stop_reason":"eos","text":"abc","timings":{"accepted_tokens":3,"decode_ms":6,"decode_tok_s":500,"decode_tokens":3,"drafted_tokens":4,"load_ms":20,"prefill_ms":3,"prefill_tok_s":2000,"prefill_tokens":6}}`; err != nil || string(out) != want {
 		t.Errorf("summary %s, want %s", out, want)
+	}
+	// WriteSummary writes that object on a line of its own.
+	b.Reset()
+	if err := WriteSummary(&b, r, "abc", 20*time.Millisecond); err != nil || b.String() != string(out)+"\n" {
+		t.Errorf("WriteSummary: %q, %v; want %s and a newline", b.String(), err, out)
+	}
+	b.Reset()
+	WriteContextStop(&b, 4096)
+	if want := "qwenrun: stopped at the context limit of 4096 tokens (--ctx)\n"; b.String() != want {
+		t.Errorf("WriteContextStop: %q, want %q", b.String(), want)
+	}
+}
+
+// WriteLogits writes a row as little-endian float32 in place of what the
+// file held.
+func TestWriteLogits(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "logits.bin")
+	if err := os.WriteFile(path, []byte("older and longer"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	row := []float32{1, -2.5, float32(math.Inf(1))}
+	if err := WriteLogits(path, row); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) != 4*len(row) {
+		t.Fatalf("%d bytes, %v; want %d", len(b), err, 4*len(row))
+	}
+	for i, want := range row {
+		if got := math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])); got != want {
+			t.Errorf("logit %d: %v, want %v", i, got, want)
+		}
+	}
+	if err := WriteLogits(filepath.Join(path, "sub"), row); err == nil {
+		t.Errorf("a file below a file: no error")
 	}
 }

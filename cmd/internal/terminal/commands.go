@@ -1,4 +1,4 @@
-package main
+package terminal
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func commandSpecs() []commandSpec {
 		{[]string{"clear"}, "", "start a new conversation; the system message stays"},
 		{[]string{"system"}, "TEXT", "set the system message and start a new conversation"},
 		{[]string{"think"}, "on|off", "Qwen3: think before answering, or not (--no-think)"},
-		{[]string{"set"}, "NAME VALUE", "sampling: " + strings.Join(samplingNames(), ", ")},
+		{[]string{"set"}, "NAME VALUE", "sampling: " + strings.Join(sampling.Flags(), ", ")},
 		{[]string{"show"}, "", "model, context used, sampling, thinking, system message"},
 		{[]string{"save"}, "FILE", "write the conversation to FILE (JSON: role and content of each message)"},
 		{[]string{"load"}, "FILE", "replace the conversation by the one saved in FILE, to continue it"},
@@ -38,8 +38,9 @@ type command struct {
 	name string // the spec's first name
 	arg  string // /system's text, /save's and /load's file
 	on   bool   // /think on
-	// opt and change are /set's setting and the change it makes.
-	opt    samplingOption
+	// flag and change are /set's setting, by its flag's name, and the
+	// change it makes.
+	flag   string
 	change func(*sampling.Params)
 }
 
@@ -77,7 +78,7 @@ func parseArgs(spec commandSpec, arg string) (*command, error) {
 	case spec.args == "" && arg != "":
 		err = fmt.Errorf("/%s takes no argument", cmd.name)
 	case cmd.name == "set": // its usage names the settings
-		cmd.opt, cmd.change, err = parseSetting(arg)
+		cmd.flag, cmd.change, err = parseSetting(arg)
 	case spec.args != "" && arg == "":
 		err = usage
 	case cmd.name == "think":
@@ -93,6 +94,24 @@ func parseArgs(spec commandSpec, arg string) (*command, error) {
 		return nil, err
 	}
 	return cmd, nil
+}
+
+// parseSetting parses /set's "NAME VALUE", the value held to the range
+// the flag takes. Names may also be written as ollama writes them
+// (top_k, temperature).
+func parseSetting(arg string) (flag string, change func(*sampling.Params), err error) {
+	fields := strings.Fields(arg)
+	if len(fields) != 2 {
+		return "", nil, fmt.Errorf("usage: /set NAME VALUE, where NAME is %s", strings.Join(sampling.Flags(), ", "))
+	}
+	flag, ok := sampling.FlagName(fields[0])
+	if !ok {
+		return "", nil, fmt.Errorf("/set: no setting %q; /? lists them", fields[0])
+	}
+	if err := new(sampling.Params).SetFlag(flag, fields[1]); err != nil {
+		return "", nil, fmt.Errorf("/set %s %s: %s %v", fields[0], fields[1], flag, err)
+	}
+	return flag, func(p *sampling.Params) { p.SetFlag(flag, fields[1]) }, nil
 }
 
 // helpText is what /help prints.
@@ -121,9 +140,9 @@ func completeCommand(line string) []string {
 	}
 	var out []string
 	if rest, ok := strings.CutPrefix(line, "/set "); ok {
-		for _, o := range samplingOptions() {
-			if strings.HasPrefix(o.name, rest) {
-				out = append(out, "/set "+o.name+" ")
+		for _, f := range sampling.Flags() {
+			if strings.HasPrefix(f, rest) {
+				out = append(out, "/set "+f+" ")
 			}
 		}
 		return out
@@ -145,90 +164,94 @@ func completeCommand(line string) []string {
 // do runs a command. A command that cannot do what it was asked says why
 // in one line and changes nothing; only a failure of the program itself is
 // returned, and errBye.
-func (l *chatLoop) do(cmd *command) error {
-	conv := l.conv
+func (ch *Chat) do(in *console, cmd *command) error {
 	switch cmd.name {
 	case "help":
-		fmt.Fprint(conv.info, helpText())
+		fmt.Fprint(ch.notes, helpText())
 	case "bye":
 		return errBye
 	case "clear":
-		conv.clear(conv.c.System())
-		conv.note("a new conversation")
+		ch.clear(ch.c.System())
+		ch.note("a new conversation")
 	case "system":
-		conv.clear(cmd.arg)
-		conv.note("a new conversation with this system message")
+		ch.clear(cmd.arg)
+		ch.note("a new conversation with this system message")
 	case "think":
-		if _, thinks := conv.format().Thinking(); !thinks {
-			conv.note("/think: this model's chat template (%s) has no switch for thinking", conv.format())
+		if err := ch.c.SetThinking(cmd.on); err != nil {
+			ch.note("/think: %v", err)
 			return nil
 		}
-		conv.think = cmd.on
-		conv.note("thinking %s", onOff(conv.think))
+		ch.note("thinking %s", onOff(cmd.on))
 	case "set":
-		p := conv.params
-		cmd.change(&p)
-		conv.setSampling(p)
-		conv.note("%s %s", cmd.opt.name, cmd.opt.get(p))
+		req := ch.c.Settings()
+		cmd.change(req.Sampling)
+		if err := ch.c.SetSettings(req); err != nil {
+			return err
+		}
+		ch.note("%s %s", cmd.flag, req.Sampling.Flag(cmd.flag))
 	case "show":
-		conv.showSettings()
+		ch.showSettings()
 	case "save":
 		path := expandHome(cmd.arg)
-		msgs := conv.c.Messages()
+		msgs := ch.c.Messages()
 		if err := qwen.SaveMessages(path, msgs); err != nil {
-			conv.note("/save %s: %v", cmd.arg, err)
+			ch.note("/save %s: %v", cmd.arg, err)
 			return nil
 		}
-		conv.note("saved %d messages to %s", len(msgs), path)
+		ch.note("saved %d messages to %s", len(msgs), path)
 	case "load":
-		return l.load(cmd.arg)
+		return ch.load(in, cmd.arg)
 	}
 	return nil
 }
 
 // load is /load: a file that cannot be continued is one line, and the
 // current conversation stays.
-func (l *chatLoop) load(arg string) error {
-	conv := l.conv
+func (ch *Chat) load(in *console, arg string) error {
 	path := expandHome(arg)
 	msgs, err := qwen.LoadMessages(path)
 	if err != nil {
-		conv.note("/load %s: %v", arg, err)
+		ch.note("/load %s: %v", arg, err)
 		return nil
 	}
-	res, sig, err := l.interruptible(func(ctx context.Context) (qwen.Result, error) { return conv.load(ctx, msgs) })
+	var res qwen.Result
+	end := in.run(func(ctx context.Context) bool {
+		res, err = ch.c.Load(ctx, msgs)
+		return res.Stop == qwen.StopInterrupt
+	})
 	var noRoom *qwen.NoRoomError
 	switch {
 	case errors.As(err, &noRoom):
-		conv.note("/load %s: %v (--ctx)", arg, err)
+		ch.note("/load %s: %v (--ctx)", arg, err)
 		return nil
 	case err != nil:
 		return err
-	case l.ends(sig, res):
-		return errSignalled
+	case end != nil:
+		return end
 	case res.Stop == qwen.StopInterrupt:
-		conv.note("loaded %d messages from %s; Ctrl-C stopped reading them, the next message reads the rest", len(msgs), path)
+		ch.note("loaded %d messages from %s; Ctrl-C stopped reading them, the next message reads the rest", len(msgs), path)
 	default:
-		conv.note("loaded %d messages from %s (%d tokens)", len(msgs), path, conv.c.Used())
+		ch.note("loaded %d messages from %s (%d tokens)", len(msgs), path, ch.c.Used())
 	}
-	if conv.verbose {
-		conv.stats(res)
+	if ch.o.Verbose {
+		ch.stats(res)
 	}
 	return nil
 }
 
 // showSettings is /show.
-func (conv *conversation) showSettings() {
+func (ch *Chat) showSettings() {
 	row := func(name, format string, args ...any) {
-		fmt.Fprintf(conv.info, "%-10s%s\n", name, fmt.Sprintf(format, args...))
+		fmt.Fprintf(ch.notes, "%-10s%s\n", name, fmt.Sprintf(format, args...))
 	}
-	row("model", "%s (%s chat template)", conv.s.info.Name, conv.format())
-	row("context", "%d of %d tokens used", conv.c.Used(), conv.s.info.Context)
-	row("sampling", "%s", describeSampling(conv.params))
-	if _, thinks := conv.format().Thinking(); thinks {
-		row("thinking", "%s", onOff(conv.think))
+	settings := ch.c.Settings()
+	row("model", "%s (%s chat template)", ch.info.Name, ch.format())
+	row("context", "%d of %d tokens used", ch.c.Used(), ch.info.Context)
+	row("sampling", "%s", settings.Sampling.Describe())
+	if _, thinks := ch.format().Thinking(); thinks {
+		row("thinking", "%s", onOff(!settings.NoThinking))
 	}
-	switch sys, def := conv.c.System(), conv.format().DefaultSystem(); {
+	switch sys, def := ch.c.System(), ch.format().DefaultSystem(); {
 	case sys != "":
 		row("system", "%s", sys)
 	case def != "":
@@ -236,7 +259,7 @@ func (conv *conversation) showSettings() {
 	default:
 		row("system", "none")
 	}
-	row("messages", "%d", len(conv.c.Messages()))
+	row("messages", "%d", len(ch.c.Messages()))
 }
 
 func onOff(b bool) string {

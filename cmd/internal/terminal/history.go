@@ -1,4 +1,4 @@
-package main
+package terminal
 
 import (
 	"errors"
@@ -31,13 +31,13 @@ type history struct {
 // the XDG specification, not absolute.
 func historyPath(getenv func(string) string, home func() (string, error)) (string, error) {
 	if dir := getenv("XDG_STATE_HOME"); filepath.IsAbs(dir) {
-		return filepath.Join(dir, "qwenrun", "history"), nil
+		return filepath.Join(dir, prog, "history"), nil
 	}
 	dir, err := home()
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(dir, ".local", "state", "qwenrun", "history"), nil
+	return filepath.Join(dir, ".local", "state", prog, "history"), nil
 }
 
 // openHistory finds the history file and creates its directory.
@@ -58,9 +58,9 @@ func (h *history) fail(err error) {
 	switch {
 	case h.broken:
 	case h.path == "":
-		fmt.Fprintf(h.info, "qwenrun: the history is not kept: %v\n", err)
+		fmt.Fprintf(h.info, "%s: the history is not kept: %v\n", prog, err)
 	default:
-		fmt.Fprintf(h.info, "qwenrun: the history is not kept in %s: %v\n", h.path, fsutil.Pathless(err))
+		fmt.Fprintf(h.info, "%s: the history is not kept in %s: %v\n", prog, h.path, fsutil.Pathless(err))
 	}
 	h.broken = true
 }

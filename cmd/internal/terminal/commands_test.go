@@ -1,4 +1,4 @@
-package main
+package terminal
 
 import (
 	"slices"
@@ -120,8 +120,8 @@ func TestSetSampling(t *testing.T) {
 			t.Errorf("/set %s: error %v, want %q", tc.arg, err, tc.err)
 		}
 	}
-	if got, want := describeSampling(base), "temp 0.6, top-k 20, top-p 0.95, min-p 0, repeat-penalty 1, presence-penalty 0, frequency-penalty 0, repeat-last-n 64, seed 7"; got != want {
-		t.Errorf("describeSampling: %q, want %q", got, want)
+	if got, want := base.Describe(), "temp 0.6, top-k 20, top-p 0.95, min-p 0, repeat-penalty 1, presence-penalty 0, frequency-penalty 0, repeat-last-n 64, seed 7"; got != want {
+		t.Errorf("Describe: %q, want %q", got, want)
 	}
 }
 

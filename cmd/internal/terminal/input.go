@@ -1,4 +1,4 @@
-package main
+package terminal
 
 import (
 	"bufio"
@@ -18,6 +18,8 @@ type lineSource interface {
 	readLine(prompt string) (string, error)
 	// remember adds an entered line to the history.
 	remember(line string)
+	// close gives the terminal back its mode.
+	close()
 }
 
 // plainInput reads lines from a pipe or file, or from a terminal the line
@@ -49,6 +51,8 @@ func (p *plainInput) readLine(prompt string) (string, error) {
 }
 
 func (p *plainInput) remember(string) {}
+
+func (p *plainInput) close() {}
 
 // editorInput is the line editor on a terminal, with the history kept in
 // a file.
