@@ -224,6 +224,16 @@ func plan(ck *Checkpoint, opts Options) (*format.Header, []section, error) {
 	}{{"decode", 1}, {"prefill", maxPrefill}} {
 		hdr.Plans = append(hdr.Plans, graph.Plan(arch.Build(a, &cfg, m.mode, m.tokens, hdr.SectionTypes())))
 	}
+	// The MTP block's programs, when the architecture has one: a draft
+	// step of one row, and a prompt's rows in batches.
+	for _, m := range []struct {
+		mode   string
+		tokens int
+	}{{arch.MTPDecode, 1}, {arch.MTPPrefill, maxPrefill}} {
+		if g := arch.BuildMTP(a, &cfg, m.mode, m.tokens, hdr.SectionTypes()); g != nil {
+			hdr.Plans = append(hdr.Plans, graph.Plan(g))
+		}
+	}
 	// The header's size does not depend on offsets, sizes or checksums
 	// (fixed-width fields), so it can be sized now and rewritten in place
 	// at the end.
@@ -615,35 +625,44 @@ func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionW
 // transformRows reads section rows r0..r0+n-1 (of k values) of checkpoint
 // tensor t into rows as f32, through the architecture's transform: each
 // from the checkpoint row tr.Row gives (runs of consecutive rows in one
-// read), its columns permuted by tr.Col, then tr.Values. A value the
-// transform makes non-finite is refused by the conversion after it.
+// read), its columns picked by tr.Col (from a checkpoint row that may be
+// wider), then tr.Values. A value the transform makes non-finite is
+// refused by the conversion after it.
 func transformRows(ck *Checkpoint, tr *arch.Transform, t *TensorInfo, sl *blockSlot, rows []float32, r0, n, k int) error {
 	es := ElemSize(t.DType)
+	srcK := 1
+	for _, d := range t.Shape[1:] {
+		srcK *= d
+	}
 	src := func(r int) int {
 		if tr.Row == nil {
 			return r
 		}
 		return tr.Row(r)
 	}
+	read := rows[:n*k]
+	if srcK != k {
+		read = sl.floats(&sl.wide, n*srcK)
+	}
 	for i := 0; i < n; {
 		s, j := src(r0+i), i+1
 		for j < n && src(r0+j) == s+j-i {
 			j++
 		}
-		buf := sl.grow(&sl.src, (j-i)*k*es)
-		if err := ck.ReadAt(t, buf, int64(s*k*es)); err != nil {
+		buf := sl.grow(&sl.src, (j-i)*srcK*es)
+		if err := ck.ReadAt(t, buf, int64(s*srcK*es)); err != nil {
 			return err
 		}
-		if err := toF32(rows[i*k:j*k], buf, t.DType); err != nil {
+		if err := toF32(read[i*srcK:j*srcK], buf, t.DType); err != nil {
 			return err
 		}
 		i = j
 	}
 	if tr.Col != nil {
-		in := sl.floats(&sl.tmp, k)
+		in := sl.floats(&sl.tmp, srcK)
 		for i := range n {
+			copy(in, read[i*srcK:(i+1)*srcK])
 			row := rows[i*k : (i+1)*k]
-			copy(in, row)
 			for c := range row {
 				row[c] = in[tr.Col(c)]
 			}
@@ -720,7 +739,7 @@ func pipeline(ctx context.Context, n int, slots []*blockSlot, fill func(int, *bl
 // blockSlot holds one parallel worker's buffers, reused across blocks.
 type blockSlot struct {
 	src, rows, out []byte
-	f32, tmp       []float32
+	f32, tmp, wide []float32
 }
 
 func (sl *blockSlot) floats(buf *[]float32, n int) []float32 {

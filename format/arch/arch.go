@@ -173,6 +173,9 @@ func tensors(a Arch, c *format.Config) iter.Seq[Tensor] {
 type mtpArch interface {
 	// MTPTensors lists the MTP block's tensors, after the LM head.
 	MTPTensors(c *format.Config) []Tensor
+	// BuildMTPLayer appends MTP layer l's ops (l counts from
+	// num_hidden_layers) to the MTP step.
+	BuildMTPLayer(b *Builder, l int)
 }
 
 // layerTensors makes a layer's tensor constructors: vec and mat name the

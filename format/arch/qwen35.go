@@ -172,8 +172,13 @@ func (a qwen35) MTPTensors(c *format.Config) []Tensor {
 	norm := func(name string) Tensor {
 		return Tensor{Section: name, HF: []string{name + ".weight"}, Kind: format.KindNorm, Shape: []uint64{uint64(h)}, Role: name, Layer: -1}
 	}
-	ts := []Tensor{{Section: "mtp.fc", HF: []string{"mtp.fc.weight"}, Kind: format.KindProjection, Shape: []uint64{uint64(h), uint64(2 * h)}, Role: "mtp.fc", Layer: -1},
-		norm("mtp.pre_fc_norm_embedding"), norm("mtp.pre_fc_norm_hidden"), norm("mtp.norm")}
+	// mtp.fc [hidden, 2 x hidden] multiplies the embedding's norm joined
+	// to the hidden state's, embedding first: its two halves of columns
+	// are two products (Transform).
+	fc := func(name string) Tensor {
+		return Tensor{Section: name, HF: []string{"mtp.fc.weight"}, Kind: format.KindProjection, Shape: []uint64{uint64(h), uint64(h)}, Role: name, Layer: -1}
+	}
+	ts := []Tensor{fc("mtp.fc_e"), fc("mtp.fc_h"), norm("mtp.pre_fc_norm_embedding"), norm("mtp.pre_fc_norm_hidden"), norm("mtp.norm")}
 	for i := range c.MTPLayers {
 		ts = append(ts, a.layer(c, layerTensors{l: c.Layers + i, hf: fmt.Sprintf("mtp.layers.%d.", i)}, false)...)
 	}
@@ -183,8 +188,9 @@ func (a qwen35) MTPTensors(c *format.Config) []Tensor {
 // Transform folds the 1 of the zero-centred norms into their weights (all
 // but the DeltaNet's output norm, which scales by its weight alone),
 // computes A = -exp(A_log), splits q_proj's interleaved query and gate
-// rows, and reads the convolution's [channels, 1, kernel] as [channels,
-// kernel].
+// rows, reads the convolution's [channels, 1, kernel] as [channels,
+// kernel], and splits mtp.fc's columns in its embedding's and its hidden
+// state's halves.
 func (qwen35) Transform(c *format.Config, t *Tensor) Transform {
 	switch {
 	case t.Kind == format.KindNorm && t.Role != "linear_norm":
@@ -199,8 +205,24 @@ func (qwen35) Transform(c *format.Config, t *Tensor) Transform {
 		return Transform{SrcShape: []uint64{2 * uint64(c.QDim()), uint64(c.Hidden)}, Row: HeadPart(c.HeadDim, 2, part)}
 	case t.Role == "conv1d":
 		return Transform{SrcShape: []uint64{t.Shape[0], 1, t.Shape[1]}}
+	case t.Role == "mtp.fc_e", t.Role == "mtp.fc_h":
+		skip := 0
+		if t.Role == "mtp.fc_h" {
+			skip = c.Hidden
+		}
+		return Transform{SrcShape: []uint64{uint64(c.Hidden), 2 * uint64(c.Hidden)}, Col: func(col int) int { return skip + col }}
 	}
 	return Transform{}
+}
+
+// BuildMTPLayer is a full-attention layer with the main layers' MLP.
+func (a qwen35) BuildMTPLayer(b *Builder, l int) {
+	b.attention(l)
+	if a.moe {
+		b.moeMLP(l)
+	} else {
+		b.denseMLP(l)
+	}
 }
 
 func (a qwen35) BuildLayer(b *Builder, l int) {

@@ -91,11 +91,15 @@ const (
 	// scaled by its token's one gate value, to InOut[0] (the shared
 	// expert, gated by shared_expert_gate).
 	SigmoidScaleAdd
+	// HiddenIn fills Out ([tokens, hidden]) with the rows the caller hands
+	// the step: the MTP block's input, the main model's residual stream at
+	// the rows' positions.
+	HiddenIn
 )
 
 var kindNames = [...]string{"rope_table", "embed", "rmsnorm", "matmul", "qk_rope", "kv_store", "attention", "add", "silu_mul",
 	"quantize_rows", "route", "gather_rows", "expert_matmul", "expert_sum", "causal_conv", "gated_delta_rule",
-	"gated_rmsnorm", "sigmoid_mul", "sigmoid_scale_add"}
+	"gated_rmsnorm", "sigmoid_mul", "sigmoid_scale_add", "hidden_in"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {

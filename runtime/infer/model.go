@@ -33,6 +33,8 @@ type Model struct {
 	// states are what each sequence keeps between steps, as the forward
 	// step declares them.
 	states []graph.State
+	// mtp are the MTP block's programs, nil without one (mtp.go).
+	mtp *mtpPrograms
 	// invFreq are RoPE's inverse frequencies (theta^(-2i/d), scaled as
 	// rope_scaling says), in float64 so the angles of long positions stay
 	// exact before rounding to f32; ropeScale multiplies cos and sin
@@ -132,16 +134,17 @@ func newModel(f *format.File, opts Options) (*Model, error) {
 	if m.Tokenizer.VocabSize() > m.Config.Vocab {
 		return nil, fmt.Errorf("section %q: %d token ids for a %d-row embedding", format.SecTokenizer, m.Tokenizer.VocabSize(), m.Config.Vocab)
 	}
-	for _, mode := range []string{"decode", "prefill"} {
-		p, err := m.bind(a, mode)
-		if err != nil {
-			return nil, err
-		}
-		if mode == "decode" {
-			m.decode = p
-		} else {
-			m.prefill = p
-		}
+	main := func(mode string, tokens int) *graph.Graph {
+		return arch.Build(a, &m.Config, mode, tokens, f.Header.SectionTypes())
+	}
+	if m.decode, err = m.bind("decode", main); err != nil {
+		return nil, err
+	}
+	if m.prefill, err = m.bind("prefill", main); err != nil {
+		return nil, err
+	}
+	if err := m.bindMTP(a); err != nil {
+		return nil, err
 	}
 	m.states = m.decode.g.States
 	if err := checkStates(m.states); err != nil {
@@ -156,12 +159,12 @@ func newModel(f *format.File, opts Options) (*Model, error) {
 
 // bind rebuilds the mode's op list from the config, checks it against the
 // compiled plan, carves the arena and resolves every weight.
-func (m *Model) bind(a arch.Arch, mode string) (*program, error) {
+func (m *Model) bind(mode string, build func(mode string, tokens int) *graph.Graph) (*program, error) {
 	plan, ok := m.File.Header.Plan(mode)
 	if !ok {
 		return nil, fmt.Errorf("no %s arena plan", mode)
 	}
-	g := arch.Build(a, &m.Config, mode, plan.Tokens, m.File.Header.SectionTypes())
+	g := build(mode, plan.Tokens)
 	offs, err := graph.Bind(g, plan)
 	if err != nil {
 		return nil, err

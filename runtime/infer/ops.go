@@ -43,6 +43,7 @@ var opUnits = [...]opUnit{
 	graph.GatedRMSNorm:    {bindGatedRMSNorm, runGatedRMSNorm},
 	graph.SigmoidMul:      {bindSameWidth, runSigmoidMul},
 	graph.SigmoidScaleAdd: {bindSigmoidScaleAdd, runSigmoidScaleAdd},
+	graph.HiddenIn:        {bindHiddenIn, runHiddenIn},
 }
 
 // unitOf returns the unit of an op kind.
@@ -61,6 +62,8 @@ type step struct {
 	tokens []int32
 	segs   []segment
 	T      int
+	// hidden are the rows a HiddenIn op takes (the MTP block's input).
+	hidden []float32
 }
 
 // op returns op i of the step's program.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -187,5 +188,76 @@ func TestReferenceLogits(t *testing.T) {
 			}
 			t.Logf("%s, %s kernels: worst last-position logit error %.5f", name, kp, worst)
 		}
+	}
+}
+
+// TestMTPLogits checks the MTP block against the float64 references of
+// the Qwen3.5 models: the main model's residual rows of the prompt (fed
+// in prefill batches) and the tokens that follow them (the prompt's, then
+// the main head's pick) through StepMTP, in batches that cross the MTP
+// program's, give the last row's logits within 0.05 of the reference's,
+// with its argmax wherever the reference's margin exceeds 0.05.
+func TestMTPLogits(t *testing.T) {
+	for _, name := range []string{"tiny-q35", "tiny-q35-moe", "qwen35-go-demo"} {
+		path := compileBundled(t, name)
+		m := openModel(t, path, kernels.Detect(), 2)
+		if !m.HasMTP() {
+			t.Fatalf("%s: no MTP block", name)
+		}
+		b, err := os.ReadFile(testmodel.Testdata(t, name, "expected", "reference.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ref struct {
+			Cases []struct {
+				Name      string  `json:"name"`
+				PromptIDs []int32 `json:"prompt_ids"`
+				MTP       struct {
+					NextToken  int32   `json:"next_token"`
+					LogitsFile string  `json:"logits_file"`
+					Margin     float64 `json:"margin"`
+				} `json:"mtp"`
+			} `json:"cases"`
+		}
+		if err := json.Unmarshal(b, &ref); err != nil {
+			t.Fatal(err)
+		}
+		h := m.Config.Hidden
+		var worst float64
+		for _, c := range ref.Cases {
+			n := len(c.PromptIDs)
+			s, _ := m.NewSession(0)
+			hidden := make([]float32, n*h)
+			if err := s.FeedHidden(c.PromptIDs, 0, hidden); err != nil {
+				t.Fatal(err)
+			}
+			next := append(slices.Clone(c.PromptIDs[1:]), c.MTP.NextToken)
+			r := m.runner()
+			var got []float32
+			for at := 0; at < n; at += 100 {
+				end := min(at+100, n)
+				if err := r.StepMTP([]MTPSeq{{Session: s, Hidden: hidden[at*h : end*h], Next: next[at:end], Logits: end == n}}); err != nil {
+					t.Fatal(err)
+				}
+				got = r.MTPLogits(0)
+			}
+			want := readF32(t, testmodel.Testdata(t, name, "expected", c.MTP.LogitsFile))
+			var maxErr float64
+			for i := range want {
+				maxErr = max(maxErr, math.Abs(float64(got[i]-want[i])))
+			}
+			worst = max(worst, maxErr)
+			if maxErr > 0.05 {
+				t.Errorf("%s/%s: MTP logits max error %.4f > 0.05", name, c.Name, maxErr)
+			}
+			wantID, _ := argmax(want)
+			if id, _ := argmax(got); id != wantID && c.MTP.Margin > 0.05 {
+				t.Errorf("%s/%s: MTP argmax %d, want %d (margin %.3f)", name, c.Name, id, wantID, c.MTP.Margin)
+			}
+			if s.MTPLen() != n {
+				t.Errorf("%s/%s: the MTP rows cover %d positions, want %d", name, c.Name, s.MTPLen(), n)
+			}
+		}
+		t.Logf("%s: worst MTP logit error %.5f", name, worst)
 	}
 }

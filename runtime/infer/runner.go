@@ -16,6 +16,10 @@ type Runner struct {
 	pool    *kernels.Pool
 	decode  frame
 	prefill frame
+	// The MTP block's frames, made on the first StepMTP, and the rows of
+	// hidden state that step hands its HiddenIn op.
+	mtpDecode, mtpPrefill frame
+	mtpHidden             []float32
 	// work is per-worker attention scratch.
 	work  []workspace
 	tasks tasks

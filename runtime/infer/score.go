@@ -74,10 +74,16 @@ func (run *Runner) headLogits(hidden []float32, fn func(r int, logits []float32)
 // vocab), the final norm and the LM head applied headRows rows at a time;
 // for an embedding model, the final-norm states (rows x hidden).
 func (run *Runner) headInto(dst, hidden []float32) {
+	norm, head := run.m.headOps()
+	run.normHeadInto(dst, hidden, norm, head)
+}
+
+// normHeadInto is headInto with the final norm and the head of a program
+// of the caller's (the MTP block's norm before the main head).
+func (run *Runner) normHeadInto(dst, hidden []float32, norm, head *boundOp) {
 	m := run.m
 	c := &m.Config
 	h, vocab := c.Hidden, c.Vocab
-	norm, head := m.headOps()
 	eps := float32(c.RMSNormEps)
 	total := len(hidden) / h
 	if c.Embedding {

@@ -37,6 +37,10 @@ type Session struct {
 	// epoch counts the rewinds: a Snapshot of an earlier epoch may hold
 	// tokens the session no longer has.
 	epoch int
+	// mtp are the MTP block's states, made on the first MTP step, and
+	// mtpLen the positions its rows cover (mtp.go).
+	mtp    []LayerState
+	mtpLen int
 	// MaxBatch caps the tokens of one prefill step below the compiled
 	// maximum (tests use it to check that batching does not change results).
 	MaxBatch int
@@ -117,6 +121,9 @@ func (s *Session) Bytes() int64 {
 	for _, st := range s.states {
 		b += st.Bytes()
 	}
+	for _, st := range s.mtp {
+		b += st.Bytes()
+	}
 	for _, c := range s.checkpoints {
 		b += c.bytes
 	}
@@ -187,6 +194,7 @@ func (s *Session) restore(sn *Snapshot) {
 // past it and starts a new epoch.
 func (s *Session) cut(n int) {
 	s.tokens = s.tokens[:n]
+	s.mtpLen = min(s.mtpLen, n) // the MTP layer's KV cache rewinds by itself
 	s.checkpoints = slices.DeleteFunc(s.checkpoints, func(c *Snapshot) bool { return c.pos > n })
 	s.epoch++
 	for _, c := range s.checkpoints {
