@@ -121,7 +121,7 @@ func (r *Runner) StepMTP(seqs []MTPSeq) error {
 			return err
 		}
 		for _, st := range s.mtp {
-			st.Reserve(s.mtpLen + len(sq.Next))
+			st.Reserve(s.mtpLen, s.mtpLen+len(sq.Next))
 		}
 		r.segs = append(r.segs, segment{states: s.mtp, row0: len(r.batchTokens), n: len(sq.Next), pos: s.mtpLen, wantLogit: sq.Logits, last: 1})
 		r.batchTokens = append(r.batchTokens, sq.Next...)

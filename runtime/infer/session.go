@@ -202,6 +202,69 @@ func (s *Session) cut(n int) {
 	}
 }
 
+// Fork returns a new session holding this one's first n tokens, at a
+// position this one can rewind to (CanRewind): its KV caches share this
+// one's chunks (each copies a shared chunk before it writes into it), its
+// recurrent states are the copies kept at n (or this one's own, at Len),
+// and it keeps this one's checkpoints at or before n. The engine keeps
+// finished conversations' sessions and forks the next requests' from
+// them, so that several requests share one prompt's prefix, and none
+// computes it again.
+func (s *Session) Fork(n int) (*Session, error) {
+	n = max(n, 0)
+	if p := s.RewindPoint(n); p != n {
+		return nil, fmt.Errorf("fork at %d: the session keeps no copy there (the deepest before it is at %d)", n, p)
+	}
+	f := &Session{m: s.m, kv: s.kv, rewindable: s.rewindable, ctx: s.ctx, tokens: slices.Clone(s.tokens[:n]), MaxBatch: s.MaxBatch}
+	var at *Snapshot
+	for _, c := range s.checkpoints {
+		if c.pos == n {
+			at = c
+		}
+	}
+	for i, st := range s.states {
+		fs := st.Fork(n)
+		switch {
+		case st.Rewindable() || n == 0:
+		case n == len(s.tokens):
+			fs.Restore(st.Snapshot())
+		default:
+			fs.Restore(at.copies[i])
+		}
+		f.states = append(f.states, fs)
+	}
+	if s.mtp != nil {
+		f.mtpLen = min(s.mtpLen, n)
+		for _, st := range s.mtp {
+			f.mtp = append(f.mtp, st.Fork(f.mtpLen))
+		}
+	}
+	for _, c := range s.checkpoints {
+		if c.pos <= n {
+			// The copies are never written: the fork may hold them too.
+			cp := *c
+			cp.s, cp.epoch = f, f.epoch
+			f.checkpoints = append(f.checkpoints, &cp)
+		}
+	}
+	return f, nil
+}
+
+// Chunks calls yield with every KV chunk the session holds, so that a
+// caller counting sessions that share chunks (Fork) counts each once.
+func (s *Session) Chunks(yield func([]byte)) {
+	for _, st := range s.states {
+		if kv, ok := st.(*KVCache); ok {
+			kv.chunks(yield)
+		}
+	}
+	for _, st := range s.mtp {
+		if kv, ok := st.(*KVCache); ok {
+			kv.chunks(yield)
+		}
+	}
+}
+
 // Snapshot copies the session's states at its current position, for
 // Restore. A Rewindable session's snapshot copies nothing. It is valid
 // until the session next goes back (Rewind or Restore).
@@ -251,10 +314,11 @@ func (s *Session) Checkpoint() {
 	}
 }
 
-// reserve makes room in every state for positions [0, n).
+// reserve makes room in every state for positions [0, n), of which the
+// next step writes those from Len on.
 func (s *Session) reserve(n int) {
 	for _, st := range s.states {
-		st.Reserve(n)
+		st.Reserve(len(s.tokens), n)
 	}
 }
 

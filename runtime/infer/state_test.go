@@ -3,6 +3,7 @@ package infer
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -151,5 +152,86 @@ func TestRecurrentSession(t *testing.T) {
 	p.Checkpoint()
 	if !p.Rewindable() || !p.CanRewind(17) || p.Bytes() != before || p.Snapshot().bytes != 0 {
 		t.Errorf("attention alone: rewindable %v, to 17 %v, %d bytes after a checkpoint (%d before)", p.Rewindable(), p.CanRewind(17), p.Bytes(), before)
+	}
+}
+
+// TestFork: sessions forked from one share its KV chunks, and each goes
+// on on its own: two forks and the original, each fed a different
+// continuation (the forks at a checkpoint and at the end, of a model with
+// recurrent layers; at any position, of one of attention alone), give the
+// logits of straight runs of their whole texts, and writing into a shared
+// chunk copies it first.
+func TestFork(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		m    *Model
+	}{{"recurrent", recurrentModel(t, format.F16)}, {"attention", openModel(t, synthModel(t, shapes()["qwen3-untied"], 64), kernels.Detect(), 2)}} {
+		m := c.m
+		vocab := m.Config.Vocab
+		prompt := randomTokens(300, min(vocab, 300), 5)
+		straight := func(tokens []int32) []float32 {
+			s, _ := m.NewSession(0)
+			l, err := s.Feed(tokens)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return slices.Clone(l)
+		}
+		base, _ := m.NewSession(0)
+		if _, err := base.Feed(prompt[:270]); err != nil {
+			t.Fatal(err)
+		}
+		base.Checkpoint()
+		if _, err := base.Feed(prompt[270:290]); err != nil {
+			t.Fatal(err)
+		}
+		at := 270 // a checkpoint: a recurrent session can fork there
+		if base.Rewindable() {
+			at = 263 // anywhere
+		}
+		forks := map[int]*Session{}
+		for _, n := range []int{at, 290} {
+			f, err := base.Fork(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			forks[n] = f
+		}
+		if _, err := base.Fork(275); !base.Rewindable() && err == nil {
+			t.Errorf("%s: a fork between checkpoints", c.name)
+		}
+		shared := map[*byte]bool{}
+		base.Chunks(func(b []byte) { shared[&b[0]] = true })
+		forks[at].Chunks(func(b []byte) {
+			if !shared[&b[0]] {
+				t.Errorf("%s: the fork at %d holds a chunk of its own before it writes", c.name, at)
+			}
+		})
+		// Each goes on with a text of its own, the original too.
+		tails := map[*Session][]int32{base: randomTokens(15, min(vocab, 300), 7), forks[at]: randomTokens(40, min(vocab, 300), 8), forks[290]: randomTokens(9, min(vocab, 300), 9)}
+		for s, tail := range tails {
+			if _, err := s.Feed(tail); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for s, tail := range tails {
+			got, err := s.Feed(tail[:1]) // one more: the logits after the whole text
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := straight(append(slices.Clone(s.Tokens()[:s.Len()-1]), tail[0]))
+			if d := maxDiff(got, want); d > 2e-3 {
+				t.Errorf("%s: a session of %d tokens off a straight run by %g", c.name, s.Len(), d)
+			}
+		}
+		mine := 0
+		forks[at].Chunks(func(b []byte) {
+			if !shared[&b[0]] {
+				mine++
+			}
+		})
+		if mine == 0 {
+			t.Errorf("%s: the fork at %d wrote into shared chunks", c.name, at)
+		}
 	}
 }
