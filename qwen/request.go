@@ -267,6 +267,11 @@ func (m *Model) prepare(r *Request) (prompt, error) {
 		return prompt{}, err
 	}
 	p := prompt{chat: isChat, opts: chatOptions(r), req: engine.Request{Prompt: ids, MaxTokens: -1, Stop: m.stopIDs, TopLogprobs: -1}}
+	if isChat {
+		// A hybrid model's engine keeps a copy of its states where the
+		// next turn, or an edited message, parts from this one.
+		p.req.Marks = m.format.MessageEnds(m.m.Tokenizer, ids)
+	}
 	if p.req.KV, err = m.kvType(r.KV); err != nil {
 		return prompt{}, err
 	}

@@ -280,3 +280,28 @@ func StopTokens(tok *tokenizer.Tokenizer, eos []int32, f *Format) []int32 {
 	add(tok.EOS())
 	return stop
 }
+
+// MessageEnds lists the positions in a rendered conversation's tokens
+// right after each message's end (its end-of-turn token and the newline
+// after it): where a later request that shares the conversation's start
+// is most likely to part from it (the next turn, an edited message, a
+// retried answer).
+func (f *Format) MessageEnds(tok *tokenizer.Tokenizer, ids []int32) []int {
+	end, ok := tok.TokenID(f.EndOfTurn())
+	if !ok {
+		return nil
+	}
+	nl := tok.Encode("\n", false)
+	var ends []int
+	for i, id := range ids {
+		if id != end {
+			continue
+		}
+		p := i + 1
+		if len(nl) == 1 && p < len(ids) && ids[p] == nl[0] {
+			p++
+		}
+		ends = append(ends, p)
+	}
+	return ends
+}

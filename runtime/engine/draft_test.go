@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -501,5 +502,85 @@ func TestRecurrentLayersKeepTheText(t *testing.T) {
 	}
 	if st := e.Stats(); st.Active != 0 || st.KVBytes != 0 {
 		t.Errorf("after the requests: %+v", st)
+	}
+}
+
+// TestStateCacheAgentSession: an agent's session on a model whose layers
+// cannot go back by themselves. A long first prompt (its messages' ends
+// marked), turns that each add a message to the answer before them, a
+// turn that edits an earlier message and one that retries the last
+// answer: every turn computes only what is new to it, beyond the copies
+// the cache keeps, each answer is the model's alone, and eight
+// conversations at once that share the first prompt keep the cache within
+// its budget.
+func TestStateCacheAgentSession(t *testing.T) {
+	m := recurrentModel(t, format.F16)
+	e := newEngine(t, m, Options{Parallel: 8, CheckpointEvery: 64})
+	rng := rand.New(rand.NewPCG(3, 4))
+	msg := func(n int) []int32 {
+		ids := make([]int32, n)
+		for i := range ids {
+			ids[i] = int32(20 + rng.IntN(250))
+		}
+		return append(ids, 9) // 9 ends a message here
+	}
+	var prompt []int32
+	var marks []int
+	add := func(ids []int32) {
+		prompt = append(prompt, ids...)
+		marks = append(marks, len(prompt))
+	}
+	add(msg(150))
+	add(msg(90))
+	computed, fresh := 0, 0
+	turn := func(what string, p []int32, ms []int, newTokens int) []int32 {
+		t.Helper()
+		evs, done := collect(t, submit(t, e, Request{Prompt: p, Marks: ms, MaxTokens: 5}))
+		sameAsAlone(t, what, m, p, evs)
+		c := done.Usage.PromptTokens - done.Usage.CachedTokens
+		computed += c
+		fresh += newTokens
+		t.Logf("%s: %d prompt tokens, %d computed, %d new", what, len(p), c, newTokens)
+		return tokensOf(evs)
+	}
+	answer := turn("turn 1", prompt, marks, len(prompt))
+	for i := 2; i <= 6; i++ {
+		before := len(prompt)
+		add(append(slices.Clone(answer[:4]), 9)) // the answer, as the client sends it back
+		add(msg(30))
+		answer = turn(fmt.Sprintf("turn %d", i), slices.Clone(prompt), slices.Clone(marks), len(prompt)-before)
+	}
+	// An earlier message edited: what follows it is new again.
+	edited := slices.Clone(prompt[:marks[3]])
+	editedMarks := slices.Clone(marks[:4])
+	edited = append(edited, msg(20)...)
+	editedMarks = append(editedMarks, len(edited))
+	turn("an edited message", edited, editedMarks, len(edited)-marks[3])
+	// The last turn again: all of its prompt is kept.
+	turn("a retried answer", slices.Clone(prompt), slices.Clone(marks), 0)
+	if float64(computed) > 1.1*float64(fresh) {
+		t.Errorf("%d prompt tokens computed for %d new ones", computed, fresh)
+	}
+
+	// Eight at once on the first prompt, within a budget of about three
+	// sessions' states.
+	budget := 3 * m.SequenceBytes(len(prompt), format.KVF16)
+	e2 := newEngine(t, m, Options{Parallel: 8, CacheBytes: budget, CheckpointEvery: 64})
+	var streams []*Stream
+	var prompts [][]int32
+	for i := range 8 {
+		p := append(slices.Clone(prompt[:marks[1]]), msg(10+i)...)
+		prompts = append(prompts, p)
+		streams = append(streams, submit(t, e2, Request{Prompt: p, Marks: []int{marks[0], marks[1], len(p)}, MaxTokens: 6}))
+	}
+	for i, s := range streams {
+		evs, _ := collect(t, s)
+		sameAsAlone(t, fmt.Sprintf("conversation %d of 8", i), m, prompts[i], evs)
+		if st := e2.Stats(); st.CachedBytes > budget {
+			t.Errorf("the cache holds %d bytes, over its budget of %d", st.CachedBytes, budget)
+		}
+	}
+	if st := e2.Stats(); st.CacheHits+st.CacheMisses != 8 || st.CachedBytes > budget {
+		t.Errorf("after 8 conversations: %+v (budget %d)", st, budget)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,10 @@ type Options struct {
 	// checked. The engine runs it on a Runner of its own; the model stays
 	// the caller's.
 	Drafter *infer.Model
+	// CheckpointEvery is how many prompt tokens a model whose layers
+	// cannot go back by themselves may compute between two copies of its
+	// states, beside Request.Marks (default 1024; < 0: none).
+	CheckpointEvery int
 	// Log takes the engine's logs: each request's start and end at debug
 	// level, a failed step at error level (nil: none). Nothing of a
 	// request's text is logged.
@@ -78,6 +83,11 @@ type Request struct {
 	// it allows are sampled, and the generation ends (StopEOS) when it is
 	// complete. It is this request's alone.
 	Constraint Constraint
+	// Marks are positions in Prompt where a later request is likely to
+	// part from this one (the ends of the chat's messages): a model whose
+	// layers cannot go back by themselves keeps a copy of its states
+	// there, for the state cache to start such a request from.
+	Marks []int
 }
 
 // Constraint is a grammar followed through a generation.
@@ -171,6 +181,10 @@ type Stats struct {
 	// prompts (an embedding request's inputs, several requests') share
 	// steps.
 	PrefillSteps, Prefilled int64
+	// CacheHits counts the conversations that started from a kept
+	// session (at a prefix of theirs), CacheMisses those that found none,
+	// and CacheEvictions the kept sessions dropped for room.
+	CacheHits, CacheMisses, CacheEvictions int64
 }
 
 var (
@@ -186,8 +200,11 @@ type Engine struct {
 	m    *infer.Model
 	r    *infer.Runner
 	opts Options
-	log  *slog.Logger
-	ids  atomic.Int64 // the last request's number, for the logs
+	// rewindable says the model's sessions go back anywhere by
+	// themselves: they need no copies of their states.
+	rewindable bool
+	log        *slog.Logger
+	ids        atomic.Int64 // the last request's number, for the logs
 	// dr runs the draft model (nil: none); the loop owns it and ds, the
 	// state of its drafting.
 	dr *infer.Runner
@@ -204,10 +221,12 @@ type Engine struct {
 	active      atomic.Int32
 	kvBytes     atomic.Int64
 	cachedBytes atomic.Int64
-	decodeSteps atomic.Int64
-	decoded     atomic.Int64
-	prefills    atomic.Int64
-	prefilled   atomic.Int64
+	// The state cache's counts, as the loop last copied them.
+	cacheHits, cacheMisses, cacheEvictions atomic.Int64
+	decodeSteps                            atomic.Int64
+	decoded                                atomic.Int64
+	prefills                               atomic.Int64
+	prefilled                              atomic.Int64
 	// clearCache asks the loop, which owns the prefix cache, to empty it
 	// before it admits anything more.
 	clearCache atomic.Bool
@@ -231,6 +250,9 @@ func New(m *infer.Model, o Options) (*Engine, error) {
 	if o.Chunk <= 0 {
 		o.Chunk = 128
 	}
+	if o.CheckpointEvery == 0 {
+		o.CheckpointEvery = 1024
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -251,8 +273,12 @@ func New(m *infer.Model, o Options) (*Engine, error) {
 			return nil, fmt.Errorf("the draft model's context is at most %d tokens, less than the conversations' %d", d.Config.MaxContext(), o.Ctx)
 		}
 	}
+	rewindable := true
+	for _, st := range m.States() {
+		rewindable = rewindable && st.Rewindable()
+	}
 	e := &Engine{
-		m: m, r: m.NewRunner(o.Runner), opts: o, log: o.Log,
+		m: m, r: m.NewRunner(o.Runner), opts: o, log: o.Log, rewindable: rewindable,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if o.Drafter != nil {
@@ -377,6 +403,7 @@ func (e *Engine) Stats() Stats {
 	q := len(e.queue)
 	e.mu.Unlock()
 	return Stats{Active: int(e.active.Load()), Queued: q, KVBytes: e.kvBytes.Load(), CachedBytes: e.cachedBytes.Load(),
+		CacheHits: e.cacheHits.Load(), CacheMisses: e.cacheMisses.Load(), CacheEvictions: e.cacheEvictions.Load(),
 		DecodeSteps: e.decodeSteps.Load(), Decoded: e.decoded.Load(), PrefillSteps: e.prefills.Load(), Prefilled: e.prefilled.Load()}
 }
 
@@ -444,7 +471,11 @@ type job struct {
 	// logits is the prompt's last logits, Request.PromptLogits, until an
 	// event takes it.
 	logits []float32
-	err    error // why it ends with StopError
+	// marks are the prompt positions still ahead where the session keeps
+	// a copy of its states (Request.Marks, and every CheckpointEvery
+	// tokens), in order.
+	marks []int
+	err   error // why it ends with StopError
 }
 
 func (j *job) emit(ev Event) {
@@ -485,8 +516,13 @@ func (e *Engine) start(j *job, k reuse) (done bool) {
 	if sess == nil {
 		sess, _ = e.m.NewSessionKV(e.opts.Ctx, j.req.KV) // Ctx was checked in New
 	}
-	sess.Rewind(keep) // take gives a position the session can go back to
 	j.usage.CachedTokens = keep
+	j.marks = j.marks[:0]
+	for _, m := range e.marks(j.req.Prompt, j.req.Marks) {
+		if m > keep {
+			j.marks = append(j.marks, m)
+		}
+	}
 	j.sess = sess
 	j.rest = j.req.Prompt[keep:]
 	e.log.Debug("engine: request started", "request", j.id, "prompt_tokens", len(j.req.Prompt), "cached_tokens", keep,
@@ -635,4 +671,31 @@ func (e *Engine) countKV(active []*job) {
 			j.kvBytes = b
 		}
 	}
+}
+
+// marks are the prompt positions where a session that cannot go back by
+// itself keeps a copy of its states: the request's, every
+// CheckpointEvery tokens of a long prompt, and the prompt's end and the
+// token before it (the same prompt again, a retried answer, starts there:
+// its last token must be computed for its logits), in order. A model
+// whose sessions rewind anywhere needs none.
+func (e *Engine) marks(prompt []int32, asked []int) []int {
+	if e.rewindable {
+		return nil
+	}
+	var ms []int
+	for _, m := range asked {
+		if m > 0 && m < len(prompt) {
+			ms = append(ms, m)
+		}
+	}
+	ms = slices.DeleteFunc(ms, func(m int) bool { return m <= 0 })
+	if every := e.opts.CheckpointEvery; every > 0 {
+		for m := every; m < len(prompt); m += every {
+			ms = append(ms, m)
+		}
+	}
+	ms = append(ms, len(prompt)-1, len(prompt))
+	slices.Sort(ms)
+	return slices.Compact(ms)
 }

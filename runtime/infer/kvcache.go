@@ -101,14 +101,6 @@ func (kv *KVCache) Fork(n int) LayerState {
 	return &f
 }
 
-// chunks calls yield with each chunk the cache holds, for the engine to
-// count the bytes of caches that share chunks once.
-func (kv *KVCache) chunks(yield func([]byte)) {
-	for _, c := range kv.mem {
-		yield(c)
-	}
-}
-
 // Chunks is the number of allocated chunks.
 func (kv *KVCache) Chunks() int { return len(kv.mem) }
 

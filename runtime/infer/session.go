@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"unsafe"
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/format/graph"
@@ -47,8 +48,9 @@ type Session struct {
 }
 
 // maxCheckpoints bounds the copies a session keeps; the shallowest goes
-// first, as a later request is most likely to share the deepest.
-const maxCheckpoints = 4
+// first, as a later request is most likely to share the deepest. The
+// engine's state cache bounds them all by bytes.
+const maxCheckpoints = 64
 
 // Snapshot is a copy of a session's states at one position, for Restore.
 type Snapshot struct {
@@ -250,19 +252,42 @@ func (s *Session) Fork(n int) (*Session, error) {
 	return f, nil
 }
 
-// Chunks calls yield with every KV chunk the session holds, so that a
-// caller counting sessions that share chunks (Fork) counts each once.
-func (s *Session) Chunks(yield func([]byte)) {
-	for _, st := range s.states {
-		if kv, ok := st.(*KVCache); ok {
-			kv.chunks(yield)
+// Memory calls yield with every part of memory the session holds: its KV
+// chunks, its recurrent states, its checkpoints' copies, each with an
+// identity, so that a caller counting sessions that share parts (Fork)
+// counts each once.
+func (s *Session) Memory(yield func(id *byte, bytes int64)) {
+	for _, st := range slices.Concat(s.states, s.mtp) {
+		switch st := st.(type) {
+		case *KVCache:
+			for _, c := range st.mem {
+				yield(&c[0], int64(len(c)))
+			}
+		case *recurrentState:
+			yield(floatID(st.v), st.Bytes())
 		}
 	}
-	for _, st := range s.mtp {
-		if kv, ok := st.(*KVCache); ok {
-			kv.chunks(yield)
+	for _, c := range s.checkpoints {
+		for _, cp := range c.copies {
+			if rc, ok := cp.(recurrentCopy); ok {
+				yield(floatID(rc), rc.Bytes())
+			}
 		}
 	}
+}
+
+// floatID is the identity of a float slice's memory.
+func floatID(v []float32) *byte { return (*byte)(unsafe.Pointer(unsafe.SliceData(v))) }
+
+// Points lists the positions the session can be forked or rewound at
+// without computing anything again, when it is not Rewindable (which
+// can be at any): its checkpoints' and its end.
+func (s *Session) Points() []int {
+	var ps []int
+	for _, c := range s.checkpoints {
+		ps = append(ps, c.pos)
+	}
+	return append(ps, len(s.tokens))
 }
 
 // Snapshot copies the session's states at its current position, for

@@ -201,9 +201,9 @@ func TestFork(t *testing.T) {
 			t.Errorf("%s: a fork between checkpoints", c.name)
 		}
 		shared := map[*byte]bool{}
-		base.Chunks(func(b []byte) { shared[&b[0]] = true })
-		forks[at].Chunks(func(b []byte) {
-			if !shared[&b[0]] {
+		base.Memory(func(id *byte, _ int64) { shared[id] = true })
+		forks[at].Memory(func(id *byte, n int64) {
+			if !shared[id] && n == graph.KVChunkBytes(m.Config.KVHeads, m.Config.HeadDim, format.KVF16) {
 				t.Errorf("%s: the fork at %d holds a chunk of its own before it writes", c.name, at)
 			}
 		})
@@ -225,8 +225,8 @@ func TestFork(t *testing.T) {
 			}
 		}
 		mine := 0
-		forks[at].Chunks(func(b []byte) {
-			if !shared[&b[0]] {
+		forks[at].Memory(func(id *byte, n int64) {
+			if !shared[id] && n == graph.KVChunkBytes(m.Config.KVHeads, m.Config.HeadDim, format.KVF16) {
 				mine++
 			}
 		})
