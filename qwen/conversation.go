@@ -27,7 +27,7 @@ func (e *NoRoomError) Error() string {
 // Conversation is a chat that keeps its messages between turns, and how
 // it answers them (SetSettings). Each turn sends the whole conversation,
 // of which the Model prefills only what its prefix cache does not hold
-// (WithPrefixCache decides how much it keeps). A Conversation is for one
+// (WithStateCache decides how much it keeps). A Conversation is for one
 // goroutine at a time; many of them may share a Model.
 type Conversation struct {
 	m    *Model

@@ -85,7 +85,7 @@ func TestLoadRefuses(t *testing.T) {
 // Clear, which keeps the system message; Load refuses messages that leave
 // no room, and keeps the conversation as it was.
 func TestConversation(t *testing.T) {
-	m, err := Open("tiny-a.qbin", WithThreads(2), WithParallel(1), WithContext(96), WithPrefixCache(1<<30))
+	m, err := Open("tiny-a.qbin", WithThreads(2), WithParallel(1), WithContext(96), WithStateCache(1<<30))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestConversation(t *testing.T) {
 // sequence again, SetThinking does not. A template without a switch for
 // thinking refuses SetThinking; settings out of range are refused.
 func TestConversationSettings(t *testing.T) {
-	m, err := Open("qwen3-go-demo.qbin", WithThreads(2), WithParallel(1), WithContext(256), WithPrefixCache(1<<30))
+	m, err := Open("qwen3-go-demo.qbin", WithThreads(2), WithParallel(1), WithContext(256), WithStateCache(1<<30))
 	if err != nil {
 		t.Fatal(err)
 	}

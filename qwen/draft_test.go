@@ -15,7 +15,7 @@ import (
 // prediction that is the very answer is accepted almost whole.
 func TestDraftsKeepTheText(t *testing.T) {
 	plain := open(t, "qwen3-go-demo.qbin", qwen.WithParallel(1))
-	drafting := open(t, "qwen3-go-demo.qbin", qwen.WithParallel(3), qwen.WithPrefixCache(0))
+	drafting := open(t, "qwen3-go-demo.qbin", qwen.WithParallel(3), qwen.WithStateCache(0))
 	// The model drafting for itself: its guesses are what it picks,
 	// greedy, so most are kept; sampled, those it would have sampled.
 	guessing := open(t, "qwen3-go-demo.qbin", qwen.WithDraftModel("qwen3-go-demo.qbin"))

@@ -14,6 +14,7 @@ import (
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/format/arch"
 	"github.com/qwenc/qwenc/format/chat"
+	"github.com/qwenc/qwenc/internal/mem"
 	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime/engine"
 	"github.com/qwenc/qwenc/runtime/infer"
@@ -74,10 +75,14 @@ func WithKVType(kv string) Option { return func(c *config) { c.kv = kv } }
 // running answers by one chunk per step rather than by its whole prefill.
 func WithPrefillChunk(tokens int) Option { return func(c *config) { c.chunk = tokens } }
 
-// WithPrefixCache bounds the KV caches kept of finished requests for
-// later ones that start with the same tokens (default 1 GiB; 0 keeps
-// none).
-func WithPrefixCache(bytes int64) Option {
+// WithStateCache bounds the states kept of finished requests for later
+// ones that start with the same tokens (their KV caches, and a hybrid
+// model's recurrent states with the copies kept where a conversation's
+// messages end), each shared part counted once: a conversation's next
+// turn, an edited message or a retried answer then computes only what is
+// new. By default a quarter of the memory available at Open, at least
+// 256 MiB and at most 16 GiB; 0 keeps none.
+func WithStateCache(bytes int64) Option {
 	return func(c *config) { c.cacheBytes, c.cacheSet = bytes, true }
 }
 
@@ -303,12 +308,17 @@ func Inspect(path string) (Info, error) {
 	return fileInfo(f.Header, path, f.Size), nil
 }
 
-// cacheOption maps WithPrefixCache onto the engine's option, whose 0 is
-// its default and < 0 none.
+// cacheOption maps WithStateCache onto the engine's option, whose < 0 is
+// none: by default a quarter of the memory available now, within [256
+// MiB, 16 GiB] (1 GiB where the system does not say).
 func cacheOption(c config) int64 {
 	switch {
 	case !c.cacheSet:
-		return 0
+		avail, known := mem.Available()
+		if !known {
+			return 1 << 30
+		}
+		return min(max(avail/4, 256<<20), 16<<30)
 	case c.cacheBytes <= 0:
 		return -1
 	}

@@ -69,7 +69,7 @@ func run(c *cli.Context) error {
 	defer stop()
 	// One conversation at a time, whose KV cache is kept across turns
 	// whatever its size: it is the only one.
-	m, err := modelflags.Open(c, log, os.Stderr, 1, append(drafts.Options(), qwen.WithPrefixCache(math.MaxInt64))...)
+	m, err := modelflags.Open(c, log, os.Stderr, 1, append(drafts.Options(), qwen.WithStateCache(math.MaxInt64))...)
 	if err != nil {
 		return err
 	}

@@ -146,6 +146,10 @@ type testServer struct {
 type modelOpts struct {
 	Parallel, Queue, Ctx, Chunk int
 	Draft                       string // a draft model's path
+	// NoCache keeps no finished request's state: a prompt is computed
+	// whole, and Ollama's prompt_eval_count, the tokens computed, is its
+	// length.
+	NoCache bool
 }
 
 // openModel opens tiny-a with the engine's options.
@@ -166,6 +170,9 @@ func openModel(t *testing.T, o modelOpts) *qwen.Model {
 	}
 	if o.Draft != "" {
 		opts = append(opts, qwen.WithDraftModel(o.Draft))
+	}
+	if o.NoCache {
+		opts = append(opts, qwen.WithStateCache(0))
 	}
 	m, err := qwen.Open(tinyPath(t), opts...)
 	if err != nil {
