@@ -14,6 +14,7 @@ import (
 
 	"github.com/qwenc/qwenc/compiler"
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/internal/reference"
 	"github.com/qwenc/qwenc/internal/synth"
 	"github.com/qwenc/qwenc/internal/synthtest"
 	"github.com/qwenc/qwenc/internal/testarch"
@@ -583,4 +584,96 @@ func TestStateCacheAgentSession(t *testing.T) {
 	if st := e2.Stats(); st.CacheHits+st.CacheMisses != 8 || st.CachedBytes > budget {
 		t.Errorf("after 8 conversations: %+v (budget %d)", st, budget)
 	}
+}
+
+// TestMTPDrafts: the trained Qwen3.5 demo drafting with its own MTP head,
+// one guess a step and chains of three, gives the greedy tokens it gives
+// without (on its reference prompts, 40 tokens each), and its guesses are
+// kept as often as the float64 reference's would be in the same greedy
+// self-speculative run: within 0.05.
+func TestMTPDrafts(t *testing.T) {
+	m := demoModelOf(t, "qwen35-go-demo", format.F16)
+	if !m.HasMTP() {
+		t.Fatal("no MTP block")
+	}
+	ref, err := reference.Load(testmodel.Dir(t, "qwen35-go-demo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := reference.ReadExpected(testmodel.Testdata(t, "qwen35-go-demo", "expected"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	e := newEngine(t, m, Options{Parallel: 4, MTP: true})
+	var refDrafted, refKept int
+	for _, k := range []int{1, 3} {
+		drafted, kept := 0, 0
+		for _, c := range exp.Cases {
+			plain, _ := collect(t, submit(t, e, Request{Prompt: c.PromptIDs, MaxTokens: n, TopLogprobs: -1}))
+			evs, done := collect(t, submit(t, e, Request{Prompt: c.PromptIDs, MaxTokens: n, TopLogprobs: -1, Draft: Draft{MTP: k}}))
+			if got, want := tokensOf(evs), tokensOf(plain); !slices.Equal(got, want) {
+				t.Errorf("%s, chains of %d: with MTP drafts %v, without %v", c.Name, k, got, want)
+			}
+			drafted += done.Usage.Drafted
+			kept += done.Usage.Accepted
+			// Sampled, each token is drawn as it would be without drafts
+			// (a draft is kept when the draw equals it): the same seed
+			// gives the same text.
+			p := sampling.Params{Temperature: 0.8, TopP: 0.95, Seed: 5}
+			sampled, _ := collect(t, submit(t, e, Request{Prompt: c.PromptIDs, MaxTokens: n, TopLogprobs: -1, Params: p}))
+			drafts, _ := collect(t, submit(t, e, Request{Prompt: c.PromptIDs, MaxTokens: n, TopLogprobs: -1, Params: p, Draft: Draft{MTP: k}}))
+			if got, want := tokensOf(drafts), tokensOf(sampled); !slices.Equal(got, want) {
+				t.Errorf("%s, chains of %d, sampled: with MTP drafts %v, without %v", c.Name, k, got, want)
+			}
+			if k == 1 {
+				d, a := referenceMTPRun(t, ref, c.PromptIDs, tokensOf(plain))
+				refDrafted, refKept = refDrafted+d, refKept+a
+			}
+		}
+		if drafted == 0 {
+			t.Fatalf("chains of %d: nothing drafted", k)
+		}
+		rate := float64(kept) / float64(drafted)
+		t.Logf("chains of %d: %d drafted, %d kept (%.3f)", k, drafted, kept, rate)
+		if k == 1 {
+			want := float64(refKept) / float64(refDrafted)
+			t.Logf("the float64 reference in the same run: %d drafted, %d kept (%.3f)", refDrafted, refKept, want)
+			if math.Abs(rate-want) > 0.05 {
+				t.Errorf("MTP drafts kept at %.3f, the reference's at %.3f", rate, want)
+			}
+		}
+	}
+}
+
+// referenceMTPRun replays greedy self-speculative decoding with one MTP
+// guess a step on the float64 reference: the main model's tokens are
+// text's (the greedy continuation of prompt), and at each step the MTP
+// head guesses the token after the one just chosen; a guess equal to the
+// main model's next token is kept and the step yields two tokens. It
+// returns the guesses made and kept.
+func referenceMTPRun(t *testing.T, ref *reference.Model, prompt, text []int32) (drafted, kept int) {
+	t.Helper()
+	all := append(slices.Clone(prompt), text...)
+	pass, err := ref.Forward(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ref.MTP(all[:len(all)-1], pass.Hidden[:len(all)-1], all[len(all)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Position p is the last fed; text[i] follows position len(prompt)+i-1.
+	p := len(prompt) - 1
+	for p+2 < len(all) {
+		guess, _ := reference.Argmax(ref.Head(rows[p]))
+		drafted++
+		if int32(guess) == all[p+2] {
+			kept++
+			p += 2
+		} else {
+			p++
+		}
+	}
+	return drafted, kept
 }

@@ -45,6 +45,11 @@ type Options struct {
 	// cannot go back by themselves may compute between two copies of its
 	// states, beside Request.Marks (default 1024; < 0: none).
 	CheckpointEvery int
+	// MTP runs the model's multi-token-prediction block beside it, so
+	// that requests may draft with it (Draft.MTP): every session keeps
+	// its MTP rows up to date (one more layer's work a token), so that a
+	// cached prefix has them too. The model must have an MTP block.
+	MTP bool
 	// Log takes the engine's logs: each request's start and end at debug
 	// level, a failed step at error level (nil: none). Nothing of a
 	// request's text is logged.
@@ -256,6 +261,9 @@ func New(m *infer.Model, o Options) (*Engine, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.MTP && !m.HasMTP() {
+		return nil, errors.New("MTP drafts: the model has no MTP block (its file was compiled without one)")
+	}
 	o.Chunk = min(o.Chunk, m.MaxPrefill())
 	switch {
 	case o.CacheBytes == 0:
@@ -339,6 +347,14 @@ func (e *Engine) Check(reqs []Request) error {
 		}
 		if req.Draft.Model > 0 && e.dr == nil {
 			return fmt.Errorf("request %d: drafts from a draft model, but the engine has none", i)
+		}
+		switch {
+		case req.Draft.MTP < 0:
+			return fmt.Errorf("request %d: Draft.MTP %d: want 0 or more", i, req.Draft.MTP)
+		case req.Draft.MTP > 0 && !e.m.HasMTP():
+			return fmt.Errorf("request %d: drafts from the model's MTP head, but the model has none", i)
+		case req.Draft.MTP > 0 && !e.opts.MTP:
+			return fmt.Errorf("request %d: drafts from the model's MTP head, which the engine does not run (Options.MTP)", i)
 		}
 		for _, id := range req.Draft.Prediction {
 			if id < 0 || int(id) >= e.m.Config.Vocab {
@@ -463,7 +479,11 @@ type job struct {
 	history []int32         // prompt and generated tokens, for the penalties
 	draft   *drafter        // nil: no drafts from the text
 	dsess   *infer.Session  // the draft model's cache of the conversation (nil: none yet)
-	guessed bool            // the feed's draft is the draft model's, not the text's
+	guessed bool            // the feed's draft is the draft model's or the MTP head's, not the text's
+	// mtpGuess is the MTP head's guesses for the next step (Draft.MTP),
+	// and mtpGrew whether its last MTP row added one.
+	mtpGuess []int32
+	mtpGrew  bool
 	// guessRest is how many steps to ask the draft model nothing, after
 	// guessMisses steps in a row where it guessed nothing or nothing kept.
 	guessRest, guessMisses int
@@ -515,6 +535,9 @@ func (e *Engine) start(j *job, k reuse) (done bool) {
 	sess, keep := k.of(j).take(j.req.Prompt, j.req.KV, most)
 	if sess == nil {
 		sess, _ = e.m.NewSessionKV(e.opts.Ctx, j.req.KV) // Ctx was checked in New
+		if e.opts.MTP {
+			_ = sess.TrackMTP() // checked in New: the model has the block
+		}
 	}
 	j.usage.CachedTokens = keep
 	j.marks = j.marks[:0]

@@ -37,7 +37,13 @@ func openModel(t *testing.T, path string) *infer.Model {
 // demoModel compiles the bundled trained model.
 func demoModel(t *testing.T, typ format.DType) *infer.Model {
 	t.Helper()
-	dir := testmodel.Dir(t, "qwen3-go-demo")
+	return demoModelOf(t, "qwen3-go-demo", typ)
+}
+
+// demoModelOf compiles a bundled model.
+func demoModelOf(t *testing.T, name string, typ format.DType) *infer.Model {
+	t.Helper()
+	dir := testmodel.Dir(t, name)
 	out := filepath.Join(t.TempDir(), "demo.qbin")
 	if _, err := compiler.Compile(context.Background(), dir, compiler.Options{Output: out, MaxPrefill: 64, NoSync: true, Type: typ}); err != nil {
 		t.Fatal(err)

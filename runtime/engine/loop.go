@@ -24,6 +24,7 @@ type loop struct {
 	prompt   []int
 	decoders int
 	logits   *logprobs
+	mtp      mtpDrafts
 }
 
 // loop runs steps while there is work, and waits for work otherwise. Each
@@ -38,6 +39,7 @@ func (e *Engine) loop() {
 		defer e.dr.Close()
 	}
 	l := &loop{e: e, reuse: newReuse(e.opts.CacheBytes), logits: newLogprobs(e.m)}
+	l.mtp.scratch = make([]float32, e.m.Config.Vocab)
 	for {
 		closing := l.admit()
 		if len(l.active) == 0 {
@@ -169,6 +171,9 @@ func (l *loop) run() (err error) {
 	}
 	l.count()
 	l.deliver()
+	if l.e.opts.MTP {
+		l.mtpGuess()
+	}
 	return nil
 }
 

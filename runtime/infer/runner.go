@@ -20,6 +20,9 @@ type Runner struct {
 	// hidden state that step hands its HiddenIn op.
 	mtpDecode, mtpPrefill frame
 	mtpHidden             []float32
+	// mtpSeg maps the last MTP step's sequences to its segments (-1: no
+	// rows).
+	mtpSeg []int
 	// work is per-worker attention scratch.
 	work  []workspace
 	tasks tasks

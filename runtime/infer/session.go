@@ -39,9 +39,14 @@ type Session struct {
 	// tokens the session no longer has.
 	epoch int
 	// mtp are the MTP block's states, made on the first MTP step, and
-	// mtpLen the positions its rows cover (mtp.go).
-	mtp    []LayerState
-	mtpLen int
+	// mtpLen the positions its rows cover (mtp.go). A session that tracks
+	// MTP (mtpTrack) keeps the final-norm hidden states of the positions
+	// [mtpLen, Len) whose rows wait (mtpPend), that of its last position
+	// (mtpLast), and the MTP output a chained guess takes (mtpChain).
+	mtp                        []LayerState
+	mtpLen                     int
+	mtpTrack                   bool
+	mtpPend, mtpLast, mtpChain []float32
 	// MaxBatch caps the tokens of one prefill step below the compiled
 	// maximum (tests use it to check that batching does not change results).
 	MaxBatch int
@@ -59,6 +64,9 @@ type Snapshot struct {
 	epoch  int
 	copies []StateCopy // per state; nil for a Rewindable one
 	bytes  int64
+	// mtpRow is the hidden state at pos-1 of a session that tracks MTP,
+	// from which the MTP row there is computed again after a Restore.
+	mtpRow []float32
 }
 
 // Pos is the position the snapshot was taken at: the tokens the session
@@ -164,16 +172,16 @@ func (s *Session) Rewind(n int) error {
 	if p := s.RewindPoint(n); p != n {
 		return fmt.Errorf("rewind to %d: the session keeps no copy there (the deepest before it is at %d)", n, p)
 	}
-	if !s.rewindable {
-		var at *Snapshot
-		for _, c := range s.checkpoints {
-			if c.pos == n {
-				at = c
-			}
+	var at *Snapshot
+	for _, c := range s.checkpoints {
+		if c.pos == n {
+			at = c
 		}
+	}
+	if !s.rewindable {
 		s.restore(at)
 	}
-	s.cut(n)
+	s.cut(n, at)
 	return nil
 }
 
@@ -192,11 +200,18 @@ func (s *Session) restore(sn *Snapshot) {
 	}
 }
 
-// cut ends the tokens at n after a rewind there, drops the checkpoints
-// past it and starts a new epoch.
-func (s *Session) cut(n int) {
+// cut ends the tokens at n after a rewind there (to at, a copy taken at
+// n, or nil), drops the checkpoints past it and starts a new epoch.
+func (s *Session) cut(n int, at *Snapshot) {
+	var row []float32
+	if at != nil {
+		row = at.mtpRow
+	}
+	if row == nil {
+		row = s.mtpRowAt(n - 1)
+	}
 	s.tokens = s.tokens[:n]
-	s.mtpLen = min(s.mtpLen, n) // the MTP layer's KV cache rewinds by itself
+	s.cutMTP(n, row) // the MTP layer's KV cache rewinds by itself
 	s.checkpoints = slices.DeleteFunc(s.checkpoints, func(c *Snapshot) bool { return c.pos > n })
 	s.epoch++
 	for _, c := range s.checkpoints {
@@ -235,11 +250,15 @@ func (s *Session) Fork(n int) (*Session, error) {
 		}
 		f.states = append(f.states, fs)
 	}
-	if s.mtp != nil {
-		f.mtpLen = min(s.mtpLen, n)
-		for _, st := range s.mtp {
-			f.mtp = append(f.mtp, st.Fork(f.mtpLen))
-		}
+	f.mtpLen, f.mtpTrack = s.mtpLen, s.mtpTrack
+	f.mtpPend = slices.Clone(s.mtpPend)
+	row := s.mtpRowAt(n - 1)
+	if at != nil && at.mtpRow != nil {
+		row = at.mtpRow
+	}
+	f.cutMTP(n, row)
+	for _, st := range s.mtp {
+		f.mtp = append(f.mtp, st.Fork(f.mtpLen))
 	}
 	for _, c := range s.checkpoints {
 		if c.pos <= n {
@@ -295,6 +314,9 @@ func (s *Session) Points() []int {
 // until the session next goes back (Rewind or Restore).
 func (s *Session) Snapshot() *Snapshot {
 	sn := &Snapshot{s: s, pos: len(s.tokens), epoch: s.epoch, copies: make([]StateCopy, len(s.states))}
+	if row := s.mtpRowAt(len(s.tokens) - 1); row != nil {
+		sn.mtpRow = slices.Clone(row)
+	}
 	for i, st := range s.states {
 		if c := st.Snapshot(); c != nil {
 			sn.copies[i] = c
@@ -316,7 +338,7 @@ func (s *Session) Restore(sn *Snapshot) error {
 		return nil
 	}
 	s.restore(sn)
-	s.cut(sn.pos)
+	s.cut(sn.pos, sn)
 	return nil
 }
 
