@@ -41,7 +41,7 @@ func runIn(m *testing.M) (int, error) {
 	}
 	defer os.RemoveAll(dir)
 	tok := filepath.Join(root, "testdata", "tokenizer", "tokenizer.json.gz")
-	models := []string{"qwen3-go-demo", "tiny-a", "tiny-emb", "tiny-rerank"}
+	models := []string{"qwen3-go-demo", "tiny-a", "tiny-emb", "tiny-rerank", "qwen35-go-demo"}
 	if raceEnabled {
 		models = models[:2]
 	}

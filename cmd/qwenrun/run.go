@@ -62,6 +62,7 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	drafts.AutoMTP(c)
 	stop, err := startProfile(c.String("cpuprofile"))
 	if err != nil {
 		return err
@@ -74,6 +75,7 @@ func run(c *cli.Context) error {
 		return err
 	}
 	defer m.Close()
+	drafts.Opened(m)
 	if c.Bool("verify") {
 		if err := m.Verify(); err != nil {
 			return err

@@ -72,6 +72,7 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	d.AutoMTP(c)
 	// A pulled model's file is named by its digest: the server names it
 	// by its repository instead.
 	arg, name := c.Args().First(), ""
@@ -96,13 +97,17 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	defer m.Close()
+	d.Opened(m)
+	if d.Auto && d.MTP > 0 {
+		log.Info("drafting with the model's MTP block (--draft none turns it off)", "guess_cost", m.Info().MTPCost)
+	}
 	// The models loaded in MODEL's place share its flags, but not its
 	// draft model, whose vocabulary need not be theirs.
 	open := func(path string) (*qwen.Model, error) {
 		return modelflags.OpenFile(c, log, notes, path, parallel, opts...)
 	}
 	s := serve.NewServer(m, serve.ServerOptions{Name: name, APIKey: c.String("api-key"), Log: log,
-		Draft: d.Text, DraftModel: d.Model, DraftMin: d.Min, DraftPMin: d.PMin, Models: models, Open: open})
+		Draft: d.Text, DraftModel: d.Model, DraftMTP: d.MTP, DraftMin: d.Min, DraftPMin: d.PMin, Models: models, Open: open})
 	defer s.Close()
 	ln, err := net.Listen("tcp", c.String("addr"))
 	if err != nil {

@@ -154,16 +154,52 @@ type response[C any] struct {
 	Model   string `json:"model"`
 	Choices []C    `json:"choices"`
 	Usage   *usage `json:"usage,omitempty"`
+	// Timings, as llama-server gives them (beyond OpenAI's fields, which
+	// its SDKs ignore), with the end of an answer.
+	Timings *timings `json:"timings,omitempty"`
 }
 
-// endStream sends a stream's last choice, its usage if asked, and [DONE].
-func endStream[C any](ls *lineStream, head response[C], last C, u *usage) {
-	head.Choices = []C{last}
+// timings is how an answer's time went: the prompt tokens computed (not
+// served from the state cache) and those cached, the tokens generated,
+// and the drafts checked and kept (drafted_tokens and accepted_tokens;
+// llama-server's draft_n and draft_n_accepted too).
+type timings struct {
+	PromptN            int     `json:"prompt_n"`
+	CacheN             int     `json:"cache_n"`
+	PromptMS           float64 `json:"prompt_ms"`
+	PromptPerSecond    float64 `json:"prompt_per_second"`
+	PredictedN         int     `json:"predicted_n"`
+	PredictedMS        float64 `json:"predicted_ms"`
+	PredictedPerSecond float64 `json:"predicted_per_second"`
+	DraftedTokens      int     `json:"drafted_tokens"`
+	AcceptedTokens     int     `json:"accepted_tokens"`
+	DraftN             int     `json:"draft_n"`
+	DraftNAccepted     int     `json:"draft_n_accepted"`
+}
+
+func timingsOf(u qwen.Usage) *timings {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	rate := func(n int, d time.Duration) float64 {
+		if d <= 0 {
+			return 0
+		}
+		return float64(n) / d.Seconds()
+	}
+	computed, decode := u.PromptTokens-u.CachedTokens, u.Total-u.Prefill-u.Queued
+	return &timings{PromptN: computed, CacheN: u.CachedTokens, PromptMS: ms(u.Prefill), PromptPerSecond: rate(computed, u.Prefill),
+		PredictedN: u.CompletionTokens, PredictedMS: ms(decode), PredictedPerSecond: rate(u.CompletionTokens, decode),
+		DraftedTokens: u.Drafted, AcceptedTokens: u.Accepted, DraftN: u.Drafted, DraftNAccepted: u.Accepted}
+}
+
+// endStream sends a stream's last choice with the answer's timings, its
+// usage if asked, and [DONE].
+func endStream[C any](ls *lineStream, head response[C], last C, u *usage, t *timings) {
+	head.Choices, head.Timings = []C{last}, t
 	if ls.send(head) != nil {
 		return
 	}
 	if u != nil {
-		head.Choices, head.Usage = []C{}, u
+		head.Choices, head.Usage, head.Timings = []C{}, u, nil
 		if ls.send(head) != nil {
 			return
 		}
@@ -392,7 +428,7 @@ func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, t *target, g
 	}
 	head.Object = "chat.completion"
 	head.Choices = []chatChoice{{Message: msg, Logprobs: lps, FinishReason: &out.finish}}
-	head.Usage = usageOf(out.usage)
+	head.Usage, head.Timings = usageOf(out.usage), timingsOf(out.usage)
 	writeJSON(w, http.StatusOK, head)
 }
 
@@ -431,7 +467,7 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *generatio
 	if withUsage {
 		u = usageOf(out.usage)
 	}
-	endStream(ls, head, chatChoice{Delta: &chatOut{}, FinishReason: &out.finish}, u)
+	endStream(ls, head, chatChoice{Delta: &chatOut{}, FinishReason: &out.finish}, u, timingsOf(out.usage))
 }
 
 // toolCallOut is a call in OpenAI's shape; a piece of a streamed one has

@@ -44,7 +44,9 @@ type Draft struct {
 	// step when the text offers none; 0 asks it for nothing.
 	Model int
 	// PMin stops the draft model's guesses at the first whose probability
-	// under it is below PMin (the MTP head's too).
+	// under it is below PMin, and the MTP head's chains at the first
+	// guess after the first (which costs its check alone: its MTP step is
+	// paid already).
 	PMin float32
 	// MTP is the most tokens the model's own multi-token-prediction head
 	// guesses for one step (chained: each guess from the last); 0 asks
@@ -480,12 +482,13 @@ func (l *loop) mtpGuess() {
 	}
 }
 
-// mtpTake adds the MTP head's guess to a job's draft, unless its
-// probability is below Draft.PMin.
+// mtpTake adds the MTP head's guess to a job's draft, unless it is a
+// chained one whose probability is below Draft.PMin.
 func (l *loop) mtpTake(j *job, lg []float32) {
 	j.mtpGrew = false
-	id, p := top(l.e.r.Model().Kernels(), lg, l.mtp.scratch)
-	if p < j.req.Draft.PMin {
+	c, p := top(l.e.r.Model().Kernels(), lg, l.mtp.scratch)
+	id := l.e.r.MTPTokenAt(int(c))
+	if (len(j.mtpGuess) > 0 && p < j.req.Draft.PMin) || int(id) >= l.e.m.Config.Vocab {
 		return
 	}
 	j.mtpGuess = append(j.mtpGuess, id)

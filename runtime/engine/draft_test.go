@@ -605,7 +605,7 @@ func TestMTPDrafts(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 40
-	e := newEngine(t, m, Options{Parallel: 4, MTP: true})
+	e := newEngine(t, m, Options{Parallel: 4, MTP: true, Runner: infer.Options{MTPVocab: 32768}})
 	var refDrafted, refKept int
 	for _, k := range []int{1, 3} {
 		drafted, kept := 0, 0

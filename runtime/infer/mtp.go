@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/qwenc/qwenc/format"
+
 	"github.com/qwenc/qwenc/format/arch"
 	"github.com/qwenc/qwenc/format/graph"
 )
@@ -264,8 +266,9 @@ func (r *Runner) StepMTP(seqs []MTPSeq) error {
 	r.cur.hidden = r.mtpHidden
 	x := r.step(f, r.batchTokens, r.segs, true)
 	// The logits of each sequence's last row: the MTP block's norm, then
-	// the main head.
-	w := m.Config.Vocab
+	// the main head's first rows (mtpHead).
+	hd := r.mtpHeadOp()
+	w := hd.w.n + len(r.mtpExtra)
 	if need := want * w; cap(r.batchLogits) < need {
 		r.batchLogits = make([]float32, need)
 	}
@@ -298,8 +301,39 @@ func (r *Runner) StepMTP(seqs []MTPSeq) error {
 		}
 		s.mtpLen += n
 	}
-	r.normHeadInto(r.batchLogits, r.gather, norm, &ops[len(ops)-1])
+	// The rows of the head, then the stop tokens past them, each row's
+	// logits one after the other.
+	r.mtpRows = slices.Grow(r.mtpRows[:0], want*hd.w.n)[:want*hd.w.n]
+	r.normHeadInto(r.mtpRows, r.gather, norm, hd)
+	for j := range want {
+		row := r.batchLogits[j*w : (j+1)*w]
+		copy(row, r.mtpRows[j*hd.w.n:(j+1)*hd.w.n])
+		r.headRowsNorm(row[hd.w.n:hd.w.n], r.gather[j*h:(j+1)*h], r.mtpExtra, norm)
+	}
 	return nil
+}
+
+// mtpHeadOp is the head of the MTP program limited to its first rows
+// (Options.MTPVocab), made on first use: a view of the same tiles.
+func (r *Runner) mtpHeadOp() *boundOp {
+	if r.mtpHead != nil {
+		return r.mtpHead
+	}
+	m := r.m
+	ops := m.mtp.prefill.ops
+	hd := ops[len(ops)-1]
+	if n := r.mtpVocab; n > 0 && n < hd.w.n {
+		n = (n + format.TileRows - 1) / format.TileRows * format.TileRows
+		hd.w.tiles = hd.w.tiles[:n/format.TileRows*hd.w.typ.TileBytes(hd.w.k)]
+		hd.w.n = n
+		for _, id := range m.File.Header.Generation.EOS {
+			if int(id) >= n && !slices.Contains(r.mtpExtra, id) {
+				r.mtpExtra = append(r.mtpExtra, id)
+			}
+		}
+	}
+	r.mtpHead = &hd
+	return r.mtpHead
 }
 
 // mtpRows is how many rows an MTP step computes for sq.
@@ -332,13 +366,28 @@ func (m *Model) MTPRows() int {
 
 // MTPLogits is the logits of seqs[i]'s last row of the last StepMTP, or
 // nil if it did not ask (or had no row to compute): the guess of the
-// token after that row's. The slice is the Runner's, valid until its
-// next step.
+// token after that row's. With Options.MTPVocab they are the logits of
+// the first token ids only, then of the stop tokens past them
+// (MTPTokenAt). The slice is the Runner's, valid until its next step.
 func (r *Runner) MTPLogits(i int) []float32 {
 	if i < 0 || i >= len(r.mtpSeg) || r.mtpSeg[i] < 0 {
 		return nil
 	}
-	return r.Logits(r.mtpSeg[i])
+	k := r.mtpSeg[i]
+	j := r.logitRow[k]
+	if j < 0 {
+		return nil
+	}
+	w := r.mtpHead.w.n + len(r.mtpExtra)
+	return r.batchLogits[j*w : (j+1)*w]
+}
+
+// MTPTokenAt is the token id of column c of MTPLogits' rows.
+func (r *Runner) MTPTokenAt(c int) int32 {
+	if n := r.mtpHead.w.n; c >= n {
+		return r.mtpExtra[c-n]
+	}
+	return int32(c)
 }
 
 // ForgetGuesses drops the session's chained guess rows (MTPSeq.Guess),

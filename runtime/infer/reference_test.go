@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -207,6 +209,17 @@ func TestMTPLogits(t *testing.T) {
 		if !m.HasMTP() {
 			t.Fatalf("%s: no MTP block", name)
 		}
+		// The memory report counts the MTP block apart: a decode step
+		// does not read it.
+		var mtpBytes uint64
+		for _, sec := range m.File.Header.Sections {
+			if strings.HasPrefix(sec.Name, "mtp.") || strings.HasPrefix(sec.Name, fmt.Sprintf("layers.%d.", m.Config.Layers)) {
+				mtpBytes += sec.Size
+			}
+		}
+		if rep := format.Report(m.File.Header); rep.MTPWeightBytes == 0 || (m.Config.MoE.Experts == 0 && rep.MTPWeightBytes != mtpBytes) {
+			t.Errorf("%s: the report's MTP block is %d bytes, its sections %d", name, rep.MTPWeightBytes, mtpBytes)
+		}
 		b, err := os.ReadFile(testmodel.Testdata(t, name, "expected", "reference.json"))
 		if err != nil {
 			t.Fatal(err)
@@ -291,6 +304,30 @@ func TestMTPLogits(t *testing.T) {
 					t.Fatalf("%s/%s: the fork's MTP logit %d is %g, the session's %g", name, c.Name, i, forked[i], got[i])
 				}
 			}
+			// Limited to the first ids, the head's rows are the same, and
+			// the stop tokens past them follow.
+			lim := m.NewRunner(Options{Threads: 2, MTPVocab: 100})
+			g, err := s.Fork(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := lim.StepMTP([]MTPSeq{{Session: g, Next: c.MTP.NextToken, Logits: true}}); err != nil {
+				t.Fatal(err)
+			}
+			short := lim.MTPLogits(0)
+			if len(short) < 128 {
+				t.Fatalf("%s/%s: %d MTP logits limited to 100 ids, want 128 (a tile's multiple) and the stop tokens", name, c.Name, len(short))
+			}
+			for col, v := range short {
+				id := lim.MTPTokenAt(col)
+				if col < 128 && id != int32(col) || col >= 128 && !slices.Contains(m.File.Header.Generation.EOS, id) {
+					t.Fatalf("%s/%s: column %d is token %d", name, c.Name, col, id)
+				}
+				if d := math.Abs(float64(v - got[id])); d > 0.01 {
+					t.Fatalf("%s/%s: limited, token %d's MTP logit is %g, unlimited %g", name, c.Name, id, v, got[id])
+				}
+			}
+			lim.Close()
 			want := readF32(t, testmodel.Testdata(t, name, "expected", c.MTP.LogitsFile))
 			var maxErr float64
 			for i := range want {
