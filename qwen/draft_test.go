@@ -139,6 +139,23 @@ func TestMTPDrafts(t *testing.T) {
 			}
 		}
 	}
+	// The other drafters on the hybrid model: the text's, a prediction,
+	// and the model drafting for itself.
+	others := open(t, "qwen35-go-demo.qbin", qwen.WithParallel(2), qwen.WithDraftModel("qwen35-go-demo.qbin"))
+	for i, p := range prompts {
+		want := generate(t, plain, qwen.Request{Prompt: p, MaxTokens: 48, Sampling: greedy})
+		for _, r := range []qwen.Request{
+			{Draft: qwen.DefaultDraft},
+			{Draft: qwen.DefaultDraft, Prediction: want.content},
+			{DraftModel: 4, DraftPMin: -1},
+		} {
+			r.Prompt, r.MaxTokens, r.Sampling = p, 48, greedy
+			got := generate(t, others, r)
+			if u := got.last.Usage; got.content != want.content || u.Drafted == 0 {
+				t.Errorf("prompt %d, drafts %+v: %q (%d drafted), without %q", i, r, got.content, u.Drafted, want.content)
+			}
+		}
+	}
 	if _, err := qwen.Open("qwen3-go-demo.qbin", qwen.WithMTP()); err == nil || !strings.Contains(err.Error(), "no MTP block") {
 		t.Errorf("WithMTP on a model without the block: %v", err)
 	}
