@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/qwenc/qwenc/internal/testmodel"
 )
 
 // The tool-call cases of the shared tiny-q35 reference, copied into
@@ -31,7 +33,7 @@ type coderCases struct {
 func readCoderCases(t *testing.T) ([]Tool, coderCases) {
 	t.Helper()
 	var cs coderCases
-	readJSON(t, coderCasesFile, &cs)
+	testmodel.ReadJSON(t, coderCasesFile, &cs)
 	var tools []Tool
 	for i, def := range cs.Tools {
 		tool, err := ParseTool(def)
