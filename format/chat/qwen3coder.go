@@ -37,6 +37,9 @@ const coderMarkerMax = len(CoderParameterEnd)
 //
 //   - The text before the first <tool_call>, or the first <function=
 //     when it comes first, is content, kept as it is; nothing after it is.
+//     (White space alone before it is not content here: vLLM gives it as
+//     such, where a client wants none beside the calls, as the Hermes
+//     parser gives.)
 //   - The calls are the <function=NAME>...</function> blocks in the
 //     <tool_call>...</tool_call> blocks, or anywhere before the first
 //     <tool_call>. A block left open ends with the text.
@@ -65,8 +68,13 @@ type coderParser struct {
 	named   bool   // the open block's name was given
 	scanned int    // how much of fn was searched for its end
 	pending string // the text from the first marker while no call has begun
-	calls   int
-	out     []CallDelta
+	// spoke is set once content other than white space has been given;
+	// before, white space is held, and lead is what a marker found then
+	// took from the content.
+	spoke bool
+	lead  string
+	calls int
+	out   []CallDelta
 }
 
 type coderState int
@@ -132,11 +140,18 @@ func (p *coderParser) step(content *strings.Builder) bool {
 		i, m := firstOf(p.buf, ToolCallOpen, CoderFunction)
 		if i < 0 {
 			keep := heldPrefix(p.buf, ToolCallOpen, CoderFunction)
+			if !p.spoke && strings.TrimSpace(p.buf[:len(p.buf)-keep]) == "" {
+				return false // white space alone: a call may follow
+			}
 			content.WriteString(p.buf[:len(p.buf)-keep])
-			p.buf = p.buf[len(p.buf)-keep:]
+			p.buf, p.spoke = p.buf[len(p.buf)-keep:], true
 			return false
 		}
-		content.WriteString(p.buf[:i])
+		if p.spoke || strings.TrimSpace(p.buf[:i]) != "" {
+			content.WriteString(p.buf[:i])
+		} else {
+			p.lead = p.buf[:i]
+		}
 		p.pending = p.buf[i:]
 		p.open(m, i)
 	case coderBetween:
@@ -244,8 +259,8 @@ func (p *coderParser) Flush() string {
 	}
 	p.state, p.buf, p.fn = coderBetween, "", ""
 	if p.calls == 0 {
-		s := p.pending // no function block: the whole answer is content
-		p.pending = ""
+		s := p.lead + p.pending // no function block: the whole answer is content
+		p.lead, p.pending = "", ""
 		return s
 	}
 	return ""
