@@ -410,15 +410,24 @@ func (x *xmlCompiler) anyRaw(null bool) Elem {
 }
 
 // counted is a raw string of minLen to maxLen (< 0: any number of)
-// characters, without '<' (so no end marker), and that does not read as
-// null unless null is set: the lengths other than 4 apart, and four
-// characters that are not "null".
+// characters that does not read as null unless null is set: the lengths
+// other than 4 apart, and four characters that are not "null". The
+// characters counted are no '<' (so no end marker begins among them);
+// without a maximum, those past them are any raw string's.
 func (x *xmlCompiler) counted(minLen, maxLen int, null bool) Elem {
 	b := x.b
 	chars := rawChars()
 	chars[0] &^= 1 << '<'
 	char := b.Alt("raw-char", []Elem{b.Set(chars)}, []Elem{x.j.utf8})
+	// at least is n characters or more: n of them, then any raw text,
+	// which an end marker cannot begin before (it begins with '<').
+	atLeast := func(n int) []Elem {
+		return Seq(b.Repeat("raw", []Elem{char}, n, n), x.anyRaw(true))
+	}
 	if null {
+		if maxLen < 0 {
+			return Ref(b.New("raw-counted", atLeast(minLen)))
+		}
 		return b.Repeat("raw", []Elem{char}, minLen, maxLen)
 	}
 	var alts [][]Elem
@@ -429,7 +438,10 @@ func (x *xmlCompiler) counted(minLen, maxLen int, null bool) Elem {
 		}
 		alts = append(alts, []Elem{b.Repeat("raw", []Elem{char}, minLen, hi)})
 	}
-	if maxLen < 0 || maxLen >= 5 {
+	switch {
+	case maxLen < 0:
+		alts = append(alts, atLeast(max(5, minLen)))
+	case maxLen >= 5:
 		alts = append(alts, []Elem{b.Repeat("raw", []Elem{char}, max(5, minLen), maxLen)})
 	}
 	if minLen <= 4 && (maxLen < 0 || maxLen >= 4) {

@@ -21,20 +21,24 @@ import (
 // with null), integers, numbers, booleans, JSON objects and arrays
 // (whose strings may hold '<' only as \u003c), lists of types read as
 // Python literals, and a tool without parameters.
-var xmlTools = []struct{ name, params string }{
+var xmlTools = []toolDef{
 	{"write_file", `{"type": "object", "properties": {"path": {"type": "string", "description": "where"}, "content": {"type": "string"}, "mode": {"type": "integer", "minimum": 0, "maximum": 511}, "append": {"type": "boolean"}}, "required": ["path", "content"]}`},
 	{"search", `{"type": "object", "properties": {"query": {"type": "string", "minLength": 2, "maxLength": 6}, "limit": {"type": "number", "minimum": 0, "maximum": 10}, "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3}, "opts": {"type": "object", "properties": {"x": {"type": "integer"}, "s": {"type": "string"}}, "required": ["s"], "additionalProperties": false}}, "required": ["query", "tags", "opts"]}`},
 	{"pick", `{"$defs": {"Kind": {"type": "string", "enum": ["a", "b<c", "</parameter>", "NULL"]}}, "type": "object", "properties": {"color": {"enum": ["red", "green", "null", null, 3]}, "kind": {"$ref": "#/$defs/Kind"}, "when": {"type": "string", "format": "date"}, "maybe": {"anyOf": [{"type": "string"}, {"type": "null"}]}, "count": {"type": ["integer", "null"], "minimum": -3, "maximum": 3}, "ratio": {"type": ["number", "null"]}, "label": {"type": ["string", "null"]}, "flag": {"type": ["boolean", "null"]}, "exact": {"type": "string", "minLength": 4, "maxLength": 4}, "any": {}}, "required": ["color", "kind", "exact", "label", "flag"]}`},
 	{"noargs", ``},
 }
 
-// callTools are xmlTools for the chat parser and the grammar.
-func callTools(t *testing.T) ([]chat.Tool, []Tool, map[string]*jsonschema.Schema) {
+// toolDef is a tool's name and parameters schema ("" for none).
+type toolDef struct{ name, params string }
+
+// callTools are tools for the chat parser and the grammar, and their
+// schemas' validators.
+func callTools(t *testing.T, tools []toolDef) ([]chat.Tool, []Tool, map[string]*jsonschema.Schema) {
 	t.Helper()
 	var ct []chat.Tool
 	var gt []Tool
 	schemas := map[string]*jsonschema.Schema{}
-	for _, x := range xmlTools {
+	for _, x := range tools {
 		var params json.RawMessage
 		if x.params != "" {
 			params = json.RawMessage(x.params)
@@ -201,27 +205,65 @@ func parsedCalls(f *chat.Format, tools []chat.Tool, text string) (string, [][2]s
 // every tool choice; the text before a call spells no call's start, and
 // no value spells an end marker.
 func TestXMLCallsReadBack(t *testing.T) {
+	choices := []xmlChoice{{"required", "", false}, {"auto", "", false}, {"function", "pick", true}, {"function", "search", false}, {"none", "", false}}
+	seen, covered := readBack(t, xmlTools, choices, 40)
+	if len(seen) < len(xmlTools) || len(covered) < 6 {
+		t.Fatalf("calls of %v, values %v: too few to tell", slices.Sorted(maps.Keys(seen)), covered)
+	}
+}
+
+// claudeCodeTools are tools as Claude Code declares them.
+var claudeCodeTools = []toolDef{
+	{"Bash", `{"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "properties": {"command": {"type": "string", "description": "The command to execute"}, "timeout": {"type": "number", "description": "Optional timeout in milliseconds (max 600000)"}, "description": {"type": "string"}, "run_in_background": {"type": "boolean"}}, "required": ["command"], "additionalProperties": false}`},
+	{"Edit", `{"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "properties": {"file_path": {"type": "string"}, "old_string": {"type": "string"}, "new_string": {"type": "string"}, "replace_all": {"type": "boolean", "default": false}}, "required": ["file_path", "old_string", "new_string"], "additionalProperties": false}`},
+	{"Grep", `{"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "properties": {"pattern": {"type": "string"}, "path": {"type": "string"}, "output_mode": {"type": "string", "enum": ["content", "files_with_matches", "count"]}, "-B": {"type": "number"}, "-n": {"type": "boolean"}, "type": {"type": "string"}, "head_limit": {"type": "number"}}, "required": ["pattern"], "additionalProperties": false}`},
+	{"TodoWrite", `{"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "properties": {"todos": {"type": "array", "items": {"type": "object", "properties": {"content": {"type": "string", "minLength": 1}, "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]}, "activeForm": {"type": "string", "minLength": 1}}, "required": ["content", "status", "activeForm"], "additionalProperties": false}}}, "required": ["todos"], "additionalProperties": false}`},
+	{"WebFetch", `{"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "properties": {"url": {"type": "string", "format": "uri"}, "prompt": {"type": "string"}}, "required": ["url", "prompt"], "additionalProperties": false}`},
+	{"WebSearch", `{"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "properties": {"query": {"type": "string", "minLength": 2}, "allowed_domains": {"type": "array", "items": {"type": "string"}}}, "required": ["query"], "additionalProperties": false}`},
+	{"Sleep", `{"type": "object", "properties": {"seconds": {"type": "number", "exclusiveMinimum": 0}, "count": {"type": "integer", "minimum": 0, "maximum": 9007199254740991}}, "required": ["seconds", "count"], "additionalProperties": false}`},
+}
+
+// TestXMLClaudeCodeTools: Claude Code's tools, none refused, and calls of
+// them read back valid.
+func TestXMLClaudeCodeTools(t *testing.T) {
+	seen, _ := readBack(t, claudeCodeTools, []xmlChoice{{"required", "", false}, {"function", "TodoWrite", true}}, 12)
+	if len(seen) < 3 {
+		t.Fatalf("calls of %v: too few to tell", slices.Sorted(maps.Keys(seen)))
+	}
+}
+
+// xmlChoice is a tool choice: "auto", "none", "required", or "function"
+// with its name; one allows one call at most.
+type xmlChoice struct {
+	choice, function string
+	one              bool
+}
+
+// readBack walks the grammar of answers that may call the tools, for each
+// choice with seeds seeds, and reads each answer completed with the
+// parser of Qwen3.6's format: the choice is kept, and every call's
+// arguments validate against its tool's schema. It returns the tools
+// called and the kinds of values read.
+func readBack(t *testing.T, tools []toolDef, choices []xmlChoice, seeds uint64) (seen, covered map[string]bool) {
+	t.Helper()
 	v, tok := qwenVocab(t)
 	f, err := chat.Lookup("qwen3.6")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ct, gt, schemas := callTools(t)
+	ct, gt, schemas := callTools(t, tools)
 	base := xmlAnswer(t, tok, gt)
 	complete, calls := 0, 0
-	seen, covered := map[string]bool{}, map[string]bool{}
+	seen, covered = map[string]bool{}, map[string]bool{}
 	kinds := kindsOf(v)
-	for _, c := range []struct {
-		choice, function string
-		one              bool
-	}{{"required", "", false}, {"auto", "", false}, {"function", "pick", true}, {"function", "search", false}, {"none", "", false}} {
+	for _, c := range choices {
 		a := base
 		a.Choice, a.Function, a.OneCall = c.choice, c.function, c.one
 		g, err := Compile(v, a)
 		if err != nil {
 			t.Fatalf("%+v: %v", c, err)
 		}
-		for seed := range uint64(40) {
+		for seed := range seeds {
 			ids, done := walkIDs(t, g, kinds, rand.New(rand.NewPCG(seed, 7)), 400)
 			if !done {
 				continue
@@ -288,10 +330,11 @@ func TestXMLCallsReadBack(t *testing.T) {
 			}
 		}
 	}
-	if len(seen) < len(xmlTools) || complete < 120 || len(covered) < 6 {
-		t.Fatalf("%d walks completed, %d calls, of %v, values %v: too few to tell", complete, calls, slices.Sorted(maps.Keys(seen)), covered)
+	if complete < int(seeds)*len(choices)*3/4 {
+		t.Fatalf("%d of %d walks completed", complete, int(seeds)*len(choices))
 	}
 	t.Logf("%d walks completed, %d calls read back and validated", complete, calls)
+	return seen, covered
 }
 
 // TestXMLValuesExact: the raw values the grammar allows are exactly the
@@ -323,9 +366,16 @@ func TestXMLValuesExact(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, s := range []string{"", "ab", "abc", "abcd", "nulx", "xull", "NULL", "null", "nUlL", "abcde", "a<cd", "éééé", "abcdefgh"} {
+			for _, s := range []string{"", "ab", "abc", "abcd", "nulx", "xull", "NULL", "null", "nUlL", "abcde", "a<cd", "éééé", "abcdefgh",
+				"abcde<f", "abcde</parameter>", "abcdefgh<div>"} {
 				n := len([]rune(s))
-				want := n >= r[0] && (r[1] < 0 || n <= r[1]) && !strings.Contains(s, "<") && (null || !strings.EqualFold(s, "null"))
+				// Past a maximum, or within the first five characters
+				// without one, no '<'; past those, no end marker.
+				lt := strings.Contains(s, "<")
+				if r[1] < 0 && n > max(5, r[0]) {
+					lt = strings.Contains(string([]rune(s)[:max(5, r[0])]), "<") || spells(s, coderEnds...)
+				}
+				want := n >= r[0] && (r[1] < 0 || n <= r[1]) && !lt && (null || !strings.EqualFold(s, "null"))
 				if got := accepts(g, tok, s); got != want {
 					t.Errorf("null %v, lengths %v: %q accepted %v, want %v", null, r, s, got, want)
 				}
