@@ -91,6 +91,11 @@ type Request struct {
 	// template's empty think block, as enable_thinking=false); other
 	// models ignore it.
 	NoThinking bool
+	// PreserveThinking keeps the reasoning of every earlier answer in the
+	// prompt, as Qwen3.6's preserve_thinking=true, where the template
+	// otherwise keeps only the reasoning after the last user message;
+	// templates without the switch ignore it.
+	PreserveThinking bool
 	// Sampling is how to pick each token; nil is the model's generation
 	// config (Info.Sampling) with a random seed. Its values are held to
 	// the ranges of sampling.Settings.
@@ -237,7 +242,7 @@ func (m *Model) render(r *Request, generationPrompt bool) ([]chat.Segment, bool,
 
 // chatOptions are the chat template's switches a request sets.
 func chatOptions(r *Request) chat.Options {
-	return chat.Options{Tools: r.Tools, NoThinking: r.NoThinking}
+	return chat.Options{Tools: r.Tools, NoThinking: r.NoThinking, PreserveThinking: r.PreserveThinking}
 }
 
 // RenderPrompt is the text of a request's prompt: of a conversation, the
@@ -245,7 +250,15 @@ func chatOptions(r *Request) chat.Options {
 // opening of the assistant's turn), or the raw Prompt. A prompt given as
 // Tokens is decoded.
 func (m *Model) RenderPrompt(req Request) (string, error) {
-	segs, isChat, err := m.render(&req, true)
+	return m.RenderTemplate(req, true)
+}
+
+// RenderTemplate is RenderPrompt with the opening of the assistant's
+// turn only when generationPrompt is set, as add_generation_prompt: a
+// conversation rendered without it is as the template prints a finished
+// one.
+func (m *Model) RenderTemplate(req Request, generationPrompt bool) (string, error) {
+	segs, isChat, err := m.render(&req, generationPrompt)
 	switch {
 	case err != nil:
 		return "", err

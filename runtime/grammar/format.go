@@ -5,6 +5,17 @@ package grammar
 // Z, February up to the 28th, no leap second; URIs with an authority),
 // so that every one is valid to any validator.
 func (c *schemaCompiler) format(name string) (Elem, bool) {
+	body, ok := c.formatText(name)
+	if !ok {
+		return Elem{}, false
+	}
+	return Ref(c.b.New(name, Seq(c.b.Byte('"'), body, c.b.Byte('"')))), true
+}
+
+// formatText is the text of a string of a supported format, which
+// needs no JSON escape: it is the string's value as well as what is
+// between its quotes.
+func (c *schemaCompiler) formatText(name string) ([]Elem, bool) {
 	b := c.b
 	d := b.Range('0', '9')
 	two := func(lo, hi int) Elem { // a two-digit number from lo to hi
@@ -46,9 +57,9 @@ func (c *schemaCompiler) format(name string) (Elem, bool) {
 	case "uri":
 		body = c.uri()
 	default:
-		return Elem{}, false
+		return nil, false
 	}
-	return Ref(b.New(name, Seq(b.Byte('"'), body, b.Byte('"')))), true
+	return body, true
 }
 
 func pad2(n int) string { return string([]byte{byte('0' + n/10), byte('0' + n%10)}) }
