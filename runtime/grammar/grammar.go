@@ -43,6 +43,35 @@ const (
 type rule struct {
 	name string
 	alts [][]Elem
+	// loop, when not nil, is the counted loop the rule is one of (see
+	// Builder.Loop); the rules of a loop share it.
+	loop *loop
+}
+
+// loop bounds the steps a text takes through a set of rules: a
+// Matcher's stacks keep the count, so a bound costs no rules.
+type loop struct {
+	min, max int32 // max < 0: no bound
+	// deadEnd is set when a rule of the loop has no step: a text can
+	// reach it with fewer than min steps, where only the count tells
+	// that it may not end.
+	deadEnd bool
+}
+
+// free is the count of a loop's frames in the tables, which are built
+// once for every count: steps and leaving are always allowed.
+const free = -1
+
+// allows reports whether a loop's rule, entered with count steps taken,
+// may take the alternative alt: a step below max, leaving at min or more.
+func (l *loop) allows(alt []Elem, count int32) bool {
+	if count == free {
+		return true
+	}
+	if len(alt) == 0 {
+		return count >= l.min
+	}
+	return l.max < 0 || count < l.max
 }
 
 // Grammar is a compiled grammar: the rules, and the per-place token tables
@@ -183,10 +212,49 @@ func Seq(parts ...any) []Elem {
 	return out
 }
 
+// Loop makes rules one counted loop. Each alternative of its rules is
+// either empty, which leaves the loop, or a step: symbols that match at
+// least one byte, then a rule of the loop, which the Matcher enters with
+// one more step counted. A loop entered from elsewhere has taken no
+// step; it may be left once it has taken min, and takes at most max
+// (max < 0: no bound). The count lives in the Matcher's stacks, so the
+// grammar's size does not grow with the bounds (a string's maxLength of
+// 524288 is one rule).
+func (b *Builder) Loop(min, max int, rules ...int32) {
+	l := &loop{min: int32(min), max: int32(max)}
+	for _, r := range rules {
+		b.rules[r].loop = l
+	}
+}
+
+// unrolled bounds the rules Repeat makes for a bounded repetition as a
+// chain of rules, one per count, each a place of its own in the tables:
+// cheaper to step through than a counted loop, but each place is a table
+// built. A single byte (a digit, an indentation) is cheap to build and
+// is unrolled further.
+const (
+	unrolled     = 4
+	unrolledByte = 24
+)
+
 // Repeat is a rule matching min to max repetitions of item (max < 0: no
 // bound). Its rules recur on the right, which a Matcher follows without
-// growing its stack.
+// growing its stack. Large bounds are a counted loop (Loop).
 func (b *Builder) Repeat(name string, item []Elem, min, max int) Elem {
+	chain := max
+	if max < 0 {
+		chain = min + 1
+	}
+	limit := unrolled
+	if len(item) == 1 && item[0].kind == kBytes {
+		limit = unrolledByte
+	}
+	if chain > limit {
+		r := b.Rule(fmt.Sprintf("%s{%d,%d}", name, min, max))
+		b.Define(r, Seq(item, Ref(r)), nil)
+		b.Loop(min, max, r)
+		return Ref(r)
+	}
 	var tail int32
 	switch {
 	case max < 0:
@@ -244,6 +312,9 @@ func (b *Builder) Build(root int32, v *Vocab) (*Grammar, error) {
 	if err := g.checkLeftRecursion(); err != nil {
 		return nil, err
 	}
+	if err := g.checkLoops(); err != nil {
+		return nil, err
+	}
 	g.inline()
 	g.classify()
 	g.buildTables()
@@ -293,7 +364,7 @@ const maxInlined = 64
 // which only the closing quote leaves.
 func (g *Grammar) inline() {
 	terminal := func(r int32) bool {
-		if r == g.root || len(g.rules[r].alts) > 32 {
+		if r == g.root || len(g.rules[r].alts) > 32 || g.rules[r].loop != nil {
 			return false
 		}
 		for _, alt := range g.rules[r].alts {
@@ -369,6 +440,36 @@ func seqNullable(seq []Elem, null []bool) bool {
 		}
 	}
 	return true
+}
+
+// checkLoops checks that each alternative of a loop's rules is empty or
+// a step (Builder.Loop): a step that matched nothing would be counted
+// without a byte taken, and the count would not bound the text.
+func (g *Grammar) checkLoops() error {
+	null := g.nullable()
+	for _, r := range g.rules {
+		if r.loop == nil {
+			continue
+		}
+		steps := 0
+		for _, alt := range r.alts {
+			if len(alt) == 0 {
+				continue
+			}
+			last := alt[len(alt)-1]
+			if last.kind != kRule || g.rules[last.ref].loop != r.loop {
+				return fmt.Errorf("rule %s of a loop: an alternative ends outside the loop", r.name)
+			}
+			if seqNullable(alt[:len(alt)-1], null) {
+				return fmt.Errorf("rule %s of a loop: a step may match nothing", r.name)
+			}
+			steps++
+		}
+		if steps == 0 {
+			r.loop.deadEnd = true
+		}
+	}
+	return nil
 }
 
 // checkLeftRecursion refuses a rule that can reach itself without

@@ -20,12 +20,18 @@ type Matcher struct {
 	w      walker
 	mask   Mask    // Allow's
 	places []int32 // compute's scratch
-	key    []byte
-	path   []*dstate // check's scratch
+	// recheckIDs is recheck's scratch.
+	recheckIDs []int32
+	key        []byte
+	path       []*dstate // check's scratch
 }
 
 // maxCached bounds the masks a grammar keeps for the states it has seen.
 const maxCached = 512
+
+// maxCachedCount is the largest count of a loop in a state whose mask is
+// kept: the states past it are each met once (a long string's).
+const maxCachedCount = 16
 
 // NewMatcher starts a generation at the grammar's root.
 func (g *Grammar) NewMatcher() *Matcher {
@@ -37,7 +43,7 @@ func (g *Grammar) NewMatcher() *Matcher {
 	s := g.dfa
 	var st state
 	for a := range g.rules[g.root].alts {
-		st = append(st, s.expand(s.intern(g.root, int32(a), 0, s.accept))...)
+		st = append(st, s.expand(s.intern(g.root, int32(a), 0, 0, s.accept))...)
 	}
 	return &Matcher{g: g, s: s, cur: s.dstateOf(normalize(st))}
 }
@@ -122,6 +128,9 @@ func (m *Matcher) Fill(mask Mask) {
 	clear(mask)
 	m.compute(mask)
 	s := m.s
+	if m.cur.counted > maxCachedCount {
+		return // met once: a long loop's count
+	}
 	if len(s.masked) >= maxCached {
 		for _, d := range s.masked {
 			d.mask = nil
@@ -140,6 +149,10 @@ func (m *Matcher) Fill(mask Mask) {
 func (m *Matcher) compute(mask Mask) {
 	g, s := m.g, m.s
 	m.walk, m.places = m.walk[:0], m.places[:0]
+	// The tables of a loop's places are built for any count: a token
+	// they accept is only sure where the count leaves it room. Past
+	// exact, the longer ones are checked against the state.
+	exact := math.MaxInt
 	for _, f := range m.cur.st {
 		if f == s.accept {
 			for _, id := range g.vocab.eos {
@@ -157,12 +170,18 @@ func (m *Matcher) compute(mask Mask) {
 			m.walk = append(m.walk, f)
 		default:
 			m.places = append(m.places, g.placeID[f.rule][f.alt][f.pos])
+			if l := g.rules[f.rule].loop; l != nil {
+				exact = min(exact, sureLength(l, f.count))
+			}
 		}
 	}
 	if len(m.places) > 0 {
 		t := g.combined(m.places, &m.key)
 		t.addTo(mask)
 		m.check(t, mask)
+		if exact < g.vocab.longest {
+			m.recheck(mask, exact)
+		}
 	}
 	if len(m.walk) > 0 {
 		v := g.vocab
@@ -213,23 +232,64 @@ func (g *Grammar) combined(places []int32, key *[]byte) *table {
 	return t
 }
 
+// sureLength is the longest token a table of a loop's place accepts for
+// sure with count steps taken: each byte begins a step at most, and
+// every rule a token's bytes enter must leave a way on, which a step
+// does below max. Below min, where a rule with no step may be reached,
+// no length is sure.
+func sureLength(l *loop, count int32) int {
+	if count < l.min && l.deadEnd {
+		return 0
+	}
+	if l.max < 0 {
+		return math.MaxInt
+	}
+	return int(l.max - count - 1)
+}
+
+// recheck checks again the tokens of mask longer than n bytes against
+// the whole state: the tables of a loop near its bounds may accept what
+// the count refuses.
+func (m *Matcher) recheck(mask Mask, n int) {
+	v := m.g.vocab
+	ids := m.recheckIDs[:0]
+	for _, id := range v.byRank { // the trie's order, as check wants
+		if len(v.text[id]) > n && mask.Has(id) {
+			mask.clear(id)
+			ids = append(ids, id)
+		}
+	}
+	m.recheckIDs = ids
+	m.checkList(ids, nil, mask)
+}
+
 // check sets in mask the uncertain tokens of t whose bytes can be taken
 // from the current state. Each token starts from the states of the bytes
 // it shares with the last one stepped, as a walk of their trie would,
 // and a token whose shared bytes failed fails too.
-func (m *Matcher) check(t *table, mask Mask) {
+func (m *Matcher) check(t *table, mask Mask) { m.checkList(t.uncertain, t.lcp, mask) }
+
+// checkList is check of ids, in the trie's order; lcp[i] is what ids[i]
+// shares with ids[i-1] (nil: found here).
+func (m *Matcher) checkList(ids []int32, lcp []uint16, mask Mask) {
 	v, s := m.g.vocab, m.s
 	path := append(m.path[:0], m.cur) // path[k]: the state after k bytes of the last token stepped
 	failed := -1                      // it failed on its byte failed
 	// shared is what the token shares with the last one stepped: the
 	// least lcp since, the tokens being in order.
 	shared := 0
-	for i, id := range t.uncertain {
-		shared = min(shared, int(t.lcp[i]))
+	var prev []byte
+	for i, id := range ids {
+		text := v.text[id]
+		if lcp != nil {
+			shared = min(shared, int(lcp[i]))
+		} else {
+			shared = min(shared, commonPrefix(prev, text))
+			prev = text
+		}
 		if mask.Has(id) || (failed >= 0 && shared > failed) {
 			continue
 		}
-		text := v.text[id]
 		path, failed = path[:shared+1], -1
 		d := path[shared]
 		for k := shared; k < len(text); k++ {

@@ -20,12 +20,17 @@ func (t *table) sharePrefixes(v *Vocab) {
 	var prev []byte
 	for i, id := range t.uncertain {
 		text := v.text[id]
-		n := 0
-		for n < len(prev) && n < len(text) && prev[n] == text[n] {
-			n++
-		}
-		t.lcp[i], prev = uint16(n), text
+		t.lcp[i], prev = uint16(commonPrefix(prev, text)), text
 	}
+}
+
+// commonPrefix is the length of the prefix a and b share.
+func commonPrefix(a, b []byte) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
 }
 
 // maxFew is where a list of accepted tokens is as quick to set in a mask
@@ -72,7 +77,11 @@ func (g *Grammar) buildTables() {
 					continue
 				}
 				g.stats.Places++
-				f := s.intern(int32(r), int32(a), int32(p), s.exit)
+				count := int32(0)
+				if ru.loop != nil {
+					count = free
+				}
+				f := s.intern(int32(r), int32(a), int32(p), count, s.exit)
 				if t := g.buildTable(s, &w, f, &follow[r]); t != nil {
 					g.tables[r][a][p] = t
 					g.placeID[r][a][p] = int32(len(g.byPlace))

@@ -30,6 +30,8 @@ type Vocab struct {
 	// each token's prefix with the one before.
 	byRank []int32
 	rank   []int32
+	// longest is the most bytes a token has.
+	longest int
 }
 
 // NewVocab makes a vocabulary of size ids: text[id] is the bytes of an
@@ -47,6 +49,7 @@ func NewVocab(size int, text [][]byte, special []int32, eos []int32) *Vocab {
 	for id, t := range text {
 		if id < size && !v.special[id] && len(t) > 0 {
 			v.text[id] = t
+			v.longest = max(v.longest, len(t))
 			ids = append(ids, int32(id))
 		}
 	}
@@ -119,6 +122,8 @@ func (v *Vocab) NewMask() Mask { return make(Mask, (v.size+63)/64) }
 func (m Mask) Has(id int32) bool { return m[id>>6]&(1<<(id&63)) != 0 }
 
 func (m Mask) set(id int32) { m[id>>6] |= 1 << (id & 63) }
+
+func (m Mask) clear(id int32) { m[id>>6] &^= 1 << (id & 63) }
 
 func (m Mask) or(o Mask) {
 	for i, w := range o {
