@@ -206,7 +206,7 @@ func TestToolChoiceOnRandomModel(t *testing.T) {
 func TestSchemaRefused(t *testing.T) {
 	m := open(t, "tiny-a.qbin")
 	_, err := m.Start(t.Context(), qwen.Request{Messages: []qwen.Message{{Role: "user", Content: "x"}},
-		JSONSchema: json.RawMessage(`{"type": "object", "properties": {"a": {"type": "string", "format": "email"}}}`)})
+		JSONSchema: json.RawMessage(`{"type": "object", "properties": {"a": {"type": "string", "format": "regex"}}}`)})
 	var se *qwen.SchemaError
 	if !errors.As(err, &se) || se.Keyword != "format" || se.Path != "/properties/a" {
 		t.Fatalf("error %v", err)

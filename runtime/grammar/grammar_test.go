@@ -143,8 +143,7 @@ func TestLoopMasksAgainstReference(t *testing.T) {
 	b.Define(a, Seq(b.Byte('a'), Ref(bb)), Seq(b.Byte('c'), Ref(c)))
 	b.Define(bb, Seq(b.Byte('b'), Ref(a)))
 	b.Define(c, nil)
-	b.Loop(3, 7, a, bb, c)
-	word := b.New("word", Seq(b.Byte('<'), Ref(a), b.Byte('>')))
+	word := b.New("word", Seq(b.Byte('<'), b.Loop(3, 7, a, bb, c), b.Byte('>')))
 	// Room for the longest token: the tables alone decide.
 	long := b.New("long", Seq(b.Byte('\''), b.Repeat("long", []Elem{char}, 1, 300), b.Byte('\'')))
 	item := b.Alt("item", []Elem{Ref(str)}, []Elem{Ref(word)}, []Elem{Ref(long)})

@@ -43,7 +43,7 @@ func (g *Grammar) NewMatcher() *Matcher {
 	s := g.dfa
 	var st state
 	for a := range g.rules[g.root].alts {
-		st = append(st, s.expand(s.intern(g.root, int32(a), 0, 0, s.accept))...)
+		st = append(st, s.expand(s.intern(g.root, int32(a), 0, 0, nil, s.accept))...)
 	}
 	return &Matcher{g: g, s: s, cur: s.dstateOf(normalize(st))}
 }
@@ -170,8 +170,8 @@ func (m *Matcher) compute(mask Mask) {
 			m.walk = append(m.walk, f)
 		default:
 			m.places = append(m.places, g.placeID[f.rule][f.alt][f.pos])
-			if l := g.rules[f.rule].loop; l != nil {
-				exact = min(exact, sureLength(l, f.count))
+			if l := f.loop; l != nil {
+				exact = min(exact, sureLength(l, g.groups[l.group-1].deadEnd, f.count))
 			}
 		}
 	}
@@ -235,16 +235,17 @@ func (g *Grammar) combined(places []int32, key *[]byte) *table {
 // sureLength is the longest token a table of a loop's place accepts for
 // sure with count steps taken: each byte begins a step at most, and
 // every rule a token's bytes enter must leave a way on, which a step
-// does below max. Below min, where a rule with no step may be reached,
-// no length is sure.
-func sureLength(l *loop, count int32) int {
-	if count < l.min && l.deadEnd {
+// does below max, and every member entered must still be able to leave
+// within it. Below min, where a rule with no step may be reached, no
+// length is sure.
+func sureLength(l *loop, deadEnd bool, count int32) int {
+	if count < l.min && (deadEnd || l.dist != nil) {
 		return 0
 	}
 	if l.max < 0 {
 		return math.MaxInt
 	}
-	return int(l.max - count - 1)
+	return int(l.max - count - 1 - l.maxDist)
 }
 
 // recheck checks again the tokens of mask longer than n bytes against

@@ -12,8 +12,11 @@ import (
 type frame struct {
 	rule, alt, pos int32
 	// count is the steps taken through the rule's loop before this
-	// frame's (free in the tables; 0 for a rule of no loop).
+	// frame's, and loop that loop's bounds (free and nil in the tables,
+	// free and nil for a loop entered without bounds, 0 and nil for a
+	// rule of no loop).
 	count  int32
+	loop   *loop
 	parent *frame // nil: the bottom
 	id     int32  // order of creation, to sort stacks
 	// counted is the largest count in the stack from this frame down:
@@ -27,6 +30,7 @@ type frame struct {
 
 type frameKey struct {
 	rule, alt, pos, count int32
+	loop                  *loop
 	parent                *frame
 }
 
@@ -58,11 +62,11 @@ func newStacks(g *Grammar) *stacks {
 	return s
 }
 
-func (s *stacks) intern(rule, alt, pos, count int32, parent *frame) *frame {
-	k := frameKey{rule, alt, pos, count, parent}
+func (s *stacks) intern(rule, alt, pos, count int32, l *loop, parent *frame) *frame {
+	k := frameKey{rule, alt, pos, count, l, parent}
 	f, ok := s.m[k]
 	if !ok {
-		f = &frame{rule: rule, alt: alt, pos: pos, count: count, parent: parent, id: int32(len(s.m)), counted: count}
+		f = &frame{rule: rule, alt: alt, pos: pos, count: count, loop: l, parent: parent, id: int32(len(s.m)), counted: count}
 		if parent != nil {
 			f.counted = max(f.counted, parent.counted)
 		}
@@ -121,25 +125,32 @@ func (s *stacks) expandInto(f *frame, out *[]*frame) {
 			parent = f.parent
 		}
 		callee := &s.g.rules[e.ref]
-		count := int32(0)
-		if l := callee.loop; l != nil {
+		if callee.group != 0 {
 			// A step of the loop goes on with one more counted; a loop
-			// entered from elsewhere starts at none.
-			if tail && s.g.rules[f.rule].loop == l {
-				count = f.count
+			// entered from elsewhere starts at none, bounded as the
+			// reference says.
+			l, count := e.loop, int32(0)
+			switch {
+			case tail && s.g.rules[f.rule].group == callee.group:
+				l, count = f.loop, f.count
 				if count != free {
 					count++
 				}
+			case l == nil:
+				count = free
+			}
+			if !l.alive(callee.member, count) {
+				return
 			}
 			for a, alt := range callee.alts {
 				if l.allows(alt, count) {
-					s.expandInto(s.intern(e.ref, int32(a), 0, count, parent), out)
+					s.expandInto(s.intern(e.ref, int32(a), 0, count, l, parent), out)
 				}
 			}
 			return
 		}
 		for a := range callee.alts {
-			s.expandInto(s.intern(e.ref, int32(a), 0, 0, parent), out)
+			s.expandInto(s.intern(e.ref, int32(a), 0, 0, nil, parent), out)
 		}
 		return
 	}
@@ -151,7 +162,7 @@ func (s *stacks) next(f *frame) *frame {
 		return f
 	}
 	if f.next == nil {
-		f.next = s.intern(f.rule, f.alt, f.pos+1, f.count, f.parent)
+		f.next = s.intern(f.rule, f.alt, f.pos+1, f.count, f.loop, f.parent)
 	}
 	return f.next
 }
@@ -238,19 +249,4 @@ func (s *stacks) step(d *dstate, c byte) *dstate {
 	n := s.dstateOf(s.advanceByte(s.scratch[:0], d.st, c))
 	d.next[k] = n
 	return n
-}
-
-// accepts reports whether text is in the language of e, an element of
-// b's rules: a check made while a grammar is built (of an enum value
-// against a pattern), not a Matcher's work.
-func (b *Builder) accepts(e Elem, text []byte) bool {
-	rules := append(b.rules[:len(b.rules):len(b.rules)], rule{name: "accepts", alts: [][]Elem{{e}}})
-	s := newStacks(&Grammar{rules: rules, sets: b.sets, root: int32(len(rules) - 1)})
-	st := normalize(slices.Clone(s.expand(s.intern(int32(len(rules)-1), 0, 0, 0, s.accept))))
-	for _, c := range text {
-		if st = s.advanceByte(nil, st, c); len(st) == 0 {
-			return false
-		}
-	}
-	return st.has(s.accept)
 }

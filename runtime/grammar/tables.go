@@ -1,7 +1,5 @@
 package grammar
 
-import "math/bits"
-
 // table is what a place in a rule accepts whatever the stack below it:
 // the tokens accepted there for sure, and those that leave the rule with
 // bytes still to match, which only the stack can decide.
@@ -78,10 +76,10 @@ func (g *Grammar) buildTables() {
 				}
 				g.stats.Places++
 				count := int32(0)
-				if ru.loop != nil {
+				if ru.group != 0 {
 					count = free
 				}
-				f := s.intern(int32(r), int32(a), int32(p), count, s.exit)
+				f := s.intern(int32(r), int32(a), int32(p), count, nil, s.exit)
 				if t := g.buildTable(s, &w, f, &follow[r]); t != nil {
 					g.tables[r][a][p] = t
 					g.placeID[r][a][p] = int32(len(g.byPlace))
@@ -101,7 +99,24 @@ func (g *Grammar) buildTables() {
 // are uncertain.
 func (g *Grammar) buildTable(s *stacks, w *walker, f *frame, follow *ByteSet) *table {
 	v := g.vocab
-	t := &table{accepted: v.NewMask()}
+	t := &table{}
+	// Most places accept a few tokens: a mask, 19 KB for Qwen's
+	// vocabulary, is made only past maxFew of them.
+	accept := func(id int32) {
+		switch {
+		case t.accepted != nil:
+			t.accepted.set(id)
+		case len(t.few) < maxFew:
+			t.few = append(t.few, id)
+		default:
+			t.accepted = v.NewMask()
+			for _, x := range t.few {
+				t.accepted.set(x)
+			}
+			t.accepted.set(id)
+			t.few = nil
+		}
+	}
 	// viaExit[d]: the path to depth d left the rule on a byte that can
 	// follow it, so what comes below may be taken by the stack.
 	viaExit := make([]bool, 1, 32)
@@ -116,7 +131,7 @@ func (g *Grammar) buildTable(s *stacks, w *walker, f *frame, follow *ByteSet) *t
 		// which the walker holds.
 		exit := exitAt(i, w.depth[d-1])
 		viaExit = append(viaExit[:d], exit)
-		v.tokensAt(i, t.accepted.set)
+		v.tokensAt(i, accept)
 	}, func(i int32, parent *dstate) {
 		if tooMany || !exitAt(i, parent) {
 			return
@@ -130,14 +145,6 @@ func (g *Grammar) buildTable(s *stacks, w *walker, f *frame, follow *ByteSet) *t
 		return nil
 	}
 	t.sharePrefixes(v)
-	if t.accepted.Count() <= maxFew {
-		for w, word := range t.accepted {
-			for ; word != 0; word &= word - 1 {
-				t.few = append(t.few, int32(w*64+bits.TrailingZeros64(word)))
-			}
-		}
-		t.accepted = nil
-	}
 	return t
 }
 
