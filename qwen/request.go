@@ -70,12 +70,19 @@ type Request struct {
 	ToolName    string
 	OneToolCall bool
 	// JSONSchema holds the answer's content to a JSON Schema (what is
-	// supported is in package grammar's SchemaRule; a schema using more is
-	// refused with a *SchemaError), and JSONObject to any JSON object.
-	// Qwen3's reasoning, when it thinks, stays free: the content after it
-	// is held. The answer ends when the value is complete.
+	// supported is in package grammar's Schema; a schema using more is
+	// refused with a *SchemaError, unless RelaxSchema), and JSONObject to
+	// any JSON object. Qwen3's reasoning, when it thinks, stays free: the
+	// content after it is held. The answer ends when the value is
+	// complete.
 	JSONSchema json.RawMessage
 	JSONObject bool
+	// RelaxSchema holds the answer to less than a keyword of JSONSchema
+	// that the grammar cannot enforce (a superset of its instances), as a
+	// non-strict structured output asks, instead of refusing the request:
+	// Stream.Relaxed lists those keywords. Tools' parameters are always
+	// relaxed so.
+	RelaxSchema bool
 	// ThinkBudget, when not 0, makes Qwen3 think within that many tokens:
 	// the answer opens with <think> (as Qwen3's template expects with
 	// thinking on, even from a model that would not start it), and
@@ -153,8 +160,9 @@ const DefaultDraftPMin = 0.75
 
 // prompt is a request made ready for the engine.
 type prompt struct {
-	req  engine.Request
-	chat bool // the text goes through the reasoning split
+	req     engine.Request
+	chat    bool         // the text goes through the reasoning split
+	relaxed []Relaxation // the schema keywords the grammar relaxed
 }
 
 // encode renders and tokenizes the request's prompt, with the generation
@@ -255,13 +263,6 @@ func (m *Model) prepare(r *Request) (prompt, error) {
 	if p.req.KV, err = m.kvType(r.KV); err != nil {
 		return prompt{}, err
 	}
-	c, err := m.constraint(r)
-	if err != nil {
-		return prompt{}, err
-	}
-	if c != nil {
-		p.req.Constraint = c
-	}
 	if p.req.Draft, err = m.draft(r); err != nil {
 		return prompt{}, err
 	}
@@ -294,6 +295,20 @@ func (m *Model) prepare(r *Request) (prompt, error) {
 			p.req.MaxTokens = room
 		}
 	}
+	// The tokens the answer may take, its end included: a constrained
+	// answer is complete within them.
+	limit := p.req.MaxTokens
+	if limit < 0 {
+		limit = max(m.info.Context-len(ids), 0)
+	}
+	c, relaxed, err := m.constraint(r, limit)
+	if err != nil {
+		return prompt{}, err
+	}
+	if c != nil {
+		p.req.Constraint = c
+	}
+	p.relaxed = relaxed
 	switch t := r.TopLogprobs; {
 	case t < 0 || t > MaxTopLogprobs:
 		return prompt{}, fmt.Errorf("TopLogprobs %d: want 0 to %d", t, MaxTopLogprobs)

@@ -73,6 +73,12 @@ type loop struct {
 	dist    []int32
 	maxDist int32
 	below   [][]bool
+	// The fewest bytes to leave (distance.go): for a loop of one rule,
+	// its cheapest step; for an automaton's, each member's from min on
+	// (exitCost) and below it (belowCost[c]).
+	stepCost  int32
+	exitCost  []int32
+	belowCost [][]int32
 }
 
 // alive reports whether the loop's member, entered with count steps
@@ -133,6 +139,11 @@ type Grammar struct {
 	// they ask (Compile).
 	relaxed []Relaxation
 	groups  []group
+	// groupRules are each loop's rules; minLen each rule's fewest bytes
+	// (distance.go).
+	groupRules [][]int32
+	minLen     []int32
+	texts      map[int32][]int32 // rules' shortest texts, made as met (under mu)
 }
 
 // Relaxed lists the keywords of the answer's schemas that the grammar
@@ -284,7 +295,7 @@ func (b *Builder) group(rules []int32) int32 {
 
 // bounded is rule r of loop g entered with bounds.
 func (b *Builder) bounded(g, r int32, min, max int) (Elem, *loop) {
-	l := &loop{group: g, min: int32(min), max: int32(max)}
+	l := &loop{group: g, min: int32(min), max: int32(max), stepCost: far}
 	e := Ref(r)
 	e.loop = l
 	return e, l
@@ -378,7 +389,7 @@ func (b *Builder) Build(root int32, v *Vocab) (*Grammar, error) {
 	if len(b.rules) > MaxRules {
 		return nil, fmt.Errorf("the grammar has %d rules, more than %d: a length or count in the schema is too large", len(b.rules), MaxRules)
 	}
-	g := &Grammar{rules: b.rules, sets: b.sets, root: root, vocab: v, groups: b.groups}
+	g := &Grammar{rules: b.rules, sets: b.sets, root: root, vocab: v, groups: b.groups, texts: map[int32][]int32{}}
 	for _, r := range g.rules {
 		for _, alt := range r.alts {
 			for _, e := range alt {
@@ -395,6 +406,8 @@ func (b *Builder) Build(root int32, v *Vocab) (*Grammar, error) {
 		return nil, err
 	}
 	g.inline()
+	g.groupRules = g.loopRules()
+	g.distances()
 	g.classify()
 	g.buildTables()
 	return g, nil

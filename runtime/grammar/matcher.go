@@ -20,6 +20,13 @@ type Matcher struct {
 	w      walker
 	mask   Mask    // Allow's
 	places []int32 // compute's scratch
+	// limit, when not negative, is the tokens the answer may still take,
+	// the end-of-answer one included (Limit); forced the tokens it then
+	// follows; after is compute's bound on the distance a token allowed
+	// leaves.
+	limit  int
+	forced []int32
+	after  int32
 	// recheckIDs is recheck's scratch.
 	recheckIDs []int32
 	key        []byte
@@ -45,7 +52,31 @@ func (g *Grammar) NewMatcher() *Matcher {
 	for a := range g.rules[g.root].alts {
 		st = append(st, s.expand(s.intern(g.root, int32(a), 0, 0, nil, s.accept))...)
 	}
-	return &Matcher{g: g, s: s, cur: s.dstateOf(normalize(st))}
+	return &Matcher{g: g, s: s, cur: s.dstateOf(normalize(st)), limit: -1}
+}
+
+// Limit has the answer complete within n more tokens, its end included:
+// from now on only tokens after which the text can still be completed in
+// time, or is complete as it is, are allowed, so that near the end the
+// text takes the shortest way to its end (closing a string, an object, a
+// tool call) instead of being cut off; a text that is complete as it
+// goes (free text, before a call) may still be cut. When only the
+// state's own completion still fits (or nothing does), its tokens are
+// the only ones allowed, one after the other. Each token taken counts.
+func (m *Matcher) Limit(n int) { m.limit = n }
+
+// Remaining is the tokens of a completion of the text from here, its end
+// included: at most the fewest it needs and Limit allows.
+func (m *Matcher) Remaining() int {
+	if m.Done() {
+		return 0
+	}
+	if len(m.forced) > 0 {
+		return len(m.forced) + 1
+	}
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	return int(m.s.distOf(m.cur)) + 1
 }
 
 // Done reports whether the text is complete and nothing more may come:
@@ -71,37 +102,81 @@ func (m *Matcher) Accept(id int32) error {
 			return fmt.Errorf("the end-of-answer token %d before the text is complete", id)
 		}
 		m.done = true
+		m.taken()
 		return nil
 	}
 	m.g.mu.Lock()
 	defer m.g.mu.Unlock()
-	var d *dstate
-	if v.special[id] {
-		d = m.s.dstateOf(m.s.advanceToken(nil, m.cur.st, id))
-	} else {
-		d = m.cur
-		for _, c := range v.text[id] {
-			d = m.s.step(d, c)
-		}
-	}
+	d := m.stateAfter(id)
 	if d == m.s.dead {
 		return fmt.Errorf("token %d (%q) does not fit the grammar here", id, v.text[id])
 	}
 	m.cur = d
+	m.taken()
+	if len(m.forced) > 0 {
+		if m.forced[0] == id {
+			m.forced = m.forced[1:]
+		} else {
+			m.forced = nil
+		}
+	}
 	return nil
+}
+
+// taken counts a token taken against the limit.
+func (m *Matcher) taken() {
+	if m.limit > 0 {
+		m.limit--
+	}
 }
 
 // Prefix reports how many of ids, from the first, the grammar would take
 // one after the other from here; it changes nothing. It checks drafted
 // tokens before a step spends rows on them.
 func (m *Matcher) Prefix(ids []int32) int {
-	c := Matcher{g: m.g, s: m.s, cur: m.cur, done: m.done}
+	if len(m.forced) > 0 {
+		n := 0
+		for n < len(ids) && n < len(m.forced) && ids[n] == m.forced[n] {
+			n++
+		}
+		return n
+	}
+	c := Matcher{g: m.g, s: m.s, cur: m.cur, done: m.done, limit: m.limit}
 	for i, id := range ids {
-		if c.Accept(id) != nil {
+		// Within a limit, a token that would leave too much to complete
+		// in time ends the prefix too: the mask would not allow it.
+		if c.limit >= 0 && !c.isEOS(id) && !c.fits(id) || c.Accept(id) != nil {
 			return i
 		}
 	}
 	return len(ids)
+}
+
+// fits reports whether the text, after ordinary token id (which the
+// grammar may refuse), could still be completed within the limit.
+func (m *Matcher) fits(id int32) bool {
+	v := m.g.vocab
+	if id < 0 || int(id) >= v.size {
+		return false
+	}
+	m.g.mu.Lock()
+	defer m.g.mu.Unlock()
+	d := m.stateAfter(id)
+	return d.accept || int(m.s.distOf(d)) <= m.limit-2
+}
+
+// stateAfter is the state after token id, a text or special token of the
+// vocabulary (s.dead when it does not fit). The caller holds g.mu.
+func (m *Matcher) stateAfter(id int32) *dstate {
+	v := m.g.vocab
+	if v.special[id] {
+		return m.s.dstateOf(m.s.advanceToken(nil, m.cur.st, id))
+	}
+	d := m.cur
+	for _, c := range v.text[id] {
+		d = m.s.step(d, c)
+	}
+	return d
 }
 
 func (m *Matcher) isEOS(id int32) bool {
@@ -121,15 +196,41 @@ func (m *Matcher) Fill(mask Mask) {
 	}
 	m.g.mu.Lock()
 	defer m.g.mu.Unlock()
+	if m.limit >= 0 && len(m.forced) == 0 && !m.cur.accept && int(m.s.distOf(m.cur))+1 >= m.limit {
+		m.force() // the state's own completion, which fits just
+	}
+	if len(m.forced) > 0 {
+		clear(mask)
+		mask.set(m.forced[0])
+		return
+	}
+	after := m.fill(mask)
+	if m.limit >= 0 && int(after) > m.limit-2 {
+		m.within(mask)
+	}
+}
+
+// force has the Matcher follow the completion of its state. The caller
+// holds g.mu.
+func (m *Matcher) force() {
+	m.forced = m.s.completion(m.cur)
+	if slices.Contains(m.forced, -1) {
+		m.forced = nil // a byte no token spells: left to the grammar
+	}
+}
+
+// fill sets mask to the tokens the grammar allows next, and returns the
+// most distance one of them may leave. The caller holds g.mu.
+func (m *Matcher) fill(mask Mask) int32 {
 	if c := m.cur.mask; c != nil {
 		copy(mask, c)
-		return
+		return m.cur.after
 	}
 	clear(mask)
 	m.compute(mask)
 	s := m.s
 	if m.cur.counted > maxCachedCount {
-		return // met once: a long loop's count
+		return m.after // met once: a long loop's count
 	}
 	if len(s.masked) >= maxCached {
 		for _, d := range s.masked {
@@ -137,8 +238,45 @@ func (m *Matcher) Fill(mask Mask) {
 		}
 		s.masked = s.masked[:0]
 	}
-	m.cur.mask = append(Mask(nil), mask...)
+	m.cur.mask, m.cur.after = append(Mask(nil), mask...), m.after
 	s.masked = append(s.masked, m.cur)
+	return m.after
+}
+
+// within keeps in mask the tokens after which the text can still be
+// completed within the limit (a token then needs its distance and the end
+// in the tokens left after it), or is complete already: an answer cut
+// there by the limit is still whole (free text, a call ended). When none
+// can, the state's own completion is followed. The caller holds g.mu.
+func (m *Matcher) within(mask Mask) {
+	s, v := m.s, m.g.vocab
+	budget := int32(m.limit - 2)
+	check := func(id int32, after *dstate) {
+		if after.accept || s.distOf(after) <= budget { // complete if cut there, or in time
+			return
+		}
+		mask.clear(id)
+	}
+	for _, f := range m.cur.st {
+		if f != s.accept {
+			if e := s.elem(f); e.kind == kToken && mask.Has(e.token) {
+				check(e.token, m.stateAfter(e.token))
+			}
+		}
+	}
+	m.w.walk(s, v, m.cur, func(i int32, after *dstate) {
+		v.tokensAt(i, func(id int32) {
+			if mask.Has(id) {
+				check(id, after)
+			}
+		})
+	}, nil)
+	if slices.ContainsFunc(mask, func(w uint64) bool { return w != 0 }) {
+		return
+	}
+	if m.force(); len(m.forced) > 0 {
+		mask.set(m.forced[0])
+	}
 }
 
 // compute fills mask from the tables of the stacks' places, combined
@@ -153,6 +291,11 @@ func (m *Matcher) compute(mask Mask) {
 	// they accept is only sure where the count leaves it room. Past
 	// exact, the longer ones are checked against the state.
 	exact := math.MaxInt
+	// after bounds the distance a token leaves: for one a table accepts,
+	// what the table says it leaves in the place's rule (and what a
+	// loop's count may add), then the callers' rest; for the others,
+	// stepped here, their own.
+	m.after = 0
 	for _, f := range m.cur.st {
 		if f == s.accept {
 			for _, id := range g.vocab.eos {
@@ -166,10 +309,13 @@ func (m *Matcher) compute(mask Mask) {
 		switch {
 		case e.kind == kToken:
 			mask.set(e.token)
+			m.after = max(m.after, s.dist(s.next(f)))
 		case g.tables[f.rule][f.alt][f.pos] == nil:
 			m.walk = append(m.walk, f)
 		default:
-			m.places = append(m.places, g.placeID[f.rule][f.alt][f.pos])
+			p := g.placeID[f.rule][f.alt][f.pos]
+			m.places = append(m.places, p)
+			m.after = max(m.after, addDist(addDist(g.byPlace[p].grow, g.slack(f)), s.dist(s.next(f.parent))))
 			if l := f.loop; l != nil {
 				exact = min(exact, sureLength(l, g.groups[l.group-1].deadEnd, f.count))
 			}
@@ -185,7 +331,12 @@ func (m *Matcher) compute(mask Mask) {
 	}
 	if len(m.walk) > 0 {
 		v := g.vocab
-		m.w.walk(s, v, s.dstateOf(m.walk), func(i int32, _ *dstate) { v.tokensAt(i, mask.set) }, nil)
+		m.w.walk(s, v, s.dstateOf(m.walk), func(i int32, after *dstate) {
+			if v.ntok[i] >= 0 {
+				v.tokensAt(i, mask.set)
+				m.after = max(m.after, s.distOf(after))
+			}
+		}, nil)
 	}
 }
 
@@ -302,6 +453,7 @@ func (m *Matcher) checkList(ids []int32, lcp []uint16, mask Mask) {
 		}
 		if failed < 0 {
 			mask.set(id)
+			m.after = max(m.after, s.distOf(d))
 		}
 		shared = math.MaxInt
 	}

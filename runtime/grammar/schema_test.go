@@ -328,3 +328,121 @@ func TestMatchersConcurrently(t *testing.T) {
 		t.Errorf("together %q, alone %q", together, alone)
 	}
 }
+
+// TestLimitEndsInTime: under Limit, random walks through each test
+// schema's grammar (thinking first, as a Qwen3 answer does), taking any
+// token allowed, long ones first, end complete within the tokens
+// allowed, and valid; each step's mask is the reference's: the tokens
+// after which the text's distance still fits.
+func TestLimitEndsInTime(t *testing.T) {
+	v, tok := qwenVocab(t)
+	open, _ := tok.TokenID("<think>")
+	close, _ := tok.TokenID("</think>")
+	for i, schema := range schemaCases {
+		g, err := Compile(v, Answer{Schema: []byte(schema), Think: true, ThinkOpen: open, ThinkClose: close})
+		if err != nil {
+			t.Fatalf("%s: %v", schema, err)
+		}
+		sch := validator(t, schema)
+		for seed := range uint64(2) {
+			rng := rand.New(rand.NewPCG(uint64(i), seed))
+			m := g.NewMatcher()
+			least := m.Remaining()
+			limit := least + rng.IntN(40)
+			m.Limit(limit)
+			mask := v.NewMask()
+			var text []byte
+			steps := 0
+			for ; !m.Done(); steps++ {
+				if steps == limit {
+					t.Fatalf("%s: %d tokens taken (at least %d needed), the text %q not complete", schema, limit, least, text)
+				}
+				m.Fill(mask)
+				if steps%7 == 0 {
+					checkWithin(t, m, mask)
+				}
+				id := pickLong(rng, v, mask)
+				if id < 0 {
+					t.Fatalf("%s: after %q nothing allowed", schema, text)
+				}
+				if err := m.Accept(id); err != nil {
+					t.Fatal(err)
+				}
+				if m.isEOS(id) {
+					break
+				}
+				if id == close {
+					text = text[:0] // the reasoning is free; the answer follows
+				}
+				text = append(text, v.text[id]...)
+			}
+			answer := bytes.TrimLeft(text, "\n")
+			inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(answer))
+			if err != nil {
+				t.Fatalf("%s: %q is not JSON: %v", schema, answer, err)
+			}
+			if err := sch.Validate(inst); err != nil {
+				t.Fatalf("%s: %q is invalid: %v", schema, answer, err)
+			}
+		}
+	}
+}
+
+// pickLong picks an allowed token, a long one two times in three (the
+// worst for a budget); -1 when none is.
+func pickLong(rng *rand.Rand, v *Vocab, mask Mask) int32 {
+	var all, long []int32
+	for w, word := range mask {
+		for ; word != 0; word &= word - 1 {
+			id := int32(w*64 + bits.TrailingZeros64(word))
+			all = append(all, id)
+			if len(v.text[id]) >= 4 {
+				long = append(long, id)
+			}
+		}
+	}
+	switch {
+	case len(all) == 0:
+		return -1
+	case len(long) > 0 && rng.IntN(3) > 0:
+		return long[rng.IntN(len(long))]
+	}
+	return all[rng.IntN(len(all))]
+}
+
+// checkWithin checks a mask under Limit against its definition: the
+// grammar's tokens after which the distance fits the tokens left.
+func checkWithin(t *testing.T, m *Matcher, mask Mask) {
+	t.Helper()
+	if len(m.forced) > 0 {
+		if mask.Count() != 1 || !mask.Has(m.forced[0]) {
+			t.Fatalf("following %v: %d tokens allowed", m.forced, mask.Count())
+		}
+		return
+	}
+	v := m.g.vocab
+	full := referenceMask(m)
+	want := v.NewMask()
+	m.g.mu.Lock()
+	for id := range int32(v.size) {
+		if !full.Has(id) {
+			continue
+		}
+		if m.isEOS(id) {
+			want.set(id)
+			continue
+		}
+		if d := m.stateAfter(id); d.accept || int(m.s.distOf(d)) <= m.limit-2 {
+			want.set(id)
+		}
+	}
+	m.g.mu.Unlock()
+	if want.Count() == 0 {
+		t.Fatalf("limit %d: nothing fits, and no completion followed", m.limit)
+	}
+	for i := range want {
+		if mask[i] != want[i] {
+			t.Fatalf("limit %d: mask word %d is %x, want %x", m.limit, i, mask[i], want[i])
+		}
+	}
+}

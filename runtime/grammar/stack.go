@@ -26,6 +26,7 @@ type frame struct {
 	next  *frame   // the frame one symbol on
 	tops  []*frame // the stacks this frame expands to, each with a byte set or a token on top
 	ready bool     // tops is computed
+	dist  int32    // 1 + its distance (distance.go), once known
 }
 
 type frameKey struct {
@@ -50,6 +51,7 @@ type stacks struct {
 	masked  []*dstate // the states holding a mask, to bound them
 	key     []byte
 	scratch state
+	units   []int32 // dist's scratch
 }
 
 func newStacks(g *Grammar) *stacks {
@@ -218,6 +220,9 @@ type dstate struct {
 	exit, accept bool
 	mask         Mask  // the tokens allowed in the state, once a Matcher has made them
 	counted      int32 // the largest count of a loop in its stacks
+	// dist is 1 + its distance (distance.go), once known; after, with
+	// the mask, the most any token allowed may leave.
+	dist, after int32
 }
 
 // dstateOf interns st.

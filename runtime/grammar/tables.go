@@ -10,6 +10,9 @@ type table struct {
 	// lcp[i] is the length of the prefix uncertain[i] shares with the
 	// token before it, so a check need not compare bytes to know it.
 	lcp []uint16
+	// grow is the most distance (distance.go) an accepted token leaves
+	// within the place's rule, to its end.
+	grow int32
 }
 
 // sharePrefixes fills lcp.
@@ -125,13 +128,16 @@ func (g *Grammar) buildTable(s *stacks, w *walker, f *frame, follow *ByteSet) *t
 		return viaExit[d-1] || (parent.exit && follow.Has(v.nb[i]))
 	}
 	tooMany := false
-	w.walk(s, v, s.dstateOf(state{f}), func(i int32, _ *dstate) {
+	w.walk(s, v, s.dstateOf(state{f}), func(i int32, after *dstate) {
 		d := int(v.nd[i])
-		// st is the state after node i; its parent's is one up the path,
-		// which the walker holds.
+		// The state after node i's parent is one up the path, which the
+		// walker holds.
 		exit := exitAt(i, w.depth[d-1])
 		viaExit = append(viaExit[:d], exit)
-		v.tokensAt(i, accept)
+		if v.ntok[i] >= 0 {
+			v.tokensAt(i, accept)
+			t.grow = max(t.grow, s.distOf(after))
+		}
 	}, func(i int32, parent *dstate) {
 		if tooMany || !exitAt(i, parent) {
 			return
