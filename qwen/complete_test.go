@@ -2,9 +2,6 @@ package qwen_test
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 
@@ -20,31 +17,9 @@ import (
 // agentTools are tools of Claude Code's list (package grammar's fixture).
 func agentTools(t *testing.T, names ...string) ([]qwen.Tool, map[string]string) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(qwen.Testdata(), "..", "runtime", "grammar", "testdata", "tools", "claude-code.json"))
+	tools, schemas, err := qwen.AgentTools(names...)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var fx struct {
-		Tools []struct {
-			Name       string
-			Parameters json.RawMessage
-		}
-	}
-	if err := json.Unmarshal(raw, &fx); err != nil {
-		t.Fatal(err)
-	}
-	var tools []qwen.Tool
-	schemas := map[string]string{}
-	for _, tl := range fx.Tools {
-		if !slices.Contains(names, tl.Name) {
-			continue
-		}
-		tool, err := qwen.NewTool(tl.Name, "", tl.Parameters)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tools = append(tools, tool)
-		schemas[tl.Name] = string(tl.Parameters)
 	}
 	return tools, schemas
 }
@@ -133,6 +108,44 @@ func TestSchemaAnswerCompletes(t *testing.T) {
 			}
 			if err := validate(t, s, r.Content); err != nil {
 				t.Fatalf("%+v seed %d: %q: %v", c, seed, r.Content, err)
+			}
+		}
+	}
+}
+
+// TestThinkEffort: reasoning efforts map to thinking off or a share of
+// max_tokens; an effort set with max_tokens of 400 and tools still ends
+// with a valid call.
+func TestThinkEffort(t *testing.T) {
+	for effort, want := range map[string]struct {
+		budget int
+		off    bool
+	}{"none": {0, true}, "minimal": {0, true}, "low": {100, false}, "medium": {200, false}, "high": {300, false}} {
+		r := qwen.Request{MaxTokens: 400}
+		if err := r.ThinkEffort(effort); err != nil || r.ThinkBudget != want.budget || r.NoThinking != want.off {
+			t.Errorf("%s: budget %d, off %v, %v", effort, r.ThinkBudget, r.NoThinking, err)
+		}
+	}
+	r := qwen.Request{}
+	if err := r.ThinkEffort("high"); err != nil || r.ThinkBudget != 16384 {
+		t.Errorf("high without max_tokens: %d, %v", r.ThinkBudget, err)
+	}
+	if err := r.ThinkEffort("extreme"); err == nil {
+		t.Error("extreme: no error")
+	}
+	m := open(t, "qwen3-go-demo.qbin", qwen.WithParallel(4))
+	tools, schemas := agentTools(t, "Bash", "Read")
+	req := qwen.Request{Messages: []qwen.Message{{Role: "user", Content: "List the files."}}, Tools: tools, ToolChoice: "required", MaxTokens: 400}
+	if err := req.ThinkEffort("high"); err != nil {
+		t.Fatal(err)
+	}
+	for seed, a := range runSeeds(t, m, req, 4) {
+		if a.Stop != qwen.StopEOS || len(a.ToolCalls) == 0 {
+			t.Fatalf("seed %d: stop %s, calls %+v", seed, a.Stop, a.ToolCalls)
+		}
+		for _, c := range a.ToolCalls {
+			if err := validate(t, compileSchema(t, schemas[c.Name]), c.Arguments); err != nil {
+				t.Fatalf("seed %d: %s %s: %v", seed, c.Name, c.Arguments, err)
 			}
 		}
 	}

@@ -12,3 +12,6 @@ func (m *Model) RerankPrompts(req RerankRequest) ([][]int32, error) {
 	prompts, _, _, err := m.rerankPrompts(req)
 	return prompts, err
 }
+
+// AgentTools are tools of Claude Code's list, and their schemas by name.
+var AgentTools = agentTools

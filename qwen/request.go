@@ -145,6 +145,38 @@ type Request struct {
 	Prediction string
 }
 
+// Reasoning efforts, as OpenAI's reasoning.effort and Ollama's think
+// levels name them, and the thinking budget each gives (ThinkEffort):
+// a share of MaxTokens, or a number of tokens when MaxTokens is 0.
+var thinkEfforts = map[string]struct {
+	share  float64
+	tokens int
+}{"low": {0.25, 1024}, "medium": {0.5, 4096}, "high": {0.75, 16384}}
+
+// ThinkEffort sets the request's thinking from a reasoning effort, as
+// OpenAI's reasoning.effort and Ollama's think levels name it: "none"
+// and "minimal" answer without thinking (NoThinking); "low", "medium"
+// and "high" think within a quarter, a half and three quarters of
+// MaxTokens (ThinkBudget; 1024, 4096 and 16384 tokens when MaxTokens is
+// 0), leaving the rest to the answer. Set MaxTokens first. ThinkBudget
+// needs a Qwen3 model with thinking on; a server calls this for those.
+func (r *Request) ThinkEffort(effort string) error {
+	switch effort {
+	case "none", "minimal":
+		r.NoThinking, r.ThinkBudget = true, 0
+		return nil
+	}
+	e, ok := thinkEfforts[effort]
+	if !ok {
+		return fmt.Errorf("reasoning effort %q: want none, minimal, low, medium or high", effort)
+	}
+	r.NoThinking, r.ThinkBudget = false, e.tokens
+	if r.MaxTokens > 0 {
+		r.ThinkBudget = max(int(e.share*float64(r.MaxTokens)), 1)
+	}
+	return nil
+}
+
 // DefaultDraft is a good Draft for drafts from the text: the steps that
 // check 16 tokens cost little more than one when they are wrong, and the
 // length backs off when they keep being wrong.

@@ -120,14 +120,19 @@ type Grammar struct {
 	class  [256]uint8
 	nclass int
 	vocab  *Vocab
-	// tables has, for each rule, alternative and position whose symbol is
-	// a byte set, the tokens accepted there whatever the stack below;
-	// nil where the whole stack must be walked instead.
-	tables [][][]*table
 	stats  Stats
-	// placeID numbers the places with a table; byPlace is their tables.
-	placeID [][][]int32
-	byPlace []*table
+	// placeID numbers the places whose symbol is a byte set (places lists
+	// them); byPlace is their tables, each the tokens accepted there
+	// whatever the stack below (nil where the whole stack must be walked
+	// instead), built when first met (built), with tabStacks, tabWalker
+	// and followSets, under mu.
+	placeID    [][][]int32
+	places     []place
+	byPlace    []*table
+	built      []bool
+	tabStacks  *stacks
+	tabWalker  walker
+	followSets []ByteSet
 	// What the grammar's Matchers share, made as they meet it, under mu:
 	// unions are the tables of sets of places met together; dfa is the
 	// states met, with their successors and masks. A request's mask is
@@ -160,7 +165,8 @@ const maxUnions = 4096
 // Matchers start a new one (nested values make states without end).
 const maxStates = 1 << 14
 
-// Stats describes a compiled grammar.
+// Stats describes a compiled grammar: its rules and places, and the
+// tables built so far (BuildTables builds them all).
 type Stats struct {
 	Rules, Places, Tables int
 	// Uncertain is the number of tokens the tables leave to be checked
@@ -169,7 +175,11 @@ type Stats struct {
 }
 
 // Stats returns the grammar's sizes.
-func (g *Grammar) Stats() Stats { return g.stats }
+func (g *Grammar) Stats() Stats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stats
+}
 
 // Builder makes a Grammar's rules.
 type Builder struct {

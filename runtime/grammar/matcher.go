@@ -310,7 +310,7 @@ func (m *Matcher) compute(mask Mask) {
 		case e.kind == kToken:
 			mask.set(e.token)
 			m.after = max(m.after, s.dist(s.next(f)))
-		case g.tables[f.rule][f.alt][f.pos] == nil:
+		case g.table(g.placeID[f.rule][f.alt][f.pos]) == nil:
 			m.walk = append(m.walk, f)
 		default:
 			p := g.placeID[f.rule][f.alt][f.pos]

@@ -290,6 +290,7 @@ func BenchmarkMask(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			g.BuildTables() // masks, not tables
 			var fills []time.Duration
 			for n := 0; b.Loop(); n++ {
 				walk(b, g, rand.New(rand.NewPCG(uint64(n), 11)), 200, &fills)

@@ -53,45 +53,71 @@ func (t *table) addTo(mask Mask) {
 // walked with its whole stack at each step, which prunes the trie there.
 const maxUncertain = 6000
 
-// buildTables walks the trie once for each place whose symbol is a byte
-// set.
+// buildTables numbers the places whose symbol is a byte set, whose
+// tables are built the first time a Matcher meets them (table): a list
+// of tools makes thousands of places, and an answer meets few of them
+// (one tool's, the properties it writes).
 func (g *Grammar) buildTables() {
 	g.stats.Rules = len(g.rules)
 	reach := g.reachable()
-	follow := g.follow(reach)
-	s := newStacks(g)
-	var w walker
-	g.tables = make([][][]*table, len(g.rules))
+	g.followSets = g.follow(reach)
+	g.tabStacks = newStacks(g)
 	g.placeID = make([][][]int32, len(g.rules))
 	g.unions = map[string]*table{}
 	for r, ru := range g.rules {
 		if !reach[r] {
 			continue
 		}
-		g.tables[r] = make([][]*table, len(ru.alts))
 		g.placeID[r] = make([][]int32, len(ru.alts))
 		for a, seq := range ru.alts {
-			g.tables[r][a] = make([]*table, len(seq))
 			g.placeID[r][a] = make([]int32, len(seq))
 			for p, e := range seq {
 				if e.kind != kBytes {
 					continue
 				}
-				g.stats.Places++
-				count := int32(0)
-				if ru.group != 0 {
-					count = free
-				}
-				f := s.intern(int32(r), int32(a), int32(p), count, nil, s.exit)
-				if t := g.buildTable(s, &w, f, &follow[r]); t != nil {
-					g.tables[r][a][p] = t
-					g.placeID[r][a][p] = int32(len(g.byPlace))
-					g.byPlace = append(g.byPlace, t)
-					g.stats.Tables++
-					g.stats.Uncertain += len(t.uncertain)
-				}
+				g.placeID[r][a][p] = int32(len(g.places))
+				g.places = append(g.places, place{int32(r), int32(a), int32(p)})
 			}
 		}
+	}
+	g.byPlace = make([]*table, len(g.places))
+	g.built = make([]bool, len(g.places))
+	g.stats.Places = len(g.places)
+}
+
+// place is a position in a rule whose symbol is a byte set.
+type place struct{ rule, alt, pos int32 }
+
+// table is the table of place p, built once (nil: too many tokens are
+// uncertain there, the whole stack is walked instead). The caller holds
+// g.mu.
+func (g *Grammar) table(p int32) *table {
+	if g.built[p] {
+		return g.byPlace[p]
+	}
+	pl := g.places[p]
+	s := g.tabStacks
+	count := int32(0)
+	if g.rules[pl.rule].group != 0 {
+		count = free
+	}
+	f := s.intern(pl.rule, pl.alt, pl.pos, count, nil, s.exit)
+	t := g.buildTable(s, &g.tabWalker, f, &g.followSets[pl.rule])
+	g.built[p], g.byPlace[p] = true, t
+	if t != nil {
+		g.stats.Tables++
+		g.stats.Uncertain += len(t.uncertain)
+	}
+	return t
+}
+
+// BuildTables builds every place's table now, as a grammar used at once
+// by many requests may want, rather than as Matchers meet them.
+func (g *Grammar) BuildTables() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for p := range g.places {
+		g.table(int32(p))
 	}
 }
 
