@@ -42,7 +42,7 @@ func BenchmarkGrammarCache(b *testing.B) {
 }
 
 // agentTools are the tools of Claude Code's list (package grammar's
-// fixture) of the names given (all when none), and their parameters.
+// fixture) of the names given (all when none), and their parameters'
 // schemas by name.
 func agentTools(names ...string) ([]Tool, map[string]string, error) {
 	raw, err := os.ReadFile(filepath.Join(testRoot, "runtime", "grammar", "testdata", "tools", "claude-code.json"))
