@@ -81,12 +81,13 @@ type events interface {
 
 // Stream is a running generation.
 type Stream struct {
-	m      *Model
-	ctx    context.Context // the caller's
-	cancel context.CancelFunc
-	evs    events
-	prompt []int32
-	asm    assembler
+	m       *Model
+	ctx     context.Context // the caller's
+	cancel  context.CancelFunc
+	evs     events
+	prompt  []int32
+	asm     assembler
+	relaxed []Relaxation
 }
 
 // Start submits a request and returns its Stream once the engine has
@@ -105,7 +106,7 @@ func (m *Model) Start(ctx context.Context, req Request) (*Stream, error) {
 		cancel()
 		return nil, err
 	}
-	s := &Stream{m: m, ctx: ctx, cancel: cancel, evs: st, prompt: p.req.Prompt,
+	s := &Stream{m: m, ctx: ctx, cancel: cancel, evs: st, prompt: p.req.Prompt, relaxed: p.relaxed,
 		asm: assembler{src: m.textOf(p), stop: stopMatcher{stops: req.Stop}, logprobs: p.req.TopLogprobs >= 0}}
 	if len(req.Tools) > 0 {
 		s.asm.calls = m.format.NewCallParser(req.Tools, newCallID)
@@ -135,6 +136,12 @@ func (m *Model) Generate(ctx context.Context, req Request) iter.Seq2[Delta, erro
 // Prompt is the tokens of the request's prompt, the chat template
 // applied.
 func (s *Stream) Prompt() []int32 { return s.prompt }
+
+// Relaxed lists the keywords of the request's schemas (its tools'
+// parameters, its JSONSchema with RelaxSchema) that the grammar could not
+// enforce and held to less: the answer may not be valid for them. A
+// server names them to its client (a response header) and logs them.
+func (s *Stream) Relaxed() []Relaxation { return s.relaxed }
 
 // Close stops the generation, if it is still running.
 func (s *Stream) Close() { s.cancel() }
