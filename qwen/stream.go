@@ -26,12 +26,23 @@ const (
 	StopError     = engine.StopError     // the engine failed to run it; the Delta comes with an ErrGeneration
 )
 
-// Usage counts a generation's tokens and times: PromptTokens of which
-// CachedTokens came from an earlier request's KV cache, CompletionTokens
-// generated; Queued (waiting for a free conversation), Prefill (the
-// prompt's steps), TimeToFirstToken and Total from Start; and the
-// conversation's KV cache at the end, KVTokens positions in KVBytes.
-type Usage = engine.Usage
+// Usage counts a generation's tokens and times.
+type Usage struct {
+	// PromptTokens of which CachedTokens came from an earlier request's
+	// state (the state cache), and CompletionTokens generated.
+	PromptTokens     int
+	CachedTokens     int
+	CompletionTokens int
+	// Queued is the wait for a free conversation, Prefill the prompt's
+	// steps, TimeToFirstToken and Total from Start.
+	Queued, Prefill, TimeToFirstToken, Total time.Duration
+	// KVTokens and KVBytes are the conversation's KV cache at the end:
+	// the positions it holds and the bytes of its chunks.
+	KVTokens int
+	KVBytes  int64
+	// Drafted is the tokens drafted and checked, Accepted those kept.
+	Drafted, Accepted int
+}
 
 // Delta is a part of a generation: the text generated since the previous
 // Delta, the reasoning (Qwen3's thinking) apart from the answer. The last
@@ -190,7 +201,7 @@ func (s *Stream) last(ev engine.Event, matched bool, tokens int) (Delta, error) 
 		p, matched = s.asm.flush()
 	}
 	d := s.delta(p, ev)
-	d.Stop, d.Usage = ev.Reason, ev.Usage
+	d.Stop, d.Usage = ev.Reason, Usage(ev.Usage)
 	if matched {
 		// The engine generated until it saw the stop; the answer ended at
 		// the token that completed the stop string.

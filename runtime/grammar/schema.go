@@ -199,13 +199,6 @@ func Schema(v *Vocab, schema []byte) (*Grammar, error) {
 	return b.Build(b.New("root", []Elem{value}), v)
 }
 
-// JSONObject is the grammar of any JSON object (OpenAI's json_object).
-func JSONObject(v *Vocab) (*Grammar, error) {
-	b := NewBuilder()
-	j := newJSONRules(b)
-	return b.Build(b.New("root", []Elem{j.object}), v)
-}
-
 // schemaRule compiles a JSON Schema into j's builder and returns the rule
 // of its valid instances' JSON text (see Schema). Strict, a keyword the
 // grammar cannot enforce is refused with a *SchemaError; otherwise it is

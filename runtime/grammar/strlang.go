@@ -378,15 +378,6 @@ func classNFA(set *charSet) *nfa {
 	return a
 }
 
-// quoteNames is a list of names for a message.
-func quoteNames(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = fmt.Sprintf("%q", n)
-	}
-	return strings.Join(q, ", ")
-}
-
 // str is a string with the schema's length, pattern, format and
 // content encoding, all of them held at once.
 func (c *schemaCompiler) str(n node, path string) (Elem, error) {
