@@ -120,7 +120,7 @@ endif
 # thinking and clients would their Qwen3.5 models (one request at a
 # time, over code the batching tests race). Together four minutes under
 # the race detector.
-RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestHeadLogitsMatchReference$$|^TestAttentionLongContext$$|^TestKVQ8GreedyKeepsText$$|^TestMatmulGemm$$|^TestMatmulLd$$|^TestSchemaOnRandomModel$$|^TestToolChoiceOnRandomModel$$|^TestThinkingThenSchema$$|^TestRealClients$$|^TestAnthropicMessages$$|^TestAnthropicConversation$$|^TestRealEmbeddingClients$$|^TestEmbeddingReference$$|^TestRerankReference$$|^TestEmbedReference$$|^TestEmbeddingLayoutCompiles$$|^TestStepLastLogits$$|^TestEmbeddingModelDoesNotGenerate$$|^TestEmbedRefusals$$|^TestEmbedMany$$|^TestEmbedConcurrent$$|^ExampleModel_Embed$$|^ExampleModel_Rerank$$|^TestEmbeddingEndpoints$$|^TestRerankEndpoint$$|^TestEmbeddingRefusals$$|^TestOpenAIGoToolsAndSchema$$|^TestDraftModelKeepsGreedyText$$|^TestDraftCutByConstraint$$|^TestDraftsKeepTheText$$|^TestDraftsOnEveryPath$$|^TestClaudeCodeSchemas$$|^TestAnthropicToolChoiceNone$$|^TestRealClientsQwen35$$|^TestApplyTemplateQwen35$$|^TestPreserveThinking$$|^TestQwen35ThinkingEveryFrontEnd$$|^TestTemplateKwargsMalformed$$
+RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestHeadLogitsMatchReference$$|^TestAttentionLongContext$$|^TestKVQ8GreedyKeepsText$$|^TestMatmulGemm$$|^TestMatmulLd$$|^TestSchemaOnRandomModel$$|^TestToolChoiceOnRandomModel$$|^TestThinkingThenSchema$$|^TestRealClients$$|^TestAnthropicMessages$$|^TestAnthropicConversation$$|^TestRealEmbeddingClients$$|^TestEmbeddingReference$$|^TestRerankReference$$|^TestEmbedReference$$|^TestEmbeddingLayoutCompiles$$|^TestStepLastLogits$$|^TestEmbeddingModelDoesNotGenerate$$|^TestEmbedRefusals$$|^TestEmbedMany$$|^TestEmbedConcurrent$$|^ExampleModel_Embed$$|^ExampleModel_Rerank$$|^TestEmbeddingEndpoints$$|^TestRerankEndpoint$$|^TestEmbeddingRefusals$$|^TestOpenAIGoToolsAndSchema$$|^TestDraftModelKeepsGreedyText$$|^TestDraftCutByConstraint$$|^TestDraftsKeepTheText$$|^TestDraftsOnEveryPath$$|^TestClaudeCodeSchemas$$|^TestAnthropicToolChoiceNone$$|^TestRealClientsQwen35$$|^TestApplyTemplateQwen35$$|^TestPreserveThinking$$|^TestQwen35ThinkingEveryFrontEnd$$|^TestTemplateKwargsMalformed$$|^TestRequiredToolCallCompletes$$|^TestSchemaAnswerCompletes$$|^TestThinkEffort$$
 test-race:
 	$(GO) test -race -skip '$(RACE_SKIP)' ./kernels/ ./runtime/infer/ ./compiler/ ./runtime/engine/ ./qwen/ ./qwen/serve/
 	$(GO) test -race -run '^TestMatchersConcurrently$$' ./runtime/grammar/
@@ -252,6 +252,22 @@ perplexity: build $(BUILD)/models/$(DEMO)/config.json $(HELDOUT)
 		$(BIN)/qwenrun perplexity $(BUILD)/$(DEMO)-$$t.qbin -f $(HELDOUT) --ctx 512 --base $(BUILD)/$(DEMO)-f16.qbin || exit 1; done
 	@echo "== f16 weights, q8 KV cache, against the f16 cache"
 	@$(BIN)/qwenrun perplexity $(BUILD)/$(DEMO)-f16.qbin -f $(HELDOUT) --ctx 512 --kv-type q8 --base $(BUILD)/$(DEMO)-f16.qbin
+
+# Every fuzz target of the module for FUZZTIME each (make fuzz FUZZTIME=10m),
+# found when it runs, so that a new one is not forgotten. Plain `go test`
+# runs their checked-in seed corpora (testdata/fuzz/); new crashers land
+# there too.
+FUZZTIME ?= 60s
+fuzz:
+	@$(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' ./... | { found=0; \
+	while read -r pkg dir; do \
+		[ -n "$$pkg" ] || continue; \
+		for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$dir"/*_test.go); do \
+			found=1; echo "== $$name ($$pkg, $(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s "$$pkg" </dev/null || exit 1; \
+		done; \
+	done; \
+	[ $$found = 1 ] || { echo "make fuzz: no fuzz targets found" >&2; exit 1; }; }
 
 # Compile time, MB/s and peak RSS on a random-weight Qwen3-0.6B-shaped
 # checkpoint, against `cat > /dev/null` of the same bytes.

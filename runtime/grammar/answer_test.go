@@ -54,7 +54,7 @@ func TestTextWithout(t *testing.T) {
 }
 
 // callSyntax is the tool-call syntax of a chat format.
-func callSyntax(t *testing.T, format string) chat.CallSyntax {
+func callSyntax(t testing.TB, format string) chat.CallSyntax {
 	t.Helper()
 	f, err := chat.Lookup(format)
 	if err != nil {

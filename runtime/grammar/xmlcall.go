@@ -69,22 +69,22 @@ func (x *xmlCompiler) arguments(params json.RawMessage) (Elem, error) {
 		case k == "type":
 			var t string
 			if json.Unmarshal(n[k], &t) != nil || t != "object" {
-				return Elem{}, &SchemaError{"", "type", "the parameters of a call are an object: want \"object\""}
+				return Elem{}, &SchemaError{Path: "", Keyword: "type", Reason: "the parameters of a call are an object: want \"object\""}
 			}
 		case k == "properties" || k == "required" || k == "additionalProperties":
 		default:
-			return Elem{}, &SchemaError{"", k, "not supported on the parameters of a call in the qwen3_coder format, so it could not be enforced"}
+			return Elem{}, &SchemaError{Path: "", Keyword: k, Reason: "not supported on the parameters of a call in the qwen3_coder format, so it could not be enforced"}
 		}
 	}
 	names, err := objectKeys(n["properties"])
 	if err != nil {
-		return Elem{}, &SchemaError{"", "properties", "want an object"}
+		return Elem{}, &SchemaError{Path: "", Keyword: "properties", Reason: "want an object"}
 	}
 	var props map[string]json.RawMessage
 	json.Unmarshal(n["properties"], &props)
 	var required []string
 	if n["required"] != nil && json.Unmarshal(n["required"], &required) != nil {
-		return Elem{}, &SchemaError{"", "required", "want an array of strings"}
+		return Elem{}, &SchemaError{Path: "", Keyword: "required", Reason: "want an array of strings"}
 	}
 	ap := bytes.TrimSpace(n["additionalProperties"])
 	extraOK := len(ap) == 0 || string(ap) == "true"
@@ -92,7 +92,7 @@ func (x *xmlCompiler) arguments(params json.RawMessage) (Elem, error) {
 		switch {
 		case props[r] != nil:
 		case !extraOK:
-			return Elem{}, &SchemaError{"", "required", fmt.Sprintf("%q is not in properties: the parser reads it as a string, which additionalProperties must then allow; only an absent or true additionalProperties is supported", r)}
+			return Elem{}, &SchemaError{Path: "", Keyword: "required", Reason: fmt.Sprintf("%q is not in properties: the parser reads it as a string, which additionalProperties must then allow; only an absent or true additionalProperties is supported", r)}
 		case !slices.Contains(names, r):
 			names = append(names, r)
 		}
@@ -107,7 +107,7 @@ func (x *xmlCompiler) arguments(params json.RawMessage) (Elem, error) {
 		req := slices.Contains(required, name)
 		if strings.ContainsAny(name, "<>\n") {
 			if req {
-				return Elem{}, &SchemaError{path, "required", fmt.Sprintf("%q: a name with '<', '>' or a line break cannot be written in the qwen3_coder format", name)}
+				return Elem{}, &SchemaError{Path: path, Keyword: "required", Reason: fmt.Sprintf("%q: a name with '<', '>' or a line break cannot be written in the qwen3_coder format", name)}
 			}
 			continue
 		}
@@ -164,7 +164,7 @@ func (x *xmlCompiler) value(c *schemaCompiler, schema json.RawMessage, path stri
 		// spells an end marker.
 		v, ok := x.withoutLT(v)
 		if !ok {
-			return Elem{}, &SchemaError{path, "type", "its values need a '<', which the qwen3_coder format cannot hold"}
+			return Elem{}, &SchemaError{Path: path, Keyword: "type", Reason: "its values need a '<', which the qwen3_coder format cannot hold"}
 		}
 		return v, nil
 	}
@@ -177,7 +177,7 @@ func jsonType(n node, path, want string) error {
 	var t string
 	json.Unmarshal(n["type"], &t)
 	if t != want {
-		return &SchemaError{path, "type", fmt.Sprintf("%q is not a JSON Schema type", t)}
+		return &SchemaError{Path: path, Keyword: "type", Reason: fmt.Sprintf("%q is not a JSON Schema type", t)}
 	}
 	return nil
 }
@@ -193,7 +193,7 @@ const maxAsStringDepth = 16
 func (x *xmlCompiler) asString(c *schemaCompiler, schema json.RawMessage, path string, depth int) (Elem, error) {
 	b := x.b
 	if depth > maxAsStringDepth {
-		return Elem{}, &SchemaError{path, "$ref", "schemas nested too deep (a $ref that leads back to itself?)"}
+		return Elem{}, &SchemaError{Path: path, Keyword: "$ref", Reason: "schemas nested too deep (a $ref that leads back to itself?)"}
 	}
 	n, anything, err := c.parse(schema, path)
 	if err != nil {
@@ -202,7 +202,7 @@ func (x *xmlCompiler) asString(c *schemaCompiler, schema json.RawMessage, path s
 	if anything {
 		return x.anyRaw(true), nil
 	}
-	if err := checkKeywords(n, path); err != nil {
+	if err := xmlKeywords(n, path); err != nil {
 		return Elem{}, err
 	}
 	switch {
@@ -222,10 +222,10 @@ func (x *xmlCompiler) asString(c *schemaCompiler, schema json.RawMessage, path s
 				return Elem{}, err
 			}
 			if k == "allOf" && len(branches) > 1 {
-				return Elem{}, &SchemaError{path, k, "of more than one schema: not supported, so it could not be enforced"}
+				return Elem{}, &SchemaError{Path: path, Keyword: k, Reason: "of more than one schema: not supported, so it could not be enforced"}
 			}
 			if len(n) > 1+countAnnotations(n) {
-				return Elem{}, &SchemaError{path, k, "beside other keywords: not supported, so it could not be enforced"}
+				return Elem{}, &SchemaError{Path: path, Keyword: k, Reason: "beside other keywords: not supported, so it could not be enforced"}
 			}
 			if k == "oneOf" {
 				// A string or null two branches allow is invalid: the
@@ -250,7 +250,7 @@ func (x *xmlCompiler) asString(c *schemaCompiler, schema json.RawMessage, path s
 		if json.Unmarshal(n["type"], &one) == nil {
 			list = []string{one}
 		} else if json.Unmarshal(n["type"], &list) != nil {
-			return Elem{}, &SchemaError{path, "type", "want a type name or a list of them"}
+			return Elem{}, &SchemaError{Path: path, Keyword: "type", Reason: "want a type name or a list of them"}
 		}
 		var alts [][]Elem
 		for _, t := range list {
@@ -266,7 +266,7 @@ func (x *xmlCompiler) asString(c *schemaCompiler, schema json.RawMessage, path s
 			case "integer", "number", "boolean", "object", "array":
 				// Text of these is read back as a string.
 			default:
-				return Elem{}, &SchemaError{path, "type", fmt.Sprintf("%q is not a JSON Schema type", t)}
+				return Elem{}, &SchemaError{Path: path, Keyword: "type", Reason: fmt.Sprintf("%q is not a JSON Schema type", t)}
 			}
 		}
 		if len(alts) == 0 {
@@ -277,7 +277,7 @@ func (x *xmlCompiler) asString(c *schemaCompiler, schema json.RawMessage, path s
 	if len(n) == countAnnotations(n) {
 		return x.anyRaw(true), nil
 	}
-	return Elem{}, &SchemaError{path, "type", "missing: the parser reads such a value as a string, and only a schema without keywords, a $ref, anyOf, oneOf, enum, const or a type can hold it"}
+	return Elem{}, &SchemaError{Path: path, Keyword: "type", Reason: "missing: the parser reads such a value as a string, and only a schema without keywords, a $ref, anyOf, oneOf, enum, const or a type can hold it"}
 }
 
 func countAnnotations(n node) int {
@@ -296,7 +296,7 @@ func countAnnotations(n node) int {
 // string that reads as null.
 func (x *xmlCompiler) typedString(c *schemaCompiler, n node, path string, null bool) (Elem, error) {
 	b := x.b
-	if err := checkKeywords(n, path); err != nil {
+	if err := xmlKeywords(n, path); err != nil {
 		return Elem{}, err
 	}
 	if n["const"] != nil || n["enum"] != nil {
@@ -304,11 +304,11 @@ func (x *xmlCompiler) typedString(c *schemaCompiler, n node, path string, null b
 	}
 	for _, k := range []string{"anyOf", "oneOf", "allOf", "$ref"} {
 		if n[k] != nil {
-			return Elem{}, &SchemaError{path, k, "beside type: not supported in the qwen3_coder format, so it could not be enforced"}
+			return Elem{}, &SchemaError{Path: path, Keyword: k, Reason: "beside type: not supported in the qwen3_coder format, so it could not be enforced"}
 		}
 	}
 	if n["pattern"] != nil {
-		return Elem{}, &SchemaError{path, "pattern", "on a string the qwen3_coder format writes raw: not supported, so it could not be enforced"}
+		return Elem{}, &SchemaError{Path: path, Keyword: "pattern", Reason: "on a string the qwen3_coder format writes raw: not supported, so it could not be enforced"}
 	}
 	minLen, maxLen, err := c.bounds(n, "minLength", "maxLength", path)
 	if err != nil {
@@ -317,13 +317,13 @@ func (x *xmlCompiler) typedString(c *schemaCompiler, n node, path string, null b
 	lengths := n["minLength"] != nil || n["maxLength"] != nil
 	if f := n["format"]; f != nil {
 		if lengths {
-			return Elem{}, &SchemaError{path, "format", "with a length: not supported, so it could not be enforced"}
+			return Elem{}, &SchemaError{Path: path, Keyword: "format", Reason: "with a length: not supported, so it could not be enforced"}
 		}
 		var name string
 		json.Unmarshal(f, &name)
 		body, ok := c.formatText(name)
 		if !ok {
-			return Elem{}, &SchemaError{path, "format", fmt.Sprintf("%q is not supported (date, time, date-time, uuid, uri), so it could not be enforced", name)}
+			return Elem{}, &SchemaError{Path: path, Keyword: "format", Reason: fmt.Sprintf("%q is not supported on a string the qwen3_coder format writes raw, so it could not be enforced", name)}
 		}
 		// No text of a format is "null", or has a '<'.
 		return Ref(b.New(name, body)), nil
@@ -475,7 +475,7 @@ func (x *xmlCompiler) counted(minLen, maxLen int, null bool) Elem {
 // "null" (which is null whatever the type).
 func (x *xmlCompiler) literal(c *schemaCompiler, n node, path string) (Elem, error) {
 	b := x.b
-	if err := checkKeywords(n, path); err != nil {
+	if err := xmlKeywords(n, path); err != nil {
 		return Elem{}, err
 	}
 	var one string
@@ -483,11 +483,11 @@ func (x *xmlCompiler) literal(c *schemaCompiler, n node, path string) (Elem, err
 	if json.Unmarshal(n["type"], &one) == nil {
 		list = []string{one}
 	} else if json.Unmarshal(n["type"], &list) != nil || len(list) == 0 {
-		return Elem{}, &SchemaError{path, "type", "want a type name or a non-empty list of them"}
+		return Elem{}, &SchemaError{Path: path, Keyword: "type", Reason: "want a type name or a non-empty list of them"}
 	}
 	for _, k := range []string{"enum", "const", "anyOf", "oneOf", "allOf", "$ref"} {
 		if n[k] != nil {
-			return Elem{}, &SchemaError{path, k, "beside a list of types: not supported in the qwen3_coder format, so it could not be enforced"}
+			return Elem{}, &SchemaError{Path: path, Keyword: k, Reason: "beside a list of types: not supported in the qwen3_coder format, so it could not be enforced"}
 		}
 	}
 	var alts [][]Elem
@@ -510,9 +510,9 @@ func (x *xmlCompiler) literal(c *schemaCompiler, n node, path string) (Elem, err
 			}
 			alts = append(alts, []Elem{e})
 		case "object", "array":
-			return Elem{}, &SchemaError{path, "type", fmt.Sprintf("%s in a list of types: the parser reads the value as a Python literal, which JSON's is not; not supported, so it could not be enforced", t)}
+			return Elem{}, &SchemaError{Path: path, Keyword: "type", Reason: fmt.Sprintf("%s in a list of types: the parser reads the value as a Python literal, which JSON's is not; not supported, so it could not be enforced", t)}
 		default:
-			return Elem{}, &SchemaError{path, "type", fmt.Sprintf("%q is not a JSON Schema type", t)}
+			return Elem{}, &SchemaError{Path: path, Keyword: "type", Reason: fmt.Sprintf("%q is not a JSON Schema type", t)}
 		}
 	}
 	return b.Alt("literal", alts...), nil
@@ -525,7 +525,7 @@ func (x *xmlCompiler) quoted(c *schemaCompiler, n node, path string) (Elem, erro
 	b := x.b
 	for _, k := range []string{"minLength", "maxLength", "pattern"} {
 		if n[k] != nil {
-			return Elem{}, &SchemaError{path, k, "on a string in a list of types: not supported in the qwen3_coder format, so it could not be enforced"}
+			return Elem{}, &SchemaError{Path: path, Keyword: k, Reason: "on a string in a list of types: not supported in the qwen3_coder format, so it could not be enforced"}
 		}
 	}
 	if f := n["format"]; f != nil {
@@ -533,7 +533,7 @@ func (x *xmlCompiler) quoted(c *schemaCompiler, n node, path string) (Elem, erro
 		json.Unmarshal(f, &name)
 		body, ok := c.formatText(name)
 		if !ok {
-			return Elem{}, &SchemaError{path, "format", fmt.Sprintf("%q is not supported (date, time, date-time, uuid, uri), so it could not be enforced", name)}
+			return Elem{}, &SchemaError{Path: path, Keyword: "format", Reason: fmt.Sprintf("%q is not supported on a string the qwen3_coder format writes raw, so it could not be enforced", name)}
 		}
 		return Ref(b.New("quoted-"+name, Seq(b.Byte('"'), body, b.Byte('"')))), nil
 	}
@@ -609,4 +609,57 @@ func (x *xmlCompiler) withoutLT(e Elem) (Elem, bool) {
 		b.rules[r].alts = slices.DeleteFunc(b.rules[r].alts, func(alt []Elem) bool { return slices.ContainsFunc(alt, dead) })
 	}
 	return out, !dead(out)
+}
+
+// formatText is the text of a string of a supported format written raw
+// (an XML parameter's value, or between a Python literal's quotes), or
+// false when a text of the format could hold a character whose raw
+// spelling is not its JSON one or that ends a raw value: '"', '\\', a
+// control character or '<'. The formats whose texts hold none of them
+// are spelled alike either way, so the JSON string's automaton is the
+// raw text's.
+func (c *schemaCompiler) formatText(name string) ([]Elem, bool) {
+	if _, ok := formatOf(name); !ok {
+		return nil, false
+	}
+	l, err := c.stringLang(node{"format": mustJSON(name)}, "")
+	if err != nil || l.d == nil {
+		return nil, false
+	}
+	for ch := range byte(0x80) {
+		if ch >= 0x20 && ch != '"' && ch != '\\' && ch != '<' {
+			continue
+		}
+		a := l.at.class[ch]
+		for _, row := range l.d.next {
+			if row[a] >= 0 {
+				return nil, false
+			}
+		}
+	}
+	body, err := c.automaton(l.d, l.at, l.lo, l.hi)
+	if err != nil {
+		return nil, false
+	}
+	return []Elem{body}, true
+}
+
+// xmlKeywords refuses a keyword the qwen3_coder form cannot hold, which
+// the JSON Schema compiler's own check would let through or relax: what
+// is neither an annotation, a combinator the form takes, nor a type's
+// keyword; and contentEncoding and the keywords merged from an allOf,
+// which a string written raw does not keep.
+func xmlKeywords(n node, path string) error {
+	for _, k := range slices.Sorted(maps.Keys(n)) {
+		switch {
+		case annotation(k), slices.Contains([]string{"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "uniqueItems"}, k):
+		case keywordTypes[k] != "" && k != "contentEncoding" && k != patternsKey && k != notStringsKey:
+		default:
+			return &SchemaError{Path: path, Keyword: k, Reason: "not supported in the qwen3_coder format, so it could not be enforced"}
+		}
+	}
+	if u, ok := n["uniqueItems"]; ok && string(bytes.TrimSpace(u)) != "false" {
+		return &SchemaError{Path: path, Keyword: "uniqueItems", Reason: "not supported, so it could not be enforced"}
+	}
+	return nil
 }
