@@ -6,6 +6,8 @@ BIN     := bin
 BUILD   := build
 DEMO    := qwen3-go-demo
 DEMO_N  ?= 160
+DEMO35  := qwen35-go-demo
+DEMO35_N ?= 120
 
 .PHONY: all build demo bench bench-a3b-full bench-long bench-serve fuzz test test-deploy test-cross test-purego test-avx512 test-avx2 test-race test-arm64 bench-compile perplexity clean tools
 
@@ -16,24 +18,34 @@ build:
 	$(GO) build -o $(BIN)/qwenrun ./cmd/qwenrun
 	$(GO) build -o $(BIN)/qwengen ./cmd/qwengen
 
-# The bundled demo model is stored compressed; the shared tokenizer.json
-# too. Both are unpacked once into build/.
-$(BUILD)/models/$(DEMO)/config.json: $(wildcard testdata/$(DEMO)/*) testdata/tokenizer/tokenizer.json.gz
-	rm -rf $(BUILD)/models/$(DEMO) && mkdir -p $(BUILD)/models/$(DEMO)
-	cp testdata/$(DEMO)/*.json $(BUILD)/models/$(DEMO)/
-	gunzip -c testdata/$(DEMO)/model.safetensors.gz > $(BUILD)/models/$(DEMO)/model.safetensors
-	gunzip -c testdata/tokenizer/tokenizer.json.gz > $(BUILD)/models/$(DEMO)/tokenizer.json
+# The bundled demo models are stored compressed; the shared tokenizer.json
+# too. Each is unpacked once into build/.
+$(BUILD)/models/%/config.json: testdata/%/model.safetensors.gz testdata/%/config.json testdata/%/tokenizer_config.json testdata/%/generation_config.json testdata/tokenizer/tokenizer.json.gz
+	rm -rf $(BUILD)/models/$* && mkdir -p $(BUILD)/models/$*
+	cp testdata/$*/*.json $(BUILD)/models/$*/
+	gunzip -c testdata/$*/model.safetensors.gz > $(BUILD)/models/$*/model.safetensors
+	gunzip -c testdata/tokenizer/tokenizer.json.gz > $(BUILD)/models/$*/tokenizer.json
 	touch $@
 
 $(BUILD)/tokenizer.json: testdata/tokenizer/tokenizer.json.gz
 	mkdir -p $(BUILD) && gunzip -c $< > $@
 
-demo: build $(BUILD)/models/$(DEMO)/config.json
+# Both bundled models, the Qwen3 and the Qwen3.5 (hybrid: Gated DeltaNet
+# and gated attention layers), write Go after the same prompt; the
+# Qwen3.5 one greedily, with the repeat penalty that keeps its import
+# block from repeating a line.
+demo: build $(BUILD)/models/$(DEMO)/config.json $(BUILD)/models/$(DEMO35)/config.json
 	$(BIN)/qwenc compile $(BUILD)/models/$(DEMO) -o $(BUILD)/$(DEMO).qbin
 	$(BIN)/qwenc verify $(BUILD)/$(DEMO).qbin
 	@echo "--- prompt (testdata/demo-prompt.txt) and what the model writes after it:"
 	@cat testdata/demo-prompt.txt
 	@$(BIN)/qwenrun $(BUILD)/$(DEMO).qbin -f testdata/demo-prompt.txt -n $(DEMO_N) --seed 2 --repeat-penalty 1.1
+	@echo
+	$(BIN)/qwenc compile $(BUILD)/models/$(DEMO35) -o $(BUILD)/$(DEMO35).qbin
+	$(BIN)/qwenc verify $(BUILD)/$(DEMO35).qbin
+	@echo "--- the same prompt, and what the Qwen3.5 model ($(DEMO35): three Gated DeltaNet layers, then gated attention) writes after it, greedily:"
+	@cat testdata/demo-prompt.txt
+	@$(BIN)/qwenrun $(BUILD)/$(DEMO35).qbin -f testdata/demo-prompt.txt -n $(DEMO35_N) --temp 0 --repeat-penalty 1.1
 
 # Vet and every test, then what a plain `go test` on this machine does not
 # cover: the portable kernels (purego), the AVX2 kernels (AVX-512 switched
@@ -104,9 +116,11 @@ endif
 # TestConstrainedConcurrently races, and TestMatchersConcurrently the
 # states a grammar's matchers share; and TestAnthropicToolChoiceNone,
 # whose compile of its own model takes 20 s there (the compiler's
-# pipeline is raced above). Together four minutes under the race
-# detector.
-RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestHeadLogitsMatchReference$$|^TestAttentionLongContext$$|^TestKVQ8GreedyKeepsText$$|^TestMatmulGemm$$|^TestMatmulLd$$|^TestSchemaOnRandomModel$$|^TestToolChoiceOnRandomModel$$|^TestThinkingThenSchema$$|^TestRealClients$$|^TestAnthropicMessages$$|^TestAnthropicConversation$$|^TestRealEmbeddingClients$$|^TestEmbeddingReference$$|^TestRerankReference$$|^TestEmbedReference$$|^TestEmbeddingLayoutCompiles$$|^TestStepLastLogits$$|^TestEmbeddingModelDoesNotGenerate$$|^TestEmbedRefusals$$|^TestEmbedMany$$|^TestEmbedConcurrent$$|^ExampleModel_Embed$$|^ExampleModel_Rerank$$|^TestEmbeddingEndpoints$$|^TestRerankEndpoint$$|^TestEmbeddingRefusals$$|^TestOpenAIGoToolsAndSchema$$|^TestDraftModelKeepsGreedyText$$|^TestDraftCutByConstraint$$|^TestDraftsKeepTheText$$|^TestDraftsOnEveryPath$$|^TestClaudeCodeSchemas$$|^TestAnthropicToolChoiceNone$$
+# pipeline is raced above), as the serve tests of Qwen3.5's templates,
+# thinking and clients would their Qwen3.5 models (one request at a
+# time, over code the batching tests race). Together four minutes under
+# the race detector.
+RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestHeadLogitsMatchReference$$|^TestAttentionLongContext$$|^TestKVQ8GreedyKeepsText$$|^TestMatmulGemm$$|^TestMatmulLd$$|^TestSchemaOnRandomModel$$|^TestToolChoiceOnRandomModel$$|^TestThinkingThenSchema$$|^TestRealClients$$|^TestAnthropicMessages$$|^TestAnthropicConversation$$|^TestRealEmbeddingClients$$|^TestEmbeddingReference$$|^TestRerankReference$$|^TestEmbedReference$$|^TestEmbeddingLayoutCompiles$$|^TestStepLastLogits$$|^TestEmbeddingModelDoesNotGenerate$$|^TestEmbedRefusals$$|^TestEmbedMany$$|^TestEmbedConcurrent$$|^ExampleModel_Embed$$|^ExampleModel_Rerank$$|^TestEmbeddingEndpoints$$|^TestRerankEndpoint$$|^TestEmbeddingRefusals$$|^TestOpenAIGoToolsAndSchema$$|^TestDraftModelKeepsGreedyText$$|^TestDraftCutByConstraint$$|^TestDraftsKeepTheText$$|^TestDraftsOnEveryPath$$|^TestClaudeCodeSchemas$$|^TestAnthropicToolChoiceNone$$|^TestRealClientsQwen35$$|^TestApplyTemplateQwen35$$|^TestPreserveThinking$$|^TestQwen35ThinkingEveryFrontEnd$$|^TestTemplateKwargsMalformed$$|^TestRequiredToolCallCompletes$$|^TestSchemaAnswerCompletes$$|^TestThinkEffort$$
 test-race:
 	$(GO) test -race -skip '$(RACE_SKIP)' ./kernels/ ./runtime/infer/ ./compiler/ ./runtime/engine/ ./qwen/ ./qwen/serve/
 	$(GO) test -race -run '^TestMatchersConcurrently$$' ./runtime/grammar/
@@ -238,6 +252,22 @@ perplexity: build $(BUILD)/models/$(DEMO)/config.json $(HELDOUT)
 		$(BIN)/qwenrun perplexity $(BUILD)/$(DEMO)-$$t.qbin -f $(HELDOUT) --ctx 512 --base $(BUILD)/$(DEMO)-f16.qbin || exit 1; done
 	@echo "== f16 weights, q8 KV cache, against the f16 cache"
 	@$(BIN)/qwenrun perplexity $(BUILD)/$(DEMO)-f16.qbin -f $(HELDOUT) --ctx 512 --kv-type q8 --base $(BUILD)/$(DEMO)-f16.qbin
+
+# Every fuzz target of the module for FUZZTIME each (make fuzz FUZZTIME=10m),
+# found when it runs, so that a new one is not forgotten. Plain `go test`
+# runs their checked-in seed corpora (testdata/fuzz/); new crashers land
+# there too.
+FUZZTIME ?= 60s
+fuzz:
+	@$(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' ./... | { found=0; \
+	while read -r pkg dir; do \
+		[ -n "$$pkg" ] || continue; \
+		for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$dir"/*_test.go); do \
+			found=1; echo "== $$name ($$pkg, $(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s "$$pkg" </dev/null || exit 1; \
+		done; \
+	done; \
+	[ $$found = 1 ] || { echo "make fuzz: no fuzz targets found" >&2; exit 1; }; }
 
 # Compile time, MB/s and peak RSS on a random-weight Qwen3-0.6B-shaped
 # checkpoint, against `cat > /dev/null` of the same bytes.

@@ -129,6 +129,9 @@ func TestBadInput(t *testing.T) {
 		{"tokenizer not byte-level BPE", "", func(t *testing.T, d string) {
 			edit(t, filepath.Join(d, "tokenizer.json"), replace(t, `"type":"BPE"`, `"type":"WordPiece"`))
 		}, []string{"tokenizer.json", "byte-level BPE"}},
+		{"tokenizer with an unknown split pattern", "", func(t *testing.T, d string) {
+			edit(t, filepath.Join(d, "tokenizer.json"), replace(t, `]?\\p{L}+|`, `]?\\p{L}*|`))
+		}, []string{"tokenizer.json", `pre_tokenizer.pretokenizers[0].pattern.Regex "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}*|`, "is not supported"}},
 		{"weight not finite in f16", "", func(t *testing.T, d string) {
 			edit(t, filepath.Join(d, "model.safetensors"), func(b []byte) []byte {
 				n := binary.LittleEndian.Uint64(b)

@@ -200,8 +200,25 @@ var (
 // PromptTooLongError is a prompt longer than the context.
 type PromptTooLongError = engine.PromptTooLongError
 
-// Stats is a snapshot of the engine's load.
-type Stats = engine.Stats
+// Stats is a snapshot of the Model's load.
+type Stats struct {
+	// Active conversations generate; Queued requests wait for one.
+	Active, Queued int
+	// KVBytes is the active conversations' states, CachedBytes those the
+	// state cache keeps of finished ones.
+	KVBytes, CachedBytes int64
+	// DecodeSteps counts the steps that decoded, and Decoded the
+	// conversations they decoded, summed: Decoded / DecodeSteps is the
+	// mean decode batch, how well concurrent requests share steps.
+	DecodeSteps, Decoded int64
+	// PrefillSteps counts the steps that prefilled prompts, and Prefilled
+	// the prompts (or their chunks) they took, summed.
+	PrefillSteps, Prefilled int64
+	// CacheHits counts the conversations that started from the state
+	// cache (at a prefix of theirs), CacheMisses those that found none,
+	// and CacheEvictions the states dropped for room.
+	CacheHits, CacheMisses, CacheEvictions int64
+}
 
 // Open maps a .qbin file and starts its engine. The weights stay in the
 // file's read-only mapping: several processes that open one file share
@@ -397,7 +414,7 @@ func (m *Model) Info() Info { return m.info }
 func (m *Model) ChatFormat() *chat.Format { return m.format }
 
 // Stats reports the engine's load.
-func (m *Model) Stats() Stats { return m.e.Stats() }
+func (m *Model) Stats() Stats { return Stats(m.e.Stats()) }
 
 // Verify recomputes every section's checksum: it reads the whole file.
 func (m *Model) Verify() error { return m.m.File.Verify() }

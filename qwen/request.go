@@ -73,12 +73,19 @@ type Request struct {
 	ToolName    string
 	OneToolCall bool
 	// JSONSchema holds the answer's content to a JSON Schema (what is
-	// supported is in package grammar's SchemaRule; a schema using more is
-	// refused with a *SchemaError), and JSONObject to any JSON object.
-	// The reasoning of a model that thinks stays free: the content after
-	// it is held. The answer ends when the value is complete.
+	// supported is in package grammar's Schema; a schema using more is
+	// refused with a *SchemaError, unless RelaxSchema), and JSONObject to
+	// any JSON object. The reasoning of a model that thinks stays free:
+	// the content after it is held. The answer ends when the value is
+	// complete.
 	JSONSchema json.RawMessage
 	JSONObject bool
+	// RelaxSchema holds the answer to less than a keyword of JSONSchema
+	// that the grammar cannot enforce (a superset of its instances), as a
+	// non-strict structured output asks, instead of refusing the request:
+	// Stream.Relaxed lists those keywords. Tools' parameters are always
+	// relaxed so.
+	RelaxSchema bool
 	// ThinkBudget, when not 0, makes a model that thinks (its
 	// ChatFormat's Thinking) think within that many tokens: the answer
 	// opens with <think> (as the template expects with thinking on, even
@@ -91,6 +98,11 @@ type Request struct {
 	// template's empty think block, as enable_thinking=false); other
 	// models ignore it.
 	NoThinking bool
+	// PreserveThinking keeps the reasoning of every earlier answer in the
+	// prompt, as Qwen3.6's preserve_thinking=true, where the template
+	// otherwise keeps only the reasoning after the last user message;
+	// templates without the switch ignore it.
+	PreserveThinking bool
 	// Sampling is how to pick each token; nil is the model's generation
 	// config (Info.Sampling) with a random seed. Its values are held to
 	// the ranges of sampling.Settings.
@@ -150,6 +162,38 @@ type Request struct {
 	Prediction string
 }
 
+// Reasoning efforts, as OpenAI's reasoning.effort and Ollama's think
+// levels name them, and the thinking budget each gives (ThinkEffort):
+// a share of MaxTokens, or a number of tokens when MaxTokens is 0.
+var thinkEfforts = map[string]struct {
+	share  float64
+	tokens int
+}{"low": {0.25, 1024}, "medium": {0.5, 4096}, "high": {0.75, 16384}}
+
+// ThinkEffort sets the request's thinking from a reasoning effort, as
+// OpenAI's reasoning.effort and Ollama's think levels name it: "none"
+// and "minimal" answer without thinking (NoThinking); "low", "medium"
+// and "high" think within a quarter, a half and three quarters of
+// MaxTokens (ThinkBudget; 1024, 4096 and 16384 tokens when MaxTokens is
+// 0), leaving the rest to the answer. Set MaxTokens first. ThinkBudget
+// needs a Qwen3 model with thinking on; a server calls this for those.
+func (r *Request) ThinkEffort(effort string) error {
+	switch effort {
+	case "none", "minimal":
+		r.NoThinking, r.ThinkBudget = true, 0
+		return nil
+	}
+	e, ok := thinkEfforts[effort]
+	if !ok {
+		return fmt.Errorf("reasoning effort %q: want none, minimal, low, medium or high", effort)
+	}
+	r.NoThinking, r.ThinkBudget = false, e.tokens
+	if r.MaxTokens > 0 {
+		r.ThinkBudget = max(int(e.share*float64(r.MaxTokens)), 1)
+	}
+	return nil
+}
+
 // DefaultDraft is a good Draft for drafts from the text: the steps that
 // check 16 tokens cost little more than one when they are wrong, and the
 // length backs off when they keep being wrong.
@@ -168,9 +212,10 @@ const DefaultDraftPMin = 0.75
 
 // prompt is a request made ready for the engine.
 type prompt struct {
-	req  engine.Request
-	chat bool // the text goes through the reasoning split
-	opts chat.Options
+	req     engine.Request
+	chat    bool // the text goes through the reasoning split
+	opts    chat.Options
+	relaxed []Relaxation // the schema keywords the grammar relaxed
 }
 
 // encode renders and tokenizes the request's prompt, with the generation
@@ -246,7 +291,7 @@ func (m *Model) render(r *Request, generationPrompt bool) ([]chat.Segment, bool,
 
 // chatOptions are the chat template's switches a request sets.
 func chatOptions(r *Request) chat.Options {
-	return chat.Options{Tools: r.Tools, NoThinking: r.NoThinking}
+	return chat.Options{Tools: r.Tools, NoThinking: r.NoThinking, PreserveThinking: r.PreserveThinking}
 }
 
 // RenderPrompt is the text of a request's prompt: of a conversation, the
@@ -254,7 +299,15 @@ func chatOptions(r *Request) chat.Options {
 // opening of the assistant's turn), or the raw Prompt. A prompt given as
 // Tokens is decoded.
 func (m *Model) RenderPrompt(req Request) (string, error) {
-	segs, isChat, err := m.render(&req, true)
+	return m.RenderTemplate(req, true)
+}
+
+// RenderTemplate is RenderPrompt with the opening of the assistant's
+// turn only when generationPrompt is set, as add_generation_prompt: a
+// conversation rendered without it is as the template prints a finished
+// one.
+func (m *Model) RenderTemplate(req Request, generationPrompt bool) (string, error) {
+	segs, isChat, err := m.render(&req, generationPrompt)
 	switch {
 	case err != nil:
 		return "", err
@@ -283,13 +336,6 @@ func (m *Model) prepare(r *Request) (prompt, error) {
 	}
 	if p.req.KV, err = m.kvType(r.KV); err != nil {
 		return prompt{}, err
-	}
-	c, err := m.constraint(r)
-	if err != nil {
-		return prompt{}, err
-	}
-	if c != nil {
-		p.req.Constraint = c
 	}
 	if p.req.Draft, err = m.draft(r); err != nil {
 		return prompt{}, err
@@ -323,6 +369,20 @@ func (m *Model) prepare(r *Request) (prompt, error) {
 			p.req.MaxTokens = room
 		}
 	}
+	// The tokens the answer may take, its end included: a constrained
+	// answer is complete within them.
+	limit := p.req.MaxTokens
+	if limit < 0 {
+		limit = max(m.info.Context-len(ids), 0)
+	}
+	c, relaxed, err := m.constraint(r, limit)
+	if err != nil {
+		return prompt{}, err
+	}
+	if c != nil {
+		p.req.Constraint = c
+	}
+	p.relaxed = relaxed
 	switch t := r.TopLogprobs; {
 	case t < 0 || t > MaxTopLogprobs:
 		return prompt{}, fmt.Errorf("TopLogprobs %d: want 0 to %d", t, MaxTopLogprobs)

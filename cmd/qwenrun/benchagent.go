@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -75,15 +76,21 @@ func benchAgent(c *cli.Context) error {
 		names, urls = append(names, name), append(urls, url)
 	}
 	tok := agentbench.ModelTokenizer(m)
+	// A peer that fails keeps the turns it answered; the table shows them
+	// and the error follows it.
 	var runs [][]agentbench.Turn
+	var failed error
 	for i, url := range urls {
 		fmt.Fprintf(os.Stderr, "qwenrun: the session against %s (%s)\n", names[i], url)
-		turns, err := agentbench.Run(c.Context, http.DefaultClient, url, cfg, tok)
+		// A connection each request: llama-server closes idle ones while
+		// a turn's answer is read, and a POST is not sent again.
+		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		turns, err := agentbench.Run(c.Context, client, url, cfg, tok)
 		if err != nil {
-			return fmt.Errorf("%s: %w", names[i], err)
+			failed = errors.Join(failed, fmt.Errorf("%s: %w", names[i], err))
 		}
 		runs = append(runs, turns)
 	}
 	agentbench.Write(os.Stdout, names, runs)
-	return nil
+	return failed
 }

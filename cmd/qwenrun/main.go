@@ -86,7 +86,7 @@ func flags() []cli.Flag {
 		kernelsFlag(),
 		&cli.BoolFlag{Name: "chat", Aliases: []string{"i"}, Usage: "chat: interactive, or one answer with -p"},
 		&cli.StringFlag{Name: "system", Usage: "system message for --chat"},
-		&cli.BoolFlag{Name: "no-think", Usage: "Qwen3: answer without a thinking block"},
+		&cli.BoolFlag{Name: "no-think", Usage: "Qwen3, Qwen3.5: answer without thinking (the template's empty think block)"},
 		&cli.StringFlag{Name: "json-schema", Usage: "hold the answer to the JSON Schema in `PATH` (with thinking, the answer after it)"},
 		&cli.BoolFlag{Name: "json-object", Usage: "hold the answer to a JSON object"},
 		&cli.BoolFlag{Name: "hide-think", Usage: "do not show the thinking text"},

@@ -73,12 +73,15 @@ type Thinking struct {
 // holds an answer to it: each call is the Open marker, Head, the
 // function's name, Mid, its arguments as Arguments says, Tail and the
 // Close marker; Sep comes between two calls. The markers are added
-// tokens, the rest text.
+// tokens, the rest text. Starts are the texts the format's parser takes
+// as the start of a call wherever they come (the Open marker's, and
+// qwen3_coder's <function=): an answer's text holds none of them.
 type CallSyntax struct {
 	Open, Close     string
 	Head, Mid, Tail string
 	Sep             string
 	Arguments       ArgumentSyntax
+	Starts          []string
 }
 
 // ArgumentSyntax is how a call's arguments are written.
@@ -90,8 +93,18 @@ const (
 	JSONArguments ArgumentSyntax = iota
 	// XMLParameters is each argument as <parameter=NAME>\nVALUE\n</parameter>\n,
 	// a string value as it is and the others as JSON (qwen3_coder,
-	// Qwen3.5).
+	// Qwen3.5), read back by the type the tool's schema gives the
+	// parameter (CoderTypeOf).
 	XMLParameters
+)
+
+// The texts of qwen3_coder's calls, which the format's syntax and parser
+// share.
+const (
+	CoderParameter    = "<parameter="
+	CoderParameterEnd = "</parameter>"
+	CoderFunction     = "<function="
+	CoderFunctionEnd  = "</function>"
 )
 
 // String names the syntax in errors.

@@ -64,7 +64,8 @@ type Turn struct {
 }
 
 // Run plays the session against an OpenAI-compatible server at base
-// (".../v1/chat/completions" is appended), streaming each answer.
+// (".../v1/chat/completions" is appended), streaming each answer. After
+// a failed turn it returns the turns before it with the error.
 func Run(ctx context.Context, c *http.Client, base string, cfg Config, tok Tokenizer) ([]Turn, error) {
 	if cfg.Turns < 1 || cfg.Prefix < 1 || cfg.TurnTokens < 1 || cfg.Answer < 1 {
 		return nil, fmt.Errorf("agent session: prefix %d, turns %d, turn tokens %d, answer %d: want 1 or more", cfg.Prefix, cfg.Turns, cfg.TurnTokens, cfg.Answer)
@@ -103,7 +104,7 @@ func Run(ctx context.Context, c *http.Client, base string, cfg Config, tok Token
 		}
 		tr := Turn{Turn: t, Kind: kind, Prompt: len(prompt), New: len(prompt) - longestShared(prompt, seen)}
 		if err := ask(ctx, c, base, cfg, msgs, &tr); err != nil {
-			return nil, fmt.Errorf("turn %d: %w", t, err)
+			return out, fmt.Errorf("turn %d: %w", t, err)
 		}
 		out = append(out, tr)
 		seen = append(seen, prompt, append(prompt[:len(prompt):len(prompt)], tok.Tokenize(tr.Answer)...))
@@ -293,8 +294,14 @@ func Write(w io.Writer, names []string, runs [][]Turn) {
 		fmt.Fprintf(w, " | %-26s", n+": computed, ttft, x new")
 	}
 	fmt.Fprintln(w)
-	for i := range runs[0] {
-		t := runs[0][i]
+	longest := 0
+	for k, r := range runs {
+		if len(r) > len(runs[longest]) {
+			longest = k
+		}
+	}
+	for i := range runs[longest] {
+		t := runs[longest][i]
 		fmt.Fprintf(w, "%4d %-6s %7d %6d", t.Turn, t.Kind, t.Prompt, t.New)
 		for _, r := range runs {
 			if i >= len(r) {
@@ -311,6 +318,9 @@ func Write(w io.Writer, names []string, runs [][]Turn) {
 		fmt.Fprintln(w)
 	}
 	for k, r := range runs {
+		if len(r) == 0 {
+			continue
+		}
 		s := Summarize(r)
 		fmt.Fprintf(w, "%s: %d prompt tokens computed for %d new (%.2fx); worst time to first token after the first turn %.2fx the new tokens' (turn %d)\n",
 			names[k], s.Computed, s.New, s.ComputedRatio, s.WorstTTFT, s.WorstTurn)

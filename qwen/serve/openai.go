@@ -28,10 +28,11 @@ type chatRequest struct {
 	ToolChoice          json.RawMessage   `json:"tool_choice"`
 	ParallelToolCalls   *bool             `json:"parallel_tool_calls"`
 	ResponseFormat      json.RawMessage   `json:"response_format"`
-	ChatTemplateKwargs  struct {
-		EnableThinking *bool `json:"enable_thinking"`
-	} `json:"chat_template_kwargs"`
-	Prediction *prediction `json:"prediction"`
+	ChatTemplateKwargs  templateKwargs    `json:"chat_template_kwargs"`
+	// AddGenerationPrompt is read by /apply-template only: an answer
+	// always opens the assistant's turn.
+	AddGenerationPrompt *bool       `json:"add_generation_prompt"`
+	Prediction          *prediction `json:"prediction"`
 	samplingFields
 }
 
@@ -319,7 +320,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rl *req
 
 // applyTemplate answers with the prompt a chat request would be answered
 // from, as llama-server's /apply-template does: anyone can check the
-// rendering against the template's Jinja.
+// rendering against the template's Jinja. As vLLM's, it takes
+// add_generation_prompt (true unless set false) and chat_template_kwargs.
 func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {
 	var cr chatRequest
 	if e := decode(w, r, s.opts.MaxBody, &cr); e != nil {
@@ -333,7 +335,7 @@ func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request, rl *reqLo
 	if e != nil {
 		return e
 	}
-	text, err := t.m.RenderPrompt(req)
+	text, err := t.m.RenderTemplate(req, cr.AddGenerationPrompt == nil || *cr.AddGenerationPrompt)
 	if err != nil {
 		return badRequest("", "%v", err)
 	}
@@ -390,7 +392,7 @@ func (t *target) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
 	if e := t.needsChat(); e != nil {
 		return qwen.Request{}, e
 	}
-	req.NoThinking = cr.ChatTemplateKwargs.EnableThinking != nil && !*cr.ChatTemplateKwargs.EnableThinking
+	cr.ChatTemplateKwargs.apply(&req)
 	return req, nil
 }
 

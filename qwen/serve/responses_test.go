@@ -252,8 +252,8 @@ func TestResponsesStructured(t *testing.T) {
 			t.Errorf("seed %d: streamed %q (%v), not streamed %q", seed, text, s.Err(), r.OutputText())
 		}
 	}
-	p.Text.Format.OfJSONSchema.Schema = map[string]any{"type": "object", "minProperties": 1}
-	if _, err := c.Responses.New(t.Context(), p); !isAPIError(err, 400, "text.format", "minProperties") {
+	p.Text.Format.OfJSONSchema.Schema = map[string]any{"type": "object", "not": map[string]any{}}
+	if _, err := c.Responses.New(t.Context(), p); !isAPIError(err, 400, "text.format", "not") {
 		t.Errorf("a schema that cannot be enforced: %v", err)
 	}
 }
@@ -329,7 +329,7 @@ func TestResponsesErrors(t *testing.T) {
 		{`{"input":"Hi"}`, "model", "you must provide a model"},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"web_search"}]}`, "tools[0].type", `"web_search": a built-in tool of OpenAI's`},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"function"}]}`, "tools[0].name", "missing"},
-		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f","parameters":{"type":"object","minProperties":2}}]}`, "tools[0].parameters", "tools[0].parameters: json schema #: minProperties"},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f","parameters":{"type":"object","minProperties":"two"}}]}`, "tools[0].parameters", "tools[0].parameters: json schema #: minProperties"},
 		{`{` + m + `,"input":"Hi","tool_choice":"required"}`, "tool_choice", "it needs tools"},
 		{`{` + m + `,"input":"Hi","tool_choice":{"type":"web_search_preview"}}`, "tool_choice.type", "built-in"},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"allowed_tools","mode":"auto","tools":[{"type":"function","name":"g"}]}}`,
@@ -357,7 +357,7 @@ func TestResponsesErrors(t *testing.T) {
 		{`{` + m + `,"input":"Hi","tools":[{"type":"custom","name":"apply_patch","format":{"type":"text"}}]}`, "tools[0].type", "custom tools"},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f"},{"type":"namespace","name":"ns","tools":[{"type":"function","name":"f"}]}]}`,
 			"tools[1].tools[0].name", `"f": another tool has that name`},
-		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"function","name":"g","parameters":{"type":"object","minProperties":1}}]}]}`,
+		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"function","name":"g","parameters":{"type":"object","minProperties":"one"}}]}]}`,
 			"tools[0].tools[0].parameters", "tools[0].tools[0].parameters: json schema #: minProperties"},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"web_search"}]}]}`, "tools[0].tools[0].type", "built-in"},
 	} {

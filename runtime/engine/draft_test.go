@@ -406,14 +406,15 @@ func aloneLogprobs(t *testing.T, m *infer.Model, prompt []int32, n int) ([]int32
 	var ids []int32
 	var lps []float64
 	for range n {
+		row := l[:m.Tokenizer.VocabSize()] // padding rows are never sampled
 		best, mx := 0, math.Inf(-1)
-		for i, v := range l {
+		for i, v := range row {
 			if float64(v) > mx {
 				best, mx = i, float64(v)
 			}
 		}
 		var sum float64
-		for _, v := range l {
+		for _, v := range row {
 			sum += math.Exp(float64(v) - mx)
 		}
 		ids, lps = append(ids, int32(best)), append(lps, -math.Log(sum))

@@ -609,6 +609,11 @@ func (e *Engine) check(j *job, l []float32, now time.Time, lp *logprobs) StopRea
 // returns why the generation ends, or "" to go on. length is the tokens
 // the cache holds up to the one these logits follow.
 func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs, length int) StopReason {
+	// The head may score more rows than the tokenizer has ids (Qwen3's
+	// 151,936 for 151,669, Qwen3.5's 248,320 for 248,077): the rows past
+	// them are padding, tokens without text, never sampled nor counted
+	// in the log-probabilities.
+	l = l[:e.m.Tokenizer.VocabSize()]
 	ev := Event{Time: now}
 	var raw []float32
 	if j.req.TopLogprobs >= 0 {
