@@ -46,6 +46,11 @@ func main() {
 			rope(v)
 			f32ToF16(v)
 			f16ToF32(v)
+			dot(v)
+			sigmoidMul(v)
+			mulScaleSiLU(v)
+			convRows(v)
+			convStep(v)
 		}
 	})
 }
