@@ -96,41 +96,57 @@ func l2Scale(ss float32) float64 { return 1 / math.Sqrt(float64(ss)+1e-6) }
 func (p Path) DeltaRecurrent(h *DeltaHead, x *DeltaTokens) {
 	h.check("DeltaRecurrent", x)
 	dk, dv := h.DK, h.DV
+	kp, dp := h.Pending[:dk], h.Pending[dk:]
 	for t := range x.N {
-		q, k, v := x.Q[t*x.LD:t*x.LD+dk], x.K[t*x.LD:t*x.LD+dk], x.V[t*x.LD:t*x.LD+dv]
-		p.deltaStep(h, q, k, v, x.O[t*x.LDO:t*x.LDO+dv], x.Alpha[t*x.LDG], x.Beta[t*x.LDG])
+		r, ro := t*x.LD, t*x.LDO
+		q, k := x.Q[r:r+dk], x.K[r:r+dk]
+		sc := p.deltaScalars(h, q, k, x.Alpha[t*x.LDG], x.Beta[t*x.LDG])
+		p.deltaPass(h.State, kp, dp, k, q, x.V[r:r+dv], x.O[ro:ro+dv], dv, &sc)
+		copy(kp, k)
 	}
 }
 
-// deltaStep is one token of the recurrence.
-func (p Path) deltaStep(h *DeltaHead, q, k, v, o []float32, a, b float32) {
-	dk, dv := h.DK, h.DV
+// deltaScalars is what a token's pass needs beside the vectors: its
+// decay and the four factors the pass's epilogue folds (see the
+// generator, kernels/_gen/deltanet).
+type deltaScalars struct {
+	decay float32
+	c     [4]float32
+}
+
+// deltaScalars computes a token's scalars from its raw q, k, a and b.
+func (p Path) deltaScalars(h *DeltaHead, q, k []float32, a, b float32) deltaScalars {
 	g, beta := deltaGates(a, b, h.A, h.DtBias)
 	decay := math.Exp(g)
 	rk := l2Scale(p.Dot(k, k))
-	rq := l2Scale(p.Dot(q, q)) / math.Sqrt(float64(dk))
+	rq := l2Scale(p.Dot(q, q)) / math.Sqrt(float64(h.DK))
 	qk := rq * rk * float64(p.Dot(q, k))
-	c := [4]float32{float32(decay * rk), float32(rk * beta), float32(rq * decay), float32(qk * beta)}
-	kp, dp := h.Pending[:dk], h.Pending[dk:]
+	return deltaScalars{float32(decay), [4]float32{float32(decay * rk), float32(rk * beta), float32(rq * decay), float32(qk * beta)}}
+}
+
+// deltaPass is one token's pass over the columns [0, len(v)) of a state
+// whose rows (len(q) of them) are ld apart, with the pending term kp ⊗ dp:
+// it reads and writes each element once, and writes the token's output
+// o and its delta into dp.
+func (p Path) deltaPass(s, kp, dp, k, q, v, o []float32, ld int, sc *deltaScalars) {
 	j0 := 0
 	if p != Generic {
-		j0 = deltaPassAsm(p, h.State, kp, dp, k, q, v, o, dv, float32(decay), c)
+		j0 = deltaPassAsm(p, s, kp, dp, k, q, v, o, ld, sc.decay, sc.c)
 	}
 	// The columns left, one at a time down the rows: the same pass.
-	d := float32(decay)
-	for j := j0; j < dv; j++ {
+	c := &sc.c
+	for j := j0; j < len(v); j++ {
 		var sk, sq float32
-		for i := range dk {
-			x := h.State[i*dv+j] + kp[i]*dp[j]
+		for i := range q {
+			x := s[i*ld+j] + kp[i]*dp[j]
 			sk += k[i] * x
 			sq += q[i] * x
-			h.State[i*dv+j] = d * x
+			s[i*ld+j] = sc.decay * x
 		}
 		t := v[j] - c[0]*sk
 		o[j] = c[2]*sq + c[3]*t
 		dp[j] = c[1] * t
 	}
-	copy(kp, k)
 }
 
 // foldPending adds the pending term into P and clears it: the chunked

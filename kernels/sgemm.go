@@ -27,15 +27,25 @@ func (p Path) sgemm(c []float32, ldc int, a []float32, lda int, b []float32, ldb
 	if k > 0 {
 		_, _ = a[(m-1)*lda+k-1], b[(k-1)*ldb+n-1]
 	}
-	for i0 := 0; i0 < m; i0 += sgemmRows {
-		rows := min(sgemmRows, m-i0)
-		kk := k
-		if lower {
-			kk = min(k, i0+rows)
+	// A panel of B's columns at a time, through every block of rows:
+	// the panel (k x sgemmPanel) stays in the first-level cache while the
+	// row blocks pass, where all of B (the state, 128 x 128) would not.
+	for j0 := 0; j0 < n; j0 += sgemmPanel {
+		nb := min(sgemmPanel, n-j0)
+		for i0 := 0; i0 < m; i0 += sgemmRows {
+			rows := min(sgemmRows, m-i0)
+			kk := k
+			if lower {
+				kk = min(k, i0+rows)
+			}
+			p.sgemmBlock(c[i0*ldc+j0:], ldc, a[i0*lda:], lda, b[j0:], ldb, rows, nb, kk, beta)
 		}
-		p.sgemmBlock(c[i0*ldc:], ldc, a[i0*lda:], lda, b, ldb, rows, n, kk, beta)
 	}
 }
+
+// sgemmPanel is the columns of B one pass over the rows of C reads: 32
+// KiB of a k = 128 operand.
+const sgemmPanel = 64
 
 // sgemmBlock is sgemm for at most sgemmRows rows.
 func (p Path) sgemmBlock(c []float32, ldc int, a []float32, lda int, b []float32, ldb int, m, n, k int, beta float32) {
