@@ -7,9 +7,9 @@ import (
 
 // The Gated DeltaNet's delta rule (design note qwen35.md, section 4.4),
 // one value head of one sequence at a time, in its two forms: the
-// recurrence, token by token (decode, and short prefills), and the
-// chunked form (long prefills), which does a chunk of tokens with matrix
-// products. Both take the head's raw q, k, v, a and b and do everything
+// recurrence, token by token, and the chunked form, which does a chunk
+// of tokens with matrix products (the caller picks by the run's length;
+// they agree to rounding). Both take the head's raw q, k, v, a and b and do everything
 // per head and token themselves: q and k L2-normalised (eps 1e-6 inside
 // the root) and q scaled by dk^-0.5, beta = sigmoid(b), the decay
 // exp(g) with g = A·softplus(a + dt_bias).

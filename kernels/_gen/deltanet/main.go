@@ -109,6 +109,15 @@ func deltaPass(v emit.ISA) {
 			p("VMOVUPS %s, %s", at(j, "R11"), dp(j))
 		}
 		label(top + "_row")
+		if !v.Wide() && w > 1 {
+			// AVX2's blocks are 24 columns: a decode token walks a
+			// 128-wide state from memory in six strided passes, which
+			// prefetching the next block's lines of each row speeds up
+			// by about a sixth (AVX-512 reads such a row in one block).
+			for l := range 2 {
+				p("PREFETCHT0 %d(SI)", 4*w*v.Lanes+64*l)
+			}
+		}
 		p("VBROADCASTSS (R8)(AX*4), %s", kp)
 		p("VBROADCASTSS (R9)(AX*4), %s", k)
 		p("VBROADCASTSS (R10)(AX*4), %s", q)
