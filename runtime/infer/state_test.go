@@ -1,8 +1,6 @@
 package infer
 
 import (
-	"math"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -13,50 +11,6 @@ import (
 	"github.com/qwenc/qwenc/internal/testarch"
 	"github.com/qwenc/qwenc/kernels"
 )
-
-// TestCausalConvReference: the convolution of a sequence fed in steps of
-// every size, against a plain float64 convolution of the whole sequence
-// with zeros before it, for kernels of 1 to 5 taps.
-func TestCausalConvReference(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 8))
-	const c, n = 13, 23
-	for width := 1; width <= 5; width++ {
-		w := make([]float32, c*width)
-		for i := range w {
-			w[i] = float32(rng.NormFloat64())
-		}
-		in := make([]float32, n*c)
-		for i := range in {
-			in[i] = float32(rng.NormFloat64())
-		}
-		want := make([]float64, n*c)
-		for tk := range n {
-			for ch := range c {
-				var sum float64
-				for j := range width {
-					if src := tk - width + 1 + j; src >= 0 {
-						sum += float64(w[ch*width+j]) * float64(in[src*c+ch])
-					}
-				}
-				want[tk*c+ch] = sum / (1 + math.Exp(-sum))
-			}
-		}
-		for _, steps := range [][]int{{n}, {1, 1, 1, 1, 19}, {2, 3, 5, 13}, {7, 1, 15}} {
-			prev := make([]float32, (width-1)*c)
-			out := make([]float32, n*c)
-			at := 0
-			for _, k := range steps {
-				conv(out[at*c:(at+k)*c], in[at*c:(at+k)*c], prev, w, c)
-				at += k
-			}
-			for i := range out {
-				if math.Abs(float64(out[i])-want[i]) > 1e-5*(1+math.Abs(want[i])) {
-					t.Fatalf("width %d, steps %v: out[%d] = %g, want %g", width, steps, i, out[i], want[i])
-				}
-			}
-		}
-	}
-}
 
 // recurrentModel compiles a small model of testarch's architecture, whose
 // layers each keep a recurrent state beside their KV cache.
