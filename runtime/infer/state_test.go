@@ -107,3 +107,39 @@ func TestRecurrentSession(t *testing.T) {
 		t.Errorf("attention alone: rewindable %v, to 17 %v, %d bytes after a checkpoint (%d before)", p.Rewindable(), p.CanRewind(17), p.Bytes(), before)
 	}
 }
+
+// TestInspectMemoryHybrid: what inspect's table says a sequence of the
+// Qwen3.5 models holds (their DeltaNet layers' recurrent and conv states
+// and their attention layers' KV chunks) is what a session allocates,
+// for both KV types, below, at and past a chunk's end.
+func TestInspectMemoryHybrid(t *testing.T) {
+	lengths := []int{1, 100, format.KVChunkTokens, format.KVChunkTokens + 1}
+	for _, name := range []string{"tiny-q35", "tiny-q35-moe"} {
+		m := openModel(t, compileBundled(t, name), kernels.Detect(), 2)
+		a, err := arch.Builtin().For(m.Config.ModelType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range []format.KVType{format.KVF16, format.KVQ8} {
+			table := graph.ReportStates(arch.States(a, &m.Config), lengths, kv)
+			if table.RecurrentLayers == 0 || table.AttentionLayers == 0 {
+				t.Fatalf("%s: inspect's table has %d recurrent and %d attention layers", name, table.RecurrentLayers, table.AttentionLayers)
+			}
+			s, err := m.NewSessionKV(0, kv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prompt := randomTokens(lengths[len(lengths)-1], 300, 5)
+			at := 0
+			for i, n := range lengths {
+				if _, err := s.Feed(prompt[at:n]); err != nil {
+					t.Fatal(err)
+				}
+				at = n
+				if got, want := s.Bytes(), int64(table.BySeq[i].TotalBytes); got != want {
+					t.Errorf("%s, %s KV, %d tokens: the session holds %d bytes, inspect says %d", name, kv, n, got, want)
+				}
+			}
+		}
+	}
+}
