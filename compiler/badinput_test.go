@@ -147,27 +147,7 @@ func TestBadInput(t *testing.T) {
 			dir := writeModel(t, smallShape())
 			tc.mutate(t, dir)
 			outDir := t.TempDir()
-			out := filepath.Join(outDir, "out.qbin")
-			_, err := Compile(context.Background(), filepath.Join(dir, tc.input), Options{Output: out, MaxPrefill: 16, NoSync: true})
-			if err == nil {
-				t.Fatal("compile succeeded")
-			}
-			msg := err.Error()
-			if strings.Contains(msg, "\n") {
-				t.Errorf("error is not one line: %q", msg)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(msg, w) {
-					t.Errorf("error %q does not mention %q", msg, w)
-				}
-			}
-			// The file at fault, under the model directory, and no path twice.
-			if n := strings.Count(msg, dir); n != 1 {
-				t.Errorf("error %q names the model directory %d times, want once", msg, n)
-			}
-			if names := dirEntries(t, outDir); len(names) != 0 {
-				t.Errorf("output directory holds %v", names)
-			}
+			refused(t, dir, filepath.Join(dir, tc.input), outDir, tc.want)
 		})
 	}
 }
@@ -328,22 +308,33 @@ func TestBadInputQwen35(t *testing.T) {
 			dir := writeModel(t, smallQwen35())
 			tc.mutate(t, dir)
 			outDir := t.TempDir()
-			_, err := Compile(context.Background(), dir, Options{Output: filepath.Join(outDir, "out.qbin"), MaxPrefill: 16, NoSync: true})
-			if err == nil {
-				t.Fatal("compile succeeded")
-			}
-			msg := err.Error()
-			for _, w := range tc.want {
-				if !strings.Contains(msg, w) {
-					t.Errorf("error %q does not mention %q", msg, w)
-				}
-			}
-			if n := strings.Count(msg, dir); n != 1 {
-				t.Errorf("error %q names the model directory %d times, want once", msg, n)
-			}
-			if names := dirEntries(t, outDir); len(names) != 0 {
-				t.Errorf("output directory holds %v", names)
-			}
+			refused(t, dir, dir, outDir, tc.want)
 		})
+	}
+}
+
+// refused compiles input from the model directory dir into outDir and
+// checks the error: one line, naming each of want, the model directory
+// once (the file at fault under it, no path twice), and nothing written.
+func refused(t *testing.T, dir, input, outDir string, want []string) {
+	t.Helper()
+	_, err := Compile(context.Background(), input, Options{Output: filepath.Join(outDir, "out.qbin"), MaxPrefill: 16, NoSync: true})
+	if err == nil {
+		t.Fatal("compile succeeded")
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "\n") {
+		t.Errorf("error is not one line: %q", msg)
+	}
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("error %q does not mention %q", msg, w)
+		}
+	}
+	if n := strings.Count(msg, dir); n != 1 {
+		t.Errorf("error %q names the model directory %d times, want once", msg, n)
+	}
+	if names := dirEntries(t, outDir); len(names) != 0 {
+		t.Errorf("output directory holds %v", names)
 	}
 }
