@@ -529,16 +529,9 @@ func (t *target) anthropicThinking(mr *messagesRequest, req *qwen.Request) *apiE
 			return t.effort(*effort, "output_config.effort", req)
 		case th.BudgetTokens == nil:
 			return nil
-		case *th.BudgetTokens < 1:
-			// Anthropic wants at least 1024; any positive budget is kept
-			// here, small ones being useful on small models.
-			return badRequest("thinking.budget_tokens", "thinking.budget_tokens: want a positive number of tokens")
 		}
-		// A model whose chat format does not think has no thinking to
-		// bound, as disabled has none to switch off for it.
-		if thinks(t.info) {
-			req.ThinkBudget = *th.BudgetTokens
-		}
+		// Anthropic wants at least 1024; any positive budget is kept.
+		return t.thinkingBudget(*th.BudgetTokens, "thinking.budget_tokens", req)
 	case "disabled":
 		req.NoThinking = true
 	default:

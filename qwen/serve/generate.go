@@ -65,6 +65,47 @@ func toolPaths(tools []qwen.Tool, pattern string) map[string]string {
 	return paths
 }
 
+// relaxedHeader names the keywords of a request's schemas that the
+// grammar could not enforce and held to less (a tool's parameters, or a
+// structured format that is not strict), as keyword@where, where being
+// the field that holds the schema and a JSON pointer into it, joined by
+// "; ". The request's log line says why each was relaxed.
+const relaxedHeader = "X-Qwen-Schema-Relaxed"
+
+// relax reports the relaxations of a request's schemas, whose fields
+// say where the request gives them: in the response's header and in
+// the request's log line.
+func (rl *reqLog) relax(rs []qwen.Relaxation, fields schemaFields) {
+	var names []string
+	for _, r := range rs {
+		at := fields.format
+		if r.Tool != "" {
+			at = cmp.Or(fields.tools[r.Tool], "tools")
+		}
+		at += "#" + r.Path
+		names = append(names, headerSafe(r.Keyword+"@"+at))
+		rl.relaxed = append(rl.relaxed, fmt.Sprintf("%s: %s: %s", at, r.Keyword, r.Reason))
+	}
+	if len(names) > 0 && rl.header != nil {
+		rl.header.Set(relaxedHeader, strings.Join(names, "; "))
+	}
+}
+
+// headerSafe escapes what a header's value cannot hold or the list's
+// separator would split (a property's name may be anything) as %XX.
+func headerSafe(s string) string {
+	var b strings.Builder
+	for i := range len(s) {
+		switch c := s[i]; {
+		case c < 0x21 || c > 0x7e || c == '%' || c == ';' || c == ',':
+			fmt.Fprintf(&b, "%%%02X", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
 // start submits req to t; the generation ends with ctx, the request's.
 // A schema the grammar refuses is the fault of the field fields names.
 func (s *Server) start(ctx context.Context, rl *reqLog, t *target, req qwen.Request, fields schemaFields) (*generation, *apiError) {
@@ -95,6 +136,7 @@ func (s *Server) start(ctx context.Context, rl *reqLog, t *target, req qwen.Requ
 		return nil, badRequest("", "%v", err)
 	}
 	rl.hasGeneration, rl.prompt = true, len(st.Prompt())
+	rl.relax(st.Relaxed(), fields)
 	return &generation{s: s, deltas: st.Deltas(), stop: st.Close, rl: rl, logprobs: req.Logprobs}, nil
 }
 

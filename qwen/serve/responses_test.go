@@ -23,10 +23,10 @@ import (
 func TestResponsesPlain(t *testing.T) {
 	ts := newTestServer(t, modelOpts{}, ServerOptions{})
 	c := ts.client()
-	// Effort low thinks within half of max_output_tokens: 6 tokens.
+	// Effort medium thinks within half of max_output_tokens: 6 tokens.
 	p := responses.ResponseNewParams{Model: "tiny-a", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(question)},
 		Instructions: openai.String("Be brief."), MaxOutputTokens: openai.Int(12), Temperature: openai.Float(0),
-		Reasoning: shared.ReasoningParam{Effort: shared.ReasoningEffortLow}, Include: []responses.ResponseIncludable{"reasoning.encrypted_content"}}
+		Reasoning: shared.ReasoningParam{Effort: shared.ReasoningEffortMedium}, Include: []responses.ResponseIncludable{"reasoning.encrypted_content"}}
 	msgs := []qwen.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: question}}
 	prompt, _, reasoning, content := greedyAlone(t, ts, qwen.Request{Messages: msgs, ThinkBudget: 6, MaxTokens: 12})
 	if reasoning == "" || content == "" {
@@ -295,11 +295,11 @@ func TestResponsesInput(t *testing.T) {
 	}
 
 	// The reasoning efforts: none answers without thinking, low within
-	// a budget of half of max_output_tokens.
+	// a budget of a quarter of max_output_tokens, medium half.
 	tg := ts.target()
 	for effort, check := range map[string]func(qwen.Request) bool{
 		"none":   func(r qwen.Request) bool { return r.NoThinking && r.ThinkBudget == 0 },
-		"low":    func(r qwen.Request) bool { return !r.NoThinking && r.ThinkBudget == 50 },
+		"low":    func(r qwen.Request) bool { return !r.NoThinking && r.ThinkBudget == 25 },
 		"xhigh":  func(r qwen.Request) bool { return !r.NoThinking && r.ThinkBudget == 0 },
 		"medium": func(r qwen.Request) bool { return r.ThinkBudget == 50 },
 	} {
@@ -310,11 +310,11 @@ func TestResponsesInput(t *testing.T) {
 			t.Errorf("effort %s: %+v %v", effort, c.req, e)
 		}
 	}
-	resp, out = ts.post(t, "/v1/responses", `{"model":"tiny-a","input":"Hi","max_output_tokens":40,"reasoning":{"effort":"low"},"temperature":0}`)
+	resp, out = ts.post(t, "/v1/responses", `{"model":"tiny-a","input":"Hi","max_output_tokens":40,"reasoning":{"effort":"medium"},"temperature":0}`)
 	unmarshal(t, out, &r)
 	// tiny-a thinks as long as it may: <think>, 20 tokens, </think>.
 	if resp.StatusCode != 200 || r.Usage.OutputTokensDetails.ReasoningTokens != 22 || r.Output[0].Type != "reasoning" {
-		t.Errorf("effort low, 40 tokens: %d %s; want 22 tokens of thinking", resp.StatusCode, out)
+		t.Errorf("effort medium, 40 tokens: %d %s; want 22 tokens of thinking", resp.StatusCode, out)
 	}
 }
 
