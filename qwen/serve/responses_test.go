@@ -353,7 +353,6 @@ func TestResponsesErrors(t *testing.T) {
 		{`{` + m + `,"input":"Hi","background":true,"store":false}`, "background", "needs store"},
 		{`{` + m + `,"input":"Hi","truncation":"middle"}`, "truncation", `"middle"`},
 		{`{` + m + `,"input":"Hi","previous_response_id":"resp_x"}`, "previous_response_id", `no response "resp_x" is stored`},
-		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f"}],"text":{"format":{"type":"json_object"}}}`, "", "tools at once"},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"custom","name":"apply_patch","format":{"type":"text"}}]}`, "tools[0].type", "custom tools"},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f"},{"type":"namespace","name":"ns","tools":[{"type":"function","name":"f"}]}]}`,
 			"tools[1].tools[0].name", `"f": another tool has that name`},
