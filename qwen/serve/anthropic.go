@@ -197,7 +197,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rl *reqLog) *a
 	if e != nil {
 		return e
 	}
-	g, e := s.start(r.Context(), rl, t, req, schemaFields{mr.formatField(), toolPaths(req.Tools, "tools[%d].input_schema")})
+	g, e := s.start(r.Context(), rl, t, req, schemaFields{mr.schemaField(), toolPaths(req.Tools, "tools[%d].input_schema")})
 	if e != nil {
 		return e
 	}
@@ -540,12 +540,12 @@ func (t *target) anthropicThinking(mr *messagesRequest, req *qwen.Request) *apiE
 	return nil
 }
 
-// formatField is the field that gives the answer's format.
-func (mr *messagesRequest) formatField() string {
+// schemaField is where the request gives the answer's schema.
+func (mr *messagesRequest) schemaField() string {
 	if len(mr.OutputFormat) > 0 && string(mr.OutputFormat) != "null" {
-		return "output_format"
+		return "output_format.schema"
 	}
-	return "output_config.format"
+	return "output_config.format.schema"
 }
 
 // anthropicFormat reads output_config.format (or the beta's

@@ -101,8 +101,8 @@ func TestAnthropicOutputFormat(t *testing.T) {
 	for _, c := range []struct{ extra, msg string }{
 		{`"output_config":{"format":{"type":"json_object"}}`, `output_config.format.type "json_object": want json_schema`},
 		{`"output_config":{"format":{"type":"json_schema"}}`, "output_config.format.schema: missing"},
-		{`"output_config":{"format":{"type":"json_schema","schema":{"type":"object","not":{}}}}`, "output_config.format: json schema #: not: not supported"},
-		{`"output_format":{"type":"json_schema","schema":{"type":"object","not":{}}}`, "output_format: json schema #: not: not supported"},
+		{`"output_config":{"format":{"type":"json_schema","schema":{"type":"object","not":{}}}}`, "output_config.format.schema: json schema #: not: not supported"},
+		{`"output_format":{"type":"json_schema","schema":{"type":"object","not":{}}}`, "output_format.schema: json schema #: not: not supported"},
 		{`"output_format":{"type":"json_schema","schema":{}},"output_config":{"format":{"type":"json_schema","schema":{}}}`, "give one"},
 		{`"output_config":{"effort":"extreme"}`, `output_config.effort: reasoning effort "extreme"`},
 		{`"thinking":{"type":"adaptive","budget_tokens":0}`, "thinking.budget_tokens: want a positive number"},

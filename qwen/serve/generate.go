@@ -34,25 +34,28 @@ type outcome struct {
 }
 
 // schemaFields name the fields a request's schemas come from, for the
-// errors of a schema the grammar refuses: format, the answer's
-// (response_format), or tools, a tool's name to the path of its
-// parameters.
+// errors of a schema the grammar refuses and the relaxations of one it
+// held to less: format, the answer's (response_format.json_schema.schema),
+// or tools, a tool's name to the path of its parameters.
 type schemaFields struct {
 	format string
 	tools  map[string]string
 }
 
-// toolParam is the path of the parameters of the tool a schema error is
-// of, or "tools" when it cannot be told; and the error without the
+// param is the field a schema error is of, the path of the parameters
+// of the tool it names, or else the format's; and the error without the
 // tool's name, which the path gives.
-func (f schemaFields) toolParam(err error) (string, string) {
+func (f schemaFields) param(err error) (string, string) {
 	msg := err.Error()
 	for name, path := range f.tools {
 		if rest, ok := strings.CutPrefix(msg, fmt.Sprintf("tool %q: parameters: ", name)); ok {
 			return path, rest
 		}
 	}
-	return "tools", msg
+	if f.format == "" || strings.HasPrefix(msg, "tool ") {
+		return "tools", msg
+	}
+	return f.format, msg
 }
 
 // toolPaths maps the names of tools, as a request lists them, to the
@@ -121,11 +124,9 @@ func (s *Server) start(ctx context.Context, rl *reqLog, t *target, req qwen.Requ
 	switch {
 	case errors.Is(err, qwen.ErrEmbeddingModel):
 		return nil, badRequest("model", "%s: %v", t.name, err)
-	case errors.As(err, &schema) && req.JSONSchema == nil:
-		param, msg := fields.toolParam(err)
-		return nil, badRequest(param, "%s: %s", param, msg)
 	case errors.As(err, &schema):
-		return nil, badRequest(fields.format, "%s: %v", fields.format, err)
+		param, msg := fields.param(err)
+		return nil, badRequest(param, "%s: %s", param, msg)
 	case errors.As(err, &tooLong) && req.Context != 0: // only Ollama's num_ctx sets it
 		return nil, badRequest("num_ctx", "the prompt has %d tokens, more than num_ctx %d", tooLong.Tokens, req.Context)
 	case errors.Is(err, qwen.ErrBusy):

@@ -277,7 +277,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rl *req
 	if e != nil {
 		return e
 	}
-	g, e := s.start(r.Context(), rl, t, req, schemaFields{"response_format", toolPaths(req.Tools, "tools[%d].function.parameters")})
+	g, e := s.start(r.Context(), rl, t, req, schemaFields{"response_format.json_schema.schema", toolPaths(req.Tools, "tools[%d].function.parameters")})
 	if e != nil {
 		return e
 	}

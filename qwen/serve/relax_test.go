@@ -21,13 +21,13 @@ func TestSchemaRelaxedReported(t *testing.T) {
 	const hi = `"messages":[{"role":"user","content":"Hi"}]`
 	for _, c := range []struct{ path, body, header string }{
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,` + noThink + `,"max_tokens":30,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":` + notSchema + `}}}`,
-			"not@response_format#"},
+			"not@response_format.json_schema.schema#"},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,` + noThink + `,"max_tokens":30,"stream":true,"response_format":{"type":"json_schema","json_schema":{"name":"x","strict":false,"schema":` + notSchema + `}}}`,
-			"not@response_format#"},
+			"not@response_format.json_schema.schema#"},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,` + noThink + `,"max_tokens":30,"tools":[{"type":"function","function":{"name":"g"}},` + tool + `],"tool_choice":"required"}`,
 			"uniqueItems@tools[1].function.parameters#/properties/xs"},
 		{"/v1/responses", `{"model":"tiny-a","input":"Hi","reasoning":{"effort":"none"},"max_output_tokens":30,"text":{"format":{"type":"json_schema","name":"x","strict":false,"schema":` + notSchema + `}}}`,
-			"not@text.format#"},
+			"not@text.format.schema#"},
 		{"/v1/responses", `{"model":"tiny-a","input":"Hi","reasoning":{"effort":"none"},"max_output_tokens":30,"stream":true,"tools":[{"type":"function","name":"f","strict":true,"parameters":{"type":"object","properties":{"p%;x":{"type":"string","format":"regex"}}}}]}`,
 			"format@tools[0].parameters#/properties/p%25%3Bx"},
 		{"/api/chat", `{"model":"tiny-a",` + hi + `,"think":false,"stream":false,"options":{"num_predict":30},"format":` + notSchema + `}`,
@@ -52,11 +52,11 @@ func TestSchemaRelaxedReported(t *testing.T) {
 
 	// Strict, the keyword is refused, named with where it is.
 	wantBadRequest(t, ts, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":`+notSchema+`}}}`,
-		"response_format", "json schema #: not: ")
+		"response_format.json_schema.schema", "json schema #: not: ")
 	wantBadRequest(t, ts, "/v1/responses", `{"model":"tiny-a","input":"Hi","text":{"format":{"type":"json_schema","name":"x","strict":true,"schema":`+notSchema+`}}}`,
-		"text.format", "json schema #: not: ")
+		"text.format.schema", "json schema #: not: ")
 	resp, out = ts.post(t, "/v1/messages", `{"model":"tiny-a",`+hi+`,"max_tokens":30,"output_config":{"format":{"type":"json_schema","schema":`+notSchema+`}}}`)
-	if resp.StatusCode != 400 || !strings.Contains(out, `"type":"invalid_request_error"`) || !strings.Contains(out, "output_config.format: json schema #: not: ") {
+	if resp.StatusCode != 400 || !strings.Contains(out, `"type":"invalid_request_error"`) || !strings.Contains(out, "output_config.format.schema: json schema #: not: ") {
 		t.Errorf("anthropic's format: %d %s", resp.StatusCode, out)
 	}
 }

@@ -27,7 +27,7 @@ func (c *responsesCall) schemaFields() schemaFields {
 	for name, t := range c.tools {
 		paths[name] = t.path + ".parameters"
 	}
-	return schemaFields{"text.format", paths}
+	return schemaFields{"text.format.schema", paths}
 }
 
 // responsesRequest checks a Responses request and makes it a

@@ -253,7 +253,7 @@ func TestResponsesStructured(t *testing.T) {
 		}
 	}
 	p.Text.Format.OfJSONSchema.Schema = map[string]any{"type": "object", "not": map[string]any{}}
-	if _, err := c.Responses.New(t.Context(), p); !isAPIError(err, 400, "text.format", "not") {
+	if _, err := c.Responses.New(t.Context(), p); !isAPIError(err, 400, "text.format.schema", "not") {
 		t.Errorf("a schema that cannot be enforced: %v", err)
 	}
 }

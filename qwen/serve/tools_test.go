@@ -241,7 +241,7 @@ func TestToolRequestErrors(t *testing.T) {
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"required"}`, "tool_choice", "it needs tools"},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"xml"}}`, "response_format.type", `"xml"`},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"object","properties":{"a":{"type":"string","format":"regex"}}}}}}`,
-			"response_format", `json schema /properties/a: format: "regex" is not supported`},
+			"response_format.json_schema.schema", `json schema /properties/a: format: "regex" is not supported`},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","minProperties":"one"}}}]}`,
 			"tools[0].function.parameters", `json schema #: minProperties`},
 		{"/v1/chat/completions", `{"model":"tiny-a","messages":[{"role":"user","tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}]}`,
