@@ -77,7 +77,8 @@ type Request struct {
 	// refused with a *SchemaError, unless RelaxSchema), and JSONObject to
 	// any JSON object. The reasoning of a model that thinks stays free:
 	// the content after it is held. The answer ends when the value is
-	// complete.
+	// complete. With Tools too, it is the final answer's: with ToolChoice
+	// "auto" the answer is the value or tool calls, never free text.
 	JSONSchema json.RawMessage
 	JSONObject bool
 	// RelaxSchema holds the answer to less than a keyword of JSONSchema
