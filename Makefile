@@ -49,8 +49,8 @@ test:
 
 # The agents and agent SDKs people run, from the npm registry, against
 # qwenrun serve on the bundled demo model compiled for a 32K context:
-# Claude Code, Codex (exec, and --output-schema), qwen-code and opencode
-# non-interactive, and the openai, @anthropic-ai/sdk, @openai/agents,
+# Claude Code, Codex (exec --output-schema, and with --oss), qwen-code,
+# opencode and Continue's cn non-interactive, and the openai, @anthropic-ai/sdk, @openai/agents,
 # ai with @ai-sdk/openai, @langchain/openai and ollama packages (a plain
 # turn, a forced tool call, a streamed turn and a structured answer
 # each). The versions are pinned by qwen/serve/testdata/agents'

@@ -219,13 +219,16 @@ func answerShape(path string, resp *http.Response, body string) error {
 	case strings.HasPrefix(ct, "application/x-ndjson"):
 		sc := bufio.NewScanner(strings.NewReader(body))
 		sc.Buffer(nil, 1<<24)
-		var last struct{ Done bool }
+		var last struct {
+			Done   bool
+			Status string // a pull's
+		}
 		for sc.Scan() {
 			if err := json.Unmarshal(sc.Bytes(), &last); err != nil {
 				return fmt.Errorf("a line that is not JSON: %q", sc.Text())
 			}
 		}
-		if !last.Done {
+		if !last.Done && (p != "/api/pull" || last.Status != "success") {
 			return fmt.Errorf("the stream ends without done")
 		}
 	case strings.HasPrefix(ct, "application/json"):

@@ -72,6 +72,19 @@ func exits0(out string, err error, _ string) error {
 // The structured answer the CLIs that take a schema are asked for.
 const keywordSchema = `{"type":"object","properties":{"keyword":{"type":"string","maxLength":20}},"required":["keyword"],"additionalProperties":false}`
 
+// lastKeyword is the check of a Codex run: its last message, which it
+// wrote to last.txt, is a valid keywordSchema answer.
+func lastKeyword(_ string, err error, home string) error {
+	if err != nil {
+		return err
+	}
+	last, err := os.ReadFile(filepath.Join(home, "last.txt"))
+	if err != nil {
+		return err
+	}
+	return keywordAnswer(string(last))
+}
+
 func keywordAnswer(text string) error {
 	var v struct{ Keyword *string }
 	dec := json.NewDecoder(strings.NewReader(text))
@@ -82,23 +95,28 @@ func keywordAnswer(text string) error {
 	return nil
 }
 
-// codexConfig points Codex at the server: a provider on the Responses
-// API; its web_search (a tool OpenAI's servers run) off, which the
-// server refuses; a reasoning effort, as Codex sends none by itself and
-// the demo model would think to the end of its context.
-const codexConfig = `model = "` + agentModel + `"
-model_provider = "qwenrun"
-model_reasoning_effort = "low"
+// codexSettings are Codex's settings for every run: a reasoning effort,
+// as Codex sends none by itself and the demo model would think to the
+// end of its context; its web_search (a tool OpenAI's servers run) off,
+// which the server refuses; no update checks or analytics.
+const codexSettings = `model_reasoning_effort = "low"
 web_search = "disabled"
 check_for_update_on_startup = false
 
+[analytics]
+enabled = false
+`
+
+// codexConfig points Codex at the server, a provider on the Responses
+// API; with --oss, Codex's own Ollama provider is pointed there by
+// CODEX_OSS_BASE_URL.
+const codexConfig = `model = "` + agentModel + `"
+model_provider = "qwenrun"
+` + codexSettings + `
 [model_providers.qwenrun]
 name = "qwenrun"
 base_url = "{base}/v1"
 wire_api = "responses"
-
-[analytics]
-enabled = false
 `
 
 var claudeEnv = []string{
@@ -144,16 +162,37 @@ var agentClients = []agentClient{
 		args: []string{"codex", "exec", "--skip-git-repo-check", "--sandbox", "read-only", "--output-schema", "{home}/schema.json",
 			"--output-last-message", "{home}/last.txt", "Name a Go keyword."},
 		env: []string{"CODEX_HOME={home}/.codex"}, files: map[string]string{".codex/config.toml": codexConfig, "schema.json": keywordSchema},
-		check: func(out string, err error, home string) error {
-			if err != nil {
-				return err
-			}
-			last, err := os.ReadFile(filepath.Join(home, "last.txt"))
-			if err != nil {
-				return err
-			}
-			return keywordAnswer(string(last))
-		},
+		check: lastKeyword,
+	},
+	{
+		// Codex's --oss, on Ollama's API as Codex finds it: the version,
+		// the tags (a pull when the name is not among them), then the
+		// Responses API under /v1.
+		name: "codex-oss",
+		args: []string{"codex", "exec", "--oss", "--local-provider", "ollama", "-m", agentModel, "--skip-git-repo-check", "--sandbox", "read-only",
+			"--output-schema", "{home}/schema.json", "--output-last-message", "{home}/last.txt", "Name a Go keyword."},
+		env:   []string{"CODEX_HOME={home}/.codex", "CODEX_OSS_BASE_URL={base}/v1"},
+		files: map[string]string{".codex/config.toml": codexSettings, "schema.json": keywordSchema},
+		check: lastKeyword,
+	},
+	{
+		name: "continue", args: []string{"cn", "--config", "{home}/config.yaml", "-p", "Say hello."},
+		env: []string{"CONTINUE_CLI_ENABLE_TELEMETRY=0", "CONTINUE_METRICS_ENABLED=0"},
+		files: map[string]string{"config.yaml": `name: qwenrun
+version: 1.0.0
+schema: v1
+models:
+  - name: ` + agentModel + `
+    provider: openai
+    model: ` + agentModel + `
+    apiBase: {base}/v1
+    apiKey: unused
+    roles: [chat, edit, apply]
+    defaultCompletionOptions:
+      maxTokens: 200
+      contextLength: 32768
+`},
+		check: exits0,
 	},
 	{
 		name: "qwen-code", args: []string{"qwen", "-p", "Say hello."},

@@ -138,6 +138,7 @@ func (s *Server) Handler() http.Handler {
 	s.handle(mux, "GET /api/version", s.ollamaVersion)
 	s.handle(mux, "POST /api/show", s.ollamaShow)
 	s.handle(mux, "GET /api/ps", s.ollamaPS)
+	s.handle(mux, "POST /api/pull", s.ollamaPull)
 	s.handle(mux, "GET /health", s.health)
 	s.handle(mux, "GET /metrics", s.metrics.serve)
 	s.handle(mux, "GET /{$}", s.root)

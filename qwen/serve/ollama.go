@@ -421,6 +421,40 @@ func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request, _ *reqLog) *
 	return nil
 }
 
+// ollamaPull answers Ollama's pull of a model the server has as Ollama
+// does for one it holds: done at once. Clients pull the model they are
+// given before they use it (Codex's --oss does, unless /api/tags lists
+// the name as given). A model the server does not have is not fetched:
+// 404, naming the ones it has.
+func (s *Server) ollamaPull(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
+	var pr struct {
+		Model  string `json:"model"`
+		Name   string `json:"name"` // Ollama's older field
+		Stream *bool  `json:"stream"`
+	}
+	if e := decode(w, r, s.opts.MaxBody, &pr); e != nil {
+		return e
+	}
+	name := cmp.Or(pr.Model, pr.Name)
+	if name == "" {
+		return badRequest("model", "model is required")
+	}
+	if _, _, ok := s.models.lookup(name); !ok {
+		e := s.unknownModel(r, name)
+		e.msg += "; qwenrun serve does not pull models"
+		return e
+	}
+	done := struct {
+		Status string `json:"status"`
+	}{"success"}
+	if pr.Stream != nil && !*pr.Stream {
+		writeJSON(w, http.StatusOK, done)
+		return nil
+	}
+	startStream(w, false).send(done)
+	return nil
+}
+
 // ollamaPS lists the loaded model under each of its names: it stays
 // loaded until a request names another, so it never expires (as
 // Ollama's keep_alive -1 gives it), and it runs on the CPU, in no VRAM.
