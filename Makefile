@@ -56,7 +56,10 @@ test:
 # each). The versions are pinned by qwen/serve/testdata/agents'
 # package-lock.json, node 22 among them (the newest clients need it;
 # Debian's npm installs it), into its node_modules (gitignored), again
-# only when the lock file changes. Each client's requests are recorded
+# only when the lock file changes. npm install, not npm ci: the lock
+# lacks the CLIs' binaries for other platforms, which the registry these
+# machines reach does not serve, and npm ci takes that for a lock out of
+# date; --no-save leaves the lock as it is. Each client's requests are recorded
 # in build/agents/requests; RECORD=1 records them into the testdata,
 # where serve's TestAgentRequests replays them in make test. Skipped,
 # saying so, only when the npm registry cannot be reached. Not part of
@@ -74,7 +77,7 @@ test-agents: build $(BUILD)/agents/$(DEMO).qbin
 	@if [ ! -e $(AGENTS)/node_modules/.installed ] || [ $(AGENTS)/package-lock.json -nt $(AGENTS)/node_modules/.installed ]; then \
 		if ! npm ping >/dev/null 2>&1; then \
 			echo "test-agents: skipped, the npm registry ($$(npm config get registry)) cannot be reached"; exit 0; fi; \
-		(cd $(AGENTS) && npm ci --no-audit --no-fund --loglevel=error) && touch $(AGENTS)/node_modules/.installed || exit 1; \
+		(cd $(AGENTS) && npm install --no-save --no-audit --no-fund --loglevel=error) && touch $(AGENTS)/node_modules/.installed || exit 1; \
 	fi; \
 	QWENRUN=$(abspath $(BIN)/qwenrun) QWEN_AGENTS_MODEL=$(abspath $(BUILD)/agents/$(DEMO).qbin) \
 		QWEN_AGENTS_OUT=$(abspath $(BUILD)/agents) QWEN_AGENTS_RECORD=$(RECORD) \

@@ -22,7 +22,7 @@ import (
 )
 
 // make test-agents: the real clients, installed from the npm registry
-// into testdata/agents/node_modules (the Makefile runs npm ci), against
+// into testdata/agents/node_modules (the Makefile runs npm install), against
 // qwenrun serve on the bundled demo model compiled for a 32K context.
 // The Makefile gives QWENRUN (the command) and QWEN_AGENTS_MODEL (the
 // .qbin file); each client's requests are recorded into
