@@ -78,11 +78,15 @@ func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ex.Body, _ = json.Marshal(text)
 		}
 	}
+	// Kept in the order the requests came, its status once answered.
+	rc.mu.Lock()
+	i := len(rc.log)
+	rc.log = append(rc.log, ex)
+	rc.mu.Unlock()
 	sw := &statusWriter{ResponseWriter: w}
 	rc.next.ServeHTTP(sw, r)
-	ex.Status = statusOr200(sw.status)
 	rc.mu.Lock()
-	rc.log = append(rc.log, ex)
+	rc.log[i].Status = statusOr200(sw.status)
 	rc.mu.Unlock()
 }
 

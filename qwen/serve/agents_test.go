@@ -300,6 +300,9 @@ func TestAgents(t *testing.T) {
 			start := time.Now()
 			err := cmd.Run()
 			took := time.Since(start)
+			// A client may end before its last request's handler does:
+			// Close waits for them.
+			ps.Close()
 			exs := rc.exchanges()
 			if werr := writeClientLog(filepath.Join(logs, c.name+".json"), clientLog{Client: c.name, Exchanges: exs}); werr != nil {
 				t.Error(werr)
