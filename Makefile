@@ -9,7 +9,7 @@ DEMO_N  ?= 160
 DEMO35  := qwen35-go-demo
 DEMO35_N ?= 120
 
-.PHONY: all build demo bench bench-a3b-full bench-long bench-serve fuzz test test-deploy test-cross test-purego test-avx512 test-avx2 test-race test-arm64 bench-compile perplexity clean tools
+.PHONY: all build demo test-agents bench bench-a3b-full bench-long bench-serve fuzz test test-deploy test-cross test-purego test-avx512 test-avx2 test-race test-arm64 bench-compile perplexity clean tools
 
 all: build
 
@@ -58,6 +58,42 @@ test:
 	$(GO) vet -tags tune ./kernels/
 	$(GO) test ./...
 	$(MAKE) --no-print-directory test-purego test-avx512 test-avx2 test-race
+
+# The agents and agent SDKs people run, from the npm registry, against
+# qwenrun serve on the bundled demo model compiled for a 32K context:
+# Claude Code, Codex (exec --output-schema, and with --oss), qwen-code,
+# opencode and Continue's cn non-interactive, and the openai, @anthropic-ai/sdk, @openai/agents,
+# ai with @ai-sdk/openai, @langchain/openai and ollama packages (a plain
+# turn, a forced tool call, a streamed turn and a structured answer
+# each). The versions are pinned by qwen/serve/testdata/agents'
+# package-lock.json, node 22 among them (the newest clients need it;
+# Debian's npm installs it), into its node_modules (gitignored), again
+# only when the lock file changes. npm install, not npm ci: the lock
+# lacks the CLIs' binaries for other platforms, which the registry these
+# machines reach does not serve, and npm ci takes that for a lock out of
+# date; --no-save leaves the lock as it is. Each client's requests are recorded
+# in build/agents/requests; RECORD=1 records them into the testdata,
+# where serve's TestAgentRequests replays them in make test. Skipped,
+# saying so, only when the npm registry cannot be reached. Not part of
+# make test: about a minute and a half on 2 CPUs, and the first install
+# (1.7 GB of packages, the CLIs' binaries among them) a few more.
+AGENTS := qwen/serve/testdata/agents
+$(BUILD)/agents/$(DEMO).qbin: build $(BUILD)/models/$(DEMO)/config.json
+	mkdir -p $(BUILD)/agents
+	$(BIN)/qwenc compile -q --no-sync --rope-scaling yarn:16:2048 $(BUILD)/models/$(DEMO) -o $@
+
+test-agents: build $(BUILD)/agents/$(DEMO).qbin
+	@command -v npm >/dev/null || { \
+		$(SUDO) apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends nodejs npm; }
+	@if [ ! -e $(AGENTS)/node_modules/.installed ] || [ $(AGENTS)/package-lock.json -nt $(AGENTS)/node_modules/.installed ]; then \
+		if ! npm ping >/dev/null 2>&1; then \
+			echo "test-agents: skipped, the npm registry ($$(npm config get registry)) cannot be reached"; exit 0; fi; \
+		(cd $(AGENTS) && npm install --no-save --no-audit --no-fund --loglevel=error) && touch $(AGENTS)/node_modules/.installed || exit 1; \
+	fi; \
+	QWENRUN=$(abspath $(BIN)/qwenrun) QWEN_AGENTS_MODEL=$(abspath $(BUILD)/agents/$(DEMO).qbin) \
+		QWEN_AGENTS_OUT=$(abspath $(BUILD)/agents) QWEN_AGENTS_RECORD=$(RECORD) \
+		$(GO) test -tags agents -run '^TestAgents$$' -count=1 -timeout 60m -v ./qwen/serve/
 
 # The Kubernetes manifests in deploy/kubernetes, decoded strictly into
 # k8s.io/api's, the Gateway API's and Envoy Gateway's types. A module of
@@ -116,11 +152,12 @@ endif
 # TestConstrainedConcurrently races, and TestMatchersConcurrently the
 # states a grammar's matchers share; and TestAnthropicToolChoiceNone,
 # whose compile of its own model takes 20 s there (the compiler's
-# pipeline is raced above), as the serve tests of Qwen3.5's templates,
-# thinking and clients would their Qwen3.5 models (one request at a
-# time, over code the batching tests race). Together four minutes under
-# the race detector.
-RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestHeadLogitsMatchReference$$|^TestAttentionLongContext$$|^TestKVQ8GreedyKeepsText$$|^TestMatmulGemm$$|^TestMatmulLd$$|^TestSchemaOnRandomModel$$|^TestToolChoiceOnRandomModel$$|^TestThinkingThenSchema$$|^TestRealClients$$|^TestAnthropicMessages$$|^TestAnthropicConversation$$|^TestRealEmbeddingClients$$|^TestEmbeddingReference$$|^TestRerankReference$$|^TestEmbedReference$$|^TestEmbeddingLayoutCompiles$$|^TestStepLastLogits$$|^TestEmbeddingModelDoesNotGenerate$$|^TestEmbedRefusals$$|^TestEmbedMany$$|^TestEmbedConcurrent$$|^ExampleModel_Embed$$|^ExampleModel_Rerank$$|^TestEmbeddingEndpoints$$|^TestRerankEndpoint$$|^TestEmbeddingRefusals$$|^TestOpenAIGoToolsAndSchema$$|^TestDraftModelKeepsGreedyText$$|^TestDraftCutByConstraint$$|^TestDraftsKeepTheText$$|^TestDraftsOnEveryPath$$|^TestClaudeCodeSchemas$$|^TestAnthropicToolChoiceNone$$|^TestRealClientsQwen35$$|^TestApplyTemplateQwen35$$|^TestPreserveThinking$$|^TestQwen35ThinkingEveryFrontEnd$$|^TestTemplateKwargsMalformed$$|^TestRequiredToolCallCompletes$$|^TestSchemaAnswerCompletes$$|^TestThinkEffort$$
+# pipeline is raced above), the agents' requests replayed (prompts of
+# thousands of tokens on one goroutine at a time), and the serve tests of
+# Qwen3.5's templates, thinking and clients would their Qwen3.5 models
+# (one request at a time, over code the batching tests race). Together
+# four minutes under the race detector.
+RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestHeadLogitsMatchReference$$|^TestAttentionLongContext$$|^TestKVQ8GreedyKeepsText$$|^TestMatmulGemm$$|^TestMatmulLd$$|^TestSchemaOnRandomModel$$|^TestToolChoiceOnRandomModel$$|^TestThinkingThenSchema$$|^TestRealClients$$|^TestAnthropicMessages$$|^TestAnthropicConversation$$|^TestRealEmbeddingClients$$|^TestEmbeddingReference$$|^TestRerankReference$$|^TestEmbedReference$$|^TestEmbeddingLayoutCompiles$$|^TestStepLastLogits$$|^TestEmbeddingModelDoesNotGenerate$$|^TestEmbedRefusals$$|^TestEmbedMany$$|^TestEmbedConcurrent$$|^ExampleModel_Embed$$|^ExampleModel_Rerank$$|^TestEmbeddingEndpoints$$|^TestRerankEndpoint$$|^TestEmbeddingRefusals$$|^TestOpenAIGoToolsAndSchema$$|^TestDraftModelKeepsGreedyText$$|^TestDraftCutByConstraint$$|^TestDraftsKeepTheText$$|^TestDraftsOnEveryPath$$|^TestClaudeCodeSchemas$$|^TestAnthropicToolChoiceNone$$|^TestRealClientsQwen35$$|^TestApplyTemplateQwen35$$|^TestPreserveThinking$$|^TestQwen35ThinkingEveryFrontEnd$$|^TestTemplateKwargsMalformed$$|^TestRequiredToolCallCompletes$$|^TestSchemaAnswerCompletes$$|^TestThinkEffort$$|^TestAgentRequests$$
 test-race:
 	$(GO) test -race -skip '$(RACE_SKIP)' ./kernels/ ./runtime/infer/ ./compiler/ ./runtime/engine/ ./qwen/ ./qwen/serve/
 	$(GO) test -race -run '^TestMatchersConcurrently$$' ./runtime/grammar/

@@ -113,14 +113,14 @@ func TestSchemaAnswerCompletes(t *testing.T) {
 	}
 }
 
-// TestThinkEffort: reasoning efforts map to thinking off or a share of
-// max_tokens; an effort set with max_tokens of 400 and tools still ends
+// TestThinkEffort: reasoning efforts map to thinking off, no bound, or a
+// number of tokens at most a share of max_tokens; an effort set with max_tokens of 400 and tools still ends
 // with a valid call.
 func TestThinkEffort(t *testing.T) {
 	for effort, want := range map[string]struct {
 		budget int
 		off    bool
-	}{"none": {0, true}, "minimal": {0, true}, "low": {100, false}, "medium": {200, false}, "high": {300, false}} {
+	}{"none": {0, true}, "minimal": {0, true}, "low": {100, false}, "medium": {200, false}, "high": {300, false}, "xhigh": {0, false}, "max": {0, false}} {
 		r := qwen.Request{MaxTokens: 400}
 		if err := r.ThinkEffort(effort); err != nil || r.ThinkBudget != want.budget || r.NoThinking != want.off {
 			t.Errorf("%s: budget %d, off %v, %v", effort, r.ThinkBudget, r.NoThinking, err)
@@ -129,6 +129,10 @@ func TestThinkEffort(t *testing.T) {
 	r := qwen.Request{}
 	if err := r.ThinkEffort("high"); err != nil || r.ThinkBudget != 16384 {
 		t.Errorf("high without max_tokens: %d, %v", r.ThinkBudget, err)
+	}
+	r = qwen.Request{MaxTokens: 100000}
+	if err := r.ThinkEffort("low"); err != nil || r.ThinkBudget != 1024 {
+		t.Errorf("low with max_tokens 100000: %d, %v", r.ThinkBudget, err)
 	}
 	if err := r.ThinkEffort("extreme"); err == nil {
 		t.Error("extreme: no error")

@@ -77,7 +77,8 @@ type Request struct {
 	// refused with a *SchemaError, unless RelaxSchema), and JSONObject to
 	// any JSON object. The reasoning of a model that thinks stays free:
 	// the content after it is held. The answer ends when the value is
-	// complete.
+	// complete. With Tools too, it is the final answer's: with ToolChoice
+	// "auto" the answer is the value or tool calls, never free text.
 	JSONSchema json.RawMessage
 	JSONObject bool
 	// RelaxSchema holds the answer to less than a keyword of JSONSchema
@@ -162,21 +163,25 @@ type Request struct {
 	Prediction string
 }
 
-// Reasoning efforts, as OpenAI's reasoning.effort and Ollama's think
-// levels name them, and the thinking budget each gives (ThinkEffort):
-// a share of MaxTokens, or a number of tokens when MaxTokens is 0.
+// Reasoning efforts, as OpenAI's reasoning.effort, Anthropic's
+// output_config.effort and Ollama's think levels name them, and the
+// thinking budget each gives (ThinkEffort): a number of tokens, at most a
+// share of MaxTokens so that the answer has room. The largest efforts
+// leave the model its own length.
 var thinkEfforts = map[string]struct {
 	share  float64
 	tokens int
-}{"low": {0.25, 1024}, "medium": {0.5, 4096}, "high": {0.75, 16384}}
+}{"low": {0.25, 1024}, "medium": {0.5, 4096}, "high": {0.75, 16384}, "xhigh": {}, "max": {}}
 
 // ThinkEffort sets the request's thinking from a reasoning effort, as
-// OpenAI's reasoning.effort and Ollama's think levels name it: "none"
-// and "minimal" answer without thinking (NoThinking); "low", "medium"
-// and "high" think within a quarter, a half and three quarters of
-// MaxTokens (ThinkBudget; 1024, 4096 and 16384 tokens when MaxTokens is
-// 0), leaving the rest to the answer. Set MaxTokens first. ThinkBudget
-// needs a Qwen3 model with thinking on; a server calls this for those.
+// OpenAI's reasoning.effort, Anthropic's output_config.effort and
+// Ollama's think levels name it: "none" and "minimal" answer without
+// thinking (NoThinking); "low", "medium" and "high" think within 1024,
+// 4096 and 16384 tokens (ThinkBudget), at most a quarter, a half and
+// three quarters of MaxTokens, leaving the rest to the answer; "xhigh"
+// and "max" think with no budget but MaxTokens. Set MaxTokens first.
+// ThinkBudget needs a Qwen3 model with thinking on; a server calls this
+// for those.
 func (r *Request) ThinkEffort(effort string) error {
 	switch effort {
 	case "none", "minimal":
@@ -185,11 +190,11 @@ func (r *Request) ThinkEffort(effort string) error {
 	}
 	e, ok := thinkEfforts[effort]
 	if !ok {
-		return fmt.Errorf("reasoning effort %q: want none, minimal, low, medium or high", effort)
+		return fmt.Errorf("reasoning effort %q: want none, minimal, low, medium, high, xhigh or max", effort)
 	}
 	r.NoThinking, r.ThinkBudget = false, e.tokens
-	if r.MaxTokens > 0 {
-		r.ThinkBudget = max(int(e.share*float64(r.MaxTokens)), 1)
+	if r.MaxTokens > 0 && e.tokens > 0 {
+		r.ThinkBudget = min(e.tokens, max(int(e.share*float64(r.MaxTokens)), 1))
 	}
 	return nil
 }

@@ -15,7 +15,8 @@ import (
 // named function (streamed calls accumulated by the openai client's own
 // stream helper, equal to the answer not streamed), tool results sent
 // back, response_format json_schema and Ollama's format validated with
-// Ajv, a schema that cannot be enforced refused, and the ollama client's
+// Ajv, a schema that cannot be enforced refused when strict and relaxed,
+// named in the response's header, when not, and the ollama client's
 // tool_calls, whole and streamed, given back with tool_name (Ollama has
 // no tool_choice, so these go to a second server whose model opens a call
 // first: eagerCaller); the Responses API through the openai package

@@ -185,4 +185,17 @@ func TestOllamaTagsAndVersion(t *testing.T) {
 	if resp.StatusCode != 404 || !strings.Contains(text, `{"error":"model \"llama3\" not found`) {
 		t.Errorf("another model: %d %s", resp.StatusCode, text)
 	}
+	// A pull of the served model is done at once, streamed or not; of
+	// another, refused.
+	for body, want := range map[string]string{
+		`{"model":"tiny-a"}`:                      "{\"status\":\"success\"}\n",
+		`{"name":"tiny-a:latest","stream":false}`: "{\"status\":\"success\"}\n",
+	} {
+		if resp, text := ts.post(t, "/api/pull", body); resp.StatusCode != 200 || text != want {
+			t.Errorf("pull %s: %d %q", body, resp.StatusCode, text)
+		}
+	}
+	if resp, text := ts.post(t, "/api/pull", `{"model":"llama3"}`); resp.StatusCode != 404 || !strings.Contains(text, "does not pull models") {
+		t.Errorf("pull llama3: %d %s", resp.StatusCode, text)
+	}
 }

@@ -31,8 +31,12 @@ type chatRequest struct {
 	ChatTemplateKwargs  templateKwargs    `json:"chat_template_kwargs"`
 	// AddGenerationPrompt is read by /apply-template only: an answer
 	// always opens the assistant's turn.
-	AddGenerationPrompt *bool       `json:"add_generation_prompt"`
-	Prediction          *prediction `json:"prediction"`
+	AddGenerationPrompt *bool `json:"add_generation_prompt"`
+	// OpenAI's reasoning effort, and a budget of thinking tokens, as
+	// Qwen's own API (DashScope) takes it.
+	ReasoningEffort *string     `json:"reasoning_effort"`
+	ThinkingBudget  *int        `json:"thinking_budget"`
+	Prediction      *prediction `json:"prediction"`
 	samplingFields
 }
 
@@ -310,7 +314,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rl *req
 	if e != nil {
 		return e
 	}
-	g, e := s.start(r.Context(), rl, t, req, schemaFields{"response_format", toolPaths(req.Tools, "tools[%d].function.parameters")})
+	g, e := s.start(r.Context(), rl, t, req, schemaFields{"response_format.json_schema.schema", toolPaths(req.Tools, "tools[%d].function.parameters")})
 	if e != nil {
 		return e
 	}
@@ -392,8 +396,30 @@ func (t *target) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
 	if e := t.needsChat(); e != nil {
 		return qwen.Request{}, e
 	}
-	cr.ChatTemplateKwargs.apply(&req)
+	if e := t.chatThinking(cr, &req); e != nil {
+		return qwen.Request{}, e
+	}
 	return req, nil
+}
+
+// chatThinking reads a chat request's thinking onto req: off with
+// chat_template_kwargs.enable_thinking false, whatever else is given;
+// within thinking_budget tokens, or else within reasoning_effort's
+// budget.
+func (t *target) chatThinking(cr *chatRequest, req *qwen.Request) *apiError {
+	cr.ChatTemplateKwargs.apply(req)
+	if cr.ReasoningEffort != nil {
+		if e := t.effort(*cr.ReasoningEffort, "reasoning_effort", req); e != nil {
+			return e
+		}
+	}
+	if on := cr.ChatTemplateKwargs.EnableThinking; on != nil && !*on {
+		req.NoThinking, req.ThinkBudget = true, 0
+	}
+	if cr.ThinkingBudget != nil {
+		return t.thinkingBudget(*cr.ThinkingBudget, "thinking_budget", req)
+	}
+	return nil
 }
 
 // answerChat answers with one chat.completion, or streams chunks.

@@ -38,6 +38,10 @@ type Answer struct {
 	CallOpen, CallClose int32
 	// Choice is "auto" (text, then calls if any), "none" (text only),
 	// "required" (calls only) or "function" (a call of Function only).
+	// With Schema or Object too, the text is the JSON value: "auto" is
+	// the value or calls, "none" the value, and a call forced is the
+	// answer, the value being a later answer's, as agents ask for a
+	// structured final answer after their tools' calls.
 	Choice   string
 	Function string
 	// OneCall allows one call at most.
@@ -57,26 +61,37 @@ func Compile(v *Vocab, a Answer) (*Grammar, error) {
 	var content Elem
 	var relaxed []Relaxation
 	nl := b.Repeat("newlines", b.Lit("\n"), 0, 2) // the template's blank line after </think>
-	switch {
-	case a.Schema != nil || a.Object:
-		if len(a.Tools) > 0 {
-			return nil, errors.New("a JSON schema or object for the answer and tools at once: not supported (an answer is text and tool calls, or one JSON value)")
-		}
-		value := j.object
+	var value Elem
+	hasValue := a.Schema != nil || a.Object
+	if hasValue {
+		value = j.object
 		if a.Schema != nil {
 			var err error
 			if value, relaxed, err = schemaRule(j, a.Schema, a.Strict); err != nil {
 				return nil, err
 			}
 		}
-		content = Ref(b.New("content", Seq(nl, value)))
-	case len(a.Tools) > 0:
+		value = Ref(b.New("content", Seq(nl, value)))
+	}
+	switch {
+	case len(a.Tools) == 0 && !hasValue:
+		return nil, errors.New("nothing to hold the answer to: give a schema, an object or tools")
+	case len(a.Tools) == 0 || hasValue && a.Choice == "none":
+		content = value
+	default:
+		calls := a
+		if hasValue && (a.Choice == "" || a.Choice == "auto") {
+			calls.Choice = "required" // the value, or calls without text
+		}
+		var rs []Relaxation
 		var err error
-		if content, relaxed, err = toolAnswer(b, j, a, nl); err != nil {
+		if content, rs, err = toolAnswer(b, j, calls, nl); err != nil {
 			return nil, err
 		}
-	default:
-		return nil, errors.New("nothing to hold the answer to: give a schema, an object or tools")
+		relaxed = append(relaxed, rs...)
+		if calls.Choice != a.Choice {
+			content = b.Alt("value-or-calls", []Elem{value}, []Elem{content})
+		}
 	}
 	root := []Elem{content}
 	if a.Think {

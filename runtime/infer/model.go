@@ -102,7 +102,9 @@ type weight struct {
 }
 
 // Open maps a .qbin file and prepares it to run. No weight is copied or
-// converted: every weight slice points into the read-only mapping.
+// converted: every weight slice points into the read-only mapping, but
+// for the few taps of a hybrid layer's convolution, kept tap-major
+// (bindCausalConv).
 func Open(path string, opts Options) (*Model, error) {
 	f, err := format.Open(path)
 	if err != nil {

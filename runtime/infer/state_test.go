@@ -1,8 +1,6 @@
 package infer
 
 import (
-	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -14,50 +12,6 @@ import (
 	"github.com/qwenc/qwenc/internal/testarch"
 	"github.com/qwenc/qwenc/kernels"
 )
-
-// TestCausalConvReference: the convolution of a sequence fed in steps of
-// every size, against a plain float64 convolution of the whole sequence
-// with zeros before it, for kernels of 1 to 5 taps.
-func TestCausalConvReference(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 8))
-	const c, n = 13, 23
-	for width := 1; width <= 5; width++ {
-		w := make([]float32, c*width)
-		for i := range w {
-			w[i] = float32(rng.NormFloat64())
-		}
-		in := make([]float32, n*c)
-		for i := range in {
-			in[i] = float32(rng.NormFloat64())
-		}
-		want := make([]float64, n*c)
-		for tk := range n {
-			for ch := range c {
-				var sum float64
-				for j := range width {
-					if src := tk - width + 1 + j; src >= 0 {
-						sum += float64(w[ch*width+j]) * float64(in[src*c+ch])
-					}
-				}
-				want[tk*c+ch] = sum / (1 + math.Exp(-sum))
-			}
-		}
-		for _, steps := range [][]int{{n}, {1, 1, 1, 1, 19}, {2, 3, 5, 13}, {7, 1, 15}} {
-			prev := make([]float32, (width-1)*c)
-			out := make([]float32, n*c)
-			at := 0
-			for _, k := range steps {
-				conv(out[at*c:(at+k)*c], in[at*c:(at+k)*c], prev, w, c)
-				at += k
-			}
-			for i := range out {
-				if math.Abs(float64(out[i])-want[i]) > 1e-5*(1+math.Abs(want[i])) {
-					t.Fatalf("width %d, steps %v: out[%d] = %g, want %g", width, steps, i, out[i], want[i])
-				}
-			}
-		}
-	}
-}
 
 // recurrentModel compiles a small model of testarch's architecture, whose
 // layers each keep a recurrent state beside their KV cache.
@@ -232,6 +186,42 @@ func TestFork(t *testing.T) {
 		})
 		if mine == 0 {
 			t.Errorf("%s: the fork at %d wrote into shared chunks", c.name, at)
+		}
+	}
+}
+
+// TestInspectMemoryHybrid: what inspect's table says a sequence of the
+// Qwen3.5 models holds (their DeltaNet layers' recurrent and conv states
+// and their attention layers' KV chunks) is what a session allocates,
+// for both KV types, below, at and past a chunk's end.
+func TestInspectMemoryHybrid(t *testing.T) {
+	lengths := []int{1, 100, format.KVChunkTokens, format.KVChunkTokens + 1}
+	for _, name := range []string{"tiny-q35", "tiny-q35-moe"} {
+		m := openModel(t, compileBundled(t, name), kernels.Detect(), 2)
+		a, err := arch.Builtin().For(m.Config.ModelType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range []format.KVType{format.KVF16, format.KVQ8} {
+			table := graph.ReportStates(arch.States(a, &m.Config), lengths, kv)
+			if table.RecurrentLayers == 0 || table.AttentionLayers == 0 {
+				t.Fatalf("%s: inspect's table has %d recurrent and %d attention layers", name, table.RecurrentLayers, table.AttentionLayers)
+			}
+			s, err := m.NewSessionKV(0, kv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prompt := randomTokens(lengths[len(lengths)-1], 300, 5)
+			at := 0
+			for i, n := range lengths {
+				if _, err := s.Feed(prompt[at:n]); err != nil {
+					t.Fatal(err)
+				}
+				at = n
+				if got, want := s.Bytes(), int64(table.BySeq[i].TotalBytes); got != want {
+					t.Errorf("%s, %s KV, %d tokens: the session holds %d bytes, inspect says %d", name, kv, n, got, want)
+				}
+			}
 		}
 	}
 }
