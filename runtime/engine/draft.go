@@ -81,13 +81,19 @@ func (e *Engine) drafts(active []*job, spare int) {
 		if j.draft != nil {
 			j.feed = j.draft.propose(j.feed, room)
 		}
+		j.mtpDrafted, j.mtpShadow = false, -1
 		if len(j.feed) == 1 && len(j.mtpGuess) > 0 && room >= max(j.req.Draft.Min, 1) {
-			j.feed = append(j.feed, j.mtpGuess[:min(len(j.mtpGuess), room)]...)
-			j.guessed = true
+			if j.mtpBack.rest > 0 {
+				j.mtpBack.rest--
+				j.mtpShadow = j.mtpGuess[0]
+			} else {
+				j.feed = append(j.feed, j.mtpGuess[:min(len(j.mtpGuess), room)]...)
+				j.guessed, j.mtpDrafted = true, true
+			}
 		}
 		j.mtpGuess = j.mtpGuess[:0]
-		if len(j.feed) == 1 && j.req.Draft.Model > 0 && j.guessRest > 0 {
-			j.guessRest--
+		if len(j.feed) == 1 && j.req.Draft.Model > 0 && j.guessBack.rest > 0 {
+			j.guessBack.rest--
 		} else if len(j.feed) == 1 && j.req.Draft.Model > 0 && room >= max(j.req.Draft.Min, 1) {
 			k := min(room, j.req.Draft.Model)
 			ds.jobs, ds.room = append(ds.jobs, j), append(ds.room, k)
@@ -177,7 +183,7 @@ func (e *Engine) modelGuess(ds *modelDrafts) {
 			id, p := top(ds.k, l, ds.scratch)
 			if p < j.req.Draft.PMin {
 				if len(j.feed) == 1 {
-					j.guessChecked(false) // a step of the draft model for nothing
+					j.guessBack.checked(false) // a step of the draft model for nothing
 				}
 				continue
 			}
@@ -368,18 +374,24 @@ func (dr *drafter) checked(kept, k int) {
 	}
 }
 
-// guessChecked adapts how often the draft model is asked: a step where it
-// guessed nothing, or nothing it guessed was kept, rests it for 1, then
-// 3, 7, ... steps (up to maxRest), so that a draft model that cannot
-// follow the text costs few of its steps. It catches up with the tokens
-// of the steps it rested in one step of its own.
-func (j *job) guessChecked(hit bool) {
+// backoff adapts how often guesses are checked: a checked step that
+// kept none of them rests them for 1, then 3, 7, ... steps (up to
+// maxRest); a hit ends the back-off. The draft model's (a step of its
+// own where it guessed nothing or nothing kept) spends few of its steps
+// on a text it cannot follow, and catches up with the steps it rested in
+// one step of its own. The MTP head's, on a text it cannot follow (a
+// model of random weights, a text unlike its training), costs its
+// guesses alone, not steps of two rows for one token; while it rests,
+// a guess that would have been kept ends the rest.
+type backoff struct{ rest, misses int }
+
+func (b *backoff) checked(hit bool) {
 	if hit {
-		j.guessMisses = 0
+		b.misses = 0
 		return
 	}
-	j.guessMisses++
-	j.guessRest = min(1<<min(j.guessMisses, 6)-1, maxRest)
+	b.misses++
+	b.rest = min(1<<min(b.misses, 6)-1, maxRest)
 }
 
 // mtpGuess runs the model's MTP block after a step: every session's MTP
@@ -451,7 +463,7 @@ func (l *loop) mtpGuess() {
 	}
 	// The chains: one row a job a step.
 	for _, j := range l.owners {
-		if !ended(j) && len(j.mtpGuess) > 0 && len(j.mtpGuess) < j.req.Draft.MTP {
+		if !ended(j) && len(j.mtpGuess) > 0 && len(j.mtpGuess) < j.req.Draft.MTP && j.mtpBack.rest == 0 {
 			ms.chain = append(ms.chain, j)
 		}
 	}

@@ -362,19 +362,40 @@ func chiSquareQuantile999(df int) float64 {
 	return k * c * c * c
 }
 
-// TestGuessBackOff: a draft model that keeps missing rests 1, 3, 7, ...
-// steps, up to maxRest; a hit ends the back-off.
-func TestGuessBackOff(t *testing.T) {
-	var j job
+// TestBackOff: guesses that keep missing rest 1, 3, 7, ... steps, up to
+// maxRest; a hit ends the back-off.
+func TestBackOff(t *testing.T) {
+	var b backoff
 	for _, want := range []int{1, 3, 7, 15, 31, 32, 32} {
-		j.guessChecked(false)
-		if j.guessRest != want {
-			t.Errorf("after %d misses: rest %d, want %d", j.guessMisses, j.guessRest, want)
+		b.checked(false)
+		if b.rest != want {
+			t.Errorf("after %d misses: rest %d, want %d", b.misses, b.rest, want)
 		}
 	}
-	j.guessChecked(true)
-	if j.guessMisses != 0 {
-		t.Errorf("after a hit: %d misses", j.guessMisses)
+	b.checked(true)
+	if b.misses != 0 {
+		t.Errorf("after a hit: %d misses", b.misses)
+	}
+}
+
+// TestMTPRestsOnRandomWeights: the MTP head of a model of random weights
+// guesses little right, so its guesses back off and few steps check one
+// that misses (without the back-off every step would); the text is the
+// same as without drafts.
+func TestMTPRestsOnRandomWeights(t *testing.T) {
+	m := demoModelOf(t, "tiny-q35", format.F16)
+	e := newEngine(t, m, Options{Parallel: 1, MTP: true})
+	const n = 96
+	prompt := []int32{9, 8, 7, 6, 5, 4, 3, 2, 1}
+	plain, _ := collect(t, submit(t, e, Request{Prompt: prompt, MaxTokens: n, TopLogprobs: -1, Stop: []int32{}}))
+	evs, done := collect(t, submit(t, e, Request{Prompt: prompt, MaxTokens: n, TopLogprobs: -1, Stop: []int32{}, Draft: Draft{MTP: 1}}))
+	if got, want := tokensOf(evs), tokensOf(plain); !slices.Equal(got, want) {
+		t.Fatalf("with MTP drafts %v, without %v", got, want)
+	}
+	kept, missed := done.Usage.Accepted, done.Usage.Drafted-done.Usage.Accepted
+	t.Logf("%d tokens: %d guesses checked, %d kept", len(tokensOf(evs)), done.Usage.Drafted, kept)
+	if missed > 2*kept+8 {
+		t.Errorf("%d guesses missed for %d kept: the head's drafts do not back off", missed, kept)
 	}
 }
 

@@ -383,7 +383,7 @@ func (e *Engine) SubmitAll(ctx context.Context, reqs []Request) ([]*Stream, erro
 	streams := make([]*Stream, len(reqs))
 	now := time.Now()
 	for i, req := range reqs {
-		jobs[i] = &job{id: e.ids.Add(1), ctx: ctx, req: req, stream: newStream(), submitted: now}
+		jobs[i] = &job{id: e.ids.Add(1), ctx: ctx, req: req, stream: newStream(), submitted: now, mtpShadow: -1}
 		streams[i] = jobs[i].stream
 	}
 	e.mu.Lock()
@@ -484,10 +484,15 @@ type job struct {
 	// and mtpGrew whether its last MTP row added one.
 	mtpGuess []int32
 	mtpGrew  bool
-	// guessRest is how many steps to ask the draft model nothing, after
-	// guessMisses steps in a row where it guessed nothing or nothing kept.
-	guessRest, guessMisses int
-	kvBytes                int64 // the cache's bytes as Stats last counted them
+	// mtpShadow is the MTP head's first guess while its drafts rest
+	// (mtpBack), compared with the token the step picks: when they agree
+	// the rest ends. -1: none.
+	mtpShadow  int32
+	mtpDrafted bool // the feed's draft is the MTP head's
+	// guessBack rests the draft model, mtpBack the MTP head's drafts,
+	// after steps in a row that kept none of their guesses.
+	guessBack, mtpBack backoff
+	kvBytes            int64 // the cache's bytes as Stats last counted them
 	// logits is the prompt's last logits, Request.PromptLogits, until an
 	// event takes it.
 	logits []float32
@@ -595,11 +600,18 @@ func (e *Engine) check(j *job, l []float32, now time.Time, lp *logprobs) StopRea
 		return StopError
 	}
 	j.snap = nil
-	if j.guessed {
-		j.guessChecked(kept > 0)
-	} else {
+	if j.mtpShadow >= 0 && reason == "" && j.next == j.mtpShadow {
+		j.mtpBack = backoff{} // the resting head would have been right
+	}
+	switch {
+	case j.mtpDrafted:
+		j.mtpBack.checked(kept > 0)
+	case j.guessed:
+		j.guessBack.checked(kept > 0)
+	default:
 		j.draft.checked(kept, len(drafted))
 	}
+	j.mtpDrafted, j.mtpShadow = false, -1
 	j.usage.Drafted += len(drafted)
 	j.usage.Accepted += kept
 	return reason
