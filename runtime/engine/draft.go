@@ -67,13 +67,7 @@ func (e *Engine) drafts(active []*job, spare int) {
 		if len(j.rest) > 0 {
 			continue
 		}
-		j.feed, j.guessed = append(append(j.feed[:0], j.replay...), j.next), false
-		spare -= len(j.replay)
-		if len(j.replay) > 0 {
-			// The replay's step checks no draft: a rejection there would go
-			// back to before the replay, which would only grow.
-			continue
-		}
+		j.feed, j.guessed = append(j.feed[:0], j.next), false
 		room := min(spare, j.sess.Ctx()-j.sess.Len()-1)
 		if j.req.MaxTokens > 0 {
 			room = min(room, j.req.MaxTokens-j.usage.CompletionTokens)
@@ -107,7 +101,7 @@ func (e *Engine) drafts(active []*job, spare int) {
 		e.modelGuess(ds)
 	}
 	for _, j := range active {
-		if len(j.rest) > 0 || len(j.replay) > 0 {
+		if len(j.rest) > 0 {
 			continue
 		}
 		if c := j.req.Constraint; c != nil && len(j.feed) > 1 {
@@ -118,8 +112,8 @@ func (e *Engine) drafts(active []*job, spare int) {
 			j.feed = j.feed[:1+n]
 		}
 		if len(j.feed) > 1 && !j.sess.Rewindable() {
-			// check goes back here if the draft is not all kept.
-			j.snap = j.sess.Snapshot()
+			// check goes back within the step if the draft is not all kept.
+			j.snap = j.sess.Speculate()
 		}
 	}
 }
@@ -435,12 +429,10 @@ func (l *loop) mtpGuess() {
 		switch {
 		case len(j.rest) > 0:
 			next = j.rest[0]
-		case len(j.replay) > 0:
-			next = j.replay[0]
 		case !j.scoring():
 			next = j.next
 		}
-		guess := next >= 0 && len(j.rest) == 0 && len(j.replay) == 0 && j.req.Draft.MTP > 0
+		guess := next >= 0 && len(j.rest) == 0 && j.req.Draft.MTP > 0
 		left := j.sess.MTPWaiting()
 		if next < 0 {
 			left--

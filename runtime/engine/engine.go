@@ -469,13 +469,11 @@ type job struct {
 	started time.Time // admitted: the first step
 	rest    []int32   // prompt tokens still to prefill
 	next    int32     // the token to feed in the next decode step
-	feed    []int32   // a decode step's tokens: the replay, next, then the draft
-	// replay is tokens the session took and lost to a rejected draft's
-	// rewind (a session that cannot rewind by itself goes back to snap,
-	// before the draft's step): fed again in the next decode step, before
-	// next.
-	replay  []int32
-	snap    *infer.Snapshot // the session before a decode step that checks a draft, when it cannot rewind by itself
+	feed    []int32   // a decode step's tokens: next, then the draft
+	// snap is the session before a decode step that checks a draft, when
+	// it cannot rewind by itself (Session.Speculate): Session.Keep ends it
+	// after the tokens kept, with no token fed again.
+	snap    *infer.Snapshot
 	history []int32         // prompt and generated tokens, for the penalties
 	draft   *drafter        // nil: no drafts from the text
 	dsess   *infer.Session  // the draft model's cache of the conversation (nil: none yet)
@@ -587,16 +585,10 @@ func (e *Engine) check(j *job, l []float32, now time.Time, lp *logprobs) StopRea
 		}
 		kept++
 	}
-	if n := base + 1 + kept; j.sess.CanRewind(n) {
-		j.sess.Rewind(n)
-	} else if err := j.sess.Restore(j.snap); err == nil {
-		// Back to before the step; the tokens it kept go in again first
-		// thing in the next one.
-		j.replay = append(j.replay[:0], j.feed[:1+kept]...)
-	} else {
+	if err := j.keep(base + 1 + kept); err != nil {
 		// The snapshot was taken right before the step: a failure here is
 		// a bug, and generating on from a wrong state would be silent.
-		j.err = fmt.Errorf("internal error: going back to before a draft: %w", err)
+		j.err = fmt.Errorf("internal error: going back within a draft's step: %w", err)
 		return StopError
 	}
 	j.snap = nil
@@ -615,6 +607,16 @@ func (e *Engine) check(j *job, l []float32, now time.Time, lp *logprobs) StopRea
 	j.usage.Drafted += len(drafted)
 	j.usage.Accepted += kept
 	return reason
+}
+
+// keep ends the job's session after its first n tokens, within the step
+// just checked: a rewind, or back within the step from the copy taken
+// before it.
+func (j *job) keep(n int) error {
+	if j.snap != nil {
+		return j.sess.Keep(j.snap, n)
+	}
+	return j.sess.Rewind(n)
 }
 
 // sample picks the job's next token from its logits and emits it; it
@@ -682,6 +684,12 @@ func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs, length
 func (e *Engine) end(j *job, reason StopReason, k reuse) {
 	e.kvBytes.Add(-j.kvBytes)
 	j.kvBytes = 0
+	if j.sess != nil && j.snap != nil {
+		// Ended between a draft's step and its check: the session holds
+		// what it was fed, and logs no more.
+		j.sess.Keep(j.snap, j.sess.Len())
+		j.snap = nil
+	}
 	if j.sess != nil {
 		j.usage.KVTokens, j.usage.KVBytes = j.sess.Len(), j.sess.Bytes()
 		if reason != StopError {

@@ -193,7 +193,7 @@ func (l *loop) plan() {
 	e.drafts(l.active, spare)
 	for _, j := range l.active {
 		if len(j.rest) == 0 {
-			l.seqs = append(l.seqs, infer.Seq{Session: j.sess, Tokens: j.feed, Logits: true, Last: len(j.feed) - len(j.replay)})
+			l.seqs = append(l.seqs, infer.Seq{Session: j.sess, Tokens: j.feed, Logits: true, Last: len(j.feed)})
 			l.owners, l.prompt = append(l.owners, j), append(l.prompt, 0)
 			decoding += len(j.feed)
 			continue
@@ -282,9 +282,6 @@ func (l *loop) deliverOne(i int, j *job, now time.Time) {
 		// itself keeps a copy here.
 		j.sess.Checkpoint()
 		j.marks = j.marks[1:]
-	}
-	if l.prompt[i] == 0 && len(j.replay) > 0 {
-		j.feed, j.replay = j.feed[len(j.replay):], j.replay[:0]
 	}
 	lg := e.r.Logits(i)
 	if lg != nil && j.req.PromptLogits && j.usage.CompletionTokens == 0 {

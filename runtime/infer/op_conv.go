@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/qwenc/qwenc/format/graph"
+	"github.com/qwenc/qwenc/kernels"
 )
 
 // CausalConv convolves each channel over time with its own taps (a
@@ -53,7 +54,19 @@ func runCausalConv(s *step, i int) int {
 	in, out := s.view(op.In[0]), s.view(op.Out)
 	for j := range s.segs {
 		sg := &s.segs[j]
-		s.r.k.CausalConv(out[sg.row0*c:(sg.row0+sg.n)*c], in[sg.row0*c:(sg.row0+sg.n)*c], sg.states[op.State].(*recurrentState).v, op.w32, c)
+		st := sg.states[op.State].(*recurrentState)
+		if st.logging {
+			st.logRows(op, c, in[sg.row0*c:], c, sg.n)
+		}
+		s.r.k.CausalConv(out[sg.row0*c:(sg.row0+sg.n)*c], in[sg.row0*c:(sg.row0+sg.n)*c], st.v, op.w32, c)
 	}
 	return i + 1
+}
+
+// replayCausalConv brings the window of st to n tokens past where its log
+// started: the convolution over the logged inputs again, whose outputs
+// the step used already.
+func replayCausalConv(st *recurrentState, k kernels.Path, n int) {
+	c := st.logWidth
+	k.CausalConv(st.grow(n*c), st.log[:n*c], st.v, st.logOp.w32, c)
 }

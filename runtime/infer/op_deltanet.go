@@ -71,7 +71,20 @@ func bindGatedDeltaRule(m *Model, g *graph.Graph, o *boundOp) error {
 func runGatedDeltaRule(s *step, i int) int {
 	op := s.op(i)
 	t := &s.r.tasks.delta
-	t.prepare(s.r, op, s.segs, s.view(op.In[0]), s.view(op.In[1]), s.view(op.In[2]), s.view(op.Out))
+	conv, a, b := s.view(op.In[0]), s.view(op.In[1]), s.view(op.In[2])
+	hy := &s.r.m.Config.Hybrid
+	mixed, nv := s.cols(op.In[0]), hy.ValueHeads
+	for j := range s.segs {
+		// A logged token's row: its q | k | v, then its a and b.
+		sg := &s.segs[j]
+		if st := sg.states[op.State].(*recurrentState); st.logging {
+			for r := sg.row0; r < sg.row0+sg.n; r++ {
+				st.log = append(append(append(st.log, conv[r*mixed:(r+1)*mixed]...), a[r*nv:(r+1)*nv]...), b[r*nv:(r+1)*nv]...)
+			}
+			st.logOp, st.logWidth = op, mixed+2*nv
+		}
+	}
+	t.prepare(s.r, op, s.segs, conv, a, b, s.view(op.Out))
 	s.r.pool.Run(t)
 	return i + 1
 }
@@ -125,6 +138,27 @@ func (t *deltaTask) Run(w, _ int) {
 		} else {
 			t.r.k.DeltaRecurrent(&head, &x)
 		}
+	}
+}
+
+// replayGatedDeltaRule brings st to n tokens past where its log started:
+// the recurrence over the logged tokens again, head by head, token by
+// token as the step ran them, so the state is the one the step had there.
+func replayGatedDeltaRule(st *recurrentState, m *Model, k kernels.Path, n int) {
+	hy := &m.Config.Hybrid
+	nv, dk, dv := hy.ValueHeads, hy.KeyDim, hy.ValueDim
+	group, keyDim := nv/hy.KeyHeads, hy.KeyHeads*dk
+	mixed, ld := 2*keyDim+nv*dv, st.logWidth
+	per := kernels.DeltaHeadFloats(dk, dv)
+	op, rows, out := st.logOp, st.log, st.grow(n*dv)
+	for h := range nv {
+		kh := h / group
+		v := st.v[h*per : (h+1)*per]
+		head := kernels.DeltaHead{DK: dk, DV: dv, State: v[:dk*dv], Pending: v[dk*dv:], A: op.w32[h], DtBias: op.w32b[h]}
+		x := kernels.DeltaTokens{N: n, LD: ld, LDG: ld, LDO: dv,
+			Q: rows[kh*dk:], K: rows[keyDim+kh*dk:], V: rows[2*keyDim+h*dv:],
+			Alpha: rows[mixed+h:], Beta: rows[mixed+nv+h:], O: out}
+		k.DeltaRecurrent(&head, &x)
 	}
 }
 

@@ -47,6 +47,9 @@ type Session struct {
 	mtpLen                     int
 	mtpTrack                   bool
 	mtpPend, mtpLast, mtpChain []float32
+	// logFrom is the position the recurrent states' logs start at
+	// (Speculate), -1 while they do not log.
+	logFrom int
 	// MaxBatch caps the tokens of one prefill step below the compiled
 	// maximum (tests use it to check that batching does not change results).
 	MaxBatch int
@@ -67,6 +70,8 @@ type Snapshot struct {
 	// mtpRow is the hidden state at pos-1 of a session that tracks MTP,
 	// from which the MTP row there is computed again after a Restore.
 	mtpRow []float32
+	// logged: Speculate took it, and the recurrent states log from it.
+	logged bool
 }
 
 // Pos is the position the snapshot was taken at: the tokens the session
@@ -86,7 +91,7 @@ func (m *Model) NewSessionKV(ctx int, kv format.KVType) (*Session, error) {
 	if ctx > m.Config.MaxContext() {
 		return nil, fmt.Errorf("context %d is larger than the model's maximum %d", ctx, m.Config.MaxContext())
 	}
-	s := &Session{m: m, kv: kv, ctx: ctx, rewindable: true}
+	s := &Session{m: m, kv: kv, ctx: ctx, rewindable: true, logFrom: -1}
 	for i := range m.states {
 		st, err := newLayerState(&m.states[i], kv)
 		if err != nil {
@@ -211,6 +216,7 @@ func (s *Session) cut(n int, at *Snapshot) {
 		row = s.mtpRowAt(n - 1)
 	}
 	s.tokens = s.tokens[:n]
+	s.stopLogging()
 	s.cutMTP(n, row) // the MTP layer's KV cache rewinds by itself
 	s.checkpoints = slices.DeleteFunc(s.checkpoints, func(c *Snapshot) bool { return c.pos > n })
 	s.epoch++
@@ -232,7 +238,7 @@ func (s *Session) Fork(n int) (*Session, error) {
 	if p := s.RewindPoint(n); p != n {
 		return nil, fmt.Errorf("fork at %d: the session keeps no copy there (the deepest before it is at %d)", n, p)
 	}
-	f := &Session{m: s.m, kv: s.kv, rewindable: s.rewindable, ctx: s.ctx, tokens: slices.Clone(s.tokens[:n]), MaxBatch: s.MaxBatch}
+	f := &Session{m: s.m, kv: s.kv, rewindable: s.rewindable, ctx: s.ctx, tokens: slices.Clone(s.tokens[:n]), MaxBatch: s.MaxBatch, logFrom: -1}
 	var at *Snapshot
 	for _, c := range s.checkpoints {
 		if c.pos == n {
@@ -340,6 +346,71 @@ func (s *Session) Restore(sn *Snapshot) error {
 	s.restore(sn)
 	s.cut(sn.pos, sn)
 	return nil
+}
+
+// Speculate is Snapshot before a step whose tokens may not all be kept
+// (a draft to check): besides the copy, the recurrent states log what
+// their layers read in the steps until the session next goes back, so
+// that Keep can end the session at any position within them without
+// feeding a token again. A Rewindable session copies and logs nothing.
+func (s *Session) Speculate() *Snapshot {
+	sn := s.Snapshot()
+	if s.rewindable {
+		return sn
+	}
+	for _, st := range s.states {
+		if r, ok := st.(*recurrentState); ok {
+			r.logging, r.log, r.logOp = true, r.log[:0], nil
+		}
+	}
+	sn.logged, s.logFrom = true, len(s.tokens)
+	return sn
+}
+
+// Keep ends the session at n, a position between a Speculate's snapshot
+// sn and Len: a Rewindable session rewinds; any other goes back to sn and
+// runs its recurrent layers alone over the logged tokens up to n (a pass
+// over each head's state a token, a small part of a step), so the states
+// are those the step had at n. Afterwards the session no longer logs.
+func (s *Session) Keep(sn *Snapshot, n int) error {
+	switch {
+	case sn.s != s:
+		return errors.New("keep: a snapshot of another session")
+	case sn.epoch != s.epoch || n < sn.pos || n > len(s.tokens):
+		return fmt.Errorf("keep %d: the snapshot at %d is stale or the position outside it (the session holds %d)", n, sn.pos, len(s.tokens))
+	case n == len(s.tokens):
+		s.stopLogging()
+		return nil
+	case s.rewindable:
+		return s.Rewind(n)
+	case !sn.logged:
+		return fmt.Errorf("keep %d: the snapshot at %d was not taken by Speculate", n, sn.pos)
+	case n > sn.pos && s.logFrom != sn.pos:
+		return fmt.Errorf("keep %d: the session logs no steps from the snapshot at %d", n, sn.pos)
+	}
+	for _, st := range s.states {
+		if r, ok := st.(*recurrentState); ok && n > sn.pos && (r.logOp == nil || len(r.log) < (n-sn.pos)*r.logWidth) {
+			return fmt.Errorf("keep %d: a recurrent state logged %d of the %d tokens after %d", n, len(r.log)/max(r.logWidth, 1), n-sn.pos, sn.pos)
+		}
+	}
+	s.restore(sn)
+	for _, st := range s.states {
+		if r, ok := st.(*recurrentState); ok {
+			r.replay(s.m, s.m.opts.Kernels, n-sn.pos)
+		}
+	}
+	s.cut(n, nil)
+	return nil
+}
+
+// stopLogging ends what Speculate started.
+func (s *Session) stopLogging() {
+	s.logFrom = -1
+	for _, st := range s.states {
+		if r, ok := st.(*recurrentState); ok {
+			r.logging, r.log = false, r.log[:0]
+		}
+	}
 }
 
 // Checkpoint keeps a copy of the states at the current position, so that

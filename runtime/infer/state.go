@@ -5,6 +5,7 @@ import (
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/format/graph"
+	"github.com/qwenc/qwenc/kernels"
 )
 
 // LayerState is what one sequence keeps of one part of the model between
@@ -78,12 +79,60 @@ func newLayerState(s *graph.State, kv format.KVType) (LayerState, error) {
 // the ops of its layer read and overwrite each step, zero before the
 // first position. It holds no earlier position, so it goes back only to a
 // copy.
-type recurrentState struct{ v []float32 }
+type recurrentState struct {
+	v []float32
+	// While logging (Session.Speculate), the op that writes v appends
+	// what it reads of each token to log, a row of logWidth per token,
+	// and names itself in logOp: Session.Keep then brings v from a copy
+	// taken before the step to any position within it, by running that
+	// op again over the first rows (replay), with no other layer's work.
+	logging  bool
+	log      []float32
+	logWidth int
+	logOp    *boundOp
+	scratch  []float32 // the replay's outputs, which it drops
+}
+
+// logRows appends a step's rows of what the state's op reads (width each,
+// ld apart, from first) to the log.
+func (r *recurrentState) logRows(op *boundOp, width int, src []float32, ld, rows int) {
+	r.logOp, r.logWidth = op, width
+	for t := range rows {
+		r.log = append(r.log, src[t*ld:t*ld+width]...)
+	}
+}
+
+// replay runs the logged op again over the first n logged tokens, from
+// the state the log started at (restored first; Session.Keep checked
+// that the log holds them).
+func (r *recurrentState) replay(m *Model, k kernels.Path, n int) {
+	if n == 0 {
+		return
+	}
+	switch r.logOp.Kind {
+	case graph.CausalConv:
+		replayCausalConv(r, k, n)
+	case graph.GatedDeltaRule:
+		replayGatedDeltaRule(r, m, k, n)
+	default:
+		panic(fmt.Sprintf("infer: replay: op %s logs no steps", r.logOp.Kind))
+	}
+}
+
+// grow returns the state's scratch of at least n floats.
+func (r *recurrentState) grow(n int) []float32 {
+	if cap(r.scratch) < n {
+		r.scratch = make([]float32, n)
+	}
+	return r.scratch[:n]
+}
 
 func (r *recurrentState) Bytes() int64        { return 4 * int64(len(r.v)) }
 func (r *recurrentState) Reserve(_, _ int)    {}
 func (r *recurrentState) Rewindable() bool    { return false }
-func (r *recurrentState) Fork(int) LayerState { return &recurrentState{v: make([]float32, len(r.v))} }
+func (r *recurrentState) Fork(int) LayerState {
+	return &recurrentState{v: make([]float32, len(r.v))}
+}
 
 func (r *recurrentState) Snapshot() StateCopy {
 	return recurrentCopy(append([]float32(nil), r.v...))

@@ -225,3 +225,61 @@ func TestInspectMemoryHybrid(t *testing.T) {
 		}
 	}
 }
+
+// TestKeepWithinStep: a session of a Qwen3.5 model fed a step of several
+// tokens after Speculate, then kept at each position within it, goes on
+// with the logits of a straight run of the tokens it kept and the rest,
+// without feeding any token again; a stale or foreign snapshot is refused.
+func TestKeepWithinStep(t *testing.T) {
+	for _, name := range []string{"tiny-q35", "tiny-q35-moe"} {
+		m := openModel(t, compileBundled(t, name), kernels.Detect(), 2)
+		prompt := randomTokens(40, 300, 11)
+		draft := randomTokens(5, 300, 12)
+		tail := randomTokens(6, 300, 13)
+		for k := 0; k <= len(draft); k++ {
+			kept := slices.Concat(prompt, draft[:k], tail)
+			straight, _ := m.NewSession(0)
+			want, err := straight.Feed(kept)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = slices.Clone(want)
+
+			s, _ := m.NewSession(0)
+			if _, err := s.Feed(prompt); err != nil {
+				t.Fatal(err)
+			}
+			sn := s.Speculate()
+			if _, err := s.Feed(draft); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Keep(sn, len(prompt)+k); err != nil {
+				t.Fatal(err)
+			}
+			if s.Len() != len(prompt)+k {
+				t.Fatalf("%s: kept %d, the session holds %d", name, len(prompt)+k, s.Len())
+			}
+			got, err := s.Feed(tail)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := maxDiff(got, want); d > 1e-3 {
+				t.Errorf("%s: kept %d of the step: logits off a straight run's by %g", name, k, d)
+			}
+			if err := s.Keep(sn, len(prompt)+1); err == nil {
+				t.Errorf("%s: kept %d, then again within the step", name, k)
+			}
+		}
+		other, _ := m.NewSession(0)
+		s, _ := m.NewSession(0)
+		s.Feed(prompt)
+		if err := s.Keep(other.Speculate(), 0); err == nil {
+			t.Errorf("%s: another session's snapshot kept", name)
+		}
+		sn := s.Snapshot()
+		s.Feed(draft)
+		if err := s.Keep(sn, len(prompt)+1); err == nil || !strings.Contains(err.Error(), "Speculate") {
+			t.Errorf("%s: a plain snapshot kept within a step: %v", name, err)
+		}
+	}
+}
