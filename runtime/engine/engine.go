@@ -474,10 +474,10 @@ type job struct {
 	// it cannot rewind by itself (Session.Speculate): Session.Keep ends it
 	// after the tokens kept, with no token fed again.
 	snap    *infer.Snapshot
-	history []int32         // prompt and generated tokens, for the penalties
-	draft   *drafter        // nil: no drafts from the text
-	dsess   *infer.Session  // the draft model's cache of the conversation (nil: none yet)
-	guessed bool            // the feed's draft is the draft model's or the MTP head's, not the text's
+	history []int32        // prompt and generated tokens, for the penalties
+	draft   *drafter       // nil: no drafts from the text
+	dsess   *infer.Session // the draft model's cache of the conversation (nil: none yet)
+	guessed bool           // the feed's draft is the draft model's or the MTP head's, not the text's
 	// mtpGuess is the MTP head's guesses for the next step (Draft.MTP),
 	// and mtpGrew whether its last MTP row added one.
 	mtpGuess []int32

@@ -127,9 +127,9 @@ func (r *recurrentState) grow(n int) []float32 {
 	return r.scratch[:n]
 }
 
-func (r *recurrentState) Bytes() int64        { return 4 * int64(len(r.v)) }
-func (r *recurrentState) Reserve(_, _ int)    {}
-func (r *recurrentState) Rewindable() bool    { return false }
+func (r *recurrentState) Bytes() int64     { return 4 * int64(len(r.v)) }
+func (r *recurrentState) Reserve(_, _ int) {}
+func (r *recurrentState) Rewindable() bool { return false }
 func (r *recurrentState) Fork(int) LayerState {
 	return &recurrentState{v: make([]float32, len(r.v))}
 }
