@@ -6,6 +6,8 @@ BIN     := bin
 BUILD   := build
 DEMO    := qwen3-go-demo
 DEMO_N  ?= 160
+DEMO35  := qwen35-go-demo
+DEMO35_N ?= 120
 
 .PHONY: all build demo test-agents bench bench-a3b-full bench-long bench-serve fuzz test test-deploy test-cross test-purego test-avx512 test-avx2 test-race test-arm64 bench-compile perplexity clean tools
 
@@ -16,24 +18,34 @@ build:
 	$(GO) build -o $(BIN)/qwenrun ./cmd/qwenrun
 	$(GO) build -o $(BIN)/qwengen ./cmd/qwengen
 
-# The bundled demo model is stored compressed; the shared tokenizer.json
-# too. Both are unpacked once into build/.
-$(BUILD)/models/$(DEMO)/config.json: $(wildcard testdata/$(DEMO)/*) testdata/tokenizer/tokenizer.json.gz
-	rm -rf $(BUILD)/models/$(DEMO) && mkdir -p $(BUILD)/models/$(DEMO)
-	cp testdata/$(DEMO)/*.json $(BUILD)/models/$(DEMO)/
-	gunzip -c testdata/$(DEMO)/model.safetensors.gz > $(BUILD)/models/$(DEMO)/model.safetensors
-	gunzip -c testdata/tokenizer/tokenizer.json.gz > $(BUILD)/models/$(DEMO)/tokenizer.json
+# The bundled demo models are stored compressed; the shared tokenizer.json
+# too. Each is unpacked once into build/.
+$(BUILD)/models/%/config.json: testdata/%/model.safetensors.gz testdata/%/config.json testdata/%/tokenizer_config.json testdata/%/generation_config.json testdata/tokenizer/tokenizer.json.gz
+	rm -rf $(BUILD)/models/$* && mkdir -p $(BUILD)/models/$*
+	cp testdata/$*/*.json $(BUILD)/models/$*/
+	gunzip -c testdata/$*/model.safetensors.gz > $(BUILD)/models/$*/model.safetensors
+	gunzip -c testdata/tokenizer/tokenizer.json.gz > $(BUILD)/models/$*/tokenizer.json
 	touch $@
 
 $(BUILD)/tokenizer.json: testdata/tokenizer/tokenizer.json.gz
 	mkdir -p $(BUILD) && gunzip -c $< > $@
 
-demo: build $(BUILD)/models/$(DEMO)/config.json
+# Both bundled models, the Qwen3 and the Qwen3.5 (hybrid: Gated DeltaNet
+# and gated attention layers), write Go after the same prompt; the
+# Qwen3.5 one greedily, with the repeat penalty that keeps its import
+# block from repeating a line.
+demo: build $(BUILD)/models/$(DEMO)/config.json $(BUILD)/models/$(DEMO35)/config.json
 	$(BIN)/qwenc compile $(BUILD)/models/$(DEMO) -o $(BUILD)/$(DEMO).qbin
 	$(BIN)/qwenc verify $(BUILD)/$(DEMO).qbin
 	@echo "--- prompt (testdata/demo-prompt.txt) and what the model writes after it:"
 	@cat testdata/demo-prompt.txt
 	@$(BIN)/qwenrun $(BUILD)/$(DEMO).qbin -f testdata/demo-prompt.txt -n $(DEMO_N) --seed 2 --repeat-penalty 1.1
+	@echo
+	$(BIN)/qwenc compile $(BUILD)/models/$(DEMO35) -o $(BUILD)/$(DEMO35).qbin
+	$(BIN)/qwenc verify $(BUILD)/$(DEMO35).qbin
+	@echo "--- the same prompt, and what the Qwen3.5 model ($(DEMO35): three Gated DeltaNet layers, then gated attention) writes after it, greedily:"
+	@cat testdata/demo-prompt.txt
+	@$(BIN)/qwenrun $(BUILD)/$(DEMO35).qbin -f testdata/demo-prompt.txt -n $(DEMO35_N) --temp 0 --repeat-penalty 1.1
 
 # Vet and every test, then what a plain `go test` on this machine does not
 # cover: the portable kernels (purego), the AVX2 kernels (AVX-512 switched
@@ -140,10 +152,12 @@ endif
 # TestConstrainedConcurrently races, and TestMatchersConcurrently the
 # states a grammar's matchers share; and TestAnthropicToolChoiceNone,
 # whose compile of its own model takes 20 s there (the compiler's
-# pipeline is raced above), and the agents' requests replayed, prompts of
-# thousands of tokens on one goroutine at a time. Together four minutes under the race
-# detector.
-RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestHeadLogitsMatchReference$$|^TestAttentionLongContext$$|^TestKVQ8GreedyKeepsText$$|^TestMatmulGemm$$|^TestMatmulLd$$|^TestSchemaOnRandomModel$$|^TestToolChoiceOnRandomModel$$|^TestThinkingThenSchema$$|^TestRealClients$$|^TestAnthropicMessages$$|^TestAnthropicConversation$$|^TestRealEmbeddingClients$$|^TestEmbeddingReference$$|^TestRerankReference$$|^TestEmbedReference$$|^TestEmbeddingLayoutCompiles$$|^TestStepLastLogits$$|^TestEmbeddingModelDoesNotGenerate$$|^TestEmbedRefusals$$|^TestEmbedMany$$|^TestEmbedConcurrent$$|^ExampleModel_Embed$$|^ExampleModel_Rerank$$|^TestEmbeddingEndpoints$$|^TestRerankEndpoint$$|^TestEmbeddingRefusals$$|^TestOpenAIGoToolsAndSchema$$|^TestDraftModelKeepsGreedyText$$|^TestDraftCutByConstraint$$|^TestDraftsKeepTheText$$|^TestDraftsOnEveryPath$$|^TestClaudeCodeSchemas$$|^TestAnthropicToolChoiceNone$$|^TestRequiredToolCallCompletes$$|^TestSchemaAnswerCompletes$$|^TestThinkEffort$$|^TestAgentRequests$$
+# pipeline is raced above), the agents' requests replayed (prompts of
+# thousands of tokens on one goroutine at a time), and the serve tests of
+# Qwen3.5's templates, thinking and clients would their Qwen3.5 models
+# (one request at a time, over code the batching tests race). Together
+# four minutes under the race detector.
+RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestHeadLogitsMatchReference$$|^TestAttentionLongContext$$|^TestKVQ8GreedyKeepsText$$|^TestMatmulGemm$$|^TestMatmulLd$$|^TestSchemaOnRandomModel$$|^TestToolChoiceOnRandomModel$$|^TestThinkingThenSchema$$|^TestRealClients$$|^TestAnthropicMessages$$|^TestAnthropicConversation$$|^TestRealEmbeddingClients$$|^TestEmbeddingReference$$|^TestRerankReference$$|^TestEmbedReference$$|^TestEmbeddingLayoutCompiles$$|^TestStepLastLogits$$|^TestEmbeddingModelDoesNotGenerate$$|^TestEmbedRefusals$$|^TestEmbedMany$$|^TestEmbedConcurrent$$|^ExampleModel_Embed$$|^ExampleModel_Rerank$$|^TestEmbeddingEndpoints$$|^TestRerankEndpoint$$|^TestEmbeddingRefusals$$|^TestOpenAIGoToolsAndSchema$$|^TestDraftModelKeepsGreedyText$$|^TestDraftCutByConstraint$$|^TestDraftsKeepTheText$$|^TestDraftsOnEveryPath$$|^TestClaudeCodeSchemas$$|^TestAnthropicToolChoiceNone$$|^TestRealClientsQwen35$$|^TestApplyTemplateQwen35$$|^TestPreserveThinking$$|^TestQwen35ThinkingEveryFrontEnd$$|^TestTemplateKwargsMalformed$$|^TestRequiredToolCallCompletes$$|^TestSchemaAnswerCompletes$$|^TestThinkEffort$$|^TestAgentRequests$$
 test-race:
 	$(GO) test -race -skip '$(RACE_SKIP)' ./kernels/ ./runtime/infer/ ./compiler/ ./runtime/engine/ ./qwen/ ./qwen/serve/
 	$(GO) test -race -run '^TestMatchersConcurrently$$' ./runtime/grammar/

@@ -24,6 +24,29 @@ type Checkpoint struct {
 	TokenizerConfig []byte
 	Tensors         map[string]*TensorInfo
 	files           map[string]*os.File
+	// textPrefix is where a multimodal checkpoint keeps its text model's
+	// model. tensors: "model.language_model." (Qwen3.5 ships as
+	// Qwen3_5ForConditionalGeneration); "" for a text model's.
+	textPrefix string
+	// Vision counts the vision tower's tensors (model.visual.), which are
+	// not compiled.
+	Vision int
+}
+
+// hfName is the name under which the checkpoint holds the text model's
+// tensor name ("model.embed_tokens.weight").
+func (c *Checkpoint) hfName(name string) string {
+	if rest, ok := strings.CutPrefix(name, "model."); ok && c.textPrefix != "" {
+		return c.textPrefix + rest
+	}
+	return name
+}
+
+// Tensor finds the text model's tensor name, in a multimodal checkpoint
+// under its text model's prefix.
+func (c *Checkpoint) Tensor(name string) (*TensorInfo, bool) {
+	t, ok := c.Tensors[c.hfName(name)]
+	return t, ok
 }
 
 // OpenCheckpoint accepts a model directory, a single .safetensors file with
@@ -92,6 +115,14 @@ func OpenCheckpoint(model string) (_ *Checkpoint, err error) {
 				return nil, fmt.Errorf("%s: tensor %q is also in %s", p, name, prev.File)
 			}
 			c.Tensors[name] = t
+		}
+	}
+	for name := range c.Tensors {
+		switch {
+		case strings.HasPrefix(name, "model.language_model."):
+			c.textPrefix = "model.language_model."
+		case strings.HasPrefix(name, "model.visual."):
+			c.Vision++
 		}
 	}
 	return c, nil

@@ -46,6 +46,9 @@ type Result struct {
 	Header *format.Header
 	Bytes  int64 // file size
 	Read   int64 // checkpoint bytes read
+	// Notes are what the compile left out, for the user: a multimodal
+	// checkpoint's vision tower.
+	Notes []string
 }
 
 // section is one directory entry and where its bytes come from.
@@ -132,7 +135,11 @@ func Compile(ctx context.Context, model string, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return write(ctx, ck, hdr, secs, opts)
+	res, err := write(ctx, ck, hdr, secs, opts)
+	if err == nil && ck.Vision > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("the vision tower (%d tensors) is kept out: image input is not supported yet", ck.Vision))
+	}
+	return res, err
 }
 
 // plan builds the header (with offsets, checksums still zero) and the list
@@ -217,6 +224,16 @@ func plan(ck *Checkpoint, opts Options) (*format.Header, []section, error) {
 	}{{"decode", 1}, {"prefill", maxPrefill}} {
 		hdr.Plans = append(hdr.Plans, graph.Plan(arch.Build(a, &cfg, m.mode, m.tokens, hdr.SectionTypes())))
 	}
+	// The MTP block's programs, when the architecture has one: a draft
+	// step of one row, and a prompt's rows in batches.
+	for _, m := range []struct {
+		mode   string
+		tokens int
+	}{{arch.MTPDecode, 1}, {arch.MTPPrefill, maxPrefill}} {
+		if g := arch.BuildMTP(a, &cfg, m.mode, m.tokens, hdr.SectionTypes()); g != nil {
+			hdr.Plans = append(hdr.Plans, graph.Plan(g))
+		}
+	}
 	// The header's size does not depend on offsets, sizes or checksums
 	// (fixed-width fields), so it can be sized now and rewritten in place
 	// at the end.
@@ -246,25 +263,62 @@ func checkpointTensors(ck *Checkpoint, t *arch.Tensor, tr *arch.Transform) ([]*T
 	if tr.SrcShape != nil {
 		shape = tr.SrcShape
 	}
+	if _, ok := ck.Tensor(t.HF[0]); !ok && t.Fused.Name != "" {
+		if fused, ok := ck.Tensor(t.Fused.Name); ok {
+			return fusedViews(fused, t)
+		}
+	}
 	var srcs []*TensorInfo
 	for _, name := range t.HF {
-		ti, ok := ck.Tensors[name]
+		ti, ok := ck.Tensor(name)
 		if !ok {
-			return nil, fmt.Errorf("%s: tensor %q: missing from the checkpoint", ck.Path, name)
+			return nil, fmt.Errorf("%s: tensor %q: missing from the checkpoint", ck.Path, ck.hfName(name))
 		}
-		same := len(ti.Shape) == len(shape)
-		for i := 0; same && i < len(shape); i++ {
-			same = uint64(ti.Shape[i]) == shape[i]
-		}
-		if !same {
-			return nil, fmt.Errorf("%s: tensor %q: shape %v, config.json implies %v", ti.File, name, ti.Shape, shape)
-		}
-		if ElemSize(ti.DType) == 0 {
-			return nil, fmt.Errorf("%s: tensor %q: dtype %s not supported (BF16, F16, F32)", ti.File, name, ti.DType)
+		if err := checkTensor(ti, shape, ""); err != nil {
+			return nil, err
 		}
 		srcs = append(srcs, ti)
 	}
 	return srcs, nil
+}
+
+// checkTensor checks a checkpoint tensor's shape and dtype; what is
+// appended to its name in errors.
+func checkTensor(ti *TensorInfo, shape []uint64, what string) error {
+	same := len(ti.Shape) == len(shape)
+	for i := 0; same && i < len(shape); i++ {
+		same = uint64(ti.Shape[i]) == shape[i]
+	}
+	if !same {
+		return fmt.Errorf("%s: tensor %q: shape %v, config.json implies %v%s", ti.File, ti.Name, ti.Shape, shape, what)
+	}
+	if ElemSize(ti.DType) == 0 {
+		return fmt.Errorf("%s: tensor %q: dtype %s not supported (BF16, F16, F32)", ti.File, ti.Name, ti.DType)
+	}
+	return nil
+}
+
+// fusedViews are a stacked-experts section's per-expert sources in a
+// fused checkpoint tensor [experts, Rows, k]: each expert's rows [Row0,
+// Row0 + n) are consecutive bytes, read as a tensor of their own.
+func fusedViews(fused *TensorInfo, t *arch.Tensor) ([]*TensorInfo, error) {
+	experts, n, k := t.Shape[0], t.Shape[1], t.Shape[2]
+	f := t.Fused
+	if err := checkTensor(fused, []uint64{experts, uint64(f.Rows), k}, fmt.Sprintf(" (the experts' %s)", t.Role)); err != nil {
+		return nil, err
+	}
+	es := int64(ElemSize(fused.DType))
+	per := int64(f.Rows) * int64(k) * es
+	views := make([]*TensorInfo, experts)
+	for e := range views {
+		v := *fused
+		v.Name = fmt.Sprintf("%s[%d][%d:%d]", fused.Name, e, f.Row0, f.Row0+int(n))
+		v.Shape = []int{int(n), int(k)}
+		v.Offset = fused.Offset + int64(e)*per + int64(f.Row0)*int64(k)*es
+		v.Size = int64(n) * int64(k) * es
+		views[e] = &v
+	}
+	return views, nil
 }
 
 // weightType is the dtype of a matrix (its arch.Tensor role: the layer
@@ -571,35 +625,44 @@ func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionW
 // transformRows reads section rows r0..r0+n-1 (of k values) of checkpoint
 // tensor t into rows as f32, through the architecture's transform: each
 // from the checkpoint row tr.Row gives (runs of consecutive rows in one
-// read), its columns permuted by tr.Col, then tr.Values. A value the
-// transform makes non-finite is refused by the conversion after it.
+// read), its columns picked by tr.Col (from a checkpoint row that may be
+// wider), then tr.Values. A value the transform makes non-finite is
+// refused by the conversion after it.
 func transformRows(ck *Checkpoint, tr *arch.Transform, t *TensorInfo, sl *blockSlot, rows []float32, r0, n, k int) error {
 	es := ElemSize(t.DType)
+	srcK := 1
+	for _, d := range t.Shape[1:] {
+		srcK *= d
+	}
 	src := func(r int) int {
 		if tr.Row == nil {
 			return r
 		}
 		return tr.Row(r)
 	}
+	read := rows[:n*k]
+	if srcK != k {
+		read = sl.floats(&sl.wide, n*srcK)
+	}
 	for i := 0; i < n; {
 		s, j := src(r0+i), i+1
 		for j < n && src(r0+j) == s+j-i {
 			j++
 		}
-		buf := sl.grow(&sl.src, (j-i)*k*es)
-		if err := ck.ReadAt(t, buf, int64(s*k*es)); err != nil {
+		buf := sl.grow(&sl.src, (j-i)*srcK*es)
+		if err := ck.ReadAt(t, buf, int64(s*srcK*es)); err != nil {
 			return err
 		}
-		if err := toF32(rows[i*k:j*k], buf, t.DType); err != nil {
+		if err := toF32(read[i*srcK:j*srcK], buf, t.DType); err != nil {
 			return err
 		}
 		i = j
 	}
 	if tr.Col != nil {
-		in := sl.floats(&sl.tmp, k)
+		in := sl.floats(&sl.tmp, srcK)
 		for i := range n {
+			copy(in, read[i*srcK:(i+1)*srcK])
 			row := rows[i*k : (i+1)*k]
-			copy(in, row)
 			for c := range row {
 				row[c] = in[tr.Col(c)]
 			}
@@ -676,7 +739,7 @@ func pipeline(ctx context.Context, n int, slots []*blockSlot, fill func(int, *bl
 // blockSlot holds one parallel worker's buffers, reused across blocks.
 type blockSlot struct {
 	src, rows, out []byte
-	f32, tmp       []float32
+	f32, tmp, wide []float32
 }
 
 func (sl *blockSlot) floats(buf *[]float32, n int) []float32 {

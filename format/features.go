@@ -27,8 +27,14 @@ type featureRule struct {
 
 // features are the features this build knows, in name order.
 var features = []featureRule{
+	{"attn_output_gate", true, func(c *Config) bool { return c.AttnGate }},
 	{"embedding", true, func(c *Config) bool { return c.Embedding }},
+	{"hybrid", true, func(c *Config) bool { return len(c.Hybrid.Linear) > 0 }},
 	{"moe", true, func(c *Config) bool { return c.MoE.Experts > 0 }},
+	{"moe.shared_expert", true, func(c *Config) bool { return c.MoE.SharedWidth > 0 }},
+	// A reader that cannot draft with it still runs the model.
+	{"mtp", false, func(c *Config) bool { return c.MTPLayers > 0 }},
+	{"partial_rotary", true, func(c *Config) bool { return c.RotaryDims != 0 && c.RotaryDims != c.HeadDim }},
 	{"qk_norm", true, func(c *Config) bool { return c.QKNorm }},
 	{"qkv_bias", true, func(c *Config) bool { return c.QKVBias }},
 	{"rope_scaling.linear", true, func(c *Config) bool { return c.RopeScaling.Type == "linear" }},

@@ -139,6 +139,44 @@ type Config struct {
 	// Append is the tokens the tokenizer's post-processor appends to every
 	// input (Qwen3-Embedding's <|endoftext|>).
 	Append []int32
+	// RotaryDims is how many of each head's first dimensions RoPE rotates
+	// (head_dim x partial_rotary_factor: 64 of Qwen3.5's 256); 0 is all.
+	RotaryDims int
+	// AttnGate says q_proj also gives each head a gate, and the attention
+	// output is multiplied by its sigmoid before o_proj (Qwen3.5).
+	AttnGate bool
+	// Hybrid describes the linear-attention layers of a hybrid model
+	// (Qwen3.5's Gated DeltaNet); it is zero for a model of attention
+	// alone.
+	Hybrid Hybrid
+	// MTPLayers is the multi-token-prediction layers the file holds
+	// (Qwen3.5's one), which guess the token after the next.
+	MTPLayers int
+}
+
+// Hybrid describes the Gated DeltaNet layers of a hybrid model: each
+// keeps a fixed-size recurrent state per sequence instead of a KV cache.
+type Hybrid struct {
+	// Linear says, per layer, whether it is a Gated DeltaNet layer (else
+	// full attention): config.json's layer_types.
+	Linear []bool
+	// KeyHeads and ValueHeads are the DeltaNet's heads (value head j reads
+	// key head j / (ValueHeads/KeyHeads)); KeyDim and ValueDim their
+	// widths.
+	KeyHeads, ValueHeads, KeyDim, ValueDim int
+	// ConvKernel is the causal convolution's width (linear_conv_kernel_dim).
+	ConvKernel int
+}
+
+// LinearLayer reports whether layer l is a Gated DeltaNet layer.
+func (c *Config) LinearLayer(l int) bool { return l < len(c.Hybrid.Linear) && c.Hybrid.Linear[l] }
+
+// Rotary is how many of a head's dimensions RoPE rotates.
+func (c *Config) Rotary() int {
+	if c.RotaryDims == 0 {
+		return c.HeadDim
+	}
+	return c.RotaryDims
 }
 
 // RopeScaling stretches RoPE beyond the trained context (config.json's
@@ -177,6 +215,10 @@ type MoE struct {
 	ExpertsPerToken int  // experts each token is routed to (num_experts_per_tok)
 	ExpertWidth     int  // each expert's intermediate size (moe_intermediate_size)
 	NormTopK        bool // renormalise the chosen experts' weights to sum 1 (norm_topk_prob)
+	// SharedWidth is the intermediate size of a shared expert every token
+	// goes through beside its routed ones, scaled by the sigmoid of a
+	// gate of its own (shared_expert_intermediate_size; 0: none).
+	SharedWidth int
 	// Sparse says, per layer, whether its MLP is the routed experts (else
 	// the dense MLP of Config.Intermediate).
 	Sparse []bool
@@ -244,10 +286,49 @@ func (c *Config) Validate() error {
 	if c.HeadDim%2 != 0 {
 		return fmt.Errorf("config: head_dim %d is odd (RoPE needs pairs)", c.HeadDim)
 	}
+	if r := c.RotaryDims; r < 0 || r > c.HeadDim || r%2 != 0 {
+		return fmt.Errorf("config: %d rotary dimensions of head_dim %d (want an even number up to it)", r, c.HeadDim)
+	}
 	if err := c.RopeScaling.validate(); err != nil {
 		return err
 	}
+	if err := c.Hybrid.validate(c.Layers); err != nil {
+		return err
+	}
+	if c.Intermediate == 0 && !c.allSparse() {
+		return fmt.Errorf("config: intermediate_size is needed by the dense layers")
+	}
 	return c.MoE.validate(c.Layers)
+}
+
+// allSparse reports whether every layer routes to experts (the dense
+// width is then of no use).
+func (c *Config) allSparse() bool {
+	for l := range c.Layers {
+		if !c.SparseLayer(l) {
+			return false
+		}
+	}
+	return c.Layers > 0
+}
+
+func (h *Hybrid) validate(layers int) error {
+	if len(h.Linear) == 0 {
+		if h.KeyHeads != 0 || h.ValueHeads != 0 || h.KeyDim != 0 || h.ValueDim != 0 || h.ConvKernel != 0 {
+			return fmt.Errorf("config: linear attention fields set without layer_types")
+		}
+		return nil
+	}
+	switch {
+	case len(h.Linear) != layers:
+		return fmt.Errorf("config: %d layer types for %d layers", len(h.Linear), layers)
+	case h.KeyHeads < 1 || h.ValueHeads < 1 || h.KeyDim < 1 || h.ValueDim < 1 || h.ConvKernel < 1:
+		return fmt.Errorf("config: linear attention of %d key heads x %d and %d value heads x %d, kernel %d: all must be positive",
+			h.KeyHeads, h.KeyDim, h.ValueHeads, h.ValueDim, h.ConvKernel)
+	case h.ValueHeads%h.KeyHeads != 0:
+		return fmt.Errorf("config: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d", h.ValueHeads, h.KeyHeads)
+	}
+	return nil
 }
 
 func (r *RopeScaling) validate() error {

@@ -226,23 +226,23 @@ func TestFeatures(t *testing.T) {
 	}
 
 	needs := *h
-	needs.UnknownFeatures = []format.Feature{{Name: "hybrid", Required: true}, {Name: "mtp"}}
+	needs.UnknownFeatures = []format.Feature{{Name: "retention", Required: true}, {Name: "vision"}}
 	// What the feature changes may be nothing this build can read.
 	needs.Config.Hidden = 0
 	needs.Sections = append(slices.Clone(h.Sections), format.Section{Name: "layers.0.conv", Kind: 99, DType: 77})
 	_, err = readHeaderBytes(format.MarshalHeader(&needs), size)
 	var fe *format.FeatureError
-	if err == nil || err.Error() != `this file needs feature "hybrid": update qwenrun` || !errors.As(err, &fe) || fe.Feature != "hybrid" {
+	if err == nil || err.Error() != `this file needs feature "retention": update qwenrun` || !errors.As(err, &fe) || fe.Feature != "retention" {
 		t.Errorf("a required feature this build lacks: %v", err)
 	}
 
 	optional := *h
-	optional.UnknownFeatures = []format.Feature{{Name: "mtp"}, {Name: "a.b"}}
+	optional.UnknownFeatures = []format.Feature{{Name: "vision"}, {Name: "a.b"}}
 	got, err := readHeaderBytes(format.MarshalHeader(&optional), size)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []format.Feature{{Name: "a.b"}, {Name: "mtp"}}; !reflect.DeepEqual(got.UnknownFeatures, want) {
+	if want := []format.Feature{{Name: "a.b"}, {Name: "vision"}}; !reflect.DeepEqual(got.UnknownFeatures, want) {
 		t.Errorf("optional features this build lacks: read back %v, want %v", got.UnknownFeatures, want)
 	}
 

@@ -129,9 +129,15 @@ func TestGeneratedSchemasOnRandomModel(t *testing.T) {
 
 // TestToolChoiceOnRandomModel: with tool_choice required the random model
 // calls a tool, with arguments valid for that tool's parameters; with a
-// named tool, that one; with none, no call.
+// named tool, that one; with none, no call. Qwen3's calls are JSON,
+// Qwen3.5's XML (tiny-q35).
 func TestToolChoiceOnRandomModel(t *testing.T) {
-	m := open(t, "tiny-a.qbin")
+	for _, name := range []string{"tiny-a", "tiny-q35"} {
+		t.Run(name, func(t *testing.T) { toolChoiceOnRandomModel(t, open(t, name+".qbin")) })
+	}
+}
+
+func toolChoiceOnRandomModel(t *testing.T, m *qwen.Model) {
 	params := `{"type": "object", "properties": {"city": {"enum": ["Paris", "Oslo"]}, "days": {"type": "integer", "minimum": 1, "maximum": 7}}, "required": ["city", "days"], "additionalProperties": false}`
 	weather, err := qwen.NewTool("weather", "The forecast.", json.RawMessage(params))
 	if err != nil {

@@ -99,6 +99,11 @@ type Request struct {
 	// template's empty think block, as enable_thinking=false); other
 	// models ignore it.
 	NoThinking bool
+	// PreserveThinking keeps the reasoning of every earlier answer in the
+	// prompt, as Qwen3.6's preserve_thinking=true, where the template
+	// otherwise keeps only the reasoning after the last user message;
+	// templates without the switch ignore it.
+	PreserveThinking bool
 	// Sampling is how to pick each token; nil is the model's generation
 	// config (Info.Sampling) with a random seed. Its values are held to
 	// the ranges of sampling.Settings.
@@ -145,6 +150,12 @@ type Request struct {
 	// probability below DraftPMin; 0 is DefaultDraftPMin, and a negative
 	// value never stops them.
 	DraftPMin float64
+	// DraftMTP is the most tokens the model's own MTP head guesses for
+	// one step where the text offers no draft, each from the one before
+	// (a chain); 0 asks it for nothing. It needs WithMTP. The first guess
+	// is kept most often (0.90 on the Qwen3.5 demo's Go prompts), the
+	// ones after it less: DefaultDraftMTP.
+	DraftMTP int
 	// DraftMin is the fewest tokens worth drafting (default 1).
 	DraftMin int
 	// Prediction is text the answer is expected to repeat, drafted first
@@ -196,6 +207,9 @@ const DefaultDraft = 16
 // DefaultDraftModel is a good DraftModel: each guess costs a step of the
 // draft model, and few runs of 8 guesses are all right.
 const DefaultDraftModel = 8
+
+// DefaultDraftMTP is a good DraftMTP: one guess a step.
+const DefaultDraftMTP = 1
 
 // DefaultDraftPMin is llama.cpp's default confidence under which a draft
 // model stops guessing.
@@ -282,7 +296,7 @@ func (m *Model) render(r *Request, generationPrompt bool) ([]chat.Segment, bool,
 
 // chatOptions are the chat template's switches a request sets.
 func chatOptions(r *Request) chat.Options {
-	return chat.Options{Tools: r.Tools, NoThinking: r.NoThinking}
+	return chat.Options{Tools: r.Tools, NoThinking: r.NoThinking, PreserveThinking: r.PreserveThinking}
 }
 
 // RenderPrompt is the text of a request's prompt: of a conversation, the
@@ -290,7 +304,15 @@ func chatOptions(r *Request) chat.Options {
 // opening of the assistant's turn), or the raw Prompt. A prompt given as
 // Tokens is decoded.
 func (m *Model) RenderPrompt(req Request) (string, error) {
-	segs, isChat, err := m.render(&req, true)
+	return m.RenderTemplate(req, true)
+}
+
+// RenderTemplate is RenderPrompt with the opening of the assistant's
+// turn only when generationPrompt is set, as add_generation_prompt: a
+// conversation rendered without it is as the template prints a finished
+// one.
+func (m *Model) RenderTemplate(req Request, generationPrompt bool) (string, error) {
+	segs, isChat, err := m.render(&req, generationPrompt)
 	switch {
 	case err != nil:
 		return "", err
@@ -312,6 +334,11 @@ func (m *Model) prepare(r *Request) (prompt, error) {
 		return prompt{}, err
 	}
 	p := prompt{chat: isChat, opts: chatOptions(r), req: engine.Request{Prompt: ids, MaxTokens: -1, Stop: m.stopIDs, TopLogprobs: -1}}
+	if isChat {
+		// A hybrid model's engine keeps a copy of its states where the
+		// next turn, or an edited message, parts from this one.
+		p.req.Marks = m.format.MessageEnds(m.m.Tokenizer, ids)
+	}
 	if p.req.KV, err = m.kvType(r.KV); err != nil {
 		return prompt{}, err
 	}
@@ -403,16 +430,18 @@ func (m *Model) textOf(p prompt) textSource {
 // draft checks a request's drafts and makes them the engine's.
 func (m *Model) draft(r *Request) (engine.Draft, error) {
 	switch {
-	case r.Draft < 0 || r.DraftMin < 0 || r.DraftModel < 0:
-		return engine.Draft{}, fmt.Errorf("Draft %d, DraftModel %d, DraftMin %d: want 0 or more", r.Draft, r.DraftModel, r.DraftMin)
+	case r.Draft < 0 || r.DraftMin < 0 || r.DraftModel < 0 || r.DraftMTP < 0:
+		return engine.Draft{}, fmt.Errorf("Draft %d, DraftModel %d, DraftMTP %d, DraftMin %d: want 0 or more", r.Draft, r.DraftModel, r.DraftMTP, r.DraftMin)
 	case r.DraftPMin >= 1:
 		return engine.Draft{}, fmt.Errorf("DraftPMin %g: want less than 1", r.DraftPMin)
 	case r.Prediction != "" && r.Draft == 0:
 		return engine.Draft{}, errors.New("Prediction is drafted: it needs Draft")
 	case r.DraftModel > 0 && m.draftModel == nil:
 		return engine.Draft{}, errors.New("DraftModel: this Model was opened without a draft model (WithDraftModel)")
+	case r.DraftMTP > 0 && !m.info.MTPDrafts:
+		return engine.Draft{}, errors.New("DraftMTP: this Model was opened without WithMTP")
 	}
-	d := engine.Draft{Max: r.Draft, Min: r.DraftMin, Model: r.DraftModel, PMin: float32(r.DraftPMin)}
+	d := engine.Draft{Max: r.Draft, Min: r.DraftMin, Model: r.DraftModel, MTP: r.DraftMTP, PMin: float32(r.DraftPMin)}
 	switch {
 	case r.DraftPMin == 0:
 		d.PMin = DefaultDraftPMin

@@ -40,6 +40,9 @@ func compileCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			for _, n := range res.Notes {
+				fmt.Fprintf(os.Stderr, "qwenc: note: %s\n", n)
+			}
 			if !c.Bool("quiet") {
 				fmt.Fprintf(os.Stderr, "wrote %s (%d bytes)\n", res.Output, res.Bytes)
 			}

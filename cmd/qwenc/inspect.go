@@ -174,6 +174,11 @@ func printJSON(w io.Writer, h *format.Header, version uint32, rep format.MemoryR
 			"sparse_layers": sparseLayers(&c),
 			"rope_scaling":  ropeScalingJSON(&c), "max_context": c.MaxContext(),
 			"embedding": c.Embedding, "append": c.Append,
+			"shared_expert_intermediate_size": c.MoE.SharedWidth, "rotary_dims": c.Rotary(),
+			"attn_output_gate": c.AttnGate, "mtp_num_hidden_layers": c.MTPLayers,
+			"linear_layers": linearLayers(&c), "linear_num_key_heads": c.Hybrid.KeyHeads,
+			"linear_num_value_heads": c.Hybrid.ValueHeads, "linear_key_head_dim": c.Hybrid.KeyDim,
+			"linear_value_head_dim": c.Hybrid.ValueDim, "linear_conv_kernel_dim": c.Hybrid.ConvKernel,
 		},
 		"generation":  h.Generation,
 		"chat_family": h.ChatFamily,
@@ -216,9 +221,19 @@ func printText(w io.Writer, h *format.Header, rep format.MemoryReport) {
 		fmt.Fprintf(w, "rope scaling: %s, factor %g over an original context of %d; attention factor %.4f; maximum context %d\n",
 			rs.Type, rs.Factor, rs.OriginalMax, rs.AttentionFactor, c.MaxContext())
 	}
+	if hy := c.Hybrid; len(hy.Linear) > 0 {
+		fmt.Fprintf(w, "hybrid: Gated DeltaNet layers %v of %d (the others full attention), %d key heads and %d value heads of %d and %d, conv kernel %d\n",
+			linearLayers(&c), c.Layers, hy.KeyHeads, hy.ValueHeads, hy.KeyDim, hy.ValueDim, hy.ConvKernel)
+	}
+	if c.RotaryDims != 0 || c.AttnGate || c.MTPLayers > 0 {
+		fmt.Fprintf(w, "attention: RoPE on %d of %d head dimensions, output gate %v; MTP layers %d\n", c.Rotary(), c.HeadDim, c.AttnGate, c.MTPLayers)
+	}
 	if m := c.MoE; m.Experts > 0 {
 		fmt.Fprintf(w, "experts: %d of width %d, %d per token, norm_topk_prob %v; sparse layers %v of %d (the others dense)\n",
 			m.Experts, m.ExpertWidth, m.ExpertsPerToken, m.NormTopK, sparseLayers(&c), c.Layers)
+		if m.SharedWidth > 0 {
+			fmt.Fprintf(w, "shared expert: width %d, gated\n", m.SharedWidth)
+		}
 	}
 	fmt.Fprintf(w, "parameters: %s total, %s active per token\n", count(rep.Parameters), count(rep.ActiveParameters))
 	g := h.Generation
@@ -361,6 +376,17 @@ func ropeScalingJSON(c *format.Config) any {
 		j["beta_fast"], j["beta_slow"], j["truncate"] = rs.BetaFast, rs.BetaSlow, rs.Truncate
 	}
 	return j
+}
+
+// linearLayers lists the Gated DeltaNet layers of a hybrid model.
+func linearLayers(c *format.Config) []int {
+	l := []int{}
+	for i, lin := range c.Hybrid.Linear {
+		if lin {
+			l = append(l, i)
+		}
+	}
+	return l
 }
 
 // sparseLayers lists the layers whose MLP is routed experts.

@@ -364,17 +364,17 @@ func TestInspectKeysFeaturesKinds(t *testing.T) {
 	}
 
 	withHeaderEdit(t, m, func(h *format.Header) {
-		h.UnknownFeatures = []format.Feature{{Name: "mtp"}}
+		h.UnknownFeatures = []format.Feature{{Name: "audio"}}
 		h.Unknown = []format.Entry{{Key: "mtp.num_hidden_layers", Value: uint32(1)}}
 	})
 	r, text = inspect()
-	if len(r.Features) != 2 || r.Features[0].Name != "mtp" || r.Features[0].Required || r.Features[0].Known {
-		t.Errorf("features %+v, want mtp (optional, unknown) and qk_norm", r.Features)
+	if len(r.Features) != 2 || r.Features[0].Name != "audio" || r.Features[0].Required || r.Features[0].Known {
+		t.Errorf("features %+v, want audio (optional, unknown) and qk_norm", r.Features)
 	}
 	if typ, v, known := key(r, "mtp.num_hidden_layers"); typ != "u32" || v != float64(1) || known {
 		t.Errorf("mtp.num_hidden_layers: %s %v known %v", typ, v, known)
 	}
-	for _, line := range []string{"features: mtp (optional, unknown to this build), qk_norm\n", "(unknown to this build)\n"} {
+	for _, line := range []string{"features: audio (optional, unknown to this build), qk_norm\n", "(unknown to this build)\n"} {
 		if !strings.Contains(text, line) {
 			t.Errorf("the text does not show %q:\n%s", line, text)
 		}

@@ -229,8 +229,8 @@ func TestHostileFiles(t *testing.T) {
 		{"num_hidden_layers 2^24", edit(func(h *format.Header) { h.Config.Layers = 1 << 24 }),
 			[]string{`section "layers.2.input_layernorm": missing`}, false},
 		{"a feature this build does not have", edit(func(h *format.Header) {
-			h.UnknownFeatures = []format.Feature{{Name: "hybrid", Required: true}}
-		}), []string{`this file needs feature "hybrid": update qwenrun`}, false},
+			h.UnknownFeatures = []format.Feature{{Name: "retention", Required: true}}
+		}), []string{`this file needs feature "retention": update qwenrun`}, false},
 		{"eos id outside the vocabulary", edit(func(h *format.Header) { h.Generation.EOS[0] = 300 }),
 			[]string{"eos id 300 outside the vocabulary"}, false},
 		{"arena tensor outside its arena", edit(func(h *format.Header) { h.Plans[0].Tensors[0].Offset = h.Plans[0].Size }),
@@ -328,7 +328,7 @@ func TestHostileFiles(t *testing.T) {
 	// is due to the damage, not the harness; and a file that lists an
 	// optional feature, or a key, this build does not know is as good.
 	optional := cloneHeader(t, h)
-	optional.UnknownFeatures = []format.Feature{{Name: "mtp"}}
+	optional.UnknownFeatures = []format.Feature{{Name: "vision"}}
 	optional.Unknown = []format.Entry{{Key: "mtp.num_hidden_layers", Value: uint32(1)}}
 	for name, file := range map[string][]byte{"control": good, "optional feature and key this build does not know": synthtest.WithHeader(t, good, optional)} {
 		t.Run(name, func(t *testing.T) {

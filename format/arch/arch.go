@@ -34,7 +34,15 @@ type Arch interface {
 type Registry []Arch
 
 // Builtin returns the architectures this build knows.
-func Builtin() Registry { return Registry{qwen2{}, qwen3{}, qwen3MoE{}} }
+func Builtin() Registry {
+	return Registry{qwen2{}, qwen3{}, qwen3MoE{}, qwen35{}, qwen35{moe: true}}
+}
+
+// comingSoon are model types people will try that this build does not
+// run yet, and what they are, for a plain refusal.
+var comingSoon = map[string]string{
+	"qwen4_exp": "Qwen3.8-Flash-Next",
+}
 
 // With returns r and a, a new registry (r is not changed).
 func (r Registry) With(a ...Arch) Registry { return append(slices.Clip(r), a...) }
@@ -47,6 +55,9 @@ func (r Registry) For(modelType string) (Arch, error) {
 			return a, nil
 		}
 		known = append(known, a.ModelType())
+	}
+	if name, ok := comingSoon[modelType]; ok {
+		return nil, fmt.Errorf("model_type %q (%s) is not supported yet; this build runs %s", modelType, name, strings.Join(known, ", "))
 	}
 	return nil, fmt.Errorf("model_type %q not supported (%s)", modelType, strings.Join(known, ", "))
 }
@@ -81,6 +92,16 @@ type Tensor struct {
 	// by it.
 	Role  string
 	Layer int // -1 outside the layers
+	// Fused, for stacked experts, is a fused checkpoint tensor that holds
+	// the section when HF's per-expert tensors are not in the checkpoint.
+	Fused Fused
+}
+
+// Fused is a checkpoint tensor [experts, Rows, k] whose rows [Row0, Row0 +
+// n) of each expert are one stacked-experts section [experts, n, k].
+type Fused struct {
+	Name       string // "": none
+	Rows, Row0 int
 }
 
 // K is a matrix's number of columns (its input width).
@@ -135,17 +156,48 @@ func tensors(a Arch, c *format.Config) iter.Seq[Tensor] {
 		if c.TieEmbeddings {
 			head = "model.embed_tokens.weight"
 		}
-		yield(Tensor{Section: format.SecLMHead, HF: []string{head}, Kind: format.KindLMHead, Shape: []uint64{v, h}, Role: format.SecLMHead, Layer: -1})
+		if !yield(Tensor{Section: format.SecLMHead, HF: []string{head}, Kind: format.KindLMHead, Shape: []uint64{v, h}, Role: format.SecLMHead, Layer: -1}) {
+			return
+		}
+		if m, ok := a.(mtpArch); ok && c.MTPLayers > 0 {
+			for _, t := range m.MTPTensors(c) {
+				if !yield(t) {
+					return
+				}
+			}
+		}
 	}
+}
+
+// mtpArch is an architecture with multi-token-prediction layers.
+type mtpArch interface {
+	// MTPTensors lists the MTP block's tensors, after the LM head.
+	MTPTensors(c *format.Config) []Tensor
+	// BuildMTPLayer appends MTP layer l's ops (l counts from
+	// num_hidden_layers) to the MTP step.
+	BuildMTPLayer(b *Builder, l int)
 }
 
 // layerTensors makes a layer's tensor constructors: vec and mat name the
 // section "layers.L.<what>" after the Hugging Face tensor
 // "model.layers.L.<hf>".
-type layerTensors struct{ l int }
+type layerTensors struct {
+	l int
+	// hf is the checkpoint's prefix of the layer's tensors; "" is
+	// "model.layers.L." (an MTP layer's are under "mtp.layers.N.").
+	hf string
+}
+
+// name is the checkpoint's name of the layer's tensor hf.
+func (lt layerTensors) name(hf string) string {
+	if lt.hf == "" {
+		return layerPrefix(lt.l) + hf
+	}
+	return lt.hf + hf
+}
 
 func (lt layerTensors) vec(kind format.Kind, what, hf string, n int) Tensor {
-	return Tensor{Section: format.LayerSection(lt.l, what), HF: []string{fmt.Sprintf("model.layers.%d.%s", lt.l, hf)}, Kind: kind, Shape: []uint64{uint64(n)}, Role: what, Layer: lt.l}
+	return Tensor{Section: format.LayerSection(lt.l, what), HF: []string{lt.name(hf)}, Kind: kind, Shape: []uint64{uint64(n)}, Role: what, Layer: lt.l}
 }
 
 func (lt layerTensors) mat(kind format.Kind, what, hf string, n, k int) Tensor {
@@ -159,7 +211,7 @@ func (lt layerTensors) mat(kind format.Kind, what, hf string, n, k int) Tensor {
 func (lt layerTensors) experts(what, hf string, experts, n, k int) Tensor {
 	t := Tensor{Section: format.LayerSection(lt.l, what), Kind: format.KindExperts, Shape: []uint64{uint64(experts), uint64(n), uint64(k)}, Role: what, Layer: lt.l}
 	for e := range experts {
-		t.HF = append(t.HF, fmt.Sprintf("model.layers.%d."+hf, lt.l, e))
+		t.HF = append(t.HF, lt.name(fmt.Sprintf(hf, e)))
 	}
 	return t
 }
@@ -181,7 +233,7 @@ type Builder struct {
 func Build(a Arch, c *format.Config, mode string, tokens int, types map[string]format.DType) *graph.Graph {
 	g := graph.New(mode, tokens, types)
 	b := &Builder{G: g, C: c, T: tokens}
-	b.Rope = g.NewTensor("rope", tokens, c.HeadDim)
+	b.Rope = g.NewTensor("rope", tokens, c.Rotary())
 	g.AddOp(graph.Op{Kind: graph.RopeTable, Out: b.Rope, Layer: -1})
 	b.X = g.NewTensor("x", tokens, c.Hidden)
 	embed := format.SecEmbed

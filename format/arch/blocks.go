@@ -12,8 +12,7 @@ import (
 
 // attentionTensors is the attention block of layer l: input norm, q/k/v
 // (with biases or q/k norms, as the config says) and o.
-func attentionTensors(c *format.Config, l int) []Tensor {
-	lt := layerTensors{l}
+func attentionTensors(c *format.Config, lt layerTensors) []Tensor {
 	h, q, kv := c.Hidden, c.QDim(), c.KVDim()
 	ts := []Tensor{lt.vec(format.KindNorm, "input_layernorm", "input_layernorm.weight", h),
 		lt.mat(format.KindProjection, "q_proj", "self_attn.q_proj.weight", q, h),
@@ -31,7 +30,9 @@ func attentionTensors(c *format.Config, l int) []Tensor {
 	return append(ts, lt.mat(format.KindProjection, "o_proj", "self_attn.o_proj.weight", h, q))
 }
 
-// attention adds x += o_proj(attention(norm(x))) for layer l.
+// attention adds x += o_proj(attention(norm(x))) for layer l; with the
+// config's AttnGate, attention's output is first multiplied by
+// sigmoid(q_gate(norm(x))).
 func (b *Builder) attention(l int) {
 	g, c, T := b.G, b.C, b.T
 	w := func(s string) string { return format.LayerSection(l, s) }
@@ -49,6 +50,11 @@ func (b *Builder) attention(l int) {
 	g.AddMatMul(graph.Op{Kind: graph.MatMul, Layer: l, Weight: w("k_proj"), Bias: bias("k_bias"), In: []int{xn}, Out: k})
 	v := g.NewTensor(tensorName(l, "v"), T, c.KVDim())
 	g.AddMatMul(graph.Op{Kind: graph.MatMul, Layer: l, Weight: w("v_proj"), Bias: bias("v_bias"), In: []int{xn}, Out: v})
+	gate := graph.NoTensor
+	if c.AttnGate {
+		gate = g.NewTensor(tensorName(l, "q_gate"), T, c.QDim())
+		g.AddMatMul(graph.Op{Kind: graph.MatMul, Layer: l, Weight: w("q_gate"), In: []int{xn}, Out: gate})
+	}
 	qk := graph.Op{Kind: graph.QKRope, Layer: l, In: []int{b.Rope}, InOut: []int{q, k}, Out: graph.NoTensor}
 	if c.QKNorm {
 		qk.Weight, qk.Weight2 = w("q_norm"), w("k_norm")
@@ -58,14 +64,17 @@ func (b *Builder) attention(l int) {
 	g.AddOp(graph.Op{Kind: graph.KVStore, Layer: l, State: kv, In: []int{k, v}, Out: graph.NoTensor})
 	att := g.NewTensor(tensorName(l, "attn"), T, c.QDim())
 	g.AddOp(graph.Op{Kind: graph.Attention, Layer: l, State: kv, In: []int{q}, Out: att})
+	if gate != graph.NoTensor {
+		g.AddOp(graph.Op{Kind: graph.SigmoidMul, Layer: l, In: []int{gate}, InOut: []int{att}, Out: graph.NoTensor})
+	}
 	o := g.NewTensor(tensorName(l, "attn_out"), T, c.Hidden)
 	g.AddMatMul(graph.Op{Kind: graph.MatMul, Layer: l, Weight: w("o_proj"), In: []int{att}, Out: o})
 	g.AddOp(graph.Op{Kind: graph.AddInPlace, Layer: l, In: []int{o}, InOut: []int{b.X}, Out: graph.NoTensor})
 }
 
 // mlpNormTensor is the norm before a layer's MLP, dense or sparse.
-func mlpNormTensor(c *format.Config, l int) Tensor {
-	return layerTensors{l}.vec(format.KindNorm, "post_attention_layernorm", "post_attention_layernorm.weight", c.Hidden)
+func mlpNormTensor(c *format.Config, lt layerTensors) Tensor {
+	return lt.vec(format.KindNorm, "post_attention_layernorm", "post_attention_layernorm.weight", c.Hidden)
 }
 
 // mlpNorm adds the norm before layer l's MLP and returns its output.
@@ -76,10 +85,9 @@ func (b *Builder) mlpNorm(l int) int {
 }
 
 // denseMLPTensors is the SwiGLU MLP of layer l, intermediate_size wide.
-func denseMLPTensors(c *format.Config, l int) []Tensor {
-	lt := layerTensors{l}
+func denseMLPTensors(c *format.Config, lt layerTensors) []Tensor {
 	h, f := c.Hidden, c.Intermediate
-	return []Tensor{mlpNormTensor(c, l),
+	return []Tensor{mlpNormTensor(c, lt),
 		lt.mat(format.KindProjection, "gate_proj", "mlp.gate_proj.weight", f, h),
 		lt.mat(format.KindProjection, "up_proj", "mlp.up_proj.weight", f, h),
 		lt.mat(format.KindProjection, "down_proj", "mlp.down_proj.weight", h, f)}
@@ -103,11 +111,10 @@ func (b *Builder) denseMLP(l int) {
 // moeTensors is the routed-experts MLP of layer l: the router [experts,
 // hidden] and every expert's gate, up and down, each kind stacked in one
 // section so that an expert's matrix is one contiguous run of bytes.
-func moeTensors(c *format.Config, l int) []Tensor {
-	lt := layerTensors{l}
+func moeTensors(c *format.Config, lt layerTensors) []Tensor {
 	m := &c.MoE
 	h, w, e := c.Hidden, m.ExpertWidth, m.Experts
-	return []Tensor{mlpNormTensor(c, l),
+	return []Tensor{mlpNormTensor(c, lt),
 		lt.mat(format.KindRouter, "router", "mlp.gate.weight", e, h),
 		lt.experts("experts.gate_proj", "mlp.experts.%d.gate_proj.weight", e, w, h),
 		lt.experts("experts.up_proj", "mlp.experts.%d.up_proj.weight", e, w, h),
@@ -115,7 +122,8 @@ func moeTensors(c *format.Config, l int) []Tensor {
 }
 
 // moeMLP adds x += Σ weight_e · down_e(silu(gate_e(n)) * up_e(n)) over
-// the experts each token's router picks, n = norm(x). The tokens are
+// the experts each token's router picks, n = norm(x), and with a shared
+// expert (Qwen3.5) its gated output too. The tokens are
 // gathered by expert so that each chosen expert's matrices are one
 // product over all of its tokens: a prefill reads every used expert once.
 func (b *Builder) moeMLP(l int) {
@@ -148,5 +156,8 @@ func (b *Builder) moeMLP(l int) {
 	g.AddMatMul(graph.Op{Kind: graph.ExpertMatMul, Layer: l, Weight: w("experts.down_proj"), In: []int{gate, routing}, Out: down})
 	out := g.NewTensor(tensorName(l, "moe_out"), T, c.Hidden)
 	g.AddOp(graph.Op{Kind: graph.ExpertSum, Layer: l, In: []int{down, routing}, Out: out})
+	if c.MoE.SharedWidth > 0 {
+		b.sharedExpert(l, hn, out)
+	}
 	g.AddOp(graph.Op{Kind: graph.AddInPlace, Layer: l, In: []int{out}, InOut: []int{b.X}, Out: graph.NoTensor})
 }

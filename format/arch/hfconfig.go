@@ -4,13 +4,45 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/qwenc/qwenc/format"
 )
 
-// HFConfig is a parsed config.json whose fields are read by name, so
-// that an error names the field.
-type HFConfig struct{ raw map[string]json.RawMessage }
+// HFConfig is a parsed config.json, or an object inside it, whose fields
+// are read by name, so that an error names the field (with its path in
+// the file: "text_config.hidden_size").
+type HFConfig struct {
+	raw  map[string]json.RawMessage
+	path string // "" at the top, else the object's path and a dot
+}
+
+// name is field k's path in the file.
+func (hf *HFConfig) name(k string) string { return hf.path + k }
+
+// Object reads a field that is a JSON object, for its own fields; ok is
+// false when it is absent or null.
+func (hf *HFConfig) Object(k string) (sub *HFConfig, ok bool, err error) {
+	m, ok := hf.present(k)
+	if !ok {
+		return nil, false, nil
+	}
+	sub = &HFConfig{path: hf.name(k) + "."}
+	if err := json.Unmarshal(m, &sub.raw); err != nil {
+		return nil, false, fmt.Errorf("field %q: %w", hf.name(k), err)
+	}
+	return sub, true, nil
+}
+
+// Strings reads a list of strings (absent or null: unchanged).
+func (hf *HFConfig) Strings(k string, dst *[]string) error {
+	if m, ok := hf.present(k); ok {
+		if err := json.Unmarshal(m, dst); err != nil {
+			return fmt.Errorf("field %q: %w", hf.name(k), err)
+		}
+	}
+	return nil
+}
 
 // present reports whether field k is set to something other than null.
 func (hf *HFConfig) present(k string) (json.RawMessage, bool) {
@@ -22,11 +54,11 @@ func (hf *HFConfig) present(k string) (json.RawMessage, bool) {
 func (hf *HFConfig) String(k string) (string, error) {
 	m, ok := hf.present(k)
 	if !ok {
-		return "", fmt.Errorf("field %q missing", k)
+		return "", fmt.Errorf("field %q missing", hf.name(k))
 	}
 	var s string
 	if err := json.Unmarshal(m, &s); err != nil {
-		return "", fmt.Errorf("field %q: %w", k, err)
+		return "", fmt.Errorf("field %q: %w", hf.name(k), err)
 	}
 	return s, nil
 }
@@ -37,12 +69,12 @@ func (hf *HFConfig) Float(k string, dst *float64, required bool) error {
 	m, ok := hf.present(k)
 	if !ok {
 		if required {
-			return fmt.Errorf("field %q missing", k)
+			return fmt.Errorf("field %q missing", hf.name(k))
 		}
 		return nil
 	}
 	if err := json.Unmarshal(m, dst); err != nil {
-		return fmt.Errorf("field %q: %w", k, err)
+		return fmt.Errorf("field %q: %w", hf.name(k), err)
 	}
 	return nil
 }
@@ -57,7 +89,7 @@ func (hf *HFConfig) Int(k string, dst *int, required bool) error {
 		return nil
 	}
 	if f != float64(int(f)) || f < 1 || f > 1<<30 {
-		return fmt.Errorf("field %q = %v is not a positive integer", k, f)
+		return fmt.Errorf("field %q = %v is not a positive integer", hf.name(k), f)
 	}
 	*dst = int(f)
 	return nil
@@ -67,7 +99,7 @@ func (hf *HFConfig) Int(k string, dst *int, required bool) error {
 func (hf *HFConfig) Ints(k string, dst *[]int) error {
 	if m, ok := hf.present(k); ok {
 		if err := json.Unmarshal(m, dst); err != nil {
-			return fmt.Errorf("field %q: %w", k, err)
+			return fmt.Errorf("field %q: %w", hf.name(k), err)
 		}
 	}
 	return nil
@@ -77,15 +109,19 @@ func (hf *HFConfig) Ints(k string, dst *[]int) error {
 func (hf *HFConfig) Bool(k string, dst *bool) error {
 	if m, ok := hf.present(k); ok {
 		if err := json.Unmarshal(m, dst); err != nil {
-			return fmt.Errorf("field %q: %w", k, err)
+			return fmt.Errorf("field %q: %w", hf.name(k), err)
 		}
 	}
 	return nil
 }
 
 // ParseConfig reads config.json: the fields every architecture shares,
-// then those of its architecture, found in r. An error names the field;
-// the caller names the file, whose path it knows.
+// then those of its architecture, found in r. A multimodal checkpoint
+// (Qwen3.5 ships as Qwen3_5ForConditionalGeneration) keeps the text
+// model's fields under text_config, which is read instead of the top
+// level; its model_type is the top level's, and a text-only config whose
+// model_type names the text part ("qwen3_5_text") is that model. An error
+// names the field; the caller names the file, whose path it knows.
 func (r Registry) ParseConfig(b []byte) (format.Config, error) {
 	hf := &HFConfig{}
 	var c format.Config
@@ -96,6 +132,15 @@ func (r Registry) ParseConfig(b []byte) (format.Config, error) {
 	if c.ModelType, err = hf.String("model_type"); err != nil {
 		return c, err
 	}
+	text, nested, err := hf.Object("text_config")
+	if err != nil {
+		return c, err
+	}
+	if nested {
+		hf = text
+	} else {
+		c.ModelType = strings.TrimSuffix(c.ModelType, "_text")
+	}
 	a, err := r.For(c.ModelType)
 	if err != nil {
 		return c, err
@@ -104,12 +149,17 @@ func (r Registry) ParseConfig(b []byte) (format.Config, error) {
 		k   string
 		dst *int
 	}{
-		{"hidden_size", &c.Hidden}, {"intermediate_size", &c.Intermediate}, {"num_hidden_layers", &c.Layers},
+		{"hidden_size", &c.Hidden}, {"num_hidden_layers", &c.Layers},
 		{"num_attention_heads", &c.Heads}, {"vocab_size", &c.Vocab}, {"max_position_embeddings", &c.MaxPositions},
 	} {
 		if err := hf.Int(f.k, f.dst, true); err != nil {
 			return c, err
 		}
+	}
+	// A model whose every layer routes to experts has no dense width
+	// (Config.Validate checks that the dense layers have one).
+	if err := hf.Int("intermediate_size", &c.Intermediate, false); err != nil {
+		return c, err
 	}
 	c.KVHeads = c.Heads
 	if err := hf.Int("num_key_value_heads", &c.KVHeads, false); err != nil {
@@ -136,13 +186,13 @@ func (r Registry) ParseConfig(b []byte) (format.Config, error) {
 		return c, err
 	}
 	if sliding {
-		return c, fmt.Errorf("field \"use_sliding_window\" is true; sliding-window attention is not supported")
+		return c, fmt.Errorf("field %q is true; sliding-window attention is not supported", hf.name("use_sliding_window"))
 	}
 	if err := ropeScaling(&c, hf); err != nil {
 		return c, err
 	}
 	if act, err := hf.String("hidden_act"); err == nil && act != "silu" {
-		return c, fmt.Errorf("field \"hidden_act\" = %q; only silu is supported", act)
+		return c, fmt.Errorf("field %q = %q; only silu is supported", hf.name("hidden_act"), act)
 	}
 	if err := a.Configure(&c, hf); err != nil {
 		return c, err

@@ -16,7 +16,7 @@ func (qwen2) Configure(c *format.Config, hf *HFConfig) error {
 }
 
 func (qwen2) Layer(c *format.Config, l int) []Tensor {
-	return append(attentionTensors(c, l), denseMLPTensors(c, l)...)
+	return append(attentionTensors(c, layerTensors{l: l}), denseMLPTensors(c, layerTensors{l: l})...)
 }
 
 // Transform: the checkpoint's values are the file's.

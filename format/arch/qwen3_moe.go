@@ -55,9 +55,9 @@ func (qwen3MoE) Configure(c *format.Config, hf *HFConfig) error {
 
 func (qwen3MoE) Layer(c *format.Config, l int) []Tensor {
 	if c.SparseLayer(l) {
-		return append(attentionTensors(c, l), moeTensors(c, l)...)
+		return append(attentionTensors(c, layerTensors{l: l}), moeTensors(c, layerTensors{l: l})...)
 	}
-	return append(attentionTensors(c, l), denseMLPTensors(c, l)...)
+	return append(attentionTensors(c, layerTensors{l: l}), denseMLPTensors(c, layerTensors{l: l})...)
 }
 
 // Transform: the checkpoint's values are the file's.

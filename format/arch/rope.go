@@ -15,11 +15,13 @@ import (
 // them, shared by every architecture here.
 
 // RopeFrequencies returns RoPE's inverse frequency for each pair of a
-// head's dimensions (pair t rotates element t with t + head_dim/2), in
-// float64 so long positions stay exact before rounding, and the factor
-// that multiplies cos and sin (1 but for yarn).
+// head's rotated dimensions (pair t rotates element t with t + d/2, d
+// the rotated dimensions: head_dim, or Qwen3.5's first quarter of it,
+// from which transformers computes the frequencies too), in float64 so
+// long positions stay exact before rounding, and the factor that
+// multiplies cos and sin (1 but for yarn).
 func RopeFrequencies(c *format.Config) (invFreq []float64, attentionFactor float64) {
-	d := c.HeadDim
+	d := c.Rotary()
 	invFreq = make([]float64, d/2)
 	for i := range invFreq {
 		invFreq[i] = 1 / math.Pow(c.RopeTheta, float64(2*i)/float64(d))
@@ -61,28 +63,39 @@ func RopeFrequencies(c *format.Config) (invFreq []float64, attentionFactor float
 // "default": none) into c.RopeScaling, with transformers' defaults.
 // max_position_embeddings must already be in c.
 func ropeScaling(c *format.Config, hf *HFConfig) error {
+	// Newer configs (transformers 5, Qwen3.5) give RoPE's parameters as
+	// one object, rope_parameters: theta and the scaling's fields.
+	if rp, ok, err := hf.Object("rope_parameters"); err != nil || ok {
+		if err != nil {
+			return err
+		}
+		if err := rp.Float("rope_theta", &c.RopeTheta, false); err != nil {
+			return err
+		}
+		return resolveRopeScaling(c, rp, strings.TrimSuffix(rp.path, "."))
+	}
 	raw, ok := hf.present("rope_scaling")
 	if !ok {
 		return nil
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
-		return fmt.Errorf("field \"rope_scaling\": %w", err)
+		return fmt.Errorf("field %q: %w", hf.name("rope_scaling"), err)
 	}
-	return resolveRopeScaling(c, &HFConfig{raw: fields})
+	return resolveRopeScaling(c, &HFConfig{raw: fields}, "rope_scaling")
 }
 
 // resolveRopeScaling fills c.RopeScaling from rope_scaling's fields. The
 // factor is rope_scaling's own: some transformers versions derive yarn's
 // from max_position_embeddings / original_max_position_embeddings instead,
 // but vLLM and llama.cpp read the field, and Qwen's model cards give it.
-func resolveRopeScaling(c *format.Config, rs *HFConfig) error {
+func resolveRopeScaling(c *format.Config, rs *HFConfig, what string) error {
 	typ := ""
 	for _, k := range []string{"rope_type", "type"} {
 		if _, ok := rs.present(k); ok {
 			s, err := rs.String(k)
 			if err != nil {
-				return fmt.Errorf("rope_scaling: %w", err)
+				return fmt.Errorf("%s: %w", what, err)
 			}
 			typ = s
 			break
@@ -95,21 +108,21 @@ func resolveRopeScaling(c *format.Config, rs *HFConfig) error {
 		return nil
 	case "linear", "yarn":
 	default:
-		return fmt.Errorf("rope_scaling: type %q not supported (linear, yarn)", typ)
+		return fmt.Errorf("%s: type %q not supported (linear, yarn)", what, typ)
 	}
 	for _, k := range []string{"mscale", "mscale_all_dim"} {
 		if _, ok := rs.present(k); ok {
-			return fmt.Errorf("rope_scaling: %q is not supported", k)
+			return fmt.Errorf("%s: %q is not supported", what, k)
 		}
 	}
 	if err := rs.Float("factor", &r.Factor, true); err != nil {
-		return fmt.Errorf("rope_scaling: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if !(r.Factor >= 1) {
-		return fmt.Errorf("rope_scaling: factor %g, want at least 1", r.Factor)
+		return fmt.Errorf("%s: factor %g, want at least 1", what, r.Factor)
 	}
 	if err := rs.Int("original_max_position_embeddings", &r.OriginalMax, false); err != nil {
-		return fmt.Errorf("rope_scaling: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if typ == "yarn" {
 		r.AttentionFactor = 0.1*math.Log(r.Factor) + 1
@@ -119,11 +132,11 @@ func resolveRopeScaling(c *format.Config, rs *HFConfig) error {
 			dst *float64
 		}{{"attention_factor", &r.AttentionFactor}, {"beta_fast", &r.BetaFast}, {"beta_slow", &r.BetaSlow}} {
 			if err := rs.Float(f.k, f.dst, false); err != nil {
-				return fmt.Errorf("rope_scaling: %w", err)
+				return fmt.Errorf("%s: %w", what, err)
 			}
 		}
 		if err := rs.Bool("truncate", &r.Truncate); err != nil {
-			return fmt.Errorf("rope_scaling: %w", err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 	}
 	c.RopeScaling = r
@@ -161,7 +174,7 @@ func SetRopeScaling(c *format.Config, spec string) error {
 	b, _ := json.Marshal(fields)
 	var raw map[string]json.RawMessage
 	json.NewDecoder(bytes.NewReader(b)).Decode(&raw)
-	if err := resolveRopeScaling(c, &HFConfig{raw: raw}); err != nil {
+	if err := resolveRopeScaling(c, &HFConfig{raw: raw}, "rope_scaling"); err != nil {
 		return fmt.Errorf("--rope-scaling %q: %w", spec, err)
 	}
 	return c.Validate()

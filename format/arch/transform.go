@@ -18,9 +18,10 @@ import (
 type Transform struct {
 	// SrcShape is the checkpoint tensor's shape (of one expert) when it
 	// differs from the section's: its rows are its first dimension, and a
-	// row is the product of the others, which must equal the section's
-	// row (a conv1d weight [C, 1, K] becomes [C, K]; a q_proj of query
-	// and gate rows becomes two sections of half its rows).
+	// row is the product of the others, which equals the section's row
+	// (a conv1d weight [C, 1, K] becomes [C, K]; a q_proj of query and
+	// gate rows becomes two sections of half its rows) or, with Col, may
+	// be wider (mtp.fc's two halves of columns become two sections).
 	SrcShape []uint64
 	// Row maps a section row to the checkpoint row it is read from; nil:
 	// the same row.
@@ -52,7 +53,7 @@ func (t *Transform) Check(tensor *Tensor) error {
 	if t.SrcShape != nil {
 		srcRows, srcCols = rowsCols(t.SrcShape)
 	}
-	if srcCols != cols {
+	if srcCols != cols && (t.Col == nil || srcCols < cols) {
 		return fmt.Errorf("section %q: a transform from rows of %d values to rows of %d", tensor.Section, srcCols, cols)
 	}
 	for _, m := range []struct {

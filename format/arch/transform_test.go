@@ -159,11 +159,14 @@ func TestTransformCheck(t *testing.T) {
 	}
 }
 
-// TestTransformsAreIdentityToday: no architecture of this build changes a
-// checkpoint's values, so a file's bytes are what they were before the
-// hook existed.
+// TestTransformsAreIdentityToday: Qwen2 and Qwen3 change no checkpoint
+// value, so their files' bytes are what they were before the hook
+// existed.
 func TestTransformsAreIdentityToday(t *testing.T) {
 	for _, a := range Builtin() {
+		if strings.HasPrefix(a.ModelType(), "qwen3_5") {
+			continue // TestQwen35Transforms
+		}
 		c := qwen3_06B()
 		c.ModelType = a.ModelType()
 		if a.ModelType() == "qwen3_moe" {

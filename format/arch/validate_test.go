@@ -73,7 +73,7 @@ func TestValidateNamesWhatIsWrong(t *testing.T) {
 		{"untied without embedding", true, format.Q4, func(h *format.Header) { h.Config.TieEmbeddings = false },
 			`section "embed_tokens": missing`},
 		{"unknown model type", true, format.F16, func(h *format.Header) { h.Config.ModelType = "llama" },
-			`config: model_type "llama" not supported (qwen2, qwen3, qwen3_moe)`},
+			`config: model_type "llama" not supported (qwen2, qwen3, qwen3_moe, qwen3_5, qwen3_5_moe)`},
 	} {
 		h := compiledHeader(t, smallShape(c.tied), c.typ)
 		c.edit(h)

@@ -12,7 +12,7 @@ type Kind uint8
 
 const (
 	// RopeTable fills Out with the cos (first half) and sin (second half)
-	// of every position of the step: [tokens, head_dim] f32.
+	// of every position of the step: [tokens, rotated dims] f32.
 	RopeTable Kind = iota
 	// Embed looks the tokens up in the row-major embedding into Out.
 	Embed
@@ -25,7 +25,9 @@ const (
 	MatMul
 	// QKRope applies, per head, the q/k RMSNorm (qwen3: Weight for q,
 	// Weight2 for k) and RoPE with In[0] (the table) to InOut[0] (q) and
-	// InOut[1] (k), in place.
+	// InOut[1] (k), in place: the table's width is the rotated dimensions
+	// (all of head_dim, or Qwen3.5's first quarter), the rest pass
+	// through.
 	QKRope
 	// KVStore writes In[0] (k) and In[1] (v) into each sequence's
 	// AttentionKV state State at the step's positions.
@@ -66,10 +68,38 @@ const (
 	// sequence's first token are zero. Each sequence's Recurrent state
 	// State holds its last width-1 inputs ([width-1, channels]).
 	CausalConv
+	// GatedDeltaRule is a Gated DeltaNet's recurrence (design note
+	// qwen35.md 4.4) over the convolved q | k | v rows In[0] ([tokens,
+	// 2*key_dim + value_dim]), the decay inputs a In[1] and the write
+	// strengths b In[2] ([tokens, value heads]), with Weight the per-head
+	// A = -exp(A_log) and Weight2 dt_bias, into Out ([tokens, value_dim]):
+	// q and k L2-normalised per head, q scaled by key_head_dim^-0.5,
+	// beta = sigmoid(b), g = A * softplus(a + dt_bias); per value head
+	// (reading key head h / (value heads / key heads)) the state S
+	// [key_head_dim, value_head_dim] decays by exp(g), takes
+	// k (x) beta (v - S^T k), and the output is S^T q. Each sequence's
+	// Recurrent state State holds S of every value head.
+	GatedDeltaRule
+	// GatedRMSNorm normalises each value_head_dim-wide head of InOut[0]
+	// with the plain weight Weight and multiplies it by silu of the same
+	// head of In[0] (Gated DeltaNet's output norm, gated by z).
+	GatedRMSNorm
+	// SigmoidMul multiplies InOut[0] by sigmoid(In[0]), elementwise (the
+	// attention output gate).
+	SigmoidMul
+	// SigmoidScaleAdd adds In[0] times sigmoid(In[1][t][0]), each row
+	// scaled by its token's one gate value, to InOut[0] (the shared
+	// expert, gated by shared_expert_gate).
+	SigmoidScaleAdd
+	// HiddenIn fills Out ([tokens, hidden]) with the rows the caller hands
+	// the step: the MTP block's input, the main model's residual stream at
+	// the rows' positions.
+	HiddenIn
 )
 
 var kindNames = [...]string{"rope_table", "embed", "rmsnorm", "matmul", "qk_rope", "kv_store", "attention", "add", "silu_mul",
-	"quantize_rows", "route", "gather_rows", "expert_matmul", "expert_sum", "causal_conv"}
+	"quantize_rows", "route", "gather_rows", "expert_matmul", "expert_sum", "causal_conv", "gated_delta_rule",
+	"gated_rmsnorm", "sigmoid_mul", "sigmoid_scale_add", "hidden_in"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {

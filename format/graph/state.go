@@ -110,16 +110,18 @@ func SequenceBytes(states []State, n int, kv format.KVType) int64 {
 // what a session allocates.
 func ReportStates(states []State, seqs []int, kv format.KVType) format.KVReport {
 	r := format.KVReport{Type: kv.String(), ChunkTokens: format.KVChunkTokens, BySeq: []format.KVForSeq{}}
+	recurrent := map[int]bool{} // a layer may keep several recurrent states
 	for i := range states {
 		switch s := &states[i]; s.Kind {
 		case AttentionKV:
 			r.AttentionLayers++
 			r.ChunkBytesPerLayer = uint64(KVChunkBytes(s.KVHeads, s.HeadDim, kv))
 		case Recurrent:
-			r.RecurrentLayers++
+			recurrent[s.Layer] = true
 			r.RecurrentBytes += uint64(s.Bytes(0, kv))
 		}
 	}
+	r.RecurrentLayers = len(recurrent)
 	for _, n := range seqs {
 		chunks := KVChunks(n)
 		r.BySeq = append(r.BySeq, format.KVForSeq{Seq: n, Chunks: chunks, PerLayerBytes: uint64(chunks) * r.ChunkBytesPerLayer,

@@ -48,7 +48,7 @@ func Schema(cfg SchemaConfig) (SchemaResult, error) {
 	if cfg.Reps < 1 {
 		return res, fmt.Errorf("--reps %d: want 1 or more", cfg.Reps)
 	}
-	m, err := qwen.Open(cfg.Model, append([]qwen.Option{qwen.WithParallel(1), qwen.WithPrefixCache(0)}, cfg.Options...)...)
+	m, err := qwen.Open(cfg.Model, append([]qwen.Option{qwen.WithParallel(1), qwen.WithStateCache(0)}, cfg.Options...)...)
 	if err != nil {
 		return res, err
 	}

@@ -48,6 +48,25 @@ func TestRealClients(t *testing.T) {
 	runClients(t, node, dir, "anthropic.mjs", ts.url, ts.Name(), demo.url, demo.Name())
 }
 
+// TestRealClientsQwen35 runs the same clients against Qwen3.5 models:
+// tiny-q35, whose calls are qwen3_coder's XML, held by the grammar and
+// read back typed by the tools' schemas, and the bundled qwen35-go-demo
+// for thinking, which Qwen3.5's prompt opens.
+func TestRealClientsQwen35(t *testing.T) {
+	node, dir := nodeClients(t)
+	ts, _ := serveBundled(t, "tiny-q35")
+	var cr ollamaChatRequest
+	readFile(t, filepath.Join(dir, "ollama-tools.json"), &cr)
+	req, e := ts.target().ollamaChatRequest(&cr)
+	if e != nil {
+		t.Fatal(e.msg)
+	}
+	eager := eagerModel(t, ts.m, req, "tiny-q35")
+	runClients(t, node, dir, "clients.mjs", ts.url, ts.Name(), eager.url, "qwen3_5")
+	demo, _ := serveBundled(t, "qwen35-go-demo")
+	runClients(t, node, dir, "anthropic.mjs", ts.url, ts.Name(), demo.url, demo.Name(), "opened")
+}
+
 // TestRealEmbeddingClients: the openai package's embeddings.create (its
 // default base64 and float) and the ollama package's embed against an
 // embedding model.

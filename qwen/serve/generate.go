@@ -116,6 +116,9 @@ func (s *Server) start(ctx context.Context, rl *reqLog, t *target, req qwen.Requ
 	if t.info.DraftModel != "" { // a model loaded in place of the served one has none
 		req.DraftModel = cmp.Or(req.DraftModel, s.opts.DraftModel)
 	}
+	if t.info.MTPDrafts { // nor, perhaps, an MTP block
+		req.DraftMTP = cmp.Or(req.DraftMTP, s.opts.DraftMTP)
+	}
 	req.DraftMin = cmp.Or(req.DraftMin, s.opts.DraftMin)
 	req.DraftPMin = cmp.Or(req.DraftPMin, s.opts.DraftPMin)
 	st, err := t.m.Start(ctx, req)

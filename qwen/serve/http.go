@@ -40,11 +40,12 @@ type ServerOptions struct {
 	Log *slog.Logger
 	// MaxBody bounds a request body in bytes (default DefaultMaxBody).
 	MaxBody int64
-	// Draft, DraftModel, DraftMin and DraftPMin are every generation's
-	// drafts (qwen.Request's) where it asks for none; 0: none, but a
-	// request with OpenAI's prediction drafts it (qwen.DefaultDraft).
-	Draft, DraftModel, DraftMin int
-	DraftPMin                   float64
+	// Draft, DraftModel, DraftMTP, DraftMin and DraftPMin are every
+	// generation's drafts (qwen.Request's) where it asks for none; 0:
+	// none, but a request with OpenAI's prediction drafts it
+	// (qwen.DefaultDraft).
+	Draft, DraftModel, DraftMTP, DraftMin int
+	DraftPMin                             float64
 	// Models are further names a request may give, each naming a .qbin
 	// file (an alias of the served model's own, or another model's; see
 	// ModelDir): /v1/models and /api/tags list them. One model is

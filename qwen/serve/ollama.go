@@ -307,7 +307,7 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, t *target,
 	}
 	u := out.usage
 	final.ollamaStats = &ollamaStats{TotalDuration: time.Since(g.rl.start), LoadDuration: u.Queued,
-		PromptEvalCount: u.PromptTokens, PromptEvalDuration: u.Total - u.Queued, EvalCount: u.CompletionTokens}
+		PromptEvalCount: u.PromptTokens - u.CachedTokens, PromptEvalDuration: u.Total - u.Queued, EvalCount: u.CompletionTokens}
 	if u.CompletionTokens > 0 {
 		final.PromptEvalDuration, final.EvalDuration = u.TimeToFirstToken-u.Queued, u.Total-u.TimeToFirstToken
 	}

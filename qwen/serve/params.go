@@ -76,6 +76,20 @@ func (f *samplingFields) params(defaults sampling.Params) (sampling.Params, *api
 		floatParam("repeat_penalty", "repetition_penalty", f.RepetitionPenalty))
 }
 
+// templateKwargs are vLLM's chat_template_kwargs: the variables a
+// request passes to the chat template. The Qwen templates read two; any
+// other they ignore, as Jinja does a variable it does not use.
+type templateKwargs struct {
+	EnableThinking   *bool `json:"enable_thinking"`
+	PreserveThinking *bool `json:"preserve_thinking"`
+}
+
+// apply sets a request's template switches.
+func (k *templateKwargs) apply(req *qwen.Request) {
+	req.NoThinking = k.EnableThinking != nil && !*k.EnableThinking
+	req.PreserveThinking = k.PreserveThinking != nil && *k.PreserveThinking
+}
+
 // thinks reports whether a model thinks (Qwen3's <think> block), which a
 // reasoning effort or budget bounds: the one place the server asks.
 func thinks(info qwen.Info) bool {

@@ -41,6 +41,7 @@ type responsesRequest struct {
 	Conversation       json.RawMessage   `json:"conversation"`
 	Prompt             json.RawMessage   `json:"prompt"`
 	User               *string           `json:"user"`
+	ChatTemplateKwargs templateKwargs    `json:"chat_template_kwargs"`
 	samplingFields
 }
 

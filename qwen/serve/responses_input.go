@@ -94,7 +94,11 @@ func (t *target) responsesRequest(rr *responsesRequest, prev []qwen.Message) (re
 	if e := t.needsChat(); e != nil {
 		return c, e
 	}
+	rr.ChatTemplateKwargs.apply(&req)
 	if rr.Reasoning.Effort != nil {
+		if on := rr.ChatTemplateKwargs.EnableThinking; on != nil && *on && (*rr.Reasoning.Effort == "none" || *rr.Reasoning.Effort == "minimal") {
+			return c, badRequest("reasoning.effort", "reasoning.effort %q answers without thinking, which chat_template_kwargs.enable_thinking true contradicts", *rr.Reasoning.Effort)
+		}
 		if e := t.effort(*rr.Reasoning.Effort, "reasoning.effort", &req); e != nil {
 			return c, e
 		}

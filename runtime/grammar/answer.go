@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/qwenc/qwenc/format/chat"
 )
@@ -119,8 +120,12 @@ func toolAnswer(b *Builder, j *jsonRules, a Answer, nl Elem) (Elem, []Relaxation
 	switch {
 	case s.Open == "" || s.Close == "":
 		return Elem{}, nil, errors.New("tools without the syntax of their calls (Answer.Call, from the chat format)")
-	case s.Arguments != chat.JSONArguments:
-		return Elem{}, nil, fmt.Errorf("tool calls whose arguments are %v (%s...%s): a grammar cannot hold them yet", s.Arguments, s.Open, s.Close)
+	case s.Arguments != chat.JSONArguments && s.Arguments != chat.XMLParameters:
+		return Elem{}, nil, fmt.Errorf("tool calls whose arguments are %v (%s...%s): a grammar cannot hold them", s.Arguments, s.Open, s.Close)
+	}
+	var xml *xmlCompiler
+	if s.Arguments == chat.XMLParameters {
+		xml = newXMLCompiler(b, j)
 	}
 	var alts [][]Elem
 	var relaxed []Relaxation
@@ -128,21 +133,34 @@ func toolAnswer(b *Builder, j *jsonRules, a Answer, nl Elem) (Elem, []Relaxation
 		if a.Choice == "function" && t.Name != a.Function {
 			continue
 		}
-		args := j.object
-		if t.Parameters != nil {
-			var err error
-			var rs []Relaxation
-			if args, rs, err = schemaRule(j, t.Parameters, false); err != nil {
-				var se *SchemaError
-				if errors.As(err, &se) {
-					return Elem{}, nil, fmt.Errorf("tool %q: parameters: %w", t.Name, err)
+		var args Elem
+		var err error
+		var rs []Relaxation
+		switch {
+		case xml != nil:
+			if strings.ContainsAny(t.Name, "<>\n") {
+				// The parser takes the name to the first '>'.
+				if a.Choice == "function" {
+					return Elem{}, nil, fmt.Errorf("tool %q: a name with '<', '>' or a line break cannot be written in the %v call format", t.Name, s.Arguments)
 				}
-				return Elem{}, nil, err
+				continue
 			}
-			for _, r := range rs {
-				r.Tool = t.Name
-				relaxed = append(relaxed, r)
+			args, err = xml.arguments(t.Parameters)
+		case t.Parameters == nil:
+			args = j.object
+		default:
+			args, rs, err = schemaRule(j, t.Parameters, false)
+		}
+		if err != nil {
+			var se *SchemaError
+			if errors.As(err, &se) {
+				return Elem{}, nil, fmt.Errorf("tool %q: parameters: %w", t.Name, err)
 			}
+			return Elem{}, nil, err
+		}
+		for _, r := range rs {
+			r.Tool = t.Name
+			relaxed = append(relaxed, r)
 		}
 		alts = append(alts, Seq(b.Lit(t.Name), b.Lit(s.Mid), args))
 	}
@@ -154,7 +172,11 @@ func toolAnswer(b *Builder, j *jsonRules, a Answer, nl Elem) (Elem, []Relaxation
 	if !a.OneCall {
 		calls = Ref(b.New("calls", Seq(call, b.Repeat("more-calls", Seq(b.Lit(s.Sep), call), 0, -1))))
 	}
-	text := textWithout(b, s.Open)
+	starts := s.Starts
+	if len(starts) == 0 {
+		starts = []string{s.Open}
+	}
+	text := textWithout(b, starts...)
 	switch a.Choice {
 	case "", "auto":
 		return Ref(b.New("text-then-calls", Seq(text, b.Optional("calls", []Elem{calls})))), relaxed, nil
@@ -164,59 +186,4 @@ func toolAnswer(b *Builder, j *jsonRules, a Answer, nl Elem) (Elem, []Relaxation
 		return Ref(b.New("calls-only", Seq(nl, calls))), relaxed, nil
 	}
 	return Elem{}, nil, fmt.Errorf("tool choice %q: want auto, none, required or function", a.Choice)
-}
-
-// textWithout is any text of ordinary tokens in which s is not spelled
-// out: the model cannot write a call's marker as text and so slip a
-// call past the grammar. Its rules are the states of the automaton that
-// finds s (Knuth-Morris-Pratt).
-func textWithout(b *Builder, s string) Elem {
-	n := len(s)
-	// fail[k] is the longest proper border of s[:k].
-	fail := make([]int, n+1)
-	for k := 2; k <= n; k++ {
-		f := fail[k-1]
-		for f > 0 && s[f] != s[k-1] {
-			f = fail[f]
-		}
-		if s[f] == s[k-1] {
-			f++
-		}
-		fail[k] = f
-	}
-	next := func(k int, c byte) int {
-		for k > 0 && s[k] != c {
-			k = fail[k]
-		}
-		if s[k] == c {
-			k++
-		}
-		return k
-	}
-	states := make([]int32, n)
-	for k := range states {
-		states[k] = b.Rule(fmt.Sprintf("text%d", k))
-	}
-	for k := range n {
-		var to [256]int
-		var alts [][]Elem
-		groups := map[int]*ByteSet{}
-		for c := range 256 {
-			to[c] = next(k, byte(c))
-			if to[c] == n {
-				continue
-			}
-			if groups[to[c]] == nil {
-				groups[to[c]] = &ByteSet{}
-			}
-			groups[to[c]].Add(byte(c), byte(c))
-		}
-		for k2 := range n {
-			if set := groups[k2]; set != nil {
-				alts = append(alts, Seq(b.Set(*set), Ref(states[k2])))
-			}
-		}
-		b.Define(states[k], append(alts, nil)...)
-	}
-	return Ref(states[0])
 }

@@ -624,24 +624,13 @@ func (c *schemaCompiler) discriminated(branches []json.RawMessage) bool {
 // A value they do not admit is left out, and with none left no instance
 // is valid (noInstance).
 func (c *schemaCompiler) enum(n node, key, path string) (Elem, error) {
-	values, err := enumValues(n, key, path)
+	values, err := c.admitted(n, key, path)
 	if err != nil {
 		return Elem{}, err
 	}
-	rest := maps.Clone(n)
-	delete(rest, key)
 	var alts [][]Elem
 	for _, x := range values {
-		ok, err := c.admitsNode(rest, x, path, 0)
-		if _, none := err.(noInstance); none {
-			ok, err = false, nil // no value of its type is valid, so neither is it
-		}
-		if err != nil {
-			return Elem{}, err
-		}
-		if ok {
-			alts = append(alts, c.b.Lit(string(appendJSON(nil, x))))
-		}
+		alts = append(alts, c.b.Lit(string(appendJSON(nil, x))))
 	}
 	if len(alts) == 0 {
 		what := "no value is"
@@ -651,6 +640,31 @@ func (c *schemaCompiler) enum(n node, key, path string) (Elem, error) {
 		return Elem{}, empty(path, key, what+" valid under the keywords beside it: no instance is valid")
 	}
 	return c.b.Alt(key, alts...), nil
+}
+
+// admitted are the values of enum (key "enum") or const that the
+// keywords beside it admit.
+func (c *schemaCompiler) admitted(n node, key, path string) ([]any, error) {
+	values, err := enumValues(n, key, path)
+	if err != nil {
+		return nil, err
+	}
+	rest := maps.Clone(n)
+	delete(rest, key)
+	var out []any
+	for _, x := range values {
+		ok, err := c.admitsNode(rest, x, path, 0)
+		if _, none := err.(noInstance); none {
+			ok, err = false, nil // no value of its type is valid, so neither is it
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, x)
+		}
+	}
+	return out, nil
 }
 
 // enumValues are the values of enum (key "enum") or const, as

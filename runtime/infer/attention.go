@@ -281,6 +281,7 @@ type workspace struct {
 	qPad            []float32
 	qQ8, pQ8        []byte
 	kv              kvScratch
+	delta           deltaScratch
 }
 
 func newWorkspace(c *format.Config) workspace {
@@ -292,7 +293,8 @@ func newWorkspace(c *format.Config) workspace {
 		m:      make([]float32, rows), l: make([]float32, rows),
 		keep: make([]float32, rows), add: make([]float32, rows),
 		qPad: make([]float32, rows*kCols), qQ8: make([]byte, rows*kernels.QActRowBytes(kCols)),
-		pQ8: make([]byte, rows*kernels.QActRowBytes(format.KVChunkTokens)),
-		kv:  newKVScratch(c.HeadDim),
+		pQ8:   make([]byte, rows*kernels.QActRowBytes(format.KVChunkTokens)),
+		kv:    newKVScratch(c.HeadDim),
+		delta: newDeltaScratch(&c.Hybrid),
 	}
 }

@@ -18,7 +18,7 @@ func (r *Runner) step(f *frame, tokens []int32, segs []segment, hidden bool) []f
 	// The step is the Runner's, not a new value: a decode step must not
 	// allocate, and the units are called through the table.
 	s := &r.cur
-	*s = step{r: r, f: f, tokens: tokens, segs: segs, T: T}
+	*s = step{r: r, f: f, tokens: tokens, segs: segs, T: T, hidden: s.hidden}
 	end := len(f.ops)
 	if hidden {
 		end = f.finalNorm

@@ -21,6 +21,12 @@ type Options struct {
 	// Archs are the architectures the runtime knows (default
 	// arch.Builtin()).
 	Archs arch.Registry
+	// MTPVocab limits the MTP block's guesses (StepMTP) to the first
+	// MTPVocab token ids (rounded up to a tile of the head) and the
+	// model's stop tokens: the head's product over those rows alone costs
+	// that share of the full one, and a byte-level BPE numbers its tokens
+	// in the order it merged them, the most frequent first. 0: every id.
+	MTPVocab int
 }
 
 // Model is a loaded .qbin file, immutable once opened.
@@ -33,6 +39,8 @@ type Model struct {
 	// states are what each sequence keeps between steps, as the forward
 	// step declares them.
 	states []graph.State
+	// mtp are the MTP block's programs, nil without one (mtp.go).
+	mtp *mtpPrograms
 	// invFreq are RoPE's inverse frequencies (theta^(-2i/d), scaled as
 	// rope_scaling says), in float64 so the angles of long positions stay
 	// exact before rounding to f32; ropeScale multiplies cos and sin
@@ -94,7 +102,9 @@ type weight struct {
 }
 
 // Open maps a .qbin file and prepares it to run. No weight is copied or
-// converted: every weight slice points into the read-only mapping.
+// converted: every weight slice points into the read-only mapping, but
+// for the few taps of a hybrid layer's convolution, kept tap-major
+// (bindCausalConv).
 func Open(path string, opts Options) (*Model, error) {
 	f, err := format.Open(path)
 	if err != nil {
@@ -132,16 +142,17 @@ func newModel(f *format.File, opts Options) (*Model, error) {
 	if m.Tokenizer.VocabSize() > m.Config.Vocab {
 		return nil, fmt.Errorf("section %q: %d token ids for a %d-row embedding", format.SecTokenizer, m.Tokenizer.VocabSize(), m.Config.Vocab)
 	}
-	for _, mode := range []string{"decode", "prefill"} {
-		p, err := m.bind(a, mode)
-		if err != nil {
-			return nil, err
-		}
-		if mode == "decode" {
-			m.decode = p
-		} else {
-			m.prefill = p
-		}
+	main := func(mode string, tokens int) *graph.Graph {
+		return arch.Build(a, &m.Config, mode, tokens, f.Header.SectionTypes())
+	}
+	if m.decode, err = m.bind("decode", main); err != nil {
+		return nil, err
+	}
+	if m.prefill, err = m.bind("prefill", main); err != nil {
+		return nil, err
+	}
+	if err := m.bindMTP(a); err != nil {
+		return nil, err
 	}
 	m.states = m.decode.g.States
 	if err := checkStates(m.states); err != nil {
@@ -156,12 +167,12 @@ func newModel(f *format.File, opts Options) (*Model, error) {
 
 // bind rebuilds the mode's op list from the config, checks it against the
 // compiled plan, carves the arena and resolves every weight.
-func (m *Model) bind(a arch.Arch, mode string) (*program, error) {
+func (m *Model) bind(mode string, build func(mode string, tokens int) *graph.Graph) (*program, error) {
 	plan, ok := m.File.Header.Plan(mode)
 	if !ok {
 		return nil, fmt.Errorf("no %s arena plan", mode)
 	}
-	g := arch.Build(a, &m.Config, mode, plan.Tokens, m.File.Header.SectionTypes())
+	g := build(mode, plan.Tokens)
 	offs, err := graph.Bind(g, plan)
 	if err != nil {
 		return nil, err

@@ -87,11 +87,13 @@ func (r *Runner) runMatmuls() {
 // tasks are the pool tasks of a step, preallocated so that a step does not
 // allocate: the executor fills their fields and hands a pointer to the pool.
 type tasks struct {
+	delta   deltaTask
 	mm      matmulTask
 	attn    attentionTask
 	kvStore kvStoreTask
 	silu    siluTask
 	quant   quantizeTask
+	rows    rowsTask
 }
 
 // matmulTask splits the tiles of one or more matrix products of the same

@@ -10,18 +10,20 @@ import (
 // RoPE: RopeTable fills the step's table of cos (first half) and sin
 // (second half) for each row's position; QKRope applies, per head, the
 // q/k RMSNorm when the architecture has one (qwen3) and the rotation, to q
-// and k in place.
+// and k in place. The rotation covers a head's first rot dimensions (all
+// of them but in Qwen3.5, which rotates the first quarter, pairing within
+// it as rotate-half does); the rest pass through.
 
 func runRopeTable(s *step, i int) int {
 	m := s.r.m
 	rope := s.view(s.op(i).Out)
-	hd := m.Config.HeadDim
-	half := hd / 2
+	rot := m.Config.Rotary()
+	half := rot / 2
 	for t := range s.T {
 		for j, fr := range m.invFreq {
 			sn, co := math.Sincos(float64(s.r.rowPos[t]) * fr)
-			rope[t*hd+j] = float32(co * m.ropeScale)
-			rope[t*hd+half+j] = float32(sn * m.ropeScale)
+			rope[t*rot+j] = float32(co * m.ropeScale)
+			rope[t*rot+half+j] = float32(sn * m.ropeScale)
 		}
 	}
 	return i + 1
@@ -54,25 +56,25 @@ func bindQKRope(m *Model, g *graph.Graph, o *boundOp) error {
 func runQKRope(s *step, i int) int {
 	op := s.op(i)
 	c := &s.r.m.Config
-	k, eps, hd := s.r.k, s.r.m.eps, c.HeadDim
+	k, eps, hd, rot := s.r.k, s.r.m.eps, c.HeadDim, c.Rotary()
 	q, kk := s.view(op.InOut[0]), s.view(op.InOut[1])
 	rope := s.view(op.In[0])
-	half := hd / 2
+	half := rot / 2
 	for t := range s.T {
-		cos, sin := rope[t*hd:t*hd+half], rope[t*hd+half:(t+1)*hd]
+		cos, sin := rope[t*rot:t*rot+half], rope[t*rot+half:(t+1)*rot]
 		for h := range c.Heads {
 			v := q[(t*c.Heads+h)*hd : (t*c.Heads+h+1)*hd]
 			if op.w32 != nil {
 				k.RMSNorm(v, v, op.w32, eps)
 			}
-			k.RoPE(v, cos, sin)
+			k.RoPE(v[:rot], cos, sin)
 		}
 		for h := range c.KVHeads {
 			v := kk[(t*c.KVHeads+h)*hd : (t*c.KVHeads+h+1)*hd]
 			if op.w32b != nil {
 				k.RMSNorm(v, v, op.w32b, eps)
 			}
-			k.RoPE(v, cos, sin)
+			k.RoPE(v[:rot], cos, sin)
 		}
 	}
 	return i + 1

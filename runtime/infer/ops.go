@@ -24,21 +24,26 @@ type opUnit struct {
 // opUnits is the table of op units by kind; a kind without a row is
 // refused at Open.
 var opUnits = [...]opUnit{
-	graph.RopeTable:    {bindNone, runRopeTable},
-	graph.Embed:        {bindEmbed, runEmbed},
-	graph.RMSNorm:      {bindRMSNorm, runRMSNorm},
-	graph.MatMul:       {bindMatMul, runMatMuls},
-	graph.QKRope:       {bindQKRope, runQKRope},
-	graph.KVStore:      {bindKVStore, runKVStore},
-	graph.Attention:    {bindAttention, runAttention},
-	graph.AddInPlace:   {bindSameWidth, runAdd},
-	graph.SiLUMul:      {bindSameWidth, runSiLUMul},
-	graph.QuantizeRows: {bindSameWidth, runQuantizeRows},
-	graph.Route:        {bindRoute, runRoute},
-	graph.GatherRows:   {bindGatherRows, runGatherRows},
-	graph.ExpertMatMul: {bindExpertMatMul, runMatMuls},
-	graph.ExpertSum:    {bindExpertSum, runExpertSum},
-	graph.CausalConv:   {bindCausalConv, runCausalConv},
+	graph.RopeTable:       {bindNone, runRopeTable},
+	graph.Embed:           {bindEmbed, runEmbed},
+	graph.RMSNorm:         {bindRMSNorm, runRMSNorm},
+	graph.MatMul:          {bindMatMul, runMatMuls},
+	graph.QKRope:          {bindQKRope, runQKRope},
+	graph.KVStore:         {bindKVStore, runKVStore},
+	graph.Attention:       {bindAttention, runAttention},
+	graph.AddInPlace:      {bindSameWidth, runAdd},
+	graph.SiLUMul:         {bindSameWidth, runSiLUMul},
+	graph.QuantizeRows:    {bindSameWidth, runQuantizeRows},
+	graph.Route:           {bindRoute, runRoute},
+	graph.GatherRows:      {bindGatherRows, runGatherRows},
+	graph.ExpertMatMul:    {bindExpertMatMul, runMatMuls},
+	graph.ExpertSum:       {bindExpertSum, runExpertSum},
+	graph.CausalConv:      {bindCausalConv, runCausalConv},
+	graph.GatedDeltaRule:  {bindGatedDeltaRule, runGatedDeltaRule},
+	graph.GatedRMSNorm:    {bindGatedRMSNorm, runGatedRMSNorm},
+	graph.SigmoidMul:      {bindSameWidth, runSigmoidMul},
+	graph.SigmoidScaleAdd: {bindSigmoidScaleAdd, runSigmoidScaleAdd},
+	graph.HiddenIn:        {bindHiddenIn, runHiddenIn},
 }
 
 // unitOf returns the unit of an op kind.
@@ -57,6 +62,8 @@ type step struct {
 	tokens []int32
 	segs   []segment
 	T      int
+	// hidden are the rows a HiddenIn op takes (the MTP block's input).
+	hidden []float32
 }
 
 // op returns op i of the step's program.

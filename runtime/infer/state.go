@@ -5,6 +5,7 @@ import (
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/format/graph"
+	"github.com/qwenc/qwenc/kernels"
 )
 
 // LayerState is what one sequence keeps of one part of the model between
@@ -13,10 +14,17 @@ import (
 // (recurrentState). A Session holds one of each; the ops that name a
 // state read and write the session's.
 type LayerState interface {
-	// Bytes is the memory the state holds now.
+	// Bytes is the memory the state holds now (with what it shares with
+	// others: Fork).
 	Bytes() int64
-	// Reserve makes room for positions [0, n) before a step writes them.
-	Reserve(n int)
+	// Reserve makes room for positions [0, to) before a step writes
+	// positions [from, to).
+	Reserve(from, to int)
+	// Fork returns a new state holding this one's first n positions,
+	// sharing what it can (a KV cache's chunks, copied when the new state
+	// first writes into one); a recurrent state, which holds only its
+	// last position, comes back empty, for the session to restore.
+	Fork(n int) LayerState
 	// Rewindable reports whether the state can go back to any earlier
 	// position by itself (an attention KV cache); one that cannot goes
 	// back only to a copy taken there (Snapshot).
@@ -71,11 +79,60 @@ func newLayerState(s *graph.State, kv format.KVType) (LayerState, error) {
 // the ops of its layer read and overwrite each step, zero before the
 // first position. It holds no earlier position, so it goes back only to a
 // copy.
-type recurrentState struct{ v []float32 }
+type recurrentState struct {
+	v []float32
+	// While logging (Session.Speculate), the op that writes v appends
+	// what it reads of each token to log, a row of logWidth per token,
+	// and names itself in logOp: Session.Keep then brings v from a copy
+	// taken before the step to any position within it, by running that
+	// op again over the first rows (replay), with no other layer's work.
+	logging  bool
+	log      []float32
+	logWidth int
+	logOp    *boundOp
+	scratch  []float32 // the replay's outputs, which it drops
+}
+
+// logRows appends a step's rows of what the state's op reads (width each,
+// ld apart, from first) to the log.
+func (r *recurrentState) logRows(op *boundOp, width int, src []float32, ld, rows int) {
+	r.logOp, r.logWidth = op, width
+	for t := range rows {
+		r.log = append(r.log, src[t*ld:t*ld+width]...)
+	}
+}
+
+// replay runs the logged op again over the first n logged tokens, from
+// the state the log started at (restored first; Session.Keep checked
+// that the log holds them).
+func (r *recurrentState) replay(m *Model, k kernels.Path, n int) {
+	if n == 0 {
+		return
+	}
+	switch r.logOp.Kind {
+	case graph.CausalConv:
+		replayCausalConv(r, k, n)
+	case graph.GatedDeltaRule:
+		replayGatedDeltaRule(r, m, k, n)
+	default:
+		panic(fmt.Sprintf("infer: replay: op %s logs no steps", r.logOp.Kind))
+	}
+}
+
+// grow returns the state's scratch of at least n floats.
+func (r *recurrentState) grow(n int) []float32 {
+	if cap(r.scratch) < n {
+		r.scratch = make([]float32, n)
+	}
+	return r.scratch[:n]
+}
 
 func (r *recurrentState) Bytes() int64     { return 4 * int64(len(r.v)) }
-func (r *recurrentState) Reserve(int)      {}
+func (r *recurrentState) Reserve(_, _ int) {}
 func (r *recurrentState) Rewindable() bool { return false }
+func (r *recurrentState) Fork(int) LayerState {
+	return &recurrentState{v: make([]float32, len(r.v))}
+}
 
 func (r *recurrentState) Snapshot() StateCopy {
 	return recurrentCopy(append([]float32(nil), r.v...))
