@@ -31,6 +31,7 @@ var layers = []struct {
 	{"kernels", []string{"format/wtype"}},
 	{"format", []string{"format/wtype"}},
 	{"format/tokenizer", nil},
+	{"format/ggml", nil},
 	{"format/graph", []string{"format", "format/wtype", "kernels"}},
 	{"format/arch", []string{"format", "format/graph", "format/wtype"}},
 	{"format/chat", []string{"format/tokenizer"}},
