@@ -32,6 +32,7 @@ var layers = []struct {
 	{"format", []string{"format/wtype"}},
 	{"format/tokenizer", nil},
 	{"format/ggml", nil},
+	{"format/gguf", []string{"format/ggml"}},
 	{"format/graph", []string{"format", "format/wtype", "kernels"}},
 	{"format/arch", []string{"format", "format/graph", "format/wtype"}},
 	{"format/chat", []string{"format/tokenizer"}},
