@@ -1,0 +1,101 @@
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/qwenc/qwenc/internal/testmodel"
+)
+
+// ggmlFromHF is the tokenizer as llama.cpp's converter writes a Qwen
+// checkpoint's into a GGUF (the shared peers' to_gguf.py does the same):
+// every id up to vocab, the added tokens as control or user-defined
+// tokens, the BPE tokens as normal ones, the ids between as unused pads.
+func ggmlFromHF(tb testing.TB, vocab int) *GGML {
+	tb.Helper()
+	b, err := os.ReadFile(testmodel.TokenizerJSON(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var tj struct {
+		Model struct {
+			Vocab  map[string]int `json:"vocab"`
+			Merges []hfMerge      `json:"merges"`
+		} `json:"model"`
+		Added []hfAdded `json:"added_tokens"`
+	}
+	if err := json.Unmarshal(b, &tj); err != nil {
+		tb.Fatal(err)
+	}
+	g := &GGML{Model: "gpt2", Pre: "qwen2", Tokens: make([]string, vocab), Types: make([]int32, vocab), EOS: 151645, Pad: 151643}
+	for i := range g.Tokens {
+		g.Tokens[i], g.Types[i] = fmt.Sprintf("[PAD%d]", i), ggmlUnused
+	}
+	for s, id := range tj.Model.Vocab {
+		g.Tokens[id], g.Types[id] = s, ggmlNormal
+	}
+	for _, a := range tj.Added {
+		g.Tokens[*a.ID], g.Types[*a.ID] = a.Content, ggmlUserDefined
+		if a.Special {
+			g.Types[*a.ID] = ggmlControl
+		}
+	}
+	for _, m := range tj.Model.Merges {
+		g.Merges = append(g.Merges, m[0]+" "+m[1])
+	}
+	return g
+}
+
+// TestGGMLAsHF: the vocabulary read from a GGUF's keys is the one read
+// from the tokenizer.json it was converted from, to the byte of the
+// binary form.
+func TestGGMLAsHF(t *testing.T) {
+	q := loadQwen(t)
+	v, err := LoadGGML(ggmlFromHF(t, 151936))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob, err := v.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(blob, q.blob) {
+		t.Errorf("the binary tokenizer from the GGUF keys differs from tokenizer.json's (%d and %d bytes)", len(blob), len(q.blob))
+	}
+}
+
+func TestGGMLRefused(t *testing.T) {
+	base := func() *GGML {
+		return &GGML{Model: "gpt2", Pre: "qwen2", Tokens: []string{"a", "b", "ab", "<|end|>"}, Types: []int32{1, 1, 1, 3}, Merges: []string{"a b"}, EOS: 3, Pad: -1}
+	}
+	if _, err := LoadGGML(base()); err != nil {
+		t.Fatalf("the base case: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(g *GGML)
+		want string
+	}{
+		{"spm", func(g *GGML) { g.Model = "llama" }, `tokenizer.ggml.model "llama"`},
+		{"pre", func(g *GGML) { g.Pre = "llama3" }, `tokenizer.ggml.pre "llama3"`},
+		{"qwen35", func(g *GGML) { g.Pre = "qwen35" }, `tokenizer.ggml.pre "qwen35": this build's tokenizer implements only Qwen2's`},
+		{"types", func(g *GGML) { g.Types = g.Types[:2] }, "token_type has 2 entries for 4 tokens"},
+		{"byte token", func(g *GGML) { g.Types[0] = 6 }, `tokenizer.ggml.tokens[0] ("a"): token type 6`},
+		{"bad type", func(g *GGML) { g.Types[0] = 9 }, "token_type 9"},
+		{"not byte-level", func(g *GGML) { g.Tokens[0] = "\u4e00" }, "tokenizer.ggml.tokens[0]"},
+		{"merge", func(g *GGML) { g.Merges[0] = "a c" }, `tokenizer.ggml.merges[0]: "c" is not a token`},
+		{"merge form", func(g *GGML) { g.Merges[0] = "ab" }, `tokenizer.ggml.merges[0] "ab" is not two tokens`},
+		{"eos", func(g *GGML) { g.EOS = 9 }, "tokenizer.ggml.eos_token_id 9 is not a token id"},
+	} {
+		g := base()
+		c.edit(g)
+		_, err := LoadGGML(g)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
