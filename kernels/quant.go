@@ -352,3 +352,33 @@ func SetQ8UnitScales(tile []byte, k int) {
 func SetQ8Value(tile []byte, r, c int, v int8) {
 	tile[(c/QBlock)*q8BlockBytes+q8ValueAt(r, c%QBlock)] = byte(int(v) + q8Offset)
 }
+
+// SetQ8Row stores row r (0..31) of a q8 tile of a k-column matrix from
+// values already quantized as q8 stores them: per block of 32 columns
+// the bits of an f16 scale, and 32 values in [-127, 127] (block b's at
+// q[32b:32b+32]). Nothing is rounded: a GGUF's Q8_0 blocks, which are
+// these, become q8 exactly. A value of -128, which q8's kernels cannot
+// take (they negate values), or a scale that is not finite, is an error
+// and leaves the tile as it was.
+func SetQ8Row(dst []byte, r, k int, scales []uint16, q []int8) error {
+	if !wtype.Q8.Fits(k) || r < 0 || r >= matTileRows || len(scales) < k/QBlock || len(q) < k || len(dst) < wtype.Q8.TileBytes(k) {
+		panic(fmt.Sprintf("kernels: SetQ8Row: r = %d, k = %d, len(scales) = %d, len(q) = %d, len(dst) = %d", r, k, len(scales), len(q), len(dst)))
+	}
+	for b, h := range scales[:k/QBlock] {
+		if h&0x7c00 == 0x7c00 {
+			return fmt.Errorf("columns %d..%d: scale %v is not finite", b*QBlock, (b+1)*QBlock-1, matF16ToF32(h))
+		}
+	}
+	for c, v := range q[:k] {
+		if v == -128 {
+			return fmt.Errorf("column %d: value -128 is outside q8's [-127, 127]", c)
+		}
+	}
+	for b, h := range scales[:k/QBlock] {
+		put16(dst[b*q8BlockBytes+2*r:], h)
+	}
+	for c, v := range q[:k] {
+		SetQ8Value(dst, r, c, v)
+	}
+	return nil
+}

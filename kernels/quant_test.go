@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/qwenc/qwenc/format"
@@ -458,5 +459,50 @@ func TestSetQ8Value(t *testing.T) {
 				t.Fatalf("row %d, column %d: %v, want %d", row, c, v, want[row*k+c])
 			}
 		}
+	}
+}
+
+// SetQ8Row stores a row's scales and values as they are: it reads back
+// as scale times value, to the bit; a -128 or a scale that is not finite
+// is refused, leaving the tile as it was.
+func TestSetQ8Row(t *testing.T) {
+	const k = 96
+	r := rand.New(rand.NewPCG(7, 8))
+	tile := make([]byte, wtype.Q8.TileBytes(k))
+	if err := Traits(wtype.Q8).QuantizeTile(tile, nil, 0, k); err != nil {
+		t.Fatal(err)
+	}
+	scales := make([]uint16, k/QBlock)
+	q := make([]int8, k)
+	for row := range 32 {
+		for b := range scales {
+			scales[b] = uint16(r.IntN(0x7c00)) // every finite positive f16, subnormals too
+		}
+		for c := range q {
+			q[c] = int8(r.IntN(255) - 127)
+		}
+		if err := SetQ8Row(tile, row, k, scales, q); err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float32, k)
+		Traits(wtype.Q8).DequantizeRow(out, tile, row, k)
+		for c, v := range out {
+			if want := matF16ToF32(scales[c/QBlock]) * float32(q[c]); v != want {
+				t.Fatalf("row %d, column %d: %v, want %v", row, c, v, want)
+			}
+		}
+	}
+	before := slices.Clone(tile)
+	q[40] = -128
+	if err := SetQ8Row(tile, 3, k, scales, q); err == nil || !strings.Contains(err.Error(), "column 40") {
+		t.Errorf("a -128: %v", err)
+	}
+	q[40] = 1
+	scales[2] = 0x7c00
+	if err := SetQ8Row(tile, 3, k, scales, q); err == nil || !strings.Contains(err.Error(), "columns 64..95") {
+		t.Errorf("an infinite scale: %v", err)
+	}
+	if !bytes.Equal(tile, before) {
+		t.Error("a refused row changed the tile")
 	}
 }
