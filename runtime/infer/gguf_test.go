@@ -1,0 +1,51 @@
+package infer
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/qwenc/qwenc/compiler"
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/internal/testmodel"
+)
+
+// TestGGUFReferenceLogits runs the shared GGUF conversions of the bundled
+// models, compiled with the types the compiler picks for them, against
+// float64 references: the f16 files (Qwen3-MoE, and Qwen3.5 with its
+// norms stored as 1 + w, ssm_a as -exp(A_log) and its value heads tiled)
+// against the bf16 checkpoints' own, within 0.05; the Q8_0 file against
+// the reference over its dequantized weights, within 0.05 with its
+// weights in f16 and the activations in f32, and within 0.45 as q8, its
+// blocks copied as they are and the activations quantized to 8 bits per
+// 32 values as ggml quantizes them for Q8_0 (ggml itself is 0.35 off on
+// this file; ours, 0.39 to 0.42 by kernel path, comes from the same
+// rounding of the activations, which moves where the largest error of
+// 150,000 logits falls).
+func TestGGUFReferenceLogits(t *testing.T) {
+	for _, c := range []struct {
+		gguf string
+		typ  format.DType // 0: the compiler's pick
+		ref  string
+		tol  float64
+	}{
+		{"tiny-moe-a-f16", 0, testmodel.Testdata(t, "tiny-moe-a", "expected"), 0.05},
+		{"tiny-q35-f16", 0, testmodel.Testdata(t, "tiny-q35", "expected"), 0.05},
+		{"tiny-a-Q8_0", format.F16, testmodel.Testdata(t, "gguf", "tiny-a-Q8_0.expected"), 0.05},
+		{"tiny-a-Q8_0", 0, testmodel.Testdata(t, "gguf", "tiny-a-Q8_0.expected"), 0.45},
+	} {
+		out := filepath.Join(t.TempDir(), c.gguf+".qbin")
+		res, err := compiler.Compile(context.Background(), testmodel.GGUF(t, c.gguf), compiler.Options{Output: out, MaxPrefill: 512, NoSync: true, Type: c.typ})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.typ == 0 {
+			for _, cv := range res.Converted {
+				if !cv.Exact {
+					t.Errorf("%s: section %s: %s to %s is not exact", c.gguf, cv.Section, cv.From, cv.To)
+				}
+			}
+		}
+		checkReference(t, c.gguf+"/"+c.typ.String(), out, c.ref, c.tol)
+	}
+}
