@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -65,6 +66,13 @@ func (g *ggufSource) describe(archs arch.Registry) (*model, error) {
 	}
 	if pooling, ok, _ := g.f.Uint(g.key("pooling_type")); ok && pooling != 0 {
 		return nil, fmt.Errorf("%s: %s = %d: an embedding or reranking model's GGUF is not supported; compile its Hugging Face checkpoint", g.f.Path, g.key("pooling_type"), pooling)
+	}
+	// The tokenizer is read while the weights are written; what this
+	// build cannot read of it is refused before.
+	tm, _, err1 := gguf.Get[string](g.f, "tokenizer.ggml.model")
+	pre, _, err2 := gguf.Get[string](g.f, "tokenizer.ggml.pre")
+	if err := errors.Join(err1, err2, tokenizer.CheckGGML(tm, pre)); err != nil {
+		return nil, fmt.Errorf("%s: %w", g.f.Path, err)
 	}
 	m := &model{cfg: cfg, arch: a, ggml: true}
 	if m.gen, err = g.generation(cfg.Vocab); err != nil {

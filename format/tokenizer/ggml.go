@@ -41,6 +41,24 @@ var ggmlPre = map[string]string{
 	"qwen35":           qwen35Pattern,
 }
 
+// CheckGGML refuses a GGUF's tokenizer model and pre-tokenizer
+// (tokenizer.ggml.model and .pre) unless they are byte-level BPE with a
+// Qwen split pattern this tokenizer implements: a cheap check a compiler
+// makes before it reads the weights.
+func CheckGGML(model, pre string) error {
+	if model != "gpt2" {
+		return fmt.Errorf("tokenizer.ggml.model %q: only byte-level BPE (\"gpt2\") is supported", model)
+	}
+	pattern, ok := ggmlPre[pre]
+	if !ok {
+		return fmt.Errorf("tokenizer.ggml.pre %q: not a Qwen pre-tokenizer (qwen2, deepseek-r1-qwen, qwen35)", pre)
+	}
+	if pattern != qwenPattern {
+		return fmt.Errorf("tokenizer.ggml.pre %q: this build's tokenizer implements only Qwen2's split pattern, not this one's %s", pre, pattern)
+	}
+	return nil
+}
+
 // LoadGGML reads a GGUF file's tokenizer into a Vocab. Only byte-level
 // BPE with a Qwen split pattern is accepted. GGUF does not record a
 // normalizer; the Qwen vocabularies' tokenizer.json has NFC, which
@@ -50,15 +68,8 @@ var ggmlPre = map[string]string{
 // tokenizer.json's added tokens; unused ids ([PAD151700]) are no token.
 // An error names the key at fault.
 func LoadGGML(g *GGML) (*Vocab, error) {
-	if g.Model != "gpt2" {
-		return nil, fmt.Errorf("tokenizer.ggml.model %q: only byte-level BPE (\"gpt2\") is supported", g.Model)
-	}
-	pattern, ok := ggmlPre[g.Pre]
-	if !ok {
-		return nil, fmt.Errorf("tokenizer.ggml.pre %q: not a Qwen pre-tokenizer (qwen2, deepseek-r1-qwen, qwen35)", g.Pre)
-	}
-	if pattern != qwenPattern {
-		return nil, fmt.Errorf("tokenizer.ggml.pre %q: this build's tokenizer implements only Qwen2's split pattern, not this one's %s", g.Pre, pattern)
+	if err := CheckGGML(g.Model, g.Pre); err != nil {
+		return nil, err
 	}
 	if len(g.Tokens) > MaxIDs {
 		return nil, fmt.Errorf("tokenizer.ggml.tokens: %d tokens, more than %d", len(g.Tokens), MaxIDs)
