@@ -298,8 +298,9 @@ type Conversion struct {
 type conversion struct {
 	from   ggml.Type
 	tensor string
-	// direct: the section is q8 and the tensor Q8_0, whose blocks are
-	// copied as they are; exact: its values cannot change.
+	// direct: the section is q8 and the tensor's blocks are an f16 scale
+	// and 32 integers each (Q8_0, Q4_0, Q5_0, IQ4_NL: ScaledInt8), which
+	// are copied as they are; exact: its values cannot change.
 	direct, exact bool
 	maxErr        atomic.Uint32 // bits of the largest change, a float32 >= 0
 	requantized   atomic.Int64  // rows of a direct copy quantized again
@@ -313,7 +314,7 @@ func newConversion(s *section) *conversion {
 	case s.Layout != format.TileMajor && s.DType == format.F32:
 		// A vector: f32 holds every float type's values.
 		c.exact = from == ggml.F32 || from == ggml.F16 || from == ggml.BF16
-	case s.DType == format.Q8 && from == ggml.Q8_0 && s.tr.Values == nil && blockAligned(s.tr.Col, s.K()):
+	case s.DType == format.Q8 && from.ScaledInt8() && s.tr.Values == nil && blockAligned(s.tr.Col, s.K()):
 		c.direct, c.exact = true, true
 	case s.DType == format.F16 && from == ggml.F16 && s.tr.Values == nil:
 		c.exact = true
@@ -388,10 +389,11 @@ func (c *conversion) result(s *section) Conversion {
 }
 
 // copyQ8Tile makes the q8 tile of section rows r0..r0+r-1 from a GGUF's
-// Q8_0 rows as they are: each row's scales and values are copied, from
-// the row tr.Row says and the blocks tr.Col moves whole. A row holding
-// the value -128 (which ggml's quantizer never writes, but the type
-// allows, and q8 does not) is decoded and quantized again.
+// rows whose blocks are an f16 scale and 32 integers each (Q8_0, Q4_0,
+// Q5_0, IQ4_NL), as they are: each row's scales and integers are copied,
+// from the row tr.Row says and the blocks tr.Col moves whole. A row
+// holding the value -128 (which ggml's Q8_0 quantizer never writes, but
+// the type allows, and q8 does not) is decoded and quantized again.
 func copyQ8Tile(src source, s *section, t *TensorInfo, sl *blockSlot, dst []byte, r0, r, k int) error {
 	q8 := kernels.Traits(wtype.Q8)
 	// Rows r..31 of the tile: zero scales and values.
@@ -403,27 +405,28 @@ func copyQ8Tile(src source, s *section, t *TensorInfo, sl *blockSlot, dst []byte
 		srcK *= d
 	}
 	row := rowBytes(t.DType, srcK)
-	nb := k / kernels.QBlock
-	if cap(sl.scales) < nb {
-		sl.scales = make([]uint16, nb)
+	from := s.conv.from
+	nb, srcNB := k/kernels.QBlock, srcK/kernels.QBlock
+	if cap(sl.scales) < nb+srcNB {
+		sl.scales = make([]uint16, nb+srcNB)
 	}
-	scales := sl.scales[:nb]
-	q := i8s(sl.grow(&sl.rows, k))
+	scales, srcScales := sl.scales[:nb], sl.scales[nb:nb+srcNB]
+	srcQ := i8s(sl.grow(&sl.rows, srcK+k))
+	q, srcQ := srcQ[srcK:], srcQ[:srcK]
 	return sourceRows(src, &s.tr, t, sl, r0, r, srcK, func(i, j int, buf []byte) error {
 		for ii := i; ii < j; ii++ {
-			rb := buf[(ii-i)*row : (ii-i+1)*row]
+			from.ScaledInt8Blocks(buf[(ii-i)*row:(ii-i+1)*row], srcScales, srcQ)
 			clean := true
 			for b := range nb {
 				sb := b
 				if s.tr.Col != nil {
 					sb = s.tr.Col(b*kernels.QBlock) / kernels.QBlock
 				}
-				d, qs := ggml.Q8_0Block(rb, sb)
-				scales[b] = d
-				for c, v := range qs {
-					q[b*kernels.QBlock+c] = int8(v)
-					clean = clean && v != 0x80
-				}
+				scales[b] = srcScales[sb]
+				copy(q[b*kernels.QBlock:(b+1)*kernels.QBlock], srcQ[sb*kernels.QBlock:])
+			}
+			for _, v := range q {
+				clean = clean && v != -128
 			}
 			if clean {
 				if err := kernels.SetQ8Row(dst, ii, k, scales, q); err != nil {
@@ -432,12 +435,14 @@ func copyQ8Tile(src source, s *section, t *TensorInfo, sl *blockSlot, dst []byte
 				continue
 			}
 			vals := sl.floats(&sl.f32, k)
-			for b := range nb {
-				sb := b
+			wide := sl.floats(&sl.wide, srcK)
+			from.Decode(wide, buf[(ii-i)*row:(ii-i+1)*row])
+			for c := range vals {
+				cc := c
 				if s.tr.Col != nil {
-					sb = s.tr.Col(b*kernels.QBlock) / kernels.QBlock
+					cc = s.tr.Col(c)
 				}
-				ggml.Q8_0.Decode(vals[b*kernels.QBlock:(b+1)*kernels.QBlock], rb[sb*34:(sb+1)*34])
+				vals[c] = wide[cc]
 			}
 			if err := kernels.QuantizeQ8Row(dst, vals, ii, k); err != nil {
 				return fmt.Errorf("row %d: %w", r0+ii, err)

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -118,6 +119,76 @@ func TestGGUFQ8Exact(t *testing.T) {
 	}
 	if checked != 15 {
 		t.Errorf("%d q8 sections checked, want 15", checked)
+	}
+}
+
+// TestGGUFScaledInt8: tensors whose blocks are an f16 scale and 32
+// integers (Q8_0, Q4_0, Q5_0, IQ4_NL) become q8 exactly, but for a Q8_0
+// row holding -128, which is quantized again.
+func TestGGUFScaledInt8(t *testing.T) {
+	src := testmodel.GGUF(t, "tiny-moe-a-f16")
+	kv, ts := readGGUF(t, src)
+	rng := rand.New(rand.NewPCG(1, 2))
+	types := map[string]ggml.Type{"blk.0.attn_q.weight": ggml.Q8_0, "blk.0.attn_k.weight": ggml.Q4_0,
+		"blk.0.attn_v.weight": ggml.Q5_0, "blk.0.attn_output.weight": ggml.IQ4_NL, "blk.2.attn_q.weight": ggml.Q8_0}
+	for i := range ts {
+		typ, ok := types[ts[i].Name]
+		if !ok {
+			continue
+		}
+		n := ts[i].Dims[0] * ts[i].Dims[1] / 32
+		data := make([]byte, int(n)*typ.BlockBytes())
+		for b := range n {
+			blk := data[int(b)*typ.BlockBytes() : int(b+1)*typ.BlockBytes()]
+			for j := range blk {
+				blk[j] = byte(rng.Uint32())
+				if typ == ggml.Q8_0 && blk[j] == 0x80 {
+					blk[j] = 0x81
+				}
+			}
+			binary.LittleEndian.PutUint16(blk, uint16(0x1c00+rng.IntN(0x800))) // 2^-8 to 2^-6
+		}
+		if ts[i].Name == "blk.2.attn_q.weight" {
+			data[2+5] = 0x80 // -128 in the first row
+		}
+		ts[i].Type, ts[i].Data = typ, data
+	}
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	writeGGUF(t, path, kv, ts)
+	res := compileGGUF(t, path, format.Q8)
+	g, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	f, err := format.Open(res.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, cv := range res.Converted {
+		typ, ok := types[cv.Tensor]
+		if !ok {
+			continue
+		}
+		if exact := cv.Tensor != "blk.2.attn_q.weight"; cv.Exact != exact || cv.From != typ.String() {
+			t.Errorf("%s: %s to %s, exact %v", cv.Section, cv.From, cv.To, cv.Exact)
+			continue
+		}
+		s, _ := f.Header.Section(cv.Section)
+		tn, _ := g.Tensor(cv.Tensor)
+		_, n, k := s.MatrixDims()
+		want := make([]float32, n*k)
+		tn.Type.Decode(want, g.Data(tn))
+		data, _ := f.Bytes(cv.Section)
+		tt := kernels.Traits(wtype.Q8)
+		got := make([]float32, k)
+		for r := range n {
+			tt.DequantizeRow(got, data[r/32*tt.TileBytes(k):], r%32, k)
+			if same := slices.Equal(got, want[r*k:(r+1)*k]); same != (cv.Exact || r > 0) {
+				t.Errorf("%s: row %d is ggml's: %v", cv.Section, r, same)
+			}
+		}
 	}
 }
 

@@ -141,6 +141,11 @@ func printConversions(w io.Writer, cs []compiler.Conversion) (requantized bool) 
 	if worst != nil {
 		fmt.Fprintf(w, "GGUF weights converted: %s; largest change of a weight %.3g (%s, from %s)\n", list(changed), worst.MaxAbsErr, worst.Section, worst.Tensor)
 	}
+	for _, pair := range slices.Sorted(maps.Keys(changed)) {
+		if from, to, _ := strings.Cut(pair, " to "); to != "q8" && slices.Contains([]string{"q8_0", "q4_0", "q5_0", "iq4_nl"}, from) {
+			fmt.Fprintf(w, "(%s is kept exactly by --type q8: its blocks are q8's, at 8.5 bits a weight)\n", from)
+		}
+	}
 	return requantized
 }
 

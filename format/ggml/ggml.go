@@ -150,9 +150,49 @@ func Parse(name string) (Type, bool) {
 	return 0, false
 }
 
-// Q8_0Block returns block b of Q8_0 data: the bits of its f16 scale and
-// its 32 values (block_q8_0: the scale, then the values as signed bytes).
-func Q8_0Block(src []byte, b int) (d uint16, q []byte) {
-	blk := src[b*34 : (b+1)*34]
-	return uint16(blk[0]) | uint16(blk[1])<<8, blk[2:34]
+// ScaledInt8 reports whether every block of type t is 32 values that are
+// one f16 scale times integers in [-128, 127]: Q8_0, and Q4_0, Q5_0 and
+// IQ4_NL, whose 4- and 5-bit codes stand for such integers. For those,
+// ScaledInt8Blocks gives the scales and the integers as they are.
+func (t Type) ScaledInt8() bool {
+	switch t {
+	case Q8_0, Q4_0, Q5_0, IQ4_NL:
+		return true
+	}
+	return false
+}
+
+// ScaledInt8Blocks writes the blocks of src (of a ScaledInt8 type) as
+// the bits of each block's f16 scale into scales and its 32 integers
+// into q: value j of block b is scale[b] * q[32b + j], exactly what
+// Decode computes.
+func (t Type) ScaledInt8Blocks(src []byte, scales []uint16, q []int8) {
+	r := &table[t]
+	for b := range len(src) / r.blockBytes {
+		x := src[b*r.blockBytes : (b+1)*r.blockBytes]
+		scales[b] = le16(x)
+		y := q[32*b : 32*b+32]
+		switch t {
+		case Q8_0:
+			for j, v := range x[2:34] {
+				y[j] = int8(v)
+			}
+		case Q4_0:
+			for j, v := range x[2:18] {
+				y[j], y[j+16] = int8(v&15)-8, int8(v>>4)-8
+			}
+		case Q5_0:
+			qh := le32(x[2:])
+			for j, v := range x[6:22] {
+				y[j] = int8(v&15|byte(qh>>j<<4)&0x10) - 16
+				y[j+16] = int8(v>>4|byte(qh>>(j+12))&0x10) - 16
+			}
+		case IQ4_NL:
+			for j, v := range x[2:18] {
+				y[j], y[j+16] = kvaluesIQ4NL[v&15], kvaluesIQ4NL[v>>4]
+			}
+		default:
+			panic(fmt.Sprintf("ggml: ScaledInt8Blocks(%s)", t))
+		}
+	}
 }

@@ -139,3 +139,24 @@ func TestCrossCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestScaledInt8: the scales and integers of a ScaledInt8 type's blocks
+// multiply to Decode's values, bit for bit.
+func TestScaledInt8(t *testing.T) {
+	for typ := range Type(64) {
+		if !typ.ScaledInt8() {
+			continue
+		}
+		const n = 256
+		blocks := randomBlocks(typ, n, rand.New(rand.NewPCG(9, uint64(typ))))
+		want := make([]float32, 32*n)
+		typ.Decode(want, blocks)
+		scales, q := make([]uint16, n), make([]int8, 32*n)
+		typ.ScaledInt8Blocks(blocks, scales, q)
+		for i, w := range want {
+			if got := f16Table()[scales[i/32]] * float32(q[i]); math.Float32bits(got) != math.Float32bits(w) {
+				t.Fatalf("%s: value %d = %v, Decode gives %v", typ, i, got, w)
+			}
+		}
+	}
+}
