@@ -6,8 +6,10 @@ BIN     := bin
 BUILD   := build
 DEMO    := qwen3-go-demo
 DEMO_N  ?= 160
+DEMO35  := qwen35-go-demo
+DEMO35_N ?= 120
 
-.PHONY: all build demo bench bench-a3b-full bench-long bench-serve fuzz test test-deploy test-cross test-purego test-avx512 test-avx2 test-race test-arm64 bench-compile perplexity clean tools
+.PHONY: all build demo test-agents bench bench-a3b-full bench-long bench-serve fuzz test test-deploy test-cross test-purego test-avx512 test-avx2 test-race test-arm64 bench-compile perplexity clean tools
 
 all: build
 
@@ -16,24 +18,34 @@ build:
 	$(GO) build -o $(BIN)/qwenrun ./cmd/qwenrun
 	$(GO) build -o $(BIN)/qwengen ./cmd/qwengen
 
-# The bundled demo model is stored compressed; the shared tokenizer.json
-# too. Both are unpacked once into build/.
-$(BUILD)/models/$(DEMO)/config.json: $(wildcard testdata/$(DEMO)/*) testdata/tokenizer/tokenizer.json.gz
-	rm -rf $(BUILD)/models/$(DEMO) && mkdir -p $(BUILD)/models/$(DEMO)
-	cp testdata/$(DEMO)/*.json $(BUILD)/models/$(DEMO)/
-	gunzip -c testdata/$(DEMO)/model.safetensors.gz > $(BUILD)/models/$(DEMO)/model.safetensors
-	gunzip -c testdata/tokenizer/tokenizer.json.gz > $(BUILD)/models/$(DEMO)/tokenizer.json
+# The bundled demo models are stored compressed; the shared tokenizer.json
+# too. Each is unpacked once into build/.
+$(BUILD)/models/%/config.json: testdata/%/model.safetensors.gz testdata/%/config.json testdata/%/tokenizer_config.json testdata/%/generation_config.json testdata/tokenizer/tokenizer.json.gz
+	rm -rf $(BUILD)/models/$* && mkdir -p $(BUILD)/models/$*
+	cp testdata/$*/*.json $(BUILD)/models/$*/
+	gunzip -c testdata/$*/model.safetensors.gz > $(BUILD)/models/$*/model.safetensors
+	gunzip -c testdata/tokenizer/tokenizer.json.gz > $(BUILD)/models/$*/tokenizer.json
 	touch $@
 
 $(BUILD)/tokenizer.json: testdata/tokenizer/tokenizer.json.gz
 	mkdir -p $(BUILD) && gunzip -c $< > $@
 
-demo: build $(BUILD)/models/$(DEMO)/config.json
+# Both bundled models, the Qwen3 and the Qwen3.5 (hybrid: Gated DeltaNet
+# and gated attention layers), write Go after the same prompt; the
+# Qwen3.5 one greedily, with the repeat penalty that keeps its import
+# block from repeating a line.
+demo: build $(BUILD)/models/$(DEMO)/config.json $(BUILD)/models/$(DEMO35)/config.json
 	$(BIN)/qwenc compile $(BUILD)/models/$(DEMO) -o $(BUILD)/$(DEMO).qbin
 	$(BIN)/qwenc verify $(BUILD)/$(DEMO).qbin
 	@echo "--- prompt (testdata/demo-prompt.txt) and what the model writes after it:"
 	@cat testdata/demo-prompt.txt
 	@$(BIN)/qwenrun $(BUILD)/$(DEMO).qbin -f testdata/demo-prompt.txt -n $(DEMO_N) --seed 2 --repeat-penalty 1.1
+	@echo
+	$(BIN)/qwenc compile $(BUILD)/models/$(DEMO35) -o $(BUILD)/$(DEMO35).qbin
+	$(BIN)/qwenc verify $(BUILD)/$(DEMO35).qbin
+	@echo "--- the same prompt, and what the Qwen3.5 model ($(DEMO35): three Gated DeltaNet layers, then gated attention) writes after it, greedily:"
+	@cat testdata/demo-prompt.txt
+	@$(BIN)/qwenrun $(BUILD)/$(DEMO35).qbin -f testdata/demo-prompt.txt -n $(DEMO35_N) --temp 0 --repeat-penalty 1.1
 
 # Vet and every test, then what a plain `go test` on this machine does not
 # cover: the portable kernels (purego), the AVX2 kernels (AVX-512 switched
@@ -46,6 +58,42 @@ test:
 	$(GO) vet -tags tune ./kernels/
 	$(GO) test ./...
 	$(MAKE) --no-print-directory test-purego test-avx512 test-avx2 test-race
+
+# The agents and agent SDKs people run, from the npm registry, against
+# qwenrun serve on the bundled demo model compiled for a 32K context:
+# Claude Code, Codex (exec --output-schema, and with --oss), qwen-code,
+# opencode and Continue's cn non-interactive, and the openai, @anthropic-ai/sdk, @openai/agents,
+# ai with @ai-sdk/openai, @langchain/openai and ollama packages (a plain
+# turn, a forced tool call, a streamed turn and a structured answer
+# each). The versions are pinned by qwen/serve/testdata/agents'
+# package-lock.json, node 22 among them (the newest clients need it;
+# Debian's npm installs it), into its node_modules (gitignored), again
+# only when the lock file changes. npm install, not npm ci: the lock
+# lacks the CLIs' binaries for other platforms, which the registry these
+# machines reach does not serve, and npm ci takes that for a lock out of
+# date; --no-save leaves the lock as it is. Each client's requests are recorded
+# in build/agents/requests; RECORD=1 records them into the testdata,
+# where serve's TestAgentRequests replays them in make test. Skipped,
+# saying so, only when the npm registry cannot be reached. Not part of
+# make test: about a minute and a half on 2 CPUs, and the first install
+# (1.7 GB of packages, the CLIs' binaries among them) a few more.
+AGENTS := qwen/serve/testdata/agents
+$(BUILD)/agents/$(DEMO).qbin: build $(BUILD)/models/$(DEMO)/config.json
+	mkdir -p $(BUILD)/agents
+	$(BIN)/qwenc compile -q --no-sync --rope-scaling yarn:16:2048 $(BUILD)/models/$(DEMO) -o $@
+
+test-agents: build $(BUILD)/agents/$(DEMO).qbin
+	@command -v npm >/dev/null || { \
+		$(SUDO) apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends nodejs npm; }
+	@if [ ! -e $(AGENTS)/node_modules/.installed ] || [ $(AGENTS)/package-lock.json -nt $(AGENTS)/node_modules/.installed ]; then \
+		if ! npm ping >/dev/null 2>&1; then \
+			echo "test-agents: skipped, the npm registry ($$(npm config get registry)) cannot be reached"; exit 0; fi; \
+		(cd $(AGENTS) && npm install --no-save --no-audit --no-fund --loglevel=error) && touch $(AGENTS)/node_modules/.installed || exit 1; \
+	fi; \
+	QWENRUN=$(abspath $(BIN)/qwenrun) QWEN_AGENTS_MODEL=$(abspath $(BUILD)/agents/$(DEMO).qbin) \
+		QWEN_AGENTS_OUT=$(abspath $(BUILD)/agents) QWEN_AGENTS_RECORD=$(RECORD) \
+		$(GO) test -tags agents -run '^TestAgents$$' -count=1 -timeout 60m -v ./qwen/serve/
 
 # The Kubernetes manifests in deploy/kubernetes, decoded strictly into
 # k8s.io/api's, the Gateway API's and Envoy Gateway's types. A module of
@@ -104,9 +152,12 @@ endif
 # TestConstrainedConcurrently races, and TestMatchersConcurrently the
 # states a grammar's matchers share; and TestAnthropicToolChoiceNone,
 # whose compile of its own model takes 20 s there (the compiler's
-# pipeline is raced above). Together four minutes under the race
-# detector.
-RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestHeadLogitsMatchReference$$|^TestAttentionLongContext$$|^TestKVQ8GreedyKeepsText$$|^TestMatmulGemm$$|^TestMatmulLd$$|^TestSchemaOnRandomModel$$|^TestToolChoiceOnRandomModel$$|^TestThinkingThenSchema$$|^TestRealClients$$|^TestAnthropicMessages$$|^TestAnthropicConversation$$|^TestRealEmbeddingClients$$|^TestEmbeddingReference$$|^TestRerankReference$$|^TestEmbedReference$$|^TestEmbeddingLayoutCompiles$$|^TestStepLastLogits$$|^TestEmbeddingModelDoesNotGenerate$$|^TestEmbedRefusals$$|^TestEmbedMany$$|^TestEmbedConcurrent$$|^ExampleModel_Embed$$|^ExampleModel_Rerank$$|^TestEmbeddingEndpoints$$|^TestRerankEndpoint$$|^TestEmbeddingRefusals$$|^TestOpenAIGoToolsAndSchema$$|^TestDraftModelKeepsGreedyText$$|^TestDraftCutByConstraint$$|^TestDraftsKeepTheText$$|^TestDraftsOnEveryPath$$|^TestClaudeCodeSchemas$$|^TestAnthropicToolChoiceNone$$
+# pipeline is raced above), the agents' requests replayed (prompts of
+# thousands of tokens on one goroutine at a time), and the serve tests of
+# Qwen3.5's templates, thinking and clients would their Qwen3.5 models
+# (one request at a time, over code the batching tests race). Together
+# four minutes under the race detector.
+RACE_SKIP := DoesNotAllocate|^TestReferenceLogits$$|^TestQuantizedReferenceLogits$$|^TestRopeScalingReference$$|^TestHeadLogitsMatchReference$$|^TestAttentionLongContext$$|^TestKVQ8GreedyKeepsText$$|^TestMatmulGemm$$|^TestMatmulLd$$|^TestSchemaOnRandomModel$$|^TestToolChoiceOnRandomModel$$|^TestThinkingThenSchema$$|^TestRealClients$$|^TestAnthropicMessages$$|^TestAnthropicConversation$$|^TestRealEmbeddingClients$$|^TestEmbeddingReference$$|^TestRerankReference$$|^TestEmbedReference$$|^TestEmbeddingLayoutCompiles$$|^TestStepLastLogits$$|^TestEmbeddingModelDoesNotGenerate$$|^TestEmbedRefusals$$|^TestEmbedMany$$|^TestEmbedConcurrent$$|^ExampleModel_Embed$$|^ExampleModel_Rerank$$|^TestEmbeddingEndpoints$$|^TestRerankEndpoint$$|^TestEmbeddingRefusals$$|^TestOpenAIGoToolsAndSchema$$|^TestDraftModelKeepsGreedyText$$|^TestDraftCutByConstraint$$|^TestDraftsKeepTheText$$|^TestDraftsOnEveryPath$$|^TestClaudeCodeSchemas$$|^TestAnthropicToolChoiceNone$$|^TestRealClientsQwen35$$|^TestApplyTemplateQwen35$$|^TestPreserveThinking$$|^TestQwen35ThinkingEveryFrontEnd$$|^TestTemplateKwargsMalformed$$|^TestRequiredToolCallCompletes$$|^TestSchemaAnswerCompletes$$|^TestThinkEffort$$|^TestAgentRequests$$
 test-race:
 	$(GO) test -race -skip '$(RACE_SKIP)' ./kernels/ ./runtime/infer/ ./compiler/ ./runtime/engine/ ./qwen/ ./qwen/serve/
 	$(GO) test -race -run '^TestMatchersConcurrently$$' ./runtime/grammar/
@@ -238,6 +289,22 @@ perplexity: build $(BUILD)/models/$(DEMO)/config.json $(HELDOUT)
 		$(BIN)/qwenrun perplexity $(BUILD)/$(DEMO)-$$t.qbin -f $(HELDOUT) --ctx 512 --base $(BUILD)/$(DEMO)-f16.qbin || exit 1; done
 	@echo "== f16 weights, q8 KV cache, against the f16 cache"
 	@$(BIN)/qwenrun perplexity $(BUILD)/$(DEMO)-f16.qbin -f $(HELDOUT) --ctx 512 --kv-type q8 --base $(BUILD)/$(DEMO)-f16.qbin
+
+# Every fuzz target of the module for FUZZTIME each (make fuzz FUZZTIME=10m),
+# found when it runs, so that a new one is not forgotten. Plain `go test`
+# runs their checked-in seed corpora (testdata/fuzz/); new crashers land
+# there too.
+FUZZTIME ?= 60s
+fuzz:
+	@$(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' ./... | { found=0; \
+	while read -r pkg dir; do \
+		[ -n "$$pkg" ] || continue; \
+		for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$dir"/*_test.go); do \
+			found=1; echo "== $$name ($$pkg, $(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s "$$pkg" </dev/null || exit 1; \
+		done; \
+	done; \
+	[ $$found = 1 ] || { echo "make fuzz: no fuzz targets found" >&2; exit 1; }; }
 
 # Compile time, MB/s and peak RSS on a random-weight Qwen3-0.6B-shaped
 # checkpoint, against `cat > /dev/null` of the same bytes.

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/qwenc/qwenc/internal/synth"
 )
 
 // edit rewrites a file of the model directory.
@@ -129,6 +131,9 @@ func TestBadInput(t *testing.T) {
 		{"tokenizer not byte-level BPE", "", func(t *testing.T, d string) {
 			edit(t, filepath.Join(d, "tokenizer.json"), replace(t, `"type":"BPE"`, `"type":"WordPiece"`))
 		}, []string{"tokenizer.json", "byte-level BPE"}},
+		{"tokenizer with an unknown split pattern", "", func(t *testing.T, d string) {
+			edit(t, filepath.Join(d, "tokenizer.json"), replace(t, `]?\\p{L}+|`, `]?\\p{L}*|`))
+		}, []string{"tokenizer.json", `pre_tokenizer.pretokenizers[0].pattern.Regex "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}*|`, "is not supported"}},
 		{"weight not finite in f16", "", func(t *testing.T, d string) {
 			edit(t, filepath.Join(d, "model.safetensors"), func(b []byte) []byte {
 				n := binary.LittleEndian.Uint64(b)
@@ -142,27 +147,7 @@ func TestBadInput(t *testing.T) {
 			dir := writeModel(t, smallShape())
 			tc.mutate(t, dir)
 			outDir := t.TempDir()
-			out := filepath.Join(outDir, "out.qbin")
-			_, err := Compile(context.Background(), filepath.Join(dir, tc.input), Options{Output: out, MaxPrefill: 16, NoSync: true})
-			if err == nil {
-				t.Fatal("compile succeeded")
-			}
-			msg := err.Error()
-			if strings.Contains(msg, "\n") {
-				t.Errorf("error is not one line: %q", msg)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(msg, w) {
-					t.Errorf("error %q does not mention %q", msg, w)
-				}
-			}
-			// The file at fault, under the model directory, and no path twice.
-			if n := strings.Count(msg, dir); n != 1 {
-				t.Errorf("error %q names the model directory %d times, want once", msg, n)
-			}
-			if names := dirEntries(t, outDir); len(names) != 0 {
-				t.Errorf("output directory holds %v", names)
-			}
+			refused(t, dir, filepath.Join(dir, tc.input), outDir, tc.want)
 		})
 	}
 }
@@ -253,5 +238,103 @@ func TestOutputIsADirectory(t *testing.T) {
 	}
 	if names := dirEntries(t, out); len(names) != 0 {
 		t.Errorf("the directory holds %v", names)
+	}
+}
+
+// smallQwen35 is a small hybrid checkpoint laid out as Qwen3.5 ships:
+// the multimodal config with text_config inside, a vision stub, one MTP
+// layer, three DeltaNet layers to one attention layer.
+func smallQwen35() synth.Shape {
+	return synth.Shape{ModelType: "qwen3_5", Hidden: 40, Intermediate: 56, Layers: 4, Heads: 3, KVHeads: 1, HeadDim: 20,
+		Vocab: 300, MaxPositions: 128, Tied: true, DType: "BF16", Seed: 11, EOS: synth.MiniEOS,
+		Qwen35: synth.Qwen35{FullAttentionInterval: 4, LinearKeyHeads: 2, LinearValueHeads: 6, LinearKeyHeadDim: 12, LinearValueHeadDim: 10,
+			ConvKernel: 4, PartialRotaryFactor: 0.4, MTPLayers: 1, Vision: true}}
+}
+
+// editTextConfig edits the text model's fields of a Qwen3.5 config.json,
+// which sit under text_config.
+func editTextConfig(t *testing.T, dir string, f func(map[string]any)) {
+	editConfig(t, dir, func(c map[string]any) {
+		tc, ok := c["text_config"].(map[string]any)
+		if !ok {
+			t.Fatal("config.json has no text_config")
+		}
+		f(tc)
+	})
+}
+
+// TestBadInputQwen35 checks the hybrid checkpoints' own ways to be wrong:
+// each names the tensor or field at fault, the ones this build cannot run
+// say they are not supported yet, and nothing is left in the output
+// directory.
+func TestBadInputQwen35(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(t *testing.T, dir string)
+		want   []string
+	}{
+		{"missing DeltaNet tensor", func(t *testing.T, d string) {
+			edit(t, filepath.Join(d, "model.safetensors"), safetensorsHeaderEdit(t, func(h string) string {
+				return strings.Replace(h, `"model.language_model.layers.1.linear_attn.A_log"`, `"model.language_model.layers.1.linear_attn.A_loX"`, 1)
+			}))
+		}, []string{`model.language_model.layers.1.linear_attn.A_log`, "missing"}},
+		{"missing MTP tensor", func(t *testing.T, d string) {
+			edit(t, filepath.Join(d, "model.safetensors"), safetensorsHeaderEdit(t, func(h string) string {
+				return strings.Replace(h, `"mtp.fc.weight"`, `"mtp.fc.weighX"`, 1)
+			}))
+		}, []string{`mtp.fc.weight`, "missing"}},
+		{"conv kernel disagrees", func(t *testing.T, d string) {
+			editTextConfig(t, d, func(c map[string]any) { c["linear_conv_kernel_dim"] = 3 })
+		}, []string{"linear_attn.conv1d.weight", "shape"}},
+		{"value heads disagree", func(t *testing.T, d string) {
+			editTextConfig(t, d, func(c map[string]any) { c["linear_num_value_heads"] = 4 })
+		}, []string{"model.language_model.layers.0.linear_attn", "shape"}},
+		{"unknown layer type", func(t *testing.T, d string) {
+			editTextConfig(t, d, func(c map[string]any) {
+				c["layer_types"] = []any{"linear_attention", "sliding_attention", "linear_attention", "full_attention"}
+			})
+		}, []string{"config.json", "layer_types", `layer 1 is "sliding_attention"`, "does not support yet"}},
+		{"layer types of another depth", func(t *testing.T, d string) {
+			editTextConfig(t, d, func(c map[string]any) { c["layer_types"] = []any{"linear_attention", "full_attention"} })
+		}, []string{"config.json", "layer_types", "2 entries for 4 layers"}},
+		{"Qwen3.8-Flash-Next", func(t *testing.T, d string) {
+			editConfig(t, d, func(c map[string]any) {
+				c["model_type"] = "qwen4_exp"
+				c["text_config"].(map[string]any)["model_type"] = "qwen4_exp_text"
+			})
+		}, []string{"config.json", `"qwen4_exp"`, "Qwen3.8-Flash-Next", "not supported yet"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeModel(t, smallQwen35())
+			tc.mutate(t, dir)
+			outDir := t.TempDir()
+			refused(t, dir, dir, outDir, tc.want)
+		})
+	}
+}
+
+// refused compiles input from the model directory dir into outDir and
+// checks the error: one line, naming each of want, the model directory
+// once (the file at fault under it, no path twice), and nothing written.
+func refused(t *testing.T, dir, input, outDir string, want []string) {
+	t.Helper()
+	_, err := Compile(context.Background(), input, Options{Output: filepath.Join(outDir, "out.qbin"), MaxPrefill: 16, NoSync: true})
+	if err == nil {
+		t.Fatal("compile succeeded")
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "\n") {
+		t.Errorf("error is not one line: %q", msg)
+	}
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("error %q does not mention %q", msg, w)
+		}
+	}
+	if n := strings.Count(msg, dir); n != 1 {
+		t.Errorf("error %q names the model directory %d times, want once", msg, n)
+	}
+	if names := dirEntries(t, outDir); len(names) != 0 {
+		t.Errorf("output directory holds %v", names)
 	}
 }

@@ -12,7 +12,6 @@ import (
 type encoder struct{ b []byte }
 
 func (e *encoder) u8(v uint8)    { e.b = append(e.b, v) }
-func (e *encoder) u16(v uint16)  { e.b = binary.LittleEndian.AppendUint16(e.b, v) }
 func (e *encoder) u32(v uint32)  { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
 func (e *encoder) u64(v uint64)  { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
 func (e *encoder) i32(v int32)   { e.u32(uint32(v)) }

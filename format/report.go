@@ -1,6 +1,9 @@
 package format
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // MemoryReport sizes a compiled model the way design note 001 does:
 // weights by component, the activation arenas, and the KV cache by length.
@@ -16,8 +19,12 @@ type MemoryReport struct {
 	// matrices and norms, the final norm and the LM head (not the
 	// embedding, of which a step reads one row); of a layer's stacked
 	// experts, on average the num_experts_per_tok of num_experts a token
-	// is routed to.
+	// is routed to. The MTP block is not read by a decode step.
 	DecodeWeightBytes uint64 `json:"decode_weight_bytes"`
+	// MTPWeightBytes is what one step of the MTP block reads besides the
+	// LM head (which it shares): its layers (their experts as a decode
+	// step's) and its own matrices and norms.
+	MTPWeightBytes uint64 `json:"mtp_weight_bytes,omitempty"`
 	// Parameters counts the model's weights (a tied embedding once), and
 	// ActiveParameters those one token uses: all but the experts it is
 	// not routed to.
@@ -95,7 +102,10 @@ func Report(h *Header) MemoryReport {
 		if s.Kind == KindExperts && c.MoE.Experts > 0 {
 			active = func(n uint64) uint64 { return n * uint64(c.MoE.ExpertsPerToken) / uint64(c.MoE.Experts) }
 		}
-		if s.Name != SecEmbed {
+		switch {
+		case isMTP(s.Name, c.Layers):
+			r.MTPWeightBytes += active(s.Size)
+		case s.Name != SecEmbed:
 			r.DecodeWeightBytes += active(s.Size)
 		}
 		if s.Name != SecEmbed || !c.TieEmbeddings {
@@ -109,7 +119,7 @@ func Report(h *Header) MemoryReport {
 			r.EmbeddingsTileMajorBytes = s.Size
 		case s.Name == SecNorm:
 			r.FinalNormBytes = s.Size
-		case strings.HasPrefix(s.Name, "layers."):
+		case strings.HasPrefix(s.Name, "layers.") && !isMTP(s.Name, c.Layers):
 			r.LayersBytes += s.Size
 			if strings.HasPrefix(s.Name, "layers.0.") {
 				r.LayerBytes += s.Size
@@ -127,4 +137,19 @@ func Report(h *Header) MemoryReport {
 		r.Arena.MaxPrefill = p.Tokens
 	}
 	return r
+}
+
+// isMTP reports whether section name is the MTP block's: its own
+// ("mtp.") or one of its layers, numbered after the model's layers.
+func isMTP(name string, layers int) bool {
+	if strings.HasPrefix(name, "mtp.") {
+		return true
+	}
+	rest, ok := strings.CutPrefix(name, "layers.")
+	if !ok {
+		return false
+	}
+	l, _, _ := strings.Cut(rest, ".")
+	n, err := strconv.Atoi(l)
+	return err == nil && n >= layers
 }

@@ -12,6 +12,7 @@ import (
 //go:generate sh -c "cd _gen/matmul && go run . -out ../../matmul_amd64.s"
 //go:generate sh -c "cd _gen/qmatmul && go run . -out ../../qmatmul_amd64.s"
 //go:generate sh -c "cd _gen/ops && go run . -out ../../ops_amd64.s"
+//go:generate sh -c "cd _gen/deltanet && go run . -out ../../deltanet_amd64.s"
 
 // TestGeneratedAssembly runs the generators and checks that the checked-in
 // assembly is exactly what they write: the generators are the source.
@@ -23,7 +24,7 @@ func TestGeneratedAssembly(t *testing.T) {
 	if err != nil {
 		t.Skip("no go tool on PATH")
 	}
-	for _, gen := range []string{"matmul", "qmatmul", "ops"} {
+	for _, gen := range []string{"matmul", "qmatmul", "ops", "deltanet"} {
 		file := gen + "_amd64.s"
 		out := filepath.Join(t.TempDir(), file)
 		cmd := exec.Command(goTool, "run", ".", "-out", out)

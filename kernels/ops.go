@@ -31,6 +31,13 @@ func (p Path) RMSNorm(dst, x, w []float32, eps float32) {
 	if n == 0 {
 		return
 	}
+	// (x*r)*w in float32, the order of the reference implementation
+	// (normalise, then apply the weight).
+	p.MulScale(dst, x, w, p.rmsScale(x, eps))
+}
+
+// rmsScale is RMSNorm's 1 / sqrt(mean(x²) + eps) for a non-empty x.
+func (p Path) rmsScale(x []float32, eps float32) float32 {
 	k := 0
 	var ss float64
 	if p != Generic {
@@ -41,9 +48,29 @@ func (p Path) RMSNorm(dst, x, w []float32, eps float32) {
 	for _, v := range x[k:] {
 		ss += float64(v) * float64(v)
 	}
-	// (x*r)*w in float32, the order of the reference implementation
-	// (normalise, then apply the weight).
-	p.MulScale(dst, x, w, float32(1/math.Sqrt(ss/float64(n)+float64(eps))))
+	return float32(1 / math.Sqrt(ss/float64(len(x))+float64(eps)))
+}
+
+// RMSNormGated sets dst = RMSNorm(x, w) * silu(z), element by element (a
+// Gated DeltaNet head's output norm, gated by its z): (x*r)*w as RMSNorm
+// rounds it, then times silu(z). dst may alias x or z.
+func (p Path) RMSNormGated(dst, x, z, w []float32, eps float32) {
+	n := len(x)
+	opCheckLen("RMSNormGated", "dst", len(dst), n)
+	opCheckLen("RMSNormGated", "z", len(z), n)
+	opCheckLen("RMSNormGated", "w", len(w), n)
+	if n == 0 {
+		return
+	}
+	r := p.rmsScale(x, eps)
+	k := 0
+	if p != Generic {
+		k = mulScaleSiLUAsm(p, dst, x, w, z, r)
+	}
+	dst, x, w, z = dst[k:], x[k:n], w[k:n], z[k:n]
+	for i := range dst {
+		dst[i] = silu(z[i]) * (x[i] * r * w[i])
+	}
 }
 
 // MulScale sets dst = (x * s) * w, element by element, in float32 (the
@@ -120,9 +147,43 @@ func (p Path) SiLUMul(dst, gate, up []float32) {
 	}
 	dst, gate, up = dst[k:], gate[k:len(dst)], up[k:len(dst)]
 	for i := range dst {
-		g := float64(gate[i])
-		dst[i] = float32(g/(1+math.Exp(-g))) * up[i]
+		dst[i] = silu(gate[i]) * up[i]
 	}
+}
+
+// SigmoidMul sets dst = x * sigmoid(gate), sigmoid(g) = 1 / (1 + exp(-g)):
+// gated attention's output gate. dst may alias x or gate. The vector paths
+// compute x / (1 + exp(-g)) with SiLUMul's exp.
+func (p Path) SigmoidMul(dst, x, gate []float32) {
+	n := len(dst)
+	opCheckLen("SigmoidMul", "x", len(x), n)
+	opCheckLen("SigmoidMul", "gate", len(gate), n)
+	k := 0
+	if p != Generic {
+		k = sigmoidMulAsm(p, dst, x, gate)
+	}
+	dst, x, gate = dst[k:], x[k:n], gate[k:n]
+	for i := range dst {
+		dst[i] = float32(float64(x[i]) / (1 + math.Exp(-float64(gate[i]))))
+	}
+}
+
+// Dot returns the sum of a[i]*b[i]: in float64 on the Generic path, in
+// several float32 partial sums on the vector paths.
+func (p Path) Dot(a, b []float32) float32 {
+	n := len(a)
+	opCheckLen("Dot", "b", len(b), n)
+	k := 0
+	var s float64
+	if p != Generic {
+		var v float32
+		k, v = dotAsm(p, a, b)
+		s = float64(v)
+	}
+	for i := k; i < n; i++ {
+		s += float64(a[i]) * float64(b[i])
+	}
+	return float32(s)
 }
 
 // Softmax replaces x by softmax(x), subtracting the maximum first so no

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/qwenc/qwenc/internal/fsutil"
 )
@@ -27,7 +28,7 @@ func (e *NoRoomError) Error() string {
 // Conversation is a chat that keeps its messages between turns, and how
 // it answers them (SetSettings). Each turn sends the whole conversation,
 // of which the Model prefills only what its prefix cache does not hold
-// (WithPrefixCache decides how much it keeps). A Conversation is for one
+// (WithStateCache decides how much it keeps). A Conversation is for one
 // goroutine at a time; many of them may share a Model.
 type Conversation struct {
 	m    *Model
@@ -170,7 +171,15 @@ func (c *Conversation) Send(ctx context.Context, text string, each func(Delta)) 
 		}
 	}
 	c.used, c.full = res.Usage.KVTokens, res.Stop == StopContext
-	c.msgs = append(c.msgs, Message{Role: "assistant", Content: c.m.Detokenize(res.Generated)})
+	// The answer as the model wrote it, for the next prompt to hold the
+	// same tokens; the template splits a think block off it. An answer
+	// that begins in reasoning the prompt opened (Qwen3.5's), and was
+	// cut before it closed it, is reasoning alone.
+	answer := Message{Role: "assistant", Content: c.m.Detokenize(res.Generated)}
+	if th, ok := c.m.thinking(&req); ok && th.Opened && !strings.Contains(answer.Content, th.Close) {
+		answer.Reasoning, answer.Content = answer.Content, ""
+	}
+	c.msgs = append(c.msgs, answer)
 	c.total.Merge(res)
 	return res, nil
 }

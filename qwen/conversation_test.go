@@ -85,7 +85,7 @@ func TestLoadRefuses(t *testing.T) {
 // Clear, which keeps the system message; Load refuses messages that leave
 // no room, and keeps the conversation as it was.
 func TestConversation(t *testing.T) {
-	m, err := Open("tiny-a.qbin", WithThreads(2), WithParallel(1), WithContext(96), WithPrefixCache(1<<30))
+	m, err := Open("tiny-a.qbin", WithThreads(2), WithParallel(1), WithContext(96), WithStateCache(1<<30))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestConversation(t *testing.T) {
 // sequence again, SetThinking does not. A template without a switch for
 // thinking refuses SetThinking; settings out of range are refused.
 func TestConversationSettings(t *testing.T) {
-	m, err := Open("qwen3-go-demo.qbin", WithThreads(2), WithParallel(1), WithContext(256), WithPrefixCache(1<<30))
+	m, err := Open("qwen3-go-demo.qbin", WithThreads(2), WithParallel(1), WithContext(256), WithStateCache(1<<30))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,5 +254,50 @@ func TestResult(t *testing.T) {
 	if total.Stop != StopLength || len(total.Generated) != 4 || total.Usage.PromptTokens != 15 || total.Usage.KVBytes != 2e6 || total.Usage.KVTokens != 14 ||
 		total.Usage.Drafted != 5 || total.Usage.Total != 12*time.Millisecond {
 		t.Errorf("merged %+v", total)
+	}
+}
+
+// TestConversationQwen35 holds a conversation with tiny-q35, whose prompt
+// opens the thinking (and whose random weights never close it): with
+// thinking on the answer is reasoning, which the history keeps as
+// reasoning (and the next prompt, after a new user message, leaves out,
+// as Qwen3.5's template does); with SetThinking(false) the prompt closes
+// an empty think block and the answer is content.
+func TestConversationQwen35(t *testing.T) {
+	if raceEnabled {
+		t.Skip("tiny-q35 is not compiled under the race detector")
+	}
+	m, err := Open("tiny-q35.qbin", WithThreads(2), WithParallel(1), WithStateCache(1<<30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c, err := m.NewConversation("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetSettings(Request{Sampling: &sampling.Params{}, MaxTokens: 4}); err != nil {
+		t.Fatal(err)
+	}
+	var r1, t1 strings.Builder
+	first, err := c.Send(context.Background(), "Hi", func(d Delta) { r1.WriteString(d.Reasoning); t1.WriteString(d.Content) })
+	if err != nil || r1.Len() == 0 || t1.Len() != 0 {
+		t.Fatalf("thinking on: reasoning %q, content %q, %v", r1.String(), t1.String(), err)
+	}
+	if msgs := c.Messages(); msgs[1].Reasoning != m.Detokenize(first.Generated) || msgs[1].Content != "" {
+		t.Fatalf("the answer in the history: %+v", msgs[1])
+	}
+	if err := c.SetThinking(false); err != nil {
+		t.Fatal(err)
+	}
+	var r2, t2 strings.Builder
+	second, err := c.Send(context.Background(), "And?", func(d Delta) { r2.WriteString(d.Reasoning); t2.WriteString(d.Content) })
+	if err != nil || r2.Len() != 0 || t2.Len() == 0 {
+		t.Fatalf("thinking off: reasoning %q, content %q, %v", r2.String(), t2.String(), err)
+	}
+	prompt := m.Detokenize(second.Prompt)
+	if !strings.HasSuffix(prompt, "<|im_start|>user\nAnd?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n") ||
+		!strings.Contains(prompt, "<|im_start|>assistant\n<|im_end|>\n") {
+		t.Fatalf("second prompt %q", prompt)
 	}
 }

@@ -15,7 +15,7 @@ import (
 // prediction that is the very answer is accepted almost whole.
 func TestDraftsKeepTheText(t *testing.T) {
 	plain := open(t, "qwen3-go-demo.qbin", qwen.WithParallel(1))
-	drafting := open(t, "qwen3-go-demo.qbin", qwen.WithParallel(3), qwen.WithPrefixCache(0))
+	drafting := open(t, "qwen3-go-demo.qbin", qwen.WithParallel(3), qwen.WithStateCache(0))
 	// The model drafting for itself: its guesses are what it picks,
 	// greedy, so most are kept; sampled, those it would have sampled.
 	guessing := open(t, "qwen3-go-demo.qbin", qwen.WithDraftModel("qwen3-go-demo.qbin"))
@@ -99,5 +99,71 @@ func TestDraftModelRefusals(t *testing.T) {
 	_, err := m.Start(t.Context(), qwen.Request{Prompt: "x", DraftModel: 4})
 	if err == nil || !strings.Contains(err.Error(), "opened without a draft model") {
 		t.Errorf("DraftModel without a draft model: %v", err)
+	}
+}
+
+// TestMTPDrafts: the Qwen3.5 demo drafting with its own MTP head, one
+// guess a step and chains of three, writes the text it writes without,
+// greedy or sampled with a seed, alone and beside other conversations;
+// greedy, most of its guesses are kept. A model without the block, or a
+// request without WithMTP, is refused; WithAutoMTP leaves the demo, whose
+// head costs as much as its layers, without it.
+func TestMTPDrafts(t *testing.T) {
+	plain := open(t, "qwen35-go-demo.qbin", qwen.WithParallel(1))
+	mtp := open(t, "qwen35-go-demo.qbin", qwen.WithParallel(3), qwen.WithMTP())
+	if i := mtp.Info(); !i.MTP || !i.MTPDrafts || i.MTPCost <= 0 {
+		t.Fatalf("Info: MTP %v, drafts %v, cost %g", i.MTP, i.MTPDrafts, i.MTPCost)
+	}
+	var sampled = &sampling.Params{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 7}
+	prompts := []string{"package main\n\nimport \"fmt\"\n\nfunc main() {\n", "// Copyright 2009 The Go Authors. All rights reserved.\n", "func (s *Set) Add(v int) {\n"}
+	for _, sp := range []*sampling.Params{greedy, sampled} {
+		for _, k := range []int{1, 3} {
+			wants := make([]result, len(prompts))
+			for i, p := range prompts {
+				wants[i] = generate(t, plain, qwen.Request{Prompt: p, MaxTokens: 48, Sampling: sp})
+			}
+			got := make([]result, len(prompts))
+			var wg sync.WaitGroup
+			for i, p := range prompts {
+				wg.Go(func() { got[i] = generate(t, mtp, qwen.Request{Prompt: p, MaxTokens: 48, Sampling: sp, DraftMTP: k}) })
+			}
+			wg.Wait()
+			for i := range prompts {
+				u := got[i].last.Usage
+				if got[i].content != wants[i].content {
+					t.Errorf("prompt %d, sampling %+v, chains of %d: %q, without %q", i, *sp, k, got[i].content, wants[i].content)
+				}
+				if sp == greedy && (u.Drafted == 0 || 2*u.Accepted < u.Drafted) {
+					t.Errorf("prompt %d, chains of %d: %d drafted, %d kept", i, k, u.Drafted, u.Accepted)
+				}
+			}
+		}
+	}
+	// The other drafters on the hybrid model: the text's, a prediction,
+	// and the model drafting for itself.
+	others := open(t, "qwen35-go-demo.qbin", qwen.WithParallel(2), qwen.WithDraftModel("qwen35-go-demo.qbin"))
+	for i, p := range prompts {
+		want := generate(t, plain, qwen.Request{Prompt: p, MaxTokens: 48, Sampling: greedy})
+		for _, r := range []qwen.Request{
+			{Draft: qwen.DefaultDraft},
+			{Draft: qwen.DefaultDraft, Prediction: want.content},
+			{DraftModel: 4, DraftPMin: -1},
+		} {
+			r.Prompt, r.MaxTokens, r.Sampling = p, 48, greedy
+			got := generate(t, others, r)
+			if u := got.last.Usage; got.content != want.content || u.Drafted == 0 {
+				t.Errorf("prompt %d, drafts %+v: %q (%d drafted), without %q", i, r, got.content, u.Drafted, want.content)
+			}
+		}
+	}
+	if _, err := qwen.Open("qwen3-go-demo.qbin", qwen.WithMTP()); err == nil || !strings.Contains(err.Error(), "no MTP block") {
+		t.Errorf("WithMTP on a model without the block: %v", err)
+	}
+	if _, err := plain.Start(t.Context(), qwen.Request{Prompt: "x", MaxTokens: 2, DraftMTP: 1}); err == nil || !strings.Contains(err.Error(), "WithMTP") {
+		t.Errorf("DraftMTP without WithMTP: %v", err)
+	}
+	auto := open(t, "qwen35-go-demo.qbin", qwen.WithAutoMTP())
+	if i := auto.Info(); i.MTPDrafts || i.MTPPays() {
+		t.Errorf("WithAutoMTP on the demo (guess cost %.3f): drafts %v", i.MTPCost, i.MTPDrafts)
 	}
 }

@@ -34,6 +34,24 @@ func Example() {
 	// 	// of the value of the value of the value of
 }
 
+// README.md's example: a completion streamed as it is generated. It
+// samples as the model's generation config says, so its output changes
+// from run to run and go test compiles it without running it;
+// internal/repotest's TestReadmeGoExample keeps README.md's copy the same.
+func ExampleModel_Generate() {
+	m, err := qwen.Open("qwen3-go-demo.qbin") // make demo writes it in build/
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	for d, err := range m.Generate(context.Background(), qwen.Request{Prompt: "func main() {\n", MaxTokens: 32}) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Print(d.Content)
+	}
+}
+
 // A raw completion that stops at a blank line, with why it stopped and
 // what it cost.
 func ExampleModel_Generate_completion() {

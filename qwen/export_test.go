@@ -17,3 +17,6 @@ func (m *Model) RerankPrompts(req RerankRequest) ([][]int32, error) {
 
 // EngineLog is the logger the engine was given, its default filled in.
 func (m *Model) EngineLog() *slog.Logger { return m.e.Options().Log }
+
+// AgentTools are tools of Claude Code's list, and their schemas by name.
+var AgentTools = agentTools

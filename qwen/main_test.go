@@ -14,9 +14,9 @@ import (
 
 // The tests and examples run in a temporary directory holding the models
 // they open, compiled once: qwen3-go-demo.qbin (the bundled trained
-// model) and tiny-a.qbin (random weights, Qwen's tokenizer and Qwen3's
-// chat template), so that the examples read as a program would:
-// qwen.Open("qwen3-go-demo.qbin").
+// model), tiny-a.qbin (random weights, Qwen's tokenizer and Qwen3's
+// chat template) and tiny-q35.qbin (Qwen3.5's, random too), so that the
+// examples read as a program would: qwen.Open("qwen3-go-demo.qbin").
 func TestMain(m *testing.M) {
 	code, err := runIn(m)
 	if err != nil {
@@ -41,7 +41,7 @@ func runIn(m *testing.M) (int, error) {
 	}
 	defer os.RemoveAll(dir)
 	tok := filepath.Join(root, "testdata", "tokenizer", "tokenizer.json.gz")
-	models := []string{"qwen3-go-demo", "tiny-a", "tiny-emb", "tiny-rerank"}
+	models := []string{"qwen3-go-demo", "tiny-a", "tiny-emb", "tiny-rerank", "tiny-q35", "qwen35-go-demo"}
 	if raceEnabled {
 		models = models[:2]
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/format/arch"
 	"github.com/qwenc/qwenc/format/chat"
+	"github.com/qwenc/qwenc/internal/mem"
 	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime/engine"
 	"github.com/qwenc/qwenc/runtime/infer"
@@ -35,6 +36,8 @@ type config struct {
 	cacheBytes int64
 	cacheSet   bool
 	draft      string
+	mtp        bool
+	mtpAuto    bool
 	log        *slog.Logger
 }
 
@@ -74,10 +77,14 @@ func WithKVType(kv string) Option { return func(c *config) { c.kv = kv } }
 // running answers by one chunk per step rather than by its whole prefill.
 func WithPrefillChunk(tokens int) Option { return func(c *config) { c.chunk = tokens } }
 
-// WithPrefixCache bounds the KV caches kept of finished requests for
-// later ones that start with the same tokens (default 1 GiB; 0 keeps
-// none).
-func WithPrefixCache(bytes int64) Option {
+// WithStateCache bounds the states kept of finished requests for later
+// ones that start with the same tokens (their KV caches, and a hybrid
+// model's recurrent states with the copies kept where a conversation's
+// messages end), each shared part counted once: a conversation's next
+// turn, an edited message or a retried answer then computes only what is
+// new. By default a quarter of the memory available at Open, at least
+// 256 MiB and at most 16 GiB; 0 keeps none.
+func WithStateCache(bytes int64) Option {
 	return func(c *config) { c.cacheBytes, c.cacheSet = bytes, true }
 }
 
@@ -86,6 +93,27 @@ func WithPrefixCache(bytes int64) Option {
 // guesses the requests that ask (Request.DraftModel) have checked in
 // their decode steps. A model of another vocabulary is refused.
 func WithDraftModel(path string) Option { return func(c *config) { c.draft = path } }
+
+// WithMTP runs the model's multi-token-prediction block (Qwen3.5's, and
+// its successors') beside it, so that requests may draft with it
+// (Request.DraftMTP): every conversation's MTP rows are kept up to date,
+// one more layer's work a token, so that a conversation continued from
+// the state cache has them too. Its guesses come from the head's first
+// DefaultMTPVocab token ids and the stop tokens, a share of the full
+// head's cost. A model without an MTP block is refused.
+func WithMTP() Option { return func(c *config) { c.mtp = true } }
+
+// WithAutoMTP is WithMTP where it pays (Info.MTPPays), and nothing
+// otherwise: a server's default.
+func WithAutoMTP() Option { return func(c *config) { c.mtpAuto = true } }
+
+// DefaultMTPVocab is how many of the first token ids the MTP head guesses
+// among (with the stop tokens): a byte-level BPE numbers its tokens in
+// the order it merged them, the most frequent first, and on Go code the
+// trained Qwen3.5 demo keeps 0.904 of its guesses among the first 32768
+// against 0.915 among all 151,936, while a draft step of the Qwen3.5-4B
+// shape reads 84M of the head's 636M weights.
+const DefaultMTPVocab = 32768
 
 // WithLogger sends the engine's log records to l (default: discarded).
 // A request's text is logged at debug only.
@@ -140,6 +168,14 @@ type Info struct {
 	Sampling sampling.Params
 	// DraftModel is the draft model's path (WithDraftModel), or "".
 	DraftModel string
+	// MTP: the model has a multi-token-prediction block; MTPDrafts: it
+	// runs, and requests may draft with it (WithMTP). MTPCost is the
+	// weight bytes one of its guesses reads (its layer and the head's
+	// first DefaultMTPVocab rows) over those a decode step reads: about
+	// what a guess costs of a step on a model large enough that reading
+	// the weights is most of the work.
+	MTP, MTPDrafts bool
+	MTPCost        float64
 	// Embedding: the model embeds text (and scores it, as a reranker)
 	// and does not generate.
 	Embedding bool
@@ -164,8 +200,25 @@ var (
 // PromptTooLongError is a prompt longer than the context.
 type PromptTooLongError = engine.PromptTooLongError
 
-// Stats is a snapshot of the engine's load.
-type Stats = engine.Stats
+// Stats is a snapshot of the Model's load.
+type Stats struct {
+	// Active conversations generate; Queued requests wait for one.
+	Active, Queued int
+	// KVBytes is the active conversations' states, CachedBytes those the
+	// state cache keeps of finished ones.
+	KVBytes, CachedBytes int64
+	// DecodeSteps counts the steps that decoded, and Decoded the
+	// conversations they decoded, summed: Decoded / DecodeSteps is the
+	// mean decode batch, how well concurrent requests share steps.
+	DecodeSteps, Decoded int64
+	// PrefillSteps counts the steps that prefilled prompts, and Prefilled
+	// the prompts (or their chunks) they took, summed.
+	PrefillSteps, Prefilled int64
+	// CacheHits counts the conversations that started from the state
+	// cache (at a prefix of theirs), CacheMisses those that found none,
+	// and CacheEvictions the states dropped for room.
+	CacheHits, CacheMisses, CacheEvictions int64
+}
 
 // Open maps a .qbin file and starts its engine. The weights stay in the
 // file's read-only mapping: several processes that open one file share
@@ -261,9 +314,16 @@ func newModel(im, dm *infer.Model, path string, c config, kv format.KVType, ro i
 	m.info = fileInfo(h, path, im.File.Size)
 	m.info.Context, m.info.ContextNote, m.info.Parallel = ctx, note, c.parallel
 	m.info.KVType, m.info.Kernels, m.info.Threads, m.info.DraftModel = kv.String(), im.Kernels().String(), im.Threads(), c.draft
+	m.info.MTPDrafts = c.mtp || (c.mtpAuto && m.info.MTPPays())
+	if m.info.MTPDrafts {
+		ro.MTPVocab = DefaultMTPVocab
+	}
 	m.e, err = engine.New(im, engine.Options{Parallel: c.parallel, Queue: c.queue, Ctx: ctx, Chunk: c.chunk,
-		CacheBytes: cacheOption(c), Runner: ro, Drafter: dm, Log: c.log})
-	return m, err
+		CacheBytes: cacheOption(c), Runner: ro, Drafter: dm, MTP: m.info.MTPDrafts, Log: c.log})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
 }
 
 // fileInfo is what the file says of a model: Info less what opening it
@@ -277,6 +337,7 @@ func fileInfo(h *format.Header, path string, size int64) Info {
 		Parameters: rep.Parameters, ActiveParameters: rep.ActiveParameters,
 		Layers: h.Config.Layers, Hidden: h.Config.Hidden, Vocab: h.Config.Vocab,
 		MaxContext: h.Config.MaxContext(), FileSize: size, Sampling: sampling.Defaults(h.Generation),
+		MTP: h.Config.MTPLayers > 0, MTPCost: mtpCost(h, rep),
 		Embedding: h.Config.Embedding,
 	}
 	if st, err := os.Stat(path); err == nil {
@@ -303,12 +364,34 @@ func Inspect(path string) (Info, error) {
 	return fileInfo(f.Header, path, f.Size), nil
 }
 
-// cacheOption maps WithPrefixCache onto the engine's option, whose 0 is
-// its default and < 0 none.
+// mtpCost is Info.MTPCost.
+func mtpCost(h *format.Header, rep format.MemoryReport) float64 {
+	if h.Config.MTPLayers == 0 || rep.DecodeWeightBytes == 0 {
+		return 0
+	}
+	share := min(1, float64(DefaultMTPVocab)/float64(h.Config.Vocab))
+	return (float64(rep.MTPWeightBytes) + share*float64(rep.EmbeddingsTileMajorBytes)) / float64(rep.DecodeWeightBytes)
+}
+
+// MTPPays reports whether drafting with the model's MTP block is likely
+// to pay: it has one, and a guess reads at most a fifth of a decode
+// step's bytes (MTPCost), so that at the acceptance rate of 0.5 one
+// guess a step yields 1.5 tokens for about 1.25 steps' cost. On the
+// small models, where other work than reading weights weighs more, the
+// measured cost is higher than MTPCost says (qwenrun bench-draft --mtp).
+func (i Info) MTPPays() bool { return i.MTP && i.MTPCost > 0 && i.MTPCost <= 0.2 }
+
+// cacheOption maps WithStateCache onto the engine's option, whose < 0 is
+// none: by default a quarter of the memory available now, within [256
+// MiB, 16 GiB] (1 GiB where the system does not say).
 func cacheOption(c config) int64 {
 	switch {
 	case !c.cacheSet:
-		return 0
+		avail, known := mem.Available()
+		if !known {
+			return 1 << 30
+		}
+		return min(max(avail/4, 256<<20), 16<<30)
 	case c.cacheBytes <= 0:
 		return -1
 	}
@@ -331,7 +414,7 @@ func (m *Model) Info() Info { return m.info }
 func (m *Model) ChatFormat() *chat.Format { return m.format }
 
 // Stats reports the engine's load.
-func (m *Model) Stats() Stats { return m.e.Stats() }
+func (m *Model) Stats() Stats { return Stats(m.e.Stats()) }
 
 // Verify recomputes every section's checksum: it reads the whole file.
 func (m *Model) Verify() error { return m.m.File.Verify() }

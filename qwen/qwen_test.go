@@ -73,7 +73,7 @@ func requests() []qwen.Request {
 func TestConcurrentMatchesAlone(t *testing.T) {
 	reqs := requests()
 	alone := make([]result, len(reqs))
-	m := open(t, "qwen3-go-demo.qbin", qwen.WithParallel(1), qwen.WithPrefixCache(0))
+	m := open(t, "qwen3-go-demo.qbin", qwen.WithParallel(1), qwen.WithStateCache(0))
 	for i, req := range reqs {
 		req.Sampling = greedy
 		alone[i] = generate(t, m, req)

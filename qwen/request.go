@@ -73,12 +73,20 @@ type Request struct {
 	ToolName    string
 	OneToolCall bool
 	// JSONSchema holds the answer's content to a JSON Schema (what is
-	// supported is in package grammar's SchemaRule; a schema using more is
-	// refused with a *SchemaError), and JSONObject to any JSON object.
-	// The reasoning of a model that thinks stays free: the content after
-	// it is held. The answer ends when the value is complete.
+	// supported is in package grammar's Schema; a schema using more is
+	// refused with a *SchemaError, unless RelaxSchema), and JSONObject to
+	// any JSON object. The reasoning of a model that thinks stays free:
+	// the content after it is held. The answer ends when the value is
+	// complete. With Tools too, it is the final answer's: with ToolChoice
+	// "auto" the answer is the value or tool calls, never free text.
 	JSONSchema json.RawMessage
 	JSONObject bool
+	// RelaxSchema holds the answer to less than a keyword of JSONSchema
+	// that the grammar cannot enforce (a superset of its instances), as a
+	// non-strict structured output asks, instead of refusing the request:
+	// Stream.Relaxed lists those keywords. Tools' parameters are always
+	// relaxed so.
+	RelaxSchema bool
 	// ThinkBudget, when not 0, makes a model that thinks (its
 	// ChatFormat's Thinking) think within that many tokens: the answer
 	// opens with <think> (as the template expects with thinking on, even
@@ -91,6 +99,11 @@ type Request struct {
 	// template's empty think block, as enable_thinking=false); other
 	// models ignore it.
 	NoThinking bool
+	// PreserveThinking keeps the reasoning of every earlier answer in the
+	// prompt, as Qwen3.6's preserve_thinking=true, where the template
+	// otherwise keeps only the reasoning after the last user message;
+	// templates without the switch ignore it.
+	PreserveThinking bool
 	// Sampling is how to pick each token; nil is the model's generation
 	// config (Info.Sampling) with a random seed. Its values are held to
 	// the ranges of sampling.Settings.
@@ -137,11 +150,53 @@ type Request struct {
 	// probability below DraftPMin; 0 is DefaultDraftPMin, and a negative
 	// value never stops them.
 	DraftPMin float64
+	// DraftMTP is the most tokens the model's own MTP head guesses for
+	// one step where the text offers no draft, each from the one before
+	// (a chain); 0 asks it for nothing. It needs WithMTP. The first guess
+	// is kept most often (0.90 on the Qwen3.5 demo's Go prompts), the
+	// ones after it less: DefaultDraftMTP.
+	DraftMTP int
 	// DraftMin is the fewest tokens worth drafting (default 1).
 	DraftMin int
 	// Prediction is text the answer is expected to repeat, drafted first
 	// (OpenAI's Predicted Outputs: the file being edited). It needs Draft.
 	Prediction string
+}
+
+// Reasoning efforts, as OpenAI's reasoning.effort, Anthropic's
+// output_config.effort and Ollama's think levels name them, and the
+// thinking budget each gives (ThinkEffort): a number of tokens, at most a
+// share of MaxTokens so that the answer has room. The largest efforts
+// leave the model its own length.
+var thinkEfforts = map[string]struct {
+	share  float64
+	tokens int
+}{"low": {0.25, 1024}, "medium": {0.5, 4096}, "high": {0.75, 16384}, "xhigh": {}, "max": {}}
+
+// ThinkEffort sets the request's thinking from a reasoning effort, as
+// OpenAI's reasoning.effort, Anthropic's output_config.effort and
+// Ollama's think levels name it: "none" and "minimal" answer without
+// thinking (NoThinking); "low", "medium" and "high" think within 1024,
+// 4096 and 16384 tokens (ThinkBudget), at most a quarter, a half and
+// three quarters of MaxTokens, leaving the rest to the answer; "xhigh"
+// and "max" think with no budget but MaxTokens. Set MaxTokens first.
+// ThinkBudget needs a Qwen3 model with thinking on; a server calls this
+// for those.
+func (r *Request) ThinkEffort(effort string) error {
+	switch effort {
+	case "none", "minimal":
+		r.NoThinking, r.ThinkBudget = true, 0
+		return nil
+	}
+	e, ok := thinkEfforts[effort]
+	if !ok {
+		return fmt.Errorf("reasoning effort %q: want none, minimal, low, medium, high, xhigh or max", effort)
+	}
+	r.NoThinking, r.ThinkBudget = false, e.tokens
+	if r.MaxTokens > 0 && e.tokens > 0 {
+		r.ThinkBudget = min(e.tokens, max(int(e.share*float64(r.MaxTokens)), 1))
+	}
+	return nil
 }
 
 // DefaultDraft is a good Draft for drafts from the text: the steps that
@@ -153,15 +208,19 @@ const DefaultDraft = 16
 // draft model, and few runs of 8 guesses are all right.
 const DefaultDraftModel = 8
 
+// DefaultDraftMTP is a good DraftMTP: one guess a step.
+const DefaultDraftMTP = 1
+
 // DefaultDraftPMin is llama.cpp's default confidence under which a draft
 // model stops guessing.
 const DefaultDraftPMin = 0.75
 
 // prompt is a request made ready for the engine.
 type prompt struct {
-	req  engine.Request
-	chat bool // the text goes through the reasoning split
-	opts chat.Options
+	req     engine.Request
+	chat    bool // the text goes through the reasoning split
+	opts    chat.Options
+	relaxed []Relaxation // the schema keywords the grammar relaxed
 }
 
 // encode renders and tokenizes the request's prompt, with the generation
@@ -237,7 +296,7 @@ func (m *Model) render(r *Request, generationPrompt bool) ([]chat.Segment, bool,
 
 // chatOptions are the chat template's switches a request sets.
 func chatOptions(r *Request) chat.Options {
-	return chat.Options{Tools: r.Tools, NoThinking: r.NoThinking}
+	return chat.Options{Tools: r.Tools, NoThinking: r.NoThinking, PreserveThinking: r.PreserveThinking}
 }
 
 // RenderPrompt is the text of a request's prompt: of a conversation, the
@@ -245,7 +304,15 @@ func chatOptions(r *Request) chat.Options {
 // opening of the assistant's turn), or the raw Prompt. A prompt given as
 // Tokens is decoded.
 func (m *Model) RenderPrompt(req Request) (string, error) {
-	segs, isChat, err := m.render(&req, true)
+	return m.RenderTemplate(req, true)
+}
+
+// RenderTemplate is RenderPrompt with the opening of the assistant's
+// turn only when generationPrompt is set, as add_generation_prompt: a
+// conversation rendered without it is as the template prints a finished
+// one.
+func (m *Model) RenderTemplate(req Request, generationPrompt bool) (string, error) {
+	segs, isChat, err := m.render(&req, generationPrompt)
 	switch {
 	case err != nil:
 		return "", err
@@ -267,15 +334,13 @@ func (m *Model) prepare(r *Request) (prompt, error) {
 		return prompt{}, err
 	}
 	p := prompt{chat: isChat, opts: chatOptions(r), req: engine.Request{Prompt: ids, MaxTokens: -1, Stop: m.stopIDs, TopLogprobs: -1}}
+	if isChat {
+		// A hybrid model's engine keeps a copy of its states where the
+		// next turn, or an edited message, parts from this one.
+		p.req.Marks = m.format.MessageEnds(m.m.Tokenizer, ids)
+	}
 	if p.req.KV, err = m.kvType(r.KV); err != nil {
 		return prompt{}, err
-	}
-	c, err := m.constraint(r)
-	if err != nil {
-		return prompt{}, err
-	}
-	if c != nil {
-		p.req.Constraint = c
 	}
 	if p.req.Draft, err = m.draft(r); err != nil {
 		return prompt{}, err
@@ -309,6 +374,20 @@ func (m *Model) prepare(r *Request) (prompt, error) {
 			p.req.MaxTokens = room
 		}
 	}
+	// The tokens the answer may take, its end included: a constrained
+	// answer is complete within them.
+	limit := p.req.MaxTokens
+	if limit < 0 {
+		limit = max(m.info.Context-len(ids), 0)
+	}
+	c, relaxed, err := m.constraint(r, limit)
+	if err != nil {
+		return prompt{}, err
+	}
+	if c != nil {
+		p.req.Constraint = c
+	}
+	p.relaxed = relaxed
 	switch t := r.TopLogprobs; {
 	case t < 0 || t > MaxTopLogprobs:
 		return prompt{}, fmt.Errorf("TopLogprobs %d: want 0 to %d", t, MaxTopLogprobs)
@@ -351,16 +430,18 @@ func (m *Model) textOf(p prompt) textSource {
 // draft checks a request's drafts and makes them the engine's.
 func (m *Model) draft(r *Request) (engine.Draft, error) {
 	switch {
-	case r.Draft < 0 || r.DraftMin < 0 || r.DraftModel < 0:
-		return engine.Draft{}, fmt.Errorf("Draft %d, DraftModel %d, DraftMin %d: want 0 or more", r.Draft, r.DraftModel, r.DraftMin)
+	case r.Draft < 0 || r.DraftMin < 0 || r.DraftModel < 0 || r.DraftMTP < 0:
+		return engine.Draft{}, fmt.Errorf("Draft %d, DraftModel %d, DraftMTP %d, DraftMin %d: want 0 or more", r.Draft, r.DraftModel, r.DraftMTP, r.DraftMin)
 	case r.DraftPMin >= 1:
 		return engine.Draft{}, fmt.Errorf("DraftPMin %g: want less than 1", r.DraftPMin)
 	case r.Prediction != "" && r.Draft == 0:
 		return engine.Draft{}, errors.New("Prediction is drafted: it needs Draft")
 	case r.DraftModel > 0 && m.draftModel == nil:
 		return engine.Draft{}, errors.New("DraftModel: this Model was opened without a draft model (WithDraftModel)")
+	case r.DraftMTP > 0 && !m.info.MTPDrafts:
+		return engine.Draft{}, errors.New("DraftMTP: this Model was opened without WithMTP")
 	}
-	d := engine.Draft{Max: r.Draft, Min: r.DraftMin, Model: r.DraftModel, PMin: float32(r.DraftPMin)}
+	d := engine.Draft{Max: r.Draft, Min: r.DraftMin, Model: r.DraftModel, MTP: r.DraftMTP, PMin: float32(r.DraftPMin)}
 	switch {
 	case r.DraftPMin == 0:
 		d.PMin = DefaultDraftPMin

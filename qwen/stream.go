@@ -26,12 +26,23 @@ const (
 	StopError     = engine.StopError     // the engine failed to run it; the Delta comes with an ErrGeneration
 )
 
-// Usage counts a generation's tokens and times: PromptTokens of which
-// CachedTokens came from an earlier request's KV cache, CompletionTokens
-// generated; Queued (waiting for a free conversation), Prefill (the
-// prompt's steps), TimeToFirstToken and Total from Start; and the
-// conversation's KV cache at the end, KVTokens positions in KVBytes.
-type Usage = engine.Usage
+// Usage counts a generation's tokens and times.
+type Usage struct {
+	// PromptTokens of which CachedTokens came from an earlier request's
+	// state (the state cache), and CompletionTokens generated.
+	PromptTokens     int
+	CachedTokens     int
+	CompletionTokens int
+	// Queued is the wait for a free conversation, Prefill the prompt's
+	// steps, TimeToFirstToken and Total from Start.
+	Queued, Prefill, TimeToFirstToken, Total time.Duration
+	// KVTokens and KVBytes are the conversation's KV cache at the end:
+	// the positions it holds and the bytes of its chunks.
+	KVTokens int
+	KVBytes  int64
+	// Drafted is the tokens drafted and checked, Accepted those kept.
+	Drafted, Accepted int
+}
 
 // Delta is a part of a generation: the text generated since the previous
 // Delta, the reasoning (Qwen3's thinking) apart from the answer. The last
@@ -81,12 +92,13 @@ type events interface {
 
 // Stream is a running generation.
 type Stream struct {
-	m      *Model
-	ctx    context.Context // the caller's
-	cancel context.CancelFunc
-	evs    events
-	prompt []int32
-	asm    assembler
+	m       *Model
+	ctx     context.Context // the caller's
+	cancel  context.CancelFunc
+	evs     events
+	prompt  []int32
+	asm     assembler
+	relaxed []Relaxation
 }
 
 // Start submits a request and returns its Stream once the engine has
@@ -105,7 +117,7 @@ func (m *Model) Start(ctx context.Context, req Request) (*Stream, error) {
 		cancel()
 		return nil, err
 	}
-	s := &Stream{m: m, ctx: ctx, cancel: cancel, evs: st, prompt: p.req.Prompt,
+	s := &Stream{m: m, ctx: ctx, cancel: cancel, evs: st, prompt: p.req.Prompt, relaxed: p.relaxed,
 		asm: assembler{src: m.textOf(p), stop: stopMatcher{stops: req.Stop}, logprobs: p.req.TopLogprobs >= 0}}
 	if len(req.Tools) > 0 {
 		s.asm.calls = m.format.NewCallParser(req.Tools, newCallID)
@@ -135,6 +147,12 @@ func (m *Model) Generate(ctx context.Context, req Request) iter.Seq2[Delta, erro
 // Prompt is the tokens of the request's prompt, the chat template
 // applied.
 func (s *Stream) Prompt() []int32 { return s.prompt }
+
+// Relaxed lists the keywords of the request's schemas (its tools'
+// parameters, its JSONSchema with RelaxSchema) that the grammar could not
+// enforce and held to less: the answer may not be valid for them. A
+// server names them to its client (a response header) and logs them.
+func (s *Stream) Relaxed() []Relaxation { return s.relaxed }
 
 // Close stops the generation, if it is still running.
 func (s *Stream) Close() { s.cancel() }
@@ -183,7 +201,7 @@ func (s *Stream) last(ev engine.Event, matched bool, tokens int) (Delta, error) 
 		p, matched = s.asm.flush()
 	}
 	d := s.delta(p, ev)
-	d.Stop, d.Usage = ev.Reason, ev.Usage
+	d.Stop, d.Usage = ev.Reason, Usage(ev.Usage)
 	if matched {
 		// The engine generated until it saw the stop; the answer ended at
 		// the token that completed the stop string.

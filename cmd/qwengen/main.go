@@ -28,6 +28,7 @@ var presets = map[string]func() synth.Shape{
 
 type options struct {
 	out, tokenizer, tokenizerConfig, preset string
+	qwen35Vocab                             bool
 	shape                                   synth.Shape
 }
 
@@ -84,6 +85,7 @@ func flags(o *options, base synth.Shape, out io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.out, "o", "", "output `DIR` (required)")
 	fs.StringVar(&o.tokenizer, "tokenizer", "", "tokenizer.json to copy in (required)")
 	fs.StringVar(&o.tokenizerConfig, "tokenizer-config", "", "tokenizer_config.json to copy in (required)")
+	fs.BoolVar(&o.qwen35Vocab, "qwen35-vocab", base.Hybrid(), "extend the Qwen2/3 -tokenizer and -tokenizer-config to Qwen3.5's vocabulary: 248,044 BPE tokens, added tokens from 248044, Qwen3.5's split pattern, eos ids 248046 and 248044 (random new tokens: the shape and ids are real, the text is not)")
 	fs.StringVar(&o.preset, "preset", "qwen3-0.6b", "the shape the other flags modify: "+strings.Join(slices.Sorted(maps.Keys(presets)), ", "))
 	fs.StringVar(&s.ModelType, "model-type", s.ModelType, "qwen3, qwen2, qwen3_moe, qwen3_5 or qwen3_5_moe")
 	fs.IntVar(&s.Hidden, "hidden", s.Hidden, "hidden size")
@@ -181,6 +183,17 @@ func run(o options) error {
 	tc, err := os.ReadFile(o.tokenizerConfig)
 	if err != nil {
 		return err
+	}
+	if o.qwen35Vocab {
+		if o.shape.Vocab < synth.Qwen35AddedStart+33 {
+			return fmt.Errorf("-qwen35-vocab: -vocab %d is smaller than Qwen3.5's 248,077 token ids", o.shape.Vocab)
+		}
+		if tj, tc, err = synth.Qwen35Tokenizer(tj, tc); err != nil {
+			return fmt.Errorf("-qwen35-vocab: %w", err)
+		}
+		if o.shape.EOS == nil {
+			o.shape.EOS = synth.Qwen35EOS
+		}
 	}
 	return synth.Write(o.out, o.shape, tj, tc)
 }

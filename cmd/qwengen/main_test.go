@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"io"
@@ -11,8 +12,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/qwenc/qwenc/compiler"
 	"github.com/qwenc/qwenc/internal/reference"
 	"github.com/qwenc/qwenc/internal/synth"
+	"github.com/qwenc/qwenc/internal/testmodel"
 )
 
 var required = []string{"-o", "out", "-tokenizer", "t.json", "-tokenizer-config", "tc.json"}
@@ -122,7 +125,7 @@ func TestWritesQwen35(t *testing.T) {
 	m, out := writeAndLoad(t, "--preset qwen3.5-35b-a3b --layers 4 --hidden 24 --heads 2 --kv-heads 1 --head-dim 16 --vocab 300 "+
 		"--experts 6 --experts-per-token 2 --moe-ffn 12 --shared-expert-ffn 20 --linear-key-heads 1 --linear-value-heads 3 "+
 		"--linear-key-dim 8 --linear-value-dim 6 --conv-kernel 3 --partial-rotary 0.5 --expert-layout per-expert --zero-experts "+
-		"--vision=false --shards 2")
+		"--vision=false --shards 2 --qwen35-vocab=false")
 	c := m.Config
 	if c.ModelType != "qwen3_5_moe" || c.Experts != 6 || c.LinearValueHeads != 3 || c.RotaryDims() != 8 || c.Tied || !m.HasMTP() ||
 		!slices.Equal(c.LayerTypes, []string{"linear_attention", "linear_attention", "linear_attention", "full_attention"}) {
@@ -139,5 +142,66 @@ func TestWritesQwen35(t *testing.T) {
 	}
 	if err := run(o); err == nil || !strings.Contains(err.Error(), "Qwen3.5 fields given for model type qwen3") {
 		t.Errorf("--vision on qwen3: %v", err)
+	}
+}
+
+// TestWritesQwen35Vocabulary writes a small model of a Qwen3.5 preset
+// with Qwen3.5's vocabulary, extended from the small test tokenizer as
+// -qwen35-vocab does by default for those presets: the ids of the real
+// one (the 248,320-row head, added tokens from 248044, eos 248046 and
+// 248044), which the compiler takes.
+func TestWritesQwen35Vocabulary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 248,320-row model")
+	}
+	_, out := writeAndLoad(t, "--preset qwen3.5-0.8b --layers 4 --hidden 16 --ffn 24 --heads 2 --kv-heads 1 --head-dim 16 "+
+		"--linear-key-heads 1 --linear-value-heads 2 --linear-key-dim 8 --linear-value-dim 8 --vision=false")
+	var tok struct {
+		Model struct {
+			Vocab map[string]int `json:"vocab"`
+		} `json:"model"`
+		AddedTokens []struct {
+			ID      int    `json:"id"`
+			Content string `json:"content"`
+		} `json:"added_tokens"`
+		PreTokenizer struct {
+			Pretokenizers []struct {
+				Pattern struct{ Regex string } `json:"pattern"`
+			} `json:"pretokenizers"`
+		} `json:"pre_tokenizer"`
+	}
+	testmodel.ReadJSON(t, filepath.Join(out, "tokenizer.json"), &tok)
+	if len(tok.Model.Vocab) != synth.Qwen35BPETokens || tok.PreTokenizer.Pretokenizers[0].Pattern.Regex != synth.Qwen35Pattern {
+		t.Errorf("tokenizer.json: %d BPE tokens, pattern %q", len(tok.Model.Vocab), tok.PreTokenizer.Pretokenizers[0].Pattern.Regex)
+	}
+	// The small tokenizer's five added tokens, then Qwen3.5's seven new ones.
+	for _, a := range tok.AddedTokens {
+		if want := map[string]int{"<|endoftext|>": 248044, "<|im_end|>": 248046, "<think>": 248047, "<|audio_pad|>": 248055}[a.Content]; want != 0 && a.ID != want {
+			t.Errorf("added token %q has id %d, want %d", a.Content, a.ID, want)
+		}
+	}
+	var gen struct {
+		EOS []int `json:"eos_token_id"`
+	}
+	testmodel.ReadJSON(t, filepath.Join(out, "generation_config.json"), &gen)
+	if !slices.Equal(gen.EOS, []int{248046, 248044}) {
+		t.Errorf("generation_config.json eos_token_id %v, want [248046 248044]", gen.EOS)
+	}
+	res, err := compiler.Compile(context.Background(), out, compiler.Options{Output: filepath.Join(t.TempDir(), "m.qbin"), MaxPrefill: 16, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := res.Header; h.Config.Vocab != 248320 || !slices.Equal(h.Generation.EOS, []int32{248046, 248044}) {
+		t.Errorf("compiled: vocab %d, eos %v", h.Config.Vocab, h.Generation.EOS)
+	}
+	// A tokenizer of Qwen3.5's already is not extended again.
+	cfg, _ := os.ReadFile(filepath.Join(out, "tokenizer_config.json"))
+	o, err := parse([]string{"--preset", "qwen3.5-0.8b", "-o", filepath.Join(t.TempDir(), "x"), "-tokenizer", filepath.Join(out, "tokenizer.json"),
+		"-tokenizer-config", filepath.Join(out, "tokenizer_config.json")}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(o); err == nil || !strings.Contains(err.Error(), "Qwen3.5's already") || len(cfg) == 0 {
+		t.Errorf("extending a Qwen3.5 tokenizer: %v", err)
 	}
 }

@@ -103,3 +103,33 @@ func TestChatPipedOpenBlock(t *testing.T) {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, stderr, want)
 	}
 }
+
+// TestChatQwen35Thinking: --chat with a Qwen3.5 model, whose prompt opens
+// the thinking: the reasoning is shown as Qwen3's is (and left out with
+// --hide-think), and /think off answers without it.
+func TestChatQwen35Thinking(t *testing.T) {
+	m := bundledModel(t, "tiny-q35")
+	stdin := "Hi\n/think off\nAnd?\n"
+	run := func(args ...string) string {
+		out, stderr, code := qwenrun(t, stdin, append([]string{m, "--chat", "-n", "4", "--temp", "0"}, args...)...)
+		if code != 0 || !strings.Contains(stderr, "qwenrun: thinking off") {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		return out
+	}
+	// The answers' text: the first all reasoning (the random weights
+	// never close it), the second all content.
+	var texts []string
+	for _, turn := range jsonLines(t, run("--json")) {
+		texts = append(texts, turn.Text)
+	}
+	if len(texts) != 2 || texts[0] == "" || texts[1] == "" {
+		t.Fatalf("answers %q", texts)
+	}
+	if out := run("--hide-think"); out != "\n"+texts[1]+"\n" { // the first answer, hidden, and its line's end
+		t.Errorf("--hide-think: stdout %q; the answers %q", out, texts)
+	}
+	if out := run(); !strings.HasPrefix(out, texts[0]) || !strings.HasSuffix(out, texts[1]+"\n") {
+		t.Errorf("stdout %q; the answers %q", out, texts)
+	}
+}

@@ -180,16 +180,34 @@ func TestDraftFlags(t *testing.T) {
 			t.Errorf("with %v %v (%+v), without %v", extra, outs[1].GeneratedIDs, outs[1].Timings, outs[0].GeneratedIDs)
 		}
 	}
+	// The Qwen3.5 demo drafting with its MTP block, one guess a step and
+	// chains of 2, against --draft none.
+	q35 := compileBundled(t, "qwen35-go-demo")
+	for _, extra := range [][]string{{"--draft", "mtp"}, {"--draft", "mtp,ngram", "--draft-max", "2"}} {
+		for i, flags := range [][]string{{"--draft", "none"}, extra} {
+			out, errOut, code := qwenrun(t, "", append([]string{q35, "-p", prompt, "-n", "40", "--temp", "0", "--json"}, flags...)...)
+			if code != 0 {
+				t.Fatalf("%v: exit %d: %s", flags, code, errOut)
+			}
+			if err := json.Unmarshal([]byte(out), &outs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !slices.Equal(outs[0].GeneratedIDs, outs[1].GeneratedIDs) || outs[1].Timings.Drafted == 0 || outs[0].Timings.Drafted != 0 {
+			t.Errorf("with %v %v (%+v), without %v (%+v)", extra, outs[1].GeneratedIDs, outs[1].Timings, outs[0].GeneratedIDs, outs[0].Timings)
+		}
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--draft", "model.qbin"}, `--draft "model.qbin": want ngram or a draft model's .qbin file`},
-		{[]string{"--draft-max", "4"}, "--draft-max needs --draft ngram or --draft FILE.qbin"},
+		{[]string{"--draft", "model.qbin"}, `--draft "model.qbin": want ngram, mtp or a draft model's .qbin file`},
+		{[]string{"--draft-max", "4"}, "--draft-max needs --draft ngram, mtp or FILE.qbin"},
+		{[]string{"--draft", "mtp"}, "MTP drafts: the model has no MTP block"},
 		{[]string{"--draft", "ngram", "--draft-max", "0"}, "--draft-max 0: want 1 or more"},
 		{[]string{"--draft", "ngram", "--draft-min", "9", "--draft-max", "4"}, "--draft-min 9: want 1 to --draft-max (4)"},
 		{[]string{"--draft", "ngram", "--draft-p-min", "1"}, "--draft-p-min 1: want 0 to less than 1"},
-		{[]string{"--draft", model + "," + model}, "ngram and one draft model at most"},
+		{[]string{"--draft", model + "," + model}, "ngram, mtp and one draft model, each once at most"},
 		{[]string{"--draft", compileBundled(t, "tiny-rerank")}, "its vocabulary is 151669 tokens in 151669 rows, the model's 151669 tokens in 151936 rows: a draft model must share the vocabulary"},
 	} {
 		_, errOut, code := qwenrun(t, "", append([]string{model, "-p", "x"}, tc.args...)...)

@@ -41,7 +41,7 @@ func subcommand(args []string) *cli.Command {
 	if len(args) < 2 {
 		return nil
 	}
-	for _, c := range []*cli.Command{benchCommand(), benchServeCommand(), benchSchemaCommand(), perplexityCommand(), serveCommand(), embedCommand(), rerankCommand(), benchEmbedCommand(), benchDraftCommand(), benchSpecCommand(), healthCommand()} {
+	for _, c := range []*cli.Command{benchCommand(), benchServeCommand(), benchSchemaCommand(), perplexityCommand(), serveCommand(), embedCommand(), rerankCommand(), benchEmbedCommand(), benchDraftCommand(), benchSpecCommand(), benchAgentCommand(), healthCommand()} {
 		if c.Name == args[1] {
 			return c
 		}
@@ -86,7 +86,7 @@ func flags() []cli.Flag {
 		kernelsFlag(),
 		&cli.BoolFlag{Name: "chat", Aliases: []string{"i"}, Usage: "chat: interactive, or one answer with -p"},
 		&cli.StringFlag{Name: "system", Usage: "system message for --chat"},
-		&cli.BoolFlag{Name: "no-think", Usage: "Qwen3: answer without a thinking block"},
+		&cli.BoolFlag{Name: "no-think", Usage: "Qwen3, Qwen3.5: answer without thinking (the template's empty think block)"},
 		&cli.StringFlag{Name: "json-schema", Usage: "hold the answer to the JSON Schema in `PATH` (with thinking, the answer after it)"},
 		&cli.BoolFlag{Name: "json-object", Usage: "hold the answer to a JSON object"},
 		&cli.BoolFlag{Name: "hide-think", Usage: "do not show the thinking text"},
@@ -106,8 +106,9 @@ func flags() []cli.Flag {
 func draftFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "draft", Usage: "draft tokens to check in each decode step: ngram (from the prompt and the text so far), " +
-			"a draft model's FILE.qbin (same vocabulary, smaller: its greedy guesses), or both: ngram,FILE.qbin. The text stays the same"},
-		&cli.IntFlag{Name: "draft-max", Usage: "the most tokens drafted for one step (the text's back off when they miss)", DefaultText: "16 from the text, 8 from a draft model"},
+			"mtp (the model's own multi-token-prediction head, Qwen3.5's), a draft model's FILE.qbin (same vocabulary, smaller: its greedy guesses), " +
+			"or several: ngram,mtp; none: no drafts. The text stays the same. Without it, a model's MTP block drafts where it pays (qwenc inspect shows its cost)"},
+		&cli.IntFlag{Name: "draft-max", Usage: "the most tokens drafted for one step (the text's back off when they miss)", DefaultText: "16 from the text, 1 from the MTP head, 8 from a draft model"},
 		&cli.IntFlag{Name: "draft-min", Value: 1, Usage: "the fewest tokens worth drafting"},
 		&cli.Float64Flag{Name: "draft-p-min", Value: qwen.DefaultDraftPMin, Usage: "a draft model stops guessing at a token it gives a lower probability"},
 	}

@@ -26,9 +26,9 @@ import (
 )
 
 var (
-	bin   string // the qwenrun binary
-	tinyA string // tiny-a compiled
-	work  string
+	bin      string            // the qwenrun binary
+	compiled map[string]string // bundled models compiled, by name
+	work     string
 )
 
 func TestMain(m *testing.M) {
@@ -47,20 +47,26 @@ func TestMain(m *testing.M) {
 }
 
 // tinyModel compiles tiny-a once per test binary.
-func tinyModel(t *testing.T) string {
+func tinyModel(t *testing.T) string { return bundledModel(t, "tiny-a") }
+
+// bundledModel compiles a bundled model once per test binary.
+func bundledModel(t *testing.T, name string) string {
 	t.Helper()
-	if tinyA != "" {
-		return tinyA
+	if p, ok := compiled[name]; ok {
+		return p
 	}
-	dir := filepath.Join(work, "tiny-a")
-	if err := testmodel.Materialise(testmodel.Testdata(t, "tiny-a"), testmodel.Testdata(t, "tokenizer", "tokenizer.json.gz"), dir); err != nil {
+	dir := filepath.Join(work, name)
+	if err := testmodel.Materialise(testmodel.Testdata(t, name), testmodel.Testdata(t, "tokenizer", "tokenizer.json.gz"), dir); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(work, "tiny-a.qbin")
+	out := filepath.Join(work, name+".qbin")
 	if _, err := compiler.Compile(context.Background(), dir, compiler.Options{Output: out, MaxPrefill: 512, NoSync: true}); err != nil {
 		t.Fatal(err)
 	}
-	tinyA = out
+	if compiled == nil {
+		compiled = map[string]string{}
+	}
+	compiled[name] = out
 	return out
 }
 

@@ -62,6 +62,7 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	drafts.AutoMTP(c)
 	stop, err := startProfile(c.String("cpuprofile"))
 	if err != nil {
 		return err
@@ -69,11 +70,12 @@ func run(c *cli.Context) error {
 	defer stop()
 	// One conversation at a time, whose KV cache is kept across turns
 	// whatever its size: it is the only one.
-	m, err := modelflags.Open(c, log, os.Stderr, 1, append(drafts.Options(), qwen.WithPrefixCache(math.MaxInt64))...)
+	m, err := modelflags.Open(c, log, os.Stderr, 1, append(drafts.Options(), qwen.WithStateCache(math.MaxInt64))...)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
+	drafts.Opened(m)
 	if c.Bool("verify") {
 		if err := m.Verify(); err != nil {
 			return err

@@ -42,7 +42,7 @@ func TestJSONSchemaFlag(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--json-schema", write("email.json", `{"type": "string", "format": "email"}`)}, `--json-schema: json schema #: format: "email" is not supported`},
+		{[]string{"--json-schema", write("regex.json", `{"type": "string", "format": "regex"}`)}, `--json-schema: json schema #: format: "regex" is not supported`},
 		{[]string{"--json-schema", write("bad.json", `{"type":`)}, "bad.json: not JSON"},
 		{[]string{"--json-schema", filepath.Join(dir, "missing.json")}, "missing.json: no such file"},
 		{[]string{"--json-schema", good, "--json-object"}, "--json-schema and --json-object: give one"},

@@ -35,6 +35,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "ctx", Usage: "context length of each conversation", DefaultText: "the model's maximum, lowered to what --parallel KV caches fit in memory"},
 			&cli.StringFlag{Name: "api-key", EnvVars: []string{"QWEN_API_KEY"}, Usage: "require `KEY` on every request but /health (Authorization: Bearer KEY, or x-api-key: KEY)"},
 			&cli.DurationFlag{Name: "grace", Value: 10 * time.Second, Usage: "on SIGINT or SIGTERM, how long running answers may go on before they are cut"},
+			&cli.StringFlag{Name: "state-cache", Usage: "keep at most `SIZE` (4GiB, 512MB, ...; 0: none) of finished conversations' states, for later requests that share their prefix to compute only what is new", DefaultText: "a quarter of the available memory, 256 MiB to 16 GiB"},
 			&cli.StringSliceFlag{Name: "alias", Usage: "let requests name the model in `NAME=FILE` (a .qbin file: MODEL's, or another's) NAME, as clients that hard-code a model id (gpt-5-codex, claude-sonnet-4-5) do; repeatable"},
 			&cli.StringFlag{Name: "model-dir", Usage: "let requests name every .qbin file in `DIR` by its base name; one model is loaded at a time, another loaded when a request names it"},
 			kvTypeFlag(),
@@ -71,6 +72,7 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	d.AutoMTP(c)
 	// A pulled model's file is named by its digest: the server names it
 	// by its repository instead.
 	arg, name := c.Args().First(), ""
@@ -81,18 +83,31 @@ func serveAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := modelflags.Open(c, log, notes, parallel, append(d.Options(), qwen.WithQueue(c.Int("queue")))...)
+	// What every model served takes; MODEL also its draft model.
+	opts := []qwen.Option{qwen.WithQueue(c.Int("queue"))}
+	if c.IsSet("state-cache") {
+		size, err := cliutil.Bytes(c.String("state-cache"))
+		if err != nil {
+			return cliutil.Usagef(c, "--state-cache: %v", err)
+		}
+		opts = append(opts, qwen.WithStateCache(size))
+	}
+	m, err := modelflags.Open(c, log, notes, parallel, append(d.Options(), opts...)...)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
+	d.Opened(m)
+	if d.Auto && d.MTP > 0 {
+		log.Info("drafting with the model's MTP block (--draft none turns it off)", "guess_cost", m.Info().MTPCost)
+	}
 	// The models loaded in MODEL's place share its flags, but not its
 	// draft model, whose vocabulary need not be theirs.
 	open := func(path string) (*qwen.Model, error) {
-		return modelflags.OpenFile(c, log, notes, path, parallel, qwen.WithQueue(c.Int("queue")))
+		return modelflags.OpenFile(c, log, notes, path, parallel, opts...)
 	}
 	s := serve.NewServer(m, serve.ServerOptions{Name: name, APIKey: c.String("api-key"), Log: log,
-		Draft: d.Text, DraftModel: d.Model, DraftMin: d.Min, DraftPMin: d.PMin, Models: models, Open: open})
+		Draft: d.Text, DraftModel: d.Model, DraftMTP: d.MTP, DraftMin: d.Min, DraftPMin: d.PMin, Models: models, Open: open})
 	defer s.Close()
 	ln, err := net.Listen("tcp", c.String("addr"))
 	if err != nil {

@@ -34,6 +34,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", m, "--alias", "=" + m}, `--alias "=` + m + `": want NAME=FILE`, "qwenrun serve"},
 		{[]string{"serve", m, "--alias", "gpt-5=" + m + ".none"}, `--alias "gpt-5=` + m + `.none": ` + m + `.none is not a .qbin file`, "qwenrun serve"},
 		{[]string{"serve", m, "--alias", "gpt-5=" + dir}, `--alias "gpt-5=` + dir + `": ` + dir + ` is not a .qbin file`, "qwenrun serve"},
+		{[]string{"serve", m, "--state-cache", "4X"}, `--state-cache: "4X" is not a size (bytes, or a number with K, M, G, T or KiB, MiB, GiB, TiB)`, "qwenrun serve"},
 		{[]string{"serve", m, "--alias", "never-opened=" + dir}, `--alias "never-opened=` + dir + `": "never-opened" is MODEL's own name`, "qwenrun serve"},
 		{[]string{"serve", m, "--alias", "a=" + bin, "--alias", "a=" + bin}, `--alias "a=` + bin + `": the name "a" is given twice`, "qwenrun serve"},
 	} {

@@ -55,7 +55,11 @@ func (b *Builder) deltaNet(l int) {
 	window := g.AddState(graph.State{Kind: graph.Recurrent, Layer: l, Floats: (hy.ConvKernel - 1) * mixed})
 	conv := g.NewTensor(tensorName(l, "conv"), T, mixed)
 	g.AddOp(graph.Op{Kind: graph.CausalConv, Layer: l, State: window, Weight: w("conv1d"), In: []int{qkv}, Out: conv})
-	matrices := g.AddState(graph.State{Kind: graph.Recurrent, Layer: l, Floats: nv * hy.KeyDim * hy.ValueDim})
+	// Per value head its [key_dim, value_dim] matrix and the pending
+	// rank-1 term (key_dim + value_dim) the runtime's recurrence keeps
+	// beside it, so that a token reads and writes the matrix once
+	// (kernels.DeltaHead).
+	matrices := g.AddState(graph.State{Kind: graph.Recurrent, Layer: l, Floats: nv * (hy.KeyDim*hy.ValueDim + hy.KeyDim + hy.ValueDim)})
 	o := g.NewTensor(tensorName(l, "delta"), T, dv)
 	g.AddOp(graph.Op{Kind: graph.GatedDeltaRule, Layer: l, State: matrices, Weight: w("ssm_a"), Weight2: w("dt_bias"),
 		In: []int{conv, alpha, beta}, Out: o})

@@ -20,12 +20,12 @@ const (
 )
 
 // BuildMTP lists the ops of one step of architecture a's first MTP layer
-// over
-// tokens rows: row j takes the main model's residual stream at position j
-// (before the final norm: graph.HiddenIn), and the token that follows
-// position j (the step's tokens), and the step's output is the logits of
-// its last row, which guess the token after that one. Rows are
-// [final norm, then pre_fc_norm_hidden] of the hidden state and
+// over tokens rows: row j takes the main model's hidden state at position
+// j after its final norm (graph.HiddenIn; a chained guess takes the MTP
+// layer's own output after mtp.norm in its place, as vLLM's drafter
+// does), and the token that follows position j (the step's tokens), and
+// the step's output is the logits of its last row, which guess the token
+// after that one. Rows are pre_fc_norm_hidden of the hidden state and
 // pre_fc_norm_embedding of the embedding, joined by mtp.fc (its two
 // halves, mtp.fc_e and mtp.fc_h, as two products), then the MTP layer,
 // mtp.norm and the main LM head. It returns nil for an architecture or a
@@ -46,7 +46,7 @@ func BuildMTP(a Arch, c *format.Config, mode string, tokens int, types map[strin
 		g.AddOp(graph.Op{Kind: graph.RMSNorm, Layer: l, Weight: weight, In: []int{in}, Out: out})
 		return out
 	}
-	hn := norm(norm(hidden, "mtp.final_norm", format.SecNorm), "mtp.hidden_norm", "mtp.pre_fc_norm_hidden")
+	hn := norm(hidden, "mtp.hidden_norm", "mtp.pre_fc_norm_hidden")
 	emb := g.NewTensor("mtp.embed", tokens, c.Hidden)
 	embed := format.SecEmbed
 	if !g.HasWeight(embed) && g.WeightType(format.SecLMHead).Quantized() {

@@ -115,7 +115,7 @@ func layerTypes(c *format.Config, hf *HFConfig) error {
 			hy.Linear[l] = true
 		case "full_attention":
 		default:
-			return fmt.Errorf("field %q: layer %d is %q; not supported (linear_attention, full_attention)", hf.name("layer_types"), l, t)
+			return fmt.Errorf("field %q: layer %d is %q, a layer type this build does not support yet (it runs linear_attention and full_attention)", hf.name("layer_types"), l, t)
 		}
 	}
 	return nil

@@ -255,7 +255,7 @@ func TestDetectShipped(t *testing.T) {
 	var cfg struct {
 		ChatTemplate string `json:"chat_template"`
 	}
-	readJSON(t, testmodel.Testdata(t, "tiny-a", "tokenizer_config.json"), &cfg)
+	testmodel.ReadJSON(t, testmodel.Testdata(t, "tiny-a", "tokenizer_config.json"), &cfg)
 	q35, err := os.ReadFile("testdata/qwen35/chat_template.jinja")
 	if err != nil {
 		t.Fatal(err)

@@ -73,12 +73,15 @@ type Thinking struct {
 // holds an answer to it: each call is the Open marker, Head, the
 // function's name, Mid, its arguments as Arguments says, Tail and the
 // Close marker; Sep comes between two calls. The markers are added
-// tokens, the rest text.
+// tokens, the rest text. Starts are the texts the format's parser takes
+// as the start of a call wherever they come (the Open marker's, and
+// qwen3_coder's <function=): an answer's text holds none of them.
 type CallSyntax struct {
 	Open, Close     string
 	Head, Mid, Tail string
 	Sep             string
 	Arguments       ArgumentSyntax
+	Starts          []string
 }
 
 // ArgumentSyntax is how a call's arguments are written.
@@ -90,8 +93,18 @@ const (
 	JSONArguments ArgumentSyntax = iota
 	// XMLParameters is each argument as <parameter=NAME>\nVALUE\n</parameter>\n,
 	// a string value as it is and the others as JSON (qwen3_coder,
-	// Qwen3.5).
+	// Qwen3.5), read back by the type the tool's schema gives the
+	// parameter (CoderTypeOf).
 	XMLParameters
+)
+
+// The texts of qwen3_coder's calls, which the format's syntax and parser
+// share.
+const (
+	CoderParameter    = "<parameter="
+	CoderParameterEnd = "</parameter>"
+	CoderFunction     = "<function="
+	CoderFunctionEnd  = "</function>"
 )
 
 // String names the syntax in errors.
@@ -279,4 +292,29 @@ func StopTokens(tok *tokenizer.Tokenizer, eos []int32, f *Format) []int32 {
 	add(tok.TokenID(end))
 	add(tok.EOS())
 	return stop
+}
+
+// MessageEnds lists the positions in a rendered conversation's tokens
+// right after each message's end (its end-of-turn token and the newline
+// after it): where a later request that shares the conversation's start
+// is most likely to part from it (the next turn, an edited message, a
+// retried answer).
+func (f *Format) MessageEnds(tok *tokenizer.Tokenizer, ids []int32) []int {
+	end, ok := tok.TokenID(f.EndOfTurn())
+	if !ok {
+		return nil
+	}
+	nl := tok.Encode("\n", false)
+	var ends []int
+	for i, id := range ids {
+		if id != end {
+			continue
+		}
+		p := i + 1
+		if len(nl) == 1 && p < len(ids) && ids[p] == nl[0] {
+			p++
+		}
+		ends = append(ends, p)
+	}
+	return ends
 }

@@ -14,6 +14,7 @@ var hermesCalls = &callFormat{
 		Head: "\n{\"name\": \"", Mid: "\", \"arguments\": ", Tail: "}\n",
 		Sep:       "\n",
 		Arguments: JSONArguments,
+		Starts:    []string{ToolCallOpen},
 	},
 	newParser: func(_ []Tool, newID func() string) CallParser { return &hermesParser{newID: newID} },
 }

@@ -155,7 +155,7 @@ func qwen35Assistant(b *builder, m Message, content string, think, v36 bool) err
 			if err != nil {
 				return fmt.Errorf("tool_calls[%d].arguments.%s: %w", j, k, err)
 			}
-			b.text("<parameter=", k, ">\n", v, "\n</parameter>\n")
+			b.text(CoderParameter, k, ">\n", v, "\n"+CoderParameterEnd+"\n")
 		}
 		b.text(s.Tail)
 		b.special(s.Close)

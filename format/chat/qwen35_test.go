@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/qwenc/qwenc/internal/testmodel"
 )
 
 // TestQwen35AgainstJinja renders the chat cases of the shared tiny-q35
@@ -18,7 +20,7 @@ func TestQwen35AgainstJinja(t *testing.T) {
 		EnableThinking           *bool `json:"enable_thinking"`
 		PreserveThinking         *bool `json:"preserve_thinking"`
 	}
-	readJSON(t, "testdata/qwen35/chat_cases.json", &cases)
+	testmodel.ReadJSON(t, "testdata/qwen35/chat_cases.json", &cases)
 	if len(cases) < 8 {
 		t.Fatalf("%d cases", len(cases))
 	}

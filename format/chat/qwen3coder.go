@@ -20,27 +20,26 @@ import (
 var coderCalls = &callFormat{
 	syntax: CallSyntax{
 		Open: ToolCallOpen, Close: ToolCallClose,
-		Head: "\n<function=", Mid: ">\n", Tail: "</function>\n",
+		Head: "\n" + CoderFunction, Mid: ">\n", Tail: CoderFunctionEnd + "\n",
 		Sep:       "\n",
 		Arguments: XMLParameters,
+		Starts:    []string{ToolCallOpen, CoderFunction},
 	},
 	newParser: newCoderParser,
 }
 
-// The text that opens and closes the parts of a call.
-const (
-	coderFunction  = "<function="
-	coderFuncEnd   = "</function>"
-	coderParam     = "<parameter="
-	coderParamEnd  = "</parameter>"
-	coderMarkerMax = len(coderParamEnd) // the longest of them and of the call markers
-)
+// coderMarkerMax is the length of the longest text that opens or closes
+// a part of a call, the call markers among them.
+const coderMarkerMax = len(CoderParameterEnd)
 
 // coderParser reads the calls of an answer as vLLM's qwen3_coder parser
 // (Qwen3CoderToolParser.extract_tool_calls) reads the whole text:
 //
 //   - The text before the first <tool_call>, or the first <function=
 //     when it comes first, is content, kept as it is; nothing after it is.
+//     (White space alone before it is not content here: vLLM gives it as
+//     such, where a client wants none beside the calls, as the Hermes
+//     parser gives.)
 //   - The calls are the <function=NAME>...</function> blocks in the
 //     <tool_call>...</tool_call> blocks, or anywhere before the first
 //     <tool_call>. A block left open ends with the text.
@@ -69,8 +68,13 @@ type coderParser struct {
 	named   bool   // the open block's name was given
 	scanned int    // how much of fn was searched for its end
 	pending string // the text from the first marker while no call has begun
-	calls   int
-	out     []CallDelta
+	// spoke is set once content other than white space has been given;
+	// before, white space is held, and lead is what a marker found then
+	// took from the content.
+	spoke bool
+	lead  string
+	calls int
+	out   []CallDelta
 }
 
 type coderState int
@@ -133,20 +137,27 @@ func (p *coderParser) Add(text string) string {
 func (p *coderParser) step(content *strings.Builder) bool {
 	switch p.state {
 	case coderText:
-		i, m := firstOf(p.buf, ToolCallOpen, coderFunction)
+		i, m := firstOf(p.buf, ToolCallOpen, CoderFunction)
 		if i < 0 {
-			keep := heldPrefix(p.buf, ToolCallOpen, coderFunction)
+			keep := heldPrefix(p.buf, ToolCallOpen, CoderFunction)
+			if !p.spoke && strings.TrimSpace(p.buf[:len(p.buf)-keep]) == "" {
+				return false // white space alone: a call may follow
+			}
 			content.WriteString(p.buf[:len(p.buf)-keep])
-			p.buf = p.buf[len(p.buf)-keep:]
+			p.buf, p.spoke = p.buf[len(p.buf)-keep:], true
 			return false
 		}
-		content.WriteString(p.buf[:i])
+		if p.spoke || strings.TrimSpace(p.buf[:i]) != "" {
+			content.WriteString(p.buf[:i])
+		} else {
+			p.lead = p.buf[:i]
+		}
 		p.pending = p.buf[i:]
 		p.open(m, i)
 	case coderBetween:
 		markers := []string{ToolCallOpen}
 		if !p.wrapped {
-			markers = append(markers, coderFunction)
+			markers = append(markers, CoderFunction)
 		}
 		i, m := firstOf(p.buf, markers...)
 		if i < 0 {
@@ -155,10 +166,10 @@ func (p *coderParser) step(content *strings.Builder) bool {
 		}
 		p.open(m, i)
 	case coderBlock:
-		i, m := firstOf(p.buf, coderFunction, ToolCallClose)
+		i, m := firstOf(p.buf, CoderFunction, ToolCallClose)
 		switch {
 		case i < 0:
-			p.buf = p.buf[len(p.buf)-heldPrefix(p.buf, coderFunction, ToolCallClose):]
+			p.buf = p.buf[len(p.buf)-heldPrefix(p.buf, CoderFunction, ToolCallClose):]
 			return false
 		case m == ToolCallClose:
 			p.buf, p.state = p.buf[i+len(m):], coderBetween
@@ -168,7 +179,7 @@ func (p *coderParser) step(content *strings.Builder) bool {
 	case coderInFunction:
 		p.fn += p.buf
 		p.buf = ""
-		ends := []string{coderFuncEnd}
+		ends := []string{CoderFunctionEnd}
 		if p.wrapped {
 			ends = append(ends, ToolCallClose)
 		}
@@ -184,7 +195,7 @@ func (p *coderParser) step(content *strings.Builder) bool {
 		p.buf = p.fn[i+len(m):]
 		p.endFunction(p.fn[:i])
 		p.state = coderBetween
-		if m == coderFuncEnd && p.wrapped {
+		if m == CoderFunctionEnd && p.wrapped {
 			p.state = coderBlock
 		}
 	}
@@ -248,8 +259,8 @@ func (p *coderParser) Flush() string {
 	}
 	p.state, p.buf, p.fn = coderBetween, "", ""
 	if p.calls == 0 {
-		s := p.pending // no function block: the whole answer is content
-		p.pending = ""
+		s := p.lead + p.pending // no function block: the whole answer is content
+		p.lead, p.pending = "", ""
 		return s
 	}
 	return ""
@@ -268,11 +279,11 @@ func coderArguments(text string, schemas map[string]json.RawMessage) (string, bo
 	var keys []string
 	vals := map[string]string{}
 	for pos := 0; ; {
-		i := strings.Index(text[pos:], coderParam)
+		i := strings.Index(text[pos:], CoderParameter)
 		if i < 0 {
 			break
 		}
-		start := pos + i + len(coderParam)
+		start := pos + i + len(CoderParameter)
 		end, next := paramEnd(text, start)
 		name, value, ok := strings.Cut(text[start:end], ">")
 		if !ok {
@@ -310,37 +321,48 @@ func paramEnd(text string, start int) (end, next int) {
 		end = len(text) - 1
 	}
 	next = end
-	if i, m := firstOf(text[start:], coderParamEnd, coderParam, coderFuncEnd); i >= 0 && start+i < end {
+	if i, m := firstOf(text[start:], CoderParameterEnd, CoderParameter, CoderFunctionEnd); i >= 0 && start+i < end {
 		end, next = start+i, start+i
-		if m == coderParamEnd {
+		if m == CoderParameterEnd {
 			next += len(m)
 		}
 	}
 	return end, next
 }
 
-// typedValue is json.dumps of a parameter's value as vLLM types it by
-// the type its schema names (_convert_param_value): "null" in any case is
-// null; a parameter the schema does not have stays a string; string
-// types are strings; int..., uint..., long..., short... and unsigned...
-// are Python's int() of the value, and num... and float... its float(),
-// an integral one an integer; boolean, bool and binary are true when the
-// value is "true" in any case, false otherwise; object, array, arr,
-// dict... and list... are the value's JSON, else its Python literal; any
-// other type is its Python literal. A value that does not read as its
-// type stays a string.
-func typedValue(value, name string, schemas map[string]json.RawMessage) string {
-	asString := func() string {
-		var b strings.Builder
-		pyString(&b, value)
-		return b.String()
-	}
-	if strings.ToLower(value) == "null" {
-		return "null"
-	}
-	schema, ok := schemas[name]
-	if !ok {
-		return asString()
+// CoderType is how the qwen3_coder parser reads a parameter's value, by
+// the type its schema names (vLLM's _convert_param_value).
+type CoderType int
+
+const (
+	// CoderString keeps the value's text as it is: a parameter the tool's
+	// schema does not have; a schema without a type; the types string,
+	// str, text, varchar, char and enum.
+	CoderString CoderType = iota
+	// CoderInteger is Python's int() of the value (int..., uint...,
+	// long..., short..., unsigned...).
+	CoderInteger
+	// CoderNumber is its float(), an integral one an integer (num...,
+	// float...).
+	CoderNumber
+	// CoderBoolean is true when the value is "true" in any case, false
+	// otherwise (boolean, bool, binary).
+	CoderBoolean
+	// CoderJSON is the value's JSON, else its Python literal (object,
+	// array, arr, dict..., list...).
+	CoderJSON
+	// CoderLiteral is the value's Python literal: any other type,
+	// a list of types among them.
+	CoderLiteral
+)
+
+// CoderTypeOf is how the parser reads a value whose schema is schema (nil
+// for a parameter the tool's schema does not have). Whatever the type,
+// "null" in any case is null, and a value that does not read as its type
+// stays a string.
+func CoderTypeOf(schema json.RawMessage) CoderType {
+	if schema == nil {
+		return CoderString
 	}
 	typ := "string"
 	var members map[string]json.RawMessage
@@ -365,13 +387,40 @@ func typedValue(value, name string, schemas map[string]json.RawMessage) string {
 	}
 	switch {
 	case typ == "string" || typ == "str" || typ == "text" || typ == "varchar" || typ == "char" || typ == "enum":
-		return asString()
+		return CoderString
 	case hasPrefix("int", "uint", "long", "short", "unsigned"):
+		return CoderInteger
+	case hasPrefix("num", "float"):
+		return CoderNumber
+	case typ == "boolean" || typ == "bool" || typ == "binary":
+		return CoderBoolean
+	case typ == "object" || typ == "array" || typ == "arr" || hasPrefix("dict", "list"):
+		return CoderJSON
+	}
+	return CoderLiteral
+}
+
+// typedValue is json.dumps of a parameter's value as vLLM types it by
+// the type its schema names (see CoderType). A value that does not read
+// as its type stays a string.
+func typedValue(value, name string, schemas map[string]json.RawMessage) string {
+	asString := func() string {
+		var b strings.Builder
+		pyString(&b, value)
+		return b.String()
+	}
+	if strings.ToLower(value) == "null" {
+		return "null"
+	}
+	switch CoderTypeOf(schemas[name]) {
+	case CoderString:
+		return asString()
+	case CoderInteger:
 		if n, ok := pyInt(value); ok {
 			return n.String()
 		}
 		return asString()
-	case hasPrefix("num", "float"):
+	case CoderNumber:
 		f, ok := pyFloat(value)
 		if !ok || math.IsInf(f, 0) || math.IsNaN(f) {
 			return asString() // int() of them raises: the value stays a string
@@ -381,12 +430,12 @@ func typedValue(value, name string, schemas map[string]json.RawMessage) string {
 			return n.String()
 		}
 		return PyFloat(f)
-	case typ == "boolean" || typ == "bool" || typ == "binary":
+	case CoderBoolean:
 		if strings.ToLower(value) == "true" {
 			return "true"
 		}
 		return "false"
-	case typ == "object" || typ == "array" || typ == "arr" || hasPrefix("dict", "list"):
+	case CoderJSON:
 		// json.loads reads any JSON value, white space around it.
 		if s, err := ToJSON([]byte(value)); err == nil {
 			return s

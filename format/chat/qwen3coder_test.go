@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/qwenc/qwenc/internal/testmodel"
 )
 
 // The tool-call cases of the shared tiny-q35 reference, copied into
@@ -31,7 +33,7 @@ type coderCases struct {
 func readCoderCases(t *testing.T) ([]Tool, coderCases) {
 	t.Helper()
 	var cs coderCases
-	readJSON(t, coderCasesFile, &cs)
+	testmodel.ReadJSON(t, coderCasesFile, &cs)
 	var tools []Tool
 	for i, def := range cs.Tools {
 		tool, err := ParseTool(def)
@@ -145,6 +147,10 @@ func TestCoderParserMore(t *testing.T) {
 			callResult{calls: []CallDelta{{Name: "g", Arguments: `{"a": "v"}`}}}},
 		{"cut off without <tool_call>: one newline fewer goes", nil, "<function=g>\n<parameter=a>\nv\n\n\n",
 			callResult{calls: []CallDelta{{Name: "g", Arguments: `{"a": "v\n"}`}}}},
+		{"white space alone before a call is not content", nil, "\n\n \t<tool_call>\n<function=g>\n</function>\n</tool_call>",
+			callResult{calls: []CallDelta{{Name: "g", Arguments: `{}`}}}},
+		{"white space alone, and no call: content", nil, "\n \n", callResult{content: "\n \n"}},
+		{"white space before no function block: content", nil, "\n\n<tool_call>\nx", callResult{content: "\n\n<tool_call>\nx"}},
 		{"no function: all content", nil, "a <tool_call>\n{\"name\": \"g\"}\n</tool_call> b",
 			callResult{content: "a <tool_call>\n{\"name\": \"g\"}\n</tool_call> b"}},
 		{"a marker-like text", nil, "a <tool b <function c <tool_cal", callResult{content: "a <tool b <function c <tool_cal"}},

@@ -2,9 +2,10 @@ package chat
 
 import (
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/qwenc/qwenc/internal/testmodel"
 )
 
 // The golden files are jinja2's renderings (testdata/gen_tools.py); the
@@ -12,7 +13,7 @@ import (
 
 func TestToJSONAgainstPython(t *testing.T) {
 	var cases []struct{ In, Out string }
-	readJSON(t, "testdata/tojson_golden.json", &cases)
+	testmodel.ReadJSON(t, "testdata/tojson_golden.json", &cases)
 	for _, c := range cases {
 		got, err := ToJSON([]byte(c.In))
 		if err != nil {
@@ -51,14 +52,14 @@ func TestToolsAgainstJinja(t *testing.T) {
 		Tools    []json.RawMessage
 		Messages []caseMessage
 	}
-	readJSON(t, "testdata/tools_cases.json", &cases)
+	testmodel.ReadJSON(t, "testdata/tools_cases.json", &cases)
 	var golden []struct {
 		Case, Family, Text string
 		GenerationPrompt   bool `json:"generation_prompt"`
 		Thinking           bool
 		PreserveThinking   bool `json:"preserve_thinking"`
 	}
-	readJSON(t, "testdata/tools_golden.json", &golden)
+	testmodel.ReadJSON(t, "testdata/tools_golden.json", &golden)
 	byName := map[string]int{}
 	for i, c := range cases {
 		byName[c.Name] = i
@@ -159,16 +160,5 @@ func TestParseToolErrors(t *testing.T) {
 		if err := CheckArguments(args); (err == nil) != ok {
 			t.Errorf("CheckArguments(%s): %v", args, err)
 		}
-	}
-}
-
-func readJSON(t *testing.T, path string, v any) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("%s: %v", path, err)
 	}
 }

@@ -205,7 +205,7 @@ func (v *Vocab) MarshalBinary() ([]byte, error) {
 		hflags |= headerFlagNFC
 	}
 	for i, x := range []uint32{version, hflags, uint32(n), uint32(len(v.Merges)), uint32(len(added)), uint32(textLen),
-		tokLog2, tokProbe, pairLog2, pairProbe, tokID(v.EOS), tokID(v.BOS), tokID(v.Pad)} {
+		tokLog2, tokProbe, pairLog2, pairProbe, tokID(v.EOS), tokID(v.BOS), tokID(v.Pad), uint32(v.Pretokenizer)} {
 		le.PutUint32(out[4+4*i:], x)
 	}
 	pos := uint32(0)
@@ -306,7 +306,7 @@ func load(data []byte) (*Tokenizer, error) {
 	h := func(i int) uint32 { return le.Uint32(data[4+4*i:]) }
 	ver, hflags, n, nMerges, nAdded, textLen := h(0), h(1), h(2), h(3), h(4), h(5)
 	tokLog2, tokProbe, pairLog2, pairProbe := h(6), h(7), h(8), h(9)
-	eos, bos, pad := h(10), h(11), h(12)
+	eos, bos, pad, pretok := h(10), h(11), h(12), h(13)
 	switch {
 	case ver != version:
 		return nil, fmt.Errorf("format version %d, this reader knows %d", ver, version)
@@ -324,8 +324,8 @@ func load(data []byte) (*Tokenizer, error) {
 		return nil, fmt.Errorf("hash table sizes 2^%d and 2^%d exceed 2^%d", tokLog2, pairLog2, maxTableLog2)
 	case tokProbe >= 1<<tokLog2 || pairProbe >= 1<<pairLog2:
 		return nil, fmt.Errorf("probe lengths %d and %d do not fit tables of 2^%d and 2^%d", tokProbe, pairProbe, tokLog2, pairLog2)
-	case le.Uint32(data[56:]) != 0:
-		return nil, errors.New("reserved header bytes are not zero")
+	case pretok >= uint32(numPretokenizers):
+		return nil, fmt.Errorf("pre-tokenizer %d is not one this reader knows (0 to %d): update qwenrun", pretok, numPretokenizers-1)
 	}
 	for _, x := range []struct {
 		name string
@@ -364,6 +364,7 @@ func load(data []byte) (*Tokenizer, error) {
 		bos:       int32(bos),
 		pad:       int32(pad),
 		nfc:       hflags&headerFlagNFC != 0,
+		pretok:    Pretokenizer(pretok),
 	}
 
 	// Offsets start at 0, never decrease and end at the text length; an id

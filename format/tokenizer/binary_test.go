@@ -90,6 +90,7 @@ func TestLoadStructure(t *testing.T) {
 		{"probe", field(7, 1<<20), "probe lengths"},
 		{"table", field(6, 40), "hash table sizes"},
 		{"eos", field(10, 5000), "eos id 5000 out of range"},
+		{"pre-tokenizer", field(13, 2), "pre-tokenizer 2 is not one this reader knows"},
 		{"crc", func() []byte { b := slices.Clone(blob); b[len(b)-1] ^= 1; return b }(), "checksum"},
 	}
 	for _, c := range cases {

@@ -1,7 +1,10 @@
 package tokenizer
 
 import (
+	"bytes"
+	"encoding/json"
 	"math/rand/v2"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -51,10 +54,70 @@ var pretokCases = []struct {
 	{"a\xff\xfeb \xc3", []string{"a", "\xff\xfe", "b", " \xc3"}},
 }
 
-func pretokenize(s string) []string {
+// marksCases hold where the Qwen3.5 pattern, which counts combining
+// marks (\p{M}) with letters, cuts text, and where Qwen2's does. They are
+// worked out from the regular expressions (leftmost-first alternation,
+// greedy with backtracking) and were checked with Perl's engine, which
+// runs both alike (TestPretokenizeAgainstPerl does it again when Perl is
+// there):
+//   - [^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+: a mark joins the letters around it,
+//     and, as they do, takes one character before it that is no letter,
+//     number or newline: a space, a punctuation mark, even another mark;
+//   - \p{N} takes a number alone, so a mark after a digit starts a piece;
+//   - ' ?[^\s\p{L}\p{M}\p{N}]+': a run of punctuation stops at a mark, which
+//     Qwen2's pattern counted as punctuation.
+var marksCases = []struct {
+	in         string
+	q35, qwen2 []string
+}{
+	{"e\u0301 x\u0301y", []string{"e\u0301", " x\u0301y"}, []string{"e", "\u0301", " x", "\u0301y"}},
+	{"\u0301abc", []string{"\u0301abc"}, []string{"\u0301abc"}},
+	{" \u0301abc", []string{" \u0301abc"}, []string{" \u0301", "abc"}},
+	{"a\u0300\u0301\u0302b c", []string{"a\u0300\u0301\u0302b", " c"}, []string{"a", "\u0300\u0301\u0302", "b", " c"}},
+	{" \u0301\u0302\u0303", []string{" \u0301\u0302\u0303"}, []string{" \u0301\u0302\u0303"}},
+	{"\u0301\u0302 \u0303", []string{"\u0301\u0302", " \u0303"}, []string{"\u0301\u0302", " \u0303"}},
+	// After digits.
+	{"1\u0301", []string{"1", "\u0301"}, []string{"1", "\u0301"}},
+	{"12\u0301a", []string{"1", "2", "\u0301a"}, []string{"1", "2", "\u0301a"}},
+	{"\u03012", []string{"\u0301", "2"}, []string{"\u0301", "2"}},
+	{"1\u20dd", []string{"1", "\u20dd"}, []string{"1", "\u20dd"}}, // an enclosing mark (Me)
+	// After punctuation: one character before a mark is taken with it,
+	// a run is not.
+	{"!\u0301", []string{"!\u0301"}, []string{"!\u0301"}},
+	{"!!\u0301", []string{"!!", "\u0301"}, []string{"!!\u0301"}},
+	{" !\u0301x", []string{" !", "\u0301x"}, []string{" !\u0301", "x"}},
+	{" ..\u0301", []string{" ..", "\u0301"}, []string{" ..\u0301"}},
+	{"\u0301..", []string{"\u0301", ".."}, []string{"\u0301.."}},
+	{"a\u0301!\u0301", []string{"a\u0301", "!\u0301"}, []string{"a", "\u0301!\u0301"}},
+	{"(\u0301)", []string{"(\u0301", ")"}, []string{"(\u0301)"}},
+	{"\u2764\ufe0f\u2764\ufe0f x", []string{"\u2764\ufe0f", "\u2764\ufe0f", " x"}, []string{"\u2764\ufe0f\u2764\ufe0f", " x"}}, // VS16 is Mn
+	// After white space and line breaks.
+	{"  \u0301", []string{" ", " \u0301"}, []string{" ", " \u0301"}},
+	{"\t\u0301x", []string{"\t\u0301x"}, []string{"\t", "\u0301x"}},
+	{"\n\u0301", []string{"\n", "\u0301"}, []string{"\n", "\u0301"}},
+	{"a\u0301\n", []string{"a\u0301", "\n"}, []string{"a", "\u0301\n"}},
+	// Apostrophes: a contraction comes first.
+	{"'\u0301", []string{"'\u0301"}, []string{"'\u0301"}},
+	{"x'\u0301", []string{"x", "'\u0301"}, []string{"x", "'\u0301"}},
+	{"'s\u0301", []string{"'s", "\u0301"}, []string{"'s", "\u0301"}},
+	{"don\u0301't", []string{"don\u0301", "'t"}, []string{"don", "\u0301'", "t"}},
+	// Scripts written with marks: Hangul's tone mark (Mc), Devanagari's
+	// vowel signs and virama, Arabic's harakat, Hebrew's points, Thai's
+	// vowels and tone marks.
+	{"\ud55c\u302e\uad6d\uc5b4", []string{"\ud55c\u302e\uad6d\uc5b4"}, []string{"\ud55c", "\u302e\uad6d\uc5b4"}},
+	{"\u0939\u093f\u0928\u094d\u0926\u0940 \u092d\u093e\u0937\u093e", []string{"\u0939\u093f\u0928\u094d\u0926\u0940", " \u092d\u093e\u0937\u093e"},
+		[]string{"\u0939", "\u093f\u0928", "\u094d\u0926", "\u0940", " \u092d", "\u093e\u0937", "\u093e"}},
+	{"\u0645\u064e\u0631\u0652\u062d\u064e\u0628\u064b\u0627 \u0628\u0643", []string{"\u0645\u064e\u0631\u0652\u062d\u064e\u0628\u064b\u0627", " \u0628\u0643"},
+		[]string{"\u0645", "\u064e\u0631", "\u0652\u062d", "\u064e\u0628", "\u064b\u0627", " \u0628\u0643"}},
+	{"\u05e9\u05b8\u05c1\u05dc\u05d5\u05b9\u05dd", []string{"\u05e9\u05b8\u05c1\u05dc\u05d5\u05b9\u05dd"}, []string{"\u05e9", "\u05b8\u05c1", "\u05dc\u05d5", "\u05b9\u05dd"}},
+	{"\u0e01\u0e34\u0e19\u0e02\u0e49\u0e32\u0e27", []string{"\u0e01\u0e34\u0e19\u0e02\u0e49\u0e32\u0e27"}, []string{"\u0e01", "\u0e34\u0e19\u0e02", "\u0e49\u0e32\u0e27"}},
+	{"caf\u00e9 na\u00efve", []string{"caf\u00e9", " na\u00efve"}, []string{"caf\u00e9", " na\u00efve"}}, // precomposed: letters
+}
+
+func pretokenize(s string, p Pretokenizer) []string {
 	var out []string
 	for i := 0; i < len(s); {
-		j := nextPretoken(s, i)
+		j := nextPretoken(s, i, p == Qwen35)
 		out = append(out, s[i:j])
 		i = j
 	}
@@ -63,8 +126,82 @@ func pretokenize(s string) []string {
 
 func TestPretokenize(t *testing.T) {
 	for _, c := range pretokCases {
-		if got := pretokenize(c.in); !slices.Equal(got, c.want) {
+		if got := pretokenize(c.in, Qwen2); !slices.Equal(got, c.want) {
 			t.Errorf("%q:\n got  %q\n want %q", c.in, got, c.want)
+		}
+	}
+	for _, c := range marksCases {
+		for _, p := range []struct {
+			p    Pretokenizer
+			want []string
+		}{{Qwen35, c.q35}, {Qwen2, c.qwen2}} {
+			if got := pretokenize(c.in, p.p); !slices.Equal(got, p.want) {
+				t.Errorf("%v, %+q:\n got  %+q\n want %+q", p.p, c.in, got, p.want)
+			}
+		}
+	}
+}
+
+// TestPretokenizeAgainstPerl runs both patterns, as tokenizer.json
+// writes them, in Perl, whose regular expressions agree with Oniguruma's
+// on them (Unicode classes, (?i), look-ahead, leftmost-first alternation),
+// over random text of the characters the patterns tell apart; skipped
+// where there is no perl.
+func TestPretokenizeAgainstPerl(t *testing.T) {
+	perl, err := exec.LookPath("perl")
+	if err != nil {
+		t.Skip("no perl to run the patterns with")
+	}
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	// Characters assigned before Unicode 14 (Perl's tables may be older
+	// than Go's): letters, marks of every kind, numbers, spaces, line
+	// breaks, punctuation, symbols, a format character.
+	chars := []string{"a", "Z", "\u00e9", "\u017f", "s", "t", "'", "\u0301", "\u0300", "\u20dd", "\u093f", "\u094d", "\u0939",
+		"\u0645", "\u064e", "\u05b8", "\u0e34", "\ufe0f", "\u302e", "\ud55c", "\u4e2d", "1", "\u00bd", "\u216b", "\u0661",
+		" ", "  ", "\t", "\n", "\r\n", "\u00a0", "\u3000", "\u2028", "\u0085", ".", "!", "(", "\u2764", "\U0001F600", "\u200d", "_", "-"}
+	rng := rand.New(rand.NewPCG(5, 35))
+	var texts []string
+	for range 2000 {
+		var b strings.Builder
+		for range 1 + rng.IntN(12) {
+			b.WriteString(chars[rng.IntN(len(chars))])
+		}
+		texts = append(texts, b.String())
+	}
+	for _, c := range marksCases {
+		texts = append(texts, c.in)
+	}
+	for _, p := range []Pretokenizer{Qwen2, Qwen35} {
+		// Perl reads the texts as JSON lines and writes each one's
+		// matches the same way.
+		script := `use JSON::PP; binmode STDIN; binmode STDOUT; my $js = JSON::PP->new->utf8;` +
+			`my $re = qr/` + p.Regex() + `/;` +
+			`while (my $l = <STDIN>) { my $t = $js->decode($l); my @m; push @m, $& while $t =~ /$re/g; print $js->encode(\@m), "\n"; }`
+		var in bytes.Buffer
+		for _, text := range texts {
+			line, _ := json.Marshal(text)
+			in.Write(append(line, '\n'))
+		}
+		cmd := exec.Command(perl, "-e", script)
+		cmd.Stdin = &in
+		out, err := cmd.Output()
+		if err != nil {
+			t.Skipf("perl cannot run the pattern (%v): JSON::PP missing?", err)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+		if len(lines) != len(texts) {
+			t.Fatalf("%v: perl gave %d lines for %d texts", p, len(lines), len(texts))
+		}
+		for i, text := range texts {
+			var want []string
+			if err := json.Unmarshal([]byte(lines[i]), &want); err != nil {
+				t.Fatalf("%v: perl's output %q: %v", p, lines[i], err)
+			}
+			if got := pretokenize(text, p); !slices.Equal(got, want) {
+				t.Errorf("%v, %+q:\n got  %+q\n perl %+q", p, text, got, want)
+			}
 		}
 	}
 }
@@ -104,12 +241,13 @@ func TestAddedTokens(t *testing.T) {
 // refEncoder is a deliberately naive BPE over a Vocab (string maps, best
 // pair by full scan) to check the table-driven encoder against.
 type refEncoder struct {
-	ids   map[string]int32
-	ranks map[[2]string]int
+	ids    map[string]int32
+	ranks  map[[2]string]int
+	pretok Pretokenizer
 }
 
 func newRefEncoder(v *Vocab) *refEncoder {
-	r := &refEncoder{ids: map[string]int32{}, ranks: map[[2]string]int{}}
+	r := &refEncoder{ids: map[string]int32{}, ranks: map[[2]string]int{}, pretok: v.Pretokenizer}
 	for id, b := range v.Tokens {
 		if len(b) > 0 {
 			r.ids[string(b)] = int32(id)
@@ -147,7 +285,7 @@ func (r *refEncoder) word(w string) []int32 {
 
 func (r *refEncoder) encode(text string) []int32 {
 	var ids []int32
-	for _, w := range pretokenize(norm.NFC.String(text)) {
+	for _, w := range pretokenize(norm.NFC.String(text), r.pretok) {
 		ids = append(ids, r.word(w)...)
 	}
 	return ids

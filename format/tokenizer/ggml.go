@@ -29,16 +29,12 @@ const (
 	ggmlByte        = 6
 )
 
-// qwen35Pattern is Qwen3.5's split pattern (letters take their combining
-// marks), which llama.cpp calls "qwen35".
-const qwen35Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
-
 // ggmlPre maps the names llama.cpp gives the pre-tokenizers of Qwen
 // vocabularies (llama-vocab.cpp) to the split patterns they stand for.
-var ggmlPre = map[string]string{
-	"qwen2":            qwenPattern,
-	"deepseek-r1-qwen": qwenPattern, // DeepSeek-R1's distillations into Qwen2.5
-	"qwen35":           qwen35Pattern,
+var ggmlPre = map[string]Pretokenizer{
+	"qwen2":            Qwen2,
+	"deepseek-r1-qwen": Qwen2, // DeepSeek-R1's distillations into Qwen2.5
+	"qwen35":           Qwen35,
 }
 
 // CheckGGML refuses a GGUF's tokenizer model and pre-tokenizer
@@ -46,17 +42,19 @@ var ggmlPre = map[string]string{
 // Qwen split pattern this tokenizer implements: a cheap check a compiler
 // makes before it reads the weights.
 func CheckGGML(model, pre string) error {
+	_, err := ggmlPretokenizer(model, pre)
+	return err
+}
+
+func ggmlPretokenizer(model, pre string) (Pretokenizer, error) {
 	if model != "gpt2" {
-		return fmt.Errorf("tokenizer.ggml.model %q: only byte-level BPE (\"gpt2\") is supported", model)
+		return 0, fmt.Errorf("tokenizer.ggml.model %q: only byte-level BPE (\"gpt2\") is supported", model)
 	}
-	pattern, ok := ggmlPre[pre]
+	p, ok := ggmlPre[pre]
 	if !ok {
-		return fmt.Errorf("tokenizer.ggml.pre %q: not a Qwen pre-tokenizer (qwen2, deepseek-r1-qwen, qwen35)", pre)
+		return 0, fmt.Errorf("tokenizer.ggml.pre %q: not a Qwen pre-tokenizer (qwen2, deepseek-r1-qwen, qwen35)", pre)
 	}
-	if pattern != qwenPattern {
-		return fmt.Errorf("tokenizer.ggml.pre %q: this build's tokenizer implements only Qwen2's split pattern, not this one's %s", pre, pattern)
-	}
-	return nil
+	return p, nil
 }
 
 // LoadGGML reads a GGUF file's tokenizer into a Vocab. Only byte-level
@@ -68,7 +66,8 @@ func CheckGGML(model, pre string) error {
 // tokenizer.json's added tokens; unused ids ([PAD151700]) are no token.
 // An error names the key at fault.
 func LoadGGML(g *GGML) (*Vocab, error) {
-	if err := CheckGGML(g.Model, g.Pre); err != nil {
+	pretok, err := ggmlPretokenizer(g.Model, g.Pre)
+	if err != nil {
 		return nil, err
 	}
 	if len(g.Tokens) > MaxIDs {
@@ -77,7 +76,7 @@ func LoadGGML(g *GGML) (*Vocab, error) {
 	if g.Types != nil && len(g.Types) != len(g.Tokens) {
 		return nil, fmt.Errorf("tokenizer.ggml.token_type has %d entries for %d tokens", len(g.Types), len(g.Tokens))
 	}
-	v := &Vocab{NFC: true, Tokens: make([][]byte, len(g.Tokens))}
+	v := &Vocab{NFC: true, Pretokenizer: pretok, Tokens: make([][]byte, len(g.Tokens))}
 	ids := make(map[string]int32, len(g.Tokens)) // byte-level text of the model tokens
 	for id, s := range g.Tokens {
 		typ := int32(ggmlNormal)
@@ -149,7 +148,6 @@ func LoadGGML(g *GGML) (*Vocab, error) {
 		}
 		return g.Tokens[id], nil
 	}
-	var err error
 	if v.EOS, err = content(g.EOS, "eos_token_id"); err != nil {
 		return nil, err
 	}

@@ -75,6 +75,18 @@ func TestGGMLRefused(t *testing.T) {
 	if _, err := LoadGGML(base()); err != nil {
 		t.Fatalf("the base case: %v", err)
 	}
+	// Each Qwen pre-tokenizer llama.cpp names is the split pattern it
+	// stands for.
+	for pre, want := range map[string]Pretokenizer{"qwen2": Qwen2, "deepseek-r1-qwen": Qwen2, "qwen35": Qwen35} {
+		g := base()
+		g.Pre = pre
+		v, err := LoadGGML(g)
+		if err != nil {
+			t.Errorf("tokenizer.ggml.pre %q: %v", pre, err)
+		} else if v.Pretokenizer != want {
+			t.Errorf("tokenizer.ggml.pre %q: pattern %v, want %v", pre, v.Pretokenizer, want)
+		}
+	}
 	for _, c := range []struct {
 		name string
 		edit func(g *GGML)
@@ -82,7 +94,6 @@ func TestGGMLRefused(t *testing.T) {
 	}{
 		{"spm", func(g *GGML) { g.Model = "llama" }, `tokenizer.ggml.model "llama"`},
 		{"pre", func(g *GGML) { g.Pre = "llama3" }, `tokenizer.ggml.pre "llama3"`},
-		{"qwen35", func(g *GGML) { g.Pre = "qwen35" }, `tokenizer.ggml.pre "qwen35": this build's tokenizer implements only Qwen2's`},
 		{"types", func(g *GGML) { g.Types = g.Types[:2] }, "token_type has 2 entries for 4 tokens"},
 		{"byte token", func(g *GGML) { g.Types[0] = 6 }, `tokenizer.ggml.tokens[0] ("a"): token type 6`},
 		{"bad type", func(g *GGML) { g.Types[0] = 9 }, "token_type 9"},

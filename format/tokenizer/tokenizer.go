@@ -30,6 +30,7 @@ type Tokenizer struct {
 
 	eos, bos, pad int32
 	nfc           bool
+	pretok        Pretokenizer
 
 	added []addedToken
 	// rawMatch finds added tokens matched in the raw text, normMatch those
@@ -255,10 +256,14 @@ func startsWithWord(s string) bool {
 	return false
 }
 
+// Pretokenizer is the split pattern the tokenizer cuts text with.
+func (t *Tokenizer) Pretokenizer() Pretokenizer { return t.pretok }
+
 // encodeNormalized runs the pre-tokenizer and BPE over normalized text.
 func (t *Tokenizer) encodeNormalized(dst []int32, s string, sc *scratch) []int32 {
+	marks := t.pretok == Qwen35
 	for i := 0; i < len(s); {
-		j := nextPretoken(s, i)
+		j := nextPretoken(s, i, marks)
 		dst = t.bpe(dst, s[i:j], sc)
 		i = j
 	}

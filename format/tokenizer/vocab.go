@@ -36,6 +36,9 @@ type Vocab struct {
 	// IgnoreMerges mirrors the BPE option of that name: a pre-token that is
 	// itself a token is emitted as is, without running the merges.
 	IgnoreMerges bool
+	// Pretokenizer is the split pattern of tokenizer.json's
+	// pre_tokenizer.
+	Pretokenizer Pretokenizer
 }
 
 // Merge is one BPE merge rule: tokens Left and Right, adjacent, become Result.
@@ -56,10 +59,6 @@ type AddedToken struct {
 	// tokens are matched in the normalized text instead of the raw text.
 	LStrip, RStrip, SingleWord, Normalized bool
 }
-
-// qwenPattern is the only pre-tokenizer split pattern the scanner in
-// pretok.go implements (Qwen2, Qwen2.5 and Qwen3 all use it).
-const qwenPattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 
 type hfAdded struct {
 	ID         *int   `json:"id"`
@@ -161,9 +160,9 @@ func (c *hfComponent) describe() string {
 }
 
 // LoadHF reads a Hugging Face tokenizer.json and, if not nil, the
-// tokenizer_config.json next to it. Only byte-level BPE tokenizers with the
-// Qwen2 pre-tokenizer are accepted; anything that would tokenize differently
-// is refused rather than approximated.
+// tokenizer_config.json next to it. Only byte-level BPE tokenizers with
+// one of the Qwen split patterns (Pretokenizer) are accepted; anything
+// that would tokenize differently is refused rather than approximated.
 func LoadHF(tokenizerJSON, tokenizerConfigJSON []byte) (*Vocab, error) {
 	var hf hfTokenizerJSON
 	if err := json.Unmarshal(tokenizerJSON, &hf); err != nil {
@@ -176,7 +175,8 @@ func LoadHF(tokenizerJSON, tokenizerConfigJSON []byte) (*Vocab, error) {
 	if m.Type != "BPE" {
 		return nil, fmt.Errorf("not a byte-level BPE tokenizer: model.type is %q", m.Type)
 	}
-	if err := checkPipeline(&hf); err != nil {
+	pretok, err := checkPipeline(&hf)
+	if err != nil {
 		return nil, err
 	}
 	if m.Dropout != nil && *m.Dropout != 0 {
@@ -195,7 +195,7 @@ func LoadHF(tokenizerJSON, tokenizerConfigJSON []byte) (*Vocab, error) {
 		return nil, errors.New("tokenizer.json: model.byte_fallback is not supported")
 	}
 
-	v := &Vocab{IgnoreMerges: m.IgnoreMerges}
+	v := &Vocab{IgnoreMerges: m.IgnoreMerges, Pretokenizer: pretok}
 	norm, err := parseComponent(hf.Normalizer)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer.json: normalizer: %w", err)
@@ -354,49 +354,53 @@ func tokenContent(raw json.RawMessage, field string) (string, error) {
 }
 
 // checkPipeline refuses pipelines the encoder does not implement: the
-// pre-tokenizer must be exactly the Qwen split followed by a byte-level
-// mapping, and the decoder byte-level.
-func checkPipeline(hf *hfTokenizerJSON) error {
+// pre-tokenizer must be exactly a Qwen split pattern followed by a
+// byte-level mapping, and the decoder byte-level. It returns the pattern.
+func checkPipeline(hf *hfTokenizerJSON) (Pretokenizer, error) {
 	pre, err := parseComponent(hf.PreTokenizer)
 	if err != nil {
-		return fmt.Errorf("tokenizer.json: pre_tokenizer: %w", err)
+		return 0, fmt.Errorf("tokenizer.json: pre_tokenizer: %w", err)
 	}
 	dec, err := parseComponent(hf.Decoder)
 	if err != nil {
-		return fmt.Errorf("tokenizer.json: decoder: %w", err)
+		return 0, fmt.Errorf("tokenizer.json: decoder: %w", err)
 	}
 	post, err := parseComponent(hf.PostProcessor)
 	if err != nil {
-		return fmt.Errorf("tokenizer.json: post_processor: %w", err)
+		return 0, fmt.Errorf("tokenizer.json: post_processor: %w", err)
 	}
 	hasByteLevel := pre != nil && (pre.Type == "ByteLevel" ||
 		slices.ContainsFunc(pre.Pretokenizers, func(c hfComponent) bool { return c.Type == "ByteLevel" }))
 	if !hasByteLevel {
-		return fmt.Errorf("not a byte-level BPE tokenizer: pre_tokenizer is %s", pre.describe())
+		return 0, fmt.Errorf("not a byte-level BPE tokenizer: pre_tokenizer is %s", pre.describe())
 	}
 	if dec == nil || dec.Type != "ByteLevel" {
-		return fmt.Errorf("not a byte-level BPE tokenizer: decoder is %s", dec.describe())
+		return 0, fmt.Errorf("not a byte-level BPE tokenizer: decoder is %s", dec.describe())
+	}
+	var pat struct {
+		Regex *string `json:"Regex"`
 	}
 	ok := pre.Type == "Sequence" && len(pre.Pretokenizers) == 2
 	if ok {
 		split, bl := &pre.Pretokenizers[0], &pre.Pretokenizers[1]
-		var pat struct {
-			Regex *string `json:"Regex"`
-		}
 		ok = split.Type == "Split" && json.Unmarshal(split.Pattern, &pat) == nil && pat.Regex != nil &&
-			*pat.Regex == qwenPattern && split.Behavior == "Isolated" && !split.Invert &&
+			split.Behavior == "Isolated" && !split.Invert &&
 			bl.Type == "ByteLevel" && !bl.AddPrefixSpace && bl.UseRegex != nil && !*bl.UseRegex
 	}
 	if !ok {
-		return fmt.Errorf("tokenizer.json: pre_tokenizer %s is not supported: only Split(Qwen2 pattern, Isolated) then ByteLevel(add_prefix_space=false, use_regex=false) is implemented", pre.describe())
+		return 0, fmt.Errorf("tokenizer.json: pre_tokenizer %s is not supported: only Split(a Qwen pattern, Isolated) then ByteLevel(add_prefix_space=false, use_regex=false) is implemented", pre.describe())
+	}
+	p, known := pretokenizerOf(*pat.Regex)
+	if !known {
+		return 0, fmt.Errorf("tokenizer.json: pre_tokenizer.pretokenizers[0].pattern.Regex %q is not supported: the split patterns implemented are Qwen2/Qwen3's and Qwen3.5's", *pat.Regex)
 	}
 	// TemplateProcessing adds tokens to every input; the encoder does not,
 	// and the compiler records what it appends for the models whose
 	// inputs take it (Qwen3-Embedding's <|endoftext|>).
 	if post != nil && post.Type != "ByteLevel" && post.Type != "TemplateProcessing" && post.Type != "Sequence" {
-		return fmt.Errorf("tokenizer.json: post_processor %s is not supported: only ByteLevel and TemplateProcessing are", post.describe())
+		return 0, fmt.Errorf("tokenizer.json: post_processor %s is not supported: only ByteLevel and TemplateProcessing are", post.describe())
 	}
-	return nil
+	return p, nil
 }
 
 // validate checks the invariants MarshalBinary and the encoder rely on, so a

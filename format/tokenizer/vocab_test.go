@@ -129,6 +129,9 @@ func TestLoadHFErrors(t *testing.T) {
 		{"no model", func(d map[string]any) { delete(d, "model") }, "not a byte-level BPE tokenizer"},
 		{"pattern", func(d map[string]any) {
 			d["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)[0].(map[string]any)["pattern"] = map[string]any{"Regex": `\s+`}
+		}, `pre_tokenizer.pretokenizers[0].pattern.Regex "\\s+" is not supported: the split patterns implemented are Qwen2/Qwen3's and Qwen3.5's`},
+		{"split behaviour", func(d map[string]any) {
+			d["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)[0].(map[string]any)["behavior"] = "Removed"
 		}, "pre_tokenizer Sequence[Split, ByteLevel] is not supported"},
 		{"bert", func(d map[string]any) { d["post_processor"] = map[string]any{"type": "BertProcessing"} },
 			"post_processor BertProcessing is not supported"},

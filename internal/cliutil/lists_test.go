@@ -24,3 +24,16 @@ func TestInts(t *testing.T) {
 		}
 	}
 }
+
+func TestBytes(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "512": 512, "4G": 4e9, "1.5GB": 1.5e9, "512MiB": 512 << 20, "2 gib": 2 << 30, "10k": 10e3} {
+		if got, err := Bytes(in); err != nil || got != want {
+			t.Errorf("Bytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "G", "-1G", "4X", "1e99", "four"} {
+		if _, err := Bytes(bad); err == nil {
+			t.Errorf("Bytes(%q): no error", bad)
+		}
+	}
+}

@@ -11,9 +11,10 @@ import (
 // without a server (the commands, their helpers under cmd/ and the tests
 // may import what they like). One package is a client, not a server:
 // oci pulls models from registries through go-containerregistry, which
-// speaks HTTP, so it may depend on net/http, but not on Prometheus; and
+// speaks HTTP, so it may depend on net/http, but not on Prometheus, and
+// so may agentbench, which plays an agent's session against servers;
 // since every other library package is still held to the rule, none of
-// them can import oci.
+// them can import those.
 func TestOnlyServeServesHTTP(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{.Name}} {{join .Deps \" \"}}", "github.com/qwenc/qwenc/...").Output()
 	if err != nil {
@@ -28,7 +29,7 @@ func TestOnlyServeServesHTTP(t *testing.T) {
 			continue
 		}
 		checked++
-		client := strings.HasSuffix(path, "/qwenc/format/oci")
+		client := strings.HasSuffix(path, "/qwenc/format/oci") || strings.HasSuffix(path, "/qwenc/qwen/agentbench")
 		for _, d := range deps {
 			if d == "net/http" && !client || strings.HasPrefix(d, "github.com/prometheus/") {
 				t.Errorf("%s depends on %s: only serve serves HTTP", path, d)

@@ -46,6 +46,7 @@ var layers = []struct {
 	{"qwen", []string{"format", "format/arch", "format/chat", "format/tokenizer", "kernels", "runtime/...", "internal/fsutil", "internal/mem"}},
 	{"qwen/serve", []string{"qwen", "format/chat", "runtime/sampling"}},
 	{"qwen/bench", []string{"qwen", "format", "format/...", "kernels", "runtime/...", "internal/cliutil", "internal/mem"}},
+	{"qwen/agentbench", []string{"qwen"}},
 	{"cmd/internal/report", []string{"qwen", "internal/fsutil", "internal/mem"}},
 	{"cmd/internal/pullcache", []string{"format/oci"}},
 	{"cmd/internal/modelflags", []string{"qwen", "cmd/internal/pullcache", "format", "format/oci", "kernels"}},

@@ -347,17 +347,22 @@ func (s Shape) visionTensors() []Tensor {
 // qwen35Config is config.json as Qwen3.5 ships it (section 2 of the
 // design note): the multimodal Qwen3_5ForConditionalGeneration config with
 // the text model's keys under text_config, or, for TextOnly, those keys
-// alone (Qwen3_5ForCausalLM). The image and video token ids are the Qwen2/3
-// vocabulary's, which the bundled tokenizer has (Qwen3.5's own vocabulary
-// puts them at 248056 and up).
+// alone (Qwen3_5ForCausalLM). The image and video token ids are those
+// of the vocabulary the eos ids are in: Qwen3.5's (248056 and up) or the
+// Qwen2/3 one the tests bundle (151655 and up).
 func (s Shape) qwen35Config() map[string]any {
 	moe := s.ModelType == "qwen3_5_moe"
 	rot := s.rotaryDims()
 	eos := s.eos()
+	endOfText := eos[len(eos)-1] // <|endoftext|>
+	visionStart := 151652        // <|vision_start|> of the Qwen2/3 vocabulary the tests bundle
+	if endOfText == Qwen35AddedStart {
+		visionStart = Qwen35AddedStart + 9 // Qwen3.5's (Qwen35Tokenizer)
+	}
 	dtype := map[string]string{"BF16": "bfloat16", "F16": "float16", "F32": "float32"}[s.DType]
 	text := map[string]any{
 		"model_type": s.ModelType + "_text", "attention_bias": false, "attention_dropout": 0.0, "attn_output_gate": true,
-		"bos_token_id": eos[len(eos)-1], "eos_token_id": eos[len(eos)-1], "pad_token_id": nil, "dtype": dtype,
+		"bos_token_id": endOfText, "eos_token_id": endOfText, "pad_token_id": nil, "dtype": dtype,
 		"full_attention_interval": s.fullAttentionInterval(), "layer_types": s.layerTypes(),
 		"head_dim": s.HeadDim, "hidden_act": "silu", "hidden_size": s.Hidden, "initializer_range": 0.02,
 		"linear_conv_kernel_dim": s.ConvKernel, "linear_key_head_dim": s.LinearKeyHeadDim, "linear_num_key_heads": s.LinearKeyHeads,
@@ -386,7 +391,7 @@ func (s Shape) qwen35Config() map[string]any {
 	cfg := map[string]any{
 		"architectures": []string{arch + "ForConditionalGeneration"}, "model_type": s.ModelType, "text_config": text,
 		"tie_word_embeddings": s.Tied, "language_model_only": false, "transformers_version": "4.57.1",
-		"image_token_id": 151655, "video_token_id": 151656, "vision_start_token_id": 151652, "vision_end_token_id": 151653,
+		"image_token_id": visionStart + 3, "video_token_id": visionStart + 4, "vision_start_token_id": visionStart, "vision_end_token_id": visionStart + 1,
 	}
 	if s.Vision {
 		v := vision()

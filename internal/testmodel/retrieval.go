@@ -29,15 +29,22 @@ type RerankCase struct {
 // ReadCases reads the cases of a reference file ({"cases": [...]}).
 func ReadCases[T any](tb testing.TB, path string) []T {
 	tb.Helper()
+	var r struct{ Cases []T }
+	ReadJSON(tb, path, &r)
+	return r.Cases
+}
+
+// ReadJSON reads the JSON file at path into v, failing the test if it
+// cannot.
+func ReadJSON(tb testing.TB, path string, v any) {
+	tb.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var r struct{ Cases []T }
-	if err := json.Unmarshal(b, &r); err != nil {
+	if err := json.Unmarshal(b, v); err != nil {
 		tb.Fatalf("%s: %v", path, err)
 	}
-	return r.Cases
 }
 
 // Cosine is the cosine similarity of a vector and a reference one (of at

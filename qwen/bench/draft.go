@@ -19,6 +19,18 @@ type DraftConfig struct {
 	Rows    []int // the k to measure (1 is always measured)
 	Depth   int   // tokens in the cache before each step
 	Reps    int
+	// MTP also times a step of the model's MTP block guessing one token
+	// (one row, then the head's first MTPVocab rows; 0: all), alternating
+	// with the others.
+	MTP      bool
+	MTPVocab int
+}
+
+// MTPCost is what DraftCost measured of the MTP block: its median guess
+// step, and that over the one-token decode step's.
+type MTPCost struct {
+	Step  time.Duration
+	Ratio float64
 }
 
 // DraftRow is one k's figures.
@@ -31,64 +43,109 @@ type DraftRow struct {
 }
 
 // DraftCost times steps of each row count, alternating them within each
-// repetition, from the same cache (rewound after each step).
-func DraftCost(cfg DraftConfig) ([]DraftRow, error) {
+// repetition, from the same cache (rewound after each step), and with
+// cfg.MTP the MTP block's guess steps among them.
+func DraftCost(cfg DraftConfig) ([]DraftRow, MTPCost, error) {
+	var mc MTPCost
 	if cfg.Reps < 1 || cfg.Depth < 1 {
-		return nil, fmt.Errorf("bench draft: reps %d, depth %d: want 1 or more", cfg.Reps, cfg.Depth)
+		return nil, mc, fmt.Errorf("bench draft: reps %d, depth %d: want 1 or more", cfg.Reps, cfg.Depth)
 	}
 	m, err := infer.Open(cfg.Model, infer.Options{Threads: cfg.Threads, Kernels: cfg.Kernels})
 	if err != nil {
-		return nil, err
+		return nil, mc, err
 	}
 	defer m.Close()
+	if cfg.MTP && !m.HasMTP() {
+		return nil, mc, fmt.Errorf("bench draft: %s has no MTP block", cfg.Model)
+	}
 	rows := append([]int{1}, cfg.Rows...)
 	most := 0
 	for _, k := range rows {
 		if k < 1 || k > m.MaxPrefill() {
-			return nil, fmt.Errorf("bench draft: %d rows, want 1 to the prefill batch %d", k, m.MaxPrefill())
+			return nil, mc, fmt.Errorf("bench draft: %d rows, want 1 to the prefill batch %d", k, m.MaxPrefill())
 		}
 		most = max(most, k)
 	}
-	r := m.NewRunner(infer.Options{Threads: cfg.Threads, Kernels: cfg.Kernels})
+	r := m.NewRunner(infer.Options{Threads: cfg.Threads, Kernels: cfg.Kernels, MTPVocab: cfg.MTPVocab})
 	defer r.Close()
 	s, err := m.NewSession(cfg.Depth + most)
 	if err != nil {
-		return nil, err
+		return nil, mc, err
+	}
+	if cfg.MTP {
+		if err := s.TrackMTP(); err != nil {
+			return nil, mc, err
+		}
 	}
 	tokens := make([]int32, cfg.Depth+most)
 	for i := range tokens {
-		tokens[i] = int32(1000 + (i*7919)%100000)
+		tokens[i] = int32(1000 + (i*7919)%(m.Config.Vocab-1000))
 	}
 	for at := 0; at < cfg.Depth; at += m.MaxPrefill() {
 		if err := r.Step([]infer.Seq{{Session: s, Tokens: tokens[at:min(at+m.MaxPrefill(), cfg.Depth)]}}); err != nil {
-			return nil, err
+			return nil, mc, err
+		}
+		if cfg.MTP {
+			if err := mtpCatchUp(r, s, tokens[min(at+m.MaxPrefill(), cfg.Depth)]); err != nil {
+				return nil, mc, err
+			}
 		}
 	}
 	s.Checkpoint() // each measured step goes back here
 	times := make([][]float64, len(rows))
+	var mtpTimes []float64
 	for rep := range cfg.Reps + 1 { // the first round warms up
 		for i, k := range rows {
 			start := time.Now()
 			if err := r.Step([]infer.Seq{{Session: s, Tokens: tokens[cfg.Depth : cfg.Depth+k], Logits: true, Last: k}}); err != nil {
-				return nil, err
+				return nil, mc, err
 			}
 			d := time.Since(start)
 			if err := s.Rewind(cfg.Depth); err != nil {
-				return nil, err
+				return nil, mc, err
 			}
 			if rep > 0 {
 				times[i] = append(times[i], d.Seconds())
 			}
 		}
+		if cfg.MTP {
+			// The rewind left the row of the last position waiting (it
+			// is computed again with the token after it): a decode
+			// step's MTP guess.
+			start := time.Now()
+			if err := r.StepMTP([]infer.MTPSeq{{Session: s, Next: tokens[cfg.Depth], Logits: true}}); err != nil {
+				return nil, mc, err
+			}
+			if rep > 0 {
+				mtpTimes = append(mtpTimes, time.Since(start).Seconds())
+			}
+		}
 	}
 	one := median(times[0])
+	if cfg.MTP {
+		t := median(mtpTimes)
+		mc = MTPCost{Step: time.Duration(t * float64(time.Second)), Ratio: t / one}
+	}
 	out := make([]DraftRow, len(rows))
 	for i, k := range rows {
 		t := median(times[i])
 		cost := t / one
 		out[i] = DraftRow{Rows: k, Step: time.Duration(t * float64(time.Second)), Cost: cost, Pays: breakEven(k, cost), Gains: float64(k) / cost}
 	}
-	return out, nil
+	return out, mc, nil
+}
+
+// mtpCatchUp brings s's MTP rows up to its last position, whose next
+// token is next.
+func mtpCatchUp(r *infer.Runner, s *infer.Session, next int32) error {
+	for s.MTPWaiting() > 0 {
+		max := r.Model().MTPRows()
+		last := s.MTPWaiting() <= max
+		if err := r.StepMTP([]infer.MTPSeq{{Session: s, Next: next, Max: max, Logits: last}}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // breakEven is the per-token acceptance rate a at which a step of k rows
@@ -168,9 +225,18 @@ func Project(rows []DraftRow, r float64, accept []float64) []Projection {
 	return out
 }
 
+// WriteMTPCost prints what the MTP block's guess costs.
+func WriteMTPCost(w io.Writer, cfg DraftConfig, mc MTPCost) {
+	vocab := "every token id"
+	if cfg.MTPVocab > 0 {
+		vocab = fmt.Sprintf("the first %d token ids and the stop tokens", cfg.MTPVocab)
+	}
+	fmt.Fprintf(w, "an MTP guess (one row of the MTP layer, the head over %s): %.2f ms, %.3f of a one-token decode step\n", vocab, ms(mc.Step), mc.Ratio)
+}
+
 // WriteProjection prints the projections.
 func WriteProjection(w io.Writer, r float64, accept []float64, ps []Projection) {
-	fmt.Fprintf(w, "projected speedup of a draft model whose step costs %.3f of this one's, by drafted tokens and acceptance rate\n", r)
+	fmt.Fprintf(w, "projected speedup of drafts whose guesses cost %.3f of a step each, by drafted tokens and acceptance rate\n", r)
 	fmt.Fprintf(w, "%8s", "drafted")
 	for _, a := range accept {
 		fmt.Fprintf(w, " %8s", fmt.Sprintf("a=%.2f", a))

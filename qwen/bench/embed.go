@@ -36,7 +36,7 @@ func Embed(cfg EmbedConfig) (EmbedResult, error) {
 	if cfg.Reps < 1 || cfg.Inputs < 1 || cfg.Tokens < 2 || cfg.Long < 2 {
 		return res, fmt.Errorf("bench embed: reps %d, inputs %d, tokens %d, long %d: want 1, 1, 2 and 2 or more", cfg.Reps, cfg.Inputs, cfg.Tokens, cfg.Long)
 	}
-	m, err := qwen.Open(cfg.Model, append([]qwen.Option{qwen.WithPrefixCache(0)}, cfg.Options...)...)
+	m, err := qwen.Open(cfg.Model, append([]qwen.Option{qwen.WithStateCache(0)}, cfg.Options...)...)
 	if err != nil {
 		return res, err
 	}

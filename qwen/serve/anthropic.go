@@ -197,7 +197,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rl *reqLog) *a
 	if e != nil {
 		return e
 	}
-	g, e := s.start(r.Context(), rl, t, req, schemaFields{mr.formatField(), toolPaths(req.Tools, "tools[%d].input_schema")})
+	g, e := s.start(r.Context(), rl, t, req, schemaFields{mr.schemaField(), toolPaths(req.Tools, "tools[%d].input_schema")})
 	if e != nil {
 		return e
 	}
@@ -529,16 +529,9 @@ func (t *target) anthropicThinking(mr *messagesRequest, req *qwen.Request) *apiE
 			return t.effort(*effort, "output_config.effort", req)
 		case th.BudgetTokens == nil:
 			return nil
-		case *th.BudgetTokens < 1:
-			// Anthropic wants at least 1024; any positive budget is kept
-			// here, small ones being useful on small models.
-			return badRequest("thinking.budget_tokens", "thinking.budget_tokens: want a positive number of tokens")
 		}
-		// A model whose chat format does not think has no thinking to
-		// bound, as disabled has none to switch off for it.
-		if thinks(t.info) {
-			req.ThinkBudget = *th.BudgetTokens
-		}
+		// Anthropic wants at least 1024; any positive budget is kept.
+		return t.thinkingBudget(*th.BudgetTokens, "thinking.budget_tokens", req)
 	case "disabled":
 		req.NoThinking = true
 	default:
@@ -547,12 +540,12 @@ func (t *target) anthropicThinking(mr *messagesRequest, req *qwen.Request) *apiE
 	return nil
 }
 
-// formatField is the field that gives the answer's format.
-func (mr *messagesRequest) formatField() string {
+// schemaField is where the request gives the answer's schema.
+func (mr *messagesRequest) schemaField() string {
 	if len(mr.OutputFormat) > 0 && string(mr.OutputFormat) != "null" {
-		return "output_format"
+		return "output_format.schema"
 	}
-	return "output_config.format"
+	return "output_config.format.schema"
 }
 
 // anthropicFormat reads output_config.format (or the beta's

@@ -101,10 +101,10 @@ func TestAnthropicOutputFormat(t *testing.T) {
 	for _, c := range []struct{ extra, msg string }{
 		{`"output_config":{"format":{"type":"json_object"}}`, `output_config.format.type "json_object": want json_schema`},
 		{`"output_config":{"format":{"type":"json_schema"}}`, "output_config.format.schema: missing"},
-		{`"output_config":{"format":{"type":"json_schema","schema":{"type":"object","minProperties":1}}}`, "output_config.format: json schema #: minProperties"},
-		{`"output_format":{"type":"json_schema","schema":{"type":"object","minProperties":1}}`, "output_format: json schema #: minProperties"},
+		{`"output_config":{"format":{"type":"json_schema","schema":{"type":"object","not":{}}}}`, "output_config.format.schema: json schema #: not: not supported"},
+		{`"output_format":{"type":"json_schema","schema":{"type":"object","not":{}}}`, "output_format.schema: json schema #: not: not supported"},
 		{`"output_format":{"type":"json_schema","schema":{}},"output_config":{"format":{"type":"json_schema","schema":{}}}`, "give one"},
-		{`"output_config":{"effort":"extreme"}`, `output_config.effort "extreme"`},
+		{`"output_config":{"effort":"extreme"}`, `output_config.effort: reasoning effort "extreme"`},
 		{`"thinking":{"type":"adaptive","budget_tokens":0}`, "thinking.budget_tokens: want a positive number"},
 	} {
 		resp, out := ts.post(t, "/v1/messages", `{"model":"tiny-a","max_tokens":8,"messages":[{"role":"user","content":"Hi"}],`+c.extra+`}`)
@@ -118,7 +118,7 @@ func TestAnthropicOutputFormat(t *testing.T) {
 
 // TestAnthropicThinkingEffort: adaptive thinking thinks as the model
 // does, within budget_tokens when given, or within output_config.effort's
-// budget (at most half of max_tokens); enabled within budget_tokens;
+// budget (at most a share of max_tokens); enabled within budget_tokens;
 // disabled not at all; an effort alone sets the thinking too.
 func TestAnthropicThinkingEffort(t *testing.T) {
 	ts := newTestServer(t, modelOpts{}, ServerOptions{})
@@ -126,7 +126,7 @@ func TestAnthropicThinkingEffort(t *testing.T) {
 	for body, check := range map[string]func(qwen.Request) bool{
 		`"thinking":{"type":"adaptive"}`:                                                     func(r qwen.Request) bool { return r.ThinkBudget == 0 && !r.NoThinking },
 		`"thinking":{"type":"adaptive","budget_tokens":30}`:                                  func(r qwen.Request) bool { return r.ThinkBudget == 30 },
-		`"thinking":{"type":"adaptive"},"output_config":{"effort":"low"}`:                    func(r qwen.Request) bool { return r.ThinkBudget == 500 },
+		`"thinking":{"type":"adaptive"},"output_config":{"effort":"low"}`:                    func(r qwen.Request) bool { return r.ThinkBudget == 250 },
 		`"thinking":{"type":"adaptive"},"output_config":{"effort":"max"}`:                    func(r qwen.Request) bool { return r.ThinkBudget == 0 && !r.NoThinking },
 		`"thinking":{"type":"enabled","budget_tokens":20},"output_config":{}`:                func(r qwen.Request) bool { return r.ThinkBudget == 20 },
 		`"thinking":{"type":"disabled"},"output_config":{"effort":"high"}`:                   func(r qwen.Request) bool { return r.NoThinking && r.ThinkBudget == 0 },

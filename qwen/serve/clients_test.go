@@ -15,7 +15,8 @@ import (
 // named function (streamed calls accumulated by the openai client's own
 // stream helper, equal to the answer not streamed), tool results sent
 // back, response_format json_schema and Ollama's format validated with
-// Ajv, a schema that cannot be enforced refused, and the ollama client's
+// Ajv, a schema that cannot be enforced refused when strict and relaxed,
+// named in the response's header, when not, and the ollama client's
 // tool_calls, whole and streamed, given back with tool_name (Ollama has
 // no tool_choice, so these go to a second server whose model opens a call
 // first: eagerCaller); the Responses API through the openai package
@@ -45,6 +46,25 @@ func TestRealClients(t *testing.T) {
 	runClients(t, node, dir, "clients.mjs", ts.url, ts.Name(), eager.url)
 	demo, _ := serveBundled(t, "qwen3-go-demo")
 	runClients(t, node, dir, "anthropic.mjs", ts.url, ts.Name(), demo.url, demo.Name())
+}
+
+// TestRealClientsQwen35 runs the same clients against Qwen3.5 models:
+// tiny-q35, whose calls are qwen3_coder's XML, held by the grammar and
+// read back typed by the tools' schemas, and the bundled qwen35-go-demo
+// for thinking, which Qwen3.5's prompt opens.
+func TestRealClientsQwen35(t *testing.T) {
+	node, dir := nodeClients(t)
+	ts, _ := serveBundled(t, "tiny-q35")
+	var cr ollamaChatRequest
+	readFile(t, filepath.Join(dir, "ollama-tools.json"), &cr)
+	req, e := ts.target().ollamaChatRequest(&cr)
+	if e != nil {
+		t.Fatal(e.msg)
+	}
+	eager := eagerModel(t, ts.m, req, "tiny-q35")
+	runClients(t, node, dir, "clients.mjs", ts.url, ts.Name(), eager.url, "qwen3_5")
+	demo, _ := serveBundled(t, "qwen35-go-demo")
+	runClients(t, node, dir, "anthropic.mjs", ts.url, ts.Name(), demo.url, demo.Name(), "opened")
 }
 
 // TestRealEmbeddingClients: the openai package's embeddings.create (its

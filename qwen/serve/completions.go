@@ -155,7 +155,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	}
 	if ls == nil {
 		head.Choices = []completionChoice{{Text: text.String(), Logprobs: lps, FinishReason: &out.finish}}
-		head.Usage = usageOf(out.usage)
+		head.Usage, head.Timings = usageOf(out.usage), timingsOf(out.usage)
 		writeJSON(w, http.StatusOK, head)
 		return nil
 	}
@@ -163,6 +163,6 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	if cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage {
 		u = usageOf(out.usage)
 	}
-	endStream(ls, head, completionChoice{FinishReason: &out.finish}, u)
+	endStream(ls, head, completionChoice{FinishReason: &out.finish}, u, timingsOf(out.usage))
 	return nil
 }

@@ -1,11 +1,13 @@
 package serve
 
 import (
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/qwenc/qwenc/qwen"
+	"github.com/qwenc/qwenc/runtime/sampling"
 )
 
 // TestDraftsAndPrediction: a server drafting from the text answers what
@@ -113,4 +115,50 @@ func TestDraftModelServer(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestMTPDraftsTimings: a server whose model drafts with its MTP block
+// answers what the model answers without, and says in the answer's
+// timings (and a stream's last chunk) how many tokens were drafted and
+// kept.
+func TestMTPDraftsTimings(t *testing.T) {
+	path := compiledPath(t, "qwen35-go-demo")
+	m, err := qwen.Open(path, qwen.WithThreads(2), qwen.WithMTP())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	alone, err := qwen.Open(path, qwen.WithThreads(2), qwen.WithParallel(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { alone.Close() })
+	s := NewServer(m, ServerOptions{DraftMTP: 1})
+	hs := httptest.NewServer(s.Handler())
+	t.Cleanup(hs.Close)
+	ts := &testServer{Server: s, m: m, url: hs.URL}
+	prompt := "package main\n\nimport \"fmt\"\n\nfunc main() {\n"
+	var want strings.Builder
+	for d, err := range alone.Generate(t.Context(), qwen.Request{Prompt: prompt, MaxTokens: 40, Sampling: &sampling.Params{}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.WriteString(d.Content)
+	}
+	var c struct {
+		Choices []struct{ Text string }
+		Timings timings
+	}
+	resp, body := ts.post(t, "/v1/completions", `{"model": "qwen35-go-demo", "prompt": `+jsonString(prompt)+`, "max_tokens": 40, "temperature": 0}`)
+	unmarshal(t, body, &c)
+	if resp.StatusCode != 200 || c.Choices[0].Text != want.String() {
+		t.Fatalf("%d %s, want %q", resp.StatusCode, body, want.String())
+	}
+	if tm := c.Timings; tm.DraftedTokens == 0 || 2*tm.AcceptedTokens < tm.DraftedTokens || tm.PredictedN != 40 || tm.DraftN != tm.DraftedTokens {
+		t.Errorf("timings %+v", tm)
+	}
+	_, body = ts.post(t, "/v1/completions", `{"model": "qwen35-go-demo", "prompt": `+jsonString(prompt)+`, "max_tokens": 40, "temperature": 0, "stream": true}`)
+	if !strings.Contains(string(body), `"drafted_tokens":`) || strings.Contains(string(body), `"drafted_tokens":0`) {
+		t.Errorf("a stream's timings: %s", body)
+	}
 }

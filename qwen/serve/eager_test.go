@@ -26,6 +26,13 @@ import (
 // greedy answer to req opens a call where the grammar allows one, and is
 // tiny-a's own where it does not.
 func eagerCaller(t *testing.T, m *qwen.Model, req qwen.Request) *testServer {
+	return eagerModel(t, m, req, "tiny-a")
+}
+
+// eagerModel is eagerCaller for m, the bundled model name (tiny-a, or
+// tiny-q35, whose config nests the text model's keys and whose tensors
+// are the text model's under model.language_model.).
+func eagerModel(t *testing.T, m *qwen.Model, req qwen.Request, name string) *testServer {
 	t.Helper()
 	req.MaxTokens, req.Sampling, req.ToolChoice, req.ToolName, req.OneToolCall = 1, &sampling.Params{}, "none", "", false
 	first := int32(-1)
@@ -39,11 +46,11 @@ func eagerCaller(t *testing.T, m *qwen.Model, req qwen.Request) *testServer {
 	}
 	call := m.Tokenize(chat.ToolCallOpen)
 	if first < 0 || len(call) != 1 {
-		t.Fatalf("tiny-a's first token %d, %s as %v", first, chat.ToolCallOpen, call)
+		t.Fatalf("%s's first token %d, %s as %v", name, first, chat.ToolCallOpen, call)
 	}
 
-	dir := filepath.Join(t.TempDir(), "tiny-a") // the name requests give
-	if err := testmodel.Materialise(testmodel.Testdata(t, "tiny-a"), testmodel.Testdata(t, "tokenizer", "tokenizer.json.gz"), dir); err != nil {
+	dir := filepath.Join(t.TempDir(), name) // the name requests give
+	if err := testmodel.Materialise(testmodel.Testdata(t, name), testmodel.Testdata(t, "tokenizer", "tokenizer.json.gz"), dir); err != nil {
 		t.Fatal(err)
 	}
 	// Materialise links the files it does not unpack: they are replaced,
@@ -52,6 +59,9 @@ func eagerCaller(t *testing.T, m *qwen.Model, req qwen.Request) *testServer {
 	var cfg map[string]any
 	readFile(t, cfgPath, &cfg)
 	cfg["tie_word_embeddings"] = false
+	if text, ok := cfg["text_config"].(map[string]any); ok {
+		text["tie_word_embeddings"] = false
+	}
 	b, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +109,11 @@ func withHead(st []byte, from, to int) ([]byte, error) {
 		Shape       []int  `json:"shape"`
 		DataOffsets [2]int `json:"data_offsets"`
 	}
-	if err := json.Unmarshal(header["model.embed_tokens.weight"], &emb); err != nil {
+	embName := "model.embed_tokens.weight"
+	if header[embName] == nil {
+		embName = "model.language_model.embed_tokens.weight"
+	}
+	if err := json.Unmarshal(header[embName], &emb); err != nil {
 		return nil, err
 	}
 	data := st[8+n:]

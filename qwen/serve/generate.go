@@ -34,25 +34,28 @@ type outcome struct {
 }
 
 // schemaFields name the fields a request's schemas come from, for the
-// errors of a schema the grammar refuses: format, the answer's
-// (response_format), or tools, a tool's name to the path of its
-// parameters.
+// errors of a schema the grammar refuses and the relaxations of one it
+// held to less: format, the answer's (response_format.json_schema.schema),
+// or tools, a tool's name to the path of its parameters.
 type schemaFields struct {
 	format string
 	tools  map[string]string
 }
 
-// toolParam is the path of the parameters of the tool a schema error is
-// of, or "tools" when it cannot be told; and the error without the
+// param is the field a schema error is of, the path of the parameters
+// of the tool it names, or else the format's; and the error without the
 // tool's name, which the path gives.
-func (f schemaFields) toolParam(err error) (string, string) {
+func (f schemaFields) param(err error) (string, string) {
 	msg := err.Error()
 	for name, path := range f.tools {
 		if rest, ok := strings.CutPrefix(msg, fmt.Sprintf("tool %q: parameters: ", name)); ok {
 			return path, rest
 		}
 	}
-	return "tools", msg
+	if f.format == "" || strings.HasPrefix(msg, "tool ") {
+		return "tools", msg
+	}
+	return f.format, msg
 }
 
 // toolPaths maps the names of tools, as a request lists them, to the
@@ -65,12 +68,56 @@ func toolPaths(tools []qwen.Tool, pattern string) map[string]string {
 	return paths
 }
 
+// relaxedHeader names the keywords of a request's schemas that the
+// grammar could not enforce and held to less (a tool's parameters, or a
+// structured format that is not strict), as keyword@where, where being
+// the field that holds the schema and a JSON pointer into it, joined by
+// "; ". The request's log line says why each was relaxed.
+const relaxedHeader = "X-Qwen-Schema-Relaxed"
+
+// relax reports the relaxations of a request's schemas, whose fields
+// say where the request gives them: in the response's header and in
+// the request's log line.
+func (rl *reqLog) relax(rs []qwen.Relaxation, fields schemaFields) {
+	var names []string
+	for _, r := range rs {
+		at := fields.format
+		if r.Tool != "" {
+			at = cmp.Or(fields.tools[r.Tool], "tools")
+		}
+		at += "#" + r.Path
+		names = append(names, headerSafe(r.Keyword+"@"+at))
+		rl.relaxed = append(rl.relaxed, fmt.Sprintf("%s: %s: %s", at, r.Keyword, r.Reason))
+	}
+	if len(names) > 0 && rl.header != nil {
+		rl.header.Set(relaxedHeader, strings.Join(names, "; "))
+	}
+}
+
+// headerSafe escapes what a header's value cannot hold or the list's
+// separator would split (a property's name may be anything) as %XX.
+func headerSafe(s string) string {
+	var b strings.Builder
+	for i := range len(s) {
+		switch c := s[i]; {
+		case c < 0x21 || c > 0x7e || c == '%' || c == ';' || c == ',':
+			fmt.Fprintf(&b, "%%%02X", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
 // start submits req to t; the generation ends with ctx, the request's.
 // A schema the grammar refuses is the fault of the field fields names.
 func (s *Server) start(ctx context.Context, rl *reqLog, t *target, req qwen.Request, fields schemaFields) (*generation, *apiError) {
 	req.Draft = cmp.Or(req.Draft, s.opts.Draft)
 	if t.info.DraftModel != "" { // a model loaded in place of the served one has none
 		req.DraftModel = cmp.Or(req.DraftModel, s.opts.DraftModel)
+	}
+	if t.info.MTPDrafts { // nor, perhaps, an MTP block
+		req.DraftMTP = cmp.Or(req.DraftMTP, s.opts.DraftMTP)
 	}
 	req.DraftMin = cmp.Or(req.DraftMin, s.opts.DraftMin)
 	req.DraftPMin = cmp.Or(req.DraftPMin, s.opts.DraftPMin)
@@ -80,11 +127,9 @@ func (s *Server) start(ctx context.Context, rl *reqLog, t *target, req qwen.Requ
 	switch {
 	case errors.Is(err, qwen.ErrEmbeddingModel):
 		return nil, badRequest("model", "%s: %v", t.name, err)
-	case errors.As(err, &schema) && req.JSONSchema == nil:
-		param, msg := fields.toolParam(err)
-		return nil, badRequest(param, "%s: %s", param, msg)
 	case errors.As(err, &schema):
-		return nil, badRequest(fields.format, "%s: %v", fields.format, err)
+		param, msg := fields.param(err)
+		return nil, badRequest(param, "%s: %s", param, msg)
 	case errors.As(err, &tooLong) && req.Context != 0: // only Ollama's num_ctx sets it
 		return nil, badRequest("num_ctx", "the prompt has %d tokens, more than num_ctx %d", tooLong.Tokens, req.Context)
 	case errors.Is(err, qwen.ErrBusy):
@@ -95,6 +140,7 @@ func (s *Server) start(ctx context.Context, rl *reqLog, t *target, req qwen.Requ
 		return nil, badRequest("", "%v", err)
 	}
 	rl.hasGeneration, rl.prompt = true, len(st.Prompt())
+	rl.relax(st.Relaxed(), fields)
 	return &generation{s: s, deltas: st.Deltas(), stop: st.Close, rl: rl, logprobs: req.Logprobs}, nil
 }
 

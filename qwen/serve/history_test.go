@@ -12,7 +12,7 @@ import (
 // an assistant's content null or empty beside its calls, is answered on
 // every protocol, the call rendered as the text that is there.
 func TestHistoryAsSent(t *testing.T) {
-	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	ts := newTestServer(t, modelOpts{NoCache: true}, ServerOptions{})
 	want := []qwen.Message{{Role: "user", Content: "Weather?"},
 		{Role: "assistant", ToolCalls: []qwen.ToolCall{{ID: "call_1", Name: "weather", Arguments: `{"city": "Par`}, {ID: "call_2", Name: "now", Arguments: "{}"}}},
 		{Role: "tool", Content: "18C"}, {Role: "tool", Content: "12:00"}}

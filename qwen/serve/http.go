@@ -40,11 +40,12 @@ type ServerOptions struct {
 	Log *slog.Logger
 	// MaxBody bounds a request body in bytes (default DefaultMaxBody).
 	MaxBody int64
-	// Draft, DraftModel, DraftMin and DraftPMin are every generation's
-	// drafts (qwen.Request's) where it asks for none; 0: none, but a
-	// request with OpenAI's prediction drafts it (qwen.DefaultDraft).
-	Draft, DraftModel, DraftMin int
-	DraftPMin                   float64
+	// Draft, DraftModel, DraftMTP, DraftMin and DraftPMin are every
+	// generation's drafts (qwen.Request's) where it asks for none; 0:
+	// none, but a request with OpenAI's prediction drafts it
+	// (qwen.DefaultDraft).
+	Draft, DraftModel, DraftMTP, DraftMin int
+	DraftPMin                             float64
 	// Models are further names a request may give, each naming a .qbin
 	// file (an alias of the served model's own, or another model's; see
 	// ModelDir): /v1/models and /api/tags list them. One model is
@@ -138,6 +139,7 @@ func (s *Server) Handler() http.Handler {
 	s.handle(mux, "GET /api/version", s.ollamaVersion)
 	s.handle(mux, "POST /api/show", s.ollamaShow)
 	s.handle(mux, "GET /api/ps", s.ollamaPS)
+	s.handle(mux, "POST /api/pull", s.ollamaPull)
 	s.handle(mux, "GET /health", s.health)
 	s.handle(mux, "GET /metrics", s.metrics.serve)
 	s.handle(mux, "GET /{$}", s.root)
@@ -155,8 +157,8 @@ func (s *Server) handle(mux *http.ServeMux, pattern string, h handlerFunc) {
 		endpoint = strings.TrimSuffix(path, "{$}")
 	}
 	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		rl := &reqLog{start: time.Now()}
 		sw := &statusWriter{ResponseWriter: w}
+		rl := &reqLog{start: time.Now(), header: sw.Header()}
 		var err *apiError
 		if endpoint != "/health" && !s.authorized(r) {
 			sw.Header().Set("WWW-Authenticate", "Bearer")
@@ -229,6 +231,11 @@ type reqLog struct {
 	// the status does not say.
 	failed  error
 	release func() // lets the model the request named go, if it holds one
+	// relaxed are the schema keywords the grammar held to less, each
+	// where the request has it and why; header is the response's, which
+	// names them too.
+	relaxed []string
+	header  http.Header
 }
 
 // done logs the request and counts it. A client that left before the
@@ -250,6 +257,9 @@ func (s *Server) done(r *http.Request, sw *statusWriter, rl *reqLog, endpoint st
 		}
 	} else if rl.prompt > 0 { // an embedding or a rerank
 		attrs = append(attrs, slog.Int("prompt_tokens", rl.prompt))
+	}
+	if len(rl.relaxed) > 0 {
+		attrs = append(attrs, slog.Any("schema_relaxed", rl.relaxed))
 	}
 	attrs = append(attrs, slog.Duration("duration", time.Since(rl.start).Round(time.Microsecond)))
 	failed := rl.failed != nil && !rl.clientGone

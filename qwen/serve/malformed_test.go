@@ -36,6 +36,23 @@ func TestMalformedFields(t *testing.T) {
 			`"tools":` + tools + `,"options":{"num_predict":2,"temperature":0.5,"stop":["x"],"num_ctx":512}}`},
 		{"/api/generate", `{"model":"tiny-a","prompt":"Hi","system":"Be brief.","stream":false,"options":{"num_predict":2}}`},
 		{"/api/show", `{"model":"tiny-a","verbose":false}`},
+		// What agents send beside: formats next to tools, efforts and
+		// budgets, the stream's options, a prediction.
+		{"/v1/chat/completions", `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}],"max_completion_tokens":2,"tools":` + tools + `,` +
+			`"tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false,"stream":true,"stream_options":{"include_usage":true},` +
+			`"response_format":{"type":"json_schema","json_schema":{"name":"n","strict":false,"schema":{"type":"object","properties":{"n":{"type":"integer"}}}}},` +
+			`"reasoning_effort":"low","thinking_budget":4,"chat_template_kwargs":{"enable_thinking":true},"prediction":{"type":"content","content":"Hi"}}`},
+		{"/v1/responses", `{"model":"tiny-a","input":"Hi","max_output_tokens":2,"stream":true,"store":false,"parallel_tool_calls":false,"top_logprobs":1,` +
+			`"tools":[{"type":"function","name":"f","strict":true,"parameters":{"type":"object","properties":{"a":{"type":"string"}}}}],` +
+			`"tool_choice":{"type":"function","name":"f"},"reasoning":{"effort":"medium","summary":"auto"},` +
+			`"text":{"format":{"type":"json_schema","name":"n","strict":true,"schema":{"type":"object","properties":{"n":{"type":"integer"}}}}}}`},
+		{"/v1/messages", `{"model":"tiny-a","max_tokens":2,"stream":true,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"Hi","cache_control":{"type":"ephemeral"}}]}],` +
+			`"tools":[{"name":"f","input_schema":{"type":"object","properties":{"a":{"type":"string"}}}}],"tool_choice":{"type":"tool","name":"f","disable_parallel_tool_use":true},` +
+			`"thinking":{"type":"adaptive"},"output_config":{"effort":"low","format":{"type":"json_schema","schema":{"type":"object","properties":{"n":{"type":"integer"}}}}},` +
+			`"temperature":0.5,"top_p":0.9,"metadata":{"user_id":"u"},"service_tier":"auto","context_management":{"edits":[]}}`},
+		{"/v1/messages/count_tokens", `{"model":"tiny-a","system":"Be brief.","messages":[{"role":"user","content":"Hi"}],"tools":[{"name":"f","input_schema":{"type":"object"}}]}`},
+		{"/api/chat", `{"model":"tiny-a","stream":true,"think":"low","keep_alive":"5m","messages":[{"role":"user","content":"Hi"}],` +
+			`"format":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]},"options":{"num_predict":2,"seed":3,"top_k":5}}`},
 	} {
 		var doc any
 		if err := json.Unmarshal([]byte(c.body), &doc); err != nil {
@@ -166,6 +183,14 @@ func namesField(out string, at []any) bool {
 	}
 	if strings.Contains(out, pathName(at)) || strings.Contains(out, strings.Join(keys, ".")) {
 		return true
+	}
+	// Within a schema, an item of a keyword's list (required, enum) is
+	// named by the keyword.
+	for len(at) > 0 {
+		if _, ok := at[len(at)-1].(int); !ok {
+			break
+		}
+		at = at[:len(at)-1]
 	}
 	for k := 1; k < len(at); k++ {
 		pointer := "#"

@@ -74,15 +74,19 @@ type engineCollector struct {
 	ms                       *models
 	active, queued, kv, kept *prometheus.Desc
 	steps, decoded           *prometheus.Desc
+	hits, misses, evicted    *prometheus.Desc
 }
 
 func newEngineCollector(ms *models) *engineCollector {
 	return &engineCollector{ms: ms,
-		active: prometheus.NewDesc("qwenrun_active_conversations", "Conversations decoding or prefilling.", nil, nil),
-		queued: prometheus.NewDesc("qwenrun_queued_requests", "Requests waiting for a free slot.", nil, nil),
-		kv:     prometheus.NewDesc("qwenrun_kv_cache_bytes", "KV cache bytes of the active conversations.", nil, nil),
-		kept:   prometheus.NewDesc("qwenrun_prefix_cache_bytes", "KV cache bytes kept of finished conversations for prefix reuse, and of finished embedding or rerank inputs while others run.", nil, nil),
-		steps:  prometheus.NewDesc("qwenrun_decode_steps_total", "Forward steps that decoded at least one conversation.", nil, nil),
+		active:  prometheus.NewDesc("qwenrun_active_conversations", "Conversations decoding or prefilling.", nil, nil),
+		queued:  prometheus.NewDesc("qwenrun_queued_requests", "Requests waiting for a free slot.", nil, nil),
+		kv:      prometheus.NewDesc("qwenrun_kv_cache_bytes", "KV cache bytes of the active conversations.", nil, nil),
+		kept:    prometheus.NewDesc("qwenrun_prefix_cache_bytes", "Bytes of the states (KV caches, recurrent states and their kept copies, each counted once) kept of finished conversations for later requests that share their prefix, and of finished embedding or rerank inputs while others run.", nil, nil),
+		hits:    prometheus.NewDesc("qwenrun_prefix_cache_hits_total", "Conversations that started from a kept state at a prefix of their prompt.", nil, nil),
+		misses:  prometheus.NewDesc("qwenrun_prefix_cache_misses_total", "Conversations that found no kept state to start from.", nil, nil),
+		evicted: prometheus.NewDesc("qwenrun_prefix_cache_evictions_total", "Kept states dropped for room.", nil, nil),
+		steps:   prometheus.NewDesc("qwenrun_decode_steps_total", "Forward steps that decoded at least one conversation.", nil, nil),
 		decoded: prometheus.NewDesc("qwenrun_decoded_conversations_total",
 			"Conversations decoded, summed over the decode steps: over qwenrun_decode_steps_total, the mean decode batch.", nil, nil),
 	}
@@ -95,6 +99,9 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.kept
 	ch <- c.steps
 	ch <- c.decoded
+	ch <- c.hits
+	ch <- c.misses
+	ch <- c.evicted
 }
 
 func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
@@ -108,4 +115,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.kept, prometheus.GaugeValue, float64(st.CachedBytes))
 	ch <- prometheus.MustNewConstMetric(c.steps, prometheus.CounterValue, float64(st.DecodeSteps))
 	ch <- prometheus.MustNewConstMetric(c.decoded, prometheus.CounterValue, float64(st.Decoded))
+	ch <- prometheus.MustNewConstMetric(c.hits, prometheus.CounterValue, float64(st.CacheHits))
+	ch <- prometheus.MustNewConstMetric(c.misses, prometheus.CounterValue, float64(st.CacheMisses))
+	ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(st.CacheEvictions))
 }

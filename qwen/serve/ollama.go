@@ -36,9 +36,12 @@ type ollamaOptions struct {
 	FrequencyPenalty *float64 `json:"frequency_penalty"`
 }
 
-// thinkFlag is Ollama's think: true, false, or a level, which Qwen3
-// takes as true. Unset, Qwen3 thinks.
-type thinkFlag struct{ set, on bool }
+// thinkFlag is Ollama's think: true, false, or a level, "low", "medium"
+// or "high", the reasoning effort of that name. Unset, Qwen3 thinks.
+type thinkFlag struct {
+	set, on bool
+	level   string
+}
 
 func (*thinkFlag) want() string { return `true, false, "low", "medium" or "high"` }
 
@@ -47,9 +50,9 @@ func (t *thinkFlag) UnmarshalJSON(b []byte) error {
 	var level string
 	switch {
 	case json.Unmarshal(b, &on) == nil:
-		*t = thinkFlag{on != nil, on != nil && *on}
+		*t = thinkFlag{set: on != nil, on: on != nil && *on}
 	case json.Unmarshal(b, &level) == nil && (level == "low" || level == "medium" || level == "high"):
-		*t = thinkFlag{true, true}
+		*t = thinkFlag{set: true, on: true, level: level}
 	default:
 		return shapeError(b, reflect.TypeFor[thinkFlag]())
 	}
@@ -153,7 +156,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request, rl *reqLog) 
 	if e != nil {
 		return e
 	}
-	return s.ollamaRun(w, r, rl, t, &cr.Options, req, cr.Stream, true)
+	return s.ollamaRun(w, r, rl, t, &cr.Options, cr.Think, req, cr.Stream, true)
 }
 
 // ollamaChatRequest checks an Ollama chat request's conversation, tools
@@ -211,7 +214,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request, rl *reqL
 	case (gr.Raw || t.info.ChatTemplate == "") && len(gr.Format) > 0 && string(gr.Format) != "null" && string(gr.Format) != `""`:
 		return badRequest("format", "format needs the chat template: not with raw")
 	case gr.Raw || t.info.ChatTemplate == "":
-		return s.ollamaRun(w, r, rl, t, &gr.Options, qwen.Request{Prompt: gr.Prompt}, gr.Stream, false)
+		return s.ollamaRun(w, r, rl, t, &gr.Options, thinkFlag{}, qwen.Request{Prompt: gr.Prompt}, gr.Stream, false)
 	}
 	// Like Ollama, the prompt is a user message in the chat template.
 	var msgs []qwen.Message
@@ -222,7 +225,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request, rl *reqL
 	if e := ollamaFormat(gr.Format, &req); e != nil {
 		return e
 	}
-	return s.ollamaRun(w, r, rl, t, &gr.Options, req, gr.Stream, false)
+	return s.ollamaRun(w, r, rl, t, &gr.Options, gr.Think, req, gr.Stream, false)
 }
 
 // loaded is Ollama's answer to a request without a prompt.
@@ -234,11 +237,17 @@ func (t *target) loaded(w http.ResponseWriter, isChat bool) *apiError {
 }
 
 // ollamaRun generates and answers with JSON lines, or with one object
-// when stream is false.
-func (s *Server) ollamaRun(w http.ResponseWriter, r *http.Request, rl *reqLog, t *target, o *ollamaOptions, req qwen.Request,
+// when stream is false. A think level bounds the thinking as the
+// reasoning effort of its name, within num_predict.
+func (s *Server) ollamaRun(w http.ResponseWriter, r *http.Request, rl *reqLog, t *target, o *ollamaOptions, think thinkFlag, req qwen.Request,
 	stream *bool, isChat bool) *apiError {
 	if e := t.ollamaOptions(o, &req); e != nil {
 		return e
+	}
+	if think.level != "" {
+		if e := t.effort(think.level, "think", &req); e != nil {
+			return e
+		}
 	}
 	g, e := s.start(r.Context(), rl, t, req, schemaFields{"format", toolPaths(req.Tools, "tools[%d].function.parameters")})
 	if e != nil {
@@ -298,7 +307,7 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, t *target,
 	}
 	u := out.usage
 	final.ollamaStats = &ollamaStats{TotalDuration: time.Since(g.rl.start), LoadDuration: u.Queued,
-		PromptEvalCount: u.PromptTokens, PromptEvalDuration: u.Total - u.Queued, EvalCount: u.CompletionTokens}
+		PromptEvalCount: u.PromptTokens - u.CachedTokens, PromptEvalDuration: u.Total - u.Queued, EvalCount: u.CompletionTokens}
 	if u.CompletionTokens > 0 {
 		final.PromptEvalDuration, final.EvalDuration = u.TimeToFirstToken-u.Queued, u.Total-u.TimeToFirstToken
 	}
@@ -409,6 +418,40 @@ func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request, _ *reqLog) *
 			Size: info.FileSize, Details: detailsOf(info)})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"models": models})
+	return nil
+}
+
+// ollamaPull answers Ollama's pull of a model the server has as Ollama
+// does for one it holds: done at once. Clients pull the model they are
+// given before they use it (Codex's --oss does, unless /api/tags lists
+// the name as given). A model the server does not have is not fetched:
+// 404, naming the ones it has.
+func (s *Server) ollamaPull(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
+	var pr struct {
+		Model  string `json:"model"`
+		Name   string `json:"name"` // Ollama's older field
+		Stream *bool  `json:"stream"`
+	}
+	if e := decode(w, r, s.opts.MaxBody, &pr); e != nil {
+		return e
+	}
+	name := cmp.Or(pr.Model, pr.Name)
+	if name == "" {
+		return badRequest("model", "model is required")
+	}
+	if _, _, ok := s.models.lookup(name); !ok {
+		e := s.unknownModel(r, name)
+		e.msg += "; qwenrun serve does not pull models"
+		return e
+	}
+	done := struct {
+		Status string `json:"status"`
+	}{"success"}
+	if pr.Stream != nil && !*pr.Stream {
+		writeJSON(w, http.StatusOK, done)
+		return nil
+	}
+	startStream(w, false).send(done)
 	return nil
 }
 

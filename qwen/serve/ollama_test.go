@@ -49,7 +49,7 @@ func checkFinal(t *testing.T, how string, o ollamaLine, prompt, generated int, r
 }
 
 func TestOllamaChat(t *testing.T) {
-	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	ts := newTestServer(t, modelOpts{NoCache: true}, ServerOptions{})
 	prompt, _, want := greedyChat(t, ts, userMessage(question), true, 10)
 	body := `{"model":"tiny-a","messages":[{"role":"user","content":"` + question + `"}],"options":{"temperature":0,"num_predict":10}}`
 	resp, text := ts.post(t, "/api/chat", body)
@@ -88,10 +88,20 @@ func TestOllamaChat(t *testing.T) {
 		*lines[0].PromptEvalCount != len(noThink) {
 		t.Errorf("think false, stop %q: %s; want %q", stop, text, cut)
 	}
+
+	// With a state cache, prompt_eval_count counts the prompt tokens
+	// computed: the same request again computes only its last.
+	cached := newTestServer(t, modelOpts{}, ServerOptions{})
+	for i, want := range []int{len(noThink), 1} {
+		_, text = cached.post(t, "/api/chat", body)
+		if lines = ollamaLines(t, text); *lines[0].PromptEvalCount != want {
+			t.Errorf("request %d to a server that keeps states: prompt_eval_count %d, want %d", i+1, *lines[0].PromptEvalCount, want)
+		}
+	}
 }
 
 func TestOllamaGenerate(t *testing.T) {
-	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	ts := newTestServer(t, modelOpts{NoCache: true}, ServerOptions{})
 	// The prompt goes into the chat template as a user message, after
 	// the system message.
 	msgs := []qwen.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: question}}
@@ -174,5 +184,18 @@ func TestOllamaTagsAndVersion(t *testing.T) {
 	resp, text := ts.post(t, "/api/chat", `{"model":"llama3","messages":[{"role":"user","content":"Hi"}]}`)
 	if resp.StatusCode != 404 || !strings.Contains(text, `{"error":"model \"llama3\" not found`) {
 		t.Errorf("another model: %d %s", resp.StatusCode, text)
+	}
+	// A pull of the served model is done at once, streamed or not; of
+	// another, refused.
+	for body, want := range map[string]string{
+		`{"model":"tiny-a"}`:                      "{\"status\":\"success\"}\n",
+		`{"name":"tiny-a:latest","stream":false}`: "{\"status\":\"success\"}\n",
+	} {
+		if resp, text := ts.post(t, "/api/pull", body); resp.StatusCode != 200 || text != want {
+			t.Errorf("pull %s: %d %q", body, resp.StatusCode, text)
+		}
+	}
+	if resp, text := ts.post(t, "/api/pull", `{"model":"llama3"}`); resp.StatusCode != 404 || !strings.Contains(text, "does not pull models") {
+		t.Errorf("pull llama3: %d %s", resp.StatusCode, text)
 	}
 }

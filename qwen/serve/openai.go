@@ -28,10 +28,15 @@ type chatRequest struct {
 	ToolChoice          json.RawMessage   `json:"tool_choice"`
 	ParallelToolCalls   *bool             `json:"parallel_tool_calls"`
 	ResponseFormat      json.RawMessage   `json:"response_format"`
-	ChatTemplateKwargs  struct {
-		EnableThinking *bool `json:"enable_thinking"`
-	} `json:"chat_template_kwargs"`
-	Prediction *prediction `json:"prediction"`
+	ChatTemplateKwargs  templateKwargs    `json:"chat_template_kwargs"`
+	// AddGenerationPrompt is read by /apply-template only: an answer
+	// always opens the assistant's turn.
+	AddGenerationPrompt *bool `json:"add_generation_prompt"`
+	// OpenAI's reasoning effort, and a budget of thinking tokens, as
+	// Qwen's own API (DashScope) takes it.
+	ReasoningEffort *string     `json:"reasoning_effort"`
+	ThinkingBudget  *int        `json:"thinking_budget"`
+	Prediction      *prediction `json:"prediction"`
 	samplingFields
 }
 
@@ -154,16 +159,52 @@ type response[C any] struct {
 	Model   string `json:"model"`
 	Choices []C    `json:"choices"`
 	Usage   *usage `json:"usage,omitempty"`
+	// Timings, as llama-server gives them (beyond OpenAI's fields, which
+	// its SDKs ignore), with the end of an answer.
+	Timings *timings `json:"timings,omitempty"`
 }
 
-// endStream sends a stream's last choice, its usage if asked, and [DONE].
-func endStream[C any](ls *lineStream, head response[C], last C, u *usage) {
-	head.Choices = []C{last}
+// timings is how an answer's time went: the prompt tokens computed (not
+// served from the state cache) and those cached, the tokens generated,
+// and the drafts checked and kept (drafted_tokens and accepted_tokens;
+// llama-server's draft_n and draft_n_accepted too).
+type timings struct {
+	PromptN            int     `json:"prompt_n"`
+	CacheN             int     `json:"cache_n"`
+	PromptMS           float64 `json:"prompt_ms"`
+	PromptPerSecond    float64 `json:"prompt_per_second"`
+	PredictedN         int     `json:"predicted_n"`
+	PredictedMS        float64 `json:"predicted_ms"`
+	PredictedPerSecond float64 `json:"predicted_per_second"`
+	DraftedTokens      int     `json:"drafted_tokens"`
+	AcceptedTokens     int     `json:"accepted_tokens"`
+	DraftN             int     `json:"draft_n"`
+	DraftNAccepted     int     `json:"draft_n_accepted"`
+}
+
+func timingsOf(u qwen.Usage) *timings {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	rate := func(n int, d time.Duration) float64 {
+		if d <= 0 {
+			return 0
+		}
+		return float64(n) / d.Seconds()
+	}
+	computed, decode := u.PromptTokens-u.CachedTokens, u.Total-u.Prefill-u.Queued
+	return &timings{PromptN: computed, CacheN: u.CachedTokens, PromptMS: ms(u.Prefill), PromptPerSecond: rate(computed, u.Prefill),
+		PredictedN: u.CompletionTokens, PredictedMS: ms(decode), PredictedPerSecond: rate(u.CompletionTokens, decode),
+		DraftedTokens: u.Drafted, AcceptedTokens: u.Accepted, DraftN: u.Drafted, DraftNAccepted: u.Accepted}
+}
+
+// endStream sends a stream's last choice with the answer's timings, its
+// usage if asked, and [DONE].
+func endStream[C any](ls *lineStream, head response[C], last C, u *usage, t *timings) {
+	head.Choices, head.Timings = []C{last}, t
 	if ls.send(head) != nil {
 		return
 	}
 	if u != nil {
-		head.Choices, head.Usage = []C{}, u
+		head.Choices, head.Usage, head.Timings = []C{}, u, nil
 		if ls.send(head) != nil {
 			return
 		}
@@ -273,7 +314,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rl *req
 	if e != nil {
 		return e
 	}
-	g, e := s.start(r.Context(), rl, t, req, schemaFields{"response_format", toolPaths(req.Tools, "tools[%d].function.parameters")})
+	g, e := s.start(r.Context(), rl, t, req, schemaFields{"response_format.json_schema.schema", toolPaths(req.Tools, "tools[%d].function.parameters")})
 	if e != nil {
 		return e
 	}
@@ -283,7 +324,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rl *req
 
 // applyTemplate answers with the prompt a chat request would be answered
 // from, as llama-server's /apply-template does: anyone can check the
-// rendering against the template's Jinja.
+// rendering against the template's Jinja. As vLLM's, it takes
+// add_generation_prompt (true unless set false) and chat_template_kwargs.
 func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {
 	var cr chatRequest
 	if e := decode(w, r, s.opts.MaxBody, &cr); e != nil {
@@ -297,7 +339,7 @@ func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request, rl *reqLo
 	if e != nil {
 		return e
 	}
-	text, err := t.m.RenderPrompt(req)
+	text, err := t.m.RenderTemplate(req, cr.AddGenerationPrompt == nil || *cr.AddGenerationPrompt)
 	if err != nil {
 		return badRequest("", "%v", err)
 	}
@@ -354,8 +396,30 @@ func (t *target) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
 	if e := t.needsChat(); e != nil {
 		return qwen.Request{}, e
 	}
-	req.NoThinking = cr.ChatTemplateKwargs.EnableThinking != nil && !*cr.ChatTemplateKwargs.EnableThinking
+	if e := t.chatThinking(cr, &req); e != nil {
+		return qwen.Request{}, e
+	}
 	return req, nil
+}
+
+// chatThinking reads a chat request's thinking onto req: off with
+// chat_template_kwargs.enable_thinking false, whatever else is given;
+// within thinking_budget tokens, or else within reasoning_effort's
+// budget.
+func (t *target) chatThinking(cr *chatRequest, req *qwen.Request) *apiError {
+	cr.ChatTemplateKwargs.apply(req)
+	if cr.ReasoningEffort != nil {
+		if e := t.effort(*cr.ReasoningEffort, "reasoning_effort", req); e != nil {
+			return e
+		}
+	}
+	if on := cr.ChatTemplateKwargs.EnableThinking; on != nil && !*on {
+		req.NoThinking, req.ThinkBudget = true, 0
+	}
+	if cr.ThinkingBudget != nil {
+		return t.thinkingBudget(*cr.ThinkingBudget, "thinking_budget", req)
+	}
+	return nil
 }
 
 // answerChat answers with one chat.completion, or streams chunks.
@@ -392,7 +456,7 @@ func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, t *target, g
 	}
 	head.Object = "chat.completion"
 	head.Choices = []chatChoice{{Message: msg, Logprobs: lps, FinishReason: &out.finish}}
-	head.Usage = usageOf(out.usage)
+	head.Usage, head.Timings = usageOf(out.usage), timingsOf(out.usage)
 	writeJSON(w, http.StatusOK, head)
 }
 
@@ -431,7 +495,7 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *generatio
 	if withUsage {
 		u = usageOf(out.usage)
 	}
-	endStream(ls, head, chatChoice{Delta: &chatOut{}, FinishReason: &out.finish}, u)
+	endStream(ls, head, chatChoice{Delta: &chatOut{}, FinishReason: &out.finish}, u, timingsOf(out.usage))
 }
 
 // toolCallOut is a call in OpenAI's shape; a piece of a streamed one has

@@ -76,6 +76,20 @@ func (f *samplingFields) params(defaults sampling.Params) (sampling.Params, *api
 		floatParam("repeat_penalty", "repetition_penalty", f.RepetitionPenalty))
 }
 
+// templateKwargs are vLLM's chat_template_kwargs: the variables a
+// request passes to the chat template. The Qwen templates read two; any
+// other they ignore, as Jinja does a variable it does not use.
+type templateKwargs struct {
+	EnableThinking   *bool `json:"enable_thinking"`
+	PreserveThinking *bool `json:"preserve_thinking"`
+}
+
+// apply sets a request's template switches.
+func (k *templateKwargs) apply(req *qwen.Request) {
+	req.NoThinking = k.EnableThinking != nil && !*k.EnableThinking
+	req.PreserveThinking = k.PreserveThinking != nil && *k.PreserveThinking
+}
+
 // thinks reports whether a model thinks (Qwen3's <think> block), which a
 // reasoning effort or budget bounds: the one place the server asks.
 func thinks(info qwen.Info) bool {
@@ -88,28 +102,32 @@ func thinks(info qwen.Info) bool {
 	return ok
 }
 
-// Thinking budgets of the reasoning efforts: tokens of thinking before
-// </think> is forced. The largest efforts leave the model its own length.
-var effortBudgets = map[string]int{"low": 1024, "medium": 4096, "high": 16384, "xhigh": 0, "max": 0}
-
-// effort sets a request's thinking from a reasoning effort, OpenAI's
-// reasoning.effort or Anthropic's output_config.effort (field): none and
-// minimal answer without thinking, the others think within a budget, of
-// at most half of MaxTokens when the request bounds it, so that the
-// answer has room. A model that does not think has nothing to bound.
+// effort sets a request's thinking from a reasoning effort (field), as
+// qwen's ThinkEffort reads it: none and minimal answer without thinking,
+// the others think within a budget that leaves the answer room. Set
+// MaxTokens first. A model that does not think has nothing to bound.
 func (t *target) effort(effort, field string, req *qwen.Request) *apiError {
-	budget, ok := effortBudgets[effort]
-	switch {
-	case effort == "none" || effort == "minimal":
-		req.NoThinking = true
-		return nil
-	case !ok:
-		return badRequest(field, "%s %q: want none, minimal, low, medium, high, xhigh or max", field, effort)
-	case !thinks(t.info) || budget == 0:
-		return nil
-	case req.MaxTokens > 0:
-		budget = min(budget, max(req.MaxTokens/2, 1))
+	if err := req.ThinkEffort(effort); err != nil {
+		return badRequest(field, "%s: %v", field, err)
 	}
-	req.ThinkBudget = budget
+	if !thinks(t.info) {
+		req.ThinkBudget = 0
+	}
+	return nil
+}
+
+// thinkingBudget sets a request's thinking budget from a number of
+// tokens (field): any positive one, small ones being useful on small
+// models. A model whose chat format does not think has no thinking to
+// bound, as a request switching it off has none to switch off for it.
+func (t *target) thinkingBudget(budget int, field string, req *qwen.Request) *apiError {
+	switch {
+	case budget < 1:
+		return badRequest(field, "%s: want a positive number of tokens, not %d", field, budget)
+	case req.NoThinking:
+		return badRequest(field, "%s bounds the thinking, which the request switches off", field)
+	case thinks(t.info):
+		req.ThinkBudget = budget
+	}
 	return nil
 }

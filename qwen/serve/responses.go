@@ -41,6 +41,7 @@ type responsesRequest struct {
 	Conversation       json.RawMessage   `json:"conversation"`
 	Prompt             json.RawMessage   `json:"prompt"`
 	User               *string           `json:"user"`
+	ChatTemplateKwargs templateKwargs    `json:"chat_template_kwargs"`
 	samplingFields
 }
 
@@ -226,13 +227,13 @@ func (s *Server) streamResponse(w http.ResponseWriter, g *generation, c response
 // holds its model, and ends with the server's shutdown.
 func (s *Server) backgroundResponse(w http.ResponseWriter, r *http.Request, rl *reqLog, t *target, c responsesCall, head *responseObject) *apiError {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	brl := &reqLog{start: rl.start}
+	brl := &reqLog{start: rl.start, header: rl.header}
 	g, e := s.start(ctx, brl, t, c.req, c.schemaFields())
 	if e != nil {
 		cancel()
 		return e
 	}
-	rl.hasGeneration, rl.prompt = true, brl.prompt
+	rl.hasGeneration, rl.prompt, rl.relaxed = true, brl.prompt, brl.relaxed
 	release := rl.release
 	rl.release = nil // the generation's, not the handler's
 	answer := *head

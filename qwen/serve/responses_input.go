@@ -27,7 +27,7 @@ func (c *responsesCall) schemaFields() schemaFields {
 	for name, t := range c.tools {
 		paths[name] = t.path + ".parameters"
 	}
-	return schemaFields{"text.format", paths}
+	return schemaFields{"text.format.schema", paths}
 }
 
 // responsesRequest checks a Responses request and makes it a
@@ -94,7 +94,11 @@ func (t *target) responsesRequest(rr *responsesRequest, prev []qwen.Message) (re
 	if e := t.needsChat(); e != nil {
 		return c, e
 	}
+	rr.ChatTemplateKwargs.apply(&req)
 	if rr.Reasoning.Effort != nil {
+		if on := rr.ChatTemplateKwargs.EnableThinking; on != nil && *on && (*rr.Reasoning.Effort == "none" || *rr.Reasoning.Effort == "minimal") {
+			return c, badRequest("reasoning.effort", "reasoning.effort %q answers without thinking, which chat_template_kwargs.enable_thinking true contradicts", *rr.Reasoning.Effort)
+		}
 		if e := t.effort(*rr.Reasoning.Effort, "reasoning.effort", &req); e != nil {
 			return c, e
 		}
@@ -228,7 +232,7 @@ func toolIndex(tools []qwen.Tool, name string) int {
 
 // textFormat reads text.format onto req: {"type": "text"}, {"type":
 // "json_object"}, or {"type": "json_schema", "name", "schema", "strict"},
-// the schema enforced, strict or not.
+// the schema enforced, what cannot be relaxed unless strict.
 func textFormat(raw json.RawMessage, req *qwen.Request) *apiError {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
@@ -236,11 +240,12 @@ func textFormat(raw json.RawMessage, req *qwen.Request) *apiError {
 	var f struct {
 		Type   string          `json:"type"`
 		Schema json.RawMessage `json:"schema"`
+		Strict *bool           `json:"strict"`
 	}
 	if e := unmarshalAt(raw, "text.format", &f, "an object with a type"); e != nil {
 		return e
 	}
-	return answerFormat(req, "text.format", f.Type, f.Schema, "text.format.schema")
+	return answerFormat(req, "text.format", f.Type, f.Schema, f.Strict, "text.format.schema")
 }
 
 // responseInputItem is an item of input: a message (a type "message", or

@@ -23,10 +23,10 @@ import (
 func TestResponsesPlain(t *testing.T) {
 	ts := newTestServer(t, modelOpts{}, ServerOptions{})
 	c := ts.client()
-	// Effort low thinks within half of max_output_tokens: 6 tokens.
+	// Effort medium thinks within half of max_output_tokens: 6 tokens.
 	p := responses.ResponseNewParams{Model: "tiny-a", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(question)},
 		Instructions: openai.String("Be brief."), MaxOutputTokens: openai.Int(12), Temperature: openai.Float(0),
-		Reasoning: shared.ReasoningParam{Effort: shared.ReasoningEffortLow}, Include: []responses.ResponseIncludable{"reasoning.encrypted_content"}}
+		Reasoning: shared.ReasoningParam{Effort: shared.ReasoningEffortMedium}, Include: []responses.ResponseIncludable{"reasoning.encrypted_content"}}
 	msgs := []qwen.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: question}}
 	prompt, _, reasoning, content := greedyAlone(t, ts, qwen.Request{Messages: msgs, ThinkBudget: 6, MaxTokens: 12})
 	if reasoning == "" || content == "" {
@@ -252,8 +252,8 @@ func TestResponsesStructured(t *testing.T) {
 			t.Errorf("seed %d: streamed %q (%v), not streamed %q", seed, text, s.Err(), r.OutputText())
 		}
 	}
-	p.Text.Format.OfJSONSchema.Schema = map[string]any{"type": "object", "minProperties": 1}
-	if _, err := c.Responses.New(t.Context(), p); !isAPIError(err, 400, "text.format", "minProperties") {
+	p.Text.Format.OfJSONSchema.Schema = map[string]any{"type": "object", "not": map[string]any{}}
+	if _, err := c.Responses.New(t.Context(), p); !isAPIError(err, 400, "text.format.schema", "not") {
 		t.Errorf("a schema that cannot be enforced: %v", err)
 	}
 }
@@ -295,11 +295,11 @@ func TestResponsesInput(t *testing.T) {
 	}
 
 	// The reasoning efforts: none answers without thinking, low within
-	// a budget of half of max_output_tokens.
+	// a budget of a quarter of max_output_tokens, medium half.
 	tg := ts.target()
 	for effort, check := range map[string]func(qwen.Request) bool{
 		"none":   func(r qwen.Request) bool { return r.NoThinking && r.ThinkBudget == 0 },
-		"low":    func(r qwen.Request) bool { return !r.NoThinking && r.ThinkBudget == 50 },
+		"low":    func(r qwen.Request) bool { return !r.NoThinking && r.ThinkBudget == 25 },
 		"xhigh":  func(r qwen.Request) bool { return !r.NoThinking && r.ThinkBudget == 0 },
 		"medium": func(r qwen.Request) bool { return r.ThinkBudget == 50 },
 	} {
@@ -310,11 +310,11 @@ func TestResponsesInput(t *testing.T) {
 			t.Errorf("effort %s: %+v %v", effort, c.req, e)
 		}
 	}
-	resp, out = ts.post(t, "/v1/responses", `{"model":"tiny-a","input":"Hi","max_output_tokens":40,"reasoning":{"effort":"low"},"temperature":0}`)
+	resp, out = ts.post(t, "/v1/responses", `{"model":"tiny-a","input":"Hi","max_output_tokens":40,"reasoning":{"effort":"medium"},"temperature":0}`)
 	unmarshal(t, out, &r)
 	// tiny-a thinks as long as it may: <think>, 20 tokens, </think>.
 	if resp.StatusCode != 200 || r.Usage.OutputTokensDetails.ReasoningTokens != 22 || r.Output[0].Type != "reasoning" {
-		t.Errorf("effort low, 40 tokens: %d %s; want 22 tokens of thinking", resp.StatusCode, out)
+		t.Errorf("effort medium, 40 tokens: %d %s; want 22 tokens of thinking", resp.StatusCode, out)
 	}
 }
 
@@ -329,7 +329,7 @@ func TestResponsesErrors(t *testing.T) {
 		{`{"input":"Hi"}`, "model", "you must provide a model"},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"web_search"}]}`, "tools[0].type", `"web_search": a built-in tool of OpenAI's`},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"function"}]}`, "tools[0].name", "missing"},
-		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f","parameters":{"type":"object","minProperties":2}}]}`, "tools[0].parameters", "tools[0].parameters: json schema #: minProperties"},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f","parameters":{"type":"object","minProperties":"two"}}]}`, "tools[0].parameters", "tools[0].parameters: json schema #: minProperties"},
 		{`{` + m + `,"input":"Hi","tool_choice":"required"}`, "tool_choice", "it needs tools"},
 		{`{` + m + `,"input":"Hi","tool_choice":{"type":"web_search_preview"}}`, "tool_choice.type", "built-in"},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"allowed_tools","mode":"auto","tools":[{"type":"function","name":"g"}]}}`,
@@ -353,11 +353,10 @@ func TestResponsesErrors(t *testing.T) {
 		{`{` + m + `,"input":"Hi","background":true,"store":false}`, "background", "needs store"},
 		{`{` + m + `,"input":"Hi","truncation":"middle"}`, "truncation", `"middle"`},
 		{`{` + m + `,"input":"Hi","previous_response_id":"resp_x"}`, "previous_response_id", `no response "resp_x" is stored`},
-		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f"}],"text":{"format":{"type":"json_object"}}}`, "", "tools at once"},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"custom","name":"apply_patch","format":{"type":"text"}}]}`, "tools[0].type", "custom tools"},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f"},{"type":"namespace","name":"ns","tools":[{"type":"function","name":"f"}]}]}`,
 			"tools[1].tools[0].name", `"f": another tool has that name`},
-		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"function","name":"g","parameters":{"type":"object","minProperties":1}}]}]}`,
+		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"function","name":"g","parameters":{"type":"object","minProperties":"one"}}]}]}`,
 			"tools[0].tools[0].parameters", "tools[0].tools[0].parameters: json schema #: minProperties"},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"web_search"}]}]}`, "tools[0].tools[0].type", "built-in"},
 	} {

@@ -48,6 +48,14 @@ func TestMain(m *testing.M) {
 // compiledPath compiles a bundled model once (f16, prefill batch 64).
 func compiledPath(t *testing.T, name string) string {
 	t.Helper()
+	return compiledVariant(t, name, name, nil)
+}
+
+// compiledVariant compiles the bundled model src once as name, edit (if
+// not nil) changing its files first. The files Materialise links are to
+// be replaced, not written through.
+func compiledVariant(t *testing.T, name, from string, edit func(dir string)) string {
+	t.Helper()
 	bundled.mu.Lock()
 	defer bundled.mu.Unlock()
 	if p, ok := bundled.paths[name]; ok {
@@ -61,8 +69,11 @@ func compiledPath(t *testing.T, name string) string {
 		bundled.dir, bundled.paths = dir, map[string]string{}
 	}
 	src := filepath.Join(bundled.dir, name)
-	if err := testmodel.Materialise(testmodel.Testdata(t, name), testmodel.Testdata(t, "tokenizer", "tokenizer.json.gz"), src); err != nil {
+	if err := testmodel.Materialise(testmodel.Testdata(t, from), testmodel.Testdata(t, "tokenizer", "tokenizer.json.gz"), src); err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(src)
 	}
 	p := filepath.Join(bundled.dir, name+".qbin")
 	if _, err := compiler.Compile(context.Background(), src, compiler.Options{Output: p, MaxPrefill: 64, NoSync: true}); err != nil {
@@ -146,6 +157,10 @@ type testServer struct {
 type modelOpts struct {
 	Parallel, Queue, Ctx, Chunk int
 	Draft                       string // a draft model's path
+	// NoCache keeps no finished request's state: a prompt is computed
+	// whole, and Ollama's prompt_eval_count, the tokens computed, is its
+	// length.
+	NoCache bool
 }
 
 // openModel opens tiny-a with the engine's options.
@@ -166,6 +181,9 @@ func openModel(t *testing.T, o modelOpts) *qwen.Model {
 	}
 	if o.Draft != "" {
 		opts = append(opts, qwen.WithDraftModel(o.Draft))
+	}
+	if o.NoCache {
+		opts = append(opts, qwen.WithStateCache(0))
 	}
 	m, err := qwen.Open(tinyPath(t), opts...)
 	if err != nil {

@@ -113,26 +113,30 @@ func responseFormat(raw json.RawMessage, req *qwen.Request) *apiError {
 		JSONSchema *struct {
 			Name   string          `json:"name"`
 			Schema json.RawMessage `json:"schema"`
+			Strict *bool           `json:"strict"`
 		} `json:"json_schema"`
 	}
 	if e := unmarshalAt(raw, "response_format", &f, "an object with a type"); e != nil {
 		return e
 	}
 	var schema json.RawMessage
+	var strict *bool
 	if f.Type == "json_schema" {
 		if f.JSONSchema == nil {
 			return badRequest("response_format.json_schema", "response_format.json_schema: missing")
 		}
-		schema = f.JSONSchema.Schema
+		schema, strict = f.JSONSchema.Schema, f.JSONSchema.Strict
 	}
 	// The schema is optional in chat completions: any object then.
-	return answerFormat(req, "response_format", f.Type, schema, "")
+	return answerFormat(req, "response_format", f.Type, schema, strict, "")
 }
 
 // answerFormat sets the answer's format at path onto req: text,
 // json_object, or json_schema with schema. A schema missing is an error
-// at schemaPath, or any object when schemaPath is "".
-func answerFormat(req *qwen.Request, path, typ string, schema json.RawMessage, schemaPath string) *apiError {
+// at schemaPath, or any object when schemaPath is "". Strict, a keyword
+// the grammar cannot enforce is refused; otherwise (strict false or
+// left out, as OpenAI's default) it is relaxed, and reported.
+func answerFormat(req *qwen.Request, path, typ string, schema json.RawMessage, strict *bool, schemaPath string) *apiError {
 	switch typ {
 	case "text":
 	case "json_object":
@@ -140,7 +144,7 @@ func answerFormat(req *qwen.Request, path, typ string, schema json.RawMessage, s
 	case "json_schema":
 		switch {
 		case len(schema) > 0 && string(schema) != "null":
-			req.JSONSchema = schema
+			req.JSONSchema, req.RelaxSchema = schema, strict == nil || !*strict
 		case schemaPath == "":
 			req.JSONObject = true
 		default:
@@ -152,7 +156,10 @@ func answerFormat(req *qwen.Request, path, typ string, schema json.RawMessage, s
 	return nil
 }
 
-// ollamaFormat reads Ollama's format: "json", or a JSON Schema.
+// ollamaFormat reads Ollama's format: "json", or a JSON Schema, whose
+// keywords the grammar cannot enforce are relaxed and reported (Ollama
+// has no strict mode, and llama.cpp's grammars drop what they cannot
+// hold).
 func ollamaFormat(f json.RawMessage, req *qwen.Request) *apiError {
 	var s string
 	switch {
@@ -163,7 +170,7 @@ func ollamaFormat(f json.RawMessage, req *qwen.Request) *apiError {
 		}
 		req.JSONObject = true
 	default:
-		req.JSONSchema = f
+		req.JSONSchema, req.RelaxSchema = f, true
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -239,16 +240,14 @@ func TestToolRequestErrors(t *testing.T) {
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"sometimes"}`, "tool_choice", `tool_choice "sometimes"`},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"required"}`, "tool_choice", "it needs tools"},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"xml"}}`, "response_format.type", `"xml"`},
-		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"a":{"type":"string","format":"email"}}}}}}`,
-			"response_format", `json schema /properties/a: format: "email" is not supported`},
-		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","minProperties":1}}}]}`,
-			"tools[0].function.parameters", `tools[0].function.parameters: json schema #: minProperties`},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"object","properties":{"a":{"type":"string","format":"regex"}}}}}}`,
+			"response_format.json_schema.schema", `json schema /properties/a: format: "regex" is not supported`},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","minProperties":"one"}}}]}`,
+			"tools[0].function.parameters", `json schema #: minProperties`},
 		{"/v1/chat/completions", `{"model":"tiny-a","messages":[{"role":"user","tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}]}`,
 			"messages[0].tool_calls", "only an assistant message"},
 		{"/apply-template", `{"messages":[{"role":"assistant","tool_calls":[{"function":{"arguments":"{}"}}]}]}`,
 			"messages[0].tool_calls[0].function.name", "missing"},
-		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f"}}],"response_format":{"type":"json_object"}}`,
-			"", "a JSON schema or object for the answer and tools at once: not supported"},
 	} {
 		wantBadRequest(t, ts, c.path, c.body, c.param, c.msg)
 	}
@@ -260,9 +259,7 @@ func TestToolRequestErrors(t *testing.T) {
 		}
 	}
 	for body, want := range map[string]string{
-		`{"model":"tiny-a",` + hi + `,"format":"yaml"}`:                                                       `format \"yaml\": want \"json\" or a JSON Schema`,
-		`{"model":"tiny-a",` + hi + `,"format":{"type":"object","if":{}}}`:                                    `json schema #: if: not supported`,
-		`{"model":"tiny-a",` + hi + `,"format":"json","tools":[{"type":"function","function":{"name":"f"}}]}`: `a JSON schema or object for the answer and tools at once`,
+		`{"model":"tiny-a",` + hi + `,"format":"yaml"}`: `format \"yaml\": want \"json\" or a JSON Schema`,
 	} {
 		resp, out := ts.post(t, "/api/chat", body)
 		if resp.StatusCode != 400 || !strings.Contains(out, want) {
@@ -343,5 +340,58 @@ func TestOpenAIGoToolsAndSchema(t *testing.T) {
 	dec.DisallowUnknownFields()
 	if r.Choices[0].FinishReason != "stop" || dec.Decode(&v) != nil || v.N == nil || *v.N < -3 || *v.N > 3 {
 		t.Fatalf("answer %q, %s", r.Choices[0].Message.Content, r.Choices[0].FinishReason)
+	}
+}
+
+// TestFormatWithTools: a structured format and tools at once, as Codex's
+// --output-schema and the Agents SDK's outputType with tools send them:
+// with tool_choice auto each answer is tool calls or the value, never
+// free text; required is calls.
+func TestFormatWithTools(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	const schema = `{"type":"object","properties":{"k":{"enum":["go","if"]}},"required":["k"],"additionalProperties":false}`
+	const tool = `{"type":"function","name":"f","parameters":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}}`
+	kinds := map[string]int{}
+	for seed := range 6 {
+		resp, out := ts.post(t, "/v1/responses", fmt.Sprintf(`{"model":"tiny-a","input":"Hi","reasoning":{"effort":"none"},"max_output_tokens":60,"temperature":1,"seed":%d,`+
+			`"tools":[%s],"text":{"format":{"type":"json_schema","name":"k","strict":true,"schema":%s}}}`, seed, tool, schema))
+		var r struct {
+			Status string
+			Output []struct{ Type, Name, Arguments string }
+		}
+		unmarshal(t, out, &r)
+		if resp.StatusCode != 200 || r.Status != "completed" || len(r.Output) == 0 {
+			t.Fatalf("seed %d: %d %s", seed, resp.StatusCode, out)
+		}
+		kind := r.Output[0].Type
+		kinds[kind]++
+		for _, it := range r.Output {
+			var args struct{ X *int }
+			switch {
+			case it.Type != kind:
+				t.Errorf("seed %d: a %s and a %s: %s", seed, kind, it.Type, out)
+			case kind == "function_call" && (it.Name != "f" || json.Unmarshal([]byte(it.Arguments), &args) != nil || args.X == nil):
+				t.Errorf("seed %d: call %+v", seed, it)
+			}
+		}
+		if kind == "message" {
+			var m struct {
+				Output []struct{ Content []struct{ Text string } }
+			}
+			unmarshal(t, out, &m)
+			text := m.Output[0].Content[0].Text
+			var v struct{ K string }
+			dec := json.NewDecoder(strings.NewReader(text))
+			dec.DisallowUnknownFields()
+			if dec.Decode(&v) != nil || (v.K != "go" && v.K != "if") {
+				t.Errorf("seed %d: the value %q", seed, text)
+			}
+		}
+	}
+	t.Logf("answers: %v", kinds)
+	resp, out := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}],"chat_template_kwargs":{"enable_thinking":false},"max_tokens":60,`+
+		`"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required","response_format":{"type":"json_schema","json_schema":{"name":"k","schema":`+schema+`}}}`)
+	if resp.StatusCode != 200 || !strings.Contains(out, `"finish_reason":"tool_calls"`) {
+		t.Errorf("required with a format: %d %s", resp.StatusCode, out)
 	}
 }

@@ -2,29 +2,42 @@ package engine
 
 import (
 	"math"
+	"slices"
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/format/chat"
 	"github.com/qwenc/qwenc/runtime/infer"
 )
 
-// prefixCache keeps the sessions of finished conversations, least recently
-// used first out, within a budget of bytes (their states and checkpoints).
-// Chat clients send the whole history each turn, so a new request usually
-// starts with the tokens of an earlier one: its session, rewound to the
-// common prefix (or, where a layer's state cannot go back by itself, to
-// the deepest checkpoint within it), spares prefilling them again. The
-// engine's loop owns it.
+// prefixCache keeps the sessions of finished requests, least recently
+// used first out, within a budget of bytes. Chat clients and coding
+// agents send the whole history each turn, so a new request usually
+// starts with the tokens of an earlier one: from its session, at the
+// common prefix (or, where a layer's state cannot go back by itself, at
+// the deepest copy of the states kept within it: the session's points),
+// it need not compute them again. The engine's loop owns it.
+//
+// The conversations' cache forks: a request gets a new session that
+// shares the kept one's KV chunks (infer.Session.Fork), and the kept one
+// stays for the next request, so several requests share one prefix and a
+// retried or edited turn finds the turn before it still there. Its bytes
+// count every chunk and copy once, however many sessions share it. The
+// one-shot requests' pool recycles: a request takes a session out, for
+// its memory as much as its prefix.
 type prefixCache struct {
 	budget  int64
 	bytes   int64
 	entries []*infer.Session // least recently used first
+	// fork hands out forks of the entries; else an entry itself, taken
+	// out.
+	fork bool
 	// recycle hands a session out even when it shares no prefix: a pool
 	// whose sessions' memory is worth reusing in any case.
 	recycle bool
+	// Counts for the metrics: requests that started from an entry and
+	// those that found none, and entries dropped for room.
+	hits, misses, evictions int64
 }
-
-func newPrefixCache(budget int64) *prefixCache { return &prefixCache{budget: budget} }
 
 // reuse is what the loop keeps of ended requests' sessions. cache holds
 // the conversations', for later requests that continue them. pool passes
@@ -38,7 +51,7 @@ func newPrefixCache(budget int64) *prefixCache { return &prefixCache{budget: bud
 type reuse struct{ cache, pool *prefixCache }
 
 func newReuse(budget int64) reuse {
-	return reuse{newPrefixCache(budget), &prefixCache{budget: math.MaxInt64, recycle: true}}
+	return reuse{&prefixCache{budget: budget, fork: true}, &prefixCache{budget: math.MaxInt64, recycle: true}}
 }
 
 // of is where job j's session comes from and goes back to.
@@ -51,13 +64,14 @@ func (k reuse) of(j *job) *prefixCache {
 
 func (k reuse) bytes() int64 { return k.cache.bytes + k.pool.bytes }
 
-// take removes and returns the session of KV cache type kv that can go
-// back to the longest prefix of prompt, and the position to rewind it to:
-// at most most (len(prompt)-1 when the step that continues needs a token
-// to give logits), and one the session can rewind to (its RewindPoint).
-// Without a shared prefix it returns nil, unless the cache recycles: then
-// any session of type kv will do, and without one the least recently
-// used session of another type is dropped.
+// take returns a session of KV cache type kv for prompt, from the entry
+// that reaches the longest prefix of it, and the position it holds: at
+// most most (len(prompt)-1 when the step that continues needs a token to
+// give logits), and one of the entry's points (RewindPoint). A forking
+// cache forks the entry; the others take it out. Without a shared prefix
+// it returns nil, unless the cache recycles: then any session of type kv
+// will do, and without one the least recently used session of another
+// type is dropped.
 func (c *prefixCache) take(prompt []int32, kv format.KVType, most int) (*infer.Session, int) {
 	best, keep := -1, 0
 	if c.recycle {
@@ -73,16 +87,30 @@ func (c *prefixCache) take(prompt []int32, kv format.KVType, most int) (*infer.S
 		}
 	}
 	if best < 0 {
+		c.misses++
 		if c.recycle && len(c.entries) > 0 {
 			// All of another KV type: one goes, as the caller allocates
 			// a session of its own in its place.
-			c.dropOldest()
+			c.drop(0)
 		}
 		return nil, 0
 	}
+	c.hits++
 	s := c.entries[best]
-	c.entries = append(c.entries[:best], c.entries[best+1:]...)
-	c.bytes -= s.Bytes()
+	if c.fork {
+		// The most recently used goes last.
+		c.entries = append(slices.Delete(c.entries, best, best+1), s)
+		f, err := s.Fork(keep)
+		if err != nil {
+			return nil, 0 // keep is a point of s: not reached
+		}
+		return f, keep
+	}
+	c.entries = slices.Delete(c.entries, best, best+1)
+	c.recount()
+	if err := s.Rewind(max(keep, 0)); err != nil {
+		return nil, 0 // keep is a point of s: not reached
+	}
 	return s, max(keep, 0)
 }
 
@@ -93,21 +121,61 @@ func (c *prefixCache) clear() {
 }
 
 // put keeps a session, evicting the least recently used ones beyond the
-// budget (and s itself if it alone is too big).
+// budget (and s itself if it alone is too big). In a forking cache, an
+// entry that s covers (every point of it is one of s, with the same
+// tokens before it: the turn s continued) goes, as s serves its
+// requests.
 func (c *prefixCache) put(s *infer.Session) {
 	if s.Len() == 0 {
 		return
 	}
+	if c.fork {
+		c.entries = slices.DeleteFunc(c.entries, func(e *infer.Session) bool { return covers(s, e) })
+	}
 	c.entries = append(c.entries, s)
-	c.bytes += s.Bytes()
+	c.recount()
 	for c.bytes > c.budget && len(c.entries) > 0 {
-		c.dropOldest()
+		c.drop(0)
+		c.evictions++
 	}
 }
 
-// dropOldest drops the least recently used session.
-func (c *prefixCache) dropOldest() {
-	c.bytes -= c.entries[0].Bytes()
-	c.entries[0] = nil
-	c.entries = c.entries[1:]
+// covers reports whether session s can serve every request that e can:
+// the same KV type, e's tokens a prefix of s's, and each of e's points one
+// of s's.
+func covers(s, e *infer.Session) bool {
+	if s.KVType() != e.KVType() || e.Len() > s.Len() || chat.CommonPrefix(s.Tokens(), e.Tokens()) < e.Len() {
+		return false
+	}
+	if s.Rewindable() {
+		return true
+	}
+	for _, p := range e.Points() {
+		if s.RewindPoint(p) != p {
+			return false
+		}
+	}
+	return true
+}
+
+// drop drops entry i.
+func (c *prefixCache) drop(i int) {
+	c.entries[i] = nil
+	c.entries = slices.Delete(c.entries, i, i+1)
+	c.recount()
+}
+
+// recount sums the entries' memory, each part once however many entries
+// share it.
+func (c *prefixCache) recount() {
+	seen := map[*byte]bool{}
+	c.bytes = 0
+	for _, s := range c.entries {
+		s.Memory(func(id *byte, n int64) {
+			if !seen[id] {
+				seen[id] = true
+				c.bytes += n
+			}
+		})
+	}
 }

@@ -44,8 +44,14 @@ type Draft struct {
 	// step when the text offers none; 0 asks it for nothing.
 	Model int
 	// PMin stops the draft model's guesses at the first whose probability
-	// under it is below PMin.
+	// under it is below PMin, and the MTP head's chains at the first
+	// guess after the first (which costs its check alone: its MTP step is
+	// paid already).
 	PMin float32
+	// MTP is the most tokens the model's own multi-token-prediction head
+	// guesses for one step (chained: each guess from the last); 0 asks
+	// it for nothing.
+	MTP int
 }
 
 // drafts sets the feed of each decoding job: the token to feed, then the
@@ -75,8 +81,19 @@ func (e *Engine) drafts(active []*job, spare int) {
 		if j.draft != nil {
 			j.feed = j.draft.propose(j.feed, room)
 		}
-		if len(j.feed) == 1 && j.req.Draft.Model > 0 && j.guessRest > 0 {
-			j.guessRest--
+		j.mtpDrafted, j.mtpShadow = false, -1
+		if len(j.feed) == 1 && len(j.mtpGuess) > 0 && room >= max(j.req.Draft.Min, 1) {
+			if j.mtpBack.rest > 0 {
+				j.mtpBack.rest--
+				j.mtpShadow = j.mtpGuess[0]
+			} else {
+				j.feed = append(j.feed, j.mtpGuess[:min(len(j.mtpGuess), room)]...)
+				j.guessed, j.mtpDrafted = true, true
+			}
+		}
+		j.mtpGuess = j.mtpGuess[:0]
+		if len(j.feed) == 1 && j.req.Draft.Model > 0 && j.guessBack.rest > 0 {
+			j.guessBack.rest--
 		} else if len(j.feed) == 1 && j.req.Draft.Model > 0 && room >= max(j.req.Draft.Min, 1) {
 			k := min(room, j.req.Draft.Model)
 			ds.jobs, ds.room = append(ds.jobs, j), append(ds.room, k)
@@ -163,10 +180,10 @@ func (e *Engine) modelGuess(ds *modelDrafts) {
 			}
 			i := who[k]
 			j := ds.jobs[i]
-			id, p := ds.top(l)
+			id, p := top(ds.k, l, ds.scratch)
 			if p < j.req.Draft.PMin {
 				if len(j.feed) == 1 {
-					j.guessChecked(false) // a step of the draft model for nothing
+					j.guessBack.checked(false) // a step of the draft model for nothing
 				}
 				continue
 			}
@@ -194,9 +211,9 @@ func (e *Engine) modelGuess(ds *modelDrafts) {
 }
 
 // top returns the most likely token of a logits row (the lowest id of a
-// tie) and its probability.
-func (ds *modelDrafts) top(l []float32) (int32, float32) {
-	lse, m := ds.k.LogSumExp(l, ds.scratch)
+// tie) and its probability; scratch holds a row.
+func top(k kernels.Path, l, scratch []float32) (int32, float32) {
+	lse, m := k.LogSumExp(l, scratch)
 	best := 0
 	for i, v := range l {
 		if v == m {
@@ -357,16 +374,145 @@ func (dr *drafter) checked(kept, k int) {
 	}
 }
 
-// guessChecked adapts how often the draft model is asked: a step where it
-// guessed nothing, or nothing it guessed was kept, rests it for 1, then
-// 3, 7, ... steps (up to maxRest), so that a draft model that cannot
-// follow the text costs few of its steps. It catches up with the tokens
-// of the steps it rested in one step of its own.
-func (j *job) guessChecked(hit bool) {
+// backoff adapts how often guesses are checked: a checked step that
+// kept none of them rests them for 1, then 3, 7, ... steps (up to
+// maxRest); a hit ends the back-off. The draft model's (a step of its
+// own where it guessed nothing or nothing kept) spends few of its steps
+// on a text it cannot follow, and catches up with the steps it rested in
+// one step of its own. The MTP head's, on a text it cannot follow (a
+// model of random weights, a text unlike its training), costs its
+// guesses alone, not steps of two rows for one token; while it rests,
+// a guess that would have been kept ends the rest.
+type backoff struct{ rest, misses int }
+
+func (b *backoff) checked(hit bool) {
 	if hit {
-		j.guessMisses = 0
+		b.misses = 0
 		return
 	}
-	j.guessMisses++
-	j.guessRest = min(1<<min(j.guessMisses, 6)-1, maxRest)
+	b.misses++
+	b.rest = min(1<<min(b.misses, 6)-1, maxRest)
+}
+
+// mtpGuess runs the model's MTP block after a step: every session's MTP
+// rows are brought up to its last position (each takes the main model's
+// hidden state there and the token after it: the prompt's next, or the
+// one just sampled; a finished request's last row waits in its cached
+// session), so that any request, and any fork of its session, can draft
+// with it. For the jobs that draft with it (Draft.MTP) the last row's
+// logits are the first guess; each further guess of the chain is a row
+// past the session's positions, which takes the MTP layer's own output
+// at the guess before, forgotten after the chain. The guesses are the
+// next step's draft.
+func (l *loop) mtpGuess() {
+	e := l.e
+	ms := &l.mtp
+	limit := e.m.MTPRows()
+	ms.seqs, ms.jobs = ms.seqs[:0], ms.jobs[:0]
+	rows := 0
+	run := func() bool {
+		if len(ms.seqs) == 0 {
+			return true
+		}
+		if err := e.r.StepMTP(ms.seqs); err != nil {
+			e.log.Error("engine: an MTP step failed; no guesses", "err", err)
+			return false
+		}
+		for i, j := range ms.jobs {
+			if lg := e.r.MTPLogits(i); lg != nil {
+				l.mtpTake(j, lg)
+			}
+		}
+		ms.seqs, ms.jobs, rows = ms.seqs[:0], ms.jobs[:0], 0
+		return true
+	}
+	for _, j := range l.owners {
+		j.mtpGuess = j.mtpGuess[:0]
+		if ended(j) || !j.sess.MTPReady() {
+			continue
+		}
+		next := int32(-1)
+		switch {
+		case len(j.rest) > 0:
+			next = j.rest[0]
+		case len(j.replay) > 0:
+			next = j.replay[0]
+		case !j.scoring():
+			next = j.next
+		}
+		guess := next >= 0 && len(j.rest) == 0 && len(j.replay) == 0 && j.req.Draft.MTP > 0
+		left := j.sess.MTPWaiting()
+		if next < 0 {
+			left--
+		}
+		for left > 0 {
+			if rows == limit && !run() {
+				return
+			}
+			k := min(left, limit-rows)
+			ms.seqs = append(ms.seqs, infer.MTPSeq{Session: j.sess, Next: next, Max: k, Logits: guess && k == left})
+			ms.jobs = append(ms.jobs, j)
+			rows, left = rows+k, left-k
+			if left > 0 && !run() { // a session once a step
+				return
+			}
+		}
+	}
+	if !run() {
+		return
+	}
+	// The chains: one row a job a step.
+	for _, j := range l.owners {
+		if !ended(j) && len(j.mtpGuess) > 0 && len(j.mtpGuess) < j.req.Draft.MTP && j.mtpBack.rest == 0 {
+			ms.chain = append(ms.chain, j)
+		}
+	}
+	for len(ms.chain) > 0 {
+		more := ms.chain[:0]
+		for _, j := range ms.chain {
+			if rows == limit && !run() {
+				return
+			}
+			if len(j.mtpGuess) < j.req.Draft.MTP && !slices.Contains(j.req.Stop, j.mtpGuess[len(j.mtpGuess)-1]) {
+				ms.seqs = append(ms.seqs, infer.MTPSeq{Session: j.sess, Next: j.mtpGuess[len(j.mtpGuess)-1], Guess: true, Logits: true})
+				ms.jobs = append(ms.jobs, j)
+				rows++
+				more = append(more, j)
+			}
+		}
+		if !run() {
+			break
+		}
+		// A job whose guess fell below PMin stops its chain.
+		ms.chain = slices.DeleteFunc(more, func(j *job) bool { return !j.mtpGrew })
+	}
+	ms.chain = ms.chain[:0]
+	for _, j := range l.owners {
+		if !ended(j) {
+			j.sess.ForgetGuesses()
+		}
+	}
+}
+
+// mtpTake adds the MTP head's guess to a job's draft, unless it is a
+// chained one whose probability is below Draft.PMin.
+func (l *loop) mtpTake(j *job, lg []float32) {
+	j.mtpGrew = false
+	c, p := top(l.e.r.Model().Kernels(), lg, l.mtp.scratch)
+	id := l.e.r.MTPTokenAt(int(c))
+	if (len(j.mtpGuess) > 0 && p < j.req.Draft.PMin) || int(id) >= l.e.m.Config.Vocab {
+		return
+	}
+	j.mtpGuess = append(j.mtpGuess, id)
+	j.mtpGrew = true
+}
+
+// mtpDrafts is the MTP head's work of one step, kept from step to step by
+// the engine's loop: the sequences of an MTP step and their jobs, and the
+// jobs whose chains go on.
+type mtpDrafts struct {
+	seqs    []infer.MTPSeq
+	jobs    []*job
+	chain   []*job
+	scratch []float32
 }

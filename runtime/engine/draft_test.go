@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/qwenc/qwenc/compiler"
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/internal/reference"
 	"github.com/qwenc/qwenc/internal/synth"
 	"github.com/qwenc/qwenc/internal/synthtest"
 	"github.com/qwenc/qwenc/internal/testarch"
@@ -360,19 +362,40 @@ func chiSquareQuantile999(df int) float64 {
 	return k * c * c * c
 }
 
-// TestGuessBackOff: a draft model that keeps missing rests 1, 3, 7, ...
-// steps, up to maxRest; a hit ends the back-off.
-func TestGuessBackOff(t *testing.T) {
-	var j job
+// TestBackOff: guesses that keep missing rest 1, 3, 7, ... steps, up to
+// maxRest; a hit ends the back-off.
+func TestBackOff(t *testing.T) {
+	var b backoff
 	for _, want := range []int{1, 3, 7, 15, 31, 32, 32} {
-		j.guessChecked(false)
-		if j.guessRest != want {
-			t.Errorf("after %d misses: rest %d, want %d", j.guessMisses, j.guessRest, want)
+		b.checked(false)
+		if b.rest != want {
+			t.Errorf("after %d misses: rest %d, want %d", b.misses, b.rest, want)
 		}
 	}
-	j.guessChecked(true)
-	if j.guessMisses != 0 {
-		t.Errorf("after a hit: %d misses", j.guessMisses)
+	b.checked(true)
+	if b.misses != 0 {
+		t.Errorf("after a hit: %d misses", b.misses)
+	}
+}
+
+// TestMTPRestsOnRandomWeights: the MTP head of a model of random weights
+// guesses little right, so its guesses back off and few steps check one
+// that misses (without the back-off every step would); the text is the
+// same as without drafts.
+func TestMTPRestsOnRandomWeights(t *testing.T) {
+	m := demoModelOf(t, "tiny-q35", format.F16)
+	e := newEngine(t, m, Options{Parallel: 1, MTP: true})
+	const n = 96
+	prompt := []int32{9, 8, 7, 6, 5, 4, 3, 2, 1}
+	plain, _ := collect(t, submit(t, e, Request{Prompt: prompt, MaxTokens: n, TopLogprobs: -1, Stop: []int32{}}))
+	evs, done := collect(t, submit(t, e, Request{Prompt: prompt, MaxTokens: n, TopLogprobs: -1, Stop: []int32{}, Draft: Draft{MTP: 1}}))
+	if got, want := tokensOf(evs), tokensOf(plain); !slices.Equal(got, want) {
+		t.Fatalf("with MTP drafts %v, without %v", got, want)
+	}
+	kept, missed := done.Usage.Accepted, done.Usage.Drafted-done.Usage.Accepted
+	t.Logf("%d tokens: %d guesses checked, %d kept", len(tokensOf(evs)), done.Usage.Drafted, kept)
+	if missed > 2*kept+8 {
+		t.Errorf("%d guesses missed for %d kept: the head's drafts do not back off", missed, kept)
 	}
 }
 
@@ -404,14 +427,15 @@ func aloneLogprobs(t *testing.T, m *infer.Model, prompt []int32, n int) ([]int32
 	var ids []int32
 	var lps []float64
 	for range n {
+		row := l[:m.Tokenizer.VocabSize()] // padding rows are never sampled
 		best, mx := 0, math.Inf(-1)
-		for i, v := range l {
+		for i, v := range row {
 			if float64(v) > mx {
 				best, mx = i, float64(v)
 			}
 		}
 		var sum float64
-		for _, v := range l {
+		for _, v := range row {
 			sum += math.Exp(float64(v) - mx)
 		}
 		ids, lps = append(ids, int32(best)), append(lps, -math.Log(sum))
@@ -502,4 +526,176 @@ func TestRecurrentLayersKeepTheText(t *testing.T) {
 	if st := e.Stats(); st.Active != 0 || st.KVBytes != 0 {
 		t.Errorf("after the requests: %+v", st)
 	}
+}
+
+// TestStateCacheAgentSession: an agent's session on a model whose layers
+// cannot go back by themselves. A long first prompt (its messages' ends
+// marked), turns that each add a message to the answer before them, a
+// turn that edits an earlier message and one that retries the last
+// answer: every turn computes only what is new to it, beyond the copies
+// the cache keeps, each answer is the model's alone, and eight
+// conversations at once that share the first prompt keep the cache within
+// its budget.
+func TestStateCacheAgentSession(t *testing.T) {
+	m := recurrentModel(t, format.F16)
+	e := newEngine(t, m, Options{Parallel: 8, CheckpointEvery: 64})
+	rng := rand.New(rand.NewPCG(3, 4))
+	msg := func(n int) []int32 {
+		ids := make([]int32, n)
+		for i := range ids {
+			ids[i] = int32(20 + rng.IntN(250))
+		}
+		return append(ids, 9) // 9 ends a message here
+	}
+	var prompt []int32
+	var marks []int
+	add := func(ids []int32) {
+		prompt = append(prompt, ids...)
+		marks = append(marks, len(prompt))
+	}
+	add(msg(150))
+	add(msg(90))
+	computed, fresh := 0, 0
+	turn := func(what string, p []int32, ms []int, newTokens int) []int32 {
+		t.Helper()
+		evs, done := collect(t, submit(t, e, Request{Prompt: p, Marks: ms, MaxTokens: 5}))
+		sameAsAlone(t, what, m, p, evs)
+		c := done.Usage.PromptTokens - done.Usage.CachedTokens
+		computed += c
+		fresh += newTokens
+		t.Logf("%s: %d prompt tokens, %d computed, %d new", what, len(p), c, newTokens)
+		return tokensOf(evs)
+	}
+	answer := turn("turn 1", prompt, marks, len(prompt))
+	for i := 2; i <= 6; i++ {
+		before := len(prompt)
+		add(append(slices.Clone(answer[:4]), 9)) // the answer, as the client sends it back
+		add(msg(30))
+		answer = turn(fmt.Sprintf("turn %d", i), slices.Clone(prompt), slices.Clone(marks), len(prompt)-before)
+	}
+	// An earlier message edited: what follows it is new again.
+	edited := slices.Clone(prompt[:marks[3]])
+	editedMarks := slices.Clone(marks[:4])
+	edited = append(edited, msg(20)...)
+	editedMarks = append(editedMarks, len(edited))
+	turn("an edited message", edited, editedMarks, len(edited)-marks[3])
+	// The last turn again: all of its prompt is kept.
+	turn("a retried answer", slices.Clone(prompt), slices.Clone(marks), 0)
+	if float64(computed) > 1.1*float64(fresh) {
+		t.Errorf("%d prompt tokens computed for %d new ones", computed, fresh)
+	}
+
+	// Eight at once on the first prompt, within a budget of about three
+	// sessions' states.
+	budget := 3 * m.SequenceBytes(len(prompt), format.KVF16)
+	e2 := newEngine(t, m, Options{Parallel: 8, CacheBytes: budget, CheckpointEvery: 64})
+	var streams []*Stream
+	var prompts [][]int32
+	for i := range 8 {
+		p := append(slices.Clone(prompt[:marks[1]]), msg(10+i)...)
+		prompts = append(prompts, p)
+		streams = append(streams, submit(t, e2, Request{Prompt: p, Marks: []int{marks[0], marks[1], len(p)}, MaxTokens: 6}))
+	}
+	for i, s := range streams {
+		evs, _ := collect(t, s)
+		sameAsAlone(t, fmt.Sprintf("conversation %d of 8", i), m, prompts[i], evs)
+		if st := e2.Stats(); st.CachedBytes > budget {
+			t.Errorf("the cache holds %d bytes, over its budget of %d", st.CachedBytes, budget)
+		}
+	}
+	if st := e2.Stats(); st.CacheHits+st.CacheMisses != 8 || st.CachedBytes > budget {
+		t.Errorf("after 8 conversations: %+v (budget %d)", st, budget)
+	}
+}
+
+// TestMTPDrafts: the trained Qwen3.5 demo drafting with its own MTP head,
+// one guess a step and chains of three, gives the greedy tokens it gives
+// without (on its reference prompts, 40 tokens each), and its guesses are
+// kept as often as the float64 reference's would be in the same greedy
+// self-speculative run: within 0.05.
+func TestMTPDrafts(t *testing.T) {
+	m := demoModelOf(t, "qwen35-go-demo", format.F16)
+	if !m.HasMTP() {
+		t.Fatal("no MTP block")
+	}
+	ref, err := reference.Load(testmodel.Dir(t, "qwen35-go-demo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := reference.ReadExpected(testmodel.Testdata(t, "qwen35-go-demo", "expected"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	e := newEngine(t, m, Options{Parallel: 4, MTP: true, Runner: infer.Options{MTPVocab: 32768}})
+	var refDrafted, refKept int
+	for _, k := range []int{1, 3} {
+		drafted, kept := 0, 0
+		for _, c := range exp.Cases {
+			plain, _ := collect(t, submit(t, e, Request{Prompt: c.PromptIDs, MaxTokens: n, TopLogprobs: -1}))
+			evs, done := collect(t, submit(t, e, Request{Prompt: c.PromptIDs, MaxTokens: n, TopLogprobs: -1, Draft: Draft{MTP: k}}))
+			if got, want := tokensOf(evs), tokensOf(plain); !slices.Equal(got, want) {
+				t.Errorf("%s, chains of %d: with MTP drafts %v, without %v", c.Name, k, got, want)
+			}
+			drafted += done.Usage.Drafted
+			kept += done.Usage.Accepted
+			// Sampled, each token is drawn as it would be without drafts
+			// (a draft is kept when the draw equals it): the same seed
+			// gives the same text.
+			p := sampling.Params{Temperature: 0.8, TopP: 0.95, Seed: 5}
+			sampled, _ := collect(t, submit(t, e, Request{Prompt: c.PromptIDs, MaxTokens: n, TopLogprobs: -1, Params: p}))
+			drafts, _ := collect(t, submit(t, e, Request{Prompt: c.PromptIDs, MaxTokens: n, TopLogprobs: -1, Params: p, Draft: Draft{MTP: k}}))
+			if got, want := tokensOf(drafts), tokensOf(sampled); !slices.Equal(got, want) {
+				t.Errorf("%s, chains of %d, sampled: with MTP drafts %v, without %v", c.Name, k, got, want)
+			}
+			if k == 1 {
+				d, a := referenceMTPRun(t, ref, c.PromptIDs, tokensOf(plain))
+				refDrafted, refKept = refDrafted+d, refKept+a
+			}
+		}
+		if drafted == 0 {
+			t.Fatalf("chains of %d: nothing drafted", k)
+		}
+		rate := float64(kept) / float64(drafted)
+		t.Logf("chains of %d: %d drafted, %d kept (%.3f)", k, drafted, kept, rate)
+		if k == 1 {
+			want := float64(refKept) / float64(refDrafted)
+			t.Logf("the float64 reference in the same run: %d drafted, %d kept (%.3f)", refDrafted, refKept, want)
+			if math.Abs(rate-want) > 0.05 {
+				t.Errorf("MTP drafts kept at %.3f, the reference's at %.3f", rate, want)
+			}
+		}
+	}
+}
+
+// referenceMTPRun replays greedy self-speculative decoding with one MTP
+// guess a step on the float64 reference: the main model's tokens are
+// text's (the greedy continuation of prompt), and at each step the MTP
+// head guesses the token after the one just chosen; a guess equal to the
+// main model's next token is kept and the step yields two tokens. It
+// returns the guesses made and kept.
+func referenceMTPRun(t *testing.T, ref *reference.Model, prompt, text []int32) (drafted, kept int) {
+	t.Helper()
+	all := append(slices.Clone(prompt), text...)
+	pass, err := ref.Forward(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ref.MTP(all[:len(all)-1], pass.Hidden[:len(all)-1], all[len(all)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Position p is the last fed; text[i] follows position len(prompt)+i-1.
+	p := len(prompt) - 1
+	for p+2 < len(all) {
+		guess, _ := reference.Argmax(ref.Head(rows[p]))
+		drafted++
+		if int32(guess) == all[p+2] {
+			kept++
+			p += 2
+		} else {
+			p++
+		}
+	}
+	return drafted, kept
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,15 @@ type Options struct {
 	// checked. The engine runs it on a Runner of its own; the model stays
 	// the caller's.
 	Drafter *infer.Model
+	// CheckpointEvery is how many prompt tokens a model whose layers
+	// cannot go back by themselves may compute between two copies of its
+	// states, beside Request.Marks (default 1024; < 0: none).
+	CheckpointEvery int
+	// MTP runs the model's multi-token-prediction block beside it, so
+	// that requests may draft with it (Draft.MTP): every session keeps
+	// its MTP rows up to date (one more layer's work a token), so that a
+	// cached prefix has them too. The model must have an MTP block.
+	MTP bool
 	// Log takes the engine's logs: each request's start and end at debug
 	// level, a failed step at error level (nil: none). Nothing of a
 	// request's text is logged.
@@ -78,6 +88,11 @@ type Request struct {
 	// it allows are sampled, and the generation ends (StopEOS) when it is
 	// complete. It is this request's alone.
 	Constraint Constraint
+	// Marks are positions in Prompt where a later request is likely to
+	// part from this one (the ends of the chat's messages): a model whose
+	// layers cannot go back by themselves keeps a copy of its states
+	// there, for the state cache to start such a request from.
+	Marks []int
 }
 
 // Constraint is a grammar followed through a generation.
@@ -171,6 +186,10 @@ type Stats struct {
 	// prompts (an embedding request's inputs, several requests') share
 	// steps.
 	PrefillSteps, Prefilled int64
+	// CacheHits counts the conversations that started from a kept
+	// session (at a prefix of theirs), CacheMisses those that found none,
+	// and CacheEvictions the kept sessions dropped for room.
+	CacheHits, CacheMisses, CacheEvictions int64
 }
 
 var (
@@ -186,8 +205,11 @@ type Engine struct {
 	m    *infer.Model
 	r    *infer.Runner
 	opts Options
-	log  *slog.Logger
-	ids  atomic.Int64 // the last request's number, for the logs
+	// rewindable says the model's sessions go back anywhere by
+	// themselves: they need no copies of their states.
+	rewindable bool
+	log        *slog.Logger
+	ids        atomic.Int64 // the last request's number, for the logs
 	// dr runs the draft model (nil: none); the loop owns it and ds, the
 	// state of its drafting.
 	dr *infer.Runner
@@ -204,10 +226,12 @@ type Engine struct {
 	active      atomic.Int32
 	kvBytes     atomic.Int64
 	cachedBytes atomic.Int64
-	decodeSteps atomic.Int64
-	decoded     atomic.Int64
-	prefills    atomic.Int64
-	prefilled   atomic.Int64
+	// The state cache's counts, as the loop last copied them.
+	cacheHits, cacheMisses, cacheEvictions atomic.Int64
+	decodeSteps                            atomic.Int64
+	decoded                                atomic.Int64
+	prefills                               atomic.Int64
+	prefilled                              atomic.Int64
 	// clearCache asks the loop, which owns the prefix cache, to empty it
 	// before it admits anything more.
 	clearCache atomic.Bool
@@ -231,8 +255,14 @@ func New(m *infer.Model, o Options) (*Engine, error) {
 	if o.Chunk <= 0 {
 		o.Chunk = 128
 	}
+	if o.CheckpointEvery == 0 {
+		o.CheckpointEvery = 1024
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.MTP && !m.HasMTP() {
+		return nil, errors.New("MTP drafts: the model has no MTP block (its file was compiled without one)")
 	}
 	o.Chunk = min(o.Chunk, m.MaxPrefill())
 	switch {
@@ -251,8 +281,12 @@ func New(m *infer.Model, o Options) (*Engine, error) {
 			return nil, fmt.Errorf("the draft model's context is at most %d tokens, less than the conversations' %d", d.Config.MaxContext(), o.Ctx)
 		}
 	}
+	rewindable := true
+	for _, st := range m.States() {
+		rewindable = rewindable && st.Rewindable()
+	}
 	e := &Engine{
-		m: m, r: m.NewRunner(o.Runner), opts: o, log: o.Log,
+		m: m, r: m.NewRunner(o.Runner), opts: o, log: o.Log, rewindable: rewindable,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if o.Drafter != nil {
@@ -314,6 +348,14 @@ func (e *Engine) Check(reqs []Request) error {
 		if req.Draft.Model > 0 && e.dr == nil {
 			return fmt.Errorf("request %d: drafts from a draft model, but the engine has none", i)
 		}
+		switch {
+		case req.Draft.MTP < 0:
+			return fmt.Errorf("request %d: Draft.MTP %d: want 0 or more", i, req.Draft.MTP)
+		case req.Draft.MTP > 0 && !e.m.HasMTP():
+			return fmt.Errorf("request %d: drafts from the model's MTP head, but the model has none", i)
+		case req.Draft.MTP > 0 && !e.opts.MTP:
+			return fmt.Errorf("request %d: drafts from the model's MTP head, which the engine does not run (Options.MTP)", i)
+		}
 		for _, id := range req.Draft.Prediction {
 			if id < 0 || int(id) >= e.m.Config.Vocab {
 				return fmt.Errorf("request %d: predicted token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
@@ -341,7 +383,7 @@ func (e *Engine) SubmitAll(ctx context.Context, reqs []Request) ([]*Stream, erro
 	streams := make([]*Stream, len(reqs))
 	now := time.Now()
 	for i, req := range reqs {
-		jobs[i] = &job{id: e.ids.Add(1), ctx: ctx, req: req, stream: newStream(), submitted: now}
+		jobs[i] = &job{id: e.ids.Add(1), ctx: ctx, req: req, stream: newStream(), submitted: now, mtpShadow: -1}
 		streams[i] = jobs[i].stream
 	}
 	e.mu.Lock()
@@ -377,6 +419,7 @@ func (e *Engine) Stats() Stats {
 	q := len(e.queue)
 	e.mu.Unlock()
 	return Stats{Active: int(e.active.Load()), Queued: q, KVBytes: e.kvBytes.Load(), CachedBytes: e.cachedBytes.Load(),
+		CacheHits: e.cacheHits.Load(), CacheMisses: e.cacheMisses.Load(), CacheEvictions: e.cacheEvictions.Load(),
 		DecodeSteps: e.decodeSteps.Load(), Decoded: e.decoded.Load(), PrefillSteps: e.prefills.Load(), Prefilled: e.prefilled.Load()}
 }
 
@@ -436,15 +479,28 @@ type job struct {
 	history []int32         // prompt and generated tokens, for the penalties
 	draft   *drafter        // nil: no drafts from the text
 	dsess   *infer.Session  // the draft model's cache of the conversation (nil: none yet)
-	guessed bool            // the feed's draft is the draft model's, not the text's
-	// guessRest is how many steps to ask the draft model nothing, after
-	// guessMisses steps in a row where it guessed nothing or nothing kept.
-	guessRest, guessMisses int
-	kvBytes                int64 // the cache's bytes as Stats last counted them
+	guessed bool            // the feed's draft is the draft model's or the MTP head's, not the text's
+	// mtpGuess is the MTP head's guesses for the next step (Draft.MTP),
+	// and mtpGrew whether its last MTP row added one.
+	mtpGuess []int32
+	mtpGrew  bool
+	// mtpShadow is the MTP head's first guess while its drafts rest
+	// (mtpBack), compared with the token the step picks: when they agree
+	// the rest ends. -1: none.
+	mtpShadow  int32
+	mtpDrafted bool // the feed's draft is the MTP head's
+	// guessBack rests the draft model, mtpBack the MTP head's drafts,
+	// after steps in a row that kept none of their guesses.
+	guessBack, mtpBack backoff
+	kvBytes            int64 // the cache's bytes as Stats last counted them
 	// logits is the prompt's last logits, Request.PromptLogits, until an
 	// event takes it.
 	logits []float32
-	err    error // why it ends with StopError
+	// marks are the prompt positions still ahead where the session keeps
+	// a copy of its states (Request.Marks, and every CheckpointEvery
+	// tokens), in order.
+	marks []int
+	err   error // why it ends with StopError
 }
 
 func (j *job) emit(ev Event) {
@@ -484,9 +540,17 @@ func (e *Engine) start(j *job, k reuse) (done bool) {
 	sess, keep := k.of(j).take(j.req.Prompt, j.req.KV, most)
 	if sess == nil {
 		sess, _ = e.m.NewSessionKV(e.opts.Ctx, j.req.KV) // Ctx was checked in New
+		if e.opts.MTP {
+			_ = sess.TrackMTP() // checked in New: the model has the block
+		}
 	}
-	sess.Rewind(keep) // take gives a position the session can go back to
 	j.usage.CachedTokens = keep
+	j.marks = j.marks[:0]
+	for _, m := range e.marks(j.req.Prompt, j.req.Marks) {
+		if m > keep {
+			j.marks = append(j.marks, m)
+		}
+	}
 	j.sess = sess
 	j.rest = j.req.Prompt[keep:]
 	e.log.Debug("engine: request started", "request", j.id, "prompt_tokens", len(j.req.Prompt), "cached_tokens", keep,
@@ -536,11 +600,18 @@ func (e *Engine) check(j *job, l []float32, now time.Time, lp *logprobs) StopRea
 		return StopError
 	}
 	j.snap = nil
-	if j.guessed {
-		j.guessChecked(kept > 0)
-	} else {
+	if j.mtpShadow >= 0 && reason == "" && j.next == j.mtpShadow {
+		j.mtpBack = backoff{} // the resting head would have been right
+	}
+	switch {
+	case j.mtpDrafted:
+		j.mtpBack.checked(kept > 0)
+	case j.guessed:
+		j.guessBack.checked(kept > 0)
+	default:
 		j.draft.checked(kept, len(drafted))
 	}
+	j.mtpDrafted, j.mtpShadow = false, -1
 	j.usage.Drafted += len(drafted)
 	j.usage.Accepted += kept
 	return reason
@@ -550,6 +621,11 @@ func (e *Engine) check(j *job, l []float32, now time.Time, lp *logprobs) StopRea
 // returns why the generation ends, or "" to go on. length is the tokens
 // the cache holds up to the one these logits follow.
 func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs, length int) StopReason {
+	// The head may score more rows than the tokenizer has ids (Qwen3's
+	// 151,936 for 151,669, Qwen3.5's 248,320 for 248,077): the rows past
+	// them are padding, tokens without text, never sampled nor counted
+	// in the log-probabilities.
+	l = l[:e.m.Tokenizer.VocabSize()]
 	ev := Event{Time: now}
 	var raw []float32
 	if j.req.TopLogprobs >= 0 {
@@ -635,4 +711,31 @@ func (e *Engine) countKV(active []*job) {
 			j.kvBytes = b
 		}
 	}
+}
+
+// marks are the prompt positions where a session that cannot go back by
+// itself keeps a copy of its states: the request's, every
+// CheckpointEvery tokens of a long prompt, and the prompt's end and the
+// token before it (the same prompt again, a retried answer, starts there:
+// its last token must be computed for its logits), in order. A model
+// whose sessions rewind anywhere needs none.
+func (e *Engine) marks(prompt []int32, asked []int) []int {
+	if e.rewindable {
+		return nil
+	}
+	var ms []int
+	for _, m := range asked {
+		if m > 0 && m < len(prompt) {
+			ms = append(ms, m)
+		}
+	}
+	ms = slices.DeleteFunc(ms, func(m int) bool { return m <= 0 })
+	if every := e.opts.CheckpointEvery; every > 0 {
+		for m := every; m < len(prompt); m += every {
+			ms = append(ms, m)
+		}
+	}
+	ms = append(ms, len(prompt)-1, len(prompt))
+	slices.Sort(ms)
+	return slices.Compact(ms)
 }

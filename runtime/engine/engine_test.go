@@ -22,6 +22,7 @@ import (
 	"github.com/qwenc/qwenc/internal/testmodel"
 	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime/infer"
+	"github.com/qwenc/qwenc/runtime/sampling"
 )
 
 func openModel(t *testing.T, path string) *infer.Model {
@@ -37,7 +38,13 @@ func openModel(t *testing.T, path string) *infer.Model {
 // demoModel compiles the bundled trained model.
 func demoModel(t *testing.T, typ format.DType) *infer.Model {
 	t.Helper()
-	dir := testmodel.Dir(t, "qwen3-go-demo")
+	return demoModelOf(t, "qwen3-go-demo", typ)
+}
+
+// demoModelOf compiles a bundled model.
+func demoModelOf(t *testing.T, name string, typ format.DType) *infer.Model {
+	t.Helper()
+	dir := testmodel.Dir(t, name)
 	out := filepath.Join(t.TempDir(), "demo.qbin")
 	if _, err := compiler.Compile(context.Background(), dir, compiler.Options{Output: out, MaxPrefill: 64, NoSync: true, Type: typ}); err != nil {
 		t.Fatal(err)
@@ -106,7 +113,7 @@ func greedyAlone(t *testing.T, m *infer.Model, prompt []int32, n int) []int32 {
 	var out []int32
 	for range n {
 		best := 0
-		for i, v := range l {
+		for i, v := range l[:m.Tokenizer.VocabSize()] { // padding rows are never sampled
 			if v > l[best] {
 				best = i
 			}
@@ -216,6 +223,36 @@ func TestStopsAndLimits(t *testing.T) {
 	}
 }
 
+// TestPaddingNeverSampled: the head scores more rows than the tokenizer
+// has ids (smallModel's 300 for 266, as Qwen3.5's 248,320 for 248,077),
+// and a token without text is never sampled, nor listed among the top
+// log-probabilities. At temperature 5 the random model's distribution is
+// nearly flat, so a tenth of the draws would land on a padding row.
+func TestPaddingNeverSampled(t *testing.T) {
+	m := smallModel(t, 32)
+	n := m.Tokenizer.VocabSize()
+	if n >= m.Config.Vocab {
+		t.Fatalf("the tokenizer has %d ids for %d rows: no padding to test", n, m.Config.Vocab)
+	}
+	e := newEngine(t, m, Options{})
+	s, _ := e.Submit(context.Background(), Request{Prompt: []int32{9, 8, 7}, MaxTokens: 300, TopLogprobs: 20,
+		Params: sampling.Params{Temperature: 5, Seed: 3}})
+	evs, _ := collect(t, s)
+	if len(evs) < 300 {
+		t.Fatalf("%d tokens, want 300", len(evs))
+	}
+	for _, ev := range evs {
+		if int(ev.Token) >= n {
+			t.Fatalf("sampled %d, past the tokenizer's %d ids", ev.Token, n)
+		}
+		for _, top := range ev.Top {
+			if int(top.Token) >= n {
+				t.Fatalf("top log-probabilities list %d, past the tokenizer's %d ids", top.Token, n)
+			}
+		}
+	}
+}
+
 func TestLogprobs(t *testing.T) {
 	m := smallModel(t, 32)
 	e := newEngine(t, m, Options{})
@@ -225,12 +262,13 @@ func TestLogprobs(t *testing.T) {
 	sess, _ := m.NewSession(0)
 	l, _ := sess.Feed(prompt)
 	for step, ev := range evs {
+		row := l[:m.Tokenizer.VocabSize()] // the head's padding rows are never sampled
 		mx := math.Inf(-1)
-		for _, v := range l {
+		for _, v := range row {
 			mx = math.Max(mx, float64(v))
 		}
 		var z float64
-		for _, v := range l {
+		for _, v := range row {
 			z += math.Exp(float64(v) - mx)
 		}
 		lse := mx + math.Log(z)

@@ -24,6 +24,7 @@ type loop struct {
 	prompt   []int
 	decoders int
 	logits   *logprobs
+	mtp      mtpDrafts
 }
 
 // loop runs steps while there is work, and waits for work otherwise. Each
@@ -38,6 +39,7 @@ func (e *Engine) loop() {
 		defer e.dr.Close()
 	}
 	l := &loop{e: e, reuse: newReuse(e.opts.CacheBytes), logits: newLogprobs(e.m)}
+	l.mtp.scratch = make([]float32, e.m.Config.Vocab)
 	for {
 		closing := l.admit()
 		if len(l.active) == 0 {
@@ -145,6 +147,10 @@ func (l *loop) admit() (closing bool) {
 		l.reuse.pool.clear()
 	}
 	e.cachedBytes.Store(l.reuse.bytes())
+	c := l.reuse.cache
+	e.cacheHits.Store(c.hits)
+	e.cacheMisses.Store(c.misses)
+	e.cacheEvictions.Store(c.evictions)
 	e.countKV(l.active)
 	return closing
 }
@@ -165,6 +171,9 @@ func (l *loop) run() (err error) {
 	}
 	l.count()
 	l.deliver()
+	if l.e.opts.MTP {
+		l.mtpGuess()
+	}
 	return nil
 }
 
@@ -216,6 +225,10 @@ func (l *loop) plan() {
 			continue
 		}
 		n := min(len(j.rest), budget)
+		if len(j.marks) > 0 {
+			// A chunk ends at the next mark, for the copy kept there.
+			n = min(n, j.marks[0]-j.sess.Len())
+		}
 		last := n == len(j.rest)
 		l.seqs = append(l.seqs, infer.Seq{Session: j.sess, Tokens: j.rest[:n], Logits: last && (j.req.MaxTokens != 0 || j.req.PromptLogits), Rows: j.req.Rows})
 		l.owners, l.prompt = append(l.owners, j), append(l.prompt, n)
@@ -262,9 +275,13 @@ func (l *loop) deliverOne(i int, j *job, now time.Time) {
 	j.rest = j.rest[l.prompt[i]:]
 	if l.prompt[i] > 0 && len(j.rest) == 0 {
 		j.usage.Prefill = now.Sub(j.started)
-		// The next turn of a conversation resends this prompt: a session
-		// that cannot rewind by itself keeps a copy here.
+	}
+	if len(j.marks) > 0 && j.sess.Len() == j.marks[0] {
+		// Where a later request is likely to part from this one (a
+		// message's end, the prompt's): a session that cannot rewind by
+		// itself keeps a copy here.
 		j.sess.Checkpoint()
+		j.marks = j.marks[1:]
 	}
 	if l.prompt[i] == 0 && len(j.replay) > 0 {
 		j.feed, j.replay = j.feed[len(j.replay):], j.replay[:0]

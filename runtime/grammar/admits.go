@@ -9,14 +9,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // An enum or const value is held to the keywords beside it (its type,
 // bounds, lengths, properties, ...) by checking it as a validator would:
-// admits. A pattern or a format is checked with its grammar, so a value
-// passes where the grammar would generate it, which is where a validator
-// passes it too (the grammar may be narrower).
+// admits. A string's pattern, format and lengths are checked with its
+// language (stringLang), so a value passes where the grammar would
+// generate it, which is where a validator passes it too (the grammar may
+// be narrower).
 
 // maxAdmitDepth bounds the schemas admits enters for one value: a $ref
 // that leads back to itself, no value in between, would go on forever.
@@ -41,10 +41,18 @@ func (c *schemaCompiler) admits(raw json.RawMessage, x any, path string, depth i
 // admitsNode is admits of a schema object.
 func (c *schemaCompiler) admitsNode(n node, x any, path string, depth int) (bool, error) {
 	if depth > maxAdmitDepth {
-		return false, &SchemaError{path, "schema", fmt.Sprintf("more than %d schemas deep from an enum or const (a $ref that leads back to itself?): its value cannot be checked", maxAdmitDepth)}
+		return false, &SchemaError{Path: path, Keyword: "schema", Reason: fmt.Sprintf("more than %d schemas deep from an enum or const (a $ref that leads back to itself?): its value cannot be checked", maxAdmitDepth)}
 	}
-	if err := checkKeywords(n, path); err != nil {
-		return false, err
+	for {
+		err := c.checkKeywords(n, path)
+		se, ok := err.(*SchemaError)
+		if !ok {
+			break
+		}
+		if err := c.relax(path, se); err != nil {
+			return false, err
+		}
+		n = without(n, se.Keyword) // a value is then checked against less
 	}
 	for _, check := range []func(node, any, string, int) (bool, error){
 		c.admitsType, c.admitsValues, c.admitsCombination, c.admitsString, c.admitsNumber, c.admitsObject, c.admitsArray,
@@ -173,6 +181,19 @@ func (c *schemaCompiler) admitsCombination(n node, x any, path string, depth int
 			return false, nil
 		}
 	}
+	if cond := n["if"]; cond != nil {
+		ok, err := c.admits(cond, x, path+"/if", depth+1)
+		if err != nil {
+			return false, err
+		}
+		k := "else"
+		if ok {
+			k = "then"
+		}
+		if n[k] != nil {
+			return c.admits(n[k], x, path+"/"+k, depth+1)
+		}
+	}
 	return true, nil
 }
 
@@ -181,52 +202,11 @@ func (c *schemaCompiler) admitsString(n node, x any, path string, _ int) (bool, 
 	if !ok {
 		return true, nil
 	}
-	lo, hi, err := c.bounds(n, "minLength", "maxLength", path)
+	l, err := c.stringLang(n, path)
 	if err != nil {
 		return false, err
 	}
-	if k := utf8.RuneCountInString(s); k < lo || hi >= 0 && k > hi {
-		return false, nil
-	}
-	check := c.checker()
-	text := appendQuoted(nil, s)
-	if f := n["format"]; f != nil {
-		e, err := check.checkRule("format", f, func() (Elem, error) { return check.formatRule(f, path) })
-		if err != nil || !check.b.accepts(e, text) {
-			return false, err
-		}
-	}
-	if p := n["pattern"]; p != nil {
-		e, err := check.checkRule("pattern", p, func() (Elem, error) { return check.patternRule(p, path) })
-		if err != nil || !check.b.accepts(e, text[1:len(text)-1]) {
-			return false, err
-		}
-	}
-	return true, nil
-}
-
-// checker is where the grammars of patterns and formats that values are
-// checked with are made, apart from the schema's grammar, which they
-// would only make larger.
-func (c *schemaCompiler) checker() *schemaCompiler {
-	if c.check == nil {
-		c.check = newSchemaCompiler(newJSONRules(NewBuilder()), c.doc)
-	}
-	return c.check
-}
-
-// checkRule makes the rule of a keyword's value once.
-func (c *schemaCompiler) checkRule(keyword string, value json.RawMessage, make func() (Elem, error)) (Elem, error) {
-	key := keyword + " " + string(value)
-	if e, ok := c.checkRules[key]; ok {
-		return e, nil
-	}
-	e, err := make()
-	if err != nil {
-		return Elem{}, err
-	}
-	c.checkRules[key] = e
-	return e, nil
+	return l.matches(s), nil
 }
 
 func (c *schemaCompiler) admitsNumber(n node, x any, path string, _ int) (bool, error) {
@@ -244,7 +224,7 @@ func (c *schemaCompiler) admitsNumber(n node, x any, path string, _ int) (bool, 
 			continue
 		}
 		if v == nil {
-			return false, &SchemaError{path, b.key, fmt.Sprintf("%s against %s: a number too large to compare", num, bytes.TrimSpace(n[b.key]))}
+			return false, &SchemaError{Path: path, Keyword: b.key, Reason: fmt.Sprintf("%s against %s: a number too large to compare", num, bytes.TrimSpace(n[b.key]))}
 		}
 		if !b.admits(v) {
 			return false, nil
@@ -280,27 +260,71 @@ func (c *schemaCompiler) admitsObject(n node, x any, path string, depth int) (bo
 	}
 	var props map[string]json.RawMessage
 	if n["properties"] != nil && json.Unmarshal(n["properties"], &props) != nil {
-		return false, &SchemaError{path, "properties", "want an object"}
+		return false, &SchemaError{Path: path, Keyword: "properties", Reason: "want an object"}
 	}
 	var required []string
 	if n["required"] != nil && json.Unmarshal(n["required"], &required) != nil {
-		return false, &SchemaError{path, "required", "want an array of strings"}
+		return false, &SchemaError{Path: path, Keyword: "required", Reason: "want an array of strings"}
 	}
 	for _, r := range required {
 		if _, ok := obj[r]; !ok {
 			return false, nil
 		}
 	}
-	keys := slices.Sorted(maps.Keys(obj))
-	for _, k := range keys {
-		schema, at := props[k], path+"/properties/"+escapePointer(k)
-		if schema == nil {
-			if schema, at = n["additionalProperties"], path+"/additionalProperties"; schema == nil {
-				continue
+	var patternProps map[string]json.RawMessage
+	if n["patternProperties"] != nil && json.Unmarshal(n["patternProperties"], &patternProps) != nil {
+		return false, &SchemaError{Path: path, Keyword: "patternProperties", Reason: "want an object of schemas"}
+	}
+	var deps map[string][]string
+	if n["dependentRequired"] != nil && json.Unmarshal(n["dependentRequired"], &deps) != nil {
+		return false, &SchemaError{Path: path, Keyword: "dependentRequired", Reason: "want an object of arrays of strings"}
+	}
+	for t, ds := range deps {
+		if _, ok := obj[t]; ok {
+			for _, d := range ds {
+				if _, ok := obj[d]; !ok {
+					return false, nil
+				}
 			}
 		}
-		if ok, err := c.admits(schema, obj[k], at, depth+1); err != nil || !ok {
+	}
+	lo, hi, err := c.bounds(n, "minProperties", "maxProperties", path)
+	if err != nil {
+		return false, err
+	}
+	if len(obj) < lo || hi >= 0 && len(obj) > hi {
+		return false, nil
+	}
+	pn, err := c.propertyNames(n, path)
+	if err != nil {
+		return false, err
+	}
+	keys := slices.Sorted(maps.Keys(obj))
+	for _, k := range keys {
+		if ok, err := pn.admits(k); err != nil || !ok {
 			return false, err
+		}
+		var schemas []json.RawMessage
+		var at []string
+		if props[k] != nil {
+			schemas, at = append(schemas, props[k]), append(at, path+"/properties/"+escapePointer(k))
+		}
+		for _, p := range slices.Sorted(maps.Keys(patternProps)) {
+			ok, err := c.patternMatches(p, k, path)
+			if err != nil {
+				return false, err
+			}
+			if ok {
+				schemas, at = append(schemas, patternProps[p]), append(at, path+"/patternProperties/"+escapePointer(p))
+			}
+		}
+		if len(schemas) == 0 && n["additionalProperties"] != nil {
+			schemas, at = append(schemas, n["additionalProperties"]), append(at, path+"/additionalProperties")
+		}
+		for i, schema := range schemas {
+			if ok, err := c.admits(schema, obj[k], at[i], depth+1); err != nil || !ok {
+				return false, err
+			}
 		}
 	}
 	return true, nil

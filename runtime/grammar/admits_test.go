@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -52,7 +53,7 @@ func TestSchemaLanguage(t *testing.T) {
 		{`{"type": "string", "format": "date-time"}`, []string{`"0001-01-01T00:00:00Z"`}, []string{`"0000-12-31T23:59:59Z"`}},
 	} {
 		b := NewBuilder()
-		e, err := SchemaRule(newJSONRules(b), []byte(c.schema))
+		e, _, err := schemaRule(newJSONRules(b), []byte(c.schema), true)
 		if err != nil {
 			t.Errorf("%s: %v", c.schema, err)
 			continue
@@ -79,11 +80,11 @@ func TestAdmitsRefusals(t *testing.T) {
 		`{"enum": [1e500], "minimum": 1}`: "json schema #: minimum: 1e500 against 1: a number too large to compare",
 		`{"$defs": {"a": {"$ref": "#/$defs/a"}}, "enum": [{"p": 1}], "properties": {"p": {"$ref": "#/$defs/a"}}}`: "json schema /$defs/a: schema: more than 64 schemas deep from an enum or const (a $ref that leads back to itself?)",
 		deep: "/items/items: schema: more than 64 schemas deep from an enum or const",
-		`{"enum": [[1]], "items": [{"type": "integer"}]}`: "json schema #: items: an array of schemas",
-		`{"enum": ["a"], "pattern": "(?=a)"}`:             "json schema #: pattern: at 1",
+		`{"enum": [[1]], "items": [{"type": "integer"}], "prefixItems": []}`: "json schema #: items: an array of schemas beside prefixItems",
+		`{"enum": ["a"], "pattern": "(?=a)"}`:                                "json schema #: pattern: at 1",
 	} {
 		b := NewBuilder()
-		_, err := SchemaRule(newJSONRules(b), []byte(schema))
+		_, _, err := schemaRule(newJSONRules(b), []byte(schema), true)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want %q", schema, err, want)
 		}
@@ -112,7 +113,7 @@ func TestAdditionalPropertiesOnce(t *testing.T) {
 	rules := func(required, ap string) int {
 		b := NewBuilder()
 		schema := `{"type": "object", "properties": {"p": {"type": "boolean"}}, "required": ` + required + `, "additionalProperties": ` + ap + `}`
-		if _, err := SchemaRule(newJSONRules(b), []byte(schema)); err != nil {
+		if _, _, err := schemaRule(newJSONRules(b), []byte(schema), true); err != nil {
 			t.Fatalf("%s: %v", schema, err)
 		}
 		return len(b.rules)
@@ -124,4 +125,19 @@ func TestAdditionalPropertiesOnce(t *testing.T) {
 			t.Errorf("required %s: additionalProperties made %d rules, want %d", required, got, once)
 		}
 	}
+}
+
+// accepts reports whether text is in the language of e, an element of
+// b's rules: a check made while a grammar is built (of an enum value
+// against a pattern), not a Matcher's work.
+func (b *Builder) accepts(e Elem, text []byte) bool {
+	rules := append(b.rules[:len(b.rules):len(b.rules)], rule{name: "accepts", alts: [][]Elem{{e}}})
+	s := newStacks(&Grammar{rules: rules, sets: b.sets, root: int32(len(rules) - 1)})
+	st := normalize(slices.Clone(s.expand(s.intern(int32(len(rules)-1), 0, 0, 0, nil, s.accept))))
+	for _, c := range text {
+		if st = s.advanceByte(nil, st, c); len(st) == 0 {
+			return false
+		}
+	}
+	return st.has(s.accept)
 }

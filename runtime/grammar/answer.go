@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/qwenc/qwenc/format/chat"
 )
@@ -24,6 +25,10 @@ type Answer struct {
 	// of; Object asks for any JSON object instead.
 	Schema json.RawMessage
 	Object bool
+	// Strict refuses a keyword of Schema that the grammar cannot enforce
+	// (a *SchemaError); otherwise it is relaxed, as a tool's parameters'
+	// always are (see Grammar.Relaxed).
+	Strict bool
 
 	// Tools are the functions the answer may call, each call written as
 	// Call says (its chat format's syntax), between the CallOpen and
@@ -33,6 +38,10 @@ type Answer struct {
 	CallOpen, CallClose int32
 	// Choice is "auto" (text, then calls if any), "none" (text only),
 	// "required" (calls only) or "function" (a call of Function only).
+	// With Schema or Object too, the text is the JSON value: "auto" is
+	// the value or calls, "none" the value, and a call forced is the
+	// answer, the value being a later answer's, as agents ask for a
+	// structured final answer after their tools' calls.
 	Choice   string
 	Function string
 	// OneCall allows one call at most.
@@ -50,27 +59,39 @@ func Compile(v *Vocab, a Answer) (*Grammar, error) {
 	b := NewBuilder()
 	j := newJSONRules(b)
 	var content Elem
+	var relaxed []Relaxation
 	nl := b.Repeat("newlines", b.Lit("\n"), 0, 2) // the template's blank line after </think>
-	switch {
-	case a.Schema != nil || a.Object:
-		if len(a.Tools) > 0 {
-			return nil, errors.New("a JSON schema or object for the answer and tools at once: not supported (an answer is text and tool calls, or one JSON value)")
-		}
-		value := j.object
+	var value Elem
+	hasValue := a.Schema != nil || a.Object
+	if hasValue {
+		value = j.object
 		if a.Schema != nil {
 			var err error
-			if value, err = SchemaRule(j, a.Schema); err != nil {
+			if value, relaxed, err = schemaRule(j, a.Schema, a.Strict); err != nil {
 				return nil, err
 			}
 		}
-		content = Ref(b.New("content", Seq(nl, value)))
-	case len(a.Tools) > 0:
+		value = Ref(b.New("content", Seq(nl, value)))
+	}
+	switch {
+	case len(a.Tools) == 0 && !hasValue:
+		return nil, errors.New("nothing to hold the answer to: give a schema, an object or tools")
+	case len(a.Tools) == 0 || hasValue && a.Choice == "none":
+		content = value
+	default:
+		calls := a
+		if hasValue && (a.Choice == "" || a.Choice == "auto") {
+			calls.Choice = "required" // the value, or calls without text
+		}
+		var rs []Relaxation
 		var err error
-		if content, err = toolAnswer(b, j, a, nl); err != nil {
+		if content, rs, err = toolAnswer(b, j, calls, nl); err != nil {
 			return nil, err
 		}
-	default:
-		return nil, errors.New("nothing to hold the answer to: give a schema, an object or tools")
+		relaxed = append(relaxed, rs...)
+		if calls.Choice != a.Choice {
+			content = b.Alt("value-or-calls", []Elem{value}, []Elem{content})
+		}
 	}
 	root := []Elem{content}
 	if a.Think {
@@ -85,107 +106,84 @@ func Compile(v *Vocab, a Answer) (*Grammar, error) {
 			root = append([]Elem{Token(a.ThinkOpen)}, root...)
 		}
 	}
-	return b.Build(b.New("root", root), v)
+	g, err := b.Build(b.New("root", root), v)
+	if err != nil {
+		return nil, err
+	}
+	g.relaxed = relaxed
+	return g, nil
 }
 
 // toolAnswer is text and calls as the tool choice allows.
-func toolAnswer(b *Builder, j *jsonRules, a Answer, nl Elem) (Elem, error) {
+func toolAnswer(b *Builder, j *jsonRules, a Answer, nl Elem) (Elem, []Relaxation, error) {
 	s := a.Call
 	switch {
 	case s.Open == "" || s.Close == "":
-		return Elem{}, errors.New("tools without the syntax of their calls (Answer.Call, from the chat format)")
-	case s.Arguments != chat.JSONArguments:
-		return Elem{}, fmt.Errorf("tool calls whose arguments are %v (%s...%s): a grammar cannot hold them yet", s.Arguments, s.Open, s.Close)
+		return Elem{}, nil, errors.New("tools without the syntax of their calls (Answer.Call, from the chat format)")
+	case s.Arguments != chat.JSONArguments && s.Arguments != chat.XMLParameters:
+		return Elem{}, nil, fmt.Errorf("tool calls whose arguments are %v (%s...%s): a grammar cannot hold them", s.Arguments, s.Open, s.Close)
+	}
+	var xml *xmlCompiler
+	if s.Arguments == chat.XMLParameters {
+		xml = newXMLCompiler(b, j)
 	}
 	var alts [][]Elem
+	var relaxed []Relaxation
 	for _, t := range a.Tools {
 		if a.Choice == "function" && t.Name != a.Function {
 			continue
 		}
-		args := j.object
-		if t.Parameters != nil {
-			var err error
-			if args, err = SchemaRule(j, t.Parameters); err != nil {
-				var se *SchemaError
-				if errors.As(err, &se) {
-					return Elem{}, fmt.Errorf("tool %q: parameters: %w", t.Name, err)
+		var args Elem
+		var err error
+		var rs []Relaxation
+		switch {
+		case xml != nil:
+			if strings.ContainsAny(t.Name, "<>\n") {
+				// The parser takes the name to the first '>'.
+				if a.Choice == "function" {
+					return Elem{}, nil, fmt.Errorf("tool %q: a name with '<', '>' or a line break cannot be written in the %v call format", t.Name, s.Arguments)
 				}
-				return Elem{}, err
+				continue
 			}
+			args, err = xml.arguments(t.Parameters)
+		case t.Parameters == nil:
+			args = j.object
+		default:
+			args, rs, err = schemaRule(j, t.Parameters, false)
+		}
+		if err != nil {
+			var se *SchemaError
+			if errors.As(err, &se) {
+				return Elem{}, nil, fmt.Errorf("tool %q: parameters: %w", t.Name, err)
+			}
+			return Elem{}, nil, err
+		}
+		for _, r := range rs {
+			r.Tool = t.Name
+			relaxed = append(relaxed, r)
 		}
 		alts = append(alts, Seq(b.Lit(t.Name), b.Lit(s.Mid), args))
 	}
 	if len(alts) == 0 {
-		return Elem{}, fmt.Errorf("tool_choice names %q, which is not among the tools", a.Function)
+		return Elem{}, nil, fmt.Errorf("tool_choice names %q, which is not among the tools", a.Function)
 	}
 	call := Seq(Token(a.CallOpen), b.Lit(s.Head), b.Alt("function", alts...), b.Lit(s.Tail), Token(a.CallClose))
 	calls := Ref(b.New("call", call))
 	if !a.OneCall {
 		calls = Ref(b.New("calls", Seq(call, b.Repeat("more-calls", Seq(b.Lit(s.Sep), call), 0, -1))))
 	}
-	text := textWithout(b, s.Open)
+	starts := s.Starts
+	if len(starts) == 0 {
+		starts = []string{s.Open}
+	}
+	text := textWithout(b, starts...)
 	switch a.Choice {
 	case "", "auto":
-		return Ref(b.New("text-then-calls", Seq(text, b.Optional("calls", []Elem{calls})))), nil
+		return Ref(b.New("text-then-calls", Seq(text, b.Optional("calls", []Elem{calls})))), relaxed, nil
 	case "none":
-		return text, nil
+		return text, relaxed, nil
 	case "required", "function":
-		return Ref(b.New("calls-only", Seq(nl, calls))), nil
+		return Ref(b.New("calls-only", Seq(nl, calls))), relaxed, nil
 	}
-	return Elem{}, fmt.Errorf("tool choice %q: want auto, none, required or function", a.Choice)
-}
-
-// textWithout is any text of ordinary tokens in which s is not spelled
-// out: the model cannot write a call's marker as text and so slip a
-// call past the grammar. Its rules are the states of the automaton that
-// finds s (Knuth-Morris-Pratt).
-func textWithout(b *Builder, s string) Elem {
-	n := len(s)
-	// fail[k] is the longest proper border of s[:k].
-	fail := make([]int, n+1)
-	for k := 2; k <= n; k++ {
-		f := fail[k-1]
-		for f > 0 && s[f] != s[k-1] {
-			f = fail[f]
-		}
-		if s[f] == s[k-1] {
-			f++
-		}
-		fail[k] = f
-	}
-	next := func(k int, c byte) int {
-		for k > 0 && s[k] != c {
-			k = fail[k]
-		}
-		if s[k] == c {
-			k++
-		}
-		return k
-	}
-	states := make([]int32, n)
-	for k := range states {
-		states[k] = b.Rule(fmt.Sprintf("text%d", k))
-	}
-	for k := range n {
-		var to [256]int
-		var alts [][]Elem
-		groups := map[int]*ByteSet{}
-		for c := range 256 {
-			to[c] = next(k, byte(c))
-			if to[c] == n {
-				continue
-			}
-			if groups[to[c]] == nil {
-				groups[to[c]] = &ByteSet{}
-			}
-			groups[to[c]].Add(byte(c), byte(c))
-		}
-		for k2 := range n {
-			if set := groups[k2]; set != nil {
-				alts = append(alts, Seq(b.Set(*set), Ref(states[k2])))
-			}
-		}
-		b.Define(states[k], append(alts, nil)...)
-	}
-	return Ref(states[0])
+	return Elem{}, nil, fmt.Errorf("tool choice %q: want auto, none, required or function", a.Choice)
 }

@@ -54,7 +54,7 @@ func TestTextWithout(t *testing.T) {
 }
 
 // callSyntax is the tool-call syntax of a chat format.
-func callSyntax(t *testing.T, format string) chat.CallSyntax {
+func callSyntax(t testing.TB, format string) chat.CallSyntax {
 	t.Helper()
 	f, err := chat.Lookup(format)
 	if err != nil {
@@ -108,10 +108,66 @@ func TestAnswerToolChoice(t *testing.T) {
 	}{
 		{Answer{Tools: tools, Call: hermes, Choice: "function", Function: "g"}, `"g", which is not among the tools`},
 		{Answer{Tools: tools}, "without the syntax of their calls"},
-		{Answer{Tools: tools, Call: callSyntax(t, "qwen3.5")}, "XML parameters (<tool_call>...</tool_call>): a grammar cannot hold them yet"},
 	} {
 		if _, err := Compile(v, c.a); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: error %v, want %q", c.a, err, c.want)
+		}
+	}
+}
+
+// TestAnswerValueAndTools: a schema and tools together, as agents send a
+// structured final answer's format with their tools: with tool_choice
+// auto the answer is the value or calls, never text; none is the value
+// alone; required is calls alone. Every walk that completes is one of
+// what its choice allows, each valid.
+func TestAnswerValueAndTools(t *testing.T) {
+	v, tok := qwenVocab(t)
+	id := func(s string) int32 {
+		x, _ := tok.TokenID(s)
+		return x
+	}
+	open, close := id("<tool_call>"), id("</tool_call>")
+	params := `{"type": "object", "properties": {"x": {"type": "integer", "minimum": 0, "maximum": 9}}, "required": ["x"], "additionalProperties": false}`
+	schema := `{"type": "object", "properties": {"k": {"enum": ["go", "if"]}}, "required": ["k"], "additionalProperties": false}`
+	tools := []Tool{{Name: "f", Parameters: json.RawMessage(params)}}
+	value, args := validator(t, schema), validator(t, params)
+	for _, choice := range []string{"auto", "none", "required"} {
+		g, err := Compile(v, Answer{Schema: json.RawMessage(schema), Tools: tools, Call: callSyntax(t, "qwen3"), CallOpen: open, CallClose: close, Choice: choice})
+		if err != nil {
+			t.Fatalf("%s: %v", choice, err)
+		}
+		values, calls := 0, 0
+		for seed := range uint64(40) {
+			text, done := generate(t, g, rand.New(rand.NewPCG(seed, 7)), 200)
+			if !done {
+				continue
+			}
+			// The walk's text leaves the call markers out (special
+			// tokens): a call is its JSON, which a value cannot begin as.
+			body := strings.TrimSpace(text)
+			if strings.HasPrefix(body, `{"name": `) {
+				calls++
+				dec := json.NewDecoder(strings.NewReader(body))
+				for dec.More() {
+					var c struct {
+						Name      string
+						Arguments json.RawMessage
+					}
+					if err := dec.Decode(&c); err != nil || c.Name != "f" {
+						t.Fatalf("%s: calls %q: %v", choice, text, err)
+					}
+					validate(t, args, string(c.Arguments), choice+" arguments")
+				}
+				continue
+			}
+			values++
+			validate(t, value, body, choice+" value")
+		}
+		switch {
+		case choice == "none" && calls > 0, choice == "required" && values > 0:
+			t.Errorf("%s: %d values, %d calls", choice, values, calls)
+		case choice == "auto" && (values == 0 || calls == 0):
+			t.Errorf("auto: %d values, %d calls: want both", values, calls)
 		}
 	}
 }

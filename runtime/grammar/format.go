@@ -1,95 +1,70 @@
 package grammar
 
-// format is a string of a supported format, quotes included. The texts
-// are narrower than their RFCs allow (years from 0001, upper-case T and
-// Z, February up to the 28th, no leap second; URIs with an authority),
-// so that every one is valid to any validator.
-func (c *schemaCompiler) format(name string) (Elem, bool) {
-	b := c.b
-	d := b.Range('0', '9')
-	two := func(lo, hi int) Elem { // a two-digit number from lo to hi
-		return c.digits(pad2(lo), pad2(hi))
-	}
-	date := func() []Elem {
-		days31 := b.Alt("month31", Seq(b.Alt("m31", b.Lit("01"), b.Lit("03"), b.Lit("05"), b.Lit("07"), b.Lit("08"), b.Lit("10"), b.Lit("12")), b.Byte('-'), two(1, 31)))
-		days30 := b.Alt("month30", Seq(b.Alt("m30", b.Lit("04"), b.Lit("06"), b.Lit("09"), b.Lit("11")), b.Byte('-'), two(1, 30)))
-		feb := Ref(b.New("february", Seq(b.Lit("02-"), two(1, 28))))
-		year := c.digits("0001", "9999") // validators refuse year 0 (Python's datetime has none)
-		return Seq(year, b.Byte('-'), b.Alt("month-day", []Elem{days31}, []Elem{days30}, []Elem{feb}))
-	}
-	timeOf := func() []Elem {
-		frac := b.Optional("secfrac", Seq(b.Byte('.'), b.Repeat("fdigits", []Elem{d}, 1, 9)))
-		offset := b.Alt("offset", b.Lit("Z"), Seq(b.Alt("sign", b.Lit("+"), b.Lit("-")), two(0, 23), b.Byte(':'), two(0, 59)))
-		return Seq(two(0, 23), b.Byte(':'), two(0, 59), b.Byte(':'), two(0, 59), frac, offset)
-	}
-	var body []Elem
-	switch name {
-	case "date":
-		body = date()
-	case "time":
-		body = timeOf()
-	case "date-time":
-		body = Seq(date(), b.Byte('T'), timeOf())
-	case "uuid":
-		var hex ByteSet
-		hex.Add('0', '9')
-		hex.Add('a', 'f')
-		h := b.Set(hex)
-		group := func(n int) []Elem {
-			out := make([]Elem, n)
-			for i := range out {
-				out[i] = h
-			}
-			return out
-		}
-		body = Seq(group(8), b.Byte('-'), group(4), b.Byte('-'), group(4), b.Byte('-'), group(4), b.Byte('-'), group(12))
-	case "uri":
-		body = c.uri()
-	default:
-		return Elem{}, false
-	}
-	return Ref(b.New(name, Seq(b.Byte('"'), body, b.Byte('"')))), true
+// A format is a pattern (and a length it keeps within). The texts are
+// narrower than their RFCs allow, so that every one is valid to any
+// validator: years from 0001, upper-case T and Z, February up to the
+// 28th, no leap second; URIs absolute with an authority; e-mail
+// addresses and host names of letters, digits and hyphens, at most 64
+// and 63 characters (so no label or local part is too long); durations
+// as RFC 3339's grammar, which validators accept and more.
+type format struct {
+	pattern string
+	maxLen  int // -1: no bound
 }
 
-func pad2(n int) string { return string([]byte{byte('0' + n/10), byte('0' + n%10)}) }
+const (
+	datePattern = `(000[1-9]|00[1-9]\d|0[1-9]\d\d|[1-9]\d\d\d)-(0[13578]-(0[1-9]|[12]\d|3[01])|1[02]-(0[1-9]|[12]\d|3[01])|(0[469]|11)-(0[1-9]|[12]\d|30)|02-(0[1-9]|1\d|2[0-8]))`
+	timePattern = `([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,9})?(Z|[+\-]([01]\d|2[0-3]):[0-5]\d)`
+	label       = `[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?`
+	hexGroup    = `[0-9a-fA-F]{1,4}`
+	uriChar     = `([a-zA-Z0-9._~!$&'()*+,;=:@\-]|%[0-9a-fA-F]{2})`
+	durTime     = `T(\d+H(\d+M(\d+S)?)?|\d+M(\d+S)?|\d+S)`
+)
 
-// uri is RFC 3986's absolute URI with an authority, the form tools are
-// given (https://host:port/path?query#fragment): a scheme, "//", a host
-// name of unreserved characters and an optional port, then a path, a
-// query and a fragment of their RFC characters, percent-encoded bytes
-// among them. Nothing in it needs a JSON escape.
-func (c *schemaCompiler) uri() []Elem {
-	b := c.b
-	var alpha, schemeRest, host, digit, hex, pchar ByteSet
-	alpha.Add('a', 'z')
-	alpha.Add('A', 'Z')
-	digit.Add('0', '9')
-	hex = digit
-	hex.Add('a', 'f')
-	hex.Add('A', 'F')
-	schemeRest = alpha
-	schemeRest.Add('0', '9')
-	for _, ch := range "+-." {
-		schemeRest.Add(byte(ch), byte(ch))
+var formats = map[string]format{
+	"date":      {`^` + datePattern + `$`, -1},
+	"time":      {`^` + timePattern + `$`, -1},
+	"date-time": {`^` + datePattern + `T` + timePattern + `$`, -1},
+	"uuid":      {`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`, -1},
+	"uri":       {`^[a-zA-Z][a-zA-Z0-9+.\-]{0,15}://[a-zA-Z0-9._~\-]+(:\d{1,5})?(/` + uriChar + `*)*(\?(` + uriChar + `|[/?])*)?(#(` + uriChar + `|[/?])*)?$`, -1},
+	"email":     {`^[a-zA-Z0-9!#$%&'*+/=?^_{|}~\-]+(\.[a-zA-Z0-9!#$%&'*+/=?^_{|}~\-]+)*@(` + label + `\.)+[a-zA-Z][a-zA-Z]+$`, 64},
+	"hostname":  {`^` + label + `(\.` + label + `)*$`, 63},
+	"ipv4":      {`^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$`, -1},
+	"ipv6": {`^((` + hexGroup + `:){7}` + hexGroup + `|(` + hexGroup + `:){1,7}:|(` + hexGroup + `:){1,6}:` + hexGroup +
+		`|(` + hexGroup + `:){1,5}(:` + hexGroup + `){1,2}|(` + hexGroup + `:){1,4}(:` + hexGroup + `){1,3}|(` + hexGroup + `:){1,3}(:` + hexGroup + `){1,4}` +
+		`|(` + hexGroup + `:){1,2}(:` + hexGroup + `){1,5}|` + hexGroup + `:(:` + hexGroup + `){1,6}|:((:` + hexGroup + `){1,7}|:))$`, -1},
+	"duration":     {`^P(\d+W|(\d+Y(\d+M(\d+D)?)?|\d+M(\d+D)?|\d+D)(` + durTime + `)?|` + durTime + `)$`, -1},
+	"json-pointer": {`^(/([^~/]|~[01])*)*$`, -1},
+	// zod's names for contentEncoding's.
+	"base64":    {base64Pattern, -1},
+	"base64url": {base64urlPattern, -1},
+}
+
+// formatAliases are formats whose language holds another's: that one's
+// texts are valid for them.
+var formatAliases = map[string]string{
+	"uri-reference": "uri", "iri": "uri", "iri-reference": "uri",
+	"idn-email": "email", "idn-hostname": "hostname",
+}
+
+// annotationFormats constrain nothing a string's text could be checked
+// for: pydantic's and OpenAPI's descriptions of what a string is for, and
+// number formats met on strings.
+var annotationFormats = []string{"password", "binary", "textarea", "path", "file-path", "directory-path",
+	"int32", "int64", "float", "double", "multi-line", "markdown", "color"}
+
+// base64 is contentEncoding base64's text (RFC 4648, padded), and
+// base64url its URL-safe alphabet, unpadded as zod writes it.
+const (
+	base64Pattern    = `^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$`
+	base64urlPattern = `^([A-Za-z0-9_\-]{4})*([A-Za-z0-9_\-]{2,3})?$`
+)
+
+// formatOf is a format's definition, its aliases' included.
+func formatOf(name string) (format, bool) {
+	if to, ok := formatAliases[name]; ok {
+		name = to
 	}
-	host = alpha
-	host.Add('0', '9')
-	for _, ch := range "-._~" {
-		host.Add(byte(ch), byte(ch))
-	}
-	pchar = host // unreserved, then sub-delims, ":" and "@"
-	for _, ch := range "!$&'()*+,;=:@" {
-		pchar.Add(byte(ch), byte(ch))
-	}
-	pct := Seq(b.Byte('%'), b.Set(hex), b.Set(hex))
-	pathChar := b.Alt("pchar", []Elem{b.Set(pchar)}, pct)
-	queryChar := b.Alt("qchar", []Elem{b.Set(pchar)}, pct, b.Lit("/"), b.Lit("?"))
-	return Seq(
-		b.Set(alpha), b.Repeat("scheme", []Elem{b.Set(schemeRest)}, 0, 15), b.Lit("://"),
-		b.Repeat("host", []Elem{b.Set(host)}, 1, 253),
-		b.Optional("port", Seq(b.Byte(':'), b.Repeat("port", []Elem{b.Set(digit)}, 1, 5))),
-		b.Repeat("path", Seq(b.Byte('/'), b.Repeat("segment", []Elem{pathChar}, 0, -1)), 0, -1),
-		b.Optional("query", Seq(b.Byte('?'), b.Repeat("query", []Elem{queryChar}, 0, -1))),
-		b.Optional("fragment", Seq(b.Byte('#'), b.Repeat("fragment", []Elem{queryChar}, 0, -1))),
-	)
+	f, ok := formats[name]
+	return f, ok
 }

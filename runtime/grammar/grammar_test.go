@@ -123,13 +123,51 @@ func TestMasksAgainstReference(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%+v", g.Stats())
+	checkWalks(t, g, 3, 25)
+}
+
+// TestLoopMasksAgainstReference: counted loops (Builder.Loop), whose
+// tables are built for any count, give the reference's masks at every
+// count: below min, near max, and through a rule with no step.
+func TestLoopMasksAgainstReference(t *testing.T) {
+	v, _ := qwenVocab(t)
+	b := NewBuilder()
+	var strChar ByteSet
+	strChar.Add(0x20, 0x7e)
+	strChar[0] &^= 1 << '"'
+	char := b.Alt("char", []Elem{b.Set(strChar)}, b.Lit(`\n`))
+	str := b.New("string", Seq(b.Byte('"'), b.Repeat("chars", []Elem{char}, 2, 9), b.Byte('"')))
+	// (ab)* then c, at least 3 and at most 7 letters; c leads to a rule
+	// without a step.
+	a, bb, c := b.Rule("a"), b.Rule("b"), b.Rule("c")
+	b.Define(a, Seq(b.Byte('a'), Ref(bb)), Seq(b.Byte('c'), Ref(c)))
+	b.Define(bb, Seq(b.Byte('b'), Ref(a)))
+	b.Define(c, nil)
+	word := b.New("word", Seq(b.Byte('<'), b.Loop(3, 7, a, bb, c), b.Byte('>')))
+	// Room for the longest token: the tables alone decide.
+	long := b.New("long", Seq(b.Byte('\''), b.Repeat("long", []Elem{char}, 1, 300), b.Byte('\'')))
+	item := b.Alt("item", []Elem{Ref(str)}, []Elem{Ref(word)}, []Elem{Ref(long)})
+	list := b.New("list", Seq(b.Byte('['), item, b.Repeat("items", Seq(b.Byte(','), item), 1, 6), b.Byte(']')))
+	g, err := b.Build(b.New("root", []Elem{Ref(list)}), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", g.Stats())
+	checkWalks(t, g, 5, 40)
+}
+
+// checkWalks follows random paths through g and checks every step's mask
+// against the reference.
+func checkWalks(t *testing.T, g *Grammar, seeds uint64, maxSteps int) {
+	t.Helper()
+	v := g.vocab
 	mask := v.NewMask()
 	steps := 0
-	for seed := range uint64(3) {
+	for seed := range seeds {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		m := g.NewMatcher()
 		var text []byte
-		for step := 0; step < 25 && !m.Done(); step++ {
+		for step := 0; step < maxSteps && !m.Done(); step++ {
 			m.Fill(mask)
 			want := referenceMask(m)
 			for i := range want {

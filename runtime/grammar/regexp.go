@@ -3,29 +3,56 @@ package grammar
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
 
 // The pattern subset (ECMA-262 syntax, as JSON Schema's): literals and
 // escaped metacharacters; . \d \w \s \D \W \S; classes [...] and [^...]
-// with ASCII ranges (non-ASCII characters as single members of a
-// positive class); groups (...), (?:...) and (?<name>...); alternation;
-// the quantifiers * + ? {n} {n,} {n,m}, greedy or lazy; ^ at the start
-// and $ at the end. A pattern is searched for, as JSON Schema says: one
-// without ^ may have anything before it, one without $ anything after.
-// Refused: lookaround, backreferences, \b, \p{...}, anchors elsewhere.
-// Where a class means more than ASCII (\S, \W, [^...], .) non-ASCII
-// characters other than spaces may come, except for \S and the negated
-// classes, which keep to ASCII: narrower, so every text is still valid.
+// with ASCII ranges and single non-ASCII members; groups (...), (?:...)
+// and (?<name>...); alternation; the quantifiers * + ? {n} {n,} {n,m},
+// greedy or lazy; ^ at the start and $ at the end. A pattern is searched
+// for, as JSON Schema says: one without ^ may have anything before it,
+// one without $ anything after. Refused: lookaround, backreferences, \b,
+// \p{...}, ranges of non-ASCII characters, anchors elsewhere.
 
-// charSet is a set of characters: ASCII ones, and non-ASCII as all of
-// them (but line separators when lineSep is false) or a list.
+// charSet is a set of characters: ASCII ones, and non-ASCII ones listed
+// (runes) or all of them but a list (nonASCII, except).
 type charSet struct {
 	ascii    [2]uint64
 	nonASCII bool
-	lineSep  bool // with nonASCII: U+2028 and U+2029 too
-	runes    []rune
+	except   []rune // with nonASCII: the non-ASCII characters left out
+	runes    []rune // without nonASCII: the non-ASCII characters in
+}
+
+// unicodeSpaces are the non-ASCII characters ECMAScript's \s matches.
+var unicodeSpaces = []rune{0xa0, 0x1680, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200a,
+	0x2028, 0x2029, 0x202f, 0x205f, 0x3000, 0xfeff}
+
+// lineTerminators are the non-ASCII characters . does not match.
+var lineTerminators = []rune{0x2028, 0x2029}
+
+// has reports whether the set holds r.
+func (s *charSet) has(r rune) bool {
+	if r < 0x80 {
+		return s.hasASCII(byte(r))
+	}
+	if s.nonASCII {
+		return !slices.Contains(s.except, r)
+	}
+	return slices.Contains(s.runes, r)
+}
+
+// complement is every character s does not hold.
+func (s *charSet) complement() *charSet {
+	out := &charSet{ascii: [2]uint64{^s.ascii[0], ^s.ascii[1]}}
+	if s.nonASCII {
+		out.runes = slices.Clone(s.except)
+	} else {
+		out.nonASCII, out.except = true, slices.Clone(s.runes)
+	}
+	return out
 }
 
 func (s *charSet) addASCII(lo, hi byte) {
@@ -123,7 +150,7 @@ func (p *reParser) atom(depth int) (rePiece, error) {
 		return rePiece{set: s, min: 1, max: 1}, err
 	case '.':
 		p.pos++
-		s := &charSet{nonASCII: true}
+		s := &charSet{nonASCII: true, except: lineTerminators}
 		s.addASCII(0, 0x7f)
 		s.ascii[0] &^= 1<<'\n' | 1<<'\r'
 		return rePiece{set: s, min: 1, max: 1}, nil
@@ -154,8 +181,7 @@ func hasPrefixAt(s string, i int, prefix string) bool {
 	return len(s)-i >= len(prefix) && s[i:i+len(prefix)] == prefix
 }
 
-// escape reads \x; in a class, only escapes that are sets of ASCII or
-// one character.
+// escape reads \x.
 func (p *reParser) escape(inClass bool) (*charSet, error) {
 	p.pos++
 	if !p.more() {
@@ -176,19 +202,10 @@ func (p *reParser) escape(inClass bool) (*charSet, error) {
 		for _, w := range " \t\n\r\f\v" {
 			s.addASCII(byte(w), byte(w))
 		}
+		s.runes = slices.Clone(unicodeSpaces)
 	case 'D', 'W', 'S':
-		if inClass {
-			return nil, p.errf("\\%c in a class is not supported", c)
-		}
-		p.pos -= 2
-		pos := p.pos
-		inner, _ := (&reParser{s: `\` + string(c+'a'-'A'), pos: 0}).escape(false)
-		p.pos = pos + 2
-		for i := range s.ascii {
-			s.ascii[i] = ^inner.ascii[i]
-		}
-		s.nonASCII = c != 'S' // \S: ASCII only, as non-ASCII spaces are many
-		s.lineSep = true
+		inner, _ := (&reParser{s: `\` + string(c+'a'-'A')}).escape(false)
+		return inner.complement(), nil
 	case 'n':
 		s.addASCII('\n', '\n')
 	case 't':
@@ -283,16 +300,13 @@ func (p *reParser) class() (*charSet, error) {
 		case hi < 0x80:
 			s.addASCII(byte(lo), byte(hi))
 		case lo == hi:
-			s.runes = append(s.runes, lo)
+			s.union(single(lo))
 		default:
 			return nil, p.errf("ranges of non-ASCII characters are not supported")
 		}
 	}
 	if negate {
-		if len(s.runes) > 0 {
-			return nil, p.errf("a negated class with non-ASCII members is not supported")
-		}
-		s.ascii[0], s.ascii[1] = ^s.ascii[0], ^s.ascii[1]
+		s = s.complement()
 	}
 	return s, nil
 }
@@ -318,9 +332,22 @@ func (s *charSet) only() (bool, rune) {
 func (s *charSet) union(o *charSet) {
 	s.ascii[0] |= o.ascii[0]
 	s.ascii[1] |= o.ascii[1]
-	s.nonASCII = s.nonASCII || o.nonASCII
-	s.lineSep = s.lineSep || o.lineSep
-	s.runes = append(s.runes, o.runes...)
+	switch {
+	case s.nonASCII && o.nonASCII:
+		s.except = slices.DeleteFunc(s.except, func(r rune) bool { return !slices.Contains(o.except, r) })
+	case s.nonASCII:
+		s.except = slices.DeleteFunc(s.except, func(r rune) bool { return slices.Contains(o.runes, r) })
+	case o.nonASCII:
+		s.nonASCII = true
+		s.except = slices.DeleteFunc(slices.Clone(o.except), func(r rune) bool { return slices.Contains(s.runes, r) })
+		s.runes = nil
+	default:
+		for _, r := range o.runes {
+			if !slices.Contains(s.runes, r) {
+				s.runes = append(s.runes, r)
+			}
+		}
+	}
 }
 
 func (p *reParser) quantifier(piece *rePiece) error {
@@ -390,92 +417,4 @@ func parseCount(body string) (lo, hi int, err error) {
 		return 0, 0, fmt.Errorf("counts above %d are not supported", maxRepeat)
 	}
 	return lo, hi, nil
-}
-
-// regexp compiles a pattern to the JSON string text (without its quotes)
-// of the strings it matches.
-func (c *schemaCompiler) regexp(pattern string) (Elem, error) {
-	p := &reParser{s: pattern}
-	start := p.more() && p.peek() == '^'
-	if start {
-		p.pos++
-	}
-	end := len(pattern) > p.pos && pattern[len(pattern)-1] == '$' && (len(pattern) < 2 || pattern[len(pattern)-2] != '\\')
-	if end {
-		p.s = pattern[:len(pattern)-1]
-	}
-	n, err := p.alternation(0)
-	if err != nil {
-		return Elem{}, err
-	}
-	if p.more() {
-		return Elem{}, p.errf("an unmatched )")
-	}
-	if (start || end) && len(n.alts) > 1 {
-		return Elem{}, errors.New("anchors beside a top-level alternation: group the alternatives, ^(a|b)$")
-	}
-	body := c.reNode(n)
-	anyChars := c.b.Repeat("any", []Elem{c.j.char}, 0, -1)
-	seq := []Elem{body}
-	if !start {
-		seq = Seq(anyChars, seq)
-	}
-	if !end {
-		seq = Seq(seq, anyChars)
-	}
-	return c.b.Alt("pattern", seq), nil
-}
-
-func (c *schemaCompiler) reNode(n *reNode) Elem {
-	var alts [][]Elem
-	for _, alt := range n.alts {
-		var seq []Elem
-		for _, piece := range alt {
-			var atom Elem
-			if piece.group != nil {
-				atom = c.reNode(piece.group)
-			} else {
-				atom = c.charSet(piece.set)
-			}
-			if piece.min == 1 && piece.max == 1 {
-				seq = append(seq, atom)
-				continue
-			}
-			seq = append(seq, c.b.Repeat("re", []Elem{atom}, piece.min, piece.max))
-		}
-		alts = append(alts, seq)
-	}
-	return c.b.Alt("re", alts...)
-}
-
-// charSet is one character of s in its JSON string text: the quote and
-// the backslash escaped, control characters as their escapes.
-func (c *schemaCompiler) charSet(s *charSet) Elem {
-	b := c.b
-	var plain ByteSet
-	var alts [][]Elem
-	for ch := range 128 {
-		if !s.hasASCII(byte(ch)) {
-			continue
-		}
-		if esc := escapeByte(byte(ch)); esc != "" {
-			alts = append(alts, b.Lit(esc))
-		} else {
-			plain.Add(byte(ch), byte(ch))
-		}
-	}
-	if !plain.Empty() {
-		alts = append(alts, []Elem{b.Set(plain)})
-	}
-	if s.nonASCII {
-		if s.lineSep {
-			alts = append(alts, []Elem{c.j.utf8})
-		} else {
-			alts = append(alts, []Elem{utf8Rule(c.b, false)})
-		}
-	}
-	for _, r := range s.runes {
-		alts = append(alts, b.Lit(string(r)))
-	}
-	return b.Alt("class", alts...)
 }

@@ -7,20 +7,22 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"math/big"
 	"slices"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // SchemaError is a schema that cannot be enforced: the keyword at fault
 // and where it is (a JSON pointer into the schema). A schema is refused
-// whole rather than enforced in part.
+// whole rather than enforced in part, unless its keywords may be relaxed
+// (see Relaxation).
 type SchemaError struct {
 	Path    string // "" for the root
 	Keyword string
 	Reason  string
+	// relaxable is set for a keyword the grammar cannot enforce, as
+	// opposed to one the schema gets wrong: leaving it out holds the text
+	// to a superset of the schema's instances.
+	relaxable bool
 }
 
 func (e *SchemaError) Error() string {
@@ -29,6 +31,33 @@ func (e *SchemaError) Error() string {
 		at = "#"
 	}
 	return fmt.Sprintf("json schema %s: %s: %s", at, e.Keyword, e.Reason)
+}
+
+// unsupported is the SchemaError of a keyword the grammar cannot enforce.
+func unsupported(path, keyword, reason string) *SchemaError {
+	return &SchemaError{Path: path, Keyword: keyword, Reason: reason + ", so it could not be enforced", relaxable: true}
+}
+
+// Relaxation is a keyword of a schema that the grammar could not enforce
+// and held to less: it left the keyword out, or (oneOf, if) took a
+// superset of what it allows. The text is then valid for the rest of the
+// schema, and may not be for the keyword.
+type Relaxation struct {
+	Tool    string // the tool whose parameters the schema is; "" for the answer's schema
+	Path    string // a JSON pointer into the schema; "" for the root
+	Keyword string
+	Reason  string
+}
+
+func (r Relaxation) String() string {
+	at := r.Path
+	if at == "" {
+		at = "#"
+	}
+	if r.Tool != "" {
+		return fmt.Sprintf("tool %s: json schema %s: %s: %s", r.Tool, at, r.Keyword, r.Reason)
+	}
+	return fmt.Sprintf("json schema %s: %s: %s", at, r.Keyword, r.Reason)
 }
 
 // noInstance is the SchemaError of a schema no instance is valid for.
@@ -42,7 +71,7 @@ func (e noInstance) Unwrap() error { return e.SchemaError }
 
 // empty is a noInstance error.
 func empty(path, keyword, reason string) error {
-	return noInstance{&SchemaError{path, keyword, reason}}
+	return noInstance{&SchemaError{Path: path, Keyword: keyword, Reason: reason}}
 }
 
 // refusal is err as the schema's refusal: a SchemaError, not noInstance.
@@ -76,20 +105,34 @@ func alternatives(n int, compile func(i int) (Elem, error)) ([][]Elem, error) {
 }
 
 // The keywords a schema may use. Annotations are ignored, as they do not
-// constrain an instance.
+// constrain an instance; so are x-* ones and the private ones a merge
+// writes (merge.go) are read.
 var (
-	annotations = []string{"title", "description", "default", "examples", "example", "$schema", "$id", "$comment",
-		"deprecated", "readOnly", "writeOnly", "$defs", "definitions"}
+	annotations = []string{"title", "description", "default", "examples", "example", "$schema", "$id", "$anchor", "$dynamicAnchor",
+		"$comment", "$vocabulary", "deprecated", "readOnly", "writeOnly", "contentMediaType", "contentSchema", "$defs", "definitions",
+		"discriminator", "externalDocs", "xml", "markdownDescription", "enumDescriptions",
+		// OpenAPI's nullable allows null where JSON Schema's validators do
+		// not: left out, the grammar is narrower than both.
+		"nullable"}
 	keywordTypes = map[string]string{
-		"properties": "object", "required": "object", "additionalProperties": "object",
-		"items": "array", "prefixItems": "array", "minItems": "array", "maxItems": "array",
-		"minLength": "string", "maxLength": "string", "pattern": "string", "format": "string",
-		// Bounds are enforced on integers only: a schema without a type
-		// that bounds its numbers is held to integers, which is narrower.
-		"minimum": "integer", "maximum": "integer", "exclusiveMinimum": "integer", "exclusiveMaximum": "integer",
+		"properties": "object", "required": "object", "additionalProperties": "object", "patternProperties": "object",
+		"propertyNames": "object", "dependentRequired": "object", "minProperties": "object", "maxProperties": "object",
+		"items": "array", "prefixItems": "array", "additionalItems": "array", "minItems": "array", "maxItems": "array", "uniqueItems": "array",
+		"minLength": "string", "maxLength": "string", "pattern": "string", "format": "string", "contentEncoding": "string",
+		patternsKey: "string", notStringsKey: "string",
+		// Bounds are held for any number, but a schema without a type that
+		// bounds its numbers is held to integers, which is narrower.
+		"minimum": "integer", "maximum": "integer", "exclusiveMinimum": "integer", "exclusiveMaximum": "integer", "multipleOf": "integer",
 	}
-	jsonTypes = []string{"object", "array", "string", "number", "integer", "boolean", "null"}
+	// combinators are the keywords besides those of a type.
+	combinators = []string{"type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "if", "then", "else"}
+	jsonTypes   = []string{"object", "array", "string", "number", "integer", "boolean", "null"}
 )
+
+// annotation reports whether keyword k only annotates.
+func annotation(k string) bool {
+	return slices.Contains(annotations, k) || strings.HasPrefix(k, "x-")
+}
 
 // schemaCompiler turns a schema into rules.
 type schemaCompiler struct {
@@ -104,58 +147,86 @@ type schemaCompiler struct {
 	// values are each checked through the $refs beside them.
 	resolved map[string]json.RawMessage
 	ranges   map[[2]string]Elem
-	// check makes the grammars enum and const values are checked with
-	// (see admits), and checkRules keeps them by keyword and value.
-	check      *schemaCompiler
-	checkRules map[string]Elem
+	// langs are the strings' languages by their keywords' values, and
+	// strings their rules; rests the UTF-8 rules of non-ASCII characters
+	// other than an automaton's listed ones.
+	langs   map[string]*strLang
+	strings map[string]Elem
+	rests   map[string]Elem
+	// compiled are the rules of the schemas compiled, by path and text: a
+	// schema met again there (additionalProperties for each name it
+	// holds) is one rule.
+	compiled map[string]Elem
+	// strict refuses a keyword that cannot be enforced; otherwise it is
+	// relaxed, and listed in relaxed.
+	strict  bool
+	relaxed []Relaxation
 }
 
 // Schema compiles a JSON Schema to the grammar of the JSON texts that are
-// valid instances of it, for the vocabulary. See SchemaRule for what is
-// supported.
+// valid instances of it, for the vocabulary, refusing a keyword it
+// cannot enforce. Supported: type (one or a list),
+// enum and const (their values held to the keywords beside them: a value
+// those refuse is left out), anyOf, oneOf (when its branches cannot
+// overlap: different types, or objects told apart by a required
+// property's const or enum), allOf and keywords beside $ref, anyOf and
+// oneOf (merged: see merge.go), if, then and else (exactly when if asks
+// a property for a const or enum of strings or booleans), $ref to #,
+// #/$defs/... and #/definitions/... (recursion included); for objects
+// properties (written in the schema's order), required (a name not in
+// properties held to additionalProperties), additionalProperties (false,
+// true or a schema), patternProperties, propertyNames, dependentRequired,
+// minProperties up to 3 and what required or the properties already
+// imply; for arrays items, prefixItems, minItems, maxItems; for strings
+// minLength, maxLength, pattern (see regexp.go), format (date, time,
+// date-time, duration, uuid, uri, email, hostname, ipv4, ipv6,
+// json-pointer; aliases and annotation-only formats in format.go) and
+// contentEncoding base64 and base64url, all of them at once; for numbers
+// minimum, maximum, their exclusive forms and multipleOf (see number.go).
+// A type of a list or a branch of anyOf or oneOf that no instance is
+// valid for is left out. Where a schema leaves a choice the grammar may
+// take a narrower one, as every instance it allows is still valid:
+// additionalProperties left out allows none, integers have at most 16
+// digits, free values nest at most 6 deep. Bounds on lengths and counts
+// cost no rules however large (Builder.Loop).
 func Schema(v *Vocab, schema []byte) (*Grammar, error) {
 	b := NewBuilder()
 	j := newJSONRules(b)
-	value, err := SchemaRule(j, schema)
+	value, _, err := schemaRule(j, schema, true)
 	if err != nil {
 		return nil, err
 	}
 	return b.Build(b.New("root", []Elem{value}), v)
 }
 
-// JSONObject is the grammar of any JSON object (OpenAI's json_object).
-func JSONObject(v *Vocab) (*Grammar, error) {
-	b := NewBuilder()
-	j := newJSONRules(b)
-	return b.Build(b.New("root", []Elem{j.object}), v)
-}
-
-// SchemaRule compiles a JSON Schema into j's builder and returns the rule
-// of its valid instances' JSON text. Supported: type (one or a list),
-// enum and const (their values held to the keywords beside them: a value
-// those refuse is left out), anyOf, oneOf (when its branches cannot
-// overlap: different types, or objects told apart by a required
-// property's const or enum), allOf of one schema, $ref to #, #/$defs/...
-// and #/definitions/... (recursion included); for objects properties
-// (written in the schema's order), required (a name not in properties
-// held to additionalProperties), additionalProperties (false, true or a
-// schema); for arrays items, prefixItems, minItems, maxItems; for strings
-// minLength, maxLength, pattern (see Regexp) and format date, time,
-// date-time, uuid and uri; minimum, maximum and their exclusive forms
-// for integers, and whole ones for numbers. A type of a list or a
-// branch of anyOf or oneOf that no instance is valid for is left out.
-// Where a schema leaves a choice the grammar may take a narrower one, as
-// every instance it allows is still valid: additionalProperties left out
-// allows none, integers have at most 16 digits, free values nest at most
-// 6 deep.
-func SchemaRule(j *jsonRules, schema []byte) (Elem, error) {
-	e, err := newSchemaCompiler(j, schema).compile(schema, "")
-	return e, refusal(err)
+// schemaRule compiles a JSON Schema into j's builder and returns the rule
+// of its valid instances' JSON text (see Schema). Strict, a keyword the
+// grammar cannot enforce is refused with a *SchemaError; otherwise it is
+// relaxed: left out, or held to a superset, and returned.
+func schemaRule(j *jsonRules, schema []byte, strict bool) (Elem, []Relaxation, error) {
+	c := newSchemaCompiler(j, schema)
+	c.strict = strict
+	e, err := c.compile(schema, "")
+	return e, c.relaxed, refusal(err)
 }
 
 func newSchemaCompiler(j *jsonRules, doc json.RawMessage) *schemaCompiler {
 	return &schemaCompiler{j: j, b: j.b, doc: doc, refs: map[string]int32{}, refErrs: map[string]error{}, resolved: map[string]json.RawMessage{},
-		ranges: map[[2]string]Elem{}, checkRules: map[string]Elem{}}
+		ranges: map[[2]string]Elem{}, langs: map[string]*strLang{}, strings: map[string]Elem{}, rests: map[string]Elem{},
+		compiled: map[string]Elem{}}
+}
+
+// relax is err, a keyword that cannot be enforced, as the compiler
+// takes it: refused when strict, otherwise listed (once) and nil.
+func (c *schemaCompiler) relax(path string, err *SchemaError) error {
+	if c.strict || !err.relaxable {
+		return err
+	}
+	r := Relaxation{Path: path, Keyword: err.Keyword, Reason: err.Reason}
+	if !slices.Contains(c.relaxed, r) {
+		c.relaxed = append(c.relaxed, r)
+	}
+	return nil
 }
 
 // node is a schema object's members.
@@ -171,11 +242,14 @@ func (c *schemaCompiler) parse(raw json.RawMessage, path string) (node, bool, er
 	}
 	var n node
 	if err := json.Unmarshal(raw, &n); err != nil || n == nil {
-		return nil, false, &SchemaError{path, "schema", "want an object or a boolean"}
+		return nil, false, &SchemaError{Path: path, Keyword: "schema", Reason: "want an object or a boolean"}
 	}
 	return n, false, nil
 }
 
+// compile is the rule of the schema raw's instances. A keyword of its
+// own that cannot be enforced is relaxed (left out, or held to less: see
+// relaxKeyword) when the compiler is not strict, and the rest compiled.
 func (c *schemaCompiler) compile(raw json.RawMessage, path string) (Elem, error) {
 	n, anything, err := c.parse(raw, path)
 	if err != nil {
@@ -184,29 +258,51 @@ func (c *schemaCompiler) compile(raw json.RawMessage, path string) (Elem, error)
 	if anything {
 		return c.j.value, nil
 	}
-	if err := checkKeywords(n, path); err != nil {
+	key := path + "\x00" + string(raw)
+	if e, ok := c.compiled[key]; ok {
+		return e, nil
+	}
+	for {
+		e, err := c.compileNode(n, path)
+		se, ok := err.(*SchemaError)
+		if !ok || se.Path != path || n[se.Keyword] == nil {
+			if err == nil {
+				c.compiled[key] = e
+			}
+			return e, err
+		}
+		if err := c.relax(path, se); err != nil {
+			return Elem{}, err
+		}
+		n = relaxKeyword(n, se.Keyword)
+	}
+}
+
+// relaxKeyword is n held to less than keyword k: without it, or for a
+// oneOf whose branches may overlap, an anyOf of them.
+func relaxKeyword(n node, k string) node {
+	out := without(n, k)
+	if k == "oneOf" {
+		out["anyOf"] = n[k]
+	}
+	return out
+}
+
+func (c *schemaCompiler) compileNode(n node, path string) (Elem, error) {
+	if err := c.checkKeywords(n, path); err != nil {
 		return Elem{}, err
 	}
-	constraints := 0
-	for k := range n {
-		if !slices.Contains(annotations, k) && k != "uniqueItems" {
-			constraints++
+	if combining(n) {
+		var err error
+		if n, err = c.combine(n, path); err != nil {
+			return Elem{}, err
 		}
-	}
-	alone := func(k string) error {
-		if constraints > 1 {
-			return &SchemaError{path, k, "beside other keywords: not supported, so it could not be enforced"}
-		}
-		return nil
 	}
 	switch {
 	case n["$ref"] != nil:
-		if err := alone("$ref"); err != nil {
-			return Elem{}, err
-		}
 		return c.ref(n["$ref"], path)
-	case n["anyOf"] != nil, n["oneOf"] != nil, n["allOf"] != nil:
-		return c.combination(n, path, alone)
+	case n["anyOf"] != nil, n["oneOf"] != nil:
+		return c.combination(n, path)
 	case n["const"] != nil:
 		return c.enum(n, "const", path)
 	case n["enum"] != nil:
@@ -226,20 +322,17 @@ func (c *schemaCompiler) compile(raw json.RawMessage, path string) (Elem, error)
 	return c.b.Alt("types", alts...), nil
 }
 
-// checkKeywords refuses a keyword that is neither supported nor an
-// annotation.
-func checkKeywords(n node, path string) error {
-	for k := range n {
-		if !slices.Contains(annotations, k) && keywordTypes[k] == "" {
-			switch k {
-			case "type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "uniqueItems":
-			default:
-				return &SchemaError{path, k, "not supported, so it could not be enforced"}
-			}
+// checkKeywords finds a keyword that is neither enforced nor an
+// annotation: unsupported, so relaxed or refused.
+func (c *schemaCompiler) checkKeywords(n node, path string) error {
+	for _, k := range slices.Sorted(maps.Keys(n)) {
+		if annotation(k) || keywordTypes[k] != "" || slices.Contains(combinators, k) {
+			continue
 		}
+		return unsupported(path, k, "not supported")
 	}
 	if u, ok := n["uniqueItems"]; ok && string(bytes.TrimSpace(u)) != "false" {
-		return &SchemaError{path, "uniqueItems", "not supported, so it could not be enforced"}
+		return unsupported(path, "uniqueItems", "not supported")
 	}
 	return nil
 }
@@ -268,11 +361,11 @@ func (c *schemaCompiler) types(n node, path string) ([]string, error) {
 	if json.Unmarshal(raw, &one) == nil {
 		list = []string{one}
 	} else if err := json.Unmarshal(raw, &list); err != nil || len(list) == 0 {
-		return nil, &SchemaError{path, "type", "want a type name or a non-empty list of them"}
+		return nil, &SchemaError{Path: path, Keyword: "type", Reason: "want a type name or a non-empty list of them"}
 	}
 	for _, t := range list {
 		if !slices.Contains(jsonTypes, t) {
-			return nil, &SchemaError{path, "type", fmt.Sprintf("%q is not a JSON Schema type", t)}
+			return nil, &SchemaError{Path: path, Keyword: "type", Reason: fmt.Sprintf("%q is not a JSON Schema type", t)}
 		}
 	}
 	if slices.Contains(list, "number") && slices.Contains(list, "integer") {
@@ -301,7 +394,7 @@ func (c *schemaCompiler) typed(n node, t, path string) (Elem, error) {
 	case "array":
 		return c.array(n, path)
 	}
-	return Elem{}, &SchemaError{path, "type", fmt.Sprintf("%q is not a JSON Schema type", t)}
+	return Elem{}, &SchemaError{Path: path, Keyword: "type", Reason: fmt.Sprintf("%q is not a JSON Schema type", t)}
 }
 
 // ref resolves a $ref within the document.
@@ -331,10 +424,10 @@ func (c *schemaCompiler) ref(raw json.RawMessage, path string) (Elem, error) {
 // refTarget reads the $ref raw and finds what it points to.
 func (c *schemaCompiler) refTarget(raw json.RawMessage, path string) (ref string, target json.RawMessage, err error) {
 	if err := json.Unmarshal(raw, &ref); err != nil {
-		return "", nil, &SchemaError{path, "$ref", "want a string"}
+		return "", nil, &SchemaError{Path: path, Keyword: "$ref", Reason: "want a string"}
 	}
 	if target, err = c.resolve(ref); err != nil {
-		return "", nil, &SchemaError{path, "$ref", err.Error()}
+		return "", nil, &SchemaError{Path: path, Keyword: "$ref", Reason: err.Error()}
 	}
 	return ref, target, nil
 }
@@ -363,46 +456,36 @@ func (c *schemaCompiler) resolve(ref string) (json.RawMessage, error) {
 	return target, nil
 }
 
-// combination compiles anyOf, oneOf and allOf.
-func (c *schemaCompiler) combination(n node, path string, alone func(string) error) (Elem, error) {
-	for _, k := range []string{"anyOf", "oneOf", "allOf"} {
-		if n[k] == nil {
-			continue
-		}
-		if err := alone(k); err != nil {
-			return Elem{}, err
-		}
-		branches, err := branchesOf(n, k, path)
-		if err != nil {
-			return Elem{}, err
-		}
-		if k == "allOf" {
-			if len(branches) > 1 {
-				return Elem{}, &SchemaError{path, k, "of more than one schema: not supported, so it could not be enforced"}
-			}
-			return c.compile(branches[0], path+"/allOf/0")
-		}
-		if k == "oneOf" {
-			if err := c.disjoint(branches, path); err != nil {
-				return Elem{}, err
-			}
-		}
-		alts, err := alternatives(len(branches), func(i int) (Elem, error) {
-			return c.compile(branches[i], fmt.Sprintf("%s/%s/%d", path, k, i))
-		})
-		if err != nil {
-			return Elem{}, err
-		}
-		return c.b.Alt(k, alts...), nil
+// combination compiles anyOf and oneOf, alone in their schema (combine
+// merges what is beside them).
+func (c *schemaCompiler) combination(n node, path string) (Elem, error) {
+	k := "anyOf"
+	if n["oneOf"] != nil {
+		k = "oneOf"
 	}
-	panic("unreachable")
+	branches, err := branchesOf(n, k, path)
+	if err != nil {
+		return Elem{}, err
+	}
+	if k == "oneOf" {
+		if err := c.disjoint(branches, path); err != nil {
+			return Elem{}, err
+		}
+	}
+	alts, err := alternatives(len(branches), func(i int) (Elem, error) {
+		return c.compile(branches[i], fmt.Sprintf("%s/%s/%d", path, k, i))
+	})
+	if err != nil {
+		return Elem{}, err
+	}
+	return c.b.Alt(k, alts...), nil
 }
 
 // branchesOf reads the schemas of anyOf, oneOf or allOf (k).
 func branchesOf(n node, k, path string) ([]json.RawMessage, error) {
 	var branches []json.RawMessage
 	if err := json.Unmarshal(n[k], &branches); err != nil || len(branches) == 0 {
-		return nil, &SchemaError{path, k, "want a non-empty array of schemas"}
+		return nil, &SchemaError{Path: path, Keyword: k, Reason: "want a non-empty array of schemas"}
 	}
 	return branches, nil
 }
@@ -418,17 +501,39 @@ func (c *schemaCompiler) disjoint(branches []json.RawMessage, path string) error
 	overlap := false
 	for i := range kinds {
 		for k := i + 1; k < len(kinds); k++ {
-			for _, t := range kinds[i] {
-				if slices.Contains(kinds[k], t) {
-					overlap = true
-				}
+			if slices.ContainsFunc(kinds[i], func(t string) bool { return slices.Contains(kinds[k], t) }) &&
+				!c.excludes(branches[i], branches[k], path) && !c.excludes(branches[k], branches[i], path) {
+				overlap = true
 			}
 		}
 	}
 	if !overlap || c.discriminated(branches) {
 		return nil
 	}
-	return &SchemaError{path, "oneOf", "its branches may overlap, and an instance valid for two is invalid: use anyOf, or tell the branches apart by type or by a required property's const"}
+	return unsupported(path, "oneOf", "its branches may overlap, and an instance valid for two is invalid (held to anyOf when relaxed): use anyOf, or tell the branches apart by type or by a required property's const")
+}
+
+// excludes reports whether a, an enum or const, has no value b admits:
+// "all" beside a pattern of digits.
+func (c *schemaCompiler) excludes(a, b json.RawMessage, path string) bool {
+	var n node
+	if json.Unmarshal(a, &n) != nil {
+		return false
+	}
+	key := "enum"
+	if n["const"] != nil {
+		key = "const"
+	}
+	values, err := enumValues(n, key, path)
+	if err != nil {
+		return false
+	}
+	for _, x := range values {
+		if ok, err := c.admits(b, x, path, 0); err != nil || ok {
+			return false
+		}
+	}
+	return true
 }
 
 // kinds lists the JSON kinds a schema's instances may have.
@@ -519,24 +624,13 @@ func (c *schemaCompiler) discriminated(branches []json.RawMessage) bool {
 // A value they do not admit is left out, and with none left no instance
 // is valid (noInstance).
 func (c *schemaCompiler) enum(n node, key, path string) (Elem, error) {
-	values, err := enumValues(n, key, path)
+	values, err := c.admitted(n, key, path)
 	if err != nil {
 		return Elem{}, err
 	}
-	rest := maps.Clone(n)
-	delete(rest, key)
 	var alts [][]Elem
 	for _, x := range values {
-		ok, err := c.admitsNode(rest, x, path, 0)
-		if _, none := err.(noInstance); none {
-			ok, err = false, nil // no value of its type is valid, so neither is it
-		}
-		if err != nil {
-			return Elem{}, err
-		}
-		if ok {
-			alts = append(alts, c.b.Lit(string(appendJSON(nil, x))))
-		}
+		alts = append(alts, c.b.Lit(string(appendJSON(nil, x))))
 	}
 	if len(alts) == 0 {
 		what := "no value is"
@@ -548,6 +642,31 @@ func (c *schemaCompiler) enum(n node, key, path string) (Elem, error) {
 	return c.b.Alt(key, alts...), nil
 }
 
+// admitted are the values of enum (key "enum") or const that the
+// keywords beside it admit.
+func (c *schemaCompiler) admitted(n node, key, path string) ([]any, error) {
+	values, err := enumValues(n, key, path)
+	if err != nil {
+		return nil, err
+	}
+	rest := maps.Clone(n)
+	delete(rest, key)
+	var out []any
+	for _, x := range values {
+		ok, err := c.admitsNode(rest, x, path, 0)
+		if _, none := err.(noInstance); none {
+			ok, err = false, nil // no value of its type is valid, so neither is it
+		}
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, x)
+		}
+	}
+	return out, nil
+}
+
 // enumValues are the values of enum (key "enum") or const, as
 // decodeValue gives them.
 func enumValues(n node, key, path string) ([]any, error) {
@@ -555,73 +674,18 @@ func enumValues(n node, key, path string) ([]any, error) {
 	if key == "enum" {
 		raw = nil
 		if err := json.Unmarshal(n["enum"], &raw); err != nil || len(raw) == 0 {
-			return nil, &SchemaError{path, "enum", "want a non-empty array"}
+			return nil, &SchemaError{Path: path, Keyword: "enum", Reason: "want a non-empty array"}
 		}
 	}
 	values := make([]any, len(raw))
 	for i, v := range raw {
 		x, err := decodeValue(v)
 		if err != nil {
-			return nil, &SchemaError{path, key, "a value is not JSON"}
+			return nil, &SchemaError{Path: path, Keyword: key, Reason: "a value is not JSON"}
 		}
 		values[i] = x
 	}
 	return values, nil
-}
-
-// str is a string with the schema's length, pattern or format.
-func (c *schemaCompiler) str(n node, path string) (Elem, error) {
-	b, j := c.b, c.j
-	minLen, maxLen, err := c.bounds(n, "minLength", "maxLength", path)
-	if err != nil {
-		return Elem{}, err
-	}
-	lengths := n["minLength"] != nil || n["maxLength"] != nil
-	if f := n["format"]; f != nil {
-		if lengths || n["pattern"] != nil {
-			return Elem{}, &SchemaError{path, "format", "with a length or a pattern: not supported, so it could not be enforced"}
-		}
-		return c.formatRule(f, path)
-	}
-	if p := n["pattern"]; p != nil {
-		if lengths {
-			return Elem{}, &SchemaError{path, "pattern", "with minLength or maxLength: not supported, so it could not be enforced"}
-		}
-		body, err := c.patternRule(p, path)
-		if err != nil {
-			return Elem{}, err
-		}
-		return Ref(b.New("pattern", Seq(b.Byte('"'), body, b.Byte('"')))), nil
-	}
-	if !lengths {
-		return j.str, nil
-	}
-	return Ref(b.New("string", Seq(b.Byte('"'), b.Repeat("chars", []Elem{j.char}, minLen, maxLen), b.Byte('"')))), nil
-}
-
-// formatRule is a string of format f, quotes included.
-func (c *schemaCompiler) formatRule(f json.RawMessage, path string) (Elem, error) {
-	var name string
-	json.Unmarshal(f, &name)
-	e, ok := c.format(name)
-	if !ok {
-		return Elem{}, &SchemaError{path, "format", fmt.Sprintf("%q is not supported (date, time, date-time, uuid, uri), so it could not be enforced", name)}
-	}
-	return e, nil
-}
-
-// patternRule is the text between the quotes of a string pattern p
-// matches.
-func (c *schemaCompiler) patternRule(p json.RawMessage, path string) (Elem, error) {
-	var re string
-	if err := json.Unmarshal(p, &re); err != nil {
-		return Elem{}, &SchemaError{path, "pattern", "want a string"}
-	}
-	body, err := c.regexp(re)
-	if err != nil {
-		return Elem{}, &SchemaError{path, "pattern", err.Error()}
-	}
-	return body, nil
 }
 
 // bounds reads a pair of count keywords; max is -1 when absent.
@@ -634,7 +698,7 @@ func (c *schemaCompiler) bounds(n node, minKey, maxKey, path string) (lo, hi int
 		}
 		var v float64
 		if json.Unmarshal(raw, &v) != nil || v < 0 || v != math.Trunc(v) || v > 1e6 {
-			return 0, 0, &SchemaError{path, k, "want a whole number from 0 to 1000000"}
+			return 0, 0, &SchemaError{Path: path, Keyword: k, Reason: "want a whole number from 0 to 1000000"}
 		}
 		if k == minKey {
 			lo = int(v)
@@ -646,508 +710,4 @@ func (c *schemaCompiler) bounds(n node, minKey, maxKey, path string) (lo, hi int
 		return 0, 0, empty(path, minKey, fmt.Sprintf("%d is more than %s %d: no instance is valid", lo, maxKey, hi))
 	}
 	return lo, hi, nil
-}
-
-// object is an object with the schema's properties in its order.
-func (c *schemaCompiler) object(n node, path string) (Elem, error) {
-	b, j := c.b, c.j
-	if n["properties"] == nil && n["required"] == nil && n["additionalProperties"] == nil {
-		return j.object, nil
-	}
-	names, err := objectKeys(n["properties"])
-	if err != nil {
-		return Elem{}, &SchemaError{path, "properties", "want an object"}
-	}
-	var props map[string]json.RawMessage
-	json.Unmarshal(n["properties"], &props)
-	var required []string
-	if n["required"] != nil {
-		if err := json.Unmarshal(n["required"], &required); err != nil {
-			return Elem{}, &SchemaError{path, "required", "want an array of strings"}
-		}
-	}
-	ap := n["additionalProperties"]
-	closed := ap != nil && string(bytes.TrimSpace(ap)) == "false"
-	for _, r := range required {
-		if props[r] == nil && !slices.Contains(names, r) {
-			if closed {
-				return Elem{}, empty(path, "required", fmt.Sprintf("%q is not in properties, and additionalProperties is false: no instance is valid", r))
-			}
-			names = append(names, r)
-		}
-	}
-	type prop struct {
-		member   []Elem
-		required bool
-	}
-	// additional is the value of an additional property (any value when
-	// additionalProperties is left out), compiled once.
-	var apValue *Elem
-	additional := func() (Elem, error) {
-		switch {
-		case ap == nil:
-			return j.value, nil
-		case apValue == nil:
-			v, err := c.compile(ap, path+"/additionalProperties")
-			if err != nil {
-				return Elem{}, err
-			}
-			apValue = &v
-		}
-		return *apValue, nil
-	}
-	var ps []prop
-	for _, name := range names {
-		// A required name the properties do not describe is an
-		// additional property, held to additionalProperties.
-		var v Elem
-		if schema := props[name]; schema != nil {
-			v, err = c.compile(schema, path+"/properties/"+escapePointer(name))
-		} else {
-			v, err = additional()
-		}
-		if err != nil && !slices.Contains(required, name) {
-			err = refusal(err) // the object is valid without it
-		}
-		if err != nil {
-			return Elem{}, err
-		}
-		key, _ := json.Marshal(name)
-		ps = append(ps, prop{Seq(b.LitRule(string(key)), j.ws, b.Byte(':'), j.ws, v), slices.Contains(required, name)})
-	}
-	// extra are the members additionalProperties allows after the listed.
-	var extra []Elem
-	if ap != nil && !closed {
-		v, err := additional()
-		if err != nil {
-			return Elem{}, refusal(err) // the object is valid without extras
-		}
-		extra = Seq(c.keyOutside(names), j.ws, b.Byte(':'), j.ws, v)
-	}
-	sep := Seq(j.ws, b.Byte(','), j.ws)
-	// rest[i][first]: the members from property i on; first when no
-	// member came before, so none needs a comma.
-	var restExtra [2]Elem
-	if extra != nil {
-		more := b.Repeat("extra", Seq(sep, extra), 0, -1)
-		restExtra[0] = b.Alt("extras", nil, Seq(sep, extra, more))
-		restExtra[1] = b.Alt("extras", nil, Seq(extra, more))
-	} else {
-		restExtra[0] = b.Alt("end", nil)
-		restExtra[1] = restExtra[0]
-	}
-	next := restExtra
-	for i := len(ps) - 1; i >= 0; i-- {
-		var cur [2]Elem
-		for first := range 2 {
-			with := Seq(ps[i].member, next[0])
-			if first == 0 {
-				with = Seq(sep, with)
-			}
-			if ps[i].required {
-				cur[first] = Ref(b.New("prop", with))
-			} else {
-				cur[first] = b.Alt("prop?", with, []Elem{next[first]})
-			}
-		}
-		next = cur
-	}
-	return Ref(b.New("object", Seq(b.Byte('{'), j.ws, next[1], j.ws, b.Byte('}')))), nil
-}
-
-// keyOutside is a key that is none of names. Keys there are written
-// without escapes, so their text is their value and the grammar can tell
-// them from names: a trie of the names, left as soon as the key differs.
-func (c *schemaCompiler) keyOutside(names []string) Elem {
-	b, j := c.b, c.j
-	free := b.Repeat("key", []Elem{j.plain}, 0, -1)
-	if len(names) == 0 {
-		return Ref(b.New("key", Seq(b.Byte('"'), free, b.Byte('"'))))
-	}
-	var other ByteSet // a plain ASCII character
-	other.Add(0x20, 0x7e)
-	other[0] &^= 1 << '"'
-	other[1] &^= 1 << ('\\' - 64)
-	var node func(prefix string) Elem
-	node = func(prefix string) Elem {
-		var alts [][]Elem
-		var children ByteSet
-		for _, n := range names {
-			if len(n) > len(prefix) && strings.HasPrefix(n, prefix) {
-				children.Add(n[len(prefix)], n[len(prefix)])
-			}
-		}
-		for ch := range 256 {
-			if children.Has(byte(ch)) {
-				alts = append(alts, Seq(b.Byte(byte(ch)), node(prefix+string([]byte{byte(ch)}))))
-			}
-		}
-		if !utf8.ValidString(prefix) {
-			return b.Alt("key:"+prefix, alts...) // within a character: only the names go on
-		}
-		if !slices.Contains(names, prefix) {
-			alts = append(alts, []Elem{b.Byte('"')})
-		}
-		// A character no name goes on with leaves the names behind; a
-		// non-ASCII one only where no name has one next (narrower).
-		ascii := other
-		for i := range ascii {
-			ascii[i] &^= children[i]
-		}
-		alts = append(alts, Seq(b.Set(ascii), free, b.Byte('"')))
-		if children[2]|children[3] == 0 {
-			alts = append(alts, Seq(j.utf8, free, b.Byte('"')))
-		}
-		return b.Alt("key:"+prefix, alts...)
-	}
-	return Ref(b.New("key", Seq(b.Byte('"'), node(""))))
-}
-
-func escapePointer(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
-}
-
-// objectKeys returns an object's keys in their order.
-func objectKeys(raw json.RawMessage) ([]string, error) {
-	if raw == nil {
-		return nil, nil
-	}
-	d := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := d.Token(); err != nil || t != json.Delim('{') {
-		return nil, fmt.Errorf("want an object")
-	}
-	var keys []string
-	for d.More() {
-		t, err := d.Token()
-		if err != nil {
-			return nil, err
-		}
-		k := t.(string)
-		if !slices.Contains(keys, k) {
-			keys = append(keys, k)
-		}
-		var skip json.RawMessage
-		if err := d.Decode(&skip); err != nil {
-			return nil, err
-		}
-	}
-	return keys, nil
-}
-
-// array is an array with the schema's items and counts.
-func (c *schemaCompiler) array(n node, path string) (Elem, error) {
-	b, j := c.b, c.j
-	minItems, maxItems, err := c.bounds(n, "minItems", "maxItems", path)
-	if err != nil {
-		return Elem{}, err
-	}
-	schemas, items, err := itemSchemas(n, path)
-	if err != nil {
-		return Elem{}, err
-	}
-	var prefix []Elem
-	for i, s := range schemas {
-		e, err := c.compile(s, fmt.Sprintf("%s/prefixItems/%d", path, i))
-		if err != nil && i >= minItems {
-			err = refusal(err) // the array is valid without it
-		}
-		if err != nil {
-			return Elem{}, err
-		}
-		prefix = append(prefix, e)
-	}
-	var item Elem
-	itemsAllowed := true
-	switch {
-	case items == nil:
-		item = j.value
-	case string(bytes.TrimSpace(items)) == "false":
-		itemsAllowed = false
-	default:
-		if item, err = c.compile(items, path+"/items"); err != nil {
-			if minItems <= len(prefix) {
-				err = refusal(err) // the array is valid without items
-			}
-			return Elem{}, err
-		}
-	}
-	k := len(prefix)
-	if maxItems >= 0 && maxItems < k {
-		prefix, k = prefix[:maxItems], maxItems
-	}
-	if !itemsAllowed {
-		if minItems > k {
-			return Elem{}, empty(path, "minItems", "more than prefixItems allows with items false")
-		}
-		maxItems = k
-	}
-	if k == 0 {
-		return j.arrayOf("array", item, minItems, maxItems), nil
-	}
-	sep := Seq(j.ws, b.Byte(','), j.ws)
-	// After the prefix: the items, each after a comma.
-	var tail Elem
-	switch {
-	case maxItems == k:
-		tail = b.Alt("end", nil)
-	default:
-		hi := -1
-		if maxItems >= 0 {
-			hi = maxItems - k
-		}
-		tail = b.Repeat("items", Seq(sep, item), max(minItems-k, 0), hi)
-	}
-	// rest[i]: the items from prefix item i on, i > 0.
-	next := tail
-	for i := k - 1; i >= 1; i-- {
-		with := Seq(sep, prefix[i], next)
-		if i >= minItems {
-			next = b.Alt("prefix?", nil, with)
-		} else {
-			next = Ref(b.New("prefix", with))
-		}
-	}
-	full := Seq(b.Byte('['), j.ws, prefix[0], next, j.ws, b.Byte(']'))
-	if minItems == 0 {
-		return b.Alt("array", Seq(b.Byte('['), j.ws, b.Byte(']')), full), nil
-	}
-	return Ref(b.New("array", full)), nil
-}
-
-// itemSchemas reads prefixItems and items; items as an array of schemas
-// (draft 7's tuples) is refused.
-func itemSchemas(n node, path string) (prefix []json.RawMessage, items json.RawMessage, err error) {
-	if n["prefixItems"] != nil && json.Unmarshal(n["prefixItems"], &prefix) != nil {
-		return nil, nil, &SchemaError{path, "prefixItems", "want an array of schemas"}
-	}
-	items = n["items"]
-	if bytes.HasPrefix(bytes.TrimSpace(items), []byte("[")) {
-		return nil, nil, &SchemaError{path, "items", "an array of schemas (draft 7's tuples): use prefixItems"}
-	}
-	return prefix, items, nil
-}
-
-// integer is an integer within the schema's bounds.
-func (c *schemaCompiler) integer(n node, path string) (Elem, error) {
-	const limit = 1e16 - 1 // 16 digits, as the free integer
-	low, high, err := numberBounds(n, path)
-	if err != nil {
-		return Elem{}, err
-	}
-	if low == nil && high == nil {
-		return c.j.integer, nil
-	}
-	lo, hi := -limit, limit
-	if low != nil {
-		if low.excl {
-			lo = math.Max(lo, math.Floor(low.v)+1)
-		} else {
-			lo = math.Max(lo, math.Ceil(low.v))
-		}
-	}
-	if high != nil {
-		if high.excl {
-			hi = math.Min(hi, math.Ceil(high.v)-1)
-		} else {
-			hi = math.Min(hi, math.Floor(high.v))
-		}
-	}
-	if lo > hi {
-		return Elem{}, empty(path, "minimum", "no integer is within the bounds")
-	}
-	lo, hi = math.Max(lo, -limit), math.Min(hi, limit)
-	return c.intRange(int64(lo), int64(hi)), nil
-}
-
-// number is a number within the schema's bounds. Bounds are whole
-// numbers from 0 to 10^9 (a probability's 0 and 1, a positive timeout's
-// exclusive 0), which keep the language simple: a whole part in a range
-// with any fraction, and at the edges a whole part with a fraction that
-// is not zero (above an exclusive minimum) or none (at an inclusive
-// maximum). A bounded number has no exponent and at most 6 decimals, so
-// that a validator reading it as a float64 compares it as written.
-func (c *schemaCompiler) number(n node, path string) (Elem, error) {
-	b, j := c.b, c.j
-	const limit = 1e9
-	type bound struct {
-		v         int64
-		set, excl bool
-	}
-	low, high, err := numberBounds(n, path)
-	if err != nil {
-		return Elem{}, err
-	}
-	whole := func(nb *numBound) (bound, error) {
-		if nb == nil {
-			return bound{}, nil
-		}
-		if v := nb.v; v != math.Trunc(v) || v < 0 || v > limit {
-			return bound{}, &SchemaError{path, nb.key, fmt.Sprintf("%v on a number: only whole bounds from 0 to 10^9 are supported, so it could not be enforced", v)}
-		}
-		return bound{int64(nb.v), true, nb.excl}, nil
-	}
-	lo, err := whole(low)
-	if err != nil {
-		return Elem{}, err
-	}
-	hi, err := whole(high)
-	if err != nil {
-		return Elem{}, err
-	}
-	switch {
-	case !lo.set && !hi.set:
-		return j.number, nil
-	case lo.set && hi.set && (lo.v > hi.v || (lo.v == hi.v && (lo.excl || hi.excl))):
-		return Elem{}, empty(path, "minimum", "no number is within the bounds")
-	}
-	d := b.Range('0', '9')
-	anyFrac := b.Optional("frac6", Seq(b.Byte('.'), b.Repeat("fdigits6", []Elem{d}, 1, 6)))
-	// A fraction that is not zero: its first non-zero digit at place p.
-	var nz [][]Elem
-	for p := range 6 {
-		nz = append(nz, Seq(b.Lit(strings.Repeat("0", p)), b.Range('1', '9'), b.Repeat(fmt.Sprintf("fdigits%d", 5-p), []Elem{d}, 0, 5-p)))
-	}
-	nonzeroFrac := Seq(b.Byte('.'), b.Alt("nonzero-frac6", nz...))
-	var alts [][]Elem
-	first, last := int64(0), int64(limit)
-	if lo.set {
-		first = lo.v
-		if lo.excl {
-			first++
-			alts = append(alts, Seq(c.natRange(lo.v, lo.v), nonzeroFrac))
-		}
-	}
-	if hi.set {
-		last = hi.v - 1
-		if !hi.excl && (!lo.set || hi.v > lo.v || !lo.excl) {
-			alts = append(alts, []Elem{c.natRange(hi.v, hi.v)})
-		}
-	}
-	if first <= last {
-		alts = append(alts, Seq(c.natRange(first, last), anyFrac))
-	}
-	if !lo.set {
-		// Every negative number is below a maximum from 0 up; below an
-		// exclusive 0, "-0" alone is not.
-		if hi.v == 0 && hi.excl {
-			alts = append(alts, Seq(b.Byte('-'), c.natRange(1, limit), anyFrac), Seq(b.Lit("-0"), nonzeroFrac))
-		} else {
-			alts = append(alts, Seq(b.Byte('-'), c.natRange(0, limit), anyFrac))
-		}
-	}
-	return b.Alt(fmt.Sprintf("number%v%v", lo, hi), alts...), nil
-}
-
-// numBound is a bound on numbers: the keyword that sets it, its value
-// exactly and as a float64, and whether the value itself is excluded.
-type numBound struct {
-	key         string
-	r           *big.Rat
-	v           float64
-	lower, excl bool
-}
-
-// admits reports whether r is within the bound.
-func (b *numBound) admits(r *big.Rat) bool {
-	d := r.Cmp(b.r)
-	if !b.lower {
-		d = -d
-	}
-	return d > 0 || d == 0 && !b.excl
-}
-
-// numberBounds reads minimum, maximum, exclusiveMinimum and
-// exclusiveMaximum, draft 4's boolean exclusive forms included: the
-// tightest bound below and the tightest above, nil where there is none.
-func numberBounds(n node, path string) (lo, hi *numBound, err error) {
-	for _, k := range []struct {
-		key, flag string // flag: draft 4's exclusive form of the bound
-		lower     bool
-	}{{"minimum", "exclusiveMinimum", true}, {"exclusiveMinimum", "", true}, {"maximum", "exclusiveMaximum", false}, {"exclusiveMaximum", "", false}} {
-		raw := bytes.TrimSpace(n[k.key])
-		if len(raw) == 0 || string(raw) == "true" || string(raw) == "false" {
-			continue // absent, or draft 4's flag, read with its bound
-		}
-		b := &numBound{key: k.key, r: ratOf(json.Number(raw)), lower: k.lower, excl: k.flag == ""}
-		if json.Unmarshal(raw, &b.v) != nil || b.r == nil {
-			return nil, nil, &SchemaError{path, k.key, "want a number"}
-		}
-		if k.flag != "" {
-			b.excl = string(bytes.TrimSpace(n[k.flag])) == "true"
-		}
-		cur, sign := &hi, -1
-		if k.lower {
-			cur, sign = &lo, 1
-		}
-		if old := *cur; old == nil {
-			*cur = b
-		} else if d := b.r.Cmp(old.r) * sign; d > 0 || d == 0 && b.excl {
-			*cur = b
-		}
-	}
-	return lo, hi, nil
-}
-
-// intRange is the canonical decimal text of the integers lo to hi.
-func (c *schemaCompiler) intRange(lo, hi int64) Elem {
-	b := c.b
-	var alts [][]Elem
-	if lo < 0 {
-		nhi := min(hi, -1)
-		alts = append(alts, Seq(b.Byte('-'), c.natRange(-nhi, -lo)))
-	}
-	if hi >= 0 {
-		alts = append(alts, []Elem{c.natRange(max(lo, 0), hi)})
-	}
-	return b.Alt(fmt.Sprintf("[%d,%d]", lo, hi), alts...)
-}
-
-// natRange is the numbers lo to hi, 0 <= lo <= hi, without leading zeros.
-func (c *schemaCompiler) natRange(lo, hi int64) Elem {
-	var alts [][]Elem
-	for l := len(strconv.FormatInt(lo, 10)); l <= len(strconv.FormatInt(hi, 10)); l++ {
-		first, last := int64(math.Pow10(l-1)), int64(math.Pow10(l))-1
-		if l == 1 {
-			first = 0
-		}
-		a, z := max(lo, first), min(hi, last)
-		if a > z {
-			continue
-		}
-		alts = append(alts, []Elem{c.digits(strconv.FormatInt(a, 10), strconv.FormatInt(z, 10))})
-	}
-	return c.b.Alt("natural", alts...)
-}
-
-// digits is the digit strings from lo to hi, of equal length.
-func (c *schemaCompiler) digits(lo, hi string) Elem {
-	b := c.b
-	key := [2]string{lo, hi}
-	if e, ok := c.ranges[key]; ok {
-		return e
-	}
-	var e Elem
-	switch {
-	case lo == "":
-		e = b.Alt("", nil)
-	case lo[0] == hi[0]:
-		e = Ref(b.New(lo+".."+hi, Seq(b.Byte(lo[0]), c.digits(lo[1:], hi[1:]))))
-	case strings.Trim(lo[1:], "0") == "" && strings.Trim(hi[1:], "9") == "":
-		e = Ref(b.New(lo+".."+hi, Seq(b.Range(lo[0], hi[0]), c.any(len(lo)-1))))
-	default:
-		n := len(lo) - 1
-		alts := [][]Elem{Seq(b.Byte(lo[0]), c.digits(lo[1:], strings.Repeat("9", n)))}
-		if lo[0]+1 <= hi[0]-1 {
-			alts = append(alts, Seq(b.Range(lo[0]+1, hi[0]-1), c.any(n)))
-		}
-		alts = append(alts, Seq(b.Byte(hi[0]), c.digits(strings.Repeat("0", n), hi[1:])))
-		e = b.Alt(lo+".."+hi, alts...)
-	}
-	c.ranges[key] = e
-	return e
-}
-
-// any is n digits.
-func (c *schemaCompiler) any(n int) Elem {
-	return c.digits(strings.Repeat("0", n), strings.Repeat("9", n))
 }

@@ -116,6 +116,27 @@ var schemaCases = []string{
 	// Alternatives no instance is valid for, left out.
 	`{"anyOf": [{"type": "object", "required": ["x"], "additionalProperties": false}, {"type": ["integer", "null"], "minimum": 5, "maximum": 4}, {"type": "boolean"}]}`,
 	`{"type": "object", "properties": {"p": {"type": "number", "minimum": 0, "maximum": 1}, "t": {"type": "number", "exclusiveMinimum": 0}, "n": {"type": "number", "exclusiveMaximum": 0}, "m": {"type": "number", "minimum": 2, "exclusiveMaximum": 3}, "e": {"type": "number", "exclusiveMinimum": 5, "maximum": 6}, "z": {"type": "number", "maximum": 0}}, "required": ["p", "t", "n", "m", "e", "z"], "additionalProperties": false}`,
+	// Formats, and base64.
+	`{"type": "object", "properties": {"email": {"type": "string", "format": "email"}, "host": {"type": "string", "format": "hostname"}, "ip4": {"type": "string", "format": "ipv4"}, "ip6": {"type": "string", "format": "ipv6"}, "dur": {"type": "string", "format": "duration"}, "ptr": {"type": "string", "format": "json-pointer"}, "b64": {"type": "string", "contentEncoding": "base64", "maxLength": 12}}, "required": ["email", "host", "ip4", "ip6", "dur", "ptr", "b64"], "additionalProperties": false}`,
+	// Fractional, negative and exclusive bounds; multipleOf.
+	`{"type": "object", "properties": {"p": {"type": "number", "exclusiveMinimum": 0.5, "maximum": 99.9}, "n": {"type": "number", "minimum": -2.25, "maximum": -0.5}, "q": {"type": "number", "multipleOf": 0.25, "minimum": 0, "maximum": 3}, "i": {"type": "integer", "multipleOf": 7}, "h": {"type": "number", "multipleOf": 0.5, "exclusiveMinimum": 0}, "c": {"type": "number", "multipleOf": 0.01}, "k": {"type": "integer", "minimum": -3.5, "exclusiveMaximum": 2.5}}, "required": ["p", "n", "q", "i", "h", "c", "k"], "additionalProperties": false}`,
+	// propertyNames, patternProperties, dependentRequired, minProperties.
+	`{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 3}}, "patternProperties": {"^x-": {"type": "boolean"}}, "propertyNames": {"maxLength": 6}, "additionalProperties": {"type": "null"}, "dependentRequired": {"a": ["b"]}, "minProperties": 2}`,
+	`{"type": "object", "propertyNames": {"type": "string"}, "additionalProperties": {"type": "number"}}`,
+	`{"type": "object", "propertyNames": {"enum": ["a", "b", "c"]}, "additionalProperties": {"type": "string", "maxLength": 2}, "required": ["a"]}`,
+	`{"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}, "properties": {"ok": {"const": 1}, "Bad": {"const": 2}}, "additionalProperties": {"type": "boolean"}}`,
+	// if, then and else on a discriminator; allOf and keywords beside
+	// $ref and anyOf; OpenAPI's nullable, an annotation to JSON Schema.
+	`{"type": "object", "properties": {"kind": {"enum": ["circle", "square"]}, "r": {"type": "number", "minimum": 0, "maximum": 10}, "side": {"type": "integer", "minimum": 1, "maximum": 5}}, "required": ["kind"], "if": {"properties": {"kind": {"const": "circle"}}}, "then": {"required": ["r"]}, "else": {"required": ["side"]}, "additionalProperties": false}`,
+	`{"type": "object", "properties": {"to": {"type": "string", "allOf": [{"pattern": "^[^\\n\\r]*$"}, {"pattern": "^[\\s\\S]{0,30}$"}]}, "both": {"allOf": [{"type": "object", "properties": {"a": {"type": "string", "maxLength": 4}}, "required": ["a"]}, {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"]}]}}, "required": ["to", "both"]}`,
+	`{"$defs": {"a": {"type": "object", "properties": {"x": {"type": "string", "maxLength": 3}, "y": {"type": "boolean"}}}}, "$ref": "#/$defs/a", "required": ["x"]}`,
+	`{"type": "object", "anyOf": [{"required": ["a"]}, {"required": ["b"]}], "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 2}}, "additionalProperties": false}`,
+	`{"type": "string", "nullable": true, "maxLength": 2}`,
+	// Bounds as large as agents' schemas have them: loops, not rules.
+	`{"type": "object", "properties": {"script": {"type": "string", "maxLength": 524288}, "items": {"type": "array", "items": {"type": "integer"}, "maxItems": 10000, "minItems": 1}, "big": {"type": "string", "minLength": 40}}, "required": ["script", "items"], "additionalProperties": false}`,
+	`{"type": "array", "items": {"type": "string", "pattern": "^[a-z]+$", "minLength": 3, "maxLength": 40}, "minItems": 2, "maxItems": 7}`,
+	// zod's email and uuid, a format with its pattern.
+	`{"type": "object", "properties": {"e": {"type": "string", "format": "email", "pattern": "^(?:[A-Za-z0-9_'+\\-]+\\.)*[A-Za-z0-9_'+\\-]*[A-Za-z0-9_+-]@(?:[A-Za-z0-9][A-Za-z0-9\\-]*\\.)+[A-Za-z]{2,}$"}, "u": {"type": "string", "format": "uuid", "pattern": "^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000|ffffffff-ffff-ffff-ffff-ffffffffffff)$"}}, "required": ["e", "u"], "additionalProperties": false}`,
 }
 
 // TestSchemaInstancesValidate generates texts under each schema with many
@@ -156,37 +177,34 @@ func TestSchemaInstancesValidate(t *testing.T) {
 func TestSchemaRefusals(t *testing.T) {
 	v, _ := qwenVocab(t)
 	for schema, want := range map[string]string{
-		`{"type": "string", "format": "email"}`:                                       `json schema #: format: "email" is not supported`,
-		`{"type": "object", "properties": {"a": {"type": "number", "minimum": 0.5}}}`: "json schema /properties/a: minimum: 0.5 on a number: only whole bounds from 0 to 10^9 are supported",
-		`{"type": "number", "maximum": -1}`:                                           "json schema #: maximum: -1 on a number: only whole bounds",
-		`{"type": "number", "exclusiveMinimum": 3, "maximum": 3}`:                     "json schema #: minimum: no number is within the bounds",
-		`{"type": "object", "minProperties": 1}`:                                      "json schema #: minProperties: not supported",
-		`{"type": "array", "uniqueItems": true}`:                                      "uniqueItems: not supported",
-		`{"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]}`:         "oneOf: its branches may overlap",
-		`{"$ref": "https://example.com/s.json"}`:                                      "$ref: \"https://example.com/s.json\": only #",
-		`{"$ref": "#/$defs/missing"}`:                                                 "does not resolve",
-		`{"type": "string", "pattern": "(?=a)b"}`:                                     "pattern: at 1 of \"(?=a)b\": lookaround is not supported",
-		`{"type": "string", "pattern": "a\\1"}`:                                       "\\1 is not supported",
-		`{"type": "string", "pattern": "^a|b$"}`:                                      "group the alternatives",
-		`{"type": "strin"}`:                                                           `type: "strin" is not a JSON Schema type`,
-		`false`:                                                                       "no instance is valid",
-		`{"allOf": [{"type": "string"}, {"maxLength": 3}]}`:                           "allOf: of more than one schema",
-		`{"type": "integer", "minimum": 5, "maximum": 4}`:                             "no integer is within the bounds",
-		`{"type": "string", "minLength": 5, "maxLength": 4}`:                          "minLength: 5 is more than maxLength 4",
-		`{"type": "object", "properties": {"a": {"if": {}}}}`:                         "/properties/a: if: not supported",
-		`{"type": "string", "enum": ["abc", 5], "maxLength": 2}`:                      "json schema #: enum: no value is valid under the keywords beside it",
-		`{"type": "object", "properties": {"a": {"const": 5, "minimum": 6}}}`:         "json schema /properties/a: const: the value is not valid under the keywords beside it",
-		`{"const": "z", "enum": ["x", "y"]}`:                                          "const: the value is not valid",
-		`{"enum": [{"a": "x"}], "properties": {"a": {"minProperties": 1}}}`:           "json schema /properties/a: minProperties: not supported",
-		`{"enum": ["2024-01-01"], "format": "email"}`:                                 `json schema #: format: "email" is not supported`,
-		`{"type": "object", "properties": {"o": {"type": "object", "required": ["x"], "additionalProperties": false}}}`: `json schema /properties/o: required: "x" is not in properties, and additionalProperties is false`,
-		`{"type": "object", "required": ["x"], "additionalProperties": {"type": "string", "format": "email"}}`:          `json schema /additionalProperties: format: "email"`,
+		`{"type": "string", "format": "regex"}`:                               `json schema #: format: "regex" is not supported`,
+		`{"type": "number", "exclusiveMinimum": 3, "maximum": 3}`:             "json schema #: minimum: no number is within the bounds",
+		`{"type": "object", "minProperties": 5}`:                              "json schema #: minProperties: above 3",
+		`{"type": "array", "uniqueItems": true}`:                              "uniqueItems: not supported",
+		`{"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]}`: "oneOf: its branches may overlap",
+		`{"$ref": "https://example.com/s.json"}`:                              "$ref: \"https://example.com/s.json\": only #",
+		`{"$ref": "#/$defs/missing"}`:                                         "does not resolve",
+		`{"type": "string", "pattern": "(?=a)b"}`:                             "pattern: at 1 of \"(?=a)b\": lookaround is not supported",
+		`{"type": "string", "pattern": "a\\1"}`:                               "\\1 is not supported",
+		`{"type": "strin"}`:                                                   `type: "strin" is not a JSON Schema type`,
+		`false`:                                                               "no instance is valid",
+		`{"allOf": [{"type": "string"}, {"not": {"maxLength": 3}}]}`:          "json schema /allOf/1: not: not supported",
+		`{"type": "integer", "minimum": 5, "maximum": 4}`:                     "no integer is within the bounds",
+		`{"type": "string", "minLength": 5, "maxLength": 4}`:                  "minLength: 5 is more than maxLength 4",
+		`{"type": "object", "properties": {"a": {"if": {"type": "string"}, "then": {"maxLength": 2}}}}`:                                    "/properties/a: if: its condition is not a property's const",
+		`{"type": "string", "enum": ["abc", 5], "maxLength": 2}`:                                                                           "json schema #: enum: no value is valid under the keywords beside it",
+		`{"type": "object", "properties": {"a": {"const": 5, "minimum": 6}}, "required": ["a"]}`:                                           "json schema /properties/a: const: the value is not valid under the keywords beside it",
+		`{"const": "z", "enum": ["x", "y"]}`:                                                                                               "const: the value is not valid",
+		`{"enum": [{"a": "x"}], "properties": {"a": {"not": {}}}}`:                                                                         "json schema /properties/a: not: not supported",
+		`{"enum": ["2024-01-01"], "format": "regex"}`:                                                                                      `json schema #: format: "regex" is not supported`,
+		`{"type": "object", "properties": {"o": {"type": "object", "required": ["x"], "additionalProperties": false}}, "required": ["o"]}`: `json schema /properties/o: required: "x" is required, and no value is valid for it (json schema /properties/o/additionalProperties: false: no instance is valid)`,
+		`{"type": "object", "required": ["x"], "additionalProperties": {"type": "string", "format": "regex"}}`:                             `json schema /additionalProperties: format: "regex"`,
 		// An alternative no instance is valid for is left out; with none
 		// left, or where it is not an alternative, the schema is refused.
-		`{"anyOf": [{"type": "integer", "minimum": 5, "maximum": 4}, {"enum": ["x"], "type": "null"}]}`:                                                                                              "json schema /anyOf/0: minimum: no integer is within the bounds",
-		`{"type": ["integer", "string"], "minimum": 5, "maximum": 4, "minLength": 3, "maxLength": 2}`:                                                                                                "json schema #: minimum: no integer is within the bounds",
-		`{"type": ["object", "null"], "properties": {"a": {"enum": [1], "type": "string"}}}`:                                                                                                         "json schema /properties/a: enum: no value is valid",
-		`{"$defs": {"e": {"type": "integer", "minimum": 5, "maximum": 4}}, "type": "object", "properties": {"a": {"anyOf": [{"$ref": "#/$defs/e"}, {"type": "null"}]}, "b": {"$ref": "#/$defs/e"}}}`: "json schema /$defs/e: minimum: no integer is within the bounds",
+		`{"anyOf": [{"type": "integer", "minimum": 5, "maximum": 4}, {"enum": ["x"], "type": "null"}]}`:                                                                                                                 "json schema /anyOf/0: minimum: no integer is within the bounds",
+		`{"type": ["integer", "string"], "minimum": 5, "maximum": 4, "minLength": 3, "maxLength": 2}`:                                                                                                                   "json schema #: minimum: no integer is within the bounds",
+		`{"type": ["object", "array"], "properties": {"a": {"enum": [1], "type": "string"}}, "required": ["a"], "items": false, "minItems": 1}`:                                                                         "json schema /properties/a: enum: no value is valid",
+		`{"$defs": {"e": {"type": "integer", "minimum": 5, "maximum": 4}}, "type": "object", "properties": {"a": {"anyOf": [{"$ref": "#/$defs/e"}, {"type": "null"}]}, "b": {"$ref": "#/$defs/e"}}, "required": ["b"]}`: "json schema /$defs/e: minimum: no integer is within the bounds",
 	} {
 		_, err := Schema(v, []byte(schema))
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -272,6 +290,7 @@ func BenchmarkMask(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			g.BuildTables() // masks, not tables
 			var fills []time.Duration
 			for n := 0; b.Loop(); n++ {
 				walk(b, g, rand.New(rand.NewPCG(uint64(n), 11)), 200, &fills)
@@ -308,5 +327,123 @@ func TestMatchersConcurrently(t *testing.T) {
 	wg.Wait()
 	if together != alone {
 		t.Errorf("together %q, alone %q", together, alone)
+	}
+}
+
+// TestLimitEndsInTime: under Limit, random walks through each test
+// schema's grammar (thinking first, as a Qwen3 answer does), taking any
+// token allowed, long ones first, end complete within the tokens
+// allowed, and valid; each step's mask is the reference's: the tokens
+// after which the text's distance still fits.
+func TestLimitEndsInTime(t *testing.T) {
+	v, tok := qwenVocab(t)
+	open, _ := tok.TokenID("<think>")
+	close, _ := tok.TokenID("</think>")
+	for i, schema := range schemaCases {
+		g, err := Compile(v, Answer{Schema: []byte(schema), Think: true, ThinkOpen: open, ThinkClose: close})
+		if err != nil {
+			t.Fatalf("%s: %v", schema, err)
+		}
+		sch := validator(t, schema)
+		for seed := range uint64(2) {
+			rng := rand.New(rand.NewPCG(uint64(i), seed))
+			m := g.NewMatcher()
+			least := m.Remaining()
+			limit := least + rng.IntN(40)
+			m.Limit(limit)
+			mask := v.NewMask()
+			var text []byte
+			steps := 0
+			for ; !m.Done(); steps++ {
+				if steps == limit {
+					t.Fatalf("%s: %d tokens taken (at least %d needed), the text %q not complete", schema, limit, least, text)
+				}
+				m.Fill(mask)
+				if steps%7 == 0 {
+					checkWithin(t, m, mask)
+				}
+				id := pickLong(rng, v, mask)
+				if id < 0 {
+					t.Fatalf("%s: after %q nothing allowed", schema, text)
+				}
+				if err := m.Accept(id); err != nil {
+					t.Fatal(err)
+				}
+				if m.isEOS(id) {
+					break
+				}
+				if id == close {
+					text = text[:0] // the reasoning is free; the answer follows
+				}
+				text = append(text, v.text[id]...)
+			}
+			answer := bytes.TrimLeft(text, "\n")
+			inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(answer))
+			if err != nil {
+				t.Fatalf("%s: %q is not JSON: %v", schema, answer, err)
+			}
+			if err := sch.Validate(inst); err != nil {
+				t.Fatalf("%s: %q is invalid: %v", schema, answer, err)
+			}
+		}
+	}
+}
+
+// pickLong picks an allowed token, a long one two times in three (the
+// worst for a budget); -1 when none is.
+func pickLong(rng *rand.Rand, v *Vocab, mask Mask) int32 {
+	var all, long []int32
+	for w, word := range mask {
+		for ; word != 0; word &= word - 1 {
+			id := int32(w*64 + bits.TrailingZeros64(word))
+			all = append(all, id)
+			if len(v.text[id]) >= 4 {
+				long = append(long, id)
+			}
+		}
+	}
+	switch {
+	case len(all) == 0:
+		return -1
+	case len(long) > 0 && rng.IntN(3) > 0:
+		return long[rng.IntN(len(long))]
+	}
+	return all[rng.IntN(len(all))]
+}
+
+// checkWithin checks a mask under Limit against its definition: the
+// grammar's tokens after which the distance fits the tokens left.
+func checkWithin(t *testing.T, m *Matcher, mask Mask) {
+	t.Helper()
+	if len(m.forced) > 0 {
+		if mask.Count() != 1 || !mask.Has(m.forced[0]) {
+			t.Fatalf("following %v: %d tokens allowed", m.forced, mask.Count())
+		}
+		return
+	}
+	v := m.g.vocab
+	full := referenceMask(m)
+	want := v.NewMask()
+	m.g.mu.Lock()
+	for id := range int32(v.size) {
+		if !full.Has(id) {
+			continue
+		}
+		if m.isEOS(id) {
+			want.set(id)
+			continue
+		}
+		if d := m.stateAfter(id); d.accept || int(m.s.distOf(d)) <= m.limit-2 {
+			want.set(id)
+		}
+	}
+	m.g.mu.Unlock()
+	if want.Count() == 0 {
+		t.Fatalf("limit %d: nothing fits, and no completion followed", m.limit)
+	}
+	for i := range want {
+		if mask[i] != want[i] {
+			t.Fatalf("limit %d: mask word %d is %x, want %x", m.limit, i, mask[i], want[i])
+		}
 	}
 }

@@ -11,17 +11,28 @@ import (
 // cache what follows them.
 type frame struct {
 	rule, alt, pos int32
-	parent         *frame // nil: the bottom
-	id             int32  // order of creation, to sort stacks
+	// count is the steps taken through the rule's loop before this
+	// frame's, and loop that loop's bounds (free and nil in the tables,
+	// free and nil for a loop entered without bounds, 0 and nil for a
+	// rule of no loop).
+	count  int32
+	loop   *loop
+	parent *frame // nil: the bottom
+	id     int32  // order of creation, to sort stacks
+	// counted is the largest count in the stack from this frame down:
+	// the states of a long loop are met once, not worth keeping masks for.
+	counted int32
 
 	next  *frame   // the frame one symbol on
 	tops  []*frame // the stacks this frame expands to, each with a byte set or a token on top
 	ready bool     // tops is computed
+	dist  int32    // 1 + its distance (distance.go), once known
 }
 
 type frameKey struct {
-	rule, alt, pos int32
-	parent         *frame
+	rule, alt, pos, count int32
+	loop                  *loop
+	parent                *frame
 }
 
 // stacks interns the frames of one Matcher, or of one grammar's tables.
@@ -40,6 +51,7 @@ type stacks struct {
 	masked  []*dstate // the states holding a mask, to bound them
 	key     []byte
 	scratch state
+	units   []int32 // dist's scratch
 }
 
 func newStacks(g *Grammar) *stacks {
@@ -52,11 +64,14 @@ func newStacks(g *Grammar) *stacks {
 	return s
 }
 
-func (s *stacks) intern(rule, alt, pos int32, parent *frame) *frame {
-	k := frameKey{rule, alt, pos, parent}
+func (s *stacks) intern(rule, alt, pos, count int32, l *loop, parent *frame) *frame {
+	k := frameKey{rule, alt, pos, count, l, parent}
 	f, ok := s.m[k]
 	if !ok {
-		f = &frame{rule: rule, alt: alt, pos: pos, parent: parent, id: int32(len(s.m))}
+		f = &frame{rule: rule, alt: alt, pos: pos, count: count, loop: l, parent: parent, id: int32(len(s.m)), counted: count}
+		if parent != nil {
+			f.counted = max(f.counted, parent.counted)
+		}
 		s.m[k] = f
 	}
 	return f
@@ -107,11 +122,37 @@ func (s *stacks) expandInto(f *frame, out *[]*frame) {
 		// A rule called last in a sequence returns to the caller's caller
 		// directly: right recursion then keeps the stack's height.
 		parent := f
-		if int(f.pos) == len(seq)-1 {
+		tail := int(f.pos) == len(seq)-1
+		if tail {
 			parent = f.parent
 		}
-		for a := range s.g.rules[e.ref].alts {
-			s.expandInto(s.intern(e.ref, int32(a), 0, parent), out)
+		callee := &s.g.rules[e.ref]
+		if callee.group != 0 {
+			// A step of the loop goes on with one more counted; a loop
+			// entered from elsewhere starts at none, bounded as the
+			// reference says.
+			l, count := e.loop, int32(0)
+			switch {
+			case tail && s.g.rules[f.rule].group == callee.group:
+				l, count = f.loop, f.count
+				if count != free {
+					count++
+				}
+			case l == nil:
+				count = free
+			}
+			if !l.alive(callee.member, count) {
+				return
+			}
+			for a, alt := range callee.alts {
+				if l.allows(alt, count) {
+					s.expandInto(s.intern(e.ref, int32(a), 0, count, l, parent), out)
+				}
+			}
+			return
+		}
+		for a := range callee.alts {
+			s.expandInto(s.intern(e.ref, int32(a), 0, 0, nil, parent), out)
 		}
 		return
 	}
@@ -123,7 +164,7 @@ func (s *stacks) next(f *frame) *frame {
 		return f
 	}
 	if f.next == nil {
-		f.next = s.intern(f.rule, f.alt, f.pos+1, f.parent)
+		f.next = s.intern(f.rule, f.alt, f.pos+1, f.count, f.loop, f.parent)
 	}
 	return f.next
 }
@@ -177,7 +218,11 @@ type dstate struct {
 	st           state
 	next         []*dstate // by byte class
 	exit, accept bool
-	mask         Mask // the tokens allowed in the state, once a Matcher has made them
+	mask         Mask  // the tokens allowed in the state, once a Matcher has made them
+	counted      int32 // the largest count of a loop in its stacks
+	// dist is 1 + its distance (distance.go), once known; after, with
+	// the mask, the most any token allowed may leave.
+	dist, after int32
 }
 
 // dstateOf interns st.
@@ -193,6 +238,9 @@ func (s *stacks) dstateOf(st state) *dstate {
 		return d
 	}
 	d := &dstate{st: append(state(nil), st...), next: make([]*dstate, s.g.nclass), exit: st.has(s.exit), accept: st.has(s.accept)}
+	for _, f := range st {
+		d.counted = max(d.counted, f.counted)
+	}
 	s.dstates[string(s.key)] = d
 	return d
 }
@@ -206,19 +254,4 @@ func (s *stacks) step(d *dstate, c byte) *dstate {
 	n := s.dstateOf(s.advanceByte(s.scratch[:0], d.st, c))
 	d.next[k] = n
 	return n
-}
-
-// accepts reports whether text is in the language of e, an element of
-// b's rules: a check made while a grammar is built (of an enum value
-// against a pattern), not a Matcher's work.
-func (b *Builder) accepts(e Elem, text []byte) bool {
-	rules := append(b.rules[:len(b.rules):len(b.rules)], rule{name: "accepts", alts: [][]Elem{{e}}})
-	s := newStacks(&Grammar{rules: rules, sets: b.sets, root: int32(len(rules) - 1)})
-	st := normalize(slices.Clone(s.expand(s.intern(int32(len(rules)-1), 0, 0, s.accept))))
-	for _, c := range text {
-		if st = s.advanceByte(nil, st, c); len(st) == 0 {
-			return false
-		}
-	}
-	return st.has(s.accept)
 }

@@ -1,7 +1,5 @@
 package grammar
 
-import "math/bits"
-
 // table is what a place in a rule accepts whatever the stack below it:
 // the tokens accepted there for sure, and those that leave the rule with
 // bytes still to match, which only the stack can decide.
@@ -12,6 +10,9 @@ type table struct {
 	// lcp[i] is the length of the prefix uncertain[i] shares with the
 	// token before it, so a check need not compare bytes to know it.
 	lcp []uint16
+	// grow is the most distance (distance.go) an accepted token leaves
+	// within the place's rule, to its end.
+	grow int32
 }
 
 // sharePrefixes fills lcp.
@@ -20,12 +21,17 @@ func (t *table) sharePrefixes(v *Vocab) {
 	var prev []byte
 	for i, id := range t.uncertain {
 		text := v.text[id]
-		n := 0
-		for n < len(prev) && n < len(text) && prev[n] == text[n] {
-			n++
-		}
-		t.lcp[i], prev = uint16(n), text
+		t.lcp[i], prev = uint16(commonPrefix(prev, text)), text
 	}
+}
+
+// commonPrefix is the length of the prefix a and b share.
+func commonPrefix(a, b []byte) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
 }
 
 // maxFew is where a list of accepted tokens is as quick to set in a mask
@@ -47,41 +53,71 @@ func (t *table) addTo(mask Mask) {
 // walked with its whole stack at each step, which prunes the trie there.
 const maxUncertain = 6000
 
-// buildTables walks the trie once for each place whose symbol is a byte
-// set.
+// buildTables numbers the places whose symbol is a byte set, whose
+// tables are built the first time a Matcher meets them (table): a list
+// of tools makes thousands of places, and an answer meets few of them
+// (one tool's, the properties it writes).
 func (g *Grammar) buildTables() {
 	g.stats.Rules = len(g.rules)
 	reach := g.reachable()
-	follow := g.follow(reach)
-	s := newStacks(g)
-	var w walker
-	g.tables = make([][][]*table, len(g.rules))
+	g.followSets = g.follow(reach)
+	g.tabStacks = newStacks(g)
 	g.placeID = make([][][]int32, len(g.rules))
 	g.unions = map[string]*table{}
 	for r, ru := range g.rules {
 		if !reach[r] {
 			continue
 		}
-		g.tables[r] = make([][]*table, len(ru.alts))
 		g.placeID[r] = make([][]int32, len(ru.alts))
 		for a, seq := range ru.alts {
-			g.tables[r][a] = make([]*table, len(seq))
 			g.placeID[r][a] = make([]int32, len(seq))
 			for p, e := range seq {
 				if e.kind != kBytes {
 					continue
 				}
-				g.stats.Places++
-				f := s.intern(int32(r), int32(a), int32(p), s.exit)
-				if t := g.buildTable(s, &w, f, &follow[r]); t != nil {
-					g.tables[r][a][p] = t
-					g.placeID[r][a][p] = int32(len(g.byPlace))
-					g.byPlace = append(g.byPlace, t)
-					g.stats.Tables++
-					g.stats.Uncertain += len(t.uncertain)
-				}
+				g.placeID[r][a][p] = int32(len(g.places))
+				g.places = append(g.places, place{int32(r), int32(a), int32(p)})
 			}
 		}
+	}
+	g.byPlace = make([]*table, len(g.places))
+	g.built = make([]bool, len(g.places))
+	g.stats.Places = len(g.places)
+}
+
+// place is a position in a rule whose symbol is a byte set.
+type place struct{ rule, alt, pos int32 }
+
+// table is the table of place p, built once (nil: too many tokens are
+// uncertain there, the whole stack is walked instead). The caller holds
+// g.mu.
+func (g *Grammar) table(p int32) *table {
+	if g.built[p] {
+		return g.byPlace[p]
+	}
+	pl := g.places[p]
+	s := g.tabStacks
+	count := int32(0)
+	if g.rules[pl.rule].group != 0 {
+		count = free
+	}
+	f := s.intern(pl.rule, pl.alt, pl.pos, count, nil, s.exit)
+	t := g.buildTable(s, &g.tabWalker, f, &g.followSets[pl.rule])
+	g.built[p], g.byPlace[p] = true, t
+	if t != nil {
+		g.stats.Tables++
+		g.stats.Uncertain += len(t.uncertain)
+	}
+	return t
+}
+
+// BuildTables builds every place's table now, as a grammar used at once
+// by many requests may want, rather than as Matchers meet them.
+func (g *Grammar) BuildTables() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for p := range g.places {
+		g.table(int32(p))
 	}
 }
 
@@ -92,7 +128,24 @@ func (g *Grammar) buildTables() {
 // are uncertain.
 func (g *Grammar) buildTable(s *stacks, w *walker, f *frame, follow *ByteSet) *table {
 	v := g.vocab
-	t := &table{accepted: v.NewMask()}
+	t := &table{}
+	// Most places accept a few tokens: a mask, 19 KB for Qwen's
+	// vocabulary, is made only past maxFew of them.
+	accept := func(id int32) {
+		switch {
+		case t.accepted != nil:
+			t.accepted.set(id)
+		case len(t.few) < maxFew:
+			t.few = append(t.few, id)
+		default:
+			t.accepted = v.NewMask()
+			for _, x := range t.few {
+				t.accepted.set(x)
+			}
+			t.accepted.set(id)
+			t.few = nil
+		}
+	}
 	// viaExit[d]: the path to depth d left the rule on a byte that can
 	// follow it, so what comes below may be taken by the stack.
 	viaExit := make([]bool, 1, 32)
@@ -101,13 +154,16 @@ func (g *Grammar) buildTable(s *stacks, w *walker, f *frame, follow *ByteSet) *t
 		return viaExit[d-1] || (parent.exit && follow.Has(v.nb[i]))
 	}
 	tooMany := false
-	w.walk(s, v, s.dstateOf(state{f}), func(i int32, _ *dstate) {
+	w.walk(s, v, s.dstateOf(state{f}), func(i int32, after *dstate) {
 		d := int(v.nd[i])
-		// st is the state after node i; its parent's is one up the path,
-		// which the walker holds.
+		// The state after node i's parent is one up the path, which the
+		// walker holds.
 		exit := exitAt(i, w.depth[d-1])
 		viaExit = append(viaExit[:d], exit)
-		v.tokensAt(i, t.accepted.set)
+		if v.ntok[i] >= 0 {
+			v.tokensAt(i, accept)
+			t.grow = max(t.grow, s.distOf(after))
+		}
 	}, func(i int32, parent *dstate) {
 		if tooMany || !exitAt(i, parent) {
 			return
@@ -121,14 +177,6 @@ func (g *Grammar) buildTable(s *stacks, w *walker, f *frame, follow *ByteSet) *t
 		return nil
 	}
 	t.sharePrefixes(v)
-	if t.accepted.Count() <= maxFew {
-		for w, word := range t.accepted {
-			for ; word != 0; word &= word - 1 {
-				t.few = append(t.few, int32(w*64+bits.TrailingZeros64(word)))
-			}
-		}
-		t.accepted = nil
-	}
 	return t
 }
 

@@ -30,6 +30,8 @@ type Vocab struct {
 	// each token's prefix with the one before.
 	byRank []int32
 	rank   []int32
+	// longest is the most bytes a token has.
+	longest int
 }
 
 // NewVocab makes a vocabulary of size ids: text[id] is the bytes of an
@@ -47,6 +49,7 @@ func NewVocab(size int, text [][]byte, special []int32, eos []int32) *Vocab {
 	for id, t := range text {
 		if id < size && !v.special[id] && len(t) > 0 {
 			v.text[id] = t
+			v.longest = max(v.longest, len(t))
 			ids = append(ids, int32(id))
 		}
 	}
@@ -99,6 +102,67 @@ func NewVocab(size int, text [][]byte, special []int32, eos []int32) *Vocab {
 	return v
 }
 
+// tokens appends the tokens of a text of units (a byte, or -1-id for a
+// special token), its bytes cut greedily into the longest tokens.
+func (v *Vocab) tokens(units []int32, ids []int32) []int32 {
+	for i := 0; i < len(units); {
+		if units[i] < 0 {
+			ids = append(ids, -1-units[i])
+			i++
+			continue
+		}
+		id, n := v.longestPrefix(units[i:])
+		if n == 0 {
+			return append(ids, -1) // a byte no token spells
+		}
+		ids = append(ids, id)
+		i += n
+	}
+	return ids
+}
+
+// countTokens is len(tokens(units)), without making them; far when a
+// byte has no token.
+func (v *Vocab) countTokens(units []int32) int32 {
+	n := int32(0)
+	for i := 0; i < len(units); n++ {
+		if units[i] < 0 {
+			i++
+			continue
+		}
+		_, k := v.longestPrefix(units[i:])
+		if k == 0 {
+			return far
+		}
+		i += k
+	}
+	return n
+}
+
+// longestPrefix is the longest token the bytes of units begin with, and
+// its length (0: none), found down the trie.
+func (v *Vocab) longestPrefix(units []int32) (int32, int) {
+	best, n := int32(-1), 0
+	lo, hi := int32(0), int32(len(v.nb)) // the children of the current node
+	for k, u := range units {
+		if u < 0 {
+			break
+		}
+		i := lo
+		for i < hi && v.nb[i] != byte(u) {
+			i = v.nend[i]
+		}
+		if i >= hi {
+			break
+		}
+		if v.ntok[i] >= 0 {
+			best, n = v.ntok[i], k+1
+		}
+		lo, hi = i+1, v.nend[i]
+	}
+	return best, n
+}
+
 // tokensAt calls f with each token that ends at node n.
 func (v *Vocab) tokensAt(n int32, f func(int32)) {
 	if id := v.ntok[n]; id >= 0 {
@@ -119,6 +183,8 @@ func (v *Vocab) NewMask() Mask { return make(Mask, (v.size+63)/64) }
 func (m Mask) Has(id int32) bool { return m[id>>6]&(1<<(id&63)) != 0 }
 
 func (m Mask) set(id int32) { m[id>>6] |= 1 << (id & 63) }
+
+func (m Mask) clear(id int32) { m[id>>6] &^= 1 << (id & 63) }
 
 func (m Mask) or(o Mask) {
 	for i, w := range o {

@@ -24,7 +24,7 @@ func benchAttention(b *testing.B, kv format.KVType, depth, tokens, threads int) 
 	}
 	r.tasks.attn.minSpan = attnMinSpan
 	cache := newKVCache(&graph.State{Kind: graph.AttentionKV, KVHeads: c.KVHeads, HeadDim: c.HeadDim}, kv)
-	cache.Reserve(depth + tokens)
+	cache.Reserve(0, depth+tokens)
 	rng := rand.New(rand.NewPCG(1, 2))
 	key, val := make([]float32, c.HeadDim), make([]float32, c.HeadDim)
 	tmp := newKVScratch(c.HeadDim)

@@ -94,8 +94,8 @@ func TestKVQ8RoundTrip(t *testing.T) {
 	kvs := [2]*KVCache{newKVCache(st, format.KVQ8), newKVCache(st, format.KVQ8)}
 	f16s := [2]*KVCache{newKVCache(st, format.KVF16), newKVCache(st, format.KVF16)}
 	for l := range 2 {
-		kvs[l].Reserve(300)
-		f16s[l].Reserve(300)
+		kvs[l].Reserve(0, 300)
+		f16s[l].Reserve(0, 300)
 		if want := st.Bytes(300, format.KVQ8); kvs[l].Bytes() != want || want != 2*3*graph.KVHeadChunkBytes(40, format.KVQ8) {
 			t.Fatalf("Bytes = %d, the state says %d", kvs[l].Bytes(), want)
 		}

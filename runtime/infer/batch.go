@@ -76,7 +76,11 @@ func (r *Runner) Step(seqs []Seq) error {
 	}
 	x := r.step(f, r.batchTokens, r.segs, true)
 	r.logitsOf(x, want)
-	for _, sq := range seqs {
+	h := r.m.Config.Hidden
+	for i, sq := range seqs {
+		if sg := &r.segs[i]; sq.Session.mtpTrack {
+			r.keepMTP(sq.Session, x[sg.row0*h:(sg.row0+sg.n)*h])
+		}
 		sq.Session.tokens = append(sq.Session.tokens, sq.Tokens...)
 	}
 	return nil

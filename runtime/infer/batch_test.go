@@ -192,6 +192,8 @@ func TestStepDecodeDoesNotAllocate(t *testing.T) {
 		"q4":      synthtest.CompileAs(t, quantShapes()["qwen3-q-all"], 16, format.Q4),
 		"moe-f16": compileBundled(t, "tiny-moe-a"),
 		"moe-q4":  compileBundledAs(t, "tiny-moe-a", format.Q4),
+		"q35-odd": synthModel(t, qwen35Odd(), 16),
+		"q35-moe": compileBundled(t, "tiny-q35-moe"),
 	} {
 		m := openModel(t, path, kernels.Detect(), 2)
 		r := m.NewRunner(Options{Threads: 2, Kernels: kernels.Detect()})

@@ -2,6 +2,7 @@ package infer
 
 import (
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/qwenc/qwenc/format"
@@ -41,6 +42,9 @@ type KVCache struct {
 	// mem[c] is chunk c, every head's part in turn: for q8 the value
 	// scales, K, V; for f16 K, V.
 	mem [][]byte
+	// shared[c] says chunk c is another cache's too (Fork): it is copied
+	// before this cache writes into it.
+	shared []bool
 }
 
 // newKVCache returns an empty cache of type t for state s; no memory is
@@ -52,9 +56,17 @@ func newKVCache(s *graph.State, t format.KVType) *KVCache {
 // Type is how the cache stores keys and values.
 func (kv *KVCache) Type() format.KVType { return kv.typ }
 
-// Reserve makes sure positions [0, n) have chunks.
-func (kv *KVCache) Reserve(n int) {
-	for len(kv.mem)*format.KVChunkTokens < n {
+// Reserve makes sure positions [0, to) have chunks, and that the chunks
+// of positions [from, to), which the next step writes, are this cache's
+// own.
+func (kv *KVCache) Reserve(from, to int) {
+	const n = format.KVChunkTokens
+	for c := from / n; c < len(kv.shared) && c*n < to; c++ {
+		if kv.shared[c] {
+			kv.mem[c], kv.shared[c] = slices.Clone(kv.mem[c]), false
+		}
+	}
+	for len(kv.mem)*format.KVChunkTokens < to {
 		// One allocation per chunk for all heads; large allocations are
 		// page-aligned, and every part's size is a multiple of 64 bytes,
 		// so each part is cache-line aligned.
@@ -70,6 +82,23 @@ func (kv *KVCache) Reserve(n int) {
 			}
 		}
 	}
+}
+
+// Fork returns a cache of the first n positions that shares this one's
+// chunks. Neither cache writes into a shared chunk: each copies it before
+// its first write into it (Reserve).
+func (kv *KVCache) Fork(n int) LayerState {
+	chunks := min(graph.KVChunks(n), len(kv.mem))
+	for len(kv.shared) < chunks {
+		kv.shared = append(kv.shared, false)
+	}
+	for c := range chunks {
+		kv.shared[c] = true
+	}
+	f := *kv
+	f.mem = slices.Clone(kv.mem[:chunks])
+	f.shared = slices.Repeat([]bool{true}, chunks)
+	return &f
 }
 
 // Chunks is the number of allocated chunks.

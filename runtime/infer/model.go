@@ -21,6 +21,12 @@ type Options struct {
 	// Archs are the architectures the runtime knows (default
 	// arch.Builtin()).
 	Archs arch.Registry
+	// MTPVocab limits the MTP block's guesses (StepMTP) to the first
+	// MTPVocab token ids (rounded up to a tile of the head) and the
+	// model's stop tokens: the head's product over those rows alone costs
+	// that share of the full one, and a byte-level BPE numbers its tokens
+	// in the order it merged them, the most frequent first. 0: every id.
+	MTPVocab int
 }
 
 // Model is a loaded .qbin file, immutable once opened.
@@ -96,7 +102,9 @@ type weight struct {
 }
 
 // Open maps a .qbin file and prepares it to run. No weight is copied or
-// converted: every weight slice points into the read-only mapping.
+// converted: every weight slice points into the read-only mapping, but
+// for the few taps of a hybrid layer's convolution, kept tap-major
+// (bindCausalConv).
 func Open(path string, opts Options) (*Model, error) {
 	f, err := format.Open(path)
 	if err != nil {

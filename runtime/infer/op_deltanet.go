@@ -7,13 +7,34 @@ import (
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/format/graph"
+	"github.com/qwenc/qwenc/kernels"
 )
 
 // GatedDeltaRule is a Gated DeltaNet layer's recurrence, and GatedRMSNorm
 // its output norm (design note qwen35.md, section 4.4). The recurrence
 // runs each value head of each sequence over the sequence's tokens in
-// order, the heads spread over the workers; its state is every value
-// head's [key_dim, value_dim] matrix, in f32.
+// order, the (sequence, head) items spread over the workers: one fused
+// pass over the head's state a token (kernels.DeltaRecurrent), or for a
+// run of deltaChunkMin tokens or more, chunks of matrix products
+// (kernels.DeltaChunked). Its state is, per value head, the [key_dim,
+// value_dim] f32 matrix and the pending term the recurrence keeps beside
+// it (kernels.DeltaHead).
+
+// deltaChunkMin is the fewest tokens of one sequence in a step that the
+// chunked form takes; shorter runs go token by token. The recurrence is
+// the faster at every length measured, so no step takes the chunked form
+// by default: on a 2-core Zen 5 (best of 8 interleaved runs of
+// kernels' BenchmarkDeltaRule, one 128 x 128 head), the recurrence runs
+// 64 tokens in 43 µs and 512 in 350 µs on AVX-512 (73 and 587 on AVX2),
+// the chunked form in 65 and 521 (105 and 837). The chunked form does
+// about as many multiply-adds a token (the three dk x dv products of a
+// chunk come to the recurrence's three per state element, and the chunk's
+// own products and solve add a quarter), and its products, near the FMA
+// peak, lose what they gain to the rest; the recurrence's single pass is
+// bound by its loads and stores from the first-level cache. Both forms
+// stay, tested against each other: a CPU whose products outrun its loads
+// may measure otherwise.
+const deltaChunkMin = math.MaxInt
 
 func bindGatedDeltaRule(m *Model, g *graph.Graph, o *boundOp) error {
 	hy := &m.Config.Hybrid
@@ -39,8 +60,10 @@ func bindGatedDeltaRule(m *Model, g *graph.Graph, o *boundOp) error {
 			return err
 		}
 	}
-	if st := &g.States[o.State]; st.Kind != graph.Recurrent || st.Floats != hy.ValueHeads*hy.KeyDim*hy.ValueDim {
-		return fmt.Errorf("op %s: state %s of %d values, want a recurrent state of %d", o.Kind, st.Kind, st.Floats, hy.ValueHeads*hy.KeyDim*hy.ValueDim)
+	want := hy.ValueHeads * kernels.DeltaHeadFloats(hy.KeyDim, hy.ValueDim)
+	if st := &g.States[o.State]; st.Kind != graph.Recurrent || st.Floats != want {
+		return fmt.Errorf("op %s: state %s of %d values, want a recurrent state of %d (%d value heads of %d x %d and their pending terms)",
+			o.Kind, st.Kind, st.Floats, want, hy.ValueHeads, hy.KeyDim, hy.ValueDim)
 	}
 	return nil
 }
@@ -48,8 +71,7 @@ func bindGatedDeltaRule(m *Model, g *graph.Graph, o *boundOp) error {
 func runGatedDeltaRule(s *step, i int) int {
 	op := s.op(i)
 	t := &s.r.tasks.delta
-	t.s, t.op = s, op
-	t.next.Store(0)
+	t.prepare(s.r, op, s.segs, s.view(op.In[0]), s.view(op.In[1]), s.view(op.In[2]), s.view(op.Out))
 	s.r.pool.Run(t)
 	return i + 1
 }
@@ -57,60 +79,64 @@ func runGatedDeltaRule(s *step, i int) int {
 // deltaTask runs the recurrence of (sequence, value head) items, claimed
 // from a shared counter.
 type deltaTask struct {
-	s    *step
-	op   *boundOp
-	next atomic.Int64
+	r          *Runner
+	op         *boundOp // A and dt_bias (w32, w32b), the state
+	segs       []segment
+	conv, a, b []float32 // the convolution's q | k | v, the raw a and b
+	out        []float32
+	next       atomic.Int64
+	// chunkMin overrides deltaChunkMin when set (tests force either form).
+	chunkMin int
+}
+
+func (t *deltaTask) prepare(r *Runner, op *boundOp, segs []segment, conv, a, b, out []float32) {
+	t.r, t.op, t.segs, t.conv, t.a, t.b, t.out = r, op, segs, conv, a, b, out
+	t.next.Store(0)
 }
 
 func (t *deltaTask) Run(w, _ int) {
-	s, op := t.s, t.op
-	m := s.r.m
-	hy := &m.Config.Hybrid
+	op := t.op
+	hy := &t.r.m.Config.Hybrid
 	nv, dk, dv := hy.ValueHeads, hy.KeyDim, hy.ValueDim
 	group := nv / hy.KeyHeads
 	keyDim := hy.KeyHeads * dk
 	mixed := 2*keyDim + nv*dv
-	conv, a, b, out := s.view(op.In[0]), s.view(op.In[1]), s.view(op.In[2]), s.view(op.Out)
-	ws := &s.r.work[w].delta
-	k := s.r.k
-	scale := float32(1 / math.Sqrt(float64(dk)))
+	per := kernels.DeltaHeadFloats(dk, dv)
+	chunkMin := deltaChunkMin
+	if t.chunkMin > 0 {
+		chunkMin = t.chunkMin
+	}
 	for {
 		item := int(t.next.Add(1)) - 1
-		if item >= len(s.segs)*nv {
+		if item >= len(t.segs)*nv {
 			return
 		}
-		sg := &s.segs[item/nv]
+		sg := &t.segs[item/nv]
 		h := item % nv
 		kh := h / group
-		state := sg.states[op.State].(*recurrentState).v[h*dk*dv : (h+1)*dk*dv]
-		for r := sg.row0; r < sg.row0+sg.n; r++ {
-			row := conv[r*mixed : (r+1)*mixed]
-			q, key := ws.q[:dk], ws.k[:dk]
-			copy(q, row[kh*dk:(kh+1)*dk])
-			copy(key, row[keyDim+kh*dk:keyDim+(kh+1)*dk])
-			k.L2Normalize(q, 1e-6, scale)
-			k.L2Normalize(key, 1e-6, 1)
-			beta := sigmoid(b[r*nv+h])
-			decay := float32(math.Exp(float64(op.w32[h]) * softplus(float64(a[r*nv+h])+float64(op.w32b[h]))))
-			k.DeltaRule(state, q, key, row[2*keyDim+h*dv:2*keyDim+(h+1)*dv], out[r*nv*dv+h*dv:r*nv*dv+(h+1)*dv], decay, beta, ws.scratch)
+		st := sg.states[op.State].(*recurrentState).v[h*per : (h+1)*per]
+		head := kernels.DeltaHead{DK: dk, DV: dv, State: st[:dk*dv], Pending: st[dk*dv:], A: op.w32[h], DtBias: op.w32b[h]}
+		r0 := sg.row0
+		x := kernels.DeltaTokens{N: sg.n, LD: mixed, LDG: nv, LDO: nv * dv,
+			Q: t.conv[r0*mixed+kh*dk:], K: t.conv[r0*mixed+keyDim+kh*dk:], V: t.conv[r0*mixed+2*keyDim+h*dv:],
+			Alpha: t.a[r0*nv+h:], Beta: t.b[r0*nv+h:], O: t.out[r0*nv*dv+h*dv:]}
+		if sg.n >= chunkMin {
+			t.r.k.DeltaChunked(&head, &x, t.r.work[w].delta.chunk)
+		} else {
+			t.r.k.DeltaRecurrent(&head, &x)
 		}
 	}
 }
 
-// deltaScratch is a worker's scratch of the recurrence: a head's q and k,
-// normalised, and DeltaRule's.
-type deltaScratch struct{ q, k, scratch []float32 }
+// deltaScratch is a worker's scratch of the chunked form; none for a
+// model without linear attention.
+type deltaScratch struct{ chunk *kernels.DeltaScratch }
 
 func newDeltaScratch(hy *format.Hybrid) deltaScratch {
-	return deltaScratch{make([]float32, hy.KeyDim), make([]float32, hy.KeyDim), make([]float32, 2*hy.ValueDim)}
-}
-
-// softplus is log(1 + e^x), as torch computes it: x itself above 20.
-func softplus(x float64) float64 {
-	if x > 20 {
-		return x
+	if hy.KeyHeads == 0 {
+		return deltaScratch{}
 	}
-	return math.Log1p(math.Exp(x))
+	return deltaScratch{kernels.NewDeltaScratch(hy.KeyDim, hy.ValueDim)}
 }
 
 // sigmoid is 1 / (1 + e^-x), in float64.
@@ -132,28 +158,54 @@ func bindGatedRMSNorm(m *Model, g *graph.Graph, o *boundOp) error {
 }
 
 // runGatedRMSNorm normalises each value head of the output with the plain
-// weight, then gates it by silu of z's head.
-func runGatedRMSNorm(s *step, i int) int {
-	op := s.op(i)
-	k, eps := s.r.k, s.r.m.eps
-	dv := len(op.w32)
-	o, z := s.view(op.InOut[0]), s.view(op.In[0])
+// weight and gates it by silu of z's head.
+func runGatedRMSNorm(s *step, i int) int { return runRows(s, i, gatedRMSNormRows) }
+
+func gatedRMSNormRows(s *step, op *boundOp, r0, r1 int) {
+	n, dv := s.cols(op.In[0]), len(op.w32)
+	o, z := s.view(op.InOut[0])[r0*n:r1*n], s.view(op.In[0])[r0*n:r1*n]
 	for h := 0; h < len(o); h += dv {
-		head := o[h : h+dv]
-		k.RMSNorm(head, head, op.w32, eps)
-		k.SiLUMul(head, z[h:h+dv], head)
+		s.r.k.RMSNormGated(o[h:h+dv], o[h:h+dv], z[h:h+dv], op.w32, s.r.m.eps)
 	}
-	return i + 1
 }
 
 // runSigmoidMul multiplies attention's output by the sigmoid of its gate.
-func runSigmoidMul(s *step, i int) int {
+func runSigmoidMul(s *step, i int) int { return runRows(s, i, sigmoidMulRows) }
+
+func sigmoidMulRows(s *step, op *boundOp, r0, r1 int) {
+	n := s.cols(op.In[0])
+	x, gate := s.view(op.InOut[0])[r0*n:r1*n], s.view(op.In[0])[r0*n:r1*n]
+	s.r.k.SigmoidMul(x, x, gate)
+}
+
+// runRows runs an elementwise op over its rows: in the calling
+// worker for a single row (decode, where handing work out costs more
+// than it saves), else split across the workers.
+func runRows(s *step, i int, fn func(s *step, op *boundOp, r0, r1 int)) int {
 	op := s.op(i)
-	x, gate := s.view(op.InOut[0]), s.view(op.In[0])
-	for j, v := range gate {
-		x[j] *= sigmoid(v)
+	rows := s.rowsOf(op.InOut[0])
+	if rows == 1 {
+		fn(s, op, 0, 1)
+		return i + 1
 	}
+	t := &s.r.tasks.rows
+	t.s, t.op, t.rows, t.fn = s, op, rows, fn
+	s.r.pool.Run(t)
 	return i + 1
+}
+
+// rowsTask splits an op's rows evenly across the workers for fn.
+type rowsTask struct {
+	s    *step
+	op   *boundOp
+	rows int
+	fn   func(s *step, op *boundOp, r0, r1 int)
+}
+
+func (t *rowsTask) Run(w, nw int) {
+	if r0, r1 := kernels.Split(t.rows, nw, w); r0 < r1 {
+		t.fn(t.s, t.op, r0, r1)
+	}
 }
 
 func bindSigmoidScaleAdd(m *Model, g *graph.Graph, o *boundOp) error {

@@ -93,6 +93,7 @@ type tasks struct {
 	kvStore kvStoreTask
 	silu    siluTask
 	quant   quantizeTask
+	rows    rowsTask
 }
 
 // matmulTask splits the tiles of one or more matrix products of the same

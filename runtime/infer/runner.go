@@ -20,6 +20,15 @@ type Runner struct {
 	// hidden state that step hands its HiddenIn op.
 	mtpDecode, mtpPrefill frame
 	mtpHidden             []float32
+	// mtpSeg maps the last MTP step's sequences to its segments (-1: no
+	// rows). mtpHead is the MTP head limited to its first mtpVocab rows
+	// (Options.MTPVocab), mtpExtra the stop tokens past them, and mtpRows
+	// the logits of those rows.
+	mtpSeg   []int
+	mtpVocab int
+	mtpHead  *boundOp
+	mtpExtra []int32
+	mtpRows  []float32
 	// work is per-worker attention scratch.
 	work  []workspace
 	tasks tasks
@@ -65,7 +74,7 @@ type segment struct {
 // arenas (the model's planned sizes).
 func (m *Model) NewRunner(opts Options) *Runner {
 	threads := threadsOf(opts)
-	r := &Runner{m: m, k: opts.Kernels.Resolve(), pool: kernels.NewPool(threads)}
+	r := &Runner{m: m, k: opts.Kernels.Resolve(), pool: kernels.NewPool(threads), mtpVocab: opts.MTPVocab}
 	r.decode = frame{m.decode, alignedFloats(m.decode.size)}
 	r.prefill = frame{m.prefill, alignedFloats(m.prefill.size)}
 	r.work = make([]workspace, threads)

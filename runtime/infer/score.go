@@ -79,11 +79,12 @@ func (run *Runner) headInto(dst, hidden []float32) {
 }
 
 // normHeadInto is headInto with the final norm and the head of a program
-// of the caller's (the MTP block's norm before the main head).
+// of the caller's (the MTP block's norm before the main head, or before
+// its first rows alone: dst's rows are head.w.n wide).
 func (run *Runner) normHeadInto(dst, hidden []float32, norm, head *boundOp) {
 	m := run.m
 	c := &m.Config
-	h, vocab := c.Hidden, c.Vocab
+	h, vocab := c.Hidden, head.w.n
 	eps := float32(c.RMSNormEps)
 	total := len(hidden) / h
 	if c.Embedding {
@@ -124,10 +125,17 @@ func (run *Runner) headScratch() *headScratch {
 // for one hidden state: the final norm, then each row decoded from its
 // tile and dotted in float64. A reranker needs two of the 151,669.
 func (run *Runner) headRows(dst, hidden []float32, rows []int32) []float32 {
+	norm, _ := run.m.headOps()
+	return run.headRowsNorm(dst, hidden, rows, norm)
+}
+
+// headRowsNorm is headRows with the norm of a program of the caller's
+// (the MTP block's).
+func (run *Runner) headRowsNorm(dst, hidden []float32, rows []int32, norm *boundOp) []float32 {
 	m := run.m
 	c := &m.Config
 	h := c.Hidden
-	norm, head := m.headOps()
+	_, head := m.headOps()
 	sc := run.headScratch()
 	xn, w := sc.xn[:h], sc.xn[h:2*h]
 	run.k.RMSNorm(xn, hidden, norm.w32, float32(c.RMSNormEps))

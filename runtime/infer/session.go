@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"unsafe"
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/format/graph"
@@ -38,17 +39,23 @@ type Session struct {
 	// tokens the session no longer has.
 	epoch int
 	// mtp are the MTP block's states, made on the first MTP step, and
-	// mtpLen the positions its rows cover (mtp.go).
-	mtp    []LayerState
-	mtpLen int
+	// mtpLen the positions its rows cover (mtp.go). A session that tracks
+	// MTP (mtpTrack) keeps the final-norm hidden states of the positions
+	// [mtpLen, Len) whose rows wait (mtpPend), that of its last position
+	// (mtpLast), and the MTP output a chained guess takes (mtpChain).
+	mtp                        []LayerState
+	mtpLen                     int
+	mtpTrack                   bool
+	mtpPend, mtpLast, mtpChain []float32
 	// MaxBatch caps the tokens of one prefill step below the compiled
 	// maximum (tests use it to check that batching does not change results).
 	MaxBatch int
 }
 
 // maxCheckpoints bounds the copies a session keeps; the shallowest goes
-// first, as a later request is most likely to share the deepest.
-const maxCheckpoints = 4
+// first, as a later request is most likely to share the deepest. The
+// engine's state cache bounds them all by bytes.
+const maxCheckpoints = 64
 
 // Snapshot is a copy of a session's states at one position, for Restore.
 type Snapshot struct {
@@ -57,6 +64,9 @@ type Snapshot struct {
 	epoch  int
 	copies []StateCopy // per state; nil for a Rewindable one
 	bytes  int64
+	// mtpRow is the hidden state at pos-1 of a session that tracks MTP,
+	// from which the MTP row there is computed again after a Restore.
+	mtpRow []float32
 }
 
 // Pos is the position the snapshot was taken at: the tokens the session
@@ -162,16 +172,16 @@ func (s *Session) Rewind(n int) error {
 	if p := s.RewindPoint(n); p != n {
 		return fmt.Errorf("rewind to %d: the session keeps no copy there (the deepest before it is at %d)", n, p)
 	}
-	if !s.rewindable {
-		var at *Snapshot
-		for _, c := range s.checkpoints {
-			if c.pos == n {
-				at = c
-			}
+	var at *Snapshot
+	for _, c := range s.checkpoints {
+		if c.pos == n {
+			at = c
 		}
+	}
+	if !s.rewindable {
 		s.restore(at)
 	}
-	s.cut(n)
+	s.cut(n, at)
 	return nil
 }
 
@@ -190,11 +200,18 @@ func (s *Session) restore(sn *Snapshot) {
 	}
 }
 
-// cut ends the tokens at n after a rewind there, drops the checkpoints
-// past it and starts a new epoch.
-func (s *Session) cut(n int) {
+// cut ends the tokens at n after a rewind there (to at, a copy taken at
+// n, or nil), drops the checkpoints past it and starts a new epoch.
+func (s *Session) cut(n int, at *Snapshot) {
+	var row []float32
+	if at != nil {
+		row = at.mtpRow
+	}
+	if row == nil {
+		row = s.mtpRowAt(n - 1)
+	}
 	s.tokens = s.tokens[:n]
-	s.mtpLen = min(s.mtpLen, n) // the MTP layer's KV cache rewinds by itself
+	s.cutMTP(n, row) // the MTP layer's KV cache rewinds by itself
 	s.checkpoints = slices.DeleteFunc(s.checkpoints, func(c *Snapshot) bool { return c.pos > n })
 	s.epoch++
 	for _, c := range s.checkpoints {
@@ -202,11 +219,104 @@ func (s *Session) cut(n int) {
 	}
 }
 
+// Fork returns a new session holding this one's first n tokens, at a
+// position this one can rewind to (CanRewind): its KV caches share this
+// one's chunks (each copies a shared chunk before it writes into it), its
+// recurrent states are the copies kept at n (or this one's own, at Len),
+// and it keeps this one's checkpoints at or before n. The engine keeps
+// finished conversations' sessions and forks the next requests' from
+// them, so that several requests share one prompt's prefix, and none
+// computes it again.
+func (s *Session) Fork(n int) (*Session, error) {
+	n = max(n, 0)
+	if p := s.RewindPoint(n); p != n {
+		return nil, fmt.Errorf("fork at %d: the session keeps no copy there (the deepest before it is at %d)", n, p)
+	}
+	f := &Session{m: s.m, kv: s.kv, rewindable: s.rewindable, ctx: s.ctx, tokens: slices.Clone(s.tokens[:n]), MaxBatch: s.MaxBatch}
+	var at *Snapshot
+	for _, c := range s.checkpoints {
+		if c.pos == n {
+			at = c
+		}
+	}
+	for i, st := range s.states {
+		fs := st.Fork(n)
+		switch {
+		case st.Rewindable() || n == 0:
+		case n == len(s.tokens):
+			fs.Restore(st.Snapshot())
+		default:
+			fs.Restore(at.copies[i])
+		}
+		f.states = append(f.states, fs)
+	}
+	f.mtpLen, f.mtpTrack = s.mtpLen, s.mtpTrack
+	f.mtpPend = slices.Clone(s.mtpPend)
+	row := s.mtpRowAt(n - 1)
+	if at != nil && at.mtpRow != nil {
+		row = at.mtpRow
+	}
+	f.cutMTP(n, row)
+	for _, st := range s.mtp {
+		f.mtp = append(f.mtp, st.Fork(f.mtpLen))
+	}
+	for _, c := range s.checkpoints {
+		if c.pos <= n {
+			// The copies are never written: the fork may hold them too.
+			cp := *c
+			cp.s, cp.epoch = f, f.epoch
+			f.checkpoints = append(f.checkpoints, &cp)
+		}
+	}
+	return f, nil
+}
+
+// Memory calls yield with every part of memory the session holds: its KV
+// chunks, its recurrent states, its checkpoints' copies, each with an
+// identity, so that a caller counting sessions that share parts (Fork)
+// counts each once.
+func (s *Session) Memory(yield func(id *byte, bytes int64)) {
+	for _, st := range slices.Concat(s.states, s.mtp) {
+		switch st := st.(type) {
+		case *KVCache:
+			for _, c := range st.mem {
+				yield(&c[0], int64(len(c)))
+			}
+		case *recurrentState:
+			yield(floatID(st.v), st.Bytes())
+		}
+	}
+	for _, c := range s.checkpoints {
+		for _, cp := range c.copies {
+			if rc, ok := cp.(recurrentCopy); ok {
+				yield(floatID(rc), rc.Bytes())
+			}
+		}
+	}
+}
+
+// floatID is the identity of a float slice's memory.
+func floatID(v []float32) *byte { return (*byte)(unsafe.Pointer(unsafe.SliceData(v))) }
+
+// Points lists the positions the session can be forked or rewound at
+// without computing anything again, when it is not Rewindable (which
+// can be at any): its checkpoints' and its end.
+func (s *Session) Points() []int {
+	var ps []int
+	for _, c := range s.checkpoints {
+		ps = append(ps, c.pos)
+	}
+	return append(ps, len(s.tokens))
+}
+
 // Snapshot copies the session's states at its current position, for
 // Restore. A Rewindable session's snapshot copies nothing. It is valid
 // until the session next goes back (Rewind or Restore).
 func (s *Session) Snapshot() *Snapshot {
 	sn := &Snapshot{s: s, pos: len(s.tokens), epoch: s.epoch, copies: make([]StateCopy, len(s.states))}
+	if row := s.mtpRowAt(len(s.tokens) - 1); row != nil {
+		sn.mtpRow = slices.Clone(row)
+	}
 	for i, st := range s.states {
 		if c := st.Snapshot(); c != nil {
 			sn.copies[i] = c
@@ -228,7 +338,7 @@ func (s *Session) Restore(sn *Snapshot) error {
 		return nil
 	}
 	s.restore(sn)
-	s.cut(sn.pos)
+	s.cut(sn.pos, sn)
 	return nil
 }
 
@@ -251,10 +361,11 @@ func (s *Session) Checkpoint() {
 	}
 }
 
-// reserve makes room in every state for positions [0, n).
+// reserve makes room in every state for positions [0, n), of which the
+// next step writes those from Len on.
 func (s *Session) reserve(n int) {
 	for _, st := range s.states {
-		st.Reserve(n)
+		st.Reserve(len(s.tokens), n)
 	}
 }
 

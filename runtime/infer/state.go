@@ -13,10 +13,17 @@ import (
 // (recurrentState). A Session holds one of each; the ops that name a
 // state read and write the session's.
 type LayerState interface {
-	// Bytes is the memory the state holds now.
+	// Bytes is the memory the state holds now (with what it shares with
+	// others: Fork).
 	Bytes() int64
-	// Reserve makes room for positions [0, n) before a step writes them.
-	Reserve(n int)
+	// Reserve makes room for positions [0, to) before a step writes
+	// positions [from, to).
+	Reserve(from, to int)
+	// Fork returns a new state holding this one's first n positions,
+	// sharing what it can (a KV cache's chunks, copied when the new state
+	// first writes into one); a recurrent state, which holds only its
+	// last position, comes back empty, for the session to restore.
+	Fork(n int) LayerState
 	// Rewindable reports whether the state can go back to any earlier
 	// position by itself (an attention KV cache); one that cannot goes
 	// back only to a copy taken there (Snapshot).
@@ -73,9 +80,10 @@ func newLayerState(s *graph.State, kv format.KVType) (LayerState, error) {
 // copy.
 type recurrentState struct{ v []float32 }
 
-func (r *recurrentState) Bytes() int64     { return 4 * int64(len(r.v)) }
-func (r *recurrentState) Reserve(int)      {}
-func (r *recurrentState) Rewindable() bool { return false }
+func (r *recurrentState) Bytes() int64        { return 4 * int64(len(r.v)) }
+func (r *recurrentState) Reserve(_, _ int)    {}
+func (r *recurrentState) Rewindable() bool    { return false }
+func (r *recurrentState) Fork(int) LayerState { return &recurrentState{v: make([]float32, len(r.v))} }
 
 func (r *recurrentState) Snapshot() StateCopy {
 	return recurrentCopy(append([]float32(nil), r.v...))

@@ -1,8 +1,7 @@
 package infer
 
 import (
-	"math"
-	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,50 +12,6 @@ import (
 	"github.com/qwenc/qwenc/internal/testarch"
 	"github.com/qwenc/qwenc/kernels"
 )
-
-// TestCausalConvReference: the convolution of a sequence fed in steps of
-// every size, against a plain float64 convolution of the whole sequence
-// with zeros before it, for kernels of 1 to 5 taps.
-func TestCausalConvReference(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 8))
-	const c, n = 13, 23
-	for width := 1; width <= 5; width++ {
-		w := make([]float32, c*width)
-		for i := range w {
-			w[i] = float32(rng.NormFloat64())
-		}
-		in := make([]float32, n*c)
-		for i := range in {
-			in[i] = float32(rng.NormFloat64())
-		}
-		want := make([]float64, n*c)
-		for tk := range n {
-			for ch := range c {
-				var sum float64
-				for j := range width {
-					if src := tk - width + 1 + j; src >= 0 {
-						sum += float64(w[ch*width+j]) * float64(in[src*c+ch])
-					}
-				}
-				want[tk*c+ch] = sum / (1 + math.Exp(-sum))
-			}
-		}
-		for _, steps := range [][]int{{n}, {1, 1, 1, 1, 19}, {2, 3, 5, 13}, {7, 1, 15}} {
-			prev := make([]float32, (width-1)*c)
-			out := make([]float32, n*c)
-			at := 0
-			for _, k := range steps {
-				conv(out[at*c:(at+k)*c], in[at*c:(at+k)*c], prev, w, c)
-				at += k
-			}
-			for i := range out {
-				if math.Abs(float64(out[i])-want[i]) > 1e-5*(1+math.Abs(want[i])) {
-					t.Fatalf("width %d, steps %v: out[%d] = %g, want %g", width, steps, i, out[i], want[i])
-				}
-			}
-		}
-	}
-}
 
 // recurrentModel compiles a small model of testarch's architecture, whose
 // layers each keep a recurrent state beside their KV cache.
@@ -151,5 +106,122 @@ func TestRecurrentSession(t *testing.T) {
 	p.Checkpoint()
 	if !p.Rewindable() || !p.CanRewind(17) || p.Bytes() != before || p.Snapshot().bytes != 0 {
 		t.Errorf("attention alone: rewindable %v, to 17 %v, %d bytes after a checkpoint (%d before)", p.Rewindable(), p.CanRewind(17), p.Bytes(), before)
+	}
+}
+
+// TestFork: sessions forked from one share its KV chunks, and each goes
+// on on its own: two forks and the original, each fed a different
+// continuation (the forks at a checkpoint and at the end, of a model with
+// recurrent layers; at any position, of one of attention alone), give the
+// logits of straight runs of their whole texts, and writing into a shared
+// chunk copies it first.
+func TestFork(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		m    *Model
+	}{{"recurrent", recurrentModel(t, format.F16)}, {"attention", openModel(t, synthModel(t, shapes()["qwen3-untied"], 64), kernels.Detect(), 2)}} {
+		m := c.m
+		vocab := m.Config.Vocab
+		prompt := randomTokens(300, min(vocab, 300), 5)
+		straight := func(tokens []int32) []float32 {
+			s, _ := m.NewSession(0)
+			l, err := s.Feed(tokens)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return slices.Clone(l)
+		}
+		base, _ := m.NewSession(0)
+		if _, err := base.Feed(prompt[:270]); err != nil {
+			t.Fatal(err)
+		}
+		base.Checkpoint()
+		if _, err := base.Feed(prompt[270:290]); err != nil {
+			t.Fatal(err)
+		}
+		at := 270 // a checkpoint: a recurrent session can fork there
+		if base.Rewindable() {
+			at = 263 // anywhere
+		}
+		forks := map[int]*Session{}
+		for _, n := range []int{at, 290} {
+			f, err := base.Fork(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			forks[n] = f
+		}
+		if _, err := base.Fork(275); !base.Rewindable() && err == nil {
+			t.Errorf("%s: a fork between checkpoints", c.name)
+		}
+		shared := map[*byte]bool{}
+		base.Memory(func(id *byte, _ int64) { shared[id] = true })
+		forks[at].Memory(func(id *byte, n int64) {
+			if !shared[id] && n == graph.KVChunkBytes(m.Config.KVHeads, m.Config.HeadDim, format.KVF16) {
+				t.Errorf("%s: the fork at %d holds a chunk of its own before it writes", c.name, at)
+			}
+		})
+		// Each goes on with a text of its own, the original too.
+		tails := map[*Session][]int32{base: randomTokens(15, min(vocab, 300), 7), forks[at]: randomTokens(40, min(vocab, 300), 8), forks[290]: randomTokens(9, min(vocab, 300), 9)}
+		for s, tail := range tails {
+			if _, err := s.Feed(tail); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for s, tail := range tails {
+			got, err := s.Feed(tail[:1]) // one more: the logits after the whole text
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := straight(append(slices.Clone(s.Tokens()[:s.Len()-1]), tail[0]))
+			if d := maxDiff(got, want); d > 2e-3 {
+				t.Errorf("%s: a session of %d tokens off a straight run by %g", c.name, s.Len(), d)
+			}
+		}
+		mine := 0
+		forks[at].Memory(func(id *byte, n int64) {
+			if !shared[id] && n == graph.KVChunkBytes(m.Config.KVHeads, m.Config.HeadDim, format.KVF16) {
+				mine++
+			}
+		})
+		if mine == 0 {
+			t.Errorf("%s: the fork at %d wrote into shared chunks", c.name, at)
+		}
+	}
+}
+
+// TestInspectMemoryHybrid: what inspect's table says a sequence of the
+// Qwen3.5 models holds (their DeltaNet layers' recurrent and conv states
+// and their attention layers' KV chunks) is what a session allocates,
+// for both KV types, below, at and past a chunk's end.
+func TestInspectMemoryHybrid(t *testing.T) {
+	lengths := []int{1, 100, format.KVChunkTokens, format.KVChunkTokens + 1}
+	for _, name := range []string{"tiny-q35", "tiny-q35-moe"} {
+		m := openModel(t, compileBundled(t, name), kernels.Detect(), 2)
+		a, err := arch.Builtin().For(m.Config.ModelType)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range []format.KVType{format.KVF16, format.KVQ8} {
+			table := graph.ReportStates(arch.States(a, &m.Config), lengths, kv)
+			if table.RecurrentLayers == 0 || table.AttentionLayers == 0 {
+				t.Fatalf("%s: inspect's table has %d recurrent and %d attention layers", name, table.RecurrentLayers, table.AttentionLayers)
+			}
+			s, err := m.NewSessionKV(0, kv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prompt := randomTokens(lengths[len(lengths)-1], 300, 5)
+			at := 0
+			for i, n := range lengths {
+				if _, err := s.Feed(prompt[at:n]); err != nil {
+					t.Fatal(err)
+				}
+				at = n
+				if got, want := s.Bytes(), int64(table.BySeq[i].TotalBytes); got != want {
+					t.Errorf("%s, %s KV, %d tokens: the session holds %d bytes, inspect says %d", name, kv, n, got, want)
+				}
+			}
+		}
 	}
 }

@@ -12,31 +12,57 @@ import (
 
 // Drafts are what --draft and its flags ask of every request.
 type Drafts struct {
-	Text, Model, Min int // Request's Draft, DraftModel and DraftMin
-	PMin             float64
-	Path             string // the draft model's file, or ""
+	Text, Model, MTP, Min int // Request's Draft, DraftModel, DraftMTP and DraftMin
+	PMin                  float64
+	Path                  string // the draft model's file, or ""
+	// Auto drafts with the model's MTP block where it pays
+	// (qwen.WithAutoMTP): what a server and a run do without --draft
+	// (AutoMTP).
+	Auto bool
+}
+
+// AutoMTP makes the drafts, when --draft is not given, the model's MTP
+// block's where it pays.
+func (d *Drafts) AutoMTP(c *cli.Context) { d.Auto = c.String("draft") == "" }
+
+// Opened sets the drafts of the requests to model m: with Auto, its MTP
+// block's when it runs.
+func (d *Drafts) Opened(m *qwen.Model) {
+	if d.Auto && m.Info().MTPDrafts {
+		d.MTP = qwen.DefaultDraftMTP
+	}
 }
 
 // Apply sets the drafts of r.
 func (d Drafts) Apply(r *qwen.Request) {
-	r.Draft, r.DraftModel, r.DraftMin, r.DraftPMin = d.Text, d.Model, d.Min, d.PMin
+	r.Draft, r.DraftModel, r.DraftMTP, r.DraftMin, r.DraftPMin = d.Text, d.Model, d.MTP, d.Min, d.PMin
 }
 
-// Options opens the draft model with the model.
+// Options opens the draft model, or runs the MTP block, with the model.
 func (d Drafts) Options() []qwen.Option {
-	if d.Path == "" {
-		return nil
+	var o []qwen.Option
+	if d.Path != "" {
+		o = append(o, qwen.WithDraftModel(d.Path))
 	}
-	return []qwen.Option{qwen.WithDraftModel(d.Path)}
+	switch {
+	case d.MTP > 0:
+		o = append(o, qwen.WithMTP())
+	case d.Auto:
+		o = append(o, qwen.WithAutoMTP())
+	}
+	return o
 }
 
 // ReadDrafts reads --draft and its flags.
 func ReadDrafts(c *cli.Context) (Drafts, error) {
 	var d Drafts
+	if c.String("draft") == "none" {
+		return d, nil
+	}
 	if c.String("draft") == "" {
 		for _, f := range []string{"draft-max", "draft-min", "draft-p-min"} {
 			if c.IsSet(f) {
-				return d, fmt.Errorf("--%s needs --draft ngram or --draft FILE.qbin", f)
+				return d, fmt.Errorf("--%s needs --draft ngram, mtp or FILE.qbin", f)
 			}
 		}
 		return d, nil
@@ -57,19 +83,22 @@ func ReadDrafts(c *cli.Context) (Drafts, error) {
 	}
 	for _, k := range kinds {
 		switch {
-		case k == "ngram" && d.Text > 0, k != "ngram" && d.Path != "":
-			return d, fmt.Errorf("--draft %q: ngram and one draft model at most", c.String("draft"))
+		case k == "ngram" && d.Text > 0, k == "mtp" && d.MTP > 0, k != "ngram" && k != "mtp" && d.Path != "":
+			return d, fmt.Errorf("--draft %q: ngram, mtp and one draft model, each once at most", c.String("draft"))
 		case k == "ngram":
 			d.Text = cmp.Or(n, qwen.DefaultDraft)
 			continue
+		case k == "mtp":
+			d.MTP = cmp.Or(n, qwen.DefaultDraftMTP)
+			continue
 		}
 		if _, err := os.Stat(k); err != nil {
-			return d, fmt.Errorf("--draft %q: want ngram or a draft model's .qbin file: %w", k, err)
+			return d, fmt.Errorf("--draft %q: want ngram, mtp or a draft model's .qbin file: %w", k, err)
 		}
 		d.Path, d.Model = k, cmp.Or(n, qwen.DefaultDraftModel)
 	}
-	if m > max(d.Text, d.Model) {
-		return d, fmt.Errorf("--draft-min %d: want 1 to --draft-max (%d)", m, max(d.Text, d.Model))
+	if most := max(d.Text, d.Model, d.MTP); m > most {
+		return d, fmt.Errorf("--draft-min %d: want 1 to --draft-max (%d)", m, most)
 	}
 	return d, nil
 }

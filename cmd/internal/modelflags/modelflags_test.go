@@ -53,31 +53,42 @@ func TestReadDrafts(t *testing.T) {
 		{[]string{"--draft", "ngram"}, Drafts{Text: qwen.DefaultDraft, Min: 1, PMin: qwen.DefaultDraftPMin}},
 		{[]string{"--draft", model, "--draft-max", "4"}, Drafts{Model: 4, Min: 1, PMin: qwen.DefaultDraftPMin, Path: model}},
 		{[]string{"--draft", "ngram," + model, "--draft-p-min", "0"}, Drafts{Text: qwen.DefaultDraft, Model: qwen.DefaultDraftModel, Min: 1, PMin: -1, Path: model}},
+		{[]string{"--draft", "mtp"}, Drafts{MTP: qwen.DefaultDraftMTP, Min: 1, PMin: qwen.DefaultDraftPMin}},
+		{[]string{"--draft", "ngram,mtp", "--draft-max", "3"}, Drafts{Text: 3, MTP: 3, Min: 1, PMin: qwen.DefaultDraftPMin}},
+		{[]string{"--draft", "none"}, Drafts{}},
 	} {
 		d, err := ReadDrafts(parse(t, tc.args...))
 		if err != nil || d != tc.want {
 			t.Errorf("%q: %+v, %v; want %+v", tc.args, d, err, tc.want)
 		}
 	}
+	d, _ := ReadDrafts(parse(t))
+	if d.AutoMTP(parse(t)); !d.Auto {
+		t.Errorf("without --draft, no MTP drafts where they pay")
+	}
+	if d.AutoMTP(parse(t, "--draft", "none")); d.Auto {
+		t.Errorf("--draft none: MTP drafts where they pay")
+	}
 	var r qwen.Request
-	Drafts{Text: 5, Model: 3, Min: 2, PMin: 0.5}.Apply(&r)
-	if r.Draft != 5 || r.DraftModel != 3 || r.DraftMin != 2 || r.DraftPMin != 0.5 {
+	Drafts{Text: 5, Model: 3, MTP: 2, Min: 2, PMin: 0.5}.Apply(&r)
+	if r.Draft != 5 || r.DraftModel != 3 || r.DraftMTP != 2 || r.DraftMin != 2 || r.DraftPMin != 0.5 {
 		t.Errorf("Apply: %+v", r)
 	}
-	if len((Drafts{}).Options()) != 0 || len((Drafts{Path: model}).Options()) != 1 {
-		t.Errorf("Options: a draft model opened without its file, or not with it")
+	if len((Drafts{}).Options()) != 0 || len((Drafts{Path: model}).Options()) != 1 || len((Drafts{MTP: 1}).Options()) != 1 || len((Drafts{Auto: true}).Options()) != 1 {
+		t.Errorf("Options: a draft model or the MTP block opened without its flag, or not with it")
 	}
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--draft-max", "4"}, "--draft-max needs --draft ngram or --draft FILE.qbin"},
+		{[]string{"--draft-max", "4"}, "--draft-max needs --draft ngram, mtp or FILE.qbin"},
 		{[]string{"--draft", "ngram", "--draft-max", "0"}, "--draft-max 0: want 1 or more"},
 		{[]string{"--draft", "ngram", "--draft-min", "9", "--draft-max", "4"}, "--draft-min 9: want 1 to --draft-max (4)"},
 		{[]string{"--draft", "ngram", "--draft-min", "20"}, "--draft-min 20: want 1 to --draft-max (16)"},
 		{[]string{"--draft", "ngram", "--draft-p-min", "1"}, "--draft-p-min 1: want 0 to less than 1"},
-		{[]string{"--draft", "ngram,ngram"}, `--draft "ngram,ngram": ngram and one draft model at most`},
-		{[]string{"--draft", "missing.qbin"}, `--draft "missing.qbin": want ngram or a draft model's .qbin file: stat missing.qbin: no such file or directory`},
+		{[]string{"--draft", "ngram,ngram"}, `--draft "ngram,ngram": ngram, mtp and one draft model, each once at most`},
+		{[]string{"--draft", "mtp,mtp"}, `--draft "mtp,mtp": ngram, mtp and one draft model, each once at most`},
+		{[]string{"--draft", "missing.qbin"}, `--draft "missing.qbin": want ngram, mtp or a draft model's .qbin file: stat missing.qbin: no such file or directory`},
 	} {
 		if _, err := ReadDrafts(parse(t, tc.args...)); err == nil || err.Error() != tc.want {
 			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)

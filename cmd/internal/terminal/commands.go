@@ -25,7 +25,7 @@ func commandSpecs() []commandSpec {
 		{[]string{"bye", "exit", "quit"}, "", "leave (also Ctrl-D)"},
 		{[]string{"clear"}, "", "start a new conversation; the system message stays"},
 		{[]string{"system"}, "TEXT", "set the system message and start a new conversation"},
-		{[]string{"think"}, "on|off", "Qwen3: think before answering, or not (--no-think)"},
+		{[]string{"think"}, "on|off", "Qwen3, Qwen3.5: think before answering, or not (--no-think)"},
 		{[]string{"set"}, "NAME VALUE", "sampling: " + strings.Join(sampling.Flags(), ", ")},
 		{[]string{"show"}, "", "model, context used, sampling, thinking, system message"},
 		{[]string{"save"}, "FILE", "write the conversation to FILE (JSON: role and content of each message)"},

@@ -272,10 +272,10 @@ const arenasAndHeap = 150 << 20
 const mib = 1 << 20
 
 // sizing is the memory the server's args need, computed as
-// deployment.yaml's comment and the README compute it: the file (mapped,
+// deployment.yaml's comment and docs/deploy.md compute it: the file (mapped,
 // charged to the pod once read), --parallel KV caches of --ctx tokens of
 // --kv-type, and arenasAndHeap; rounded up to a MiB. It checks that the
-// comment and the README quote the figures as they are.
+// comment and docs/deploy.md quote the figures as they are.
 func sizing(t *testing.T, args []string) resource.Quantity {
 	t.Helper()
 	flag := func(name string) string {
@@ -314,7 +314,7 @@ func sizing(t *testing.T, args []string) resource.Quantity {
 	need := f.FileBytes + int64(parallel)*kv + arenasAndHeap
 	needMiB := (need + mib - 1) / mib
 
-	// What the comment and the README say, from the same figures; spaces
+	// What the comment and docs/deploy.md say, from the same figures; spaces
 	// and line breaks aside.
 	file, kvs := float64(f.FileBytes)/mib, float64(kv)/mib
 	comment := []string{
@@ -327,7 +327,7 @@ func sizing(t *testing.T, args []string) resource.Quantity {
 	readme := []string{
 		fmt.Sprintf("%.0f MiB of file + %d x %.1f MiB of KV cache + about %d MiB of arenas and Go heap = %d MiB", file, parallel, kvs, arenasAndHeap/mib, needMiB),
 	}
-	for path, want := range map[string][]string{"../deployment.yaml": comment, "../../../README.md": readme} {
+	for path, want := range map[string][]string{"../deployment.yaml": comment, "../../../docs/deploy.md": readme} {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)

@@ -20,7 +20,6 @@ package main
 import (
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/qwenc/qwenc/kernels/_gen/internal/emit"
 )
@@ -47,36 +46,23 @@ func main() {
 			rope(v)
 			f32ToF16(v)
 			f16ToF32(v)
+			dot(v)
+			sigmoidMul(v)
+			mulScaleSiLU(v)
+			convRows(v)
+			convStep(v)
 		}
 	})
 }
 
-// isa is an instruction set the routines are written for.
-type isa struct {
-	name  string // suffix of the Go function names
-	vec   string // register prefix, "Z" or "Y"
-	lanes int    // float32 per register
-}
+// isa is an instruction set the routines are written for, with the
+// methods below for what the ops need beyond emit's.
+type isa struct{ emit.ISA }
 
 var (
-	avx512 = isa{name: "AVX512", vec: "Z", lanes: 16}
-	avx2   = isa{name: "AVX2", vec: "Y", lanes: 8}
+	avx512 = isa{emit.AVX512}
+	avx2   = isa{emit.AVX2}
 )
-
-func (v isa) wide() bool { return v.vec == "Z" }
-
-// r names vector register i at the full width.
-func (v isa) r(i int) string { return fmt.Sprintf("%s%d", v.vec, i) }
-
-// zero clears register i. VXORPS on Z registers is AVX-512DQ; VPXORD does
-// the same in AVX-512F.
-func (v isa) zero(i int) {
-	if v.wide() {
-		p("VPXORD %s, %s, %s", v.r(i), v.r(i), v.r(i))
-	} else {
-		p("VXORPS %s, %s, %s", v.r(i), v.r(i), v.r(i))
-	}
-}
 
 // A constant is one 32-byte row of a value repeated eight times: AVX2
 // reads the row as a memory operand, AVX-512 broadcasts its first lane.
@@ -134,8 +120,8 @@ func constants() {
 func (v isa) k(name string) string {
 	for i, c := range expConsts {
 		if c.name == name {
-			if v.wide() {
-				return v.r(expFirstReg + i)
+			if v.Wide() {
+				return v.R(expFirstReg + i)
 			}
 			return name + "<>(SB)"
 		}
@@ -145,7 +131,7 @@ func (v isa) k(name string) string {
 
 // loadExp loads the exp constants into their registers (AVX-512 only).
 func (v isa) loadExp() {
-	if !v.wide() {
+	if !v.Wide() {
 		return
 	}
 	for i, c := range expConsts {
@@ -153,7 +139,7 @@ func (v isa) loadExp() {
 		if c.integer {
 			op = "VPBROADCASTD"
 		}
-		p("%s %s<>(SB), %s", op, c.name, v.r(expFirstReg+i))
+		p("%s %s<>(SB), %s", op, c.name, v.R(expFirstReg+i))
 	}
 }
 
@@ -169,7 +155,7 @@ func (v isa) loadExp() {
 // 88.72) that would still have a finite exp also give Inf; no caller
 // needs those values.
 func (v isa) exp(x, t1, t2, t3 int) {
-	X, T1, T2, T3 := v.r(x), v.r(t1), v.r(t2), v.r(t3)
+	X, T1, T2, T3 := v.R(x), v.R(t1), v.R(t2), v.R(t3)
 	p("VMINPS %s, %s, %s", v.k("expHi"), X, X)
 	p("VMAXPS %s, %s, %s", v.k("expLo"), X, X)
 	p("VMULPS %s, %s, %s", v.k("log2e"), X, T1)
@@ -193,15 +179,15 @@ func (v isa) exp(x, t1, t2, t3 int) {
 // two) with op (ADD or MAX) and returns the result as f's float32: first
 // pairwise into regs[0], then across its lanes into lane 0, halving the
 // width each step, with regs[1] as scratch.
-func (v isa) reduce(f fn, op string, regs ...int) {
+func (v isa) reduce(f emit.Fn, op string, regs ...int) {
 	for d := 1; d < len(regs); d *= 2 {
 		for i := 0; i+d < len(regs); i += 2 * d {
-			a, b := v.r(regs[i]), v.r(regs[i+d])
+			a, b := v.R(regs[i]), v.R(regs[i+d])
 			p("V%sPS %s, %s, %s", op, b, a, a)
 		}
 	}
 	r, t := regs[0], regs[1]
-	if v.wide() {
+	if v.Wide() {
 		p("VEXTRACTF64X4 $1, Z%d, Y%d", r, t)
 		p("V%sPS Y%d, Y%d, Y%d", op, t, r, r)
 	}
@@ -211,87 +197,7 @@ func (v isa) reduce(f fn, op string, regs ...int) {
 	p("V%sPS X%d, X%d, X%d", op, t, r, r)
 	p("VMOVSHDUP X%d, X%d", r, t)
 	p("V%sSS X%d, X%d, X%d", op, t, r, r)
-	p("VMOVSS X%d, %s", r, f.arg("ret"))
-}
-
-// fn is one routine being emitted: its name and its arguments.
-type fn struct {
-	name string
-	args map[string]arg
-}
-
-// arg is an argument: its (FP) operand and Go type.
-type arg struct{ operand, typ string }
-
-// routine emits the comment and TEXT line of base+v.name, whose Go
-// parameters (as ops_amd64.go declares them) and result are given, and
-// returns it with its frame laid out as the Go ABI0 does: each argument
-// at its size's alignment, the result ("ret") at the next multiple of 8.
-func (v isa) routine(base, params, result string, doc ...string) fn {
-	f := fn{name: base + v.name, args: map[string]arg{}}
-	off := 0
-	place := func(name, typ string) {
-		size := 8
-		switch typ {
-		case "float32":
-			size = 4
-		case "int", "*float32", "*uint16":
-		default:
-			panic("routine " + f.name + ": unknown type " + typ)
-		}
-		off = (off + size - 1) &^ (size - 1)
-		f.args[name] = arg{fmt.Sprintf("%s+%d(FP)", name, off), typ}
-		off += size
-	}
-	var names []string
-	for _, param := range strings.Split(params, ",") {
-		words := strings.Fields(param)
-		names = append(names, words[0])
-		if len(words) == 2 {
-			for _, n := range names {
-				place(n, words[1])
-			}
-			names = nil
-		}
-	}
-	if result != "" {
-		off = (off + 7) &^ 7
-		place("ret", result)
-	}
-	comment("%s", strings.TrimSpace(fmt.Sprintf("func %s(%s) %s", f.name, params, result)))
-	for _, d := range doc {
-		comment("%s", d)
-	}
-	emit.Text(f.name, off)
-	return f
-}
-
-// arg is the (FP) operand of argument name.
-func (f fn) arg(name string) string {
-	a, ok := f.args[name]
-	if !ok {
-		panic(f.name + ": no argument " + name)
-	}
-	return a.operand
-}
-
-// load loads arguments into registers, given as pairs of argument name
-// and register: a float32 is broadcast into every lane of a vector
-// register, anything else moved into a general one.
-func (f fn) load(pairs ...string) {
-	for i := 0; i < len(pairs); i += 2 {
-		op := "MOVQ"
-		if f.args[pairs[i]].typ == "float32" {
-			op = "VBROADCASTSS"
-		}
-		p("%s %s, %s", op, f.arg(pairs[i]), pairs[i+1])
-	}
-}
-
-func ret() {
-	p("VZEROUPPER")
-	p("RET")
-	emit.End()
+	p("VMOVSS X%d, %s", r, f.Arg("ret"))
 }
 
 // ptr is a pointer register a loop advances; size is the bytes of one of
@@ -313,7 +219,7 @@ var (
 // at is the memory operand of the elements of register j of an unrolled
 // iteration.
 func (v isa) at(q ptr, j int) string {
-	if off := j * v.lanes * q.size; off != 0 {
+	if off := j * v.Lanes * q.size; off != 0 {
 		return fmt.Sprintf("%d(%s)", off, q.reg)
 	}
 	return "(" + q.reg + ")"
@@ -338,11 +244,11 @@ func (v isa) loop(name string, unroll int, ptrs []ptr, phases ...func(j int)) {
 	}
 	step := func(u int) {
 		for _, q := range ptrs {
-			p("ADDQ $%d, %s", u*v.lanes*q.size, q.reg)
+			p("ADDQ $%d, %s", u*v.Lanes*q.size, q.reg)
 		}
-		p("SUBQ $%d, CX", u*v.lanes)
+		p("SUBQ $%d, CX", u*v.Lanes)
 	}
-	one := fmt.Sprintf("%s_%d", name, v.lanes)
+	one := fmt.Sprintf("%s_%d", name, v.Lanes)
 	if unroll == 1 {
 		label(one)
 		body(1)
@@ -350,10 +256,10 @@ func (v isa) loop(name string, unroll int, ptrs []ptr, phases ...func(j int)) {
 		p("JNZ %s", one)
 		return
 	}
-	all := fmt.Sprintf("%s_%d", name, unroll*v.lanes)
+	all := fmt.Sprintf("%s_%d", name, unroll*v.Lanes)
 	done := name + "_done"
 	label(all)
-	p("CMPQ CX, $%d", unroll*v.lanes)
+	p("CMPQ CX, $%d", unroll*v.Lanes)
 	p("JL %s", one)
 	body(unroll)
 	step(unroll)
@@ -375,55 +281,55 @@ func (v isa) loop(name string, unroll int, ptrs []ptr, phases ...func(j int)) {
 const unroll = 4
 
 func sumSq(v isa) {
-	f := v.routine("sumSq", "x *float32, n int", "float32")
-	f.load("x", "SI", "n", "CX")
+	f := v.Routine("sumSq", "x *float32, n int", "float32")
+	f.Load("x", "SI", "n", "CX")
 	for j := range unroll {
-		v.zero(j)
+		v.Zero(j)
 	}
-	v.loop(f.name, unroll, []ptr{pSI},
-		func(j int) { p("VMOVUPS %s, %s", v.at(pSI, j), v.r(4+j)) },
-		func(j int) { p("VFMADD231PS %s, %s, %s", v.r(4+j), v.r(4+j), v.r(j)) })
+	v.loop(f.Name, unroll, []ptr{pSI},
+		func(j int) { p("VMOVUPS %s, %s", v.at(pSI, j), v.R(4+j)) },
+		func(j int) { p("VFMADD231PS %s, %s, %s", v.R(4+j), v.R(4+j), v.R(j)) })
 	v.reduce(f, "ADD", 0, 1, 2, 3)
-	ret()
+	emit.Ret()
 }
 
 func mulScale(v isa) {
-	f := v.routine("mulScale", "dst, x, w *float32, s float32, n int", "")
-	f.load("dst", "DI", "x", "SI", "w", "DX", "s", v.r(8), "n", "CX")
-	v.loop(f.name, unroll, []ptr{pSI, pDX, pDI},
-		func(j int) { p("VMULPS %s, %s, %s", v.at(pSI, j), v.r(8), v.r(j)) },
-		func(j int) { p("VMULPS %s, %s, %s", v.at(pDX, j), v.r(j), v.r(j)) },
-		func(j int) { p("VMOVUPS %s, %s", v.r(j), v.at(pDI, j)) })
-	ret()
+	f := v.Routine("mulScale", "dst, x, w *float32, s float32, n int", "")
+	f.Load("dst", "DI", "x", "SI", "w", "DX", "s", v.R(8), "n", "CX")
+	v.loop(f.Name, unroll, []ptr{pSI, pDX, pDI},
+		func(j int) { p("VMULPS %s, %s, %s", v.at(pSI, j), v.R(8), v.R(j)) },
+		func(j int) { p("VMULPS %s, %s, %s", v.at(pDX, j), v.R(j), v.R(j)) },
+		func(j int) { p("VMOVUPS %s, %s", v.R(j), v.at(pDI, j)) })
+	emit.Ret()
 }
 
 func add(v isa) {
-	f := v.routine("add", "dst, a, b *float32, n int", "")
-	f.load("dst", "DI", "a", "SI", "b", "DX", "n", "CX")
-	v.loop(f.name, unroll, []ptr{pSI, pDX, pDI},
-		func(j int) { p("VMOVUPS %s, %s", v.at(pSI, j), v.r(j)) },
-		func(j int) { p("VADDPS %s, %s, %s", v.at(pDX, j), v.r(j), v.r(j)) },
-		func(j int) { p("VMOVUPS %s, %s", v.r(j), v.at(pDI, j)) })
-	ret()
+	f := v.Routine("add", "dst, a, b *float32, n int", "")
+	f.Load("dst", "DI", "a", "SI", "b", "DX", "n", "CX")
+	v.loop(f.Name, unroll, []ptr{pSI, pDX, pDI},
+		func(j int) { p("VMOVUPS %s, %s", v.at(pSI, j), v.R(j)) },
+		func(j int) { p("VADDPS %s, %s, %s", v.at(pDX, j), v.R(j), v.R(j)) },
+		func(j int) { p("VMOVUPS %s, %s", v.R(j), v.at(pDI, j)) })
+	emit.Ret()
 }
 
 func scale(v isa) {
-	f := v.routine("scale", "x *float32, s float32, n int", "")
-	f.load("x", "DI", "s", v.r(8), "n", "CX")
-	v.loop(f.name, unroll, []ptr{pDI},
-		func(j int) { p("VMULPS %s, %s, %s", v.at(pDI, j), v.r(8), v.r(j)) },
-		func(j int) { p("VMOVUPS %s, %s", v.r(j), v.at(pDI, j)) })
-	ret()
+	f := v.Routine("scale", "x *float32, s float32, n int", "")
+	f.Load("x", "DI", "s", v.R(8), "n", "CX")
+	v.loop(f.Name, unroll, []ptr{pDI},
+		func(j int) { p("VMULPS %s, %s, %s", v.at(pDI, j), v.R(8), v.R(j)) },
+		func(j int) { p("VMOVUPS %s, %s", v.R(j), v.at(pDI, j)) })
+	emit.Ret()
 }
 
 func axpy(v isa) {
-	f := v.routine("axpy", "dst *float32, a float32, x *float32, n int", "")
-	f.load("dst", "DI", "a", v.r(8), "x", "SI", "n", "CX")
-	v.loop(f.name, unroll, []ptr{pSI, pDI},
-		func(j int) { p("VMOVUPS %s, %s", v.at(pDI, j), v.r(j)) },
-		func(j int) { p("VFMADD231PS %s, %s, %s", v.at(pSI, j), v.r(8), v.r(j)) },
-		func(j int) { p("VMOVUPS %s, %s", v.r(j), v.at(pDI, j)) })
-	ret()
+	f := v.Routine("axpy", "dst *float32, a float32, x *float32, n int", "")
+	f.Load("dst", "DI", "a", v.R(8), "x", "SI", "n", "CX")
+	v.loop(f.Name, unroll, []ptr{pSI, pDI},
+		func(j int) { p("VMOVUPS %s, %s", v.at(pDI, j), v.R(j)) },
+		func(j int) { p("VFMADD231PS %s, %s, %s", v.at(pSI, j), v.R(8), v.R(j)) },
+		func(j int) { p("VMOVUPS %s, %s", v.R(j), v.at(pDI, j)) })
+	emit.Ret()
 }
 
 // The exp routines unroll two registers, two independent exp chains for
@@ -442,58 +348,67 @@ func expReg(j int) int { return 8 * j }
 func (v isa) expAt(j int) { e := expReg(j); v.exp(e, e+1, e+2, e+3) }
 
 func siluMul(v isa) {
-	f := v.routine("siluMul", "dst, gate, up *float32, n int", "")
-	f.load("dst", "DI", "gate", "SI", "up", "DX", "n", "CX")
+	f := v.Routine("siluMul", "dst, gate, up *float32, n int", "")
+	f.Load("dst", "DI", "gate", "SI", "up", "DX", "n", "CX")
 	v.loadExp()
-	v.zero(zeroReg)
-	g := func(j int) string { return v.r(5 + j) }
-	e := func(j int) string { return v.r(expReg(j)) }
-	v.loop(f.name, expUnroll, []ptr{pSI, pDX, pDI},
-		func(j int) { p("VMOVUPS %s, %s", v.at(pSI, j), g(j)) },
-		func(j int) { p("VSUBPS %s, %s, %s", g(j), v.r(zeroReg), e(j)) },
-		v.expAt,
-		func(j int) { p("VADDPS %s, %s, %s", v.k("one"), e(j), e(j)) },
-		func(j int) { p("VDIVPS %s, %s, %s", e(j), g(j), g(j)) },
+	v.Zero(zeroReg)
+	g := func(j int) string { return v.R(5 + j) }
+	phases := []func(int){func(j int) { p("VMOVUPS %s, %s", v.at(pSI, j), g(j)) }}
+	phases = append(phases, v.silu(g)...)
+	phases = append(phases,
 		func(j int) { p("VMULPS %s, %s, %s", v.at(pDX, j), g(j), g(j)) },
 		func(j int) { p("VMOVUPS %s, %s", g(j), v.at(pDI, j)) })
-	ret()
+	v.loop(f.Name, expUnroll, []ptr{pSI, pDX, pDI}, phases...)
+	emit.Ret()
+}
+
+// silu is the phases that replace register g(j) by silu(g) = g/(1+exp(-g)),
+// computing exp in expReg(j) and the three after it; the routine has
+// loaded the exp constants and cleared zeroReg.
+func (v isa) silu(g func(j int) string) []func(int) {
+	e := func(j int) string { return v.R(expReg(j)) }
+	return []func(int){
+		func(j int) { p("VSUBPS %s, %s, %s", g(j), v.R(zeroReg), e(j)) },
+		v.expAt,
+		func(j int) { p("VADDPS %s, %s, %s", v.k("one"), e(j), e(j)) },
+		func(j int) { p("VDIVPS %s, %s, %s", e(j), g(j), g(j)) }}
 }
 
 func expSub(v isa) {
-	f := v.routine("expSub", "x *float32, m float32, n int", "float32",
+	f := v.Routine("expSub", "x *float32, m float32, n int", "float32",
 		"Sets x[i] = exp(x[i]-m) and returns the sum.")
-	f.load("x", "SI", "m", v.r(minuend), "n", "CX")
+	f.Load("x", "SI", "m", v.R(minuend), "n", "CX")
 	v.loadExp()
 	acc := func(j int) int { return 12 + j }
 	for j := range expUnroll {
-		v.zero(acc(j))
+		v.Zero(acc(j))
 	}
-	e := func(j int) string { return v.r(expReg(j)) }
-	v.loop(f.name, expUnroll, []ptr{pSI},
+	e := func(j int) string { return v.R(expReg(j)) }
+	v.loop(f.Name, expUnroll, []ptr{pSI},
 		func(j int) { p("VMOVUPS %s, %s", v.at(pSI, j), e(j)) },
-		func(j int) { p("VSUBPS %s, %s, %s", v.r(minuend), e(j), e(j)) },
+		func(j int) { p("VSUBPS %s, %s, %s", v.R(minuend), e(j), e(j)) },
 		v.expAt,
 		func(j int) { p("VMOVUPS %s, %s", e(j), v.at(pSI, j)) },
-		func(j int) { p("VADDPS %s, %s, %s", e(j), v.r(acc(j)), v.r(acc(j))) })
+		func(j int) { p("VADDPS %s, %s, %s", e(j), v.R(acc(j)), v.R(acc(j))) })
 	v.reduce(f, "ADD", acc(0), acc(1))
-	ret()
+	emit.Ret()
 }
 
 func maxOf(v isa) {
-	f := v.routine("max", "x *float32, n int", "float32",
+	f := v.Routine("max", "x *float32, n int", "float32",
 		"Ignores NaNs and returns -Inf if there is nothing else: VMAXPS returns",
 		"its second source when either is NaN, and the data is the first source,",
 		"the running maximum the second.")
-	f.load("x", "SI", "n", "CX")
-	p("VBROADCASTSS %s<>(SB), %s", negInf.name, v.r(0))
+	f.Load("x", "SI", "n", "CX")
+	p("VBROADCASTSS %s<>(SB), %s", negInf.name, v.R(0))
 	for j := 1; j < unroll; j++ {
-		p("VMOVAPS %s, %s", v.r(0), v.r(j))
+		p("VMOVAPS %s, %s", v.R(0), v.R(j))
 	}
-	v.loop(f.name, unroll, []ptr{pSI},
-		func(j int) { p("VMOVUPS %s, %s", v.at(pSI, j), v.r(4+j)) },
-		func(j int) { p("VMAXPS %s, %s, %s", v.r(j), v.r(4+j), v.r(j)) })
+	v.loop(f.Name, unroll, []ptr{pSI},
+		func(j int) { p("VMOVUPS %s, %s", v.at(pSI, j), v.R(4+j)) },
+		func(j int) { p("VMAXPS %s, %s, %s", v.R(j), v.R(4+j), v.R(j)) })
 	v.reduce(f, "MAX", 0, 1, 2, 3)
-	ret()
+	emit.Ret()
 }
 
 // cmpEq compares the elements at mem with register val for equality into
@@ -501,10 +416,10 @@ func maxOf(v isa) {
 // (K1 up); AVX2 has none, so its compares write all-ones lanes into
 // vector registers (from Y2).
 func (v isa) cmpEq(mem string, val, j int) {
-	if v.wide() {
-		p("VCMPPS $0, %s, %s, K%d", mem, v.r(val), 1+j)
+	if v.Wide() {
+		p("VCMPPS $0, %s, %s, K%d", mem, v.R(val), 1+j)
 	} else {
-		p("VCMPPS $0, %s, %s, %s", mem, v.r(val), v.r(2+j))
+		p("VCMPPS $0, %s, %s, %s", mem, v.R(val), v.R(2+j))
 	}
 }
 
@@ -512,7 +427,7 @@ func (v isa) cmpEq(mem string, val, j int) {
 // KORTESTW of two ORs of masks on AVX-512, VMOVMSKPS of the OR of the
 // vectors on AVX2.
 func (v isa) anyEq() {
-	if v.wide() {
+	if v.Wide() {
 		p("KORW K1, K2, K5")
 		p("KORW K3, K4, K6")
 		p("KORTESTW K5, K6")
@@ -527,7 +442,7 @@ func (v isa) anyEq() {
 
 // eqBits moves the lanes of compare result 0 into the low bits of reg.
 func (v isa) eqBits(reg string) {
-	if v.wide() {
+	if v.Wide() {
 		p("KMOVW K1, %s", reg)
 	} else {
 		p("VMOVMSKPS Y2, %s", reg)
@@ -535,15 +450,15 @@ func (v isa) eqBits(reg string) {
 }
 
 func index(v isa) {
-	f := v.routine("index", "x *float32, v float32, n int", "int",
+	f := v.Routine("index", "x *float32, v float32, n int", "int",
 		"Returns the first i with x[i] == v, or -1. Four registers at a time",
 		"find the group that holds it, one at a time the register.")
-	f.load("x", "SI", "v", v.r(1), "n", "CX")
+	f.Load("x", "SI", "v", v.R(1), "n", "CX")
 	p("XORQ AX, AX")
-	all := fmt.Sprintf("%s_%d", f.name, unroll*v.lanes)
-	one := fmt.Sprintf("%s_%d", f.name, v.lanes)
+	all := fmt.Sprintf("%s_%d", f.Name, unroll*v.Lanes)
+	one := fmt.Sprintf("%s_%d", f.Name, v.Lanes)
 	label(all)
-	p("LEAQ %d(AX), DX", unroll*v.lanes)
+	p("LEAQ %d(AX), DX", unroll*v.Lanes)
 	p("CMPQ DX, CX")
 	p("JG %s", one)
 	for j := range unroll {
@@ -555,34 +470,34 @@ func index(v isa) {
 	p("JMP %s", all)
 	label(one)
 	p("CMPQ AX, CX")
-	p("JGE %s_none", f.name)
+	p("JGE %s_none", f.Name)
 	v.cmpEq("(SI)(AX*4)", 1, 0)
 	v.eqBits("DX")
 	p("TESTL DX, DX")
-	p("JNZ %s_found", f.name)
-	p("ADDQ $%d, AX", v.lanes)
+	p("JNZ %s_found", f.Name)
+	p("ADDQ $%d, AX", v.Lanes)
 	p("JMP %s", one)
-	label(f.name + "_found")
+	label(f.Name + "_found")
 	p("BSFL DX, DX")
 	p("ADDQ DX, AX")
-	p("MOVQ AX, %s", f.arg("ret"))
+	p("MOVQ AX, %s", f.Arg("ret"))
 	p("VZEROUPPER")
 	p("RET")
-	label(f.name + "_none")
-	p("MOVQ $-1, %s", f.arg("ret"))
-	ret()
+	label(f.Name + "_none")
+	p("MOVQ $-1, %s", f.Arg("ret"))
+	emit.Ret()
 }
 
 func rope(v isa) {
-	f := v.routine("rope", "x0, x1, cos, sin *float32, n int", "",
+	f := v.Routine("rope", "x0, x1, cos, sin *float32, n int", "",
 		"x0' = x0*cos - x1*sin, x1' = x1*cos + x0*sin.")
-	f.load("x0", "DI", "x1", "SI", "cos", "DX", "sin", "BX", "n", "CX")
+	f.Load("x0", "DI", "x1", "SI", "cos", "DX", "sin", "BX", "n", "CX")
 	ptrs := []ptr{pDI, pSI, pDX, pBX}
-	x0, x1, c, s, y0, y1 := v.r(0), v.r(1), v.r(2), v.r(3), v.r(4), v.r(5)
-	v.loop(f.name, 1, ptrs,
+	x0, x1, c, s, y0, y1 := v.R(0), v.R(1), v.R(2), v.R(3), v.R(4), v.R(5)
+	v.loop(f.Name, 1, ptrs,
 		func(j int) {
 			for i, q := range ptrs {
-				p("VMOVUPS %s, %s", v.at(q, j), v.r(i))
+				p("VMOVUPS %s, %s", v.at(q, j), v.R(i))
 			}
 		},
 		func(int) {
@@ -595,24 +510,24 @@ func rope(v isa) {
 			p("VMOVUPS %s, %s", y0, v.at(pDI, j))
 			p("VMOVUPS %s, %s", y1, v.at(pSI, j))
 		})
-	ret()
+	emit.Ret()
 }
 
 func f32ToF16(v isa) {
-	f := v.routine("f32ToF16", "dst *uint16, src *float32, n int", "",
+	f := v.Routine("f32ToF16", "dst *uint16, src *float32, n int", "",
 		"Rounds to nearest even (immediate 0).")
-	f.load("dst", "DI", "src", "SI", "n", "CX")
-	v.loop(f.name, unroll, []ptr{pSI, pDI16},
-		func(j int) { p("VMOVUPS %s, %s", v.at(pSI, j), v.r(j)) },
-		func(j int) { p("VCVTPS2PH $0, %s, %s", v.r(j), v.at(pDI16, j)) })
-	ret()
+	f.Load("dst", "DI", "src", "SI", "n", "CX")
+	v.loop(f.Name, unroll, []ptr{pSI, pDI16},
+		func(j int) { p("VMOVUPS %s, %s", v.at(pSI, j), v.R(j)) },
+		func(j int) { p("VCVTPS2PH $0, %s, %s", v.R(j), v.at(pDI16, j)) })
+	emit.Ret()
 }
 
 func f16ToF32(v isa) {
-	f := v.routine("f16ToF32", "dst *float32, src *uint16, n int", "")
-	f.load("dst", "DI", "src", "SI", "n", "CX")
-	v.loop(f.name, unroll, []ptr{pSI16, pDI},
-		func(j int) { p("VCVTPH2PS %s, %s", v.at(pSI16, j), v.r(j)) },
-		func(j int) { p("VMOVUPS %s, %s", v.r(j), v.at(pDI, j)) })
-	ret()
+	f := v.Routine("f16ToF32", "dst *float32, src *uint16, n int", "")
+	f.Load("dst", "DI", "src", "SI", "n", "CX")
+	v.loop(f.Name, unroll, []ptr{pSI16, pDI},
+		func(j int) { p("VCVTPH2PS %s, %s", v.at(pSI16, j), v.R(j)) },
+		func(j int) { p("VMOVUPS %s, %s", v.R(j), v.at(pDI, j)) })
+	emit.Ret()
 }

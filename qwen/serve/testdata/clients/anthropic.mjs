@@ -1,13 +1,14 @@
 // The real Anthropic JavaScript client against running qwenrun servers:
-// node anthropic.mjs BASE_URL MODEL DEMO_URL DEMO_MODEL. MODEL has random
-// weights (what it answers under tool_choice any is what the grammar
-// forced); DEMO_MODEL is the bundled demo model, a trained Qwen3, for
-// thinking. Each check throws on a failure; the process exits non-zero
+// node anthropic.mjs BASE_URL MODEL DEMO_URL DEMO_MODEL [opened]. MODEL
+// has random weights (what it answers under tool_choice any is what the
+// grammar forced); DEMO_MODEL is a bundled demo model, a trained Qwen3 or
+// Qwen3.5, for thinking ("opened": its prompt opens the thinking, as
+// Qwen3.5's does, where Qwen3 writes <think> itself). Each check throws on a failure; the process exits non-zero
 // with the reason. Run by serve's TestRealClients.
 import Anthropic from "@anthropic-ai/sdk";
 import Ajv from "ajv";
 
-const [base, model, demoBase, demoModel] = process.argv.slice(2);
+const [base, model, demoBase, demoModel, opened] = process.argv.slice(2);
 const ajv = new Ajv({ strict: false });
 
 function check(ok, what) {
@@ -37,20 +38,21 @@ async function same(c, req, what) {
   return whole;
 }
 
-// A plain message, and count_tokens of the same request.
+// A plain message, and count_tokens of the same request. Thinking is
+// off: a Qwen3.5 prompt opens the thinking unless told not to.
 {
-  const req = { model, max_tokens: 16, temperature: 0, system: "Be brief.", messages: [{ role: "user", content: "What is 2+2?" }] };
+  const req = { model, max_tokens: 16, temperature: 0, system: "Be brief.", thinking: { type: "disabled" }, messages: [{ role: "user", content: "What is 2+2?" }] };
   const m = await same(anthropic, req, "plain");
   check(m.content.length === 1 && m.content[0].type === "text" && m.content[0].text.length > 0, `plain: ${json(m.content)}`);
   check(m.stop_reason === "max_tokens" && m.stop_sequence === null && m.usage.output_tokens === 16, `plain: ${json(m)}`);
-  const { input_tokens } = await anthropic.messages.countTokens({ model, system: req.system, messages: req.messages });
+  const { input_tokens } = await anthropic.messages.countTokens({ model, system: req.system, thinking: req.thinking, messages: req.messages });
   check(input_tokens === promptTokens(m), `count_tokens ${input_tokens}, usage ${json(m.usage)}`);
 }
 
 // top_k 1 and top_p 0 keep the most likely token alone: at temperature
 // 1 they answer as greedy decoding does.
 {
-  const req = { model, max_tokens: 16, system: "Be brief.", messages: [{ role: "user", content: "What is 2+2?" }] };
+  const req = { model, max_tokens: 16, system: "Be brief.", thinking: { type: "disabled" }, messages: [{ role: "user", content: "What is 2+2?" }] };
   const text = (extra) => anthropic.messages.create({ ...req, ...extra }).then((m) => m.content[0].text);
   const greedy = await text({ temperature: 0 });
   for (const extra of [{ temperature: 1, top_k: 1 }, { temperature: 1, top_p: 0 }]) {
@@ -131,17 +133,19 @@ try {
   const off = await same(demo, { ...req, thinking: { type: "disabled" } }, "no thinking");
   check(off.content.length > 0 && off.content.every((b) => b.type === "tool_use"), `thinking off: ${json(off.content)}`);
 
-  // Without tools the budget opens the thinking (the demo model would
-  // not) and closes it after budget_tokens: a thinking block, then text.
-  // The same request with a larger budget, cut after <think> and as many
-  // tokens, thinks the same: the budget ended the thinking there.
+  // Without tools the budget opens the thinking (the Qwen3 demo model
+  // would not; Qwen3.5's prompt does) and closes it after budget_tokens:
+  // a thinking block, then text. The same request with a larger budget,
+  // cut after <think> (if the answer writes it) and as many tokens,
+  // thinks the same: the budget ended the thinking there.
   const plain = { model: demoModel, temperature: 0, messages: req.messages };
   const budget_tokens = 6;
   const m = await same(demo, { ...plain, max_tokens: 40, thinking: { type: "enabled", budget_tokens } }, "thinking without tools");
   check(m.content.length === 2 && m.content[0].type === "thinking" && m.content[0].thinking.length > 0 &&
     m.content[1].type === "text" && m.content[1].text.trim().length > 0 && m.usage.output_tokens > budget_tokens + 2, `thinking without tools: ${json(m)}`);
-  const cut = await demo.messages.create({ ...plain, max_tokens: budget_tokens + 1, thinking: { type: "enabled", budget_tokens: 1000 } });
+  const cutAt = budget_tokens + (opened === "opened" ? 0 : 1);
+  const cut = await demo.messages.create({ ...plain, max_tokens: cutAt, thinking: { type: "enabled", budget_tokens: 1000 } });
   check(cut.stop_reason === "max_tokens" && cut.content.length === 1 && cut.content[0].type === "thinking" &&
-    cut.content[0].thinking === m.content[0].thinking, `budget 1000 cut after ${budget_tokens + 1} tokens: ${json(cut.content)}; budget ${budget_tokens}: ${json(m.content)}`);
+    cut.content[0].thinking === m.content[0].thinking, `budget 1000 cut after ${cutAt} tokens: ${json(cut.content)}; budget ${budget_tokens}: ${json(m.content)}`);
 }
 console.log("ok");

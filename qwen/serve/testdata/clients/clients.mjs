@@ -1,7 +1,8 @@
 // The real OpenAI and Ollama JavaScript clients against a running
-// qwenrun serve: node clients.mjs BASE_URL MODEL EAGER_BASE_URL (the
-// last a server whose model opens a tool call first; see serve's
-// TestRealClients). Each check throws on a
+// qwenrun serve: node clients.mjs BASE_URL MODEL EAGER_BASE_URL [ARCH]
+// (EAGER_BASE_URL a server whose model opens a tool call first, see
+// serve's TestRealClients; ARCH the model's architecture, qwen3 unless
+// given). Each check throws on a
 // failure; the process exits non-zero with the reason. Run by serve's
 // TestRealClients on a model with random weights, so every answer here is
 // what the grammar forced.
@@ -11,7 +12,7 @@ import { Ollama } from "ollama";
 import Ajv from "ajv";
 import addFormats from "ajv-formats";
 
-const [base, model, eagerBase] = process.argv.slice(2);
+const [base, model, eagerBase, arch = "qwen3"] = process.argv.slice(2);
 // The Ollama tools request, which serve's test also reads to make the
 // eager server's model.
 const ollamaTools = JSON.parse(readFileSync(new URL("./ollama-tools.json", import.meta.url), "utf8"));
@@ -67,13 +68,16 @@ for (const seed of [1, 2]) {
   const names = (c) => c.choices[0].message.tool_calls.map((t) => t.function.name + t.function.arguments).join("|");
   check(names(streamed) === names(whole), `streamed ${names(streamed)}, whole ${names(whole)}`);
 
-  // The results go back, as a tool message after the answer.
+  // The results go back, as a tool message after the answer, with the
+  // tools as clients send them every turn.
   const next = await openai.chat.completions.create({
-    model, max_tokens: 4, ...extra,
+    model, max_tokens: 4, tools, ...extra,
     messages: [...messages, streamed.choices[0].message, ...streamed.choices[0].message.tool_calls.map((t) => ({ role: "tool", tool_call_id: t.id, content: "18C" }))],
   });
   // Qwen3's template drops the empty think block of a no-think answer
-  // once it is history, so the conversation before it is what is reused.
+  // once it is history, so the conversation before it is what is reused;
+  // Qwen3.5's keeps it after the last user message, and its recurrent
+  // layers go back to the end of the last prompt.
   check(next.usage.prompt_tokens_details.cached_tokens > 0, "the conversation given back did not reuse the cache");
 }
 
@@ -96,12 +100,21 @@ for (const seed of [4, 5]) {
   check(text === whole.choices[0].message.content, `streamed ${text}, whole ${whole.choices[0].message.content}`);
 }
 
-// A schema that cannot be enforced is refused.
+// A schema that cannot be enforced is refused when strict; not strict,
+// it is relaxed and the response's header says what was.
+const regex = { type: "object", properties: { re: { type: "string", format: "regex" } }, required: ["re"], additionalProperties: false };
 try {
-  await openai.chat.completions.create({ model, messages, response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "string", format: "email" } } } });
-  throw new Error("an email format was not refused");
+  await openai.chat.completions.create({ model, messages, response_format: { type: "json_schema", json_schema: { name: "x", schema: regex, strict: true } } });
+  throw new Error("a regex format was not refused");
 } catch (e) {
   check(e.status === 400 && /format/.test(e.message), `refusal: ${e.message}`);
+}
+{
+  const { data, response } = await openai.chat.completions
+    .create({ model, messages, max_tokens: 100, seed: 6, ...extra, response_format: { type: "json_schema", json_schema: { name: "x", schema: regex } } })
+    .withResponse();
+  check(response.headers.get("x-qwen-schema-relaxed") === "format@response_format.json_schema.schema#/properties/re", `relaxed: ${[...response.headers]}`);
+  check(typeof JSON.parse(data.choices[0].message.content).re === "string", `relaxed: ${data.choices[0].message.content}`);
 }
 
 // Ollama: tools, and format.
@@ -131,7 +144,9 @@ const ollama = new Ollama({ host: base });
   check(JSON.stringify(streamed) === JSON.stringify(calls), `ollama streamed calls ${JSON.stringify(streamed)}, whole ${JSON.stringify(calls)}`);
   const next = await eager.chat({ ...req, options: { num_predict: 1 },
     messages: [...req.messages, r.message, ...calls.map((c) => ({ role: "tool", tool_name: c.function.name, content: "12:00" }))] });
-  check(next.prompt_eval_count > r.prompt_eval_count + calls.length, `ollama: the call given back made a prompt of ${next.prompt_eval_count} tokens`);
+  // prompt_eval_count counts the tokens computed: the call given back and
+  // its results, after the cached conversation.
+  check(next.prompt_eval_count > 2 * calls.length, `ollama: the call given back made ${next.prompt_eval_count} tokens to compute`);
 
   const f = await ollama.chat({ model, messages: [{ role: "user", content: "Invent a person." }], format: person, think: false, options: { seed: 7, num_predict: 200 } });
   check(f.done_reason === "stop", `ollama done_reason ${f.done_reason}`);
@@ -164,8 +179,9 @@ const ollama = new Ollama({ host: base });
   check(types[0] === "response.created" && types.at(-1) === "response.completed" && types.includes("response.function_call_arguments.done"),
     `responses events ${types}`);
 
-  // The results go back with previous_response_id.
-  const next = await openai.responses.create({ model, previous_response_id: whole.id, max_output_tokens: 4, reasoning: { effort: "none" },
+  // The results go back with previous_response_id, and the tools again
+  // (they are not the previous response's to keep).
+  const next = await openai.responses.create({ model, previous_response_id: whole.id, max_output_tokens: 4, reasoning: { effort: "none" }, tools: rtools,
     input: whole.output.map((c) => ({ type: "function_call_output", call_id: c.call_id, output: "18C" })) });
   check(next.previous_response_id === whole.id && next.usage.input_tokens_details.cached_tokens > 0,
     `responses next: ${JSON.stringify(next.usage)}`);
@@ -198,7 +214,7 @@ const ollama = new Ollama({ host: base });
   const [major, minor, patch] = v.version.split(".").map(Number);
   check(major > 0 || minor > 13 || (minor === 13 && patch >= 4), `ollama version ${v.version}: want 0.13.4 or later`);
   const show = await ollama.show({ model });
-  check(show.capabilities.includes("tools") && show.details.family === "qwen3" && show.model_info["qwen3.context_length"] > 0 &&
+  check(show.capabilities.includes("tools") && show.details.family === arch && show.model_info[arch + ".context_length"] > 0 &&
     show.template.includes(".Tools") && show.parameters.includes("temperature"), `ollama show ${JSON.stringify(show)}`);
   const ps = await ollama.ps();
   check(ps.models.length === 1 && ps.models[0].name === model + ":latest" && ps.models[0].size_vram === 0 && !Number.isNaN(Date.parse(ps.models[0].expires_at)),
