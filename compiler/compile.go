@@ -653,12 +653,19 @@ func writeTensor(ctx context.Context, src source, cv *converter, w *sectionWrite
 				if err != nil {
 					return err
 				}
-				if t.DType == "BF16" && !cv.tileMajorBF16(dst, src, r, k) {
+				if t.DType == "BF16" && !s.conv.measuring() && !cv.tileMajorBF16(dst, src, r, k) {
 					return nil
 				}
 				rows := sl.grow(&sl.rows, r*k*2)
 				if err := cv.f16(rows, src, t.DType); err != nil {
 					return err
+				}
+				if s.conv.measuring() {
+					vals := sl.floats(&sl.f32, r*k)
+					if err := toF32(vals, src, t.DType); err != nil {
+						return err
+					}
+					s.conv.measureF16(rows, vals)
 				}
 				tileMajor(dst, rows, r, k)
 				return nil

@@ -359,11 +359,15 @@ func (c *conversion) record(got, want []float32) {
 	}
 }
 
+// measuring reports whether the values of c's section may change, and
+// are measured: a GGUF's, not exact.
+func (c *conversion) measuring() bool { return c != nil && !c.exact }
+
 // measureTile records what quantizing rows into tile changed: each row
 // decoded back against its values. It does nothing for a section that
 // is not a GGUF's, or whose values cannot change.
 func (c *conversion) measureTile(tt *kernels.TypeTraits, sl *blockSlot, tile []byte, rows []float32, r, k int) {
-	if c == nil || c.exact {
+	if !c.measuring() {
 		return
 	}
 	back := sl.floats(&sl.tmp, k)
@@ -375,7 +379,7 @@ func (c *conversion) measureTile(tt *kernels.TypeTraits, sl *blockSlot, tile []b
 
 // measureF16 records what rounding vals to f16 (in out) changed.
 func (c *conversion) measureF16(out []byte, vals []float32) {
-	if c == nil || c.exact {
+	if !c.measuring() {
 		return
 	}
 	back := make([]float32, len(vals))
@@ -383,9 +387,14 @@ func (c *conversion) measureF16(out []byte, vals []float32) {
 	c.record(back, vals)
 }
 
+// result is the section's conversion. Every value of a section that is
+// not exact is measured as it is written, so one whose values did not
+// change after all (a GGUF's f32 router that holds f16 values) is exact
+// too.
 func (c *conversion) result(s *section) Conversion {
+	maxErr := c.maxErr.Load()
 	return Conversion{Section: s.Name, Tensor: c.tensor, From: c.from.String(), To: s.DType,
-		Exact: c.exact && c.requantized.Load() == 0, MaxAbsErr: float64(math.Float32frombits(c.maxErr.Load()))}
+		Exact: c.exact && c.requantized.Load() == 0 || maxErr == 0, MaxAbsErr: float64(math.Float32frombits(maxErr))}
 }
 
 // copyQ8Tile makes the q8 tile of section rows r0..r0+r-1 from a GGUF's

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -467,5 +468,60 @@ func TestOllama(t *testing.T) {
 	}
 	if names := dirEntries(t, work); len(names) != 1 {
 		t.Errorf("the working directory holds %v", names)
+	}
+}
+
+// TestGGUFFloatMatrices: a GGUF's f32 and bf16 matrices become f16, each
+// value measured as it is rounded: exact when every value is an f16
+// (llama.cpp keeps routers f32), otherwise with the largest change.
+func TestGGUFFloatMatrices(t *testing.T) {
+	src := testmodel.GGUF(t, "tiny-moe-a-f16")
+	kv, ts := readGGUF(t, src)
+	widen := func(d *gguf.TensorData, typ ggml.Type, nudge bool) {
+		vals := make([]float32, len(d.Data)/2)
+		ggml.F16.Decode(vals, d.Data)
+		d.Type, d.Data = typ, nil
+		for i, v := range vals {
+			if nudge && i%7 == 3 {
+				v *= 1 + 1.0/4096 // between two f16s: rounds by up to half an f16 step
+			}
+			bits := math.Float32bits(v)
+			if typ == ggml.BF16 {
+				d.Data = binary.LittleEndian.AppendUint16(d.Data, uint16(bits>>16)) // a truncation: still an f16
+			} else {
+				d.Data = binary.LittleEndian.AppendUint32(d.Data, bits)
+			}
+		}
+	}
+	for i := range ts {
+		switch ts[i].Name {
+		case "blk.0.attn_q.weight":
+			widen(&ts[i], ggml.F32, true)
+		case "blk.0.attn_k.weight":
+			widen(&ts[i], ggml.BF16, false)
+		case "blk.0.ffn_gate_inp.weight", "blk.0.attn_v.weight":
+			widen(&ts[i], ggml.F32, false)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "m.gguf")
+	writeGGUF(t, p, kv, ts)
+	res := compileGGUF(t, p, 0)
+	want := map[string]string{"layers.0.q_proj": "f32 inexact", "layers.0.k_proj": "bf16 exact", "layers.0.router": "f32 exact", "layers.0.v_proj": "f32 exact"}
+	for _, cv := range res.Converted {
+		w, ok := want[cv.Section]
+		if !ok {
+			continue
+		}
+		delete(want, cv.Section)
+		got := cv.From + " exact"
+		if !cv.Exact {
+			got = cv.From + " inexact"
+		}
+		if got != w || cv.To != format.F16 || cv.Exact != (cv.MaxAbsErr == 0) || cv.MaxAbsErr > 1e-3 {
+			t.Errorf("%s: %s to %s, exact %v, max error %g; want %s", cv.Section, cv.From, cv.To, cv.Exact, cv.MaxAbsErr, w)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("no conversion of %v", want)
 	}
 }
