@@ -241,7 +241,11 @@ func (g *ggufSource) tensors(a arch.Arch, c *format.Config, t *arch.Tensor) ([]*
 		return nil, tr, fmt.Errorf("%s: tensor %q: ggml type %s holds no weights this compiler reads", ti.File, ti.Name, gt.Type)
 	}
 	if t.Kind.Rank() == 3 {
-		views, err := fusedViews(ti, t)
+		// A GGUF stacks each kind of expert matrix in a tensor of its
+		// own, where a checkpoint may fuse gate and up in one.
+		stacked := *t
+		stacked.Fused = arch.Fused{}
+		views, err := fusedViews(ti, &stacked)
 		return views, tr, err
 	}
 	return []*TensorInfo{ti}, tr, nil

@@ -18,27 +18,31 @@ import (
 	"github.com/x448/float16"
 )
 
-// The shared GGUF conversions of the bundled models (testdata/gguf, from
-// /work/shared/reference/gguf) are 16 to 27 MB, most of it the token
-// embedding, which is the bundled model's own: testdata keeps each file
-// without it (NAME.rest.gz, the bytes before and after it) and a note of
-// where it goes and how it was made (NAME.json), and GGUF rebuilds the
-// file, checking it is byte for byte the shared one by its SHA-256.
+// The GGUF conversions of the bundled models (testdata/gguf: the shared
+// ones from /work/shared/reference/gguf, and others made by the shared
+// peers' converters) are 16 to 27 MB, most of it the token embedding and
+// the LM head, which are the bundled model's own: testdata keeps each
+// file without them (NAME.rest.gz, the bytes around them) and a note of
+// where they go and how they were made (NAME.json), and GGUF rebuilds
+// the file, checking it is byte for byte the converted one by its
+// SHA-256.
 
 // ggufNote is testdata/gguf/NAME.json.
 type ggufNote struct {
-	SHA256    string `json:"sha256"`
-	Size      int64  `json:"size"`
-	Embedding struct {
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+	// Pieces are the tensors taken out, by increasing offset.
+	Pieces []struct {
 		Offset int64  `json:"offset"`
 		Bytes  int64  `json:"bytes"`
-		Type   string `json:"type"`  // "f16", or "q8_0": ggml's Q8_0 of the f16 values
-		Model  string `json:"model"` // the bundled model it is the embedding of
-	} `json:"embedding"`
+		Type   string `json:"type"`   // "f16", or "q8_0": ggml's Q8_0 of the f16 values
+		Model  string `json:"model"`  // the bundled model they are the tensor of
+		Tensor string `json:"tensor"` // its checkpoint name, by suffix: "embed_tokens.weight", "lm_head.weight"
+	} `json:"pieces"`
 }
 
-// GGUF returns the path of a rebuilt shared GGUF file ("tiny-a-Q8_0") in
-// a directory of the test's.
+// GGUF returns the path of a rebuilt GGUF file of testdata/gguf
+// ("tiny-a-Q8_0") in a directory of the test's.
 func GGUF(tb testing.TB, name string) string {
 	tb.Helper()
 	p, err := rebuildGGUF(tb, name, tb.TempDir())
@@ -61,33 +65,42 @@ func rebuildGGUF(tb testing.TB, name, dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	e := note.Embedding
-	emb, err := embedding(tb, e.Model)
-	if err != nil {
-		return "", err
-	}
-	var data []byte
-	switch e.Type {
-	case "f16":
-		data = make([]byte, 2*len(emb))
-		for i, v := range emb {
-			binary.LittleEndian.PutUint16(data[2*i:], float16.Fromfloat32(v).Bits())
+	file := make([]byte, 0, note.Size)
+	var at int64 // bytes of rest used
+	for _, e := range note.Pieces {
+		vals, err := bf16Tensor(tb, e.Model, e.Tensor)
+		if err != nil {
+			return "", err
 		}
-	case "q8_0":
-		// llama-quantize made it from the f16 file: the f16 values.
-		for i, v := range emb {
-			emb[i] = float16.Fromfloat32(v).Float32()
+		var data []byte
+		switch e.Type {
+		case "f16":
+			data = make([]byte, 2*len(vals))
+			for i, v := range vals {
+				binary.LittleEndian.PutUint16(data[2*i:], float16.Fromfloat32(v).Bits())
+			}
+		case "q8_0":
+			// llama-quantize made it from the f16 file: the f16 values.
+			for i, v := range vals {
+				vals[i] = float16.Fromfloat32(v).Float32()
+			}
+			data = quantizeQ8_0(vals)
+		default:
+			return "", fmt.Errorf("%s: type %q", e.Tensor, e.Type)
 		}
-		data = quantizeQ8_0(emb)
-	default:
-		return "", fmt.Errorf("embedding type %q", e.Type)
+		gap := e.Offset - int64(len(file))
+		if int64(len(data)) != e.Bytes || gap < 0 || at+gap > int64(len(rest)) {
+			return "", fmt.Errorf("%s is %d bytes at %d; the note says %d, and the rest is %d bytes", e.Tensor, len(data), e.Offset, e.Bytes, len(rest))
+		}
+		file = append(append(file, rest[at:at+gap]...), data...)
+		at += gap
 	}
-	if int64(len(data)) != e.Bytes || int64(len(rest))+e.Bytes != note.Size || e.Offset > int64(len(rest)) {
-		return "", fmt.Errorf("the embedding is %d bytes and the rest %d; the note says %d of %d", len(data), len(rest), e.Bytes, note.Size)
+	file = append(file, rest[at:]...)
+	if int64(len(file)) != note.Size {
+		return "", fmt.Errorf("rebuilt %d bytes, the note says %d", len(file), note.Size)
 	}
-	file := append(append(append(make([]byte, 0, note.Size), rest[:e.Offset]...), data...), rest[e.Offset:]...)
 	if sum := sha256.Sum256(file); hex.EncodeToString(sum[:]) != note.SHA256 {
-		return "", fmt.Errorf("rebuilt with SHA-256 %x, the shared file's is %s", sum, note.SHA256)
+		return "", fmt.Errorf("rebuilt with SHA-256 %x, the converted file's is %s", sum, note.SHA256)
 	}
 	p := filepath.Join(dir, name+".gguf")
 	return p, os.WriteFile(p, file, 0o644)
@@ -116,8 +129,9 @@ func quantizeQ8_0(x []float32) []byte {
 	return out
 }
 
-// embedding reads a bundled model's bf16 token embedding as float32.
-func embedding(tb testing.TB, model string) ([]float32, error) {
+// bf16Tensor reads a bundled model's bf16 tensor whose name ends in
+// suffix as float32.
+func bf16Tensor(tb testing.TB, model, suffix string) ([]float32, error) {
 	path := Testdata(tb, model, "model.safetensors")
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
@@ -135,7 +149,7 @@ func embedding(tb testing.TB, model string) ([]float32, error) {
 		return nil, fmt.Errorf("%s: not safetensors", path)
 	}
 	for name, raw := range hdr {
-		if !strings.HasSuffix(name, "embed_tokens.weight") {
+		if !strings.HasSuffix(name, suffix) {
 			continue
 		}
 		var t struct {
@@ -152,7 +166,7 @@ func embedding(tb testing.TB, model string) ([]float32, error) {
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("%s: no embed_tokens.weight", path)
+	return nil, fmt.Errorf("%s: no tensor *%s", path, suffix)
 }
 
 func readGz(path string) ([]byte, error) {

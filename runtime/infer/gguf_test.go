@@ -10,11 +10,11 @@ import (
 	"github.com/qwenc/qwenc/internal/testmodel"
 )
 
-// TestGGUFReferenceLogits runs the shared GGUF conversions of the bundled
+// TestGGUFReferenceLogits runs the GGUF conversions of the bundled
 // models, compiled with the types the compiler picks for them, against
-// float64 references: the f16 files (Qwen3-MoE, and Qwen3.5 with its
-// norms stored as 1 + w, ssm_a as -exp(A_log) and its value heads tiled)
-// against the bf16 checkpoints' own, within 0.05; the Q8_0 file against
+// float64 references: the f16 files (Qwen2, Qwen3-MoE, and Qwen3.5 and
+// Qwen3.5-MoE with their norms stored as 1 + w, ssm_a as -exp(A_log) and
+// value heads tiled) against the bf16 checkpoints' own, within 0.05; the Q8_0 file against
 // the reference over its dequantized weights, within 0.05 with its
 // weights in f16 and the activations in f32, and within 0.45 as q8, its
 // blocks copied as they are and the activations quantized to 8 bits per
@@ -29,8 +29,10 @@ func TestGGUFReferenceLogits(t *testing.T) {
 		ref  string
 		tol  float64
 	}{
+		{"tiny-q2b-f16", 0, testmodel.Testdata(t, "tiny-q2b", "expected"), 0.05},
 		{"tiny-moe-a-f16", 0, testmodel.Testdata(t, "tiny-moe-a", "expected"), 0.05},
 		{"tiny-q35-f16", 0, testmodel.Testdata(t, "tiny-q35", "expected"), 0.05},
+		{"tiny-q35-moe-f16", 0, testmodel.Testdata(t, "tiny-q35-moe", "expected"), 0.05},
 		{"tiny-a-Q8_0", format.F16, testmodel.Testdata(t, "gguf", "tiny-a-Q8_0.expected"), 0.05},
 		{"tiny-a-Q8_0", 0, testmodel.Testdata(t, "gguf", "tiny-a-Q8_0.expected"), 0.45},
 	} {
