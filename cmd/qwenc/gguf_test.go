@@ -169,9 +169,11 @@ func TestInspectDequant(t *testing.T) {
 	}
 }
 
-// TestCompileOllama: ollama:NAME finds the model in $OLLAMA_MODELS.
+// TestCompileOllama: ollama:NAME finds the model in $OLLAMA_MODELS, or
+// without it in ~/.ollama/models, as Ollama does.
 func TestCompileOllama(t *testing.T) {
-	store := t.TempDir()
+	home := t.TempDir()
+	store := filepath.Join(home, ".ollama", "models")
 	model, err := os.ReadFile(testmodel.GGUF(t, "tiny-moe-a-f16"))
 	if err != nil {
 		t.Fatal(err)
@@ -184,9 +186,10 @@ func TestCompileOllama(t *testing.T) {
 	os.MkdirAll(filepath.Dir(manifest), 0o755)
 	os.WriteFile(manifest, fmt.Appendf(nil, `{"layers": [{"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:%x", "size": %d}]}`, sum, len(model)), 0o644)
 	work := t.TempDir()
+	env := append(os.Environ(), "OLLAMA_MODELS="+store)
 	runEnv := func(args ...string) (string, int) {
 		cmd := exec.Command(qwencBin, args...)
-		cmd.Dir, cmd.Env = work, append(os.Environ(), "OLLAMA_MODELS="+store)
+		cmd.Dir, cmd.Env = work, env
 		out, err := cmd.CombinedOutput()
 		if ee, ok := err.(*exec.ExitError); ok {
 			return string(out), ee.ExitCode()
@@ -201,5 +204,12 @@ func TestCompileOllama(t *testing.T) {
 	}
 	if out, code := runEnv("compile", "-q", "ollama:qwen3:8b"); code != 1 || !strings.Contains(out, "not in Ollama's store "+store) {
 		t.Errorf("a name the store lacks: exit %d: %s", code, out)
+	}
+	env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	if out, code := runEnv("compile", "-q", "--no-sync", "-o", "home.qbin", "ollama:tiny"); code != 0 {
+		t.Fatalf("from ~/.ollama/models: exit %d: %s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(work, "home.qbin")); err != nil {
+		t.Error(err)
 	}
 }

@@ -195,3 +195,28 @@ func TestSplit(t *testing.T) {
 		t.Errorf("a missing part: %v", err)
 	}
 }
+
+// TestVersion2: a version 2 file, laid out as version 3 is for a
+// little-endian machine (version 3 only added big-endian files), reads
+// the same.
+func TestVersion2(t *testing.T) {
+	kv, ts := small(t)
+	p := writeFile(t, kv, ts)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint32(b[4:], 2)
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	row, ok := f.Tensor("row")
+	if f.Version != 2 || len(f.KV) != len(kv) || !ok || !bytes.Equal(f.Data(row), ts[1].Data) {
+		t.Errorf("version %d, %d keys, tensor row %v", f.Version, len(f.KV), ok)
+	}
+}
