@@ -529,3 +529,73 @@ func TestGGUFFloatMatrices(t *testing.T) {
 		t.Errorf("no conversion of %v", want)
 	}
 }
+
+// TestGGUFQuantizedLayouts: Qwen3.5's layout, undone on a GGUF's
+// quantized tensors (the value heads put back by rows of attn_qkv, the
+// convolution and the gates, by columns of ssm_out; attn_q split), gives
+// what it gives on the same values as f32: each matrix of the f16 file
+// is replaced by random blocks of a ggml type of 32-value blocks, and a
+// second file holds the values ggml decodes from them as f32; both
+// compile to f16 with the same bytes in every section.
+func TestGGUFQuantizedLayouts(t *testing.T) {
+	kv, ts := readGGUF(t, testmodel.GGUF(t, "tiny-q35-f16"))
+	types := []ggml.Type{ggml.Q4_0, ggml.Q4_1, ggml.Q5_0, ggml.Q5_1, ggml.Q8_0, ggml.IQ4_NL, ggml.MXFP4}
+	rng := rand.New(rand.NewPCG(3, 5))
+	decoded := slices.Clone(ts)
+	used := map[ggml.Type]bool{}
+	n := 0
+	for i := range ts {
+		d := &ts[i]
+		if d.Type != ggml.F16 || len(d.Dims) < 2 || d.Dims[0]%32 != 0 || d.Name == "token_embd.weight" {
+			continue
+		}
+		typ := types[n%len(types)]
+		n++
+		used[typ] = true
+		elems := uint64(1)
+		for _, x := range d.Dims {
+			elems *= x
+		}
+		blocks := make([]byte, int(elems)/32*typ.BlockBytes())
+		for j := range blocks {
+			blocks[j] = byte(rng.Uint32())
+		}
+		// Scales (and Q4_1's and Q5_1's minimums) of about 1/128, so
+		// that every value is a finite f16.
+		for b := 0; b < len(blocks); b += typ.BlockBytes() {
+			switch typ {
+			case ggml.MXFP4:
+				blocks[b] = 120 + byte(rng.IntN(4))
+			case ggml.Q4_1, ggml.Q5_1:
+				binary.LittleEndian.PutUint16(blocks[b+2:], 0x2000|uint16(rng.IntN(1024))|uint16(rng.IntN(2))<<15)
+				fallthrough
+			default:
+				binary.LittleEndian.PutUint16(blocks[b:], 0x2000|uint16(rng.IntN(1024))|uint16(rng.IntN(2))<<15)
+			}
+		}
+		vals := make([]float32, elems)
+		typ.Decode(vals, blocks)
+		f32 := make([]byte, 0, 4*len(vals))
+		for _, v := range vals {
+			f32 = binary.LittleEndian.AppendUint32(f32, math.Float32bits(v))
+		}
+		d.Type, d.Data = typ, blocks
+		decoded[i] = gguf.TensorData{Name: d.Name, Type: ggml.F32, Dims: d.Dims, Data: f32}
+	}
+	if len(used) != len(types) {
+		t.Fatalf("%d matrices, types %v", n, used)
+	}
+	dir := t.TempDir()
+	writeGGUF(t, filepath.Join(dir, "q.gguf"), kv, ts)
+	writeGGUF(t, filepath.Join(dir, "f.gguf"), kv, decoded)
+	q := compileGGUF(t, filepath.Join(dir, "q.gguf"), format.F16)
+	f := compileGGUF(t, filepath.Join(dir, "f.gguf"), format.F16)
+	if len(q.Header.Sections) != len(f.Header.Sections) {
+		t.Fatalf("%d and %d sections", len(q.Header.Sections), len(f.Header.Sections))
+	}
+	for i, s := range q.Header.Sections {
+		if w := f.Header.Sections[i]; s.Name != w.Name || s.CRC != w.CRC {
+			t.Errorf("section %s: crc %08x; from the decoded values %s %08x", s.Name, s.CRC, w.Name, w.CRC)
+		}
+	}
+}
