@@ -84,6 +84,12 @@ func randomBlocks(t Type, n int, rng *rand.Rand) []byte {
 //
 // (gguf-py has no decoder of Q8_1 and Q8_K, whose values are d * q: their
 // sums were computed with numpy from that formula.)
+//
+// The sums of IQ2_XXS, IQ2_XS, IQ1_S, IQ1_M, IQ3_XXS and Q4_K were also
+// reproduced by ggml's own C decoders (dequantize_row_*, compiled from
+// ik_llama.cpp's ggml-quants.c, whose functions for these types are
+// upstream's) over the same blocks. Its Q8_K is not upstream's: it adds
+// a sum to the block, which upstream's 292 bytes and ours do not have.
 var crossChecked = map[Type]string{
 	Q4_0:    "8c59dc38180e4dcb0e40da78d4ff5d64f8ee7990cec57d09ab99cf0b52f2cce2",
 	Q4_1:    "7d2b213c4b977a55c661d54bad03887a4cebfb2a3a1a6c5166e789353d27fb21",
