@@ -665,7 +665,7 @@ func writeTensor(ctx context.Context, src source, cv *converter, w *sectionWrite
 					if err := toF32(vals, src, t.DType); err != nil {
 						return err
 					}
-					s.conv.measureF16(rows, vals)
+					s.conv.measureF16(sl, rows, vals)
 				}
 				tileMajor(dst, rows, r, k)
 				return nil
@@ -702,7 +702,7 @@ func writeTensor(ctx context.Context, src source, cv *converter, w *sectionWrite
 			err := transformRows(src, &s.tr, t, sl, vals, r0, m, k)
 			if err == nil && s.DType == format.F16 {
 				err = cv.f16(out, f32Bytes(vals), "F32")
-				s.conv.measureF16(out, vals)
+				s.conv.measureF16(sl, out, vals)
 			} else if err == nil {
 				err = cv.f32(out, f32Bytes(vals), "F32")
 			}

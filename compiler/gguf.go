@@ -382,11 +382,11 @@ func (c *conversion) measureTile(tt *kernels.TypeTraits, sl *blockSlot, tile []b
 }
 
 // measureF16 records what rounding vals to f16 (in out) changed.
-func (c *conversion) measureF16(out []byte, vals []float32) {
+func (c *conversion) measureF16(sl *blockSlot, out []byte, vals []float32) {
 	if !c.measuring() {
 		return
 	}
-	back := make([]float32, len(vals))
+	back := sl.floats(&sl.tmp, len(vals))
 	ggml.F16.Decode(back, out[:2*len(vals)])
 	c.record(back, vals)
 }
