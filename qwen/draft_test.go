@@ -109,6 +109,9 @@ func TestDraftModelRefusals(t *testing.T) {
 // request without WithMTP, is refused; WithAutoMTP leaves the demo, whose
 // head costs as much as its layers, without it.
 func TestMTPDrafts(t *testing.T) {
+	if qwen.RaceEnabled {
+		t.Skip("qwen35-go-demo is not compiled under the race detector")
+	}
 	plain := open(t, "qwen35-go-demo.qbin", qwen.WithParallel(1))
 	mtp := open(t, "qwen35-go-demo.qbin", qwen.WithParallel(3), qwen.WithMTP())
 	if i := mtp.Info(); !i.MTP || !i.MTPDrafts || i.MTPCost <= 0 {
