@@ -11,61 +11,79 @@ import (
 	"github.com/qwenc/qwenc/internal/testmodel"
 )
 
-// ggmlFromHF is the tokenizer as llama.cpp's converter writes a Qwen
-// checkpoint's into a GGUF (the shared peers' to_gguf.py does the same):
-// every id up to vocab, the added tokens as control or user-defined
-// tokens, the BPE tokens as normal ones, the ids between as unused pads.
-func ggmlFromHF(tb testing.TB, vocab int) *GGML {
+// ggmlFromHF is the tokenizer of a tokenizer.json (tj) as llama.cpp's
+// converter writes a Qwen checkpoint's into a GGUF (the shared peers'
+// to_gguf.py does the same): every id up to vocab, the added tokens as
+// control or user-defined tokens, the BPE tokens as normal ones, the ids
+// between as unused pads; eos and pad are the ids of v's.
+func ggmlFromHF(tb testing.TB, tj []byte, vocab int, pre string, v *Vocab) *GGML {
 	tb.Helper()
-	b, err := os.ReadFile(testmodel.TokenizerJSON(tb))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var tj struct {
+	var hf struct {
 		Model struct {
 			Vocab  map[string]int `json:"vocab"`
 			Merges []hfMerge      `json:"merges"`
 		} `json:"model"`
 		Added []hfAdded `json:"added_tokens"`
 	}
-	if err := json.Unmarshal(b, &tj); err != nil {
+	if err := json.Unmarshal(tj, &hf); err != nil {
 		tb.Fatal(err)
 	}
-	g := &GGML{Model: "gpt2", Pre: "qwen2", Tokens: make([]string, vocab), Types: make([]int32, vocab), EOS: 151645, Pad: 151643}
+	g := &GGML{Model: "gpt2", Pre: pre, Tokens: make([]string, vocab), Types: make([]int32, vocab), EOS: -1, Pad: -1}
 	for i := range g.Tokens {
 		g.Tokens[i], g.Types[i] = fmt.Sprintf("[PAD%d]", i), ggmlUnused
 	}
-	for s, id := range tj.Model.Vocab {
+	for s, id := range hf.Model.Vocab {
 		g.Tokens[id], g.Types[id] = s, ggmlNormal
 	}
-	for _, a := range tj.Added {
+	for _, a := range hf.Added {
 		g.Tokens[*a.ID], g.Types[*a.ID] = a.Content, ggmlUserDefined
 		if a.Special {
 			g.Types[*a.ID] = ggmlControl
 		}
+		if a.Content == v.EOS {
+			g.EOS = *a.ID
+		}
+		if a.Content == v.Pad {
+			g.Pad = *a.ID
+		}
 	}
-	for _, m := range tj.Model.Merges {
+	for _, m := range hf.Model.Merges {
 		g.Merges = append(g.Merges, m[0]+" "+m[1])
 	}
 	return g
+}
+
+// ggmlAsHF checks that the vocabulary LoadGGML reads from g is v, to the
+// byte of the binary form.
+func ggmlAsHF(t *testing.T, g *GGML, v *Vocab) {
+	t.Helper()
+	got, err := LoadGGML(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := got.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := v.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Errorf("the binary tokenizer from the GGUF keys differs from tokenizer.json's (%d and %d bytes)", len(a), len(b))
+	}
 }
 
 // TestGGMLAsHF: the vocabulary read from a GGUF's keys is the one read
 // from the tokenizer.json it was converted from, to the byte of the
 // binary form.
 func TestGGMLAsHF(t *testing.T) {
+	tj, err := os.ReadFile(testmodel.TokenizerJSON(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	q := loadQwen(t)
-	v, err := LoadGGML(ggmlFromHF(t, 151936))
-	if err != nil {
-		t.Fatal(err)
-	}
-	blob, err := v.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(blob, q.blob) {
-		t.Errorf("the binary tokenizer from the GGUF keys differs from tokenizer.json's (%d and %d bytes)", len(blob), len(q.blob))
-	}
+	ggmlAsHF(t, ggmlFromHF(t, tj, 151936, "qwen2", q.vocab), q.vocab)
 }
 
 func TestGGMLRefused(t *testing.T) {
