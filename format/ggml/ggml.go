@@ -196,3 +196,27 @@ func (t Type) ScaledInt8Blocks(src []byte, scales []uint16, q []int8) {
 		}
 	}
 }
+
+// Q4KBlocks writes the super-blocks of src, Q4_K data, as their parts:
+// for super-block s the bits of its f16 scale and minimum scale, d[s]
+// and dmin[s]; for block b of 32 values its 6-bit scale and minimum,
+// sc[b] and m[b]; for value i its 4 bits, u[i]. Value 32b + j is
+// d*sc[b] * u[32b + j] - dmin*m[b], computed as Decode computes it: the
+// layout of q4, whose scales are 8-bit, so a Q4_K row is a q4 row as
+// it is.
+func Q4KBlocks(src []byte, d, dmin []uint16, sc, m, u []uint8) {
+	for s := range len(src) / 144 {
+		x := src[s*144 : (s+1)*144]
+		d[s], dmin[s] = le16(x), le16(x[2:])
+		q := x[16:144]
+		for j := range 8 {
+			sc[8*s+j], m[8*s+j] = scaleMinK4(j, x[4:16])
+		}
+		y := u[s*qkK : (s+1)*qkK]
+		for c := range 4 {
+			for l := range 32 {
+				y[64*c+l], y[64*c+32+l] = q[32*c+l]&15, q[32*c+l]>>4
+			}
+		}
+	}
+}

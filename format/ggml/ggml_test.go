@@ -166,3 +166,23 @@ func TestScaledInt8(t *testing.T) {
 		}
 	}
 }
+
+// TestQ4KBlocks: the parts of Q4_K blocks make Decode's values, bit for
+// bit, by Q4_K's formula.
+func TestQ4KBlocks(t *testing.T) {
+	const n = 64
+	blocks := randomBlocks(Q4_K, n, rand.New(rand.NewPCG(11, 12)))
+	want := make([]float32, qkK*n)
+	Q4_K.Decode(want, blocks)
+	d, dmin := make([]uint16, n), make([]uint16, n)
+	sc, m, u := make([]uint8, 8*n), make([]uint8, 8*n), make([]uint8, qkK*n)
+	Q4KBlocks(blocks, d, dmin, sc, m, u)
+	h := f16Table()
+	for i, w := range want {
+		s, b := i/qkK, i/32
+		d1, m1 := h[d[s]]*float32(sc[b]), h[dmin[s]]*float32(m[b])
+		if got := float32(d1*float32(u[i])) - m1; math.Float32bits(got) != math.Float32bits(w) || sc[b] > 63 || m[b] > 63 || u[i] > 15 {
+			t.Fatalf("value %d = %v, Decode gives %v", i, got, w)
+		}
+	}
+}
