@@ -611,23 +611,35 @@ func writeTensor(ctx context.Context, src source, cv *converter, w *sectionWrite
 		tb := wt.TileBytes(k)
 		// convert makes one tile of rows r0..r0+r-1 of t.
 		var convert func(dst []byte, sl *blockSlot, t *TensorInfo, r0, r int) error
-		switch tt := kernels.Traits(wt); {
+		tt := kernels.Traits(wt)
+		// quantize quantizes the tile's values, decoded and transformed.
+		quantize := func(dst []byte, sl *blockSlot, t *TensorInfo, r0, r int) error {
+			rows := sl.floats(&sl.f32, r*k)
+			if err := transformRows(src, &s.tr, t, sl, rows, r0, r, k); err != nil {
+				return err
+			}
+			if err := tt.QuantizeTile(dst, rows, r, k); err != nil {
+				return err
+			}
+			s.conv.measureTile(tt, sl, dst, rows, r, k)
+			return nil
+		}
+		switch {
+		case s.conv != nil && s.conv.direct && wt == wtype.Q4:
+			convert = func(dst []byte, sl *blockSlot, t *TensorInfo, r0, r int) error {
+				err := copyQ4Tile(src, s, t, sl, dst, r0, r, k)
+				if errors.Is(err, errNotQ4) {
+					s.conv.requantized.Add(int64(r))
+					return quantize(dst, sl, t, r0, r)
+				}
+				return err
+			}
 		case s.conv != nil && s.conv.direct:
 			convert = func(dst []byte, sl *blockSlot, t *TensorInfo, r0, r int) error {
 				return copyQ8Tile(src, s, t, sl, dst, r0, r, k)
 			}
 		case decoded:
-			convert = func(dst []byte, sl *blockSlot, t *TensorInfo, r0, r int) error {
-				rows := sl.floats(&sl.f32, r*k)
-				if err := transformRows(src, &s.tr, t, sl, rows, r0, r, k); err != nil {
-					return err
-				}
-				if err := tt.QuantizeTile(dst, rows, r, k); err != nil {
-					return err
-				}
-				s.conv.measureTile(tt, sl, dst, rows, r, k)
-				return nil
-			}
+			convert = quantize
 		case wt != wtype.F16:
 			convert = func(dst []byte, sl *blockSlot, t *TensorInfo, r0, r int) error {
 				src, err := read(sl, t, r0, r, k)

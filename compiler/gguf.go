@@ -302,9 +302,10 @@ type Conversion struct {
 type conversion struct {
 	from   ggml.Type
 	tensor string
-	// direct: the section is q8 and the tensor's blocks are an f16 scale
-	// and 32 integers each (Q8_0, Q4_0, Q5_0, IQ4_NL: ScaledInt8), which
-	// are copied as they are; exact: its values cannot change.
+	// direct: the tensor's blocks are copied as they are: into q8 when
+	// they are an f16 scale and 32 integers each (Q8_0, Q4_0, Q5_0,
+	// IQ4_NL: ScaledInt8), into q4 when they are Q4_K's; exact: its
+	// values cannot change.
 	direct, exact bool
 	maxErr        atomic.Uint32 // bits of the largest change, a float32 >= 0
 	requantized   atomic.Int64  // rows of a direct copy quantized again
@@ -318,7 +319,9 @@ func newConversion(s *section) *conversion {
 	case s.Layout != format.TileMajor && s.DType == format.F32:
 		// A vector: f32 holds every float type's values.
 		c.exact = from == ggml.F32 || from == ggml.F16 || from == ggml.BF16
-	case s.DType == format.Q8 && from.ScaledInt8() && s.tr.Values == nil && blockAligned(s.tr.Col, s.K()):
+	case s.DType == format.Q8 && from.ScaledInt8() && s.tr.Values == nil && blockAligned(s.tr.Col, s.K(), kernels.QBlock):
+		c.direct, c.exact = true, true
+	case s.DType == format.Q4 && from == ggml.Q4_K && s.tr.Values == nil && blockAligned(s.tr.Col, s.K(), q4KBlock):
 		c.direct, c.exact = true, true
 	case s.DType == format.F16 && from == ggml.F16 && s.tr.Values == nil:
 		c.exact = true
@@ -329,18 +332,22 @@ func newConversion(s *section) *conversion {
 // K is a section's row length.
 func (s *section) K() int { return int(s.Shape[len(s.Shape)-1]) }
 
-// blockAligned reports whether a column map moves whole blocks of 32
-// columns of k, so that a direct copy of Q8_0 blocks can follow it.
-func blockAligned(col func(int) int, k int) bool {
+// blockAligned reports whether a column map moves whole blocks of n
+// columns of k, so that a direct copy of a GGUF's blocks of n values can
+// follow it.
+func blockAligned(col func(int) int, k, n int) bool {
+	if k%n != 0 {
+		return false
+	}
 	if col == nil {
 		return true
 	}
-	for c := 0; c < k; c += kernels.QBlock {
+	for c := 0; c < k; c += n {
 		c0 := col(c)
-		if c0%kernels.QBlock != 0 {
+		if c0%n != 0 {
 			return false
 		}
-		for j := 1; j < kernels.QBlock; j++ {
+		for j := 1; j < n; j++ {
 			if col(c+j) != c0+j {
 				return false
 			}
@@ -364,8 +371,9 @@ func (c *conversion) record(got, want []float32) {
 }
 
 // measuring reports whether the values of c's section may change, and
-// are measured: a GGUF's, not exact.
-func (c *conversion) measuring() bool { return c != nil && !c.exact }
+// are measured: a GGUF's, not exact, or copied directly but for the
+// blocks that must be quantized again, which alone are measured.
+func (c *conversion) measuring() bool { return c != nil && (!c.exact || c.direct) }
 
 // measureTile records what quantizing rows into tile changed: each row
 // decoded back against its values. It does nothing for a section that
@@ -464,6 +472,62 @@ func copyQ8Tile(src source, s *section, t *TensorInfo, sl *blockSlot, dst []byte
 			back := sl.floats(&sl.tmp, k)
 			q8.DequantizeRow(back, dst, ii, k)
 			s.conv.record(back, vals)
+		}
+		return nil
+	})
+}
+
+// q4KBlock is the values of a Q4_K super-block.
+const q4KBlock = 256
+
+// errNotQ4 says a Q4_K row cannot be stored in q4 as it is.
+var errNotQ4 = errors.New("a Q4_K scale is negative or not finite")
+
+// copyQ4Tile makes the q4 tile of section rows r0..r0+r-1 from a GGUF's
+// Q4_K rows as they are (ggml.Q4KBlocks): each row's scales, minimums
+// and values copied, from the row tr.Row says and the super-blocks
+// tr.Col moves whole. A row SetQ4Row refuses (a negative or infinite
+// scale, which ggml's quantizer never writes) makes it return errNotQ4,
+// and the caller quantizes the tile's values again.
+func copyQ4Tile(src source, s *section, t *TensorInfo, sl *blockSlot, dst []byte, r0, r, k int) error {
+	if err := kernels.Traits(wtype.Q4).QuantizeTile(dst, nil, 0, k); err != nil {
+		return err
+	}
+	srcK := 1
+	for _, d := range t.Shape[1:] {
+		srcK *= d
+	}
+	row := rowBytes(t.DType, srcK)
+	ns, nb, srcNS, srcNB := k/q4KBlock, k/kernels.QBlock, srcK/q4KBlock, srcK/kernels.QBlock
+	if cap(sl.scales) < 2*(ns+srcNS) {
+		sl.scales = make([]uint16, 2*(ns+srcNS))
+	}
+	d, dmin, srcD, srcDmin := sl.scales[:ns], sl.scales[ns:2*ns], sl.scales[2*ns:2*ns+srcNS], sl.scales[2*ns+srcNS:2*(ns+srcNS)]
+	parts := sl.grow(&sl.rows, 2*(nb+srcNB)+k+srcK)
+	sc, m, u := parts[:nb], parts[nb:2*nb], parts[2*nb:2*nb+k]
+	parts = parts[2*nb+k:]
+	srcSc, srcM, srcU := parts[:srcNB], parts[srcNB:2*srcNB], parts[2*srcNB:2*srcNB+srcK]
+	col := func(c int) int {
+		if s.tr.Col == nil {
+			return c
+		}
+		return s.tr.Col(c)
+	}
+	return sourceRows(src, &s.tr, t, sl, r0, r, srcK, func(i, j int, buf []byte) error {
+		for ii := i; ii < j; ii++ {
+			ggml.Q4KBlocks(buf[(ii-i)*row:(ii-i+1)*row], srcD, srcDmin, srcSc, srcM, srcU)
+			for sb := range ns {
+				from := col(sb*q4KBlock) / q4KBlock
+				d[sb], dmin[sb] = srcD[from], srcDmin[from]
+			}
+			for b := range nb {
+				from := col(b*kernels.QBlock) / kernels.QBlock
+				sc[b], m[b] = srcSc[from], srcM[from]
+				copy(u[b*kernels.QBlock:(b+1)*kernels.QBlock], srcU[from*kernels.QBlock:])
+			}
+			if err := kernels.SetQ4Row(dst, ii, k, d, dmin, sc, m, u); err != nil {
+				return fmt.Errorf("row %d: %w: %w", r0+ii, errNotQ4, err)
+			}
 		}
 		return nil
 	})

@@ -84,42 +84,59 @@ func TestGGUFAsCheckpoint(t *testing.T) {
 	}
 }
 
-// TestGGUFQ8Exact: a Q8_0 GGUF compiles to q8 with every weight, read
-// back through the kernels' decoder, ggml's own value.
-func TestGGUFQ8Exact(t *testing.T) {
-	path := testmodel.GGUF(t, "tiny-a-Q8_0")
+// compileOpen compiles a GGUF with the types it has and opens both files.
+func compileOpen(t *testing.T, path string) (*Result, *gguf.File, *format.File) {
+	t.Helper()
 	res := compileGGUF(t, path, 0)
 	g, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
+	t.Cleanup(func() { g.Close() })
 	f, err := format.Open(res.Output)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
+	return res, g, f
+}
+
+// readsAsGGUF checks that a converted section's weights, read back
+// through the kernels' decoder, are its GGUF tensor's values as ggml
+// decodes them, bit for bit.
+func readsAsGGUF(t *testing.T, g *gguf.File, f *format.File, cv Conversion) {
+	t.Helper()
+	s, _ := f.Header.Section(cv.Section)
+	tn, _ := g.Tensor(cv.Tensor)
+	want := make([]float32, tn.Elements())
+	tn.Type.Decode(want, g.Data(tn))
+	data, _ := f.Bytes(cv.Section)
+	wt, _ := s.DType.Weight()
+	tt := kernels.Traits(wt)
+	experts, n, k := s.MatrixDims()
+	tb := tt.TileBytes(k)
+	got := make([]float32, k)
+	for r := range experts * n {
+		tt.DequantizeRow(got, data[(r/n*format.Tiles(n)+r%n/32)*tb:], r%n%32, k)
+		for c := range got {
+			if math.Float32bits(got[c]) != math.Float32bits(want[r*k+c]) {
+				t.Fatalf("%s: row %d, column %d: %v, ggml's %v", cv.Section, r, c, got[c], want[r*k+c])
+			}
+		}
+	}
+}
+
+// TestGGUFQ8Exact: a Q8_0 GGUF compiles to q8 with every weight, read
+// back through the kernels' decoder, ggml's own value.
+func TestGGUFQ8Exact(t *testing.T) {
+	res, g, f := compileOpen(t, testmodel.GGUF(t, "tiny-a-Q8_0"))
 	checked := 0
 	for _, cv := range res.Converted {
 		if cv.From != "q8_0" || cv.To != format.Q8 || !cv.Exact {
 			t.Errorf("%s: %s %s to %s, exact %v", cv.Section, cv.Tensor, cv.From, cv.To, cv.Exact)
 			continue
 		}
-		s, _ := f.Header.Section(cv.Section)
-		tn, _ := g.Tensor(cv.Tensor)
-		_, n, k := s.MatrixDims()
-		want := make([]float32, n*k)
-		tn.Type.Decode(want, g.Data(tn))
-		data, _ := f.Bytes(cv.Section)
-		tt := kernels.Traits(wtype.Q8)
-		got := make([]float32, k)
-		tb := tt.TileBytes(k)
-		for r := range n {
-			tt.DequantizeRow(got, data[r/32*tb:], r%32, k)
-			if !slices.Equal(got, want[r*k:(r+1)*k]) {
-				t.Fatalf("%s: row %d differs from ggml's values", cv.Section, r)
-			}
-		}
+		readsAsGGUF(t, g, f, cv)
 		checked++
 	}
 	if checked != 15 {
@@ -597,5 +614,87 @@ func TestGGUFQuantizedLayouts(t *testing.T) {
 		if w := f.Header.Sections[i]; s.Name != w.Name || s.CRC != w.CRC {
 			t.Errorf("section %s: crc %08x; from the decoded values %s %08x", s.Name, s.CRC, w.Name, w.CRC)
 		}
+	}
+}
+
+// TestGGUFQ4KExact: Q4_K matrices become q4 with every weight ggml's
+// own, their scales, minimums and values copied (q4's block scales have
+// 8 bits where Q4_K's have 6), stacked experts too; a row whose scale is
+// negative, which ggml never writes, has its tile quantized again. The
+// tiny Qwen3-MoE is widened to MLPs of 256, so that its down projections
+// hold whole Q4_K super-blocks.
+func TestGGUFQ4KExact(t *testing.T) {
+	kv, ts := readGGUF(t, testmodel.GGUF(t, "tiny-moe-a-f16"))
+	const inter = 256
+	kv = setKey(kv, "qwen3moe.feed_forward_length", gguf.Uint32, uint32(inter))
+	kv = setKey(kv, "qwen3moe.expert_feed_forward_length", gguf.Uint32, uint32(inter))
+	rng := rand.New(rand.NewPCG(13, 14))
+	f16s := func(n int) []byte {
+		b := make([]byte, 2*n)
+		for i := 0; i < n; i++ {
+			binary.LittleEndian.PutUint16(b[2*i:], uint16(0x2000+rng.IntN(0x800))|uint16(rng.IntN(2))<<15)
+		}
+		return b
+	}
+	q4k := func(rows int) []byte {
+		b := make([]byte, rows*144)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		for s := 0; s < rows; s++ {
+			binary.LittleEndian.PutUint16(b[144*s:], uint16(0x2000+rng.IntN(0x400))) // d
+			binary.LittleEndian.PutUint16(b[144*s+2:], uint16(0x1c00+rng.IntN(0x400)))
+		}
+		return b
+	}
+	hidden := ts[0].Dims[0]
+	for i := range ts {
+		d := &ts[i]
+		experts := uint64(1)
+		if len(d.Dims) == 3 {
+			experts = d.Dims[2]
+		}
+		switch {
+		case strings.HasSuffix(d.Name, "ffn_gate.weight"), strings.HasSuffix(d.Name, "ffn_up.weight"),
+			strings.HasSuffix(d.Name, "ffn_gate_exps.weight"), strings.HasSuffix(d.Name, "ffn_up_exps.weight"):
+			d.Dims[1] = inter
+			d.Data = f16s(int(hidden * inter * experts))
+		case strings.HasSuffix(d.Name, "ffn_down.weight"), strings.HasSuffix(d.Name, "ffn_down_exps.weight"):
+			d.Dims[0] = inter
+			d.Type, d.Data = ggml.Q4_K, q4k(int(hidden*experts))
+		}
+	}
+	for i := range ts {
+		if ts[i].Name == "blk.1.ffn_down.weight" {
+			binary.LittleEndian.PutUint16(ts[i].Data[144*5:], 0xa000) // row 5's d: negative
+		}
+	}
+	p := filepath.Join(t.TempDir(), "q4k.gguf")
+	writeGGUF(t, p, kv, ts)
+	res, g, f := compileOpen(t, p)
+	checked := 0
+	for _, cv := range res.Converted {
+		if cv.From != "q4_K" {
+			continue
+		}
+		checked++
+		if cv.To != format.Q4 {
+			t.Errorf("%s: %s to %s", cv.Section, cv.From, cv.To)
+			continue
+		}
+		if cv.Section == "layers.1.down_proj" {
+			if cv.Exact || cv.MaxAbsErr <= 0 {
+				t.Errorf("%s: a row with a negative scale, yet exact %v, max error %g", cv.Section, cv.Exact, cv.MaxAbsErr)
+			}
+			continue
+		}
+		if !cv.Exact {
+			t.Errorf("%s: %s to q4 not exact (max error %g)", cv.Section, cv.Tensor, cv.MaxAbsErr)
+			continue
+		}
+		readsAsGGUF(t, g, f, cv)
+	}
+	if checked != 3 {
+		t.Errorf("%d Q4_K sections, want 3", checked)
 	}
 }
