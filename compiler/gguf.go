@@ -266,7 +266,9 @@ func sameShape(a []uint64, b []uint64) bool {
 // own: f16 for the float types; q8 for Q8_0, whose blocks it copies
 // without rounding, and for the types of 5 to 8 bits a value (Q5_*, Q6_K,
 // Q8_*), which q4's 4 bits would round again; q4 for those of at most 4
-// bits (Q4_*, Q3_K, Q2_K, the IQ types, TQ1_0, TQ2_0, MXFP4). As in every
+// bits (Q4_K, whose blocks it copies without rounding, Q4_0, Q4_1, Q3_K,
+// Q2_K, the IQ types, TQ1_0, TQ2_0, MXFP4: Q4_0 and IQ4_NL would be kept
+// exactly by q8, at twice the size, which --type q8 asks for). As in every
 // file, a matrix q8 and q4 cannot hold (k not a multiple of 32) and a
 // router stay f16.
 func ggufWeightType(dtype, role string, k int) format.DType {
