@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +10,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strings"
 	"sync"
 
 	"github.com/qwenc/qwenc/format"
@@ -24,8 +27,10 @@ import (
 type Options struct {
 	Output     string // the .qbin path to write; "": DefaultOutput's
 	MaxPrefill int    // tokens per prefill step (the prefill arena)
-	// Type is the weight type: format.F16 (the default, also for 0),
-	// format.Q8 or format.Q4; see weightType for which matrices get it.
+	// Type is the weight type: format.F16, format.Q8 or format.Q4; see
+	// weightType for which matrices get it. Zero is f16 for a Hugging
+	// Face checkpoint, and for a GGUF each matrix's closest type to its
+	// own (ggufWeightType).
 	Type format.DType
 	// RopeScaling, when set, replaces config.json's rope_scaling
 	// (arch.SetRopeScaling: "none", "linear:4", "yarn:4:32768").
@@ -38,6 +43,9 @@ type Options struct {
 	// Archs are the architectures the compiler knows (default
 	// arch.Builtin()).
 	Archs arch.Registry
+	// OllamaModels is Ollama's store directory, where a model named
+	// "ollama:NAME[:TAG]" is found.
+	OllamaModels string
 }
 
 // Result describes a finished compile.
@@ -49,6 +57,9 @@ type Result struct {
 	// Notes are what the compile left out, for the user: a multimodal
 	// checkpoint's vision tower.
 	Notes []string
+	// Converted lists, for a GGUF, each matrix section and how its
+	// values carried over.
+	Converted []Conversion
 }
 
 // section is one directory entry and where its bytes come from.
@@ -58,6 +69,8 @@ type section struct {
 	srcs []*TensorInfo          // checkpoint tensors (several: stacked experts), or
 	blob []byte                 // bytes made by the compiler, or
 	tok  <-chan tokenizerResult // the tokenizer, still being encoded
+	// conv, for a GGUF's section, is how its values carry over.
+	conv *conversion
 }
 
 type tokenizerResult struct {
@@ -73,12 +86,18 @@ func encodeTokenizer(ck *Checkpoint, vocabSize int) tokenizerResult {
 	if err != nil {
 		return tokenizerResult{err: fmt.Errorf("%s: %w", path, err)}
 	}
+	return marshalVocab(vocab, vocabSize, path)
+}
+
+// marshalVocab checks a tokenizer's ids against the config's vocabulary
+// and encodes it; path names where it came from, for errors.
+func marshalVocab(vocab *tokenizer.Vocab, vocabSize int, path string) tokenizerResult {
 	ids := len(vocab.Tokens)
 	for _, a := range vocab.Added {
 		ids = max(ids, a.ID+1)
 	}
 	if ids > vocabSize {
-		return tokenizerResult{err: fmt.Errorf("%s: token ids up to %d, beyond config.json's vocab_size %d", path, ids-1, vocabSize)}
+		return tokenizerResult{err: fmt.Errorf("%s: token ids up to %d, beyond the model's vocabulary of %d", path, ids-1, vocabSize)}
 	}
 	b, err := vocab.MarshalBinary()
 	if err != nil {
@@ -88,9 +107,23 @@ func encodeTokenizer(ck *Checkpoint, vocabSize int) tokenizerResult {
 }
 
 // DefaultOutput is the file a compile of model writes unless told
-// otherwise: the model directory's name (a file's directory's) with
-// .qbin, in the current directory.
+// otherwise, in the current directory: the model directory's name (a
+// safetensors file's directory's) with .qbin; a GGUF file's name with
+// .qbin for .gguf (without a split model's -00001-of-0000N); for an
+// Ollama model, MODEL-TAG.qbin.
 func DefaultOutput(model string) string {
+	if name, ok := strings.CutPrefix(model, OllamaPrefix); ok {
+		if ref, err := parseOllamaRef(name); err == nil {
+			return ref.output()
+		}
+	}
+	if st, err := os.Stat(model); err == nil && !st.IsDir() && isGGUF(model) {
+		base := filepath.Base(model)
+		if m := splitSuffix.FindStringIndex(base); m != nil {
+			base = base[:m[0]]
+		}
+		return strings.TrimSuffix(base, filepath.Ext(base)) + ".qbin"
+	}
 	dir := model
 	if st, err := os.Stat(model); err == nil && !st.IsDir() {
 		dir = filepath.Dir(model)
@@ -101,9 +134,13 @@ func DefaultOutput(model string) string {
 	return filepath.Base(dir) + ".qbin"
 }
 
-// Compile reads the checkpoint at model and writes opts.Output atomically:
-// into a temporary file in the same directory, renamed at the end. On any
-// error or cancellation of ctx, neither the output nor the temporary file
+// splitSuffix is the end of a split GGUF's file names.
+var splitSuffix = regexp.MustCompile(`-\d{5}-of-\d{5}\.gguf$`)
+
+// Compile reads the model at model (a Hugging Face checkpoint, a GGUF
+// file or "ollama:NAME[:TAG]") and writes opts.Output atomically: into a
+// temporary file in the same directory, renamed at the end. On any error
+// or cancellation of ctx, neither the output nor the temporary file
 // remains. An error names the file it is about (a checkpoint file, with
 // the tensor or field, or the output) once; it does not repeat the model.
 func Compile(ctx context.Context, model string, opts Options) (*Result, error) {
@@ -113,10 +150,7 @@ func Compile(ctx context.Context, model string, opts Options) (*Result, error) {
 	if opts.MaxPrefill < 1 || opts.MaxPrefill > 1<<16 {
 		return nil, fmt.Errorf("--max-prefill %d out of range [1, 65536]", opts.MaxPrefill)
 	}
-	if opts.Type == 0 {
-		opts.Type = format.F16
-	}
-	if _, ok := opts.Type.Weight(); !ok {
+	if _, ok := opts.Type.Weight(); !ok && opts.Type != 0 {
 		return nil, fmt.Errorf("weight type %s is not %s", opts.Type, wtype.Names())
 	}
 	if opts.Output == "" {
@@ -126,61 +160,98 @@ func Compile(ctx context.Context, model string, opts Options) (*Result, error) {
 	if st, err := os.Stat(opts.Output); err == nil && st.IsDir() {
 		return nil, fmt.Errorf("output %s: is a directory; name the .qbin file to write", opts.Output)
 	}
-	ck, err := OpenCheckpoint(model)
+	src, err := openSource(model, opts)
 	if err != nil {
 		return nil, err
 	}
-	defer ck.Close()
-	hdr, secs, err := plan(ck, opts)
+	defer src.close()
+	hdr, secs, err := plan(src, opts)
 	if err != nil {
 		return nil, err
 	}
-	res, err := write(ctx, ck, hdr, secs, opts)
-	if err == nil && ck.Vision > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("the vision tower (%d tensors) is kept out: image input is not supported yet", ck.Vision))
+	res, err := write(ctx, src, hdr, secs, opts)
+	if err == nil {
+		res.Notes = append(res.Notes, src.notes()...)
 	}
 	return res, err
 }
 
+// openSource opens what model names: an Ollama model, a GGUF file, or a
+// Hugging Face checkpoint.
+func openSource(model string, opts Options) (source, error) {
+	if name, ok := strings.CutPrefix(model, OllamaPrefix); ok {
+		if opts.OllamaModels == "" {
+			return nil, fmt.Errorf("%s: the compiler was given no Ollama store directory", model)
+		}
+		m, err := resolveOllama(opts.OllamaModels, name)
+		if err != nil {
+			return nil, err
+		}
+		g, err := openGGUF(m.gguf)
+		if err != nil {
+			return nil, fmt.Errorf("%s (%s): %w", model, m.manifest, err)
+		}
+		g.path, g.params, g.extra = model, m.params, m.notes
+		return g, nil
+	}
+	if st, err := os.Stat(model); err == nil && !st.IsDir() && isGGUF(model) {
+		return openGGUF(model)
+	}
+	return OpenCheckpoint(model)
+}
+
+// fileStartsWith reports whether the file at path begins with prefix.
+func fileStartsWith(path, prefix string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, len(prefix))
+	_, err = io.ReadFull(f, b)
+	return err == nil && string(b) == prefix
+}
+
 // plan builds the header (with offsets, checksums still zero) and the list
 // of sections to write, checking every tensor against the config.
-func plan(ck *Checkpoint, opts Options) (*format.Header, []section, error) {
-	maxPrefill, ft := opts.MaxPrefill, opts.Type
+func plan(src source, opts Options) (*format.Header, []section, error) {
+	maxPrefill := opts.MaxPrefill
 	archs := opts.Archs.OrBuiltin()
-	cfg, err := archs.ParseConfig(ck.ConfigJSON)
+	m, err := src.describe(archs)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", ck.file("config.json"), err)
+		return nil, nil, err
 	}
+	cfg, a := m.cfg, m.arch
 	if opts.RopeScaling != "" {
 		if err := arch.SetRopeScaling(&cfg, opts.RopeScaling); err != nil {
 			return nil, nil, err
 		}
 	}
-	a, err := archs.For(cfg.ModelType)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", ck.file("config.json"), err)
+	// typeOf is the weight type of a matrix: the file's type (f16 by
+	// default), or a GGUF's matrix's own when no type is asked for.
+	typeOf := func(t *arch.Tensor, srcs []*TensorInfo) format.DType {
+		if opts.Type == 0 && m.ggml {
+			return ggufWeightType(srcs[0].DType, t.Role, t.K())
+		}
+		return weightType(cmp.Or(opts.Type, format.F16), t.Role, t.K(), t.Layer, cfg.Layers)
 	}
-	if err := setEmbedding(ck, &cfg); err != nil {
+	head, err := headType(src, a, &cfg, typeOf)
+	if err != nil {
 		return nil, nil, err
 	}
-	gen, err := parseGeneration(ck.GenerationJSON, cfg.Vocab)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", ck.file("generation_config.json"), err)
-	}
-	tmpl, family, err := chatTemplate(ck.TokenizerConfig)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", ck.file("tokenizer_config.json"), err)
-	}
 	var secs []section
-	headType := weightType(ft, format.SecLMHead, cfg.Hidden, -1, cfg.Layers)
 	for t := range arch.Tensors(a, &cfg) {
+		srcs, tr, err := src.tensors(a, &cfg, &t)
+		if err != nil {
+			return nil, nil, err
+		}
 		dt, layout := format.F32, format.RowMajor
 		if t.Kind.Matrix() {
-			dt, layout = weightType(ft, t.Role, t.K(), t.Layer, cfg.Layers), format.TileMajor
+			dt, layout = typeOf(&t, srcs), format.TileMajor
 		}
 		if t.Section == format.SecEmbed {
 			switch {
-			case cfg.TieEmbeddings && headType.Quantized() && !cfg.Embedding:
+			case cfg.TieEmbeddings && head.Quantized() && !cfg.Embedding:
 				// A quantized file stores a tied embedding once: the
 				// lookup reads the head (SPEC.md, "The embedding of a
 				// quantized file").
@@ -189,30 +260,26 @@ func plan(ck *Checkpoint, opts Options) (*format.Header, []section, error) {
 				layout = format.RowMajor
 			}
 		}
-		tr := a.Transform(&cfg, &t)
-		if err := tr.Check(&t); err != nil {
-			return nil, nil, err
+		s := section{Section: format.Section{Name: t.Section, Kind: t.Kind, Role: t.Role, DType: dt, Layout: layout, Shape: t.Shape}, tr: tr, srcs: srcs}
+		if m.ggml {
+			s.conv = newConversion(&s)
 		}
-		srcs, err := checkpointTensors(ck, &t, &tr)
-		if err != nil {
-			return nil, nil, err
-		}
-		secs = append(secs, section{Section: format.Section{Name: t.Section, Kind: t.Kind, Role: t.Role, DType: dt, Layout: layout, Shape: t.Shape}, tr: tr, srcs: srcs})
+		secs = append(secs, s)
 	}
 	blob := func(name string, b []byte) {
 		secs = append(secs, section{Section: blobSection(name, len(b)), blob: b})
 	}
-	if tmpl != "" {
-		blob(format.SecChatTemplate, []byte(tmpl))
+	if m.template != "" {
+		blob(format.SecChatTemplate, []byte(m.template))
 	}
 	// The tokenizer is parsed and encoded while the weights are written
 	// (it takes about as long as a third of a 0.6B compile); its section is
 	// the last one, so only its own offset waits for its size.
 	tok := make(chan tokenizerResult, 1)
-	go func() { tok <- encodeTokenizer(ck, cfg.Vocab) }()
+	go func() { tok <- src.tokenizer(cfg.Vocab) }()
 	secs = append(secs, section{Section: blobSection(format.SecTokenizer, 0), tok: tok})
 
-	hdr := &format.Header{Config: cfg, Generation: gen, ChatFamily: family}
+	hdr := &format.Header{Config: cfg, Generation: m.gen, ChatFamily: m.family}
 	for i := range secs {
 		s := &secs[i].Section
 		s.Size, _ = format.ExpectedSize(s.DType, s.Layout, s.Shape)
@@ -244,6 +311,21 @@ func plan(ck *Checkpoint, opts Options) (*format.Header, []section, error) {
 		off = format.AlignUp(off+hdr.Sections[i].Size, format.Alignment)
 	}
 	return hdr, secs, nil
+}
+
+// headType is the weight type the LM head gets, which decides whether a
+// tied embedding is stored apart: typeOf of the head's section.
+func headType(src source, a arch.Arch, c *format.Config, typeOf func(*arch.Tensor, []*TensorInfo) format.DType) (format.DType, error) {
+	for t := range arch.Tensors(a, c) {
+		if t.Section == format.SecLMHead {
+			srcs, _, err := src.tensors(a, c, &t)
+			if err != nil {
+				return 0, err
+			}
+			return typeOf(&t, srcs), nil
+		}
+	}
+	return format.F16, nil // an embedding model: no head
 }
 
 // blobSection is the directory entry of a byte section of n bytes.
@@ -292,7 +374,7 @@ func checkTensor(ti *TensorInfo, shape []uint64, what string) error {
 	if !same {
 		return fmt.Errorf("%s: tensor %q: shape %v, config.json implies %v%s", ti.File, ti.Name, ti.Shape, shape, what)
 	}
-	if ElemSize(ti.DType) == 0 {
+	if _, ok := elemType(ti.DType); !ok {
 		return fmt.Errorf("%s: tensor %q: dtype %s not supported (BF16, F16, F32)", ti.File, ti.Name, ti.DType)
 	}
 	return nil
@@ -300,22 +382,26 @@ func checkTensor(ti *TensorInfo, shape []uint64, what string) error {
 
 // fusedViews are a stacked-experts section's per-expert sources in a
 // fused checkpoint tensor [experts, Rows, k]: each expert's rows [Row0,
-// Row0 + n) are consecutive bytes, read as a tensor of their own.
+// Row0 + n) are consecutive bytes, read as a tensor of their own. A
+// GGUF's stacked experts are such a tensor with Rows n and Row0 0 (the
+// architecture names no Fused for them).
 func fusedViews(fused *TensorInfo, t *arch.Tensor) ([]*TensorInfo, error) {
 	experts, n, k := t.Shape[0], t.Shape[1], t.Shape[2]
 	f := t.Fused
+	if f.Name == "" {
+		f.Rows = int(n)
+	}
 	if err := checkTensor(fused, []uint64{experts, uint64(f.Rows), k}, fmt.Sprintf(" (the experts' %s)", t.Role)); err != nil {
 		return nil, err
 	}
-	es := int64(ElemSize(fused.DType))
-	per := int64(f.Rows) * int64(k) * es
+	row := int64(rowBytes(fused.DType, int(k)))
 	views := make([]*TensorInfo, experts)
 	for e := range views {
 		v := *fused
 		v.Name = fmt.Sprintf("%s[%d][%d:%d]", fused.Name, e, f.Row0, f.Row0+int(n))
 		v.Shape = []int{int(n), int(k)}
-		v.Offset = fused.Offset + int64(e)*per + int64(f.Row0)*int64(k)*es
-		v.Size = int64(n) * int64(k) * es
+		v.Offset = fused.Offset + (int64(e)*int64(f.Rows)+int64(f.Row0))*row
+		v.Size = int64(n) * row
 		views[e] = &v
 	}
 	return views, nil
@@ -352,7 +438,7 @@ func weightType(ft format.DType, role string, k, l, layers int) format.DType {
 
 // write streams every section into a temporary file next to the output and
 // renames it into place once the header carries the checksums.
-func write(ctx context.Context, ck *Checkpoint, hdr *format.Header, secs []section, opts Options) (res *Result, err error) {
+func write(ctx context.Context, src source, hdr *format.Header, secs []section, opts Options) (res *Result, err error) {
 	out := opts.Output
 	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*.tmp")
 	if err != nil {
@@ -408,7 +494,7 @@ func write(ctx context.Context, ck *Checkpoint, hdr *format.Header, secs []secti
 		w.crc = 0
 		switch {
 		case s.srcs != nil:
-			if err := writeTensor(ctx, ck, cv, w, s, slots); err != nil {
+			if err := writeTensor(ctx, src, cv, w, s, slots); err != nil {
 				return nil, err
 			}
 			for _, t := range s.srcs {
@@ -473,7 +559,13 @@ func write(ctx context.Context, ck *Checkpoint, hdr *format.Header, secs []secti
 		return nil, err
 	}
 	prog.done()
-	return &Result{Output: out, Header: hdr, Bytes: int64(fileSize), Read: read}, nil
+	res = &Result{Output: out, Header: hdr, Bytes: int64(fileSize), Read: read}
+	for i := range secs {
+		if c := secs[i].conv; c != nil && secs[i].Layout == format.TileMajor {
+			res.Converted = append(res.Converted, c.result(&secs[i]))
+		}
+	}
+	return res, nil
 }
 
 // outputError rewrites an error from writing the temporary file to name
@@ -498,13 +590,17 @@ func outputError(err error, tmp, out string) error {
 // 2.0 s, but left the new file's page cache in small scattered pages, and
 // decoding from it right after the compile ran 15% slower (bandwidth ratio
 // 0.77 against 0.92). An error names the checkpoint tensor at fault.
-func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionWriter, s *section, slots []*blockSlot) error {
-	es := ElemSize(s.srcs[0].DType)
+func writeTensor(ctx context.Context, src source, cv *converter, w *sectionWriter, s *section, slots []*blockSlot) error {
+	dtype := s.srcs[0].DType
 	// read reads rows r0..r0+r-1 of t, of k elements each.
 	read := func(sl *blockSlot, t *TensorInfo, r0, r, k int) ([]byte, error) {
-		src := sl.grow(&sl.src, r*k*es)
-		return src, ck.ReadAt(t, src, int64(r0*k*es))
+		row := rowBytes(dtype, k)
+		buf := sl.grow(&sl.src, r*row)
+		return buf, src.readAt(t, buf, int64(r0*row))
 	}
+	// decoded: the values go through f32 (a transform, or a GGUF's block
+	// type) rather than straight into the section's type.
+	decoded := !s.tr.Identity() || ElemSize(dtype) == 0
 	var per, blocks int
 	var fill func(b int, sl *blockSlot) ([]byte, error)
 	if s.Layout == format.TileMajor {
@@ -515,15 +611,35 @@ func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionW
 		tb := wt.TileBytes(k)
 		// convert makes one tile of rows r0..r0+r-1 of t.
 		var convert func(dst []byte, sl *blockSlot, t *TensorInfo, r0, r int) error
-		switch tt := kernels.Traits(wt); {
-		case !s.tr.Identity():
-			convert = func(dst []byte, sl *blockSlot, t *TensorInfo, r0, r int) error {
-				rows := sl.floats(&sl.f32, r*k)
-				if err := transformRows(ck, &s.tr, t, sl, rows, r0, r, k); err != nil {
-					return err
-				}
-				return tt.QuantizeTile(dst, rows, r, k)
+		tt := kernels.Traits(wt)
+		// quantize quantizes the tile's values, decoded and transformed.
+		quantize := func(dst []byte, sl *blockSlot, t *TensorInfo, r0, r int) error {
+			rows := sl.floats(&sl.f32, r*k)
+			if err := transformRows(src, &s.tr, t, sl, rows, r0, r, k); err != nil {
+				return err
 			}
+			if err := tt.QuantizeTile(dst, rows, r, k); err != nil {
+				return err
+			}
+			s.conv.measureTile(tt, sl, dst, rows, r, k)
+			return nil
+		}
+		switch {
+		case s.conv != nil && s.conv.direct && wt == wtype.Q4:
+			convert = func(dst []byte, sl *blockSlot, t *TensorInfo, r0, r int) error {
+				err := copyQ4Tile(src, s, t, sl, dst, r0, r, k)
+				if errors.Is(err, errNotQ4) {
+					s.conv.requantized.Add(int64(r))
+					return quantize(dst, sl, t, r0, r)
+				}
+				return err
+			}
+		case s.conv != nil && s.conv.direct:
+			convert = func(dst []byte, sl *blockSlot, t *TensorInfo, r0, r int) error {
+				return copyQ8Tile(src, s, t, sl, dst, r0, r, k)
+			}
+		case decoded:
+			convert = quantize
 		case wt != wtype.F16:
 			convert = func(dst []byte, sl *blockSlot, t *TensorInfo, r0, r int) error {
 				src, err := read(sl, t, r0, r, k)
@@ -534,7 +650,11 @@ func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionW
 				if err := toF32(rows, src, t.DType); err != nil {
 					return err
 				}
-				return tt.QuantizeTile(dst, rows, r, k)
+				if err := tt.QuantizeTile(dst, rows, r, k); err != nil {
+					return err
+				}
+				s.conv.measureTile(tt, sl, dst, rows, r, k)
+				return nil
 			}
 		default:
 			// f16 from the checkpoint's elements, not the table's encoder:
@@ -545,12 +665,19 @@ func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionW
 				if err != nil {
 					return err
 				}
-				if t.DType == "BF16" && !cv.tileMajorBF16(dst, src, r, k) {
+				if t.DType == "BF16" && !s.conv.measuring() && !cv.tileMajorBF16(dst, src, r, k) {
 					return nil
 				}
 				rows := sl.grow(&sl.rows, r*k*2)
 				if err := cv.f16(rows, src, t.DType); err != nil {
 					return err
+				}
+				if s.conv.measuring() {
+					vals := sl.floats(&sl.f32, r*k)
+					if err := toF32(vals, src, t.DType); err != nil {
+						return err
+					}
+					s.conv.measureF16(sl, rows, vals)
 				}
 				tileMajor(dst, rows, r, k)
 				return nil
@@ -571,7 +698,7 @@ func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionW
 			}
 			return out, nil
 		}
-	} else if !s.tr.Identity() {
+	} else if decoded {
 		t := s.srcs[0]
 		outES := s.DType.Size()
 		rows, k := int(s.Shape[0]), 1
@@ -584,9 +711,10 @@ func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionW
 			r0, m := b*per, min(per, rows-b*per)
 			vals := sl.floats(&sl.f32, m*k)
 			out := sl.grow(&sl.out, m*k*outES)
-			err := transformRows(ck, &s.tr, t, sl, vals, r0, m, k)
+			err := transformRows(src, &s.tr, t, sl, vals, r0, m, k)
 			if err == nil && s.DType == format.F16 {
 				err = cv.f16(out, f32Bytes(vals), "F32")
+				s.conv.measureF16(sl, out, vals)
 			} else if err == nil {
 				err = cv.f32(out, f32Bytes(vals), "F32")
 			}
@@ -628,35 +756,20 @@ func writeTensor(ctx context.Context, ck *Checkpoint, cv *converter, w *sectionW
 // read), its columns picked by tr.Col (from a checkpoint row that may be
 // wider), then tr.Values. A value the transform makes non-finite is
 // refused by the conversion after it.
-func transformRows(ck *Checkpoint, tr *arch.Transform, t *TensorInfo, sl *blockSlot, rows []float32, r0, n, k int) error {
-	es := ElemSize(t.DType)
+func transformRows(src source, tr *arch.Transform, t *TensorInfo, sl *blockSlot, rows []float32, r0, n, k int) error {
 	srcK := 1
 	for _, d := range t.Shape[1:] {
 		srcK *= d
-	}
-	src := func(r int) int {
-		if tr.Row == nil {
-			return r
-		}
-		return tr.Row(r)
 	}
 	read := rows[:n*k]
 	if srcK != k {
 		read = sl.floats(&sl.wide, n*srcK)
 	}
-	for i := 0; i < n; {
-		s, j := src(r0+i), i+1
-		for j < n && src(r0+j) == s+j-i {
-			j++
-		}
-		buf := sl.grow(&sl.src, (j-i)*srcK*es)
-		if err := ck.ReadAt(t, buf, int64(s*srcK*es)); err != nil {
-			return err
-		}
-		if err := toF32(read[i*srcK:j*srcK], buf, t.DType); err != nil {
-			return err
-		}
-		i = j
+	err := sourceRows(src, tr, t, sl, r0, n, srcK, func(i, j int, buf []byte) error {
+		return toF32(read[i*srcK:j*srcK], buf, t.DType)
+	})
+	if err != nil {
+		return err
 	}
 	if tr.Col != nil {
 		in := sl.floats(&sl.tmp, srcK)
@@ -670,6 +783,34 @@ func transformRows(ck *Checkpoint, tr *arch.Transform, t *TensorInfo, sl *blockS
 	}
 	if tr.Values != nil {
 		tr.Values(rows[:n*k])
+	}
+	return nil
+}
+
+// sourceRows reads the checkpoint rows (of srcK elements) that section
+// rows r0..r0+n-1 come from, as tr.Row maps them, in runs of consecutive
+// rows: got is given section rows [i, j) and their bytes.
+func sourceRows(src source, tr *arch.Transform, t *TensorInfo, sl *blockSlot, r0, n, srcK int, got func(i, j int, buf []byte) error) error {
+	row := rowBytes(t.DType, srcK)
+	from := func(r int) int {
+		if tr.Row == nil {
+			return r
+		}
+		return tr.Row(r)
+	}
+	for i := 0; i < n; {
+		s, j := from(r0+i), i+1
+		for j < n && from(r0+j) == s+j-i {
+			j++
+		}
+		buf := sl.grow(&sl.src, (j-i)*row)
+		if err := src.readAt(t, buf, int64(s*row)); err != nil {
+			return err
+		}
+		if err := got(i, j, buf); err != nil {
+			return err
+		}
+		i = j
 	}
 	return nil
 }
@@ -740,6 +881,7 @@ func pipeline(ctx context.Context, n int, slots []*blockSlot, fill func(int, *bl
 type blockSlot struct {
 	src, rows, out []byte
 	f32, tmp, wide []float32
+	scales         []uint16
 }
 
 func (sl *blockSlot) floats(buf *[]float32, n int) []float32 {

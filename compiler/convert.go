@@ -6,6 +6,7 @@ import (
 	"math"
 	"unsafe"
 
+	"github.com/qwenc/qwenc/format/ggml"
 	"github.com/x448/float16"
 )
 
@@ -30,6 +31,9 @@ func newConverter() *converter {
 
 func u16s(b []byte) []uint16 {
 	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/2)
+}
+func i8s(b []byte) []int8 {
+	return unsafe.Slice((*int8)(unsafe.Pointer(unsafe.SliceData(b))), len(b))
 }
 func f32Bytes(f []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f))), 4*len(f))
@@ -145,8 +149,34 @@ func (cv *converter) tileMajorBF16(tile, rows []byte, r, k int) (bad bool) {
 	return flag != 0
 }
 
-// toF32 widens src (elements of dtype) to float32 for quantizing; the
-// quantizer refuses values that are not finite.
+// elemType is a tensor dtype as a ggml type: safetensors' BF16, F16 and
+// F32 are ggml's, and a GGUF tensor's dtype is its ggml type's name in
+// capitals ("Q4_K"). ok is false for a dtype this compiler cannot decode.
+func elemType(dtype string) (t ggml.Type, ok bool) {
+	switch dtype {
+	case "BF16":
+		return ggml.BF16, true
+	case "F16":
+		return ggml.F16, true
+	case "F32":
+		return ggml.F32, true
+	}
+	t, ok = ggml.Parse(dtype)
+	return t, ok && t.Decodable()
+}
+
+// rowBytes is the bytes of a row of k elements of dtype (a decodable
+// one, whose blocks k is a whole number of: checked with the tensor's
+// shape).
+func rowBytes(dtype string, k int) int {
+	t, _ := elemType(dtype)
+	n, _ := t.RowBytes(uint64(k))
+	return int(n)
+}
+
+// toF32 widens src (elements of dtype) to float32 for quantizing, or
+// decodes it as ggml does (a GGUF's block types); the quantizer refuses
+// values that are not finite.
 func toF32(dst []float32, src []byte, dtype string) error {
 	switch dtype {
 	case "BF16":
@@ -162,7 +192,11 @@ func toF32(dst []float32, src []byte, dtype string) error {
 			dst[i] = math.Float32frombits(b)
 		}
 	default:
-		return fmt.Errorf("dtype %s not supported (BF16, F16, F32)", dtype)
+		t, ok := elemType(dtype)
+		if !ok {
+			return fmt.Errorf("dtype %s not supported (BF16, F16, F32, or a GGUF's ggml types)", dtype)
+		}
+		t.Decode(dst, src)
 	}
 	return nil
 }

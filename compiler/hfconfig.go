@@ -105,11 +105,21 @@ func chatTemplate(tokenizerConfig []byte) (template, family string, err error) {
 			}
 		}
 	}
-	if template != "" {
-		if !strings.Contains(template, "<|im_start|>") {
-			return "", "", fmt.Errorf("field \"chat_template\" is not a ChatML template this runtime can render")
-		}
-		family = chat.Detect(template).Name()
+	if template == "" {
+		return "", "", nil
+	}
+	family, err = chatFamily(template)
+	if err != nil {
+		return "", "", fmt.Errorf("field \"chat_template\": %w", err)
 	}
 	return template, family, nil
+}
+
+// chatFamily names the chat format of a Jinja chat template, which must
+// be ChatML.
+func chatFamily(template string) (string, error) {
+	if !strings.Contains(template, "<|im_start|>") {
+		return "", fmt.Errorf("not a ChatML template this runtime can render")
+	}
+	return chat.Detect(template).Name(), nil
 }

@@ -23,6 +23,7 @@ type TensorInfo struct {
 	Offset int64 // absolute offset of the data in the file
 	Size   int64
 	File   string
+	part   int // a GGUF's: which file of a split model holds it
 }
 
 // ElemSize returns the byte size of the dtype, or 0 for one this compiler

@@ -352,3 +352,79 @@ func SetQ8UnitScales(tile []byte, k int) {
 func SetQ8Value(tile []byte, r, c int, v int8) {
 	tile[(c/QBlock)*q8BlockBytes+q8ValueAt(r, c%QBlock)] = byte(int(v) + q8Offset)
 }
+
+// SetQ4Row stores row r (0..31) of a q4 tile of a k-column matrix from
+// values already quantized as q4 stores them: per super-block of 256
+// columns the bits of the f16 scales of its block scales and minimums,
+// d and dmin; per block of 32 columns a scale and a minimum, sc and m;
+// per column a value in [0, 15], u. Nothing is rounded: a GGUF's Q4_K
+// blocks, whose 6-bit scales and minimums are these, become q4 exactly.
+// A scale that is negative or not finite, which q4's quantizer never
+// writes, is an error and leaves the tile as it was.
+func SetQ4Row(dst []byte, r, k int, d, dmin []uint16, sc, m, u []uint8) error {
+	nb := k / QBlock
+	ns := (nb + q4SuperBlocks - 1) / q4SuperBlocks
+	if !wtype.Q4.Fits(k) || r < 0 || r >= matTileRows || len(d) < ns || len(dmin) < ns || len(sc) < nb || len(m) < nb || len(u) < k || len(dst) < wtype.Q4.TileBytes(k) {
+		panic(fmt.Sprintf("kernels: SetQ4Row: r = %d, k = %d, len(d) = %d, len(sc) = %d, len(u) = %d, len(dst) = %d", r, k, len(d), len(sc), len(u), len(dst)))
+	}
+	for s := range ns {
+		for _, h := range []uint16{d[s], dmin[s]} {
+			if h&0x8000 != 0 || h&0x7c00 == 0x7c00 {
+				return fmt.Errorf("columns %d..%d: scale %v is negative or not finite", s*q4SuperBlocks*QBlock, min((s+1)*q4SuperBlocks*QBlock, k)-1, matF16ToF32(h))
+			}
+		}
+	}
+	for c, v := range u[:k] {
+		if v > 15 {
+			return fmt.Errorf("column %d: value %d is outside q4's [0, 15]", c, v)
+		}
+	}
+	for b := range nb {
+		if b%q4SuperBlocks == 0 {
+			hdr := q4Header(dst, b)
+			put16(hdr[2*r:], d[b/q4SuperBlocks])
+			put16(hdr[64+2*r:], dmin[b/q4SuperBlocks])
+		}
+		blk := q4Block(dst, b)
+		blk[r], blk[32+r] = sc[b], m[b]
+		for c, v := range u[b*QBlock : (b+1)*QBlock] {
+			o := q4ValueAt(r, c)
+			if r >= 16 {
+				blk[o] = blk[o]&0x0f | v<<4
+			} else {
+				blk[o] = blk[o]&0xf0 | v
+			}
+		}
+	}
+	return nil
+}
+
+// SetQ8Row stores row r (0..31) of a q8 tile of a k-column matrix from
+// values already quantized as q8 stores them: per block of 32 columns
+// the bits of an f16 scale, and 32 values in [-127, 127] (block b's at
+// q[32b:32b+32]). Nothing is rounded: a GGUF's Q8_0 blocks, which are
+// these, become q8 exactly. A value of -128, which q8's kernels cannot
+// take (they negate values), or a scale that is not finite, is an error
+// and leaves the tile as it was.
+func SetQ8Row(dst []byte, r, k int, scales []uint16, q []int8) error {
+	if !wtype.Q8.Fits(k) || r < 0 || r >= matTileRows || len(scales) < k/QBlock || len(q) < k || len(dst) < wtype.Q8.TileBytes(k) {
+		panic(fmt.Sprintf("kernels: SetQ8Row: r = %d, k = %d, len(scales) = %d, len(q) = %d, len(dst) = %d", r, k, len(scales), len(q), len(dst)))
+	}
+	for b, h := range scales[:k/QBlock] {
+		if h&0x7c00 == 0x7c00 {
+			return fmt.Errorf("columns %d..%d: scale %v is not finite", b*QBlock, (b+1)*QBlock-1, matF16ToF32(h))
+		}
+	}
+	for c, v := range q[:k] {
+		if v == -128 {
+			return fmt.Errorf("column %d: value -128 is outside q8's [-127, 127]", c)
+		}
+	}
+	for b, h := range scales[:k/QBlock] {
+		put16(dst[b*q8BlockBytes+2*r:], h)
+	}
+	for c, v := range q[:k] {
+		SetQ8Value(dst, r, c, v)
+	}
+	return nil
+}

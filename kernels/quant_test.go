@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/qwenc/qwenc/format"
@@ -458,5 +459,112 @@ func TestSetQ8Value(t *testing.T) {
 				t.Fatalf("row %d, column %d: %v, want %d", row, c, v, want[row*k+c])
 			}
 		}
+	}
+}
+
+// SetQ8Row stores a row's scales and values as they are: it reads back
+// as scale times value, to the bit; a -128 or a scale that is not finite
+// is refused, leaving the tile as it was.
+func TestSetQ8Row(t *testing.T) {
+	const k = 96
+	r := rand.New(rand.NewPCG(7, 8))
+	tile := make([]byte, wtype.Q8.TileBytes(k))
+	if err := Traits(wtype.Q8).QuantizeTile(tile, nil, 0, k); err != nil {
+		t.Fatal(err)
+	}
+	scales := make([]uint16, k/QBlock)
+	q := make([]int8, k)
+	for row := range 32 {
+		for b := range scales {
+			scales[b] = uint16(r.IntN(0x7c00)) // every finite positive f16, subnormals too
+		}
+		for c := range q {
+			q[c] = int8(r.IntN(255) - 127)
+		}
+		if err := SetQ8Row(tile, row, k, scales, q); err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float32, k)
+		Traits(wtype.Q8).DequantizeRow(out, tile, row, k)
+		for c, v := range out {
+			if want := matF16ToF32(scales[c/QBlock]) * float32(q[c]); v != want {
+				t.Fatalf("row %d, column %d: %v, want %v", row, c, v, want)
+			}
+		}
+	}
+	before := slices.Clone(tile)
+	q[40] = -128
+	if err := SetQ8Row(tile, 3, k, scales, q); err == nil || !strings.Contains(err.Error(), "column 40") {
+		t.Errorf("a -128: %v", err)
+	}
+	q[40] = 1
+	scales[2] = 0x7c00
+	if err := SetQ8Row(tile, 3, k, scales, q); err == nil || !strings.Contains(err.Error(), "columns 64..95") {
+		t.Errorf("an infinite scale: %v", err)
+	}
+	if !bytes.Equal(tile, before) {
+		t.Error("a refused row changed the tile")
+	}
+}
+
+func TestSetQ4Row(t *testing.T) {
+	const k = 544 // two super-blocks, the second of one block
+	const nb, ns = k / QBlock, 3
+	r := rand.New(rand.NewPCG(9, 10))
+	tile := make([]byte, wtype.Q4.TileBytes(k))
+	for i := range tile {
+		tile[i] = byte(r.Uint32()) // what was there is overwritten
+	}
+	type row struct {
+		d, dmin  []uint16
+		sc, m, u []uint8
+	}
+	rows := make([]row, 32)
+	// Rows in a random order, each written twice: a row's nibbles share
+	// bytes with the row 16 away.
+	for _, i := range append(r.Perm(32), r.Perm(32)...) {
+		w := row{make([]uint16, ns), make([]uint16, ns), make([]uint8, nb), make([]uint8, nb), make([]uint8, k)}
+		for s := range ns {
+			w.d[s], w.dmin[s] = uint16(r.IntN(0x7c00)), uint16(r.IntN(0x7c00))
+		}
+		for b := range nb {
+			w.sc[b], w.m[b] = uint8(r.IntN(256)), uint8(r.IntN(256))
+		}
+		for c := range k {
+			w.u[c] = uint8(r.IntN(16))
+		}
+		if err := SetQ4Row(tile, i, k, w.d, w.dmin, w.sc, w.m, w.u); err != nil {
+			t.Fatal(err)
+		}
+		rows[i] = w
+	}
+	out := make([]float32, k)
+	for i, w := range rows {
+		Traits(wtype.Q4).DequantizeRow(out, tile, i, k)
+		for c, v := range out {
+			b, s := c/QBlock, c/QBlock/q4SuperBlocks
+			d, m := matF16ToF32(w.d[s])*float32(w.sc[b]), matF16ToF32(w.dmin[s])*float32(w.m[b])
+			if want := d*float32(w.u[c]) - m; math.Float32bits(v) != math.Float32bits(want) {
+				t.Fatalf("row %d, column %d: %v, want %v", i, c, v, want)
+			}
+		}
+	}
+	before := slices.Clone(tile)
+	w := rows[3]
+	w.u[40] = 16
+	if err := SetQ4Row(tile, 3, k, w.d, w.dmin, w.sc, w.m, w.u); err == nil || !strings.Contains(err.Error(), "column 40") {
+		t.Errorf("a value of 16: %v", err)
+	}
+	w.u[40] = 1
+	w.dmin[2] = 0x7c00
+	if err := SetQ4Row(tile, 3, k, w.d, w.dmin, w.sc, w.m, w.u); err == nil || !strings.Contains(err.Error(), "columns 512..543") {
+		t.Errorf("an infinite scale: %v", err)
+	}
+	w.dmin[2], w.d[0] = 0, 0x8001
+	if err := SetQ4Row(tile, 3, k, w.d, w.dmin, w.sc, w.m, w.u); err == nil || !strings.Contains(err.Error(), "columns 0..255") {
+		t.Errorf("a negative scale: %v", err)
+	}
+	if !bytes.Equal(tile, before) {
+		t.Error("a refused row changed the tile")
 	}
 }

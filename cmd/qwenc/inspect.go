@@ -21,10 +21,12 @@ import (
 func inspectCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "inspect",
-		Usage:     "print a .qbin file's config, sections and memory report",
+		Usage:     "print a .qbin file's config, sections and memory report, or a GGUF file's metadata and tensors; or one tensor",
 		ArgsUsage: "FILE",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
+			&cli.StringFlag{Name: "tensor", Usage: "print one tensor's type, shape and values' range: a .qbin's section or a GGUF's tensor `NAME`"},
+			&cli.StringFlag{Name: "dequant", Usage: "with --tensor, write its values to `OUT` as little-endian float32, in the order of its elements"},
 			&cli.StringFlag{Name: "seq", Usage: "sequence lengths for the KV cache table, comma-separated",
 				DefaultText: defaultSeqs + " up to the model's maximum context, and that maximum"},
 			&cli.StringFlag{Name: "kv-type", Value: "f16", Usage: "KV cache type for the table: f16 or q8 (qwenrun --kv-type)"},
@@ -32,6 +34,16 @@ func inspectCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cliutil.Usagef(c, "inspect: want one FILE argument, got %d", c.NArg())
+			}
+			path := c.Args().First()
+			if c.IsSet("dequant") && !c.IsSet("tensor") {
+				return cliutil.Usagef(c, "inspect: --dequant needs --tensor NAME")
+			}
+			if c.IsSet("tensor") {
+				return inspectTensor(os.Stdout, path, c.String("tensor"), c.String("dequant"))
+			}
+			if isGGUF(path) {
+				return inspectGGUF(os.Stdout, path, c.Bool("json"))
 			}
 			var seqs []int
 			if c.IsSet("seq") {
@@ -44,7 +56,7 @@ func inspectCommand() *cli.Command {
 			if err != nil {
 				return fmt.Errorf("--kv-type: %w", err)
 			}
-			h, version, err := readHeader(c.Args().First())
+			h, version, err := readHeader(path)
 			if err != nil {
 				return err
 			}
@@ -163,33 +175,38 @@ func printJSON(w io.Writer, h *format.Header, version uint32, rep format.MemoryR
 	}
 	out := map[string]any{
 		"format_version": version,
-		"config": map[string]any{
-			"model_type": c.ModelType, "hidden_size": c.Hidden, "intermediate_size": c.Intermediate,
-			"num_hidden_layers": c.Layers, "num_attention_heads": c.Heads, "num_key_value_heads": c.KVHeads,
-			"head_dim": c.HeadDim, "vocab_size": c.Vocab, "tie_word_embeddings": c.TieEmbeddings,
-			"max_position_embeddings": c.MaxPositions, "rope_theta": c.RopeTheta, "rms_norm_eps": c.RMSNormEps,
-			"qk_norm": c.QKNorm, "qkv_bias": c.QKVBias,
-			"num_experts": c.MoE.Experts, "num_experts_per_tok": c.MoE.ExpertsPerToken,
-			"moe_intermediate_size": c.MoE.ExpertWidth, "norm_topk_prob": c.MoE.NormTopK,
-			"sparse_layers": sparseLayers(&c),
-			"rope_scaling":  ropeScalingJSON(&c), "max_context": c.MaxContext(),
-			"embedding": c.Embedding, "append": c.Append,
-			"shared_expert_intermediate_size": c.MoE.SharedWidth, "rotary_dims": c.Rotary(),
-			"attn_output_gate": c.AttnGate, "mtp_num_hidden_layers": c.MTPLayers,
-			"linear_layers": linearLayers(&c), "linear_num_key_heads": c.Hybrid.KeyHeads,
-			"linear_num_value_heads": c.Hybrid.ValueHeads, "linear_key_head_dim": c.Hybrid.KeyDim,
-			"linear_value_head_dim": c.Hybrid.ValueDim, "linear_conv_kernel_dim": c.Hybrid.ConvKernel,
-		},
-		"generation":  h.Generation,
-		"chat_family": h.ChatFamily,
-		"features":    features,
-		"keys":        keys,
-		"sections":    secs,
-		"memory":      rep,
+		"config":         configJSON(&c),
+		"generation":     h.Generation,
+		"chat_family":    h.ChatFamily,
+		"features":       features,
+		"keys":           keys,
+		"sections":       secs,
+		"memory":         rep,
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// configJSON is a config under config.json's names.
+func configJSON(c *format.Config) map[string]any {
+	return map[string]any{
+		"model_type": c.ModelType, "hidden_size": c.Hidden, "intermediate_size": c.Intermediate,
+		"num_hidden_layers": c.Layers, "num_attention_heads": c.Heads, "num_key_value_heads": c.KVHeads,
+		"head_dim": c.HeadDim, "vocab_size": c.Vocab, "tie_word_embeddings": c.TieEmbeddings,
+		"max_position_embeddings": c.MaxPositions, "rope_theta": c.RopeTheta, "rms_norm_eps": c.RMSNormEps,
+		"qk_norm": c.QKNorm, "qkv_bias": c.QKVBias,
+		"num_experts": c.MoE.Experts, "num_experts_per_tok": c.MoE.ExpertsPerToken,
+		"moe_intermediate_size": c.MoE.ExpertWidth, "norm_topk_prob": c.MoE.NormTopK,
+		"sparse_layers": sparseLayers(c),
+		"rope_scaling":  ropeScalingJSON(c), "max_context": c.MaxContext(),
+		"embedding": c.Embedding, "append": c.Append,
+		"shared_expert_intermediate_size": c.MoE.SharedWidth, "rotary_dims": c.Rotary(),
+		"attn_output_gate": c.AttnGate, "mtp_num_hidden_layers": c.MTPLayers,
+		"linear_layers": linearLayers(c), "linear_num_key_heads": c.Hybrid.KeyHeads,
+		"linear_num_value_heads": c.Hybrid.ValueHeads, "linear_key_head_dim": c.Hybrid.KeyDim,
+		"linear_value_head_dim": c.Hybrid.ValueDim, "linear_conv_kernel_dim": c.Hybrid.ConvKernel,
+	}
 }
 
 // size prints bytes exactly and in both decimal and binary megabytes,

@@ -47,7 +47,8 @@ func TestHelpDefaults(t *testing.T) {
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
-	for _, w := range []string{"output FILE (default: the model directory's name + .qbin, in the current directory)\n", `(default: "f16")`, "(default: 512)"} {
+	for _, w := range []string{"output FILE (default: the model directory's or GGUF file's name + .qbin, in the current directory)\n",
+		"(default: f16; for a GGUF, each matrix the closest type to its own)\n", "(default: 512)"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("compile --help does not say %q:\n%s", w, out)
 		}

@@ -15,10 +15,18 @@ import (
 type HFConfig struct {
 	raw  map[string]json.RawMessage
 	path string // "" at the top, else the object's path and a dot
+	// origin, for a config made from a GGUF file's metadata, names the
+	// key (or the keys) each field comes from, for errors.
+	origin map[string]string
 }
 
-// name is field k's path in the file.
-func (hf *HFConfig) name(k string) string { return hf.path + k }
+// name is field k's path in the file, or what it was made from.
+func (hf *HFConfig) name(k string) string {
+	if o, ok := hf.origin[k]; ok {
+		return o
+	}
+	return hf.path + k
+}
 
 // Object reads a field that is a JSON object, for its own fields; ok is
 // false when it is absent or null.
@@ -145,6 +153,13 @@ func (r Registry) ParseConfig(b []byte) (format.Config, error) {
 	if err != nil {
 		return c, err
 	}
+	err = configure(&c, a, hf)
+	return c, err
+}
+
+// configure reads the fields every architecture shares, then a's own,
+// into c (whose ModelType is set), and validates the result.
+func configure(c *format.Config, a Arch, hf *HFConfig) error {
 	for _, f := range []struct {
 		k   string
 		dst *int
@@ -153,52 +168,52 @@ func (r Registry) ParseConfig(b []byte) (format.Config, error) {
 		{"num_attention_heads", &c.Heads}, {"vocab_size", &c.Vocab}, {"max_position_embeddings", &c.MaxPositions},
 	} {
 		if err := hf.Int(f.k, f.dst, true); err != nil {
-			return c, err
+			return err
 		}
 	}
 	// A model whose every layer routes to experts has no dense width
 	// (Config.Validate checks that the dense layers have one).
 	if err := hf.Int("intermediate_size", &c.Intermediate, false); err != nil {
-		return c, err
+		return err
 	}
 	c.KVHeads = c.Heads
 	if err := hf.Int("num_key_value_heads", &c.KVHeads, false); err != nil {
-		return c, err
+		return err
 	}
 	c.HeadDim = c.Hidden / c.Heads
 	if err := hf.Int("head_dim", &c.HeadDim, false); err != nil {
-		return c, err
+		return err
 	}
 	c.RopeTheta = 10000
 	if err := hf.Float("rope_theta", &c.RopeTheta, false); err != nil {
-		return c, err
+		return err
 	}
 	c.RMSNormEps = 1e-6
 	if err := hf.Float("rms_norm_eps", &c.RMSNormEps, false); err != nil {
-		return c, err
+		return err
 	}
 	// transformers' Qwen configs all default to an untied head.
 	if err := hf.Bool("tie_word_embeddings", &c.TieEmbeddings); err != nil {
-		return c, err
+		return err
 	}
 	var sliding bool
 	if err := hf.Bool("use_sliding_window", &sliding); err != nil {
-		return c, err
+		return err
 	}
 	if sliding {
-		return c, fmt.Errorf("field %q is true; sliding-window attention is not supported", hf.name("use_sliding_window"))
+		return fmt.Errorf("field %q is true; sliding-window attention is not supported", hf.name("use_sliding_window"))
 	}
-	if err := ropeScaling(&c, hf); err != nil {
-		return c, err
+	if err := ropeScaling(c, hf); err != nil {
+		return err
 	}
 	if act, err := hf.String("hidden_act"); err == nil && act != "silu" {
-		return c, fmt.Errorf("field %q = %q; only silu is supported", hf.name("hidden_act"), act)
+		return fmt.Errorf("field %q = %q; only silu is supported", hf.name("hidden_act"), act)
 	}
-	if err := a.Configure(&c, hf); err != nil {
-		return c, err
+	if err := a.Configure(c, hf); err != nil {
+		return err
 	}
 	if err := c.Validate(); err != nil {
-		return c, err
+		return err
 	}
-	return c, nil
+	return nil
 }

@@ -26,3 +26,13 @@ func (qwen2) BuildLayer(b *Builder, l int) {
 	b.attention(l)
 	b.denseMLP(l)
 }
+
+// GGUFArch: llama.cpp's name of Qwen2 and Qwen2.5.
+func (qwen2) GGUFArch() string { return "qwen2" }
+
+func (qwen2) ggufConfig(GGUFMeta, *ggufFields) error { return nil }
+
+// GGUFTensor: llama.cpp stores Qwen2's tensors as the checkpoint has them.
+func (qwen2) GGUFTensor(c *format.Config, t *Tensor) GGUFSource {
+	return GGUFSource{Name: ggufName(c, t, ggufLayerNames)}
+}

@@ -25,3 +25,17 @@ func (qwen3) BuildLayer(b *Builder, l int) {
 	b.attention(l)
 	b.denseMLP(l)
 }
+
+// GGUFArch: llama.cpp's name of dense Qwen3.
+func (qwen3) GGUFArch() string { return "qwen3" }
+
+// ggufConfig: q/k/v biases when the file has them (attention_bias).
+func (qwen3) ggufConfig(m GGUFMeta, f *ggufFields) error {
+	f.set("attention_bias", f.has("blk.0.attn_q.bias"), "the presence of tensor \"blk.0.attn_q.bias\"")
+	return nil
+}
+
+// GGUFTensor: llama.cpp stores Qwen3's tensors as the checkpoint has them.
+func (qwen3) GGUFTensor(c *format.Config, t *Tensor) GGUFSource {
+	return GGUFSource{Name: ggufName(c, t, ggufLayerNames)}
+}

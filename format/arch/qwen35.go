@@ -2,6 +2,7 @@ package arch
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/qwenc/qwenc/format"
@@ -236,4 +237,122 @@ func (a qwen35) BuildLayer(b *Builder, l int) {
 		return
 	}
 	b.moeMLP(l)
+}
+
+// GGUFArch: llama.cpp's names, qwen35 and qwen35moe.
+func (a qwen35) GGUFArch() string {
+	if a.moe {
+		return "qwen35moe"
+	}
+	return "qwen35"
+}
+
+// ggufConfig reads the hybrid keys (design note qwen35.md, section 8):
+// block_count counts the MTP layers (nextn_predict_layers), which follow
+// the main ones; a layer with attn_qkv is a Gated DeltaNet one, the
+// others full attention; the DeltaNet's heads and widths are the ssm.*
+// keys, and the rotated dimensions rope.dimension_count.
+func (a qwen35) ggufConfig(m GGUFMeta, f *ggufFields) error {
+	blocks, err := f.layers()
+	if err != nil {
+		return err
+	}
+	layers := blocks
+	if n, ok, err := f.number("nextn_predict_layers"); err != nil {
+		return err
+	} else if ok && n > 0 {
+		layers = blocks - int(n)
+		f.set("mtp_num_hidden_layers", n, f.key("nextn_predict_layers"))
+		f.set("num_hidden_layers", layers, f.key("block_count")+" - "+f.key("nextn_predict_layers"))
+		if layers < 1 {
+			return fmt.Errorf("key %q = %d leaves no layer before the %v MTP layers", f.key("block_count"), blocks, n)
+		}
+	}
+	f.copy("linear_num_key_heads", "ssm.group_count")
+	f.copy("linear_num_value_heads", "ssm.time_step_rank")
+	f.copy("linear_key_head_dim", "ssm.state_size")
+	f.copy("linear_conv_kernel_dim", "ssm.conv_kernel")
+	if err := f.ratio("linear_value_head_dim", "ssm.inner_size", "ssm.time_step_rank"); err != nil {
+		return err
+	}
+	if _, ok, _ := f.number("rope.dimension_count"); ok {
+		if err := f.ratio("partial_rotary_factor", "rope.dimension_count", "attention.key_length"); err != nil {
+			return err
+		}
+	}
+	types := make([]string, layers)
+	for l := range types {
+		types[l] = "full_attention"
+		if f.has(fmt.Sprintf("blk.%d.attn_qkv.weight", l)) {
+			types[l] = "linear_attention"
+		}
+	}
+	f.set("layer_types", types, "the layers with a tensor \"blk.N.attn_qkv.weight\"")
+	f.set("attention_bias", f.has("blk.0.attn_q.bias"), "the presence of tensor \"blk.0.attn_q.bias\"")
+	if a.moe {
+		f.copy("num_experts", "expert_count")
+		f.copy("num_experts_per_tok", "expert_used_count")
+		f.copy("moe_intermediate_size", "expert_feed_forward_length")
+		f.copy("shared_expert_intermediate_size", "expert_shared_feed_forward_length")
+	}
+	return nil
+}
+
+// qwen35LayerNames are the GGUF names of Qwen3.5's layer sections.
+var qwen35LayerNames = func() map[string]string {
+	m := maps.Clone(ggufLayerNames)
+	maps.Copy(m, map[string]string{
+		"post_attention_layernorm": "post_attention_norm.weight",
+		"q_gate":                   "attn_q.weight", // the query's rows and the gate's, interleaved by head
+		"in_proj_qkv":              "attn_qkv.weight", "in_proj_z": "attn_gate.weight",
+		"in_proj_b": "ssm_beta.weight", "in_proj_a": "ssm_alpha.weight",
+		"conv1d": "ssm_conv1d.weight", "ssm_a": "ssm_a", "dt_bias": "ssm_dt.bias",
+		"linear_norm": "ssm_norm.weight", "out_proj": "ssm_out.weight",
+		"shared.gate_proj": "ffn_gate_shexp.weight", "shared.up_proj": "ffn_up_shexp.weight",
+		"shared.down_proj": "ffn_down_shexp.weight", "shared.gate": "ffn_gate_inp_shexp.weight",
+	})
+	return m
+}()
+
+// GGUFTensor undoes what llama.cpp's converter did (qwen35.md, section
+// 8): the norms are stored as 1 + w and ssm_a as -exp(A_log) already, as
+// the file needs them, and the convolution as [channels, kernel]; the
+// value heads of the DeltaNet, moved from the checkpoint's grouped order
+// to a tiled one when there are more value heads than key heads, are put
+// back in every tensor they index (the V rows of attn_qkv and of the
+// convolution, attn_gate's rows, ssm_beta's, ssm_alpha's, ssm_a's and
+// ssm_dt's, ssm_out's columns). attn_q holds each head's query and gate
+// rows as q_proj does, and nextn.eh_proj is mtp.fc: both split as from
+// the checkpoint.
+func (a qwen35) GGUFTensor(c *format.Config, t *Tensor) GGUFSource {
+	mtp := func(n string) string { return fmt.Sprintf("blk.%d.nextn.%s.weight", c.Layers, n) }
+	src := GGUFSource{Name: ggufName(c, t, qwen35LayerNames)}
+	switch t.Role {
+	case "q_proj", "q_gate":
+		src.Transform = a.Transform(c, t)
+	case "mtp.fc_e", "mtp.fc_h":
+		src.Name, src.Transform = mtp("eh_proj"), a.Transform(c, t)
+	case "mtp.pre_fc_norm_embedding":
+		src.Name = mtp("enorm")
+	case "mtp.pre_fc_norm_hidden":
+		src.Name = mtp("hnorm")
+	case "mtp.norm":
+		src.Name = mtp("shared_head_norm")
+	}
+	hy := &c.Hybrid
+	if hy.ValueHeads == hy.KeyHeads || hy.KeyHeads == 0 {
+		return src
+	}
+	perm, nv, dv := TiledFromGrouped(hy.KeyHeads, hy.ValueHeads), hy.ValueHeads, hy.ValueDim
+	switch t.Role {
+	case "in_proj_qkv", "conv1d":
+		src.Transform.Row = HeadRows(2*hy.KeyHeads*hy.KeyDim, nv, dv, perm)
+	case "in_proj_z":
+		src.Transform.Row = HeadRows(0, nv, dv, perm)
+	case "in_proj_b", "in_proj_a", "ssm_a", "dt_bias":
+		src.Transform.Row = HeadRows(0, nv, 1, perm)
+	case "out_proj":
+		src.Transform.Col = HeadRows(0, nv, dv, perm)
+	}
+	return src
 }

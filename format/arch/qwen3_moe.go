@@ -71,3 +71,40 @@ func (qwen3MoE) BuildLayer(b *Builder, l int) {
 		b.denseMLP(l)
 	}
 }
+
+// GGUFArch: llama.cpp's name of Qwen3-MoE.
+func (qwen3MoE) GGUFArch() string { return "qwen3moe" }
+
+// ggufConfig reads the experts' keys. A layer without a router
+// (blk.N.ffn_gate_inp.weight) is dense, as mlp_only_layers says; the
+// routing weights are renormalised unless expert_weights_norm says not,
+// as llama.cpp's qwen3moe always does.
+func (qwen3MoE) ggufConfig(m GGUFMeta, f *ggufFields) error {
+	attention := qwen3{}
+	if err := attention.ggufConfig(m, f); err != nil {
+		return err
+	}
+	f.copy("num_experts", "expert_count")
+	f.copy("num_experts_per_tok", "expert_used_count")
+	f.copy("moe_intermediate_size", "expert_feed_forward_length")
+	f.set("norm_topk_prob", true, "llama.cpp's qwen3moe")
+	f.copy("norm_topk_prob", "expert_weights_norm")
+	layers, err := f.layers()
+	if err != nil {
+		return err
+	}
+	dense := []int{}
+	for l := range layers {
+		if !f.has(fmt.Sprintf("blk.%d.ffn_gate_inp.weight", l)) {
+			dense = append(dense, l)
+		}
+	}
+	f.set("mlp_only_layers", dense, "the layers without a tensor \"blk.N.ffn_gate_inp.weight\"")
+	return nil
+}
+
+// GGUFTensor: llama.cpp stores Qwen3-MoE's tensors as the checkpoint has
+// them, each kind of expert matrix stacked in one tensor.
+func (qwen3MoE) GGUFTensor(c *format.Config, t *Tensor) GGUFSource {
+	return GGUFSource{Name: ggufName(c, t, ggufLayerNames)}
+}

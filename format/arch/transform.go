@@ -130,6 +130,14 @@ func GroupedToTiled(nk, nv int) func(head int) int {
 	return func(j int) int { return (j%nk)*r + j/nk }
 }
 
+// TiledFromGrouped is GroupedToTiled's inverse: it maps a value head of
+// the checkpoint's grouped order to its position in llama.cpp's tiled
+// order, where an importer of a GGUF reads it.
+func TiledFromGrouped(nk, nv int) func(head int) int {
+	r := nv / nk
+	return func(h int) int { return (h%r)*nk + h/r }
+}
+
 // HeadRows applies a head permutation to a run of rows (or columns):
 // those in [offset, offset + heads*headDim) move by head, perm giving for
 // each head of the result the head it comes from; the others stay. The

@@ -112,10 +112,19 @@ func (reg *testRegistry) onBlobGet(blob v1.Hash, wrap func(http.ResponseWriter) 
 func opts() oci.Options { return oci.Options{Keychain: authn.NewMultiKeychain()} }
 
 // tinyModel compiles a random-weight model of a few hundred KB.
-func tinyModel(t *testing.T, typ format.DType) string {
+func tinyModel(t *testing.T, typ format.DType) string { return tinyModelOf(t, "qwen3", typ) }
+
+// tinyModelOf compiles a small model of the architecture: qwen3, or the
+// hybrid qwen3_5 (DeltaNet layers with an MTP block).
+func tinyModelOf(t *testing.T, modelType string, typ format.DType) string {
 	t.Helper()
 	s := synth.Shape{ModelType: "qwen3", Hidden: 64, Intermediate: 128, Layers: 2, Heads: 2, KVHeads: 1, HeadDim: 32,
 		Vocab: 270, MaxPositions: 96, Tied: true, DType: "BF16", Seed: 5, EOS: synth.MiniEOS}
+	if modelType == "qwen3_5" {
+		s.ModelType, s.Layers = modelType, 4
+		s.Qwen35 = synth.Qwen35{FullAttentionInterval: 4, LinearKeyHeads: 2, LinearValueHeads: 4, LinearKeyHeadDim: 16, LinearValueHeadDim: 16,
+			ConvKernel: 4, PartialRotaryFactor: 0.25, MTPLayers: 1}
+	}
 	return synthtest.CompileAs(t, s, 8, typ)
 }
 
@@ -166,11 +175,15 @@ func rawManifest(t *testing.T, reg *testRegistry, repo, ref string) ([]byte, str
 // file, and the header's figures as annotations.
 func TestPushPullRoundTrip(t *testing.T) {
 	reg := newRegistry(t)
-	for _, typ := range []format.DType{format.F16, format.Q4} {
-		t.Run(typ.String(), func(t *testing.T) {
-			file := tinyModel(t, typ)
+	for _, c := range []struct {
+		arch string
+		typ  format.DType
+	}{{"qwen3", format.F16}, {"qwen3", format.Q4}, {"qwen3_5", format.Q8}} {
+		typ := c.typ
+		t.Run(c.arch+"-"+typ.String(), func(t *testing.T) {
+			file := tinyModelOf(t, c.arch, typ)
 			st, _ := os.Stat(file)
-			ref := reg.host + "/models/tiny:" + typ.String()
+			ref := reg.host + "/models/tiny:" + c.arch + "-" + typ.String()
 			pushed, err := oci.Push(context.Background(), file, ref, opts())
 			if err != nil {
 				t.Fatal(err)
@@ -179,7 +192,7 @@ func TestPushPullRoundTrip(t *testing.T) {
 				t.Errorf("pushed blob %s (%d bytes), the file is sha256:%s (%d bytes)", pushed.Blob, pushed.Size, sha256Hex(t, file), st.Size())
 			}
 
-			raw, ctype := rawManifest(t, reg, "models/tiny", typ.String())
+			raw, ctype := rawManifest(t, reg, "models/tiny", c.arch+"-"+typ.String())
 			if ctype != "application/vnd.oci.image.manifest.v1+json" {
 				t.Errorf("manifest Content-Type %q", ctype)
 			}
@@ -189,7 +202,7 @@ func TestPushPullRoundTrip(t *testing.T) {
 			if err := schema.ValidatorMediaTypeManifest.Validate(bytes.NewReader(raw)); err != nil {
 				t.Errorf("the image spec's schema refuses the manifest: %v\n%s", err, raw)
 			}
-			checkArtifactManifest(t, raw, file, typ)
+			checkArtifactManifest(t, raw, file, c.arch, typ)
 
 			cache := oci.Cache{Dir: t.TempDir()}
 			pulled, err := oci.Pull(context.Background(), "oci://"+ref, cache, opts())
@@ -221,7 +234,7 @@ func TestPushPullRoundTrip(t *testing.T) {
 
 // checkArtifactManifest holds raw to the image spec 1.1's rules for an
 // artifact, field by field (the schema leaves most of them open).
-func checkArtifactManifest(t *testing.T, raw []byte, file string, typ format.DType) {
+func checkArtifactManifest(t *testing.T, raw []byte, file, modelType string, typ format.DType) {
 	t.Helper()
 	type desc struct {
 		MediaType   string            `json:"mediaType"`
@@ -270,7 +283,7 @@ func checkArtifactManifest(t *testing.T, raw []byte, file string, typ format.DTy
 	rep := format.Report(f.Header)
 	for k, want := range map[string]string{
 		oci.AnnotationTitle:         filepath.Base(file),
-		oci.AnnotationArchitecture:  "qwen3",
+		oci.AnnotationArchitecture:  modelType,
 		oci.AnnotationWeightType:    typ.String(),
 		oci.AnnotationParameters:    strconv.FormatUint(rep.Parameters, 10),
 		oci.AnnotationContext:       "96",

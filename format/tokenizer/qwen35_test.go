@@ -48,6 +48,9 @@ func TestQwen35Vocabulary(t *testing.T) {
 	if v.Pretokenizer != Qwen35 || len(v.Tokens) != 248044 || len(v.Added) != 33 {
 		t.Fatalf("pre-tokenizer %v, %d tokens, %d added; want qwen3.5, 248044, 33", v.Pretokenizer, len(v.Tokens), len(v.Added))
 	}
+	// A GGUF of it, whose tokenizer.ggml.pre is llama.cpp's "qwen35",
+	// gives the same vocabulary.
+	ggmlAsHF(t, ggmlFromHF(t, tj, 248320, "qwen35", v), v)
 	blob, err := v.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)

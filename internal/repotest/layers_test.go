@@ -31,6 +31,8 @@ var layers = []struct {
 	{"kernels", []string{"format/wtype"}},
 	{"format", []string{"format/wtype"}},
 	{"format/tokenizer", nil},
+	{"format/ggml", nil},
+	{"format/gguf", []string{"format/ggml"}},
 	{"format/graph", []string{"format", "format/wtype", "kernels"}},
 	{"format/arch", []string{"format", "format/graph", "format/wtype"}},
 	{"format/chat", []string{"format/tokenizer"}},
@@ -49,7 +51,7 @@ var layers = []struct {
 	{"cmd/internal/pullcache", []string{"format/oci"}},
 	{"cmd/internal/modelflags", []string{"qwen", "cmd/internal/pullcache", "format", "format/oci", "kernels"}},
 	{"cmd/internal/terminal", []string{"qwen", "cmd/internal/report", "format/chat", "runtime/sampling", "internal/cliutil", "internal/fsutil"}},
-	{"cmd/qwenc", []string{"compiler", "format", "format/...", "cmd/internal/pullcache", "internal/cliutil"}},
+	{"cmd/qwenc", []string{"compiler", "format", "format/...", "kernels", "runtime/infer", "runtime/perplexity", "cmd/internal/pullcache", "internal/cliutil"}},
 	{"cmd/qwenrun", []string{"qwen", "qwen/...", "cmd/internal/report", "cmd/internal/modelflags", "cmd/internal/terminal", "format", "format/...", "kernels", "runtime/...", "internal/cliutil", "internal/fsutil"}},
 	{"cmd/qwengen", []string{"internal/synth"}},
 	// Helpers of the commands and the tests: leaves, or tools on them.

@@ -33,7 +33,13 @@ type refCase struct {
 }
 
 func loadReference(t *testing.T, model string) []refCase {
-	b, err := os.ReadFile(testmodel.Testdata(t, model, "expected", "reference.json"))
+	return readReference(t, testmodel.Testdata(t, model, "expected"))
+}
+
+// readReference reads the cases of a reference directory (a model's
+// expected/).
+func readReference(t *testing.T, dir string) []refCase {
+	b, err := os.ReadFile(filepath.Join(dir, "reference.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,75 +127,85 @@ func argmax(x []float32) (int, float32) {
 // run the short prompts (their kernels have their own exhaustive tests).
 func TestReferenceLogits(t *testing.T) {
 	for _, name := range []string{"tiny-a", "tiny-q2b", "tiny-moe-a", "tiny-moe-b", "qwen3-go-demo", "tiny-q35", "tiny-q35-moe", "qwen35-go-demo"} {
-		path := compileBundled(t, name)
-		cases := loadReference(t, name)
-		for _, kp := range kernels.SupportedPaths() {
-			m := openModel(t, path, kp, 2)
-			var worst float64
-			full := kp == kernels.Detect()
-			for _, c := range cases {
-				if !full && len(c.PromptIDs) > 64 {
-					continue // long prompts and token-by-token runs on the main path only
+		checkReference(t, name, compileBundled(t, name), testmodel.Testdata(t, name, "expected"), 0.05)
+	}
+}
+
+// checkReference runs the cases of the reference in dir (a model's
+// expected/) on the compiled model at path (label names it in errors):
+// on every kernel path, the full last-position row within tol, the
+// greedy continuation up to the first step whose margin is under tol,
+// and on the fastest path, token by token, every listed position's
+// top logits within tol and its argmax where the margin exceeds tol.
+func checkReference(t *testing.T, label, path, dir string, tol float64) {
+	t.Helper()
+	cases := readReference(t, dir)
+	for _, kp := range kernels.SupportedPaths() {
+		m := openModel(t, path, kp, 2)
+		var worst float64
+		full := kp == kernels.Detect()
+		for _, c := range cases {
+			if !full && len(c.PromptIDs) > 64 {
+				continue // long prompts and token-by-token runs on the main path only
+			}
+			s, _ := m.NewSession(0)
+			logits, err := s.Feed(c.PromptIDs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := readF32(t, filepath.Join(dir, c.LastLogitsFile))
+			var maxErr float64
+			for i := range want {
+				maxErr = max(maxErr, math.Abs(float64(logits[i]-want[i])))
+			}
+			worst = max(worst, maxErr)
+			if maxErr > tol {
+				t.Errorf("%s/%s/%s: last-position logits max error %.4f > %g", label, kp, c.Name, maxErr, tol)
+			}
+			// Greedy continuation (a few steps off the main path).
+			greedy := c.Greedy
+			if !full {
+				greedy = greedy[:min(4, len(greedy))]
+			}
+			for step, wantID := range greedy {
+				id, _ := argmax(logits)
+				if int32(id) != wantID {
+					if c.GreedyMargins[step] > tol {
+						t.Errorf("%s/%s/%s: greedy step %d = %d, want %d (margin %.3f)", label, kp, c.Name, step, id, wantID, c.GreedyMargins[step])
+					}
+					break
 				}
-				s, _ := m.NewSession(0)
-				logits, err := s.Feed(c.PromptIDs)
+				if logits, err = s.Feed([]int32{wantID}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Listed positions, token by token through the decode path.
+			if !full {
+				continue
+			}
+			s2, _ := m.NewSession(0)
+			for pos, id := range c.PromptIDs {
+				l, err := s2.Feed([]int32{id})
 				if err != nil {
 					t.Fatal(err)
 				}
-				want := readF32(t, testmodel.Testdata(t, name, "expected", c.LastLogitsFile))
-				var maxErr float64
-				for i := range want {
-					maxErr = max(maxErr, math.Abs(float64(logits[i]-want[i])))
-				}
-				worst = max(worst, maxErr)
-				if maxErr > 0.05 {
-					t.Errorf("%s/%s/%s: last-position logits max error %.4f > 0.05", name, kp, c.Name, maxErr)
-				}
-				// Greedy continuation (a few steps off the main path).
-				greedy := c.Greedy
-				if !full {
-					greedy = greedy[:min(4, len(greedy))]
-				}
-				for step, wantID := range greedy {
-					id, _ := argmax(logits)
-					if int32(id) != wantID {
-						if c.GreedyMargins[step] > 0.05 {
-							t.Errorf("%s/%s/%s: greedy step %d = %d, want %d (margin %.3f)", name, kp, c.Name, step, id, wantID, c.GreedyMargins[step])
-						}
-						break
+				for _, p := range c.Positions {
+					if p.Pos != pos {
+						continue
 					}
-					if logits, err = s.Feed([]int32{wantID}); err != nil {
-						t.Fatal(err)
+					got, _ := argmax(l)
+					if margin := p.Top[0][1] - p.Top[1][1]; int32(got) != int32(p.Top[0][0]) && margin > tol {
+						t.Errorf("%s/%s/%s: position %d argmax %d, want %d (margin %.3f)", label, kp, c.Name, pos, got, int(p.Top[0][0]), margin)
 					}
-				}
-				// Listed positions, token by token through the decode path.
-				if !full {
-					continue
-				}
-				s2, _ := m.NewSession(0)
-				for pos, id := range c.PromptIDs {
-					l, err := s2.Feed([]int32{id})
-					if err != nil {
-						t.Fatal(err)
-					}
-					for _, p := range c.Positions {
-						if p.Pos != pos {
-							continue
-						}
-						got, _ := argmax(l)
-						if margin := p.Top[0][1] - p.Top[1][1]; int32(got) != int32(p.Top[0][0]) && margin > 0.05 {
-							t.Errorf("%s/%s/%s: position %d argmax %d, want %d (margin %.3f)", name, kp, c.Name, pos, got, int(p.Top[0][0]), margin)
-						}
-						for _, tv := range p.Top {
-							if d := math.Abs(float64(l[int(tv[0])]) - tv[1]); d > 0.05 {
-								t.Errorf("%s/%s/%s: position %d logit of %d off by %.4f", name, kp, c.Name, pos, int(tv[0]), d)
-							}
+					for _, tv := range p.Top {
+						if d := math.Abs(float64(l[int(tv[0])]) - tv[1]); d > tol {
+							t.Errorf("%s/%s/%s: position %d logit of %d off by %.4f", label, kp, c.Name, pos, int(tv[0]), d)
 						}
 					}
 				}
 			}
-			t.Logf("%s, %s kernels: worst last-position logit error %.5f", name, kp, worst)
 		}
+		t.Logf("%s, %s kernels: worst last-position logit error %.5f", label, kp, worst)
 	}
 }
 

@@ -1,0 +1,89 @@
+package compiler
+
+import (
+	"fmt"
+
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/arch"
+)
+
+// A source is what the compiler reads a model from: a Hugging Face
+// checkpoint (Checkpoint) or a GGUF file (ggufSource). Both give the
+// model's configuration, chat template and tokenizer, and for each
+// section of the file the tensors its values come from, read on demand
+// by byte ranges, never all at once.
+type source interface {
+	// describe reads the model's configuration, generation defaults and
+	// chat template; archs are the architectures to know.
+	describe(archs arch.Registry) (*model, error)
+	// tensors finds the tensors section t is made of (one, or one per
+	// expert), checked against its shape, and the transform from their
+	// values to the section's.
+	tensors(a arch.Arch, c *format.Config, t *arch.Tensor) ([]*TensorInfo, arch.Transform, error)
+	// tokenizer encodes the binary tokenizer section. It runs beside
+	// the weights' writing; vocab is the config's vocabulary.
+	tokenizer(vocab int) tokenizerResult
+	// readAt reads bytes of a tensor's data from byte off of it.
+	readAt(t *TensorInfo, p []byte, off int64) error
+	// notes are what the compile left out or changed, for the user.
+	notes() []string
+	close()
+}
+
+// model is what a source says about the model beside its tensors.
+type model struct {
+	cfg              format.Config
+	arch             arch.Arch
+	gen              format.Generation
+	template, family string // the Jinja chat template and its format's name
+	// ggml says the tensors are a GGUF's, whose types the weight types
+	// may follow (Options.Type unset) and whose conversion is measured.
+	ggml bool
+}
+
+// describe reads config.json, generation_config.json and
+// tokenizer_config.json's chat template.
+func (ck *Checkpoint) describe(archs arch.Registry) (*model, error) {
+	cfg, err := archs.ParseConfig(ck.ConfigJSON)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ck.file("config.json"), err)
+	}
+	m := &model{cfg: cfg}
+	if m.arch, err = archs.For(cfg.ModelType); err != nil {
+		return nil, fmt.Errorf("%s: %w", ck.file("config.json"), err)
+	}
+	if err := setEmbedding(ck, &m.cfg); err != nil {
+		return nil, err
+	}
+	if m.gen, err = parseGeneration(ck.GenerationJSON, cfg.Vocab); err != nil {
+		return nil, fmt.Errorf("%s: %w", ck.file("generation_config.json"), err)
+	}
+	if m.template, m.family, err = chatTemplate(ck.TokenizerConfig); err != nil {
+		return nil, fmt.Errorf("%s: %w", ck.file("tokenizer_config.json"), err)
+	}
+	return m, nil
+}
+
+// tensors finds a section's checkpoint tensors by their Hugging Face
+// names, through the architecture's transform.
+func (ck *Checkpoint) tensors(a arch.Arch, c *format.Config, t *arch.Tensor) ([]*TensorInfo, arch.Transform, error) {
+	tr := a.Transform(c, t)
+	if err := tr.Check(t); err != nil {
+		return nil, tr, err
+	}
+	srcs, err := checkpointTensors(ck, t, &tr)
+	return srcs, tr, err
+}
+
+func (ck *Checkpoint) tokenizer(vocab int) tokenizerResult { return encodeTokenizer(ck, vocab) }
+
+func (ck *Checkpoint) readAt(t *TensorInfo, p []byte, off int64) error { return ck.ReadAt(t, p, off) }
+
+func (ck *Checkpoint) notes() []string {
+	if ck.Vision > 0 {
+		return []string{fmt.Sprintf("the vision tower (%d tensors) is kept out: image input is not supported yet", ck.Vision)}
+	}
+	return nil
+}
+
+func (ck *Checkpoint) close() { ck.Close() }
