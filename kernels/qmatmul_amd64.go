@@ -53,16 +53,16 @@ func gemmQ4BWM4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 func gemmQ4BWM5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 //go:noescape
-func gemmQ8AVX2M1(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+func gemmQ8AVX2H2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 //go:noescape
-func gemmQ8AVX2M2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+func gemmQ8AVX2H3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 //go:noescape
-func gemmQ8AVX2M3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+func gemmQ8AVX2H4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 //go:noescape
-func gemmQ8AVX2M4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+func gemmQ8AVX2H5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 //go:noescape
 func gemmQ4AVX2M1(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
@@ -155,9 +155,10 @@ func gemmQ4VNNIH4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 func gemmQ4VNNIH5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 // qKernelSet is one path's kernels for one weight type, indexed by the
-// block's token count; on AVX2 each call covers 8 rows, and q4's high
-// nibbles (rows 16..31) have kernels of their own, but a single token (a
-// decode step) takes a kernel of its own over the whole tile. With VNNI,
+// block's token count; on AVX2 each call covers 8 rows (q8: 16), and q4's
+// high nibbles (rows 16..31) have kernels of their own, but a single token
+// (a decode step) takes a kernel of its own over the whole tile (so q8's
+// set has no byM[1]). With VNNI,
 // 2 to 12 tokens take half-tile kernels (16 rows at a time, so all of
 // them in one pass over the weights); they too cover the whole tile in
 // one call.
@@ -183,7 +184,7 @@ type qArch [AVX512VNNI + 1]qKernelSet
 
 var (
 	q8Kernels = qArch{
-		AVX2:   {rows: 8, byM: []qKernel{nil, gemmQ8AVX2M1, gemmQ8AVX2M2, gemmQ8AVX2M3, gemmQ8AVX2M4}, tile1: gemmQ8AVX2Tile},
+		AVX2:   {rows: 16, byM: []qKernel{nil, nil, gemmQ8AVX2H2, gemmQ8AVX2H3, gemmQ8AVX2H4, gemmQ8AVX2H5}, tile1: gemmQ8AVX2Tile},
 		AVX512: {rows: 32, byM: []qKernel{nil, gemmQ8BWM1, gemmQ8BWM2, gemmQ8BWM3, gemmQ8BWM4}},
 		AVX512VNNI: {rows: 32, byM: []qKernel{nil, gemmQ8VNNIM1, gemmQ8VNNIH2, gemmQ8VNNIH3, gemmQ8VNNIH4, gemmQ8VNNIH5, gemmQ8VNNIH6,
 			gemmQ8VNNIH7, gemmQ8VNNIH8, gemmQ8VNNIH9, gemmQ8VNNIH10, gemmQ8VNNIH11, gemmQ8VNNIH12}},

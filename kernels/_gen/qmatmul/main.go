@@ -5,7 +5,7 @@
 //
 //	go run . -out ../../qmatmul_amd64.s
 //
-// Every product kernel computes, for one tile (32 rows; 8 rows per call on
+// Every product kernel computes, for one tile (32 rows; 8 or 16 rows per call on
 // AVX2) and m token rows, over nb blocks of 32 columns:
 //
 //	dst[i*ldy + r] = sum_b (int32 dot of block b) * (scales) ...
@@ -15,7 +15,7 @@
 //
 //	func(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 //
-// (ldy in floats, ldx in bytes; pass selects the 8 rows of an AVX2 call).
+// (ldy in floats, ldx in bytes; pass selects the rows of an AVX2 call).
 package main
 
 import (
@@ -49,7 +49,9 @@ const (
 	maxBWQ8 = 4
 	maxBWQ4 = 5
 	maxAVX2 = 4
-	maxHalf = 12
+	// maxAVX2Q8: the q8 half-tile kernels keep their float sums in dst.
+	maxAVX2Q8 = 5
+	maxHalf   = 12
 )
 
 // prefetchDist is how far ahead (bytes) the one-token kernels prefetch
@@ -74,9 +76,11 @@ func main() {
 			q4half(m)
 		}
 		for m := 1; m <= maxAVX2; m++ {
-			q8avx2(m)
 			q4avx2(m, false)
 			q4avx2(m, true)
+		}
+		for m := 2; m <= maxAVX2Q8; m++ {
+			q8avx2Half(m)
 		}
 		q8avx2Tile()
 		q4avx2Tile()
@@ -92,6 +96,9 @@ func constants() {
 	emit.Data("qsign", 0x80808080)             // offset of the q8 values
 	emit.Data("qones", 0x00010001)             // int16 ones, for VPMADDWD
 	emit.Data("qperm", 0, 4, 1, 5, 2, 6, 3, 7) // VPACKSS* lane order back to memory order
+	// Whole-register copies, for memory operands where registers run out.
+	emit.Data("qsign8", 0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x80808080)
+	emit.Data("qones8", 0x00010001, 0x00010001, 0x00010001, 0x00010001, 0x00010001, 0x00010001, 0x00010001, 0x00010001)
 	emit.End()
 }
 
@@ -698,51 +705,89 @@ func q4half(m int) {
 	ret()
 }
 
-// q8avx2 emits gemmQ8AVX2M<m>: 8 rows (pass p: rows 8p..8p+7) of one q8
-// tile x m tokens, with AVX2's VPSIGNB moving each activation's sign onto
-// the signed values, then VPMADDUBSW and VPMADDWD.
-func q8avx2(m int) {
-	name := fmt.Sprintf("gemmQ8AVX2M%d", m)
-	header(name, m, "Rows 8*pass .. 8*pass+7 of one q8 tile x m token rows over nb blocks.")
-	// Y0 values, Y1 x, Y2 |x|, Y3 products, Y4 int16 ones, Y5 0x80, Y6
-	// scales, Y7 temp; int sums Y8.., float sums Y12...
-	iacc := func(i int) string { return fmt.Sprintf("Y%d", 8+i) }
-	facc := func(i, _ int) string { return fmt.Sprintf("Y%d", 12+i) }
+// q8avx2Half emits gemmQ8AVX2H<m>: 16 rows (pass p: rows 16p..16p+15)
+// of one q8 tile x m tokens, m >= 2. Exact int8 products on AVX2 take four
+// instructions per 32 multiply-adds whatever the trick (VPSIGNB, VPMADDUBSW,
+// VPMADDWD, VPADDD here; the nibble split or widening to int16 cost the
+// same), so what is left to win is the work around them: the activation's
+// broadcast and VPABSB serve two weight registers (16 rows), a weight
+// register's load and XOR serve m tokens, and the float sums live in dst
+// (read and written once a block) so the int sums of 5 tokens fit in the
+// 16 registers. The first group of a block writes the int sums, saving
+// their zeroing.
+func q8avx2Half(m int) {
+	name := fmt.Sprintf("gemmQ8AVX2H%d", m)
+	header(name, m, "Rows 16*pass .. 16*pass+15 of one q8 tile x m token rows over nb blocks.")
+	// Y0, Y1 values (rows 16p.., 16p+8..), Y2 x, Y3 |x|, Y4 products;
+	// int sums Y5.. (token i, rows half j: Y5+2i+j). At a block's end Y0,
+	// Y1 take the scales and Y2 d(x) times them.
+	iacc := func(i, j int) string { return fmt.Sprintf("Y%d", 5+2*i+j) }
+	// dst row i: DX, (DX)(R13*1), (DX)(R13*2), then from R11 = DX + 3*R13.
+	dst := func(i, off int) string {
+		switch i {
+		case 0:
+			return fmt.Sprintf("%d(DX)", off)
+		case 1, 2:
+			return fmt.Sprintf("%d(DX)(R13*%d)", off, i)
+		}
+		if i == 3 {
+			return fmt.Sprintf("%d(R11)", off)
+		}
+		return fmt.Sprintf("%d(R11)(R13*1)", off)
+	}
+	if m > 5 {
+		panic("q8avx2Half: dst rows past 4 need another base")
+	}
 	p("MOVQ pass+48(FP), R8")
-	p("MOVQ R8, R11")
-	p("SHLQ $5, R8")  // values: 32 bytes per pass
-	p("SHLQ $4, R11") // scales: 16 bytes per pass
-	p("VPBROADCASTD qones<>(SB), Y4")
-	p("VPBROADCASTD qsign<>(SB), Y5")
+	p("SHLQ $5, R8") // scales: 32 bytes per pass; values at twice that
+	p("MOVQ dst+0(FP), DX")
+	p("MOVQ ldy+8(FP), R13")
+	p("SHLQ $2, R13")
+	p("LEAQ (DX)(R13*2), R11")
+	p("ADDQ R13, R11")
+	p("VXORPS Y0, Y0, Y0")
 	for i := 0; i < m; i++ {
-		p("VXORPS %s, %s, %s", facc(i, 0), facc(i, 0), facc(i, 0))
+		p("VMOVUPS Y0, %s", dst(i, 0))
+		p("VMOVUPS Y0, %s", dst(i, 32))
 	}
 	loop := name + "loop"
 	label(loop)
-	for i := 0; i < m; i++ {
-		p("VPXOR %s, %s, %s", iacc(i), iacc(i), iacc(i))
-	}
 	for g := 0; g < 8; g++ {
-		p("VMOVDQU %d(SI)(R8*1), Y0", 64+128*g)
-		p("VPXOR Y5, Y0, Y0")
+		for j := 0; j < 2; j++ {
+			p("VMOVDQU %d(SI)(R8*2), Y%d", 64+128*g+32*j, j)
+			p("VPXOR qsign8<>(SB), Y%d, Y%d", j, j)
+		}
 		for i := 0; i < m; i++ {
-			p("VPBROADCASTD %s, Y1", x(i, 16+4*g))
-			p("VPABSB Y1, Y2")
-			p("VPSIGNB Y1, Y0, Y3")
-			p("VPMADDUBSW Y3, Y2, Y3")
-			p("VPMADDWD Y4, Y3, Y3")
-			p("VPADDD Y3, %s, %s", iacc(i), iacc(i))
+			p("VPBROADCASTD %s, Y2", x(i, 16+4*g))
+			p("VPABSB Y2, Y3")
+			for j := 0; j < 2; j++ {
+				p("VPSIGNB Y2, Y%d, Y4", j)
+				p("VPMADDUBSW Y4, Y3, Y4")
+				if g == 0 {
+					p("VPMADDWD qones8<>(SB), Y4, %s", iacc(i, j))
+					continue
+				}
+				p("VPMADDWD qones8<>(SB), Y4, Y4")
+				p("VPADDD Y4, %s, %s", iacc(i, j), iacc(i, j))
+			}
 		}
 	}
-	p("VCVTPH2PS (SI)(R11*1), Y6")
+	p("VCVTPH2PS (SI)(R8*1), Y0")
+	p("VCVTPH2PS 16(SI)(R8*1), Y1")
 	for i := 0; i < m; i++ {
-		p("VBROADCASTSS %s, Y7", x(i, 0))
-		p("VMULPS Y6, Y7, Y7")
-		p("VCVTDQ2PS %s, %s", iacc(i), iacc(i))
-		p("VFMADD231PS Y7, %s, %s", iacc(i), facc(i, 0))
+		p("VBROADCASTSS %s, Y2", x(i, 0))
+		for j := 0; j < 2; j++ {
+			a := iacc(i, j)
+			p("VMULPS Y%d, Y2, Y4", j)
+			p("VCVTDQ2PS %s, %s", a, a)
+			p("VFMADD213PS %s, Y4, %s", dst(i, 32*j), a)
+			p("VMOVUPS %s, %s", a, dst(i, 32*j))
+		}
 	}
 	nextBlock(q8Block, loop)
-	store(m, facc, 1, 32)
+	p("VZEROUPPER")
+	p("RET")
+	emit.End()
 }
 
 // q4avx2 emits gemmQ4AVX2M<m> (rows 0..15 of the tile, passes 0 and 1:
