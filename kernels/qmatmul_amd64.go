@@ -89,6 +89,36 @@ func gemmQ4AVX2HiM3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 func gemmQ4AVX2HiM4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 //go:noescape
+func gemmQ4AVX2M5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVX2HiM5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVX2M6(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVX2HiM6(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVX2M7(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVX2HiM7(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVX2M8(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVX2HiM8(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVX2M9(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVX2HiM9(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
 func gemmQ8VNNIH7(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 //go:noescape
@@ -190,8 +220,8 @@ var (
 			gemmQ8VNNIH7, gemmQ8VNNIH8, gemmQ8VNNIH9, gemmQ8VNNIH10, gemmQ8VNNIH11, gemmQ8VNNIH12}},
 	}
 	q4Kernels = qArch{
-		AVX2: {rows: 8, byM: []qKernel{nil, gemmQ4AVX2M1, gemmQ4AVX2M2, gemmQ4AVX2M3, gemmQ4AVX2M4},
-			byMHi: []qKernel{nil, gemmQ4AVX2HiM1, gemmQ4AVX2HiM2, gemmQ4AVX2HiM3, gemmQ4AVX2HiM4}, tile1: gemmQ4AVX2Tile},
+		AVX2: {rows: 8, byM: []qKernel{nil, gemmQ4AVX2M1, gemmQ4AVX2M2, gemmQ4AVX2M3, gemmQ4AVX2M4, gemmQ4AVX2M5, gemmQ4AVX2M6, gemmQ4AVX2M7, gemmQ4AVX2M8, gemmQ4AVX2M9},
+			byMHi: []qKernel{nil, gemmQ4AVX2HiM1, gemmQ4AVX2HiM2, gemmQ4AVX2HiM3, gemmQ4AVX2HiM4, gemmQ4AVX2HiM5, gemmQ4AVX2HiM6, gemmQ4AVX2HiM7, gemmQ4AVX2HiM8, gemmQ4AVX2HiM9}, tile1: gemmQ4AVX2Tile},
 		AVX512: {rows: 32, byM: []qKernel{nil, gemmQ4BWM1, gemmQ4BWM2, gemmQ4BWM3, gemmQ4BWM4, gemmQ4BWM5}},
 		AVX512VNNI: {rows: 32, byM: []qKernel{nil, gemmQ4VNNIM1, gemmQ4VNNIH2, gemmQ4VNNIH3, gemmQ4VNNIH4, gemmQ4VNNIH5, gemmQ4VNNIH6,
 			gemmQ4VNNIH7, gemmQ4VNNIH8, gemmQ4VNNIH9, gemmQ4VNNIH10, gemmQ4VNNIH11, gemmQ4VNNIH12}},

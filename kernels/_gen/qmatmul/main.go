@@ -48,7 +48,8 @@ var rowRegs = [6]string{"BX", "DI", "R9", "R10", "R12", "R13"}
 const (
 	maxBWQ8 = 4
 	maxBWQ4 = 5
-	maxAVX2 = 4
+	// maxAVX2Q4: the q4 kernels keep their float sums in dst.
+	maxAVX2Q4 = 9
 	// maxAVX2Q8: the q8 half-tile kernels keep their float sums in dst.
 	maxAVX2Q8 = 5
 	maxHalf   = 12
@@ -75,7 +76,7 @@ func main() {
 			q8half(m)
 			q4half(m)
 		}
-		for m := 1; m <= maxAVX2; m++ {
+		for m := 1; m <= maxAVX2Q4; m++ {
 			q4avx2(m, false)
 			q4avx2(m, true)
 		}
@@ -98,6 +99,7 @@ func constants() {
 	emit.Data("qperm", 0, 4, 1, 5, 2, 6, 3, 7) // VPACKSS* lane order back to memory order
 	// Whole-register copies, for memory operands where registers run out.
 	emit.Data("qsign8", 0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x80808080)
+	emit.Data("qnib8", 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f)
 	emit.Data("qones8", 0x00010001, 0x00010001, 0x00010001, 0x00010001, 0x00010001, 0x00010001, 0x00010001, 0x00010001)
 	emit.End()
 }
@@ -551,9 +553,9 @@ func halfHeader(name, typ string, perBlock int) {
 	p("ADDQ $%d, R13", halfPrefetchLead)
 }
 
-// halfStart loads, for the half that begins, the weights' address into
-// SI, the activation bases, the block count into CX, and DX = dst + 64*h.
-func halfStart(m, h int) {
+// halfStart loads the weights' address into SI, the activation bases
+// (xh) of m tokens, and the block count into CX.
+func halfStart(m int) {
 	p("MOVQ w+16(FP), SI")
 	p("MOVQ x+24(FP), BX")
 	p("MOVQ ldx+32(FP), R8")
@@ -620,7 +622,7 @@ func q8half(m int) {
 	iacc := func(i int) string { return fmt.Sprintf("Z%d", 3+i) }
 	facc := func(i int) string { return fmt.Sprintf("Z%d", 3+m+i) }
 	for h := 0; h < 2; h++ {
-		halfStart(m, h)
+		halfStart(m)
 		for i := 0; i < m; i++ {
 			p("VPXORD %s, %s, %s", facc(i), facc(i), facc(i))
 		}
@@ -659,7 +661,7 @@ func q4half(m int) {
 	facc := func(i int) string { return fmt.Sprintf("Z%d", 6+m+i) }
 	p("VPBROADCASTD qnib<>(SB), Z2")
 	for h := 0; h < 2; h++ {
-		halfStart(m, h)
+		halfStart(m)
 		p("MOVQ $1, DX") // blocks left in this super-block, after the first
 		for i := 0; i < m; i++ {
 			p("VPXORD %s, %s, %s", facc(i), facc(i), facc(i))
@@ -792,28 +794,57 @@ func q8avx2Half(m int) {
 
 // q4avx2 emits gemmQ4AVX2M<m> (rows 0..15 of the tile, passes 0 and 1:
 // low nibbles) or gemmQ4AVX2HiM<m> (rows 16..31, passes 2 and 3: high
-// nibbles).
+// nibbles). A block's int16 pair sums (at most 8*2*15*127) need no
+// widening before its end, so two instructions make 32 multiply-adds and
+// the rest is overhead: the weights' load and nibble mask, shared by m
+// tokens, and each token's end of block (widening, scales, the minimum's
+// term), shared by 8 groups. Past 4 tokens the float sums live in dst,
+// read and written once a block, so m goes up to maxAVX2Q4 with one
+// register a token (up to 4, registers are faster).
 func q4avx2(m int, hi bool) {
 	name := fmt.Sprintf("gemmQ4AVX2M%d", m)
 	if hi {
 		name = fmt.Sprintf("gemmQ4AVX2HiM%d", m)
 	}
-	header(name, m, "Rows 8*pass .. 8*pass+7 of one q4 tile x m token rows over nb blocks.")
-	// Y0 values, Y1 x, Y2 products, Y3 0x0F, Y4 int16 ones, Y5 block
-	// scales, Y6 block minimums, Y7 temp; int16 sums Y8.., float Y12...
-	iacc := func(i int) string { return fmt.Sprintf("Y%d", 8+i) }
-	facc := func(i, _ int) string { return fmt.Sprintf("Y%d", 12+i) }
-	p("MOVQ pass+48(FP), R11")
-	p("MOVQ R11, R8")
-	p("ANDQ $1, R8")
-	p("SHLQ $5, R8")  // the nibble bytes of rows 8p..: 32 bytes in for odd passes
-	p("SHLQ $3, R11") // block scales and minimums: 8 per pass; header f16s at twice that
-	p("VPBROADCASTD qones<>(SB), Y4")
-	p("VPBROADCASTD qnib<>(SB), Y3")
-	p("MOVQ $1, DX")
-	for i := 0; i < m; i++ {
-		p("VXORPS %s, %s, %s", facc(i, 0), facc(i, 0), facc(i, 0))
+	comment("func %s(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)", name)
+	comment("Rows 8*pass .. 8*pass+7 of one q4 tile x m token rows over nb blocks.")
+	emit.Text(name, 56)
+	if m > 3*len(halfBases[:3]) {
+		panic("q4avx2: activation rows past 9 need another base")
 	}
+	// Activation rows from the bases of xh (R8 = ldx), advanced a block
+	// each block; CX counts the blocks; SI the weights, R13 the header
+	// of the super-block, DX the blocks left under it; DI = 32*(pass&1)
+	// (the nibble bytes of rows 8p..), R11 = 8*pass (block scales and
+	// minimums; header f16s at twice that); AX walks the dst rows
+	// (R12 = ldy in bytes).
+	// Y0 nibbles, Y1 x, Y2 products; int16 sums Y3...; at a block's end
+	// Y0 takes the block scales, Y1 the minimums, Y2 a temporary.
+	iacc := func(i int) string { return fmt.Sprintf("Y%d", 3+i) }
+	// Up to 4 tokens, float sums Y3+m...
+	inReg := m <= 4
+	facc := func(i int) string { return fmt.Sprintf("Y%d", 3+m+i) }
+	halfStart(m)
+	p("MOVQ pass+48(FP), R11")
+	p("MOVQ R11, DI")
+	p("ANDQ $1, DI")
+	p("SHLQ $5, DI")
+	p("SHLQ $3, R11")
+	p("MOVQ ldy+8(FP), R12")
+	p("SHLQ $2, R12")
+	p("MOVQ dst+0(FP), AX")
+	p("VXORPS Y0, Y0, Y0")
+	for i := 0; i < m; i++ {
+		if inReg {
+			p("VXORPS %s, %s, %s", facc(i), facc(i), facc(i))
+			continue
+		}
+		p("VMOVUPS Y0, (AX)")
+		if i < m-1 {
+			p("ADDQ R12, AX")
+		}
+	}
+	p("MOVQ $1, DX")
 	loop := name + "loop"
 	label(loop)
 	p("DECQ DX")
@@ -822,41 +853,62 @@ func q4avx2(m int, hi bool) {
 	p("ADDQ $%d, SI", q4Header)
 	p("MOVQ $8, DX")
 	label(name + "nohdr")
-	for i := 0; i < m; i++ {
-		p("VPXOR %s, %s, %s", iacc(i), iacc(i), iacc(i))
-	}
 	for g := 0; g < 8; g++ {
-		p("VMOVDQU %d(SI)(R8*1), Y0", 64+64*g)
+		p("VMOVDQU %d(SI)(DI*1), Y0", 64+64*g)
 		if hi {
 			p("VPSRLW $4, Y0, Y0")
 		}
-		p("VPAND Y3, Y0, Y0")
+		p("VPAND qnib8<>(SB), Y0, Y0")
 		for i := 0; i < m; i++ {
-			p("VPBROADCASTD %s, Y1", x(i, 16+4*g))
+			p("VPBROADCASTD %s, Y1", xh(i, 16+4*g))
+			if g == 0 {
+				p("VPMADDUBSW Y1, Y0, %s", iacc(i))
+				continue
+			}
 			p("VPMADDUBSW Y1, Y0, Y2")
 			p("VPADDW Y2, %s, %s", iacc(i), iacc(i))
 		}
 	}
-	p("VPMOVZXBD (SI)(R11*1), Y5")
-	p("VCVTDQ2PS Y5, Y5")
-	p("VCVTPH2PS (R13)(R11*2), Y7")
-	p("VMULPS Y7, Y5, Y5")
-	p("VPMOVZXBD 32(SI)(R11*1), Y6")
-	p("VCVTDQ2PS Y6, Y6")
-	p("VCVTPH2PS 64(R13)(R11*2), Y7")
-	p("VMULPS Y7, Y6, Y6")
+	p("VPMOVZXBD (SI)(R11*1), Y0")
+	p("VCVTDQ2PS Y0, Y0")
+	p("VCVTPH2PS (R13)(R11*2), Y2")
+	p("VMULPS Y2, Y0, Y0")
+	p("VPMOVZXBD 32(SI)(R11*1), Y1")
+	p("VCVTDQ2PS Y1, Y1")
+	p("VCVTPH2PS 64(R13)(R11*2), Y2")
+	p("VMULPS Y2, Y1, Y1")
+	p("MOVQ dst+0(FP), AX")
 	for i := 0; i < m; i++ {
-		a, f := iacc(i), facc(i, 0)
-		p("VPMADDWD Y4, %s, %s", a, a)
+		a := iacc(i)
+		p("VPMADDWD qones8<>(SB), %s, %s", a, a)
 		p("VCVTDQ2PS %s, %s", a, a)
-		p("VBROADCASTSS %s, Y7", x(i, 0))
-		p("VMULPS Y5, Y7, Y7")
-		p("VFMADD231PS Y7, %s, %s", a, f)
-		p("VBROADCASTSS %s, Y7", x(i, 4))
-		p("VFNMADD231PS Y7, Y6, %s", f)
+		p("VBROADCASTSS %s, Y2", xh(i, 0))
+		p("VMULPS Y0, Y2, Y2")
+		if inReg {
+			p("VFMADD231PS Y2, %s, %s", a, facc(i))
+			p("VBROADCASTSS %s, Y2", xh(i, 4))
+			p("VFNMADD231PS Y2, Y1, %s", facc(i))
+			continue
+		}
+		p("VFMADD213PS (AX), Y2, %s", a)
+		p("VBROADCASTSS %s, Y2", xh(i, 4))
+		p("VFNMADD231PS Y2, Y1, %s", a)
+		p("VMOVUPS %s, (AX)", a)
+		if i < m-1 {
+			p("ADDQ R12, AX")
+		}
 	}
-	nextBlock(q4Block, loop)
-	store(m, facc, 1, 32)
+	halfNext(m, q4Block, loop)
+	if inReg {
+		p("MOVQ dst+0(FP), AX")
+		for i := 0; i < m; i++ {
+			p("VMOVUPS %s, (AX)", facc(i))
+			if i < m-1 {
+				p("ADDQ R12, AX")
+			}
+		}
+	}
+	ret()
 }
 
 // q8avx2Tile emits gemmQ8AVX2Tile: one whole q8 tile (32 rows, four Y
