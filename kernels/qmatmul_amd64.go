@@ -205,23 +205,98 @@ func gemmQ8AVX2Tile(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 //go:noescape
 func gemmQ4AVX2Tile(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
+//go:noescape
+func gemmQ8AVXVNNIH2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ8AVXVNNIH3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ8AVXVNNIH4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ8AVXVNNIH5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIM1(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIM2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIM3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIM4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIM5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIM6(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIM7(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIM8(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIM9(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIHiM1(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIHiM2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIHiM3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIHiM4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIHiM5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIHiM6(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIHiM7(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIHiM8(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIHiM9(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ8AVXVNNITile(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNITile(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
 // qMaxM is the most token rows of any quantized kernel (the half-tile
 // VNNI kernels').
 const qMaxM = 12
 
 // qArch is a quantized type's kernel set on each path (none on Generic).
-type qArch [AVX512VNNI + 1]qKernelSet
+type qArch [AVXVNNI + 1]qKernelSet
 
 var (
 	q8Kernels = qArch{
-		AVX2:   {rows: 16, byM: []qKernel{nil, nil, gemmQ8AVX2H2, gemmQ8AVX2H3, gemmQ8AVX2H4, gemmQ8AVX2H5}, tile1: gemmQ8AVX2Tile},
-		AVX512: {rows: 32, byM: []qKernel{nil, gemmQ8BWM1, gemmQ8BWM2, gemmQ8BWM3, gemmQ8BWM4}},
+		AVX2:    {rows: 16, byM: []qKernel{nil, nil, gemmQ8AVX2H2, gemmQ8AVX2H3, gemmQ8AVX2H4, gemmQ8AVX2H5}, tile1: gemmQ8AVX2Tile},
+		AVXVNNI: {rows: 16, byM: []qKernel{nil, nil, gemmQ8AVXVNNIH2, gemmQ8AVXVNNIH3, gemmQ8AVXVNNIH4, gemmQ8AVXVNNIH5}, tile1: gemmQ8AVXVNNITile},
+		AVX512:  {rows: 32, byM: []qKernel{nil, gemmQ8BWM1, gemmQ8BWM2, gemmQ8BWM3, gemmQ8BWM4}},
 		AVX512VNNI: {rows: 32, byM: []qKernel{nil, gemmQ8VNNIM1, gemmQ8VNNIH2, gemmQ8VNNIH3, gemmQ8VNNIH4, gemmQ8VNNIH5, gemmQ8VNNIH6,
 			gemmQ8VNNIH7, gemmQ8VNNIH8, gemmQ8VNNIH9, gemmQ8VNNIH10, gemmQ8VNNIH11, gemmQ8VNNIH12}},
 	}
 	q4Kernels = qArch{
 		AVX2: {rows: 8, byM: []qKernel{nil, gemmQ4AVX2M1, gemmQ4AVX2M2, gemmQ4AVX2M3, gemmQ4AVX2M4, gemmQ4AVX2M5, gemmQ4AVX2M6, gemmQ4AVX2M7, gemmQ4AVX2M8, gemmQ4AVX2M9},
 			byMHi: []qKernel{nil, gemmQ4AVX2HiM1, gemmQ4AVX2HiM2, gemmQ4AVX2HiM3, gemmQ4AVX2HiM4, gemmQ4AVX2HiM5, gemmQ4AVX2HiM6, gemmQ4AVX2HiM7, gemmQ4AVX2HiM8, gemmQ4AVX2HiM9}, tile1: gemmQ4AVX2Tile},
+		AVXVNNI: {rows: 8, byM: []qKernel{nil, gemmQ4AVXVNNIM1, gemmQ4AVXVNNIM2, gemmQ4AVXVNNIM3, gemmQ4AVXVNNIM4, gemmQ4AVXVNNIM5, gemmQ4AVXVNNIM6, gemmQ4AVXVNNIM7, gemmQ4AVXVNNIM8, gemmQ4AVXVNNIM9},
+			byMHi: []qKernel{nil, gemmQ4AVXVNNIHiM1, gemmQ4AVXVNNIHiM2, gemmQ4AVXVNNIHiM3, gemmQ4AVXVNNIHiM4, gemmQ4AVXVNNIHiM5, gemmQ4AVXVNNIHiM6, gemmQ4AVXVNNIHiM7, gemmQ4AVXVNNIHiM8, gemmQ4AVXVNNIHiM9}, tile1: gemmQ4AVXVNNITile},
 		AVX512: {rows: 32, byM: []qKernel{nil, gemmQ4BWM1, gemmQ4BWM2, gemmQ4BWM3, gemmQ4BWM4, gemmQ4BWM5}},
 		AVX512VNNI: {rows: 32, byM: []qKernel{nil, gemmQ4VNNIM1, gemmQ4VNNIH2, gemmQ4VNNIH3, gemmQ4VNNIH4, gemmQ4VNNIH5, gemmQ4VNNIH6,
 			gemmQ4VNNIH7, gemmQ4VNNIH8, gemmQ4VNNIH9, gemmQ4VNNIH10, gemmQ4VNNIH11, gemmQ4VNNIH12}},
@@ -235,7 +310,7 @@ func quantizeActsArch(p Path, dst []byte, x []float32) int {
 		return 0
 	case p.wide():
 		quantizeActsAVX512(&dst[0], &x[0], blocks)
-	case p == AVX2:
+	case p.narrow():
 		quantizeActsAVX2(&dst[0], &x[0], blocks)
 	default:
 		return 0

@@ -77,14 +77,19 @@ func main() {
 			q4half(m)
 		}
 		for m := 1; m <= maxAVX2Q4; m++ {
-			q4avx2(m, false)
-			q4avx2(m, true)
+			for _, vnni := range []bool{false, true} {
+				q4avx2(m, false, vnni)
+				q4avx2(m, true, vnni)
+			}
 		}
 		for m := 2; m <= maxAVX2Q8; m++ {
-			q8avx2Half(m)
+			q8avx2Half(m, false)
+			q8avx2Half(m, true)
 		}
-		q8avx2Tile()
-		q4avx2Tile()
+		for _, vnni := range []bool{false, true} {
+			q8avx2Tile(vnni)
+			q4avx2Tile(vnni)
+		}
 	})
 }
 
@@ -102,6 +107,29 @@ func constants() {
 	emit.Data("qnib8", 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f)
 	emit.Data("qones8", 0x00010001, 0x00010001, 0x00010001, 0x00010001, 0x00010001, 0x00010001, 0x00010001, 0x00010001)
 	emit.End()
+}
+
+// vpdpbusd emits AVX-VNNI's VPDPBUSD acc, u, s on Y registers (acc +=
+// the int32 sums of 4 products of u's unsigned bytes with s's signed
+// ones) in its VEX encoding, as bytes: the Go assembler knows only the
+// EVEX form, which needs AVX-512 VL, and CPUs with AVX-VNNI but no
+// AVX-512 (Alder Lake onwards) fault on it.
+func vpdpbusd(acc, u, s string) {
+	var a, b, c int
+	for _, r := range []struct {
+		name string
+		n    *int
+	}{{acc, &a}, {u, &b}, {s, &c}} {
+		if _, err := fmt.Sscanf(r.name, "Y%d", r.n); err != nil || *r.n < 0 || *r.n > 15 {
+			panic("vpdpbusd: not a Y register: " + r.name)
+		}
+	}
+	// VEX.256.66.0F38.W0 50 /r: C4, then R X B (inverted) and map 0F38,
+	// then W, vvvv (inverted), L=1, pp=66; ModRM reg = acc, r/m = s.
+	b1 := (^a>>3&1)<<7 | 1<<6 | (^c>>3&1)<<5 | 0x02
+	b2 := (^b&15)<<3 | 1<<2 | 0x01
+	modrm := 0xc0 | (a&7)<<3 | c&7
+	p("BYTE $0xc4; BYTE $0x%02x; BYTE $0x%02x; BYTE $0x50; BYTE $0x%02x // VPDPBUSD %s, %s, %s", b1, b2, modrm, s, u, acc)
 }
 
 // header emits the TEXT line and loads the row pointers: row i at
@@ -717,8 +745,15 @@ func q4half(m int) {
 // (read and written once a block) so the int sums of 5 tokens fit in the
 // 16 registers. The first group of a block writes the int sums, saving
 // their zeroing.
-func q8avx2Half(m int) {
+//
+// With AVX-VNNI (gemmQ8AVXVNNIH<m>) one VPDPBUSD makes the 32
+// multiply-adds of the stored unsigned bytes q+128 with the activations,
+// and a block's int sums start at -128*sum(x), which removes the offset.
+func q8avx2Half(m int, vnni bool) {
 	name := fmt.Sprintf("gemmQ8AVX2H%d", m)
+	if vnni {
+		name = fmt.Sprintf("gemmQ8AVXVNNIH%d", m)
+	}
 	header(name, m, "Rows 16*pass .. 16*pass+15 of one q8 tile x m token rows over nb blocks.")
 	// Y0, Y1 values (rows 16p.., 16p+8..), Y2 x, Y3 |x|, Y4 products;
 	// int sums Y5.. (token i, rows half j: Y5+2i+j). At a block's end Y0,
@@ -754,13 +789,26 @@ func q8avx2Half(m int) {
 	}
 	loop := name + "loop"
 	label(loop)
+	if vnni {
+		for i := 0; i < m; i++ {
+			p("VPBROADCASTD %s, %s", x(i, 8), iacc(i, 0))
+			p("VMOVDQA %s, %s", iacc(i, 0), iacc(i, 1))
+		}
+	}
 	for g := 0; g < 8; g++ {
 		for j := 0; j < 2; j++ {
 			p("VMOVDQU %d(SI)(R8*2), Y%d", 64+128*g+32*j, j)
-			p("VPXOR qsign8<>(SB), Y%d, Y%d", j, j)
+			if !vnni {
+				p("VPXOR qsign8<>(SB), Y%d, Y%d", j, j)
+			}
 		}
 		for i := 0; i < m; i++ {
 			p("VPBROADCASTD %s, Y2", x(i, 16+4*g))
+			if vnni {
+				vpdpbusd(iacc(i, 0), "Y0", "Y2")
+				vpdpbusd(iacc(i, 1), "Y1", "Y2")
+				continue
+			}
 			p("VPABSB Y2, Y3")
 			for j := 0; j < 2; j++ {
 				p("VPSIGNB Y2, Y%d, Y4", j)
@@ -801,10 +849,17 @@ func q8avx2Half(m int) {
 // term), shared by 8 groups. Past 4 tokens the float sums live in dst,
 // read and written once a block, so m goes up to maxAVX2Q4 with one
 // register a token (up to 4, registers are faster).
-func q4avx2(m int, hi bool) {
-	name := fmt.Sprintf("gemmQ4AVX2M%d", m)
+//
+// With AVX-VNNI (gemmQ4AVXVNNIM<m>, gemmQ4AVXVNNIHiM<m>) one VPDPBUSD
+// makes the 32 multiply-adds into int32 sums, zeroed each block.
+func q4avx2(m int, hi, vnni bool) {
+	isa := "AVX2"
+	if vnni {
+		isa = "AVXVNNI"
+	}
+	name := fmt.Sprintf("gemmQ4%sM%d", isa, m)
 	if hi {
-		name = fmt.Sprintf("gemmQ4AVX2HiM%d", m)
+		name = fmt.Sprintf("gemmQ4%sHiM%d", isa, m)
 	}
 	comment("func %s(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)", name)
 	comment("Rows 8*pass .. 8*pass+7 of one q4 tile x m token rows over nb blocks.")
@@ -853,6 +908,11 @@ func q4avx2(m int, hi bool) {
 	p("ADDQ $%d, SI", q4Header)
 	p("MOVQ $8, DX")
 	label(name + "nohdr")
+	if vnni {
+		for i := 0; i < m; i++ {
+			p("VPXOR %s, %s, %s", iacc(i), iacc(i), iacc(i))
+		}
+	}
 	for g := 0; g < 8; g++ {
 		p("VMOVDQU %d(SI)(DI*1), Y0", 64+64*g)
 		if hi {
@@ -861,6 +921,10 @@ func q4avx2(m int, hi bool) {
 		p("VPAND qnib8<>(SB), Y0, Y0")
 		for i := 0; i < m; i++ {
 			p("VPBROADCASTD %s, Y1", xh(i, 16+4*g))
+			if vnni {
+				vpdpbusd(iacc(i), "Y0", "Y1")
+				continue
+			}
 			if g == 0 {
 				p("VPMADDUBSW Y1, Y0, %s", iacc(i))
 				continue
@@ -880,7 +944,9 @@ func q4avx2(m int, hi bool) {
 	p("MOVQ dst+0(FP), AX")
 	for i := 0; i < m; i++ {
 		a := iacc(i)
-		p("VPMADDWD qones8<>(SB), %s, %s", a, a)
+		if !vnni {
+			p("VPMADDWD qones8<>(SB), %s, %s", a, a)
+		}
 		p("VCVTDQ2PS %s, %s", a, a)
 		p("VBROADCASTSS %s, Y2", xh(i, 0))
 		p("VMULPS Y0, Y2, Y2")
@@ -915,8 +981,14 @@ func q4avx2(m int, hi bool) {
 // registers) x one token, the decode product. The 8-row kernels would
 // read each tile's cache lines in four passes, which costs decode half of
 // its bandwidth.
-func q8avx2Tile() {
-	const name = "gemmQ8AVX2Tile"
+//
+// With AVX-VNNI (gemmQ8AVXVNNITile) VPDPBUSD multiplies the stored
+// unsigned bytes, the int sums starting at the block's -128*sum(x).
+func q8avx2Tile(vnni bool) {
+	name := "gemmQ8AVX2Tile"
+	if vnni {
+		name = "gemmQ8AVXVNNITile"
+	}
 	header(name, 1, "One q8 tile (32 rows) x 1 token row over nb blocks; pass is unused.")
 	// Y0 values, Y1 x, Y2 |x|, Y3 products, Y4 int16 ones, Y5 0x80, Y6
 	// scales, Y7 temp; int sums Y8..Y11, float sums Y12..Y15 (8 rows each).
@@ -928,12 +1000,23 @@ func q8avx2Tile() {
 	loop := name + "loop"
 	label(loop)
 	for q := 0; q < 4; q++ {
+		if vnni {
+			p("VPBROADCASTD %s, Y%d", x(0, 8), 8+q)
+			continue
+		}
 		p("VPXOR Y%d, Y%d, Y%d", 8+q, 8+q, 8+q)
 	}
 	for g := 0; g < 8; g++ {
 		p("PREFETCHT0 %d(SI)", prefetchDist+64+128*g)
 		p("PREFETCHT0 %d(SI)", prefetchDist+128+128*g)
 		p("VPBROADCASTD %s, Y1", x(0, 16+4*g))
+		if vnni {
+			for q := 0; q < 4; q++ {
+				p("VMOVDQU %d(SI), Y0", 64+128*g+32*q)
+				vpdpbusd(fmt.Sprintf("Y%d", 8+q), "Y0", "Y1")
+			}
+			continue
+		}
 		p("VPABSB Y1, Y2")
 		for q := 0; q < 4; q++ {
 			p("VMOVDQU %d(SI), Y0", 64+128*g+32*q)
@@ -959,8 +1042,13 @@ func q8avx2Tile() {
 // q4avx2Tile emits gemmQ4AVX2Tile: one whole q4 tile x one token (see
 // q8avx2Tile). The int16 pair sums of a block's 8 groups stay under
 // 2^15, so one VPMADDWD per block widens them.
-func q4avx2Tile() {
-	const name = "gemmQ4AVX2Tile"
+//
+// With AVX-VNNI (gemmQ4AVXVNNITile) VPDPBUSD makes int32 sums directly.
+func q4avx2Tile(vnni bool) {
+	name := "gemmQ4AVX2Tile"
+	if vnni {
+		name = "gemmQ4AVXVNNITile"
+	}
 	header(name, 1, "One q4 tile (32 rows) x 1 token row over nb blocks; pass is unused.")
 	// Y0 nibble bytes, Y1 x, Y2 values, Y3 0x0F, Y4 int16 ones, Y5 block
 	// scales, Y6 block minimums, Y7 temp; int16 sums Y8..Y11, float sums
@@ -990,6 +1078,13 @@ func q4avx2Tile() {
 			// high nibbles rows 16+8*half...
 			p("VMOVDQU %d(SI), Y0", 64+64*g+32*half)
 			p("VPAND Y3, Y0, Y2")
+			if vnni {
+				vpdpbusd(fmt.Sprintf("Y%d", 8+half), "Y2", "Y1")
+				p("VPSRLW $4, Y0, Y0")
+				p("VPAND Y3, Y0, Y2")
+				vpdpbusd(fmt.Sprintf("Y%d", 10+half), "Y2", "Y1")
+				continue
+			}
 			p("VPMADDUBSW Y1, Y2, Y2")
 			p("VPADDW Y2, Y%d, Y%d", 8+half, 8+half)
 			p("VPSRLW $4, Y0, Y0")
@@ -1008,7 +1103,9 @@ func q4avx2Tile() {
 		p("VCVTPH2PS %d(R13), Y7", 64+16*q)
 		p("VMULPS Y7, Y6, Y6")
 		a, f := fmt.Sprintf("Y%d", 8+q), fmt.Sprintf("Y%d", 12+q)
-		p("VPMADDWD Y4, %s, %s", a, a)
+		if !vnni {
+			p("VPMADDWD Y4, %s, %s", a, a)
+		}
 		p("VCVTDQ2PS %s, %s", a, a)
 		p("VBROADCASTSS %s, Y7", x(0, 0))
 		p("VMULPS Y5, Y7, Y7")
