@@ -27,13 +27,13 @@ func TestTypeKernelSets(t *testing.T) {
 				}
 				continue
 			}
-			ok := ks.rows > 0 && matTileRows%ks.rows == 0 && len(ks.byM) >= 2 && len(ks.byM)-1 <= qMaxM && (ks.byMHi == nil || len(ks.byMHi) == len(ks.byM))
+			ok := ks.rows > 0 && matTileRows%ks.rows == 0 && len(ks.byM) >= 2 && len(ks.byM)-1 <= qMaxM
 			for m := 1; ok && m < len(ks.byM); m++ {
 				// A whole-tile kernel takes single tokens (qTile).
 				if m == 1 && ks.tile1 != nil && ks.byM[1] == nil {
 					continue
 				}
-				ok = ks.byM[m] != nil && (ks.byMHi == nil || ks.byMHi[m] != nil)
+				ok = ks.byM[m] != nil
 			}
 			if !ok {
 				t.Errorf("%s %s: malformed kernel set (rows %d, %d kernels by tokens)", wt, Path(p), ks.rows, len(ks.byM))

@@ -48,8 +48,9 @@ var rowRegs = [6]string{"BX", "DI", "R9", "R10", "R12", "R13"}
 const (
 	maxBWQ8 = 4
 	maxBWQ4 = 5
-	// maxAVX2Q4: the q4 kernels keep their float sums in dst.
-	maxAVX2Q4 = 9
+	// maxSplitQ4: the q4 kernels over both nibbles of a pass' bytes take
+	// two int sums a token.
+	maxSplitQ4 = 6
 	// maxAVX2Q8: the q8 half-tile kernels keep their float sums in dst.
 	maxAVX2Q8 = 5
 	maxHalf   = 12
@@ -76,15 +77,13 @@ func main() {
 			q8half(m)
 			q4half(m)
 		}
-		for m := 1; m <= maxAVX2Q4; m++ {
-			for _, vnni := range []bool{false, true} {
-				q4avx2(m, false, vnni)
-				q4avx2(m, true, vnni)
-			}
-		}
 		for m := 2; m <= maxAVX2Q8; m++ {
 			q8avx2Half(m, false)
 			q8avx2Half(m, true)
+		}
+		for m := 1; m <= maxSplitQ4; m++ {
+			q4avx2Split(m, false)
+			q4avx2Split(m, true)
 		}
 		for _, vnni := range []bool{false, true} {
 			q8avx2Tile(vnni)
@@ -840,49 +839,57 @@ func q8avx2Half(m int, vnni bool) {
 	emit.End()
 }
 
-// q4avx2 emits gemmQ4AVX2M<m> (rows 0..15 of the tile, passes 0 and 1:
-// low nibbles) or gemmQ4AVX2HiM<m> (rows 16..31, passes 2 and 3: high
-// nibbles). A block's int16 pair sums (at most 8*2*15*127) need no
-// widening before its end, so two instructions make 32 multiply-adds and
-// the rest is overhead: the weights' load and nibble mask, shared by m
-// tokens, and each token's end of block (widening, scales, the minimum's
-// term), shared by 8 groups. Past 4 tokens the float sums live in dst,
-// read and written once a block, so m goes up to maxAVX2Q4 with one
-// register a token (up to 4, registers are faster).
-//
-// With AVX-VNNI (gemmQ4AVXVNNIM<m>, gemmQ4AVXVNNIHiM<m>) one VPDPBUSD
-// makes the 32 multiply-adds into int32 sums, zeroed each block.
-func q4avx2(m int, hi, vnni bool) {
+// q4Scales loads 8 rows' block scales into d and minimums into mn, as
+// floats: the u8 factors at sc (a format for the offset) plus off times
+// the f16 super-block ones at hdr plus hoff, scales first, the minimums'
+// factors 32 bytes further and theirs 64.
+func q4Scales(sc, hdr string, off, hoff int, d, mn, tmp string) {
+	for _, r := range []struct {
+		reg  string
+		o, h int
+	}{{d, off, hoff}, {mn, 32 + off, 64 + hoff}} {
+		p("VPMOVZXBD "+sc+", %s", r.o, r.reg)
+		p("VCVTDQ2PS %s, %s", r.reg, r.reg)
+		p("VCVTPH2PS "+hdr+", %s", r.h, tmp)
+		p("VMULPS %s, %s, %s", tmp, r.reg, r.reg)
+	}
+}
+
+// q4avx2Split emits gemmQ4AVX2S<m> or, with AVX-VNNI, gemmQ4AVXVNNIS<m>:
+// the 16 rows whose nibbles share the 32 bytes of pass h (rows 8h..8h+7
+// in the low nibbles, 16+8h..16+8h+7 in the high ones; dst rows r and
+// r+16 from the dst given) x m tokens. On AVX2 a block's int16 pair sums
+// (at most 8*2*15*127) need no widening before its end, so VPMADDUBSW and
+// VPADDW make 32 multiply-adds; AVX-VNNI's VPDPBUSD makes them into int32
+// sums, zeroed each block. An activation's broadcast, which costs about
+// as much, serves 16 rows; the weights' load and nibble masks serve m
+// tokens; the float sums live in dst, read and written once a block, so
+// a token takes two registers.
+func q4avx2Split(m int, vnni bool) {
 	isa := "AVX2"
 	if vnni {
 		isa = "AVXVNNI"
 	}
-	name := fmt.Sprintf("gemmQ4%sM%d", isa, m)
-	if hi {
-		name = fmt.Sprintf("gemmQ4%sHiM%d", isa, m)
-	}
+	name := fmt.Sprintf("gemmQ4%sS%d", isa, m)
 	comment("func %s(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)", name)
-	comment("Rows 8*pass .. 8*pass+7 of one q4 tile x m token rows over nb blocks.")
+	comment("Rows 8*pass .. 8*pass+7 and 16+8*pass .. 16+8*pass+7 of one q4 tile x m token rows over nb blocks.")
 	emit.Text(name, 56)
-	if m > 3*len(halfBases[:3]) {
-		panic("q4avx2: activation rows past 9 need another base")
+	if m > 9 || 2*m+4 > 16 {
+		panic("q4avx2Split: too many tokens")
 	}
 	// Activation rows from the bases of xh (R8 = ldx), advanced a block
 	// each block; CX counts the blocks; SI the weights, R13 the header
-	// of the super-block, DX the blocks left under it; DI = 32*(pass&1)
-	// (the nibble bytes of rows 8p..), R11 = 8*pass (block scales and
-	// minimums; header f16s at twice that); AX walks the dst rows
-	// (R12 = ldy in bytes).
-	// Y0 nibbles, Y1 x, Y2 products; int16 sums Y3...; at a block's end
-	// Y0 takes the block scales, Y1 the minimums, Y2 a temporary.
-	iacc := func(i int) string { return fmt.Sprintf("Y%d", 3+i) }
-	// Up to 4 tokens, float sums Y3+m...
-	inReg := m <= 4
-	facc := func(i int) string { return fmt.Sprintf("Y%d", 3+m+i) }
+	// of the super-block, DX the blocks left under it; DI = 32*pass (the
+	// nibble bytes), R11 = 8*pass (block scales and minimums; header
+	// f16s at twice that); AX walks the dst rows (R12 = ldy in bytes).
+	// Y0 the high nibbles, Y1 the low ones, Y2 x, Y3 products (AVX2); int
+	// sums Y4.. (token i: low rows Y4+2i, high Y5+2i). At a block's end
+	// Y0 takes the scales, Y1 the minimums, Y2 a temporary, for the low
+	// rows and then the high ones.
+	iacc := func(i, half int) string { return fmt.Sprintf("Y%d", 4+2*i+half) }
 	halfStart(m)
 	p("MOVQ pass+48(FP), R11")
 	p("MOVQ R11, DI")
-	p("ANDQ $1, DI")
 	p("SHLQ $5, DI")
 	p("SHLQ $3, R11")
 	p("MOVQ ldy+8(FP), R12")
@@ -890,11 +897,8 @@ func q4avx2(m int, hi, vnni bool) {
 	p("MOVQ dst+0(FP), AX")
 	p("VXORPS Y0, Y0, Y0")
 	for i := 0; i < m; i++ {
-		if inReg {
-			p("VXORPS %s, %s, %s", facc(i), facc(i), facc(i))
-			continue
-		}
 		p("VMOVUPS Y0, (AX)")
+		p("VMOVUPS Y0, 64(AX)")
 		if i < m-1 {
 			p("ADDQ R12, AX")
 		}
@@ -910,70 +914,53 @@ func q4avx2(m int, hi, vnni bool) {
 	label(name + "nohdr")
 	if vnni {
 		for i := 0; i < m; i++ {
-			p("VPXOR %s, %s, %s", iacc(i), iacc(i), iacc(i))
+			for half := 0; half < 2; half++ {
+				p("VPXOR %s, %s, %s", iacc(i, half), iacc(i, half), iacc(i, half))
+			}
 		}
 	}
 	for g := 0; g < 8; g++ {
 		p("VMOVDQU %d(SI)(DI*1), Y0", 64+64*g)
-		if hi {
-			p("VPSRLW $4, Y0, Y0")
-		}
+		p("VPAND qnib8<>(SB), Y0, Y1")
+		p("VPSRLW $4, Y0, Y0")
 		p("VPAND qnib8<>(SB), Y0, Y0")
 		for i := 0; i < m; i++ {
-			p("VPBROADCASTD %s, Y1", xh(i, 16+4*g))
-			if vnni {
-				vpdpbusd(iacc(i), "Y0", "Y1")
-				continue
+			p("VPBROADCASTD %s, Y2", xh(i, 16+4*g))
+			for half := 0; half < 2; half++ {
+				v := fmt.Sprintf("Y%d", 1-half)
+				switch {
+				case vnni:
+					vpdpbusd(iacc(i, half), v, "Y2")
+				case g == 0:
+					p("VPMADDUBSW Y2, %s, %s", v, iacc(i, half))
+				default:
+					p("VPMADDUBSW Y2, %s, Y3", v)
+					p("VPADDW Y3, %s, %s", iacc(i, half), iacc(i, half))
+				}
 			}
-			if g == 0 {
-				p("VPMADDUBSW Y1, Y0, %s", iacc(i))
-				continue
-			}
-			p("VPMADDUBSW Y1, Y0, Y2")
-			p("VPADDW Y2, %s, %s", iacc(i), iacc(i))
 		}
 	}
-	p("VPMOVZXBD (SI)(R11*1), Y0")
-	p("VCVTDQ2PS Y0, Y0")
-	p("VCVTPH2PS (R13)(R11*2), Y2")
-	p("VMULPS Y2, Y0, Y0")
-	p("VPMOVZXBD 32(SI)(R11*1), Y1")
-	p("VCVTDQ2PS Y1, Y1")
-	p("VCVTPH2PS 64(R13)(R11*2), Y2")
-	p("VMULPS Y2, Y1, Y1")
-	p("MOVQ dst+0(FP), AX")
-	for i := 0; i < m; i++ {
-		a := iacc(i)
-		if !vnni {
-			p("VPMADDWD qones8<>(SB), %s, %s", a, a)
-		}
-		p("VCVTDQ2PS %s, %s", a, a)
-		p("VBROADCASTSS %s, Y2", xh(i, 0))
-		p("VMULPS Y0, Y2, Y2")
-		if inReg {
-			p("VFMADD231PS Y2, %s, %s", a, facc(i))
-			p("VBROADCASTSS %s, Y2", xh(i, 4))
-			p("VFNMADD231PS Y2, Y1, %s", facc(i))
-			continue
-		}
-		p("VFMADD213PS (AX), Y2, %s", a)
-		p("VBROADCASTSS %s, Y2", xh(i, 4))
-		p("VFNMADD231PS Y2, Y1, %s", a)
-		p("VMOVUPS %s, (AX)", a)
-		if i < m-1 {
-			p("ADDQ R12, AX")
-		}
-	}
-	halfNext(m, q4Block, loop)
-	if inReg {
+	for half := 0; half < 2; half++ {
+		q4Scales("%d(SI)(R11*1)", "%d(R13)(R11*2)", 16*half, 32*half, "Y0", "Y1", "Y2")
 		p("MOVQ dst+0(FP), AX")
 		for i := 0; i < m; i++ {
-			p("VMOVUPS %s, (AX)", facc(i))
+			a := iacc(i, half)
+			if !vnni {
+				p("VPMADDWD qones8<>(SB), %s, %s", a, a)
+			}
+			p("VCVTDQ2PS %s, %s", a, a)
+			p("VBROADCASTSS %s, Y2", xh(i, 0))
+			p("VMULPS Y0, Y2, Y2")
+			p("VFMADD213PS %d(AX), Y2, %s", 64*half, a)
+			p("VBROADCASTSS %s, Y2", xh(i, 4))
+			p("VFNMADD231PS Y2, Y1, %s", a)
+			p("VMOVUPS %s, %d(AX)", a, 64*half)
 			if i < m-1 {
 				p("ADDQ R12, AX")
 			}
 		}
 	}
+	halfNext(m, q4Block, loop)
 	ret()
 }
 
@@ -1094,14 +1081,7 @@ func q4avx2Tile(vnni bool) {
 		}
 	}
 	for q := 0; q < 4; q++ {
-		p("VPMOVZXBD %d(SI), Y5", 8*q)
-		p("VCVTDQ2PS Y5, Y5")
-		p("VCVTPH2PS %d(R13), Y7", 16*q)
-		p("VMULPS Y7, Y5, Y5")
-		p("VPMOVZXBD %d(SI), Y6", 32+8*q)
-		p("VCVTDQ2PS Y6, Y6")
-		p("VCVTPH2PS %d(R13), Y7", 64+16*q)
-		p("VMULPS Y7, Y6, Y6")
+		q4Scales("%d(SI)", "%d(R13)", 8*q, 16*q, "Y5", "Y6", "Y7")
 		a, f := fmt.Sprintf("Y%d", 8+q), fmt.Sprintf("Y%d", 12+q)
 		if !vnni {
 			p("VPMADDWD Y4, %s, %s", a, a)
