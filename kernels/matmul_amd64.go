@@ -130,7 +130,7 @@ func gemmArch(p Path, dst []float32, ldy int, w []uint16, ldw int, x []float32, 
 	switch p {
 	case AVX512, AVX512VNNI:
 		gemmDriver(&gemmAVX512T1, &gemmAVX512T2, dst, ldy, w, ldw, x, ldx, m, n, k, t0, t1)
-	case AVX2:
+	case AVX2, AVXVNNI:
 		gemmDriver(&gemmAVX2T1, nil, dst, ldy, w, ldw, x, ldx, m, n, k, t0, t1)
 	default:
 		unsupported(p)

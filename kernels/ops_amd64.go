@@ -11,7 +11,7 @@ func opVecLen(p Path, n int) int {
 	switch p {
 	case AVX512, AVX512VNNI:
 		return n &^ 15
-	case AVX2:
+	case AVX2, AVXVNNI:
 		return n &^ 7
 	}
 	return 0

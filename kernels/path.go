@@ -21,10 +21,18 @@ const (
 	// AVX512VNNI is AVX512 with the int8 products on AVX-512 VNNI
 	// (VPDPBUSD); everything else is AVX512's.
 	AVX512VNNI
+	// AVXVNNI is AVX2 with the int8 products on AVX-VNNI (the VEX
+	// VPDPBUSD of Alder Lake onwards and Zen 5, on 256-bit registers);
+	// everything else is AVX2's. It comes last so the other paths keep
+	// their values.
+	AVXVNNI
 )
 
 // wide reports whether p runs the 512-bit kernels.
 func (p Path) wide() bool { return p == AVX512 || p == AVX512VNNI }
+
+// narrow reports whether p runs the 256-bit kernels.
+func (p Path) narrow() bool { return p == AVX2 || p == AVXVNNI }
 
 func (p Path) String() string {
 	switch p {
@@ -38,6 +46,8 @@ func (p Path) String() string {
 		return "avx512"
 	case AVX512VNNI:
 		return "avx512vnni"
+	case AVXVNNI:
+		return "avxvnni"
 	}
 	return fmt.Sprintf("Path(%d)", uint8(p))
 }
@@ -57,8 +67,10 @@ func ParsePath(s string) (Path, error) {
 		p = AVX512
 	case "avx512vnni":
 		p = AVX512VNNI
+	case "avxvnni":
+		p = AVXVNNI
 	default:
-		return 0, fmt.Errorf("kernels: unknown path %q (want auto, generic, avx2, avx512 or avx512vnni)", s)
+		return 0, fmt.Errorf("kernels: unknown path %q (want auto, generic, avx2, avxvnni, avx512 or avx512vnni)", s)
 	}
 	if !p.Supported() {
 		return 0, fmt.Errorf("kernels: path %s is not supported on this CPU or build", p)
@@ -77,7 +89,7 @@ func (p Path) Resolve() Path {
 
 // Detect returns the fastest path this CPU and build support.
 func Detect() Path {
-	for _, p := range []Path{AVX512VNNI, AVX512, AVX2} {
+	for _, p := range []Path{AVX512VNNI, AVX512, AVXVNNI, AVX2} {
 		if p.Supported() {
 			return p
 		}
@@ -89,7 +101,7 @@ func Detect() Path {
 // tests iterate over it so every dispatch path is checked.
 func SupportedPaths() []Path {
 	var ps []Path
-	for _, p := range []Path{Generic, AVX2, AVX512, AVX512VNNI} {
+	for _, p := range []Path{Generic, AVX2, AVXVNNI, AVX512, AVX512VNNI} {
 		if p.Supported() {
 			ps = append(ps, p)
 		}

@@ -18,6 +18,8 @@ func (p Path) Supported() bool {
 			cpu.X86.HasAVX2 && cpu.X86.HasFMA
 	case AVX512VNNI:
 		return AVX512.Supported() && cpu.X86.HasAVX512VNNI
+	case AVXVNNI:
+		return AVX2.Supported() && cpu.X86.HasAVXVNNI
 	}
 	return false
 }

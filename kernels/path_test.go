@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// TestDetectFallsBack runs this test binary again with AVX-512 (and then
-// AVX2) switched off through GODEBUG, which golang.org/x/sys/cpu honours,
+// TestDetectFallsBack runs this test binary again with AVX-512 (then
+// AVX-VNNI, then AVX2) switched off through GODEBUG, which golang.org/x/sys/cpu honours,
 // and checks that Detect picks the next path down.
 func TestDetectFallsBack(t *testing.T) {
 	if env := os.Getenv("QWEN_DETECT_CHILD"); env != "" {
@@ -20,9 +20,14 @@ func TestDetectFallsBack(t *testing.T) {
 	if !AVX512.Supported() {
 		t.Skip("this CPU has no AVX-512: nothing to switch off")
 	}
+	avx2Best := "avx2"
+	if AVXVNNI.Supported() {
+		avx2Best = "avxvnni"
+	}
 	for _, c := range []struct{ godebug, want string }{
 		{"cpu.avx512vnni=off", "avx512"},
-		{"cpu.avx512f=off", "avx2"},
+		{"cpu.avx512f=off", avx2Best},
+		{"cpu.avx512f=off,cpu.avxvnni=off", "avx2"},
 		{"cpu.avx512f=off,cpu.avx2=off", "generic"},
 	} {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestDetectFallsBack$", "-test.count=1")
@@ -42,7 +47,7 @@ func TestParsePath(t *testing.T) {
 	if _, err := ParsePath("sse9"); err == nil {
 		t.Error("an unknown path was accepted")
 	}
-	for _, p := range []Path{AVX2, AVX512, AVX512VNNI} {
+	for _, p := range []Path{AVX2, AVXVNNI, AVX512, AVX512VNNI} {
 		if _, err := ParsePath(p.String()); (err == nil) != p.Supported() {
 			t.Errorf("ParsePath(%s): err %v, supported %v", p, err, p.Supported())
 		}

@@ -53,40 +53,16 @@ func gemmQ4BWM4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 func gemmQ4BWM5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 //go:noescape
-func gemmQ8AVX2M1(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+func gemmQ8AVX2H2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 //go:noescape
-func gemmQ8AVX2M2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+func gemmQ8AVX2H3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 //go:noescape
-func gemmQ8AVX2M3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+func gemmQ8AVX2H4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 //go:noescape
-func gemmQ8AVX2M4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
-func gemmQ4AVX2M1(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
-func gemmQ4AVX2M2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
-func gemmQ4AVX2M3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
-func gemmQ4AVX2M4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
-func gemmQ4AVX2HiM1(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
-func gemmQ4AVX2HiM2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
-func gemmQ4AVX2HiM3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
-func gemmQ4AVX2HiM4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+func gemmQ8AVX2H5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 //go:noescape
 func gemmQ8VNNIH7(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
@@ -155,16 +131,19 @@ func gemmQ4VNNIH4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 func gemmQ4VNNIH5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 // qKernelSet is one path's kernels for one weight type, indexed by the
-// block's token count; on AVX2 each call covers 8 rows, and q4's high
-// nibbles (rows 16..31) have kernels of their own, but a single token (a
-// decode step) takes a kernel of its own over the whole tile. With VNNI,
-// 2 to 12 tokens take half-tile kernels (16 rows at a time, so all of
-// them in one pass over the weights); they too cover the whole tile in
-// one call.
+// block's token count; on AVX2 and AVX-VNNI each call covers 16 rows, but
+// a single token (a decode step) takes a kernel of its own over the whole
+// tile (so q8's set there has no byM[1]). With AVX-512 VNNI, 2 to 12
+// tokens take half-tile kernels (16 rows at a time, so all of them in one
+// pass over the weights); they too cover the whole tile in one call.
+//
+// A split set (q4 on AVX2 and AVX-VNNI) takes 16 rows a call that are not
+// contiguous: pass p's bytes hold rows 8p..8p+7 in their low nibbles and
+// 16+8p..16+8p+7 in their high ones, written at dst and dst+16.
 type qKernelSet struct {
 	rows  int
+	split bool
 	byM   []qKernel
-	byMHi []qKernel
 	tile1 qKernel
 }
 
@@ -174,24 +153,79 @@ func gemmQ8AVX2Tile(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 //go:noescape
 func gemmQ4AVX2Tile(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
+//go:noescape
+func gemmQ8AVXVNNIH2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ8AVXVNNIH3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ8AVXVNNIH4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ8AVXVNNIH5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ8AVXVNNITile(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNITile(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVX2S1(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVX2S2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVX2S3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVX2S4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVX2S5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVX2S6(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIS1(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIS2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIS3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIS4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIS5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ4AVXVNNIS6(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
 // qMaxM is the most token rows of any quantized kernel (the half-tile
 // VNNI kernels').
 const qMaxM = 12
 
 // qArch is a quantized type's kernel set on each path (none on Generic).
-type qArch [AVX512VNNI + 1]qKernelSet
+type qArch [AVXVNNI + 1]qKernelSet
 
 var (
 	q8Kernels = qArch{
-		AVX2:   {rows: 8, byM: []qKernel{nil, gemmQ8AVX2M1, gemmQ8AVX2M2, gemmQ8AVX2M3, gemmQ8AVX2M4}, tile1: gemmQ8AVX2Tile},
-		AVX512: {rows: 32, byM: []qKernel{nil, gemmQ8BWM1, gemmQ8BWM2, gemmQ8BWM3, gemmQ8BWM4}},
+		AVX2:    {rows: 16, byM: []qKernel{nil, nil, gemmQ8AVX2H2, gemmQ8AVX2H3, gemmQ8AVX2H4, gemmQ8AVX2H5}, tile1: gemmQ8AVX2Tile},
+		AVXVNNI: {rows: 16, byM: []qKernel{nil, nil, gemmQ8AVXVNNIH2, gemmQ8AVXVNNIH3, gemmQ8AVXVNNIH4, gemmQ8AVXVNNIH5}, tile1: gemmQ8AVXVNNITile},
+		AVX512:  {rows: 32, byM: []qKernel{nil, gemmQ8BWM1, gemmQ8BWM2, gemmQ8BWM3, gemmQ8BWM4}},
 		AVX512VNNI: {rows: 32, byM: []qKernel{nil, gemmQ8VNNIM1, gemmQ8VNNIH2, gemmQ8VNNIH3, gemmQ8VNNIH4, gemmQ8VNNIH5, gemmQ8VNNIH6,
 			gemmQ8VNNIH7, gemmQ8VNNIH8, gemmQ8VNNIH9, gemmQ8VNNIH10, gemmQ8VNNIH11, gemmQ8VNNIH12}},
 	}
 	q4Kernels = qArch{
-		AVX2: {rows: 8, byM: []qKernel{nil, gemmQ4AVX2M1, gemmQ4AVX2M2, gemmQ4AVX2M3, gemmQ4AVX2M4},
-			byMHi: []qKernel{nil, gemmQ4AVX2HiM1, gemmQ4AVX2HiM2, gemmQ4AVX2HiM3, gemmQ4AVX2HiM4}, tile1: gemmQ4AVX2Tile},
-		AVX512: {rows: 32, byM: []qKernel{nil, gemmQ4BWM1, gemmQ4BWM2, gemmQ4BWM3, gemmQ4BWM4, gemmQ4BWM5}},
+		AVX2:    {rows: 16, split: true, byM: []qKernel{nil, gemmQ4AVX2S1, gemmQ4AVX2S2, gemmQ4AVX2S3, gemmQ4AVX2S4, gemmQ4AVX2S5, gemmQ4AVX2S6}, tile1: gemmQ4AVX2Tile},
+		AVXVNNI: {rows: 16, split: true, byM: []qKernel{nil, gemmQ4AVXVNNIS1, gemmQ4AVXVNNIS2, gemmQ4AVXVNNIS3, gemmQ4AVXVNNIS4, gemmQ4AVXVNNIS5, gemmQ4AVXVNNIS6}, tile1: gemmQ4AVXVNNITile},
+		AVX512:  {rows: 32, byM: []qKernel{nil, gemmQ4BWM1, gemmQ4BWM2, gemmQ4BWM3, gemmQ4BWM4, gemmQ4BWM5}},
 		AVX512VNNI: {rows: 32, byM: []qKernel{nil, gemmQ4VNNIM1, gemmQ4VNNIH2, gemmQ4VNNIH3, gemmQ4VNNIH4, gemmQ4VNNIH5, gemmQ4VNNIH6,
 			gemmQ4VNNIH7, gemmQ4VNNIH8, gemmQ4VNNIH9, gemmQ4VNNIH10, gemmQ4VNNIH11, gemmQ4VNNIH12}},
 	}
@@ -204,7 +238,7 @@ func quantizeActsArch(p Path, dst []byte, x []float32) int {
 		return 0
 	case p.wide():
 		quantizeActsAVX512(&dst[0], &x[0], blocks)
-	case p == AVX2:
+	case p.narrow():
 		quantizeActsAVX2(&dst[0], &x[0], blocks)
 	default:
 		return 0
@@ -252,20 +286,18 @@ func gemmQArch(p Path, tt *TypeTraits, dst []float32, ldy int, w, xq []byte, m, 
 // qTile computes the rows of one tile below n for mb tokens from token i0.
 func qTile(ks *qKernelSet, dst []float32, ldy int, w, x []byte, rb, nb, mb, i0, tile, n int) {
 	// One token on a set with a whole-tile kernel takes it in one pass;
-	// else passes of ks.rows rows, the high ones from byMHi if the set
-	// has them.
-	rows, kern0, hi := ks.rows, ks.byM[mb], ks.byMHi
+	// else passes of ks.rows rows (a split set's are qTileSplit's).
+	rows, kern := ks.rows, ks.byM[mb]
 	if mb == 1 && ks.tile1 != nil {
-		rows, kern0, hi = matTileRows, ks.tile1, nil
+		rows, kern = matTileRows, ks.tile1
+	} else if ks.split {
+		qTileSplit(kern, dst, ldy, w, x, rb, nb, mb, i0, tile, n)
+		return
 	}
 	for pass := 0; pass < matTileRows/rows; pass++ {
 		r0 := tile*matTileRows + pass*rows
 		if r0 >= n {
 			return
-		}
-		kern := kern0
-		if hi != nil && pass >= 2 {
-			kern = hi[mb]
 		}
 		if r0+rows <= n {
 			kern(&dst[i0*ldy+r0], ldy, &w[0], &x[0], rb, nb, pass)
@@ -280,4 +312,29 @@ func qTile(ks *qKernelSet, dst []float32, ldy int, w, x []byte, rb, nb, mb, i0, 
 		}
 		stagingPool.Put(tmpp)
 	}
+}
+
+// qTileSplit is qTile for a split set: the two passes of kern, each over
+// 16 rows 8 apart; a last tile with padding rows is computed whole into a
+// staging buffer.
+func qTileSplit(kern qKernel, dst []float32, ldy int, w, x []byte, rb, nb, mb, i0, tile, n int) {
+	const half = matTileRows / 4 // the rows of one nibble of a pass
+	r0 := tile * matTileRows
+	if r0+matTileRows <= n {
+		for pass := range 2 {
+			kern(&dst[i0*ldy+r0+half*pass], ldy, &w[0], &x[0], rb, nb, pass)
+		}
+		return
+	}
+	tmpp := stagingPool.Get().(*[stagingTokens * matTileRows]float32)
+	for pass := range 2 {
+		// Pass 1's rows start at r0+8: past n, it has nothing to write.
+		if r0+half*pass < n {
+			kern(&tmpp[half*pass], matTileRows, &w[0], &x[0], rb, nb, pass)
+		}
+	}
+	for i := range mb {
+		copy(dst[(i0+i)*ldy+r0:(i0+i)*ldy+n], tmpp[i*matTileRows:])
+	}
+	stagingPool.Put(tmpp)
 }

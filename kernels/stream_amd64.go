@@ -6,7 +6,7 @@ package kernels
 // multiple of 64 floats) and returns its length.
 func sumAsm(p Path, x []float32) (int, float32) {
 	k := len(x) &^ 63
-	if k == 0 || (!p.wide() && p != AVX2) {
+	if k == 0 || (!p.wide() && !p.narrow()) {
 		return 0, 0
 	}
 	if p.wide() {

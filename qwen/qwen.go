@@ -45,8 +45,8 @@ type config struct {
 // CPUs this process may use).
 func WithThreads(n int) Option { return func(c *config) { c.threads = n } }
 
-// WithKernels forces a kernel path: "auto", "generic", "avx2", "avx512"
-// or "avx512vnni". By default, and with "auto", the fastest path this CPU
+// WithKernels forces a kernel path: "auto", "generic", "avx2", "avxvnni",
+// "avx512" or "avx512vnni". By default, and with "auto", the fastest path this CPU
 // runs. The package reads no environment: qwenrun's --kernels, or its
 // $QWEN_KERNELS when the flag is absent, is passed here.
 func WithKernels(path string) Option { return func(c *config) { c.kernels = path } }

@@ -19,7 +19,7 @@ func benchCommand() *cli.Command {
 		ArgsUsage: "MODEL.qbin [MODEL.qbin ...]",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "threads", Value: "1,2", Usage: "thread counts to measure"},
-			&cli.StringFlag{Name: "kernels", Usage: "kernel paths to measure: all, or a list of auto, generic, avx2, avx512, avx512vnni",
+			&cli.StringFlag{Name: "kernels", Usage: "kernel paths to measure: all, or a list of auto, generic, avx2, avxvnni, avx512, avx512vnni",
 				DefaultText: "$" + modelflags.KernelsEnv + ", or this CPU's fastest"},
 			&cli.IntFlag{Name: "pp", Value: 512, Usage: "prompt tokens for the prefill measurement"},
 			&cli.IntFlag{Name: "tg", Value: 128, Usage: "tokens for the decode measurement"},

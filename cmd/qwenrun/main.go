@@ -136,5 +136,5 @@ func threadsFlag() cli.Flag {
 }
 
 func kernelsFlag() cli.Flag {
-	return &cli.StringFlag{Name: "kernels", Usage: "kernel path: auto, generic, avx2, avx512, avx512vnni", DefaultText: "$" + modelflags.KernelsEnv + ", or auto"}
+	return &cli.StringFlag{Name: "kernels", Usage: "kernel path: auto, generic, avx2, avxvnni, avx512, avx512vnni", DefaultText: "$" + modelflags.KernelsEnv + ", or auto"}
 }

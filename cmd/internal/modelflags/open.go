@@ -17,7 +17,7 @@ import (
 )
 
 // KernelsEnv names the environment variable that forces a kernel path
-// ("generic", "avx2", "avx512", "avx512vnni") where --kernels is absent;
+// ("generic", "avx2", "avxvnni", "avx512", "avx512vnni") where --kernels is absent;
 // empty or "auto" is the fastest. The packages below read no environment:
 // the command reads it and passes the path on.
 const KernelsEnv = "QWEN_KERNELS"

@@ -5,7 +5,7 @@
 //
 //	go run . -out ../../qmatmul_amd64.s
 //
-// Every product kernel computes, for one tile (32 rows; 8 rows per call on
+// Every product kernel computes, for one tile (32 rows; 8 or 16 rows per call on
 // AVX2) and m token rows, over nb blocks of 32 columns:
 //
 //	dst[i*ldy + r] = sum_b (int32 dot of block b) * (scales) ...
@@ -15,7 +15,7 @@
 //
 //	func(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 //
-// (ldy in floats, ldx in bytes; pass selects the 8 rows of an AVX2 call).
+// (ldy in floats, ldx in bytes; pass selects the rows of an AVX2 call).
 package main
 
 import (
@@ -48,8 +48,12 @@ var rowRegs = [6]string{"BX", "DI", "R9", "R10", "R12", "R13"}
 const (
 	maxBWQ8 = 4
 	maxBWQ4 = 5
-	maxAVX2 = 4
-	maxHalf = 12
+	// maxSplitQ4: the q4 kernels over both nibbles of a pass' bytes take
+	// two int sums a token.
+	maxSplitQ4 = 6
+	// maxAVX2Q8: the q8 half-tile kernels keep their float sums in dst.
+	maxAVX2Q8 = 5
+	maxHalf   = 12
 )
 
 // prefetchDist is how far ahead (bytes) the one-token kernels prefetch
@@ -73,13 +77,18 @@ func main() {
 			q8half(m)
 			q4half(m)
 		}
-		for m := 1; m <= maxAVX2; m++ {
-			q8avx2(m)
-			q4avx2(m, false)
-			q4avx2(m, true)
+		for m := 2; m <= maxAVX2Q8; m++ {
+			q8avx2Half(m, false)
+			q8avx2Half(m, true)
 		}
-		q8avx2Tile()
-		q4avx2Tile()
+		for m := 1; m <= maxSplitQ4; m++ {
+			q4avx2Split(m, false)
+			q4avx2Split(m, true)
+		}
+		for _, vnni := range []bool{false, true} {
+			q8avx2Tile(vnni)
+			q4avx2Tile(vnni)
+		}
 	})
 }
 
@@ -92,7 +101,34 @@ func constants() {
 	emit.Data("qsign", 0x80808080)             // offset of the q8 values
 	emit.Data("qones", 0x00010001)             // int16 ones, for VPMADDWD
 	emit.Data("qperm", 0, 4, 1, 5, 2, 6, 3, 7) // VPACKSS* lane order back to memory order
+	// Whole-register copies, for memory operands where registers run out.
+	emit.Data("qsign8", 0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x80808080)
+	emit.Data("qnib8", 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f)
+	emit.Data("qones8", 0x00010001, 0x00010001, 0x00010001, 0x00010001, 0x00010001, 0x00010001, 0x00010001, 0x00010001)
 	emit.End()
+}
+
+// vpdpbusd emits AVX-VNNI's VPDPBUSD acc, u, s on Y registers (acc +=
+// the int32 sums of 4 products of u's unsigned bytes with s's signed
+// ones) in its VEX encoding, as bytes: the Go assembler knows only the
+// EVEX form, which needs AVX-512 VL, and CPUs with AVX-VNNI but no
+// AVX-512 (Alder Lake onwards) fault on it.
+func vpdpbusd(acc, u, s string) {
+	var a, b, c int
+	for _, r := range []struct {
+		name string
+		n    *int
+	}{{acc, &a}, {u, &b}, {s, &c}} {
+		if _, err := fmt.Sscanf(r.name, "Y%d", r.n); err != nil || *r.n < 0 || *r.n > 15 {
+			panic("vpdpbusd: not a Y register: " + r.name)
+		}
+	}
+	// VEX.256.66.0F38.W0 50 /r: C4, then R X B (inverted) and map 0F38,
+	// then W, vvvv (inverted), L=1, pp=66; ModRM reg = acc, r/m = s.
+	b1 := (^a>>3&1)<<7 | 1<<6 | (^c>>3&1)<<5 | 0x02
+	b2 := (^b&15)<<3 | 1<<2 | 0x01
+	modrm := 0xc0 | (a&7)<<3 | c&7
+	p("BYTE $0xc4; BYTE $0x%02x; BYTE $0x%02x; BYTE $0x50; BYTE $0x%02x // VPDPBUSD %s, %s, %s", b1, b2, modrm, s, u, acc)
 }
 
 // header emits the TEXT line and loads the row pointers: row i at
@@ -544,9 +580,9 @@ func halfHeader(name, typ string, perBlock int) {
 	p("ADDQ $%d, R13", halfPrefetchLead)
 }
 
-// halfStart loads, for the half that begins, the weights' address into
-// SI, the activation bases, the block count into CX, and DX = dst + 64*h.
-func halfStart(m, h int) {
+// halfStart loads the weights' address into SI, the activation bases
+// (xh) of m tokens, and the block count into CX.
+func halfStart(m int) {
 	p("MOVQ w+16(FP), SI")
 	p("MOVQ x+24(FP), BX")
 	p("MOVQ ldx+32(FP), R8")
@@ -613,7 +649,7 @@ func q8half(m int) {
 	iacc := func(i int) string { return fmt.Sprintf("Z%d", 3+i) }
 	facc := func(i int) string { return fmt.Sprintf("Z%d", 3+m+i) }
 	for h := 0; h < 2; h++ {
-		halfStart(m, h)
+		halfStart(m)
 		for i := 0; i < m; i++ {
 			p("VPXORD %s, %s, %s", facc(i), facc(i), facc(i))
 		}
@@ -652,7 +688,7 @@ func q4half(m int) {
 	facc := func(i int) string { return fmt.Sprintf("Z%d", 6+m+i) }
 	p("VPBROADCASTD qnib<>(SB), Z2")
 	for h := 0; h < 2; h++ {
-		halfStart(m, h)
+		halfStart(m)
 		p("MOVQ $1, DX") // blocks left in this super-block, after the first
 		for i := 0; i < m; i++ {
 			p("VPXORD %s, %s, %s", facc(i), facc(i), facc(i))
@@ -698,77 +734,176 @@ func q4half(m int) {
 	ret()
 }
 
-// q8avx2 emits gemmQ8AVX2M<m>: 8 rows (pass p: rows 8p..8p+7) of one q8
-// tile x m tokens, with AVX2's VPSIGNB moving each activation's sign onto
-// the signed values, then VPMADDUBSW and VPMADDWD.
-func q8avx2(m int) {
-	name := fmt.Sprintf("gemmQ8AVX2M%d", m)
-	header(name, m, "Rows 8*pass .. 8*pass+7 of one q8 tile x m token rows over nb blocks.")
-	// Y0 values, Y1 x, Y2 |x|, Y3 products, Y4 int16 ones, Y5 0x80, Y6
-	// scales, Y7 temp; int sums Y8.., float sums Y12...
-	iacc := func(i int) string { return fmt.Sprintf("Y%d", 8+i) }
-	facc := func(i, _ int) string { return fmt.Sprintf("Y%d", 12+i) }
+// q8avx2Half emits gemmQ8AVX2H<m>: 16 rows (pass p: rows 16p..16p+15)
+// of one q8 tile x m tokens, m >= 2. Exact int8 products on AVX2 take four
+// instructions per 32 multiply-adds whatever the trick (VPSIGNB, VPMADDUBSW,
+// VPMADDWD, VPADDD here; the nibble split or widening to int16 cost the
+// same), so what is left to win is the work around them: the activation's
+// broadcast and VPABSB serve two weight registers (16 rows), a weight
+// register's load and XOR serve m tokens, and the float sums live in dst
+// (read and written once a block) so the int sums of 5 tokens fit in the
+// 16 registers. The first group of a block writes the int sums, saving
+// their zeroing.
+//
+// With AVX-VNNI (gemmQ8AVXVNNIH<m>) one VPDPBUSD makes the 32
+// multiply-adds of the stored unsigned bytes q+128 with the activations,
+// and a block's int sums start at -128*sum(x), which removes the offset.
+func q8avx2Half(m int, vnni bool) {
+	name := fmt.Sprintf("gemmQ8AVX2H%d", m)
+	if vnni {
+		name = fmt.Sprintf("gemmQ8AVXVNNIH%d", m)
+	}
+	header(name, m, "Rows 16*pass .. 16*pass+15 of one q8 tile x m token rows over nb blocks.")
+	// Y0, Y1 values (rows 16p.., 16p+8..), Y2 x, Y3 |x|, Y4 products;
+	// int sums Y5.. (token i, rows half j: Y5+2i+j). At a block's end Y0,
+	// Y1 take the scales and Y2 d(x) times them.
+	iacc := func(i, j int) string { return fmt.Sprintf("Y%d", 5+2*i+j) }
+	// dst row i: DX, (DX)(R13*1), (DX)(R13*2), then from R11 = DX + 3*R13.
+	dst := func(i, off int) string {
+		switch i {
+		case 0:
+			return fmt.Sprintf("%d(DX)", off)
+		case 1, 2:
+			return fmt.Sprintf("%d(DX)(R13*%d)", off, i)
+		}
+		if i == 3 {
+			return fmt.Sprintf("%d(R11)", off)
+		}
+		return fmt.Sprintf("%d(R11)(R13*1)", off)
+	}
+	if m > 5 {
+		panic("q8avx2Half: dst rows past 4 need another base")
+	}
 	p("MOVQ pass+48(FP), R8")
-	p("MOVQ R8, R11")
-	p("SHLQ $5, R8")  // values: 32 bytes per pass
-	p("SHLQ $4, R11") // scales: 16 bytes per pass
-	p("VPBROADCASTD qones<>(SB), Y4")
-	p("VPBROADCASTD qsign<>(SB), Y5")
+	p("SHLQ $5, R8") // scales: 32 bytes per pass; values at twice that
+	p("MOVQ dst+0(FP), DX")
+	p("MOVQ ldy+8(FP), R13")
+	p("SHLQ $2, R13")
+	p("LEAQ (DX)(R13*2), R11")
+	p("ADDQ R13, R11")
+	p("VXORPS Y0, Y0, Y0")
 	for i := 0; i < m; i++ {
-		p("VXORPS %s, %s, %s", facc(i, 0), facc(i, 0), facc(i, 0))
+		p("VMOVUPS Y0, %s", dst(i, 0))
+		p("VMOVUPS Y0, %s", dst(i, 32))
 	}
 	loop := name + "loop"
 	label(loop)
-	for i := 0; i < m; i++ {
-		p("VPXOR %s, %s, %s", iacc(i), iacc(i), iacc(i))
-	}
-	for g := 0; g < 8; g++ {
-		p("VMOVDQU %d(SI)(R8*1), Y0", 64+128*g)
-		p("VPXOR Y5, Y0, Y0")
+	if vnni {
 		for i := 0; i < m; i++ {
-			p("VPBROADCASTD %s, Y1", x(i, 16+4*g))
-			p("VPABSB Y1, Y2")
-			p("VPSIGNB Y1, Y0, Y3")
-			p("VPMADDUBSW Y3, Y2, Y3")
-			p("VPMADDWD Y4, Y3, Y3")
-			p("VPADDD Y3, %s, %s", iacc(i), iacc(i))
+			p("VPBROADCASTD %s, %s", x(i, 8), iacc(i, 0))
+			p("VMOVDQA %s, %s", iacc(i, 0), iacc(i, 1))
 		}
 	}
-	p("VCVTPH2PS (SI)(R11*1), Y6")
+	for g := 0; g < 8; g++ {
+		for j := 0; j < 2; j++ {
+			p("VMOVDQU %d(SI)(R8*2), Y%d", 64+128*g+32*j, j)
+			if !vnni {
+				p("VPXOR qsign8<>(SB), Y%d, Y%d", j, j)
+			}
+		}
+		for i := 0; i < m; i++ {
+			p("VPBROADCASTD %s, Y2", x(i, 16+4*g))
+			if vnni {
+				vpdpbusd(iacc(i, 0), "Y0", "Y2")
+				vpdpbusd(iacc(i, 1), "Y1", "Y2")
+				continue
+			}
+			p("VPABSB Y2, Y3")
+			for j := 0; j < 2; j++ {
+				p("VPSIGNB Y2, Y%d, Y4", j)
+				p("VPMADDUBSW Y4, Y3, Y4")
+				if g == 0 {
+					p("VPMADDWD qones8<>(SB), Y4, %s", iacc(i, j))
+					continue
+				}
+				p("VPMADDWD qones8<>(SB), Y4, Y4")
+				p("VPADDD Y4, %s, %s", iacc(i, j), iacc(i, j))
+			}
+		}
+	}
+	p("VCVTPH2PS (SI)(R8*1), Y0")
+	p("VCVTPH2PS 16(SI)(R8*1), Y1")
 	for i := 0; i < m; i++ {
-		p("VBROADCASTSS %s, Y7", x(i, 0))
-		p("VMULPS Y6, Y7, Y7")
-		p("VCVTDQ2PS %s, %s", iacc(i), iacc(i))
-		p("VFMADD231PS Y7, %s, %s", iacc(i), facc(i, 0))
+		p("VBROADCASTSS %s, Y2", x(i, 0))
+		for j := 0; j < 2; j++ {
+			a := iacc(i, j)
+			p("VMULPS Y%d, Y2, Y4", j)
+			p("VCVTDQ2PS %s, %s", a, a)
+			p("VFMADD213PS %s, Y4, %s", dst(i, 32*j), a)
+			p("VMOVUPS %s, %s", a, dst(i, 32*j))
+		}
 	}
 	nextBlock(q8Block, loop)
-	store(m, facc, 1, 32)
+	p("VZEROUPPER")
+	p("RET")
+	emit.End()
 }
 
-// q4avx2 emits gemmQ4AVX2M<m> (rows 0..15 of the tile, passes 0 and 1:
-// low nibbles) or gemmQ4AVX2HiM<m> (rows 16..31, passes 2 and 3: high
-// nibbles).
-func q4avx2(m int, hi bool) {
-	name := fmt.Sprintf("gemmQ4AVX2M%d", m)
-	if hi {
-		name = fmt.Sprintf("gemmQ4AVX2HiM%d", m)
+// q4Scales loads 8 rows' block scales into d and minimums into mn, as
+// floats: the u8 factors at sc (a format for the offset) plus off times
+// the f16 super-block ones at hdr plus hoff, scales first, the minimums'
+// factors 32 bytes further and theirs 64.
+func q4Scales(sc, hdr string, off, hoff int, d, mn, tmp string) {
+	for _, r := range []struct {
+		reg  string
+		o, h int
+	}{{d, off, hoff}, {mn, 32 + off, 64 + hoff}} {
+		p("VPMOVZXBD "+sc+", %s", r.o, r.reg)
+		p("VCVTDQ2PS %s, %s", r.reg, r.reg)
+		p("VCVTPH2PS "+hdr+", %s", r.h, tmp)
+		p("VMULPS %s, %s, %s", tmp, r.reg, r.reg)
 	}
-	header(name, m, "Rows 8*pass .. 8*pass+7 of one q4 tile x m token rows over nb blocks.")
-	// Y0 values, Y1 x, Y2 products, Y3 0x0F, Y4 int16 ones, Y5 block
-	// scales, Y6 block minimums, Y7 temp; int16 sums Y8.., float Y12...
-	iacc := func(i int) string { return fmt.Sprintf("Y%d", 8+i) }
-	facc := func(i, _ int) string { return fmt.Sprintf("Y%d", 12+i) }
+}
+
+// q4avx2Split emits gemmQ4AVX2S<m> or, with AVX-VNNI, gemmQ4AVXVNNIS<m>:
+// the 16 rows whose nibbles share the 32 bytes of pass h (rows 8h..8h+7
+// in the low nibbles, 16+8h..16+8h+7 in the high ones; dst rows r and
+// r+16 from the dst given) x m tokens. On AVX2 a block's int16 pair sums
+// (at most 8*2*15*127) need no widening before its end, so VPMADDUBSW and
+// VPADDW make 32 multiply-adds; AVX-VNNI's VPDPBUSD makes them into int32
+// sums, zeroed each block. An activation's broadcast, which costs about
+// as much, serves 16 rows; the weights' load and nibble masks serve m
+// tokens; the float sums live in dst, read and written once a block, so
+// a token takes two registers.
+func q4avx2Split(m int, vnni bool) {
+	isa := "AVX2"
+	if vnni {
+		isa = "AVXVNNI"
+	}
+	name := fmt.Sprintf("gemmQ4%sS%d", isa, m)
+	comment("func %s(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)", name)
+	comment("Rows 8*pass .. 8*pass+7 and 16+8*pass .. 16+8*pass+7 of one q4 tile x m token rows over nb blocks.")
+	emit.Text(name, 56)
+	if m > 9 || 2*m+4 > 16 {
+		panic("q4avx2Split: too many tokens")
+	}
+	// Activation rows from the bases of xh (R8 = ldx), advanced a block
+	// each block; CX counts the blocks; SI the weights, R13 the header
+	// of the super-block, DX the blocks left under it; DI = 32*pass (the
+	// nibble bytes), R11 = 8*pass (block scales and minimums; header
+	// f16s at twice that); AX walks the dst rows (R12 = ldy in bytes).
+	// Y0 the high nibbles, Y1 the low ones, Y2 x, Y3 products (AVX2); int
+	// sums Y4.. (token i: low rows Y4+2i, high Y5+2i). At a block's end
+	// Y0 takes the scales, Y1 the minimums, Y2 a temporary, for the low
+	// rows and then the high ones.
+	iacc := func(i, half int) string { return fmt.Sprintf("Y%d", 4+2*i+half) }
+	halfStart(m)
 	p("MOVQ pass+48(FP), R11")
-	p("MOVQ R11, R8")
-	p("ANDQ $1, R8")
-	p("SHLQ $5, R8")  // the nibble bytes of rows 8p..: 32 bytes in for odd passes
-	p("SHLQ $3, R11") // block scales and minimums: 8 per pass; header f16s at twice that
-	p("VPBROADCASTD qones<>(SB), Y4")
-	p("VPBROADCASTD qnib<>(SB), Y3")
-	p("MOVQ $1, DX")
+	p("MOVQ R11, DI")
+	p("SHLQ $5, DI")
+	p("SHLQ $3, R11")
+	p("MOVQ ldy+8(FP), R12")
+	p("SHLQ $2, R12")
+	p("MOVQ dst+0(FP), AX")
+	p("VXORPS Y0, Y0, Y0")
 	for i := 0; i < m; i++ {
-		p("VXORPS %s, %s, %s", facc(i, 0), facc(i, 0), facc(i, 0))
+		p("VMOVUPS Y0, (AX)")
+		p("VMOVUPS Y0, 64(AX)")
+		if i < m-1 {
+			p("ADDQ R12, AX")
+		}
 	}
+	p("MOVQ $1, DX")
 	loop := name + "loop"
 	label(loop)
 	p("DECQ DX")
@@ -777,49 +912,70 @@ func q4avx2(m int, hi bool) {
 	p("ADDQ $%d, SI", q4Header)
 	p("MOVQ $8, DX")
 	label(name + "nohdr")
-	for i := 0; i < m; i++ {
-		p("VPXOR %s, %s, %s", iacc(i), iacc(i), iacc(i))
+	if vnni {
+		for i := 0; i < m; i++ {
+			for half := 0; half < 2; half++ {
+				p("VPXOR %s, %s, %s", iacc(i, half), iacc(i, half), iacc(i, half))
+			}
+		}
 	}
 	for g := 0; g < 8; g++ {
-		p("VMOVDQU %d(SI)(R8*1), Y0", 64+64*g)
-		if hi {
-			p("VPSRLW $4, Y0, Y0")
-		}
-		p("VPAND Y3, Y0, Y0")
+		p("VMOVDQU %d(SI)(DI*1), Y0", 64+64*g)
+		p("VPAND qnib8<>(SB), Y0, Y1")
+		p("VPSRLW $4, Y0, Y0")
+		p("VPAND qnib8<>(SB), Y0, Y0")
 		for i := 0; i < m; i++ {
-			p("VPBROADCASTD %s, Y1", x(i, 16+4*g))
-			p("VPMADDUBSW Y1, Y0, Y2")
-			p("VPADDW Y2, %s, %s", iacc(i), iacc(i))
+			p("VPBROADCASTD %s, Y2", xh(i, 16+4*g))
+			for half := 0; half < 2; half++ {
+				v := fmt.Sprintf("Y%d", 1-half)
+				switch {
+				case vnni:
+					vpdpbusd(iacc(i, half), v, "Y2")
+				case g == 0:
+					p("VPMADDUBSW Y2, %s, %s", v, iacc(i, half))
+				default:
+					p("VPMADDUBSW Y2, %s, Y3", v)
+					p("VPADDW Y3, %s, %s", iacc(i, half), iacc(i, half))
+				}
+			}
 		}
 	}
-	p("VPMOVZXBD (SI)(R11*1), Y5")
-	p("VCVTDQ2PS Y5, Y5")
-	p("VCVTPH2PS (R13)(R11*2), Y7")
-	p("VMULPS Y7, Y5, Y5")
-	p("VPMOVZXBD 32(SI)(R11*1), Y6")
-	p("VCVTDQ2PS Y6, Y6")
-	p("VCVTPH2PS 64(R13)(R11*2), Y7")
-	p("VMULPS Y7, Y6, Y6")
-	for i := 0; i < m; i++ {
-		a, f := iacc(i), facc(i, 0)
-		p("VPMADDWD Y4, %s, %s", a, a)
-		p("VCVTDQ2PS %s, %s", a, a)
-		p("VBROADCASTSS %s, Y7", x(i, 0))
-		p("VMULPS Y5, Y7, Y7")
-		p("VFMADD231PS Y7, %s, %s", a, f)
-		p("VBROADCASTSS %s, Y7", x(i, 4))
-		p("VFNMADD231PS Y7, Y6, %s", f)
+	for half := 0; half < 2; half++ {
+		q4Scales("%d(SI)(R11*1)", "%d(R13)(R11*2)", 16*half, 32*half, "Y0", "Y1", "Y2")
+		p("MOVQ dst+0(FP), AX")
+		for i := 0; i < m; i++ {
+			a := iacc(i, half)
+			if !vnni {
+				p("VPMADDWD qones8<>(SB), %s, %s", a, a)
+			}
+			p("VCVTDQ2PS %s, %s", a, a)
+			p("VBROADCASTSS %s, Y2", xh(i, 0))
+			p("VMULPS Y0, Y2, Y2")
+			p("VFMADD213PS %d(AX), Y2, %s", 64*half, a)
+			p("VBROADCASTSS %s, Y2", xh(i, 4))
+			p("VFNMADD231PS Y2, Y1, %s", a)
+			p("VMOVUPS %s, %d(AX)", a, 64*half)
+			if i < m-1 {
+				p("ADDQ R12, AX")
+			}
+		}
 	}
-	nextBlock(q4Block, loop)
-	store(m, facc, 1, 32)
+	halfNext(m, q4Block, loop)
+	ret()
 }
 
 // q8avx2Tile emits gemmQ8AVX2Tile: one whole q8 tile (32 rows, four Y
 // registers) x one token, the decode product. The 8-row kernels would
 // read each tile's cache lines in four passes, which costs decode half of
 // its bandwidth.
-func q8avx2Tile() {
-	const name = "gemmQ8AVX2Tile"
+//
+// With AVX-VNNI (gemmQ8AVXVNNITile) VPDPBUSD multiplies the stored
+// unsigned bytes, the int sums starting at the block's -128*sum(x).
+func q8avx2Tile(vnni bool) {
+	name := "gemmQ8AVX2Tile"
+	if vnni {
+		name = "gemmQ8AVXVNNITile"
+	}
 	header(name, 1, "One q8 tile (32 rows) x 1 token row over nb blocks; pass is unused.")
 	// Y0 values, Y1 x, Y2 |x|, Y3 products, Y4 int16 ones, Y5 0x80, Y6
 	// scales, Y7 temp; int sums Y8..Y11, float sums Y12..Y15 (8 rows each).
@@ -831,12 +987,23 @@ func q8avx2Tile() {
 	loop := name + "loop"
 	label(loop)
 	for q := 0; q < 4; q++ {
+		if vnni {
+			p("VPBROADCASTD %s, Y%d", x(0, 8), 8+q)
+			continue
+		}
 		p("VPXOR Y%d, Y%d, Y%d", 8+q, 8+q, 8+q)
 	}
 	for g := 0; g < 8; g++ {
 		p("PREFETCHT0 %d(SI)", prefetchDist+64+128*g)
 		p("PREFETCHT0 %d(SI)", prefetchDist+128+128*g)
 		p("VPBROADCASTD %s, Y1", x(0, 16+4*g))
+		if vnni {
+			for q := 0; q < 4; q++ {
+				p("VMOVDQU %d(SI), Y0", 64+128*g+32*q)
+				vpdpbusd(fmt.Sprintf("Y%d", 8+q), "Y0", "Y1")
+			}
+			continue
+		}
 		p("VPABSB Y1, Y2")
 		for q := 0; q < 4; q++ {
 			p("VMOVDQU %d(SI), Y0", 64+128*g+32*q)
@@ -862,8 +1029,13 @@ func q8avx2Tile() {
 // q4avx2Tile emits gemmQ4AVX2Tile: one whole q4 tile x one token (see
 // q8avx2Tile). The int16 pair sums of a block's 8 groups stay under
 // 2^15, so one VPMADDWD per block widens them.
-func q4avx2Tile() {
-	const name = "gemmQ4AVX2Tile"
+//
+// With AVX-VNNI (gemmQ4AVXVNNITile) VPDPBUSD makes int32 sums directly.
+func q4avx2Tile(vnni bool) {
+	name := "gemmQ4AVX2Tile"
+	if vnni {
+		name = "gemmQ4AVXVNNITile"
+	}
 	header(name, 1, "One q4 tile (32 rows) x 1 token row over nb blocks; pass is unused.")
 	// Y0 nibble bytes, Y1 x, Y2 values, Y3 0x0F, Y4 int16 ones, Y5 block
 	// scales, Y6 block minimums, Y7 temp; int16 sums Y8..Y11, float sums
@@ -893,6 +1065,13 @@ func q4avx2Tile() {
 			// high nibbles rows 16+8*half...
 			p("VMOVDQU %d(SI), Y0", 64+64*g+32*half)
 			p("VPAND Y3, Y0, Y2")
+			if vnni {
+				vpdpbusd(fmt.Sprintf("Y%d", 8+half), "Y2", "Y1")
+				p("VPSRLW $4, Y0, Y0")
+				p("VPAND Y3, Y0, Y2")
+				vpdpbusd(fmt.Sprintf("Y%d", 10+half), "Y2", "Y1")
+				continue
+			}
 			p("VPMADDUBSW Y1, Y2, Y2")
 			p("VPADDW Y2, Y%d, Y%d", 8+half, 8+half)
 			p("VPSRLW $4, Y0, Y0")
@@ -902,16 +1081,11 @@ func q4avx2Tile() {
 		}
 	}
 	for q := 0; q < 4; q++ {
-		p("VPMOVZXBD %d(SI), Y5", 8*q)
-		p("VCVTDQ2PS Y5, Y5")
-		p("VCVTPH2PS %d(R13), Y7", 16*q)
-		p("VMULPS Y7, Y5, Y5")
-		p("VPMOVZXBD %d(SI), Y6", 32+8*q)
-		p("VCVTDQ2PS Y6, Y6")
-		p("VCVTPH2PS %d(R13), Y7", 64+16*q)
-		p("VMULPS Y7, Y6, Y6")
+		q4Scales("%d(SI)", "%d(R13)", 8*q, 16*q, "Y5", "Y6", "Y7")
 		a, f := fmt.Sprintf("Y%d", 8+q), fmt.Sprintf("Y%d", 12+q)
-		p("VPMADDWD Y4, %s, %s", a, a)
+		if !vnni {
+			p("VPMADDWD Y4, %s, %s", a, a)
+		}
 		p("VCVTDQ2PS %s, %s", a, a)
 		p("VBROADCASTSS %s, Y7", x(0, 0))
 		p("VMULPS Y5, Y7, Y7")
