@@ -368,6 +368,12 @@ func decodeIQ2_XXS(dst []float32, src []byte) {
 	})
 }
 
+// iq2Scales is IQ2_XS's and IQ2_S's pair of sub-block scales from a
+// byte of two 4-bit ones.
+func iq2Scales(d float32, s byte) [2]float32 {
+	return [2]float32{float32(d*(0.5+float32(s&15))) * 0.25, float32(d*(0.5+float32(s>>4))) * 0.25}
+}
+
 // IQ2_XS: d, 32 words of a 9-bit grid index and a 7-bit sign set, eight
 // bytes of two 4-bit scales.
 func decodeIQ2_XS(dst []float32, src []byte) {
@@ -375,10 +381,7 @@ func decodeIQ2_XS(dst []float32, src []byte) {
 	blocks(dst, src, qkK, 74, func(y []float32, x []byte) {
 		d, scales := h[le16(x)], x[66:74]
 		for ib := range 8 {
-			db := [2]float32{
-				float32(d*(0.5+float32(scales[ib]&15))) * 0.25,
-				float32(d*(0.5+float32(scales[ib]>>4))) * 0.25,
-			}
+			db := iq2Scales(d, scales[ib])
 			for l := range 4 {
 				q := le16(x[2+2*(4*ib+l):])
 				p, signs := iq2xsGrid[q&511], ksignsIQ2XS[q>>9]
@@ -398,10 +401,7 @@ func decodeIQ2_S(dst []float32, src []byte) {
 	blocks(dst, src, qkK, 82, func(y []float32, x []byte) {
 		d, qs, signs, qh, scales := h[le16(x)], x[2:34], x[34:66], x[66:74], x[74:82]
 		for ib := range 8 {
-			db := [2]float32{
-				float32(d*(0.5+float32(scales[ib]&15))) * 0.25,
-				float32(d*(0.5+float32(scales[ib]>>4))) * 0.25,
-			}
+			db := iq2Scales(d, scales[ib])
 			for l := range 4 {
 				p := iq2sGrid[int(qs[4*ib+l])|int(qh[ib])<<(8-2*l)&0x300]
 				for j := range 8 {
