@@ -579,8 +579,36 @@ func TestStateCacheAgentSession(t *testing.T) {
 	edited = append(edited, msg(20)...)
 	editedMarks = append(editedMarks, len(edited))
 	turn("an edited message", edited, editedMarks, len(edited)-marks[3])
-	// The last turn again: all of its prompt is kept.
+	// The last turn again: all of its prompt is kept, with the logits
+	// after it, so not one token is computed; and sampled with a seed, it
+	// draws what a fresh request with that seed draws.
+	before := computed
 	turn("a retried answer", slices.Clone(prompt), slices.Clone(marks), 0)
+	if computed != before {
+		t.Errorf("the retried answer computed %d prompt tokens, want 0", computed-before)
+	}
+	p := sampling.Params{Temperature: 0.9, Seed: 11}
+	sampled, done := collect(t, submit(t, e, Request{Prompt: slices.Clone(prompt), Marks: slices.Clone(marks), MaxTokens: 5, Params: p, PromptLogits: true, TopLogprobs: 2}))
+	if done.Usage.CachedTokens != len(prompt) {
+		t.Errorf("a sampled retry took %d of %d prompt tokens from the cache", done.Usage.CachedTokens, len(prompt))
+	}
+	fresh2 := newEngine(t, m, Options{Parallel: 1, CheckpointEvery: 64})
+	alone, _ := collect(t, submit(t, fresh2, Request{Prompt: slices.Clone(prompt), MaxTokens: 5, Params: p, PromptLogits: true, TopLogprobs: 2}))
+	if got, want := tokensOf(sampled), tokensOf(alone); !slices.Equal(got, want) {
+		t.Errorf("a sampled retry from the kept logits drew %v, a fresh request %v", got, want)
+	}
+	// Equal up to the order of the sums (the prompts were cut into other
+	// steps).
+	if len(sampled) == 0 || len(alone) == 0 || len(sampled[0].PromptLogits) != m.Config.Vocab {
+		t.Fatalf("a retry's first event: %d events, %d prompt logits", len(sampled), len(sampled[0].PromptLogits))
+	}
+	worst := math.Abs(float64(sampled[0].Logprob - alone[0].Logprob))
+	for i, v := range sampled[0].PromptLogits {
+		worst = max(worst, math.Abs(float64(v-alone[0].PromptLogits[i])))
+	}
+	if worst > 2e-3 {
+		t.Errorf("a retry's prompt logits or first logprob are %g from a fresh request's", worst)
+	}
 	if float64(computed) > 1.1*float64(fresh) {
 		t.Errorf("%d prompt tokens computed for %d new ones", computed, fresh)
 	}
