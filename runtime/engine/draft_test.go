@@ -637,7 +637,7 @@ func TestStateCacheAgentSession(t *testing.T) {
 }
 
 // TestMTPDrafts: the trained Qwen3.5 demo drafting with its own MTP head,
-// one guess a step and chains of three, gives the greedy tokens it gives
+// one guess a step and chains of two and three, gives the greedy tokens it gives
 // without (on its reference prompts, 40 tokens each), and its guesses are
 // kept as often as the float64 reference's would be in the same greedy
 // self-speculative run: within 0.05.
@@ -657,8 +657,8 @@ func TestMTPDrafts(t *testing.T) {
 	const n = 40
 	e := newEngine(t, m, Options{Parallel: 4, MTP: true, Runner: infer.Options{MTPVocab: 32768}})
 	var refDrafted, refKept int
-	for _, k := range []int{1, 3} {
-		drafted, kept := 0, 0
+	for _, k := range []int{1, 2, 3} {
+		drafted, kept, made := 0, 0, 0
 		for _, c := range exp.Cases {
 			plain, _ := collect(t, submit(t, e, Request{Prompt: c.PromptIDs, MaxTokens: n, TopLogprobs: -1}))
 			evs, done := collect(t, submit(t, e, Request{Prompt: c.PromptIDs, MaxTokens: n, TopLogprobs: -1, Draft: Draft{MTP: k}}))
@@ -667,6 +667,7 @@ func TestMTPDrafts(t *testing.T) {
 			}
 			drafted += done.Usage.Drafted
 			kept += done.Usage.Accepted
+			made += done.Usage.CompletionTokens
 			// Sampled, each token is drawn as it would be without drafts
 			// (a draft is kept when the draw equals it): the same seed
 			// gives the same text.
@@ -685,7 +686,9 @@ func TestMTPDrafts(t *testing.T) {
 			t.Fatalf("chains of %d: nothing drafted", k)
 		}
 		rate := float64(kept) / float64(drafted)
-		t.Logf("chains of %d: %d drafted, %d kept (%.3f)", k, drafted, kept, rate)
+		// A step gives its token and the guesses it keeps: the tokens a
+		// step, which bench-draft's step costs turn into a speedup.
+		t.Logf("chains of %d: %d drafted, %d kept (%.3f); %d tokens in %d steps (%.3f a step)", k, drafted, kept, rate, made, made-kept, float64(made)/float64(made-kept))
 		if k == 1 {
 			want := float64(refKept) / float64(refDrafted)
 			t.Logf("the float64 reference in the same run: %d drafted, %d kept (%.3f)", refDrafted, refKept, want)
