@@ -739,9 +739,11 @@ func (e *Engine) countKV(active []*job) {
 
 // marks are the prompt positions where a session that cannot go back by
 // itself keeps a copy of its states: the request's, every
-// CheckpointEvery tokens of a long prompt, and the prompt's end and the
-// token before it (the same prompt again, a retried answer, starts there:
-// its last token must be computed for its logits), in order. A model
+// CheckpointEvery tokens of a long prompt, and the prompt's end (with
+// the logits after it: the same prompt again, a retried answer, starts
+// there and computes nothing) and the token before it (where the same
+// prompt starts when no logits were kept: its last token is computed
+// again for them), in order. A model
 // whose sessions rewind anywhere needs none.
 func (e *Engine) marks(prompt []int32, asked []int) []int {
 	if e.rewindable {
