@@ -154,6 +154,7 @@ func ask(ctx context.Context, c *http.Client, base string, cfg Config, msgs []Me
 	var answer strings.Builder
 	var promptN, cacheN, usagePrompt, usageCached, predictedN int
 	var promptMS, predictedMS float64
+	timed := false // a retried prompt may compute nothing: 0 tokens in 0 ms
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
@@ -198,12 +199,13 @@ func ask(ctx context.Context, c *http.Client, base string, cfg Config, msgs []Me
 		}
 		if t := ch.Timings; t != nil {
 			promptN, cacheN, promptMS, predictedN, predictedMS = t.PromptN, t.CacheN, t.PromptMS, t.PredictedN, t.PredictedMS
+			timed = true
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return err
 	}
-	if promptMS == 0 && promptN == 0 {
+	if !timed {
 		return fmt.Errorf("the server's answer has no timings (prompt_n, prompt_ms): the session needs them")
 	}
 	tr.Answer = answer.String()

@@ -67,12 +67,13 @@ func (k reuse) bytes() int64 { return k.cache.bytes + k.pool.bytes }
 // take returns a session of KV cache type kv for prompt, from the entry
 // that reaches the longest prefix of it, and the position it holds: at
 // most most (len(prompt)-1 when the step that continues needs a token to
-// give logits), and one of the entry's points (RewindPoint). A forking
+// give logits), and one of the entry's points (RewindPoint); with whole,
+// all of prompt where an entry kept the logits after it (LogitsAt). A forking
 // cache forks the entry; the others take it out. Without a shared prefix
 // it returns nil, unless the cache recycles: then any session of type kv
 // will do, and without one the least recently used session of another
 // type is dropped.
-func (c *prefixCache) take(prompt []int32, kv format.KVType, most int) (*infer.Session, int) {
+func (c *prefixCache) take(prompt []int32, kv format.KVType, most int, whole bool) (*infer.Session, int) {
 	best, keep := -1, 0
 	if c.recycle {
 		keep = -1
@@ -81,7 +82,11 @@ func (c *prefixCache) take(prompt []int32, kv format.KVType, most int) (*infer.S
 		if s.KVType() != kv {
 			continue
 		}
-		n := s.RewindPoint(min(chat.CommonPrefix(s.Tokens(), prompt), most))
+		common := chat.CommonPrefix(s.Tokens(), prompt)
+		n := s.RewindPoint(min(common, most))
+		if whole && common == len(prompt) && s.LogitsAt(common) != nil {
+			n = common
+		}
 		if n > keep {
 			best, keep = i, n
 		}

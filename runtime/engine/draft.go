@@ -398,7 +398,7 @@ func (b *backoff) checked(hit bool) {
 // past the session's positions, which takes the MTP layer's own output
 // at the guess before, forgotten after the chain. The guesses are the
 // next step's draft.
-func (l *loop) mtpGuess() {
+func (l *loop) mtpGuess(jobs []*job) {
 	e := l.e
 	ms := &l.mtp
 	limit := e.m.MTPRows()
@@ -420,7 +420,7 @@ func (l *loop) mtpGuess() {
 		ms.seqs, ms.jobs, rows = ms.seqs[:0], ms.jobs[:0], 0
 		return true
 	}
-	for _, j := range l.owners {
+	for _, j := range jobs {
 		j.mtpGuess = j.mtpGuess[:0]
 		if ended(j) || !j.sess.MTPReady() {
 			continue
@@ -454,7 +454,7 @@ func (l *loop) mtpGuess() {
 		return
 	}
 	// The chains: one row a job a step.
-	for _, j := range l.owners {
+	for _, j := range jobs {
 		if !ended(j) && len(j.mtpGuess) > 0 && len(j.mtpGuess) < j.req.Draft.MTP && j.mtpBack.rest == 0 {
 			ms.chain = append(ms.chain, j)
 		}
@@ -479,7 +479,7 @@ func (l *loop) mtpGuess() {
 		ms.chain = slices.DeleteFunc(more, func(j *job) bool { return !j.mtpGrew })
 	}
 	ms.chain = ms.chain[:0]
-	for _, j := range l.owners {
+	for _, j := range jobs {
 		if !ended(j) {
 			j.sess.ForgetGuesses()
 		}

@@ -579,8 +579,36 @@ func TestStateCacheAgentSession(t *testing.T) {
 	edited = append(edited, msg(20)...)
 	editedMarks = append(editedMarks, len(edited))
 	turn("an edited message", edited, editedMarks, len(edited)-marks[3])
-	// The last turn again: all of its prompt is kept.
+	// The last turn again: all of its prompt is kept, with the logits
+	// after it, so not one token is computed; and sampled with a seed, it
+	// draws what a fresh request with that seed draws.
+	before := computed
 	turn("a retried answer", slices.Clone(prompt), slices.Clone(marks), 0)
+	if computed != before {
+		t.Errorf("the retried answer computed %d prompt tokens, want 0", computed-before)
+	}
+	p := sampling.Params{Temperature: 0.9, Seed: 11}
+	sampled, done := collect(t, submit(t, e, Request{Prompt: slices.Clone(prompt), Marks: slices.Clone(marks), MaxTokens: 5, Params: p, PromptLogits: true, TopLogprobs: 2}))
+	if done.Usage.CachedTokens != len(prompt) {
+		t.Errorf("a sampled retry took %d of %d prompt tokens from the cache", done.Usage.CachedTokens, len(prompt))
+	}
+	fresh2 := newEngine(t, m, Options{Parallel: 1, CheckpointEvery: 64})
+	alone, _ := collect(t, submit(t, fresh2, Request{Prompt: slices.Clone(prompt), MaxTokens: 5, Params: p, PromptLogits: true, TopLogprobs: 2}))
+	if got, want := tokensOf(sampled), tokensOf(alone); !slices.Equal(got, want) {
+		t.Errorf("a sampled retry from the kept logits drew %v, a fresh request %v", got, want)
+	}
+	// Equal up to the order of the sums (the prompts were cut into other
+	// steps).
+	if len(sampled) == 0 || len(alone) == 0 || len(sampled[0].PromptLogits) != m.Config.Vocab {
+		t.Fatalf("a retry's first event: %d events, %d prompt logits", len(sampled), len(sampled[0].PromptLogits))
+	}
+	worst := math.Abs(float64(sampled[0].Logprob - alone[0].Logprob))
+	for i, v := range sampled[0].PromptLogits {
+		worst = max(worst, math.Abs(float64(v-alone[0].PromptLogits[i])))
+	}
+	if worst > 2e-3 {
+		t.Errorf("a retry's prompt logits or first logprob are %g from a fresh request's", worst)
+	}
 	if float64(computed) > 1.1*float64(fresh) {
 		t.Errorf("%d prompt tokens computed for %d new ones", computed, fresh)
 	}
@@ -609,7 +637,7 @@ func TestStateCacheAgentSession(t *testing.T) {
 }
 
 // TestMTPDrafts: the trained Qwen3.5 demo drafting with its own MTP head,
-// one guess a step and chains of three, gives the greedy tokens it gives
+// one guess a step and chains of two and three, gives the greedy tokens it gives
 // without (on its reference prompts, 40 tokens each), and its guesses are
 // kept as often as the float64 reference's would be in the same greedy
 // self-speculative run: within 0.05.
@@ -629,8 +657,8 @@ func TestMTPDrafts(t *testing.T) {
 	const n = 40
 	e := newEngine(t, m, Options{Parallel: 4, MTP: true, Runner: infer.Options{MTPVocab: 32768}})
 	var refDrafted, refKept int
-	for _, k := range []int{1, 3} {
-		drafted, kept := 0, 0
+	for _, k := range []int{1, 2, 3} {
+		drafted, kept, made := 0, 0, 0
 		for _, c := range exp.Cases {
 			plain, _ := collect(t, submit(t, e, Request{Prompt: c.PromptIDs, MaxTokens: n, TopLogprobs: -1}))
 			evs, done := collect(t, submit(t, e, Request{Prompt: c.PromptIDs, MaxTokens: n, TopLogprobs: -1, Draft: Draft{MTP: k}}))
@@ -639,6 +667,7 @@ func TestMTPDrafts(t *testing.T) {
 			}
 			drafted += done.Usage.Drafted
 			kept += done.Usage.Accepted
+			made += done.Usage.CompletionTokens
 			// Sampled, each token is drawn as it would be without drafts
 			// (a draft is kept when the draw equals it): the same seed
 			// gives the same text.
@@ -657,7 +686,9 @@ func TestMTPDrafts(t *testing.T) {
 			t.Fatalf("chains of %d: nothing drafted", k)
 		}
 		rate := float64(kept) / float64(drafted)
-		t.Logf("chains of %d: %d drafted, %d kept (%.3f)", k, drafted, kept, rate)
+		// A step gives its token and the guesses it keeps: the tokens a
+		// step, which bench-draft's step costs turn into a speedup.
+		t.Logf("chains of %d: %d drafted, %d kept (%.3f); %d tokens in %d steps (%.3f a step)", k, drafted, kept, rate, made, made-kept, float64(made)/float64(made-kept))
 		if k == 1 {
 			want := float64(refKept) / float64(refDrafted)
 			t.Logf("the float64 reference in the same run: %d drafted, %d kept (%.3f)", refDrafted, refKept, want)

@@ -522,10 +522,12 @@ func (j *job) finish(reason StopReason) {
 func ended(j *job) bool { return j.sess == nil }
 
 // start gives a job its session, from the longest cached prefix of its
-// prompt when there is one, and its sampler if it generates. It reports
-// whether the job is already done: a prompt alone was asked for, and all
-// of it is cached.
-func (e *Engine) start(j *job, k reuse) (done bool) {
+// prompt when there is one, and its sampler if it generates. A prompt
+// that an ended request's was, its logits kept (Session.KeepLogits: a
+// retried answer), takes its first token from them without a step. It
+// returns why the job is already done, or "": a prompt alone was asked
+// for and all of it is cached, or the first token ends it.
+func (e *Engine) start(j *job, k reuse, lp *logprobs) StopReason {
 	j.started = time.Now()
 	j.usage.Queued = j.started.Sub(j.submitted)
 	j.usage.PromptTokens = len(j.req.Prompt)
@@ -535,7 +537,7 @@ func (e *Engine) start(j *job, k reuse) (done bool) {
 	if j.req.MaxTokens == 0 && !j.req.PromptLogits {
 		most++
 	}
-	sess, keep := k.of(j).take(j.req.Prompt, j.req.KV, most)
+	sess, keep := k.of(j).take(j.req.Prompt, j.req.KV, most, !j.scoring())
 	if sess == nil {
 		sess, _ = e.m.NewSessionKV(e.opts.Ctx, j.req.KV) // Ctx was checked in New
 		if e.opts.MTP {
@@ -557,14 +559,28 @@ func (e *Engine) start(j *job, k reuse) (done bool) {
 		// Nothing to sample: a sampler's scratch is some bytes per token
 		// of the vocabulary (3.3 MB for Qwen3's), allocated and cleared
 		// for each of an embedding request's inputs.
-		return len(j.rest) == 0
+		if len(j.rest) == 0 {
+			return StopLength
+		}
+		return ""
 	}
 	j.sampler = sampling.New(e.m.Config.Vocab, j.req.Params)
 	j.history = append(make([]int32, 0, len(j.req.Prompt)+64), j.req.Prompt...)
 	if j.req.Draft.Max > 0 {
 		j.draft = newDrafter(j.req.Draft, j.req.Prompt)
 	}
-	return len(j.rest) == 0
+	if len(j.rest) > 0 {
+		return ""
+	}
+	// The sampler's penalties and a constraint's mask write into the
+	// row: a copy, as the kept one serves the next retry too.
+	now := time.Now()
+	j.usage.Prefill = now.Sub(j.started)
+	lg := slices.Clone(sess.LogitsAt(keep))
+	if j.req.PromptLogits {
+		j.logits = slices.Clone(lg)
+	}
+	return e.sample(j, lg, now, lp, keep)
 }
 
 // check samples at each row of a step that carried a draft, as sample
@@ -723,9 +739,11 @@ func (e *Engine) countKV(active []*job) {
 
 // marks are the prompt positions where a session that cannot go back by
 // itself keeps a copy of its states: the request's, every
-// CheckpointEvery tokens of a long prompt, and the prompt's end and the
-// token before it (the same prompt again, a retried answer, starts there:
-// its last token must be computed for its logits), in order. A model
+// CheckpointEvery tokens of a long prompt, and the prompt's end (with
+// the logits after it: the same prompt again, a retried answer, starts
+// there and computes nothing) and the token before it (where the same
+// prompt starts when no logits were kept: its last token is computed
+// again for them), in order. A model
 // whose sessions rewind anywhere needs none.
 func (e *Engine) marks(prompt []int32, asked []int) []int {
 	if e.rewindable {

@@ -685,10 +685,10 @@ func TestPoolRecycles(t *testing.T) {
 		}
 		pool.put(s)
 	}
-	if s, keep := pool.take([]int32{7, 8}, format.KVQ8, 1); s == nil || s.KVType() != format.KVQ8 || keep != 0 {
+	if s, keep := pool.take([]int32{7, 8}, format.KVQ8, 1, false); s == nil || s.KVType() != format.KVQ8 || keep != 0 {
 		t.Fatalf("no prefix shared: %v, keep %d", s, keep)
 	}
-	if s, _ := pool.take([]int32{1, 2}, format.KVQ8, 1); s != nil || len(pool.entries) != 0 || pool.bytes != 0 {
+	if s, _ := pool.take([]int32{1, 2}, format.KVQ8, 1, false); s != nil || len(pool.entries) != 0 || pool.bytes != 0 {
 		t.Errorf("only an f16 session left, a q8 one asked for: %v; %d left, %d bytes", s, len(pool.entries), pool.bytes)
 	}
 }

@@ -25,6 +25,9 @@ type loop struct {
 	decoders int
 	logits   *logprobs
 	mtp      mtpDrafts
+	// sampled are the jobs admitted that took their first token from
+	// logits the cache kept (a retried answer).
+	sampled []*job
 }
 
 // loop runs steps while there is work, and waits for work otherwise. Each
@@ -135,12 +138,23 @@ func (l *loop) admit() (closing bool) {
 	e.mu.Unlock()
 	// Outside the lock: the prefix search and a new session need not
 	// hold up Submit and Stats, and the cache is this goroutine's.
+	sampled := l.sampled[:0]
 	for _, j := range l.active[n:] {
-		if e.start(j, l.reuse) {
-			// Its prompt is all in the cache and nothing more is asked.
-			e.end(j, StopLength, l.reuse)
+		if reason := e.start(j, l.reuse, l.logits); reason != "" {
+			// Its prompt is all in the cache and nothing more is asked,
+			// or the token sampled from the logits kept there ends it.
+			e.end(j, reason, l.reuse)
+		} else if len(j.rest) == 0 {
+			sampled = append(sampled, j)
 		}
 	}
+	if len(sampled) > 0 && e.opts.MTP {
+		// Their first step checks the MTP head's guess as any other
+		// step does: it comes from the hidden state the cache kept.
+		l.mtpGuess(sampled)
+	}
+	clear(sampled)
+	l.sampled = sampled[:0]
 	l.active = slices.DeleteFunc(l.active, ended)
 	if !slices.ContainsFunc(l.active, (*job).oneShot) {
 		// Nothing to pass them on to: the memory goes back.
@@ -172,7 +186,7 @@ func (l *loop) run() (err error) {
 	l.count()
 	l.deliver()
 	if l.e.opts.MTP {
-		l.mtpGuess()
+		l.mtpGuess(l.owners)
 	}
 	return nil
 }
@@ -276,14 +290,18 @@ func (l *loop) deliverOne(i int, j *job, now time.Time) {
 	if l.prompt[i] > 0 && len(j.rest) == 0 {
 		j.usage.Prefill = now.Sub(j.started)
 	}
+	lg := e.r.Logits(i)
 	if len(j.marks) > 0 && j.sess.Len() == j.marks[0] {
 		// Where a later request is likely to part from this one (a
 		// message's end, the prompt's): a session that cannot rewind by
-		// itself keeps a copy here.
+		// itself keeps a copy here, and at the prompt's end the logits
+		// too, for the same prompt again (a retried answer).
 		j.sess.Checkpoint()
+		if len(j.rest) == 0 && l.prompt[i] > 0 && len(lg) == e.m.Config.Vocab {
+			j.sess.KeepLogits(lg)
+		}
 		j.marks = j.marks[1:]
 	}
-	lg := e.r.Logits(i)
 	if lg != nil && j.req.PromptLogits && j.usage.CompletionTokens == 0 {
 		j.logits = append([]float32(nil), lg...) // before the sampler's penalties change it
 	}

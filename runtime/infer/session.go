@@ -72,6 +72,9 @@ type Snapshot struct {
 	mtpRow []float32
 	// logged: Speculate took it, and the recurrent states log from it.
 	logged bool
+	// logits is the head's row for the token after pos (KeepLogits): the
+	// same tokens again need no step for it.
+	logits []float32
 }
 
 // Pos is the position the snapshot was taken at: the tokens the session
@@ -140,7 +143,7 @@ func (s *Session) Bytes() int64 {
 		b += st.Bytes()
 	}
 	for _, c := range s.checkpoints {
-		b += c.bytes
+		b += c.bytes + int64(4*len(c.logits))
 	}
 	return b
 }
@@ -298,6 +301,9 @@ func (s *Session) Memory(yield func(id *byte, bytes int64)) {
 				yield(floatID(rc), rc.Bytes())
 			}
 		}
+		if len(c.logits) > 0 {
+			yield(floatID(c.logits), int64(4*len(c.logits)))
+		}
 	}
 }
 
@@ -430,6 +436,29 @@ func (s *Session) Checkpoint() {
 		s.checkpoints[0] = nil
 		s.checkpoints = s.checkpoints[1:]
 	}
+}
+
+// KeepLogits keeps logits, the head's row for the token after the
+// session's last position, with the checkpoint there (Checkpoint, called
+// first; without one it does nothing). A request whose prompt is exactly
+// these tokens (a retried answer, the same question again) then starts
+// from the fork there and samples at once: no step, not even for the
+// prompt's last token. It is a copy; the row is never written.
+func (s *Session) KeepLogits(logits []float32) {
+	if i := len(s.checkpoints) - 1; i >= 0 && s.checkpoints[i].pos == len(s.tokens) {
+		s.checkpoints[i].logits = slices.Clone(logits)
+	}
+}
+
+// LogitsAt is the row KeepLogits kept for the token after position n:
+// nil when the session keeps none there. The caller must not write it.
+func (s *Session) LogitsAt(n int) []float32 {
+	for _, c := range s.checkpoints {
+		if c.pos == n {
+			return c.logits
+		}
+	}
+	return nil
 }
 
 // reserve makes room in every state for positions [0, n), of which the
