@@ -546,7 +546,11 @@ func (e *Engine) start(j *job, k reuse, lp *logprobs) StopReason {
 	}
 	j.usage.CachedTokens = keep
 	j.marks = j.marks[:0]
-	for _, m := range e.marks(j.req.Prompt, j.req.Marks) {
+	// The step that ends the prompt gives its logits, kept with the copy
+	// there (deliverOne), unless the request asks for none or for some
+	// rows of the head only.
+	logits := len(j.req.Rows) == 0 && (j.req.MaxTokens != 0 || j.req.PromptLogits)
+	for _, m := range e.marks(j.req.Prompt, j.req.Marks, logits) {
 		if m > keep {
 			j.marks = append(j.marks, m)
 		}
@@ -739,13 +743,13 @@ func (e *Engine) countKV(active []*job) {
 
 // marks are the prompt positions where a session that cannot go back by
 // itself keeps a copy of its states: the request's, every
-// CheckpointEvery tokens of a long prompt, and the prompt's end (with
-// the logits after it: the same prompt again, a retried answer, starts
-// there and computes nothing) and the token before it (where the same
-// prompt starts when no logits were kept: its last token is computed
-// again for them), in order. A model
-// whose sessions rewind anywhere needs none.
-func (e *Engine) marks(prompt []int32, asked []int) []int {
+// CheckpointEvery tokens of a long prompt, and the prompt's end, in
+// order. With logits the copy at the end keeps the logits after it, and
+// the same prompt again (a retried answer) starts there and computes
+// nothing; without, the token before the end has a copy too, where the
+// same prompt starts to compute its last token again for its logits. A
+// model whose sessions rewind anywhere needs none.
+func (e *Engine) marks(prompt []int32, asked []int, logits bool) []int {
 	if e.rewindable {
 		return nil
 	}
@@ -755,13 +759,15 @@ func (e *Engine) marks(prompt []int32, asked []int) []int {
 			ms = append(ms, m)
 		}
 	}
-	ms = slices.DeleteFunc(ms, func(m int) bool { return m <= 0 })
 	if every := e.opts.CheckpointEvery; every > 0 {
 		for m := every; m < len(prompt); m += every {
 			ms = append(ms, m)
 		}
 	}
-	ms = append(ms, len(prompt)-1, len(prompt))
+	if !logits {
+		ms = append(ms, len(prompt)-1)
+	}
+	ms = append(ms, len(prompt))
 	slices.Sort(ms)
 	return slices.Compact(ms)
 }
