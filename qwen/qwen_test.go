@@ -117,8 +117,12 @@ func TestStopStrings(t *testing.T) {
 	}
 }
 
-// TestCancel: a cancelled context ends the generation within a step; the
-// last Delta has the usage, StopInterrupt, and the context's error.
+// TestCancel: a cancelled context ends the generation; the last Delta has
+// the usage, StopInterrupt, and the context's error. The engine never
+// waits for its reader, so it may have generated a token or two more than
+// the reader had seen when it cancelled: those come before the last Delta,
+// and the usage counts exactly the tokens delivered. (That the engine
+// stops within a step is runtime/engine's TestCancelFreesTheSlot.)
 func TestCancel(t *testing.T) {
 	m := open(t, "tiny-a.qbin")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -135,9 +139,8 @@ func TestCancel(t *testing.T) {
 		}
 		last, lastErr = d, err
 	}
-	if !errors.Is(lastErr, context.Canceled) || last.Stop != qwen.StopInterrupt || last.Usage.CompletionTokens < 3 ||
-		last.Usage.CompletionTokens > 4 {
-		t.Errorf("cancelled after 3 tokens: %v, %s, %d generated", lastErr, last.Stop, last.Usage.CompletionTokens)
+	if !errors.Is(lastErr, context.Canceled) || last.Stop != qwen.StopInterrupt || n < 3 || last.Usage.CompletionTokens != n {
+		t.Errorf("cancelled after 3 tokens: %v, %s, %d generated, %d delivered", lastErr, last.Stop, last.Usage.CompletionTokens, n)
 	}
 	// Breaking out of the loop stops the generation too.
 	for range m.Generate(context.Background(), qwen.Request{Prompt: "Hello", Sampling: greedy}) {
