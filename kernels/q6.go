@@ -77,8 +77,13 @@ func quantizeTileQ6(dst []byte, rows []float32, r, k int) error {
 // q6BlockFit chooses the scale d of 32 weights, x ~ d*q with q in [-32,
 // 31], as llama.cpp's make_qx_quants does for Q6_K: the value of largest
 // magnitude goes to -32 (the grid's extra step), d signed accordingly;
-// for 19 grids around that one, the least-squares d of the rounded values,
-// keeping the one of least squared error.
+// for 9 grids around that one, the least-squares d of the rounded values,
+// keeping the one of least squared error (that of the least-squares d is
+// sum(x^2) - sum(x*q)^2/sum(q^2): the grid of largest sum(x*q)^2/sum(q^2)).
+//
+// llama.cpp tries 19 grids; on normal weights with outliers the other 10
+// lower the RMS error by 1.6%, at twice the time of the head of a q4
+// compile (a third of a Qwen3.5-0.8B's).
 func q6BlockFit(x *[QBlock]float32) float32 {
 	var amax, big float32
 	for _, v := range x {
@@ -89,30 +94,21 @@ func q6BlockFit(x *[QBlock]float32) float32 {
 	if amax < qActMinAmax {
 		return 0
 	}
-	var best, bestErr float64 = 0, math.Inf(1)
-	for step := -9; step <= 9; step++ {
-		iscale := -(float64(q6Offset) + 0.1*float64(step)) / float64(big)
-		var sumlx, suml2 float64
-		var q [QBlock]float64
-		for c, v := range x {
-			q[c] = min(max(math.RoundToEven(iscale*float64(v)), -q6Offset), q6Offset-1)
-			sumlx += float64(v) * q[c]
-			suml2 += q[c] * q[c]
+	var best, bestLX, bestL2 float32 = 0, 0, 1
+	for step := -4; step <= 4; step++ {
+		iscale := -(q6Offset + float32(0.1*float32(step))) / big
+		var sumlx, suml2 float32
+		for _, v := range x {
+			q := float32(min(max(roundHalfAway(iscale*v), -q6Offset), q6Offset-1))
+			// float32(): no fused multiply-add (arm64), so files are the same everywhere.
+			sumlx += float32(v * q)
+			suml2 += float32(q * q)
 		}
-		if suml2 == 0 {
-			continue
-		}
-		d := sumlx / suml2
-		var e float64
-		for c, v := range x {
-			diff := float64(v) - d*q[c]
-			e += diff * diff
-		}
-		if e < bestErr {
-			best, bestErr = d, e
+		if suml2 > 0 && sumlx*sumlx*bestL2 > bestLX*bestLX*suml2 {
+			best, bestLX, bestL2 = sumlx/suml2, sumlx, suml2
 		}
 	}
-	return float32(best)
+	return best
 }
 
 func dotQ6(acc [matTileRows]float32, tile []byte, b int, xb []byte) [matTileRows]float32 {
