@@ -56,6 +56,8 @@ const (
 	// maxAVX2Q8: the q8 half-tile kernels keep their float sums in dst.
 	maxAVX2Q8 = 5
 	maxHalf   = 12
+	// maxQ6: two int and two float sums a token from Z10.
+	maxQ6 = 5
 )
 
 // prefetchDist is how far ahead (bytes) the one-token kernels prefetch
@@ -91,8 +93,9 @@ func main() {
 			q8avx2Tile(vnni)
 			q4avx2Tile(vnni)
 		}
-		for _, vnni := range []bool{true, false} {
-			q6zmm(vnni)
+		for m := 1; m <= maxQ6; m++ {
+			q6zmm(m, true)
+			q6zmm(m, false)
 		}
 		for _, vnni := range []bool{false, true} {
 			q6avx2Tile(vnni)
@@ -579,44 +582,57 @@ func avx512Suffix(reg string) string {
 	return ""
 }
 
-// q6zmm emits gemmQ6VNNIM1 or gemmQ6BWM1: one q6 tile x one token. A
+// q6zmm emits gemmQ6VNNIM<m> or gemmQ6BWM<m>: one q6 tile x m tokens. A
 // group's nibbles unpack as q4's do, and the line of high bits that two
-// groups share supplies bits 4 and 5 (q6HighBits), so the values are u =
-// q + 32 in [0, 63]; the block's int32 sums start at -32*sum(x) (the
+// groups share supplies bits 4 and 5 (q6HighTernlog), so the values are
+// u = q + 32 in [0, 63]; the block's int32 sums start at -32*sum(x) (the
 // activation header's -128*sum(x), shifted), which removes the offset.
 // VNNI multiplies u and x directly; BW takes VPMADDUBSW (pairs at most
-// 2*63*128, no saturation) widened by VPMADDWD per group. Odd groups sum
-// into a second pair of registers, so four dependency chains run. Tokens
-// beyond one take this kernel once each (kernels/qmatmul_amd64.go): q6
-// holds a q4 file's LM head, whose products are of one token but in
-// speculative checks. Unlike q8's and q4's, the q6 kernels issue no
-// software prefetch: streaming a 151,936-row head on one thread (AMD EPYC,
-// AVX-512 VNNI) they read 21-23 GB/s without it and 14-16 with it, the
-// hardware prefetcher following a block's two streams better alone.
-func q6zmm(vnni bool) {
-	name := "gemmQ6BWM1"
+// 2*63*128, no saturation) widened by VPMADDWD per group. With one token
+// the odd groups sum into a second pair of registers, so four dependency
+// chains run. q6 holds a q4 file's LM head, whose products are of one
+// token, or of the few a speculative step checks: up to maxQ6 tokens a
+// pass (more take several). Unlike q8's and q4's, the q6 kernels issue no
+// software prefetch: streaming a 151,936-row head on one thread (AMD
+// EPYC, AVX-512 VNNI) they read 21-23 GB/s without it and 14-16 with it,
+// the hardware prefetcher following a block's two streams better alone.
+func q6zmm(m int, vnni bool) {
+	name := fmt.Sprintf("gemmQ6BWM%d", m)
 	if vnni {
-		name = "gemmQ6VNNIM1"
+		name = fmt.Sprintf("gemmQ6VNNIM%d", m)
 	}
-	header(name, 1, "One q6 tile (32 rows) x 1 token row over nb blocks; pass is unused.")
-	// Z0, Z1 values (rows 0-15, 16-31), Z2 nibble bytes, Z3 0x0F, Z4
-	// high-bit temp, Z5 0x30, Z6 x (BW), Z7 products (BW), Z8 int16 ones
-	// (BW), Z9 high bits; int sums Z10, Z11 (even groups), Z12, Z13 (odd);
-	// float sums Z14, Z15; scales Z16, Z17, Z18, Z19.
+	header(name, m, "One q6 tile (32 rows) x m token rows over nb blocks; pass is unused.")
+	// Z0, Z1 values (rows 0-15, 16-31), Z2 nibble bytes, then scales, Z3
+	// 0x0F, Z4 high-bit temp, then scales, Z5 0x30, Z6 x (BW), then d*dx,
+	// Z7 products (BW), then d*dx, Z8 int16 ones (BW), Z9 high bits; int
+	// sums from Z10 (with one token Z10, Z11 the even groups', Z12, Z13
+	// the odd ones'), float sums after them.
+	iacc := func(i, j int) string { return fmt.Sprintf("Z%d", 10+2*i+j) }
+	facc := func(i, j int) string { return fmt.Sprintf("Z%d", 10+2*m+2*i+j) }
+	if m == 1 {
+		facc = func(_, j int) string { return fmt.Sprintf("Z%d", 14+j) }
+	}
 	p("VPBROADCASTD qnib<>(SB), Z3")
 	p("VPBROADCASTD qhigh<>(SB), Z5")
 	if !vnni {
 		p("VPBROADCASTD qones<>(SB), Z8")
 	}
-	p("VPXORD Z14, Z14, Z14")
-	p("VPXORD Z15, Z15, Z15")
+	for i := 0; i < m; i++ {
+		for j := 0; j < 2; j++ {
+			p("VPXORD %s, %s, %s", facc(i, j), facc(i, j), facc(i, j))
+		}
+	}
 	loop := name + "loop"
 	label(loop)
-	p("VPBROADCASTD %s, Z10", x(0, 8))
-	p("VPSRAD $2, Z10, Z10")
-	p("VMOVDQA32 Z10, Z11")
-	p("VPXORD Z12, Z12, Z12")
-	p("VPXORD Z13, Z13, Z13")
+	for i := 0; i < m; i++ {
+		p("VPBROADCASTD %s, %s", x(i, 8), iacc(i, 0))
+		p("VPSRAD $2, %s, %s", iacc(i, 0), iacc(i, 0))
+		p("VMOVDQA32 %s, %s", iacc(i, 0), iacc(i, 1))
+	}
+	if m == 1 {
+		p("VPXORD Z12, Z12, Z12")
+		p("VPXORD Z13, Z13, Z13")
+	}
 	for g := 0; g < 8; g++ {
 		off := 64 + 64*g
 		if g%2 == 0 {
@@ -629,34 +645,40 @@ func q6zmm(vnni bool) {
 		for h := 0; h < 2; h++ {
 			q6HighTernlog(g, h, "Z9", "Z5", "Z4", fmt.Sprintf("Z%d", h))
 		}
-		a0, a1 := "Z10", "Z11"
-		if g%2 == 1 {
-			a0, a1 = "Z12", "Z13"
-		}
-		if vnni {
-			p("VPDPBUSD.BCST %s, Z0, %s", x(0, 16+4*g), a0)
-			p("VPDPBUSD.BCST %s, Z1, %s", x(0, 16+4*g), a1)
-			continue
-		}
-		p("VPBROADCASTD %s, Z6", x(0, 16+4*g))
-		for h, a := range []string{a0, a1} {
-			p("VPMADDUBSW Z6, Z%d, Z7", h)
-			p("VPMADDWD Z8, Z7, Z7")
-			p("VPADDD Z7, %s, %s", a, a)
+		for i := 0; i < m; i++ {
+			a0, a1 := iacc(i, 0), iacc(i, 1)
+			if m == 1 && g%2 == 1 {
+				a0, a1 = "Z12", "Z13"
+			}
+			if vnni {
+				p("VPDPBUSD.BCST %s, Z0, %s", x(i, 16+4*g), a0)
+				p("VPDPBUSD.BCST %s, Z1, %s", x(i, 16+4*g), a1)
+				continue
+			}
+			p("VPBROADCASTD %s, Z6", x(i, 16+4*g))
+			for h, a := range []string{a0, a1} {
+				p("VPMADDUBSW Z6, Z%d, Z7", h)
+				p("VPMADDWD Z8, Z7, Z7")
+				p("VPADDD Z7, %s, %s", a, a)
+			}
 		}
 	}
-	p("VPADDD Z12, Z10, Z10")
-	p("VPADDD Z13, Z11, Z11")
-	p("VCVTPH2PS (SI), Z16")
-	p("VCVTPH2PS 32(SI), Z17")
-	p("VMULPS.BCST %s, Z16, Z18", x(0, 0))
-	p("VMULPS.BCST %s, Z17, Z19", x(0, 0))
-	p("VCVTDQ2PS Z10, Z10")
-	p("VCVTDQ2PS Z11, Z11")
-	p("VFMADD231PS Z18, Z10, Z14")
-	p("VFMADD231PS Z19, Z11, Z15")
+	if m == 1 {
+		p("VPADDD Z12, Z10, Z10")
+		p("VPADDD Z13, Z11, Z11")
+	}
+	p("VCVTPH2PS (SI), Z2")
+	p("VCVTPH2PS 32(SI), Z4")
+	for i := 0; i < m; i++ {
+		p("VMULPS.BCST %s, Z2, Z6", x(i, 0))
+		p("VMULPS.BCST %s, Z4, Z7", x(i, 0))
+		for j := 0; j < 2; j++ {
+			p("VCVTDQ2PS %s, %s", iacc(i, j), iacc(i, j))
+			p("VFMADD231PS Z%d, %s, %s", 6+j, iacc(i, j), facc(i, j))
+		}
+	}
 	nextBlock(q6Block, loop)
-	store(1, func(_, j int) string { return fmt.Sprintf("Z%d", 14+j) }, 2, 64)
+	store(m, facc, 2, 64)
 }
 
 // q6avx2Tile emits gemmQ6AVX2Tile or gemmQ6AVXVNNITile: one whole q6 tile
