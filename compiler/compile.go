@@ -150,8 +150,8 @@ func Compile(ctx context.Context, model string, opts Options) (*Result, error) {
 	if opts.MaxPrefill < 1 || opts.MaxPrefill > 1<<16 {
 		return nil, fmt.Errorf("--max-prefill %d out of range [1, 65536]", opts.MaxPrefill)
 	}
-	if _, ok := opts.Type.Weight(); !ok && opts.Type != 0 {
-		return nil, fmt.Errorf("weight type %s is not %s", opts.Type, wtype.Names())
+	if t, _ := opts.Type.Weight(); !t.FileType() && opts.Type != 0 {
+		return nil, fmt.Errorf("weight type %s is not %s", opts.Type, wtype.FileTypeNames())
 	}
 	if opts.Output == "" {
 		opts.Output = DefaultOutput(model)
@@ -413,10 +413,14 @@ func fusedViews(fused *TensorInfo, t *arch.Tensor) ([]*TensorInfo, error) {
 // multiple of the 32-column block stays f16, and so does a MoE router:
 // its logits pick the experts, and it is a few hundred kilobytes (llama.cpp
 // does not quantize it either). In a q4 file, as in llama.cpp's Q4_K_M,
-// the tensors whose errors cost the most stay at 8 bits: the LM head and
-// the embedding, and the value and down projections of the layers
-// llama.cpp's use_more_bits picks (the first and last eighth, and every
-// third in between). Experts stay at 4 bits: Q4_K_M gives their down
+// the tensors whose errors cost the most get more bits: the LM head 6
+// (q6, as Q4_K_M's Q6_K: it is what a decode step reads most of after the
+// layers, 0.77 of q8's bytes), an untied embedding 8 (a lookup reads one
+// row of it, so its size costs no time), and the value and down
+// projections of the layers llama.cpp's use_more_bits picks (the first
+// and last eighth, and every third in between) 8, where Q4_K_M gives them
+// 6: q6's kernels take one token at a time, and these matrices are in
+// every prefill's products. Experts stay at 4 bits: Q4_K_M gives their down
 // projections 6.6 bits in those layers, but at q8's 8.5 bits that would
 // add 2.4 GB to Qwen3-30B-A3B (20.4 GB instead of 18.0), more than a 24 GB
 // machine can spare beside the system.
@@ -427,7 +431,9 @@ func weightType(ft format.DType, role string, k, l, layers int) format.DType {
 	if ft == format.Q4 {
 		moreBits := l < layers/8 || l >= 7*layers/8 || (l-layers/8)%3 == 2
 		switch {
-		case role == format.SecLMHead, role == format.SecEmbed:
+		case role == format.SecLMHead:
+			return format.Q6
+		case role == format.SecEmbed:
 			return format.Q8
 		case (role == "v_proj" || role == "down_proj") && moreBits:
 			return format.Q8

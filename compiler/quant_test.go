@@ -24,8 +24,9 @@ func compileAs(t *testing.T, model string, typ format.DType) string {
 }
 
 // TestQuantizedTypes checks which dtype every matrix gets: the file's type
-// where k is a multiple of 32, f16 elsewhere; in q4 files the head and the
-// v and down projections of use_more_bits layers at q8; a tied embedding
+// where k is a multiple of 32, f16 elsewhere; in q4 files the head at q6,
+// an untied embedding and the v and down projections of use_more_bits
+// layers at q8; a tied embedding
 // stored once (in the head), an untied one tile-major. Every quantized
 // section decodes to the checkpoint within the scheme's error.
 func TestQuantizedTypes(t *testing.T) {
@@ -64,7 +65,9 @@ func TestQuantizedTypes(t *testing.T) {
 				switch {
 				case sec.Shape[1]%32 != 0: // down_proj: k = 100
 					want = format.F16
-				case typ == format.Q4 && (what == format.SecLMHead || what == format.SecEmbed):
+				case typ == format.Q4 && what == format.SecLMHead:
+					want = format.Q6
+				case typ == format.Q4 && what == format.SecEmbed:
 					want = format.Q8
 				case typ == format.Q4 && (what == "v_proj" || what == "down_proj") && moreBits:
 					want = format.Q8
@@ -100,7 +103,7 @@ func checkDequantized(t *testing.T, f *format.File, sec *format.Section, want []
 		}
 	}
 	rel := math.Sqrt(e2 / w2)
-	if lim := map[format.DType]float64{format.Q8: 0.01, format.Q4: 0.12}[sec.DType]; rel > lim {
+	if lim := map[format.DType]float64{format.Q8: 0.01, format.Q4: 0.12, format.Q6: 0.04}[sec.DType]; rel > lim {
 		t.Errorf("section %s (%s): relative RMS error %.4f > %.2f", sec.Name, sec.DType, rel, lim)
 	}
 }

@@ -38,12 +38,13 @@ type DType uint8
 const (
 	F32   DType = 2
 	Bytes DType = 3
-	// The weight types, whose codes package wtype holds. Q8 and Q4 are
-	// quantized matrix types, tile-major only (SPEC.md, "Quantized
+	// The weight types, whose codes package wtype holds. Q8, Q4 and Q6
+	// are quantized matrix types, tile-major only (SPEC.md, "Quantized
 	// tile-major layouts").
 	F16 = DType(wtype.F16)
 	Q8  = DType(wtype.Q8)
 	Q4  = DType(wtype.Q4)
+	Q6  = DType(wtype.Q6)
 )
 
 // Weight returns the weight type d stores, if it is one.

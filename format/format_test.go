@@ -101,13 +101,13 @@ func TestVerifyCatchesFlippedWeight(t *testing.T) {
 // TestDTypeCodes pins the dtype codes and names of SPEC.md's directory
 // table; the weight types' come from package wtype.
 func TestDTypeCodes(t *testing.T) {
-	for code, name := range []string{"dtype(0)", "f16", "f32", "u8", "q8", "q4", "dtype(6)"} {
+	for code, name := range []string{"dtype(0)", "f16", "f32", "u8", "q8", "q4", "q6", "dtype(7)"} {
 		d := format.DType(code)
-		if d.String() != name || d.Known() != (code >= 1 && code <= 5) || d.Quantized() != (code == 4 || code == 5) {
+		if d.String() != name || d.Known() != (code >= 1 && code <= 6) || d.Quantized() != (code >= 4 && code <= 6) {
 			t.Errorf("dtype %d: %q known %v quantized %v, want %q", code, d, d.Known(), d.Quantized(), name)
 		}
 	}
-	if format.F16 != 1 || format.F32 != 2 || format.Bytes != 3 || format.Q8 != 4 || format.Q4 != 5 {
+	if format.F16 != 1 || format.F32 != 2 || format.Bytes != 3 || format.Q8 != 4 || format.Q4 != 5 || format.Q6 != 6 {
 		t.Error("a dtype constant moved from its code")
 	}
 }

@@ -207,6 +207,42 @@ func gemmQ4AVXVNNIS5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 //go:noescape
 func gemmQ4AVXVNNIS6(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
+//go:noescape
+func gemmQ6VNNIM1(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6VNNIM2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6VNNIM3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6VNNIM4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6VNNIM5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6BWM1(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6BWM2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6BWM3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6BWM4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6BWM5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6AVX2Tile(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6AVXVNNITile(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
 // qMaxM is the most token rows of any quantized kernel (the half-tile
 // VNNI kernels').
 const qMaxM = 12
@@ -228,6 +264,15 @@ var (
 		AVX512:  {rows: 32, byM: []qKernel{nil, gemmQ4BWM1, gemmQ4BWM2, gemmQ4BWM3, gemmQ4BWM4, gemmQ4BWM5}},
 		AVX512VNNI: {rows: 32, byM: []qKernel{nil, gemmQ4VNNIM1, gemmQ4VNNIH2, gemmQ4VNNIH3, gemmQ4VNNIH4, gemmQ4VNNIH5, gemmQ4VNNIH6,
 			gemmQ4VNNIH7, gemmQ4VNNIH8, gemmQ4VNNIH9, gemmQ4VNNIH10, gemmQ4VNNIH11, gemmQ4VNNIH12}},
+	}
+	// q6 (a q4 file's LM head) has kernels of up to 5 tokens on AVX-512,
+	// and on AVX2 and AVX-VNNI only the one token's: more tokens take it
+	// once each, over the group of tiles held in L2 (gemmQArch).
+	q6Kernels = qArch{
+		AVX2:       {rows: 32, byM: []qKernel{nil, gemmQ6AVX2Tile}},
+		AVXVNNI:    {rows: 32, byM: []qKernel{nil, gemmQ6AVXVNNITile}},
+		AVX512:     {rows: 32, byM: []qKernel{nil, gemmQ6BWM1, gemmQ6BWM2, gemmQ6BWM3, gemmQ6BWM4, gemmQ6BWM5}},
+		AVX512VNNI: {rows: 32, byM: []qKernel{nil, gemmQ6VNNIM1, gemmQ6VNNIM2, gemmQ6VNNIM3, gemmQ6VNNIM4, gemmQ6VNNIM5}},
 	}
 )
 

@@ -5,7 +5,7 @@ package kernels
 // qArch has no kernels without amd64 assembly: every product is generic.
 type qArch struct{}
 
-var q8Kernels, q4Kernels qArch
+var q8Kernels, q4Kernels, q6Kernels qArch
 
 func quantizeActsArch(p Path, dst []byte, x []float32) int { unsupported(p); return 0 }
 

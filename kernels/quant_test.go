@@ -88,6 +88,10 @@ func TestQuantizeRoundTrip(t *testing.T) {
 								bound = float64(amax/127)*0.5*(1+1e-3) + 1e-9
 							case wtype.Q4:
 								bound = float64(hi-lo)/15*1.3 + 1e-9
+							case wtype.Q6:
+								// A step of the grid that puts the largest
+								// magnitude at -32 (or near it).
+								bound = float64(amax)/31 + 1e-9
 							}
 							if e > bound {
 								t.Fatalf("%s k=%d r=%d: row %d col %d: %v decodes as %v (error %.3g > %.3g)", qt, k, r, i, c, want, got[i*k+c], e, bound)
@@ -98,7 +102,7 @@ func TestQuantizeRoundTrip(t *testing.T) {
 				// Relative RMS error: about 0.8% for q8 and 9% for q4 on
 				// these weights; far worse would mean a broken scheme.
 				rel := math.Sqrt(sumErr / sumSq)
-				if lim := map[wtype.Type]float64{wtype.Q8: 0.012, wtype.Q4: 0.12}[qt]; rel > lim {
+				if lim := map[wtype.Type]float64{wtype.Q8: 0.012, wtype.Q4: 0.12, wtype.Q6: 0.045}[qt]; rel > lim {
 					t.Errorf("%s k=%d r=%d: relative RMS error %.4f > %.4f", qt, k, r, rel, lim)
 				}
 			}
@@ -141,7 +145,7 @@ func TestQuantizeKnownValues(t *testing.T) {
 					t.Errorf("%s %s: column %d decodes as %v, want %v", qt, name, c, got[c], x[c])
 				}
 			}
-			if x[0] == 0 && (le16(tile) != 0 || (qt == wtype.Q8 && tile[q8ValueAt(0, 3)] != 128) || (qt == wtype.Q4 && tile[q4HeaderBytes+64+3] != 0)) {
+			if x[0] == 0 && (le16(tile) != 0 || (qt == wtype.Q8 && tile[q8ValueAt(0, 3)] != 128) || (qt == wtype.Q4 && tile[q4HeaderBytes+64+3] != 0) || (qt == wtype.Q6 && q6Value(tile, 0, 3) != q6Offset)) {
 				t.Errorf("%s %s: not encoded as zero scales and zero values", qt, name)
 			}
 		}
@@ -357,6 +361,7 @@ func TestTileBytesMatchFormat(t *testing.T) {
 			buf := make([]byte, 1<<20)
 			return len(buf) - len(q4Block(buf, k/QBlock-1)) + q4BlockBytes
 		},
+		wtype.Q6: func(k int) int { return k / QBlock * q6BlockBytes },
 	}
 	for _, wt := range wtype.All() {
 		end, ok := blocksEnd[wt]
@@ -392,7 +397,7 @@ func TestQuantizeTileGolden(t *testing.T) {
 	for _, c := range []struct {
 		t    wtype.Type
 		want uint32
-	}{{wtype.Q8, 0x0c844a87}, {wtype.Q4, 0x18645f6f}} {
+	}{{wtype.Q8, 0x0c844a87}, {wtype.Q4, 0x18645f6f}, {wtype.Q6, 0xe5b29e65}} {
 		tile := make([]byte, c.t.TileBytes(k))
 		if err := Traits(c.t).QuantizeTile(tile, rows, 30, k); err != nil {
 			t.Fatal(err)

@@ -32,6 +32,7 @@ var typeTraits = [...]TypeTraits{
 	wtype.F16: {Type: wtype.F16, quantize: quantizeTileF16, dequantize: dequantizeRowF16, mul: mulF16},
 	wtype.Q8:  {Type: wtype.Q8, quantize: quantizeTileQ8, dequantize: dequantizeRowQ8, mul: gemmQ, dot: dotQ8, arch: &q8Kernels},
 	wtype.Q4:  {Type: wtype.Q4, quantize: quantizeTileQ4, dequantize: dequantizeRowQ4, mul: gemmQ, dot: dotQ4, arch: &q4Kernels},
+	wtype.Q6:  {Type: wtype.Q6, quantize: quantizeTileQ6, dequantize: dequantizeRowQ6, mul: gemmQ, dot: dotQ6, arch: &q6Kernels},
 }
 
 // Traits returns the kernels of weight type t; every type of package wtype

@@ -87,10 +87,10 @@ func compileCommand() *cli.Command {
 
 // weightType parses --type.
 func weightType(s string) (format.DType, error) {
-	if t, ok := wtype.Parse(s); ok {
+	if t, ok := wtype.Parse(s); ok && t.FileType() {
 		return format.DType(t), nil
 	}
-	return 0, fmt.Errorf("compile: unknown --type %q (want %s)", s, wtype.Names())
+	return 0, fmt.Errorf("compile: unknown --type %q (want %s)", s, wtype.FileTypeNames())
 }
 
 // ollamaStore is Ollama's store directory: $OLLAMA_MODELS, as Ollama
@@ -141,8 +141,10 @@ func printConversions(w io.Writer, cs []compiler.Conversion) (requantized bool) 
 	if worst != nil {
 		fmt.Fprintf(w, "GGUF weights converted: %s; largest change of a weight %.3g (%s, from %s)\n", list(changed), worst.MaxAbsErr, worst.Section, worst.Tensor)
 	}
+	said := map[string]bool{}
 	for _, pair := range slices.Sorted(maps.Keys(changed)) {
-		if from, to, _ := strings.Cut(pair, " to "); to != "q8" && slices.Contains([]string{"q8_0", "q4_0", "q5_0", "iq4_nl"}, from) {
+		if from, to, _ := strings.Cut(pair, " to "); to != "q8" && !said[from] && slices.Contains([]string{"q8_0", "q4_0", "q5_0", "iq4_nl"}, from) {
+			said[from] = true
 			fmt.Fprintf(w, "(%s is kept exactly by --type q8: its blocks are q8's, at 8.5 bits a weight)\n", from)
 		}
 	}

@@ -247,7 +247,7 @@ func TestCompileTypes(t *testing.T) {
 		// embedding is the head, stored once.
 		head := typ
 		if typ == "q4" {
-			head = "q8"
+			head = "q6"
 		}
 		if types["layers.0.q_proj"] != typ || types["layers.1.down_proj"] != "f16" || types["lm_head"] != head ||
 			types["embed_tokens"] != "" || types["norm"] != "f32" {

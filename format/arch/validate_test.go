@@ -69,7 +69,7 @@ func TestValidateNamesWhatIsWrong(t *testing.T) {
 		{"vector as matrix", true, format.F16, func(h *format.Header) { sec(h, "norm").DType = format.F16 },
 			`section "norm": f16 row-major [32], the config needs f32 row-major [32]`},
 		{"row-major matrix", false, format.Q8, func(h *format.Header) { sec(h, "layers.0.up_proj").Layout = format.RowMajor },
-			`section "layers.0.up_proj": q8 row-major [64 32], the config needs f16, q8 or q4 tile-major [64 32]`},
+			`section "layers.0.up_proj": q8 row-major [64 32], the config needs f16, q8, q4 or q6 tile-major [64 32]`},
 		{"untied without embedding", true, format.Q4, func(h *format.Header) { h.Config.TieEmbeddings = false },
 			`section "embed_tokens": missing`},
 		{"unknown model type", true, format.F16, func(h *format.Header) { h.Config.ModelType = "llama" },
@@ -102,9 +102,9 @@ func TestValidateMoE(t *testing.T) {
 	}{
 		{"dense layer marked sparse", func(h *format.Header) { h.Config.MoE.Sparse[1] = true }, `section "layers.1.router": missing`},
 		{"experts of another width", func(h *format.Header) { h.Config.MoE.ExpertWidth = 32 },
-			`section "layers.0.experts.gate_proj": q4 tile-major [4 40 64], the config needs f16, q8 or q4 tile-major [4 32 64]`},
+			`section "layers.0.experts.gate_proj": q4 tile-major [4 40 64], the config needs f16, q8, q4 or q6 tile-major [4 32 64]`},
 		{"experts flattened", func(h *format.Header) { sec(h, "layers.2.experts.up_proj").Shape = []uint64{160, 64} },
-			`section "layers.2.experts.up_proj": q4 tile-major [160 64], the config needs f16, q8 or q4 tile-major [4 40 64]`},
+			`section "layers.2.experts.up_proj": q4 tile-major [160 64], the config needs f16, q8, q4 or q6 tile-major [4 40 64]`},
 	} {
 		h := compiledHeader(t, s, format.Q4)
 		c.edit(h)

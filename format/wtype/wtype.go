@@ -23,6 +23,10 @@ const (
 	// Q4 is 4-bit values with a scale and a minimum per row and block,
 	// both 8-bit against f16 scales per row and super-block of 8 blocks.
 	Q4 Type = 5
+	// Q6 is 6-bit values with an f16 scale per row and block of 32
+	// columns: a q4 file's LM head, as Q4_K_M keeps it at Q6_K. It holds
+	// parts of files only: its kernels are built for one token at a time.
+	Q6 Type = 6
 )
 
 // row is what the file and the kernels agree on about a type: a tile of a
@@ -37,12 +41,16 @@ type row struct {
 	// quantized: the values are small integers with scales per block,
 	// and a product with the matrix takes its activations quantized too.
 	quantized bool
+	// part: the type holds some of a file's matrices but is not one a
+	// whole file can be compiled to (Q6).
+	part bool
 }
 
 var table = [...]row{
 	F16: {name: "f16", blockCols: 1, blockBytes: 2 * TileRows},
 	Q8:  {name: "q8", blockCols: 32, blockBytes: 64 + 1024, quantized: true},
 	Q4:  {name: "q4", blockCols: 32, blockBytes: 64 + 512, superBlocks: 8, superBytes: 128, quantized: true},
+	Q6:  {name: "q6", blockCols: 32, blockBytes: 64 + 768, quantized: true, part: true},
 }
 
 // All lists the weight types in the order of their codes.
@@ -66,10 +74,30 @@ func Parse(name string) (Type, bool) {
 	return 0, false
 }
 
-// Names lists the types' names for messages: "f16, q8 or q4".
-func Names() string {
-	var names []string
+// Names lists the types' names for messages: "f16, q8, q4 or q6".
+func Names() string { return join(All()) }
+
+// FileTypes lists the types a whole file can be compiled to (qwenc
+// compile --type), in the order of their codes.
+func FileTypes() []Type {
+	var ts []Type
 	for _, t := range All() {
+		if !table[t].part {
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+// FileTypeNames lists FileTypes' names for messages: "f16, q8 or q4".
+func FileTypeNames() string { return join(FileTypes()) }
+
+// FileType reports whether a whole file can be compiled to t.
+func (t Type) FileType() bool { return t.Valid() && !table[t].part }
+
+func join(ts []Type) string {
+	var names []string
+	for _, t := range ts {
 		names = append(names, t.String())
 	}
 	last := len(names) - 1
@@ -107,7 +135,7 @@ func (t Type) TileBytes(k int) int {
 }
 
 // BitsPerWeight is the average storage of one weight, over the columns of
-// a whole super-block: 16 for f16, 8.5 for q8, 4.625 for q4.
+// a whole super-block: 16 for f16, 8.5 for q8, 4.625 for q4, 6.5 for q6.
 func (t Type) BitsPerWeight() float64 {
 	r := &table[t]
 	k := r.blockCols * max(r.superBlocks, 1)

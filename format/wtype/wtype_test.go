@@ -15,6 +15,7 @@ func TestTable(t *testing.T) {
 		{F16, 1, "f16", 16, func(k int) int { return k * 32 * 2 }},
 		{Q8, 4, "q8", 8.5, func(k int) int { return k / 32 * 1088 }},
 		{Q4, 5, "q4", 4.625, func(k int) int { return (k+255)/256*128 + k/32*576 }},
+		{Q6, 6, "q6", 6.5, func(k int) int { return k / 32 * 832 }},
 	}
 	if len(All()) != len(spec) {
 		t.Fatalf("All() = %v: not the types the spec lists", All())
@@ -41,10 +42,13 @@ func TestTable(t *testing.T) {
 	if Q8.Fits(48) || Q8.Fits(0) || !F16.Fits(3) {
 		t.Error("Fits: q8 takes 48 or 0 columns, or f16 not 3")
 	}
-	if Names() != "f16, q8 or q4" {
-		t.Errorf("Names() = %q", Names())
+	if Names() != "f16, q8, q4 or q6" || FileTypeNames() != "f16, q8 or q4" {
+		t.Errorf("Names() = %q, FileTypeNames() = %q", Names(), FileTypeNames())
 	}
-	for _, bad := range []Type{0, 2, 3, 6, 255} {
+	if !Q4.FileType() || Q6.FileType() || Type(2).FileType() {
+		t.Error("FileType: q4 is not a file's type, or q6 or code 2 is")
+	}
+	for _, bad := range []Type{0, 2, 3, 7, 255} {
 		if bad.Valid() || bad.Quantized() || bad.Fits(32) {
 			t.Errorf("%v is a weight type", bad)
 		}

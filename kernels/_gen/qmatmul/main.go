@@ -1,5 +1,5 @@
 // Command qmatmul generates kernels/qmatmul_amd64.s: the int8 kernels of
-// the quantized weight types (q8, q4) for AVX-512 with VNNI, AVX-512 BW
+// the quantized weight types (q8, q4, q6) for AVX-512 with VNNI, AVX-512 BW
 // without VNNI, and AVX2, and the activation quantizers. It is a plain text
 // generator, like kernels/_gen/matmul; run it from this directory:
 //
@@ -35,6 +35,8 @@ const (
 	q8Block  = 1088 // 64 bytes of f16 scales, 8 groups of 128 values
 	q4Block  = 576  // 32 scales, 32 minimums, 8 groups of 64 nibble bytes
 	q4Header = 128  // per 8 blocks: 32 f16 scales and 32 f16 minimum scales
+	q6Block  = 832  // 32 f16 scales, 8 groups of 64 nibble bytes, 4 lines of high bits
+	q6High   = 576  // the offset of the high bits in a q6 block
 	actBlock = 48   // f32 d, f32 d*sum, i32 -128*sum, i32 sum, 32 x i8
 )
 
@@ -54,6 +56,8 @@ const (
 	// maxAVX2Q8: the q8 half-tile kernels keep their float sums in dst.
 	maxAVX2Q8 = 5
 	maxHalf   = 12
+	// maxQ6: two int and two float sums a token from Z10.
+	maxQ6 = 5
 )
 
 // prefetchDist is how far ahead (bytes) the one-token kernels prefetch
@@ -89,6 +93,13 @@ func main() {
 			q8avx2Tile(vnni)
 			q4avx2Tile(vnni)
 		}
+		for m := 1; m <= maxQ6; m++ {
+			q6zmm(m, true)
+			q6zmm(m, false)
+		}
+		for _, vnni := range []bool{false, true} {
+			q6avx2Tile(vnni)
+		}
 	})
 }
 
@@ -100,6 +111,7 @@ func constants() {
 	emit.Data("qnib", 0x0f0f0f0f)              // low nibble of every byte
 	emit.Data("qsign", 0x80808080)             // offset of the q8 values
 	emit.Data("qones", 0x00010001)             // int16 ones, for VPMADDWD
+	emit.Data("qhigh", 0x30303030)             // bits 4 and 5 of every byte: a q6 value's high bits
 	emit.Data("qperm", 0, 4, 1, 5, 2, 6, 3, 7) // VPACKSS* lane order back to memory order
 	// Whole-register copies, for memory operands where registers run out.
 	emit.Data("qsign8", 0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x80808080)
@@ -529,6 +541,204 @@ func q4zmm(m int, vnni bool) {
 	}
 	nextBlock(q4Block, loop)
 	store(m, facc, 2, 64)
+}
+
+// q6High emits the moves of the high bits of a q6 value, in the byte of
+// src at shift 2*(2*(g%2) + half) (half 1: rows 16..31), to bits 4 and 5
+// of dst (masked by mask, 0x30 in every byte). The word shifts carry
+// bits across bytes only into bits the mask drops.
+func q6HighBits(g, half int, src, mask, dst string) {
+	switch s := 2 * (2*(g%2) + half); {
+	case s < 4:
+		p("VPSLLW $%d, %s, %s", 4-s, src, dst)
+		p("VPAND%s %s, %s, %s", avx512Suffix(dst), mask, dst, dst)
+	case s == 4:
+		p("VPAND%s %s, %s, %s", avx512Suffix(dst), mask, src, dst)
+	default:
+		p("VPSRLW $%d, %s, %s", s-4, src, dst)
+		p("VPAND%s %s, %s, %s", avx512Suffix(dst), mask, dst, dst)
+	}
+}
+
+// q6HighTernlog is q6HighBits and the OR into the nibbles in dst for
+// AVX-512: the shifted bits masked and merged in one VPTERNLOGD (dst |
+// (tmp & mask): truth table 0xF8).
+func q6HighTernlog(g, half int, src, mask, tmp, dst string) {
+	switch s := 2 * (2*(g%2) + half); {
+	case s < 4:
+		p("VPSLLW $%d, %s, %s", 4-s, src, tmp)
+	case s == 4:
+		tmp = src
+	default:
+		p("VPSRLW $%d, %s, %s", s-4, src, tmp)
+	}
+	p("VPTERNLOGD $0xf8, %s, %s, %s", mask, tmp, dst)
+}
+
+func avx512Suffix(reg string) string {
+	if reg[0] == 'Z' {
+		return "D"
+	}
+	return ""
+}
+
+// q6zmm emits gemmQ6VNNIM<m> or gemmQ6BWM<m>: one q6 tile x m tokens. A
+// group's nibbles unpack as q4's do, and the line of high bits that two
+// groups share supplies bits 4 and 5 (q6HighTernlog), so the values are
+// u = q + 32 in [0, 63]; the block's int32 sums start at -32*sum(x) (the
+// activation header's -128*sum(x), shifted), which removes the offset.
+// VNNI multiplies u and x directly; BW takes VPMADDUBSW (pairs at most
+// 2*63*128, no saturation) widened by VPMADDWD per group. With one token
+// the odd groups sum into a second pair of registers, so four dependency
+// chains run. q6 holds a q4 file's LM head, whose products are of one
+// token, or of the few a speculative step checks: up to maxQ6 tokens a
+// pass (more take several). Unlike q8's and q4's, the q6 kernels issue no
+// software prefetch: streaming a 151,936-row head on one thread (AMD
+// EPYC, AVX-512 VNNI) they read 21-23 GB/s without it and 14-16 with it,
+// the hardware prefetcher following a block's two streams better alone.
+func q6zmm(m int, vnni bool) {
+	name := fmt.Sprintf("gemmQ6BWM%d", m)
+	if vnni {
+		name = fmt.Sprintf("gemmQ6VNNIM%d", m)
+	}
+	header(name, m, "One q6 tile (32 rows) x m token rows over nb blocks; pass is unused.")
+	// Z0, Z1 values (rows 0-15, 16-31), Z2 nibble bytes, then scales, Z3
+	// 0x0F, Z4 high-bit temp, then scales, Z5 0x30, Z6 x (BW), then d*dx,
+	// Z7 products (BW), then d*dx, Z8 int16 ones (BW), Z9 high bits; int
+	// sums from Z10 (with one token Z10, Z11 the even groups', Z12, Z13
+	// the odd ones'), float sums after them.
+	iacc := func(i, j int) string { return fmt.Sprintf("Z%d", 10+2*i+j) }
+	facc := func(i, j int) string { return fmt.Sprintf("Z%d", 10+2*m+2*i+j) }
+	if m == 1 {
+		facc = func(_, j int) string { return fmt.Sprintf("Z%d", 14+j) }
+	}
+	p("VPBROADCASTD qnib<>(SB), Z3")
+	p("VPBROADCASTD qhigh<>(SB), Z5")
+	if !vnni {
+		p("VPBROADCASTD qones<>(SB), Z8")
+	}
+	for i := 0; i < m; i++ {
+		for j := 0; j < 2; j++ {
+			p("VPXORD %s, %s, %s", facc(i, j), facc(i, j), facc(i, j))
+		}
+	}
+	loop := name + "loop"
+	label(loop)
+	for i := 0; i < m; i++ {
+		p("VPBROADCASTD %s, %s", x(i, 8), iacc(i, 0))
+		p("VPSRAD $2, %s, %s", iacc(i, 0), iacc(i, 0))
+		p("VMOVDQA32 %s, %s", iacc(i, 0), iacc(i, 1))
+	}
+	if m == 1 {
+		p("VPXORD Z12, Z12, Z12")
+		p("VPXORD Z13, Z13, Z13")
+	}
+	for g := 0; g < 8; g++ {
+		off := 64 + 64*g
+		if g%2 == 0 {
+			p("VMOVDQU32 %d(SI), Z9", q6High+32*g)
+		}
+		p("VMOVDQU32 %d(SI), Z2", off)
+		p("VPANDD Z3, Z2, Z0")
+		p("VPSRLW $4, Z2, Z2")
+		p("VPANDD Z3, Z2, Z1")
+		for h := 0; h < 2; h++ {
+			q6HighTernlog(g, h, "Z9", "Z5", "Z4", fmt.Sprintf("Z%d", h))
+		}
+		for i := 0; i < m; i++ {
+			a0, a1 := iacc(i, 0), iacc(i, 1)
+			if m == 1 && g%2 == 1 {
+				a0, a1 = "Z12", "Z13"
+			}
+			if vnni {
+				p("VPDPBUSD.BCST %s, Z0, %s", x(i, 16+4*g), a0)
+				p("VPDPBUSD.BCST %s, Z1, %s", x(i, 16+4*g), a1)
+				continue
+			}
+			p("VPBROADCASTD %s, Z6", x(i, 16+4*g))
+			for h, a := range []string{a0, a1} {
+				p("VPMADDUBSW Z6, Z%d, Z7", h)
+				p("VPMADDWD Z8, Z7, Z7")
+				p("VPADDD Z7, %s, %s", a, a)
+			}
+		}
+	}
+	if m == 1 {
+		p("VPADDD Z12, Z10, Z10")
+		p("VPADDD Z13, Z11, Z11")
+	}
+	p("VCVTPH2PS (SI), Z2")
+	p("VCVTPH2PS 32(SI), Z4")
+	for i := 0; i < m; i++ {
+		p("VMULPS.BCST %s, Z2, Z6", x(i, 0))
+		p("VMULPS.BCST %s, Z4, Z7", x(i, 0))
+		for j := 0; j < 2; j++ {
+			p("VCVTDQ2PS %s, %s", iacc(i, j), iacc(i, j))
+			p("VFMADD231PS Z%d, %s, %s", 6+j, iacc(i, j), facc(i, j))
+		}
+	}
+	nextBlock(q6Block, loop)
+	store(m, facc, 2, 64)
+}
+
+// q6avx2Tile emits gemmQ6AVX2Tile or gemmQ6AVXVNNITile: one whole q6 tile
+// x one token on 16 Y registers (see q6zmm and q8avx2Tile): the rows of a
+// block in four quarters of 8, each quarter's values unpacked from its 32
+// nibble bytes and 32 bytes of high bits.
+func q6avx2Tile(vnni bool) {
+	name := "gemmQ6AVX2Tile"
+	if vnni {
+		name = "gemmQ6AVXVNNITile"
+	}
+	header(name, 1, "One q6 tile (32 rows) x 1 token row over nb blocks; pass is unused.")
+	// Y0 nibble bytes, Y1 x, Y2 values, Y3 0x0F, Y4 int16 ones, Y5 0x30,
+	// Y6 high bits, then scales, Y7 products, then d*dx; int sums
+	// Y8..Y11, float sums Y12..Y15 (rows 0-7, 8-15, 16-23, 24-31).
+	p("VPBROADCASTD qnib<>(SB), Y3")
+	p("VPBROADCASTD qones<>(SB), Y4")
+	p("VPBROADCASTD qhigh<>(SB), Y5")
+	for q := 0; q < 4; q++ {
+		p("VXORPS Y%d, Y%d, Y%d", 12+q, 12+q, 12+q)
+	}
+	loop := name + "loop"
+	label(loop)
+	for q := 0; q < 4; q++ {
+		p("VPBROADCASTD %s, Y%d", x(0, 8), 8+q)
+		p("VPSRAD $2, Y%d, Y%d", 8+q, 8+q)
+	}
+	for g := 0; g < 8; g++ {
+		p("VPBROADCASTD %s, Y1", x(0, 16+4*g))
+		for q := 0; q < 4; q++ {
+			half, lane := q/2, q%2
+			p("VMOVDQU %d(SI), Y0", 64+64*g+32*lane)
+			if half == 0 {
+				p("VPAND Y3, Y0, Y2")
+			} else {
+				p("VPSRLW $4, Y0, Y2")
+				p("VPAND Y3, Y2, Y2")
+			}
+			p("VMOVDQU %d(SI), Y6", q6High+32*(g/2*2)+32*lane)
+			q6HighBits(g, half, "Y6", "Y5", "Y6")
+			p("VPOR Y6, Y2, Y2")
+			acc := fmt.Sprintf("Y%d", 8+q)
+			if vnni {
+				vpdpbusd(acc, "Y2", "Y1")
+				continue
+			}
+			p("VPMADDUBSW Y1, Y2, Y7")
+			p("VPMADDWD Y4, Y7, Y7")
+			p("VPADDD Y7, %s, %s", acc, acc)
+		}
+	}
+	p("VBROADCASTSS %s, Y7", x(0, 0))
+	for q := 0; q < 4; q++ {
+		p("VCVTPH2PS %d(SI), Y6", 16*q)
+		p("VMULPS Y7, Y6, Y6")
+		p("VCVTDQ2PS Y%d, Y%d", 8+q, 8+q)
+		p("VFMADD231PS Y6, Y%d, Y%d", 8+q, 12+q)
+	}
+	nextBlock(q6Block, loop)
+	store(1, func(_, q int) string { return fmt.Sprintf("Y%d", 12+q) }, 4, 32)
 }
 
 // The half-tile VNNI kernels, for 2 to 12 tokens. A full-tile kernel
