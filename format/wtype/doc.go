@@ -1,5 +1,5 @@
 // Package wtype is the table of weight types: one row per way a weight
-// matrix can be stored (f16, q8, q4), with its name, its dtype code in a
+// matrix can be stored (f16, q8, q4, q6), with its name, its dtype code in a
 // .qbin file and the size of its 32-row tiles (format/SPEC.md).
 //
 // It is a leaf so that the two packages that must not know each other can

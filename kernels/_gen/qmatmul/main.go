@@ -543,43 +543,33 @@ func q4zmm(m int, vnni bool) {
 	store(m, facc, 2, 64)
 }
 
-// q6High emits the moves of the high bits of a q6 value, in the byte of
-// src at shift 2*(2*(g%2) + half) (half 1: rows 16..31), to bits 4 and 5
-// of dst (masked by mask, 0x30 in every byte). The word shifts carry
-// bits across bytes only into bits the mask drops.
-func q6HighBits(g, half int, src, mask, dst string) {
-	switch s := 2 * (2*(g%2) + half); {
-	case s < 4:
-		p("VPSLLW $%d, %s, %s", 4-s, src, dst)
-		p("VPAND%s %s, %s, %s", avx512Suffix(dst), mask, dst, dst)
-	case s == 4:
-		p("VPAND%s %s, %s, %s", avx512Suffix(dst), mask, src, dst)
-	default:
-		p("VPSRLW $%d, %s, %s", s-4, src, dst)
-		p("VPAND%s %s, %s, %s", avx512Suffix(dst), mask, dst, dst)
-	}
-}
-
-// q6HighTernlog is q6HighBits and the OR into the nibbles in dst for
-// AVX-512: the shifted bits masked and merged in one VPTERNLOGD (dst |
-// (tmp & mask): truth table 0xF8).
-func q6HighTernlog(g, half int, src, mask, tmp, dst string) {
+// q6HighShift emits the move of the high bits of a q6 value, in the byte
+// of src at shift 2*(2*(g%2) + half) (half 1: rows 16..31), to bits 4 and
+// 5 of tmp, and returns the register that holds them there (src itself
+// when they are there already). The word shifts carry bits across bytes
+// only into bits the caller's mask (0x30 in every byte) drops.
+func q6HighShift(g, half int, src, tmp string) string {
 	switch s := 2 * (2*(g%2) + half); {
 	case s < 4:
 		p("VPSLLW $%d, %s, %s", 4-s, src, tmp)
 	case s == 4:
-		tmp = src
+		return src
 	default:
 		p("VPSRLW $%d, %s, %s", s-4, src, tmp)
 	}
-	p("VPTERNLOGD $0xf8, %s, %s, %s", mask, tmp, dst)
+	return tmp
 }
 
-func avx512Suffix(reg string) string {
-	if reg[0] == 'Z' {
-		return "D"
-	}
-	return ""
+// q6HighBits masks the high bits q6HighShift moves into dst (AVX2).
+func q6HighBits(g, half int, src, mask, dst string) {
+	p("VPAND %s, %s, %s", mask, q6HighShift(g, half, src, dst), dst)
+}
+
+// q6HighTernlog ORs the high bits into the nibbles in dst (AVX-512): the
+// shifted bits masked and merged in one VPTERNLOGD (dst | (tmp & mask):
+// truth table 0xF8).
+func q6HighTernlog(g, half int, src, mask, tmp, dst string) {
+	p("VPTERNLOGD $0xf8, %s, %s, %s", mask, q6HighShift(g, half, src, tmp), dst)
 }
 
 // q6zmm emits gemmQ6VNNIM<m> or gemmQ6BWM<m>: one q6 tile x m tokens. A
