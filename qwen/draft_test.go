@@ -120,7 +120,7 @@ func TestMTPDrafts(t *testing.T) {
 	var sampled = &sampling.Params{Temperature: 0.8, TopK: 40, TopP: 0.95, Seed: 7}
 	prompts := []string{"package main\n\nimport \"fmt\"\n\nfunc main() {\n", "// Copyright 2009 The Go Authors. All rights reserved.\n", "func (s *Set) Add(v int) {\n"}
 	for _, sp := range []*sampling.Params{greedy, sampled} {
-		for _, k := range []int{1, 3} {
+		for _, k := range []int{1, 2, 3} {
 			wants := make([]result, len(prompts))
 			for i, p := range prompts {
 				wants[i] = generate(t, plain, qwen.Request{Prompt: p, MaxTokens: 48, Sampling: sp})
@@ -136,7 +136,10 @@ func TestMTPDrafts(t *testing.T) {
 				if got[i].content != wants[i].content {
 					t.Errorf("prompt %d, sampling %+v, chains of %d: %q, without %q", i, *sp, k, got[i].content, wants[i].content)
 				}
-				if sp == greedy && (u.Drafted == 0 || 2*u.Accepted < u.Drafted) {
+				// The first guess of a chain is kept most often, the later
+				// ones less (the chains go on whatever the head's
+				// confidence): on average more than one in k+1.
+				if sp == greedy && (u.Drafted == 0 || (k+1)*u.Accepted < u.Drafted) {
 					t.Errorf("prompt %d, chains of %d: %d drafted, %d kept", i, k, u.Drafted, u.Accepted)
 				}
 			}

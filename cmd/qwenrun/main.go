@@ -108,7 +108,7 @@ func draftFlags() []cli.Flag {
 		&cli.StringFlag{Name: "draft", Usage: "draft tokens to check in each decode step: ngram (from the prompt and the text so far), " +
 			"mtp (the model's own multi-token-prediction head, Qwen3.5's), a draft model's FILE.qbin (same vocabulary, smaller: its greedy guesses), " +
 			"or several: ngram,mtp; none: no drafts. The text stays the same. Without it, a model's MTP block drafts where it pays (qwenc inspect shows its cost)"},
-		&cli.IntFlag{Name: "draft-max", Usage: "the most tokens drafted for one step (the text's back off when they miss)", DefaultText: "16 from the text, 1 from the MTP head, 8 from a draft model"},
+		&cli.IntFlag{Name: "draft-max", Usage: "the most tokens drafted for one step (the text's back off when they miss)", DefaultText: "16 from the text, 2 from the MTP head, 8 from a draft model"},
 		&cli.IntFlag{Name: "draft-min", Value: 1, Usage: "the fewest tokens worth drafting"},
 		&cli.Float64Flag{Name: "draft-p-min", Value: qwen.DefaultDraftPMin, Usage: "a draft model stops guessing at a token it gives a lower probability"},
 	}

@@ -657,11 +657,12 @@ func TestMTPDrafts(t *testing.T) {
 	const n = 40
 	e := newEngine(t, m, Options{Parallel: 4, MTP: true, Runner: infer.Options{MTPVocab: 32768}})
 	var refDrafted, refKept int
+	var oneGuess float64
 	for _, k := range []int{1, 2, 3} {
 		drafted, kept, made := 0, 0, 0
 		for _, c := range exp.Cases {
 			plain, _ := collect(t, submit(t, e, Request{Prompt: c.PromptIDs, MaxTokens: n, TopLogprobs: -1}))
-			evs, done := collect(t, submit(t, e, Request{Prompt: c.PromptIDs, MaxTokens: n, TopLogprobs: -1, Draft: Draft{MTP: k}}))
+			evs, done := collect(t, submit(t, e, Request{Prompt: c.PromptIDs, MaxTokens: n, TopLogprobs: -1, Draft: Draft{MTP: k, PMin: 0.75}}))
 			if got, want := tokensOf(evs), tokensOf(plain); !slices.Equal(got, want) {
 				t.Errorf("%s, chains of %d: with MTP drafts %v, without %v", c.Name, k, got, want)
 			}
@@ -688,7 +689,16 @@ func TestMTPDrafts(t *testing.T) {
 		rate := float64(kept) / float64(drafted)
 		// A step gives its token and the guesses it keeps: the tokens a
 		// step, which bench-draft's step costs turn into a speedup.
-		t.Logf("chains of %d: %d drafted, %d kept (%.3f); %d tokens in %d steps (%.3f a step)", k, drafted, kept, rate, made, made-kept, float64(made)/float64(made-kept))
+		steps := made - kept
+		t.Logf("chains of %d: %d drafted, %d kept (%.3f); %d tokens in %d steps (%.3f a step, %.3f guesses a step)", k, drafted, kept, rate, made, steps, float64(made)/float64(steps), float64(drafted)/float64(steps))
+		// The chains go on whatever the head's confidence (Draft.MTP): a
+		// request's PMin, here the draft model's default, cuts none.
+		perStep := float64(drafted) / float64(steps)
+		if k == 1 {
+			oneGuess = perStep
+		} else if perStep < 1.5*oneGuess {
+			t.Errorf("chains of %d: %.3f guesses a step, against %.3f with one guess: cut short", k, perStep, oneGuess)
+		}
 		if k == 1 {
 			want := float64(refKept) / float64(refDrafted)
 			t.Logf("the float64 reference in the same run: %d drafted, %d kept (%.3f)", refDrafted, refKept, want)

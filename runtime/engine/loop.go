@@ -42,7 +42,6 @@ func (e *Engine) loop() {
 		defer e.dr.Close()
 	}
 	l := &loop{e: e, reuse: newReuse(e.opts.CacheBytes), logits: newLogprobs(e.m)}
-	l.mtp.scratch = make([]float32, e.m.Config.Vocab)
 	for {
 		closing := l.admit()
 		if len(l.active) == 0 {
