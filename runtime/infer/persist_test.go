@@ -1,0 +1,137 @@
+package infer
+
+import (
+	"bytes"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/kernels"
+)
+
+// bitsEqual reports whether two rows of logits are the same bits.
+func bitsEqual(a, b []float32) bool {
+	return slices.EqualFunc(a, b, func(x, y float32) bool { return math.Float32bits(x) == math.Float32bits(y) })
+}
+
+// TestSessionFileRoundTrip: a session written and read back, of an
+// attention-only model and of a hybrid one with checkpoints, in both KV
+// types, holds the same tokens, points and kept logits, and goes on from
+// its end and from a checkpoint with the same logits, bit for bit, as the
+// session it was written from.
+func TestSessionFileRoundTrip(t *testing.T) {
+	prompt := randomTokens(300, 300, 41) // past the first KV chunk
+	tail := randomTokens(7, 300, 42)
+	for _, name := range []string{"tiny-a", "tiny-q35"} {
+		m := openModel(t, compileBundled(t, name), kernels.Detect(), 2)
+		for _, kv := range []format.KVType{format.KVF16, format.KVQ8} {
+			s, err := m.NewSessionKV(1024, kv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last []float32
+			for _, end := range []int{100, 200, len(prompt)} {
+				if last, err = s.Feed(prompt[s.Len():end]); err != nil {
+					t.Fatal(err)
+				}
+				s.Checkpoint()
+			}
+			s.KeepLogits(last)
+			var buf bytes.Buffer
+			n, err := s.WriteTo(&buf)
+			if err != nil || n != int64(buf.Len()) {
+				t.Fatalf("%s %s: wrote %d bytes (%d in the buffer): %v", name, kv, n, buf.Len(), err)
+			}
+			in, err := m.ReadSessionInfo(bytes.NewReader(buf.Bytes()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := m.ReadSession(bytes.NewReader(buf.Bytes()))
+			if err != nil {
+				t.Fatalf("%s %s: %v", name, kv, err)
+			}
+			if !slices.Equal(r.Tokens(), s.Tokens()) || !slices.Equal(slices.Compact(r.Points()), slices.Compact(s.Points())) ||
+				!slices.Equal(in.Points, slices.Compact(s.Points())) || r.KVType() != kv || in.KV != kv || r.Bytes() != s.Bytes() {
+				t.Fatalf("%s %s: read back %d tokens, points %v (info %v), %s, %d bytes; wrote %d, %v, %s, %d bytes",
+					name, kv, r.Len(), r.Points(), in.Points, r.KVType(), r.Bytes(), s.Len(), s.Points(), kv, s.Bytes())
+			}
+			// A session that rewinds by itself keeps no copies, and no
+			// logits with them.
+			if !bitsEqual(r.LogitsAt(len(prompt)), s.LogitsAt(len(prompt))) || in.LogitsAt(len(prompt)) != !s.Rewindable() || len(r.LogitsAt(len(prompt))) == 0 && !s.Rewindable() {
+				t.Errorf("%s %s: the kept logits differ", name, kv)
+			}
+			for _, at := range []int{100, len(prompt)} {
+				if in.RewindPoint(at+1) != r.RewindPoint(at+1) {
+					t.Errorf("%s %s: the info's rewind point at %d is %d, the session's %d", name, kv, at+1, in.RewindPoint(at+1), r.RewindPoint(at+1))
+				}
+				a, err := s.Fork(at)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := r.Fork(at)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rest := slices.Concat(prompt[at:], tail)
+				want, err := a.Feed(rest)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = slices.Clone(want)
+				got, err := b.Feed(rest)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bitsEqual(got, want) {
+					t.Errorf("%s %s: from %d, the session read back gives logits off the original's by %g", name, kv, at, maxDiff(got, want))
+				}
+			}
+		}
+	}
+}
+
+// TestSessionFileDamaged: a session file cut short, with a byte changed,
+// with bytes after it, or of another model is refused, saying why.
+func TestSessionFileDamaged(t *testing.T) {
+	ma := openModel(t, compileBundled(t, "tiny-a"), kernels.Detect(), 2)
+	mq := openModel(t, compileBundled(t, "tiny-q35"), kernels.Detect(), 2)
+	s, _ := ma.NewSession(512)
+	if _, err := s.Feed(randomTokens(40, 300, 43)); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := s.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	good := buf.Bytes()
+	info := 8 + 4 + 4 + 8 + 4 + 4 + 4 + 4 + 4*40 + 4 + 4 // through the info's checksum
+	flip := func(i int) []byte {
+		b := slices.Clone(good)
+		b[i] ^= 0x10
+		return b
+	}
+	for _, c := range []struct {
+		what string
+		b    []byte
+		m    *Model
+		want string
+	}{
+		{"empty", nil, ma, "truncated"},
+		{"cut in the info", good[:20], ma, "info: truncated"},
+		{"cut in the payload", good[:len(good)/2], ma, "state 0: truncated"},
+		{"cut before the last checksum", good[:len(good)-1], ma, "payload: truncated"},
+		{"a token changed", flip(40), ma, "info: checksum mismatch"},
+		{"a KV byte changed", flip(info + 100), ma, "payload: checksum mismatch"},
+		{"the magic changed", flip(0), ma, "not a session file"},
+		{"the version changed", flip(8), ma, "version"},
+		{"a byte after it", append(slices.Clone(good), 0), ma, "bytes after the payload"},
+		{"another model", good, mq, "another model"},
+	} {
+		_, err := c.m.ReadSession(bytes.NewReader(c.b))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", c.what, err, c.want)
+		}
+	}
+}
