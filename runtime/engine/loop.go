@@ -42,6 +42,10 @@ func (e *Engine) loop() {
 		defer e.dr.Close()
 	}
 	l := &loop{e: e, reuse: newReuse(e.opts.CacheBytes), logits: newLogprobs(e.m)}
+	if e.disk != nil {
+		l.reuse.cache.disk = e.disk
+		defer l.spillAll()
+	}
 	l.mtp.scratch = make([]float32, e.m.Config.Vocab)
 	for {
 		closing := l.admit()
@@ -62,6 +66,17 @@ func (e *Engine) loop() {
 		}
 		l.active = slices.DeleteFunc(l.active, ended)
 	}
+}
+
+// spillAll writes the states kept in memory to disk as the engine
+// stops, for the next run to start from, the least recently used first
+// (the first to go when the disk has no room for all), and waits for
+// the writes.
+func (l *loop) spillAll() {
+	for _, s := range l.reuse.cache.entries {
+		l.e.disk.spillWait(s)
+	}
+	l.e.disk.close()
 }
 
 // idle waits for work; it reports false when the grace period of a

@@ -186,30 +186,56 @@ func (m *Model) readInfo(d *sessDecoder) (*SessionInfo, error) {
 	if err := d.sum("info"); err != nil {
 		return nil, err
 	}
+	in.setPoints()
+	return in, nil
+}
+
+// setPoints sets Points from the checkpoints and the end.
+func (in *SessionInfo) setPoints() {
 	in.Points = slices.Clone(in.cps)
 	if len(in.Points) == 0 || in.Points[len(in.Points)-1] != len(in.Tokens) {
 		in.Points = append(in.Points, len(in.Tokens))
 	}
-	return in, nil
 }
 
-// ReadSession reads a session WriteTo wrote, for model m. A file of
-// another model, KV type or version, or a damaged one, is an error
-// naming what is wrong.
-func (m *Model) ReadSession(r io.Reader) (*Session, error) {
-	s, err := m.readSession(&sessDecoder{r: bufio.NewReaderSize(r, 1<<20), crc: crc32.New(crcTable)})
+// Info is what the session's file would say of it (ReadSessionInfo): a
+// copy, which the session's next steps leave as it is.
+func (s *Session) Info() *SessionInfo {
+	in := &SessionInfo{KV: s.kv, Tokens: slices.Clone(s.tokens), Rewindable: s.rewindable, mtp: s.mtpTrack, ctx: s.ctx}
+	for _, c := range s.checkpoints {
+		in.cps = append(in.cps, c.pos)
+		if c.logits != nil {
+			in.Logits = append(in.Logits, c.pos)
+		}
+	}
+	in.setPoints()
+	return in
+}
+
+// ReadSession reads a session WriteTo wrote, for model m, with a context
+// of ctx positions (0: the written session's; a later process may run
+// with another). A file of another model or version, one whose tokens
+// ctx does not hold, or a damaged one is an error naming what is wrong.
+func (m *Model) ReadSession(r io.Reader, ctx int) (*Session, error) {
+	s, err := m.readSession(&sessDecoder{r: bufio.NewReaderSize(r, 1<<20), crc: crc32.New(crcTable)}, ctx)
 	if err != nil {
 		return nil, fmt.Errorf("session file: %w", err)
 	}
 	return s, nil
 }
 
-func (m *Model) readSession(d *sessDecoder) (*Session, error) {
+func (m *Model) readSession(d *sessDecoder, ctx int) (*Session, error) {
 	in, err := m.readInfo(d)
 	if err != nil {
 		return nil, err
 	}
-	s, err := m.NewSessionKV(in.ctx, in.KV)
+	if ctx <= 0 {
+		ctx = in.ctx
+	}
+	if len(in.Tokens) > ctx {
+		return nil, fmt.Errorf("%d tokens, more than the context of %d", len(in.Tokens), ctx)
+	}
+	s, err := m.NewSessionKV(ctx, in.KV)
 	if err != nil {
 		return nil, err
 	}

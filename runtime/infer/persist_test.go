@@ -48,9 +48,12 @@ func TestSessionFileRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := m.ReadSession(bytes.NewReader(buf.Bytes()))
+			r, err := m.ReadSession(bytes.NewReader(buf.Bytes()), 0)
 			if err != nil {
 				t.Fatalf("%s %s: %v", name, kv, err)
+			}
+			if si := s.Info(); !slices.Equal(si.Points, in.Points) || !slices.Equal(si.Logits, in.Logits) || !slices.Equal(si.Tokens, in.Tokens) {
+				t.Errorf("%s %s: the session's info %+v, its file's %+v", name, kv, si, in)
 			}
 			if !slices.Equal(r.Tokens(), s.Tokens()) || !slices.Equal(slices.Compact(r.Points()), slices.Compact(s.Points())) ||
 				!slices.Equal(in.Points, slices.Compact(s.Points())) || r.KVType() != kv || in.KV != kv || r.Bytes() != s.Bytes() {
@@ -116,20 +119,22 @@ func TestSessionFileDamaged(t *testing.T) {
 		what string
 		b    []byte
 		m    *Model
+		ctx  int
 		want string
 	}{
-		{"empty", nil, ma, "truncated"},
-		{"cut in the info", good[:20], ma, "info: truncated"},
-		{"cut in the payload", good[:len(good)/2], ma, "state 0: truncated"},
-		{"cut before the last checksum", good[:len(good)-1], ma, "payload: truncated"},
-		{"a token changed", flip(40), ma, "info: checksum mismatch"},
-		{"a KV byte changed", flip(info + 100), ma, "payload: checksum mismatch"},
-		{"the magic changed", flip(0), ma, "not a session file"},
-		{"the version changed", flip(8), ma, "version"},
-		{"a byte after it", append(slices.Clone(good), 0), ma, "bytes after the payload"},
-		{"another model", good, mq, "another model"},
+		{"empty", nil, ma, 0, "truncated"},
+		{"cut in the info", good[:20], ma, 0, "info: truncated"},
+		{"cut in the payload", good[:len(good)/2], ma, 0, "state 0: truncated"},
+		{"cut before the last checksum", good[:len(good)-1], ma, 0, "payload: truncated"},
+		{"a token changed", flip(40), ma, 0, "info: checksum mismatch"},
+		{"a KV byte changed", flip(info + 100), ma, 0, "payload: checksum mismatch"},
+		{"the magic changed", flip(0), ma, 0, "not a session file"},
+		{"the version changed", flip(8), ma, 0, "version"},
+		{"a byte after it", append(slices.Clone(good), 0), ma, 0, "bytes after the payload"},
+		{"another model", good, mq, 0, "another model"},
+		{"a context shorter than its tokens", good, ma, 30, "more than the context of 30"},
 	} {
-		_, err := c.m.ReadSession(bytes.NewReader(c.b))
+		_, err := c.m.ReadSession(bytes.NewReader(c.b), c.ctx)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error saying %q", c.what, err, c.want)
 		}
