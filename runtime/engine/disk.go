@@ -64,17 +64,20 @@ type diskEntry struct {
 
 const (
 	// spillQueue bounds the sessions waiting for the writer.
-	spillQueue = 4
+	spillQueue = 2
 	// sessionExt names the cache's files; a write in progress is a
 	// temporary file beside them, ending in tmpExt.
 	sessionExt = ".qsess"
 	tmpExt     = ".tmp"
 )
 
-// openDisk opens dir as model m's disk tier of budget bytes, for
-// sessions of context ctx, indexing
-// the files an earlier run left there, and starts its writer.
+// openDisk opens model m's disk tier of budget bytes in a directory of
+// its own under dir (infer.Model.Identity: the models served in turn
+// from one directory keep their files apart), for sessions of context
+// ctx, indexing the files an earlier run left there, and starts its
+// writer.
 func openDisk(m *infer.Model, ctx int, dir string, budget int64, log *slog.Logger) (*diskCache, error) {
+	dir = filepath.Join(dir, m.Identity())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("state cache directory: %w", err)
 	}

@@ -15,7 +15,7 @@ import (
 // sessionFiles lists the state cache's files in dir.
 func sessionFiles(t *testing.T, dir string) []string {
 	t.Helper()
-	fs, err := filepath.Glob(filepath.Join(dir, "*"+sessionExt))
+	fs, err := filepath.Glob(filepath.Join(dir, "*", "*"+sessionExt))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,11 +69,17 @@ func (e *Engine) loop() {
 }
 
 // spillAll writes the states kept in memory to disk as the engine
-// stops, for the next run to start from, the least recently used first
-// (the first to go when the disk has no room for all), and waits for
-// the writes.
+// stops, for the next run to start from: the most recently used that
+// the disk's budget holds, written least recently used first, so that
+// the order of use stays; then it waits for the writes.
 func (l *loop) spillAll() {
-	for _, s := range l.reuse.cache.entries {
+	es := l.reuse.cache.entries
+	first, bytes := len(es), int64(0)
+	for first > 0 && bytes+es[first-1].Bytes() <= l.e.disk.budget {
+		first--
+		bytes += es[first].Bytes()
+	}
+	for _, s := range es[first:] {
 		l.e.disk.spillWait(s)
 	}
 	l.e.disk.close()

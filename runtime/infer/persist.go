@@ -74,6 +74,14 @@ func (m *Model) identity() (crc uint32, size uint64) {
 	return m.ident, uint64(m.File.Size)
 }
 
+// Identity names the model file in session files (its header's CRC-32C
+// and its size): a directory of them per model keeps one model's files
+// from another's.
+func (m *Model) Identity() string {
+	crc, size := m.identity()
+	return fmt.Sprintf("%08x-%d", crc, size)
+}
+
 // WriteTo writes the session to w, for ReadSession: its tokens, its
 // states at its end and at each checkpoint, the logits kept there and
 // its MTP rows. What only a step in progress holds (Speculate's logs,
