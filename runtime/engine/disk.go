@@ -37,7 +37,8 @@ import (
 // Reading a file back is the loop's, as the request waits for it anyway.
 type diskCache struct {
 	m      *infer.Model
-	ctx    int // the sessions'
+	ctx    int  // the sessions'
+	mtp    bool // whether they track MTP (Options.MTP)
 	dir    string
 	budget int64
 	log    *slog.Logger
@@ -74,14 +75,14 @@ const (
 // openDisk opens model m's disk tier of budget bytes in a directory of
 // its own under dir (infer.Model.Identity: the models served in turn
 // from one directory keep their files apart), for sessions of context
-// ctx, indexing the files an earlier run left there, and starts its
+// ctx that track MTP or not, indexing the files an earlier run left there, and starts its
 // writer.
-func openDisk(m *infer.Model, ctx int, dir string, budget int64, log *slog.Logger) (*diskCache, error) {
+func openDisk(m *infer.Model, ctx int, mtp bool, dir string, budget int64, log *slog.Logger) (*diskCache, error) {
 	dir = filepath.Join(dir, m.Identity())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("state cache directory: %w", err)
 	}
-	d := &diskCache{m: m, ctx: ctx, dir: dir, budget: budget, log: log, queue: make(chan *infer.Session, spillQueue), done: make(chan struct{})}
+	d := &diskCache{m: m, ctx: ctx, mtp: mtp, dir: dir, budget: budget, log: log, queue: make(chan *infer.Session, spillQueue), done: make(chan struct{})}
 	des, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("state cache directory: %w", err)
@@ -273,8 +274,8 @@ func (d *diskCache) take(prompt []int32, kv format.KVType, most int, whole bool,
 	d.mu.Lock()
 	best := -1
 	for i, e := range d.entries {
-		if e.info.KV != kv || len(e.info.Tokens) > d.ctx {
-			continue // a file of an earlier run with a longer context
+		if e.info.KV != kv || len(e.info.Tokens) > d.ctx || e.info.MTP != d.mtp {
+			continue // a file of an earlier run with a longer context, or MTP drafts on where they are off
 		}
 		if n := reach(e.info.Tokens, e.info.RewindPoint, e.info.LogitsAt, prompt, most, whole); n > keep {
 			best, keep = i, n

@@ -308,7 +308,7 @@ func New(m *infer.Model, o Options) (*Engine, error) {
 		if o.CacheDiskBytes <= 0 {
 			o.CacheDiskBytes = 4 << 30
 		}
-		d, err := openDisk(m, o.Ctx, o.CacheDir, o.CacheDiskBytes, o.Log)
+		d, err := openDisk(m, o.Ctx, o.MTP, o.CacheDir, o.CacheDiskBytes, o.Log)
 		if err != nil {
 			return nil, err
 		}

@@ -53,9 +53,10 @@ type SessionInfo struct {
 	// Rewindable: the model's sessions go back to any position by
 	// themselves.
 	Rewindable bool
-	mtp        bool  // the session tracks MTP
-	ctx        int   // its context
-	cps        []int // its checkpoints' positions
+	// MTP: the session tracks the MTP block's rows (Session.TrackMTP).
+	MTP bool
+	ctx int   // the session's context
+	cps []int // its checkpoints' positions
 }
 
 // RewindPoint is Session.RewindPoint of the session the file holds.
@@ -162,12 +163,12 @@ func (m *Model) readInfo(d *sessDecoder) (*SessionInfo, error) {
 		return nil, fmt.Errorf("KV type %d unknown", kv)
 	}
 	in.KV = format.KVType(kv)
-	in.mtp = d.u32() != 0
+	in.MTP = d.u32() != 0
 	in.ctx = int(d.u32())
 	if d.err == nil && (in.ctx <= 0 || in.ctx > m.Config.MaxContext()) {
 		return nil, fmt.Errorf("context %d, outside the model's 1 to %d", in.ctx, m.Config.MaxContext())
 	}
-	if d.err == nil && in.mtp && m.mtp == nil {
+	if d.err == nil && in.MTP && m.mtp == nil {
 		return nil, errors.New("the session tracks MTP, and the model has no MTP block")
 	}
 	in.Tokens = d.int32s(in.ctx)
@@ -209,7 +210,7 @@ func (in *SessionInfo) setPoints() {
 // Info is what the session's file would say of it (ReadSessionInfo): a
 // copy, which the session's next steps leave as it is.
 func (s *Session) Info() *SessionInfo {
-	in := &SessionInfo{KV: s.kv, Tokens: slices.Clone(s.tokens), Rewindable: s.rewindable, mtp: s.mtpTrack, ctx: s.ctx}
+	in := &SessionInfo{KV: s.kv, Tokens: slices.Clone(s.tokens), Rewindable: s.rewindable, MTP: s.mtpTrack, ctx: s.ctx}
 	for _, c := range s.checkpoints {
 		in.cps = append(in.cps, c.pos)
 		if c.logits != nil {
@@ -247,7 +248,7 @@ func (m *Model) readSession(d *sessDecoder, ctx int) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.tokens, s.mtpTrack = in.Tokens, in.mtp
+	s.tokens, s.mtpTrack = in.Tokens, in.MTP
 	for i, st := range s.states {
 		if err := st.load(d, len(s.tokens)); err != nil {
 			return nil, fmt.Errorf("state %d: %w", i, err)

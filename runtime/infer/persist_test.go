@@ -140,3 +140,69 @@ func TestSessionFileDamaged(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionFileMTP: a session that tracks the MTP block, its rows part
+// computed and part waiting, read back, gives the MTP head's logits of
+// the session it was written from, bit for bit, at its end and from its
+// checkpoint.
+func TestSessionFileMTP(t *testing.T) {
+	m := openModel(t, compileBundled(t, "tiny-q35"), kernels.Detect(), 2)
+	r := m.runner()
+	prompt := randomTokens(60, 300, 44)
+	s, _ := m.NewSession(0)
+	if err := s.TrackMTP(); err != nil {
+		t.Fatal(err)
+	}
+	for at := 0; at < len(prompt); at += 10 {
+		if err := r.Step([]Seq{{Session: s, Tokens: prompt[at : at+10]}}); err != nil {
+			t.Fatal(err)
+		}
+		if at == 20 {
+			s.Checkpoint()
+			if err := r.StepMTP([]MTPSeq{{Session: s, Next: prompt[at+10]}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if s.MTPLen() == 0 || s.MTPWaiting() == 0 {
+		t.Fatalf("the MTP rows cover %d, %d wait: want some of each", s.MTPLen(), s.MTPWaiting())
+	}
+	var buf bytes.Buffer
+	if _, err := s.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	back, err := m.ReadSession(&buf, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// mtp brings a session's MTP rows up to its end, next taking the
+	// last, and returns the last row's logits.
+	mtp := func(s *Session, next int32) []float32 {
+		t.Helper()
+		var got []float32
+		for s.MTPWaiting() > 0 {
+			last := s.MTPWaiting() <= 8
+			if err := r.StepMTP([]MTPSeq{{Session: s, Next: next, Max: 8, Logits: last}}); err != nil {
+				t.Fatal(err)
+			}
+			if last {
+				got = slices.Clone(r.MTPLogits(0))
+			}
+		}
+		return got
+	}
+	for _, at := range []int{30, len(prompt)} {
+		a, err := s.Fork(at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := back.Fork(at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, got := mtp(a, 7), mtp(b, 7)
+		if len(want) == 0 || !bitsEqual(got, want) {
+			t.Errorf("from %d: the MTP logits of the session read back are off the original's by %g", at, maxDiff(got, want))
+		}
+	}
+}
