@@ -175,22 +175,6 @@ func TestSessionFileMTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// mtp brings a session's MTP rows up to its end, next taking the
-	// last, and returns the last row's logits.
-	mtp := func(s *Session, next int32) []float32 {
-		t.Helper()
-		var got []float32
-		for s.MTPWaiting() > 0 {
-			last := s.MTPWaiting() <= 8
-			if err := r.StepMTP([]MTPSeq{{Session: s, Next: next, Max: 8, Logits: last}}); err != nil {
-				t.Fatal(err)
-			}
-			if last {
-				got = slices.Clone(r.MTPLogits(0))
-			}
-		}
-		return got
-	}
 	for _, at := range []int{30, len(prompt)} {
 		a, err := s.Fork(at)
 		if err != nil {
@@ -200,7 +184,7 @@ func TestSessionFileMTP(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, got := mtp(a, 7), mtp(b, 7)
+		want, got := mtpToEnd(t, r, a, 7, 8), mtpToEnd(t, r, b, 7, 8)
 		if len(want) == 0 || !bitsEqual(got, want) {
 			t.Errorf("from %d: the MTP logits of the session read back are off the original's by %g", at, maxDiff(got, want))
 		}
