@@ -75,8 +75,8 @@ const (
 // openDisk opens model m's disk tier of budget bytes in a directory of
 // its own under dir (infer.Model.Identity: the models served in turn
 // from one directory keep their files apart), for sessions of context
-// ctx that track MTP or not, indexing the files an earlier run left there, and starts its
-// writer.
+// ctx that track MTP or not, indexing the files an earlier run left
+// there, and starts its writer.
 func openDisk(m *infer.Model, ctx int, mtp bool, dir string, budget int64, log *slog.Logger) (*diskCache, error) {
 	dir = filepath.Join(dir, m.Identity())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -91,7 +91,7 @@ func openDisk(m *infer.Model, ctx int, mtp bool, dir string, budget int64, log *
 		e   *diskEntry
 		mod int64
 	}
-	var fs []found
+	var kept []found
 	for _, de := range des {
 		path := filepath.Join(dir, de.Name())
 		switch {
@@ -107,10 +107,10 @@ func openDisk(m *infer.Model, ctx int, mtp bool, dir string, budget int64, log *
 			os.Remove(path)
 			continue
 		}
-		fs = append(fs, found{e, mod})
+		kept = append(kept, found{e, mod})
 	}
-	slices.SortFunc(fs, func(a, b found) int { return cmp.Compare(a.mod, b.mod) })
-	for _, f := range fs {
+	slices.SortFunc(kept, func(a, b found) int { return cmp.Compare(a.mod, b.mod) })
+	for _, f := range kept {
 		d.entries = append(d.entries, f.e)
 		d.bytes += f.e.bytes
 	}
