@@ -35,6 +35,8 @@ type config struct {
 	chunk      int
 	cacheBytes int64
 	cacheSet   bool
+	cacheDir   string
+	cacheDisk  int64
 	draft      string
 	mtp        bool
 	mtpAuto    bool
@@ -86,6 +88,21 @@ func WithPrefillChunk(tokens int) Option { return func(c *config) { c.chunk = to
 // 256 MiB and at most 16 GiB; 0 keeps none.
 func WithStateCache(bytes int64) Option {
 	return func(c *config) { c.cacheBytes, c.cacheSet = bytes, true }
+}
+
+// WithStateCacheDir gives the state cache a second tier on disk: the
+// states that WithStateCache has no room for are written to files in dir
+// (created if need be), at most bytes of them (0: 4 GiB), the least
+// recently used going first, and a request whose prompt a file reaches
+// deeper into than any state in memory reads it back. The files outlive
+// the process: at Open, those an earlier run of the same model file left
+// in dir serve it (a long agent session goes on after a restart), and
+// another model's, another format version's or a damaged one are
+// removed; at Close the states in memory are written too. A file holds
+// a state's tokens, KV chunks and copies of recurrent states, about the
+// bytes it holds in memory.
+func WithStateCacheDir(dir string, bytes int64) Option {
+	return func(c *config) { c.cacheDir, c.cacheDisk = dir, bytes }
 }
 
 // WithDraftModel opens a second, smaller model of the same vocabulary
@@ -218,6 +235,11 @@ type Stats struct {
 	// cache (at a prefix of theirs), CacheMisses those that found none,
 	// and CacheEvictions the states dropped for room.
 	CacheHits, CacheMisses, CacheEvictions int64
+	// With WithStateCacheDir: DiskHits counts the conversations that
+	// started from a state read back from disk, DiskWrites the states
+	// written there, DiskEvictions the files removed for room, and
+	// DiskBytes is what the files hold.
+	DiskHits, DiskWrites, DiskEvictions, DiskBytes int64
 }
 
 // Open maps a .qbin file and starts its engine. The weights stay in the
@@ -319,7 +341,7 @@ func newModel(im, dm *infer.Model, path string, c config, kv format.KVType, ro i
 		ro.MTPVocab = DefaultMTPVocab
 	}
 	m.e, err = engine.New(im, engine.Options{Parallel: c.parallel, Queue: c.queue, Ctx: ctx, Chunk: c.chunk,
-		CacheBytes: cacheOption(c), Runner: ro, Drafter: dm, MTP: m.info.MTPDrafts, Log: c.log})
+		CacheBytes: cacheOption(c), CacheDir: c.cacheDir, CacheDiskBytes: c.cacheDisk, Runner: ro, Drafter: dm, MTP: m.info.MTPDrafts, Log: c.log})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -420,7 +442,8 @@ func (m *Model) Stats() Stats { return Stats(m.e.Stats()) }
 func (m *Model) Verify() error { return m.m.File.Verify() }
 
 // ClearCache drops the KV caches kept of finished requests, freeing their
-// memory; later requests prefill their prompts whole.
+// memory (and removing their files, with WithStateCacheDir); later
+// requests prefill their prompts whole.
 func (m *Model) ClearCache() { m.e.ClearCache() }
 
 // Tokenize encodes text as a raw prompt is: added tokens written in it

@@ -21,7 +21,7 @@ func benchAgentCommand() *cli.Command {
 		Name:      "bench-agent",
 		Usage:     "play a coding agent's session (a long system prompt, turns, an edited message, a retried answer) against the model served here and against other servers, and report the prompt tokens each computes and its time to first token",
 		ArgsUsage: "MODEL.qbin",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.IntFlag{Name: "prefix", Value: 16384, Usage: "the system prompt's tokens"},
 			&cli.IntFlag{Name: "turns", Value: 10, Usage: "the session's turns"},
 			&cli.IntFlag{Name: "turn-tokens", Value: 300, Usage: "the tokens each turn's message adds"},
@@ -30,10 +30,9 @@ func benchAgentCommand() *cli.Command {
 			&cli.IntFlag{Name: "edit-of", Value: 3, Usage: "the turn whose message is edited"},
 			&cli.IntFlag{Name: "retry", Value: 8, Usage: "the turn that retries the answer before it (0: none)"},
 			&cli.StringSliceFlag{Name: "peer", Usage: "`NAME=URL` of another OpenAI-compatible server (llama-server) serving the same weights, to run the same session against after ours"},
-			&cli.StringFlag{Name: "state-cache", Usage: "the state cache's bound (serve's --state-cache)"},
 			threadsFlag(),
 			kernelsFlag(),
-		},
+		}, modelflags.StateCacheFlags("the state cache's bound (serve's --state-cache)", "")...),
 		Action: benchAgent,
 	}
 }
@@ -43,14 +42,11 @@ func benchAgent(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := modelflags.Options(c, log)
-	if c.IsSet("state-cache") {
-		size, err := cliutil.Bytes(c.String("state-cache"))
-		if err != nil {
-			return cliutil.Usagef(c, "--state-cache: %v", err)
-		}
-		opts = append(opts, qwen.WithStateCache(size))
+	cache, err := modelflags.StateCache(c)
+	if err != nil {
+		return err
 	}
+	opts := append(modelflags.Options(c, log), cache...)
 	m, err := qwen.Open(c.Args().First(), opts...)
 	if err != nil {
 		return err

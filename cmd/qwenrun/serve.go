@@ -35,14 +35,14 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "ctx", Usage: "context length of each conversation", DefaultText: "the model's maximum, lowered to what --parallel KV caches fit in memory"},
 			&cli.StringFlag{Name: "api-key", EnvVars: []string{"QWEN_API_KEY"}, Usage: "require `KEY` on every request but /health (Authorization: Bearer KEY, or x-api-key: KEY)"},
 			&cli.DurationFlag{Name: "grace", Value: 10 * time.Second, Usage: "on SIGINT or SIGTERM, how long running answers may go on before they are cut"},
-			&cli.StringFlag{Name: "state-cache", Usage: "keep at most `SIZE` (4GiB, 512MB, ...; 0: none) of finished conversations' states, for later requests that share their prefix to compute only what is new", DefaultText: "a quarter of the available memory, 256 MiB to 16 GiB"},
 			&cli.StringSliceFlag{Name: "alias", Usage: "let requests name the model in `NAME=FILE` (a .qbin file: MODEL's, or another's) NAME, as clients that hard-code a model id (gpt-5-codex, claude-sonnet-4-5) do; repeatable"},
 			&cli.StringFlag{Name: "model-dir", Usage: "let requests name every .qbin file in `DIR` by its base name; one model is loaded at a time, another loaded when a request names it"},
 			kvTypeFlag(),
 			threadsFlag(),
 			kernelsFlag(),
 			insecureFlag(),
-		}, append(draftFlags(), logFlags()...)...),
+		}, slices.Concat(draftFlags(), logFlags(), modelflags.StateCacheFlags("keep at most `SIZE` (4GiB, 512MB, ...; 0: none) of finished conversations' states, for later requests that share their prefix to compute only what is new",
+			"a quarter of the available memory, 256 MiB to 16 GiB"))...),
 		Action: serveAction,
 	}
 }
@@ -84,14 +84,11 @@ func serveAction(c *cli.Context) error {
 		return err
 	}
 	// What every model served takes; MODEL also its draft model.
-	opts := []qwen.Option{qwen.WithQueue(c.Int("queue"))}
-	if c.IsSet("state-cache") {
-		size, err := cliutil.Bytes(c.String("state-cache"))
-		if err != nil {
-			return cliutil.Usagef(c, "--state-cache: %v", err)
-		}
-		opts = append(opts, qwen.WithStateCache(size))
+	opts, err := modelflags.StateCache(c)
+	if err != nil {
+		return err
 	}
+	opts = append(opts, qwen.WithQueue(c.Int("queue")))
 	m, err := modelflags.Open(c, log, notes, parallel, append(d.Options(), opts...)...)
 	if err != nil {
 		return err

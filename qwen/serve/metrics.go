@@ -75,6 +75,8 @@ type engineCollector struct {
 	active, queued, kv, kept *prometheus.Desc
 	steps, decoded           *prometheus.Desc
 	hits, misses, evicted    *prometheus.Desc
+	// The state cache's tier on disk (--state-cache-dir).
+	diskHits, diskWrites, diskEvicted, diskBytes *prometheus.Desc
 }
 
 func newEngineCollector(ms *models) *engineCollector {
@@ -86,7 +88,12 @@ func newEngineCollector(ms *models) *engineCollector {
 		hits:    prometheus.NewDesc("qwenrun_prefix_cache_hits_total", "Conversations that started from a kept state at a prefix of their prompt.", nil, nil),
 		misses:  prometheus.NewDesc("qwenrun_prefix_cache_misses_total", "Conversations that found no kept state to start from.", nil, nil),
 		evicted: prometheus.NewDesc("qwenrun_prefix_cache_evictions_total", "Kept states dropped for room.", nil, nil),
-		steps:   prometheus.NewDesc("qwenrun_decode_steps_total", "Forward steps that decoded at least one conversation.", nil, nil),
+		diskHits: prometheus.NewDesc("qwenrun_prefix_cache_disk_hits_total",
+			"Conversations that started from a state read back from the state cache's directory.", nil, nil),
+		diskWrites:  prometheus.NewDesc("qwenrun_prefix_cache_disk_writes_total", "States written to the state cache's directory.", nil, nil),
+		diskEvicted: prometheus.NewDesc("qwenrun_prefix_cache_disk_evictions_total", "Files of the state cache's directory removed for room.", nil, nil),
+		diskBytes:   prometheus.NewDesc("qwenrun_prefix_cache_disk_bytes", "Bytes of the files in the state cache's directory.", nil, nil),
+		steps:       prometheus.NewDesc("qwenrun_decode_steps_total", "Forward steps that decoded at least one conversation.", nil, nil),
 		decoded: prometheus.NewDesc("qwenrun_decoded_conversations_total",
 			"Conversations decoded, summed over the decode steps: over qwenrun_decode_steps_total, the mean decode batch.", nil, nil),
 	}
@@ -102,6 +109,10 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.hits
 	ch <- c.misses
 	ch <- c.evicted
+	ch <- c.diskHits
+	ch <- c.diskWrites
+	ch <- c.diskEvicted
+	ch <- c.diskBytes
 }
 
 func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
@@ -118,4 +129,8 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.hits, prometheus.CounterValue, float64(st.CacheHits))
 	ch <- prometheus.MustNewConstMetric(c.misses, prometheus.CounterValue, float64(st.CacheMisses))
 	ch <- prometheus.MustNewConstMetric(c.evicted, prometheus.CounterValue, float64(st.CacheEvictions))
+	ch <- prometheus.MustNewConstMetric(c.diskHits, prometheus.CounterValue, float64(st.DiskHits))
+	ch <- prometheus.MustNewConstMetric(c.diskWrites, prometheus.CounterValue, float64(st.DiskWrites))
+	ch <- prometheus.MustNewConstMetric(c.diskEvicted, prometheus.CounterValue, float64(st.DiskEvictions))
+	ch <- prometheus.MustNewConstMetric(c.diskBytes, prometheus.GaugeValue, float64(st.DiskBytes))
 }

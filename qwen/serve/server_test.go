@@ -161,6 +161,8 @@ type modelOpts struct {
 	// whole, and Ollama's prompt_eval_count, the tokens computed, is its
 	// length.
 	NoCache bool
+	// CacheDir keeps no state in memory, but in files in CacheDir.
+	CacheDir string
 }
 
 // openModel opens tiny-a with the engine's options.
@@ -184,6 +186,9 @@ func openModel(t *testing.T, o modelOpts) *qwen.Model {
 	}
 	if o.NoCache {
 		opts = append(opts, qwen.WithStateCache(0))
+	}
+	if o.CacheDir != "" {
+		opts = append(opts, qwen.WithStateCache(1), qwen.WithStateCacheDir(o.CacheDir, 0))
 	}
 	m, err := qwen.Open(tinyPath(t), opts...)
 	if err != nil {

@@ -37,6 +37,9 @@ type prefixCache struct {
 	// Counts for the metrics: requests that started from an entry and
 	// those that found none, and entries dropped for room.
 	hits, misses, evictions int64
+	// disk is where entries dropped for room go, and come back from
+	// (nil: nowhere).
+	disk *diskCache
 }
 
 // reuse is what the loop keeps of ended requests' sessions. cache holds
@@ -82,13 +85,22 @@ func (c *prefixCache) take(prompt []int32, kv format.KVType, most int, whole boo
 		if s.KVType() != kv {
 			continue
 		}
-		common := chat.CommonPrefix(s.Tokens(), prompt)
-		n := s.RewindPoint(min(common, most))
-		if whole && common == len(prompt) && s.LogitsAt(common) != nil {
-			n = common
-		}
-		if n > keep {
+		logits := func(n int) bool { return s.LogitsAt(n) != nil }
+		if n := reach(s.Tokens(), s.RewindPoint, logits, prompt, most, whole); n > keep {
 			best, keep = i, n
+		}
+	}
+	if c.disk != nil {
+		if s, n := c.disk.take(prompt, kv, most, whole, keep); s != nil {
+			// Forked before put, which may hand it back to the disk's
+			// writer at once.
+			c.hits++
+			f, err := s.Fork(n)
+			c.put(s)
+			if err != nil {
+				return nil, 0 // n is a point of s: not reached
+			}
+			return f, n
 		}
 	}
 	if best < 0 {
@@ -119,10 +131,24 @@ func (c *prefixCache) take(prompt []int32, kv format.KVType, most int, whole boo
 	return s, max(keep, 0)
 }
 
-// clear drops every session.
+// reach is how far into prompt a kept session of tokens takes a
+// request, at most most, given where it goes back to (RewindPoint) and
+// where it kept logits (LogitsAt): take's measure.
+func reach(tokens []int32, rewindPoint func(int) int, logitsAt func(int) bool, prompt []int32, most int, whole bool) int {
+	common := chat.CommonPrefix(tokens, prompt)
+	if whole && common == len(prompt) && logitsAt(common) {
+		return common
+	}
+	return rewindPoint(min(common, most))
+}
+
+// clear drops every session, in memory and on disk.
 func (c *prefixCache) clear() {
 	clear(c.entries)
 	c.entries, c.bytes = c.entries[:0], 0
+	if c.disk != nil {
+		c.disk.clear()
+	}
 }
 
 // put keeps a session, evicting the least recently used ones beyond the
@@ -135,27 +161,31 @@ func (c *prefixCache) put(s *infer.Session) {
 		return
 	}
 	if c.fork {
-		c.entries = slices.DeleteFunc(c.entries, func(e *infer.Session) bool { return covers(s, e) })
+		in := s.Info()
+		c.entries = slices.DeleteFunc(c.entries, func(e *infer.Session) bool { return covers(in, e.Info()) })
 	}
 	c.entries = append(c.entries, s)
 	c.recount()
 	for c.bytes > c.budget && len(c.entries) > 0 {
+		if c.disk != nil {
+			c.disk.spill(c.entries[0])
+		}
 		c.drop(0)
 		c.evictions++
 	}
 }
 
-// covers reports whether session s can serve every request that e can:
-// the same KV type, e's tokens a prefix of s's, and each of e's points one
-// of s's.
-func covers(s, e *infer.Session) bool {
-	if s.KVType() != e.KVType() || e.Len() > s.Len() || chat.CommonPrefix(s.Tokens(), e.Tokens()) < e.Len() {
+// covers reports whether the session of s can serve every request that
+// e's can: the same KV type, e's tokens a prefix of s's, and each of e's
+// points one of s's.
+func covers(s, e *infer.SessionInfo) bool {
+	if s.KV != e.KV || len(e.Tokens) > len(s.Tokens) || chat.CommonPrefix(s.Tokens, e.Tokens) < len(e.Tokens) {
 		return false
 	}
-	if s.Rewindable() {
+	if s.Rewindable {
 		return true
 	}
-	for _, p := range e.Points() {
+	for _, p := range e.Points {
 		if s.RewindPoint(p) != p {
 			return false
 		}

@@ -34,6 +34,13 @@ type Options struct {
 	// CacheBytes bounds the KV caches kept of finished conversations for
 	// prefix reuse (default 1 GiB; 0 keeps the default, < 0 none).
 	CacheBytes int64
+	// CacheDir, when not empty, is a directory where the conversations'
+	// states that CacheBytes has no room for go, within CacheDiskBytes
+	// (default 4 GiB; the least recently used file goes first), for later
+	// requests to read back; a directory an earlier run of the same model
+	// left serves this one (diskCache).
+	CacheDir       string
+	CacheDiskBytes int64
 	// Runner configures the worker threads and kernels.
 	Runner infer.Options
 	// Drafter, when not nil, is a smaller model of the same vocabulary
@@ -190,6 +197,11 @@ type Stats struct {
 	// session (at a prefix of theirs), CacheMisses those that found none,
 	// and CacheEvictions the kept sessions dropped for room.
 	CacheHits, CacheMisses, CacheEvictions int64
+	// With Options.CacheDir: DiskHits counts the conversations that
+	// started from a state read back from disk, DiskWrites the states
+	// written there, DiskEvictions the files removed for room, and
+	// DiskBytes is what the files hold.
+	DiskHits, DiskWrites, DiskEvictions, DiskBytes int64
 }
 
 var (
@@ -214,6 +226,9 @@ type Engine struct {
 	// state of its drafting.
 	dr *infer.Runner
 	ds *modelDrafts
+	// disk is the state cache's tier on disk (nil: none); the loop owns
+	// it but for its counts.
+	disk *diskCache
 
 	mu       sync.Mutex
 	queue    []*job
@@ -288,6 +303,16 @@ func New(m *infer.Model, o Options) (*Engine, error) {
 	e := &Engine{
 		m: m, r: m.NewRunner(o.Runner), opts: o, log: o.Log, rewindable: rewindable,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	if o.CacheDir != "" {
+		if o.CacheDiskBytes <= 0 {
+			o.CacheDiskBytes = 4 << 30
+		}
+		d, err := openDisk(m, o.Ctx, o.MTP, o.CacheDir, o.CacheDiskBytes, o.Log)
+		if err != nil {
+			return nil, err
+		}
+		e.disk = d
 	}
 	if o.Drafter != nil {
 		e.dr = o.Drafter.NewRunner(o.Runner)
@@ -418,9 +443,14 @@ func (e *Engine) Stats() Stats {
 	e.mu.Lock()
 	q := len(e.queue)
 	e.mu.Unlock()
-	return Stats{Active: int(e.active.Load()), Queued: q, KVBytes: e.kvBytes.Load(), CachedBytes: e.cachedBytes.Load(),
+	st := Stats{Active: int(e.active.Load()), Queued: q, KVBytes: e.kvBytes.Load(), CachedBytes: e.cachedBytes.Load(),
 		CacheHits: e.cacheHits.Load(), CacheMisses: e.cacheMisses.Load(), CacheEvictions: e.cacheEvictions.Load(),
 		DecodeSteps: e.decodeSteps.Load(), Decoded: e.decoded.Load(), PrefillSteps: e.prefills.Load(), Prefilled: e.prefilled.Load()}
+	if e.disk != nil {
+		d := e.disk.stats()
+		st.DiskHits, st.DiskWrites, st.DiskEvictions, st.DiskBytes = d.hits, d.writes, d.evictions, d.bytes
+	}
+	return st
 }
 
 // ClearCache drops the KV caches kept of finished conversations, before

@@ -42,6 +42,10 @@ func (e *Engine) loop() {
 		defer e.dr.Close()
 	}
 	l := &loop{e: e, reuse: newReuse(e.opts.CacheBytes), logits: newLogprobs(e.m)}
+	if e.disk != nil {
+		l.reuse.cache.disk = e.disk
+		defer l.spillAll()
+	}
 	for {
 		closing := l.admit()
 		if len(l.active) == 0 {
@@ -61,6 +65,23 @@ func (e *Engine) loop() {
 		}
 		l.active = slices.DeleteFunc(l.active, ended)
 	}
+}
+
+// spillAll writes the states kept in memory to disk as the engine
+// stops, for the next run to start from: the most recently used that
+// the disk's budget holds, written least recently used first, so that
+// the order of use stays; then it waits for the writes.
+func (l *loop) spillAll() {
+	es := l.reuse.cache.entries
+	first, bytes := len(es), int64(0)
+	for first > 0 && bytes+es[first-1].Bytes() <= l.e.disk.budget {
+		first--
+		bytes += es[first].Bytes()
+	}
+	for _, s := range es[first:] {
+		l.e.disk.spillWait(s)
+	}
+	l.e.disk.close()
 }
 
 // idle waits for work; it reports false when the grace period of a

@@ -54,6 +54,10 @@ type Model struct {
 	// second set of arenas.
 	runOnce sync.Once
 	own     *Runner
+	// ident is the CRC-32C of the file's header, the model's identity in
+	// a session file (persist.go), computed on first use.
+	identOnce sync.Once
+	ident     uint32
 }
 
 // runner returns the Model's own Runner.

@@ -255,22 +255,7 @@ func TestMTPLogits(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := m.runner()
-		// mtp brings s's MTP rows up to its last position, whose row takes
-		// next, 5 rows a step, and returns the last row's logits.
-		mtp := func(s *Session, next int32) []float32 {
-			t.Helper()
-			var got []float32
-			for s.MTPWaiting() > 0 {
-				last := s.MTPWaiting() <= 5
-				if err := r.StepMTP([]MTPSeq{{Session: s, Next: next, Max: 5, Logits: last}}); err != nil {
-					t.Fatal(err)
-				}
-				if last {
-					got = slices.Clone(r.MTPLogits(0))
-				}
-			}
-			return got
-		}
+		mtp := func(s *Session, next int32) []float32 { return mtpToEnd(t, r, s, next, 5) }
 		var worst float64
 		for _, c := range ref.Cases {
 			n := len(c.PromptIDs)
@@ -360,4 +345,21 @@ func TestMTPLogits(t *testing.T) {
 		}
 		t.Logf("%s: MTP logits max error %.4f", name, worst)
 	}
+}
+
+// mtpToEnd brings s's MTP rows up to its last position, whose row takes
+// next, most rows a step, and returns the last row's logits.
+func mtpToEnd(t *testing.T, r *Runner, s *Session, next int32, most int) []float32 {
+	t.Helper()
+	var got []float32
+	for s.MTPWaiting() > 0 {
+		last := s.MTPWaiting() <= most
+		if err := r.StepMTP([]MTPSeq{{Session: s, Next: next, Max: most, Logits: last}}); err != nil {
+			t.Fatal(err)
+		}
+		if last {
+			got = slices.Clone(r.MTPLogits(0))
+		}
+	}
+	return got
 }

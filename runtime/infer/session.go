@@ -3,6 +3,7 @@ package infer
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"slices"
 	"unsafe"
@@ -152,14 +153,26 @@ func (s *Session) Bytes() int64 {
 // to: n itself when it is Rewindable (or n is where it is), else its
 // deepest checkpoint at most n, else 0 (the empty state).
 func (s *Session) RewindPoint(n int) int {
-	n = min(max(n, 0), len(s.tokens))
-	if s.rewindable || n == len(s.tokens) {
+	return rewindPoint(n, len(s.tokens), s.rewindable, func(yield func(int) bool) {
+		for _, c := range s.checkpoints {
+			if !yield(c.pos) {
+				return
+			}
+		}
+	})
+}
+
+// rewindPoint is RewindPoint of a session of end tokens whose copies are
+// at copies, in order.
+func rewindPoint(n, end int, rewindable bool, copies iter.Seq[int]) int {
+	n = min(max(n, 0), end)
+	if rewindable || n == end {
 		return n
 	}
 	p := 0
-	for _, c := range s.checkpoints {
-		if c.pos <= n {
-			p = c.pos
+	for c := range copies {
+		if c <= n {
+			p = c
 		}
 	}
 	return p

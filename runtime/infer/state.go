@@ -35,6 +35,14 @@ type LayerState interface {
 	// Restore brings the state back to a copy Snapshot took of it, or
 	// with nil to its empty state (before the first position).
 	Restore(StateCopy)
+	// save writes what the state holds of its first n positions to a
+	// session file, and load reads it back into an empty state
+	// (persist.go); saveCopy and loadCopy do the same for one of its
+	// copies (nil for a Rewindable state).
+	save(e *sessEncoder, n int)
+	load(d *sessDecoder, n int) error
+	saveCopy(e *sessEncoder, c StateCopy)
+	loadCopy(d *sessDecoder) (StateCopy, error)
 }
 
 // StateCopy is a LayerState's copy of itself, for its own Restore.

@@ -14,7 +14,7 @@ import (
 
 // flags are the flags this package reads, as qwenrun declares them.
 func flags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.IntFlag{Name: "threads"},
 		&cli.StringFlag{Name: "kernels"},
 		&cli.StringFlag{Name: "kv-type", Value: "f16"},
@@ -24,6 +24,28 @@ func flags() []cli.Flag {
 		&cli.IntFlag{Name: "draft-max"},
 		&cli.IntFlag{Name: "draft-min", Value: 1},
 		&cli.Float64Flag{Name: "draft-p-min", Value: qwen.DefaultDraftPMin},
+	}, StateCacheFlags("", "")...)
+}
+
+// The state cache's flags: a bound, a directory with the default or a
+// given size of files; a size that is none is refused.
+func TestStateCache(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		opts int
+		err  string
+	}{
+		{nil, 0, ""},
+		{[]string{"--state-cache", "1GiB"}, 1, ""},
+		{[]string{"--state-cache-dir", "d"}, 1, ""},
+		{[]string{"--state-cache", "0", "--state-cache-dir", "d", "--state-cache-disk", "512MB"}, 2, ""},
+		{[]string{"--state-cache-dir", "d", "--state-cache-disk", "0"}, 0, "--state-cache-disk"},
+		{[]string{"--state-cache", "lots"}, 0, "--state-cache"},
+	} {
+		opts, err := StateCache(parse(t, tc.args...))
+		if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) || tc.err == "" && (err != nil || len(opts) != tc.opts) {
+			t.Errorf("%q: %d options, %v; want %d, an error saying %q", tc.args, len(opts), err, tc.opts, tc.err)
+		}
 	}
 }
 

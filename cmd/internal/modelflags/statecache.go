@@ -1,0 +1,37 @@
+package modelflags
+
+import (
+	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/qwenc/qwenc/qwen"
+	"github.com/urfave/cli/v2"
+)
+
+// StateCacheFlags are the state cache's flags, --state-cache's Usage
+// given, as the commands that serve or measure it word it.
+func StateCacheFlags(usage, defaultText string) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "state-cache", Usage: usage, DefaultText: defaultText},
+		&cli.StringFlag{Name: "state-cache-dir", Usage: "write the states --state-cache has no room for to files in `DIR`, for later requests to read back; they outlive the process (one process per DIR)"},
+		&cli.StringFlag{Name: "state-cache-disk", Value: "4GiB", Usage: "keep at most `SIZE` of files in --state-cache-dir, the least recently used going first"},
+	}
+}
+
+// StateCache maps the flags of StateCacheFlags onto options.
+func StateCache(c *cli.Context) ([]qwen.Option, error) {
+	var opts []qwen.Option
+	if c.IsSet("state-cache") {
+		size, err := cliutil.Bytes(c.String("state-cache"))
+		if err != nil {
+			return nil, cliutil.Usagef(c, "--state-cache: %v", err)
+		}
+		opts = append(opts, qwen.WithStateCache(size))
+	}
+	if dir := c.String("state-cache-dir"); dir != "" {
+		size, err := cliutil.Bytes(c.String("state-cache-disk"))
+		if err != nil || size <= 0 {
+			return nil, cliutil.Usagef(c, "--state-cache-disk %q: want a size above 0 (%v)", c.String("state-cache-disk"), err)
+		}
+		opts = append(opts, qwen.WithStateCacheDir(dir, size))
+	}
+	return opts, nil
+}

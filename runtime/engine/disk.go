@@ -1,0 +1,337 @@
+package engine
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/runtime/infer"
+)
+
+// diskCache is the state cache's second tier: the conversations' sessions
+// the memory tier drops for room are written to files in a directory
+// (infer.Session.WriteTo), within a budget of bytes, the least recently
+// used file going first; a request whose prompt a file reaches deeper
+// into than any session in memory reads it back (into memory, as an
+// entry). An index of the files' infos (their tokens and points) decides
+// without reading them, and is rebuilt from the directory at start: the
+// files of an earlier run of the same model serve the next (a long agent
+// session outlives a restart); another model's, another version's and
+// damaged ones are removed, with a warning.
+//
+// Files are written by a goroutine of the cache's own, so that a step
+// does not wait for a large one; the loop hands it the sessions to
+// write, at most spillQueue waiting (beyond, a session goes unwritten:
+// the memory they hold is outside the memory tier's budget meanwhile).
+// Reading a file back is the loop's, as the request waits for it anyway.
+type diskCache struct {
+	m      *infer.Model
+	ctx    int  // the sessions'
+	mtp    bool // whether they track MTP (Options.MTP)
+	dir    string
+	budget int64
+	log    *slog.Logger
+	queue  chan *infer.Session
+	// pending counts the sessions handed to the writer and not yet
+	// written (or dropped); done is closed when the writer has ended.
+	pending sync.WaitGroup
+	done    chan struct{}
+
+	mu      sync.Mutex   // the loop's and the writer's
+	entries []*diskEntry // least recently used first
+	bytes   int64
+	// Counts for the metrics: requests that started from a file, files
+	// written, files removed for room.
+	hits, written, evictions int64
+}
+
+// diskEntry is one file of the directory.
+type diskEntry struct {
+	path  string
+	info  *infer.SessionInfo
+	bytes int64
+}
+
+const (
+	// spillQueue bounds the sessions waiting for the writer.
+	spillQueue = 2
+	// sessionExt names the cache's files; a write in progress is a
+	// temporary file beside them, ending in tmpExt.
+	sessionExt = ".qsess"
+	tmpExt     = ".tmp"
+)
+
+// openDisk opens model m's disk tier of budget bytes in a directory of
+// its own under dir (infer.Model.Identity: the models served in turn
+// from one directory keep their files apart), for sessions of context
+// ctx that track MTP or not, indexing the files an earlier run left
+// there, and starts its writer.
+func openDisk(m *infer.Model, ctx int, mtp bool, dir string, budget int64, log *slog.Logger) (*diskCache, error) {
+	dir = filepath.Join(dir, m.Identity())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("state cache directory: %w", err)
+	}
+	d := &diskCache{m: m, ctx: ctx, mtp: mtp, dir: dir, budget: budget, log: log, queue: make(chan *infer.Session, spillQueue), done: make(chan struct{})}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("state cache directory: %w", err)
+	}
+	type found struct {
+		e   *diskEntry
+		mod int64
+	}
+	var kept []found
+	for _, de := range des {
+		path := filepath.Join(dir, de.Name())
+		switch {
+		case strings.HasSuffix(de.Name(), tmpExt):
+			os.Remove(path) // a write an earlier run did not finish
+			continue
+		case !de.Type().IsRegular() || !strings.HasSuffix(de.Name(), sessionExt):
+			continue
+		}
+		e, mod, err := d.index(path)
+		if err != nil {
+			d.log.Warn("state cache: a file is skipped and removed", "file", path, "error", err)
+			os.Remove(path)
+			continue
+		}
+		kept = append(kept, found{e, mod})
+	}
+	slices.SortFunc(kept, func(a, b found) int { return cmp.Compare(a.mod, b.mod) })
+	for _, f := range kept {
+		d.entries = append(d.entries, f.e)
+		d.bytes += f.e.bytes
+	}
+	d.evict()
+	go d.writer()
+	return d, nil
+}
+
+// index reads a file's info, and its modification time for the order of
+// use.
+func (d *diskCache) index(path string) (*diskEntry, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	in, err := d.m.ReadSessionInfo(f)
+	if err != nil {
+		return nil, 0, err
+	}
+	return &diskEntry{path: path, info: in, bytes: st.Size()}, st.ModTime().UnixNano(), nil
+}
+
+// spill hands s, a session the memory tier drops, to the writer, unless
+// a file serves every request it would (covers) or the writer is too far
+// behind. The caller no longer touches s.
+func (d *diskCache) spill(s *infer.Session) {
+	in := s.Info()
+	d.mu.Lock()
+	i := slices.IndexFunc(d.entries, func(e *diskEntry) bool { return covers(e.info, in) })
+	if i >= 0 {
+		d.touch(i)
+	}
+	d.mu.Unlock()
+	if i >= 0 {
+		return
+	}
+	d.pending.Add(1)
+	select {
+	case d.queue <- s:
+	default:
+		d.pending.Done()
+		d.log.Debug("state cache: the disk writer is behind; a session is dropped", "tokens", s.Len())
+	}
+}
+
+// spillWait is spill that waits for room in the writer's queue: the
+// memory tier's sessions at shutdown.
+func (d *diskCache) spillWait(s *infer.Session) {
+	in := s.Info()
+	d.mu.Lock()
+	covered := slices.ContainsFunc(d.entries, func(e *diskEntry) bool { return covers(e.info, in) })
+	d.mu.Unlock()
+	if !covered {
+		d.pending.Add(1)
+		d.queue <- s
+	}
+}
+
+// writer writes the sessions spill hands it, until close.
+func (d *diskCache) writer() {
+	defer close(d.done)
+	for s := range d.queue {
+		if err := d.write(s); err != nil {
+			d.log.Warn("state cache: a session could not be written to disk", "error", err)
+		}
+		d.pending.Done()
+	}
+}
+
+// write writes s to a file of its own, atomically (a temporary file,
+// renamed), indexes it in place of the files it covers, and removes the
+// least recently used files beyond the budget.
+func (d *diskCache) write(s *infer.Session) error {
+	in := s.Info()
+	path := filepath.Join(d.dir, fileName(in)+sessionExt)
+	f, err := os.CreateTemp(d.dir, "session-*"+tmpExt)
+	if err != nil {
+		return err
+	}
+	n, err := s.WriteTo(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		// No fsync: a file a crash left damaged fails its checksum and
+		// is removed when it is read.
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.entries = slices.DeleteFunc(d.entries, func(e *diskEntry) bool {
+		if e.path == path || covers(in, e.info) {
+			d.bytes -= e.bytes
+			if e.path != path {
+				os.Remove(e.path)
+			}
+			return true
+		}
+		return false
+	})
+	d.entries = append(d.entries, &diskEntry{path: path, info: in, bytes: n})
+	d.bytes += n
+	d.written++
+	d.evict()
+	return nil
+}
+
+// fileName names a session's file by what it holds: the same session
+// written again replaces its file.
+func fileName(in *infer.SessionInfo) string {
+	h := fnv.New64a()
+	binary.Write(h, binary.LittleEndian, uint32(in.KV))
+	binary.Write(h, binary.LittleEndian, in.Tokens)
+	for _, p := range in.Points {
+		binary.Write(h, binary.LittleEndian, int64(p))
+	}
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+// evict removes the least recently used files beyond the budget. d.mu
+// is held. A file being read stays readable to its reader.
+func (d *diskCache) evict() {
+	for d.bytes > d.budget && len(d.entries) > 0 {
+		d.remove(0)
+		d.evictions++
+	}
+}
+
+// remove removes entry i and its file. d.mu is held.
+func (d *diskCache) remove(i int) {
+	e := d.entries[i]
+	if err := os.Remove(e.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		d.log.Warn("state cache: a file could not be removed", "file", e.path, "error", err)
+	}
+	d.bytes -= e.bytes
+	d.entries = slices.Delete(d.entries, i, i+1)
+}
+
+// touch makes entry i the most recently used. d.mu is held.
+func (d *diskCache) touch(i int) {
+	e := d.entries[i]
+	d.entries = append(slices.Delete(d.entries, i, i+1), e)
+	now := time.Now()
+	os.Chtimes(e.path, now, now) // the order of use, for the next run
+}
+
+// take reads back the file that reaches deepest into prompt (as
+// prefixCache.take measures it), if deeper than keep: the session, and
+// the position it reaches. A file that cannot be read is removed, with a
+// warning, and nothing is taken.
+func (d *diskCache) take(prompt []int32, kv format.KVType, most int, whole bool, keep int) (*infer.Session, int) {
+	d.mu.Lock()
+	best := -1
+	for i, e := range d.entries {
+		if e.info.KV != kv || len(e.info.Tokens) > d.ctx || e.info.MTP != d.mtp {
+			continue // a file of an earlier run with a longer context, or MTP drafts on where they are off
+		}
+		if n := reach(e.info.Tokens, e.info.RewindPoint, e.info.LogitsAt, prompt, most, whole); n > keep {
+			best, keep = i, n
+		}
+	}
+	if best < 0 {
+		d.mu.Unlock()
+		return nil, 0
+	}
+	e := d.entries[best]
+	d.touch(best)
+	// Opened under the lock: the writer may remove the file after, and
+	// the open file stays readable.
+	f, err := os.Open(e.path)
+	d.mu.Unlock()
+	var s *infer.Session
+	if err == nil {
+		s, err = d.m.ReadSession(f, d.ctx)
+		f.Close()
+	}
+	if err != nil {
+		d.log.Warn("state cache: a file is skipped and removed", "file", e.path, "error", err)
+		d.mu.Lock()
+		if i := slices.Index(d.entries, e); i >= 0 {
+			d.remove(i)
+		}
+		d.mu.Unlock()
+		return nil, 0
+	}
+	d.mu.Lock()
+	d.hits++
+	d.mu.Unlock()
+	return s, keep
+}
+
+// clear removes every file, after the writes in progress.
+func (d *diskCache) clear() {
+	d.pending.Wait()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for len(d.entries) > 0 {
+		d.remove(0)
+	}
+}
+
+// close waits for the writes handed to the writer and ends it.
+func (d *diskCache) close() {
+	close(d.queue)
+	<-d.done
+}
+
+// diskStats are the disk tier's counts and bytes.
+type diskStats struct{ hits, writes, evictions, bytes int64 }
+
+func (d *diskCache) stats() diskStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return diskStats{d.hits, d.written, d.evictions, d.bytes}
+}

@@ -1,0 +1,150 @@
+package engine
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/runtime/infer"
+)
+
+// sessionFiles lists the state cache's files in dir.
+func sessionFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	fs, err := filepath.Glob(filepath.Join(dir, "*", "*"+sessionExt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+// greedy runs prompt for n tokens and waits for the disk's writes after
+// it.
+func greedy(t *testing.T, e *Engine, prompt []int32, n int) ([]int32, Usage) {
+	t.Helper()
+	s, err := e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: n, TopLogprobs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, done := collect(t, s)
+	waitFor(t, func() bool { return e.Stats().Active == 0 })
+	e.disk.pending.Wait()
+	return tokensOf(evs), done.Usage
+}
+
+func randomPrompt(n int, seed uint64) []int32 {
+	r := rand.New(rand.NewPCG(seed, 0))
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = int32(10 + r.IntN(250))
+	}
+	return p
+}
+
+// TestStateCacheDisk: with no room in memory, a conversation's state
+// goes to disk, and its next turn reads it back and computes only what
+// is new, with the answer a fresh session gives; a new engine on the
+// directory (a restart) starts from the files there; the disk's budget
+// holds; a damaged file is skipped and removed. For an attention-only
+// model and a hybrid one (whose state goes back only to its copies).
+func TestStateCacheDisk(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		m    *infer.Model
+	}{{"attention", smallModel(t, 32)}, {"hybrid", demoModelOf(t, "tiny-q35", format.F16)}} {
+		t.Run(c.name, func(t *testing.T) { testStateCacheDisk(t, c.m) })
+	}
+}
+
+func testStateCacheDisk(t *testing.T, m *infer.Model) {
+	dir := t.TempDir()
+	opts := Options{CacheBytes: 1, CacheDir: dir, CacheDiskBytes: 1 << 30}
+	e := newEngine(t, m, opts)
+	turn1 := randomPrompt(300, 1) // past a KV chunk
+	answer, u := greedy(t, e, turn1, 4)
+	st := e.Stats()
+	if u.CachedTokens != 0 || st.DiskWrites != 1 || st.DiskBytes <= 0 || len(sessionFiles(t, dir)) != 1 || st.CachedBytes != 0 {
+		t.Fatalf("turn 1: %d cached tokens; %+v; files %v", u.CachedTokens, st, sessionFiles(t, dir))
+	}
+	// The session holds turn 1 and the answer but its last token, which
+	// was never fed.
+	turn2 := slices.Concat(turn1, answer, randomPrompt(20, 2))
+	got, u := greedy(t, e, turn2, 5)
+	if want := greedyAlone(t, m, turn2, 5); !slices.Equal(got, want) {
+		t.Errorf("turn 2 from disk: %v, a fresh session %v", got, want)
+	}
+	if st := e.Stats(); u.CachedTokens != len(turn1)+3 || st.DiskHits != 1 {
+		t.Errorf("turn 2: %d cached tokens, want %d; %+v", u.CachedTokens, len(turn1)+3, st)
+	}
+	// Turn 2's state covers turn 1's where the model goes back anywhere:
+	// its file replaces turn 1's. A hybrid model's turn 1 has a point at
+	// its end that turn 2 has not.
+	if fs := sessionFiles(t, dir); len(fs) != 1 && m.States()[0].Rewindable() {
+		t.Errorf("after turn 2: files %v", fs)
+	}
+	e.Shutdown(context.Background())
+
+	// A restart: the files index again, and turn 3 starts from turn 2's.
+	e = newEngine(t, m, opts)
+	if st := e.Stats(); st.DiskBytes <= 0 {
+		t.Fatalf("after a restart: %+v", st)
+	}
+	answer, _ = greedy(t, e, turn2, 5)
+	turn3 := slices.Concat(turn2, answer, randomPrompt(10, 3))
+	got, u = greedy(t, e, turn3, 3)
+	if want := greedyAlone(t, m, turn3, 3); !slices.Equal(got, want) {
+		t.Errorf("turn 3 after a restart: %v, a fresh session %v", got, want)
+	}
+	if u.CachedTokens != len(turn2)+4 {
+		t.Errorf("turn 3 after a restart: %d cached tokens, want %d", u.CachedTokens, len(turn2)+4)
+	}
+
+	// A damaged file is skipped and removed; the answer is a fresh
+	// session's.
+	damaged := sessionFiles(t, dir)
+	for _, f := range damaged {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)/2] ^= 1
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	turn4 := slices.Concat(turn3, randomPrompt(5, 4))
+	got, u = greedy(t, e, turn4, 3)
+	if want := greedyAlone(t, m, turn4, 3); !slices.Equal(got, want) || u.CachedTokens != 0 {
+		t.Errorf("from a damaged file: %v with %d tokens cached, a fresh session %v", got, u.CachedTokens, want)
+	}
+	left := 0
+	for _, f := range damaged {
+		if _, err := os.Stat(f); err == nil {
+			left++
+		}
+	}
+	if left >= len(damaged) {
+		t.Errorf("the damaged file read is still there (%d of %d left)", left, len(damaged))
+	}
+	// Again, from turn 4's file: all of it, where its copy at the
+	// prompt's end kept the logits, else all but the last token.
+	_, u = greedy(t, e, turn4, 1)
+	if u.CachedTokens < len(turn4)-1 {
+		t.Errorf("turn 4 again: %d cached tokens, want %d", u.CachedTokens, len(turn4)-1)
+	}
+	e.Shutdown(context.Background())
+
+	// The disk's budget: room for one conversation's file; another
+	// conversation's pushes it out.
+	one := e.Stats().DiskBytes
+	e = newEngine(t, m, Options{CacheBytes: 1, CacheDir: dir, CacheDiskBytes: one + one/2})
+	greedy(t, e, randomPrompt(300, 5), 2)
+	greedy(t, e, randomPrompt(310, 6), 2)
+	if st := e.Stats(); st.DiskEvictions < 1 || st.DiskBytes > one+one/2 || st.DiskBytes <= 0 {
+		t.Errorf("a budget of %d bytes: %+v, files %v", one+one/2, st, sessionFiles(t, dir))
+	}
+}
