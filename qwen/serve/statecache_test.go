@@ -12,7 +12,9 @@ import (
 // disk, and /metrics counts it.
 func TestStateCacheDir(t *testing.T) {
 	ts := newTestServer(t, modelOpts{Parallel: 1, CacheDir: t.TempDir()}, ServerOptions{})
-	body := `{"model":"tiny-a","messages":[{"role":"user","content":"Tell me about Go."}],"max_tokens":3,"temperature":0}`
+	// A prompt of more than a KV chunk (256 tokens): a file is read back
+	// only where it saves at least that much.
+	body := `{"model":"tiny-a","messages":[{"role":"user","content":"` + strings.Repeat("Tell me about Go. ", 80) + `"}],"max_tokens":3,"temperature":0}`
 	cached := func() int {
 		t.Helper()
 		resp, out := ts.post(t, "/v1/chat/completions", body)

@@ -144,7 +144,7 @@ func (d *diskCache) index(path string) (*diskEntry, int64, error) {
 func (d *diskCache) spill(s *infer.Session) {
 	in := s.Info()
 	d.mu.Lock()
-	i := slices.IndexFunc(d.entries, func(e *diskEntry) bool { return covers(e.info, in) })
+	i := slices.IndexFunc(d.entries, func(e *diskEntry) bool { return d.usable(e) && covers(e.info, in) })
 	if i >= 0 {
 		d.touch(i)
 	}
@@ -166,13 +166,27 @@ func (d *diskCache) spill(s *infer.Session) {
 func (d *diskCache) spillWait(s *infer.Session) {
 	in := s.Info()
 	d.mu.Lock()
-	covered := slices.ContainsFunc(d.entries, func(e *diskEntry) bool { return covers(e.info, in) })
+	covered := slices.ContainsFunc(d.entries, func(e *diskEntry) bool { return d.usable(e) && covers(e.info, in) })
 	d.mu.Unlock()
 	if !covered {
 		d.pending.Add(1)
 		d.queue <- s
 	}
 }
+
+// usable reports whether this run can read e back: a file of an earlier
+// run with a longer context, or with MTP drafts on where they are off
+// (or the other way), serves no request here, so it covers nothing
+// either, and ages out.
+func (d *diskCache) usable(e *diskEntry) bool {
+	return len(e.info.Tokens) <= d.ctx && e.info.MTP == d.mtp
+}
+
+// minDiskGain is the fewest tokens a file must reach beyond the memory
+// tier for take to read it back: reading holds up every conversation's
+// steps (a 16,384-token Qwen3-0.6B state, 1.9 GB, takes seconds), where
+// a few tokens more cost a chunk of prefill at most.
+const minDiskGain = format.KVChunkTokens
 
 // writer writes the sessions spill hands it, until close.
 func (d *diskCache) writer() {
@@ -267,18 +281,18 @@ func (d *diskCache) touch(i int) {
 }
 
 // take reads back the file that reaches deepest into prompt (as
-// prefixCache.take measures it), if deeper than keep: the session, and
-// the position it reaches. A file that cannot be read is removed, with a
-// warning, and nothing is taken.
+// prefixCache.take measures it), if at least minDiskGain deeper than
+// keep: the session, and the position it reaches. A file that cannot be
+// read is removed, with a warning, and nothing is taken.
 func (d *diskCache) take(prompt []int32, kv format.KVType, most int, whole bool, keep int) (*infer.Session, int) {
 	d.mu.Lock()
-	best := -1
+	best, deepest := -1, keep+minDiskGain-1
 	for i, e := range d.entries {
-		if e.info.KV != kv || len(e.info.Tokens) > d.ctx || e.info.MTP != d.mtp {
-			continue // a file of an earlier run with a longer context, or MTP drafts on where they are off
+		if e.info.KV != kv || !d.usable(e) {
+			continue
 		}
-		if n := reach(e.info.Tokens, e.info.RewindPoint, e.info.LogitsAt, prompt, most, whole); n > keep {
-			best, keep = i, n
+		if n := reach(e.info.Tokens, e.info.RewindPoint, e.info.LogitsAt, prompt, most, whole); n > deepest {
+			best, deepest = i, n
 		}
 	}
 	if best < 0 {
@@ -305,10 +319,16 @@ func (d *diskCache) take(prompt []int32, kv format.KVType, most int, whole bool,
 		d.mu.Unlock()
 		return nil, 0
 	}
+	// The file at e.path may have been written again since it was indexed
+	// (the writer renames before it locks): what counts is what was read.
+	n := reach(s.Tokens(), s.RewindPoint, func(n int) bool { return s.LogitsAt(n) != nil }, prompt, most, whole)
+	if n <= keep {
+		return nil, 0
+	}
 	d.mu.Lock()
 	d.hits++
 	d.mu.Unlock()
-	return s, keep
+	return s, n
 }
 
 // clear removes every file, after the writes in progress.

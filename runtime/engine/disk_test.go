@@ -148,3 +148,44 @@ func testStateCacheDisk(t *testing.T, m *infer.Model) {
 		t.Errorf("a budget of %d bytes: %+v, files %v", one+one/2, st, sessionFiles(t, dir))
 	}
 }
+
+// TestStateCacheDiskUnusableFiles: a file this run cannot read back (of
+// an earlier run with a longer context) covers nothing: a shorter
+// conversation it holds the tokens of is still written, and read back.
+func TestStateCacheDiskUnusableFiles(t *testing.T) {
+	m := smallModel(t, 32)
+	dir := t.TempDir()
+	e := newEngine(t, m, Options{Ctx: 2048, CacheBytes: 1, CacheDir: dir, CacheDiskBytes: 1 << 30})
+	p := randomPrompt(300, 1)
+	ans, _ := greedy(t, e, p, 4)
+	greedy(t, e, slices.Concat(p, ans, randomPrompt(300, 2)), 4)
+	if err := e.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e = newEngine(t, m, Options{Ctx: 512, CacheBytes: 1, CacheDir: dir, CacheDiskBytes: 1 << 30})
+	greedy(t, e, p, 4)
+	if _, u := greedy(t, e, p, 4); u.CachedTokens < minDiskGain {
+		t.Errorf("the same prompt again with a shorter context: %d cached tokens (%+v)", u.CachedTokens, e.Stats())
+	}
+}
+
+// TestStateCacheDiskShutdown: what memory keeps goes to disk at
+// shutdown, for the next run.
+func TestStateCacheDiskShutdown(t *testing.T) {
+	m := smallModel(t, 32)
+	dir := t.TempDir()
+	e := newEngine(t, m, Options{CacheBytes: 1 << 30, CacheDir: dir, CacheDiskBytes: 1 << 30})
+	p := randomPrompt(300, 1)
+	greedy(t, e, p, 4)
+	greedy(t, e, randomPrompt(200, 7), 4)
+	if st := e.Stats(); st.DiskWrites != 0 {
+		t.Fatalf("written with room in memory: %+v", st)
+	}
+	if err := e.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e = newEngine(t, m, Options{CacheBytes: 1 << 30, CacheDir: dir, CacheDiskBytes: 1 << 30})
+	if _, u := greedy(t, e, p, 4); u.CachedTokens < minDiskGain {
+		t.Errorf("after a restart: %d cached tokens (%+v)", u.CachedTokens, e.Stats())
+	}
+}

@@ -300,10 +300,8 @@ func New(m *infer.Model, o Options) (*Engine, error) {
 	for _, st := range m.States() {
 		rewindable = rewindable && st.Rewindable()
 	}
-	e := &Engine{
-		m: m, r: m.NewRunner(o.Runner), opts: o, log: o.Log, rewindable: rewindable,
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-	}
+	// The disk tier first: a runner once made has threads to stop.
+	var disk *diskCache
 	if o.CacheDir != "" {
 		if o.CacheDiskBytes <= 0 {
 			o.CacheDiskBytes = 4 << 30
@@ -312,7 +310,11 @@ func New(m *infer.Model, o Options) (*Engine, error) {
 		if err != nil {
 			return nil, err
 		}
-		e.disk = d
+		disk = d
+	}
+	e := &Engine{
+		m: m, r: m.NewRunner(o.Runner), opts: o, log: o.Log, rewindable: rewindable, disk: disk,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if o.Drafter != nil {
 		e.dr = o.Drafter.NewRunner(o.Runner)

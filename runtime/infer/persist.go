@@ -301,6 +301,10 @@ func (m *Model) readSession(d *sessDecoder, ctx int) (*Session, error) {
 func (kv *KVCache) save(e *sessEncoder, n int) {
 	chunks := min(graph.KVChunks(n), len(kv.mem))
 	e.u32(uint32(chunks))
+	// The layout a chunk's bytes have: a runtime that lays chunks out
+	// otherwise refuses them rather than read them as its own.
+	e.u32(format.KVChunkTokens)
+	e.u64(uint64(kv.headBytes))
 	for _, c := range kv.mem[:chunks] {
 		e.raw(c)
 	}
@@ -314,6 +318,9 @@ func (kv *KVCache) load(d *sessDecoder, n int) error {
 	}
 	if chunks != graph.KVChunks(n) {
 		return fmt.Errorf("%d KV chunks for %d positions", chunks, n)
+	}
+	if tokens, head := d.u32(), d.u64(); d.err == nil && (tokens != format.KVChunkTokens || head != uint64(kv.headBytes)) {
+		return fmt.Errorf("KV chunks of %d positions and %d bytes a head, this runtime's of %d and %d", tokens, head, format.KVChunkTokens, kv.headBytes)
 	}
 	size := int64(kv.kvHeads) * kv.headBytes
 	for range chunks {
