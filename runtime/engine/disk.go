@@ -42,7 +42,7 @@ type diskCache struct {
 	dir    string
 	budget int64
 	log    *slog.Logger
-	queue  chan *infer.Session
+	queue  chan spilled
 	// pending counts the sessions handed to the writer and not yet
 	// written (or dropped); done is closed when the writer has ended.
 	pending sync.WaitGroup
@@ -54,6 +54,13 @@ type diskCache struct {
 	// Counts for the metrics: requests that started from a file, files
 	// written, files removed for room.
 	hits, written, evictions int64
+}
+
+// spilled is a session handed to the writer, with the info spill read
+// of it.
+type spilled struct {
+	s  *infer.Session
+	in *infer.SessionInfo
 }
 
 // diskEntry is one file of the directory.
@@ -82,7 +89,7 @@ func openDisk(m *infer.Model, ctx int, mtp bool, dir string, budget int64, log *
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("state cache directory: %w", err)
 	}
-	d := &diskCache{m: m, ctx: ctx, mtp: mtp, dir: dir, budget: budget, log: log, queue: make(chan *infer.Session, spillQueue), done: make(chan struct{})}
+	d := &diskCache{m: m, ctx: ctx, mtp: mtp, dir: dir, budget: budget, log: log, queue: make(chan spilled, spillQueue), done: make(chan struct{})}
 	des, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("state cache directory: %w", err)
@@ -154,7 +161,7 @@ func (d *diskCache) spill(s *infer.Session) {
 	}
 	d.pending.Add(1)
 	select {
-	case d.queue <- s:
+	case d.queue <- spilled{s, in}:
 	default:
 		d.pending.Done()
 		d.log.Debug("state cache: the disk writer is behind; a session is dropped", "tokens", s.Len())
@@ -170,7 +177,7 @@ func (d *diskCache) spillWait(s *infer.Session) {
 	d.mu.Unlock()
 	if !covered {
 		d.pending.Add(1)
-		d.queue <- s
+		d.queue <- spilled{s, in}
 	}
 }
 
@@ -191,8 +198,8 @@ const minDiskGain = format.KVChunkTokens
 // writer writes the sessions spill hands it, until close.
 func (d *diskCache) writer() {
 	defer close(d.done)
-	for s := range d.queue {
-		if err := d.write(s); err != nil {
+	for sp := range d.queue {
+		if err := d.write(sp.s, sp.in); err != nil {
 			d.log.Warn("state cache: a session could not be written to disk", "error", err)
 		}
 		d.pending.Done()
@@ -202,8 +209,7 @@ func (d *diskCache) writer() {
 // write writes s to a file of its own, atomically (a temporary file,
 // renamed), indexes it in place of the files it covers, and removes the
 // least recently used files beyond the budget.
-func (d *diskCache) write(s *infer.Session) error {
-	in := s.Info()
+func (d *diskCache) write(s *infer.Session, in *infer.SessionInfo) error {
 	path := filepath.Join(d.dir, fileName(in)+sessionExt)
 	f, err := os.CreateTemp(d.dir, "session-*"+tmpExt)
 	if err != nil {

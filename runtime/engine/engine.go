@@ -36,7 +36,7 @@ type Options struct {
 	CacheBytes int64
 	// CacheDir, when not empty, is a directory where the conversations'
 	// states that CacheBytes has no room for go, within CacheDiskBytes
-	// (default 4 GiB; the least recently used file goes first), for later
+	// (0: DefaultCacheDiskBytes; the least recently used file goes first), for later
 	// requests to read back; a directory an earlier run of the same model
 	// left serves this one (diskCache).
 	CacheDir       string
@@ -296,15 +296,11 @@ func New(m *infer.Model, o Options) (*Engine, error) {
 			return nil, fmt.Errorf("the draft model's context is at most %d tokens, less than the conversations' %d", d.Config.MaxContext(), o.Ctx)
 		}
 	}
-	rewindable := true
-	for _, st := range m.States() {
-		rewindable = rewindable && st.Rewindable()
-	}
 	// The disk tier first: a runner once made has threads to stop.
 	var disk *diskCache
 	if o.CacheDir != "" {
 		if o.CacheDiskBytes <= 0 {
-			o.CacheDiskBytes = 4 << 30
+			o.CacheDiskBytes = DefaultCacheDiskBytes
 		}
 		d, err := openDisk(m, o.Ctx, o.MTP, o.CacheDir, o.CacheDiskBytes, o.Log)
 		if err != nil {
@@ -313,7 +309,7 @@ func New(m *infer.Model, o Options) (*Engine, error) {
 		disk = d
 	}
 	e := &Engine{
-		m: m, r: m.NewRunner(o.Runner), opts: o, log: o.Log, rewindable: rewindable, disk: disk,
+		m: m, r: m.NewRunner(o.Runner), opts: o, log: o.Log, rewindable: m.Rewindable(), disk: disk,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if o.Drafter != nil {
@@ -323,6 +319,10 @@ func New(m *infer.Model, o Options) (*Engine, error) {
 	go e.loop()
 	return e, nil
 }
+
+// DefaultCacheDiskBytes is the state cache's default bound on disk
+// (Options.CacheDiskBytes).
+const DefaultCacheDiskBytes = 4 << 30
 
 // Model is the model the engine runs.
 func (e *Engine) Model() *infer.Model { return e.m }

@@ -157,7 +157,7 @@ func (m *Model) readInfo(d *sessDecoder) (*SessionInfo, error) {
 	if c, sz := d.u32(), d.u64(); d.err == nil && (c != crc || sz != size) {
 		return nil, fmt.Errorf("of another model (header %08x, %d bytes; this one's %08x, %d bytes)", c, sz, crc, size)
 	}
-	in := &SessionInfo{Rewindable: true}
+	in := &SessionInfo{Rewindable: m.Rewindable()}
 	kv := d.u32()
 	if d.err == nil && kv != uint32(format.KVF16) && kv != uint32(format.KVQ8) {
 		return nil, fmt.Errorf("KV type %d unknown", kv)
@@ -174,9 +174,6 @@ func (m *Model) readInfo(d *sessDecoder) (*SessionInfo, error) {
 	in.Tokens = d.int32s(in.ctx)
 	if d.err == nil && len(in.Tokens) == 0 {
 		return nil, errors.New("no tokens")
-	}
-	for _, st := range m.states {
-		in.Rewindable = in.Rewindable && st.Kind == graph.AttentionKV
 	}
 	n := int(d.u32())
 	if d.err == nil && n > maxCheckpoints {

@@ -107,6 +107,17 @@ func (m *Model) NewSessionKV(ctx int, kv format.KVType) (*Session, error) {
 	return s, nil
 }
 
+// Rewindable reports whether the model's sessions go back to any
+// position by themselves: every state is Rewindable (attention alone).
+func (m *Model) Rewindable() bool {
+	for i := range m.states {
+		if !m.states[i].Rewindable() {
+			return false
+		}
+	}
+	return true
+}
+
 // States are the model's per-sequence states, as its forward step
 // declares them (do not modify).
 func (m *Model) States() []graph.State { return m.states }

@@ -12,7 +12,7 @@ func StateCacheFlags(usage, defaultText string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "state-cache", Usage: usage, DefaultText: defaultText},
 		&cli.StringFlag{Name: "state-cache-dir", Usage: "write the states --state-cache has no room for to files in `DIR`, for later requests to read back; they outlive the process (one process per DIR)"},
-		&cli.StringFlag{Name: "state-cache-disk", Value: "4GiB", Usage: "keep at most `SIZE` of files in --state-cache-dir, the least recently used going first"},
+		&cli.StringFlag{Name: "state-cache-disk", DefaultText: "4GiB", Usage: "keep at most `SIZE` of files in --state-cache-dir, the least recently used going first"},
 	}
 }
 
@@ -27,9 +27,13 @@ func StateCache(c *cli.Context) ([]qwen.Option, error) {
 		opts = append(opts, qwen.WithStateCache(size))
 	}
 	if dir := c.String("state-cache-dir"); dir != "" {
-		size, err := cliutil.Bytes(c.String("state-cache-disk"))
-		if err != nil || size <= 0 {
-			return nil, cliutil.Usagef(c, "--state-cache-disk %q: want a size above 0 (%v)", c.String("state-cache-disk"), err)
+		var size int64 // the library's default
+		if c.IsSet("state-cache-disk") {
+			n, err := cliutil.Bytes(c.String("state-cache-disk"))
+			if err != nil || n <= 0 {
+				return nil, cliutil.Usagef(c, "--state-cache-disk %q: want a size above 0 (%v)", c.String("state-cache-disk"), err)
+			}
+			size = n
 		}
 		opts = append(opts, qwen.WithStateCacheDir(dir, size))
 	}
