@@ -77,32 +77,7 @@ func (k reuse) bytes() int64 { return k.cache.bytes + k.pool.bytes }
 // will do, and without one the least recently used session of another
 // type is dropped.
 func (c *prefixCache) take(prompt []int32, kv format.KVType, most int, whole bool) (*infer.Session, int) {
-	best, keep := -1, 0
-	if c.recycle {
-		keep = -1
-	}
-	for i, s := range c.entries {
-		if s.KVType() != kv {
-			continue
-		}
-		logits := func(n int) bool { return s.LogitsAt(n) != nil }
-		if n := reach(s.Tokens(), s.RewindPoint, logits, prompt, most, whole); n > keep {
-			best, keep = i, n
-		}
-	}
-	if c.disk != nil {
-		if s, n := c.disk.take(prompt, kv, most, whole, keep); s != nil {
-			// Forked before put, which may hand it back to the disk's
-			// writer at once.
-			c.hits++
-			f, err := s.Fork(n)
-			c.put(s)
-			if err != nil {
-				return nil, 0 // n is a point of s: not reached
-			}
-			return f, n
-		}
-	}
+	best, keep := c.best(prompt, kv, most, whole)
 	if best < 0 {
 		c.misses++
 		if c.recycle && len(c.entries) > 0 {
@@ -129,6 +104,40 @@ func (c *prefixCache) take(prompt []int32, kv format.KVType, most int, whole boo
 		return nil, 0 // keep is a point of s: not reached
 	}
 	return s, max(keep, 0)
+}
+
+// best is the entry take would take and the position it reaches (-1
+// and 0 without one; -1 and -1 in a recycling cache, where any session
+// of type kv will do).
+func (c *prefixCache) best(prompt []int32, kv format.KVType, most int, whole bool) (int, int) {
+	best, keep := -1, 0
+	if c.recycle {
+		keep = -1
+	}
+	for i, s := range c.entries {
+		if s.KVType() != kv {
+			continue
+		}
+		logits := func(n int) bool { return s.LogitsAt(n) != nil }
+		if n := reach(s.Tokens(), s.RewindPoint, logits, prompt, most, whole); n > keep {
+			best, keep = i, n
+		}
+	}
+	return best, keep
+}
+
+// adopt keeps a session read from disk and returns a fork of it at n
+// for the request that read it (nil if n is not one of its points).
+// Forked before put, which may hand it back to the disk's writer at
+// once.
+func (c *prefixCache) adopt(s *infer.Session, n int) *infer.Session {
+	c.hits++
+	f, err := s.Fork(n)
+	c.put(s)
+	if err != nil {
+		return nil
+	}
+	return f
 }
 
 // reach is how far into prompt a kept session of tokens takes a

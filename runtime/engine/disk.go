@@ -34,7 +34,8 @@ import (
 // does not wait for a large one; the loop hands it the sessions to
 // write, at most spillQueue waiting (beyond, a session goes unwritten:
 // the memory they hold is outside the memory tier's budget meanwhile).
-// Reading a file back is the loop's, as the request waits for it anyway.
+// A file is read back on a goroutine of the request's (loop.load), while
+// the loop steps the other requests.
 type diskCache struct {
 	m      *infer.Model
 	ctx    int  // the sessions'
@@ -54,6 +55,9 @@ type diskCache struct {
 	// Counts for the metrics: requests that started from a file, files
 	// written, files removed for room.
 	hits, written, evictions int64
+
+	// readHook, a test's, is called as load starts reading a file.
+	readHook func()
 }
 
 // spilled is a session handed to the writer, with the info spill read
@@ -190,9 +194,9 @@ func (d *diskCache) usable(e *diskEntry) bool {
 }
 
 // minDiskGain is the fewest tokens a file must reach beyond the memory
-// tier for take to read it back: reading holds up every conversation's
-// steps (a 16,384-token Qwen3-0.6B state, 1.9 GB, takes seconds), where
-// a few tokens more cost a chunk of prefill at most.
+// tier for pick to choose it: a read takes its request seconds (a
+// 16,384-token Qwen3-0.6B state, 1.9 GB) and the host's disk bandwidth,
+// where a few tokens more cost a chunk of prefill at most.
 const minDiskGain = format.KVChunkTokens
 
 // writer writes the sessions spill hands it, until close.
@@ -286,12 +290,18 @@ func (d *diskCache) touch(i int) {
 	os.Chtimes(e.path, now, now) // the order of use, for the next run
 }
 
-// take reads back the file that reaches deepest into prompt (as
+// diskRead is a file pick chose, open for load.
+type diskRead struct {
+	e *diskEntry
+	f *os.File
+}
+
+// pick chooses the file that reaches deepest into prompt (as
 // prefixCache.take measures it), if at least minDiskGain deeper than
-// keep: the session, and the position it reaches. A file that cannot be
-// read is removed, with a warning, and nothing is taken.
-func (d *diskCache) take(prompt []int32, kv format.KVType, most int, whole bool, keep int) (*infer.Session, int) {
+// keep, and opens it for load; nil when there is none.
+func (d *diskCache) pick(prompt []int32, kv format.KVType, most int, whole bool, keep int) *diskRead {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	best, deepest := -1, keep+minDiskGain-1
 	for i, e := range d.entries {
 		if e.info.KV != kv || !d.usable(e) {
@@ -302,31 +312,45 @@ func (d *diskCache) take(prompt []int32, kv format.KVType, most int, whole bool,
 		}
 	}
 	if best < 0 {
-		d.mu.Unlock()
-		return nil, 0
+		return nil
 	}
 	e := d.entries[best]
-	d.touch(best)
 	// Opened under the lock: the writer may remove the file after, and
 	// the open file stays readable.
 	f, err := os.Open(e.path)
-	d.mu.Unlock()
-	var s *infer.Session
-	if err == nil {
-		s, err = d.m.ReadSession(f, d.ctx)
-		f.Close()
-	}
 	if err != nil {
 		d.log.Warn("state cache: a file is skipped and removed", "file", e.path, "error", err)
+		d.remove(best)
+		return nil
+	}
+	d.touch(best)
+	return &diskRead{e: e, f: f}
+}
+
+// load reads the file pick opened back: the session, and the position
+// it reaches into prompt; nil if that is not deeper than keep. A file
+// that cannot be read is removed, with a warning, and nothing is
+// returned. The loop runs it on a goroutine of its own: reading a large
+// state takes seconds, which are the request's wait, not the steps of
+// the others'.
+func (d *diskCache) load(r *diskRead, prompt []int32, most int, whole bool, keep int) (*infer.Session, int) {
+	if d.readHook != nil {
+		d.readHook()
+	}
+	s, err := d.m.ReadSession(r.f, d.ctx)
+	r.f.Close()
+	if err != nil {
+		d.log.Warn("state cache: a file is skipped and removed", "file", r.e.path, "error", err)
 		d.mu.Lock()
-		if i := slices.Index(d.entries, e); i >= 0 {
+		if i := slices.Index(d.entries, r.e); i >= 0 {
 			d.remove(i)
 		}
 		d.mu.Unlock()
 		return nil, 0
 	}
-	// The file at e.path may have been written again since it was indexed
-	// (the writer renames before it locks): what counts is what was read.
+	// The file at the path may have been written again since it was
+	// indexed (the writer renames before it locks): what counts is what
+	// was read.
 	n := reach(s.Tokens(), s.RewindPoint, func(n int) bool { return s.LogitsAt(n) != nil }, prompt, most, whole)
 	if n <= keep {
 		return nil, 0

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/runtime/infer"
@@ -188,4 +190,140 @@ func TestStateCacheDiskShutdown(t *testing.T) {
 	if _, u := greedy(t, e, p, 4); u.CachedTokens < minDiskGain {
 		t.Errorf("after a restart: %d cached tokens (%+v)", u.CachedTokens, e.Stats())
 	}
+}
+
+// TestStateCacheDiskReadAside: a state read back from disk is read
+// aside, its request holding its slot: the other requests' steps go on
+// meanwhile (a read of a long conversation's state takes seconds), and
+// the request then starts from what was read. A request cancelled while
+// its state is read ends when the read does, and one still reading at
+// shutdown ends with StopShutdown.
+func TestStateCacheDiskReadAside(t *testing.T) {
+	m := smallModel(t, 32)
+	dir := t.TempDir()
+	e := newEngine(t, m, Options{CacheBytes: 1, CacheDir: dir, CacheDiskBytes: 1 << 30, Parallel: 4})
+	turn1 := randomPrompt(300, 1)
+	answer, _ := greedy(t, e, turn1, 4)
+	turn2 := slices.Concat(turn1, answer, randomPrompt(20, 2))
+	// The reads wait for release; the test's end releases them, so that
+	// a failure is not a hang in the engine's shutdown.
+	var (
+		mu       sync.Mutex
+		release  chan struct{}
+		released bool
+	)
+	hold := func() {
+		mu.Lock()
+		release, released = make(chan struct{}), false
+		mu.Unlock()
+	}
+	free := func() {
+		mu.Lock()
+		if !released {
+			close(release)
+			released = true
+		}
+		mu.Unlock()
+	}
+	hold()
+	t.Cleanup(free)
+	reading := make(chan struct{}, 4)
+	e.disk.readHook = func() {
+		mu.Lock()
+		ch := release
+		mu.Unlock()
+		reading <- struct{}{}
+		<-ch
+	}
+	// Another conversation generates, token by token, until cancelled.
+	other := randomPrompt(40, 9)
+	octx, ocancel := context.WithCancel(context.Background())
+	defer ocancel()
+	so, err := e.Submit(octx, Request{Prompt: other, MaxTokens: 50000, TopLogprobs: -1, Stop: []int32{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var otherTokens []int32
+	next := func() Event {
+		t.Helper()
+		ev, err := so.Next(ctx)
+		if err != nil {
+			t.Fatalf("the other conversation: %v", err)
+		}
+		if !ev.Done {
+			otherTokens = append(otherTokens, ev.Token)
+		}
+		return ev
+	}
+	next()
+	s2, err := e.Submit(context.Background(), Request{Prompt: turn2, MaxTokens: 5, TopLogprobs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-reading:
+	case <-ctx.Done():
+		t.Fatal("turn 2's state was not read from disk")
+	}
+	// Its file is being read: the other conversation's steps go on.
+	began := time.Now()
+	for after := 0; after < 10; {
+		ev := next()
+		if ev.Done {
+			t.Fatalf("the other conversation ended: %v", ev.Reason)
+		}
+		if ev.Time.After(began) {
+			after++
+		}
+	}
+	free()
+	evs, done := collect(t, s2)
+	if want := greedyAlone(t, m, turn2, 5); !slices.Equal(tokensOf(evs), want) {
+		t.Errorf("turn 2 read aside: %v, a fresh session %v", tokensOf(evs), want)
+	}
+	if done.Usage.CachedTokens != len(turn1)+3 {
+		t.Errorf("turn 2 read aside: %d cached tokens, want %d", done.Usage.CachedTokens, len(turn1)+3)
+	}
+	ocancel()
+	for ev := next(); !ev.Done; ev = next() {
+	}
+	n := min(len(otherTokens), 40)
+	if want := greedyAlone(t, m, other, n); !slices.Equal(otherTokens[:n], want) {
+		t.Errorf("the other conversation: %v, a fresh session %v", otherTokens[:n], want)
+	}
+
+	// Cancelled while its state is read: it ends when the read does.
+	hold()
+	cctx, ccancel := context.WithCancel(context.Background())
+	s3, err := e.Submit(cctx, Request{Prompt: turn2, MaxTokens: 5, TopLogprobs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-reading
+	ccancel()
+	free()
+	if _, done := collect(t, s3); done.Reason != StopInterrupt {
+		t.Errorf("cancelled while reading: %v, want %v", done.Reason, StopInterrupt)
+	}
+	waitFor(t, func() bool { return e.Stats().Active == 0 })
+
+	// Still reading at shutdown.
+	hold()
+	s4, err := e.Submit(context.Background(), Request{Prompt: turn2, MaxTokens: 5, TopLogprobs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-reading
+	sctx, scancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer scancel()
+	shut := make(chan error, 1)
+	go func() { shut <- e.Shutdown(sctx) }()
+	<-sctx.Done()
+	free()
+	if _, done := collect(t, s4); done.Reason != StopShutdown {
+		t.Errorf("reading at shutdown: %v, want %v", done.Reason, StopShutdown)
+	}
+	<-shut
 }

@@ -498,10 +498,16 @@ type job struct {
 
 	sess    *infer.Session
 	sampler *sampling.Sampler
-	started time.Time // admitted: the first step
+	started time.Time // admitted: the first step, or the read of a file
 	rest    []int32   // prompt tokens still to prefill
-	next    int32     // the token to feed in the next decode step
-	feed    []int32   // a decode step's tokens: next, then the draft
+	// A state on disk, read on a goroutine of its own (loop.load): read
+	// and readAt are what it gave (nil: nothing), given to the loop with
+	// the job; start takes the fork of it in from, at position fromAt.
+	read, from *infer.Session
+	readAt     int
+	fromAt     int
+	next       int32   // the token to feed in the next decode step
+	feed       []int32 // a decode step's tokens: next, then the draft
 	// snap is the session before a decode step that checks a draft, when
 	// it cannot rewind by itself (Session.Speculate): Session.Keep ends it
 	// after the tokens kept, with no token fed again.
@@ -541,6 +547,18 @@ func (j *job) emit(ev Event) {
 // scoring reports whether the job is prompt-only (an embedding, a score).
 func (j *job) scoring() bool { return j.req.MaxTokens == 0 }
 
+// reach is how far into its prompt a kept session may take the job
+// (prefixCache.take's most and whole): a step that continues needs one
+// token to give logits, unless no logits are wanted at all; a prompt
+// that generates may be taken whole where the logits after it were kept.
+func (j *job) reach() (most int, whole bool) {
+	most = len(j.req.Prompt) - 1
+	if j.req.MaxTokens == 0 && !j.req.PromptLogits {
+		most++
+	}
+	return most, !j.scoring()
+}
+
 // oneShot reports whether the job's session is of no use after it.
 func (j *job) oneShot() bool { return j.scoring() && j.req.OneShot }
 
@@ -560,16 +578,17 @@ func ended(j *job) bool { return j.sess == nil }
 // returns why the job is already done, or "": a prompt alone was asked
 // for and all of it is cached, or the first token ends it.
 func (e *Engine) start(j *job, k reuse, lp *logprobs) StopReason {
-	j.started = time.Now()
+	if j.started.IsZero() {
+		j.started = time.Now()
+	}
 	j.usage.Queued = j.started.Sub(j.submitted)
 	j.usage.PromptTokens = len(j.req.Prompt)
-	// A step that continues needs one token to give logits, unless no
-	// logits are wanted at all.
-	most := len(j.req.Prompt) - 1
-	if j.req.MaxTokens == 0 && !j.req.PromptLogits {
-		most++
+	sess, keep := j.from, j.fromAt
+	j.from = nil
+	if sess == nil {
+		most, whole := j.reach()
+		sess, keep = k.of(j).take(j.req.Prompt, j.req.KV, most, whole)
 	}
-	sess, keep := k.of(j).take(j.req.Prompt, j.req.KV, most, !j.scoring())
 	if sess == nil {
 		sess, _ = e.m.NewSessionKV(e.opts.Ctx, j.req.KV) // Ctx was checked in New
 		if e.opts.MTP {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/qwenc/qwenc/runtime/infer"
@@ -28,6 +29,13 @@ type loop struct {
 	// sampled are the jobs admitted that took their first token from
 	// logits the cache kept (a retried answer).
 	sampled []*job
+	// loading are the admitted jobs whose state is being read from disk
+	// (load): they hold their slots, and the loop steps the others. The
+	// reads hand them back in loaded, under loadMu, and wake the loop.
+	loading []*job
+	loadMu  sync.Mutex
+	loaded  []*job
+	reads   sync.WaitGroup
 }
 
 // loop runs steps while there is work, and waits for work otherwise. Each
@@ -49,7 +57,11 @@ func (e *Engine) loop() {
 	for {
 		closing := l.admit()
 		if len(l.active) == 0 {
-			if closing || !e.idle() {
+			if closing && len(l.loading) == 0 {
+				return
+			}
+			if !e.idle() {
+				l.abandon()
 				return
 			}
 			continue
@@ -58,6 +70,7 @@ func (e *Engine) loop() {
 			for _, j := range l.active {
 				e.end(j, StopShutdown, l.reuse)
 			}
+			l.abandon()
 			return
 		}
 		if err := l.run(); err != nil {
@@ -82,6 +95,60 @@ func (l *loop) spillAll() {
 		l.e.disk.spillWait(s)
 	}
 	l.e.disk.close()
+}
+
+// load starts reading job j's state from disk when a file reaches
+// deeper into its prompt than the memory tier does, and reports whether
+// it did: the job then waits in loading, its slot held, and is started
+// when the read hands it back (admit).
+func (l *loop) load(j *job) bool {
+	c := l.reuse.of(j)
+	if c.disk == nil {
+		return false
+	}
+	most, whole := j.reach()
+	_, keep := c.best(j.req.Prompt, j.req.KV, most, whole)
+	r := c.disk.pick(j.req.Prompt, j.req.KV, most, whole, keep)
+	if r == nil {
+		return false
+	}
+	j.started = time.Now()
+	l.loading = append(l.loading, j)
+	l.reads.Add(1)
+	go func() {
+		defer l.reads.Done()
+		j.read, j.readAt = c.disk.load(r, j.req.Prompt, most, whole, keep)
+		l.loadMu.Lock()
+		l.loaded = append(l.loaded, j)
+		l.loadMu.Unlock()
+		l.e.signal()
+	}()
+	return true
+}
+
+// takeLoaded returns the jobs whose reads have ended, out of loading.
+func (l *loop) takeLoaded() []*job {
+	l.loadMu.Lock()
+	js := l.loaded
+	l.loaded = nil
+	l.loadMu.Unlock()
+	for _, j := range js {
+		l.loading = slices.DeleteFunc(l.loading, func(x *job) bool { return x == j })
+	}
+	return js
+}
+
+// abandon ends the jobs still loading as the engine stops, after their
+// reads: what they read is kept, for the disk to have it back.
+func (l *loop) abandon() {
+	l.reads.Wait()
+	for _, j := range l.takeLoaded() {
+		if j.read != nil {
+			l.reuse.of(j).put(j.read)
+			j.read = nil
+		}
+		l.e.end(j, StopShutdown, l.reuse)
+	}
 }
 
 // idle waits for work; it reports false when the grace period of a
@@ -123,15 +190,31 @@ func (l *loop) admit() (closing bool) {
 		kept = append(kept, j)
 	}
 	l.active = kept
+	// The jobs whose states were read go on: in the cache, and a fork
+	// of it to start from.
+	n := len(l.active)
+	for _, j := range l.takeLoaded() {
+		if j.read != nil {
+			j.from, j.fromAt = l.reuse.of(j).adopt(j.read, j.readAt), j.readAt
+			j.read = nil
+		}
+		if j.ctx.Err() != nil {
+			j.from = nil
+			e.end(j, StopInterrupt, l.reuse)
+			continue
+		}
+		l.active = append(l.active, j)
+	}
 	e.mu.Lock()
 	closing = e.closing
-	n := len(l.active)
 	talking, scoring := 0, 0
-	for _, j := range l.active {
-		if j.scoring() {
-			scoring++
-		} else {
-			talking++
+	for _, js := range [][]*job{l.active, l.loading} {
+		for _, j := range js {
+			if j.scoring() {
+				scoring++
+			} else {
+				talking++
+			}
 		}
 	}
 	// In order: a conversation waits for a slot, and what is behind it
@@ -160,6 +243,9 @@ func (l *loop) admit() (closing bool) {
 	// hold up Submit and Stats, and the cache is this goroutine's.
 	sampled := l.sampled[:0]
 	for _, j := range l.active[n:] {
+		if j.started.IsZero() && l.load(j) {
+			continue // started when its file has been read
+		}
 		if reason := e.start(j, l.reuse, l.logits); reason != "" {
 			// Its prompt is all in the cache and nothing more is asked,
 			// or the token sampled from the logits kept there ends it.
