@@ -617,17 +617,32 @@ func q6zmm(m int, vnni bool) {
 	if m == 1 {
 		facc = func(_, j int) string { return fmt.Sprintf("Z%d", 14+j) }
 	}
-	// With one token, a block's 13 lines are loaded first, in the order
-	// of their addresses (its scales into Z24, Z25, the nibble lines into
-	// Z16-Z23, the high-bit lines into Z26-Z29), instead of each where it
-	// is used, which jumped between the nibble and the high-bit lines:
-	// streaming q6 weights from memory on 2 threads (Zen 4 EPYC,
-	// interleaved runs, bit for bit the same sums) went from 45.8 to 58.7
-	// GB/s when the memory delivered about 60, and from 31-33 to 33-35
-	// where it delivered 35; over weights in cache, the same speed.
-	seq := m == 1
-	lo := func(g int) string { return fmt.Sprintf("Z%d", 16+g) }
-	hi := func(g int) string { return fmt.Sprintf("Z%d", 26+g/2) }
+	// Where the sums leave registers for them (one or two tokens), a
+	// block's 13 lines are loaded first, in the order of their addresses
+	// (full: its scales, 8 nibble lines and 4 high-bit lines), instead of
+	// each where it is used, which jumped between the nibble lines and
+	// the high-bit lines after them; for 3 and 4 tokens, the scales and
+	// the high-bit lines first (part), then the nibble lines in order.
+	// The sums are bit for bit the same. Streaming q6 weights from memory
+	// on 2 threads (Zen 4 EPYC, interleaved runs), one token went from
+	// 45.8 to 58.7 GB/s when the memory delivered about 60, and from
+	// 31-33 to 33-35 where it delivered 35; two tokens x1.12-1.14 there,
+	// three and four x1.02-1.04. Over weights in cache, the same speed.
+	fr := 10 + 4*m // the first register the sums leave free
+	if m == 1 {
+		fr = 16
+	}
+	full := fr+14 <= 32
+	part := !full && fr+6 <= 32
+	sc := func(j int) string { return fmt.Sprintf("Z%d", fr+j) }
+	lo := func(g int) string { return fmt.Sprintf("Z%d", fr+2+g) }
+	hi := func(g int) string {
+		if part {
+			return fmt.Sprintf("Z%d", fr+2+g/2)
+		}
+		return fmt.Sprintf("Z%d", fr+10+g/2)
+	}
+
 	p("VPBROADCASTD qnib<>(SB), Z3")
 	p("VPBROADCASTD qhigh<>(SB), Z5")
 	if !vnni {
@@ -640,10 +655,10 @@ func q6zmm(m int, vnni bool) {
 	}
 	loop := name + "loop"
 	label(loop)
-	if seq {
-		p("VCVTPH2PS (SI), Z24")
-		p("VCVTPH2PS 32(SI), Z25")
-		for g := 0; g < 8; g++ {
+	if full || part {
+		p("VCVTPH2PS (SI), %s", sc(0))
+		p("VCVTPH2PS 32(SI), %s", sc(1))
+		for g := 0; g < 8 && full; g++ {
 			p("VMOVDQU32 %d(SI), %s", 64+64*g, lo(g))
 		}
 		for g := 0; g < 8; g += 2 {
@@ -661,9 +676,13 @@ func q6zmm(m int, vnni bool) {
 	}
 	for g := 0; g < 8; g++ {
 		src, high := "Z2", "Z9"
-		if seq {
+		switch {
+		case full:
 			src, high = lo(g), hi(g)
-		} else {
+		case part:
+			high = hi(g)
+			p("VMOVDQU32 %d(SI), Z2", 64+64*g)
+		default:
 			if g%2 == 0 {
 				p("VMOVDQU32 %d(SI), Z9", q6High+32*g)
 			}
@@ -698,8 +717,8 @@ func q6zmm(m int, vnni bool) {
 		p("VPADDD Z13, Z11, Z11")
 	}
 	sc0, sc1 := "Z2", "Z4"
-	if seq {
-		sc0, sc1 = "Z24", "Z25"
+	if full || part {
+		sc0, sc1 = sc(0), sc(1)
 	} else {
 		p("VCVTPH2PS (SI), Z2")
 		p("VCVTPH2PS 32(SI), Z4")
