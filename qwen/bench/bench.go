@@ -129,6 +129,9 @@ func Run(cfg Config) ([]Row, error) {
 	fmt.Fprintf(log, "machine: %d CPUs usable; kernel paths supported: %v\n", runtime.GOMAXPROCS(0), kernels.SupportedPaths())
 
 	var rows []Row
+	// The heap buffer of the models too small to probe over their own
+	// file, made once for the run.
+	var heap []float32
 	for _, bm := range models {
 		var ttft time.Duration
 		if cfg.FirstToken != nil {
@@ -158,7 +161,7 @@ func Run(cfg Config) ([]Row, error) {
 				// measurement, with the same threads: on a shared host it
 				// drifts, and the ratio is only meaningful between figures
 				// taken together.
-				bw, err := newBandwidthProbe(m.File)
+				bw, err := newBandwidthProbe(m.File, &heap)
 				if err != nil {
 					m.Close()
 					return nil, err
@@ -223,8 +226,8 @@ func WriteJSON(w io.Writer, rows []Row) error {
 type bandwidthProbe struct {
 	parts [][]float32
 	bytes int
-	// heap is the size of the heap buffer when there is one: private
-	// memory the model does not use, taken out of the report's.
+	// heap is the size of the run's heap buffer when it has one: private
+	// memory no model uses, taken out of the report's.
 	heap int64
 }
 
@@ -232,7 +235,9 @@ type bandwidthProbe struct {
 // probed over a heap buffer of this size.
 const probeBytes = 1 << 30
 
-func newBandwidthProbe(f *format.File) (*bandwidthProbe, error) {
+// newBandwidthProbe returns the probe of the model mapped in f; a small
+// model's reads *heap, made on first use and kept for the run's others.
+func newBandwidthProbe(f *format.File, heap *[]float32) (*bandwidthProbe, error) {
 	b := &bandwidthProbe{}
 	for _, sec := range f.Header.Sections {
 		if b.bytes >= probeBytes {
@@ -250,14 +255,17 @@ func newBandwidthProbe(f *format.File) (*bandwidthProbe, error) {
 			b.bytes += 4 * len(x)
 		}
 	}
-	if b.bytes >= probeBytes/4 {
-		return b, nil
+	if b.bytes < probeBytes/4 {
+		if *heap == nil {
+			*heap = make([]float32, probeBytes/4)
+			for i := range *heap {
+				(*heap)[i] = 1 // touch every page: untouched ones all map the zero page
+			}
+		}
+		b.parts, b.bytes = [][]float32{*heap}, probeBytes
 	}
-	buf := make([]float32, probeBytes/4)
-	for i := range buf {
-		buf[i] = 1 // touch every page: untouched ones all map the zero page
-	}
-	return &bandwidthProbe{parts: [][]float32{buf}, bytes: probeBytes, heap: probeBytes}, nil
+	b.heap = int64(4 * len(*heap))
+	return b, nil
 }
 
 // measure returns the best of reps sums, in bytes per second.
