@@ -418,9 +418,8 @@ func fusedViews(fused *TensorInfo, t *arch.Tensor) ([]*TensorInfo, error) {
 // layers, 0.77 of q8's bytes), an untied embedding 8 (a lookup reads one
 // row of it, so its size costs no time), and the value and down
 // projections of the layers llama.cpp's use_more_bits picks (the first
-// and last eighth, and every third in between) 8, where Q4_K_M gives them
-// 6: q6's kernels take one token at a time, and these matrices are in
-// every prefill's products. Experts stay at 4 bits: Q4_K_M gives their down
+// and last eighth, and every third in between) 6, as Q4_K_M does. Experts
+// stay at 4 bits: Q4_K_M gives their down
 // projections 6.6 bits in those layers, but at q8's 8.5 bits that would
 // add 2.4 GB to Qwen3-30B-A3B (20.4 GB instead of 18.0), more than a 24 GB
 // machine can spare beside the system.
@@ -436,7 +435,7 @@ func weightType(ft format.DType, role string, k, l, layers int) format.DType {
 		case role == format.SecEmbed:
 			return format.Q8
 		case (role == "v_proj" || role == "down_proj") && moreBits:
-			return format.Q8
+			return format.Q6
 		}
 	}
 	return ft

@@ -55,7 +55,7 @@ func TestExpertSections(t *testing.T) {
 		if _, ok := f.Header.Section("layers.2.experts.gate_proj"); ok {
 			t.Errorf("%s: the dense layer 2 has experts", typ)
 		}
-		if sec, _ := f.Header.Section("layers.2.down_proj"); typ == format.Q4 && sec.DType != format.Q8 {
+		if sec, _ := f.Header.Section("layers.2.down_proj"); typ == format.Q4 && sec.DType != format.Q6 {
 			t.Errorf("q4: layer 2 down_proj (a use_more_bits layer) is %s", sec.DType)
 		}
 	}

@@ -25,8 +25,8 @@ func compileAs(t *testing.T, model string, typ format.DType) string {
 
 // TestQuantizedTypes checks which dtype every matrix gets: the file's type
 // where k is a multiple of 32, f16 elsewhere; in q4 files the head at q6,
-// an untied embedding and the v and down projections of use_more_bits
-// layers at q8; a tied embedding
+// with the v and down projections of use_more_bits layers, an untied
+// embedding at q8; a tied embedding
 // stored once (in the head), an untied one tile-major. Every quantized
 // section decodes to the checkpoint within the scheme's error.
 func TestQuantizedTypes(t *testing.T) {
@@ -70,7 +70,7 @@ func TestQuantizedTypes(t *testing.T) {
 				case typ == format.Q4 && what == format.SecEmbed:
 					want = format.Q8
 				case typ == format.Q4 && (what == "v_proj" || what == "down_proj") && moreBits:
-					want = format.Q8
+					want = format.Q6
 				}
 				if sec.DType != want {
 					t.Errorf("%s tied=%v: section %s is %s, want %s", typ, tied, sec.Name, sec.DType, want)

@@ -243,6 +243,42 @@ func gemmQ6AVX2Tile(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 //go:noescape
 func gemmQ6AVXVNNITile(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
+//go:noescape
+func gemmQ6AVX2S1(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6AVX2S2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6AVX2S3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6AVX2S4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6AVX2S5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6AVX2S6(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6AVXVNNIS1(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6AVXVNNIS2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6AVXVNNIS3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6AVXVNNIS4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6AVXVNNIS5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6AVXVNNIS6(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
 // qMaxM is the most token rows of any quantized kernel (the half-tile
 // VNNI kernels').
 const qMaxM = 12
@@ -265,12 +301,11 @@ var (
 		AVX512VNNI: {rows: 32, byM: []qKernel{nil, gemmQ4VNNIM1, gemmQ4VNNIH2, gemmQ4VNNIH3, gemmQ4VNNIH4, gemmQ4VNNIH5, gemmQ4VNNIH6,
 			gemmQ4VNNIH7, gemmQ4VNNIH8, gemmQ4VNNIH9, gemmQ4VNNIH10, gemmQ4VNNIH11, gemmQ4VNNIH12}},
 	}
-	// q6 (a q4 file's LM head) has kernels of up to 5 tokens on AVX-512,
-	// and on AVX2 and AVX-VNNI only the one token's: more tokens take it
-	// once each, over the group of tiles held in L2 (gemmQArch).
+	// q6 (a q4 file's LM head and its layers' use_more_bits value and
+	// down projections) has kernels of up to 5 tokens on AVX-512.
 	q6Kernels = qArch{
-		AVX2:       {rows: 32, byM: []qKernel{nil, gemmQ6AVX2Tile}},
-		AVXVNNI:    {rows: 32, byM: []qKernel{nil, gemmQ6AVXVNNITile}},
+		AVX2:       {rows: 16, split: true, byM: []qKernel{nil, gemmQ6AVX2S1, gemmQ6AVX2S2, gemmQ6AVX2S3, gemmQ6AVX2S4, gemmQ6AVX2S5, gemmQ6AVX2S6}, tile1: gemmQ6AVX2Tile},
+		AVXVNNI:    {rows: 16, split: true, byM: []qKernel{nil, gemmQ6AVXVNNIS1, gemmQ6AVXVNNIS2, gemmQ6AVXVNNIS3, gemmQ6AVXVNNIS4, gemmQ6AVXVNNIS5, gemmQ6AVXVNNIS6}, tile1: gemmQ6AVXVNNITile},
 		AVX512:     {rows: 32, byM: []qKernel{nil, gemmQ6BWM1, gemmQ6BWM2, gemmQ6BWM3, gemmQ6BWM4, gemmQ6BWM5}},
 		AVX512VNNI: {rows: 32, byM: []qKernel{nil, gemmQ6VNNIM1, gemmQ6VNNIM2, gemmQ6VNNIM3, gemmQ6VNNIM4, gemmQ6VNNIM5}},
 	}

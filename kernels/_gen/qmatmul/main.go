@@ -53,6 +53,8 @@ const (
 	// maxSplitQ4: the q4 kernels over both nibbles of a pass' bytes take
 	// two int sums a token.
 	maxSplitQ4 = 6
+	// maxSplitQ6: the same for q6.
+	maxSplitQ6 = 6
 	// maxAVX2Q8: the q8 half-tile kernels keep their float sums in dst.
 	maxAVX2Q8 = 5
 	maxHalf   = 12
@@ -107,6 +109,10 @@ func main() {
 		for _, vnni := range []bool{false, true} {
 			q6avx2Tile(vnni)
 		}
+		for m := 1; m <= maxSplitQ6; m++ {
+			q6avx2Split(m, false)
+			q6avx2Split(m, true)
+		}
 	})
 }
 
@@ -123,6 +129,7 @@ func constants() {
 	// Whole-register copies, for memory operands where registers run out.
 	emit.Data("qsign8", 0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x80808080, 0x80808080)
 	emit.Data("qnib8", 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f, 0x0f0f0f0f)
+	emit.Data("qhigh8", 0x30303030, 0x30303030, 0x30303030, 0x30303030, 0x30303030, 0x30303030, 0x30303030, 0x30303030)
 	emit.Data("qones8", 0x00010001, 0x00010001, 0x00010001, 0x00010001, 0x00010001, 0x00010001, 0x00010001, 0x00010001)
 	emit.End()
 }
@@ -1132,6 +1139,29 @@ func q4Scales(sc, hdr string, off, hoff int, d, mn, tmp string) {
 	}
 }
 
+// splitStart begins a split kernel (q4avx2Split, q6avx2Split): the
+// activation bases of m tokens (halfStart), DI = 32*pass, R11 = 8*pass,
+// R12 = ldy in bytes, and the dst rows of the pass (rows r and r+16 from
+// dst) zeroed, their float sums kept there.
+func splitStart(m int) {
+	halfStart(m)
+	p("MOVQ pass+48(FP), R11")
+	p("MOVQ R11, DI")
+	p("SHLQ $5, DI")
+	p("SHLQ $3, R11")
+	p("MOVQ ldy+8(FP), R12")
+	p("SHLQ $2, R12")
+	p("MOVQ dst+0(FP), AX")
+	p("VXORPS Y0, Y0, Y0")
+	for i := 0; i < m; i++ {
+		p("VMOVUPS Y0, (AX)")
+		p("VMOVUPS Y0, 64(AX)")
+		if i < m-1 {
+			p("ADDQ R12, AX")
+		}
+	}
+}
+
 // q4avx2Split emits gemmQ4AVX2S<m> or, with AVX-VNNI, gemmQ4AVXVNNIS<m>:
 // the 16 rows whose nibbles share the 32 bytes of pass h (rows 8h..8h+7
 // in the low nibbles, 16+8h..16+8h+7 in the high ones; dst rows r and
@@ -1164,22 +1194,7 @@ func q4avx2Split(m int, vnni bool) {
 	// Y0 takes the scales, Y1 the minimums, Y2 a temporary, for the low
 	// rows and then the high ones.
 	iacc := func(i, half int) string { return fmt.Sprintf("Y%d", 4+2*i+half) }
-	halfStart(m)
-	p("MOVQ pass+48(FP), R11")
-	p("MOVQ R11, DI")
-	p("SHLQ $5, DI")
-	p("SHLQ $3, R11")
-	p("MOVQ ldy+8(FP), R12")
-	p("SHLQ $2, R12")
-	p("MOVQ dst+0(FP), AX")
-	p("VXORPS Y0, Y0, Y0")
-	for i := 0; i < m; i++ {
-		p("VMOVUPS Y0, (AX)")
-		p("VMOVUPS Y0, 64(AX)")
-		if i < m-1 {
-			p("ADDQ R12, AX")
-		}
-	}
+	splitStart(m)
 	p("MOVQ $1, DX")
 	loop := name + "loop"
 	label(loop)
@@ -1238,6 +1253,89 @@ func q4avx2Split(m int, vnni bool) {
 		}
 	}
 	halfNext(m, q4Block, loop)
+	ret()
+}
+
+// q6avx2Split emits gemmQ6AVX2S<m> or, with AVX-VNNI, gemmQ6AVXVNNIS<m>:
+// the 16 rows of pass h of one q6 tile (as q4avx2Split's: rows 8h..8h+7
+// from the low nibbles of the pass' 32 bytes of each group, 16+8h..
+// 16+8h+7 from the high ones, each completed by its bits of the same 32
+// bytes of the group's high-bit line) x m tokens. The values are u = q +
+// 32 in [0, 63], unsigned, so where q8 needs VPSIGNB before VPMADDUBSW
+// (its pairs of products at most 2*63*127, no saturation) q6 needs
+// nothing; the int32 sums start at -32*sum(x), which removes the offset.
+// The unpacking serves the m tokens. This is what makes q6 a prefill type
+// on AVX2: the one-token kernel taken once per token made 96 GOP/s where
+// q8's 16-row kernels made 122 (BenchmarkGemmQ, one thread, Zen 4 EPYC
+// with AVX-512 off).
+func q6avx2Split(m int, vnni bool) {
+	isa := "AVX2"
+	if vnni {
+		isa = "AVXVNNI"
+	}
+	name := fmt.Sprintf("gemmQ6%sS%d", isa, m)
+	comment("func %s(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)", name)
+	comment("Rows 8*pass .. 8*pass+7 and 16+8*pass .. 16+8*pass+7 of one q6 tile x m token rows over nb blocks.")
+	emit.Text(name, 56)
+	if 2*m+4 > 16 {
+		panic("q6avx2Split: too many tokens")
+	}
+	// Activation rows from the bases of xh (R8 = ldx); CX counts the
+	// blocks; SI the weights, DI = 32*pass (the pass' bytes of a line),
+	// R11 = 8*pass (its scales at twice that); AX walks the dst rows (R12
+	// = ldy in bytes). Y0 the high rows' values, Y1 the low rows', Y2 the
+	// high-bit line and then x, Y3 a temporary and then the products (AVX2)
+	// or the scales; int sums Y4.. (token i: low rows Y4+2i, high Y5+2i).
+	iacc := func(i, half int) string { return fmt.Sprintf("Y%d", 4+2*i+half) }
+	splitStart(m)
+	loop := name + "loop"
+	label(loop)
+	for i := 0; i < m; i++ {
+		p("VPBROADCASTD %s, %s", xh(i, 8), iacc(i, 0))
+		p("VPSRAD $2, %s, %s", iacc(i, 0), iacc(i, 0))
+		p("VMOVDQA %s, %s", iacc(i, 0), iacc(i, 1))
+	}
+	for g := 0; g < 8; g++ {
+		p("VMOVDQU %d(SI)(DI*1), Y0", 64+64*g)
+		p("VPAND qnib8<>(SB), Y0, Y1")
+		p("VPSRLW $4, Y0, Y0")
+		p("VPAND qnib8<>(SB), Y0, Y0")
+		p("VMOVDQU %d(SI)(DI*1), Y2", q6High+64*(g/2))
+		for half := 0; half < 2; half++ {
+			v := fmt.Sprintf("Y%d", 1-half)
+			p("VPAND qhigh8<>(SB), %s, Y3", q6HighShift(g, half, "Y2", "Y3"))
+			p("VPOR Y3, %s, %s", v, v)
+		}
+		for i := 0; i < m; i++ {
+			p("VPBROADCASTD %s, Y2", xh(i, 16+4*g))
+			for half := 0; half < 2; half++ {
+				v := fmt.Sprintf("Y%d", 1-half)
+				if vnni {
+					vpdpbusd(iacc(i, half), v, "Y2")
+					continue
+				}
+				p("VPMADDUBSW Y2, %s, Y3", v)
+				p("VPMADDWD qones8<>(SB), Y3, Y3")
+				p("VPADDD Y3, %s, %s", iacc(i, half), iacc(i, half))
+			}
+		}
+	}
+	for half := 0; half < 2; half++ {
+		p("VCVTPH2PS %d(SI)(R11*2), Y3", 32*half)
+		p("MOVQ dst+0(FP), AX")
+		for i := 0; i < m; i++ {
+			a := iacc(i, half)
+			p("VCVTDQ2PS %s, %s", a, a)
+			p("VBROADCASTSS %s, Y2", xh(i, 0))
+			p("VMULPS Y3, Y2, Y2")
+			p("VFMADD213PS %d(AX), Y2, %s", 64*half, a)
+			p("VMOVUPS %s, %d(AX)", a, 64*half)
+			if i < m-1 {
+				p("ADDQ R12, AX")
+			}
+		}
+	}
+	halfNext(m, q6Block, loop)
 	ret()
 }
 
