@@ -92,7 +92,9 @@ func WithStateCache(bytes int64) Option {
 
 // WithStateCacheDir gives the state cache a second tier on disk: the
 // states that WithStateCache has no room for are written to files in dir
-// (created if need be), at most bytes of them (0: 4 GiB), the least
+// (created if need be), at most bytes of them (0: a quarter of the
+// filesystem's free space, counting the files already there, at most 64
+// GiB), the least
 // recently used going first, and a request whose prompt a file reaches
 // deeper into than any state in memory reads it back. The files outlive
 // the process: at Open, those an earlier run of the same model file left
@@ -237,9 +239,9 @@ type Stats struct {
 	CacheHits, CacheMisses, CacheEvictions int64
 	// With WithStateCacheDir: DiskHits counts the conversations that
 	// started from a state read back from disk, DiskWrites the states
-	// written there, DiskEvictions the files removed for room, and
-	// DiskBytes is what the files hold.
-	DiskHits, DiskWrites, DiskEvictions, DiskBytes int64
+	// written there, DiskEvictions the files removed for room,
+	// DiskBytes is what the files hold and DiskBound their bound.
+	DiskHits, DiskWrites, DiskEvictions, DiskBytes, DiskBound int64
 }
 
 // Open maps a .qbin file and starts its engine. The weights stay in the

@@ -1,4 +1,4 @@
 // Package fsutil writes files so that a reader never sees a part of one,
-// and says what is wrong with a file in the words of the name the user
-// gave.
+// says what is wrong with a file in the words of the name the user gave,
+// locks a file to one process, and tells a filesystem's free space.
 package fsutil

@@ -2,10 +2,15 @@ package fsutil
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // WriteAtomic writes data to path through a temporary file in the same
@@ -61,4 +66,58 @@ func CheckOutput(path string) error {
 		return errors.New("its directory does not exist")
 	}
 	return nil
+}
+
+// ErrBusy is what TryLock's error is when another process holds the
+// lock.
+var ErrBusy = errors.New("locked by another process")
+
+// BusyError is TryLock's error when another process holds the lock.
+type BusyError struct {
+	Path string
+	PID  string // the holder's process id, where the file gives it
+}
+
+func (e *BusyError) Error() string {
+	if e.PID == "" {
+		return e.Path + ": " + ErrBusy.Error()
+	}
+	return fmt.Sprintf("%s: %v (pid %s)", e.Path, ErrBusy, e.PID)
+}
+
+func (e *BusyError) Is(target error) bool { return target == ErrBusy }
+
+// TryLock takes the exclusive lock of the file at path, made if need be,
+// without waiting, and writes this process' id into it (for the message
+// of whoever fails next). It fails with a *BusyError, naming the
+// holder's process id where the file gives it, while another process
+// holds the lock. Closing the file releases it, as the process' end does: a crash
+// leaves no stale lock.
+func TryLock(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%s: lock: %w", path, err)
+		}
+		b, _ := os.ReadFile(path)
+		return nil, &BusyError{Path: path, PID: strings.TrimSpace(string(b))}
+	}
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
+
+// FreeBytes is the space an unprivileged process may still write on the
+// filesystem that holds path.
+func FreeBytes(path string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, fmt.Errorf("%s: statfs: %w", path, err)
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
 }

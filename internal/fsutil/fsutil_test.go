@@ -1,8 +1,10 @@
 package fsutil
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -53,5 +55,29 @@ func TestCheckOutput(t *testing.T) {
 		if c.err == "" && err != nil || c.err != "" && (err == nil || err.Error() != c.err) {
 			t.Errorf("%s: %v, want %q", c.path, err, c.err)
 		}
+	}
+}
+
+func TestTryLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lock")
+	f, err := TryLock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// flock's locks belong to open files: a second open is refused in
+	// this process as in another.
+	_, err = TryLock(path)
+	var be *BusyError
+	if !errors.Is(err, ErrBusy) || !errors.As(err, &be) || be.PID != strconv.Itoa(os.Getpid()) || be.Path != path {
+		t.Fatalf("the second lock: %v", err)
+	}
+	f.Close()
+	f, err = TryLock(path)
+	if err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+	f.Close()
+	if free, err := FreeBytes(path); err != nil || free <= 0 {
+		t.Errorf("FreeBytes: %d, %v", free, err)
 	}
 }

@@ -41,7 +41,7 @@ var layers = []struct {
 	{"runtime/sampling", []string{"format"}},
 	{"runtime/grammar", []string{"format/chat", "format/tokenizer"}},
 	{"runtime/infer", []string{"format", "format/arch", "format/graph", "format/tokenizer", "format/wtype", "kernels"}},
-	{"runtime/engine", []string{"format", "format/chat", "kernels", "runtime/infer", "runtime/sampling"}},
+	{"runtime/engine", []string{"format", "format/chat", "kernels", "runtime/infer", "runtime/sampling", "internal/fsutil"}},
 	{"runtime/perplexity", []string{"format", "kernels", "runtime/infer"}},
 	{"qwen", []string{"format", "format/arch", "format/chat", "format/tokenizer", "kernels", "runtime/...", "internal/fsutil", "internal/mem"}},
 	{"qwen/serve", []string{"qwen", "format/chat", "runtime/sampling"}},

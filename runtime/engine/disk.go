@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/internal/fsutil"
 	"github.com/qwenc/qwenc/runtime/infer"
 )
 
@@ -49,6 +50,11 @@ type diskCache struct {
 	pending sync.WaitGroup
 	done    chan struct{}
 
+	// lock holds the directory for this cache alone (fsutil.TryLock):
+	// two servers evicting and rewriting each other's files would each
+	// count bytes the other had removed or never see the other's.
+	lock *os.File
+
 	mu      sync.Mutex   // the loop's and the writer's
 	entries []*diskEntry // least recently used first
 	bytes   int64
@@ -81,19 +87,45 @@ const (
 	// temporary file beside them, ending in tmpExt.
 	sessionExt = ".qsess"
 	tmpExt     = ".tmp"
+	// lockName is the file whose lock holds the directory.
+	lockName = ".lock"
+	// maxDefaultDisk caps the default budget (diskBudget).
+	maxDefaultDisk = 64 << 30
 )
 
-// openDisk opens model m's disk tier of budget bytes in a directory of
-// its own under dir (infer.Model.Identity: the models served in turn
-// from one directory keep their files apart), for sessions of context
-// ctx that track MTP or not, indexing the files an earlier run left
-// there, and starts its writer.
-func openDisk(m *infer.Model, ctx int, mtp bool, dir string, budget int64, log *slog.Logger) (*diskCache, error) {
+// diskBudget is the default bound of the files: a quarter of what the
+// filesystem has free for them (free, and the bytes of the files already
+// there, have), at most maxDefaultDisk. A fixed default would fill a
+// small disk and waste a large one; a quarter leaves the rest to the
+// system and to the models' own files.
+func diskBudget(free, have int64) int64 {
+	return min((free+have)/4, maxDefaultDisk)
+}
+
+// openDisk opens model m's disk tier of budget bytes (0: the default,
+// diskBudget) in a directory of its own under dir (infer.Model.Identity:
+// the models served in turn from one directory keep their files apart),
+// for sessions of context ctx that track MTP or not, indexing the files
+// an earlier run left there, and starts its writer. The directory serves
+// one engine at a time: another process' holding it is an error.
+func openDisk(m *infer.Model, ctx int, mtp bool, dir string, budget int64, log *slog.Logger) (_ *diskCache, err error) {
 	dir = filepath.Join(dir, m.Identity())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("state cache directory: %w", err)
 	}
-	d := &diskCache{m: m, ctx: ctx, mtp: mtp, dir: dir, budget: budget, log: log, queue: make(chan spilled, spillQueue), done: make(chan struct{})}
+	lock, err := fsutil.TryLock(filepath.Join(dir, lockName))
+	if err != nil {
+		if be := (*fsutil.BusyError)(nil); errors.As(err, &be) {
+			return nil, fmt.Errorf("state cache directory %s: in use by another server (pid %s); give each server a directory of its own: %w", dir, cmp.Or(be.PID, "unknown"), fsutil.ErrBusy)
+		}
+		return nil, fmt.Errorf("state cache directory: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			lock.Close()
+		}
+	}()
+	d := &diskCache{m: m, ctx: ctx, mtp: mtp, dir: dir, budget: budget, log: log, lock: lock, queue: make(chan spilled, spillQueue), done: make(chan struct{})}
 	des, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("state cache directory: %w", err)
@@ -125,6 +157,14 @@ func openDisk(m *infer.Model, ctx int, mtp bool, dir string, budget int64, log *
 		d.entries = append(d.entries, f.e)
 		d.bytes += f.e.bytes
 	}
+	if d.budget <= 0 {
+		free, err := fsutil.FreeBytes(dir)
+		if err != nil {
+			return nil, fmt.Errorf("state cache directory: %w", err)
+		}
+		d.budget = diskBudget(free, d.bytes)
+	}
+	d.log.Info("state cache on disk", "dir", dir, "bytes", d.bytes, "files", len(d.entries), "bound", d.budget)
 	d.evict()
 	go d.writer()
 	return d, nil
@@ -371,17 +411,19 @@ func (d *diskCache) clear() {
 	}
 }
 
-// close waits for the writes handed to the writer and ends it.
+// close waits for the writes handed to the writer, ends it and lets the
+// directory go.
 func (d *diskCache) close() {
 	close(d.queue)
 	<-d.done
+	d.lock.Close()
 }
 
 // diskStats are the disk tier's counts and bytes.
-type diskStats struct{ hits, writes, evictions, bytes int64 }
+type diskStats struct{ hits, writes, evictions, bytes, bound int64 }
 
 func (d *diskCache) stats() diskStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return diskStats{d.hits, d.written, d.evictions, d.bytes}
+	return diskStats{d.hits, d.written, d.evictions, d.bytes, d.budget}
 }

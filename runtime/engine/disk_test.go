@@ -2,15 +2,20 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/internal/fsutil"
+	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/runtime/infer"
 )
 
@@ -327,3 +332,54 @@ func TestStateCacheDiskReadAside(t *testing.T) {
 	}
 	<-shut
 }
+
+// TestStateCacheDiskLock checks that a directory serves one engine at a
+// time: a second engine of the same model refuses it, naming the
+// directory and the holder's process, until the first ends; and that
+// the default bound is a quarter of the free space.
+func TestStateCacheDiskLock(t *testing.T) {
+	m := smallModel(t, 32)
+	dir := t.TempDir()
+	opts := Options{CacheBytes: 1, CacheDir: dir}
+	e := newEngine(t, m, opts)
+	free, err := fsutil.FreeBytes(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Other jobs write to the same disk meanwhile: the free space may
+	// move by 256 MiB.
+	if b := e.Stats().DiskBound; b <= 0 || b > maxDefaultDisk || abs(b-min(free/4, maxDefaultDisk)) > 64<<20 {
+		t.Errorf("default bound %d with %d bytes free", b, free)
+	}
+	opts.Runner = infer.Options{Threads: 1, Kernels: kernels.Detect()}
+	e2, err := New(m, opts)
+	if err == nil {
+		e2.Shutdown(context.Background())
+		t.Fatal("a second engine opened the directory the first holds")
+	}
+	sub := filepath.Join(dir, m.Identity())
+	if !errors.Is(err, fsutil.ErrBusy) || !strings.Contains(err.Error(), sub) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
+		t.Errorf("the second engine's error: %v", err)
+	}
+	greedy(t, e, randomPrompt(40, 1), 2)
+	e.Shutdown(context.Background())
+	e2 = newEngine(t, m, opts)
+	if st := e2.Stats(); st.DiskBytes <= 0 {
+		t.Errorf("after the first engine ended: %+v", st)
+	}
+}
+
+func TestDiskBudget(t *testing.T) {
+	for _, c := range []struct{ free, have, want int64 }{
+		{100 << 20, 0, 25 << 20},
+		{100 << 20, 100 << 20, 50 << 20},
+		{0, 0, 0},
+		{1 << 40, 0, maxDefaultDisk},
+	} {
+		if got := diskBudget(c.free, c.have); got != c.want {
+			t.Errorf("diskBudget(%d, %d) = %d, want %d", c.free, c.have, got, c.want)
+		}
+	}
+}
+
+func abs(x int64) int64 { return max(x, -x) }

@@ -36,7 +36,8 @@ type Options struct {
 	CacheBytes int64
 	// CacheDir, when not empty, is a directory where the conversations'
 	// states that CacheBytes has no room for go, within CacheDiskBytes
-	// (0: DefaultCacheDiskBytes; the least recently used file goes first), for later
+	// (0: a quarter of the filesystem's free space counting the files
+	// already there, at most 64 GiB; the least recently used file goes first), for later
 	// requests to read back; a directory an earlier run of the same model
 	// left serves this one (diskCache).
 	CacheDir       string
@@ -199,9 +200,9 @@ type Stats struct {
 	CacheHits, CacheMisses, CacheEvictions int64
 	// With Options.CacheDir: DiskHits counts the conversations that
 	// started from a state read back from disk, DiskWrites the states
-	// written there, DiskEvictions the files removed for room, and
-	// DiskBytes is what the files hold.
-	DiskHits, DiskWrites, DiskEvictions, DiskBytes int64
+	// written there, DiskEvictions the files removed for room,
+	// DiskBytes is what the files hold and DiskBound their bound.
+	DiskHits, DiskWrites, DiskEvictions, DiskBytes, DiskBound int64
 }
 
 var (
@@ -299,9 +300,6 @@ func New(m *infer.Model, o Options) (*Engine, error) {
 	// The disk tier first: a runner once made has threads to stop.
 	var disk *diskCache
 	if o.CacheDir != "" {
-		if o.CacheDiskBytes <= 0 {
-			o.CacheDiskBytes = DefaultCacheDiskBytes
-		}
 		d, err := openDisk(m, o.Ctx, o.MTP, o.CacheDir, o.CacheDiskBytes, o.Log)
 		if err != nil {
 			return nil, err
@@ -319,10 +317,6 @@ func New(m *infer.Model, o Options) (*Engine, error) {
 	go e.loop()
 	return e, nil
 }
-
-// DefaultCacheDiskBytes is the state cache's default bound on disk
-// (Options.CacheDiskBytes).
-const DefaultCacheDiskBytes = 4 << 30
 
 // Model is the model the engine runs.
 func (e *Engine) Model() *infer.Model { return e.m }
@@ -450,7 +444,7 @@ func (e *Engine) Stats() Stats {
 		DecodeSteps: e.decodeSteps.Load(), Decoded: e.decoded.Load(), PrefillSteps: e.prefills.Load(), Prefilled: e.prefilled.Load()}
 	if e.disk != nil {
 		d := e.disk.stats()
-		st.DiskHits, st.DiskWrites, st.DiskEvictions, st.DiskBytes = d.hits, d.writes, d.evictions, d.bytes
+		st.DiskHits, st.DiskWrites, st.DiskEvictions, st.DiskBytes, st.DiskBound = d.hits, d.writes, d.evictions, d.bytes, d.bound
 	}
 	return st
 }

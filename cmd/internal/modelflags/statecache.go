@@ -12,7 +12,7 @@ func StateCacheFlags(usage, defaultText string) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "state-cache", Usage: usage, DefaultText: defaultText},
 		&cli.StringFlag{Name: "state-cache-dir", Usage: "write the states --state-cache has no room for to files in `DIR`, for later requests to read back; they outlive the process (one process per DIR)"},
-		&cli.StringFlag{Name: "state-cache-disk", DefaultText: "4GiB", Usage: "keep at most `SIZE` of files in --state-cache-dir, the least recently used going first"},
+		&cli.StringFlag{Name: "state-cache-disk", DefaultText: "a quarter of the free disk, at most 64GiB", Usage: "keep at most `SIZE` of files in --state-cache-dir, the least recently used going first"},
 	}
 }
 
