@@ -211,18 +211,6 @@ func gemmQ4AVXVNNIS6(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 func gemmQ6VNNIM1(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 //go:noescape
-func gemmQ6VNNIM2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
-func gemmQ6VNNIM3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
-func gemmQ6VNNIM4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
-func gemmQ6VNNIM5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
-
-//go:noescape
 func gemmQ6BWM1(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 //go:noescape
@@ -236,6 +224,39 @@ func gemmQ6BWM4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 //go:noescape
 func gemmQ6BWM5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6VNNIH2(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6VNNIH3(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6VNNIH4(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6VNNIH5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6VNNIH6(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6VNNIH7(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6VNNIH8(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6VNNIH9(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6VNNIH10(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6VNNIH11(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
+
+//go:noescape
+func gemmQ6VNNIH12(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 
 //go:noescape
 func gemmQ6AVX2Tile(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
@@ -301,13 +322,14 @@ var (
 		AVX512VNNI: {rows: 32, byM: []qKernel{nil, gemmQ4VNNIM1, gemmQ4VNNIH2, gemmQ4VNNIH3, gemmQ4VNNIH4, gemmQ4VNNIH5, gemmQ4VNNIH6,
 			gemmQ4VNNIH7, gemmQ4VNNIH8, gemmQ4VNNIH9, gemmQ4VNNIH10, gemmQ4VNNIH11, gemmQ4VNNIH12}},
 	}
-	// q6 (a q4 file's LM head and its layers' use_more_bits value and
-	// down projections) has kernels of up to 5 tokens on AVX-512.
+	// q6 is a q4 file's LM head and its layers' use_more_bits value and
+	// down projections.
 	q6Kernels = qArch{
-		AVX2:       {rows: 16, split: true, byM: []qKernel{nil, gemmQ6AVX2S1, gemmQ6AVX2S2, gemmQ6AVX2S3, gemmQ6AVX2S4, gemmQ6AVX2S5, gemmQ6AVX2S6}, tile1: gemmQ6AVX2Tile},
-		AVXVNNI:    {rows: 16, split: true, byM: []qKernel{nil, gemmQ6AVXVNNIS1, gemmQ6AVXVNNIS2, gemmQ6AVXVNNIS3, gemmQ6AVXVNNIS4, gemmQ6AVXVNNIS5, gemmQ6AVXVNNIS6}, tile1: gemmQ6AVXVNNITile},
-		AVX512:     {rows: 32, byM: []qKernel{nil, gemmQ6BWM1, gemmQ6BWM2, gemmQ6BWM3, gemmQ6BWM4, gemmQ6BWM5}},
-		AVX512VNNI: {rows: 32, byM: []qKernel{nil, gemmQ6VNNIM1, gemmQ6VNNIM2, gemmQ6VNNIM3, gemmQ6VNNIM4, gemmQ6VNNIM5}},
+		AVX2:    {rows: 16, split: true, byM: []qKernel{nil, gemmQ6AVX2S1, gemmQ6AVX2S2, gemmQ6AVX2S3, gemmQ6AVX2S4, gemmQ6AVX2S5, gemmQ6AVX2S6}, tile1: gemmQ6AVX2Tile},
+		AVXVNNI: {rows: 16, split: true, byM: []qKernel{nil, gemmQ6AVXVNNIS1, gemmQ6AVXVNNIS2, gemmQ6AVXVNNIS3, gemmQ6AVXVNNIS4, gemmQ6AVXVNNIS5, gemmQ6AVXVNNIS6}, tile1: gemmQ6AVXVNNITile},
+		AVX512:  {rows: 32, byM: []qKernel{nil, gemmQ6BWM1, gemmQ6BWM2, gemmQ6BWM3, gemmQ6BWM4, gemmQ6BWM5}},
+		AVX512VNNI: {rows: 32, byM: []qKernel{nil, gemmQ6VNNIM1, gemmQ6VNNIH2, gemmQ6VNNIH3, gemmQ6VNNIH4, gemmQ6VNNIH5, gemmQ6VNNIH6,
+			gemmQ6VNNIH7, gemmQ6VNNIH8, gemmQ6VNNIH9, gemmQ6VNNIH10, gemmQ6VNNIH11, gemmQ6VNNIH12}},
 	}
 )
 

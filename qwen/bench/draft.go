@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"time"
 
 	"github.com/qwenc/qwenc/kernels"
@@ -14,7 +16,7 @@ import (
 // checks k tokens (the sampled one and k-1 drafted), against one token.
 type DraftConfig struct {
 	Model   string
-	Threads int
+	Threads int // 0: GOMAXPROCS, as infer.Options
 	Kernels kernels.Path
 	Rows    []int // the k to measure (1 is always measured)
 	Depth   int   // tokens in the cache before each step
@@ -180,7 +182,7 @@ func breakEven(k int, cost float64) float64 {
 
 // WriteDraftTable prints the rows.
 func WriteDraftTable(w io.Writer, cfg DraftConfig, rows []DraftRow) {
-	fmt.Fprintf(w, "%s, %d threads, %s, %d tokens in the cache: a step checking k tokens against one\n", cfg.Model, cfg.Threads, cfg.Kernels, cfg.Depth)
+	fmt.Fprintf(w, "%s, %d threads, %s, %d tokens in the cache: a step checking k tokens against one\n", cfg.Model, cmp.Or(cfg.Threads, runtime.GOMAXPROCS(0)), cfg.Kernels, cfg.Depth)
 	fmt.Fprintf(w, "%5s %10s %8s %14s %14s\n", "k", "step ms", "x one", "pays above", "all kept")
 	for _, r := range rows {
 		pays := "never"

@@ -102,9 +102,12 @@ func main() {
 			q8avx2Tile(vnni)
 			q4avx2Tile(vnni)
 		}
+		q6zmm(1, true)
 		for m := 1; m <= maxQ6; m++ {
-			q6zmm(m, true)
 			q6zmm(m, false)
+		}
+		for m := 2; m <= maxHalf; m++ {
+			q6half(m)
 		}
 		for _, vnni := range []bool{false, true} {
 			q6avx2Tile(vnni)
@@ -603,9 +606,9 @@ func q6HighTernlog(g, half int, src, mask, tmp, dst string) {
 // VNNI multiplies u and x directly; BW takes VPMADDUBSW (pairs at most
 // 2*63*128, no saturation) widened by VPMADDWD per group. With one token
 // the odd groups sum into a second pair of registers, so four dependency
-// chains run. q6 holds a q4 file's LM head, whose products are of one
-// token, or of the few a speculative step checks: up to maxQ6 tokens a
-// pass (more take several). Unlike q8's and q4's, the q6 kernels issue no
+// chains run. With VNNI only the one token's is used (q6half takes 2 to
+// 12); without, up to maxQ6 tokens a pass (more take several). Unlike
+// q8's and q4's, the q6 kernels issue no
 // software prefetch: streaming a 151,936-row head on one thread (AMD
 // EPYC, AVX-512 VNNI) they read 21-23 GB/s without it and 14-16 with it,
 // the hardware prefetcher following a block's two streams better alone.
@@ -924,6 +927,44 @@ func halfStore(m, h int, facc func(i int) string) {
 	}
 }
 
+// halfBegin starts half h of a half-tile kernel without super-blocks
+// (q8, q6): the activation bases, the float sums zeroed, and the label of
+// the loop over the blocks, which it returns.
+func halfBegin(name string, m, h int, facc func(i int) string) string {
+	halfStart(m)
+	for i := 0; i < m; i++ {
+		p("VPXORD %s, %s, %s", facc(i), facc(i), facc(i))
+	}
+	loop := fmt.Sprintf("%sh%d", name, h)
+	label(loop)
+	return loop
+}
+
+// halfNibbles unpacks into Z0 the nibbles of group g of the block at SI
+// that hold the rows of half h (q4, q6: the low nibbles rows 0-15, the
+// high ones 16-31), with 0x0F in Z2.
+func halfNibbles(g, h int) {
+	if h == 0 {
+		p("VPANDD %d(SI), Z2, Z0", 64+64*g)
+		return
+	}
+	p("VMOVDQU32 %d(SI), Z0", 64+64*g)
+	p("VPSRLW $4, Z0, Z0")
+	p("VPANDD Z2, Z0, Z0")
+}
+
+// halfScales ends a block of half h of a type with f16 row scales at the
+// block's start (q8, q6): the float sums gain each token's int sums times
+// the rows' scales times the token's dx (sc, tmp: registers for them).
+func halfScales(m, h int, sc, tmp string, iacc, facc func(i int) string) {
+	p("VCVTPH2PS %d(SI), %s", 32*h, sc)
+	for i := 0; i < m; i++ {
+		p("VMULPS.BCST %s, %s, %s", xh(i, 0), sc, tmp)
+		p("VCVTDQ2PS %s, %s", iacc(i), iacc(i))
+		p("VFMADD231PS %s, %s, %s", tmp, iacc(i), facc(i))
+	}
+}
+
 // q8half emits gemmQ8VNNIH<m>: one q8 tile x m tokens, rows 0-15 then
 // 16-31. Registers: Z0 weights, Z1 scales, Z2 temp, int sums Z3..,
 // float sums Z3+m...
@@ -933,12 +974,7 @@ func q8half(m int) {
 	iacc := func(i int) string { return fmt.Sprintf("Z%d", 3+i) }
 	facc := func(i int) string { return fmt.Sprintf("Z%d", 3+m+i) }
 	for h := 0; h < 2; h++ {
-		halfStart(m)
-		for i := 0; i < m; i++ {
-			p("VPXORD %s, %s, %s", facc(i), facc(i), facc(i))
-		}
-		loop := fmt.Sprintf("%sh%d", name, h)
-		label(loop)
+		loop := halfBegin(name, m, h, facc)
 		for i := 0; i < m; i++ {
 			p("VPBROADCASTD %s, %s", xh(i, 8), iacc(i))
 		}
@@ -948,12 +984,7 @@ func q8half(m int) {
 				p("VPDPBUSD.BCST %s, Z0, %s", xh(i, 16+4*g), iacc(i))
 			}
 		}
-		p("VCVTPH2PS %d(SI), Z1", 32*h)
-		for i := 0; i < m; i++ {
-			p("VMULPS.BCST %s, Z1, Z2", xh(i, 0))
-			p("VCVTDQ2PS %s, %s", iacc(i), iacc(i))
-			p("VFMADD231PS Z2, %s, %s", iacc(i), facc(i))
-		}
+		halfScales(m, h, "Z1", "Z2", iacc, facc)
 		halfEnd(m, h, q8Block/2, q8Block, loop, facc)
 	}
 	ret()
@@ -989,13 +1020,7 @@ func q4half(m int) {
 			p("VPXORD %s, %s, %s", iacc(i), iacc(i), iacc(i))
 		}
 		for g := 0; g < 8; g++ {
-			if h == 0 {
-				p("VPANDD %d(SI), Z2, Z0", 64+64*g)
-			} else {
-				p("VMOVDQU32 %d(SI), Z0", 64+64*g)
-				p("VPSRLW $4, Z0, Z0")
-				p("VPANDD Z2, Z0, Z0")
-			}
+			halfNibbles(g, h)
 			for i := 0; i < m; i++ {
 				p("VPDPBUSD.BCST %s, Z0, %s", xh(i, 16+4*g), iacc(i))
 			}
@@ -1014,6 +1039,43 @@ func q4half(m int) {
 			p("VFNMADD231PS.BCST %s, Z4, %s", xh(i, 4), facc(i))
 		}
 		halfEnd(m, h, perBlock/2, q4Block, loop, facc)
+	}
+	ret()
+}
+
+// q6half emits gemmQ6VNNIH<m>: one q6 tile x m tokens, the low nibbles'
+// rows 0-15, then the high nibbles' rows 16-31, each completed by its
+// bits of the group's high-bit line (q6HighTernlog), so the values are u
+// = q + 32 and the int sums start at -32*sum(x), as in q6zmm. Registers:
+// Z0 values, Z1 the high-bit line, Z2 0x0F, Z3 block scales, Z4 0x30, Z5
+// temp, int sums Z6.., float sums Z6+m... Against q6zmm's kernels of up
+// to 5 tokens (one thread, weights in cache): 360-367 GOP/s at 8 to 512
+// tokens, where they made 305-345; over a 151,936-row head streamed from
+// memory on 2 threads, 8 tokens 14.6-16.5 GB/s where two passes of 4
+// made 8.8-11.0.
+func q6half(m int) {
+	name := fmt.Sprintf("gemmQ6VNNIH%d", m)
+	halfHeader(name, "q6", q6Block)
+	iacc := func(i int) string { return fmt.Sprintf("Z%d", 6+i) }
+	facc := func(i int) string { return fmt.Sprintf("Z%d", 6+m+i) }
+	p("VPBROADCASTD qnib<>(SB), Z2")
+	p("VPBROADCASTD qhigh<>(SB), Z4")
+	for h := 0; h < 2; h++ {
+		loop := halfBegin(name, m, h, facc)
+		for i := 0; i < m; i++ {
+			p("VPBROADCASTD %s, %s", xh(i, 8), iacc(i))
+			p("VPSRAD $2, %s, %s", iacc(i), iacc(i))
+		}
+		for g := 0; g < 8; g++ {
+			halfNibbles(g, h)
+			p("VMOVDQU32 %d(SI), Z1", q6High+64*(g/2))
+			q6HighTernlog(g, h, "Z1", "Z4", "Z5", "Z0")
+			for i := 0; i < m; i++ {
+				p("VPDPBUSD.BCST %s, Z0, %s", xh(i, 16+4*g), iacc(i))
+			}
+		}
+		halfScales(m, h, "Z3", "Z5", iacc, facc)
+		halfEnd(m, h, q6Block/2, q6Block, loop, facc)
 	}
 	ret()
 }
