@@ -34,7 +34,9 @@ func TestCompileGGUF(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, stderr, code = run(t, work, "compile", src, "--type", "q4", "-o", "q4.qbin", "--no-sync")
-	for _, want := range []string{"GGUF weights kept exactly: 2 q8_0 to q8\n", "GGUF weights converted: 12 q8_0 to q4, 1 q8_0 to q6; largest change of a weight 0.0",
+	// q4's rules give the head and the use_more_bits layers' v and down
+	// projections (one layer of tiny-a's two) q6: none stays q8_0.
+	for _, want := range []string{"GGUF weights converted: 12 q8_0 to q4, 3 q8_0 to q6; largest change of a weight 0.0",
 		"KL divergence from the GGUF's own weights: 0."} {
 		if code != 0 || !strings.Contains(stderr, want) {
 			t.Errorf("exit %d: stderr does not say %q:\n%s", code, want, stderr)
