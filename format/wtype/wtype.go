@@ -24,8 +24,9 @@ const (
 	// both 8-bit against f16 scales per row and super-block of 8 blocks.
 	Q4 Type = 5
 	// Q6 is 6-bit values with an f16 scale per row and block of 32
-	// columns: a q4 file's LM head, as Q4_K_M keeps it at Q6_K. It holds
-	// parts of files only: its kernels are built for one token at a time.
+	// columns: a q4 file's LM head and its use_more_bits value and down
+	// projections, as Q4_K_M keeps them at Q6_K. It holds parts of files
+	// only (the compiler's choice, not a --type).
 	Q6 Type = 6
 )
 
