@@ -137,8 +137,8 @@ func gemmQ4VNNIH5(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)
 // tokens take half-tile kernels (16 rows at a time, so all of them in one
 // pass over the weights); they too cover the whole tile in one call.
 //
-// A split set (q4 on AVX2 and AVX-VNNI) takes 16 rows a call that are not
-// contiguous: pass p's bytes hold rows 8p..8p+7 in their low nibbles and
+// A split set (q4 and q6 on AVX2 and AVX-VNNI) takes 16 rows a call that
+// are not contiguous: pass p's bytes hold rows 8p..8p+7 in their low nibbles and
 // 16+8p..16+8p+7 in their high ones, written at dst and dst+16.
 type qKernelSet struct {
 	rows  int

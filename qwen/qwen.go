@@ -102,7 +102,8 @@ func WithStateCache(bytes int64) Option {
 // another model's, another format version's or a damaged one are
 // removed; at Close the states in memory are written too. A file holds
 // a state's tokens, KV chunks and copies of recurrent states, about the
-// bytes it holds in memory.
+// bytes it holds in memory. The model's directory serves one Model at a
+// time: another's holding it fails Open with ErrStateCacheDirBusy.
 func WithStateCacheDir(dir string, bytes int64) Option {
 	return func(c *config) { c.cacheDir, c.cacheDisk = dir, bytes }
 }
@@ -206,6 +207,10 @@ var (
 	ErrBusy = engine.ErrBusy
 	// ErrClosed: the Model is shutting down.
 	ErrClosed = engine.ErrClosed
+	// ErrStateCacheDirBusy: Open's error when another Model, of this
+	// process or another, holds the model's directory under
+	// WithStateCacheDir's dir.
+	ErrStateCacheDirBusy = engine.ErrCacheDirBusy
 	// ErrNoChatTemplate: a request with Messages to a model without a chat
 	// template.
 	ErrNoChatTemplate = errors.New("this model has no chat template: give it a raw Prompt")

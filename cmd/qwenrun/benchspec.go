@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/qwenc/qwenc/cmd/internal/modelflags"
 	"github.com/qwenc/qwenc/qwen"
@@ -63,6 +65,6 @@ func benchSpec(c *cli.Context) error {
 		what = "--prediction (the answer itself)"
 	}
 	bench.WriteSpecTable(os.Stdout, fmt.Sprintf("%s, %s, greedy, %d tokens, %d threads: decode with %s against without",
-		cfg.Model, kp, cfg.Tokens, c.Int("threads"), what), rows)
+		cfg.Model, kp, cfg.Tokens, cmp.Or(c.Int("threads"), runtime.GOMAXPROCS(0)), what), rows)
 	return nil
 }

@@ -119,5 +119,5 @@ func FreeBytes(path string) (int64, error) {
 	if err := unix.Statfs(path, &st); err != nil {
 		return 0, fmt.Errorf("%s: statfs: %w", path, err)
 	}
-	return int64(st.Bavail) * int64(st.Bsize), nil
+	return int64(st.Bavail) * blockSize(&st), nil
 }

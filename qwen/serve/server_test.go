@@ -188,7 +188,7 @@ func openModel(t *testing.T, o modelOpts) *qwen.Model {
 		opts = append(opts, qwen.WithStateCache(0))
 	}
 	if o.CacheDir != "" {
-		opts = append(opts, qwen.WithStateCache(1), qwen.WithStateCacheDir(o.CacheDir, 0))
+		opts = append(opts, qwen.WithStateCache(1), qwen.WithStateCacheDir(o.CacheDir, 1<<30))
 	}
 	m, err := qwen.Open(tinyPath(t), opts...)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -89,8 +90,10 @@ const (
 	tmpExt     = ".tmp"
 	// lockName is the file whose lock holds the directory.
 	lockName = ".lock"
-	// maxDefaultDisk caps the default budget (diskBudget).
+	// maxDefaultDisk caps the default budget (diskBudget); under
+	// minDefaultDisk it is worth a warning.
 	maxDefaultDisk = 64 << 30
+	minDefaultDisk = 256 << 20
 )
 
 // diskBudget is the default bound of the files: a quarter of what the
@@ -116,7 +119,11 @@ func openDisk(m *infer.Model, ctx int, mtp bool, dir string, budget int64, log *
 	lock, err := fsutil.TryLock(filepath.Join(dir, lockName))
 	if err != nil {
 		if be := (*fsutil.BusyError)(nil); errors.As(err, &be) {
-			return nil, fmt.Errorf("state cache directory %s: in use by another server (pid %s); give each server a directory of its own: %w", dir, cmp.Or(be.PID, "unknown"), fsutil.ErrBusy)
+			who := "another server (pid " + cmp.Or(be.PID, "unknown") + ")"
+			if be.PID == strconv.Itoa(os.Getpid()) {
+				who = "another engine of this process"
+			}
+			return nil, fmt.Errorf("state cache directory %s: in use by %s; give each server a directory of its own: %w", dir, who, ErrCacheDirBusy)
 		}
 		return nil, fmt.Errorf("state cache directory: %w", err)
 	}
@@ -163,9 +170,13 @@ func openDisk(m *infer.Model, ctx int, mtp bool, dir string, budget int64, log *
 			return nil, fmt.Errorf("state cache directory: %w", err)
 		}
 		d.budget = diskBudget(free, d.bytes)
+		if d.budget < minDefaultDisk {
+			d.log.Warn("state cache: little free disk; few states will fit in the directory's default bound", "dir", dir, "bound", d.budget)
+		}
 	}
-	d.log.Info("state cache on disk", "dir", dir, "bytes", d.bytes, "files", len(d.entries), "bound", d.budget)
+	files := len(d.entries)
 	d.evict()
+	d.log.Info("state cache on disk", "dir", dir, "bytes", d.bytes, "files", len(d.entries), "removed for room", files-len(d.entries), "bound", d.budget)
 	go d.writer()
 	return d, nil
 }
@@ -190,9 +201,14 @@ func (d *diskCache) index(path string) (*diskEntry, int64, error) {
 }
 
 // spill hands s, a session the memory tier drops, to the writer, unless
-// a file serves every request it would (covers) or the writer is too far
-// behind. The caller no longer touches s.
+// a file serves every request it would (covers), the writer is too far
+// behind, or s is larger than the whole budget (its file would be
+// removed as soon as written). The caller no longer touches s.
 func (d *diskCache) spill(s *infer.Session) {
+	if s.Bytes() > d.budget {
+		d.log.Debug("state cache: a session larger than the directory's bound is dropped", "bytes", s.Bytes(), "bound", d.budget)
+		return
+	}
 	in := s.Info()
 	d.mu.Lock()
 	i := slices.IndexFunc(d.entries, func(e *diskEntry) bool { return d.usable(e) && covers(e.info, in) })

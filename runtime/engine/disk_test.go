@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -334,36 +333,49 @@ func TestStateCacheDiskReadAside(t *testing.T) {
 }
 
 // TestStateCacheDiskLock checks that a directory serves one engine at a
-// time: a second engine of the same model refuses it, naming the
-// directory and the holder's process, until the first ends; and that
-// the default bound is a quarter of the free space.
+// time: a second engine of the same model refuses it, saying who holds
+// it, until the first ends; and that the default bound is a quarter of
+// the free space.
 func TestStateCacheDiskLock(t *testing.T) {
 	m := smallModel(t, 32)
 	dir := t.TempDir()
-	opts := Options{CacheBytes: 1, CacheDir: dir}
-	e := newEngine(t, m, opts)
+	e := newEngine(t, m, Options{CacheBytes: 1, CacheDir: dir})
 	free, err := fsutil.FreeBytes(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Other jobs write to the same disk meanwhile: the free space may
 	// move by 256 MiB.
-	if b := e.Stats().DiskBound; b <= 0 || b > maxDefaultDisk || abs(b-min(free/4, maxDefaultDisk)) > 64<<20 {
+	if b := e.Stats().DiskBound; b < 0 || b > maxDefaultDisk || abs(b-min(free/4, maxDefaultDisk)) > 64<<20 {
 		t.Errorf("default bound %d with %d bytes free", b, free)
 	}
+	e.Shutdown(context.Background())
+
+	opts := Options{CacheBytes: 1, CacheDir: dir, CacheDiskBytes: 1 << 30}
+	e = newEngine(t, m, opts)
 	opts.Runner = infer.Options{Threads: 1, Kernels: kernels.Detect()}
-	e2, err := New(m, opts)
-	if err == nil {
-		e2.Shutdown(context.Background())
-		t.Fatal("a second engine opened the directory the first holds")
+	second := func() error {
+		e2, err := New(m, opts)
+		if err == nil {
+			e2.Shutdown(context.Background())
+			t.Fatal("a second engine opened the directory the first holds")
+		}
+		return err
 	}
 	sub := filepath.Join(dir, m.Identity())
-	if !errors.Is(err, fsutil.ErrBusy) || !strings.Contains(err.Error(), sub) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
+	if err := second(); !errors.Is(err, ErrCacheDirBusy) || !strings.Contains(err.Error(), sub) || !strings.Contains(err.Error(), "another engine of this process") {
+		t.Errorf("the second engine's error: %v", err)
+	}
+	// Another process' pid, as its lock file would hold it.
+	if err := os.WriteFile(filepath.Join(sub, lockName), []byte("4242\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := second(); !errors.Is(err, ErrCacheDirBusy) || !strings.Contains(err.Error(), "another server (pid 4242)") {
 		t.Errorf("the second engine's error: %v", err)
 	}
 	greedy(t, e, randomPrompt(40, 1), 2)
 	e.Shutdown(context.Background())
-	e2 = newEngine(t, m, opts)
+	e2 := newEngine(t, m, opts)
 	if st := e2.Stats(); st.DiskBytes <= 0 {
 		t.Errorf("after the first engine ended: %+v", st)
 	}
@@ -383,3 +395,15 @@ func TestDiskBudget(t *testing.T) {
 }
 
 func abs(x int64) int64 { return max(x, -x) }
+
+// TestStateCacheDiskTooLarge: a state larger than the whole bound is not
+// written (its file would go as soon as it was there).
+func TestStateCacheDiskTooLarge(t *testing.T) {
+	dir := t.TempDir()
+	e := newEngine(t, smallModel(t, 32), Options{CacheBytes: 1, CacheDir: dir, CacheDiskBytes: 1})
+	greedy(t, e, randomPrompt(40, 1), 2)
+	e.Shutdown(context.Background())
+	if st := e.Stats(); st.DiskWrites != 0 || st.DiskEvictions != 0 || len(sessionFiles(t, dir)) != 0 {
+		t.Errorf("%+v; files %v", st, sessionFiles(t, dir))
+	}
+}

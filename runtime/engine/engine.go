@@ -210,6 +210,9 @@ var (
 	ErrBusy = errors.New("too many requests: every slot is busy and the queue is full")
 	// ErrClosed is returned after Shutdown.
 	ErrClosed = errors.New("the server is shutting down")
+	// ErrCacheDirBusy is New's error when another engine holds the
+	// model's state cache directory (Options.CacheDir).
+	ErrCacheDirBusy = errors.New("the state cache directory is another engine's")
 )
 
 // Engine runs generations on one model. Submit and Stats may be called
