@@ -20,6 +20,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/qwenc/qwenc/kernels/_gen/internal/emit"
 )
@@ -1201,6 +1202,24 @@ func q4Scales(sc, hdr string, off, hoff int, d, mn, tmp string) {
 	}
 }
 
+// splitHeader emits the TEXT line of the split kernel of type typ (q4,
+// q6) for m tokens, with AVX-VNNI or not, and returns its name. Four
+// registers and two int sums a token fill the 16.
+func splitHeader(typ string, m int, vnni bool) string {
+	isa := "AVX2"
+	if vnni {
+		isa = "AVXVNNI"
+	}
+	name := fmt.Sprintf("gemm%s%sS%d", strings.ToUpper(typ), isa, m)
+	comment("func %s(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)", name)
+	comment("Rows 8*pass .. 8*pass+7 and 16+8*pass .. 16+8*pass+7 of one %s tile x m token rows over nb blocks.", typ)
+	emit.Text(name, 56)
+	if 2*m+4 > 16 {
+		panic(name + ": too many tokens")
+	}
+	return name
+}
+
 // splitStart begins a split kernel (q4avx2Split, q6avx2Split): the
 // activation bases of m tokens (halfStart), DI = 32*pass, R11 = 8*pass,
 // R12 = ldy in bytes, and the dst rows of the pass (rows r and r+16 from
@@ -1235,17 +1254,7 @@ func splitStart(m int) {
 // tokens; the float sums live in dst, read and written once a block, so
 // a token takes two registers.
 func q4avx2Split(m int, vnni bool) {
-	isa := "AVX2"
-	if vnni {
-		isa = "AVXVNNI"
-	}
-	name := fmt.Sprintf("gemmQ4%sS%d", isa, m)
-	comment("func %s(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)", name)
-	comment("Rows 8*pass .. 8*pass+7 and 16+8*pass .. 16+8*pass+7 of one q4 tile x m token rows over nb blocks.")
-	emit.Text(name, 56)
-	if m > 9 || 2*m+4 > 16 {
-		panic("q4avx2Split: too many tokens")
-	}
+	name := splitHeader("q4", m, vnni)
 	// Activation rows from the bases of xh (R8 = ldx), advanced a block
 	// each block; CX counts the blocks; SI the weights, R13 the header
 	// of the super-block, DX the blocks left under it; DI = 32*pass (the
@@ -1331,17 +1340,7 @@ func q4avx2Split(m int, vnni bool) {
 // q8's 16-row kernels made 122 (BenchmarkGemmQ, one thread, Zen 4 EPYC
 // with AVX-512 off).
 func q6avx2Split(m int, vnni bool) {
-	isa := "AVX2"
-	if vnni {
-		isa = "AVXVNNI"
-	}
-	name := fmt.Sprintf("gemmQ6%sS%d", isa, m)
-	comment("func %s(dst *float32, ldy int, w *byte, x *byte, ldx, nb, pass int)", name)
-	comment("Rows 8*pass .. 8*pass+7 and 16+8*pass .. 16+8*pass+7 of one q6 tile x m token rows over nb blocks.")
-	emit.Text(name, 56)
-	if 2*m+4 > 16 {
-		panic("q6avx2Split: too many tokens")
-	}
+	name := splitHeader("q6", m, vnni)
 	// Activation rows from the bases of xh (R8 = ldx); CX counts the
 	// blocks; SI the weights, DI = 32*pass (the pass' bytes of a line),
 	// R11 = 8*pass (its scales at twice that); AX walks the dst rows (R12
