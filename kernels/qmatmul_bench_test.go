@@ -78,7 +78,7 @@ func BenchmarkGemmQ(b *testing.B) {
 			if p == Generic {
 				continue
 			}
-			for _, m := range []int{512, 64, 16, 8, 4} {
+			for _, m := range []int{512, 64, 16, 8, 4, 1} {
 				for _, s := range benchGemmShapes {
 					n, k := s[0], s[1]
 					b.Run(fmt.Sprintf("%s/%s/m=%d/%dx%d", t, p, m, n, k), func(b *testing.B) {

@@ -276,18 +276,28 @@ func (d *diskCache) write(s *infer.Session, in *infer.SessionInfo) error {
 		return err
 	}
 	n, err := s.WriteTo(f)
+	if err == nil {
+		// On disk before it is renamed, and before the files it covers
+		// are removed below: a crash then leaves this file whole or the
+		// older ones in place, not a damaged file in place of both (such
+		// a file would still fail its checksum and be removed on read).
+		// The writer runs beside the engine, so no request waits for it.
+		err = f.Sync()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		// No fsync: a file a crash left damaged fails its checksum and
-		// is removed when it is read.
 		err = os.Rename(f.Name(), path)
 	}
 	if err != nil {
 		os.Remove(f.Name())
 		return err
 	}
+	// The file is in place whatever this says: it is indexed below, and
+	// a failed sync only leaves a crash's outcome in doubt, so it is
+	// reported (the writer logs it) rather than undone.
+	syncErr := syncDir(d.dir)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.entries = slices.DeleteFunc(d.entries, func(e *diskEntry) bool {
@@ -304,7 +314,23 @@ func (d *diskCache) write(s *infer.Session, in *infer.SessionInfo) error {
 	d.bytes += n
 	d.written++
 	d.evict()
+	if syncErr != nil {
+		return fmt.Errorf("%s: %w", d.dir, syncErr)
+	}
 	return nil
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // fileName names a session's file by what it holds: the same session
