@@ -787,13 +787,7 @@ func q6avx2Tile(vnni bool) {
 	} else {
 		q6avx2Pairs()
 	}
-	p("VBROADCASTSS %s, Y1", x(0, 0))
-	for q := 0; q < 4; q++ {
-		p("VCVTPH2PS %d(SI), Y2", 16*q)
-		p("VMULPS Y1, Y2, Y2")
-		p("VCVTDQ2PS Y%d, Y%d", 8+q, 8+q)
-		p("VFMADD231PS Y2, Y%d, Y%d", 8+q, 12+q)
-	}
+	tileScales("Y1", "Y2")
 	nextBlock(q6Block, loop)
 	store(1, func(_, q int) string { return fmt.Sprintf("Y%d", 12+q) }, 4, 32)
 }
@@ -1485,15 +1479,23 @@ func q8avx2Tile(vnni bool) {
 		}
 	}
 	p("PREFETCHT0 %d(SI)", prefetchDist)
-	p("VBROADCASTSS %s, Y7", x(0, 0))
-	for q := 0; q < 4; q++ {
-		p("VCVTPH2PS %d(SI), Y6", 16*q)
-		p("VMULPS Y7, Y6, Y6")
-		p("VCVTDQ2PS Y%d, Y%d", 8+q, 8+q)
-		p("VFMADD231PS Y6, Y%d, Y%d", 8+q, 12+q)
-	}
+	tileScales("Y7", "Y6")
 	nextBlock(q8Block, loop)
 	store(1, func(_, q int) string { return fmt.Sprintf("Y%d", 12+q) }, 4, 32)
+}
+
+// tileScales ends a block of a one-token AVX2 tile kernel whose rows
+// have f16 scales at the block's start (q8, q6): the float sums Y12..Y15
+// gain the int sums Y8..Y11 times the rows' scales times the token's dx
+// (dx, sc: registers for them).
+func tileScales(dx, sc string) {
+	p("VBROADCASTSS %s, %s", x(0, 0), dx)
+	for q := 0; q < 4; q++ {
+		p("VCVTPH2PS %d(SI), %s", 16*q, sc)
+		p("VMULPS %s, %s, %s", dx, sc, sc)
+		p("VCVTDQ2PS Y%d, Y%d", 8+q, 8+q)
+		p("VFMADD231PS %s, Y%d, Y%d", sc, 8+q, 12+q)
+	}
 }
 
 // q4avx2Tile emits gemmQ4AVX2Tile: one whole q4 tile x one token (see
