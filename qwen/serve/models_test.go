@@ -147,6 +147,10 @@ func TestModelSwapWaits(t *testing.T) {
 	if _, err := ts.models.acquire(context.Background(), ts.models.files["tiny-a"]); err != nil {
 		t.Fatal(err)
 	}
+	// Released once, here or when the test fails before it does: the
+	// server's Close waits for it.
+	var release sync.Once
+	t.Cleanup(func() { release.Do(ts.models.release) })
 	waiting := func(n int) func() bool {
 		return func() bool {
 			ts.models.mu.Lock()
@@ -174,6 +178,19 @@ func TestModelSwapWaits(t *testing.T) {
 		t.Fatalf("tiny-a while it is resident and nothing waits: %d %s", resp.StatusCode, body)
 	}
 
+	// The order the models are loaded in is the order they were served
+	// in: the clients' goroutines may see their answers in either order.
+	var loadsMu sync.Mutex
+	var loads []string
+	ts.models.mu.Lock()
+	open := ts.models.open
+	ts.models.open = func(path string) (*qwen.Model, error) {
+		loadsMu.Lock()
+		loads = append(loads, path)
+		loadsMu.Unlock()
+		return open(path)
+	}
+	ts.models.mu.Unlock()
 	results := make(chan string, 2)
 	go func() {
 		resp, body := ts.post(t, "/v1/embeddings", `{"model":"emb","input":"x"}`)
@@ -191,10 +208,18 @@ func TestModelSwapWaits(t *testing.T) {
 		defer ts.models.mu.Unlock()
 		return ts.models.waiting == 2
 	})
-	ts.models.release()
-	first, second := <-results, <-results
-	if !strings.HasPrefix(first, "emb 200") || !strings.HasPrefix(second, "tiny-a 200") {
-		t.Errorf("in turn: %q, then %q", first, second)
+	release.Do(ts.models.release)
+	got := []string{<-results, <-results}
+	slices.Sort(got)
+	if !strings.HasPrefix(got[0], "emb 200") || !strings.HasPrefix(got[1], "tiny-a 200") {
+		t.Errorf("answers: %q", got)
+	}
+	// tiny-a, resident when its request came, is loaded again after emb:
+	// its request waited behind emb's.
+	loadsMu.Lock()
+	defer loadsMu.Unlock()
+	if want := []string{ts.models.files["emb"], ts.models.files["tiny-a"]}; !slices.Equal(loads, want) {
+		t.Errorf("loaded %q, want %q", loads, want)
 	}
 }
 
