@@ -421,7 +421,11 @@ func (l *loop) deliverOne(i int, j *job, now time.Time) {
 			e.end(j, reason, l.reuse)
 		}
 	default:
-		if reason := e.sample(j, lg, now, l.logits, j.sess.Len()); reason != "" {
+		reason := e.sample(j, lg, now, l.logits, j.sess.Len())
+		if l.prompt[i] == 0 {
+			j.shadow(j.next, reason)
+		}
+		if reason != "" {
 			e.end(j, reason, l.reuse)
 		}
 	}
