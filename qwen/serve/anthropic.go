@@ -216,11 +216,8 @@ func (s *Server) answerMessage(w http.ResponseWriter, t *target, g *generation, 
 	var c collector
 	b := blockWriter{out: c.apply}
 	out, err := g.run(b.add)
-	switch {
-	case err != nil && g.rl.clientGone:
-		return nil
-	case err != nil:
-		return &apiError{status: http.StatusInternalServerError, msg: err.Error()}
+	if err != nil {
+		return g.failure(err)
 	}
 	b.close()
 	reason, seq, e := stopReason(out)
