@@ -868,3 +868,36 @@ func stepByStep(t *testing.T, e *Engine, m *infer.Model, req Request) (*loop, *j
 	l.active = []*job{j}
 	return l, j
 }
+
+// TestRetriesAboveMaxPrefill: a retried prompt starts from its kept
+// logits and decodes without a prefill step, so more of them than a step
+// has rows (Parallel above the model's max prefill) would make a step too
+// large: the runner refused it, and every request in it failed. The ones
+// past the step's rows wait for the next.
+func TestRetriesAboveMaxPrefill(t *testing.T) {
+	m := recurrentModel(t, format.F16)
+	n := m.MaxPrefill() + 16
+	e := newEngine(t, m, Options{Parallel: n})
+	prompt := []int32{10, 11, 12, 13, 14, 15, 16}
+	if _, done := collect(t, submit(t, e, Request{Prompt: prompt, MaxTokens: 2})); done.Reason != StopLength {
+		t.Fatalf("first: %s %v", done.Reason, done.Err)
+	}
+	reqs := make([]Request, n)
+	for i := range reqs {
+		reqs[i] = Request{Prompt: prompt, MaxTokens: 4, TopLogprobs: -1}
+	}
+	ss, err := e.SubmitAll(context.Background(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []int32
+	for i, s := range ss {
+		evs, done := collect(t, s)
+		if i == 0 {
+			want = tokensOf(evs)
+		}
+		if done.Reason != StopLength || !slices.Equal(tokensOf(evs), want) || len(want) != 4 || done.Usage.CachedTokens != len(prompt) {
+			t.Fatalf("request %d of %d (max prefill %d): %v, %s, cached %d: %v", i, n, m.MaxPrefill(), tokensOf(evs), done.Reason, done.Usage.CachedTokens, done.Err)
+		}
+	}
+}
