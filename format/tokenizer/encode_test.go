@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // The expected splits come from running the Qwen pattern with Python's
@@ -417,6 +419,26 @@ func TestNFCUnbounded(t *testing.T) {
 		want := tok.encodeNormalized(nil, c.nfc, new(scratch))
 		if ids := tok.Encode(c.in, false); !slices.Equal(ids, want) {
 			t.Errorf("%+q: ids %v, want those of its NFC %v", c.in, ids, want)
+		}
+	}
+}
+
+// TestNFCUnboundedAgrees: below the stream-safe limit, nfcUnbounded is
+// norm.NFC exactly, on random text of letters, precomposed letters,
+// combining marks of several classes, Hangul jamo and syllables, and
+// singletons.
+func TestNFCUnboundedAgrees(t *testing.T) {
+	pool := []rune("aeoAEOuUnNcCsSzZ\u00e9\u00c5\u1e09\u0301\u0300\u0316\u0323\u0327\u0328\u0308\u0342\u0345\u05b0\u0591\u093c\u094d" +
+		"\u1100\u1161\u11a8\uac00\u212b\u2126\u0f73\u0f75\u0cc6\u0cc2\u0cd5\u3099\u304b\u30fb \u034f")
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 20000 {
+		r := make([]rune, 1+rng.IntN(12))
+		for i := range r {
+			r[i] = pool[rng.IntN(len(pool))]
+		}
+		s := string(r)
+		if got, want := nfcUnbounded(s), norm.NFC.String(s); got != want {
+			t.Fatalf("nfcUnbounded(%+q) = %+q, norm.NFC %+q", s, got, want)
 		}
 	}
 }
