@@ -6,10 +6,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/qwenc/qwenc/internal/synth"
 )
@@ -336,5 +339,45 @@ func refused(t *testing.T, dir, input, outDir string, want []string) {
 	}
 	if names := dirEntries(t, outDir); len(names) != 0 {
 		t.Errorf("output directory holds %v", names)
+	}
+}
+
+// TestNamedPipesRefused: a named pipe where a checkpoint's file should be
+// is refused by name. Opening or reading one blocks until a writer comes,
+// where no signal would end the wait: the compile hung.
+func TestNamedPipesRefused(t *testing.T) {
+	model := writeModel(t, smallShape())
+	pipe := func(path string) {
+		t.Helper()
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		if err := syscall.Mkfifo(path, 0o644); err != nil {
+			t.Skip(err)
+		}
+	}
+	weights := filepath.Join(model, "model.safetensors")
+	pipe(weights)
+	for _, c := range []struct{ what, model, path string }{
+		{"a directory's weights", model, weights},
+		{"the weights given by name", weights, weights},
+		{"a directory's config", model, filepath.Join(model, "config.json")},
+	} {
+		if c.path != weights {
+			pipe(c.path)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := Compile(context.Background(), c.model, Options{Output: filepath.Join(t.TempDir(), "out.qbin"), MaxPrefill: 16, NoSync: true})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), c.path+": not a regular file (a named pipe)") {
+				t.Errorf("%s a named pipe: %v", c.what, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s a named pipe: the compile still waits after a minute", c.what)
+		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/qwenc/qwenc/format"
 )
 
 // Checkpoint is an opened Hugging Face checkpoint: its directory, parsed
@@ -83,7 +85,7 @@ func OpenCheckpoint(model string) (_ *Checkpoint, err error) {
 	}()
 	read := func(name string, optional bool) ([]byte, error) {
 		p := filepath.Join(dir, name)
-		b, err := os.ReadFile(p)
+		b, err := format.ReadRegular(p)
 		if optional && errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
 		}
@@ -169,7 +171,7 @@ func findShards(dir string) ([]string, error) {
 // readIndex returns the shard paths a sharded checkpoint's index names, in
 // sorted order so compiles are deterministic.
 func readIndex(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	b, err := format.ReadRegular(path)
 	if err != nil {
 		return nil, err
 	}

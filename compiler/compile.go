@@ -202,7 +202,7 @@ func openSource(model string, opts Options) (source, error) {
 
 // fileStartsWith reports whether the file at path begins with prefix.
 func fileStartsWith(path, prefix string) bool {
-	f, err := os.Open(path)
+	f, err := format.OpenRegular(path)
 	if err != nil {
 		return false
 	}
@@ -858,7 +858,7 @@ func pipeline(ctx context.Context, n int, slots []*blockSlot, fill func(int, *bl
 	for range max(1, S/2) {
 		wg.Go(func() {
 			for b := range jobs {
-				data, err := fill(b, slots[b%S])
+				data, err := fillBlock(fill, b, slots[b%S])
 				ready[b%S] <- result{data, err} // never blocks: one block per slot in flight
 			}
 		})
@@ -880,6 +880,19 @@ func pipeline(ctx context.Context, n int, slots []*blockSlot, fill func(int, *bl
 	close(stop)
 	wg.Wait()
 	return err
+}
+
+// fillBlock is fill(b, sl), a panic in it (a bug, or input no check
+// foresaw) made the block's error: the caller then removes the output's
+// temporary file as after any failure, where a panic in a worker would
+// end the process and leave it behind.
+func fillBlock(fill func(int, *blockSlot) ([]byte, error), b int, sl *blockSlot) (data []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("internal error in block %d: %v", b, p)
+		}
+	}()
+	return fill(b, sl)
 }
 
 // blockSlot holds one parallel worker's buffers, reused across blocks.

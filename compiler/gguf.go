@@ -240,6 +240,15 @@ func (g *ggufSource) tensors(a arch.Arch, c *format.Config, t *arch.Tensor) ([]*
 	if _, ok := elemType(ti.DType); !ok {
 		return nil, tr, fmt.Errorf("%s: tensor %q: ggml type %s holds no weights this compiler reads", ti.File, ti.Name, gt.Type)
 	}
+	// The section is read by rows of its last dimensions (a vector's, of
+	// one value), each whole blocks of the tensor's type.
+	k := 1
+	for _, d := range want[1:] {
+		k *= int(d)
+	}
+	if _, ok := gt.Type.RowBytes(uint64(k)); !ok {
+		return nil, tr, fmt.Errorf("%s: tensor %q: ggml type %s stores blocks of values, and section %q reads rows of %d", ti.File, ti.Name, gt.Type, t.Section, k)
+	}
 	if t.Kind.Rank() == 3 {
 		// A GGUF stacks each kind of expert matrix in a tensor of its
 		// own, where a checkpoint may fuse gate and up in one.

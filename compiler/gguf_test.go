@@ -364,6 +364,24 @@ func TestGGUFBadInput(t *testing.T) {
 			kv, ts := readGGUF(t, src)
 			writeGGUF(t, p, setKey(kv, "tokenizer.ggml.model", gguf.String, "llama"), ts)
 		}, []string{`tokenizer.ggml.model "llama"`}},
+		{"a vector in a block type", func(t *testing.T, p string) {
+			kv, ts := readGGUF(t, src)
+			for i := range ts {
+				if ts[i].Name == "output_norm.weight" {
+					// One Q8_0 block (scale 1, values 1) a 32 values: a
+					// valid tensor, whose rows of one value no block holds.
+					q := make([]byte, int(ts[i].Dims[0])/32*34)
+					for b := 0; b < len(q); b += 34 {
+						binary.LittleEndian.PutUint16(q[b:], 0x3c00)
+						for j := range 32 {
+							q[b+2+j] = 1
+						}
+					}
+					ts[i].Type, ts[i].Data = ggml.Q8_0, q
+				}
+			}
+			writeGGUF(t, p, kv, ts)
+		}, []string{`tensor "output_norm.weight": ggml type q8_0 stores blocks of values, and section "norm" reads rows of 1`}},
 		{"weight not finite", func(t *testing.T, p string) {
 			kv, ts := readGGUF(t, src)
 			for i := range ts {

@@ -101,7 +101,7 @@ func resolveOllama(store, name string) (*ollamaModel, error) {
 		return nil, err
 	}
 	mpath := filepath.Join(store, "manifests", ref.host, ref.namespace, ref.model, ref.tag)
-	b, err := os.ReadFile(mpath)
+	b, err := format.ReadRegular(mpath)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s%s: not in Ollama's store %s (no manifest %s): pull it with ollama first, or set OLLAMA_MODELS", OllamaPrefix, name, store, mpath)
 	}
@@ -170,7 +170,7 @@ type ollamaParams struct {
 }
 
 func readOllamaParams(path string) (*ollamaParams, error) {
-	b, err := os.ReadFile(path)
+	b, err := format.ReadRegular(path)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/qwenc/qwenc/format"
 )
 
 // maxSafetensorsHeader is the header limit the safetensors format itself
@@ -136,7 +138,7 @@ func parseSafetensorsJSON(hdr []byte, dataSize, dataStart int64, name string) (m
 
 // openSafetensors opens one file and parses its header.
 func openSafetensors(path string) (*os.File, map[string]*TensorInfo, error) {
-	f, err := os.Open(path)
+	f, err := format.OpenRegular(path)
 	if err != nil {
 		return nil, nil, err
 	}

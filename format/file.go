@@ -1,6 +1,7 @@
 package format
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -66,13 +67,48 @@ type File struct {
 	dataStart uint64
 }
 
+// OpenRegular opens path read-only, and refuses it, by name, unless it is
+// a regular file: reading a named pipe (or a terminal) could block
+// forever, where no signal ends the wait. The open itself does not block
+// (O_NONBLOCK, which reads of a regular file ignore).
+func OpenRegular(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		what := map[os.FileMode]string{os.ModeDir: "a directory", os.ModeNamedPipe: "a named pipe", os.ModeSocket: "a socket",
+			os.ModeDevice: "a device", os.ModeDevice | os.ModeCharDevice: "a device"}[st.Mode().Type()]
+		return nil, fmt.Errorf("%s: not a regular file (%s)", path, cmp.Or(what, st.Mode().Type().String()))
+	}
+	return f, nil
+}
+
+// ReadRegular is os.ReadFile of a regular file (OpenRegular).
+func ReadRegular(path string) ([]byte, error) {
+	f, err := OpenRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return b, nil
+}
+
 // Open maps a .qbin file read-only after validating its header and
 // directory against the real file size with ordinary reads, so a truncated
 // or damaged file is refused before any mapped page is touched.
 func Open(path string) (*File, error) {
-	// O_NONBLOCK: opening a named pipe must not block; the file is then
-	// refused as not regular.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}
@@ -80,9 +116,6 @@ func Open(path string) (*File, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
 	}
 	h, pre, err := ReadHeaderPreamble(f, st.Size())
 	if err != nil {

@@ -71,6 +71,12 @@ func (a *assembler) add(ev engine.Event) (d piece, matched bool) {
 	if (c != "" || lp != nil) && a.push(&d, false, c, lp) {
 		return d, true
 	}
+	if len(d.calls) > 0 && !a.reasoning {
+		// The text held as a possible start of a stop string goes out
+		// before the call: a stop string cannot run across it (a call's
+		// text is not content), and held to the end it would come after.
+		a.release(&d, false, a.stop.flush())
+	}
 	a.switchTo(&d, after)
 	return d, false
 }

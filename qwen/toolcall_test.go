@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/qwenc/qwenc/format/chat"
+	"github.com/qwenc/qwenc/format/tokenizer"
 )
 
 // TestForcedToolCalls runs a Qwen3 answer that thinks, says a sentence and
@@ -17,26 +18,19 @@ import (
 func TestForcedToolCalls(t *testing.T) {
 	m := tinyModel(t)
 	tok := m.m.Tokenizer
-	var ids []int32
-	mark := func(s string) {
-		id, ok := tok.TokenID(s)
-		if !ok {
-			t.Fatalf("no token %q", s)
-		}
-		ids = append(ids, id)
-	}
-	text := func(s string) { ids = append(ids, tok.Encode(s, false)...) }
-	mark("<think>")
-	text("\nCall both.\n")
-	mark("</think>")
-	text("\n\nI'll look both up.\n")
-	mark("<tool_call>")
-	text("\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Zürich\", \"days\": [1, 2]}}\n")
-	mark("</tool_call>")
-	text("\n")
-	mark("<tool_call>")
-	text("\n{\"name\": \"time\", \"arguments\": {}}\n")
-	mark("</tool_call>")
+	ids := testTokens(t, tok,
+		"<think>",
+		"\nCall both.\n",
+		"</think>",
+		"\n\nI'll look both up.\n",
+		"<tool_call>",
+		"\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Zürich\", \"days\": [1, 2]}}\n",
+		"</tool_call>",
+		"\n",
+		"<tool_call>",
+		"\n{\"name\": \"time\", \"arguments\": {}}\n",
+		"</tool_call>",
+	)
 	for _, stops := range [][]string{nil, {"Zürich"}} {
 		s := forced(m, ids, stops, true, StopEOS)
 		s.asm.calls = m.format.NewCallParser(nil, newCallID)
@@ -139,21 +133,14 @@ func TestForcedQwen35Answer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ids []int32
-	mark := func(s string) {
-		id, ok := tok.TokenID(s)
-		if !ok {
-			t.Fatalf("no token %q", s)
-		}
-		ids = append(ids, id)
-	}
-	text := func(s string) { ids = append(ids, tok.Encode(s, false)...) }
-	text("Zürich, then.\n")
-	mark("</think>")
-	text("\n\nLet me look.\n\n")
-	mark("<tool_call>")
-	text("\n<function=weather>\n<parameter=city>\nZürich\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n")
-	mark("</tool_call>")
+	ids := testTokens(t, tok,
+		"Zürich, then.\n",
+		"</think>",
+		"\n\nLet me look.\n\n",
+		"<tool_call>",
+		"\n<function=weather>\n<parameter=city>\nZürich\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n",
+		"</tool_call>",
+	)
 	s := forced(m, ids, nil, true, StopEOS)
 	s.asm.src = f.NewSplitter(tok, chat.Options{})
 	s.asm.calls = f.NewCallParser([]Tool{tool}, newCallID)
@@ -181,4 +168,60 @@ func TestForcedQwen35Answer(t *testing.T) {
 		pieces[1].Index != 0 || pieces[1].Arguments != `{"city": "Zürich", "days": 3}` {
 		t.Errorf("call pieces %+v", pieces)
 	}
+}
+
+// TestTextBeforeCallInOrder: text before a tool call that could begin a
+// stop string (held back while it might) goes out before the call's
+// deltas, not at the end of the generation after them, which would make
+// Anthropic's and the Responses API's adapters open a second text block
+// after the call.
+func TestTextBeforeCallInOrder(t *testing.T) {
+	m := tinyModel(t)
+	tok := m.m.Tokenizer
+	ids := testTokens(t, tok,
+		"I'll check the weather. Obs",
+		"<tool_call>",
+		"\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Paris\"}}\n",
+		"</tool_call>",
+	)
+	s := forced(m, ids, []string{"Observation:"}, false, StopEOS)
+	s.asm.calls = m.format.NewCallParser(nil, newCallID)
+	var order []string
+	content := ""
+	for d, err := range s.Deltas() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Content != "" {
+			order = append(order, "content "+d.Content)
+			content += d.Content
+		}
+		for _, c := range d.ToolCalls {
+			order = append(order, "call "+c.Name+c.Arguments)
+		}
+	}
+	call := slices.IndexFunc(order, func(o string) bool { return strings.HasPrefix(o, "call ") })
+	if call < 0 || slices.ContainsFunc(order[call:], func(o string) bool { return strings.HasPrefix(o, "content ") }) ||
+		strings.TrimSpace(content) != "I'll check the weather. Obs" {
+		t.Errorf("deltas %q: want the whole text, then the call", order)
+	}
+}
+
+// testTokens is the token ids of an answer: each piece that is an added
+// token (a marker, "<tool_call>") its id, any other piece's text encoded.
+func testTokens(t *testing.T, tok *tokenizer.Tokenizer, pieces ...string) []int32 {
+	t.Helper()
+	var ids []int32
+	for _, p := range pieces {
+		if strings.HasPrefix(p, "<") && strings.HasSuffix(p, ">") && !strings.ContainsAny(p, " \n") {
+			id, ok := tok.TokenID(p)
+			if !ok {
+				t.Fatalf("no token %q", p)
+			}
+			ids = append(ids, id)
+			continue
+		}
+		ids = append(ids, tok.Encode(p, false)...)
+	}
+	return ids
 }

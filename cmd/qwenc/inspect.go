@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 
 	"github.com/qwenc/qwenc/format"
@@ -78,7 +77,7 @@ func inspectCommand() *cli.Command {
 
 // readHeader validates a file's header and directory without mapping it.
 func readHeader(path string) (*format.Header, uint32, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := format.OpenRegular(path)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -86,9 +85,6 @@ func readHeader(path string) (*format.Header, uint32, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, 0, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, 0, fmt.Errorf("%s: not a regular file", path)
 	}
 	h, pre, err := format.ReadHeaderPreamble(f, st.Size())
 	if err == nil {

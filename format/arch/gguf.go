@@ -183,6 +183,13 @@ func (f *ggufFields) common() error {
 	} {
 		f.copy(c[0], c[1])
 	}
+	if _, ok, _ := f.number("attention.key_length"); !ok {
+		// llama.cpp's width of a head without the key, whatever the
+		// architecture's config would default to.
+		if err := f.ratio("head_dim", "embedding_length", "attention.head_count"); err != nil {
+			return err
+		}
+	}
 	if k, ok, err := f.number("attention.key_length"); err != nil {
 		return err
 	} else if v, vok, err := f.number("attention.value_length"); err != nil {

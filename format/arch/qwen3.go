@@ -9,8 +9,13 @@ type qwen3 struct{}
 
 func (qwen3) ModelType() string { return "qwen3" }
 
+// Configure: a config without head_dim has transformers' Qwen3Config's
+// 128, not the hidden size over the heads (Qwen2's and Qwen3-MoE's).
 func (qwen3) Configure(c *format.Config, hf *HFConfig) error {
 	c.QKNorm = true
+	if _, ok := hf.present("head_dim"); !ok {
+		c.HeadDim = 128
+	}
 	return hf.Bool("attention_bias", &c.QKVBias)
 }
 

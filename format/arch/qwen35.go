@@ -34,6 +34,9 @@ func (a qwen35) ModelType() string {
 // renormalised, and every layer is sparse.
 func (a qwen35) Configure(c *format.Config, hf *HFConfig) error {
 	c.QKNorm, c.AttnGate = true, true
+	if _, ok := hf.present("head_dim"); !ok {
+		c.HeadDim = 256 // transformers' Qwen3_5TextConfig's
+	}
 	var bias bool
 	if err := hf.Bool("attention_bias", &bias); err != nil {
 		return err
@@ -121,9 +124,11 @@ func layerTypes(c *format.Config, hf *HFConfig) error {
 	return nil
 }
 
-// partialRotary sets the rotated dimensions from partial_rotary_factor.
+// partialRotary sets the rotated dimensions from partial_rotary_factor,
+// 0.25 where the config has none, as transformers' Qwen3.5 configs
+// default it (a GGUF's fields always name it: see ggufConfig).
 func partialRotary(c *format.Config, hf *HFConfig) error {
-	factor := 1.0
+	factor := 0.25
 	if err := hf.Float("partial_rotary_factor", &factor, false); err != nil {
 		return err
 	}
@@ -279,6 +284,9 @@ func (a qwen35) ggufConfig(m GGUFMeta, f *ggufFields) error {
 		if err := f.ratio("partial_rotary_factor", "rope.dimension_count", "attention.key_length"); err != nil {
 			return err
 		}
+	} else {
+		// llama.cpp rotates every dimension without the key.
+		f.set("partial_rotary_factor", 1, "no key "+f.key("rope.dimension_count"))
 	}
 	types := make([]string, layers)
 	for l := range types {

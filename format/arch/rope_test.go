@@ -1,7 +1,9 @@
 package arch
 
 import (
+	"encoding/json"
 	"math"
+	"os"
 	"testing"
 
 	"github.com/qwenc/qwenc/format"
@@ -101,5 +103,40 @@ func TestRopeFrequencies(t *testing.T) {
 		if math.Abs(f[i]-want) > 1e-15 || s != 1.1 {
 			t.Errorf("yarn: pair %d: %g, want %g (scale %g)", i, f[i], want, s)
 		}
+	}
+}
+
+// TestConfigDefaults: the fields a config.json may leave out take
+// transformers' defaults for its model type: head_dim 128 for Qwen3, 256
+// for Qwen3.5 and the hidden size over the heads for Qwen2 and
+// Qwen3-MoE; Qwen3.5's partial_rotary_factor 0.25.
+func TestConfigDefaults(t *testing.T) {
+	base := `"hidden_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 16, "num_key_value_heads": 8, "intermediate_size": 3072,
+		"vocab_size": 151936, "max_position_embeddings": 40960`
+	for typ, want := range map[string]int{"qwen2": 64, "qwen3": 128} {
+		c, err := Builtin().ParseConfig([]byte(`{"model_type": "` + typ + `", ` + base + `}`))
+		if err != nil || c.HeadDim != want {
+			t.Errorf("%s without head_dim: head_dim %d (%v), want %d", typ, c.HeadDim, err, want)
+		}
+	}
+	c, err := Builtin().ParseConfig([]byte(`{"model_type": "qwen3_moe", ` + base + `, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64}`))
+	if err != nil || c.HeadDim != 64 {
+		t.Errorf("qwen3_moe without head_dim: head_dim %d (%v), want 64", c.HeadDim, err)
+	}
+	var q35 map[string]any
+	raw, err := os.ReadFile("../../testdata/tiny-q35/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &q35); err != nil {
+		t.Fatal(err)
+	}
+	text := q35["text_config"].(map[string]any)
+	delete(text, "partial_rotary_factor")
+	delete(text["rope_parameters"].(map[string]any), "partial_rotary_factor")
+	delete(text, "head_dim")
+	b, _ := json.Marshal(q35)
+	if c, err := Builtin().ParseConfig(b); err != nil || c.HeadDim != 256 || c.Rotary() != 64 {
+		t.Errorf("qwen3_5 without head_dim and partial_rotary_factor: head_dim %d, %d rotated (%v), want 256 and 64", c.HeadDim, c.Rotary(), err)
 	}
 }

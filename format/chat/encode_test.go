@@ -136,3 +136,25 @@ func TestSplitter(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitterOnce: once the close marker has ended the reasoning, later
+// markers are the answer's text, as vLLM's Qwen3ReasoningParser splits
+// once, at the first </think>: an answer that writes about Qwen's format
+// went on as reasoning to the next close marker, both markers lost.
+func TestSplitterOnce(t *testing.T) {
+	tok := qwenTokenizer(t)
+	enc := func(s string) []int32 { return tok.Encode(s, false) }
+	open, close := ids(tok, t, ThinkOpen), ids(tok, t, ThinkClose)
+	stream := slices.Concat(enc("plan"), []int32{close}, enc("\n\nQwen wraps reasoning in "),
+		[]int32{open}, enc(" and "), []int32{close}, enc(" tags."))
+	s := qwen35.NewSplitter(tok, Options{})
+	var r, c string
+	for _, id := range stream {
+		dr, dc := s.Add(id)
+		r, c = r+dr, c+dc
+	}
+	dr, dc := s.Flush()
+	if r, c = r+dr, c+dc; r != "plan" || c != "Qwen wraps reasoning in <think> and </think> tags." {
+		t.Errorf("reasoning %q, content %q", r, c)
+	}
+}

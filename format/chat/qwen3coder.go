@@ -336,8 +336,9 @@ type CoderType int
 
 const (
 	// CoderString keeps the value's text as it is: a parameter the tool's
-	// schema does not have; a schema without a type; the types string,
-	// str, text, varchar, char and enum.
+	// schema does not have; a schema without a type (unless it allows one
+	// type beside null, see CoderTypeOf); the types string, str, text,
+	// varchar, char and enum.
 	CoderString CoderType = iota
 	// CoderInteger is Python's int() of the value (int..., uint...,
 	// long..., short..., unsigned...).
@@ -359,7 +360,9 @@ const (
 // CoderTypeOf is how the parser reads a value whose schema is schema (nil
 // for a parameter the tool's schema does not have). Whatever the type,
 // "null" in any case is null, and a value that does not read as its type
-// stays a string.
+// stays a string. A schema that allows one type beside null (["integer",
+// "null"], or anyOf/oneOf branches of one type and null, as pydantic
+// writes Optional[int]) reads as that type, and a $ref as JSON.
 func CoderTypeOf(schema json.RawMessage) CoderType {
 	if schema == nil {
 		return CoderString
@@ -375,6 +378,9 @@ func CoderTypeOf(schema json.RawMessage) CoderType {
 			if json.Unmarshal(t, &s) == nil {
 				typ = strings.ToLower(pyStrip(s))
 			}
+		}
+		if one, ok := nullableOf(members); ok {
+			typ = one
 		}
 	}
 	hasPrefix := func(prefixes ...string) bool {
@@ -398,6 +404,72 @@ func CoderTypeOf(schema json.RawMessage) CoderType {
 		return CoderJSON
 	}
 	return CoderLiteral
+}
+
+// nullableOf is the one type a schema allows beside null, as the
+// parsers since vLLM's fix for nullable parameters (pull request 37831)
+// read it: a list of types ["T", "null"], or, without a type, anyOf or
+// oneOf branches of type T or null (pydantic's Optional[T]); a $ref (a
+// nested model) reads as JSON ("object"). ok is false for any other
+// schema, whose type the caller reads as before.
+func nullableOf(members map[string]json.RawMessage) (typ string, ok bool) {
+	kinds := map[string]bool{}
+	add := func(t json.RawMessage) bool {
+		var one string
+		var list []string
+		switch {
+		case json.Unmarshal(t, &one) == nil:
+			list = []string{one}
+		case json.Unmarshal(t, &list) != nil:
+			return false
+		}
+		for _, k := range list {
+			kinds[strings.ToLower(pyStrip(k))] = true
+		}
+		return true
+	}
+	switch {
+	case members["type"] != nil:
+		var list []string
+		if json.Unmarshal(members["type"], &list) != nil || !add(members["type"]) {
+			return "", false
+		}
+	case members["$ref"] != nil:
+		return "object", true
+	default:
+		var branches []map[string]json.RawMessage
+		for _, k := range []string{"anyOf", "oneOf"} {
+			if members[k] != nil {
+				if json.Unmarshal(members[k], &branches) != nil {
+					return "", false
+				}
+				break
+			}
+		}
+		if len(branches) == 0 {
+			return "", false
+		}
+		for _, b := range branches {
+			switch {
+			case b["type"] != nil:
+				if !add(b["type"]) {
+					return "", false
+				}
+			case b["$ref"] != nil:
+				kinds["object"] = true
+			default:
+				return "", false
+			}
+		}
+	}
+	delete(kinds, "null")
+	if len(kinds) != 1 {
+		return "", false
+	}
+	for k := range kinds {
+		typ = k
+	}
+	return typ, true
 }
 
 // typedValue is json.dumps of a parameter's value as vLLM types it by

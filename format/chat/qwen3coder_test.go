@@ -94,7 +94,10 @@ func TestCoderParserMore(t *testing.T) {
 	}
 	typed := tool(`{"type": "object", "properties": {"i": {"type": "integer"}, "n": {"type": "number"}, "b": {"type": "boolean"},
 		"o": {"type": "object"}, "l": {"type": "list[str]"}, "s": {"type": " String "}, "u": {"type": ["integer", "null"]},
-		"x": {"description": "no type"}, "t": {"type": "tuple"}}}`)
+		"x": {"description": "no type"}, "t": {"type": "tuple"},
+		"oi": {"anyOf": [{"type": "integer"}, {"type": "null"}]}, "on": {"oneOf": [{"type": "null"}, {"type": "number"}]},
+		"sn": {"type": ["string", "null"]}, "r": {"$ref": "#/$defs/Loc"}, "ro": {"anyOf": [{"$ref": "#/$defs/Loc"}, {"type": "null"}]},
+		"mix": {"anyOf": [{"type": "integer"}, {"type": "string"}]}}}`)
 	call := func(params ...string) string {
 		s := "<tool_call>\n<function=f>\n"
 		for i := 0; i < len(params); i += 2 {
@@ -125,9 +128,14 @@ func TestCoderParserMore(t *testing.T) {
 			callResult{calls: []CallDelta{{Name: "f", Arguments: `{"l": ["a", [1, 2.5], {"1": "x"}]}`}}}},
 		{"neither stays a string", []Tool{typed}, call("o", "{a: 1}"), callResult{calls: []CallDelta{{Name: "f", Arguments: `{"o": "{a: 1}"}`}}}},
 		{"a type named with spaces and capitals", []Tool{typed}, call("s", "42"), callResult{calls: []CallDelta{{Name: "f", Arguments: `{"s": "42"}`}}}},
-		{"a list of types: a Python literal", []Tool{typed}, call("u", "42", "t", "(1,)"),
+		{"a type or null reads as the type, another a Python literal", []Tool{typed}, call("u", "42", "t", "(1,)"),
 			callResult{calls: []CallDelta{{Name: "f", Arguments: `{"u": 42, "t": [1]}`}}}},
 		{"no type: a string", []Tool{typed}, call("x", "[1]"), callResult{calls: []CallDelta{{Name: "f", Arguments: `{"x": "[1]"}`}}}},
+		// As vLLM reads them since its pull request 37831: pydantic's
+		// Optional[T] is T, a nested model ($ref) JSON.
+		{"one type beside null, as pydantic writes Optional", []Tool{typed},
+			call("oi", "5", "on", "2.50", "sn", "42", "r", `{"city": "Paris"}`, "ro", "NULL", "mix", "7"),
+			callResult{calls: []CallDelta{{Name: "f", Arguments: `{"oi": 5, "on": 2.5, "sn": "42", "r": {"city": "Paris"}, "ro": null, "mix": "7"}`}}}},
 		{"a schema without properties: its members", []Tool{tool(`{"type": "object"}`)}, call("type", "1", "z", "2"),
 			callResult{calls: []CallDelta{{Name: "f", Arguments: `{"type": "1", "z": "2"}`}}}},
 		{"a parameter cut by the next one, values keep their spaces", nil,

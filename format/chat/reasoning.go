@@ -16,6 +16,7 @@ type Splitter struct {
 	open, close int32 // the marker ids, -1 when the vocabulary has none
 	reasoning   bool
 	trimLeading bool // drop the newlines the template puts after the close marker
+	closed      bool // the reasoning has ended: later markers are answer text
 }
 
 // newSplitter starts a splitter at the markers open and close. With
@@ -36,14 +37,15 @@ func newSplitter(tok *tokenizer.Tokenizer, open, close string, opened bool) *Spl
 // Add returns the text the token completes, as reasoning or content. The
 // markers themselves are not part of either.
 func (s *Splitter) Add(id int32) (reasoning, content string) {
-	switch id {
-	case s.open:
+	switch {
+	case s.closed:
+	case id == s.open:
 		r, c := s.flushTo()
 		s.reasoning = true
 		return r, c
-	case s.close:
+	case id == s.close:
 		r, c := s.flushTo()
-		s.reasoning, s.trimLeading = false, true
+		s.reasoning, s.trimLeading, s.closed = false, true, true
 		return r, c
 	}
 	return s.route(s.dec.Add(id))

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -84,7 +83,7 @@ func Push(ctx context.Context, path, ref string, o Options) (*Pushed, error) {
 // openQbin checks that path is a .qbin file this build reads and hashes
 // it: the layer to upload, and the manifest's annotations from its header.
 func openQbin(path string) (*fileLayer, map[string]string, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := format.OpenRegular(path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -92,9 +91,6 @@ func openQbin(path string) (*fileLayer, map[string]string, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("%s: not a regular file", path)
 	}
 	h, pre, err := format.ReadHeaderPreamble(f, st.Size())
 	if err == nil {

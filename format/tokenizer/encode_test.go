@@ -285,7 +285,7 @@ func (r *refEncoder) word(w string) []int32 {
 
 func (r *refEncoder) encode(text string) []int32 {
 	var ids []int32
-	for _, w := range pretokenize(norm.NFC.String(text), r.pretok) {
+	for _, w := range pretokenize(nfc(text), r.pretok) {
 		ids = append(ids, r.word(w)...)
 	}
 	return ids
@@ -373,7 +373,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 	for range 2000 {
 		s := randomText(rng)
 		for _, specials := range []bool{false, true} {
-			if got, want := q.tok.Decode(q.tok.Encode(s, specials)), norm.NFC.String(s); got != want {
+			if got, want := q.tok.Decode(q.tok.Encode(s, specials)), nfc(s); got != want {
 				t.Fatalf("Decode(Encode(%q, %v)) = %q", s, specials, got)
 			}
 		}
@@ -393,5 +393,52 @@ func TestAppendEncodeNoAlloc(t *testing.T) {
 	allocs := testing.AllocsPerRun(20, func() { q.tok.AppendEncode(dst[:0], benchText, true) })
 	if allocs > 1 {
 		t.Errorf("AppendEncode allocates %.1f times per call", allocs)
+	}
+}
+
+// TestNFCUnbounded: HF's NFC (unicode-normalization's nfc(), like
+// Python's unicodedata) orders a run of combining marks whole, however
+// long; x/text's norm.NFC follows UAX #15's stream-safe format, which
+// inserts U+034F after 30 marks in a row and orders each 30 on their own:
+// extra tokens, other pieces, and a decoded text that is not the NFC of
+// the input. Runs of up to 30 take norm's result as before.
+func TestNFCUnbounded(t *testing.T) {
+	tok := loadQwen(t).tok
+	for _, c := range []struct{ in, nfc string }{
+		// Already NFC: é and 34 acute accents.
+		{"\u00e9" + strings.Repeat("\u0301", 34), "\u00e9" + strings.Repeat("\u0301", 34)},
+		// Marks below (class 220) and above (230) interleaved: the 220s
+		// first, then a and the first U+0301 compose.
+		{"a" + strings.Repeat("\u0316\u0301", 20), "\u00e1" + strings.Repeat("\u0316", 20) + strings.Repeat("\u0301", 19)},
+		// A CGJ the text has stays, and so does what norm gives a short run.
+		{"x\u034f\u0301e\u0301\u0316", "x\u034f\u0301\u00e9\u0316"},
+	} {
+		if got := tok.Decode(tok.Encode(c.in, false)); got != c.nfc {
+			t.Errorf("Decode(Encode(%+q))\n got %+q\nwant %+q", c.in, got, c.nfc)
+		}
+		want := tok.encodeNormalized(nil, c.nfc, new(scratch))
+		if ids := tok.Encode(c.in, false); !slices.Equal(ids, want) {
+			t.Errorf("%+q: ids %v, want those of its NFC %v", c.in, ids, want)
+		}
+	}
+}
+
+// TestNFCUnboundedAgrees: below the stream-safe limit, nfcUnbounded is
+// norm.NFC exactly, on random text of letters, precomposed letters,
+// combining marks of several classes, Hangul jamo and syllables, and
+// singletons.
+func TestNFCUnboundedAgrees(t *testing.T) {
+	pool := []rune("aeoAEOuUnNcCsSzZ\u00e9\u00c5\u1e09\u0301\u0300\u0316\u0323\u0327\u0328\u0308\u0342\u0345\u05b0\u0591\u093c\u094d" +
+		"\u1100\u1161\u11a8\uac00\u212b\u2126\u0f73\u0f75\u0cc6\u0cc2\u0cd5\u3099\u304b\u30fb \u034f")
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 20000 {
+		r := make([]rune, 1+rng.IntN(12))
+		for i := range r {
+			r[i] = pool[rng.IntN(len(pool))]
+		}
+		s := string(r)
+		if got, want := nfcUnbounded(s), norm.NFC.String(s); got != want {
+			t.Fatalf("nfcUnbounded(%+q) = %+q, norm.NFC %+q", s, got, want)
+		}
 	}
 }

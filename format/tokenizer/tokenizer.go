@@ -92,7 +92,62 @@ func (t *Tokenizer) normalize(s string) string {
 	if !t.nfc {
 		return s
 	}
-	return norm.NFC.String(s)
+	return nfc(s)
+}
+
+// nfc is Unicode's NFC as Hugging Face's tokenizers (and Python) compute
+// it.
+func nfc(s string) string {
+	out := norm.NFC.String(s)
+	// x/text's NFC follows UAX #15's stream-safe format: after 30
+	// non-starters in a row it inserts U+034F and reorders each chunk on
+	// its own. HF's NFC (like Python's) has no such limit. norm never
+	// removes a CGJ, so an equal count means none was inserted.
+	if strings.Count(out, norm.GraphemeJoiner) == strings.Count(s, norm.GraphemeJoiner) {
+		return out
+	}
+	return nfcUnbounded(s)
+}
+
+// nfcUnbounded is NFC without the stream-safe limit: canonical
+// decomposition rune by rune, canonical ordering of each whole run of
+// non-starters, then canonical composition.
+func nfcUnbounded(s string) string {
+	ccc := func(r rune) int { return int(norm.NFD.PropertiesString(string(r)).CCC()) }
+	var rs []rune
+	for _, r := range s {
+		rs = append(rs, []rune(norm.NFD.String(string(r)))...)
+	}
+	for i := 0; i < len(rs); {
+		if ccc(rs[i]) == 0 {
+			i++
+			continue
+		}
+		j := i
+		for j < len(rs) && ccc(rs[j]) != 0 {
+			j++
+		}
+		slices.SortStableFunc(rs[i:j], func(a, b rune) int { return cmp.Compare(ccc(a), ccc(b)) })
+		i = j
+	}
+	out := make([]rune, 0, len(rs))
+	starter, last := -1, -1 // index of the last starter in out; ccc of the last rune kept after it (-1: none)
+	for _, r := range rs {
+		c := ccc(r)
+		if starter >= 0 && (last == -1 || last != 0 && last < c) {
+			if p := []rune(norm.NFC.String(string(out[starter]) + string(r))); len(p) == 1 {
+				out[starter] = p[0]
+				continue
+			}
+		}
+		out = append(out, r)
+		if c == 0 {
+			starter, last = len(out)-1, -1
+		} else {
+			last = c
+		}
+	}
+	return string(out)
 }
 
 // token returns the text of id: raw bytes for a model token, the content for

@@ -112,7 +112,10 @@ func readQwenConfig(b []byte, slidingWindow bool) (Config, error) {
 	if c.KVHeads == 0 {
 		c.KVHeads = c.Heads
 	}
-	if c.HeadDim == 0 && c.Heads > 0 {
+	switch {
+	case c.HeadDim == 0 && c.ModelType == "qwen3":
+		c.HeadDim = 128 // Qwen3Config's field; Qwen2's and Qwen3-MoE's configs have none
+	case c.HeadDim == 0 && c.Heads > 0:
 		c.HeadDim = c.Hidden / c.Heads
 	}
 	if c.ModelType == "qwen2" {

@@ -216,11 +216,8 @@ func (s *Server) answerMessage(w http.ResponseWriter, t *target, g *generation, 
 	var c collector
 	b := blockWriter{out: c.apply}
 	out, err := g.run(b.add)
-	switch {
-	case err != nil && g.rl.clientGone:
-		return nil
-	case err != nil:
-		return &apiError{status: http.StatusInternalServerError, msg: err.Error()}
+	if err != nil {
+		return g.failure(err)
 	}
 	b.close()
 	reason, seq, e := stopReason(out)
@@ -304,10 +301,11 @@ func anthropicUsageOf(u qwen.Usage) anthropicUsage {
 // the events of a stream: a change of kind (thinking, text, another tool
 // call) stops the open block and starts the next.
 type blockWriter struct {
-	out  func(anthropicEvent) error
-	kind string // the open block's: "", "thinking", "text" or "tool_use"
-	n    int    // blocks started
-	call int    // the generation's index of the open tool call
+	out     func(anthropicEvent) error
+	kind    string // the open block's: "", "thinking", "text" or "tool_use"
+	n       int    // blocks started
+	call    int    // the generation's index of the open tool call
+	unnamed unnamedCalls
 }
 
 func (b *blockWriter) add(d qwen.Delta) error {
@@ -322,7 +320,11 @@ func (b *blockWriter) add(d qwen.Delta) error {
 		}
 	}
 	for _, c := range d.ToolCalls {
-		if c.ID != "" || b.kind != "tool_use" || c.Index != b.call {
+		starts := c.ID != "" || b.kind != "tool_use" || c.Index != b.call
+		if b.unnamed.skip(c, starts) {
+			continue
+		}
+		if starts {
 			// Anthropic's ids are "toolu_" and 24 letters and digits, as
 			// the calls' "call_" ones are.
 			id := "toolu_" + strings.TrimPrefix(c.ID, "call_")
@@ -622,6 +624,8 @@ const billingHeader = "x-anthropic-billing-header:"
 // message of its own. System entries among the messages (Claude Code
 // sends them) are folded into the system prompt, after the top-level
 // system, in their order: Qwen's templates have one system prompt, first.
+// Consecutive user or assistant messages are one turn, as the Messages
+// API combines them.
 func anthropicMessages(system json.RawMessage, in []anthropicMessage) ([]qwen.Message, *apiError) {
 	var sys []string
 	add := func(raw json.RawMessage, path string) *apiError {
@@ -659,6 +663,7 @@ func anthropicMessages(system json.RawMessage, in []anthropicMessage) ([]qwen.Me
 	if last < 0 {
 		return nil, badRequest("messages", "messages: at least one message is required, besides system entries")
 	}
+	prev := ""
 	for i, m := range in {
 		path := fmt.Sprintf("messages[%d]", i)
 		if m.Role == "system" {
@@ -671,22 +676,44 @@ func anthropicMessages(system json.RawMessage, in []anthropicMessage) ([]qwen.Me
 		if len(content) == 0 {
 			return nil, badRequest(path+".content", "%s.content: empty", path)
 		}
+		var turn []qwen.Message
 		switch m.Role {
 		case "user":
-			out, e = userTurn(out, content, path)
+			turn, e = userTurn(nil, content, path)
 		case "assistant":
 			if i == last {
 				return nil, badRequest(path, "%s: the last message is the assistant's: continuing a prefilled answer is not supported", path)
 			}
-			out, e = assistantTurn(out, content, path)
+			turn, e = assistantTurn(nil, content, path)
 		default:
 			return nil, badRequest(path+".role", "%s.role %q: want user, assistant or system", path, m.Role)
 		}
 		if e != nil {
 			return nil, e
 		}
+		// The same role again continues the turn: its first message joins
+		// the turn's last when both are text of that role (a tool result
+		// stays a message of its own).
+		if n := len(out); m.Role == prev && n > 0 && len(turn) > 0 && out[n-1].Role == m.Role && turn[0].Role == m.Role {
+			out[n-1] = joinTurn(out[n-1], turn[0])
+			turn = turn[1:]
+		}
+		out, prev = append(out, turn...), m.Role
 	}
 	return out, nil
+}
+
+// joinTurn is one message of a and b's text, reasoning and calls.
+func joinTurn(a, b qwen.Message) qwen.Message {
+	join := func(x, y string) string {
+		if x == "" || y == "" {
+			return x + y
+		}
+		return x + "\n\n" + y
+	}
+	a.Content, a.Reasoning = join(a.Content, b.Content), join(a.Reasoning, b.Reasoning)
+	a.ToolCalls = append(a.ToolCalls, b.ToolCalls...)
+	return a
 }
 
 // userTurn appends a user message's text, and its tool results as tool

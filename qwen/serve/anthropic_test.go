@@ -744,3 +744,38 @@ func TestAnthropicBatching(t *testing.T) {
 		t.Errorf("mean decode batch of %d Messages streams %.2f, of OpenAI streams %.2f", streams, messages, openAI)
 	}
 }
+
+// TestAnthropicConsecutiveTurns: "Consecutive user or assistant turns in
+// your request will be combined into a single turn" (the Messages API's
+// messages): a turn split in two is prompted as the one given whole.
+func TestAnthropicConsecutiveTurns(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	count := func(messages string) string {
+		t.Helper()
+		resp, b := ts.post(t, "/v1/messages/count_tokens", `{"model":"tiny-a","messages":`+messages+`,
+			"tools":[{"name":"ls","description":"list","input_schema":{"type":"object","properties":{"dir":{"type":"string"}}}}]}`)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		return b
+	}
+	for name, p := range map[string][2]string{
+		"user": {
+			`[{"role":"user","content":"Look at the repo."},{"role":"user","content":"Then list src."}]`,
+			`[{"role":"user","content":[{"type":"text","text":"Look at the repo."},{"type":"text","text":"Then list src."}]}]`},
+		"assistant": {
+			`[{"role":"user","content":"list src"},
+			  {"role":"assistant","content":[{"type":"thinking","thinking":"I should call ls.","signature":""},{"type":"text","text":"Listing."}]},
+			  {"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"ls","input":{"dir":"src"}}]},
+			  {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"a.go"}]},
+			  {"role":"user","content":"and now?"}]`,
+			`[{"role":"user","content":"list src"},
+			  {"role":"assistant","content":[{"type":"thinking","thinking":"I should call ls.","signature":""},{"type":"text","text":"Listing."},
+			    {"type":"tool_use","id":"toolu_1","name":"ls","input":{"dir":"src"}}]},
+			  {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"a.go"},{"type":"text","text":"and now?"}]}]`},
+	} {
+		if split, whole := count(p[0]), count(p[1]); split != whole {
+			t.Errorf("%s turn split in two: %s; given whole: %s", name, split, whole)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -120,6 +121,63 @@ func TestOllamaAnswerThinking(t *testing.T) {
 		var last map[string]any
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last["done"] != true || last["done_reason"] != "stop" {
 			t.Errorf("chat %v: last line %s", isChat, lines[len(lines)-1])
+		}
+	}
+}
+
+// failing is a generation the engine fails after some text, as
+// qwen.Stream gives it: the last delta with an ErrGeneration.
+func failing(ts *testServer) *generation {
+	now := time.Now()
+	deltas := func(yield func(qwen.Delta, error) bool) {
+		if !yield(qwen.Delta{Content: "Hello", IDs: []int32{1}, Time: now}, nil) {
+			return
+		}
+		yield(qwen.Delta{Time: now, Stop: qwen.StopError, Usage: qwen.Usage{PromptTokens: 7, CompletionTokens: 1}},
+			fmt.Errorf("%w: the kernel failed", qwen.ErrGeneration))
+	}
+	return &generation{s: ts.Server, deltas: deltas, stop: func() {}, rl: &reqLog{start: now}}
+}
+
+// TestGenerationFails: a generation the engine fails is answered in each
+// protocol's shape, never as an empty 200 or a stream that just stops:
+// a 500 with the error object when nothing was sent yet, else the
+// stream's error (OpenAI's error object then [DONE], Ollama's error
+// line, Anthropic's error event); the request is logged as failed.
+func TestGenerationFails(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	answer := map[string]func(w *httptest.ResponseRecorder, g *generation, stream bool) *apiError{
+		"openai": func(w *httptest.ResponseRecorder, g *generation, stream bool) *apiError {
+			return ts.answerChat(w, httptest.NewRequest("POST", "/v1/chat/completions", nil), ts.target(), g, stream, false)
+		},
+		"ollama": func(w *httptest.ResponseRecorder, g *generation, stream bool) *apiError {
+			return ts.ollamaAnswer(w, httptest.NewRequest("POST", "/api/chat", nil), ts.target(), g, stream, true)
+		},
+		"anthropic": func(w *httptest.ResponseRecorder, g *generation, stream bool) *apiError {
+			return ts.answerMessage(w, ts.target(), g, stream)
+		},
+	}
+	streamEnd := map[string]string{"openai": "[DONE]", "ollama": `{"error":"the generation failed: the kernel failed"}`, "anthropic": `"type":"api_error"`}
+	for name, f := range answer {
+		for _, stream := range []bool{false, true} {
+			rec, g := httptest.NewRecorder(), failing(ts)
+			e := f(rec, g, stream)
+			body := rec.Body.String()
+			if g.rl.failed == nil || g.rl.clientGone {
+				t.Errorf("%s, stream %v: logged failed %v, client gone %v", name, stream, g.rl.failed, g.rl.clientGone)
+			}
+			if !stream {
+				if e == nil || e.status != 500 || !strings.Contains(e.msg, "the kernel failed") || body != "" {
+					t.Errorf("%s: answered %v and %q, want a 500 naming the failure", name, e, body)
+				}
+				continue
+			}
+			if e != nil || !strings.Contains(body, "Hello") || !strings.Contains(strings.TrimSpace(body[strings.LastIndex(strings.TrimSpace(body), "\n")+1:]), streamEnd[name]) {
+				t.Errorf("%s, streamed: answered %v, body %q: want the text, then the error, ending with %s", name, e, body, streamEnd[name])
+			}
+			if name == "openai" && !strings.Contains(body, `{"error":{"message":"the generation failed: the kernel failed","type":"server_error"`) {
+				t.Errorf("openai, streamed: no error object in %q", body)
+			}
 		}
 	}
 }

@@ -150,10 +150,13 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 		head.Choices = []completionChoice{{Text: d.Content, Logprobs: lps}}
 		return ls.send(head)
 	})
-	if err != nil {
-		return nil // the client has gone
-	}
-	if ls == nil {
+	switch {
+	case err != nil && ls == nil:
+		return g.failure(err)
+	case err != nil:
+		failStream(ls, g, err)
+		return nil
+	case ls == nil:
 		head.Choices = []completionChoice{{Text: text.String(), Logprobs: lps, FinishReason: &out.finish}}
 		head.Usage, head.Timings = usageOf(out.usage), timingsOf(out.usage)
 		writeJSON(w, http.StatusOK, head)

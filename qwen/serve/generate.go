@@ -144,6 +144,16 @@ func (s *Server) start(ctx context.Context, rl *reqLog, t *target, req qwen.Requ
 	return &generation{s: s, deltas: st.Deltas(), stop: st.Close, rl: rl, logprobs: req.Logprobs}, nil
 }
 
+// failure is what to answer for a run that ended with err: the
+// server's failure as a 500 in the protocol's shape, nothing for a
+// client gone.
+func (g *generation) failure(err error) *apiError {
+	if g.rl.clientGone {
+		return nil
+	}
+	return &apiError{status: http.StatusInternalServerError, msg: err.Error()}
+}
+
 // run reads the generation to its end, handing each delta with text or
 // log-probabilities to emit. It fails when the client goes (the request's
 // context ends) or emit fails; the generation then stops within a step.
@@ -170,6 +180,9 @@ func (g *generation) run(emit func(qwen.Delta) error) (outcome, error) {
 			// The server's failure is answered with an error in the
 			// protocol's shape; any other is the client gone.
 			g.rl.clientGone = !errors.Is(err, qwen.ErrGeneration)
+			if !g.rl.clientGone {
+				g.rl.failed = err
+			}
 			return outcome{}, err
 		}
 		calls = calls || len(d.ToolCalls) > 0

@@ -253,13 +253,13 @@ func (s *Server) ollamaRun(w http.ResponseWriter, r *http.Request, rl *reqLog, t
 	if e != nil {
 		return e
 	}
-	s.ollamaAnswer(w, r, t, g, stream == nil || *stream, isChat)
-	return nil
+	return s.ollamaAnswer(w, r, t, g, stream == nil || *stream, isChat)
 }
 
 // ollamaAnswer streams JSON lines, each a part of the answer, the last
-// with done and the counts; or sends the whole answer as one object.
-func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, t *target, g *generation, stream, isChat bool) {
+// with done and the counts (or, if the generation fails, an error line,
+// as Ollama ends such a stream); or sends the whole answer as one object.
+func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, t *target, g *generation, stream, isChat bool) *apiError {
 	var ls *lineStream
 	if stream {
 		ls = startStream(w, false)
@@ -293,13 +293,18 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, t *target,
 		return sendCalls(len(calls.calls) - 1)
 	})
 	if err != nil {
-		return // the client has gone
+		e := g.failure(err)
+		if e != nil && ls != nil {
+			ls.send(map[string]string{"error": e.msg})
+			return nil
+		}
+		return e
 	}
 	final := t.reply(isChat, content.String(), thinking.String())
 	if ls == nil && isChat {
 		final.Message.ToolCalls = ollamaCalls(calls.calls, 0)
 	} else if ls != nil && sendCalls(len(calls.calls)) != nil {
-		return
+		return nil
 	}
 	final.Done, final.DoneReason = true, out.finish
 	if out.finish == "tool_calls" {
@@ -316,6 +321,7 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, t *target,
 	} else {
 		ls.send(final)
 	}
+	return nil
 }
 
 // ollamaCalls gives calls in Ollama's shape, numbered from first. A call

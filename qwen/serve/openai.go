@@ -196,6 +196,15 @@ func timingsOf(u qwen.Usage) *timings {
 		DraftedTokens: u.Drafted, AcceptedTokens: u.Accepted, DraftN: u.Drafted, DraftNAccepted: u.Accepted}
 }
 
+// failStream ends an OpenAI stream whose generation failed with err as
+// vLLM and OpenAI's clients expect: an error object, then [DONE]; a
+// client gone gets nothing.
+func failStream(ls *lineStream, g *generation, err error) {
+	if e := g.failure(err); e != nil && ls.send(openaiError(e)) == nil {
+		ls.raw("[DONE]")
+	}
+}
+
 // endStream sends a stream's last choice with the answer's timings, its
 // usage if asked, and [DONE].
 func endStream[C any](ls *lineStream, head response[C], last C, u *usage, t *timings) {
@@ -318,8 +327,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rl *req
 	if e != nil {
 		return e
 	}
-	s.answerChat(w, r, t, g, cr.Stream, cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage)
-	return nil
+	return s.answerChat(w, r, t, g, cr.Stream, cr.StreamOptions != nil && cr.StreamOptions.IncludeUsage)
 }
 
 // applyTemplate answers with the prompt a chat request would be answered
@@ -423,11 +431,11 @@ func (t *target) chatThinking(cr *chatRequest, req *qwen.Request) *apiError {
 }
 
 // answerChat answers with one chat.completion, or streams chunks.
-func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, t *target, g *generation, stream, withUsage bool) {
+func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, t *target, g *generation, stream, withUsage bool) *apiError {
 	head := chatCompletion{ID: newID("chatcmpl"), Created: time.Now().Unix(), Model: t.name}
 	if stream {
 		s.streamChat(w, r, g, head, withUsage)
-		return
+		return nil
 	}
 	var content, reasoning strings.Builder
 	var calls callAccumulator
@@ -445,7 +453,7 @@ func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, t *target, g
 		return nil
 	})
 	if err != nil {
-		return // the client has gone
+		return g.failure(err)
 	}
 	msg := &chatOut{Role: "assistant", ReasoningContent: reasoning.String()}
 	if text := content.String(); text != "" || len(calls.calls) == 0 {
@@ -458,6 +466,7 @@ func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, t *target, g
 	head.Choices = []chatChoice{{Message: msg, Logprobs: lps, FinishReason: &out.finish}}
 	head.Usage, head.Timings = usageOf(out.usage), timingsOf(out.usage)
 	writeJSON(w, http.StatusOK, head)
+	return nil
 }
 
 // streamChat sends chat.completion.chunk events: the role, the text as
@@ -489,6 +498,7 @@ func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *generatio
 		return chunk(c)
 	})
 	if err != nil {
+		failStream(ls, g, err)
 		return
 	}
 	var u *usage

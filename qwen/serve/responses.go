@@ -98,10 +98,8 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, rl *reqL
 	}
 	out, err := g.run(items.add)
 	switch {
-	case err != nil && g.rl.clientGone:
-		return nil
 	case err != nil:
-		return &apiError{status: http.StatusInternalServerError, msg: err.Error()}
+		return g.failure(err)
 	case out.stop == qwen.StopShutdown:
 		return &apiError{status: http.StatusServiceUnavailable, msg: "the server is shutting down", code: "shutting_down"}
 	}

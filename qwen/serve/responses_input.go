@@ -3,6 +3,7 @@ package serve
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/qwenc/qwenc/qwen"
@@ -54,10 +55,7 @@ func (t *target) responsesRequest(rr *responsesRequest, prev []qwen.Message) (re
 	if len(c.history) == 0 {
 		return c, badRequest("input", "input: missing; give a string or a list of items")
 	}
-	req.Messages = c.history
-	if rr.Instructions != nil && *rr.Instructions != "" {
-		req.Messages = append([]qwen.Message{{Role: "system", Content: *rr.Instructions}}, c.history...)
-	}
+	req.Messages = withInstructions(rr.Instructions, c.history)
 	if req.Tools, c.tools, e = responsesTools(rr.Tools); e != nil {
 		return c, e
 	}
@@ -103,8 +101,57 @@ func (t *target) responsesRequest(rr *responsesRequest, prev []qwen.Message) (re
 			return c, e
 		}
 	}
+	if rr.Truncation != nil && *rr.Truncation == "auto" {
+		if e := t.truncate(&req); e != nil {
+			return c, e
+		}
+	}
 	c.req, c.store = req, rr.Store == nil || *rr.Store
 	return c, nil
+}
+
+// truncate is truncation "auto": when the prompt does not fit the
+// context, with the answer's max_output_tokens (up to half the context)
+// beside it, the oldest turns are dropped, each from a user message up to
+// the next, until it does; the system message stays, and so does the
+// last turn, whose answer is asked (without room for it, the request is
+// refused as without truncation). Whole turns keep every tool call with
+// its result, and the conversation starting with a user message, as the
+// templates need.
+func (t *target) truncate(req *qwen.Request) *apiError {
+	limit := t.info.Context - min(max(req.MaxTokens, 0), t.info.Context/2)
+	n, err := t.m.Count(*req)
+	if err != nil || n <= limit {
+		return nil // an error is the start's to report
+	}
+	msgs := req.Messages
+	var cuts []int // where a turn after the first begins
+	first := true
+	for i, m := range msgs {
+		if m.Role == "user" {
+			if !first {
+				cuts = append(cuts, i)
+			}
+			first = false
+		}
+	}
+	head := msgs[:0:0]
+	if len(msgs) > 0 && msgs[0].Role == "system" {
+		head = msgs[:1]
+	}
+	fits := func(k int) bool {
+		r := *req
+		r.Messages = append(append([]qwen.Message{}, head...), msgs[cuts[k]:]...)
+		n, err := t.m.Count(r)
+		return err == nil && n <= limit
+	}
+	// The fewest turns dropped: the counts fall as more go.
+	k := sort.Search(len(cuts), fits)
+	if k == len(cuts) {
+		return nil // even the last turn alone does not fit: refused at the start
+	}
+	req.Messages = append(append([]qwen.Message{}, head...), msgs[cuts[k]:]...)
+	return nil
 }
 
 // responsesTools reads the function tools, {"type": "function", "name",
@@ -114,6 +161,27 @@ func (t *target) responsesRequest(rr *responsesRequest, prev []qwen.Message) (re
 // listed as the others are, and their calls name their namespace. The
 // built-in tools (web_search, file_search, ...) are OpenAI's, and
 // refused, and so are custom tools (free text, or a grammar's).
+// withInstructions is the conversation as the template takes it: the
+// instructions and the system and developer messages before any other
+// joined into one system message, then the rest. OpenAI takes any number
+// of them (Codex sends two developer messages with its instructions);
+// Qwen3.5's template takes one system message, first, and refuses more.
+// The stored history keeps its own (instructions do not carry over).
+func withInstructions(instructions *string, history []qwen.Message) []qwen.Message {
+	var parts []string
+	if instructions != nil && *instructions != "" {
+		parts = append(parts, *instructions)
+	}
+	n := 0
+	for ; n < len(history) && history[n].Role == "system"; n++ {
+		parts = append(parts, history[n].Content)
+	}
+	if len(parts) == 0 {
+		return history
+	}
+	return append([]qwen.Message{{Role: "system", Content: strings.Join(parts, "\n\n")}}, history[n:]...)
+}
+
 func responsesTools(defs []json.RawMessage) ([]qwen.Tool, map[string]responsesTool, *apiError) {
 	var tools []qwen.Tool
 	byName := map[string]responsesTool{}

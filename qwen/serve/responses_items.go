@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/qwenc/qwenc/format/chat"
 	"github.com/qwenc/qwenc/qwen"
 )
 
@@ -164,6 +165,7 @@ type responseItems struct {
 	call      int                      // the generation's index of the open call
 	encrypted bool                     // a reasoning item gives its text as encrypted_content
 	tools     map[string]responsesTool // the functions' namespaces
+	unnamed   unnamedCalls
 }
 
 func (w *responseItems) emit(ev responseEvent) error {
@@ -185,7 +187,11 @@ func (w *responseItems) add(d qwen.Delta) error {
 		}
 	}
 	for _, c := range d.ToolCalls {
-		if c.ID != "" || !w.isOpen("function_call") || c.Index != w.call {
+		starts := c.ID != "" || !w.isOpen("function_call") || c.Index != w.call
+		if w.unnamed.skip(c, starts) {
+			continue
+		}
+		if starts {
 			it := outputItem{Type: "function_call", ID: itemID("fc"), CallID: c.ID, Name: c.Name, Namespace: w.tools[c.Name].namespace}
 			if err := w.start(it); err != nil {
 				return err
@@ -313,9 +319,10 @@ func (w *responseItems) turn() qwen.Message {
 		case "function_call":
 			// The arguments as they were generated, so that the next
 			// request renders the turn as the model wrote it and reuses
-			// its KV cache.
+			// its KV cache; arguments the length cut, which no template
+			// renders, as none.
 			args := it.Arguments
-			if strings.TrimSpace(args) == "" {
+			if chat.CheckArguments(args) != nil {
 				args = "{}"
 			}
 			m.ToolCalls = append(m.ToolCalls, qwen.ToolCall{ID: it.CallID, Name: it.Name, Arguments: args})

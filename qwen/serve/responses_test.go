@@ -440,3 +440,108 @@ func TestResponsesNamespace(t *testing.T) {
 		t.Errorf("%d %s", resp.StatusCode, out)
 	}
 }
+
+// TestResponsesSystemMessages: instructions with system and developer
+// messages first in input (Codex sends two developer messages), or with
+// a previous response whose history begins with them, make one system
+// message: Qwen3.5's template takes one, first, and refused the request.
+func TestResponsesSystemMessages(t *testing.T) {
+	ts, _ := serveBundled(t, "tiny-q35")
+	first := ""
+	for name, body := range map[string]string{
+		"two developer messages": `{"model":"tiny-q35","max_output_tokens":2,"input":[
+			{"type":"message","role":"developer","content":[{"type":"input_text","text":"You are a coding agent."}]},
+			{"type":"message","role":"developer","content":[{"type":"input_text","text":"<skills_instructions>none</skills_instructions>"}]},
+			{"type":"message","role":"user","content":[{"type":"input_text","text":"Name a Go keyword."}]}]}`,
+		"instructions, a system and a developer message": `{"model":"tiny-q35","max_output_tokens":2,"instructions":"Be brief.","input":[
+			{"role":"system","content":"Answer in English."},{"role":"developer","content":"Use Go."},{"role":"user","content":"hi"}]}`,
+	} {
+		resp, b := ts.post(t, "/v1/responses", body)
+		var r struct{ ID string }
+		unmarshal(t, b, &r)
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %d %s", name, resp.StatusCode, b)
+		}
+		first = r.ID
+	}
+	resp, b := ts.post(t, "/v1/responses", `{"model":"tiny-q35","max_output_tokens":2,"instructions":"Be terse.","previous_response_id":"`+first+`","input":"and another?"}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("continued with new instructions: %d %s", resp.StatusCode, b)
+	}
+	msgs := withInstructions(new("I."), []qwen.Message{{Role: "system", Content: "A."}, {Role: "system", Content: "B."}, {Role: "user", Content: "u"}, {Role: "system", Content: "C."}})
+	if len(msgs) != 3 || msgs[0].Content != "I.\n\nA.\n\nB." || msgs[2].Content != "C." {
+		t.Errorf("withInstructions: %+v", msgs)
+	}
+}
+
+// TestResponsesTruncationAuto: truncation "auto" drops the oldest turns
+// of a conversation past the context, as OpenAI's does ("dropping items
+// from the beginning of the conversation"), keeping the system message;
+// "disabled" refuses it.
+func TestResponsesTruncationAuto(t *testing.T) {
+	ts := newTestServer(t, modelOpts{Ctx: 256}, ServerOptions{})
+	items := []string{`{"role":"system","content":"You keep lists."}`}
+	for i := range 12 {
+		items = append(items, `{"role":"user","content":"Tell me about item number `+itoa(i)+` in the list of things we talked about before."}`,
+			`{"role":"assistant","content":"Item `+itoa(i)+` is a thing we talked about before, in some detail."}`)
+	}
+	items = append(items, `{"role":"user","content":"And now?"}`)
+	body := func(truncation string) string {
+		return `{"model":"tiny-a","max_output_tokens":8,"truncation":"` + truncation + `","input":[` + strings.Join(items, ",") + `]}`
+	}
+	if resp, b := ts.post(t, "/v1/responses", body("disabled")); resp.StatusCode != http.StatusBadRequest || !strings.Contains(b, "more than the context of 256") {
+		t.Errorf("truncation disabled: %d %s", resp.StatusCode, b)
+	}
+	resp, b := ts.post(t, "/v1/responses", body("auto"))
+	var r struct {
+		Truncation string
+		Usage      struct {
+			InputTokens int `json:"input_tokens"`
+		}
+	}
+	unmarshal(t, b, &r)
+	t.Logf("truncation auto: %d input tokens", r.Usage.InputTokens)
+	if resp.StatusCode != http.StatusOK || r.Truncation != "auto" || r.Usage.InputTokens > 256-8 || r.Usage.InputTokens < 128 {
+		t.Errorf("truncation auto: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestUnnamedCallsLeftOut: a call the length cut before its name was
+// complete has no name, which a function_call item and a tool_use block
+// must have: both protocols leave it out (a client giving it back was
+// refused), and a stored turn's cut arguments are rendered as none.
+func TestUnnamedCallsLeftOut(t *testing.T) {
+	cut := []qwen.Delta{{Content: "Let me look.", IDs: []int32{1}},
+		{ToolCalls: []qwen.ToolCallDelta{{Index: 0, ID: "call_a", Name: "weather", Arguments: `{"city": "Par`}}, IDs: []int32{2}},
+		{ToolCalls: []qwen.ToolCallDelta{{Index: 1, ID: "call_b", Arguments: "tim"}}, IDs: []int32{3}},
+		{ToolCalls: []qwen.ToolCallDelta{{Index: 1, Arguments: "e"}}, IDs: []int32{4}}}
+	items := &responseItems{}
+	for _, d := range cut {
+		if err := items.add(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var names []string
+	for _, it := range items.items {
+		names = append(names, it.Type+":"+it.Name)
+	}
+	turn := items.turn()
+	if strings.Join(names, ",") != "message:,function_call:weather" || len(turn.ToolCalls) != 1 || turn.ToolCalls[0].Arguments != "{}" {
+		t.Errorf("Responses items %v, stored turn %+v", names, turn)
+	}
+	var c collector
+	b := blockWriter{out: c.apply}
+	for _, d := range cut {
+		if err := b.add(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.close()
+	names = nil
+	for _, blk := range c.content {
+		names = append(names, blk.Type+":"+blk.Name)
+	}
+	if strings.Join(names, ",") != "text:,tool_use:weather" {
+		t.Errorf("Anthropic blocks %v", names)
+	}
+}

@@ -214,3 +214,22 @@ func (a *callAccumulator) add(ds []qwen.ToolCallDelta) {
 		c.Arguments += d.Arguments
 	}
 }
+
+// unnamedCalls are the calls of an answer that began without a name: the
+// length cut them before their name was complete. A Responses
+// function_call item and an Anthropic tool_use block must have one, and
+// a client that gave such a call back would be refused, so these
+// protocols leave the call out (the answer's status says it was cut).
+type unnamedCalls map[int]bool
+
+// skip reports whether c, which begins a call when starts, is part of
+// one without a name.
+func (u *unnamedCalls) skip(c qwen.ToolCallDelta, starts bool) bool {
+	if starts && c.Name == "" {
+		if *u == nil {
+			*u = unnamedCalls{}
+		}
+		(*u)[c.Index] = true
+	}
+	return (*u)[c.Index]
+}

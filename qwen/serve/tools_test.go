@@ -12,6 +12,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/qwenc/qwenc/qwen"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // TestApplyTemplateMatchesJinja posts chat's tool conversations, as an
@@ -393,5 +394,57 @@ func TestFormatWithTools(t *testing.T) {
 		`"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required","response_format":{"type":"json_schema","json_schema":{"name":"k","schema":`+schema+`}}}`)
 	if resp.StatusCode != 200 || !strings.Contains(out, `"finish_reason":"tool_calls"`) {
 		t.Errorf("required with a format: %d %s", resp.StatusCode, out)
+	}
+}
+
+// TestQwen35PydanticTools: tools as pydantic v2 and the OpenAI Agents SDK
+// declare them, on Qwen3.5 (calls in XML): an Optional[int] parameter
+// (anyOf integer or null) takes integers, not only null, and a nested
+// model ($ref) is accepted; every call's arguments are valid.
+func TestQwen35PydanticTools(t *testing.T) {
+	ts, _ := serveBundled(t, "tiny-q35")
+	params := `{"$defs": {"Loc": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}},
+		"type": "object", "properties": {"days": {"anyOf": [{"type": "integer"}, {"type": "null"}]}, "loc": {"$ref": "#/$defs/Loc"}},
+		"required": ["days", "loc"], "additionalProperties": false}`
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(params))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("params.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	schema, err := c.Compile("params.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, _ := json.Marshal([]any{map[string]any{"type": "function", "function": map[string]any{"name": "weather", "parameters": json.RawMessage(params)}}})
+	integers := 0
+	for seed := range 6 {
+		body := `{"model":"` + ts.Name() + `","messages":[{"role":"user","content":"Weather for 3 days?"}],"tool_choice":"required","max_tokens":160,` +
+			`"chat_template_kwargs":{"enable_thinking":false},"temperature":1,"seed":` + itoa(seed) + `,"tools":` + string(tools) + `}`
+		resp, out := ts.post(t, "/v1/chat/completions", body)
+		var cc chatCompletion
+		unmarshal(t, out, &cc)
+		if resp.StatusCode != 200 || len(cc.Choices) == 0 || len(cc.Choices[0].Message.ToolCalls) == 0 {
+			t.Fatalf("seed %d: %d %s", seed, resp.StatusCode, out)
+		}
+		if h := resp.Header.Get(relaxedHeader); h != "" {
+			t.Errorf("seed %d: relaxed %q", seed, h)
+		}
+		args := cc.Choices[0].Message.ToolCalls[0].Function.Arguments
+		v, err := jsonschema.UnmarshalJSON(strings.NewReader(args))
+		if err != nil {
+			t.Fatalf("seed %d: arguments %s: %v", seed, args, err)
+		}
+		if err := schema.Validate(v); err != nil {
+			t.Errorf("seed %d: arguments %s: %v", seed, args, err)
+		}
+		if m, ok := v.(map[string]any); ok && m["days"] != nil {
+			integers++
+		}
+	}
+	if integers == 0 {
+		t.Errorf("days was null in every call: the grammar allowed nothing else for Optional[int]")
 	}
 }

@@ -50,6 +50,11 @@ func writeError(w http.ResponseWriter, r *http.Request, e *apiError) {
 		writeJSON(w, status, body)
 		return
 	}
+	writeJSON(w, e.status, openaiError(e))
+}
+
+// openaiError is OpenAI's error object for e: {"error": {...}}.
+func openaiError(e *apiError) any {
 	body := struct {
 		Message string  `json:"message"`
 		Type    string  `json:"type"`
@@ -62,7 +67,7 @@ func writeError(w http.ResponseWriter, r *http.Request, e *apiError) {
 	if e.code != "" {
 		body.Code = &e.code
 	}
-	writeJSON(w, e.status, map[string]any{"error": body})
+	return map[string]any{"error": body}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

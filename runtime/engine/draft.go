@@ -72,13 +72,13 @@ func (e *Engine) drafts(active []*job, spare int) {
 		j.feed, j.guessed = append(j.feed[:0], j.next), false
 		room := min(spare, j.sess.Ctx()-j.sess.Len()-1)
 		if j.req.MaxTokens > 0 {
-			room = min(room, j.req.MaxTokens-j.usage.CompletionTokens)
+			room = min(room, j.req.MaxTokens-j.usage.CompletionTokens-1) // the last token needs no draft
 		}
 		if j.draft != nil {
 			j.feed = j.draft.propose(j.feed, room)
 		}
 		j.mtpDrafted, j.mtpShadow = false, -1
-		if len(j.feed) == 1 && len(j.mtpGuess) > 0 && room >= max(j.req.Draft.Min, 1) {
+		if len(j.feed) == 1 && len(j.mtpGuess) > 0 && room >= max(j.req.Draft.Min, 1) && min(len(j.mtpGuess), room) >= max(j.req.Draft.Min, 1) {
 			if j.mtpBack.rest > 0 {
 				j.mtpBack.rest--
 				j.mtpShadow = j.mtpGuess[0]
@@ -187,6 +187,7 @@ func (e *Engine) modelGuess(ds *modelDrafts) {
 				// Caught up with the conversation: a draft model that
 				// cannot rewind by itself keeps a copy to go back to past
 				// the guesses the conversation does not keep.
+				j.dsess.DropCheckpoints() // the rewinds go back to this one alone
 				j.dsess.Checkpoint()
 			}
 			j.feed = append(j.feed, id)

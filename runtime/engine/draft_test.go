@@ -740,3 +740,164 @@ func referenceMTPRun(t *testing.T, ref *reference.Model, prompt, text []int32) (
 	}
 	return drafted, kept
 }
+
+// TestDraftCounts: a prediction that is the greedy answer is all kept,
+// whatever ends the answer. No draft is made for the last token
+// max_tokens allows (it could never be kept), a draft's token that ends
+// the answer counts as accepted, and drafted tokens past it as nothing.
+func TestDraftCounts(t *testing.T) {
+	m := demoModel(t, format.F16)
+	e := newEngine(t, m, Options{})
+	p := testmodelPrompts(t)[0]
+	want := greedyAlone(t, m, p, 8)
+	for _, c := range []struct {
+		max  int
+		stop []int32
+		n    int // the tokens emitted
+	}{{2, nil, 2}, {3, nil, 3}, {5, nil, 5}, {8, []int32{want[3]}, 3}} {
+		evs, done := collect(t, submit(t, e, Request{Prompt: p, MaxTokens: c.max, Stop: c.stop, TopLogprobs: -1, Draft: Draft{Max: 16, Prediction: want}}))
+		got := tokensOf(evs)
+		if !slices.Equal(got, want[:c.n]) {
+			t.Fatalf("max_tokens %d, stop %v: %v, want %v", c.max, c.stop, got, want[:c.n])
+		}
+		// Every token but the first (from the prompt's step) and the
+		// last (nothing drafted for it) was drafted; the stop token too,
+		// which is picked but not emitted.
+		checked := c.n - 2
+		if c.stop != nil {
+			checked = c.n
+		}
+		if u := done.Usage; u.Drafted != checked || u.Accepted != checked {
+			t.Errorf("max_tokens %d, stop %v: a prediction of the whole answer: drafted %d, accepted %d, want %d of each",
+				c.max, c.stop, u.Drafted, u.Accepted, checked)
+		}
+	}
+}
+
+// TestDraftModelKeepsOneCopy: a hybrid draft model's session, which
+// cannot rewind by itself, keeps a copy of its states where it caught up
+// with the conversation at each step it guesses; only the latest is ever
+// gone back to, so it keeps no more (before, 64 copies piled up a
+// conversation).
+func TestDraftModelKeepsOneCopy(t *testing.T) {
+	m := demoModelOf(t, "tiny-q35", format.F16)
+	dm := demoModelOf(t, "tiny-q35", format.Q8)
+	e := newEngine(t, m, Options{Drafter: dm}) // its loop idles: the test runs the steps
+	var prompt []int32
+	for i := range 30 {
+		prompt = append(prompt, int32(30+i%7), int32(50+i%3))
+	}
+	l, j := stepByStep(t, e, m, Request{Prompt: prompt, MaxTokens: 1000, TopLogprobs: -1, Stop: []int32{}, Draft: Draft{Model: 4}})
+	guessed := 0
+	for step := 0; step < 200 && !ended(j) && j.usage.CompletionTokens < 100; step++ {
+		if err := l.run(); err != nil {
+			t.Fatal(err)
+		}
+		if j.dsess != nil && j.usage.Drafted > 0 {
+			guessed++
+		}
+	}
+	if ended(j) || guessed < 10 {
+		t.Fatalf("ended %v (%v), %d steps with drafts", ended(j), j.err, guessed)
+	}
+	if copies := len(j.dsess.Points()) - 1; copies > 1 {
+		t.Errorf("after %d tokens the draft model's session keeps %d copies of its states (%d bytes)", j.usage.CompletionTokens, copies, j.dsess.Bytes())
+	}
+}
+
+// TestMTPShadowEndsRest: while the MTP head rests after misses, its
+// guess is kept aside, and a guess that would have been kept ends the
+// rest, also when the head is the only drafter (its resting steps feed
+// one token and are sampled, not checked).
+func TestMTPShadowEndsRest(t *testing.T) {
+	m := demoModelOf(t, "tiny-q35", format.F16)
+	e := newEngine(t, m, Options{MTP: true}) // its loop idles: the test runs the steps
+	prompt := []int32{9, 8, 7, 6, 5, 4, 3, 2, 1}
+	want := greedyAlone(t, m, prompt, 3)
+	l, j := stepByStep(t, e, m, Request{Prompt: prompt, MaxTokens: 20, TopLogprobs: -1, Stop: []int32{}, Draft: Draft{MTP: 1}})
+	if err := l.run(); err != nil { // the prompt, then the first token and the head's guess
+		t.Fatal(err)
+	}
+	if j.next != want[0] {
+		t.Fatalf("first token %d, want %d", j.next, want[0])
+	}
+	for i, right := range []bool{false, true} {
+		// The head rests, with a wrong guess (the rest goes on) or the
+		// right one (it ends).
+		next := want[1+i]
+		j.mtpBack = backoff{rest: 3, misses: 2}
+		j.mtpGuess = append(j.mtpGuess[:0], next)
+		if !right {
+			j.mtpGuess[0]++
+		}
+		if err := l.run(); err != nil {
+			t.Fatal(err)
+		}
+		if j.next != next {
+			t.Fatalf("token %d: %d, want %d", 1+i, j.next, next)
+		}
+		if rests := j.mtpBack.rest > 0; rests == right {
+			t.Errorf("token %d, guessed right %v: the rest goes on: %v (%+v)", 1+i, right, rests, j.mtpBack)
+		}
+	}
+}
+
+// TestMTPDraftMin: Draft.Min, the fewest tokens worth drafting, holds for
+// the MTP head's chains as for the other drafters.
+func TestMTPDraftMin(t *testing.T) {
+	m := demoModelOf(t, "tiny-q35", format.F16)
+	e := newEngine(t, m, Options{MTP: true})
+	prompt := []int32{9, 8, 7, 6, 5, 4, 3, 2, 1}
+	for _, c := range []struct{ chain, min, most int }{{1, 2, 0}, {2, 2, 1 << 20}, {1, 1, 1 << 20}} {
+		_, done := collect(t, submit(t, e, Request{Prompt: prompt, MaxTokens: 30, TopLogprobs: -1, Stop: []int32{}, Draft: Draft{MTP: c.chain, Min: c.min}}))
+		if d := done.Usage.Drafted; d > c.most || (c.most > 0 && d == 0) {
+			t.Errorf("chains of %d, Min %d: %d tokens drafted", c.chain, c.min, d)
+		}
+	}
+}
+
+// stepByStep starts req on e, whose loop idles (no request was
+// submitted), in a loop of its own whose steps the test runs.
+func stepByStep(t *testing.T, e *Engine, m *infer.Model, req Request) (*loop, *job) {
+	t.Helper()
+	l := &loop{e: e, reuse: newReuse(0), logits: newLogprobs(m)}
+	j := &job{id: 1, ctx: context.Background(), req: req, stream: newStream(), submitted: time.Now(), mtpShadow: -1}
+	if r := e.start(j, l.reuse, l.logits); r != "" {
+		t.Fatal(r)
+	}
+	l.active = []*job{j}
+	return l, j
+}
+
+// TestRetriesAboveMaxPrefill: a retried prompt starts from its kept
+// logits and decodes without a prefill step, so more of them than a step
+// has rows (Parallel above the model's max prefill) would make a step too
+// large: the runner refused it, and every request in it failed. The ones
+// past the step's rows wait for the next.
+func TestRetriesAboveMaxPrefill(t *testing.T) {
+	m := recurrentModel(t, format.F16)
+	n := m.MaxPrefill() + 16
+	e := newEngine(t, m, Options{Parallel: n})
+	prompt := []int32{10, 11, 12, 13, 14, 15, 16}
+	if _, done := collect(t, submit(t, e, Request{Prompt: prompt, MaxTokens: 2})); done.Reason != StopLength {
+		t.Fatalf("first: %s %v", done.Reason, done.Err)
+	}
+	reqs := make([]Request, n)
+	for i := range reqs {
+		reqs[i] = Request{Prompt: prompt, MaxTokens: 4, TopLogprobs: -1}
+	}
+	ss, err := e.SubmitAll(context.Background(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []int32
+	for i, s := range ss {
+		evs, done := collect(t, s)
+		if i == 0 {
+			want = tokensOf(evs)
+		}
+		if done.Reason != StopLength || !slices.Equal(tokensOf(evs), want) || len(want) != 4 || done.Usage.CachedTokens != len(prompt) {
+			t.Fatalf("request %d of %d (max prefill %d): %v, %s, cached %d: %v", i, n, m.MaxPrefill(), tokensOf(evs), done.Reason, done.Usage.CachedTokens, done.Err)
+		}
+	}
+}

@@ -165,7 +165,8 @@ type Usage struct {
 	// the positions it holds and the bytes of its chunks.
 	KVTokens int
 	KVBytes  int64
-	// Drafted is the tokens drafted and checked, Accepted those kept.
+	// Drafted is the drafted tokens whose rows were sampled (none past
+	// the row that ended the answer), Accepted those the sample matched.
 	Drafted, Accepted int
 }
 
@@ -642,13 +643,21 @@ func (e *Engine) check(j *job, l []float32, now time.Time, lp *logprobs) StopRea
 	vocab := e.m.Config.Vocab
 	drafted := j.feed[1:]
 	base := j.sess.Len() - len(j.feed) // the session before the step
-	kept := 0
+	// kept is the drafted tokens the session keeps; checked and right
+	// count those whose rows were sampled, and those the sample matched,
+	// the last among them when it ended the answer (a stop token, the
+	// length).
+	kept, checked, right := 0, 0, 0
 	var reason StopReason
 	for r := 0; ; r++ {
-		if reason = e.sample(j, l[r*vocab:(r+1)*vocab], now, lp, base+1+r); reason != "" {
-			break
+		reason = e.sample(j, l[r*vocab:(r+1)*vocab], now, lp, base+1+r)
+		if r < len(drafted) {
+			checked++
+			if j.next == drafted[r] {
+				right++
+			}
 		}
-		if r == len(drafted) || j.next != drafted[r] {
+		if reason != "" || r == len(drafted) || j.next != drafted[r] {
 			break
 		}
 		kept++
@@ -660,8 +669,10 @@ func (e *Engine) check(j *job, l []float32, now time.Time, lp *logprobs) StopRea
 		return StopError
 	}
 	j.snap = nil
-	if j.mtpShadow >= 0 && reason == "" && j.next == j.mtpShadow {
-		j.mtpBack = backoff{} // the resting head would have been right
+	if kept > 0 {
+		j.shadow(drafted[0], "")
+	} else {
+		j.shadow(j.next, reason)
 	}
 	switch {
 	case j.mtpDrafted:
@@ -672,9 +683,18 @@ func (e *Engine) check(j *job, l []float32, now time.Time, lp *logprobs) StopRea
 		j.draft.checked(kept, len(drafted))
 	}
 	j.mtpDrafted, j.mtpShadow = false, -1
-	j.usage.Drafted += len(drafted)
-	j.usage.Accepted += kept
+	j.usage.Drafted += checked
+	j.usage.Accepted += right
 	return reason
+}
+
+// shadow ends the resting MTP head's back-off when its guess (mtpShadow)
+// is the token the step picked after the one it fed.
+func (j *job) shadow(first int32, reason StopReason) {
+	if j.mtpShadow >= 0 && reason == "" && first == j.mtpShadow {
+		j.mtpBack = backoff{} // the resting head would have been right
+	}
+	j.mtpShadow = -1
 }
 
 // keep ends the job's session after its first n tokens, within the step
@@ -717,6 +737,7 @@ func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs, length
 			return StopError
 		}
 	}
+	j.next = id // also when it ends the answer: check compares it with the draft
 	for _, s := range j.req.Stop {
 		if s == id {
 			return StopEOS
@@ -741,7 +762,6 @@ func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs, length
 	case length >= j.sess.Ctx():
 		return StopContext
 	}
-	j.next = id
 	return ""
 }
 

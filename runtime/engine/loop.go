@@ -313,6 +313,14 @@ func (l *loop) plan() {
 	e.drafts(l.active, spare)
 	for _, j := range l.active {
 		if len(j.rest) == 0 {
+			if decoding+len(j.feed) > e.m.MaxPrefill() {
+				// More conversations decode than a step has rows: those
+				// that started from a kept prompt's logits took no prefill
+				// step to join the others in. The rest (with no draft:
+				// spare is negative) wait for the next step.
+				j.feed = j.feed[:1]
+				continue
+			}
 			l.seqs = append(l.seqs, infer.Seq{Session: j.sess, Tokens: j.feed, Logits: true, Last: len(j.feed)})
 			l.owners, l.prompt = append(l.owners, j), append(l.prompt, 0)
 			decoding += len(j.feed)
@@ -421,7 +429,11 @@ func (l *loop) deliverOne(i int, j *job, now time.Time) {
 			e.end(j, reason, l.reuse)
 		}
 	default:
-		if reason := e.sample(j, lg, now, l.logits, j.sess.Len()); reason != "" {
+		reason := e.sample(j, lg, now, l.logits, j.sess.Len())
+		if l.prompt[i] == 0 {
+			j.shadow(j.next, reason)
+		}
+		if reason != "" {
 			e.end(j, reason, l.reuse)
 		}
 	}

@@ -146,7 +146,9 @@ func (x *xmlCompiler) value(c *schemaCompiler, schema json.RawMessage, path stri
 	}
 	switch chat.CoderTypeOf(schema) {
 	case chat.CoderString:
-		if n["type"] == nil {
+		var one string
+		if n["type"] == nil || json.Unmarshal(n["type"], &one) != nil {
+			// No type, or a list of them (["string", "null"]).
 			return x.asString(c, schema, path, 0)
 		}
 		if err := jsonType(n, path, "string"); err != nil {

@@ -25,6 +25,9 @@ var xmlTools = []toolDef{
 	{"write_file", `{"type": "object", "properties": {"path": {"type": "string", "description": "where"}, "content": {"type": "string"}, "mode": {"type": "integer", "minimum": 0, "maximum": 511}, "append": {"type": "boolean"}}, "required": ["path", "content"]}`},
 	{"search", `{"type": "object", "properties": {"query": {"type": "string", "minLength": 2, "maxLength": 6}, "limit": {"type": "number", "minimum": 0, "maximum": 10}, "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3}, "opts": {"type": "object", "properties": {"x": {"type": "integer"}, "s": {"type": "string"}}, "required": ["s"], "additionalProperties": false}}, "required": ["query", "tags", "opts"]}`},
 	{"pick", `{"$defs": {"Kind": {"type": "string", "enum": ["a", "b<c", "</parameter>", "NULL"]}}, "type": "object", "properties": {"color": {"enum": ["red", "green", "null", null, 3]}, "kind": {"$ref": "#/$defs/Kind"}, "when": {"type": "string", "format": "date"}, "maybe": {"anyOf": [{"type": "string"}, {"type": "null"}]}, "count": {"type": ["integer", "null"], "minimum": -3, "maximum": 3}, "ratio": {"type": ["number", "null"]}, "label": {"type": ["string", "null"]}, "flag": {"type": ["boolean", "null"]}, "exact": {"type": "string", "minLength": 4, "maxLength": 4}, "any": {}}, "required": ["color", "kind", "exact", "label", "flag"]}`},
+	// As pydantic v2 writes a model's schema (the OpenAI Agents SDK's
+	// tools): Optional[T] as anyOf T or null, a nested model as a $ref.
+	{"settings", `{"$defs": {"Loc": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}}, "type": "object", "properties": {"days": {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}], "default": null}, "scale": {"oneOf": [{"type": "null"}, {"type": "number"}]}, "loc": {"$ref": "#/$defs/Loc"}, "near": {"anyOf": [{"$ref": "#/$defs/Loc"}, {"type": "null"}]}, "tags": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}]}, "note": {"anyOf": [{"type": "string"}, {"type": "null"}]}}, "required": ["days", "loc", "near", "tags"], "additionalProperties": false}`},
 	{"noargs", ``},
 }
 
@@ -410,10 +413,10 @@ func TestXMLRefusals(t *testing.T) {
 	v, tok := qwenVocab(t)
 	for _, c := range []struct{ params, want string }{
 		{`{"type": "object", "properties": {"p": {"type": "string", "pattern": "^a+$"}}}`, `json schema /properties/p: pattern: on a string the qwen3_coder format writes raw`},
-		{`{"type": "object", "properties": {"p": {"type": ["object", "null"]}}}`, `/properties/p: type: object in a list of types`},
+		{`{"type": "object", "properties": {"p": {"type": ["object", "string"]}}}`, `/properties/p: type: object in a list of types`},
 		{`{"type": "object", "properties": {"p": {"type": "String"}}}`, `/properties/p: type: "String" is not a JSON Schema type`},
 		{`{"type": "object", "properties": {"p": {"minimum": 3}}}`, `/properties/p: type: missing: the parser reads such a value as a string`},
-		{`{"type": "object", "properties": {"p": {"$ref": "#/$defs/o"}}, "$defs": {"o": {"type": "object"}}}`, `/properties/p: type: the parser reads a value whose schema names no type as a string or null`},
+		{`{"type": "object", "properties": {"p": {"anyOf": [{"type": "object"}, {"type": "integer"}]}}}`, `/properties/p/anyOf/0: type: the parser reads a value whose schema names no type as a string or null`},
 		{`{"type": "object", "properties": {"p": {"enum": [1, 2]}}, "required": ["p"]}`, `/properties/p: enum: no value is a string or null`},
 		{`{"type": "object", "properties": {"a>b": {"type": "string"}}, "required": ["a>b"]}`, `"a>b": a name with '<', '>' or a line break`},
 		{`{"type": "object", "minProperties": 1}`, `#: minProperties: not supported on the parameters of a call`},

@@ -462,6 +462,13 @@ func (s *Session) Checkpoint() {
 	}
 }
 
+// DropCheckpoints forgets every copy Checkpoint kept: a session that
+// goes back only to its latest copy (a draft model's) keeps one at a time.
+func (s *Session) DropCheckpoints() {
+	clear(s.checkpoints)
+	s.checkpoints = s.checkpoints[:0]
+}
+
 // KeepLogits keeps logits, the head's row for the token after the
 // session's last position, with the checkpoint there (Checkpoint, called
 // first; without one it does nothing). A request whose prompt is exactly
