@@ -882,7 +882,7 @@ func pipeline(ctx context.Context, n int, slots []*blockSlot, fill func(int, *bl
 	return err
 }
 
-// fillBlock is fill(b, sl), a panic in it (a bug, or input no check
+// fillBlock is fill(b, sl), with a panic in it (a bug, or input no check
 // foresaw) made the block's error: the caller then removes the output's
 // temporary file as after any failure, where a panic in a worker would
 // end the process and leave it behind.

@@ -368,7 +368,7 @@ func TestGGUFBadInput(t *testing.T) {
 			kv, ts := readGGUF(t, src)
 			for i := range ts {
 				if ts[i].Name == "output_norm.weight" {
-					// One Q8_0 block (scale 1, values 1) a 32 values: a
+					// One Q8_0 block (scale 1, values 1) per 32 values: a
 					// valid tensor, whose rows of one value no block holds.
 					q := make([]byte, int(ts[i].Dims[0])/32*34)
 					for b := 0; b < len(q); b += 34 {

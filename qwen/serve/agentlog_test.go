@@ -125,11 +125,15 @@ func readClientLogs(t *testing.T) []clientLog {
 // demoLong is the bundled demo model compiled for a 32K context, as
 // make test-agents serves it (the coding agents' prompts are 7,000 to
 // 14,000 tokens).
-func demoLong(t *testing.T) string {
+func demoLong(t *testing.T) string { return demoLongOf(t, "qwen3-go-demo") }
+
+// demoLongOf is the bundled model name compiled so, in a file named as
+// make test-agents's (the name the recorded requests give).
+func demoLongOf(t *testing.T, name string) string {
 	t.Helper()
 	dir := t.TempDir()
-	src := filepath.Join(dir, "qwen3-go-demo")
-	if err := testmodel.Materialise(testmodel.Testdata(t, "qwen3-go-demo"), testmodel.Testdata(t, "tokenizer", "tokenizer.json.gz"), src); err != nil {
+	src := filepath.Join(dir, name)
+	if err := testmodel.Materialise(testmodel.Testdata(t, name), testmodel.Testdata(t, "tokenizer", "tokenizer.json.gz"), src); err != nil {
 		t.Fatal(err)
 	}
 	p := filepath.Join(dir, "qwen3-go-demo.qbin")
@@ -262,10 +266,23 @@ func answerShape(path string, resp *http.Response, body string) error {
 // demo model compiled for a 32K context, each answer bounded to a few
 // tokens: each is answered with the status it had, in its protocol's
 // shape.
-func TestAgentRequests(t *testing.T) {
+func TestAgentRequests(t *testing.T) { replayAgents(t, demoLong(t)) }
+
+// TestAgentRequestsQwen35 replays them against Qwen3.5's demo model,
+// whose template differs (one system message, first; calls in XML; the
+// thinking prompt opened): each is answered as on Qwen3.
+func TestAgentRequestsQwen35(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the agents' prompts on a second model")
+	}
+	replayAgents(t, demoLongOf(t, "qwen35-go-demo"))
+}
+
+// replayAgents replays the recorded requests against the model at path,
+// served under the name the clients gave.
+func replayAgents(t *testing.T, path string) {
 	logs := readClientLogs(t)
-	// The clients named the model as make test-agents served it.
-	ts, _ := serveFile(t, demoLong(t))
+	ts, _ := serveFile(t, path)
 	for _, l := range logs {
 		t.Run(l.Client, func(t *testing.T) {
 			for i, ex := range l.Exchanges {

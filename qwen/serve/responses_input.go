@@ -102,9 +102,7 @@ func (t *target) responsesRequest(rr *responsesRequest, prev []qwen.Message) (re
 		}
 	}
 	if rr.Truncation != nil && *rr.Truncation == "auto" {
-		if e := t.truncate(&req); e != nil {
-			return c, e
-		}
+		t.truncate(&req)
 	}
 	c.req, c.store = req, rr.Store == nil || *rr.Store
 	return c, nil
@@ -118,11 +116,11 @@ func (t *target) responsesRequest(rr *responsesRequest, prev []qwen.Message) (re
 // refused as without truncation). Whole turns keep every tool call with
 // its result, and the conversation starting with a user message, as the
 // templates need.
-func (t *target) truncate(req *qwen.Request) *apiError {
+func (t *target) truncate(req *qwen.Request) {
 	limit := t.info.Context - min(max(req.MaxTokens, 0), t.info.Context/2)
 	n, err := t.m.Count(*req)
 	if err != nil || n <= limit {
-		return nil // an error is the start's to report
+		return // an error is the start's to report
 	}
 	msgs := req.Messages
 	var cuts []int // where a turn after the first begins
@@ -147,20 +145,11 @@ func (t *target) truncate(req *qwen.Request) *apiError {
 	}
 	// The fewest turns dropped: the counts fall as more go.
 	k := sort.Search(len(cuts), fits)
-	if k == len(cuts) {
-		return nil // even the last turn alone does not fit: refused at the start
+	if k < len(cuts) { // else even the last turn alone does not fit: refused at the start
+		req.Messages = append(append([]qwen.Message{}, head...), msgs[cuts[k]:]...)
 	}
-	req.Messages = append(append([]qwen.Message{}, head...), msgs[cuts[k]:]...)
-	return nil
 }
 
-// responsesTools reads the function tools, {"type": "function", "name",
-// "description", "parameters", "strict"} (held to their parameters,
-// strict or not), and the namespaces that group them, {"type":
-// "namespace", "name", "description", "tools"}: their functions are
-// listed as the others are, and their calls name their namespace. The
-// built-in tools (web_search, file_search, ...) are OpenAI's, and
-// refused, and so are custom tools (free text, or a grammar's).
 // withInstructions is the conversation as the template takes it: the
 // instructions and the system and developer messages before any other
 // joined into one system message, then the rest. OpenAI takes any number
@@ -182,6 +171,13 @@ func withInstructions(instructions *string, history []qwen.Message) []qwen.Messa
 	return append([]qwen.Message{{Role: "system", Content: strings.Join(parts, "\n\n")}}, history[n:]...)
 }
 
+// responsesTools reads the function tools, {"type": "function", "name",
+// "description", "parameters", "strict"} (held to their parameters,
+// strict or not), and the namespaces that group them, {"type":
+// "namespace", "name", "description", "tools"}: their functions are
+// listed as the others are, and their calls name their namespace. The
+// built-in tools (web_search, file_search, ...) are OpenAI's, and
+// refused, and so are custom tools (free text, or a grammar's).
 func responsesTools(defs []json.RawMessage) ([]qwen.Tool, map[string]responsesTool, *apiError) {
 	var tools []qwen.Tool
 	byName := map[string]responsesTool{}

@@ -78,7 +78,7 @@ func (e *Engine) drafts(active []*job, spare int) {
 			j.feed = j.draft.propose(j.feed, room)
 		}
 		j.mtpDrafted, j.mtpShadow = false, -1
-		if len(j.feed) == 1 && len(j.mtpGuess) > 0 && room >= max(j.req.Draft.Min, 1) && min(len(j.mtpGuess), room) >= max(j.req.Draft.Min, 1) {
+		if len(j.feed) == 1 && min(len(j.mtpGuess), room) >= max(j.req.Draft.Min, 1) {
 			if j.mtpBack.rest > 0 {
 				j.mtpBack.rest--
 				j.mtpShadow = j.mtpGuess[0]

@@ -173,6 +173,11 @@ func (c *schemaCompiler) stringRule(l *strLang) (Elem, error) {
 // per state, with a counted loop over them for bounds d does not keep by
 // itself.
 func (c *schemaCompiler) automaton(d *dfa, at *atoms, lo, hi int) (Elem, error) {
+	return c.automatonSpelled(d, at, lo, hi, c.spell)
+}
+
+// automatonSpelled is automaton with each character spelled by spell.
+func (c *schemaCompiler) automatonSpelled(d *dfa, at *atoms, lo, hi int, spell func(at *atoms, in []bool) Elem) (Elem, error) {
 	b := c.b
 	shortest, longest := d.lengths()
 	if shortest >= lo {
@@ -197,7 +202,7 @@ func (c *schemaCompiler) automaton(d *dfa, at *atoms, lo, hi int) (Elem, error) 
 			for k := range in {
 				in[k] = row[k] == to
 			}
-			alts = append(alts, Seq(c.spell(at, in), Ref(rules[to])))
+			alts = append(alts, Seq(spell(at, in), Ref(rules[to])))
 		}
 		if d.final[q] {
 			alts = append(alts, nil)

@@ -310,7 +310,7 @@ func (x *xmlCompiler) typedString(c *schemaCompiler, n node, path string, null b
 		}
 	}
 	if n["pattern"] != nil {
-		return Elem{}, &SchemaError{Path: path, Keyword: "pattern", Reason: "on a string the qwen3_coder format writes raw: not supported, so it could not be enforced"}
+		return x.patterned(c, n, path, null)
 	}
 	minLen, maxLen, err := c.bounds(n, "minLength", "maxLength", path)
 	if err != nil {
@@ -334,6 +334,81 @@ func (x *xmlCompiler) typedString(c *schemaCompiler, n node, path string, null b
 		return x.anyRaw(null), nil
 	}
 	return x.counted(minLen, maxLen, null), nil
+}
+
+// patterned is the raw text of the strings a string schema with a
+// pattern allows (its lengths and format held with it): an automaton
+// over characters, as for a JSON string, spelled raw. Its strings have no
+// '<', so none spells an end marker (a pattern that allows '<' is held to
+// fewer strings, each still valid), none of the control characters a raw
+// value leaves out, and none is "null" in any case unless null is set.
+// With lengths the automaton does not keep by itself, its characters are
+// ASCII ones: the count of a loop is checked as a character ends, and a
+// token of the first bytes of a longer character could then leave no
+// way on (held to fewer strings again, each valid).
+func (x *xmlCompiler) patterned(c *schemaCompiler, n node, path string, null bool) (Elem, error) {
+	sp, err := c.stringSpec(n, path)
+	if err != nil {
+		return Elem{}, err
+	}
+	raw := &charSet{nonASCII: sp.lo == 0 && sp.hi < 0}
+	chars := rawChars()
+	for ch := range 128 {
+		if chars.Has(byte(ch)) && ch != '<' {
+			raw.addASCII(byte(ch), byte(ch))
+		}
+	}
+	sp.must = append(sp.must, classNFA(raw))
+	if !null {
+		var nulls []string
+		for k := range 16 {
+			w := []byte("null")
+			for i := range w {
+				if k&(1<<i) != 0 {
+					w[i] -= 'a' - 'A'
+				}
+			}
+			nulls = append(nulls, string(w))
+		}
+		sp.mustNot = append(sp.mustNot, literalsNFA(nulls))
+	}
+	lang, err := sp.compile()
+	if err != nil {
+		return Elem{}, unsupported(path, "pattern", err.Error())
+	}
+	if lang.empty() {
+		return Elem{}, empty(path, "pattern", "no string it allows can be written raw in the qwen3_coder format (without '<', and not null)")
+	}
+	e, err := c.automatonSpelled(lang.d, lang.at, lang.lo, lang.hi, func(at *atoms, in []bool) Elem { return x.spellRaw(c, at, in) })
+	if err != nil {
+		return Elem{}, unsupported(path, "pattern", err.Error())
+	}
+	return e, nil
+}
+
+// spellRaw is a character of the atoms in, as a raw value writes it: as
+// it is.
+func (x *xmlCompiler) spellRaw(c *schemaCompiler, at *atoms, in []bool) Elem {
+	b := x.b
+	var plain ByteSet
+	for ch := range 128 {
+		if in[at.class[ch]] {
+			plain.Add(byte(ch), byte(ch))
+		}
+	}
+	var alts [][]Elem
+	if !plain.Empty() {
+		alts = append(alts, []Elem{b.Set(plain)})
+	}
+	for i, r := range at.runes {
+		if in[at.ascii+i] {
+			alts = append(alts, b.Lit(string(r)))
+		}
+	}
+	if in[at.rest] {
+		alts = append(alts, []Elem{c.utf8Rest(at)})
+	}
+	return b.Alt("raw-char", alts...)
 }
 
 // literals is a choice of enum's or const's values that the keywords

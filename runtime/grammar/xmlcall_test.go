@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -28,6 +29,8 @@ var xmlTools = []toolDef{
 	// As pydantic v2 writes a model's schema (the OpenAI Agents SDK's
 	// tools): Optional[T] as anyOf T or null, a nested model as a $ref.
 	{"settings", `{"$defs": {"Loc": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}}, "type": "object", "properties": {"days": {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}], "default": null}, "scale": {"oneOf": [{"type": "null"}, {"type": "number"}]}, "loc": {"$ref": "#/$defs/Loc"}, "near": {"anyOf": [{"$ref": "#/$defs/Loc"}, {"type": "null"}]}, "tags": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}]}, "note": {"anyOf": [{"type": "string"}, {"type": "null"}]}}, "required": ["days", "loc", "near", "tags"], "additionalProperties": false}`},
+	// Patterns, as Claude Code's and qwen-code's tools have them.
+	{"resume", `{"type": "object", "properties": {"run": {"type": "string", "pattern": "^run_[a-z0-9]{4,8}$"}, "slug": {"type": "string", "pattern": "[a-z]+-[0-9]+", "maxLength": 12}, "word": {"type": "string", "pattern": "^[a-zA-Z]{4}$"}, "maybe": {"type": ["string", "null"], "pattern": "^[a-z]{4}$"}, "path": {"type": "string", "pattern": "^/"}}, "required": ["run", "slug", "word", "maybe"]}`},
 	{"noargs", ``},
 }
 
@@ -387,6 +390,37 @@ func TestXMLValuesExact(t *testing.T) {
 	}
 }
 
+// TestXMLPatternExact: a raw string held to a pattern takes exactly the
+// strings the pattern matches, but those with a '<' and, unless null is
+// allowed beside, "null" in any case.
+func TestXMLPatternExact(t *testing.T) {
+	v, tok := qwenVocab(t)
+	for _, null := range []bool{false, true} {
+		b := NewBuilder()
+		x := newXMLCompiler(b, newJSONRules(b))
+		schema := `{"type": "string", "pattern": "^[a-zA-Z<]{3,4}$|^é+$"}`
+		c := newSchemaCompiler(x.j, json.RawMessage(schema))
+		n, _, err := c.parse(json.RawMessage(schema), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := x.typedString(c, n, "", null)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := b.Build(b.New("root", []Elem{e}), v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []string{"abc", "abcd", "ab", "abcde", "null", "NuLl", "nul", "a<c", "ééé", "é", "", "abc\n"} {
+			want := (regexp.MustCompile(`^[a-zA-Z<]{3,4}$|^é+$`).MatchString(s)) && !strings.Contains(s, "<") && (null || !strings.EqualFold(s, "null"))
+			if got := accepts(g, tok, s); got != want {
+				t.Errorf("null %v: %q accepted %v, want %v", null, s, got, want)
+			}
+		}
+	}
+}
+
 // accepts reports whether g takes exactly the text s, fed token by token
 // as the tokenizer cuts it (or byte by byte where it cannot).
 func accepts(g *Grammar, tok *tokenizer.Tokenizer, s string) bool {
@@ -412,7 +446,7 @@ func accepts(g *Grammar, tok *tokenizer.Tokenizer, s string) bool {
 func TestXMLRefusals(t *testing.T) {
 	v, tok := qwenVocab(t)
 	for _, c := range []struct{ params, want string }{
-		{`{"type": "object", "properties": {"p": {"type": "string", "pattern": "^a+$"}}}`, `json schema /properties/p: pattern: on a string the qwen3_coder format writes raw`},
+		{`{"type": "object", "properties": {"p": {"type": "string", "pattern": "^<+$"}}}`, `json schema /properties/p: pattern: no string it allows can be written raw`},
 		{`{"type": "object", "properties": {"p": {"type": ["object", "string"]}}}`, `/properties/p: type: object in a list of types`},
 		{`{"type": "object", "properties": {"p": {"type": "String"}}}`, `/properties/p: type: "String" is not a JSON Schema type`},
 		{`{"type": "object", "properties": {"p": {"minimum": 3}}}`, `/properties/p: type: missing: the parser reads such a value as a string`},
