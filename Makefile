@@ -73,16 +73,22 @@ test:
 # machines reach does not serve, and npm ci takes that for a lock out of
 # date; --no-save leaves the lock as it is. Each client's requests are recorded
 # in build/agents/requests; RECORD=1 records them into the testdata,
-# where serve's TestAgentRequests replays them in make test. Skipped,
-# saying so, only when the npm registry cannot be reached. Not part of
-# make test: about a minute and a half on 2 CPUs, and the first install
-# (1.7 GB of packages, the CLIs' binaries among them) a few more.
+# where serve's TestAgentRequests replays them in make test. Then the
+# same clients against the Qwen3.5 demo model, compiled alike and served
+# under the name the clients are given (its requests in
+# build/agents-q35/requests). Skipped, saying so, only when the npm
+# registry cannot be reached. Not part of make test: about three minutes
+# on 2 CPUs, and the first install (1.7 GB of packages, the CLIs'
+# binaries among them) a few more.
 AGENTS := qwen/serve/testdata/agents
 $(BUILD)/agents/$(DEMO).qbin: build $(BUILD)/models/$(DEMO)/config.json
 	mkdir -p $(BUILD)/agents
 	$(BIN)/qwenc compile -q --no-sync --rope-scaling yarn:16:2048 $(BUILD)/models/$(DEMO) -o $@
+$(BUILD)/agents-q35/$(DEMO).qbin: build $(BUILD)/models/$(DEMO35)/config.json
+	mkdir -p $(BUILD)/agents-q35
+	$(BIN)/qwenc compile -q --no-sync --rope-scaling yarn:16:2048 $(BUILD)/models/$(DEMO35) -o $@
 
-test-agents: build $(BUILD)/agents/$(DEMO).qbin
+test-agents: build $(BUILD)/agents/$(DEMO).qbin $(BUILD)/agents-q35/$(DEMO).qbin
 	@command -v npm >/dev/null || { \
 		$(SUDO) apt-get update -q && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends nodejs npm; }
@@ -93,6 +99,9 @@ test-agents: build $(BUILD)/agents/$(DEMO).qbin
 	fi; \
 	QWENRUN=$(abspath $(BIN)/qwenrun) QWEN_AGENTS_MODEL=$(abspath $(BUILD)/agents/$(DEMO).qbin) \
 		QWEN_AGENTS_OUT=$(abspath $(BUILD)/agents) QWEN_AGENTS_RECORD=$(RECORD) \
+		$(GO) test -tags agents -run '^TestAgents$$' -count=1 -timeout 60m -v ./qwen/serve/ && \
+	QWENRUN=$(abspath $(BIN)/qwenrun) QWEN_AGENTS_MODEL=$(abspath $(BUILD)/agents-q35/$(DEMO).qbin) \
+		QWEN_AGENTS_OUT=$(abspath $(BUILD)/agents-q35) \
 		$(GO) test -tags agents -run '^TestAgents$$' -count=1 -timeout 60m -v ./qwen/serve/
 
 # The Kubernetes manifests in deploy/kubernetes, decoded strictly into
