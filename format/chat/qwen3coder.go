@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"math/big"
@@ -430,8 +431,8 @@ func nullableOf(members map[string]json.RawMessage) (typ string, ok bool) {
 	}
 	switch {
 	case members["type"] != nil:
-		var list []string
-		if json.Unmarshal(members["type"], &list) != nil || !add(members["type"]) {
+		// One type named is the caller's to read; a list is read here.
+		if !bytes.HasPrefix(bytes.TrimSpace(members["type"]), []byte("[")) || !add(members["type"]) {
 			return "", false
 		}
 	case members["$ref"] != nil:

@@ -312,15 +312,21 @@ func (c *schemaCompiler) spell(at *atoms, in []bool) Elem {
 			alts = append(alts, Seq(b.Lit(`\u00`+string(x)), b.Set(*s)))
 		}
 	}
+	return b.Alt("char", c.nonASCII(alts, at, in)...)
+}
+
+// nonASCII appends to alts the non-ASCII characters of the atoms in, in
+// UTF-8: those the atoms list, then the rest.
+func (c *schemaCompiler) nonASCII(alts [][]Elem, at *atoms, in []bool) [][]Elem {
 	for i, r := range at.runes {
 		if in[at.ascii+i] {
-			alts = append(alts, b.Lit(string(r)))
+			alts = append(alts, c.b.Lit(string(r)))
 		}
 	}
 	if in[at.rest] {
 		alts = append(alts, []Elem{c.utf8Rest(at)})
 	}
-	return b.Alt("char", alts...)
+	return alts
 }
 
 // utf8Rest is a non-ASCII character that is none of the atoms' listed

@@ -400,15 +400,7 @@ func (x *xmlCompiler) spellRaw(c *schemaCompiler, at *atoms, in []bool) Elem {
 	if !plain.Empty() {
 		alts = append(alts, []Elem{b.Set(plain)})
 	}
-	for i, r := range at.runes {
-		if in[at.ascii+i] {
-			alts = append(alts, b.Lit(string(r)))
-		}
-	}
-	if in[at.rest] {
-		alts = append(alts, []Elem{c.utf8Rest(at)})
-	}
-	return b.Alt("raw-char", alts...)
+	return b.Alt("raw-char", c.nonASCII(alts, at, in)...)
 }
 
 // literals is a choice of enum's or const's values that the keywords
