@@ -37,7 +37,7 @@ type Format struct {
 // template may hold another's telltale text (Qwen3.5's holds Qwen3's
 // <think>, Qwen2.5's default system prompt holds Qwen2's), so the most
 // specific come first; ChatML, which matches any template, is last.
-var formats = []*Format{qwen36, qwen35, qwen3, qwen25, qwen2, chatML}
+var formats = []*Format{qwen36, qwen35, qwen3Thinking, qwen3, qwen25, qwen2, chatML}
 
 // Options are the template's switches for one rendering.
 type Options struct {
