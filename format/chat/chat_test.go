@@ -249,8 +249,8 @@ func TestDetect(t *testing.T) {
 }
 
 // TestDetectShipped: the templates the models ship are told apart:
-// tiny-a's (Qwen3's), Qwen3.5's as tiny-q35 ships it, and Qwen3.6's, made
-// from it with the two lines it changes.
+// tiny-a's (Qwen3's), Qwen3.5's as tiny-q35 ships it, Qwen3.6's, made
+// from it with the two lines it changes, and Qwen3-Coder's.
 func TestDetectShipped(t *testing.T) {
 	var cfg struct {
 		ChatTemplate string `json:"chat_template"`
@@ -262,7 +262,11 @@ func TestDetectShipped(t *testing.T) {
 	}
 	q36 := strings.Replace(string(q35), "{%- if loop.index0 > ns.last_query_index %}",
 		"{%- if (preserve_thinking is defined and preserve_thinking is true) or (loop.index0 > ns.last_query_index) %}", 1)
-	for template, want := range map[string]*Format{cfg.ChatTemplate: qwen3, string(q35): qwen35, q36: qwen36} {
+	coder, err := os.ReadFile("testdata/qwen3coder.jinja")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for template, want := range map[string]*Format{cfg.ChatTemplate: qwen3, string(q35): qwen35, q36: qwen36, string(coder): qwen3Coder} {
 		if got := Detect(template); got != want {
 			t.Errorf("Detect(%.60q...) = %v, want %v", template, got, want)
 		}
