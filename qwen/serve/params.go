@@ -27,6 +27,9 @@ func intParam(setting, field string, v *int) sampled {
 	return p
 }
 
+// randomSeed is the seed that asks for a random one.
+const randomSeed = -1
+
 // samplingParams builds a request's sampling parameters: the model's
 // generation config first, as qwenrun does, then what the request sets,
 // applied in the table's order and checked against its ranges, the same
@@ -34,7 +37,9 @@ func intParam(setting, field string, v *int) sampled {
 func samplingParams(defaults sampling.Params, seed *int64, given ...sampled) (sampling.Params, *apiError) {
 	p := defaults
 	p.Seed = rand.Uint64()
-	if seed != nil {
+	// -1 is Ollama's default seed and llama-server's: a random one. Its
+	// clients send it to ask for a fresh answer each time.
+	if seed != nil && *seed != randomSeed {
 		p.Seed = uint64(*seed)
 	}
 	for _, s := range sampling.Settings() {
