@@ -390,6 +390,12 @@ func (e *Engine) Check(reqs []Request) error {
 				return fmt.Errorf("request %d: predicted token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
 			}
 		}
+		// The row sample biases is cut at the tokenizer's ids.
+		for id := range req.Bias {
+			if id < 0 || int(id) >= e.m.Tokenizer.VocabSize() {
+				return fmt.Errorf("request %d: biased token id %d outside the vocabulary [0, %d)", i, id, e.m.Tokenizer.VocabSize())
+			}
+		}
 	}
 	return nil
 }
