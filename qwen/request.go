@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 
 	"github.com/qwenc/qwenc/format"
@@ -47,6 +48,9 @@ const MaxStops = 16
 
 // MaxTopLogprobs bounds Request.TopLogprobs, as OpenAI does.
 const MaxTopLogprobs = 20
+
+// MaxLogitBias bounds Request.LogitBias's values, as OpenAI does.
+const MaxLogitBias = 100
 
 // Request is one generation: a chat (Messages) or a raw completion
 // (Prompt, or Tokens), and how to generate.
@@ -121,6 +125,11 @@ type Request struct {
 	// part of a Delta (text that could begin one is held back until the
 	// next token decides). At most MaxStops, none empty.
 	Stop []string
+	// LogitBias is added to the logits of its token ids before sampling,
+	// each at most MaxLogitBias either way (OpenAI's logit_bias: -100
+	// bans a token, 100 all but forces it). Log-probabilities are the
+	// model's, without it.
+	LogitBias map[int32]float32
 	// Logprobs asks for the log-probability of every content token, and
 	// TopLogprobs (up to MaxTopLogprobs) for that many most likely tokens
 	// at each step too.
@@ -394,6 +403,15 @@ func (m *Model) prepare(r *Request) (prompt, error) {
 		p.req.Constraint = c
 	}
 	p.relaxed = relaxed
+	for id, b := range r.LogitBias {
+		switch {
+		case id < 0 || int(id) >= m.m.Tokenizer.VocabSize():
+			return prompt{}, fmt.Errorf("LogitBias: token id %d is outside the vocabulary [0, %d)", id, m.m.Tokenizer.VocabSize())
+		case !(b >= -MaxLogitBias && b <= MaxLogitBias):
+			return prompt{}, fmt.Errorf("LogitBias: %v for token %d: want -%d to %d", b, id, MaxLogitBias, MaxLogitBias)
+		}
+	}
+	p.req.Bias = maps.Clone(r.LogitBias) // the engine reads it while the caller goes on
 	switch t := r.TopLogprobs; {
 	case t < 0 || t > MaxTopLogprobs:
 		return prompt{}, fmt.Errorf("TopLogprobs %d: want 0 to %d", t, MaxTopLogprobs)

@@ -300,7 +300,11 @@ func (t *target) openAIRequest(f *samplingFields, n, maxTokens *int, maxName str
 	if e != nil {
 		return qwen.Request{}, e
 	}
-	req := qwen.Request{Sampling: &params, MaxTokens: def, Stop: stop}
+	bias, e := f.logitBias(t.info.Vocab)
+	if e != nil {
+		return qwen.Request{}, e
+	}
+	req := qwen.Request{Sampling: &params, LogitBias: bias, MaxTokens: def, Stop: stop}
 	if maxTokens != nil {
 		if *maxTokens < 1 {
 			return qwen.Request{}, badRequest(maxName, "%s %d must be at least 1", maxName, *maxTokens)

@@ -3,6 +3,8 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -211,6 +213,64 @@ func TestOpenAILogprobs(t *testing.T) {
 		}
 	}
 	check("streamed", lps, content)
+}
+
+// TestOpenAILogitBias: logit_bias moves its tokens' logits before the
+// sampler, as OpenAI's does: -100 bans the greedy token, 100 forces
+// another, and the log-probabilities stay the model's. Keys that are not
+// token ids and values past 100 either way are refused.
+func TestOpenAILogitBias(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	tok := tinyTokenizer(t)
+	_, greedy, _, _ := greedyAlone(t, ts, qwen.Request{Tokens: tok.Encode("Hi", false), MaxTokens: 1})
+	forced := tok.Encode(" the", false)
+	if len(forced) != 1 || forced[0] == greedy[0] {
+		t.Fatalf("%v: want one token other than the greedy %d", forced, greedy[0])
+	}
+	type completion struct {
+		Choices []struct {
+			Text     string
+			Logprobs struct {
+				TokenLogprobs []float64            `json:"token_logprobs"`
+				TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+			}
+		}
+	}
+	ask := func(bias string) (int, string) {
+		resp, body := ts.post(t, "/v1/completions", `{"model":"tiny-a","prompt":"Hi","max_tokens":1,"temperature":0,"logprobs":1,"logit_bias":`+bias+`}`)
+		return resp.StatusCode, body
+	}
+	answer := func(bias string) completion {
+		t.Helper()
+		status, body := ask(bias)
+		var c completion
+		if status != 200 {
+			t.Fatalf("logit_bias %s: %d %s", bias, status, body)
+		}
+		unmarshal(t, body, &c)
+		return c
+	}
+	plain := answer(`{}`)
+	if got := plain.Choices[0].Text; got != tok.Decode(greedy) {
+		t.Fatalf("no bias: %q, want the greedy %q", got, tok.Decode(greedy))
+	}
+	if got := answer(fmt.Sprintf(`{"%d":-100}`, greedy[0])).Choices[0].Text; got == tok.Decode(greedy) {
+		t.Errorf("the greedy token banned: still %q", got)
+	}
+	c := answer(fmt.Sprintf(`{"%d":100,"%d":-0.5}`, forced[0], greedy[0]))
+	if got := c.Choices[0].Text; got != " the" {
+		t.Errorf("\" the\" forced: %q", got)
+	}
+	// The model's probabilities, as without the bias: the greedy token is
+	// still the most likely, " the" far from certain.
+	if lp := c.Choices[0].Logprobs; len(lp.TokenLogprobs) != 1 || lp.TokenLogprobs[0] > -1 || !maps.Equal(lp.TopLogprobs[0], plain.Choices[0].Logprobs.TopLogprobs[0]) {
+		t.Errorf("log-probabilities under the bias %+v, without %+v", lp, plain.Choices[0].Logprobs)
+	}
+	for _, bias := range []string{`{"x":1}`, `{"-1":1}`, `{"7":100.5}`, `{"7":-101}`, `{"151936":1}`, `{"151700":1}`} {
+		if status, body := ask(bias); status != 400 || !strings.Contains(strings.ToLower(body), "logit") {
+			t.Errorf("logit_bias %s: %d %s, want it refused", bias, status, body)
+		}
+	}
 }
 
 // TestOpenAICompletions: a raw prompt, added tokens recognised, as

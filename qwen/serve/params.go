@@ -2,6 +2,7 @@ package serve
 
 import (
 	"math/rand/v2"
+	"strconv"
 
 	"github.com/qwenc/qwenc/format/chat"
 	"github.com/qwenc/qwenc/qwen"
@@ -27,6 +28,9 @@ func intParam(setting, field string, v *int) sampled {
 	return p
 }
 
+// randomSeed is the seed that asks for a random one.
+const randomSeed = -1
+
 // samplingParams builds a request's sampling parameters: the model's
 // generation config first, as qwenrun does, then what the request sets,
 // applied in the table's order and checked against its ranges, the same
@@ -34,7 +38,9 @@ func intParam(setting, field string, v *int) sampled {
 func samplingParams(defaults sampling.Params, seed *int64, given ...sampled) (sampling.Params, *apiError) {
 	p := defaults
 	p.Seed = rand.Uint64()
-	if seed != nil {
+	// -1 is Ollama's default seed and llama-server's: a random one. Its
+	// clients send it to ask for a fresh answer each time.
+	if seed != nil && *seed != randomSeed {
 		p.Seed = uint64(*seed)
 	}
 	for _, s := range sampling.Settings() {
@@ -63,6 +69,9 @@ type samplingFields struct {
 	PresencePenalty   *float64 `json:"presence_penalty"`
 	FrequencyPenalty  *float64 `json:"frequency_penalty"`
 	RepetitionPenalty *float64 `json:"repetition_penalty"`
+	// LogitBias maps token ids, written as strings, to what is added to
+	// their logits.
+	LogitBias map[string]float64 `json:"logit_bias"`
 }
 
 func (f *samplingFields) params(defaults sampling.Params) (sampling.Params, *apiError) {
@@ -74,6 +83,26 @@ func (f *samplingFields) params(defaults sampling.Params) (sampling.Params, *api
 		floatParam("presence_penalty", "presence_penalty", f.PresencePenalty),
 		floatParam("frequency_penalty", "frequency_penalty", f.FrequencyPenalty),
 		floatParam("repeat_penalty", "repetition_penalty", f.RepetitionPenalty))
+}
+
+// logitBias reads OpenAI's logit_bias, held to its range and to the
+// vocabulary of vocab token ids.
+func (f *samplingFields) logitBias(vocab int) (map[int32]float32, *apiError) {
+	if len(f.LogitBias) == 0 {
+		return nil, nil
+	}
+	bias := make(map[int32]float32, len(f.LogitBias))
+	for key, b := range f.LogitBias {
+		id, err := strconv.ParseInt(key, 10, 32)
+		switch {
+		case err != nil || id < 0 || id >= int64(vocab):
+			return nil, badRequest("logit_bias", "logit_bias: key %q is not a token id from 0 to %d", key, vocab-1)
+		case !(b >= -qwen.MaxLogitBias && b <= qwen.MaxLogitBias):
+			return nil, badRequest("logit_bias", "logit_bias: %v for token %s is outside [-%d, %d]", b, key, qwen.MaxLogitBias, qwen.MaxLogitBias)
+		}
+		bias[int32(id)] = float32(b)
+	}
+	return bias, nil
 }
 
 // templateKwargs are vLLM's chat_template_kwargs: the variables a
