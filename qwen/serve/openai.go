@@ -305,6 +305,9 @@ func (t *target) openAIRequest(f *samplingFields, n, maxTokens *int, maxName str
 		return qwen.Request{}, e
 	}
 	req := qwen.Request{Sampling: &params, LogitBias: bias, MaxTokens: def, Stop: stop}
+	if e := f.vllmFields.apply(&req); e != nil {
+		return qwen.Request{}, e
+	}
 	if maxTokens != nil {
 		if *maxTokens < 1 {
 			return qwen.Request{}, badRequest(maxName, "%s %d must be at least 1", maxName, *maxTokens)

@@ -273,6 +273,58 @@ func TestOpenAILogitBias(t *testing.T) {
 	}
 }
 
+// TestVLLMFields: vLLM's ignore_eos generates past the end of the
+// answer (here forced by a bias on the end tokens), on the completion
+// and chat endpoints; its other extensions are refused unless they are
+// their defaults, not ignored.
+func TestVLLMFields(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	tok := tinyTokenizer(t)
+	var ends []string
+	for _, s := range []string{"<|im_end|>", "<|endoftext|>"} {
+		id, ok := tok.TokenID(s)
+		if !ok {
+			t.Fatalf("no %s", s)
+		}
+		ends = append(ends, fmt.Sprintf(`"%d":100`, id))
+	}
+	bias := `"logit_bias":{` + strings.Join(ends, ",") + `}`
+	type answer struct {
+		Choices []struct {
+			FinishReason string `json:"finish_reason"`
+		}
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		}
+	}
+	for _, c := range []struct{ path, body string }{
+		{"/v1/completions", `{"model":"tiny-a","prompt":"Hi","max_tokens":5,"temperature":0,` + bias},
+		{"/v1/chat/completions", `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}],"max_tokens":5,"temperature":0,"chat_template_kwargs":{"enable_thinking":false},` + bias},
+	} {
+		for _, ignore := range []bool{false, true} {
+			resp, body := ts.post(t, c.path, c.body+`,"ignore_eos":`+jsonBool(ignore)+`,"min_tokens":0,"typical_p":1,"best_of":1}`)
+			if resp.StatusCode != 200 {
+				t.Fatalf("%s: %d %s", c.path, resp.StatusCode, body)
+			}
+			var a answer
+			unmarshal(t, body, &a)
+			want, tokens := "stop", 0
+			if ignore {
+				want, tokens = "length", 5
+			}
+			if a.Choices[0].FinishReason != want || a.Usage.CompletionTokens != tokens {
+				t.Errorf("%s, ignore_eos %v: %s after %d tokens, want %s after %d", c.path, ignore, a.Choices[0].FinishReason, a.Usage.CompletionTokens, want, tokens)
+			}
+		}
+	}
+	for field, value := range map[string]string{"min_tokens": "3", "stop_token_ids": "[7]", "typical_p": "0.5", "best_of": "2"} {
+		resp, body := ts.post(t, "/v1/completions", `{"model":"tiny-a","prompt":"Hi","max_tokens":2,"`+field+`":`+value+`}`)
+		if resp.StatusCode != 400 || !strings.Contains(body, field) {
+			t.Errorf("%s %s: %d %s, want it refused by name", field, value, resp.StatusCode, body)
+		}
+	}
+}
+
 // TestOpenAICompletions: a raw prompt, added tokens recognised, as
 // qwenrun's raw completion does; streamed and not.
 func TestOpenAICompletions(t *testing.T) {

@@ -72,6 +72,35 @@ type samplingFields struct {
 	// LogitBias maps token ids, written as strings, to what is added to
 	// their logits.
 	LogitBias map[string]float64 `json:"logit_bias"`
+	vllmFields
+}
+
+// vllmFields are the extensions of vLLM's OpenAI requests that its
+// clients (benchmarks above all) send: ignore_eos is honoured; the
+// others, which would change the answer, are refused unless they are
+// their defaults, rather than ignored.
+type vllmFields struct {
+	IgnoreEOS    *bool    `json:"ignore_eos"`
+	MinTokens    *int     `json:"min_tokens"`
+	StopTokenIDs []int32  `json:"stop_token_ids"`
+	TypicalP     *float64 `json:"typical_p"`
+	BestOf       *int     `json:"best_of"`
+}
+
+// apply sets a request's ignore_eos, or names the field it cannot hold.
+func (v *vllmFields) apply(req *qwen.Request) *apiError {
+	switch {
+	case v.MinTokens != nil && *v.MinTokens != 0:
+		return badRequest("min_tokens", "min_tokens is not supported (only 0)")
+	case len(v.StopTokenIDs) > 0:
+		return badRequest("stop_token_ids", "stop_token_ids is not supported: give the tokens' text in stop")
+	case v.TypicalP != nil && *v.TypicalP != 1:
+		return badRequest("typical_p", "typical_p is not supported (only 1)")
+	case v.BestOf != nil && *v.BestOf != 1:
+		return badRequest("best_of", "best_of must be 1: one answer per request")
+	}
+	req.IgnoreEOS = v.IgnoreEOS != nil && *v.IgnoreEOS
+	return nil
 }
 
 func (f *samplingFields) params(defaults sampling.Params) (sampling.Params, *apiError) {
