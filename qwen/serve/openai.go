@@ -70,7 +70,10 @@ type chatMessage struct {
 	Role             string      `json:"role"`
 	Content          textContent `json:"content"`
 	ReasoningContent string      `json:"reasoning_content"`
-	ToolCalls        []struct {
+	// Reasoning is the name vLLM's newer responses give it: a
+	// client that gives its answers back as it got them sends it so.
+	Reasoning string `json:"reasoning"`
+	ToolCalls []struct {
 		ID       string `json:"id"`
 		Type     string `json:"type"`
 		Function struct {
@@ -569,7 +572,11 @@ func chatMessages(in []chatMessage) ([]qwen.Message, *apiError) {
 		if e := m.Content.check(fmt.Sprintf("messages[%d].content", i)); e != nil {
 			return nil, e
 		}
-		out[i] = qwen.Message{Role: role, Content: m.Content.text, Reasoning: m.ReasoningContent}
+		reasoning := m.ReasoningContent
+		if reasoning == "" {
+			reasoning = m.Reasoning
+		}
+		out[i] = qwen.Message{Role: role, Content: m.Content.text, Reasoning: reasoning}
 		if len(m.ToolCalls) > 0 && role != "assistant" {
 			return nil, badRequest(fmt.Sprintf("messages[%d].tool_calls", i), "messages[%d]: only an assistant message has tool_calls", i)
 		}
