@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -13,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -478,5 +480,38 @@ func TestRefusals(t *testing.T) {
 	}
 	if _, err := oci.Pull(context.Background(), "oci://Not A Reference", oci.Cache{Dir: t.TempDir()}, opts()); err == nil || !strings.Contains(err.Error(), "not a registry reference") {
 		t.Errorf("pull of a malformed reference: %v", err)
+	}
+}
+
+// A digest that names a large file of the cache rather than a manifest
+// (the model's own sha256, given by mistake) is not read into memory to
+// be hashed as a manifest: the pull asks the registry, which knows no
+// such manifest, and says so.
+func TestPullByFileDigestReadsNoFile(t *testing.T) {
+	reg, _, _, _ := pushedModel(t, format.Q8)
+	cache := oci.Cache{Dir: t.TempDir()}
+	const big = 256 << 20
+	h := v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("ab", 32)}
+	blob := cache.Blob(h)
+	if err := os.MkdirAll(filepath.Dir(blob), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sparse: the disk holds none of it, a read of it all allocates it.
+	if err := errors.Join(f.Truncate(big), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = oci.Pull(context.Background(), reg.host+"/models/tiny@"+h.String(), cache, opts())
+	runtime.ReadMemStats(&after)
+	if err == nil {
+		t.Fatal("pull of a digest no manifest has: no error")
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > big/4 {
+		t.Errorf("pull by the digest of a %d-byte cached file allocated %d bytes", big, n)
 	}
 }

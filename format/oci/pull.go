@@ -69,6 +69,9 @@ func Pull(ctx context.Context, ref string, cache Cache, o Options) (*Pulled, err
 			return nil, fmt.Errorf("%s: a %s, not a qwenc model (want an OCI image manifest with artifactType %s)", r, desc.MediaType, ArtifactType)
 		}
 		raw = desc.Manifest
+		if len(raw) > maxManifest {
+			return nil, fmt.Errorf("%s: a manifest of %d bytes, over the %d a qwenc model's takes", r, len(raw), maxManifest)
+		}
 		// The digest of the bytes received, not the one the registry
 		// states: go-containerregistry checks a digest reference, but a
 		// tag's manifest is only what the registry sent.
