@@ -33,6 +33,7 @@ import (
 	"github.com/qwenc/qwenc/format/oci"
 	"github.com/qwenc/qwenc/internal/synth"
 	"github.com/qwenc/qwenc/internal/synthtest"
+	"golang.org/x/sys/unix"
 )
 
 // testRegistry is go-containerregistry's registry, in memory, behind a
@@ -514,4 +515,66 @@ func TestPullByFileDigestReadsNoFile(t *testing.T) {
 	if n := after.TotalAlloc - before.TotalAlloc; n > big/4 {
 		t.Errorf("pull by the digest of a %d-byte cached file allocated %d bytes", big, n)
 	}
+}
+
+// A pull that waits for another one's lock on the partial file, which
+// that pull then refuses and removes, downloads the file itself: it does
+// not go on with the removed file the other pull left behind.
+func TestPullAfterAnotherPullRefusedItsDownload(t *testing.T) {
+	_, file, ref, pushed := pushedModel(t, format.F16)
+	cache := oci.Cache{Dir: t.TempDir()}
+	partial := cache.Blob(pushed.Blob) + ".partial"
+	if err := os.MkdirAll(filepath.Dir(partial), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The other pull: the whole file received, but damaged.
+	other, err := os.OpenFile(partial, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := unix.Flock(int(other.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Write(bytes.Repeat([]byte{0xee}, int(pushed.Size))); err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan struct{})
+	o := opts()
+	o.Progress = &signalOn{text: "waiting for another pull", c: waiting}
+	done := make(chan error, 1)
+	var p *oci.Pulled
+	go func() {
+		var err error
+		p, err = oci.Pull(context.Background(), ref, cache, o)
+		done <- err
+	}()
+	select {
+	case <-waiting:
+	case err := <-done:
+		t.Fatalf("the pull did not wait for the other's lock: %v", err)
+	}
+	// The other pull refuses what it received, as download does.
+	if err := os.Remove(partial); err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("the waiting pull: %v", err)
+	}
+	sameFile(t, p.Path, file)
+}
+
+// signalOn closes c the first time a write holds text.
+type signalOn struct {
+	text string
+	c    chan struct{}
+	once sync.Once
+}
+
+func (s *signalOn) Write(b []byte) (int, error) {
+	if strings.Contains(string(b), s.text) {
+		s.once.Do(func() { close(s.c) })
+	}
+	return len(b), nil
 }
