@@ -177,6 +177,7 @@ func TestKeyValueBlock(t *testing.T) {
 		},
 			"config: rope_scaling linear needs factor, original_max_position_embeddings and attention_factor"},
 		{"experts out of range", func(h *format.Header) { h.Config.MoE.Experts = 1<<16 + 1 }, "moe.num_experts = 65537, want in [1, 65536]"},
+		{"a shared expert without experts", func(h *format.Header) { h.Config.MoE.SharedWidth = 64 }, "config: expert fields set without num_experts"},
 		{"a norm in f16", func(h *format.Header) {
 			s := sec(h, "norm")
 			s.DType, s.Size = format.F16, s.Size/2
