@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"reflect"
@@ -267,6 +268,33 @@ func TestFeatures(t *testing.T) {
 		_, err := readHeaderBytes(format.MarshalHeader(&e), size)
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestArenaLargerThanItsTensors: an arena plan may not ask for more
+// bytes than its tensors take laid end to end, each 64-byte aligned (no
+// placement needs more), since the runtime allocates the size the plan
+// gives: a terabyte arena is refused by name, not allocated.
+func TestArenaLargerThanItsTensors(t *testing.T) {
+	b := quantFile(t, true)
+	h, err := format.ReadHeader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var end uint64
+	for _, x := range h.Plans[0].Tensors {
+		end += format.AlignUp(x.Size, format.ArenaAlign)
+	}
+	for _, c := range []struct {
+		size uint64
+		ok   bool
+	}{{end, true}, {end + format.ArenaAlign, false}, {1 << 40, false}} {
+		nb := rewrite(t, b, func(h *format.Header) { h.Plans[0].Size = c.size })
+		_, err := format.ReadHeader(bytes.NewReader(nb), int64(len(nb)))
+		want := fmt.Sprintf(`arena plan "decode": size %d, more than the %d bytes its tensors take laid end to end`, c.size, end)
+		if c.ok && err != nil || !c.ok && (err == nil || err.Error() != want) {
+			t.Errorf("a decode arena of %d bytes: %v, want ok %v (%q)", c.size, err, c.ok, want)
 		}
 	}
 }
