@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/qwenc/qwenc/format"
@@ -163,6 +164,37 @@ func TestKindCodes(t *testing.T) {
 	for k := format.Kind(0); k < 12; k++ {
 		if want := k == format.KindEmbedding || k == format.KindProjection || k == format.KindRouter || k == format.KindExperts || k == format.KindLMHead; k.Matrix() != want {
 			t.Errorf("%s: Matrix() = %v", k, k.Matrix())
+		}
+	}
+}
+
+// TestVerifyCatchesPaddingAfterHeader: the zeros between the end of the
+// header and the first 4096-byte boundary are padding like the rest, and
+// Verify checks them.
+func TestVerifyCatchesPaddingAfterHeader(t *testing.T) {
+	path, b := smallFile(t)
+	p, err := format.ParsePreamble(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, start := format.PreambleSize+int(p.HeaderSize), int(format.DataStart(int(p.HeaderSize)))
+	if end == start {
+		t.Fatalf("the header ends on the boundary at %d: no padding to damage", end)
+	}
+	for _, off := range []int{end, start - 1} {
+		d := bytes.Clone(b)
+		d[off] = 1
+		if err := os.WriteFile(path, d, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := format.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = f.Verify()
+		f.Close()
+		if err == nil || !strings.Contains(err.Error(), "after the header") {
+			t.Errorf("byte %d (header ends at %d, first section at %d) set: Verify = %v, want an error about the padding after the header", off, end, start, err)
 		}
 	}
 }
