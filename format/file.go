@@ -176,10 +176,11 @@ func typed[T uint16 | float32](f *File, name string, dt DType) ([]T, error) {
 // between sections is zero, reporting the first problem. It reads the
 // whole file.
 func (f *File) Verify() error {
-	if err := zeroPadding(f.data[f.headerEnd:f.dataStart]); err != nil {
+	// A file of no sections may end before the boundary.
+	end := min(f.dataStart, uint64(len(f.data)))
+	if err := zeroPadding(f.data[f.headerEnd:end]); err != nil {
 		return fmt.Errorf("%s: after the header: %w", f.Path, err)
 	}
-	end := f.dataStart
 	for _, s := range f.Header.Sections {
 		if err := zeroPadding(f.data[end:s.Offset]); err != nil {
 			return fmt.Errorf("%s: before section %q: %w", f.Path, s.Name, err)

@@ -198,3 +198,30 @@ func TestVerifyCatchesPaddingAfterHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyWithoutSections: a file the format accepts with no sections
+// at all, ending with its header, is verified without reading past its
+// end (which architecture a file needs sections for is package arch's
+// to say).
+func TestVerifyWithoutSections(t *testing.T) {
+	path, _ := smallFile(t)
+	f, err := format.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := *f.Header
+	f.Close()
+	h.Sections = nil
+	hb := format.MarshalHeader(&h)
+	b := append(format.MarshalPreamble(hb, uint64(format.PreambleSize+len(hb))), hb...)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if f, err = format.Open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Verify(); err != nil {
+		t.Errorf("Verify of a file of no sections: %v", err)
+	}
+}
