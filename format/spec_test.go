@@ -86,6 +86,14 @@ func TestSpecListsEveryKey(t *testing.T) {
 			t.Errorf("SPEC.md's kind row %q, want %q", got, want)
 		}
 	}
+	// The directory's size rule names the quantized types it applies to.
+	i := strings.Index(spec, "The size must equal")
+	rule, _, _ := strings.Cut(spec[i+1:], "\n\n")
+	for _, d := range []DType{Q8, Q4, Q6} {
+		if i < 0 || !regexp.MustCompile(`\b`+d.String()+`\b`).MatchString(rule) {
+			t.Errorf("SPEC.md's directory size rule does not name %s", d)
+		}
+	}
 	if !regexp.MustCompile(`format version, ` + "`" + fmt.Sprint(Version) + "`").MatchString(spec) {
 		t.Errorf("SPEC.md's preamble does not give version %d", Version)
 	}
