@@ -118,11 +118,11 @@ func Place(blob, out string) error {
 			return err
 		}
 	}
-	if err := os.Rename(tmpName, out); err != nil {
-		os.Remove(tmpName)
-		return err
-	}
-	return nil
+	err = os.Rename(tmpName, out)
+	// A rename onto another link of the same file (out placed by an
+	// earlier pull) succeeds without removing the old name.
+	os.Remove(tmpName)
+	return err
 }
 
 func copyFile(src, dst string) error {

@@ -578,3 +578,31 @@ func (s *signalOn) Write(b []byte) (int, error) {
 	}
 	return len(b), nil
 }
+
+// Placing a pulled file where an earlier pull placed it (qwenc pull -o
+// run again) leaves the file and nothing else in its directory.
+func TestPlaceAgain(t *testing.T) {
+	dir := t.TempDir()
+	blob := filepath.Join(t.TempDir(), "blob")
+	if err := os.WriteFile(blob, []byte("a model"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "model.qbin")
+	for range 2 {
+		if err := oci.Place(blob, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if len(names) != 1 || names[0] != "model.qbin" {
+		t.Errorf("after placing the file twice the directory holds %q, want only model.qbin", names)
+	}
+	sameFile(t, out, blob)
+}
