@@ -172,7 +172,11 @@ func TestKeyValueBlock(t *testing.T) {
 		{"too large", func(h *format.Header) { h.Config.Hidden = 1<<24 + 1 }, "config.hidden_size = 16777217, want in [1, 16777216]"},
 		{"too many eos ids", func(h *format.Header) { h.Generation.EOS = make([]int32, 17) }, "generation.eos_token_id: 17 elements, want at most 16 long"},
 		{"negative temperature", func(h *format.Header) { h.Generation.Temperature = -1 }, "generation.temperature = -1, want at least 0 and finite"},
-		{"infinite top_p", func(h *format.Header) { h.Generation.TopP = float32(math.Inf(1)) }, "generation.top_p = +Inf, want at least 0 and finite"},
+		{"infinite top_p", func(h *format.Header) { h.Generation.TopP = float32(math.Inf(1)) }, "generation.top_p = +Inf, want in [0, 1]"},
+		// The sampler's ranges: a default outside them fails every request.
+		{"top_p over 1", func(h *format.Header) { h.Generation.TopP = 1.5 }, "generation.top_p = 1.5, want in [0, 1]"},
+		{"min_p over 1", func(h *format.Header) { h.Generation.MinP = 1.5 }, "generation.min_p = 1.5, want in [0, 1]"},
+		{"presence_penalty over 2", func(h *format.Header) { h.Generation.PresencePenalty = 2.5 }, "generation.presence_penalty = 2.5, want in [0, 2]"},
 		{"rope scaling without a factor", func(h *format.Header) {
 			h.Config.RopeScaling = format.RopeScaling{Type: "linear", OriginalMax: 64, AttentionFactor: 1}
 		},
