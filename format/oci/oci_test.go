@@ -606,3 +606,34 @@ func TestPlaceAgain(t *testing.T) {
 	}
 	sameFile(t, out, blob)
 }
+
+// A registry that answers a request for the whole blob with 206 Partial
+// Content is refused with an error that says so, and the partial file
+// keeps nothing of the answer.
+func TestUnaskedPartialContentRefused(t *testing.T) {
+	reg, _, ref, pushed := pushedModel(t, format.F16)
+	reg.onBlobGet(pushed.Blob, func(w http.ResponseWriter) http.ResponseWriter {
+		return &statusAs{ResponseWriter: w, code: http.StatusPartialContent}
+	})
+	cache := oci.Cache{Dir: t.TempDir()}
+	_, err := oci.Pull(context.Background(), ref, cache, opts())
+	if err == nil || !strings.Contains(err.Error(), "206") || strings.Contains(err.Error(), "%!") {
+		t.Errorf("a 206 answer to a request without a Range: %v, want an error naming the status", err)
+	}
+	if st, err := os.Stat(cache.Blob(pushed.Blob) + ".partial"); err == nil && st.Size() != 0 {
+		t.Errorf("the partial file holds %d bytes of the refused answer", st.Size())
+	}
+}
+
+// statusAs sends code in place of a 200.
+type statusAs struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusAs) WriteHeader(code int) {
+	if code == http.StatusOK {
+		code = s.code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}

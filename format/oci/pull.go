@@ -254,6 +254,9 @@ func fetch(ctx context.Context, rt http.RoundTripper, repo name.Repository, l v1
 			return have, fmt.Errorf("%s@%s: asked for bytes from %d, got Content-Range %q", repo, l.Digest, have, resp.Header.Get("Content-Range"))
 		}
 		o.logf("resuming %s at %d of %d bytes", l.Digest, have, l.Size)
+	case resp.StatusCode == http.StatusPartialContent:
+		// transport.CheckError takes a 206 for success, so it is refused here.
+		return have, fmt.Errorf("%s@%s: the registry answered a request for the whole blob with %s", repo, l.Digest, resp.Status)
 	case resp.StatusCode == http.StatusOK:
 		if have > 0 {
 			o.logf("the registry sent all of %s again: starting over", l.Digest)
