@@ -356,7 +356,7 @@ func (r *RopeScaling) validate() error {
 
 func (m *MoE) validate(layers int) error {
 	if m.Experts == 0 {
-		if m.ExpertsPerToken != 0 || m.ExpertWidth != 0 || m.NormTopK || len(m.Sparse) != 0 {
+		if m.ExpertsPerToken != 0 || m.ExpertWidth != 0 || m.NormTopK || m.SharedWidth != 0 || len(m.Sparse) != 0 {
 			return fmt.Errorf("config: expert fields set without num_experts")
 		}
 		return nil
