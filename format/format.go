@@ -387,6 +387,11 @@ type Generation struct {
 	PresencePenalty   float32 `json:"presence_penalty"`
 }
 
+// Validate checks the defaults against the ranges a file's keys take
+// (format/SPEC.md), the sampler's: the compiler refuses what a file
+// could not be opened with.
+func (g Generation) Validate() error { return checkRanges(&Header{Generation: g}, otherKeys) }
+
 // DefaultGeneration is what a checkpoint without generation_config.json gets.
 func DefaultGeneration() Generation {
 	return Generation{BOS: -1, Pad: -1, Temperature: 1, TopP: 1, RepetitionPenalty: 1}
