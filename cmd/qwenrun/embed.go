@@ -61,7 +61,7 @@ func rerankCommand() *cli.Command {
 // run with them; run writes its JSON lines to w.
 func scoring(c *cli.Context, name string, run func(ctx context.Context, m *qwen.Model, texts []string, w io.Writer) error) error {
 	if c.NArg() < 1 {
-		return fmt.Errorf("%s: want MODEL.qbin", name)
+		return cliutil.Usagef(c, "%s: want MODEL.qbin", name)
 	}
 	if err := modelflags.Check(c, os.Stderr); err != nil {
 		return err
