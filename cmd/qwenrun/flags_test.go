@@ -49,6 +49,13 @@ func TestRefusesMeaninglessValues(t *testing.T) {
 		{[]string{absent, "-p", "hi", "-f", "-", "--tokens", "1"}, "-p, -f and --tokens all give the prompt; use one"},
 		{[]string{absent, "-p", "hi", "--logits", filepath.Join(dir, "no", "l.f32")}, "--logits " + filepath.Join(dir, "no", "l.f32") + ": its directory does not exist"},
 		{[]string{absent, "-p", "hi", "--logits", dir}, "--logits " + dir + ": is a directory"},
+		// A flag of the other mode, chat or raw completion, was ignored.
+		{[]string{absent, "-p", "hi", "--system", "Be brief."}, "--system is for --chat; raw completion would ignore it"},
+		{[]string{absent, "-p", "hi", "--no-think"}, "--no-think is for --chat; raw completion would ignore it"},
+		{[]string{absent, "-p", "hi", "--hide-think"}, "--hide-think is for --chat; raw completion would ignore it"},
+		{[]string{absent, "-p", "hi", "--verbose"}, "--verbose is for --chat; raw completion would ignore it"},
+		{[]string{absent, "--chat", "-p", "hi", "--logits", filepath.Join(dir, "l.f32")}, "--logits writes a raw completion's prompt logits; it cannot be used with --chat"},
+		{[]string{absent, "--chat", "--tokens", "1,2"}, "--tokens gives raw token ids; it cannot be used with --chat"},
 		// The range of --ctx is the model's.
 		{[]string{m, "-p", "hi", "--ctx", "0"}, "--ctx 0: want 1 to 4096 tokens (the model's maximum context)"},
 		{[]string{m, "-p", "hi", "--ctx", "-3"}, "--ctx -3: want 1 to 4096 tokens (the model's maximum context)"},

@@ -44,9 +44,6 @@ func run(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return cliutil.Usagef(c, "want one MODEL.qbin argument, got %d", c.NArg())
 	}
-	if c.Bool("chat") && c.IsSet("tokens") {
-		return errors.New("--tokens gives raw token ids; it cannot be used with --chat")
-	}
 	if err := checkFlags(c); err != nil {
 		return err
 	}
