@@ -73,7 +73,10 @@ func compileCommand() *cli.Command {
 			if printConversions(os.Stderr, res.Converted) && !c.Bool("no-kl") {
 				if err := measureKL(c.Context, os.Stderr, model, res, opts); err != nil {
 					if c.Context.Err() != nil {
-						return err
+						// main says of an interrupt that nothing was
+						// written, which here is wrong: the file is whole.
+						fmt.Fprintf(os.Stderr, "qwenc: interrupted measuring the KL divergence; %s is written\n", res.Output)
+						return context.Cause(c.Context)
 					}
 					// The compiled file is written and good: only the
 					// measure of it is missing, which is said.

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/qwenc/qwenc/internal/synth"
+	"github.com/qwenc/qwenc/internal/testmodel"
 )
 
 // sizedModel writes a random-weight checkpoint with the given vocabulary
@@ -155,4 +156,57 @@ func names(es []os.DirEntry) []string {
 		s = append(s, e.Name())
 	}
 	return s
+}
+
+// TestSignalDuringKLKeepsOutput interrupts a GGUF compile while it
+// measures the KL divergence its new rounding adds: the compiled file is
+// already written and stays, and stderr says so rather than that no
+// output was written.
+func TestSignalDuringKLKeepsOutput(t *testing.T) {
+	src := testmodel.GGUF(t, "tiny-a-Q8_0")
+	work := t.TempDir()
+	gate := newPipeGate(t)
+	cmd := exec.Command(qwencBin, "compile", src, "--type", "q4", "-o", "q4.qbin", "--no-sync")
+	cmd.Dir = work
+	cmd.Stderr = gate.w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	gate.w.Close()
+	br := bufio.NewReader(gate.r)
+	var stderr strings.Builder
+	for line := ""; !strings.HasPrefix(line, "measuring the KL divergence"); {
+		var err error
+		line, err = br.ReadString('\n')
+		stderr.WriteString(line)
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("no KL measure began: %v\n%s", err, stderr.String())
+		}
+	}
+	// The measure's result would be the next line: held there, the
+	// measure cannot have finished when the signal comes.
+	gate.fill(t)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	werr := cmd.Wait()
+	stderr.WriteString(strings.ReplaceAll(string(rest), "\x00", ""))
+	if strings.Contains(stderr.String(), "KL divergence from the GGUF's own weights:") {
+		t.Fatalf("the measure finished before the signal arrived:\n%s", stderr.String())
+	}
+	if ee, ok := werr.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Fatalf("exit %v, want status 130; stderr:\n%s", werr, stderr.String())
+	}
+	if !strings.HasSuffix(stderr.String(), "qwenc: interrupted measuring the KL divergence; q4.qbin is written\n") {
+		t.Errorf("stderr does not say the output is written:\n%s", stderr.String())
+	}
+	if es, _ := os.ReadDir(work); len(es) != 1 || es[0].Name() != "q4.qbin" {
+		t.Fatalf("the output directory holds %v, want q4.qbin alone", names(es))
+	}
 }
