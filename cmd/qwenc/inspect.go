@@ -39,7 +39,7 @@ func inspectCommand() *cli.Command {
 				return cliutil.Usagef(c, "inspect: --dequant needs --tensor NAME")
 			}
 			if c.IsSet("tensor") {
-				return inspectTensor(os.Stdout, path, c.String("tensor"), c.String("dequant"))
+				return inspectTensor(c.Context, os.Stdout, path, c.String("tensor"), c.String("dequant"))
 			}
 			if isGGUF(path) {
 				return inspectGGUF(os.Stdout, path, c.Bool("json"))
