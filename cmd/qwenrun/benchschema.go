@@ -31,6 +31,10 @@ func benchSchema(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// --tg 0 would be a request without a limit.
+	if err := atLeast(c, 1, "tg"); err != nil {
+		return err
+	}
 	schema := bench.DefaultSchema
 	if c.IsSet("json-schema") {
 		var err error
