@@ -14,6 +14,7 @@ import (
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/format/wtype"
 	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/qwenc/qwenc/internal/fsutil"
 	"github.com/urfave/cli/v2"
 )
 
@@ -37,6 +38,9 @@ func inspectCommand() *cli.Command {
 			path := c.Args().First()
 			if c.IsSet("dequant") && !c.IsSet("tensor") {
 				return cliutil.Usagef(c, "inspect: --dequant needs --tensor NAME")
+			}
+			if err := checkInspectFlags(c, path); err != nil {
+				return err
 			}
 			if c.IsSet("tensor") {
 				return inspectTensor(c.Context, os.Stdout, path, c.String("tensor"), c.String("dequant"))
@@ -73,6 +77,27 @@ func inspectCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// checkInspectFlags refuses the flags that what is printed would ignore,
+// and a --dequant file that could not be written, before any work.
+func checkInspectFlags(c *cli.Context, path string) error {
+	if c.IsSet("tensor") || isGGUF(path) {
+		for _, f := range []string{"seq", "kv-type"} {
+			if c.IsSet(f) {
+				return cliutil.Usagef(c, "inspect: --%s sizes a .qbin file's KV cache table, which --tensor and a GGUF file's listing do not print", f)
+			}
+		}
+	}
+	if c.IsSet("tensor") && c.Bool("json") {
+		return cliutil.Usagef(c, "inspect: --json prints the whole file's listing; --tensor prints text")
+	}
+	if out := c.String("dequant"); out != "" {
+		if err := fsutil.CheckOutput(out); err != nil {
+			return fmt.Errorf("--dequant %s: %w", out, err)
+		}
+	}
+	return nil
 }
 
 // readHeader validates a file's header and directory without mapping it.
