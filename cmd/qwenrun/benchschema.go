@@ -46,7 +46,7 @@ func benchSchema(c *cli.Context) error {
 		Options: modelflags.Options(c, log)}
 	res, err := bench.Schema(cfg)
 	if err != nil {
-		return schemaError(err)
+		return requestError(err)
 	}
 	fmt.Printf("model %s; up to %d tokens per generation\n", cfg.Model, cfg.TG)
 	res.Write(os.Stdout)

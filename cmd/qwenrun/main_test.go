@@ -236,7 +236,9 @@ func TestLimitsAndErrors(t *testing.T) {
 		want []string
 	}{
 		{[]string{m, "-p", "hi", "--ctx", "5000"}, []string{"5000", "4096"}},
-		{[]string{m, "--tokens", "1,2,3,4,5,6", "--ctx", "4"}, []string{"6 tokens", "4"}},
+		{[]string{m, "--tokens", "1,2,3,4,5,6", "--ctx", "4"}, []string{"6 tokens", "4", "(--ctx)"}},
+		// One chat message too long for the context names the flag too.
+		{[]string{m, "--chat", "-p", "a message of some words", "--ctx", "8"}, []string{"more than the context of 8 (--ctx)"}},
 		{[]string{m, "--tokens", "1,999999"}, []string{"999999"}},
 		{[]string{m}, []string{"no prompt"}},
 		{[]string{filepath.Join(t.TempDir(), "missing.qbin"), "-p", "x"}, []string{"missing.qbin"}},

@@ -170,10 +170,14 @@ func readSchema(c *cli.Context) (json.RawMessage, error) {
 	return b, nil
 }
 
-// schemaError says which flag a refused schema came from.
-func schemaError(err error) error {
+// requestError says which flag a refused schema, or a prompt longer than
+// the context, came from.
+func requestError(err error) error {
 	if _, ok := errors.AsType[*qwen.SchemaError](err); ok {
 		return fmt.Errorf("--json-schema: %w", err)
+	}
+	if _, ok := errors.AsType[*qwen.PromptTooLongError](err); ok {
+		return fmt.Errorf("%w (--ctx)", err)
 	}
 	return err
 }
@@ -200,12 +204,8 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 		}
 	}
 	st, err := s.m.Start(ctx, req)
-	var tooLong *qwen.PromptTooLongError
-	if errors.As(err, &tooLong) {
-		return fmt.Errorf("%w (--ctx)", err)
-	}
 	if err != nil {
-		return schemaError(err)
+		return requestError(err)
 	}
 	jsonOut := c.Bool("json")
 	out := bufio.NewWriter(os.Stdout)
