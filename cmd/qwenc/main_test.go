@@ -272,3 +272,32 @@ func TestCompileTypes(t *testing.T) {
 		t.Error("--type q3 wrote a file")
 	}
 }
+
+// An -o that names the checkpoint's own files is refused, and they stay:
+// the compiled file once replaced them, exit 0.
+func TestOutputIsNotInput(t *testing.T) {
+	m := model(t, "own-files")
+	work := t.TempDir()
+	for _, name := range []string{"model.safetensors", "config.json"} {
+		path := filepath.Join(m, name)
+		before, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code := run(t, work, "compile", "-q", m, "-o", path)
+		if want := "qwenc: -o " + path + " is a file of the checkpoint MODEL: the compile would replace its own input\n"; code != 1 || stderr != want {
+			t.Errorf("-o %s: exit %d, stderr %q; want exit 1 and %q", name, code, stderr, want)
+		}
+		if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+			t.Errorf("-o %s: the checkpoint's file changed", name)
+		}
+	}
+	src := filepath.Join(m, "model.safetensors")
+	if _, stderr, code := run(t, work, "compile", "-q", src, "-o", src); code != 1 || stderr != "qwenc: -o "+src+" is MODEL itself: the compile would replace its own input\n" {
+		t.Errorf("-o MODEL: exit %d, stderr %q", code, stderr)
+	}
+	// A .qbin beside the checkpoint is an output like any other.
+	if _, stderr, code := run(t, work, "compile", "-q", m, "-o", filepath.Join(m, "own-files.qbin")); code != 0 {
+		t.Errorf("-o beside the checkpoint: exit %d, %s", code, stderr)
+	}
+}
