@@ -110,6 +110,7 @@ func TestReadDrafts(t *testing.T) {
 		{[]string{"--draft", "ngram", "--draft-p-min", "1"}, "--draft-p-min 1: want 0 to less than 1"},
 		{[]string{"--draft", "ngram,ngram"}, `--draft "ngram,ngram": ngram, mtp and one draft model, each once at most`},
 		{[]string{"--draft", "mtp,mtp"}, `--draft "mtp,mtp": ngram, mtp and one draft model, each once at most`},
+		{[]string{"--draft", "ngram,mtp", "--draft-p-min", "0.5"}, "--draft-p-min cuts a draft model's guesses; --draft ngram,mtp has no draft model"},
 		{[]string{"--draft", "missing.qbin"}, `--draft "missing.qbin": want ngram, mtp or a draft model's .qbin file: stat missing.qbin: no such file or directory`},
 	} {
 		if _, err := ReadDrafts(parse(t, tc.args...)); err == nil || err.Error() != tc.want {
