@@ -41,6 +41,7 @@ func TestStateCache(t *testing.T) {
 		{[]string{"--state-cache", "0", "--state-cache-dir", "d", "--state-cache-disk", "512MB"}, 2, ""},
 		{[]string{"--state-cache-dir", "d", "--state-cache-disk", "0"}, 0, "--state-cache-disk"},
 		{[]string{"--state-cache", "lots"}, 0, "--state-cache"},
+		{[]string{"--state-cache-disk", "10GiB"}, 0, "--state-cache-disk needs --state-cache-dir DIR"},
 	} {
 		opts, err := StateCache(parse(t, tc.args...))
 		if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) || tc.err == "" && (err != nil || len(opts) != tc.opts) {
