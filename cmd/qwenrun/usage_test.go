@@ -39,6 +39,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", m, "--alias", "a=" + bin, "--alias", "a=" + bin}, `--alias "a=` + bin + `": the name "a" is given twice`, "qwenrun serve"},
 		// Every subcommand, not only bench and perplexity: the others
 		// printed their whole help on stdout and no pointer to it.
+		{[]string{"serve", m, "--queue", "0"}, "--queue 0: want 1 or more (without the flag, 4 x --parallel)", "qwenrun serve"},
 		{[]string{"serve", m, "--parallel", "many"}, `invalid value "many" for flag -parallel: parse error`, "qwenrun serve"},
 		{[]string{"embed", m, "--dimensions", "x"}, `invalid value "x" for flag -dimensions: parse error`, "qwenrun embed"},
 		{[]string{"rerank", m, "--bogus"}, "flag provided but not defined: -bogus", "qwenrun rerank"},
