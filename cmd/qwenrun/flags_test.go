@@ -53,7 +53,6 @@ func TestRefusesMeaninglessValues(t *testing.T) {
 		{[]string{absent, "-p", "hi", "--system", "Be brief."}, "--system is for --chat; raw completion would ignore it"},
 		{[]string{absent, "-p", "hi", "--no-think"}, "--no-think is for --chat; raw completion would ignore it"},
 		{[]string{absent, "-p", "hi", "--hide-think"}, "--hide-think is for --chat; raw completion would ignore it"},
-		{[]string{absent, "-p", "hi", "--verbose"}, "--verbose is for --chat; raw completion would ignore it"},
 		{[]string{absent, "--chat", "-p", "hi", "--logits", filepath.Join(dir, "l.f32")}, "--logits writes a raw completion's prompt logits; it cannot be used with --chat"},
 		{[]string{absent, "--chat", "--tokens", "1,2"}, "--tokens gives raw token ids; it cannot be used with --chat"},
 		// The range of --ctx is the model's.

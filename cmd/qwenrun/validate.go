@@ -77,7 +77,9 @@ func checkModeFlags(c *cli.Context) error {
 		}
 		return nil
 	}
-	for _, f := range []string{"system", "no-think", "hide-think", "verbose"} {
+	// --verbose is left alone: raw completion always prints its
+	// statistics, and make bench-a3b-full asks for them so.
+	for _, f := range []string{"system", "no-think", "hide-think"} {
 		if c.IsSet(f) {
 			return fmt.Errorf("--%s is for --chat; raw completion would ignore it", f)
 		}
