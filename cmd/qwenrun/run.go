@@ -221,7 +221,12 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 		}
 		if !jsonOut && d.Content != "" {
 			out.WriteString(d.Content)
-			out.Flush()
+			if err := out.Flush(); err != nil && genErr == nil {
+				// The text is lost (a full disk, a closed pipe): say so in
+				// the exit status, and generate no more of it.
+				st.Close()
+				genErr = fmt.Errorf("writing the text: %w", err)
+			}
 		}
 		if err != nil && genErr == nil {
 			genErr = err
@@ -239,7 +244,9 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 		// on their own line; --json gives the exact text. Without a token
 		// (-n 0) there is no stream to end: stdout stays empty.
 		out.WriteString("\n")
-		out.Flush()
+		if err := out.Flush(); err != nil && genErr == nil {
+			genErr = fmt.Errorf("writing the text: %w", err)
+		}
 	}
 	printStats(os.Stderr, s, res)
 	return genErr // the signal, for the exit status, after an interrupt
