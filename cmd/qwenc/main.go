@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 
@@ -88,4 +90,16 @@ func reorder(app *cli.App, args []string) ([]string, error) {
 // lost, and qwenc verify ran on to the end and exited 0.
 func watchesSignals(args []string) bool {
 	return len(args) > 1 && slices.Contains([]string{"compile", "inspect", "push", "pull"}, args[1])
+}
+
+// toStdout runs f with a buffered standard output and returns f's error,
+// or else the first error writing: a listing lost to a full disk, or an
+// "ok" that never reached the script reading it, is a failure.
+func toStdout(f func(stdout io.Writer) error) error {
+	w := bufio.NewWriter(os.Stdout)
+	err := f(w)
+	if ferr := w.Flush(); err == nil && ferr != nil {
+		err = fmt.Errorf("writing the output: %w", ferr)
+	}
+	return err
 }

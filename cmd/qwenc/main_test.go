@@ -301,3 +301,27 @@ func TestOutputIsNotInput(t *testing.T) {
 		t.Errorf("-o beside the checkpoint: exit %d, %s", code, stderr)
 	}
 }
+
+// A listing or an "ok" that cannot be written (here to /dev/full, as to
+// a full disk) is a failure: exit 1, not 0 with the output lost.
+func TestStdoutWriteError(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("no /dev/full here: %v", err)
+	}
+	defer full.Close()
+	work := t.TempDir()
+	if _, stderr, code := run(t, work, "compile", "-q", model(t, "small-model"), "-o", "m.qbin"); code != 0 {
+		t.Fatal(stderr)
+	}
+	for _, args := range [][]string{{"inspect", "m.qbin"}, {"inspect", "--json", "m.qbin"}, {"inspect", "m.qbin", "--tensor", "norm"}, {"verify", "m.qbin"}} {
+		cmd := exec.Command(qwencBin, args...)
+		cmd.Dir = work
+		var e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = full, &e
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(e.String(), "no space left on device") {
+			t.Errorf("%q: exit %v, stderr %q; want exit 1 and the write error", args, err, e.String())
+		}
+	}
+}
