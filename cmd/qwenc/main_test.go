@@ -272,3 +272,56 @@ func TestCompileTypes(t *testing.T) {
 		t.Error("--type q3 wrote a file")
 	}
 }
+
+// An -o that names the checkpoint's own files is refused, and they stay:
+// the compiled file once replaced them, exit 0.
+func TestOutputIsNotInput(t *testing.T) {
+	m := model(t, "own-files")
+	work := t.TempDir()
+	for _, name := range []string{"model.safetensors", "config.json"} {
+		path := filepath.Join(m, name)
+		before, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code := run(t, work, "compile", "-q", m, "-o", path)
+		if want := "qwenc: -o " + path + " is a file of the checkpoint MODEL: the compile would replace its own input\n"; code != 1 || stderr != want {
+			t.Errorf("-o %s: exit %d, stderr %q; want exit 1 and %q", name, code, stderr, want)
+		}
+		if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+			t.Errorf("-o %s: the checkpoint's file changed", name)
+		}
+	}
+	src := filepath.Join(m, "model.safetensors")
+	if _, stderr, code := run(t, work, "compile", "-q", src, "-o", src); code != 1 || stderr != "qwenc: -o "+src+" is MODEL itself: the compile would replace its own input\n" {
+		t.Errorf("-o MODEL: exit %d, stderr %q", code, stderr)
+	}
+	// A .qbin beside the checkpoint is an output like any other.
+	if _, stderr, code := run(t, work, "compile", "-q", m, "-o", filepath.Join(m, "own-files.qbin")); code != 0 {
+		t.Errorf("-o beside the checkpoint: exit %d, %s", code, stderr)
+	}
+}
+
+// A listing or an "ok" that cannot be written (here to /dev/full, as to
+// a full disk) is a failure: exit 1, not 0 with the output lost.
+func TestStdoutWriteError(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("no /dev/full here: %v", err)
+	}
+	defer full.Close()
+	work := t.TempDir()
+	if _, stderr, code := run(t, work, "compile", "-q", model(t, "small-model"), "-o", "m.qbin"); code != 0 {
+		t.Fatal(stderr)
+	}
+	for _, args := range [][]string{{"inspect", "m.qbin"}, {"inspect", "--json", "m.qbin"}, {"inspect", "m.qbin", "--tensor", "norm"}, {"verify", "m.qbin"}} {
+		cmd := exec.Command(qwencBin, args...)
+		cmd.Dir = work
+		var e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = full, &e
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(e.String(), "no space left on device") {
+			t.Errorf("%q: exit %v, stderr %q; want exit 1 and the write error", args, err, e.String())
+		}
+	}
+}

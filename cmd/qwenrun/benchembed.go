@@ -31,6 +31,12 @@ func benchEmbed(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := atLeast(c, 1, "inputs", "reps"); err != nil {
+		return err
+	}
+	if err := atLeast(c, 2, "tokens", "long"); err != nil {
+		return err
+	}
 	cfg := bench.EmbedConfig{Model: c.Args().First(), Inputs: c.Int("inputs"), Tokens: c.Int("tokens"), Long: c.Int("long"), Reps: c.Int("reps"),
 		Options: modelflags.Options(c, log)}
 	res, err := bench.Embed(cfg)

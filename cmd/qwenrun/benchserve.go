@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/qwenc/qwenc/cmd/internal/modelflags"
@@ -34,9 +35,12 @@ func benchServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := atLeast(c, 1, "pp", "tg"); err != nil {
+		return err
+	}
 	streams, err := cliutil.Ints(c.String("streams"), 1, "a positive number")
 	if err != nil {
-		return err
+		return fmt.Errorf("--streams: %w", err)
 	}
 	cfg := bench.ServeConfig{Model: c.Args().First(), Streams: streams, PP: c.Int("pp"), TG: c.Int("tg"),
 		Requests: c.Int("requests"), Reps: c.Int("reps"), Log: os.Stderr,

@@ -35,6 +35,12 @@ func benchSpec(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := atLeast(c, 1, "rounds"); err != nil {
+		return err
+	}
+	if err := atLeast(c, 2, "tokens"); err != nil {
+		return err
+	}
 	d, err := modelflags.ReadDrafts(c)
 	if err != nil {
 		return err

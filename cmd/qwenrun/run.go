@@ -44,9 +44,6 @@ func run(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return cliutil.Usagef(c, "want one MODEL.qbin argument, got %d", c.NArg())
 	}
-	if c.Bool("chat") && c.IsSet("tokens") {
-		return errors.New("--tokens gives raw token ids; it cannot be used with --chat")
-	}
 	if err := checkFlags(c); err != nil {
 		return err
 	}
@@ -173,10 +170,14 @@ func readSchema(c *cli.Context) (json.RawMessage, error) {
 	return b, nil
 }
 
-// schemaError says which flag a refused schema came from.
-func schemaError(err error) error {
+// requestError says which flag a refused schema, or a prompt longer than
+// the context, came from.
+func requestError(err error) error {
 	if _, ok := errors.AsType[*qwen.SchemaError](err); ok {
 		return fmt.Errorf("--json-schema: %w", err)
+	}
+	if _, ok := errors.AsType[*qwen.PromptTooLongError](err); ok {
+		return fmt.Errorf("%w (--ctx)", err)
 	}
 	return err
 }
@@ -203,12 +204,8 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 		}
 	}
 	st, err := s.m.Start(ctx, req)
-	var tooLong *qwen.PromptTooLongError
-	if errors.As(err, &tooLong) {
-		return fmt.Errorf("%w (--ctx)", err)
-	}
 	if err != nil {
-		return schemaError(err)
+		return requestError(err)
 	}
 	jsonOut := c.Bool("json")
 	out := bufio.NewWriter(os.Stdout)
@@ -224,7 +221,12 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 		}
 		if !jsonOut && d.Content != "" {
 			out.WriteString(d.Content)
-			out.Flush()
+			if err := out.Flush(); err != nil && genErr == nil {
+				// The text is lost (a full disk, a closed pipe): say so in
+				// the exit status, and generate no more of it.
+				st.Close()
+				genErr = fmt.Errorf("writing the text: %w", err)
+			}
 		}
 		if err != nil && genErr == nil {
 			genErr = err
@@ -242,7 +244,9 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 		// on their own line; --json gives the exact text. Without a token
 		// (-n 0) there is no stream to end: stdout stays empty.
 		out.WriteString("\n")
-		out.Flush()
+		if err := out.Flush(); err != nil && genErr == nil {
+			genErr = fmt.Errorf("writing the text: %w", err)
+		}
 	}
 	printStats(os.Stderr, s, res)
 	return genErr // the signal, for the exit status, after an interrupt

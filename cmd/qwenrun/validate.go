@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -16,6 +17,9 @@ import (
 // maximum completes the range the message gives.
 func checkFlags(c *cli.Context) error {
 	if err := checkPromptFlags(c); err != nil {
+		return err
+	}
+	if err := checkModeFlags(c); err != nil {
 		return err
 	}
 	if n := c.Int("max-tokens"); n < -1 {
@@ -56,6 +60,29 @@ func checkPromptFlags(c *cli.Context) error {
 		return fmt.Errorf("%s and %s both give the prompt; use one", given[0], given[1])
 	case 3:
 		return fmt.Errorf("%s, %s and %s all give the prompt; use one", given[0], given[1], given[2])
+	}
+	return nil
+}
+
+// checkModeFlags refuses the flags of the other mode, chat or raw
+// completion: the mode run would ignore them, and the user would not
+// learn that the system message or the logits they asked for never came.
+func checkModeFlags(c *cli.Context) error {
+	if c.Bool("chat") {
+		if c.IsSet("tokens") {
+			return errors.New("--tokens gives raw token ids; it cannot be used with --chat")
+		}
+		if c.IsSet("logits") {
+			return errors.New("--logits writes a raw completion's prompt logits; it cannot be used with --chat")
+		}
+		return nil
+	}
+	// --verbose is left alone: raw completion always prints its
+	// statistics, and make bench-a3b-full asks for them so.
+	for _, f := range []string{"system", "no-think", "hide-think"} {
+		if c.IsSet(f) {
+			return fmt.Errorf("--%s is for --chat; raw completion would ignore it", f)
+		}
 	}
 	return nil
 }

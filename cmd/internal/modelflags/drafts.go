@@ -100,5 +100,10 @@ func ReadDrafts(c *cli.Context) (Drafts, error) {
 	if most := max(d.Text, d.Model, d.MTP); m > most {
 		return d, fmt.Errorf("--draft-min %d: want 1 to --draft-max (%d)", m, most)
 	}
+	// The text's guesses have no probability, and the MTP block's chains
+	// are never cut: the value would be taken and do nothing.
+	if c.IsSet("draft-p-min") && d.Path == "" {
+		return d, fmt.Errorf("--draft-p-min cuts a draft model's guesses; --draft %s has no draft model", c.String("draft"))
+	}
 	return d, nil
 }
