@@ -56,10 +56,7 @@ func (d Drafts) Options() []qwen.Option {
 // ReadDrafts reads --draft and its flags.
 func ReadDrafts(c *cli.Context) (Drafts, error) {
 	var d Drafts
-	if c.String("draft") == "none" {
-		return d, nil
-	}
-	if c.String("draft") == "" {
+	if draft := c.String("draft"); draft == "" || draft == "none" {
 		for _, f := range []string{"draft-max", "draft-min", "draft-p-min"} {
 			if c.IsSet(f) {
 				return d, fmt.Errorf("--%s needs --draft ngram, mtp or FILE.qbin", f)

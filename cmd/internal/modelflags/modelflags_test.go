@@ -105,6 +105,7 @@ func TestReadDrafts(t *testing.T) {
 		want string
 	}{
 		{[]string{"--draft-max", "4"}, "--draft-max needs --draft ngram, mtp or FILE.qbin"},
+		{[]string{"--draft", "none", "--draft-min", "2"}, "--draft-min needs --draft ngram, mtp or FILE.qbin"},
 		{[]string{"--draft", "ngram", "--draft-max", "0"}, "--draft-max 0: want 1 or more"},
 		{[]string{"--draft", "ngram", "--draft-min", "9", "--draft-max", "4"}, "--draft-min 9: want 1 to --draft-max (4)"},
 		{[]string{"--draft", "ngram", "--draft-min", "20"}, "--draft-min 20: want 1 to --draft-max (16)"},
