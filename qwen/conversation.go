@@ -164,8 +164,20 @@ func (c *Conversation) Send(ctx context.Context, text string, each func(Delta)) 
 	}
 	c.msgs = req.Messages
 	res := Result{Prompt: st.Prompt()}
+	var reasoning, content strings.Builder
+	var calls []ToolCall
 	for d := range st.Deltas() { // the only error is ctx's, which res.Stop says
 		res.Add(d)
+		reasoning.WriteString(d.Reasoning)
+		content.WriteString(d.Content)
+		for _, p := range d.ToolCalls {
+			if p.Index >= len(calls) {
+				calls = append(calls, make([]ToolCall, p.Index+1-len(calls))...)
+			}
+			calls[p.Index].ID += p.ID
+			calls[p.Index].Name += p.Name
+			calls[p.Index].Arguments += p.Arguments
+		}
 		if each != nil {
 			each(d)
 		}
@@ -178,6 +190,16 @@ func (c *Conversation) Send(ctx context.Context, text string, each func(Delta)) 
 	answer := Message{Role: "assistant", Content: c.m.Detokenize(res.Generated)}
 	if th, ok := c.m.thinking(&req); ok && th.Opened && !strings.Contains(answer.Content, th.Close) {
 		answer.Reasoning, answer.Content = answer.Content, ""
+	}
+	if res.Stop == StopString {
+		// The tokens go on past the stop string, which the caller never
+		// saw: the history keeps the answer as it was given.
+		answer.Reasoning, answer.Content = reasoning.String(), content.String()
+		for _, call := range calls {
+			if call.Name != "" { // a call the model wrote wrong is not one the template can print
+				answer.ToolCalls = append(answer.ToolCalls, call)
+			}
+		}
 	}
 	c.msgs = append(c.msgs, answer)
 	c.total.Merge(res)

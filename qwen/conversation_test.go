@@ -237,6 +237,48 @@ func TestConversationSettings(t *testing.T) {
 	}
 }
 
+// TestConversationStopString: an answer cut by a stop string joins the
+// history as the caller was given it, without the stop string or what
+// the same token wrote after it, so the next turn's prompt holds no text
+// the caller never saw.
+func TestConversationStopString(t *testing.T) {
+	m, err := Open("qwen3-go-demo.qbin", WithThreads(2), WithParallel(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	settings := Request{MaxTokens: 16, NoThinking: true, Sampling: &sampling.Params{}}
+	turn := func(stop []string) (string, Result, []Message) {
+		c, err := m.NewConversation("You write Go.")
+		if err != nil {
+			t.Fatal(err)
+		}
+		settings.Stop = stop
+		if err := c.SetSettings(settings); err != nil {
+			t.Fatal(err)
+		}
+		var shown strings.Builder
+		res, err := c.Send(context.Background(), "A function that adds two ints.", func(d Delta) { shown.WriteString(d.Content) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return shown.String(), res, c.Messages()
+	}
+	full, _, _ := turn(nil)
+	words := strings.Fields(full)
+	if len(words) < 3 {
+		t.Fatalf("the greedy answer %q has too few words to stop in", full)
+	}
+	// A stop string that ends inside a token: the token's text goes on
+	// past it.
+	stop := words[2][:len(words[2])-1]
+	shown, res, msgs := turn([]string{stop})
+	answer := msgs[len(msgs)-1]
+	if res.Stop != StopString || shown != full[:strings.Index(full, stop)] || answer.Content != shown || answer.Reasoning != "" {
+		t.Errorf("stopped at %q (%s): shown %q, the history's answer %+v", stop, res.Stop, shown, answer)
+	}
+}
+
 // A Result gathers Deltas; Merge adds a later one's figures.
 func TestResult(t *testing.T) {
 	var r Result
