@@ -144,7 +144,9 @@ func (c *Conversation) SetSystem(system string) {
 // *PromptTooLongError and not added; after an answer cut at the context,
 // Send refuses with ErrConversationFull. When ctx ends, the answer so far
 // joins the conversation and the Result says StopInterrupt, without an
-// error.
+// error. When the engine fails to run the turn, Send returns its error
+// (an ErrGeneration) and the conversation stays as it was, the message
+// not added.
 func (c *Conversation) Send(ctx context.Context, text string, each func(Delta)) (Result, error) {
 	if c.full {
 		return Result{}, ErrConversationFull
@@ -162,11 +164,19 @@ func (c *Conversation) Send(ctx context.Context, text string, each func(Delta)) 
 	if err != nil {
 		return Result{}, err
 	}
-	c.msgs = req.Messages
+	return c.answer(req, st, each)
+}
+
+// answer reads the answer to req, a turn Send started, from st.
+func (c *Conversation) answer(req Request, st *Stream, each func(Delta)) (Result, error) {
 	res := Result{Prompt: st.Prompt()}
 	var reasoning, content strings.Builder
 	var calls []ToolCall
-	for d := range st.Deltas() { // the only error is ctx's, which res.Stop says
+	var failed error
+	for d, err := range st.Deltas() {
+		if err != nil && d.Stop != StopInterrupt { // ctx's error: res.Stop says it
+			failed = err
+		}
 		res.Add(d)
 		reasoning.WriteString(d.Reasoning)
 		content.WriteString(d.Content)
@@ -182,6 +192,12 @@ func (c *Conversation) Send(ctx context.Context, text string, each func(Delta)) 
 			each(d)
 		}
 	}
+	if failed != nil {
+		// The engine keeps no state of a failed turn, and its text is
+		// not an answer: the same message may be sent again.
+		return res, fmt.Errorf("conversation turn: %w", failed)
+	}
+	c.msgs = req.Messages
 	c.used, c.full = res.Usage.KVTokens, res.Stop == StopContext
 	// The answer as the model wrote it, for the next prompt to hold the
 	// same tokens; the template splits a think block off it. An answer

@@ -279,6 +279,28 @@ func TestConversationStopString(t *testing.T) {
 	}
 }
 
+// TestConversationFailedTurn: a turn the engine fails to run returns its
+// ErrGeneration, and the conversation stays as it was, so that the same
+// message can be sent again; a turn that ends otherwise joins it.
+func TestConversationFailedTurn(t *testing.T) {
+	m := tinyModel(t)
+	c, err := m.NewConversation("Be brief.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := c.Messages()
+	turn := Request{Messages: append(c.Messages(), Message{Role: "user", Content: "Hi"})}
+	ids := m.Tokenize("Hello there")
+	res, err := c.answer(turn, forced(m, ids, nil, false, StopError), nil)
+	if !errors.Is(err, ErrGeneration) || res.Stop != StopError || !reflect.DeepEqual(c.Messages(), before) || len(c.Total().Generated) != 0 {
+		t.Errorf("a failed turn: %v, stop %s; messages %+v", err, res.Stop, c.Messages())
+	}
+	res, err = c.answer(turn, forced(m, ids, nil, false, StopEOS), nil)
+	if msgs := c.Messages(); err != nil || res.Stop != StopEOS || len(msgs) != 3 || msgs[1].Content != "Hi" || msgs[2].Content != "Hello there" {
+		t.Errorf("a turn that ends: %v, stop %s; messages %+v", err, res.Stop, msgs)
+	}
+}
+
 // A Result gathers Deltas; Merge adds a later one's figures.
 func TestResult(t *testing.T) {
 	var r Result
