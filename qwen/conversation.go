@@ -201,11 +201,16 @@ func (c *Conversation) answer(req Request, st *Stream, each func(Delta)) (Result
 	c.used, c.full = res.Usage.KVTokens, res.Stop == StopContext
 	// The answer as the model wrote it, for the next prompt to hold the
 	// same tokens; the template splits a think block off it. An answer
-	// that begins in reasoning the prompt opened (Qwen3.5's), and was
-	// cut before it closed it, is reasoning alone.
+	// that begins in reasoning, opened by the prompt (Qwen3.5's) or by
+	// the model (Qwen3's), and was cut before it closed it, is reasoning
+	// alone: the template would split nothing off it.
 	answer := Message{Role: "assistant", Content: c.m.Detokenize(res.Generated)}
-	if th, ok := c.m.thinking(&req); ok && th.Opened && !strings.Contains(answer.Content, th.Close) {
-		answer.Reasoning, answer.Content = answer.Content, ""
+	if th, ok := c.m.thinking(&req); ok && !strings.Contains(answer.Content, th.Close) {
+		if th.Opened {
+			answer.Reasoning, answer.Content = answer.Content, ""
+		} else if r, opened := strings.CutPrefix(answer.Content, th.Open); opened {
+			answer.Reasoning, answer.Content = r, ""
+		}
 	}
 	if res.Stop == StopString {
 		// The tokens go on past the stop string, which the caller never

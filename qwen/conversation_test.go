@@ -301,6 +301,40 @@ func TestConversationFailedTurn(t *testing.T) {
 	}
 }
 
+// TestConversationCutInThinking: a Qwen3 answer cut before it closed its
+// thinking (MaxTokens here, an interruption alike) joins the history as
+// reasoning, as a Qwen3.5 one does (TestConversationQwen35), so the next
+// prompt leaves it out rather than giving the model its unfinished
+// reasoning, and <think> as plain text, as an answer it wrote.
+func TestConversationCutInThinking(t *testing.T) {
+	m := tinyModel(t)
+	c, err := m.NewConversation("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The budget makes the random model open its thinking.
+	if err := c.SetSettings(Request{MaxTokens: 3, ThinkBudget: 100, Sampling: &sampling.Params{}}); err != nil {
+		t.Fatal(err)
+	}
+	var reasoning, content strings.Builder
+	if _, err := c.Send(context.Background(), "Hi", func(d Delta) { reasoning.WriteString(d.Reasoning); content.WriteString(d.Content) }); err != nil {
+		t.Fatal(err)
+	}
+	if reasoning.Len() == 0 || content.Len() != 0 {
+		t.Fatalf("an answer cut in its thinking: reasoning %q, content %q", reasoning.String(), content.String())
+	}
+	if msgs := c.Messages(); msgs[1].Reasoning != reasoning.String() || msgs[1].Content != "" {
+		t.Errorf("the answer in the history: %+v", msgs[1])
+	}
+	next, err := c.Send(context.Background(), "And?", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prompt := m.Detokenize(next.Prompt); strings.Contains(prompt, "think>") || strings.Contains(prompt, reasoning.String()) {
+		t.Errorf("the next prompt gives the cut reasoning as the answer: %q", prompt)
+	}
+}
+
 // A Result gathers Deltas; Merge adds a later one's figures.
 func TestResult(t *testing.T) {
 	var r Result
