@@ -348,7 +348,8 @@ func TestOpenLogger(t *testing.T) {
 }
 
 // TestOpenOptions: the kernels and the context asked for, and those
-// refused with the range the model allows.
+// refused with the range the model allows; a negative value is refused,
+// not taken for the default.
 func TestOpenOptions(t *testing.T) {
 	m := open(t, "tiny-a.qbin", qwen.WithKernels("generic"), qwen.WithContext(100), qwen.WithKVType("q8"))
 	if info := m.Info(); info.Kernels != "generic" || info.Context != 100 || info.KVType != "q8" || info.Threads != 2 {
@@ -364,6 +365,8 @@ func TestOpenOptions(t *testing.T) {
 		{[]qwen.Option{qwen.WithKVType("int8")}, `KV cache type "int8"`},
 		{[]qwen.Option{qwen.WithParallel(-1)}, "parallel -1"},
 		{[]qwen.Option{qwen.WithThreads(-2)}, "threads -2"},
+		{[]qwen.Option{qwen.WithPrefillChunk(-1)}, "prefill chunk -1"},
+		{[]qwen.Option{qwen.WithStateCacheDir(t.TempDir(), -1)}, "state cache directory bound -1"},
 	} {
 		if _, err := qwen.Open("tiny-a.qbin", c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.opts, err, c.want)
