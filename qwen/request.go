@@ -115,7 +115,8 @@ type Request struct {
 	// is kept, for PromptLogits or for later requests that start with it.
 	PromptOnly bool
 	// Context, when not 0, bounds the prompt and the answer together
-	// below the model's context, as Ollama's num_ctx.
+	// below the model's context, as Ollama's num_ctx: an answer it cuts
+	// ends with StopLength, as one MaxTokens cuts.
 	Context int
 	// Stop strings end the answer before the first of them; none is ever
 	// part of a Delta (text that could begin one is held back until the
