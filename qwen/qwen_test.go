@@ -149,6 +149,41 @@ func TestCancel(t *testing.T) {
 	waitIdle(t, m)
 }
 
+// TestCancelQueued: a request cancelled while it waits behind another
+// waiting one ends at once, not when the queue reaches it: its last
+// Delta comes while the conversation ahead still runs and the one
+// behind it still waits.
+func TestCancelQueued(t *testing.T) {
+	m := open(t, "tiny-a.qbin", qwen.WithParallel(1))
+	start := func(ctx context.Context, req qwen.Request) *qwen.Stream {
+		st, err := m.Start(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	// Until the context is full: seconds, against the step a cancelled
+	// request should take to end.
+	running := start(context.Background(), qwen.Request{Prompt: "Hello", IgnoreEOS: true, Sampling: greedy})
+	waiting := start(context.Background(), qwen.Request{Prompt: "Hello", MaxTokens: 1, Sampling: greedy})
+	ctx, cancel := context.WithCancel(context.Background())
+	behind := start(ctx, qwen.Request{Prompt: "Hello", MaxTokens: 1, Sampling: greedy})
+	cancel()
+	for d, err := range behind.Deltas() {
+		if d.Stop != "" && (d.Stop != qwen.StopInterrupt || !errors.Is(err, context.Canceled)) {
+			t.Errorf("cancelled in the queue: %s, %v", d.Stop, err)
+		}
+	}
+	if st := m.Stats(); st.Active != 1 || st.Queued != 1 {
+		t.Errorf("when the cancelled request ended: %d active, %d queued; want the one ahead of it running and the other waiting", st.Active, st.Queued)
+	}
+	running.Close()
+	for _, st := range []*qwen.Stream{running, waiting} {
+		for range st.Deltas() {
+		}
+	}
+}
+
 func waitIdle(t *testing.T, m *qwen.Model) {
 	t.Helper()
 	for range 10000 {
