@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -181,6 +182,40 @@ func TestCancelQueued(t *testing.T) {
 	for _, st := range []*qwen.Stream{running, waiting} {
 		for range st.Deltas() {
 		}
+	}
+}
+
+// TestStartTakesTheTokens: a request's Tokens are the engine's once
+// Start returns, so a caller may reuse its buffer while the request
+// waits for a slot and prefills: the prompt and the answer are those of
+// the tokens given.
+func TestStartTakesTheTokens(t *testing.T) {
+	m := open(t, "qwen3-go-demo.qbin", qwen.WithParallel(1), qwen.WithStateCache(0))
+	prompt := m.Tokenize("func (b *Buffer) Len() int {\n")
+	want := generate(t, m, qwen.Request{Tokens: prompt, MaxTokens: 8, Sampling: greedy})
+	// The request waits behind this one, so the engine reads its tokens
+	// after Start has returned.
+	ahead, err := m.Start(context.Background(), qwen.Request{Prompt: "package main\n", MaxTokens: 16, Sampling: greedy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := slices.Clone(prompt)
+	st, err := m.Start(context.Background(), qwen.Request{Tokens: buf, MaxTokens: 8, Sampling: greedy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(buf, m.Tokenize("// Copyright 2009 The Go Authors. All rights reserved.\n"))
+	for range ahead.Deltas() {
+	}
+	var ids []int32
+	for d, err := range st.Deltas() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, d.IDs...)
+	}
+	if !slices.Equal(st.Prompt(), prompt) || !slices.Equal(ids, want.ids) {
+		t.Errorf("the buffer reused after Start: prompt %v, answer %v; want %v, %v", st.Prompt(), ids, prompt, want.ids)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/format/chat"
@@ -241,7 +242,9 @@ func (m *Model) encode(r *Request, generationPrompt bool) ([]int32, bool, error)
 		ids, err := chat.Encode(m.m.Tokenizer, segs)
 		return ids, true, err
 	case r.Tokens != nil:
-		return r.Tokens, false, nil
+		// A copy: the engine reads the prompt after Start returns, and
+		// the caller may reuse its buffer by then.
+		return slices.Clone(r.Tokens), false, nil
 	}
 	return m.m.Tokenizer.Encode(r.Prompt, true), false, nil
 }
