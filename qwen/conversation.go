@@ -212,9 +212,11 @@ func (c *Conversation) answer(req Request, st *Stream, each func(Delta)) (Result
 			answer.Reasoning, answer.Content = r, ""
 		}
 	}
-	if res.Stop == StopString {
-		// The tokens go on past the stop string, which the caller never
-		// saw: the history keeps the answer as it was given.
+	if res.Stop == StopString || len(calls) > 0 {
+		// The tokens go on past a stop string, which the caller never
+		// saw, and the markers of a call would be plain text in the next
+		// prompt (message text is text): the history keeps the answer as
+		// it was given, its calls as calls, which the template prints.
 		answer.Reasoning, answer.Content = reasoning.String(), content.String()
 		for _, call := range calls {
 			if call.Name != "" { // a call the model wrote wrong is not one the template can print

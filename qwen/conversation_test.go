@@ -3,6 +3,7 @@ package qwen
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -333,6 +334,56 @@ func TestConversationCutInThinking(t *testing.T) {
 	if prompt := m.Detokenize(next.Prompt); strings.Contains(prompt, "think>") || strings.Contains(prompt, reasoning.String()) {
 		t.Errorf("the next prompt gives the cut reasoning as the answer: %q", prompt)
 	}
+}
+
+// TestConversationToolCall: an answer that calls a tool joins the
+// history with the call as a call, which the template prints with its
+// markers, rather than as text, in which the next prompt would hold
+// <tool_call> as plain text.
+func TestConversationToolCall(t *testing.T) {
+	m := tinyModel(t)
+	tool, err := NewTool("get_time", "The time now.", json.RawMessage(`{"type": "object", "properties": {}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.NewConversation("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetSettings(Request{Tools: []Tool{tool}, ToolChoice: "required", NoThinking: true, MaxTokens: 40, Sampling: &sampling.Params{}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Send(context.Background(), "What time is it?", nil); err != nil {
+		t.Fatal(err)
+	}
+	answer := c.Messages()[1]
+	if len(answer.ToolCalls) != 1 || answer.ToolCalls[0].Name != "get_time" || strings.Contains(answer.Content, "tool_call>") {
+		t.Fatalf("the answer in the history: %+v", answer)
+	}
+	if err := c.SetSettings(Request{Tools: []Tool{tool}, NoThinking: true, MaxTokens: 1, Sampling: &sampling.Params{}}); err != nil {
+		t.Fatal(err)
+	}
+	next, err := c.Send(context.Background(), "And?", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open, _ := m.m.Tokenizer.TokenID("<tool_call>")
+	// The tools' system text names the marker too.
+	system, _ := m.RenderPrompt(Request{Messages: []Message{{Role: "user", Content: "x"}}, Tools: []Tool{tool}})
+	want := strings.Count(system, "<tool_call>") + 1
+	if n := countID(next.Prompt, open); n != want {
+		t.Errorf("the next prompt holds the call marker %d times, want %d (the system text's and the call's): %q", n, want, m.Detokenize(next.Prompt))
+	}
+}
+
+func countID(ids []int32, id int32) int {
+	n := 0
+	for _, v := range ids {
+		if v == id {
+			n++
+		}
+	}
+	return n
 }
 
 // A Result gathers Deltas; Merge adds a later one's figures.
