@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/format/chat"
@@ -119,7 +120,8 @@ type Request struct {
 	// is kept, for PromptLogits or for later requests that start with it.
 	PromptOnly bool
 	// Context, when not 0, bounds the prompt and the answer together
-	// below the model's context, as Ollama's num_ctx.
+	// below the model's context, as Ollama's num_ctx: an answer it cuts
+	// ends with StopLength, as one MaxTokens cuts.
 	Context int
 	// Stop strings end the answer before the first of them; none is ever
 	// part of a Delta (text that could begin one is held back until the
@@ -249,7 +251,9 @@ func (m *Model) encode(r *Request, generationPrompt bool) ([]int32, bool, error)
 		ids, err := chat.Encode(m.m.Tokenizer, segs)
 		return ids, true, err
 	case r.Tokens != nil:
-		return r.Tokens, false, nil
+		// A copy: the engine reads the prompt after Start returns, and
+		// the caller may reuse its buffer by then.
+		return slices.Clone(r.Tokens), false, nil
 	}
 	return m.m.Tokenizer.Encode(r.Prompt, true), false, nil
 }
