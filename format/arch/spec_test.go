@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/format/arch"
 )
 
@@ -55,5 +56,93 @@ func TestSpecNamesEveryArchitecture(t *testing.T) {
 	slices.Sort(types)
 	if !slices.Equal(listed, types) {
 		t.Errorf("SPEC.md gives general.architecture as %v; this build reads %v", listed, types)
+	}
+}
+
+// specSections returns SPEC.md's Sections table: for each name pattern a
+// row lists (layers.{i}.q_bias, k_bias: the later names of a row are
+// short for the first's layers.{i}. prefix), its kind.
+func specSections(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile("../SPEC.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const head = "\n| name | kind | dtype | layout | shape | what |\n"
+	i := strings.Index(string(b), head)
+	if i < 0 {
+		t.Fatal("SPEC.md has no Sections table")
+	}
+	kinds := map[string]string{}
+	for _, line := range strings.Split(string(b[i+len(head):]), "\n")[1:] {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if len(cells) < 2 {
+			t.Fatalf("SPEC.md's Sections row %q has too few cells", line)
+		}
+		var prefix string
+		for j, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(cells[0], -1) {
+			name := m[1]
+			if j == 0 && strings.HasPrefix(name, layerPattern) {
+				prefix = layerPattern
+			} else if j > 0 && !strings.HasPrefix(name, prefix) {
+				name = prefix + name
+			}
+			kinds[name] = strings.TrimSpace(cells[1])
+		}
+	}
+	return kinds
+}
+
+// layerPattern is how SPEC.md writes a layer section's "layers.N.".
+const layerPattern = "layers.{i}."
+
+// everyOption is a config of architecture modelType with every option
+// the architecture units read turned on: q/k/v biases and norms, a
+// sparse layer with a shared expert and a dense one, a DeltaNet layer
+// and a full-attention one, and an MTP layer. An option only ever adds
+// sections (an embedding model's lack of lm_head aside), so its tensors
+// are every section a unit can write.
+func everyOption(modelType string) *format.Config {
+	return &format.Config{ModelType: modelType, Hidden: 64, Intermediate: 96, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16,
+		Vocab: 100, QKNorm: true, QKVBias: true, AttnGate: true, MTPLayers: 1,
+		MoE:    format.MoE{Experts: 4, ExpertsPerToken: 2, ExpertWidth: 32, NormTopK: true, SharedWidth: 32, Sparse: []bool{true, false}},
+		Hybrid: format.Hybrid{Linear: []bool{true, false}, KeyHeads: 2, ValueHeads: 4, KeyDim: 16, ValueDim: 16, ConvKernel: 4}}
+}
+
+// TestSpecListsEverySection: every section an architecture unit can have
+// the compiler write, in every architecture, is a row of SPEC.md's
+// Sections table (a layer's, MTP layers' included, as layers.{i}.), of
+// the kind the unit gives it; and every row is a section some unit
+// writes.
+func TestSpecListsEverySection(t *testing.T) {
+	listed := specSections(t)
+	layer := regexp.MustCompile(`^layers\.[0-9]+\.`)
+	written := map[string]bool{}
+	for _, a := range arch.Builtin() {
+		for tensor := range arch.Tensors(a, everyOption(a.ModelType())) {
+			name := layer.ReplaceAllString(tensor.Section, layerPattern)
+			if written[name] {
+				continue // reported, if wrong, at its first layer
+			}
+			written[name] = true
+			kind, ok := listed[name]
+			switch {
+			case !ok:
+				t.Errorf("SPEC.md's Sections table does not list %s (%s, section %q)", name, a.ModelType(), tensor.Section)
+			case kind != tensor.Kind.String():
+				t.Errorf("SPEC.md lists %s as kind %q; %s writes %s", name, kind, a.ModelType(), tensor.Kind)
+			}
+		}
+	}
+	for _, blob := range arch.Blobs {
+		written[blob] = true
+	}
+	for name := range listed {
+		if !written[name] {
+			t.Errorf("SPEC.md's Sections table lists %s, which no architecture writes", name)
+		}
 	}
 }
