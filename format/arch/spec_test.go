@@ -64,24 +64,8 @@ func TestSpecNamesEveryArchitecture(t *testing.T) {
 // short for the first's layers.{i}. prefix), its kind.
 func specSections(t *testing.T) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile("../SPEC.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const head = "\n| name | kind | dtype | layout | shape | what |\n"
-	i := strings.Index(string(b), head)
-	if i < 0 {
-		t.Fatal("SPEC.md has no Sections table")
-	}
 	kinds := map[string]string{}
-	for _, line := range strings.Split(string(b[i+len(head):]), "\n")[1:] {
-		if !strings.HasPrefix(line, "|") {
-			break
-		}
-		cells := strings.Split(strings.Trim(line, "|"), "|")
-		if len(cells) < 2 {
-			t.Fatalf("SPEC.md's Sections row %q has too few cells", line)
-		}
+	for _, cells := range specRows(t, "| name | kind | dtype | layout | shape | what |") {
 		var prefix string
 		for j, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(cells[0], -1) {
 			name := m[1]
@@ -90,10 +74,36 @@ func specSections(t *testing.T) map[string]string {
 			} else if j > 0 && !strings.HasPrefix(name, prefix) {
 				name = prefix + name
 			}
-			kinds[name] = strings.TrimSpace(cells[1])
+			kinds[name] = cells[1]
 		}
 	}
 	return kinds
+}
+
+// specRows returns the rows of the SPEC.md table whose header line is
+// head, each split into its cells (trimmed).
+func specRows(t *testing.T, head string) [][]string {
+	t.Helper()
+	b, err := os.ReadFile("../SPEC.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(b), "\n"+head+"\n")
+	if i < 0 {
+		t.Fatalf("SPEC.md has no table %q", head)
+	}
+	var rows [][]string
+	for _, line := range strings.Split(string(b[i+len(head)+2:]), "\n")[1:] {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		var cells []string
+		for _, c := range strings.Split(strings.Trim(line, "|"), "|") {
+			cells = append(cells, strings.TrimSpace(c))
+		}
+		rows = append(rows, cells)
+	}
+	return rows
 }
 
 // layerPattern is how SPEC.md writes a layer section's "layers.N.".
@@ -144,5 +154,40 @@ func TestSpecListsEverySection(t *testing.T) {
 		if !written[name] {
 			t.Errorf("SPEC.md's Sections table lists %s, which no architecture writes", name)
 		}
+	}
+}
+
+// TestSpecNamesWhoRunsEachFeature: the architectures SPEC.md's feature
+// table gives a feature ("all", or their model types) are those whose
+// unit runs it (Arch.Features), which Validate holds a file to.
+func TestSpecNamesWhoRunsEachFeature(t *testing.T) {
+	var all []string
+	runs := map[string][]string{}
+	for _, a := range arch.Builtin() {
+		all = append(all, a.ModelType())
+		for _, f := range a.Features() {
+			runs[f] = append(runs[f], a.ModelType())
+		}
+	}
+	slices.Sort(all)
+	for _, cells := range specRows(t, "| feature | required | listed when | architectures |") {
+		name := strings.Trim(cells[0], "`")
+		var listed []string
+		if cells[3] == "all" {
+			listed = all
+		}
+		for _, m := range regexp.MustCompile("`([a-z0-9_]+)`").FindAllStringSubmatch(cells[3], -1) {
+			listed = append(listed, m[1])
+		}
+		slices.Sort(listed)
+		want := runs[name]
+		slices.Sort(want)
+		if !slices.Equal(listed, want) {
+			t.Errorf("SPEC.md has feature %s run by %v; the units: %v", name, listed, want)
+		}
+		delete(runs, name)
+	}
+	for f := range runs {
+		t.Errorf("SPEC.md's feature table does not list %s, which an architecture runs", f)
 	}
 }
