@@ -32,12 +32,13 @@ func verifyCommand() *cli.Command {
 				return err
 			}
 			// The checksums prove the bytes are what the compiler wrote; loading
-			// the tokenizer also proves they are what qwenrun will accept.
+			// the tokenizer as qwenrun does also proves they are what it will
+			// accept.
 			tb, err := f.Bytes(format.SecTokenizer)
 			if err != nil {
 				return err
 			}
-			if _, err := tokenizer.Load(tb); err != nil {
+			if _, err := tokenizer.LoadFor(tb, f.Header.Config.Vocab); err != nil {
 				return fmt.Errorf("%s: section %q: %w", f.Path, format.SecTokenizer, err)
 			}
 			fmt.Fprintf(os.Stdout, "%s: ok (%d sections, %d bytes)\n", f.Path, len(f.Header.Sections), f.Size)
