@@ -65,10 +65,14 @@ func TestSpecListsEveryKey(t *testing.T) {
 	for _, f := range features {
 		feats[f.name] = f.required
 	}
-	for _, row := range specTable(t, spec, "| feature | required | listed when |") {
+	for _, row := range specTable(t, spec, "| feature | required | listed when | architectures |") {
 		name := strings.Trim(row[0], "`")
 		if req, ok := feats[name]; !ok || req != (row[1] == "yes") {
 			t.Errorf("SPEC.md lists feature %s (required %q); the code knows it %v, required %v", name, row[1], ok, req)
+		}
+		// The key an architecture that does not run the feature names.
+		if key, _, _ := strings.Cut(strings.TrimPrefix(row[2], "`"), "`"); key != FeatureKey(name) {
+			t.Errorf("SPEC.md lists feature %s when %s is set; the code names key %q", name, key, FeatureKey(name))
 		}
 		delete(feats, name)
 	}

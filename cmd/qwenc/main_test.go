@@ -3,13 +3,18 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/tokenizer"
 	"github.com/qwenc/qwenc/internal/synth"
+	"github.com/qwenc/qwenc/internal/synthtest"
+	"github.com/qwenc/qwenc/runtime/infer"
 )
 
 var qwencBin string
@@ -323,5 +328,55 @@ func TestStdoutWriteError(t *testing.T) {
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(e.String(), "no space left on device") {
 			t.Errorf("%q: exit %v, stderr %q; want exit 1 and the write error", args, err, e.String())
 		}
+	}
+}
+
+// TestVerifyRefusesTokenizerBeyondVocab: a file whose tokenizer has more
+// ids than config.vocab_size (rows of the head) is refused by verify, as
+// qwenrun refuses to open it. A quantized tied file's only vocabulary
+// section is lm_head, whose size is the same for any vocabulary of as
+// many tiles of 32 rows, so only the header changes.
+func TestVerifyRefusesTokenizerBeyondVocab(t *testing.T) {
+	s := synth.Shape{ModelType: "qwen3", Hidden: 32, Intermediate: 64, Layers: 1, Heads: 2, KVHeads: 1, HeadDim: 16,
+		Vocab: 288, MaxPositions: 64, Tied: true, DType: "BF16", EOS: synth.MiniEOS}
+	path := synthtest.CompileAs(t, s, 4, format.Q8)
+	f, err := format.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := f.Header
+	tb, err := f.Bytes(format.SecTokenizer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Load(bytes.Clone(tb))
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := tok.VocabSize()
+	if ids <= 257 || ids > s.Vocab {
+		t.Fatalf("the mini tokenizer's %d ids leave no smaller vocabulary in lm_head's tiles", ids)
+	}
+	h.Config.Vocab = ids - 1
+	head, _ := h.Section(format.SecLMHead)
+	head.Shape[0] = uint64(ids - 1)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "short.qbin")
+	if err := os.WriteFile(out, synthtest.WithHeader(t, b, h), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`%s: section "tokenizer": %d token ids for a vocabulary of %d (config.vocab_size)`, out, ids, ids-1)
+	if _, stderr, code := run(t, t.TempDir(), "verify", out); code != 1 || strings.TrimSpace(stderr) != "qwenc: "+want {
+		t.Errorf("verify: exit %d, %q; want exit 1 and %q", code, stderr, want)
+	}
+	if m, err := infer.Open(out, infer.Options{Threads: 1}); err == nil || err.Error() != want {
+		if m != nil {
+			m.Close()
+		}
+		t.Errorf("qwenrun's open: %v; want %q", err, want)
 	}
 }

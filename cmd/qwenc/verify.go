@@ -2,13 +2,14 @@ package main
 
 import (
 	"fmt"
-	"github.com/qwenc/qwenc/format/arch"
 	"io"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/arch"
 	"github.com/qwenc/qwenc/format/tokenizer"
 	"github.com/qwenc/qwenc/internal/cliutil"
-	"github.com/urfave/cli/v2"
 )
 
 func verifyCommand() *cli.Command {
@@ -38,12 +39,13 @@ func verify(c *cli.Context, stdout io.Writer) error {
 		return err
 	}
 	// The checksums prove the bytes are what the compiler wrote; loading
-	// the tokenizer also proves they are what qwenrun will accept.
+	// the tokenizer as qwenrun does also proves they are what it will
+	// accept.
 	tb, err := f.Bytes(format.SecTokenizer)
 	if err != nil {
 		return err
 	}
-	if _, err := tokenizer.Load(tb); err != nil {
+	if _, err := tokenizer.LoadFor(tb, f.Header.Config.Vocab); err != nil {
 		return fmt.Errorf("%s: section %q: %w", f.Path, format.SecTokenizer, err)
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d sections, %d bytes)\n", f.Path, len(f.Header.Sections), f.Size)

@@ -3,6 +3,7 @@ package arch
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/qwenc/qwenc/format"
 )
@@ -26,6 +27,9 @@ func (r Registry) Validate(h *format.Header) error {
 	a, err := r.For(h.Config.ModelType)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
+	}
+	if err := checkFeatures(a, &h.Config); err != nil {
+		return err
 	}
 	// A map, not h.Section: the directory can hold many thousands of
 	// sections, and a linear lookup for each would be quadratic.
@@ -58,6 +62,20 @@ func (r Registry) Validate(h *format.Header) error {
 			return fmt.Errorf("section %q: missing", name)
 		case ok && (s.Kind != format.KindBytes || !s.Kind.Admits(s.DType, s.Layout, len(s.Shape))):
 			return fmt.Errorf("section %q: kind %s, %s %s; want bytes", name, s.Kind, s.DType, s.Layout)
+		}
+	}
+	return nil
+}
+
+// checkFeatures refuses a config that needs a feature a's units do not
+// run, naming the key that asks for it: a qwen3 file with
+// config.attn_output_gate would otherwise fail on its arena plans, and
+// one with hybrid.linear_layers run as if the key were absent.
+func checkFeatures(a Arch, c *format.Config) error {
+	runs := a.Features()
+	for _, f := range format.Features(c) {
+		if !slices.Contains(runs, f.Name) {
+			return fmt.Errorf("config: key %q is set, but a %s model has no %s (it runs %s)", format.FeatureKey(f.Name), c.ModelType, f.Name, strings.Join(runs, ", "))
 		}
 	}
 	return nil

@@ -104,11 +104,11 @@ func replay(cfg SchemaConfig, held [][]int32, res *SchemaResult) error {
 	if err != nil {
 		return err
 	}
-	tok, err := tokenizer.Load(bytes.Clone(b))
-	if err != nil {
-		return err
-	}
 	h := f.Header
+	tok, err := tokenizer.LoadFor(bytes.Clone(b), h.Config.Vocab)
+	if err != nil {
+		return fmt.Errorf("%s: section %q: %w", cfg.Model, format.SecTokenizer, err)
+	}
 	cf, err := chat.Lookup(h.ChatFamily)
 	if err != nil {
 		return fmt.Errorf("%s: %w", cfg.Model, err)
