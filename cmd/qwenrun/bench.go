@@ -85,14 +85,3 @@ func benchAction(c *cli.Context) error {
 	bench.WriteTable(os.Stdout, rows)
 	return nil
 }
-
-// atLeast refuses an integer flag below least, in the flag's words: the
-// measurements' own checks name their fields, or nothing at all.
-func atLeast(c *cli.Context, least int, flags ...string) error {
-	for _, f := range flags {
-		if n := c.Int(f); n < least {
-			return fmt.Errorf("--%s %d: want %d or more", f, n, least)
-		}
-	}
-	return nil
-}

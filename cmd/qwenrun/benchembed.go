@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/qwenc/qwenc/cmd/internal/modelflags"
+	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/qwen/bench"
 	"github.com/urfave/cli/v2"
 )
@@ -31,10 +32,10 @@ func benchEmbed(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := atLeast(c, 1, "inputs", "reps"); err != nil {
+	if err := cliutil.AtLeast(c, 1, "inputs", "reps"); err != nil {
 		return err
 	}
-	if err := atLeast(c, 2, "tokens", "long"); err != nil {
+	if err := cliutil.AtLeast(c, 2, "tokens", "long"); err != nil {
 		return err
 	}
 	cfg := bench.EmbedConfig{Model: c.Args().First(), Inputs: c.Int("inputs"), Tokens: c.Int("tokens"), Long: c.Int("long"), Reps: c.Int("reps"),

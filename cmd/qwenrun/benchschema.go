@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/qwenc/qwenc/cmd/internal/modelflags"
+	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/qwen/bench"
 	"github.com/urfave/cli/v2"
 )
@@ -32,7 +33,7 @@ func benchSchema(c *cli.Context) error {
 		return err
 	}
 	// --tg 0 would be a request without a limit.
-	if err := atLeast(c, 1, "tg"); err != nil {
+	if err := cliutil.AtLeast(c, 1, "tg"); err != nil {
 		return err
 	}
 	schema := bench.DefaultSchema

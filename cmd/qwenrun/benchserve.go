@@ -35,7 +35,7 @@ func benchServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := atLeast(c, 1, "pp", "tg"); err != nil {
+	if err := cliutil.AtLeast(c, 1, "pp", "tg"); err != nil {
 		return err
 	}
 	streams, err := cliutil.Ints(c.String("streams"), 1, "a positive number")
@@ -48,7 +48,7 @@ func benchServe(c *cli.Context) error {
 	if err := cfg.WriteHeader(os.Stdout); err != nil {
 		return err
 	}
-	stop, err := startProfile(c.String("cpuprofile"))
+	stop, err := cliutil.StartProfile(c.String("cpuprofile"))
 	if err != nil {
 		return err
 	}

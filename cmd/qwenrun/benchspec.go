@@ -8,6 +8,7 @@ import (
 	"runtime"
 
 	"github.com/qwenc/qwenc/cmd/internal/modelflags"
+	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/qwen/bench"
 	"github.com/urfave/cli/v2"
@@ -35,10 +36,10 @@ func benchSpec(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := atLeast(c, 1, "rounds"); err != nil {
+	if err := cliutil.AtLeast(c, 1, "rounds"); err != nil {
 		return err
 	}
-	if err := atLeast(c, 2, "tokens"); err != nil {
+	if err := cliutil.AtLeast(c, 2, "tokens"); err != nil {
 		return err
 	}
 	d, err := modelflags.ReadDrafts(c)

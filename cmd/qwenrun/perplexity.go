@@ -53,7 +53,7 @@ func perplexityAction(c *cli.Context) error {
 	}
 	po := perplexity.Options{Ctx: c.Int("ctx")}
 	po.KV, _ = modelflags.KVType(c) // checked above
-	text, err := readInput(c.String("file"))
+	text, err := cliutil.ReadInput(c.String("file"))
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -60,7 +59,7 @@ func run(c *cli.Context) error {
 		return err
 	}
 	drafts.AutoMTP(c)
-	stop, err := startProfile(c.String("cpuprofile"))
+	stop, err := cliutil.StartProfile(c.String("cpuprofile"))
 	if err != nil {
 		return err
 	}
@@ -80,7 +79,7 @@ func run(c *cli.Context) error {
 	}
 	s := &setup{m: m, info: m.Info(), loadTime: time.Since(processStart),
 		schema: schema, object: c.Bool("json-object"), drafts: drafts}
-	s.params = samplingParams(c, s.info.Sampling)
+	s.params = modelflags.Sampling(c, s.info.Sampling)
 	if c.Bool("chat") {
 		return runChat(c, s)
 	}
@@ -89,50 +88,16 @@ func run(c *cli.Context) error {
 	return runCompletion(ctx, c, s)
 }
 
-// samplingParams starts from the model's generation_config and applies
-// the flags that were given (checkFlags checked them against the
-// parameter table).
-func samplingParams(c *cli.Context, p sampling.Params) sampling.Params {
-	for _, s := range sampling.Settings() {
-		if c.IsSet(s.Flag) {
-			v, _ := s.Parse(flagValue(c, s))
-			s.Apply(&p, v)
-		}
-	}
-	p.Seed = uint64(time.Now().UnixNano())
-	if c.IsSet("seed") {
-		p.Seed = c.Uint64("seed")
-	}
-	return p
-}
-
-// flagValue is the value of s's flag as text, for s.Parse: the chat's
-// /set takes the same text.
-func flagValue(c *cli.Context, s sampling.Setting) string {
-	if s.Integer {
-		return strconv.Itoa(c.Int(s.Flag))
-	}
-	return strconv.FormatFloat(c.Float64(s.Flag), 'g', -1, 64)
-}
-
 // promptText reads -p or -f (checkFlags refused both).
 func promptText(c *cli.Context) (string, bool, error) {
 	if c.IsSet("prompt") {
 		return c.String("prompt"), true, nil
 	}
 	if c.IsSet("file") {
-		b, err := readInput(c.String("file"))
+		b, err := cliutil.ReadInput(c.String("file"))
 		return string(b), true, err
 	}
 	return "", false, nil
-}
-
-// readInput reads a file, or standard input for "-".
-func readInput(path string) ([]byte, error) {
-	if path == "-" {
-		return io.ReadAll(os.Stdin)
-	}
-	return os.ReadFile(path)
 }
 
 func parseTokens(s string, vocab int) ([]int32, error) {
@@ -264,21 +229,4 @@ func printStats(w io.Writer, s *setup, r qwen.Result) {
 // printJSON prints --json's object on stdout.
 func printJSON(s *setup, r qwen.Result) error {
 	return report.WriteSummary(os.Stdout, r, s.m.Detokenize(r.Generated), s.loadTime)
-}
-
-// startProfile starts a CPU profile into path (none for ""); the
-// function it returns stops it.
-func startProfile(path string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
