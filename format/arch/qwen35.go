@@ -241,6 +241,10 @@ func (a qwen35) Features() []string {
 	return fs
 }
 
+// Requires are what Configure sets on every Qwen3.5: its attention's
+// output gate and q/k norms.
+func (qwen35) Requires() []string { return []string{"attn_output_gate", "qk_norm"} }
+
 func (a qwen35) BuildLayer(b *Builder, l int) {
 	if b.C.LinearLayer(l) {
 		b.deltaNet(l)

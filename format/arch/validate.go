@@ -73,12 +73,27 @@ func (r Registry) Validate(h *format.Header) error {
 // one with hybrid.linear_layers run as if the key were absent.
 func checkFeatures(a Arch, c *format.Config) error {
 	runs := a.Features()
-	for _, f := range format.Features(c) {
+	has := format.Features(c)
+	for _, f := range has {
 		if !slices.Contains(runs, f.Name) {
 			return fmt.Errorf("config: key %q is set, but a %s model has no %s (it runs %s)", format.FeatureKey(f.Name), c.ModelType, f.Name, strings.Join(runs, ", "))
 		}
 	}
+	if r, ok := a.(requirer); ok {
+		for _, name := range r.Requires() {
+			if !slices.ContainsFunc(has, func(f format.Feature) bool { return f.Name == name }) {
+				return fmt.Errorf("config: key %q is not set, but a %s model always has %s (without it, it would run without that part)", format.FeatureKey(name), c.ModelType, name)
+			}
+		}
+	}
 	return nil
+}
+
+// requirer is an architecture with features every model of it has
+// (Qwen3.5's output gate and q/k norms): a file without one is damaged,
+// and would run without that part, computing another model's outputs.
+type requirer interface {
+	Requires() []string
 }
 
 // setLegacyKinds gives the sections of a header read from a version 1 to

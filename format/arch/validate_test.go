@@ -152,6 +152,10 @@ func TestValidateRefusesForeignKeys(t *testing.T) {
 		Experts: 4, ExpertsPerToken: 2, MoEIntermediate: 40}
 	qwen2 := smallShape(true)
 	qwen2.ModelType = "qwen2"
+	q35 := synth.Shape{ModelType: "qwen3_5", Hidden: 40, Intermediate: 56, Layers: 4, Heads: 3, KVHeads: 1, HeadDim: 20,
+		Vocab: 300, MaxPositions: 64, Tied: true, DType: "BF16", Seed: 31, EOS: synth.MiniEOS,
+		Qwen35: synth.Qwen35{FullAttentionInterval: 2, LinearKeyHeads: 1, LinearValueHeads: 2, LinearKeyHeadDim: 16, LinearValueHeadDim: 16,
+			ConvKernel: 4, PartialRotaryFactor: 0.4, MTPLayers: 1}}
 	for _, c := range []struct {
 		shape synth.Shape
 		key   string
@@ -170,6 +174,10 @@ func TestValidateRefusesForeignKeys(t *testing.T) {
 		{moe, "", func(c *format.Config) {
 			c.RopeScaling = format.RopeScaling{Type: "linear", Factor: 2, OriginalMax: 64, AttentionFactor: 1}
 		}},
+		// What every Qwen3.5 has, missing: the model would run without it.
+		{q35, "config.attn_output_gate", func(c *format.Config) { c.AttnGate = false }},
+		{q35, "config.qk_norm", func(c *format.Config) { c.QKNorm = false }},
+		{q35, "", func(c *format.Config) {}},
 	} {
 		h := compiledHeader(t, c.shape, format.F16)
 		c.edit(&h.Config)
