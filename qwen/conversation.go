@@ -1,10 +1,12 @@
 package qwen
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -106,6 +108,8 @@ func (c *Conversation) SetSettings(req Request) error {
 		req.Sampling = &p
 		c.seeds = rand.New(rand.NewPCG(p.Seed, 0))
 	}
+	// The caller's slices may change too.
+	req.Tools, req.JSONSchema, req.Stop, req.LogitBias = slices.Clone(req.Tools), bytes.Clone(req.JSONSchema), slices.Clone(req.Stop), maps.Clone(req.LogitBias)
 	c.req = req
 	return nil
 }

@@ -216,13 +216,14 @@ func TestConversationSettings(t *testing.T) {
 	if err := c.SetSettings(Request{Sampling: &sampling.Params{Temperature: -1}}); err == nil {
 		t.Errorf("a negative temperature: no error")
 	}
-	settings := Request{Sampling: &sampling.Params{Seed: 1}}
+	settings := Request{Sampling: &sampling.Params{Seed: 1}, Stop: []string{"a"}, JSONSchema: []byte(`{}`), LogitBias: map[int32]float32{1: 1}}
 	if err := c.SetSettings(settings); err != nil {
 		t.Fatal(err)
 	}
 	settings.Sampling.Seed = 2
-	if got := c.Settings().Sampling.Seed; got != 1 {
-		t.Errorf("the settings follow the caller's Params after SetSettings: seed %d", got)
+	settings.Stop[0], settings.JSONSchema[0], settings.LogitBias[1] = "b", '[', 2
+	if got := c.Settings(); got.Sampling.Seed != 1 || got.Stop[0] != "a" || string(got.JSONSchema) != "{}" || got.LogitBias[1] != 1 {
+		t.Errorf("the settings follow the caller's after SetSettings: seed %d, stop %q, schema %s, bias %v", got.Sampling.Seed, got.Stop, got.JSONSchema, got.LogitBias)
 	}
 	seeds := c.seeds
 	if err := c.SetThinking(false); err != nil || !c.Settings().NoThinking || c.seeds != seeds {
