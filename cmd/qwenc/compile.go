@@ -27,7 +27,7 @@ func compileCommand() *cli.Command {
 		ArgsUsage: "MODEL",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "o", Aliases: []string{"output"}, Usage: "output `FILE`", DefaultText: "the model directory's or GGUF file's name + .qbin, in the current directory"},
-			&cli.StringFlag{Name: "type", Usage: "weight type: f16, q8 (8.5 bits per weight) or q4 (4.6 bits, with the LM head, the embedding and some value and down projections at q8)",
+			&cli.StringFlag{Name: "type", Usage: "weight type: f16, q8 (8.5 bits per weight) or q4 (4.625 bits, with the LM head and some value and down projections at q6, an untied embedding at q8)",
 				DefaultText: "f16; for a GGUF, each matrix the closest type to its own"},
 			&cli.IntFlag{Name: "max-prefill", Value: 512, Usage: "tokens per prefill step; sizes the prefill arena"},
 			&cli.StringFlag{Name: "rope-scaling", Usage: "RoPE scaling over config.json's: `SPEC` none, linear:FACTOR or yarn:FACTOR[:ORIGINAL_CONTEXT] (Qwen3's model cards: yarn:4:32768)"},

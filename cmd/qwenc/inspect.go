@@ -338,6 +338,12 @@ func printText(w io.Writer, h *format.Header, rep format.MemoryReport) {
 	} {
 		fmt.Fprintf(tw, "%s\t%s\t\n", r.what, size(r.bytes))
 	}
+	// qwenrun drafts with the MTP block by default when its guesses are
+	// cheap against a step, and its --draft help sends users here for
+	// what they read.
+	if rep.MTPWeightBytes > 0 {
+		fmt.Fprintf(tw, "read by one MTP guess (besides the LM head's rows)\t%s\t\n", size(rep.MTPWeightBytes))
+	}
 	tw.Flush()
 
 	a := rep.Arena

@@ -399,6 +399,9 @@ func (t *target) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
 	if e := responseFormat(cr.ResponseFormat, &req); e != nil {
 		return qwen.Request{}, e
 	}
+	if e := ignoreEOSFits(&req); e != nil {
+		return qwen.Request{}, e
+	}
 	if e := predict(cr.Prediction, &req); e != nil {
 		return qwen.Request{}, e
 	}

@@ -317,6 +317,17 @@ func TestVLLMFields(t *testing.T) {
 			}
 		}
 	}
+	// Beside a grammar's end it is refused by its own name, not by
+	// qwen.Request's field.
+	for _, c := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}],"max_tokens":5,"response_format":{"type":"json_object"},"ignore_eos":true}`},
+		{"/v1/responses", `{"model":"tiny-a","input":"Hi","max_output_tokens":5,"text":{"format":{"type":"json_object"}},"ignore_eos":true}`},
+	} {
+		resp, body := ts.post(t, c.path, c.body)
+		if resp.StatusCode != 400 || !strings.Contains(body, `"param":"ignore_eos"`) || strings.Contains(body, "IgnoreEOS") {
+			t.Errorf("%s: ignore_eos with a response format: %d %s, want a 400 naming ignore_eos", c.path, resp.StatusCode, body)
+		}
+	}
 	for field, value := range map[string]string{"min_tokens": "3", "stop_token_ids": "[7]", "typical_p": "0.5", "best_of": "2"} {
 		resp, body := ts.post(t, "/v1/completions", `{"model":"tiny-a","prompt":"Hi","max_tokens":2,"`+field+`":`+value+`}`)
 		if resp.StatusCode != 400 || !strings.Contains(body, field) {

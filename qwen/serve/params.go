@@ -103,6 +103,16 @@ func (v *vllmFields) apply(req *qwen.Request) *apiError {
 	return nil
 }
 
+// ignoreEOSFits refuses ignore_eos beside an answer a grammar ends (tools
+// or a response format), naming the field: the library's refusal names
+// its Go field, which an HTTP client never wrote.
+func ignoreEOSFits(req *qwen.Request) *apiError {
+	if req.IgnoreEOS && (len(req.Tools) > 0 || req.JSONSchema != nil || req.JSONObject) {
+		return badRequest("ignore_eos", "ignore_eos would generate past the end that tools or a response format set")
+	}
+	return nil
+}
+
 func (f *samplingFields) params(defaults sampling.Params) (sampling.Params, *apiError) {
 	return samplingParams(defaults, f.Seed,
 		floatParam("temperature", "temperature", f.Temperature),
