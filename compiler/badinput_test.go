@@ -74,6 +74,9 @@ func TestBadInput(t *testing.T) {
 		{"generation config not JSON", "", func(t *testing.T, d string) {
 			os.WriteFile(filepath.Join(d, "generation_config.json"), []byte("[1"), 0o644)
 		}, []string{"/model/generation_config.json: unexpected end of JSON input"}},
+		{"generation default the sampler refuses", "", func(t *testing.T, d string) {
+			os.WriteFile(filepath.Join(d, "generation_config.json"), []byte(`{"top_p": 1.5}`), 0o644)
+		}, []string{"/model/generation_config.json", "top_p = 1.5, want in [0, 1]"}},
 		{"unreadable config", "", func(t *testing.T, d string) {
 			p := filepath.Join(d, "config.json")
 			os.Remove(p)

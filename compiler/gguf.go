@@ -154,6 +154,9 @@ func (g *ggufSource) generation(vocab int) (format.Generation, error) {
 		if err := g.params.apply(&gen, tokens, &g.extra); err != nil {
 			return gen, err
 		}
+		if err := gen.Validate(); err != nil {
+			return gen, fmt.Errorf("%s (params layer): %w", g.params.path, err)
+		}
 	}
 	return gen, nil
 }

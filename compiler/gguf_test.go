@@ -481,6 +481,7 @@ func ollamaStore(t *testing.T, name, tag, params string) string {
 func TestOllama(t *testing.T) {
 	store := ollamaStore(t, "tiny", "0.1", `{"temperature": 0.6, "top_k": 20, "top_p": 0.95, "stop": ["<|im_end|>", "\n\nUser:"], "num_ctx": 4096}`)
 	bad := ollamaStore(t, "tiny", "latest", `{"temperature": "hot"}`)
+	wide := ollamaStore(t, "tiny", "latest", `{"top_p": 2}`)
 	work := t.TempDir()
 	t.Chdir(work)
 	res, err := Compile(context.Background(), "ollama:tiny:0.1", Options{MaxPrefill: 16, NoSync: true, OllamaModels: store})
@@ -510,6 +511,11 @@ func TestOllama(t *testing.T) {
 	}
 	if _, err := Compile(context.Background(), "ollama:tiny", Options{MaxPrefill: 16, NoSync: true, OllamaModels: bad}); err == nil || !strings.Contains(err.Error(), `"temperature" = "hot"`) {
 		t.Errorf("a bad params layer: %v", err)
+	}
+	// A value the sampler would refuse, refused here rather than in a
+	// file that could not be opened.
+	if _, err := Compile(context.Background(), "ollama:tiny", Options{MaxPrefill: 16, NoSync: true, OllamaModels: wide}); err == nil || !strings.Contains(err.Error(), "params layer") || !strings.Contains(err.Error(), "top_p = 2, want in [0, 1]") {
+		t.Errorf("top_p 2 in the params layer: %v", err)
 	}
 	if names := dirEntries(t, work); len(names) != 1 {
 		t.Errorf("the working directory holds %v", names)

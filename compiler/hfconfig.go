@@ -79,7 +79,7 @@ func parseGeneration(b []byte, vocab int) (format.Generation, error) {
 		}
 		g.TopK = uint32(*raw.TopK)
 	}
-	return g, nil
+	return g, g.Validate()
 }
 
 // chatTemplate extracts the chat template from tokenizer_config.json and

@@ -18,27 +18,30 @@ type Feature struct {
 	Required bool
 }
 
-// featureRule is a feature this build knows and which configs need it.
+// featureRule is a feature this build knows, which configs need it, and
+// the key that sets it: an architecture that does not run a feature
+// refuses its key by name (package arch).
 type featureRule struct {
 	name     string
 	required bool
+	key      string
 	of       func(c *Config) bool
 }
 
 // features are the features this build knows, in name order.
 var features = []featureRule{
-	{"attn_output_gate", true, func(c *Config) bool { return c.AttnGate }},
-	{"embedding", true, func(c *Config) bool { return c.Embedding }},
-	{"hybrid", true, func(c *Config) bool { return len(c.Hybrid.Linear) > 0 }},
-	{"moe", true, func(c *Config) bool { return c.MoE.Experts > 0 }},
-	{"moe.shared_expert", true, func(c *Config) bool { return c.MoE.SharedWidth > 0 }},
+	{"attn_output_gate", true, "config.attn_output_gate", func(c *Config) bool { return c.AttnGate }},
+	{"embedding", true, "config.embedding", func(c *Config) bool { return c.Embedding }},
+	{"hybrid", true, "hybrid.linear_layers", func(c *Config) bool { return len(c.Hybrid.Linear) > 0 }},
+	{"moe", true, "moe.num_experts", func(c *Config) bool { return c.MoE.Experts > 0 }},
+	{"moe.shared_expert", true, "moe.shared_expert_intermediate_size", func(c *Config) bool { return c.MoE.SharedWidth > 0 }},
 	// A reader that cannot draft with it still runs the model.
-	{"mtp", false, func(c *Config) bool { return c.MTPLayers > 0 }},
-	{"partial_rotary", true, func(c *Config) bool { return c.RotaryDims != 0 && c.RotaryDims != c.HeadDim }},
-	{"qk_norm", true, func(c *Config) bool { return c.QKNorm }},
-	{"qkv_bias", true, func(c *Config) bool { return c.QKVBias }},
-	{"rope_scaling.linear", true, func(c *Config) bool { return c.RopeScaling.Type == "linear" }},
-	{"rope_scaling.yarn", true, func(c *Config) bool { return c.RopeScaling.Type == "yarn" }},
+	{"mtp", false, "config.mtp_num_hidden_layers", func(c *Config) bool { return c.MTPLayers > 0 }},
+	{"partial_rotary", true, "config.rotary_dims", func(c *Config) bool { return c.RotaryDims != 0 && c.RotaryDims != c.HeadDim }},
+	{"qk_norm", true, "config.qk_norm", func(c *Config) bool { return c.QKNorm }},
+	{"qkv_bias", true, "config.qkv_bias", func(c *Config) bool { return c.QKVBias }},
+	{"rope_scaling.linear", true, "rope_scaling.type", func(c *Config) bool { return c.RopeScaling.Type == "linear" }},
+	{"rope_scaling.yarn", true, "rope_scaling.type", func(c *Config) bool { return c.RopeScaling.Type == "yarn" }},
 }
 
 // Features is the one place the features a config needs come from: the
@@ -51,6 +54,17 @@ func Features(c *Config) []Feature {
 		}
 	}
 	return fs
+}
+
+// FeatureKey is the key whose value makes a config need feature name
+// ("" for a feature this build does not know).
+func FeatureKey(name string) string {
+	for _, f := range features {
+		if f.name == name {
+			return f.key
+		}
+	}
+	return ""
 }
 
 // KnownFeature reports whether this build knows a feature.

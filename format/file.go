@@ -61,10 +61,11 @@ type File struct {
 	Header *Header
 	Size   int64
 	data   mmap.MMap
-	// dataStart is where the sections may begin (after the header as
-	// encoded in the file, which for an older version is not the size
-	// MarshalHeader gives today).
-	dataStart uint64
+	// headerEnd is where the header as encoded in the file ends (for an
+	// older version not the size MarshalHeader gives today), and
+	// dataStart the 4096-byte boundary after it, where the sections may
+	// begin; the bytes between are padding.
+	headerEnd, dataStart uint64
 }
 
 // OpenRegular opens path read-only, and refuses it, by name, unless it is
@@ -125,7 +126,8 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: map: %w", path, err)
 	}
-	return &File{Path: path, Header: h, Size: st.Size(), data: m, dataStart: DataStart(int(pre.HeaderSize))}, nil
+	return &File{Path: path, Header: h, Size: st.Size(), data: m,
+		headerEnd: PreambleSize + pre.HeaderSize, dataStart: DataStart(int(pre.HeaderSize))}, nil
 }
 
 // Close unmaps the file; slices obtained from it must not be used after.
@@ -174,7 +176,11 @@ func typed[T uint16 | float32](f *File, name string, dt DType) ([]T, error) {
 // between sections is zero, reporting the first problem. It reads the
 // whole file.
 func (f *File) Verify() error {
-	end := f.dataStart
+	// A file of no sections may end before the boundary.
+	end := min(f.dataStart, uint64(len(f.data)))
+	if err := zeroPadding(f.data[f.headerEnd:end]); err != nil {
+		return fmt.Errorf("%s: after the header: %w", f.Path, err)
+	}
 	for _, s := range f.Header.Sections {
 		if err := zeroPadding(f.data[end:s.Offset]); err != nil {
 			return fmt.Errorf("%s: before section %q: %w", f.Path, s.Name, err)

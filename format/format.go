@@ -356,7 +356,7 @@ func (r *RopeScaling) validate() error {
 
 func (m *MoE) validate(layers int) error {
 	if m.Experts == 0 {
-		if m.ExpertsPerToken != 0 || m.ExpertWidth != 0 || m.NormTopK || len(m.Sparse) != 0 {
+		if m.ExpertsPerToken != 0 || m.ExpertWidth != 0 || m.NormTopK || m.SharedWidth != 0 || len(m.Sparse) != 0 {
 			return fmt.Errorf("config: expert fields set without num_experts")
 		}
 		return nil
@@ -386,6 +386,11 @@ type Generation struct {
 	RepetitionPenalty float32 `json:"repetition_penalty"`
 	PresencePenalty   float32 `json:"presence_penalty"`
 }
+
+// Validate checks the defaults against the ranges a file's keys take
+// (format/SPEC.md), the sampler's: the compiler refuses what a file
+// could not be opened with.
+func (g Generation) Validate() error { return checkRanges(&Header{Generation: g}, otherKeys) }
 
 // DefaultGeneration is what a checkpoint without generation_config.json gets.
 func DefaultGeneration() Generation {

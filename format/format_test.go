@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/qwenc/qwenc/format"
@@ -164,5 +165,63 @@ func TestKindCodes(t *testing.T) {
 		if want := k == format.KindEmbedding || k == format.KindProjection || k == format.KindRouter || k == format.KindExperts || k == format.KindLMHead; k.Matrix() != want {
 			t.Errorf("%s: Matrix() = %v", k, k.Matrix())
 		}
+	}
+}
+
+// TestVerifyCatchesPaddingAfterHeader: the zeros between the end of the
+// header and the first 4096-byte boundary are padding like the rest, and
+// Verify checks them.
+func TestVerifyCatchesPaddingAfterHeader(t *testing.T) {
+	path, b := smallFile(t)
+	p, err := format.ParsePreamble(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, start := format.PreambleSize+int(p.HeaderSize), int(format.DataStart(int(p.HeaderSize)))
+	if end == start {
+		t.Fatalf("the header ends on the boundary at %d: no padding to damage", end)
+	}
+	for _, off := range []int{end, start - 1} {
+		d := bytes.Clone(b)
+		d[off] = 1
+		if err := os.WriteFile(path, d, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := format.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = f.Verify()
+		f.Close()
+		if err == nil || !strings.Contains(err.Error(), "after the header") {
+			t.Errorf("byte %d (header ends at %d, first section at %d) set: Verify = %v, want an error about the padding after the header", off, end, start, err)
+		}
+	}
+}
+
+// TestVerifyWithoutSections: a file the format accepts with no sections
+// at all, ending with its header, is verified without reading past its
+// end (which architecture a file needs sections for is package arch's
+// to say).
+func TestVerifyWithoutSections(t *testing.T) {
+	path, _ := smallFile(t)
+	f, err := format.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := *f.Header
+	f.Close()
+	h.Sections = nil
+	hb := format.MarshalHeader(&h)
+	b := append(format.MarshalPreamble(hb, uint64(format.PreambleSize+len(hb))), hb...)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if f, err = format.Open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Verify(); err != nil {
+		t.Errorf("Verify of a file of no sections: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"reflect"
@@ -171,12 +172,17 @@ func TestKeyValueBlock(t *testing.T) {
 		{"too large", func(h *format.Header) { h.Config.Hidden = 1<<24 + 1 }, "config.hidden_size = 16777217, want in [1, 16777216]"},
 		{"too many eos ids", func(h *format.Header) { h.Generation.EOS = make([]int32, 17) }, "generation.eos_token_id: 17 elements, want at most 16 long"},
 		{"negative temperature", func(h *format.Header) { h.Generation.Temperature = -1 }, "generation.temperature = -1, want at least 0 and finite"},
-		{"infinite top_p", func(h *format.Header) { h.Generation.TopP = float32(math.Inf(1)) }, "generation.top_p = +Inf, want at least 0 and finite"},
+		{"infinite top_p", func(h *format.Header) { h.Generation.TopP = float32(math.Inf(1)) }, "generation.top_p = +Inf, want in [0, 1]"},
+		// The sampler's ranges: a default outside them fails every request.
+		{"top_p over 1", func(h *format.Header) { h.Generation.TopP = 1.5 }, "generation.top_p = 1.5, want in [0, 1]"},
+		{"min_p over 1", func(h *format.Header) { h.Generation.MinP = 1.5 }, "generation.min_p = 1.5, want in [0, 1]"},
+		{"presence_penalty over 2", func(h *format.Header) { h.Generation.PresencePenalty = 2.5 }, "generation.presence_penalty = 2.5, want in [0, 2]"},
 		{"rope scaling without a factor", func(h *format.Header) {
 			h.Config.RopeScaling = format.RopeScaling{Type: "linear", OriginalMax: 64, AttentionFactor: 1}
 		},
 			"config: rope_scaling linear needs factor, original_max_position_embeddings and attention_factor"},
 		{"experts out of range", func(h *format.Header) { h.Config.MoE.Experts = 1<<16 + 1 }, "moe.num_experts = 65537, want in [1, 65536]"},
+		{"a shared expert without experts", func(h *format.Header) { h.Config.MoE.SharedWidth = 64 }, "config: expert fields set without num_experts"},
 		{"a norm in f16", func(h *format.Header) {
 			s := sec(h, "norm")
 			s.DType, s.Size = format.F16, s.Size/2
@@ -266,6 +272,33 @@ func TestFeatures(t *testing.T) {
 		_, err := readHeaderBytes(format.MarshalHeader(&e), size)
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestArenaLargerThanItsTensors: an arena plan may not ask for more
+// bytes than its tensors take laid end to end, each 64-byte aligned (no
+// placement needs more), since the runtime allocates the size the plan
+// gives: a terabyte arena is refused by name, not allocated.
+func TestArenaLargerThanItsTensors(t *testing.T) {
+	b := quantFile(t, true)
+	h, err := format.ReadHeader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var end uint64
+	for _, x := range h.Plans[0].Tensors {
+		end += format.AlignUp(x.Size, format.ArenaAlign)
+	}
+	for _, c := range []struct {
+		size uint64
+		ok   bool
+	}{{end, true}, {end + format.ArenaAlign, false}, {1 << 40, false}} {
+		nb := rewrite(t, b, func(h *format.Header) { h.Plans[0].Size = c.size })
+		_, err := format.ReadHeader(bytes.NewReader(nb), int64(len(nb)))
+		want := fmt.Sprintf(`arena plan "decode": size %d, more than the %d bytes its tensors take laid end to end`, c.size, end)
+		if c.ok && err != nil || !c.ok && (err == nil || err.Error() != want) {
+			t.Errorf("a decode arena of %d bytes: %v, want ok %v (%q)", c.size, err, c.ok, want)
 		}
 	}
 }

@@ -75,7 +75,9 @@ var configKeys = []key{
 	{"rope_scaling.truncate", false, 0, 0, func(h *Header) any { return &h.Config.RopeScaling.Truncate }},
 }
 
-// otherKeys hold the generation defaults and the chat format.
+// otherKeys hold the generation defaults and the chat format. The
+// sampling defaults are bounded as the sampler bounds a request's
+// (runtime/sampling), which starts from them.
 var otherKeys = []key{
 	{"generation.eos_token_id", true, 0, 16, func(h *Header) any { return &h.Generation.EOS }},
 	{"generation.bos_token_id", true, 0, 0, func(h *Header) any { return &h.Generation.BOS }},
@@ -83,10 +85,10 @@ var otherKeys = []key{
 	{"generation.do_sample", true, 0, 0, func(h *Header) any { return &h.Generation.DoSample }},
 	{"generation.temperature", true, 0, maxReal, func(h *Header) any { return &h.Generation.Temperature }},
 	{"generation.top_k", true, 0, 1 << 30, func(h *Header) any { return &h.Generation.TopK }},
-	{"generation.top_p", true, 0, maxReal, func(h *Header) any { return &h.Generation.TopP }},
-	{"generation.min_p", true, 0, maxReal, func(h *Header) any { return &h.Generation.MinP }},
+	{"generation.top_p", true, 0, 1, func(h *Header) any { return &h.Generation.TopP }},
+	{"generation.min_p", true, 0, 1, func(h *Header) any { return &h.Generation.MinP }},
 	{"generation.repetition_penalty", true, 0, maxReal, func(h *Header) any { return &h.Generation.RepetitionPenalty }},
-	{"generation.presence_penalty", true, 0, maxReal, func(h *Header) any { return &h.Generation.PresencePenalty }},
+	{"generation.presence_penalty", true, 0, 2, func(h *Header) any { return &h.Generation.PresencePenalty }},
 	{"chat.format", false, 0, 0, func(h *Header) any { return &h.ChatFamily }},
 }
 

@@ -65,10 +65,14 @@ func TestSpecListsEveryKey(t *testing.T) {
 	for _, f := range features {
 		feats[f.name] = f.required
 	}
-	for _, row := range specTable(t, spec, "| feature | required | listed when |") {
+	for _, row := range specTable(t, spec, "| feature | required | listed when | architectures |") {
 		name := strings.Trim(row[0], "`")
 		if req, ok := feats[name]; !ok || req != (row[1] == "yes") {
 			t.Errorf("SPEC.md lists feature %s (required %q); the code knows it %v, required %v", name, row[1], ok, req)
+		}
+		// The key an architecture that does not run the feature names.
+		if key, _, _ := strings.Cut(strings.TrimPrefix(row[2], "`"), "`"); key != FeatureKey(name) {
+			t.Errorf("SPEC.md lists feature %s when %s is set; the code names key %q", name, key, FeatureKey(name))
 		}
 		delete(feats, name)
 	}
@@ -82,11 +86,41 @@ func TestSpecListsEveryKey(t *testing.T) {
 			t.Fatalf("SPEC.md lists %d kinds", len(rows))
 		}
 		row := rows[k-1]
-		if got, want := strings.Join(row[:3], " "), fmt.Sprintf("%d `%s` %d", k, k, k.Rank()); got != want {
+		if got, want := strings.Join(row[:4], " "), fmt.Sprintf("%d `%s` %d %s", k, k, k.Rank(), admitted(k)); got != want {
 			t.Errorf("SPEC.md's kind row %q, want %q", got, want)
+		}
+	}
+	// The directory's size rule names the quantized types it applies to.
+	i := strings.Index(spec, "The size must equal")
+	rule, _, _ := strings.Cut(spec[i+1:], "\n\n")
+	for _, d := range []DType{Q8, Q4, Q6} {
+		if i < 0 || !regexp.MustCompile(`\b`+d.String()+`\b`).MatchString(rule) {
+			t.Errorf("SPEC.md's directory size rule does not name %s", d)
 		}
 	}
 	if !regexp.MustCompile(`format version, ` + "`" + fmt.Sprint(Version) + "`").MatchString(spec) {
 		t.Errorf("SPEC.md's preamble does not give version %d", Version)
 	}
+}
+
+// admitted is what kind k admits (Kind.Admits) as SPEC.md's kind table
+// writes it: for each layout the dtypes, in the order of their codes.
+func admitted(k Kind) string {
+	var parts []string
+	for _, l := range []Layout{RowMajor, TileMajor, Raw} {
+		var ds []string
+		for d := DType(1); d != 0; d++ {
+			if d.Known() && k.Admits(d, l, k.Rank()) {
+				ds = append(ds, d.String())
+			}
+		}
+		if n := len(ds); n > 0 {
+			list := ds[0]
+			if n > 1 {
+				list = strings.Join(ds[:n-1], ", ") + " or " + ds[n-1]
+			}
+			parts = append(parts, list+" "+l.String())
+		}
+	}
+	return strings.Join(parts, ", or ")
 }

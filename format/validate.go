@@ -93,10 +93,17 @@ func validatePlans(plans []ArenaPlan) error {
 		if p.Size%ArenaAlign != 0 || p.Size > 1<<40 {
 			return fmt.Errorf("arena plan %q: size %d", p.Mode, p.Size)
 		}
+		var end uint64
 		for _, t := range p.Tensors {
 			if t.Offset%ArenaAlign != 0 || t.Offset > p.Size || t.Size > p.Size-t.Offset {
 				return fmt.Errorf("arena plan %q: tensor %q at [%d, +%d) outside the %d-byte arena or misaligned", p.Mode, t.Name, t.Offset, t.Size, p.Size)
 			}
+			end += AlignUp(t.Size, ArenaAlign)
+		}
+		// The runtime allocates the size the plan gives, and no placement
+		// needs more than the tensors side by side.
+		if p.Size > end {
+			return fmt.Errorf("arena plan %q: size %d, more than the %d bytes its tensors take laid end to end", p.Mode, p.Size, end)
 		}
 	}
 	return nil

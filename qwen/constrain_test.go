@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -135,6 +137,22 @@ func TestToolChoiceOnRandomModel(t *testing.T) {
 	for _, name := range []string{"tiny-a", "tiny-q35"} {
 		t.Run(name, func(t *testing.T) { toolChoiceOnRandomModel(t, open(t, name+".qbin")) })
 	}
+	// Qwen3-Coder's template: qwen3_coder's calls, no reasoning.
+	t.Run("qwen3-coder", func(t *testing.T) {
+		template, err := os.ReadFile(filepath.Join(qwen.Testdata(), "..", "format", "chat", "testdata", "qwen3coder.jinja"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		path, err := qwen.CompileWithTemplate(t.TempDir(), "tiny-a", string(template))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := open(t, path)
+		if got := m.Info().ChatTemplate; got != "qwen3-coder" {
+			t.Fatalf("chat format %q", got)
+		}
+		toolChoiceOnRandomModel(t, m)
+	})
 }
 
 func toolChoiceOnRandomModel(t *testing.T, m *qwen.Model) {

@@ -1,10 +1,12 @@
 package qwen
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -106,6 +108,8 @@ func (c *Conversation) SetSettings(req Request) error {
 		req.Sampling = &p
 		c.seeds = rand.New(rand.NewPCG(p.Seed, 0))
 	}
+	// The caller's slices may change too.
+	req.Tools, req.JSONSchema, req.Stop, req.LogitBias = slices.Clone(req.Tools), bytes.Clone(req.JSONSchema), slices.Clone(req.Stop), maps.Clone(req.LogitBias)
 	c.req = req
 	return nil
 }
@@ -144,7 +148,9 @@ func (c *Conversation) SetSystem(system string) {
 // *PromptTooLongError and not added; after an answer cut at the context,
 // Send refuses with ErrConversationFull. When ctx ends, the answer so far
 // joins the conversation and the Result says StopInterrupt, without an
-// error.
+// error. When the engine fails to run the turn, Send returns its error
+// (an ErrGeneration) and the conversation stays as it was, the message
+// not added.
 func (c *Conversation) Send(ctx context.Context, text string, each func(Delta)) (Result, error) {
 	if c.full {
 		return Result{}, ErrConversationFull
@@ -162,22 +168,65 @@ func (c *Conversation) Send(ctx context.Context, text string, each func(Delta)) 
 	if err != nil {
 		return Result{}, err
 	}
-	c.msgs = req.Messages
+	return c.answer(req, st, each)
+}
+
+// answer reads the answer to req, a turn Send started, from st.
+func (c *Conversation) answer(req Request, st *Stream, each func(Delta)) (Result, error) {
 	res := Result{Prompt: st.Prompt()}
-	for d := range st.Deltas() { // the only error is ctx's, which res.Stop says
+	var reasoning, content strings.Builder
+	var calls []ToolCall
+	var failed error
+	for d, err := range st.Deltas() {
+		if err != nil && d.Stop != StopInterrupt { // ctx's error: res.Stop says it
+			failed = err
+		}
 		res.Add(d)
+		reasoning.WriteString(d.Reasoning)
+		content.WriteString(d.Content)
+		for _, p := range d.ToolCalls {
+			if p.Index >= len(calls) {
+				calls = append(calls, make([]ToolCall, p.Index+1-len(calls))...)
+			}
+			calls[p.Index].ID += p.ID
+			calls[p.Index].Name += p.Name
+			calls[p.Index].Arguments += p.Arguments
+		}
 		if each != nil {
 			each(d)
 		}
 	}
+	if failed != nil {
+		// The engine keeps no state of a failed turn, and its text is
+		// not an answer: the same message may be sent again.
+		return res, fmt.Errorf("conversation turn: %w", failed)
+	}
+	c.msgs = req.Messages
 	c.used, c.full = res.Usage.KVTokens, res.Stop == StopContext
 	// The answer as the model wrote it, for the next prompt to hold the
 	// same tokens; the template splits a think block off it. An answer
-	// that begins in reasoning the prompt opened (Qwen3.5's), and was
-	// cut before it closed it, is reasoning alone.
+	// that begins in reasoning, opened by the prompt (Qwen3.5's) or by
+	// the model (Qwen3's), and was cut before it closed it, is reasoning
+	// alone: the template would split nothing off it.
 	answer := Message{Role: "assistant", Content: c.m.Detokenize(res.Generated)}
-	if th, ok := c.m.thinking(&req); ok && th.Opened && !strings.Contains(answer.Content, th.Close) {
-		answer.Reasoning, answer.Content = answer.Content, ""
+	if th, ok := c.m.thinking(&req); ok && !strings.Contains(answer.Content, th.Close) {
+		if th.Opened {
+			answer.Reasoning, answer.Content = answer.Content, ""
+		} else if r, opened := strings.CutPrefix(answer.Content, th.Open); opened {
+			answer.Reasoning, answer.Content = r, ""
+		}
+	}
+	if res.Stop == StopString || len(calls) > 0 {
+		// The tokens go on past a stop string, which the caller never
+		// saw, and the markers of a call would be plain text in the next
+		// prompt (message text is text): the history keeps the answer as
+		// it was given, its calls as calls, which the template prints.
+		answer.Reasoning, answer.Content = reasoning.String(), content.String()
+		for _, call := range calls {
+			if call.Name != "" { // a call the model wrote wrong is not one the template can print
+				answer.ToolCalls = append(answer.ToolCalls, call)
+			}
+		}
 	}
 	c.msgs = append(c.msgs, answer)
 	c.total.Merge(res)

@@ -3,6 +3,7 @@ package qwen
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -215,13 +216,14 @@ func TestConversationSettings(t *testing.T) {
 	if err := c.SetSettings(Request{Sampling: &sampling.Params{Temperature: -1}}); err == nil {
 		t.Errorf("a negative temperature: no error")
 	}
-	settings := Request{Sampling: &sampling.Params{Seed: 1}}
+	settings := Request{Sampling: &sampling.Params{Seed: 1}, Stop: []string{"a"}, JSONSchema: []byte(`{}`), LogitBias: map[int32]float32{1: 1}}
 	if err := c.SetSettings(settings); err != nil {
 		t.Fatal(err)
 	}
 	settings.Sampling.Seed = 2
-	if got := c.Settings().Sampling.Seed; got != 1 {
-		t.Errorf("the settings follow the caller's Params after SetSettings: seed %d", got)
+	settings.Stop[0], settings.JSONSchema[0], settings.LogitBias[1] = "b", '[', 2
+	if got := c.Settings(); got.Sampling.Seed != 1 || got.Stop[0] != "a" || string(got.JSONSchema) != "{}" || got.LogitBias[1] != 1 {
+		t.Errorf("the settings follow the caller's after SetSettings: seed %d, stop %q, schema %s, bias %v", got.Sampling.Seed, got.Stop, got.JSONSchema, got.LogitBias)
 	}
 	seeds := c.seeds
 	if err := c.SetThinking(false); err != nil || !c.Settings().NoThinking || c.seeds != seeds {
@@ -235,6 +237,154 @@ func TestConversationSettings(t *testing.T) {
 	if err := noSwitch.SetThinking(true); err == nil || err.Error() != "this model's chat template (qwen2.5) has no switch for thinking" {
 		t.Errorf("SetThinking on Qwen2.5: %v", err)
 	}
+}
+
+// TestConversationStopString: an answer cut by a stop string joins the
+// history as the caller was given it, without the stop string or what
+// the same token wrote after it, so the next turn's prompt holds no text
+// the caller never saw.
+func TestConversationStopString(t *testing.T) {
+	m, err := Open("qwen3-go-demo.qbin", WithThreads(2), WithParallel(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	settings := Request{MaxTokens: 16, NoThinking: true, Sampling: &sampling.Params{}}
+	turn := func(stop []string) (string, Result, []Message) {
+		c, err := m.NewConversation("You write Go.")
+		if err != nil {
+			t.Fatal(err)
+		}
+		settings.Stop = stop
+		if err := c.SetSettings(settings); err != nil {
+			t.Fatal(err)
+		}
+		var shown strings.Builder
+		res, err := c.Send(context.Background(), "A function that adds two ints.", func(d Delta) { shown.WriteString(d.Content) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return shown.String(), res, c.Messages()
+	}
+	full, _, _ := turn(nil)
+	words := strings.Fields(full)
+	if len(words) < 3 {
+		t.Fatalf("the greedy answer %q has too few words to stop in", full)
+	}
+	// A stop string that ends inside a token: the token's text goes on
+	// past it.
+	stop := words[2][:len(words[2])-1]
+	shown, res, msgs := turn([]string{stop})
+	answer := msgs[len(msgs)-1]
+	if res.Stop != StopString || shown != full[:strings.Index(full, stop)] || answer.Content != shown || answer.Reasoning != "" {
+		t.Errorf("stopped at %q (%s): shown %q, the history's answer %+v", stop, res.Stop, shown, answer)
+	}
+}
+
+// TestConversationFailedTurn: a turn the engine fails to run returns its
+// ErrGeneration, and the conversation stays as it was, so that the same
+// message can be sent again; a turn that ends otherwise joins it.
+func TestConversationFailedTurn(t *testing.T) {
+	m := tinyModel(t)
+	c, err := m.NewConversation("Be brief.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := c.Messages()
+	turn := Request{Messages: append(c.Messages(), Message{Role: "user", Content: "Hi"})}
+	ids := m.Tokenize("Hello there")
+	res, err := c.answer(turn, forced(m, ids, nil, false, StopError), nil)
+	if !errors.Is(err, ErrGeneration) || res.Stop != StopError || !reflect.DeepEqual(c.Messages(), before) || len(c.Total().Generated) != 0 {
+		t.Errorf("a failed turn: %v, stop %s; messages %+v", err, res.Stop, c.Messages())
+	}
+	res, err = c.answer(turn, forced(m, ids, nil, false, StopEOS), nil)
+	if msgs := c.Messages(); err != nil || res.Stop != StopEOS || len(msgs) != 3 || msgs[1].Content != "Hi" || msgs[2].Content != "Hello there" {
+		t.Errorf("a turn that ends: %v, stop %s; messages %+v", err, res.Stop, msgs)
+	}
+}
+
+// TestConversationCutInThinking: a Qwen3 answer cut before it closed its
+// thinking (MaxTokens here, an interruption alike) joins the history as
+// reasoning, as a Qwen3.5 one does (TestConversationQwen35), so the next
+// prompt leaves it out rather than giving the model its unfinished
+// reasoning, and <think> as plain text, as an answer it wrote.
+func TestConversationCutInThinking(t *testing.T) {
+	m := tinyModel(t)
+	c, err := m.NewConversation("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The budget makes the random model open its thinking.
+	if err := c.SetSettings(Request{MaxTokens: 3, ThinkBudget: 100, Sampling: &sampling.Params{}}); err != nil {
+		t.Fatal(err)
+	}
+	var reasoning, content strings.Builder
+	if _, err := c.Send(context.Background(), "Hi", func(d Delta) { reasoning.WriteString(d.Reasoning); content.WriteString(d.Content) }); err != nil {
+		t.Fatal(err)
+	}
+	if reasoning.Len() == 0 || content.Len() != 0 {
+		t.Fatalf("an answer cut in its thinking: reasoning %q, content %q", reasoning.String(), content.String())
+	}
+	if msgs := c.Messages(); msgs[1].Reasoning != reasoning.String() || msgs[1].Content != "" {
+		t.Errorf("the answer in the history: %+v", msgs[1])
+	}
+	next, err := c.Send(context.Background(), "And?", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prompt := m.Detokenize(next.Prompt); strings.Contains(prompt, "think>") || strings.Contains(prompt, reasoning.String()) {
+		t.Errorf("the next prompt gives the cut reasoning as the answer: %q", prompt)
+	}
+}
+
+// TestConversationToolCall: an answer that calls a tool joins the
+// history with the call as a call, which the template prints with its
+// markers, rather than as text, in which the next prompt would hold
+// <tool_call> as plain text.
+func TestConversationToolCall(t *testing.T) {
+	m := tinyModel(t)
+	tool, err := NewTool("get_time", "The time now.", json.RawMessage(`{"type": "object", "properties": {}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.NewConversation("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetSettings(Request{Tools: []Tool{tool}, ToolChoice: "required", NoThinking: true, MaxTokens: 40, Sampling: &sampling.Params{}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Send(context.Background(), "What time is it?", nil); err != nil {
+		t.Fatal(err)
+	}
+	answer := c.Messages()[1]
+	if len(answer.ToolCalls) != 1 || answer.ToolCalls[0].Name != "get_time" || strings.Contains(answer.Content, "tool_call>") {
+		t.Fatalf("the answer in the history: %+v", answer)
+	}
+	if err := c.SetSettings(Request{Tools: []Tool{tool}, NoThinking: true, MaxTokens: 1, Sampling: &sampling.Params{}}); err != nil {
+		t.Fatal(err)
+	}
+	next, err := c.Send(context.Background(), "And?", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open, _ := m.m.Tokenizer.TokenID("<tool_call>")
+	// The tools' system text names the marker too.
+	system, _ := m.RenderPrompt(Request{Messages: []Message{{Role: "user", Content: "x"}}, Tools: []Tool{tool}})
+	want := strings.Count(system, "<tool_call>") + 1
+	if n := countID(next.Prompt, open); n != want {
+		t.Errorf("the next prompt holds the call marker %d times, want %d (the system text's and the call's): %q", n, want, m.Detokenize(next.Prompt))
+	}
+}
+
+func countID(ids []int32, id int32) int {
+	n := 0
+	for _, v := range ids {
+		if v == id {
+			n++
+		}
+	}
+	return n
 }
 
 // A Result gathers Deltas; Merge adds a later one's figures.

@@ -161,25 +161,29 @@ func (m *Model) score(ctx context.Context, prompts [][]int32, rows []int32, limi
 				break
 			}
 			if err != nil {
-				return nil, 0, err
+				return nil, 0, context.Cause(ctx)
 			}
 			if ev.PromptLogits != nil {
 				out[i] = ev.PromptLogits
 			}
 			if ev.Done && out[i] == nil {
-				return nil, 0, stopError(ev)
+				return nil, 0, stopError(ctx, ev)
 			}
 		}
 	}
 	return out, tokens, nil
 }
 
-// stopError is why a prompt-only request ended without its output.
-func stopError(ev engine.Event) error {
+// stopError is why a prompt-only request of ctx ended without its
+// output: ctx's end is the caller's cause, as Generate gives it.
+func stopError(ctx context.Context, ev engine.Event) error {
 	switch ev.Reason {
 	case engine.StopShutdown:
 		return ErrClosed
 	case engine.StopInterrupt:
+		if err := context.Cause(ctx); err != nil {
+			return err
+		}
 		return context.Canceled
 	case engine.StopError:
 		return fmt.Errorf("%w: %v", ErrGeneration, ev.Err)

@@ -327,3 +327,18 @@ func TestEmbedConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbedCancelled: Embed and Rerank cut short by their context return
+// its error, the cause it was cancelled with, as Generate does.
+func TestEmbedCancelled(t *testing.T) {
+	emb, rr := open(t, "tiny-emb.qbin"), open(t, "tiny-rerank.qbin")
+	cause := errors.New("the client left")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(cause)
+	if _, err := emb.Embed(ctx, qwen.EmbedRequest{Inputs: []string{"one", "two"}}); !errors.Is(err, cause) {
+		t.Errorf("embed: %v, want %v", err, cause)
+	}
+	if _, err := rr.Rerank(ctx, qwen.RerankRequest{Query: "q", Documents: []string{"one", "two"}}); !errors.Is(err, cause) {
+		t.Errorf("rerank: %v, want %v", err, cause)
+	}
+}

@@ -6,6 +6,9 @@ import "log/slog"
 // tests, which run in the models' temporary directory.
 func Testdata() string { return testRoot + "/testdata" }
 
+// CompileWithTemplate compiles a test model with another chat template.
+var CompileWithTemplate = compileWithTemplate
+
 // RaceEnabled says the embedding models are not compiled (see raceEnabled).
 const RaceEnabled = raceEnabled
 

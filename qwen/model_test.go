@@ -17,28 +17,8 @@ import (
 // TestNoChatTemplate: a model compiled without a chat template takes raw
 // prompts and refuses conversations with ErrNoChatTemplate.
 func TestNoChatTemplate(t *testing.T) {
-	src := filepath.Join(t.TempDir(), "raw-model")
-	if err := testmodel.Materialise(filepath.Join(testRoot, "testdata", "tiny-a"),
-		filepath.Join(testRoot, "testdata", "tokenizer", "tokenizer.json.gz"), src); err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(src, "tokenizer_config.json")
-	b, err := os.ReadFile(cfgPath)
+	out, err := compileWithTemplate(t.TempDir(), "tiny-a", "")
 	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg map[string]any
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	delete(cfg, "chat_template")
-	b, _ = json.Marshal(cfg)
-	os.Remove(cfgPath) // a link to testdata
-	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), "raw.qbin")
-	if _, err := compiler.Compile(context.Background(), src, compiler.Options{Output: out, MaxPrefill: 16, NoSync: true}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := Open(out, WithThreads(1))
@@ -95,4 +75,37 @@ func TestContextBoundsTheAnswer(t *testing.T) {
 	if _, err := m.Start(ctx, Request{Prompt: prompt, Context: n - 1}); err == nil || !strings.Contains(err.Error(), "more than the context of") {
 		t.Errorf("a context below the prompt: %v", err)
 	}
+}
+
+// compileWithTemplate compiles the test model name into dir with the chat
+// template of its tokenizer_config.json replaced by template (taken out
+// when it is empty): the path of the .qbin.
+func compileWithTemplate(dir, name, template string) (string, error) {
+	src := filepath.Join(dir, name)
+	if err := testmodel.Materialise(filepath.Join(testRoot, "testdata", name),
+		filepath.Join(testRoot, "testdata", "tokenizer", "tokenizer.json.gz"), src); err != nil {
+		return "", err
+	}
+	cfgPath := filepath.Join(src, "tokenizer_config.json")
+	b, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return "", err
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return "", err
+	}
+	if template == "" {
+		delete(cfg, "chat_template")
+	} else {
+		cfg["chat_template"] = template
+	}
+	b, _ = json.Marshal(cfg)
+	os.Remove(cfgPath) // a link to testdata
+	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, name+".qbin")
+	_, err = compiler.Compile(context.Background(), src, compiler.Options{Output: out, MaxPrefill: 16, NoSync: true})
+	return out, err
 }

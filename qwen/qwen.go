@@ -267,6 +267,10 @@ func Open(path string, opts ...Option) (*Model, error) {
 		return nil, fmt.Errorf("parallel %d: want 1 or more conversations", c.parallel)
 	case c.queue < 0:
 		return nil, fmt.Errorf("queue %d: not negative", c.queue)
+	case c.chunk < 0:
+		return nil, fmt.Errorf("prefill chunk %d: want 1 or more tokens, or 0 for the default", c.chunk)
+	case c.cacheDisk < 0:
+		return nil, fmt.Errorf("state cache directory bound %d: want 1 or more bytes, or 0 for the default", c.cacheDisk)
 	}
 	kp, err := kernels.ParsePath(c.kernels)
 	if err != nil {

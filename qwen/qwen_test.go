@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -147,6 +148,75 @@ func TestCancel(t *testing.T) {
 		break
 	}
 	waitIdle(t, m)
+}
+
+// TestCancelQueued: a request cancelled while it waits behind another
+// waiting one ends at once, not when the queue reaches it: its last
+// Delta comes while the conversation ahead still runs and the one
+// behind it still waits.
+func TestCancelQueued(t *testing.T) {
+	m := open(t, "tiny-a.qbin", qwen.WithParallel(1))
+	start := func(ctx context.Context, req qwen.Request) *qwen.Stream {
+		st, err := m.Start(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	// Until the context is full: seconds, against the step a cancelled
+	// request should take to end.
+	running := start(context.Background(), qwen.Request{Prompt: "Hello", IgnoreEOS: true, Sampling: greedy})
+	waiting := start(context.Background(), qwen.Request{Prompt: "Hello", MaxTokens: 1, Sampling: greedy})
+	ctx, cancel := context.WithCancel(context.Background())
+	behind := start(ctx, qwen.Request{Prompt: "Hello", MaxTokens: 1, Sampling: greedy})
+	cancel()
+	for d, err := range behind.Deltas() {
+		if d.Stop != "" && (d.Stop != qwen.StopInterrupt || !errors.Is(err, context.Canceled)) {
+			t.Errorf("cancelled in the queue: %s, %v", d.Stop, err)
+		}
+	}
+	if st := m.Stats(); st.Active != 1 || st.Queued != 1 {
+		t.Errorf("when the cancelled request ended: %d active, %d queued; want the one ahead of it running and the other waiting", st.Active, st.Queued)
+	}
+	running.Close()
+	for _, st := range []*qwen.Stream{running, waiting} {
+		for range st.Deltas() {
+		}
+	}
+}
+
+// TestStartTakesTheTokens: a request's Tokens are the engine's once
+// Start returns, so a caller may reuse its buffer while the request
+// waits for a slot and prefills: the prompt and the answer are those of
+// the tokens given.
+func TestStartTakesTheTokens(t *testing.T) {
+	m := open(t, "qwen3-go-demo.qbin", qwen.WithParallel(1), qwen.WithStateCache(0))
+	prompt := m.Tokenize("func (b *Buffer) Len() int {\n")
+	want := generate(t, m, qwen.Request{Tokens: prompt, MaxTokens: 8, Sampling: greedy})
+	// The request waits behind this one, so the engine reads its tokens
+	// after Start has returned.
+	ahead, err := m.Start(context.Background(), qwen.Request{Prompt: "package main\n", MaxTokens: 16, Sampling: greedy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := slices.Clone(prompt)
+	st, err := m.Start(context.Background(), qwen.Request{Tokens: buf, MaxTokens: 8, Sampling: greedy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(buf, m.Tokenize("// Copyright 2009 The Go Authors. All rights reserved.\n"))
+	for range ahead.Deltas() {
+	}
+	var ids []int32
+	for d, err := range st.Deltas() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, d.IDs...)
+	}
+	if !slices.Equal(st.Prompt(), prompt) || !slices.Equal(ids, want.ids) {
+		t.Errorf("the buffer reused after Start: prompt %v, answer %v; want %v, %v", st.Prompt(), ids, prompt, want.ids)
+	}
 }
 
 func waitIdle(t *testing.T, m *qwen.Model) {
@@ -348,7 +418,8 @@ func TestOpenLogger(t *testing.T) {
 }
 
 // TestOpenOptions: the kernels and the context asked for, and those
-// refused with the range the model allows.
+// refused with the range the model allows; a negative value is refused,
+// not taken for the default.
 func TestOpenOptions(t *testing.T) {
 	m := open(t, "tiny-a.qbin", qwen.WithKernels("generic"), qwen.WithContext(100), qwen.WithKVType("q8"))
 	if info := m.Info(); info.Kernels != "generic" || info.Context != 100 || info.KVType != "q8" || info.Threads != 2 {
@@ -364,6 +435,8 @@ func TestOpenOptions(t *testing.T) {
 		{[]qwen.Option{qwen.WithKVType("int8")}, `KV cache type "int8"`},
 		{[]qwen.Option{qwen.WithParallel(-1)}, "parallel -1"},
 		{[]qwen.Option{qwen.WithThreads(-2)}, "threads -2"},
+		{[]qwen.Option{qwen.WithPrefillChunk(-1)}, "prefill chunk -1"},
+		{[]qwen.Option{qwen.WithStateCacheDir(t.TempDir(), -1)}, "state cache directory bound -1"},
 	} {
 		if _, err := qwen.Open("tiny-a.qbin", c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.opts, err, c.want)

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/format/chat"
@@ -47,6 +49,9 @@ const MaxStops = 16
 
 // MaxTopLogprobs bounds Request.TopLogprobs, as OpenAI does.
 const MaxTopLogprobs = 20
+
+// MaxLogitBias bounds Request.LogitBias's values, as OpenAI does.
+const MaxLogitBias = 100
 
 // Request is one generation: a chat (Messages) or a raw completion
 // (Prompt, or Tokens), and how to generate.
@@ -115,12 +120,18 @@ type Request struct {
 	// is kept, for PromptLogits or for later requests that start with it.
 	PromptOnly bool
 	// Context, when not 0, bounds the prompt and the answer together
-	// below the model's context, as Ollama's num_ctx.
+	// below the model's context, as Ollama's num_ctx: an answer it cuts
+	// ends with StopLength, as one MaxTokens cuts.
 	Context int
 	// Stop strings end the answer before the first of them; none is ever
 	// part of a Delta (text that could begin one is held back until the
 	// next token decides). At most MaxStops, none empty.
 	Stop []string
+	// LogitBias is added to the logits of its token ids before sampling,
+	// each at most MaxLogitBias either way (OpenAI's logit_bias: -100
+	// bans a token, 100 all but forces it). Log-probabilities are the
+	// model's, without it.
+	LogitBias map[int32]float32
 	// Logprobs asks for the log-probability of every content token, and
 	// TopLogprobs (up to MaxTopLogprobs) for that many most likely tokens
 	// at each step too.
@@ -240,7 +251,9 @@ func (m *Model) encode(r *Request, generationPrompt bool) ([]int32, bool, error)
 		ids, err := chat.Encode(m.m.Tokenizer, segs)
 		return ids, true, err
 	case r.Tokens != nil:
-		return r.Tokens, false, nil
+		// A copy: the engine reads the prompt after Start returns, and
+		// the caller may reuse its buffer by then.
+		return slices.Clone(r.Tokens), false, nil
 	}
 	return m.m.Tokenizer.Encode(r.Prompt, true), false, nil
 }
@@ -394,6 +407,15 @@ func (m *Model) prepare(r *Request) (prompt, error) {
 		p.req.Constraint = c
 	}
 	p.relaxed = relaxed
+	for id, b := range r.LogitBias {
+		switch {
+		case id < 0 || int(id) >= m.m.Tokenizer.VocabSize():
+			return prompt{}, fmt.Errorf("LogitBias: token id %d is outside the vocabulary [0, %d)", id, m.m.Tokenizer.VocabSize())
+		case !(b >= -MaxLogitBias && b <= MaxLogitBias):
+			return prompt{}, fmt.Errorf("LogitBias: %v for token %d: want -%d to %d", b, id, MaxLogitBias, MaxLogitBias)
+		}
+	}
+	p.req.Bias = maps.Clone(r.LogitBias) // the engine reads it while the caller goes on
 	switch t := r.TopLogprobs; {
 	case t < 0 || t > MaxTopLogprobs:
 		return prompt{}, fmt.Errorf("TopLogprobs %d: want 0 to %d", t, MaxTopLogprobs)

@@ -19,8 +19,8 @@ type StopReason = engine.StopReason
 const (
 	StopEOS       = engine.StopEOS       // the model ended its answer
 	StopString    = engine.StopString    // a stop string came
-	StopLength    = engine.StopLength    // MaxTokens were generated, or PromptOnly
-	StopContext   = engine.StopContext   // the context (or Request.Context) is full
+	StopLength    = engine.StopLength    // MaxTokens were generated, or Request.Context's tokens, or PromptOnly
+	StopContext   = engine.StopContext   // the conversation's context (Info.Context) is full
 	StopInterrupt = engine.StopInterrupt // the request's context ended
 	StopShutdown  = engine.StopShutdown  // the Model shut down or closed
 	StopError     = engine.StopError     // the engine failed to run it; the Delta comes with an ErrGeneration

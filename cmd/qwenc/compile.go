@@ -27,7 +27,7 @@ func compileCommand() *cli.Command {
 		ArgsUsage: "MODEL",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "o", Aliases: []string{"output"}, Usage: "output `FILE`", DefaultText: "the model directory's or GGUF file's name + .qbin, in the current directory"},
-			&cli.StringFlag{Name: "type", Usage: "weight type: f16, q8 (8.5 bits per weight) or q4 (4.6 bits, with the LM head, the embedding and some value and down projections at q8)",
+			&cli.StringFlag{Name: "type", Usage: "weight type: f16, q8 (8.5 bits per weight) or q4 (4.625 bits, with the LM head and some value and down projections at q6, an untied embedding at q8)",
 				DefaultText: "f16; for a GGUF, each matrix the closest type to its own"},
 			&cli.IntFlag{Name: "max-prefill", Value: 512, Usage: "tokens per prefill step; sizes the prefill arena"},
 			&cli.StringFlag{Name: "rope-scaling", Usage: "RoPE scaling over config.json's: `SPEC` none, linear:FACTOR or yarn:FACTOR[:ORIGINAL_CONTEXT] (Qwen3's model cards: yarn:4:32768)"},
@@ -47,6 +47,9 @@ func compileCommand() *cli.Command {
 				}
 			}
 			model := c.Args().First()
+			if err := checkNotInput(model, c.String("o")); err != nil {
+				return err
+			}
 			opts := compiler.Options{Output: c.String("o"), MaxPrefill: c.Int("max-prefill"), NoSync: c.Bool("no-sync"), Type: wt, RopeScaling: c.String("rope-scaling")}
 			if strings.HasPrefix(model, compiler.OllamaPrefix) {
 				store, err := ollamaStore()
@@ -73,7 +76,10 @@ func compileCommand() *cli.Command {
 			if printConversions(os.Stderr, res.Converted) && !c.Bool("no-kl") {
 				if err := measureKL(c.Context, os.Stderr, model, res, opts); err != nil {
 					if c.Context.Err() != nil {
-						return err
+						// main says of an interrupt that nothing was
+						// written, which here is wrong: the file is whole.
+						fmt.Fprintf(os.Stderr, "qwenc: interrupted measuring the KL divergence; %s is written\n", res.Output)
+						return context.Cause(c.Context)
 					}
 					// The compiled file is written and good: only the
 					// measure of it is missing, which is said.
@@ -83,6 +89,42 @@ func compileCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// checkNotInput refuses an output that names a file the compile reads:
+// the finished .qbin is renamed over it, and a typo in -o would replace a
+// downloaded checkpoint or GGUF with no word. The compile reads MODEL, or
+// the .safetensors, .json and .gguf files beside it (shards, split
+// parts, the tokenizer and config).
+func checkNotInput(model, output string) error {
+	if output == "" || strings.HasPrefix(model, compiler.OllamaPrefix) {
+		return nil
+	}
+	out, err := os.Stat(output)
+	if err != nil {
+		return nil // a new file, or an error the compile reports
+	}
+	in, err := os.Stat(model)
+	if err != nil {
+		return nil
+	}
+	if os.SameFile(in, out) {
+		return fmt.Errorf("-o %s is MODEL itself: the compile would replace its own input", output)
+	}
+	dir := model
+	if !in.IsDir() {
+		dir = filepath.Dir(model)
+	}
+	srcDir, err1 := os.Stat(dir)
+	outDir, err2 := os.Stat(filepath.Dir(output))
+	if err1 != nil || err2 != nil || !os.SameFile(srcDir, outDir) {
+		return nil
+	}
+	switch filepath.Ext(output) {
+	case ".safetensors", ".json", ".gguf":
+		return fmt.Errorf("-o %s is a file of the checkpoint MODEL: the compile would replace its own input", output)
+	}
+	return nil
 }
 
 // weightType parses --type.

@@ -160,6 +160,12 @@ func TestInspectDequant(t *testing.T) {
 		{[]string{"inspect", zoo, "--dequant", "x.f32"}, "--dequant needs --tensor"},
 		{[]string{"inspect", zoo, "--tensor", "nope", "--dequant", "x.f32"}, `no tensor "nope"`},
 		{[]string{"inspect", qbin, "--tensor", "tokenizer"}, "holds no values"},
+		// Flags that what is printed would ignore, and a file that could
+		// not be written, refused up front.
+		{[]string{"inspect", qbin, "--tensor", "norm", "--dequant", filepath.Join("no", "x.f32")}, "qwenc: --dequant no/x.f32: its directory does not exist\n"},
+		{[]string{"inspect", zoo, "--seq", "5"}, "qwenc: inspect: --seq sizes a .qbin file's KV cache table, which --tensor and a GGUF file's listing do not print\n"},
+		{[]string{"inspect", qbin, "--tensor", "norm", "--kv-type", "q8"}, "qwenc: inspect: --kv-type sizes a .qbin file's KV cache table"},
+		{[]string{"inspect", qbin, "--tensor", "norm", "--json"}, "qwenc: inspect: --json prints the whole file's listing; --tensor prints text\n"},
 	} {
 		_, stderr, code := run(t, work, c.args...)
 		if code == 0 || !strings.Contains(stderr, c.want) {

@@ -14,6 +14,7 @@ import (
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/format/wtype"
 	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/qwenc/qwenc/internal/fsutil"
 	"github.com/urfave/cli/v2"
 )
 
@@ -31,48 +32,76 @@ func inspectCommand() *cli.Command {
 			&cli.StringFlag{Name: "kv-type", Value: "f16", Usage: "KV cache type for the table: f16 or q8 (qwenrun --kv-type)"},
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 1 {
-				return cliutil.Usagef(c, "inspect: want one FILE argument, got %d", c.NArg())
-			}
-			path := c.Args().First()
-			if c.IsSet("dequant") && !c.IsSet("tensor") {
-				return cliutil.Usagef(c, "inspect: --dequant needs --tensor NAME")
-			}
-			if c.IsSet("tensor") {
-				return inspectTensor(os.Stdout, path, c.String("tensor"), c.String("dequant"))
-			}
-			if isGGUF(path) {
-				return inspectGGUF(os.Stdout, path, c.Bool("json"))
-			}
-			var seqs []int
-			if c.IsSet("seq") {
-				var err error
-				if seqs, err = parseSeqs(c.String("seq")); err != nil {
-					return err
-				}
-			}
-			kvType, err := format.ParseKVType(c.String("kv-type"))
-			if err != nil {
-				return fmt.Errorf("--kv-type: %w", err)
-			}
-			h, version, err := readHeader(path)
-			if err != nil {
-				return err
-			}
-			seqs = kvSeqs(os.Stderr, seqs, h.Config.MaxContext())
-			a, err := arch.Builtin().For(h.Config.ModelType)
-			if err != nil {
-				return err // readHeader validated it
-			}
-			rep := format.Report(h)
-			rep.KV = graph.ReportStates(arch.States(a, &h.Config), seqs, kvType)
-			if c.Bool("json") {
-				return printJSON(os.Stdout, h, version, rep)
-			}
-			printText(os.Stdout, h, rep)
-			return nil
+			return toStdout(func(stdout io.Writer) error { return inspectAction(c, stdout) })
 		},
 	}
+}
+
+func inspectAction(c *cli.Context, stdout io.Writer) error {
+	if c.NArg() != 1 {
+		return cliutil.Usagef(c, "inspect: want one FILE argument, got %d", c.NArg())
+	}
+	path := c.Args().First()
+	if c.IsSet("dequant") && !c.IsSet("tensor") {
+		return cliutil.Usagef(c, "inspect: --dequant needs --tensor NAME")
+	}
+	if err := checkInspectFlags(c, path); err != nil {
+		return err
+	}
+	if c.IsSet("tensor") {
+		return inspectTensor(c.Context, stdout, path, c.String("tensor"), c.String("dequant"))
+	}
+	if isGGUF(path) {
+		return inspectGGUF(stdout, path, c.Bool("json"))
+	}
+	var seqs []int
+	if c.IsSet("seq") {
+		var err error
+		if seqs, err = parseSeqs(c.String("seq")); err != nil {
+			return err
+		}
+	}
+	kvType, err := format.ParseKVType(c.String("kv-type"))
+	if err != nil {
+		return fmt.Errorf("--kv-type: %w", err)
+	}
+	h, version, err := readHeader(path)
+	if err != nil {
+		return err
+	}
+	seqs = kvSeqs(os.Stderr, seqs, h.Config.MaxContext())
+	a, err := arch.Builtin().For(h.Config.ModelType)
+	if err != nil {
+		return err // readHeader validated it
+	}
+	rep := format.Report(h)
+	rep.KV = graph.ReportStates(arch.States(a, &h.Config), seqs, kvType)
+	if c.Bool("json") {
+		return printJSON(stdout, h, version, rep)
+	}
+	printText(stdout, h, rep)
+	return nil
+}
+
+// checkInspectFlags refuses the flags that what is printed would ignore,
+// and a --dequant file that could not be written, before any work.
+func checkInspectFlags(c *cli.Context, path string) error {
+	if c.IsSet("tensor") || isGGUF(path) {
+		for _, f := range []string{"seq", "kv-type"} {
+			if c.IsSet(f) {
+				return cliutil.Usagef(c, "inspect: --%s sizes a .qbin file's KV cache table, which --tensor and a GGUF file's listing do not print", f)
+			}
+		}
+	}
+	if c.IsSet("tensor") && c.Bool("json") {
+		return cliutil.Usagef(c, "inspect: --json prints the whole file's listing; --tensor prints text")
+	}
+	if out := c.String("dequant"); out != "" {
+		if err := fsutil.CheckOutput(out); err != nil {
+			return fmt.Errorf("--dequant %s: %w", out, err)
+		}
+	}
+	return nil
 }
 
 // readHeader validates a file's header and directory without mapping it.
@@ -308,6 +337,12 @@ func printText(w io.Writer, h *format.Header, rep format.MemoryReport) {
 		{readByDecode(&c), rep.DecodeWeightBytes},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\t\n", r.what, size(r.bytes))
+	}
+	// qwenrun drafts with the MTP block by default when its guesses are
+	// cheap against a step, and its --draft help sends users here for
+	// what they read.
+	if rep.MTPWeightBytes > 0 {
+		fmt.Fprintf(tw, "read by one MTP guess (besides the LM head's rows)\t%s\t\n", size(rep.MTPWeightBytes))
 	}
 	tw.Flush()
 

@@ -18,6 +18,21 @@ import (
 	"github.com/qwenc/qwenc/internal/testmodel"
 )
 
+// compiledShape writes a checkpoint of shape s as work/name and compiles
+// it into work/name.qbin.
+func compiledShape(t *testing.T, work, name string, s synth.Shape) string {
+	t.Helper()
+	dir := filepath.Join(work, name)
+	if err := synth.WriteMini(dir, s); err != nil {
+		t.Fatal(err)
+	}
+	out := dir + ".qbin"
+	if _, stderr, code := run(t, work, "compile", "-q", dir, "-o", out, "--max-prefill", "32"); code != 0 {
+		t.Fatalf("compile: exit %d: %s", code, stderr)
+	}
+	return out
+}
+
 // compiled compiles the small test model (maximum context 512) into work.
 func compiled(t *testing.T, work string) string {
 	t.Helper()
@@ -136,17 +151,10 @@ func TestInspectJSONKeys(t *testing.T) {
 // and decode_weight_bytes with k/E of each stacked expert section.
 func TestInspectMoE(t *testing.T) {
 	work := t.TempDir()
-	dir := filepath.Join(work, "moe")
 	s := synth.Shape{ModelType: "qwen3_moe", Hidden: 64, Intermediate: 48, Layers: 3, Heads: 2, KVHeads: 1, HeadDim: 32,
 		Vocab: 300, MaxPositions: 512, Tied: true, DType: "BF16", EOS: synth.MiniEOS,
 		Experts: 4, ExpertsPerToken: 2, MoEIntermediate: 40, MLPOnlyLayers: []int{1}}
-	if err := synth.WriteMini(dir, s); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(work, "moe.qbin")
-	if _, stderr, code := run(t, work, "compile", "-q", dir, "-o", out, "--max-prefill", "32"); code != 0 {
-		t.Fatalf("compile: exit %d: %s", code, stderr)
-	}
+	out := compiledShape(t, work, "moe", s)
 	js, _, code := run(t, work, "inspect", out, "--json")
 	var r struct {
 		FormatVersion int `json:"format_version"`
@@ -206,6 +214,34 @@ func TestInspectMoE(t *testing.T) {
 
 // --rope-scaling is recorded in the file; inspect shows it and the
 // maximum context it allows; a spec that means nothing is refused.
+// The text report gives what a guess of the MTP block reads, as --json's
+// mtp_weight_bytes: qwenrun's --draft help points to it for that cost.
+func TestInspectMTP(t *testing.T) {
+	work := t.TempDir()
+	s := synth.Shape{ModelType: "qwen3_5", Hidden: 64, Intermediate: 96, Layers: 4, Heads: 2, KVHeads: 1, HeadDim: 32,
+		Vocab: 300, MaxPositions: 512, Tied: true, DType: "BF16", EOS: synth.MiniEOS,
+		Qwen35: synth.Qwen35{FullAttentionInterval: 4, LinearKeyHeads: 2, LinearValueHeads: 2, LinearKeyHeadDim: 32, LinearValueHeadDim: 32,
+			ConvKernel: 4, PartialRotaryFactor: 0.25, MTPLayers: 1}}
+	out := compiledShape(t, work, "q35", s)
+	js, _, _ := run(t, work, "inspect", out, "--json")
+	var r struct {
+		Memory struct {
+			MTP uint64 `json:"mtp_weight_bytes"`
+		} `json:"memory"`
+	}
+	if err := json.Unmarshal([]byte(js), &r); err != nil || r.Memory.MTP == 0 {
+		t.Fatalf("inspect --json: mtp_weight_bytes %d (%v)", r.Memory.MTP, err)
+	}
+	text, _, _ := run(t, work, "inspect", out)
+	if !regexp.MustCompile(`read by one MTP guess \(besides the LM head's rows\) +` + strconv.FormatUint(r.Memory.MTP, 10) + ` B`).MatchString(text) {
+		t.Errorf("the text report does not give the %d bytes an MTP guess reads:\n%s", r.Memory.MTP, text)
+	}
+	text, _, _ = run(t, work, "inspect", compiled(t, work))
+	if strings.Contains(text, "MTP guess") {
+		t.Errorf("a model without an MTP block has an MTP row:\n%s", text)
+	}
+}
+
 func TestCompileRopeScaling(t *testing.T) {
 	work := t.TempDir()
 	out := filepath.Join(work, "yarn.qbin")

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"slices"
 
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/urfave/cli/v2"
@@ -15,9 +18,12 @@ import (
 var version string
 
 func main() {
-	ctx, stop := cliutil.SignalContext(context.Background())
 	app := newApp()
 	args, err := reorder(app, os.Args)
+	ctx, stop := context.Background(), context.CancelFunc(func() {})
+	if watchesSignals(args) {
+		ctx, stop = cliutil.SignalContext(ctx)
+	}
 	if err == nil {
 		err = app.RunContext(ctx, args)
 	}
@@ -76,4 +82,24 @@ func reorder(app *cli.App, args []string) ([]string, error) {
 		}
 	}
 	return args, nil
+}
+
+// watchesSignals reports whether the command args name stops at SIGINT or
+// SIGTERM by itself, removing what it was writing. The others are left to
+// the signals' default, which ends them at once: caught, a signal was
+// lost, and qwenc verify ran on to the end and exited 0.
+func watchesSignals(args []string) bool {
+	return len(args) > 1 && slices.Contains([]string{"compile", "inspect", "push", "pull"}, args[1])
+}
+
+// toStdout runs f with a buffered standard output and returns f's error,
+// or else the first error writing: a listing lost to a full disk, or an
+// "ok" that never reached the script reading it, is a failure.
+func toStdout(f func(stdout io.Writer) error) error {
+	w := bufio.NewWriter(os.Stdout)
+	err := f(w)
+	if ferr := w.Flush(); err == nil && ferr != nil {
+		err = fmt.Errorf("writing the output: %w", ferr)
+	}
+	return err
 }

@@ -3,13 +3,18 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/qwenc/qwenc/format"
+	"github.com/qwenc/qwenc/format/tokenizer"
 	"github.com/qwenc/qwenc/internal/synth"
+	"github.com/qwenc/qwenc/internal/synthtest"
+	"github.com/qwenc/qwenc/runtime/infer"
 )
 
 var qwencBin string
@@ -270,5 +275,108 @@ func TestCompileTypes(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(work, "x.qbin")); err == nil {
 		t.Error("--type q3 wrote a file")
+	}
+}
+
+// An -o that names the checkpoint's own files is refused, and they stay:
+// the compiled file once replaced them, exit 0.
+func TestOutputIsNotInput(t *testing.T) {
+	m := model(t, "own-files")
+	work := t.TempDir()
+	for _, name := range []string{"model.safetensors", "config.json"} {
+		path := filepath.Join(m, name)
+		before, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, code := run(t, work, "compile", "-q", m, "-o", path)
+		if want := "qwenc: -o " + path + " is a file of the checkpoint MODEL: the compile would replace its own input\n"; code != 1 || stderr != want {
+			t.Errorf("-o %s: exit %d, stderr %q; want exit 1 and %q", name, code, stderr, want)
+		}
+		if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+			t.Errorf("-o %s: the checkpoint's file changed", name)
+		}
+	}
+	src := filepath.Join(m, "model.safetensors")
+	if _, stderr, code := run(t, work, "compile", "-q", src, "-o", src); code != 1 || stderr != "qwenc: -o "+src+" is MODEL itself: the compile would replace its own input\n" {
+		t.Errorf("-o MODEL: exit %d, stderr %q", code, stderr)
+	}
+	// A .qbin beside the checkpoint is an output like any other.
+	if _, stderr, code := run(t, work, "compile", "-q", m, "-o", filepath.Join(m, "own-files.qbin")); code != 0 {
+		t.Errorf("-o beside the checkpoint: exit %d, %s", code, stderr)
+	}
+}
+
+// A listing or an "ok" that cannot be written (here to /dev/full, as to
+// a full disk) is a failure: exit 1, not 0 with the output lost.
+func TestStdoutWriteError(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("no /dev/full here: %v", err)
+	}
+	defer full.Close()
+	work := t.TempDir()
+	if _, stderr, code := run(t, work, "compile", "-q", model(t, "small-model"), "-o", "m.qbin"); code != 0 {
+		t.Fatal(stderr)
+	}
+	for _, args := range [][]string{{"inspect", "m.qbin"}, {"inspect", "--json", "m.qbin"}, {"inspect", "m.qbin", "--tensor", "norm"}, {"verify", "m.qbin"}} {
+		cmd := exec.Command(qwencBin, args...)
+		cmd.Dir = work
+		var e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = full, &e
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(e.String(), "no space left on device") {
+			t.Errorf("%q: exit %v, stderr %q; want exit 1 and the write error", args, err, e.String())
+		}
+	}
+}
+
+// TestVerifyRefusesTokenizerBeyondVocab: a file whose tokenizer has more
+// ids than config.vocab_size (rows of the head) is refused by verify, as
+// qwenrun refuses to open it. A quantized tied file's only vocabulary
+// section is lm_head, whose size is the same for any vocabulary of as
+// many tiles of 32 rows, so only the header changes.
+func TestVerifyRefusesTokenizerBeyondVocab(t *testing.T) {
+	s := synth.Shape{ModelType: "qwen3", Hidden: 32, Intermediate: 64, Layers: 1, Heads: 2, KVHeads: 1, HeadDim: 16,
+		Vocab: 288, MaxPositions: 64, Tied: true, DType: "BF16", EOS: synth.MiniEOS}
+	path := synthtest.CompileAs(t, s, 4, format.Q8)
+	f, err := format.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := f.Header
+	tb, err := f.Bytes(format.SecTokenizer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Load(bytes.Clone(tb))
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := tok.VocabSize()
+	if ids <= 257 || ids > s.Vocab {
+		t.Fatalf("the mini tokenizer's %d ids leave no smaller vocabulary in lm_head's tiles", ids)
+	}
+	h.Config.Vocab = ids - 1
+	head, _ := h.Section(format.SecLMHead)
+	head.Shape[0] = uint64(ids - 1)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "short.qbin")
+	if err := os.WriteFile(out, synthtest.WithHeader(t, b, h), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`%s: section "tokenizer": %d token ids for a vocabulary of %d (config.vocab_size)`, out, ids, ids-1)
+	if _, stderr, code := run(t, t.TempDir(), "verify", out); code != 1 || strings.TrimSpace(stderr) != "qwenc: "+want {
+		t.Errorf("verify: exit %d, %q; want exit 1 and %q", code, stderr, want)
+	}
+	if m, err := infer.Open(out, infer.Options{Threads: 1}); err == nil || err.Error() != want {
+		if m != nil {
+			m.Close()
+		}
+		t.Errorf("qwenrun's open: %v; want %q", err, want)
 	}
 }

@@ -42,7 +42,10 @@ func pushCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Println(res.Ref)
+			// The reference is what a script deploys: lost, the push failed.
+			if _, err := fmt.Println(res.Ref); err != nil {
+				return fmt.Errorf("writing the reference: %w", err)
+			}
 			return nil
 		},
 	}
@@ -72,7 +75,9 @@ func pullCommand() *cli.Command {
 				}
 				path = out
 			}
-			fmt.Println(path)
+			if _, err := fmt.Println(path); err != nil {
+				return fmt.Errorf("writing the path: %w", err)
+			}
 			return nil
 		},
 	}

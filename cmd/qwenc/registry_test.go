@@ -6,6 +6,7 @@ import (
 	"log"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -55,6 +56,21 @@ func TestPushPull(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(path); !bytes.Equal(got, want) {
 		t.Fatalf("the cached file differs from the one pushed")
+	}
+
+	// What a script reads, the reference or the path, lost to a full
+	// disk: exit 1, not 0.
+	if full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0); err == nil {
+		for _, args := range [][]string{{"push", "-q", file, host + "/models/tiny:f16"}, {"pull", "-q", host + "/models/tiny:f16"}} {
+			cmd := exec.Command(qwencBin, args...)
+			var e bytes.Buffer
+			cmd.Stdout, cmd.Stderr = full, &e
+			err := cmd.Run()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(e.String(), "no space left on device") {
+				t.Errorf("%q to /dev/full: exit %v, stderr %q; want exit 1 and the write error", args, err, e.String())
+			}
+		}
+		full.Close()
 	}
 
 	for _, tc := range []struct {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -10,8 +11,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/qwenc/qwenc/internal/synth"
+	"github.com/qwenc/qwenc/internal/testmodel"
 )
 
 // sizedModel writes a random-weight checkpoint with the given vocabulary
@@ -155,4 +158,130 @@ func names(es []os.DirEntry) []string {
 		s = append(s, e.Name())
 	}
 	return s
+}
+
+// TestSignalDuringKLKeepsOutput interrupts a GGUF compile while it
+// measures the KL divergence its new rounding adds: the compiled file is
+// already written and stays, and stderr says so rather than that no
+// output was written.
+func TestSignalDuringKLKeepsOutput(t *testing.T) {
+	src := testmodel.GGUF(t, "tiny-a-Q8_0")
+	work := t.TempDir()
+	gate := newPipeGate(t)
+	cmd := exec.Command(qwencBin, "compile", src, "--type", "q4", "-o", "q4.qbin", "--no-sync")
+	cmd.Dir = work
+	cmd.Stderr = gate.w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	gate.w.Close()
+	br := bufio.NewReader(gate.r)
+	var stderr strings.Builder
+	for line := ""; !strings.HasPrefix(line, "measuring the KL divergence"); {
+		var err error
+		line, err = br.ReadString('\n')
+		stderr.WriteString(line)
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("no KL measure began: %v\n%s", err, stderr.String())
+		}
+	}
+	// The measure's result would be the next line: held there, the
+	// measure cannot have finished when the signal comes.
+	gate.fill(t)
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	werr := cmd.Wait()
+	stderr.WriteString(strings.ReplaceAll(string(rest), "\x00", ""))
+	if strings.Contains(stderr.String(), "KL divergence from the GGUF's own weights:") {
+		t.Fatalf("the measure finished before the signal arrived:\n%s", stderr.String())
+	}
+	if ee, ok := werr.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+		t.Fatalf("exit %v, want status 130; stderr:\n%s", werr, stderr.String())
+	}
+	if !strings.HasSuffix(stderr.String(), "qwenc: interrupted measuring the KL divergence; q4.qbin is written\n") {
+		t.Errorf("stderr does not say the output is written:\n%s", stderr.String())
+	}
+	if es, _ := os.ReadDir(work); len(es) != 1 || es[0].Name() != "q4.qbin" {
+		t.Fatalf("the output directory holds %v, want q4.qbin alone", names(es))
+	}
+}
+
+// TestSignalStopsReadOnlyCommands: SIGINT stops qwenc inspect --dequant,
+// which removes its half-written output, and qwenc verify. Both once
+// ran on to the end and exited 0, the signal caught and lost.
+func TestSignalStopsReadOnlyCommands(t *testing.T) {
+	work := t.TempDir()
+	if _, stderr, code := run(t, work, "compile", sizedModel(t, "sizeable", 100000, 256), "-o", "m.qbin", "--no-sync", "-q"); code != 0 {
+		t.Fatalf("compile: exit %d: %s", code, stderr)
+	}
+	m := filepath.Join(work, "m.qbin")
+	t.Run("dequant", func(t *testing.T) {
+		out := t.TempDir()
+		cmd := exec.Command(qwencBin, "inspect", m, "--tensor", "lm_head", "--dequant", filepath.Join(out, "head.f32"))
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// The temporary file is there once the values are being written.
+		for {
+			if tmps, _ := filepath.Glob(filepath.Join(out, ".head.f32.*.tmp")); len(tmps) > 0 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		werr := cmd.Wait()
+		if ee, ok := werr.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+			t.Fatalf("exit %v, want status 130; stdout %q, stderr %q", werr, stdout.String(), stderr.String())
+		}
+		if es, _ := os.ReadDir(out); len(es) != 0 {
+			t.Fatalf("left %v in the output directory", names(es))
+		}
+	})
+	t.Run("verify", func(t *testing.T) {
+		// Its one line of output goes to a full pipe: verify is held
+		// there, its work done, when the signal comes.
+		gate := newPipeGate(t)
+		cmd := exec.Command(qwencBin, "verify", m)
+		cmd.Stdout = gate.w
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		gate.w.Close()
+		gate.fill(t)
+		// Mapped, the file is being verified: the command has started,
+		// and whatever it does with signals it does by now. A verify
+		// already done has unmapped it and waits on the full pipe.
+		maps := fmt.Sprintf("/proc/%d/maps", cmd.Process.Pid)
+		for start := time.Now(); time.Since(start) < 2*time.Second; time.Sleep(time.Millisecond) {
+			if b, err := os.ReadFile(maps); err != nil || bytes.Contains(b, []byte(m)) {
+				break
+			}
+		}
+		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		rest, err := io.ReadAll(gate.r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		werr := cmd.Wait()
+		ee, ok := werr.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("exit %v after SIGINT; stdout %q", werr, strings.ReplaceAll(string(rest), "\x00", ""))
+		}
+		if ws, _ := ee.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGINT {
+			t.Fatalf("exit %v, want the end SIGINT gives", werr)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -152,8 +153,8 @@ func inspectGGUF(w io.Writer, path string, asJSON bool) error {
 // shape and the range of its values) and with out, writes its values as
 // little-endian float32, in the order of its elements: a GGUF tensor's
 // as ggml decodes it, a .qbin section's as the runtime reads it (a
-// tile-major matrix row by row).
-func inspectTensor(w io.Writer, path, name, out string) error {
+// tile-major matrix row by row). It stops when ctx is done.
+func inspectTensor(ctx context.Context, w io.Writer, path, name, out string) error {
 	var desc string
 	var rows func(yield func([]float32) error) error
 	if isGGUF(path) {
@@ -215,6 +216,11 @@ func inspectTensor(w io.Writer, path, name, out string) error {
 		}
 	}
 	err := rows(func(r []float32) error {
+		// A tensor of billions of values takes a while: Ctrl-C stops it,
+		// and f32Writer's finish removes the half-written file.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		for _, v := range r {
 			lo, hi, sumAbs = min(lo, float64(v)), max(hi, float64(v)), sumAbs+math.Abs(float64(v))
 		}

@@ -48,7 +48,10 @@ func TestHelpDefaults(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 	for _, w := range []string{"output FILE (default: the model directory's or GGUF file's name + .qbin, in the current directory)\n",
-		"(default: f16; for a GGUF, each matrix the closest type to its own)\n", "(default: 512)"} {
+		"(default: f16; for a GGUF, each matrix the closest type to its own)\n", "(default: 512)",
+		// the compiler's q4 mix (weightType); the help once said the
+		// head was q8, as it was before q6
+		"q4 (4.625 bits, with the LM head and some value and down projections at q6, an untied embedding at q8)"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("compile --help does not say %q:\n%s", w, out)
 		}

@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/qwenc/qwenc/cmd/internal/modelflags"
+	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/qwen/bench"
 	"github.com/urfave/cli/v2"
 )
@@ -29,6 +30,12 @@ func benchEmbedCommand() *cli.Command {
 func benchEmbed(c *cli.Context) error {
 	log, err := modelflags.One(c, "bench-embed")
 	if err != nil {
+		return err
+	}
+	if err := cliutil.AtLeast(c, 1, "inputs", "reps"); err != nil {
+		return err
+	}
+	if err := cliutil.AtLeast(c, 2, "tokens", "long"); err != nil {
 		return err
 	}
 	cfg := bench.EmbedConfig{Model: c.Args().First(), Inputs: c.Int("inputs"), Tokens: c.Int("tokens"), Long: c.Int("long"), Reps: c.Int("reps"),

@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/qwenc/qwenc/cmd/internal/modelflags"
+	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/qwen/bench"
 	"github.com/urfave/cli/v2"
 )
@@ -31,6 +32,10 @@ func benchSchema(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// --tg 0 would be a request without a limit.
+	if err := cliutil.AtLeast(c, 1, "tg"); err != nil {
+		return err
+	}
 	schema := bench.DefaultSchema
 	if c.IsSet("json-schema") {
 		var err error
@@ -42,7 +47,7 @@ func benchSchema(c *cli.Context) error {
 		Options: modelflags.Options(c, log)}
 	res, err := bench.Schema(cfg)
 	if err != nil {
-		return schemaError(err)
+		return requestError(err)
 	}
 	fmt.Printf("model %s; up to %d tokens per generation\n", cfg.Model, cfg.TG)
 	res.Write(os.Stdout)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/qwenc/qwenc/cmd/internal/modelflags"
@@ -34,9 +35,12 @@ func benchServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := cliutil.AtLeast(c, 1, "pp", "tg"); err != nil {
+		return err
+	}
 	streams, err := cliutil.Ints(c.String("streams"), 1, "a positive number")
 	if err != nil {
-		return err
+		return fmt.Errorf("--streams: %w", err)
 	}
 	cfg := bench.ServeConfig{Model: c.Args().First(), Streams: streams, PP: c.Int("pp"), TG: c.Int("tg"),
 		Requests: c.Int("requests"), Reps: c.Int("reps"), Log: os.Stderr,
@@ -44,7 +48,7 @@ func benchServe(c *cli.Context) error {
 	if err := cfg.WriteHeader(os.Stdout); err != nil {
 		return err
 	}
-	stop, err := startProfile(c.String("cpuprofile"))
+	stop, err := cliutil.StartProfile(c.String("cpuprofile"))
 	if err != nil {
 		return err
 	}

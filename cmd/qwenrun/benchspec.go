@@ -8,6 +8,7 @@ import (
 	"runtime"
 
 	"github.com/qwenc/qwenc/cmd/internal/modelflags"
+	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/qwen/bench"
 	"github.com/urfave/cli/v2"
@@ -33,6 +34,12 @@ func benchSpecCommand() *cli.Command {
 func benchSpec(c *cli.Context) error {
 	log, err := modelflags.One(c, "bench-spec")
 	if err != nil {
+		return err
+	}
+	if err := cliutil.AtLeast(c, 1, "rounds"); err != nil {
+		return err
+	}
+	if err := cliutil.AtLeast(c, 2, "tokens"); err != nil {
 		return err
 	}
 	d, err := modelflags.ReadDrafts(c)

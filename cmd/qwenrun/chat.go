@@ -36,13 +36,13 @@ func runChat(c *cli.Context, s *setup) error {
 		return err
 	}
 	if !oneShot {
-		return schemaError(ch.Interactive())
+		return requestError(ch.Interactive())
 	}
 	ctx, stop := cliutil.SignalContext(context.Background())
 	defer stop()
 	res, err := ch.Turn(ctx, text)
 	if err != nil {
-		return schemaError(err)
+		return requestError(err)
 	}
 	if c.Bool("json") {
 		if err := printJSON(s, res); err != nil {

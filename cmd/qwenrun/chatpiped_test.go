@@ -67,7 +67,7 @@ func TestChatPipedCommands(t *testing.T) {
 }
 
 // A /load that does not fit the context, or of a bad file, leaves the
-// conversation as it was; --verbose gives the statistics of every reply.
+// conversation as it was, and a /save into a directory says so; --verbose gives the statistics of every reply.
 func TestChatPipedLoadRefused(t *testing.T) {
 	m := tinyModel(t)
 	dir := t.TempDir()
@@ -76,7 +76,7 @@ func TestChatPipedLoadRefused(t *testing.T) {
 	if os.WriteFile(big, []byte(long), 0o644) != nil || os.WriteFile(bad, []byte(`[{"role": "robot", "content": "hi"}]`), 0o644) != nil {
 		t.Fatal("writing the conversations")
 	}
-	out, stderr, code := qwenrun(t, "hi\n/load "+big+"\n/load "+bad+"\n/show\nagain\n", m, "--chat", "--ctx", "40", "-n", "1", "--verbose")
+	out, stderr, code := qwenrun(t, "hi\n/load "+big+"\n/load "+bad+"\n/save "+dir+"\n/show\nagain\n", m, "--chat", "--ctx", "40", "-n", "1", "--verbose")
 	if code != 0 || strings.Count(out, "\n") != 2 {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, stderr)
 	}
@@ -84,6 +84,7 @@ func TestChatPipedLoadRefused(t *testing.T) {
 		"qwenrun: /load " + big + ": the conversation has ",
 		" tokens, which leave no room for another message in the context of 40 (--ctx)\n",
 		"qwenrun: /load " + bad + `: message 1 has the role "robot"; want system, user or assistant` + "\n",
+		"qwenrun: /save " + dir + ": is a directory\n",
 		"messages  2\n",
 	} {
 		if !strings.Contains(stderr, want) {

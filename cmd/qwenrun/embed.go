@@ -61,7 +61,7 @@ func rerankCommand() *cli.Command {
 // run with them; run writes its JSON lines to w.
 func scoring(c *cli.Context, name string, run func(ctx context.Context, m *qwen.Model, texts []string, w io.Writer) error) error {
 	if c.NArg() < 1 {
-		return fmt.Errorf("%s: want MODEL.qbin", name)
+		return cliutil.Usagef(c, "%s: want MODEL.qbin", name)
 	}
 	if err := modelflags.Check(c, os.Stderr); err != nil {
 		return err
@@ -77,15 +77,20 @@ func scoring(c *cli.Context, name string, run func(ctx context.Context, m *qwen.
 	if len(texts) == 0 {
 		return fmt.Errorf("%s: no input: give texts after the model, --file PATH, or JSON lines on standard input", name)
 	}
+	ctx, stop := cliutil.SignalContext(context.Background())
+	defer stop()
 	m, err := modelflags.Open(c, log, os.Stderr, 1)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	ctx, stop := cliutil.SignalContext(context.Background())
-	defer stop()
 	w := bufio.NewWriter(os.Stdout)
 	if err := run(ctx, m, texts, w); err != nil {
+		if ctx.Err() != nil {
+			// The signal, for the exit status: "context canceled" and
+			// status 1 read as a failure of the model.
+			return context.Cause(ctx)
+		}
 		return err
 	}
 	return w.Flush()

@@ -43,6 +43,9 @@ func subcommand(args []string) *cli.Command {
 	}
 	for _, c := range []*cli.Command{benchCommand(), benchServeCommand(), benchSchemaCommand(), perplexityCommand(), serveCommand(), embedCommand(), rerankCommand(), benchEmbedCommand(), benchDraftCommand(), benchSpecCommand(), benchAgentCommand(), healthCommand()} {
 		if c.Name == args[1] {
+			// Without the hook the flag library prints the whole help on
+			// stdout, where it passes for output, and no pointer to it.
+			c.OnUsageError = cliutil.OnUsageError
 			return c
 		}
 	}

@@ -236,7 +236,9 @@ func TestLimitsAndErrors(t *testing.T) {
 		want []string
 	}{
 		{[]string{m, "-p", "hi", "--ctx", "5000"}, []string{"5000", "4096"}},
-		{[]string{m, "--tokens", "1,2,3,4,5,6", "--ctx", "4"}, []string{"6 tokens", "4"}},
+		{[]string{m, "--tokens", "1,2,3,4,5,6", "--ctx", "4"}, []string{"6 tokens", "4", "(--ctx)"}},
+		// One chat message too long for the context names the flag too.
+		{[]string{m, "--chat", "-p", "a message of some words", "--ctx", "8"}, []string{"more than the context of 8 (--ctx)"}},
 		{[]string{m, "--tokens", "1,999999"}, []string{"999999"}},
 		{[]string{m}, []string{"no prompt"}},
 		{[]string{filepath.Join(t.TempDir(), "missing.qbin"), "-p", "x"}, []string{"missing.qbin"}},
@@ -481,3 +483,33 @@ func chunkBytes(t *testing.T, model string, kv format.KVType) int64 {
 
 func q8ChunkBytes(t *testing.T, model string) int64  { return chunkBytes(t, model, format.KVQ8) }
 func f16ChunkBytes(t *testing.T, model string) int64 { return chunkBytes(t, model, format.KVF16) }
+
+// Text that cannot be written (here to /dev/full, as to a full disk) is a
+// failure: exit 1 and the error, not exit 0 with the text lost.
+func TestStdoutWriteError(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("no /dev/full here: %v", err)
+	}
+	defer full.Close()
+	m := tinyModel(t)
+	for _, tc := range []struct {
+		stdin string
+		args  []string
+		want  string
+	}{
+		{"", []string{m, "-p", "Hello", "-n", "4"}, "qwenrun: writing the text: write /dev/stdout: no space left on device\n"},
+		{"", []string{m, "--chat", "-p", "Hello", "-n", "4"}, "qwenrun: writing the answer: write /dev/stdout: no space left on device\n"},
+		{"Hello\n", []string{m, "--chat", "-n", "4"}, "qwenrun: writing the answer: write /dev/stdout: no space left on device\n"},
+		{"", []string{"perplexity", m, "-f", goText(t, 1), "--ctx", "64"}, "qwenrun: writing the result: write /dev/stdout: no space left on device\n"},
+	} {
+		cmd := exec.Command(bin, tc.args...)
+		cmd.Stdin = strings.NewReader(tc.stdin)
+		var e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = full, &e
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.HasSuffix(e.String(), tc.want) {
+			t.Errorf("%q: exit %v, stderr %q; want exit 1 and %q at the end", tc.args, err, e.String(), tc.want)
+		}
+	}
+}

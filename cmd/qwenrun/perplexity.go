@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,7 +53,7 @@ func perplexityAction(c *cli.Context) error {
 	}
 	po := perplexity.Options{Ctx: c.Int("ctx")}
 	po.KV, _ = modelflags.KVType(c) // checked above
-	text, err := readInput(c.String("file"))
+	text, err := cliutil.ReadInput(c.String("file"))
 	if err != nil {
 		return err
 	}
@@ -74,6 +75,12 @@ func perplexityAction(c *cli.Context) error {
 	if c.Bool("json") {
 		return json.NewEncoder(os.Stdout).Encode(res)
 	}
-	res.Write(os.Stdout, tokens)
+	// Write's errors stay in the buffer, for the exit status: a figure
+	// lost to a full disk is a failure.
+	w := bufio.NewWriter(os.Stdout)
+	res.Write(w, tokens)
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("writing the result: %w", err)
+	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -44,9 +43,6 @@ func run(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return cliutil.Usagef(c, "want one MODEL.qbin argument, got %d", c.NArg())
 	}
-	if c.Bool("chat") && c.IsSet("tokens") {
-		return errors.New("--tokens gives raw token ids; it cannot be used with --chat")
-	}
 	if err := checkFlags(c); err != nil {
 		return err
 	}
@@ -63,7 +59,7 @@ func run(c *cli.Context) error {
 		return err
 	}
 	drafts.AutoMTP(c)
-	stop, err := startProfile(c.String("cpuprofile"))
+	stop, err := cliutil.StartProfile(c.String("cpuprofile"))
 	if err != nil {
 		return err
 	}
@@ -83,7 +79,7 @@ func run(c *cli.Context) error {
 	}
 	s := &setup{m: m, info: m.Info(), loadTime: time.Since(processStart),
 		schema: schema, object: c.Bool("json-object"), drafts: drafts}
-	s.params = samplingParams(c, s.info.Sampling)
+	s.params = modelflags.Sampling(c, s.info.Sampling)
 	if c.Bool("chat") {
 		return runChat(c, s)
 	}
@@ -92,50 +88,16 @@ func run(c *cli.Context) error {
 	return runCompletion(ctx, c, s)
 }
 
-// samplingParams starts from the model's generation_config and applies
-// the flags that were given (checkFlags checked them against the
-// parameter table).
-func samplingParams(c *cli.Context, p sampling.Params) sampling.Params {
-	for _, s := range sampling.Settings() {
-		if c.IsSet(s.Flag) {
-			v, _ := s.Parse(flagValue(c, s))
-			s.Apply(&p, v)
-		}
-	}
-	p.Seed = uint64(time.Now().UnixNano())
-	if c.IsSet("seed") {
-		p.Seed = c.Uint64("seed")
-	}
-	return p
-}
-
-// flagValue is the value of s's flag as text, for s.Parse: the chat's
-// /set takes the same text.
-func flagValue(c *cli.Context, s sampling.Setting) string {
-	if s.Integer {
-		return strconv.Itoa(c.Int(s.Flag))
-	}
-	return strconv.FormatFloat(c.Float64(s.Flag), 'g', -1, 64)
-}
-
 // promptText reads -p or -f (checkFlags refused both).
 func promptText(c *cli.Context) (string, bool, error) {
 	if c.IsSet("prompt") {
 		return c.String("prompt"), true, nil
 	}
 	if c.IsSet("file") {
-		b, err := readInput(c.String("file"))
+		b, err := cliutil.ReadInput(c.String("file"))
 		return string(b), true, err
 	}
 	return "", false, nil
-}
-
-// readInput reads a file, or standard input for "-".
-func readInput(path string) ([]byte, error) {
-	if path == "-" {
-		return io.ReadAll(os.Stdin)
-	}
-	return os.ReadFile(path)
 }
 
 func parseTokens(s string, vocab int) ([]int32, error) {
@@ -173,10 +135,14 @@ func readSchema(c *cli.Context) (json.RawMessage, error) {
 	return b, nil
 }
 
-// schemaError says which flag a refused schema came from.
-func schemaError(err error) error {
+// requestError says which flag a refused schema, or a prompt longer than
+// the context, came from.
+func requestError(err error) error {
 	if _, ok := errors.AsType[*qwen.SchemaError](err); ok {
 		return fmt.Errorf("--json-schema: %w", err)
+	}
+	if _, ok := errors.AsType[*qwen.PromptTooLongError](err); ok {
+		return fmt.Errorf("%w (--ctx)", err)
 	}
 	return err
 }
@@ -203,12 +169,8 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 		}
 	}
 	st, err := s.m.Start(ctx, req)
-	var tooLong *qwen.PromptTooLongError
-	if errors.As(err, &tooLong) {
-		return fmt.Errorf("%w (--ctx)", err)
-	}
 	if err != nil {
-		return schemaError(err)
+		return requestError(err)
 	}
 	jsonOut := c.Bool("json")
 	out := bufio.NewWriter(os.Stdout)
@@ -224,7 +186,12 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 		}
 		if !jsonOut && d.Content != "" {
 			out.WriteString(d.Content)
-			out.Flush()
+			if err := out.Flush(); err != nil && genErr == nil {
+				// The text is lost (a full disk, a closed pipe): say so in
+				// the exit status, and generate no more of it.
+				st.Close()
+				genErr = fmt.Errorf("writing the text: %w", err)
+			}
 		}
 		if err != nil && genErr == nil {
 			genErr = err
@@ -242,7 +209,9 @@ func runCompletion(ctx context.Context, c *cli.Context, s *setup) error {
 		// on their own line; --json gives the exact text. Without a token
 		// (-n 0) there is no stream to end: stdout stays empty.
 		out.WriteString("\n")
-		out.Flush()
+		if err := out.Flush(); err != nil && genErr == nil {
+			genErr = fmt.Errorf("writing the text: %w", err)
+		}
 	}
 	printStats(os.Stderr, s, res)
 	return genErr // the signal, for the exit status, after an interrupt
@@ -260,21 +229,4 @@ func printStats(w io.Writer, s *setup, r qwen.Result) {
 // printJSON prints --json's object on stdout.
 func printJSON(s *setup, r qwen.Result) error {
 	return report.WriteSummary(os.Stdout, r, s.m.Detokenize(r.Generated), s.loadTime)
-}
-
-// startProfile starts a CPU profile into path (none for ""); the
-// function it returns stops it.
-func startProfile(path string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -55,8 +55,10 @@ func serveAction(c *cli.Context) error {
 	if parallel < 1 {
 		return cliutil.Usagef(c, "--parallel %d: at least 1 conversation", parallel)
 	}
-	if c.Int("queue") < 0 {
-		return cliutil.Usagef(c, "--queue %d: not negative", c.Int("queue"))
+	// The engine takes a queue of 0 for its default, 4 x --parallel: a
+	// user asking for none would get that many waiting.
+	if c.IsSet("queue") && c.Int("queue") < 1 {
+		return cliutil.Usagef(c, "--queue %d: want 1 or more (without the flag, 4 x --parallel)", c.Int("queue"))
 	}
 	log, err := modelflags.Logger(c, os.Stderr)
 	if err != nil {

@@ -3,8 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -194,5 +197,50 @@ func TestPerplexityTerminate(t *testing.T) {
 	err = cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 143 {
 		t.Fatalf("exit %v, want status 143", err)
+	}
+}
+
+// SIGINT and SIGTERM stop embed and rerank with 130 and 143, as they do
+// the other commands, not with "context canceled" and status 1.
+func TestScoringInterrupt(t *testing.T) {
+	emb, rerank := compileBundled(t, "tiny-emb"), compileBundled(t, "tiny-rerank")
+	var b strings.Builder
+	for i := range 20000 {
+		fmt.Fprintf(&b, "line %d: %s\n", i, strings.Repeat("func main() { return nil } ", 8))
+	}
+	texts := filepath.Join(t.TempDir(), "texts.txt")
+	if err := os.WriteFile(texts, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		model string
+		args  []string
+		sig   syscall.Signal
+		code  int
+	}{
+		{emb, []string{"embed", emb, "-f", texts}, syscall.SIGINT, 130},
+		{rerank, []string{"rerank", rerank, "-q", "what is Go?", "-f", texts}, syscall.SIGTERM, 143},
+	} {
+		cmd := exec.Command(bin, tc.args...)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Mapped, the model is open and the texts are being embedded.
+		maps := fmt.Sprintf("/proc/%d/maps", cmd.Process.Pid)
+		for {
+			if b, err := os.ReadFile(maps); err != nil || bytes.Contains(b, []byte(tc.model)) {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if err := cmd.Process.Signal(tc.sig); err != nil {
+			t.Fatal(err)
+		}
+		err := cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != tc.code || o.Len() != 0 {
+			t.Errorf("%v, %v: exit %v, want status %d and no output; stdout %d bytes, stderr %q", tc.args, tc.sig, err, tc.code, o.Len(), e.String())
+		}
 	}
 }

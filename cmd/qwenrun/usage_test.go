@@ -37,6 +37,16 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", m, "--state-cache", "4X"}, `--state-cache: "4X" is not a size (bytes, or a number with K, M, G, T or KiB, MiB, GiB, TiB)`, "qwenrun serve"},
 		{[]string{"serve", m, "--alias", "never-opened=" + dir}, `--alias "never-opened=` + dir + `": "never-opened" is MODEL's own name`, "qwenrun serve"},
 		{[]string{"serve", m, "--alias", "a=" + bin, "--alias", "a=" + bin}, `--alias "a=` + bin + `": the name "a" is given twice`, "qwenrun serve"},
+		// Every subcommand, not only bench and perplexity: the others
+		// printed their whole help on stdout and no pointer to it.
+		{[]string{"serve", m, "--queue", "0"}, "--queue 0: want 1 or more (without the flag, 4 x --parallel)", "qwenrun serve"},
+		{[]string{"serve", m, "--parallel", "many"}, `invalid value "many" for flag -parallel: parse error`, "qwenrun serve"},
+		{[]string{"embed", m, "--dimensions", "x"}, `invalid value "x" for flag -dimensions: parse error`, "qwenrun embed"},
+		{[]string{"rerank", m, "--bogus"}, "flag provided but not defined: -bogus", "qwenrun rerank"},
+		{[]string{"health", "--timeout", "soon"}, `invalid value "soon" for flag -timeout: parse error`, "qwenrun health"},
+		{[]string{"bench-serve", m, "--bogus"}, "flag provided but not defined: -bogus", "qwenrun bench-serve"},
+		{[]string{"embed"}, "embed: want MODEL.qbin", "qwenrun embed"},
+		{[]string{"bench-spec"}, "bench-spec: want one MODEL.qbin argument, got 0", "qwenrun bench-spec"},
 	} {
 		out, stderr, code := qwenrun(t, "", tc.args...)
 		want := "qwenrun: " + tc.msg + "\nRun '" + tc.help + " --help' for usage.\n"

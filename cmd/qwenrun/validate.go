@@ -1,12 +1,13 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
 	"github.com/qwenc/qwenc/cmd/internal/modelflags"
+	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/internal/fsutil"
-	"github.com/qwenc/qwenc/runtime/sampling"
 	"github.com/urfave/cli/v2"
 )
 
@@ -15,21 +16,17 @@ import (
 // fail on a typo. --ctx is checked as the model opens, where the model's
 // maximum completes the range the message gives.
 func checkFlags(c *cli.Context) error {
-	if err := checkPromptFlags(c); err != nil {
+	if err := cliutil.AtMostOne(c, "give the prompt", "-p", "-f", "--tokens"); err != nil {
+		return err
+	}
+	if err := checkModeFlags(c); err != nil {
 		return err
 	}
 	if n := c.Int("max-tokens"); n < -1 {
 		return fmt.Errorf("-n %d: want -1 (until the end of sequence or context), 0 (evaluate the prompt only) or a number of tokens", n)
 	}
-	// The same rules as the chat's /set, in the flags' words.
-	for _, s := range sampling.Settings() {
-		if !c.IsSet(s.Flag) {
-			continue
-		}
-		v := flagValue(c, s)
-		if _, err := s.Parse(v); err != nil {
-			return fmt.Errorf("--%s %s: %v", s.Flag, v, err)
-		}
+	if err := modelflags.CheckSampling(c); err != nil {
+		return err
 	}
 	if err := modelflags.Check(c, os.Stderr); err != nil {
 		return err
@@ -42,20 +39,25 @@ func checkFlags(c *cli.Context) error {
 	return nil
 }
 
-// checkPromptFlags refuses two ways of giving the prompt at once: which
-// one would win is a guess.
-func checkPromptFlags(c *cli.Context) error {
-	var given []string
-	for _, f := range []struct{ name, flag string }{{"prompt", "-p"}, {"file", "-f"}, {"tokens", "--tokens"}} {
-		if c.IsSet(f.name) {
-			given = append(given, f.flag)
+// checkModeFlags refuses the flags of the other mode, chat or raw
+// completion: the mode run would ignore them, and the user would not
+// learn that the system message or the logits they asked for never came.
+func checkModeFlags(c *cli.Context) error {
+	if c.Bool("chat") {
+		if c.IsSet("tokens") {
+			return errors.New("--tokens gives raw token ids; it cannot be used with --chat")
 		}
+		if c.IsSet("logits") {
+			return errors.New("--logits writes a raw completion's prompt logits; it cannot be used with --chat")
+		}
+		return nil
 	}
-	switch len(given) {
-	case 2:
-		return fmt.Errorf("%s and %s both give the prompt; use one", given[0], given[1])
-	case 3:
-		return fmt.Errorf("%s, %s and %s all give the prompt; use one", given[0], given[1], given[2])
+	// --verbose is left alone: raw completion always prints its
+	// statistics, and make bench-a3b-full asks for them so.
+	for _, f := range []string{"system", "no-think", "hide-think"} {
+		if c.IsSet(f) {
+			return fmt.Errorf("--%s is for --chat; raw completion would ignore it", f)
+		}
 	}
 	return nil
 }

@@ -26,6 +26,18 @@ type Arch interface {
 	Transform(c *format.Config, t *Tensor) Transform
 	// BuildLayer appends layer l's ops to the step.
 	BuildLayer(b *Builder, l int)
+	// Features are the features (format.Features) the architecture's
+	// units run. Validate refuses a file of the architecture whose keys
+	// need another: Layer and BuildLayer would ignore them, or build a
+	// step the file's sections and plans do not have.
+	Features() []string
+}
+
+// commonFeatures are the features every built-in architecture runs: the
+// blocks of blocks.go and the step's RoPE and output (Build) read them
+// whatever the unit, and Tensors lists their sections.
+func commonFeatures() []string {
+	return []string{"embedding", "partial_rotary", "qk_norm", "qkv_bias", "rope_scaling.linear", "rope_scaling.yarn"}
 }
 
 // Registry is a set of architectures, found by model_type. The compiler

@@ -22,6 +22,9 @@ func (qwen2) Layer(c *format.Config, l int) []Tensor {
 // Transform: the checkpoint's values are the file's.
 func (qwen2) Transform(*format.Config, *Tensor) Transform { return Transform{} }
 
+// Features: the common ones alone.
+func (qwen2) Features() []string { return commonFeatures() }
+
 func (qwen2) BuildLayer(b *Builder, l int) {
 	b.attention(l)
 	b.denseMLP(l)

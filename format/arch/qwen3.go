@@ -26,6 +26,9 @@ func (qwen3) Layer(c *format.Config, l int) []Tensor {
 // Transform: the checkpoint's values are the file's.
 func (qwen3) Transform(*format.Config, *Tensor) Transform { return Transform{} }
 
+// Features: the common ones alone.
+func (qwen3) Features() []string { return commonFeatures() }
+
 func (qwen3) BuildLayer(b *Builder, l int) {
 	b.attention(l)
 	b.denseMLP(l)

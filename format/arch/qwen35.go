@@ -231,6 +231,20 @@ func (a qwen35) BuildMTPLayer(b *Builder, l int) {
 	}
 }
 
+// Features: the hybrid layers, the attention's output gate and the MTP
+// block; the MoE's experts and shared expert.
+func (a qwen35) Features() []string {
+	fs := append(commonFeatures(), "attn_output_gate", "hybrid", "mtp")
+	if a.moe {
+		fs = append(fs, "moe", "moe.shared_expert")
+	}
+	return fs
+}
+
+// Requires are what Configure sets on every Qwen3.5: its attention's
+// output gate and q/k norms.
+func (qwen35) Requires() []string { return []string{"attn_output_gate", "qk_norm"} }
+
 func (a qwen35) BuildLayer(b *Builder, l int) {
 	if b.C.LinearLayer(l) {
 		b.deltaNet(l)

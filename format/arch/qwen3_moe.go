@@ -63,6 +63,10 @@ func (qwen3MoE) Layer(c *format.Config, l int) []Tensor {
 // Transform: the checkpoint's values are the file's.
 func (qwen3MoE) Transform(*format.Config, *Tensor) Transform { return Transform{} }
 
+// Features: the routed experts, without a shared expert (Layer lists no
+// sections for one).
+func (qwen3MoE) Features() []string { return append(commonFeatures(), "moe") }
+
 func (qwen3MoE) BuildLayer(b *Builder, l int) {
 	b.attention(l)
 	if b.C.SparseLayer(l) {

@@ -3,6 +3,7 @@ package arch
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/qwenc/qwenc/format"
 )
@@ -26,6 +27,9 @@ func (r Registry) Validate(h *format.Header) error {
 	a, err := r.For(h.Config.ModelType)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
+	}
+	if err := checkFeatures(a, &h.Config); err != nil {
+		return err
 	}
 	// A map, not h.Section: the directory can hold many thousands of
 	// sections, and a linear lookup for each would be quadratic.
@@ -61,6 +65,35 @@ func (r Registry) Validate(h *format.Header) error {
 		}
 	}
 	return nil
+}
+
+// checkFeatures refuses a config that needs a feature a's units do not
+// run, naming the key that asks for it: a qwen3 file with
+// config.attn_output_gate would otherwise fail on its arena plans, and
+// one with hybrid.linear_layers run as if the key were absent.
+func checkFeatures(a Arch, c *format.Config) error {
+	runs := a.Features()
+	has := format.Features(c)
+	for _, f := range has {
+		if !slices.Contains(runs, f.Name) {
+			return fmt.Errorf("config: key %q is set, but a %s model has no %s (it runs %s)", format.FeatureKey(f.Name), c.ModelType, f.Name, strings.Join(runs, ", "))
+		}
+	}
+	if r, ok := a.(requirer); ok {
+		for _, name := range r.Requires() {
+			if !slices.ContainsFunc(has, func(f format.Feature) bool { return f.Name == name }) {
+				return fmt.Errorf("config: key %q is not set, but a %s model always has %s (without it, it would run without that part)", format.FeatureKey(name), c.ModelType, name)
+			}
+		}
+	}
+	return nil
+}
+
+// requirer is an architecture with features every model of it has
+// (Qwen3.5's output gate and q/k norms): a file without one is damaged,
+// and would run without that part, computing another model's outputs.
+type requirer interface {
+	Requires() []string
 }
 
 // setLegacyKinds gives the sections of a header read from a version 1 to

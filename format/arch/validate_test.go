@@ -140,3 +140,57 @@ func TestLegacyKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateRefusesForeignKeys: a file whose keys ask for a block its
+// architecture does not run (Qwen3.5's, or the experts on a dense model)
+// is read by format, whose keys are each in range, and refused by
+// Validate with the key and the architecture named; a key the
+// architecture honours passes.
+func TestValidateRefusesForeignKeys(t *testing.T) {
+	moe := synth.Shape{ModelType: "qwen3_moe", Hidden: 64, Intermediate: 48, Layers: 2, Heads: 2, KVHeads: 1, HeadDim: 32,
+		Vocab: 270, MaxPositions: 64, Tied: true, DType: "BF16", Seed: 5, EOS: synth.MiniEOS,
+		Experts: 4, ExpertsPerToken: 2, MoEIntermediate: 40}
+	qwen2 := smallShape(true)
+	qwen2.ModelType = "qwen2"
+	q35 := synth.Shape{ModelType: "qwen3_5", Hidden: 40, Intermediate: 56, Layers: 4, Heads: 3, KVHeads: 1, HeadDim: 20,
+		Vocab: 300, MaxPositions: 64, Tied: true, DType: "BF16", Seed: 31, EOS: synth.MiniEOS,
+		Qwen35: synth.Qwen35{FullAttentionInterval: 2, LinearKeyHeads: 1, LinearValueHeads: 2, LinearKeyHeadDim: 16, LinearValueHeadDim: 16,
+			ConvKernel: 4, PartialRotaryFactor: 0.4, MTPLayers: 1}}
+	for _, c := range []struct {
+		shape synth.Shape
+		key   string
+		edit  func(c *format.Config)
+	}{
+		{smallShape(true), "config.attn_output_gate", func(c *format.Config) { c.AttnGate = true }},
+		{smallShape(true), "hybrid.linear_layers", func(c *format.Config) {
+			c.Hybrid = format.Hybrid{Linear: []bool{true, false}, KeyHeads: 1, ValueHeads: 2, KeyDim: 16, ValueDim: 16, ConvKernel: 4}
+		}},
+		{smallShape(true), "moe.num_experts", func(c *format.Config) {
+			c.MoE = format.MoE{Experts: 2, ExpertsPerToken: 1, ExpertWidth: 16, Sparse: []bool{true, false}}
+		}},
+		{smallShape(true), "config.mtp_num_hidden_layers", func(c *format.Config) { c.MTPLayers = 1 }},
+		{qwen2, "config.attn_output_gate", func(c *format.Config) { c.AttnGate = true }},
+		{moe, "moe.shared_expert_intermediate_size", func(c *format.Config) { c.MoE.SharedWidth = 16 }},
+		{moe, "", func(c *format.Config) {
+			c.RopeScaling = format.RopeScaling{Type: "linear", Factor: 2, OriginalMax: 64, AttentionFactor: 1}
+		}},
+		// What every Qwen3.5 has, missing: the model would run without it.
+		{q35, "config.attn_output_gate", func(c *format.Config) { c.AttnGate = false }},
+		{q35, "config.qk_norm", func(c *format.Config) { c.QKNorm = false }},
+		{q35, "", func(c *format.Config) {}},
+	} {
+		h := compiledHeader(t, c.shape, format.F16)
+		c.edit(&h.Config)
+		h, err := format.UnmarshalHeader(format.MarshalHeader(h))
+		if err != nil {
+			t.Fatalf("%s with %s: format refuses it: %v", c.shape.ModelType, c.key, err)
+		}
+		err = arch.Builtin().Validate(h)
+		switch {
+		case c.key == "" && err != nil:
+			t.Errorf("%s: a key it honours is refused: %v", c.shape.ModelType, err)
+		case c.key != "" && (err == nil || !strings.Contains(err.Error(), `key "`+c.key+`"`) || !strings.Contains(err.Error(), "a "+c.shape.ModelType+" model")):
+			t.Errorf("%s with %s: %v, want it refused by key and architecture", c.shape.ModelType, c.key, err)
+		}
+	}
+}

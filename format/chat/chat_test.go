@@ -249,8 +249,8 @@ func TestDetect(t *testing.T) {
 }
 
 // TestDetectShipped: the templates the models ship are told apart:
-// tiny-a's (Qwen3's), Qwen3.5's as tiny-q35 ships it, and Qwen3.6's, made
-// from it with the two lines it changes.
+// tiny-a's (Qwen3's), Qwen3.5's as tiny-q35 ships it, Qwen3.6's, made
+// from it with the two lines it changes, and Qwen3-Coder's.
 func TestDetectShipped(t *testing.T) {
 	var cfg struct {
 		ChatTemplate string `json:"chat_template"`
@@ -262,7 +262,11 @@ func TestDetectShipped(t *testing.T) {
 	}
 	q36 := strings.Replace(string(q35), "{%- if loop.index0 > ns.last_query_index %}",
 		"{%- if (preserve_thinking is defined and preserve_thinking is true) or (loop.index0 > ns.last_query_index) %}", 1)
-	for template, want := range map[string]*Format{cfg.ChatTemplate: qwen3, string(q35): qwen35, q36: qwen36} {
+	coder, err := os.ReadFile("testdata/qwen3coder.jinja")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for template, want := range map[string]*Format{cfg.ChatTemplate: qwen3, string(q35): qwen35, q36: qwen36, string(coder): qwen3Coder} {
 		if got := Detect(template); got != want {
 			t.Errorf("Detect(%.60q...) = %v, want %v", template, got, want)
 		}
@@ -304,5 +308,53 @@ func TestCommonPrefix(t *testing.T) {
 		if got := CommonPrefix(c.a, c.b); got != c.want {
 			t.Errorf("CommonPrefix(%v, %v) = %d, want %d", c.a, c.b, got, c.want)
 		}
+	}
+}
+
+// TestQwen3ThinkingTemplate: the template of Qwen3's thinking-only
+// releases (Qwen3-4B-Thinking-2507, Qwen3-30B-A3B-Thinking-2507) is
+// Qwen3's with a generation prompt that opens the think block itself and
+// no enable_thinking switch. Its prompt must end as that template's does,
+// and the answer, which then begins in the reasoning and has only the
+// close marker, must be read as reasoning.
+func TestQwen3ThinkingTemplate(t *testing.T) {
+	var cfg struct {
+		ChatTemplate string `json:"chat_template"`
+	}
+	testmodel.ReadJSON(t, testmodel.Testdata(t, "tiny-a", "tokenizer_config.json"), &cfg)
+	const qwen3Prompt = "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n" +
+		"    {%- if enable_thinking is defined and enable_thinking is false %}\n        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}\n{%- endif %}"
+	if !strings.Contains(cfg.ChatTemplate, qwen3Prompt) {
+		t.Fatal("tiny-a's template no longer ends with Qwen3's generation prompt")
+	}
+	thinking := strings.Replace(cfg.ChatTemplate, qwen3Prompt,
+		"{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif %}", 1)
+	f := Detect(thinking)
+	if Detect(cfg.ChatTemplate) != qwen3 || f == qwen3 {
+		t.Fatalf("Detect: Qwen3's template is %v and the thinking one %v; want them told apart", Detect(cfg.ChatTemplate), f)
+	}
+	msgs := []Message{{Role: "user", Content: "Hi"}}
+	const want = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n"
+	if got := Text(render(t, f, msgs, Options{GenerationPrompt: true})); got != want {
+		t.Errorf("%v: generation prompt\n got %q\nwant %q", f, got, want)
+	}
+	if th, ok := f.Thinking(); !ok || !th.Opened {
+		t.Errorf("%v: Thinking() = %+v, %v; want the block opened by the prompt", f, th, ok)
+	}
+	tok := qwenTokenizer(t)
+	s := f.NewSplitter(tok, Options{})
+	var r, c string
+	for _, id := range slices.Concat(tok.Encode("\nhmm\n", false), []int32{ids(tok, t, ThinkClose)}, tok.Encode("\n\nHello.", false)) {
+		dr, dc := s.Add(id)
+		r, c = r+dr, c+dc
+	}
+	if r != "\nhmm\n" || c != "Hello." {
+		t.Errorf("%v: reasoning %q, content %q; want the text before </think> as reasoning", f, r, c)
+	}
+	// Past turns render as Qwen3's template renders them.
+	msgs = []Message{{Role: "user", Content: "Hi"}, {Role: "assistant", Content: "Hello.", Reasoning: "Greet."},
+		{Role: "user", Content: "Bye"}, {Role: "assistant", Content: "Bye.", Reasoning: "Part."}}
+	if got, want := Text(render(t, f, msgs, Options{})), Text(render(t, qwen3, msgs, Options{})); got != want {
+		t.Errorf("%v: history\n got %q\nwant %q", f, got, want)
 	}
 }

@@ -15,7 +15,7 @@ import (
 // answers and the grammar that holds them to the tools.
 //
 // Each format is a value made in a file of its own (chatml.go, qwen2.go,
-// qwen25.go, qwen3.go, qwen35.go) and listed in formats; the code above
+// qwen25.go, qwen3.go, qwen35.go, ...) and listed in formats; the code above
 // this package finds one by name (Lookup) or by its template (Detect) and
 // asks it, never names it, so a new format is a new file here and its
 // place in that list.
@@ -37,7 +37,7 @@ type Format struct {
 // template may hold another's telltale text (Qwen3.5's holds Qwen3's
 // <think>, Qwen2.5's default system prompt holds Qwen2's), so the most
 // specific come first; ChatML, which matches any template, is last.
-var formats = []*Format{qwen36, qwen35, qwen3, qwen25, qwen2, chatML}
+var formats = []*Format{qwen36, qwen35, qwen3Coder, qwen3Thinking, qwen3, qwen25, qwen2, chatML}
 
 // Options are the template's switches for one rendering.
 type Options struct {

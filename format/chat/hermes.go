@@ -106,12 +106,10 @@ func (p *hermesParser) Add(text string) string {
 				p.held = s[len(rest):]
 				continue
 			}
-			before := s[:i]
-			if p.calls == 0 {
-				content.WriteString(strings.TrimRight(before, " \t\r\n"))
-			} else if strings.TrimSpace(before) != "" {
-				content.WriteString(before) // text between calls
-			}
+			// The white space before a call, the first or a later one, is
+			// the template's, as the branch above holds it back when the
+			// text comes in pieces.
+			content.WriteString(strings.TrimRight(s[:i], " \t\r\n"))
 			text = s[i+len(ToolCallOpen):]
 			p.state, p.buf = inHeader, ""
 			p.calls++

@@ -89,6 +89,10 @@ func TestHermesParser(t *testing.T) {
 		{"cut off in the arguments", "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": \"long",
 			callResult{calls: []CallDelta{call("id1", "f", `{"a": "long`)}}},
 		{"cut off in the name", "<tool_call>\n{\"name\": \"f", callResult{calls: nil}},
+		// The white space before a later call is the template's too,
+		// however the text comes.
+		{"text between calls", "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\nThen b.\n<tool_call>\n{\"name\": \"b\", \"arguments\": {}}\n</tool_call>",
+			callResult{content: "\nThen b.", calls: []CallDelta{call("id1", "a", "{}"), call("id2", "b", "{}")}}},
 	}
 	for i, c := range cases {
 		for how, pieces := range splits(c.text, uint64(i)) {

@@ -135,6 +135,23 @@ func literalEval(s string) (string, bool) {
 	if !ok {
 		return "", false
 	}
+	if p.peek() == ',' {
+		// eval reads a tuple without its parentheses ("a", "b") where
+		// a model writes an array's items bare.
+		items := []string{v.json}
+		for p.peek() == ',' {
+			p.i++
+			if p.peek() == 0 {
+				break
+			}
+			w, ok := p.value()
+			if !ok {
+				return "", false
+			}
+			items = append(items, w.json)
+		}
+		v = pyLit{json: "[" + strings.Join(items, ", ") + "]"}
+	}
 	p.space()
 	if p.i != len(p.s) {
 		return "", false

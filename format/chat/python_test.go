@@ -84,6 +84,14 @@ func TestLiteralEval(t *testing.T) {
 		"'unterminated":                "",
 		"''":                           `""`,
 		"{'a': 1e16}":                  `{"a": 1e+16}`,
+		// A tuple needs no parentheses where eval reads a whole
+		// expression: an array parameter written "a", "b" is a list.
+		"'a', 'b'":  `["a", "b"]`,
+		"1,":        "[1]",
+		"(1, 2), 3": "[[1, 2], 3]",
+		"1, 2 # c":  "[1, 2]",
+		"1,,":       "",
+		",":         "",
 	} {
 		got, ok := literalEval(s)
 		if !ok {

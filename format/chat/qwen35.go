@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"strconv"
 	"strings"
 )
 
@@ -144,24 +142,34 @@ func qwen35Assistant(b *builder, m Message, content string, think, v36 bool) err
 		case pyStrip(content) != "":
 			b.text("\n\n")
 		}
-		b.special(s.Open)
-		b.text(s.Head, c.Name, s.Mid)
-		keys, vals, err := jsonItems(c.Arguments)
-		if err != nil {
-			return fmt.Errorf("tool_calls[%d].arguments: %w", j, err)
+		if err := coderCall(b, c, v36); err != nil {
+			return fmt.Errorf("tool_calls[%d].%w", j, err)
 		}
-		for _, k := range keys {
-			v, err := coderValue(vals[k], v36)
-			if err != nil {
-				return fmt.Errorf("tool_calls[%d].arguments.%s: %w", j, k, err)
-			}
-			b.text(CoderParameter, k, ">\n", v, "\n"+CoderParameterEnd+"\n")
-		}
-		b.text(s.Tail)
-		b.special(s.Close)
 	}
 	b.special(ImEnd)
 	b.text("\n")
+	return nil
+}
+
+// coderCall writes a call as qwen3_coder's templates do, its values as
+// coderValue prints them.
+func coderCall(b *builder, c ToolCall, v36 bool) error {
+	s := coderCalls.syntax
+	b.special(s.Open)
+	b.text(s.Head, c.Name, s.Mid)
+	keys, vals, err := jsonItems(c.Arguments)
+	if err != nil {
+		return fmt.Errorf("arguments: %w", err)
+	}
+	for _, k := range keys {
+		v, err := coderValue(vals[k], v36)
+		if err != nil {
+			return fmt.Errorf("arguments.%s: %w", k, err)
+		}
+		b.text(CoderParameter, k, ">\n", v, "\n"+CoderParameterEnd+"\n")
+	}
+	b.text(s.Tail)
+	b.special(s.Close)
 	return nil
 }
 
@@ -204,29 +212,8 @@ func jsonItems(text string) (keys []string, vals map[string]json.RawMessage, err
 // through tojson (true, null).
 func coderValue(raw json.RawMessage, v36 bool) (string, error) {
 	raw = bytes.TrimSpace(raw)
-	switch {
-	case raw[0] == '"':
-		var s string
-		err := json.Unmarshal(raw, &s)
-		return s, err
-	case raw[0] == '{' || raw[0] == '[' || v36:
+	if raw[0] == '{' || raw[0] == '[' || v36 && raw[0] != '"' {
 		return ToJSON(raw)
 	}
-	switch string(raw) {
-	case "true":
-		return "True", nil
-	case "false":
-		return "False", nil
-	case "null":
-		return "None", nil
-	}
-	lit := string(raw)
-	if !strings.ContainsAny(lit, ".eE") {
-		return pyNumber(lit), nil
-	}
-	f, _ := strconv.ParseFloat(lit, 64) // out of range gives ±Inf, as Python's float()
-	if math.IsInf(f, 0) {
-		return strings.Replace(strings.ToLower(PyFloat(f)), "infinity", "inf", 1), nil // str(float) is inf, not JSON's Infinity
-	}
-	return PyFloat(f), nil
+	return pyStr(raw)
 }

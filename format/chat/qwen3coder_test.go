@@ -127,6 +127,8 @@ func TestCoderParserMore(t *testing.T) {
 		{"a Python literal where JSON fails", []Tool{typed}, call("l", "['a', (1, 2.50), {1: None, True: 'x'}]"),
 			callResult{calls: []CallDelta{{Name: "f", Arguments: `{"l": ["a", [1, 2.5], {"1": "x"}]}`}}}},
 		{"neither stays a string", []Tool{typed}, call("o", "{a: 1}"), callResult{calls: []CallDelta{{Name: "f", Arguments: `{"o": "{a: 1}"}`}}}},
+		{"a list's items written bare", []Tool{typed}, call("l", "'a.go', 'b.go'"),
+			callResult{calls: []CallDelta{{Name: "f", Arguments: `{"l": ["a.go", "b.go"]}`}}}},
 		{"a type named with spaces and capitals", []Tool{typed}, call("s", "42"), callResult{calls: []CallDelta{{Name: "f", Arguments: `{"s": "42"}`}}}},
 		{"a type or null reads as the type, another a Python literal", []Tool{typed}, call("u", "42", "t", "(1,)"),
 			callResult{calls: []CallDelta{{Name: "f", Arguments: `{"u": 42, "t": [1]}`}}}},

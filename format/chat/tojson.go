@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // ToJSON re-serializes a JSON text as the chat templates' tojson filter
@@ -23,7 +24,7 @@ func ToJSON(text []byte) (string, error) {
 	d := json.NewDecoder(bytes.NewReader(text))
 	d.UseNumber()
 	var b strings.Builder
-	if err := writePy(&b, d); err != nil {
+	if err := writePy(&b, d, false); err != nil {
 		return "", err
 	}
 	if _, err := d.Token(); err != io.EOF {
@@ -32,10 +33,29 @@ func ToJSON(text []byte) (string, error) {
 	return b.String(), nil
 }
 
+// pyStr prints a JSON value as a template's string filter prints the
+// value Python parsed from it: str() of it, so a string as it is, true as
+// True, null as None, a list or a dict as Python's repr.
+func pyStr(raw json.RawMessage) (string, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if bytes.HasPrefix(bytes.TrimSpace(raw), []byte(`"`)) {
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	}
+	var b strings.Builder
+	if err := writePy(&b, d, true); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
 // writePy copies one value from d to b. Objects are read into a list of
 // members first because a repeated key keeps its first place and its last
-// value in a Python dict.
-func writePy(b *strings.Builder, d *json.Decoder) error {
+// value in a Python dict. With repr, it is printed as Python's repr
+// prints the value instead of as json.dumps does.
+func writePy(b *strings.Builder, d *json.Decoder, repr bool) error {
 	t, err := d.Token()
 	if err != nil {
 		return fmt.Errorf("invalid JSON: %w", err)
@@ -48,7 +68,7 @@ func writePy(b *strings.Builder, d *json.Decoder) error {
 				if i > 0 {
 					b.WriteString(", ")
 				}
-				if err := writePy(b, d); err != nil {
+				if err := writePy(b, d, repr); err != nil {
 					return err
 				}
 			}
@@ -64,7 +84,7 @@ func writePy(b *strings.Builder, d *json.Decoder) error {
 				return fmt.Errorf("invalid JSON: %w", err)
 			}
 			var vb strings.Builder
-			if err := writePy(&vb, d); err != nil {
+			if err := writePy(&vb, d, repr); err != nil {
 				return err
 			}
 			key := k.(string)
@@ -81,21 +101,79 @@ func writePy(b *strings.Builder, d *json.Decoder) error {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			pyString(b, k)
+			if repr {
+				pyRepr(b, k)
+			} else {
+				pyString(b, k)
+			}
 			b.WriteString(": ")
 			b.WriteString(vals[k])
 		}
 		b.WriteByte('}')
 	case string:
-		pyString(b, v)
+		if repr {
+			pyRepr(b, v)
+		} else {
+			pyString(b, v)
+		}
 	case json.Number:
-		b.WriteString(pyNumber(string(v)))
+		n := pyNumber(string(v))
+		if repr {
+			// repr(float('inf')) is inf; json.dumps writes Infinity.
+			n = strings.Replace(strings.ToLower(n), "infinity", "inf", 1)
+		}
+		b.WriteString(n)
 	case bool:
-		b.WriteString(strconv.FormatBool(v))
+		switch {
+		case !repr:
+			b.WriteString(strconv.FormatBool(v))
+		case v:
+			b.WriteString("True")
+		default:
+			b.WriteString("False")
+		}
 	case nil:
-		b.WriteString("null")
+		if repr {
+			b.WriteString("None")
+		} else {
+			b.WriteString("null")
+		}
 	}
 	return nil
+}
+
+// pyRepr writes s as Python's repr(str) does: in single quotes unless s
+// holds one and no double quote, the quote, the backslash, \t, \n, \r
+// escaped, and the characters Python does not print (controls, format
+// characters, separators other than the space) as \x, \u or \U codes.
+func pyRepr(b *strings.Builder, s string) {
+	q := '\''
+	if strings.ContainsRune(s, '\'') && !strings.ContainsRune(s, '"') {
+		q = '"'
+	}
+	b.WriteRune(q)
+	for _, r := range s {
+		switch {
+		case r == q || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case unicode.IsPrint(r):
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(b, `\x%02x`, r)
+		case r < 0x10000:
+			fmt.Fprintf(b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(b, `\U%08x`, r)
+		}
+	}
+	b.WriteRune(q)
 }
 
 // pyString writes s as json.dumps(ensure_ascii=False) does: only the

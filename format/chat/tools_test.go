@@ -162,3 +162,23 @@ func TestParseToolErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestPyStr: values printed as a template's string filter prints them,
+// the wants from Python's str() of json.loads of each.
+func TestPyStr(t *testing.T) {
+	for _, c := range [][2]string{
+		{"[\"it's\", \"say \\\"hi\\\"\", \"both ' and \\\"\", \"a\\\\b\", \"\\u0000\\u001f\\u007f\\u0085\\u00a0\\u00ad\\u2028\\u200b\\ue000\\ud83d\\ude80e\\u0301\", \"tab\\tnl\\ncr\\r\"]", "[\"it's\", 'say \"hi\"', 'both \\' and \"', 'a\\\\b', '\\x00\\x1f\\x7f\\x85\\xa0\\xad\\u2028\\u200b\\ue000\U0001f680e\u0301', 'tab\\tnl\\ncr\\r']"},
+		{"{\"k\": [true, false, null, 1, 2.0, 1e400, -1e400, 12345678901234567890, 1E2], \"\\u00e9\": {}, \"k\": 3}", "{'k': 3, '\u00e9': {}}"},
+		{"true", "True"},
+		{"null", "None"},
+		{"2.5e-7", "2.5e-07"},
+		{"\"plain \\u00e9\"", "plain \u00e9"},
+		{"-0.0", "-0.0"},
+		{"[1e400, -1e400, 1E2, 12345678901234567890]", "[inf, -inf, 100.0, 12345678901234567890]"},
+	} {
+		got, err := pyStr(json.RawMessage(c[0]))
+		if err != nil || got != c[1] {
+			t.Errorf("pyStr(%s) = %q, %v; want %q", c[0], got, err, c[1])
+		}
+	}
+}

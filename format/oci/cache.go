@@ -37,12 +37,24 @@ func (c Cache) has(h v1.Hash, size int64) bool {
 	return err == nil && st.Mode().IsRegular() && st.Size() == size
 }
 
+// maxManifest bounds a manifest read from the cache or the registry: a
+// qwenc model's is a few KB, and a model file sits beside the manifests
+// under the same kind of name.
+const maxManifest = 4 << 20
+
 // readSmall reads a cached manifest and checks it against its digest: a
 // manifest is small, so it is checked at every read, where a model file
-// was checked once, before it was renamed into place.
+// was checked once, before it was renamed into place. A file over
+// maxManifest is not a manifest (a model's digest given by mistake) and
+// is not read.
 func (c Cache) readSmall(h v1.Hash) ([]byte, bool) {
-	b, err := os.ReadFile(c.Blob(h))
+	f, err := os.Open(c.Blob(h))
 	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxManifest+1))
+	if err != nil || len(b) > maxManifest {
 		return nil, false
 	}
 	got, _, err := v1.SHA256(bytes.NewReader(b))
@@ -106,11 +118,11 @@ func Place(blob, out string) error {
 			return err
 		}
 	}
-	if err := os.Rename(tmpName, out); err != nil {
-		os.Remove(tmpName)
-		return err
-	}
-	return nil
+	err = os.Rename(tmpName, out)
+	// A rename onto another link of the same file (out placed by an
+	// earlier pull) succeeds without removing the old name.
+	os.Remove(tmpName)
+	return err
 }
 
 func copyFile(src, dst string) error {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -13,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +33,7 @@ import (
 	"github.com/qwenc/qwenc/format/oci"
 	"github.com/qwenc/qwenc/internal/synth"
 	"github.com/qwenc/qwenc/internal/synthtest"
+	"golang.org/x/sys/unix"
 )
 
 // testRegistry is go-containerregistry's registry, in memory, behind a
@@ -479,4 +482,158 @@ func TestRefusals(t *testing.T) {
 	if _, err := oci.Pull(context.Background(), "oci://Not A Reference", oci.Cache{Dir: t.TempDir()}, opts()); err == nil || !strings.Contains(err.Error(), "not a registry reference") {
 		t.Errorf("pull of a malformed reference: %v", err)
 	}
+}
+
+// A digest that names a large file of the cache rather than a manifest
+// (the model's own sha256, given by mistake) is not read into memory to
+// be hashed as a manifest: the pull asks the registry, which knows no
+// such manifest, and says so.
+func TestPullByFileDigestReadsNoFile(t *testing.T) {
+	reg, _, _, _ := pushedModel(t, format.Q8)
+	cache := oci.Cache{Dir: t.TempDir()}
+	const big = 256 << 20
+	h := v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("ab", 32)}
+	blob := cache.Blob(h)
+	if err := os.MkdirAll(filepath.Dir(blob), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sparse: the disk holds none of it, a read of it all allocates it.
+	if err := errors.Join(f.Truncate(big), f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = oci.Pull(context.Background(), reg.host+"/models/tiny@"+h.String(), cache, opts())
+	runtime.ReadMemStats(&after)
+	if err == nil {
+		t.Fatal("pull of a digest no manifest has: no error")
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > big/4 {
+		t.Errorf("pull by the digest of a %d-byte cached file allocated %d bytes", big, n)
+	}
+}
+
+// A pull that waits for another one's lock on the partial file, which
+// that pull then refuses and removes, downloads the file itself: it does
+// not go on with the removed file the other pull left behind.
+func TestPullAfterAnotherPullRefusedItsDownload(t *testing.T) {
+	_, file, ref, pushed := pushedModel(t, format.F16)
+	cache := oci.Cache{Dir: t.TempDir()}
+	partial := cache.Blob(pushed.Blob) + ".partial"
+	if err := os.MkdirAll(filepath.Dir(partial), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The other pull: the whole file received, but damaged.
+	other, err := os.OpenFile(partial, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := unix.Flock(int(other.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Write(bytes.Repeat([]byte{0xee}, int(pushed.Size))); err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan struct{})
+	o := opts()
+	o.Progress = &signalOn{text: "waiting for another pull", c: waiting}
+	done := make(chan error, 1)
+	var p *oci.Pulled
+	go func() {
+		var err error
+		p, err = oci.Pull(context.Background(), ref, cache, o)
+		done <- err
+	}()
+	select {
+	case <-waiting:
+	case err := <-done:
+		t.Fatalf("the pull did not wait for the other's lock: %v", err)
+	}
+	// The other pull refuses what it received, as download does.
+	if err := os.Remove(partial); err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("the waiting pull: %v", err)
+	}
+	sameFile(t, p.Path, file)
+}
+
+// signalOn closes c the first time a write holds text.
+type signalOn struct {
+	text string
+	c    chan struct{}
+	once sync.Once
+}
+
+func (s *signalOn) Write(b []byte) (int, error) {
+	if strings.Contains(string(b), s.text) {
+		s.once.Do(func() { close(s.c) })
+	}
+	return len(b), nil
+}
+
+// Placing a pulled file where an earlier pull placed it (qwenc pull -o
+// run again) leaves the file and nothing else in its directory.
+func TestPlaceAgain(t *testing.T) {
+	dir := t.TempDir()
+	blob := filepath.Join(t.TempDir(), "blob")
+	if err := os.WriteFile(blob, []byte("a model"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "model.qbin")
+	for range 2 {
+		if err := oci.Place(blob, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if len(names) != 1 || names[0] != "model.qbin" {
+		t.Errorf("after placing the file twice the directory holds %q, want only model.qbin", names)
+	}
+	sameFile(t, out, blob)
+}
+
+// A registry that answers a request for the whole blob with 206 Partial
+// Content is refused with an error that says so, and the partial file
+// keeps nothing of the answer.
+func TestUnaskedPartialContentRefused(t *testing.T) {
+	reg, _, ref, pushed := pushedModel(t, format.F16)
+	reg.onBlobGet(pushed.Blob, func(w http.ResponseWriter) http.ResponseWriter {
+		return &statusAs{ResponseWriter: w, code: http.StatusPartialContent}
+	})
+	cache := oci.Cache{Dir: t.TempDir()}
+	_, err := oci.Pull(context.Background(), ref, cache, opts())
+	if err == nil || !strings.Contains(err.Error(), "206") || strings.Contains(err.Error(), "%!") {
+		t.Errorf("a 206 answer to a request without a Range: %v, want an error naming the status", err)
+	}
+	if st, err := os.Stat(cache.Blob(pushed.Blob) + ".partial"); err == nil && st.Size() != 0 {
+		t.Errorf("the partial file holds %d bytes of the refused answer", st.Size())
+	}
+}
+
+// statusAs sends code in place of a 200.
+type statusAs struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusAs) WriteHeader(code int) {
+	if code == http.StatusOK {
+		code = s.code
+	}
+	s.ResponseWriter.WriteHeader(code)
 }

@@ -5,9 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -69,6 +71,9 @@ func Pull(ctx context.Context, ref string, cache Cache, o Options) (*Pulled, err
 			return nil, fmt.Errorf("%s: a %s, not a qwenc model (want an OCI image manifest with artifactType %s)", r, desc.MediaType, ArtifactType)
 		}
 		raw = desc.Manifest
+		if len(raw) > maxManifest {
+			return nil, fmt.Errorf("%s: a manifest of %d bytes, over the %d a qwenc model's takes", r, len(raw), maxManifest)
+		}
 		// The digest of the bytes received, not the one the registry
 		// states: go-containerregistry checks a digest reference, but a
 		// tag's manifest is only what the registry sent.
@@ -137,16 +142,14 @@ func download(ctx context.Context, rt http.RoundTripper, repo name.Repository, l
 		return false, fmt.Errorf("cache: %w", err)
 	}
 	partial := dst + ".partial"
-	f, err := os.OpenFile(partial, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := lockPartial(ctx, partial, o)
 	if err != nil {
-		return false, fmt.Errorf("cache: %w", err)
-	}
-	defer f.Close()
-	if err := lockFile(ctx, f, o); err != nil {
 		return false, err
 	}
+	defer f.Close()
 	if cache.has(l.Digest, l.Size) {
-		// Finished by the pull we waited for; f may be its renamed file.
+		// Finished by the pull we waited for: f was made empty after it
+		// renamed its own.
 		if st, err := os.Stat(partial); err == nil && st.Size() == 0 {
 			os.Remove(partial)
 		}
@@ -171,8 +174,10 @@ func download(ctx context.Context, rt http.RoundTripper, repo name.Repository, l
 		}
 	}
 	if got := fmt.Sprintf("%x", sum.Sum(nil)); got != l.Digest.Hex {
-		f.Close()
+		// Removed before the lock is released, so that a pull waiting for
+		// it does not take up what is refused.
 		os.Remove(partial)
+		f.Close()
 		return false, fmt.Errorf("%s@%s: the downloaded file's sha256 is %s: refused and removed", repo, l.Digest, got)
 	}
 	if err := f.Sync(); err != nil {
@@ -188,6 +193,38 @@ func download(ctx context.Context, rt http.RoundTripper, repo name.Repository, l
 	}
 	o.logf("pulled %s (%d bytes)", l.Digest, l.Size)
 	return false, nil
+}
+
+// lockPartial opens the partial file and takes its lock. The pull that
+// held the lock may have renamed the file into place or removed it
+// meanwhile: what was locked is then no longer the partial file, and
+// writing to it would be lost, or a later rename would put another
+// pull's half-written file in place. So the lock is taken again on the
+// file now at that name, until the two are the same.
+func lockPartial(ctx context.Context, partial string, o *Options) (*os.File, error) {
+	for {
+		f, err := os.OpenFile(partial, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("cache: %w", err)
+		}
+		if err := lockFile(ctx, f, o); err != nil {
+			f.Close()
+			return nil, err
+		}
+		held, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("cache: %w", err)
+		}
+		now, err := os.Stat(partial)
+		if err == nil && os.SameFile(held, now) {
+			return f, nil
+		}
+		f.Close()
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("cache: %w", err)
+		}
+	}
 }
 
 // fetch appends the blob's bytes from have on to f and to sum, and
@@ -217,6 +254,9 @@ func fetch(ctx context.Context, rt http.RoundTripper, repo name.Repository, l v1
 			return have, fmt.Errorf("%s@%s: asked for bytes from %d, got Content-Range %q", repo, l.Digest, have, resp.Header.Get("Content-Range"))
 		}
 		o.logf("resuming %s at %d of %d bytes", l.Digest, have, l.Size)
+	case resp.StatusCode == http.StatusPartialContent:
+		// transport.CheckError takes a 206 for success, so it is refused here.
+		return have, fmt.Errorf("%s@%s: the registry answered a request for the whole blob with %s", repo, l.Digest, resp.Status)
 	case resp.StatusCode == http.StatusOK:
 		if have > 0 {
 			o.logf("the registry sent all of %s again: starting over", l.Digest)
@@ -244,8 +284,8 @@ func fetch(ctx context.Context, rt http.RoundTripper, repo name.Repository, l v1
 		return have, fmt.Errorf("%s@%s: the transfer ended at %d of %d bytes (pull again to resume)", repo, l.Digest, have, l.Size)
 	}
 	if have > l.Size {
-		f.Close()
 		os.Remove(f.Name())
+		f.Close()
 		return have, fmt.Errorf("%s@%s: the registry sent more than the manifest's %d bytes: refused and removed", repo, l.Digest, l.Size)
 	}
 	return have, nil

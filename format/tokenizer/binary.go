@@ -296,6 +296,22 @@ func Load(data []byte) (*Tokenizer, error) {
 	return t, nil
 }
 
+// LoadFor is Load for a model whose embedding and LM head have rows
+// rows (config.vocab_size): it refuses a tokenizer with more ids, whose
+// extra ids would look up rows past the embedding's end. Whatever loads a
+// .qbin file's tokenizer (qwenrun, qwenc verify) calls it, so that all
+// refuse the same files.
+func LoadFor(data []byte, rows int) (*Tokenizer, error) {
+	t, err := Load(data)
+	if err != nil {
+		return nil, err
+	}
+	if t.n > rows {
+		return nil, fmt.Errorf("%d token ids for a vocabulary of %d (config.vocab_size)", t.n, rows)
+	}
+	return t, nil
+}
+
 func load(data []byte) (*Tokenizer, error) {
 	if len(data) < headerSize {
 		return nil, fmt.Errorf("blob of %d bytes is shorter than the %d-byte header", len(data), headerSize)

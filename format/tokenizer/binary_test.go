@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -132,4 +133,23 @@ func exercise(t testing.TB, b []byte) {
 	d.Flush()
 	tok.TokenID("<|end|>")
 	tok.EOS()
+}
+
+// TestSpecTableSize: SPEC.md's rule for a hash table's slot count is the
+// one tableLog2 follows, so that another writer gives the same bytes.
+func TestSpecTableSize(t *testing.T) {
+	b, err := os.ReadFile("../SPEC.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rule = "slot counts are the smallest power of two with at least `keys + floor(keys / 2) + 1` slots."
+	if spec := strings.Join(strings.Fields(string(b)), " "); !strings.Contains(spec, rule) {
+		t.Errorf("SPEC.md does not say %q", rule)
+	}
+	for keys := range 5000 {
+		need := keys + keys/2 + 1
+		if got := 1 << tableLog2(keys); got < need || got/2 >= need && got > 1 {
+			t.Fatalf("%d keys: %d slots, want the smallest power of two of at least %d", keys, got, need)
+		}
+	}
 }

@@ -49,9 +49,9 @@ var layers = []struct {
 	{"qwen/agentbench", []string{"qwen"}},
 	{"cmd/internal/report", []string{"qwen", "internal/fsutil", "internal/mem"}},
 	{"cmd/internal/pullcache", []string{"format/oci"}},
-	{"cmd/internal/modelflags", []string{"qwen", "cmd/internal/pullcache", "format", "format/oci", "kernels", "internal/cliutil"}},
+	{"cmd/internal/modelflags", []string{"qwen", "cmd/internal/pullcache", "format", "format/oci", "kernels", "runtime/sampling", "internal/cliutil"}},
 	{"cmd/internal/terminal", []string{"qwen", "cmd/internal/report", "format/chat", "runtime/sampling", "internal/cliutil", "internal/fsutil"}},
-	{"cmd/qwenc", []string{"compiler", "format", "format/...", "kernels", "runtime/infer", "runtime/perplexity", "cmd/internal/pullcache", "internal/cliutil"}},
+	{"cmd/qwenc", []string{"compiler", "format", "format/...", "kernels", "runtime/infer", "runtime/perplexity", "cmd/internal/pullcache", "internal/cliutil", "internal/fsutil"}},
 	{"cmd/qwenrun", []string{"qwen", "qwen/...", "cmd/internal/report", "cmd/internal/modelflags", "cmd/internal/terminal", "format", "format/...", "kernels", "runtime/...", "internal/cliutil", "internal/fsutil"}},
 	{"cmd/qwengen", []string{"internal/synth"}},
 	// Helpers of the commands and the tests: leaves, or tools on them.

@@ -53,6 +53,9 @@ func mixerTensors(c *format.Config, l int) []arch.Tensor {
 		t(format.KindConv, "mixer_conv", "mixer.conv.weight", uint64(c.Hidden), Width)}
 }
 
+// Features: its base's; the mixer is in every layer, whatever the keys.
+func (a Arch) Features() []string { return a.base.Features() }
+
 func (a Arch) BuildLayer(b *arch.Builder, l int) {
 	g, c := b.G, b.C
 	xn := g.NewTensor(fmt.Sprintf("layers.%d.mixer_norm", l), b.T, c.Hidden)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/qwenc/qwenc/format"
@@ -105,11 +104,11 @@ func replay(cfg SchemaConfig, held [][]int32, res *SchemaResult) error {
 	if err != nil {
 		return err
 	}
-	tok, err := tokenizer.Load(bytes.Clone(b))
-	if err != nil {
-		return err
-	}
 	h := f.Header
+	tok, err := tokenizer.LoadFor(bytes.Clone(b), h.Config.Vocab)
+	if err != nil {
+		return fmt.Errorf("%s: section %q: %w", cfg.Model, format.SecTokenizer, err)
+	}
 	cf, err := chat.Lookup(h.ChatFamily)
 	if err != nil {
 		return fmt.Errorf("%s: %w", cfg.Model, err)
@@ -143,14 +142,7 @@ func replay(cfg SchemaConfig, held [][]int32, res *SchemaResult) error {
 
 // Write prints the figures.
 func (res SchemaResult) Write(w io.Writer) {
-	masks := slices.Clone(res.Masks)
-	slices.Sort(masks)
-	pct := func(p float64) time.Duration {
-		if len(masks) == 0 {
-			return 0
-		}
-		return masks[min(len(masks)-1, int(p*float64(len(masks))))]
-	}
+	pct := func(p float64) time.Duration { return percentile(res.Masks, p) }
 	fmt.Fprintf(w, "decode held to a JSON Schema / free, same process, alternating rounds: %.2fx (median of %d rounds)\n", res.Ratio, len(res.FreeTokS))
 	for i := range res.FreeTokS {
 		fmt.Fprintf(w, "  round %d: free %.1f tok/s, held %.1f tok/s\n", i+1, res.FreeTokS[i], res.HeldTokS[i])

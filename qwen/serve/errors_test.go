@@ -312,6 +312,52 @@ func TestSamplingRanges(t *testing.T) {
 	}
 }
 
+// TestSeedMinusOneIsRandom: seed -1 is Ollama's default and llama-server's
+// "random", which clients such as SillyTavern send for a fresh answer each
+// time; taken as a fixed seed, every regeneration gave the same text. Any
+// other seed still repeats its answer.
+func TestSeedMinusOneIsRandom(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	endpoints := []struct {
+		path string
+		body func(seed string) string
+		text func(body string) string
+	}{
+		{"/v1/completions", func(seed string) string {
+			return `{"model":"tiny-a","prompt":"Hi","max_tokens":8,"temperature":5,"seed":` + seed + `}`
+		}, func(body string) string {
+			var r struct{ Choices []struct{ Text string } }
+			unmarshal(t, body, &r)
+			return r.Choices[0].Text
+		}},
+		{"/api/generate", func(seed string) string {
+			return `{"model":"tiny-a","prompt":"Hi","raw":true,"stream":false,"options":{"num_predict":8,"temperature":5,"seed":` + seed + `}}`
+		}, func(body string) string {
+			var r struct{ Response string }
+			unmarshal(t, body, &r)
+			return r.Response
+		}},
+	}
+	for _, ep := range endpoints {
+		answers := map[string][]string{}
+		for _, seed := range []string{"-1", "-1", "-1", "5", "5"} {
+			resp, body := ts.post(t, ep.path, ep.body(seed))
+			if resp.StatusCode != 200 {
+				t.Fatalf("%s seed %s: %d %s", ep.path, seed, resp.StatusCode, body)
+			}
+			answers[seed] = append(answers[seed], ep.text(body))
+		}
+		// Eight tokens at temperature 5 over tiny-a's top 20: three draws
+		// agree by chance with a probability far below 1e-9.
+		if a := answers["-1"]; a[0] == a[1] && a[1] == a[2] {
+			t.Errorf("%s: seed -1 gave %q three times: a fixed seed, not a random one", ep.path, a[0])
+		}
+		if a := answers["5"]; a[0] != a[1] {
+			t.Errorf("%s: seed 5 gave %q, then %q", ep.path, a[0], a[1])
+		}
+	}
+}
+
 // CheckHealth: nil while the server answers /health, the status when it
 // answers otherwise, an error when nothing answers.
 func TestCheckHealth(t *testing.T) {

@@ -87,6 +87,7 @@ type ollamaChatRequest struct {
 	Stream   *bool             `json:"stream"`
 	Think    thinkFlag         `json:"think"`
 	Options  ollamaOptions     `json:"options"`
+	ollamaLogprobFields
 }
 
 type ollamaGenerateRequest struct {
@@ -99,6 +100,26 @@ type ollamaGenerateRequest struct {
 	Think   thinkFlag         `json:"think"`
 	Options ollamaOptions     `json:"options"`
 	Images  []json.RawMessage `json:"images"`
+	ollamaLogprobFields
+}
+
+// ollamaLogprobFields are Ollama's logprobs (since its 0.12.11), beside
+// the options as Ollama has them.
+type ollamaLogprobFields struct {
+	Logprobs    bool `json:"logprobs"`
+	TopLogprobs *int `json:"top_logprobs"`
+}
+
+// apply asks req for them; top_logprobs alone asks for them too.
+func (f *ollamaLogprobFields) apply(req *qwen.Request) *apiError {
+	if n := f.TopLogprobs; n != nil {
+		if *n < 0 || *n > qwen.MaxTopLogprobs {
+			return badRequest("top_logprobs", "top_logprobs %d is outside [0, %d]", *n, qwen.MaxTopLogprobs)
+		}
+		req.TopLogprobs = *n
+	}
+	req.Logprobs = f.Logprobs || req.TopLogprobs > 0
+	return nil
 }
 
 type (
@@ -110,6 +131,8 @@ type (
 		Thinking   string     `json:"thinking,omitempty"` // /api/generate
 		Done       bool       `json:"done"`
 		DoneReason string     `json:"done_reason,omitempty"`
+		// Logprobs, when asked for, are those of this object's tokens.
+		Logprobs []tokenLogprob `json:"logprobs,omitempty"`
 		*ollamaStats
 	}
 	ollamaOut struct {
@@ -154,6 +177,9 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request, rl *reqLog) 
 	}
 	req, e := t.ollamaChatRequest(&cr)
 	if e != nil {
+		return e
+	}
+	if e := cr.apply(&req); e != nil {
 		return e
 	}
 	return s.ollamaRun(w, r, rl, t, &cr.Options, cr.Think, req, cr.Stream, true)
@@ -214,7 +240,11 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request, rl *reqL
 	case (gr.Raw || t.info.ChatTemplate == "") && len(gr.Format) > 0 && string(gr.Format) != "null" && string(gr.Format) != `""`:
 		return badRequest("format", "format needs the chat template: not with raw")
 	case gr.Raw || t.info.ChatTemplate == "":
-		return s.ollamaRun(w, r, rl, t, &gr.Options, thinkFlag{}, qwen.Request{Prompt: gr.Prompt}, gr.Stream, false)
+		req := qwen.Request{Prompt: gr.Prompt}
+		if e := gr.apply(&req); e != nil {
+			return e
+		}
+		return s.ollamaRun(w, r, rl, t, &gr.Options, thinkFlag{}, req, gr.Stream, false)
 	}
 	// Like Ollama, the prompt is a user message in the chat template.
 	var msgs []qwen.Message
@@ -223,6 +253,9 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request, rl *reqL
 	}
 	req := qwen.Request{Messages: append(msgs, qwen.Message{Role: "user", Content: gr.Prompt}), NoThinking: !gr.Think.enabled()}
 	if e := ollamaFormat(gr.Format, &req); e != nil {
+		return e
+	}
+	if e := gr.apply(&req); e != nil {
 		return e
 	}
 	return s.ollamaRun(w, r, rl, t, &gr.Options, gr.Think, req, gr.Stream, false)
@@ -265,6 +298,7 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, t *target,
 		ls = startStream(w, false)
 	}
 	var content, thinking strings.Builder
+	var lps []tokenLogprob
 	// Ollama gives each call whole, once it is complete: when the next
 	// begins, or at the end.
 	var calls callAccumulator
@@ -283,10 +317,13 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, t *target,
 		if ls == nil {
 			content.WriteString(d.Content)
 			thinking.WriteString(d.Reasoning)
+			lps = append(lps, logprobsOf(d.Logprobs)...)
 			return nil
 		}
-		if d.Content != "" || d.Reasoning != "" {
-			if err := ls.send(t.reply(isChat, d.Content, d.Reasoning)); err != nil {
+		if d.Content != "" || d.Reasoning != "" || len(d.Logprobs) > 0 {
+			part := t.reply(isChat, d.Content, d.Reasoning)
+			part.Logprobs = logprobsOf(d.Logprobs)
+			if err := ls.send(part); err != nil {
 				return err
 			}
 		}
@@ -301,6 +338,7 @@ func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, t *target,
 		return e
 	}
 	final := t.reply(isChat, content.String(), thinking.String())
+	final.Logprobs = lps
 	if ls == nil && isChat {
 		final.Message.ToolCalls = ollamaCalls(calls.calls, 0)
 	} else if ls != nil && sendCalls(len(calls.calls)) != nil {

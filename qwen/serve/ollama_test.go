@@ -134,6 +134,92 @@ func TestOllamaGenerate(t *testing.T) {
 	}
 }
 
+// TestOllamaLogprobs: Ollama's logprobs and top_logprobs (since its
+// 0.12.11; this server says 0.13.5) give each generated token's
+// log-probability and the most likely tokens', in OpenAI's shape, the
+// same figures as /v1/completions gives; streamed, each line carries
+// its own tokens'. Past 20 is refused.
+func TestOllamaLogprobs(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	type logprob struct {
+		Token       string
+		Logprob     float32
+		TopLogprobs []struct {
+			Token   string
+			Logprob float32
+		} `json:"top_logprobs"`
+	}
+	type line struct {
+		Response string
+		Message  *struct{ Content string }
+		Logprobs []logprob
+	}
+	_, body := ts.post(t, "/v1/completions", `{"model":"tiny-a","prompt":"Hi","max_tokens":6,"temperature":0,"logprobs":3}`)
+	var want struct {
+		Choices []struct {
+			Text     string
+			Logprobs struct {
+				Tokens        []string
+				TokenLogprobs []float32 `json:"token_logprobs"`
+			}
+		}
+	}
+	unmarshal(t, body, &want)
+	wl := want.Choices[0].Logprobs
+	for _, ep := range []struct{ path, body string }{
+		{"/api/generate", `{"model":"tiny-a","prompt":"Hi","raw":true,"logprobs":true,"top_logprobs":3,"options":{"num_predict":6,"temperature":0}`},
+		{"/api/chat", `{"model":"tiny-a","messages":[{"role":"assistant","content":"Hi"}],"logprobs":true,"top_logprobs":3,"options":{"num_predict":6,"temperature":0}`},
+	} {
+		for _, stream := range []string{"true", "false"} {
+			resp, body := ts.post(t, ep.path, ep.body+`,"stream":`+stream+`}`)
+			if resp.StatusCode != 200 {
+				t.Fatalf("%s: %d %s", ep.path, resp.StatusCode, body)
+			}
+			var text strings.Builder
+			var lps []logprob
+			for _, l := range strings.Split(strings.TrimSpace(body), "\n") {
+				var o line
+				unmarshal(t, l, &o)
+				text.WriteString(o.Response)
+				if o.Message != nil {
+					text.WriteString(o.Message.Content)
+				}
+				lps = append(lps, o.Logprobs...)
+			}
+			var tokens strings.Builder
+			for _, lp := range lps {
+				tokens.WriteString(lp.Token)
+				if len(lp.TopLogprobs) != 3 || lp.TopLogprobs[0].Token != lp.Token || lp.TopLogprobs[0].Logprob != lp.Logprob || lp.Logprob > 0 {
+					t.Errorf("%s, stream %s: %+v", ep.path, stream, lp)
+				}
+			}
+			if len(lps) == 0 || tokens.String() != text.String() {
+				t.Errorf("%s, stream %s: %d log-probabilities making %q, the answer %q", ep.path, stream, len(lps), tokens.String(), text.String())
+			}
+			if ep.path == "/api/generate" {
+				// The same raw prompt as the completion's: the same figures.
+				for i := range min(len(lps), len(wl.TokenLogprobs)) {
+					if lps[i].Token != wl.Tokens[i] || lps[i].Logprob != wl.TokenLogprobs[i] {
+						t.Errorf("stream %s, token %d: %q %v; /v1/completions %q %v", stream, i, lps[i].Token, lps[i].Logprob, wl.Tokens[i], wl.TokenLogprobs[i])
+					}
+				}
+				if len(lps) != len(wl.TokenLogprobs) {
+					t.Errorf("stream %s: %d log-probabilities, /v1/completions %d", stream, len(lps), len(wl.TokenLogprobs))
+				}
+			}
+		}
+	}
+	_, body = ts.post(t, "/api/generate", `{"model":"tiny-a","prompt":"Hi","raw":true,"stream":false,"options":{"num_predict":2}}`)
+	if strings.Contains(body, "logprobs") {
+		t.Errorf("log-probabilities not asked for: %s", body)
+	}
+	for _, n := range []string{"21", "-1"} {
+		if resp, body := ts.post(t, "/api/generate", `{"model":"tiny-a","prompt":"Hi","stream":false,"logprobs":true,"top_logprobs":`+n+`,"options":{"num_predict":1}}`); resp.StatusCode != 400 || !strings.Contains(body, "top_logprobs") {
+			t.Errorf("top_logprobs %s: %d %s", n, resp.StatusCode, body)
+		}
+	}
+}
+
 // TestOllamaNumCtx: num_ctx up to the server's context limits the
 // answer; more is refused.
 func TestOllamaNumCtx(t *testing.T) {

@@ -70,7 +70,10 @@ type chatMessage struct {
 	Role             string      `json:"role"`
 	Content          textContent `json:"content"`
 	ReasoningContent string      `json:"reasoning_content"`
-	ToolCalls        []struct {
+	// Reasoning is the name vLLM's newer responses give it: a
+	// client that gives its answers back as it got them sends it so.
+	Reasoning string `json:"reasoning"`
+	ToolCalls []struct {
 		ID       string `json:"id"`
 		Type     string `json:"type"`
 		Function struct {
@@ -300,7 +303,14 @@ func (t *target) openAIRequest(f *samplingFields, n, maxTokens *int, maxName str
 	if e != nil {
 		return qwen.Request{}, e
 	}
-	req := qwen.Request{Sampling: &params, MaxTokens: def, Stop: stop}
+	bias, e := f.logitBias(t.info.Vocab)
+	if e != nil {
+		return qwen.Request{}, e
+	}
+	req := qwen.Request{Sampling: &params, LogitBias: bias, MaxTokens: def, Stop: stop}
+	if e := f.vllmFields.apply(&req); e != nil {
+		return qwen.Request{}, e
+	}
 	if maxTokens != nil {
 		if *maxTokens < 1 {
 			return qwen.Request{}, badRequest(maxName, "%s %d must be at least 1", maxName, *maxTokens)
@@ -387,6 +397,9 @@ func (t *target) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
 		return qwen.Request{}, e
 	}
 	if e := responseFormat(cr.ResponseFormat, &req); e != nil {
+		return qwen.Request{}, e
+	}
+	if e := ignoreEOSFits(&req); e != nil {
 		return qwen.Request{}, e
 	}
 	if e := predict(cr.Prediction, &req); e != nil {
@@ -562,7 +575,11 @@ func chatMessages(in []chatMessage) ([]qwen.Message, *apiError) {
 		if e := m.Content.check(fmt.Sprintf("messages[%d].content", i)); e != nil {
 			return nil, e
 		}
-		out[i] = qwen.Message{Role: role, Content: m.Content.text, Reasoning: m.ReasoningContent}
+		reasoning := m.ReasoningContent
+		if reasoning == "" {
+			reasoning = m.Reasoning
+		}
+		out[i] = qwen.Message{Role: role, Content: m.Content.text, Reasoning: reasoning}
 		if len(m.ToolCalls) > 0 && role != "assistant" {
 			return nil, badRequest(fmt.Sprintf("messages[%d].tool_calls", i), "messages[%d]: only an assistant message has tool_calls", i)
 		}

@@ -3,6 +3,8 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -211,6 +213,127 @@ func TestOpenAILogprobs(t *testing.T) {
 		}
 	}
 	check("streamed", lps, content)
+}
+
+// TestOpenAILogitBias: logit_bias moves its tokens' logits before the
+// sampler, as OpenAI's does: -100 bans the greedy token, 100 forces
+// another, and the log-probabilities stay the model's. Keys that are not
+// token ids and values past 100 either way are refused.
+func TestOpenAILogitBias(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	tok := tinyTokenizer(t)
+	_, greedy, _, _ := greedyAlone(t, ts, qwen.Request{Tokens: tok.Encode("Hi", false), MaxTokens: 1})
+	forced := tok.Encode(" the", false)
+	if len(forced) != 1 || forced[0] == greedy[0] {
+		t.Fatalf("%v: want one token other than the greedy %d", forced, greedy[0])
+	}
+	type completion struct {
+		Choices []struct {
+			Text     string
+			Logprobs struct {
+				TokenLogprobs []float64            `json:"token_logprobs"`
+				TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+			}
+		}
+	}
+	ask := func(bias string) (int, string) {
+		resp, body := ts.post(t, "/v1/completions", `{"model":"tiny-a","prompt":"Hi","max_tokens":1,"temperature":0,"logprobs":1,"logit_bias":`+bias+`}`)
+		return resp.StatusCode, body
+	}
+	answer := func(bias string) completion {
+		t.Helper()
+		status, body := ask(bias)
+		var c completion
+		if status != 200 {
+			t.Fatalf("logit_bias %s: %d %s", bias, status, body)
+		}
+		unmarshal(t, body, &c)
+		return c
+	}
+	plain := answer(`{}`)
+	if got := plain.Choices[0].Text; got != tok.Decode(greedy) {
+		t.Fatalf("no bias: %q, want the greedy %q", got, tok.Decode(greedy))
+	}
+	if got := answer(fmt.Sprintf(`{"%d":-100}`, greedy[0])).Choices[0].Text; got == tok.Decode(greedy) {
+		t.Errorf("the greedy token banned: still %q", got)
+	}
+	c := answer(fmt.Sprintf(`{"%d":100,"%d":-0.5}`, forced[0], greedy[0]))
+	if got := c.Choices[0].Text; got != " the" {
+		t.Errorf("\" the\" forced: %q", got)
+	}
+	// The model's probabilities, as without the bias: the greedy token is
+	// still the most likely, " the" far from certain.
+	if lp := c.Choices[0].Logprobs; len(lp.TokenLogprobs) != 1 || lp.TokenLogprobs[0] > -1 || !maps.Equal(lp.TopLogprobs[0], plain.Choices[0].Logprobs.TopLogprobs[0]) {
+		t.Errorf("log-probabilities under the bias %+v, without %+v", lp, plain.Choices[0].Logprobs)
+	}
+	for _, bias := range []string{`{"x":1}`, `{"-1":1}`, `{"7":100.5}`, `{"7":-101}`, `{"151936":1}`, `{"151700":1}`} {
+		if status, body := ask(bias); status != 400 || !strings.Contains(strings.ToLower(body), "logit") {
+			t.Errorf("logit_bias %s: %d %s, want it refused", bias, status, body)
+		}
+	}
+}
+
+// TestVLLMFields: vLLM's ignore_eos generates past the end of the
+// answer (here forced by a bias on the end tokens), on the completion
+// and chat endpoints; its other extensions are refused unless they are
+// their defaults, not ignored.
+func TestVLLMFields(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	tok := tinyTokenizer(t)
+	var ends []string
+	for _, s := range []string{"<|im_end|>", "<|endoftext|>"} {
+		id, ok := tok.TokenID(s)
+		if !ok {
+			t.Fatalf("no %s", s)
+		}
+		ends = append(ends, fmt.Sprintf(`"%d":100`, id))
+	}
+	bias := `"logit_bias":{` + strings.Join(ends, ",") + `}`
+	type answer struct {
+		Choices []struct {
+			FinishReason string `json:"finish_reason"`
+		}
+		Usage struct {
+			CompletionTokens int `json:"completion_tokens"`
+		}
+	}
+	for _, c := range []struct{ path, body string }{
+		{"/v1/completions", `{"model":"tiny-a","prompt":"Hi","max_tokens":5,"temperature":0,` + bias},
+		{"/v1/chat/completions", `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}],"max_tokens":5,"temperature":0,"chat_template_kwargs":{"enable_thinking":false},` + bias},
+	} {
+		for _, ignore := range []bool{false, true} {
+			resp, body := ts.post(t, c.path, c.body+`,"ignore_eos":`+jsonBool(ignore)+`,"min_tokens":0,"typical_p":1,"best_of":1}`)
+			if resp.StatusCode != 200 {
+				t.Fatalf("%s: %d %s", c.path, resp.StatusCode, body)
+			}
+			var a answer
+			unmarshal(t, body, &a)
+			want, tokens := "stop", 0
+			if ignore {
+				want, tokens = "length", 5
+			}
+			if a.Choices[0].FinishReason != want || a.Usage.CompletionTokens != tokens {
+				t.Errorf("%s, ignore_eos %v: %s after %d tokens, want %s after %d", c.path, ignore, a.Choices[0].FinishReason, a.Usage.CompletionTokens, want, tokens)
+			}
+		}
+	}
+	// Beside a grammar's end it is refused by its own name, not by
+	// qwen.Request's field.
+	for _, c := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}],"max_tokens":5,"response_format":{"type":"json_object"},"ignore_eos":true}`},
+		{"/v1/responses", `{"model":"tiny-a","input":"Hi","max_output_tokens":5,"text":{"format":{"type":"json_object"}},"ignore_eos":true}`},
+	} {
+		resp, body := ts.post(t, c.path, c.body)
+		if resp.StatusCode != 400 || !strings.Contains(body, `"param":"ignore_eos"`) || strings.Contains(body, "IgnoreEOS") {
+			t.Errorf("%s: ignore_eos with a response format: %d %s, want a 400 naming ignore_eos", c.path, resp.StatusCode, body)
+		}
+	}
+	for field, value := range map[string]string{"min_tokens": "3", "stop_token_ids": "[7]", "typical_p": "0.5", "best_of": "2"} {
+		resp, body := ts.post(t, "/v1/completions", `{"model":"tiny-a","prompt":"Hi","max_tokens":2,"`+field+`":`+value+`}`)
+		if resp.StatusCode != 400 || !strings.Contains(body, field) {
+			t.Errorf("%s %s: %d %s, want it refused by name", field, value, resp.StatusCode, body)
+		}
+	}
 }
 
 // TestOpenAICompletions: a raw prompt, added tokens recognised, as

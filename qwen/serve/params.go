@@ -2,6 +2,7 @@ package serve
 
 import (
 	"math/rand/v2"
+	"strconv"
 
 	"github.com/qwenc/qwenc/format/chat"
 	"github.com/qwenc/qwenc/qwen"
@@ -27,6 +28,9 @@ func intParam(setting, field string, v *int) sampled {
 	return p
 }
 
+// randomSeed is the seed that asks for a random one.
+const randomSeed = -1
+
 // samplingParams builds a request's sampling parameters: the model's
 // generation config first, as qwenrun does, then what the request sets,
 // applied in the table's order and checked against its ranges, the same
@@ -34,7 +38,9 @@ func intParam(setting, field string, v *int) sampled {
 func samplingParams(defaults sampling.Params, seed *int64, given ...sampled) (sampling.Params, *apiError) {
 	p := defaults
 	p.Seed = rand.Uint64()
-	if seed != nil {
+	// -1 is Ollama's default seed and llama-server's: a random one. Its
+	// clients send it to ask for a fresh answer each time.
+	if seed != nil && *seed != randomSeed {
 		p.Seed = uint64(*seed)
 	}
 	for _, s := range sampling.Settings() {
@@ -63,6 +69,48 @@ type samplingFields struct {
 	PresencePenalty   *float64 `json:"presence_penalty"`
 	FrequencyPenalty  *float64 `json:"frequency_penalty"`
 	RepetitionPenalty *float64 `json:"repetition_penalty"`
+	// LogitBias maps token ids, written as strings, to what is added to
+	// their logits.
+	LogitBias map[string]float64 `json:"logit_bias"`
+	vllmFields
+}
+
+// vllmFields are the extensions of vLLM's OpenAI requests that its
+// clients (benchmarks above all) send: ignore_eos is honoured; the
+// others, which would change the answer, are refused unless they are
+// their defaults, rather than ignored.
+type vllmFields struct {
+	IgnoreEOS    *bool    `json:"ignore_eos"`
+	MinTokens    *int     `json:"min_tokens"`
+	StopTokenIDs []int32  `json:"stop_token_ids"`
+	TypicalP     *float64 `json:"typical_p"`
+	BestOf       *int     `json:"best_of"`
+}
+
+// apply sets a request's ignore_eos, or names the field it cannot hold.
+func (v *vllmFields) apply(req *qwen.Request) *apiError {
+	switch {
+	case v.MinTokens != nil && *v.MinTokens != 0:
+		return badRequest("min_tokens", "min_tokens is not supported (only 0)")
+	case len(v.StopTokenIDs) > 0:
+		return badRequest("stop_token_ids", "stop_token_ids is not supported: give the tokens' text in stop")
+	case v.TypicalP != nil && *v.TypicalP != 1:
+		return badRequest("typical_p", "typical_p is not supported (only 1)")
+	case v.BestOf != nil && *v.BestOf != 1:
+		return badRequest("best_of", "best_of must be 1: one answer per request")
+	}
+	req.IgnoreEOS = v.IgnoreEOS != nil && *v.IgnoreEOS
+	return nil
+}
+
+// ignoreEOSFits refuses ignore_eos beside an answer a grammar ends (tools
+// or a response format), naming the field: the library's refusal names
+// its Go field, which an HTTP client never wrote.
+func ignoreEOSFits(req *qwen.Request) *apiError {
+	if req.IgnoreEOS && (len(req.Tools) > 0 || req.JSONSchema != nil || req.JSONObject) {
+		return badRequest("ignore_eos", "ignore_eos would generate past the end that tools or a response format set")
+	}
+	return nil
 }
 
 func (f *samplingFields) params(defaults sampling.Params) (sampling.Params, *apiError) {
@@ -74,6 +122,26 @@ func (f *samplingFields) params(defaults sampling.Params) (sampling.Params, *api
 		floatParam("presence_penalty", "presence_penalty", f.PresencePenalty),
 		floatParam("frequency_penalty", "frequency_penalty", f.FrequencyPenalty),
 		floatParam("repeat_penalty", "repetition_penalty", f.RepetitionPenalty))
+}
+
+// logitBias reads OpenAI's logit_bias, held to its range and to the
+// vocabulary of vocab token ids.
+func (f *samplingFields) logitBias(vocab int) (map[int32]float32, *apiError) {
+	if len(f.LogitBias) == 0 {
+		return nil, nil
+	}
+	bias := make(map[int32]float32, len(f.LogitBias))
+	for key, b := range f.LogitBias {
+		id, err := strconv.ParseInt(key, 10, 32)
+		switch {
+		case err != nil || id < 0 || id >= int64(vocab):
+			return nil, badRequest("logit_bias", "logit_bias: key %q is not a token id from 0 to %d", key, vocab-1)
+		case !(b >= -qwen.MaxLogitBias && b <= qwen.MaxLogitBias):
+			return nil, badRequest("logit_bias", "logit_bias: %v for token %s is outside [-%d, %d]", b, key, qwen.MaxLogitBias, qwen.MaxLogitBias)
+		}
+		bias[int32(id)] = float32(b)
+	}
+	return bias, nil
 }
 
 // templateKwargs are vLLM's chat_template_kwargs: the variables a

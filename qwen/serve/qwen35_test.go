@@ -93,6 +93,27 @@ func TestApplyTemplateQwen35(t *testing.T) {
 		if resp.StatusCode != 200 || got.Prompt != c.Rendered {
 			t.Errorf("%s: %d %s\n got %q\nwant %q", c.Name, resp.StatusCode, out, got.Prompt, c.Rendered)
 		}
+		// The reasoning given back as vLLM's newer responses name it,
+		// reasoning, renders the same.
+		var msgs []map[string]any
+		unmarshal(t, string(c.Messages), &msgs)
+		renamed := false
+		for _, m := range msgs {
+			if r, ok := m["reasoning_content"]; ok {
+				delete(m, "reasoning_content")
+				m["reasoning"], renamed = r, true
+			}
+		}
+		if !renamed {
+			continue
+		}
+		req["messages"] = msgs
+		body, _ = json.Marshal(req)
+		resp, out = ts.post(t, "/apply-template", string(body))
+		unmarshal(t, out, &got)
+		if resp.StatusCode != 200 || got.Prompt != c.Rendered {
+			t.Errorf("%s, reasoning: %d %s\n got %q\nwant %q", c.Name, resp.StatusCode, out, got.Prompt, c.Rendered)
+		}
 	}
 }
 

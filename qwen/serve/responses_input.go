@@ -72,6 +72,9 @@ func (t *target) responsesRequest(rr *responsesRequest, prev []qwen.Message) (re
 	if e := textFormat(rr.Text.Format, &req); e != nil {
 		return c, e
 	}
+	if e := ignoreEOSFits(&req); e != nil {
+		return c, e
+	}
 	for i, inc := range rr.Include {
 		if !includes[inc] {
 			return c, badRequest(fmt.Sprintf("include[%d]", i), "include[%d] %q is not one this API knows", i, inc)

@@ -169,6 +169,9 @@ func (c *prefixCache) put(s *infer.Session) {
 	if s.Len() == 0 {
 		return
 	}
+	// What only its steps used (a drafted step's logs) would be held
+	// beyond the budget's worth of states.
+	s.Trim()
 	if c.fork {
 		in := s.Info()
 		c.entries = slices.DeleteFunc(c.entries, func(e *infer.Session) bool { return covers(in, e.Info()) })

@@ -276,6 +276,15 @@ func (d *diskCache) write(s *infer.Session, in *infer.SessionInfo) error {
 		return err
 	}
 	n, err := s.WriteTo(f)
+	if err == nil && n > d.budget {
+		// spill's measure, the states' bytes, leaves out the file's
+		// tokens and headers: a file past the whole bound would push out
+		// every other file, then go itself.
+		f.Close()
+		os.Remove(f.Name())
+		d.log.Debug("state cache: a session's file larger than the directory's bound is dropped", "bytes", n, "bound", d.budget)
+		return nil
+	}
 	if err == nil {
 		// On disk before it is renamed, and before the files it covers
 		// are removed below: a crash then leaves this file whole or the

@@ -407,3 +407,25 @@ func TestStateCacheDiskTooLarge(t *testing.T) {
 		t.Errorf("%+v; files %v", st, sessionFiles(t, dir))
 	}
 }
+
+// TestStateCacheDiskFileOverBound: a state whose bytes fit the
+// directory's bound but whose file does not (the file holds its tokens
+// and headers too) is not kept, and does not push out the files there.
+func TestStateCacheDiskFileOverBound(t *testing.T) {
+	m := smallModel(t, 32)
+	dir := t.TempDir()
+	long := randomPrompt(300, 2)
+	// The long conversation's session holds its prompt and the answer but
+	// its last token: two KV chunks, which are all its bytes.
+	bound := m.SequenceBytes(len(long)+1, format.KVF16)
+	e := newEngine(t, m, Options{CacheBytes: 1, CacheDir: dir, CacheDiskBytes: bound})
+	greedy(t, e, randomPrompt(40, 1), 2)
+	before := sessionFiles(t, dir)
+	if len(before) != 1 {
+		t.Fatalf("after a short conversation: files %v", before)
+	}
+	greedy(t, e, long, 2)
+	if st, after := e.Stats(), sessionFiles(t, dir); !slices.Equal(after, before) || st.DiskBytes > bound || st.DiskEvictions != 0 {
+		t.Errorf("after a state whose file is over the bound of %d bytes: files %v, before %v; %+v", bound, after, before, st)
+	}
+}

@@ -901,3 +901,31 @@ func TestRetriesAboveMaxPrefill(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptSessionsHoldNoStepBuffers: a conversation that drafted, on a
+// model with recurrent layers, leaves in the state cache what the same
+// conversation without drafts leaves: the logs of its drafted steps are
+// not kept beside the states (uncounted, they held the cache past its
+// bound; counted, they would crowd states out of it).
+func TestKeptSessionsHoldNoStepBuffers(t *testing.T) {
+	m := recurrentModel(t, format.F16)
+	var rep []int32
+	for i := range 40 {
+		rep = append(rep, int32(30+i%9), int32(50+i%4))
+	}
+	kept := func(d Draft) (int64, Usage) {
+		e := newEngine(t, m, Options{Parallel: 1})
+		evs, done := collect(t, submit(t, e, Request{Prompt: rep, MaxTokens: 24, Draft: d}))
+		sameAsAlone(t, fmt.Sprintf("%+v", d), m, rep, evs)
+		waitFor(t, func() bool { return e.Stats().Active == 0 })
+		return e.Stats().CachedBytes, done.Usage
+	}
+	plain, _ := kept(Draft{})
+	drafted, u := kept(Draft{Max: 8})
+	if u.Drafted == 0 || u.Accepted == u.Drafted {
+		t.Fatalf("%d drafted, %d kept: no step went back within its draft", u.Drafted, u.Accepted)
+	}
+	if drafted != plain {
+		t.Errorf("the cache holds %d bytes of a conversation that drafted, %d of the same without drafts", drafted, plain)
+	}
+}

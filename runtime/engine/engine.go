@@ -73,6 +73,10 @@ type Request struct {
 	// requests.
 	MaxTokens int
 	Stop      []int32 // token ids that end generation; they are not emitted
+	// Bias is added to the logits of its tokens before the sampler
+	// (OpenAI's logit_bias); the log-probabilities are the model's,
+	// without it. Ids are in the tokenizer's vocabulary.
+	Bias map[int32]float32
 	// TopLogprobs < 0 asks for no log-probabilities; 0 for the chosen
 	// token's; n > 0 also for the n most likely tokens at each step.
 	TopLogprobs int
@@ -384,6 +388,12 @@ func (e *Engine) Check(reqs []Request) error {
 		for _, id := range req.Draft.Prediction {
 			if id < 0 || int(id) >= e.m.Config.Vocab {
 				return fmt.Errorf("request %d: predicted token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
+			}
+		}
+		// The row sample biases is cut at the tokenizer's ids.
+		for id := range req.Bias {
+			if id < 0 || int(id) >= e.m.Tokenizer.VocabSize() {
+				return fmt.Errorf("request %d: biased token id %d outside the vocabulary [0, %d)", i, id, e.m.Tokenizer.VocabSize())
 			}
 		}
 	}
@@ -720,6 +730,9 @@ func (e *Engine) sample(j *job, l []float32, now time.Time, lp *logprobs, length
 	var raw []float32
 	if j.req.TopLogprobs >= 0 {
 		raw = lp.before(l)
+	}
+	for id, b := range j.req.Bias {
+		l[id] += b
 	}
 	c := j.req.Constraint
 	if c != nil {

@@ -287,6 +287,46 @@ func TestLogprobs(t *testing.T) {
 	}
 }
 
+// TestBias: a request's Bias moves its tokens' logits before the
+// sampler: -100 bans the greedy token, 100 forces another, while the
+// log-probability reported stays the model's. A biased id past the
+// tokenizer's vocabulary is refused.
+func TestBias(t *testing.T) {
+	m := smallModel(t, 32)
+	e := newEngine(t, m, Options{})
+	prompt := []int32{9, 8, 7, 6}
+	first := func(bias map[int32]float32) Event {
+		t.Helper()
+		s, err := e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 1, TopLogprobs: 0, Bias: bias})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, _ := collect(t, s)
+		return evs[0]
+	}
+	greedy := first(nil)
+	if got := first(map[int32]float32{greedy.Token: -100}); got.Token == greedy.Token {
+		t.Errorf("the greedy token %d banned: still chosen", greedy.Token)
+	}
+	forced := (greedy.Token + 1) % int32(m.Tokenizer.VocabSize())
+	sess, _ := m.NewSession(0)
+	l, _ := sess.Feed(prompt)
+	mx, z := math.Inf(-1), 0.0
+	for _, v := range l[:m.Tokenizer.VocabSize()] {
+		mx = math.Max(mx, float64(v))
+	}
+	for _, v := range l[:m.Tokenizer.VocabSize()] {
+		z += math.Exp(float64(v) - mx)
+	}
+	want := float64(l[forced]) - mx - math.Log(z)
+	if got := first(map[int32]float32{forced: 100}); got.Token != forced || math.Abs(float64(got.Logprob)-want) > 1e-4 {
+		t.Errorf("token %d forced: got %d, logprob %v; want it, logprob %v", forced, got.Token, got.Logprob, want)
+	}
+	if _, err := e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 1, Bias: map[int32]float32{int32(m.Tokenizer.VocabSize()): 1}}); err == nil {
+		t.Error("a bias past the vocabulary was accepted")
+	}
+}
+
 // TestCancelFreesTheSlot: a cancelled request ends with "cancelled" within
 // a step, and its slot goes to the request waiting in the queue.
 func TestCancelFreesTheSlot(t *testing.T) {

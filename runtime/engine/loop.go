@@ -217,15 +217,19 @@ func (l *loop) admit() (closing bool) {
 			}
 		}
 	}
+	// A cancelled request ends wherever it waits: behind a conversation
+	// that waits for a slot, it would wait for that slot too.
+	e.queue = slices.DeleteFunc(e.queue, func(j *job) bool {
+		if j.ctx.Err() == nil {
+			return false
+		}
+		j.finish(StopInterrupt)
+		return true
+	})
 	// In order: a conversation waits for a slot, and what is behind it
 	// waits too.
 	for len(e.queue) > 0 {
 		j := e.queue[0]
-		if j.ctx.Err() != nil {
-			e.queue = e.queue[1:]
-			j.finish(StopInterrupt)
-			continue
-		}
 		count, limit := &talking, e.opts.Parallel
 		if j.scoring() {
 			count, limit = &scoring, MaxScoring

@@ -100,14 +100,19 @@ const free = -1
 
 // allows reports whether a loop's rule, entered with count steps taken,
 // may take the alternative alt: a step below max, leaving at min or more.
-func (l *loop) allows(alt []Elem, count int32) bool {
+// A step of an automaton's loop goes to a member (to) that must then be
+// alive: checked here, before the step's first byte, as a step that
+// cannot be completed must not begin; checked after it only, a token
+// that ends inside a multi-byte character would pass and leave no way
+// on.
+func (l *loop) allows(alt []Elem, count, to int32) bool {
 	if l == nil || count == free {
 		return true
 	}
 	if len(alt) == 0 {
 		return count >= l.min
 	}
-	return l.max < 0 || count < l.max
+	return (l.max < 0 || count < l.max) && l.alive(to, count+1)
 }
 
 // Grammar is a compiled grammar: the rules, and the per-place token tables

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -446,4 +447,95 @@ func checkWithin(t *testing.T, m *Matcher, mask Mask) {
 			t.Fatalf("limit %d: mask word %d is %x, want %x", m.limit, i, mask[i], want[i])
 		}
 	}
+}
+
+// TestNoDeadEndInCharacter: under a pattern with lengths the automaton
+// does not keep by itself, a token that ends inside a multi-byte
+// character leaves a way on: walks that take such a token whenever one
+// is allowed never meet a mask with nothing in it, and what they
+// complete validates.
+func TestNoDeadEndInCharacter(t *testing.T) {
+	v, _ := qwenVocab(t)
+	for _, schema := range []string{
+		`{"type": "string", "pattern": "[a-z]+-[0-9]+", "maxLength": 12}`,
+		`{"type": "string", "pattern": "^[^x]{2,}y$", "minLength": 3, "maxLength": 6}`,
+		`{"type": "string", "pattern": "^(é|a|[^b-z])+b", "minLength": 4, "maxLength": 9}`,
+		`{"type": "object", "properties": {"k": {"type": "string", "pattern": "^\\S+!$", "minLength": 2, "maxLength": 3}}, "required": ["k"]}`,
+	} {
+		g, err := Schema(v, []byte(schema))
+		if err != nil {
+			t.Fatalf("%s: %v", schema, err)
+		}
+		sch := validator(t, schema)
+		cuts, texts := cuttingWalks(t, g, 30, 60)
+		for _, text := range texts {
+			inst, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+			if err != nil {
+				t.Fatalf("%s: %q is not JSON: %v", schema, text, err)
+			}
+			if err := sch.Validate(inst); err != nil {
+				t.Fatalf("%s: %q is invalid: %v", schema, text, err)
+			}
+		}
+		if cuts == 0 || len(texts) == 0 {
+			t.Fatalf("%s: %d tokens ending inside a character taken, %d walks complete", schema, cuts, len(texts))
+		}
+		t.Logf("%s: %d tokens ending inside a character taken, %d walks complete", schema, cuts, len(texts))
+	}
+}
+
+// cuttingWalks walks g from seeds seeds, taking a token that ends inside
+// a multi-byte character whenever one is allowed, and fails at a mask
+// with nothing in it: the count of such tokens taken, and the texts the
+// walks completed.
+func cuttingWalks(t *testing.T, g *Grammar, seeds uint64, maxSteps int) (cuts int, texts []string) {
+	t.Helper()
+	v := g.vocab
+	mask := v.NewMask()
+	for seed := range seeds {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		m := g.NewMatcher()
+		var text []byte
+		for step := 0; step < maxSteps && !m.Done(); step++ {
+			m.Fill(mask)
+			var all, cut []int32
+			for w, word := range mask {
+				for ; word != 0; word &= word - 1 {
+					id := int32(w*64 + bits.TrailingZeros64(word))
+					all = append(all, id)
+					if endsInCharacter(v.text[id]) {
+						cut = append(cut, id)
+					}
+				}
+			}
+			if len(all) == 0 {
+				t.Fatalf("seed %d: after %q nothing allowed", seed, text)
+			}
+			id := all[rng.IntN(len(all))]
+			if len(cut) > 0 {
+				id, cuts = cut[rng.IntN(len(cut))], cuts+1
+			}
+			if err := m.Accept(id); err != nil {
+				t.Fatal(err)
+			}
+			if !m.isEOS(id) {
+				text = append(text, v.text[id]...)
+			}
+		}
+		if m.Done() {
+			texts = append(texts, string(text))
+		}
+	}
+	return cuts, texts
+}
+
+// endsInCharacter reports whether text ends with the first bytes of a
+// multi-byte UTF-8 character.
+func endsInCharacter(text []byte) bool {
+	for i := len(text) - 1; i >= 0 && i >= len(text)-4; i-- {
+		if text[i]&0xc0 != 0x80 {
+			return text[i] >= 0xc0 && !utf8.FullRune(text[i:])
+		}
+	}
+	return false
 }

@@ -145,7 +145,11 @@ func (s *stacks) expandInto(f *frame, out *[]*frame) {
 				return
 			}
 			for a, alt := range callee.alts {
-				if l.allows(alt, count) {
+				to := int32(-1)
+				if len(alt) > 0 {
+					to = s.g.rules[alt[len(alt)-1].ref].member
+				}
+				if l.allows(alt, count, to) {
 					s.expandInto(s.intern(e.ref, int32(a), 0, count, l, parent), out)
 				}
 			}

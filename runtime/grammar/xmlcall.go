@@ -342,16 +342,12 @@ func (x *xmlCompiler) typedString(c *schemaCompiler, n node, path string, null b
 // '<', so none spells an end marker (a pattern that allows '<' is held to
 // fewer strings, each still valid), none of the control characters a raw
 // value leaves out, and none is "null" in any case unless null is set.
-// With lengths the automaton does not keep by itself, its characters are
-// ASCII ones: the count of a loop is checked as a character ends, and a
-// token of the first bytes of a longer character could then leave no
-// way on (held to fewer strings again, each valid).
 func (x *xmlCompiler) patterned(c *schemaCompiler, n node, path string, null bool) (Elem, error) {
 	sp, err := c.stringSpec(n, path)
 	if err != nil {
 		return Elem{}, err
 	}
-	raw := &charSet{nonASCII: sp.lo == 0 && sp.hi < 0}
+	raw := &charSet{nonASCII: true}
 	chars := rawChars()
 	for ch := range 128 {
 		if chars.Has(byte(ch)) && ch != '<' {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -390,34 +391,65 @@ func TestXMLValuesExact(t *testing.T) {
 	}
 }
 
+// rawStringGrammar is the grammar of the raw text of a string schema's
+// values, null among them if null is set.
+func rawStringGrammar(t *testing.T, v *Vocab, schema string, null bool) *Grammar {
+	t.Helper()
+	b := NewBuilder()
+	x := newXMLCompiler(b, newJSONRules(b))
+	c := newSchemaCompiler(x.j, json.RawMessage(schema))
+	n, _, err := c.parse(json.RawMessage(schema), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := x.typedString(c, n, "", null)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := b.Build(b.New("root", []Elem{e}), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 // TestXMLPatternExact: a raw string held to a pattern takes exactly the
 // strings the pattern matches, but those with a '<' and, unless null is
 // allowed beside, "null" in any case.
 func TestXMLPatternExact(t *testing.T) {
 	v, tok := qwenVocab(t)
 	for _, null := range []bool{false, true} {
-		b := NewBuilder()
-		x := newXMLCompiler(b, newJSONRules(b))
-		schema := `{"type": "string", "pattern": "^[a-zA-Z<]{3,4}$|^é+$"}`
-		c := newSchemaCompiler(x.j, json.RawMessage(schema))
-		n, _, err := c.parse(json.RawMessage(schema), "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := x.typedString(c, n, "", null)
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := b.Build(b.New("root", []Elem{e}), v)
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := rawStringGrammar(t, v, `{"type": "string", "pattern": "^[a-zA-Z<]{3,4}$|^é+$"}`, null)
 		for _, s := range []string{"abc", "abcd", "ab", "abcde", "null", "NuLl", "nul", "a<c", "ééé", "é", "", "abc\n"} {
 			want := (regexp.MustCompile(`^[a-zA-Z<]{3,4}$|^é+$`).MatchString(s)) && !strings.Contains(s, "<") && (null || !strings.EqualFold(s, "null"))
 			if got := accepts(g, tok, s); got != want {
 				t.Errorf("null %v: %q accepted %v, want %v", null, s, got, want)
 			}
 		}
+	}
+}
+
+// TestXMLPatternNonASCII: a raw string held to a pattern and to lengths
+// the automaton does not keep by itself takes non-ASCII characters, and
+// a token that ends inside one leaves a way on.
+func TestXMLPatternNonASCII(t *testing.T) {
+	v, tok := qwenVocab(t)
+	const pattern = `^[^x]+y$`
+	g := rawStringGrammar(t, v, `{"type": "string", "pattern": "`+pattern+`", "minLength": 3, "maxLength": 5}`, false)
+	for _, s := range []string{"éày", "aé€by", "ay", "abcdey", "a<y", "énully"} {
+		want := regexp.MustCompile(pattern).MatchString(s) && !strings.Contains(s, "<") && utf8.RuneCountInString(s) >= 3 && utf8.RuneCountInString(s) <= 5
+		if got := accepts(g, tok, s); got != want {
+			t.Errorf("%q accepted %v, want %v", s, got, want)
+		}
+	}
+	cuts, texts := cuttingWalks(t, g, 30, 20)
+	for _, s := range texts {
+		if n := utf8.RuneCountInString(s); !regexp.MustCompile(pattern).MatchString(s) || strings.Contains(s, "<") || n < 3 || n > 5 {
+			t.Fatalf("%q is not allowed", s)
+		}
+	}
+	if cuts == 0 || len(texts) == 0 {
+		t.Fatalf("%d tokens ending inside a character taken, %d walks complete", cuts, len(texts))
 	}
 }
 

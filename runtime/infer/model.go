@@ -140,11 +140,8 @@ func newModel(f *format.File, opts Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m.Tokenizer, err = tokenizer.Load(tb); err != nil {
+	if m.Tokenizer, err = tokenizer.LoadFor(tb, m.Config.Vocab); err != nil {
 		return nil, fmt.Errorf("section %q: %w", format.SecTokenizer, err)
-	}
-	if m.Tokenizer.VocabSize() > m.Config.Vocab {
-		return nil, fmt.Errorf("section %q: %d token ids for a %d-row embedding", format.SecTokenizer, m.Tokenizer.VocabSize(), m.Config.Vocab)
 	}
 	main := func(mode string, tokens int) *graph.Graph {
 		return arch.Build(a, &m.Config, mode, tokens, f.Header.SectionTypes())

@@ -317,7 +317,18 @@ func (s *Session) Memory(yield func(id *byte, bytes int64)) {
 			}
 		case *recurrentState:
 			yield(floatID(st.v), st.Bytes())
+			// A drafted step's log and its replay's outputs stay allocated
+			// after it, for the next one: memory the session holds all the
+			// same.
+			for _, v := range [][]float32{st.log, st.scratch} {
+				if cap(v) > 0 {
+					yield(floatID(v), 4*int64(cap(v)))
+				}
+			}
 		}
+	}
+	if cap(s.mtpPend) > 0 {
+		yield(floatID(s.mtpPend), 4*int64(cap(s.mtpPend)))
 	}
 	for _, c := range s.checkpoints {
 		for _, cp := range c.copies {
@@ -328,6 +339,27 @@ func (s *Session) Memory(yield func(id *byte, bytes int64)) {
 		if len(c.logits) > 0 {
 			yield(floatID(c.logits), int64(4*len(c.logits)))
 		}
+	}
+}
+
+// Trim lets go of what only steps use: the recurrent states' logs of a
+// drafted step and their replay's outputs, and the spare room of the
+// rows that wait for the MTP block. A session kept for later requests
+// (the engine's state cache, which counts Memory against its bound) runs
+// no step until it is forked, and a fork starts without them; a session
+// that steps again allocates them again. Within a drafted step (after
+// Speculate, before Keep) it does nothing: Keep needs the logs.
+func (s *Session) Trim() {
+	if s.logFrom >= 0 {
+		return
+	}
+	for _, st := range s.states {
+		if r, ok := st.(*recurrentState); ok {
+			r.log, r.logOp, r.scratch = nil, nil, nil
+		}
+	}
+	if cap(s.mtpPend) > len(s.mtpPend) {
+		s.mtpPend = append([]float32(nil), s.mtpPend...)
 	}
 }
 

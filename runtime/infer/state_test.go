@@ -283,3 +283,68 @@ func TestKeepWithinStep(t *testing.T) {
 		}
 	}
 }
+
+// TestTrimStepBuffers: after a drafted step (Speculate, a step, Keep
+// within it) a Qwen3.5 session still holds its recurrent states' logs
+// and their replay's outputs; Memory, which the engine's state cache
+// counts against its bound, counts them, and Trim lets them go: the
+// session then holds what a session never drafted holds, and goes on
+// with the logits of a straight run, drafting again.
+func TestTrimStepBuffers(t *testing.T) {
+	m := openModel(t, compileBundled(t, "tiny-q35"), kernels.Detect(), 2)
+	prompt := randomTokens(40, 300, 11)
+	draft := randomTokens(8, 300, 12)
+	tail := randomTokens(6, 300, 13)
+	memory := func(s *Session) int64 {
+		var n int64
+		s.Memory(func(_ *byte, b int64) { n += b })
+		return n
+	}
+	held := func(s *Session) int64 {
+		var n int64
+		for _, st := range s.states {
+			if r, ok := st.(*recurrentState); ok {
+				n += 4 * int64(cap(r.log)+cap(r.scratch))
+			}
+		}
+		return n
+	}
+	straight, _ := m.NewSession(0)
+	if _, err := straight.Feed(slices.Concat(prompt, draft[:2])); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := m.NewSession(0)
+	if _, err := s.Feed(prompt); err != nil {
+		t.Fatal(err)
+	}
+	sn := s.Speculate()
+	if _, err := s.Feed(draft); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Keep(sn, len(prompt)+2); err != nil {
+		t.Fatal(err)
+	}
+	if h := held(s); h == 0 || memory(s) < memory(straight)+h {
+		t.Errorf("after a drafted step the session holds %d bytes of logs; Memory counts %d, a session never drafted %d", h, memory(s), memory(straight))
+	}
+	s.Trim()
+	if h := held(s); h != 0 || memory(s) != memory(straight) {
+		t.Errorf("trimmed: %d bytes of logs held, Memory %d, a session never drafted %d", h, memory(s), memory(straight))
+	}
+	want, err := straight.Feed(tail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = slices.Clone(want)
+	sn = s.Speculate()
+	got, err := s.Feed(tail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := maxDiff(got, want); d > 1e-3 {
+		t.Errorf("trimmed, then a drafted step: logits off a straight run's by %g", d)
+	}
+	if err := s.Keep(sn, s.Len()-1); err != nil {
+		t.Errorf("trimmed, then kept within a drafted step: %v", err)
+	}
+}

@@ -47,7 +47,9 @@ func Settings() []Setting {
 		{Name: "top_p", Flag: "top-p", Lo: 0, Hi: 1, Note: "1 is off, 0 keeps only the most likely token",
 			apply: func(p *Params, v float64) {
 				p.TopP = float32(v)
-				if v == 0 {
+				// Whatever rounds to 0 as stored, as Check takes it: a
+				// TopP of 0 would turn top-p off instead.
+				if p.TopP == 0 {
 					p.TopP = topPKeepOne
 				}
 			},

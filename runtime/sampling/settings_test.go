@@ -94,15 +94,19 @@ func TestTopPZeroKeepsOne(t *testing.T) {
 	l := randLogits(2000, 3)
 	l[1500] = l[argmax(l)] // a tie
 	want := argmax(l)
-	for _, topK := range []int{0, 40} {
-		p := Params{Temperature: 1.5, TopK: topK, Seed: 9}
-		if err := s.Apply(&p, 0); err != nil {
-			t.Fatal(err)
-		}
-		smp := New(len(l), p)
-		for range 20 {
-			if got := smp.Sample(append([]float32(nil), l...), nil); int(got) != want {
-				t.Fatalf("top_k %d, top_p 0: sampled %d, want %d", topK, got, want)
+	// 1e-50 is 0 as a float32, as the range check takes it: the same
+	// cut, not top-p off.
+	for _, topP := range []float64{0, 1e-50} {
+		for _, topK := range []int{0, 40} {
+			p := Params{Temperature: 1.5, TopK: topK, Seed: 9}
+			if err := s.Apply(&p, topP); err != nil {
+				t.Fatal(err)
+			}
+			smp := New(len(l), p)
+			for range 20 {
+				if got := smp.Sample(append([]float32(nil), l...), nil); int(got) != want {
+					t.Fatalf("top_k %d, top_p %g: sampled %d, want %d", topK, topP, got, want)
+				}
 			}
 		}
 	}

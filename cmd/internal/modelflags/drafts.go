@@ -56,10 +56,7 @@ func (d Drafts) Options() []qwen.Option {
 // ReadDrafts reads --draft and its flags.
 func ReadDrafts(c *cli.Context) (Drafts, error) {
 	var d Drafts
-	if c.String("draft") == "none" {
-		return d, nil
-	}
-	if c.String("draft") == "" {
+	if draft := c.String("draft"); draft == "" || draft == "none" {
 		for _, f := range []string{"draft-max", "draft-min", "draft-p-min"} {
 			if c.IsSet(f) {
 				return d, fmt.Errorf("--%s needs --draft ngram, mtp or FILE.qbin", f)
@@ -99,6 +96,11 @@ func ReadDrafts(c *cli.Context) (Drafts, error) {
 	}
 	if most := max(d.Text, d.Model, d.MTP); m > most {
 		return d, fmt.Errorf("--draft-min %d: want 1 to --draft-max (%d)", m, most)
+	}
+	// The text's guesses have no probability, and the MTP block's chains
+	// are never cut: the value would be taken and do nothing.
+	if c.IsSet("draft-p-min") && d.Path == "" {
+		return d, fmt.Errorf("--draft-p-min cuts a draft model's guesses; --draft %s has no draft model", c.String("draft"))
 	}
 	return d, nil
 }

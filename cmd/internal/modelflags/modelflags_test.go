@@ -41,6 +41,7 @@ func TestStateCache(t *testing.T) {
 		{[]string{"--state-cache", "0", "--state-cache-dir", "d", "--state-cache-disk", "512MB"}, 2, ""},
 		{[]string{"--state-cache-dir", "d", "--state-cache-disk", "0"}, 0, "--state-cache-disk"},
 		{[]string{"--state-cache", "lots"}, 0, "--state-cache"},
+		{[]string{"--state-cache-disk", "10GiB"}, 0, "--state-cache-disk needs --state-cache-dir DIR"},
 	} {
 		opts, err := StateCache(parse(t, tc.args...))
 		if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) || tc.err == "" && (err != nil || len(opts) != tc.opts) {
@@ -104,12 +105,14 @@ func TestReadDrafts(t *testing.T) {
 		want string
 	}{
 		{[]string{"--draft-max", "4"}, "--draft-max needs --draft ngram, mtp or FILE.qbin"},
+		{[]string{"--draft", "none", "--draft-min", "2"}, "--draft-min needs --draft ngram, mtp or FILE.qbin"},
 		{[]string{"--draft", "ngram", "--draft-max", "0"}, "--draft-max 0: want 1 or more"},
 		{[]string{"--draft", "ngram", "--draft-min", "9", "--draft-max", "4"}, "--draft-min 9: want 1 to --draft-max (4)"},
 		{[]string{"--draft", "ngram", "--draft-min", "20"}, "--draft-min 20: want 1 to --draft-max (16)"},
 		{[]string{"--draft", "ngram", "--draft-p-min", "1"}, "--draft-p-min 1: want 0 to less than 1"},
 		{[]string{"--draft", "ngram,ngram"}, `--draft "ngram,ngram": ngram, mtp and one draft model, each once at most`},
 		{[]string{"--draft", "mtp,mtp"}, `--draft "mtp,mtp": ngram, mtp and one draft model, each once at most`},
+		{[]string{"--draft", "ngram,mtp", "--draft-p-min", "0.5"}, "--draft-p-min cuts a draft model's guesses; --draft ngram,mtp has no draft model"},
 		{[]string{"--draft", "missing.qbin"}, `--draft "missing.qbin": want ngram, mtp or a draft model's .qbin file: stat missing.qbin: no such file or directory`},
 	} {
 		if _, err := ReadDrafts(parse(t, tc.args...)); err == nil || err.Error() != tc.want {

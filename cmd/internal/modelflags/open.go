@@ -11,6 +11,7 @@ import (
 	"github.com/qwenc/qwenc/cmd/internal/pullcache"
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/format/oci"
+	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/kernels"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/urfave/cli/v2"
@@ -85,7 +86,7 @@ func CheckThreads(w io.Writer, flag string, n int) error {
 // model, and returns the logger its log flags ask for.
 func One(c *cli.Context, name string) (*slog.Logger, error) {
 	if c.NArg() != 1 {
-		return nil, fmt.Errorf("%s: want one MODEL.qbin argument", name)
+		return nil, cliutil.Usagef(c, "%s: want one MODEL.qbin argument, got %d", name, c.NArg())
 	}
 	if err := Check(c, os.Stderr); err != nil {
 		return nil, err

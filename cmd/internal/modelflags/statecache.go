@@ -26,6 +26,11 @@ func StateCache(c *cli.Context) ([]qwen.Option, error) {
 		}
 		opts = append(opts, qwen.WithStateCache(size))
 	}
+	if c.IsSet("state-cache-disk") && c.String("state-cache-dir") == "" {
+		// It bounds the directory's files: without one it would be
+		// taken and do nothing.
+		return nil, cliutil.Usagef(c, "--state-cache-disk needs --state-cache-dir DIR")
+	}
 	if dir := c.String("state-cache-dir"); dir != "" {
 		var size int64 // the library's default
 		if c.IsSet("state-cache-disk") {

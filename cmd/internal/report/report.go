@@ -61,8 +61,13 @@ func Summarize(r qwen.Result, text string, load time.Duration) Summary {
 func WriteStats(w io.Writer, r qwen.Result, load time.Duration) {
 	pn, pd := r.Prefill()
 	dn, dd := r.Decode()
-	fmt.Fprintf(w, "load %.0f ms | prompt %d tokens in %.0f ms, %.1f tok/s | generated %d tokens in %.0f ms, %.1f tok/s | stop: %s | kv %.1f MB",
-		ms(load), pn, ms(pd), rate(pn, pd), dn, ms(dd), rate(dn, dd), r.Stop, float64(r.Usage.KVBytes)/1e6)
+	fmt.Fprintf(w, "load %.0f ms | prompt %d tokens in %.0f ms, %.1f tok/s | generated %d tokens in %.0f ms, %.1f tok/s",
+		ms(load), pn, ms(pd), rate(pn, pd), dn, ms(dd), rate(dn, dd))
+	// A chat left before its first answer has no stop reason to give.
+	if r.Stop != "" {
+		fmt.Fprintf(w, " | stop: %s", r.Stop)
+	}
+	fmt.Fprintf(w, " | kv %.1f MB", float64(r.Usage.KVBytes)/1e6)
 	if u := r.Usage; u.Drafted > 0 {
 		fmt.Fprintf(w, " | drafted %d, accepted %d (%.0f%%)", u.Drafted, u.Accepted, 100*float64(u.Accepted)/float64(u.Drafted))
 	}

@@ -24,6 +24,12 @@ func TestStatsAndSummary(t *testing.T) {
 	if want := "load 20 ms | prompt 6 tokens in 3 ms, 2000.0 tok/s | generated 3 tokens in 6 ms, 500.0 tok/s | stop: eos | kv 1.0 MB | drafted 4, accepted 3 (75%)"; !strings.HasPrefix(b.String(), want) || !strings.HasSuffix(b.String(), "\n") {
 		t.Errorf("stats %q, want %q", b.String(), want)
 	}
+	// A chat that ends before any answer printed "stop:  |".
+	b.Reset()
+	WriteStats(&b, qwen.Result{}, 0)
+	if want := "load 0 ms | prompt 0 tokens in 0 ms, 0.0 tok/s | generated 0 tokens in 0 ms, 0.0 tok/s | kv 0.0 MB"; !strings.HasPrefix(b.String(), want) {
+		t.Errorf("stats of nothing %q, want %q", b.String(), want)
+	}
 	out, err := json.Marshal(Summarize(qwen.Result{}, "", 0))
 	if want := `{"generated_ids":[],"kv_bytes":0,"prompt_ids":[],"stop_reason":"","text":"","timings":{"accepted_tokens":0,"decode_ms":0,"decode_tok_s":0,"decode_tokens":0,"drafted_tokens":0,"load_ms":0,"prefill_ms":0,"prefill_tok_s":0,"prefill_tokens":0}}`; err != nil || string(out) != want {
 		t.Errorf("summary %s, want %s", out, want)

@@ -88,7 +88,9 @@ func (ch *Chat) Turn(ctx context.Context, text string) (qwen.Result, error) {
 	if err != nil {
 		return res, err
 	}
-	ch.show.end()
+	if err := ch.show.end(); err != nil {
+		return res, fmt.Errorf("writing the answer: %w", err)
+	}
 	return res, nil
 }
 

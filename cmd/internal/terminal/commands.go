@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/qwenc/qwenc/internal/fsutil"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/qwenc/qwenc/runtime/sampling"
 )
@@ -194,6 +195,11 @@ func (ch *Chat) do(in *console, cmd *command) error {
 	case "save":
 		path := expandHome(cmd.arg)
 		msgs := ch.c.Messages()
+		// A directory would fail only at the rename, as "file exists".
+		if err := fsutil.CheckOutput(path); err != nil {
+			ch.note("/save %s: %v", cmd.arg, err)
+			return nil
+		}
 		if err := qwen.SaveMessages(path, msgs); err != nil {
 			ch.note("/save %s: %v", cmd.arg, err)
 			return nil

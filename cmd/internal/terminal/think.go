@@ -42,8 +42,10 @@ func (f *thinkFilter) undim() {
 	}
 }
 
-func (f *thinkFilter) end() {
+// end ends an answer, and returns the first error writing it met: a
+// bufio.Writer keeps it.
+func (f *thinkFilter) end() error {
 	f.undim()
 	f.w.WriteString("\n")
-	f.w.Flush()
+	return f.w.Flush()
 }

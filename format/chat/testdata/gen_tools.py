@@ -9,7 +9,9 @@ writes tools_golden.json for chat's TestToolsAgainstJinja.
 Qwen3's template is the one in the shared tiny-a model's
 tokenizer_config.json, Qwen3.5's the one in tiny-q35's; Qwen3.6's is
 Qwen3.5's with the two lines it changes (preserve_thinking, and argument
-values other than strings through tojson); Qwen2.5's is below. Tool-call
+values other than strings through tojson); Qwen2.5's is below;
+Qwen3-Coder's is qwen3coder.jinja, the copy of Qwen3-Coder-30B-A3B-
+Instruct's that vLLM keeps as examples/tool_chat_template_qwen3coder.jinja. Tool-call
 arguments given as a string are passed to Qwen3's template as the string
 (it prints strings verbatim) and parsed to an object for the others
 (which print them through tojson, or iterate their items), as vLLM and
@@ -127,6 +129,8 @@ def main():
     qwen35 = shared_template("tiny-q35")
     templates = {"qwen3": env().from_string(shared_template("tiny-a")), "qwen2.5": env().from_string(QWEN25),
                  "qwen3.5": env().from_string(qwen35), "qwen3.6": env().from_string(qwen36_template(qwen35))}
+    with open(os.path.join(HERE, "qwen3coder.jinja")) as f:
+        templates["qwen3-coder"] = env().from_string(f.read())
     # The Qwen3.6 template made here renders the reference's cases as
     # Hugging Face did.
     with open(os.path.join(HERE, "qwen35", "chat_cases.json")) as f:
