@@ -6,7 +6,7 @@ const anthropic = new Anthropic({ baseURL: base, apiKey: "unused", authToken: nu
 const tools = [{ name: "weather", description: "The forecast.", input_schema: weatherParams }];
 
 await turn("plain", async () => {
-  const m = await anthropic.messages.create({ model, max_tokens: 16, messages: [{ role: "user", content: "Hello." }] });
+  const m = await anthropic.messages.create({ model, max_tokens: 16, temperature: 0, messages: [{ role: "user", content: "Hello." }] });
   check(m.type === "message" && m.role === "assistant" && ["end_turn", "max_tokens"].includes(m.stop_reason) && m.usage.output_tokens > 0, json(m));
 });
 await turn("forced tool call", async () => {
@@ -16,7 +16,7 @@ await turn("forced tool call", async () => {
   for (const u of uses) valid(weatherParams, u.input, "input");
 });
 await turn("streamed", async () => {
-  const s = anthropic.messages.stream({ model, max_tokens: 16, messages: [{ role: "user", content: "Hello." }] });
+  const s = anthropic.messages.stream({ model, max_tokens: 16, temperature: 0, messages: [{ role: "user", content: "Hello." }] });
   let text = "";
   s.on("text", (d) => { text += d; });
   const m = await s.finalMessage();

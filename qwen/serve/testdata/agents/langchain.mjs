@@ -2,11 +2,11 @@
 import { ChatOpenAI } from "@langchain/openai";
 import { base, model, check, json, valid, turn, weatherParams, weatherZod, weatherPrompt, personSchema, personZod, personPrompt } from "./lib.mjs";
 
-const llm = (maxTokens) => new ChatOpenAI({ model, apiKey: "unused", configuration: { baseURL: base + "/v1" }, maxTokens, maxRetries: 0 });
+const llm = (maxTokens, temperature) => new ChatOpenAI({ model, apiKey: "unused", configuration: { baseURL: base + "/v1" }, maxTokens, temperature, maxRetries: 0 });
 const weather = { type: "function", function: { name: "weather", description: "The forecast.", parameters: weatherParams } };
 
 await turn("plain", async () => {
-  const m = await llm(16).invoke("Hello.");
+  const m = await llm(16, 0).invoke("Hello.");
   check(typeof m.content === "string" && m.usage_metadata.output_tokens > 0, json(m));
 });
 await turn("forced tool call", async () => {

@@ -8,7 +8,7 @@ const ollama = new Ollama({ host: base });
 const tools = [{ type: "function", function: { name: "weather", description: "The forecast.", parameters: weatherParams } }];
 
 await turn("plain", async () => {
-  const r = await ollama.chat({ model, messages: [{ role: "user", content: "Hello." }], options: { num_predict: 16 } });
+  const r = await ollama.chat({ model, messages: [{ role: "user", content: "Hello." }], options: { num_predict: 16, temperature: 0 } });
   check(r.done && r.message.role === "assistant" && typeof r.message.content === "string" && r.eval_count > 0, json(r));
 });
 await turn("tools (no tool_choice in Ollama's API)", async () => {
@@ -18,7 +18,7 @@ await turn("tools (no tool_choice in Ollama's API)", async () => {
 });
 await turn("streamed", async () => {
   let text = "", last;
-  for await (const part of await ollama.generate({ model, prompt: "Hello.", stream: true, options: { num_predict: 16 } })) {
+  for await (const part of await ollama.generate({ model, prompt: "Hello.", stream: true, options: { num_predict: 16, temperature: 0 } })) {
     text += part.response;
     last = part;
   }

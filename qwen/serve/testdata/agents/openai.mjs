@@ -18,7 +18,7 @@ await turn("chat forced tool call", async () => {
   }
 });
 await turn("chat streamed", async () => {
-  const s = openai.chat.completions.stream({ model, messages: [{ role: "user", content: "Hello." }], max_tokens: 16, stream_options: { include_usage: true } });
+  const s = openai.chat.completions.stream({ model, messages: [{ role: "user", content: "Hello." }], max_tokens: 16, temperature: 0, stream_options: { include_usage: true } });
   let text = "";
   s.on("content", (d) => { text += d; });
   const c = await s.finalChatCompletion();
