@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -221,21 +222,15 @@ func coderDescription(b *builder, vals map[string]json.RawMessage) error {
 }
 
 // coderExtra writes the template's render_extra_keys: each member of an
-// object but the handled ones, as <KEY>VALUE</KEY>, a dict or a list as
-// tojson prints it, anything else as Python's str() does.
+// object but the handled ones, as <KEY>VALUE</KEY>, printed by the rule
+// of a call's values (coderValue): a dict or a list as tojson prints it,
+// anything else as Python's str() does.
 func coderExtra(b *builder, keys []string, vals map[string]json.RawMessage, handled ...string) error {
 	for _, k := range keys {
 		if slices.Contains(handled, k) {
 			continue
 		}
-		v := vals[k]
-		var s string
-		var err error
-		if c := firstByte(v); c == '{' || c == '[' {
-			s, err = ToJSON(v)
-		} else {
-			s, err = pyStr(v)
-		}
+		s, err := coderValue(vals[k], false)
 		if err != nil {
 			return fmt.Errorf("%s: %w", k, err)
 		}
@@ -244,14 +239,8 @@ func coderExtra(b *builder, keys []string, vals map[string]json.RawMessage, hand
 	return nil
 }
 
-func isObject(raw json.RawMessage) bool { return firstByte(raw) == '{' }
-
-// firstByte is the first byte of a JSON text after white space, 0 for
-// none.
-func firstByte(raw json.RawMessage) byte {
-	s := strings.TrimLeft(string(raw), " \t\r\n")
-	if s == "" {
-		return 0
-	}
-	return s[0]
+// isObject reports whether a JSON text is an object.
+func isObject(raw json.RawMessage) bool {
+	s := bytes.TrimSpace(raw)
+	return len(s) > 0 && s[0] == '{'
 }
