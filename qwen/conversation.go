@@ -201,6 +201,12 @@ func (c *Conversation) answer(req Request, st *Stream, each func(Delta)) (Result
 		// not an answer: the same message may be sent again.
 		return res, fmt.Errorf("conversation turn: %w", failed)
 	}
+	release, err := c.m.hold()
+	if err != nil {
+		return res, fmt.Errorf("conversation turn: %w", err)
+	}
+	text := c.m.m.Tokenizer.Decode(res.Generated)
+	release()
 	c.msgs = req.Messages
 	c.used, c.full = res.Usage.KVTokens, res.Stop == StopContext
 	// The answer as the model wrote it, for the next prompt to hold the
@@ -208,7 +214,7 @@ func (c *Conversation) answer(req Request, st *Stream, each func(Delta)) (Result
 	// that begins in reasoning, opened by the prompt (Qwen3.5's) or by
 	// the model (Qwen3's), and was cut before it closed it, is reasoning
 	// alone: the template would split nothing off it.
-	answer := Message{Role: "assistant", Content: c.m.Detokenize(res.Generated)}
+	answer := Message{Role: "assistant", Content: text}
 	if th, ok := c.m.thinking(&req); ok && !strings.Contains(answer.Content, th.Close) {
 		if th.Opened {
 			answer.Reasoning, answer.Content = answer.Content, ""

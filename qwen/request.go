@@ -331,6 +331,11 @@ func (m *Model) RenderPrompt(req Request) (string, error) {
 // conversation rendered without it is as the template prints a finished
 // one.
 func (m *Model) RenderTemplate(req Request, generationPrompt bool) (string, error) {
+	release, err := m.hold()
+	if err != nil {
+		return "", err
+	}
+	defer release()
 	segs, isChat, err := m.render(&req, generationPrompt)
 	switch {
 	case err != nil:
