@@ -99,6 +99,11 @@ func (c *Conversation) SetSettings(req Request) error {
 	if req.Messages != nil || req.Prompt != "" || req.Tokens != nil {
 		return errors.New("a conversation's request gives no prompt: Send gives it the messages")
 	}
+	if req.NoThinking {
+		if err := c.thinkingSwitch(); err != nil {
+			return fmt.Errorf("NoThinking: %w", err)
+		}
+	}
 	c.seeds = nil
 	if req.Sampling != nil {
 		if err := req.Sampling.Check(); err != nil {
@@ -118,10 +123,19 @@ func (c *Conversation) SetSettings(req Request) error {
 // settings' NoThinking), the sequence of seeds going on. A model whose
 // chat format has no switch for thinking refuses.
 func (c *Conversation) SetThinking(on bool) error {
-	if _, thinks := c.m.format.Thinking(); !thinks {
-		return fmt.Errorf("this model's chat template (%s) has no switch for thinking", c.m.format)
+	if err := c.thinkingSwitch(); err != nil {
+		return err
 	}
 	c.req.NoThinking = !on
+	return nil
+}
+
+// thinkingSwitch refuses a model that cannot switch its thinking: one
+// that does not think, and one that always does.
+func (c *Conversation) thinkingSwitch() error {
+	if th, thinks := c.m.format.Thinking(); !thinks || th.Always {
+		return fmt.Errorf("this model's chat template (%s) has no switch for thinking", c.m.format)
+	}
 	return nil
 }
 

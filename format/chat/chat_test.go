@@ -338,8 +338,16 @@ func TestQwen3ThinkingTemplate(t *testing.T) {
 	if got := Text(render(t, f, msgs, Options{GenerationPrompt: true})); got != want {
 		t.Errorf("%v: generation prompt\n got %q\nwant %q", f, got, want)
 	}
-	if th, ok := f.Thinking(); !ok || !th.Opened {
-		t.Errorf("%v: Thinking() = %+v, %v; want the block opened by the prompt", f, th, ok)
+	if th, ok := f.Thinking(); !ok || !th.Opened || !th.Always {
+		t.Errorf("%v: Thinking() = %+v, %v; want the block opened by the prompt, always", f, th, ok)
+	}
+	// The template never reads enable_thinking: switching thinking off
+	// is refused, not rendered as Qwen3's empty block.
+	if _, err := f.Render(msgs, Options{GenerationPrompt: true, NoThinking: true}); err == nil || !strings.Contains(err.Error(), "always thinks") {
+		t.Errorf("%v: NoThinking rendered (%v); want it refused", f, err)
+	}
+	if got := Text(render(t, f, msgs, Options{NoThinking: true})); got != "<|im_start|>user\nHi<|im_end|>\n" {
+		t.Errorf("%v: NoThinking without the generation prompt: %q", f, got)
 	}
 	tok := qwenTokenizer(t)
 	s := f.NewSplitter(tok, Options{})
