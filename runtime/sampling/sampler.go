@@ -65,6 +65,7 @@ type Sampler struct {
 	e      []float32 // unnormalised probabilities, full-vocabulary path
 	bucket []uint16  // histogram bucket per token, full-vocabulary path
 	hist   [numBuckets]float64
+	sub    [subBuckets]float64 // the boundary bucket's histogram, when it is large
 	exp    expTable
 
 	counts []int32 // occurrences in the penalty window; all zero between calls
