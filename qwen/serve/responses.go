@@ -116,7 +116,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, rl *reqL
 func (s *Server) responseHead(t *target, rr *responsesRequest, c responsesCall) *responseObject {
 	head := &responseObject{ID: itemID("resp"), Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
 		Background: rr.Background, Instructions: rr.Instructions, MaxOutputTokens: rr.MaxOutputTokens, Model: t.name,
-		Output: []outputItem{}, ParallelToolCalls: !c.req.OneToolCall, ServiceTier: "default", Store: c.store,
+		Output: []outputItem{}, ParallelToolCalls: rr.ParallelToolCalls == nil || *rr.ParallelToolCalls, ServiceTier: "default", Store: c.store,
 		Temperature: float32To64(c.req.Sampling.Temperature), TopP: float32To64(c.req.Sampling.TopP), Truncation: "disabled",
 		ToolChoice: rr.ToolChoice, Tools: rr.Tools, User: rr.User, Metadata: rr.Metadata}
 	if id := rr.PreviousResponseID; id != nil && *id != "" {

@@ -442,6 +442,25 @@ func TestResponsesNamespace(t *testing.T) {
 	}
 }
 
+// TestResponsesParallelToolCalls: the response gives parallel_tool_calls
+// back as the request set it, with tools or without (where it bounds
+// nothing).
+func TestResponsesParallelToolCalls(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	const tools = `,"tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{},"additionalProperties":false}}]`
+	for _, c := range []struct {
+		fields string
+		want   bool
+	}{{``, true}, {`,"parallel_tool_calls":false`, false}, {`,"parallel_tool_calls":false` + tools, false}, {`,"parallel_tool_calls":true` + tools, true}} {
+		resp, out := ts.post(t, "/v1/responses", `{"model":"tiny-a","input":"Hi","max_output_tokens":1`+c.fields+`}`)
+		var r responseObject
+		unmarshal(t, out, &r)
+		if resp.StatusCode != http.StatusOK || r.ParallelToolCalls != c.want {
+			t.Errorf("%s: %d %s; want parallel_tool_calls %v", c.fields, resp.StatusCode, out, c.want)
+		}
+	}
+}
+
 // TestResponsesSystemMessages: instructions with system and developer
 // messages first in input (Codex sends two developer messages), or with
 // a previous response whose history begins with them, make one system
