@@ -427,6 +427,24 @@ func TestResponsesBackground(t *testing.T) {
 	}
 }
 
+// TestResponsesBackgroundFails: a background response whose generation
+// the engine fails is read back failed, with the error and the output so
+// far, not as cancelled, which nobody asked.
+func TestResponsesBackgroundFails(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	head := &responseObject{ID: itemID("resp"), Object: "response", Status: "in_progress", Background: true, Output: []outputItem{}}
+	ts.responses.begin(head, func() {}, make(chan struct{}))
+	ts.runBackground(failing(ts), responsesCall{}, head)
+	req, _ := http.NewRequest("GET", ts.url+"/v1/responses/"+head.ID, nil)
+	resp, body := do(t, req)
+	var r responseObject
+	unmarshal(t, body, &r)
+	if resp.StatusCode != http.StatusOK || r.Status != "failed" || r.Error == nil || !strings.Contains(r.Error.Message, "the kernel failed") ||
+		len(r.Output) != 1 || r.Output[0].Content[0].Text != "Hello" || r.Output[0].Status != "incomplete" {
+		t.Errorf("%d %s; want failed, with the error and the text so far", resp.StatusCode, body)
+	}
+}
+
 // TestResponsesNamespace: the functions of a namespace (Codex groups its
 // sub-agent tools so) are tools as the others are, and a call of one
 // names its namespace.
