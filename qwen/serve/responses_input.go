@@ -259,8 +259,11 @@ func responsesToolChoice(raw json.RawMessage, req *qwen.Request) *apiError {
 	}
 	switch o.Type {
 	case "function":
-		if o.Name == "" {
+		switch {
+		case o.Name == "":
 			return badRequest("tool_choice.name", "tool_choice.name: missing")
+		case len(req.Tools) > 0 && toolIndex(req.Tools, o.Name) < 0: // no tools at all is refused with the other forced choices
+			return badRequest("tool_choice.name", "tool_choice.name %q: not among the tools", o.Name)
 		}
 		req.ToolName = o.Name
 	case "allowed_tools":
