@@ -578,6 +578,11 @@ func TestAnthropicErrors(t *testing.T) {
 		{"/v1/messages", `{` + m + `,"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "server tools are not supported"},
 		{"/v1/messages", `{` + m + `,"tools":[{"name":"f"}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "tools[0].input_schema: missing"},
 		{"/v1/messages", `{` + m + `,"tools":[{"name":"f","input_schema":{"type":"object","minProperties":"one"}}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "minProperties"},
+		// A tool's input is an object: Anthropic refuses a schema of
+		// another type, or of none.
+		{"/v1/messages", `{` + m + `,"tools":[{"name":"f","input_schema":{"type":"string","enum":["a"]}}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tools[0].input_schema.type "string": want "object"`},
+		{"/v1/messages", `{` + m + `,"tools":[{"name":"f","input_schema":{"type":"object"}},{"name":"g","input_schema":{"properties":{"a":{}}}}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tools[1].input_schema.type: missing; want "object"`},
+		{"/v1/messages/count_tokens", `{"model":"tiny-a","tools":[{"name":"f","input_schema":{"type":["object","null"]}}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tools[0].input_schema.type ["object","null"]: want "object"`},
 		{"/v1/messages", `{` + m + `,"stop_sequences":"END","messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "stop_sequences: want an array"},
 		{"/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":4,"messages":[{"role":"user","content":"Hi"}]}`, 404, "not_found_error", `the model "claude-sonnet-4-5" does not exist: this server has "tiny-a"`},
 		{"/v1/messages/count_tokens", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"Hi"}]}`, 404, "not_found_error", "does not exist"},
