@@ -477,14 +477,21 @@ func (t *target) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 	if req.Messages, e = anthropicMessages(mr.System, mr.Messages); e != nil {
 		return req, e
 	}
+	named := map[string]int{} // a tool's name to its index
 	for i, def := range mr.Tools {
 		path := fmt.Sprintf("tools[%d]", i)
+		first, taken := named[def.Name]
 		switch {
 		case def.Type != "" && def.Type != "custom":
 			return req, badRequest(path, "%s: a tool of type %q: Anthropic's server tools are not supported; give name, description and input_schema", path, def.Type)
 		case def.Name == "":
 			return req, badRequest(path+".name", "%s.name: missing", path)
+		case !toolName(def.Name):
+			return req, badRequest(path+".name", "%s.name %q: want at most 128 letters, digits, _ and -, as Anthropic has it", path, def.Name)
+		case taken:
+			return req, badRequest(path+".name", "%s.name %q: tools[%d] has it too: tool names must be unique", path, def.Name, first)
 		}
+		named[def.Name] = i
 		if e := schemaObject(def.InputSchema, path+".input_schema", true); e != nil {
 			return req, e
 		}
@@ -507,6 +514,21 @@ func (t *target) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 		return req, e
 	}
 	return req, t.needsChat()
+}
+
+// toolName reports whether name is one Anthropic takes,
+// ^[a-zA-Z0-9_-]{1,128}$: the model writes it in its calls, which a name
+// with a quote or a space would break.
+func toolName(name string) bool {
+	if len(name) > 128 {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // inputSchemaType refuses an input_schema whose type (at path) is not

@@ -583,6 +583,11 @@ func TestAnthropicErrors(t *testing.T) {
 		{"/v1/messages", `{` + m + `,"tools":[{"name":"f","input_schema":{"type":"string","enum":["a"]}}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tools[0].input_schema.type "string": want "object"`},
 		{"/v1/messages", `{` + m + `,"tools":[{"name":"f","input_schema":{"type":"object"}},{"name":"g","input_schema":{"properties":{"a":{}}}}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tools[1].input_schema.type: missing; want "object"`},
 		{"/v1/messages/count_tokens", `{"model":"tiny-a","tools":[{"name":"f","input_schema":{"type":["object","null"]}}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tools[0].input_schema.type ["object","null"]: want "object"`},
+		// Tool names as Anthropic takes them: ^[a-zA-Z0-9_-]{1,128}$, each
+		// once.
+		{"/v1/messages", `{` + m + `,"tools":[{"name":"a b\"c","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tools[0].name "a b\"c": want at most 128 letters, digits, _ and -`},
+		{"/v1/messages", `{` + m + `,"tools":[{"name":"` + strings.Repeat("x", 129) + `","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tools[0].name "xxx`},
+		{"/v1/messages", `{` + m + `,"tools":[{"name":"f","input_schema":{"type":"object"}},{"name":"mcp__git-hub__f_2","input_schema":{"type":"object"}},{"name":"f","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tools[2].name "f": tools[0] has it too: tool names must be unique`},
 		{"/v1/messages", `{` + m + `,"stop_sequences":"END","messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "stop_sequences: want an array"},
 		{"/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":4,"messages":[{"role":"user","content":"Hi"}]}`, 404, "not_found_error", `the model "claude-sonnet-4-5" does not exist: this server has "tiny-a"`},
 		{"/v1/messages/count_tokens", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"Hi"}]}`, 404, "not_found_error", "does not exist"},
