@@ -90,6 +90,7 @@ type anthropicBlockIn struct {
 	Name      string          `json:"name"`
 	Input     json.RawMessage `json:"input"`
 	ToolUseID string          `json:"tool_use_id"`
+	ToolName  string          `json:"tool_name"` // a tool_reference's
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
 }
@@ -823,7 +824,10 @@ func assistantTurn(out []qwen.Message, content anthropicContent, path string) ([
 	return append(out, msg), nil
 }
 
-// textOf is a tool result's text: a string, or text blocks.
+// textOf is a tool result's text: a string, or text blocks and
+// tool_reference blocks, each of which is the name of the tool it
+// loads. Claude Code's ToolSearch answers with these; the tools they
+// load are in the prompt already, as defer_loading is not honoured.
 func textOf(raw json.RawMessage, path string) (string, *apiError) {
 	content, e := parseContent(raw, path)
 	if e != nil {
@@ -831,10 +835,17 @@ func textOf(raw json.RawMessage, path string) (string, *apiError) {
 	}
 	var text []string
 	for j, b := range content {
-		if b.Type != "text" {
-			return "", refuseBlock(fmt.Sprintf("%s[%d]", path, j), b.Type, "a tool result is text")
+		bp := fmt.Sprintf("%s[%d]", path, j)
+		switch {
+		case b.Type == "text":
+			text = append(text, b.Text)
+		case b.Type == "tool_reference" && b.ToolName == "":
+			return "", badRequest(bp+".tool_name", "%s.tool_name: missing", bp)
+		case b.Type == "tool_reference":
+			text = append(text, b.ToolName)
+		default:
+			return "", refuseBlock(bp, b.Type, "a tool result has text and tool_reference blocks")
 		}
-		text = append(text, b.Text)
 	}
 	return strings.Join(text, "\n\n"), nil
 }

@@ -452,6 +452,33 @@ func TestAnthropicConversation(t *testing.T) {
 	}
 }
 
+// TestAnthropicToolReference: Claude Code's ToolSearch answers with
+// tool_reference blocks, which load the deferred tools they name: each
+// is that name in the tool message, and the next turn is answered.
+func TestAnthropicToolReference(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	body := `{"model":"tiny-a","max_tokens":2,"temperature":0,"thinking":{"type":"disabled"},
+		"tools":[{"name":"ToolSearch","input_schema":{"type":"object","properties":{"query":{"type":"string"}}}},
+			{"name":"mcp__echo__echo","input_schema":{"type":"object"},"defer_loading":true},
+			{"name":"mcp__echo__ping","input_schema":{"type":"object"},"defer_loading":true}],
+		"messages":[{"role":"user","content":"Echo hi."},
+			{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"ToolSearch","input":{"query":"select:mcp__echo__echo,mcp__echo__ping"}}]},
+			{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[
+				{"type":"tool_reference","tool_name":"mcp__echo__echo"},{"type":"tool_reference","tool_name":"mcp__echo__ping"}]}]}]}`
+	var mr messagesRequest
+	unmarshal(t, body, &mr)
+	req, e := ts.target().messagesRequest(&mr, false)
+	if e != nil {
+		t.Fatal(e.msg)
+	}
+	if n := len(req.Messages); n != 3 || jsonOf(t, req.Messages[2]) != jsonOf(t, qwen.Message{Role: "tool", Content: "mcp__echo__echo\n\nmcp__echo__ping"}) {
+		t.Errorf("messages %s; want the tool message to name the tools", jsonOf(t, req.Messages))
+	}
+	if resp, out := ts.post(t, "/v1/messages", body); resp.StatusCode != 200 {
+		t.Errorf("%d %s", resp.StatusCode, out)
+	}
+}
+
 // TestAnthropicStreamBlocks: an answer that thinks, says a sentence and
 // makes two calls streams as four blocks, in order, each with its index,
 // that add up to the message not streamed; an answer cut by the server's
@@ -562,6 +589,7 @@ func TestAnthropicErrors(t *testing.T) {
 			"messages[0].content[0]: image blocks are not supported: this model has no vision"},
 		{"/v1/messages", user(`[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image"}]}]`), 400, "invalid_request_error", "messages[0].content[0].content[0]: image blocks"},
 		{"/v1/messages", user(`[{"type":"document"}]`), 400, "invalid_request_error", "document blocks are not supported"},
+		{"/v1/messages", user(`[{"type":"tool_result","tool_use_id":"t","content":[{"type":"tool_reference"}]}]`), 400, "invalid_request_error", "messages[0].content[0].content[0].tool_name: missing"},
 		{"/v1/messages", user(`7`), 400, "invalid_request_error", "content: want a string or a list of content blocks"},
 		{"/v1/messages", user(`[{"type":"text","text":5}]`), 400, "invalid_request_error", "messages[0].content[0].text: want a string, got number"},
 		{"/v1/messages", user(`[]`), 400, "invalid_request_error", "messages[0].content: empty"},
