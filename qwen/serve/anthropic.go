@@ -43,6 +43,10 @@ type messagesRequest struct {
 		Name                   string `json:"name"`
 		DisableParallelToolUse bool   `json:"disable_parallel_tool_use"`
 	} `json:"tool_choice"`
+	// MCPServers are the MCP connector beta's servers, whose tools
+	// Anthropic would call itself: refused, as its server tools are,
+	// rather than answered without them.
+	MCPServers []json.RawMessage `json:"mcp_servers"`
 }
 
 type anthropicMessage struct {
@@ -477,6 +481,9 @@ func (t *target) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 	var e *apiError
 	if req.Messages, e = anthropicMessages(mr.System, mr.Messages); e != nil {
 		return req, e
+	}
+	if len(mr.MCPServers) > 0 {
+		return req, badRequest("mcp_servers", "mcp_servers: Anthropic's MCP connector is not supported: connect the servers in the client, and give their tools in tools")
 	}
 	named := map[string]int{} // a tool's name to its index
 	for i, def := range mr.Tools {
