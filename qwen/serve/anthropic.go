@@ -97,6 +97,13 @@ type anthropicBlockIn struct {
 	ToolName  string          `json:"tool_name"` // a tool_reference's
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
+	// A document's.
+	Source    json.RawMessage `json:"source"`
+	Title     string          `json:"title"`
+	Context   string          `json:"context"`
+	Citations *struct {
+		Enabled bool `json:"enabled"`
+	} `json:"citations"`
 }
 
 // anthropicTool is a client tool; Anthropic's server tools (web search,
@@ -784,6 +791,12 @@ func userTurn(out []qwen.Message, content anthropicContent, path string) ([]qwen
 		switch b.Type {
 		case "text":
 			text = append(text, b.Text)
+		case "document":
+			doc, e := documentText(b, bp)
+			if e != nil {
+				return nil, e
+			}
+			text = append(text, doc)
 		case "tool_result":
 			result, e := textOf(b.Content, bp+".content")
 			if e != nil {
@@ -797,7 +810,7 @@ func userTurn(out []qwen.Message, content anthropicContent, path string) ([]qwen
 			flush()
 			out = append(out, qwen.Message{Role: "tool", Content: result})
 		default:
-			return nil, refuseBlock(bp, b.Type, "a user message has text and tool_result blocks")
+			return nil, refuseBlock(bp, b.Type, "a user message has text, document and tool_result blocks")
 		}
 	}
 	flush()
@@ -850,11 +863,54 @@ func textOf(raw json.RawMessage, path string) (string, *apiError) {
 			return "", badRequest(bp+".tool_name", "%s.tool_name: missing", bp)
 		case b.Type == "tool_reference":
 			text = append(text, b.ToolName)
+		case b.Type == "document":
+			doc, e := documentText(b, bp)
+			if e != nil {
+				return "", e
+			}
+			text = append(text, doc)
 		default:
-			return "", refuseBlock(bp, b.Type, "a tool result has text and tool_reference blocks")
+			return "", refuseBlock(bp, b.Type, "a tool result has text, document and tool_reference blocks")
 		}
 	}
 	return strings.Join(text, "\n\n"), nil
+}
+
+// documentText is a document block's title, context and text, joined as
+// text blocks are: a plain text source, or a content source of text
+// blocks. A PDF, an image or a file is refused, as the model reads text
+// only; so are citations, which it cannot give.
+func documentText(b anthropicBlockIn, path string) (string, *apiError) {
+	var src struct {
+		Type    string          `json:"type"`
+		Data    string          `json:"data"`
+		Content json.RawMessage `json:"content"`
+	}
+	if e := unmarshalAt(b.Source, path+".source", &src, "a document source, an object with a type"); e != nil {
+		return "", e
+	}
+	var body string
+	switch src.Type {
+	case "text":
+		body = src.Data
+	case "content":
+		var e *apiError
+		if body, e = textOf(src.Content, path+".source.content"); e != nil {
+			return "", e
+		}
+	default:
+		return "", badRequest(path+".source.type", "%s.source.type %q: a document is read as text, from a text or content source: %s", path, src.Type, noVision)
+	}
+	if b.Citations != nil && b.Citations.Enabled {
+		return "", badRequest(path+".citations", "%s.citations: citations are not supported", path)
+	}
+	var parts []string
+	for _, p := range []string{b.Title, b.Context, body} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	return strings.Join(parts, "\n\n"), nil
 }
 
 // refuseBlock refuses a block of a type that has no place there; images

@@ -479,6 +479,38 @@ func TestAnthropicToolReference(t *testing.T) {
 	}
 }
 
+// TestAnthropicDocuments: a document of text (a text source, or a
+// content source of text blocks) is its title, its context and its text,
+// in a user message or a tool result, and is answered.
+func TestAnthropicDocuments(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	body := `{"model":"tiny-a","max_tokens":2,"temperature":0,"thinking":{"type":"disabled"},
+		"tools":[{"name":"fetch","input_schema":{"type":"object"}}],
+		"messages":[{"role":"user","content":[
+				{"type":"document","source":{"type":"text","media_type":"text/plain","data":"The grass is green."},"title":"Facts","context":"From a book.","citations":{"enabled":false},"cache_control":{"type":"ephemeral"}},
+				{"type":"text","text":"What color is the grass?"}]},
+			{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"fetch","input":{}}]},
+			{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[
+				{"type":"document","source":{"type":"content","content":[{"type":"text","text":"The sky"},{"type":"text","text":"is blue."}]}}]}]}]}`
+	var mr messagesRequest
+	unmarshal(t, body, &mr)
+	req, e := ts.target().messagesRequest(&mr, false)
+	if e != nil {
+		t.Fatal(e.msg)
+	}
+	want := []qwen.Message{
+		{Role: "user", Content: "Facts\n\nFrom a book.\n\nThe grass is green.\n\nWhat color is the grass?"},
+		{Role: "assistant", ToolCalls: []qwen.ToolCall{{ID: "toolu_1", Name: "fetch", Arguments: "{}"}}},
+		{Role: "tool", Content: "The sky\n\nis blue."},
+	}
+	if jsonOf(t, req.Messages) != jsonOf(t, want) {
+		t.Errorf("messages\n%s\nwant\n%s", jsonOf(t, req.Messages), jsonOf(t, want))
+	}
+	if resp, out := ts.post(t, "/v1/messages", body); resp.StatusCode != 200 {
+		t.Errorf("%d %s", resp.StatusCode, out)
+	}
+}
+
 // TestAnthropicStreamBlocks: an answer that thinks, says a sentence and
 // makes two calls streams as four blocks, in order, each with its index,
 // that add up to the message not streamed; an answer cut by the server's
@@ -588,7 +620,12 @@ func TestAnthropicErrors(t *testing.T) {
 		{"/v1/messages", user(`[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]`), 400, "invalid_request_error",
 			"messages[0].content[0]: image blocks are not supported: this model has no vision"},
 		{"/v1/messages", user(`[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image"}]}]`), 400, "invalid_request_error", "messages[0].content[0].content[0]: image blocks"},
-		{"/v1/messages", user(`[{"type":"document"}]`), 400, "invalid_request_error", "document blocks are not supported"},
+		{"/v1/messages", user(`[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0="}}]`), 400, "invalid_request_error",
+			`messages[0].content[0].source.type "base64": a document is read as text, from a text or content source: this model has no vision`},
+		{"/v1/messages", user(`[{"type":"document"}]`), 400, "invalid_request_error", "messages[0].content[0].source: want a document source"},
+		{"/v1/messages", user(`[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"x"},"citations":{"enabled":true}}]`), 400, "invalid_request_error",
+			"messages[0].content[0].citations: citations are not supported"},
+		{"/v1/messages", user(`[{"type":"document","source":{"type":"content","content":[{"type":"image"}]}}]`), 400, "invalid_request_error", "messages[0].content[0].source.content[0]: image blocks"},
 		{"/v1/messages", user(`[{"type":"tool_result","tool_use_id":"t","content":[{"type":"tool_reference"}]}]`), 400, "invalid_request_error", "messages[0].content[0].content[0].tool_name: missing"},
 		{"/v1/messages", user(`7`), 400, "invalid_request_error", "content: want a string or a list of content blocks"},
 		{"/v1/messages", user(`[{"type":"text","text":5}]`), 400, "invalid_request_error", "messages[0].content[0].text: want a string, got number"},
