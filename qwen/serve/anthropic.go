@@ -697,7 +697,10 @@ func anthropicMessages(system json.RawMessage, in []anthropicMessage) ([]qwen.Me
 			if b.Type != "text" {
 				return badRequest(path, "%s[%d]: a %q block: the system prompt is text", path, j, b.Type)
 			}
-			if !strings.HasPrefix(b.Text, billingHeader) {
+			// An empty system prompt is none, as Anthropic has it: kept,
+			// it would render an empty system turn (and, on Qwen2.5, take
+			// the place of the template's default one).
+			if b.Text != "" && !strings.HasPrefix(b.Text, billingHeader) {
 				sys = append(sys, b.Text)
 			}
 		}

@@ -174,12 +174,21 @@ func TestAnthropicMessages(t *testing.T) {
 		t.Errorf("usage %+v; want %d prompt tokens in all, %d output", u, prompt, n)
 	}
 	// count_tokens counts the same prompt, whatever max_tokens and the
-	// sampling say; Claude Code's billing header is left out of it.
+	// sampling say; Claude Code's billing header is left out of it, and
+	// an empty system prompt is none.
 	for _, system := range []string{`"Be brief."`, `[{"type":"text","text":"x-anthropic-billing-header: cc_version=2.0; cch=1a2b3;"},{"type":"text","text":"Be brief.","cache_control":{"type":"ephemeral"}}]`} {
 		resp, body = ts.post(t, "/v1/messages/count_tokens", `{"model":"tiny-a","system":`+system+`,"messages":[{"role":"user","content":[{"type":"text","text":"`+question+`"}]}]}`)
 		if resp.StatusCode != 200 || body != `{"input_tokens":`+itoa(prompt)+"}\n" {
 			t.Errorf("count_tokens with the system %s: %d %s; want %d", system, resp.StatusCode, body, prompt)
 		}
+	}
+	bare, err := ts.m.Count(qwen.Request{Messages: systemAndQuestion[1:]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, body = ts.post(t, "/v1/messages/count_tokens", `{"model":"tiny-a","system":"","messages":[{"role":"user","content":"`+question+`"}]}`)
+	if resp.StatusCode != 200 || body != `{"input_tokens":`+itoa(bare)+"}\n" {
+		t.Errorf("count_tokens with an empty system prompt: %d %s; want %d, as without one", resp.StatusCode, body, bare)
 	}
 
 	resp, body = ts.post(t, "/v1/messages", messagesBody(n, `,"stream":true`))
