@@ -43,6 +43,10 @@ type messagesRequest struct {
 		Name                   string `json:"name"`
 		DisableParallelToolUse bool   `json:"disable_parallel_tool_use"`
 	} `json:"tool_choice"`
+	// MCPServers are the MCP connector beta's servers, whose tools
+	// Anthropic would call itself: refused, as its server tools are,
+	// rather than answered without them.
+	MCPServers []json.RawMessage `json:"mcp_servers"`
 }
 
 type anthropicMessage struct {
@@ -90,8 +94,16 @@ type anthropicBlockIn struct {
 	Name      string          `json:"name"`
 	Input     json.RawMessage `json:"input"`
 	ToolUseID string          `json:"tool_use_id"`
+	ToolName  string          `json:"tool_name"` // a tool_reference's
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
+	// A document's.
+	Source    json.RawMessage `json:"source"`
+	Title     string          `json:"title"`
+	Context   string          `json:"context"`
+	Citations *struct {
+		Enabled bool `json:"enabled"`
+	} `json:"citations"`
 }
 
 // anthropicTool is a client tool; Anthropic's server tools (web search,
@@ -477,15 +489,28 @@ func (t *target) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 	if req.Messages, e = anthropicMessages(mr.System, mr.Messages); e != nil {
 		return req, e
 	}
+	if len(mr.MCPServers) > 0 {
+		return req, badRequest("mcp_servers", "mcp_servers: Anthropic's MCP connector is not supported: connect the servers in the client, and give their tools in tools")
+	}
+	named := map[string]int{} // a tool's name to its index
 	for i, def := range mr.Tools {
 		path := fmt.Sprintf("tools[%d]", i)
+		first, taken := named[def.Name]
 		switch {
 		case def.Type != "" && def.Type != "custom":
 			return req, badRequest(path, "%s: a tool of type %q: Anthropic's server tools are not supported; give name, description and input_schema", path, def.Type)
 		case def.Name == "":
 			return req, badRequest(path+".name", "%s.name: missing", path)
+		case !toolName(def.Name):
+			return req, badRequest(path+".name", "%s.name %q: want at most 128 letters, digits, _ and -, as Anthropic has it", path, def.Name)
+		case taken:
+			return req, badRequest(path+".name", "%s.name %q: tools[%d] has it too: tool names must be unique", path, def.Name, first)
 		}
+		named[def.Name] = i
 		if e := schemaObject(def.InputSchema, path+".input_schema", true); e != nil {
+			return req, e
+		}
+		if e := inputSchemaType(def.InputSchema, path+".input_schema.type"); e != nil {
 			return req, e
 		}
 		tool, err := qwen.NewTool(def.Name, def.Description, def.InputSchema)
@@ -504,6 +529,41 @@ func (t *target) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 		return req, e
 	}
 	return req, t.needsChat()
+}
+
+// toolName reports whether name is one Anthropic takes,
+// ^[a-zA-Z0-9_-]{1,128}$: the model writes it in its calls, which a name
+// with a quote or a space would break.
+func toolName(name string) bool {
+	if len(name) > 128 {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// inputSchemaType refuses an input_schema whose type (at path) is not
+// "object", as Anthropic does: a tool_use block's input is an object,
+// and the grammar, held to a schema of another type, would make a call
+// whose input is a string or an array, which no client can take.
+func inputSchemaType(schema json.RawMessage, path string) *apiError {
+	var s struct {
+		Type json.RawMessage `json:"type"`
+	}
+	// schemaObject has seen that the schema is an object.
+	json.Unmarshal(schema, &s)
+	var typ string
+	switch {
+	case len(s.Type) == 0 || string(s.Type) == "null":
+		return badRequest(path, `%s: missing; want "object"`, path)
+	case json.Unmarshal(s.Type, &typ) != nil || typ != "object":
+		return badRequest(path, `%s %s: want "object": a tool's input is an object`, path, s.Type)
+	}
+	return nil
 }
 
 // anthropicThinking reads thinking and output_config.effort onto req:
@@ -637,7 +697,10 @@ func anthropicMessages(system json.RawMessage, in []anthropicMessage) ([]qwen.Me
 			if b.Type != "text" {
 				return badRequest(path, "%s[%d]: a %q block: the system prompt is text", path, j, b.Type)
 			}
-			if !strings.HasPrefix(b.Text, billingHeader) {
+			// An empty system prompt is none, as Anthropic has it: kept,
+			// it would render an empty system turn (and, on Qwen2.5, take
+			// the place of the template's default one).
+			if b.Text != "" && !strings.HasPrefix(b.Text, billingHeader) {
 				sys = append(sys, b.Text)
 			}
 		}
@@ -731,6 +794,12 @@ func userTurn(out []qwen.Message, content anthropicContent, path string) ([]qwen
 		switch b.Type {
 		case "text":
 			text = append(text, b.Text)
+		case "document":
+			doc, e := documentText(b, bp)
+			if e != nil {
+				return nil, e
+			}
+			text = append(text, doc)
 		case "tool_result":
 			result, e := textOf(b.Content, bp+".content")
 			if e != nil {
@@ -744,7 +813,7 @@ func userTurn(out []qwen.Message, content anthropicContent, path string) ([]qwen
 			flush()
 			out = append(out, qwen.Message{Role: "tool", Content: result})
 		default:
-			return nil, refuseBlock(bp, b.Type, "a user message has text and tool_result blocks")
+			return nil, refuseBlock(bp, b.Type, "a user message has text, document and tool_result blocks")
 		}
 	}
 	flush()
@@ -778,7 +847,10 @@ func assistantTurn(out []qwen.Message, content anthropicContent, path string) ([
 	return append(out, msg), nil
 }
 
-// textOf is a tool result's text: a string, or text blocks.
+// textOf is a tool result's text: a string, or text blocks and
+// tool_reference blocks, each of which is the name of the tool it
+// loads. Claude Code's ToolSearch answers with these; the tools they
+// load are in the prompt already, as defer_loading is not honoured.
 func textOf(raw json.RawMessage, path string) (string, *apiError) {
 	content, e := parseContent(raw, path)
 	if e != nil {
@@ -786,12 +858,62 @@ func textOf(raw json.RawMessage, path string) (string, *apiError) {
 	}
 	var text []string
 	for j, b := range content {
-		if b.Type != "text" {
-			return "", refuseBlock(fmt.Sprintf("%s[%d]", path, j), b.Type, "a tool result is text")
+		bp := fmt.Sprintf("%s[%d]", path, j)
+		switch {
+		case b.Type == "text":
+			text = append(text, b.Text)
+		case b.Type == "tool_reference" && b.ToolName == "":
+			return "", badRequest(bp+".tool_name", "%s.tool_name: missing", bp)
+		case b.Type == "tool_reference":
+			text = append(text, b.ToolName)
+		case b.Type == "document":
+			doc, e := documentText(b, bp)
+			if e != nil {
+				return "", e
+			}
+			text = append(text, doc)
+		default:
+			return "", refuseBlock(bp, b.Type, "a tool result has text, document and tool_reference blocks")
 		}
-		text = append(text, b.Text)
 	}
 	return strings.Join(text, "\n\n"), nil
+}
+
+// documentText is a document block's title, context and text, joined as
+// text blocks are: a plain text source, or a content source of text
+// blocks. A PDF, an image or a file is refused, as the model reads text
+// only; so are citations, which it cannot give.
+func documentText(b anthropicBlockIn, path string) (string, *apiError) {
+	var src struct {
+		Type    string          `json:"type"`
+		Data    string          `json:"data"`
+		Content json.RawMessage `json:"content"`
+	}
+	if e := unmarshalAt(b.Source, path+".source", &src, "a document source, an object with a type"); e != nil {
+		return "", e
+	}
+	var body string
+	switch src.Type {
+	case "text":
+		body = src.Data
+	case "content":
+		var e *apiError
+		if body, e = textOf(src.Content, path+".source.content"); e != nil {
+			return "", e
+		}
+	default:
+		return "", badRequest(path+".source.type", "%s.source.type %q: a document is read as text, from a text or content source: %s", path, src.Type, noVision)
+	}
+	if b.Citations != nil && b.Citations.Enabled {
+		return "", badRequest(path+".citations", "%s.citations: citations are not supported", path)
+	}
+	var parts []string
+	for _, p := range []string{b.Title, b.Context, body} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	return strings.Join(parts, "\n\n"), nil
 }
 
 // refuseBlock refuses a block of a type that has no place there; images
