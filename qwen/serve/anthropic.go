@@ -510,7 +510,7 @@ func (t *target) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 		if e := schemaObject(def.InputSchema, path+".input_schema", true); e != nil {
 			return req, e
 		}
-		if e := inputSchemaType(def.InputSchema, path+".input_schema.type"); e != nil {
+		if e := schemaType(def.InputSchema, path+".input_schema.type", true); e != nil {
 			return req, e
 		}
 		tool, err := qwen.NewTool(def.Name, def.Description, def.InputSchema)
@@ -544,26 +544,6 @@ func toolName(name string) bool {
 		}
 	}
 	return true
-}
-
-// inputSchemaType refuses an input_schema whose type (at path) is not
-// "object", as Anthropic does: a tool_use block's input is an object,
-// and the grammar, held to a schema of another type, would make a call
-// whose input is a string or an array, which no client can take.
-func inputSchemaType(schema json.RawMessage, path string) *apiError {
-	var s struct {
-		Type json.RawMessage `json:"type"`
-	}
-	// schemaObject has seen that the schema is an object.
-	json.Unmarshal(schema, &s)
-	var typ string
-	switch {
-	case len(s.Type) == 0 || string(s.Type) == "null":
-		return badRequest(path, `%s: missing; want "object"`, path)
-	case json.Unmarshal(s.Type, &typ) != nil || typ != "object":
-		return badRequest(path, `%s %s: want "object": a tool's input is an object`, path, s.Type)
-	}
-	return nil
 }
 
 // anthropicThinking reads thinking and output_config.effort onto req:

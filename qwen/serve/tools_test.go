@@ -238,6 +238,8 @@ func TestToolRequestErrors(t *testing.T) {
 	for _, c := range []struct{ path, body, param, msg string }{
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f"}},{"type":"function"}]}`, "tools[1].function", "tools[1].function: missing"},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f","parameters":"x"}}]}`, "tools[0].function.parameters", "JSON Schema object"},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"string"}}}]}`, "tools[0].function.parameters.type", `tools[0].function.parameters.type "string": want "object"`},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"say \"hi\""}}]}`, "tools[0].function.name", `a tool's name may not hold`},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"sometimes"}`, "tool_choice", `tool_choice "sometimes"`},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"required"}`, "tool_choice", "it needs tools"},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"xml"}}`, "response_format.type", `"xml"`},
@@ -261,6 +263,7 @@ func TestToolRequestErrors(t *testing.T) {
 	}
 	for body, want := range map[string]string{
 		`{"model":"tiny-a",` + hi + `,"format":"yaml"}`: `format \"yaml\": want \"json\" or a JSON Schema`,
+		`{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":["object","null"]}}}]}`: `tools[0].function.parameters.type [\"object\",\"null\"]: want \"object\"`,
 	} {
 		resp, out := ts.post(t, "/api/chat", body)
 		if resp.StatusCode != 400 || !strings.Contains(out, want) {
