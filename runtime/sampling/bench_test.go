@@ -1,6 +1,9 @@
 package sampling
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 func benchSample(b *testing.B, p Params) {
 	benchSampleRow(b, p, randLogits(151936, 1))
@@ -25,9 +28,14 @@ func BenchmarkSampleTopP09(b *testing.B) {
 }
 
 // A row as the small trained demo models give: their untrained tokens
-// share about one logit, and top-p's cut falls among them.
+// share about one logit (spread over 0.02 nats, or one weight), and
+// top-p's cut falls among them.
 func BenchmarkSampleTopPPlateau(b *testing.B) {
-	benchSampleRow(b, Params{Temperature: 1, TopP: 0.95}, plateauLogits(151936, 0.02, 1))
+	for _, spread := range []float64{0.02, 0} {
+		b.Run(fmt.Sprintf("spread=%g", spread), func(b *testing.B) {
+			benchSampleRow(b, Params{Temperature: 1, TopP: 0.95}, plateauLogits(151936, spread, 1))
+		})
+	}
 }
 
 func BenchmarkSampleMinP(b *testing.B) {

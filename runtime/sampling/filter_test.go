@@ -139,11 +139,22 @@ func plateauLogits(n int, spread float64, seed uint64) []float32 {
 // TestNucleusOnPlateau: when top-p's cut falls in a boundary bucket of
 // far more tokens than are sorted (prefixByMass splits it by weight),
 // the survivors are those of the whole row sorted by the same weights:
-// spread over the bucket, over a few of its sub-buckets, and all equal
-// (the cut then by id).
+// spread over the bucket, over a few of its sub-buckets, all equal (the
+// cut then by id), and three runs of equal weights (spread -1).
 func TestNucleusOnPlateau(t *testing.T) {
-	for _, spread := range []float64{0.02, 1e-5, 0} {
-		l := plateauLogits(120000, spread, 7)
+	// Three weights taking turns: each a run of equal weights in a
+	// sub-bucket of its own.
+	levels := plateauLogits(120000, 0, 7)
+	for i := range levels {
+		if levels[i] == -5 {
+			levels[i] += float32(i%3) * 0.01
+		}
+	}
+	for _, spread := range []float64{0.02, 1e-5, 0, -1} {
+		l := levels
+		if spread >= 0 {
+			l = plateauLogits(120000, spread, 7)
+		}
 		for _, p := range []float64{0.3, 0.9, 0.95, 0.999} {
 			s := New(len(l), Params{Temperature: 1, TopP: float32(p)})
 			z, _ := s.weighFull(l)

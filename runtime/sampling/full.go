@@ -2,6 +2,7 @@ package sampling
 
 import (
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -151,6 +152,30 @@ func (s *Sampler) nucleus(e []float32, target float64) []cand {
 	return c[:front+m]
 }
 
+// lowestIDs is prefixByMass for tokens of one weight, which byProbDesc
+// orders by id alone: it counts the tokens the mass needs (sums of equal
+// terms, the same in any order) and puts that many of the lowest ids
+// first, found by a bit per token rather than a sort (the exp table
+// gives most of a demo model's untrained tokens the same weight).
+func (s *Sampler) lowestIDs(edge []cand, kept, target float64) int {
+	m := nucleusPrefix(edge, kept, target)
+	if m == len(edge) {
+		return m
+	}
+	clear(s.marks)
+	for _, x := range edge {
+		s.marks[x.id/64] |= 1 << (x.id % 64)
+	}
+	v, n := edge[0].v, 0
+	for w, word := range s.marks {
+		for ; word != 0 && n < m; word &= word - 1 {
+			edge[n] = cand{int32(w*64 + bits.TrailingZeros64(word)), v}
+			n++
+		}
+	}
+	return m
+}
+
 // Boundary buckets of more than maxSortedEdge tokens are split by a
 // histogram of subBuckets before anything is sorted.
 const (
@@ -174,9 +199,12 @@ func (s *Sampler) prefixByMass(edge []cand, kept, target float64) int {
 	for _, x := range edge {
 		lo, hi = min(lo, x.v), max(hi, x.v)
 	}
-	if len(edge) <= maxSortedEdge || lo == hi {
+	switch {
+	case len(edge) <= maxSortedEdge:
 		slices.SortFunc(edge, byProbDesc)
 		return nucleusPrefix(edge, kept, target)
+	case lo == hi:
+		return s.lowestIDs(edge, kept, target)
 	}
 	// Heavier weights get lower indices, as the buckets of nucleus.
 	scale := float64(subBuckets-1) / float64(hi-lo)
