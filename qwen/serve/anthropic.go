@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/qwenc/qwenc/format/chat"
@@ -638,6 +639,11 @@ func anthropicToolChoice(mr *messagesRequest, req *qwen.Request) *apiError {
 	case "tool":
 		if tc.Name == "" {
 			return badRequest("tool_choice.name", "tool_choice.name: missing, with type tool")
+		}
+		// Checked here, not only when the grammar is made, so that
+		// count_tokens, which makes none, refuses it as messages does.
+		if len(req.Tools) > 0 && !slices.ContainsFunc(req.Tools, func(t qwen.Tool) bool { return t.Name == tc.Name }) {
+			return badRequest("tool_choice.name", "tool_choice.name %q: not among the tools", tc.Name)
 		}
 		req.ToolName = tc.Name
 	default:

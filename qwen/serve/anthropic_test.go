@@ -649,6 +649,8 @@ func TestAnthropicErrors(t *testing.T) {
 		{"/v1/messages", `{` + m + `,"thinking":{"type":"enabled"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "thinking.budget_tokens"},
 		{"/v1/messages", `{` + m + `,"thinking":{"type":"sometimes"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `thinking.type "sometimes"`},
 		{"/v1/messages", `{` + m + `,"tool_choice":{"type":"any"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "it needs tools"},
+		{"/v1/messages", `{` + m + `,"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"g"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tool_choice.name "g": not among the tools`},
+		{"/v1/messages/count_tokens", `{"model":"tiny-a","tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"g"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tool_choice.name "g": not among the tools`},
 		{"/v1/messages", `{` + m + `,"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "server tools are not supported"},
 		{"/v1/messages", `{` + m + `,"mcp_servers":[{"type":"url","url":"https://example.com/sse","name":"example"}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "mcp_servers: Anthropic's MCP connector is not supported"},
 		{"/v1/messages/count_tokens", `{"model":"tiny-a","mcp_servers":[{"type":"url","url":"https://example.com/sse","name":"example"}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "mcp_servers"},
