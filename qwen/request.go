@@ -306,7 +306,7 @@ func (m *Model) render(r *Request, generationPrompt bool) ([]chat.Segment, bool,
 	}
 	o := chatOptions(r)
 	o.GenerationPrompt = generationPrompt
-	segs, err := m.format.Render(r.Messages, o)
+	segs, err := m.format.Render(chat.OrderToolResults(r.Messages), o)
 	if err != nil {
 		return nil, false, fmt.Errorf("chat template %s: %w", m.format, err)
 	}

@@ -797,7 +797,7 @@ func userTurn(out []qwen.Message, content anthropicContent, path string) ([]qwen
 				result = "Error: " + result
 			}
 			flush()
-			out = append(out, qwen.Message{Role: "tool", Content: result})
+			out = append(out, qwen.Message{Role: "tool", Content: result, ToolCallID: b.ToolUseID})
 		default:
 			return nil, refuseBlock(bp, b.Type, "a user message has text, document and tool_result blocks")
 		}

@@ -410,8 +410,8 @@ func TestAnthropicConversation(t *testing.T) {
 		{Role: "user", Content: "Weather?\n\nIn Paris."},
 		{Role: "assistant", Content: "Checking.", Reasoning: "A lookup.", ToolCalls: []qwen.ToolCall{
 			{ID: "toolu_1", Name: "weather", Arguments: `{"city": "Paris"}`}, {ID: "toolu_2", Name: "time", Arguments: "{}"}}},
-		{Role: "tool", Content: "18C"},
-		{Role: "tool", Content: "Error: no clock"},
+		{Role: "tool", Content: "18C", ToolCallID: "toolu_1"},
+		{Role: "tool", Content: "Error: no clock", ToolCallID: "toolu_2"},
 		{Role: "user", Content: "And tomorrow?"},
 	}
 	if jsonOf(t, req.Messages) != jsonOf(t, want) {
@@ -480,7 +480,7 @@ func TestAnthropicToolReference(t *testing.T) {
 	if e != nil {
 		t.Fatal(e.msg)
 	}
-	if n := len(req.Messages); n != 3 || jsonOf(t, req.Messages[2]) != jsonOf(t, qwen.Message{Role: "tool", Content: "mcp__echo__echo\n\nmcp__echo__ping"}) {
+	if n := len(req.Messages); n != 3 || jsonOf(t, req.Messages[2]) != jsonOf(t, qwen.Message{Role: "tool", Content: "mcp__echo__echo\n\nmcp__echo__ping", ToolCallID: "toolu_1"}) {
 		t.Errorf("messages %s; want the tool message to name the tools", jsonOf(t, req.Messages))
 	}
 	if resp, out := ts.post(t, "/v1/messages", body); resp.StatusCode != 200 {
@@ -510,7 +510,7 @@ func TestAnthropicDocuments(t *testing.T) {
 	want := []qwen.Message{
 		{Role: "user", Content: "Facts\n\nFrom a book.\n\nThe grass is green.\n\nWhat color is the grass?"},
 		{Role: "assistant", ToolCalls: []qwen.ToolCall{{ID: "toolu_1", Name: "fetch", Arguments: "{}"}}},
-		{Role: "tool", Content: "The sky\n\nis blue."},
+		{Role: "tool", Content: "The sky\n\nis blue.", ToolCallID: "toolu_1"},
 	}
 	if jsonOf(t, req.Messages) != jsonOf(t, want) {
 		t.Errorf("messages\n%s\nwant\n%s", jsonOf(t, req.Messages), jsonOf(t, want))

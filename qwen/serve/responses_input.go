@@ -421,7 +421,7 @@ func responsesInput(raw json.RawMessage) ([]qwen.Message, *apiError) {
 				return nil, e
 			}
 			closeTurn()
-			out = append(out, qwen.Message{Role: "tool", Content: text})
+			out = append(out, qwen.Message{Role: "tool", Content: text, ToolCallID: it.CallID})
 		case "item_reference":
 			return nil, badRequest(path+".type", "%s: item_reference is not supported here; give the item itself, or previous_response_id", path)
 		case "":

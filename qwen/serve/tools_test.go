@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/qwenc/qwenc/format/chat"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -227,6 +228,59 @@ func TestOllamaToolResults(t *testing.T) {
 	resp, text := ts.post(t, "/api/chat", ollama+`,"stream":false,"options":{"num_predict":1}}`)
 	if lines := ollamaLines(t, text); resp.StatusCode != 200 || *lines[0].PromptEvalCount != n {
 		t.Fatalf("/api/chat: %d %s; want %d prompt tokens", resp.StatusCode, text, n)
+	}
+}
+
+// TestToolResultsInCallOrder: parallel calls' results sent in another
+// order than the calls (each naming its call) are put in the calls'
+// order, which the template, printing no ids, pairs them by: OpenAI's
+// tool_call_id, the Responses API's call_id and Anthropic's tool_use_id.
+func TestToolResultsInCallOrder(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	prompt := func(first, second string) string {
+		t.Helper()
+		body := `{"model":"tiny-a","messages":[{"role":"user","content":"Weather in Paris and Oslo?"},` +
+			`{"role":"assistant","content":"","tool_calls":[{"id":"call_p","type":"function","function":{"name":"weather","arguments":"{\"city\":\"Paris\"}"}},` +
+			`{"id":"call_o","type":"function","function":{"name":"weather","arguments":"{\"city\":\"Oslo\"}"}}]},` +
+			first + `,` + second + `]}`
+		resp, out := ts.post(t, "/apply-template", body)
+		var got struct{ Prompt string }
+		unmarshal(t, out, &got)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, out)
+		}
+		return got.Prompt
+	}
+	paris, oslo := `{"role":"tool","tool_call_id":"call_p","content":"Paris: sun"}`, `{"role":"tool","tool_call_id":"call_o","content":"Oslo: snow"}`
+	inOrder := prompt(paris, oslo)
+	if got := prompt(oslo, paris); got != inOrder || strings.Index(inOrder, "Paris: sun") > strings.Index(inOrder, "Oslo: snow") {
+		t.Errorf("results out of order:\n%s\nin order:\n%s", got, inOrder)
+	}
+	// The other protocols give their ids to the same messages.
+	var anthropic []anthropicMessage
+	unmarshal(t, `[{"role":"user","content":"Weather?"},`+
+		`{"role":"assistant","content":[{"type":"tool_use","id":"p","name":"weather","input":{}},{"type":"tool_use","id":"o","name":"weather","input":{}}]},`+
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"o","content":"Oslo"},{"type":"tool_result","tool_use_id":"p","content":"Paris"}]}]`, &anthropic)
+	fromAnthropic, e := anthropicMessages(nil, anthropic)
+	if e != nil {
+		t.Fatal(e)
+	}
+	fromResponses, e := responsesInput(json.RawMessage(`[{"role":"user","content":"Weather?"},` +
+		`{"type":"function_call","call_id":"p","name":"weather","arguments":"{}"},{"type":"function_call","call_id":"o","name":"weather","arguments":"{}"},` +
+		`{"type":"function_call_output","call_id":"o","output":"Oslo"},{"type":"function_call_output","call_id":"p","output":"Paris"}]`))
+	if e != nil {
+		t.Fatal(e)
+	}
+	for name, msgs := range map[string][]qwen.Message{"anthropic": fromAnthropic, "responses": fromResponses} {
+		var results []string
+		for _, m := range chat.OrderToolResults(msgs) {
+			if m.Role == "tool" {
+				results = append(results, m.Content)
+			}
+		}
+		if strings.Join(results, " ") != "Paris Oslo" {
+			t.Errorf("%s: the results in the prompt %q, want Paris Oslo", name, results)
+		}
 	}
 }
 
