@@ -209,6 +209,12 @@ func (s *Server) streamResponse(w http.ResponseWriter, g *generation, c response
 	out, err := g.run(items.add)
 	if err != nil {
 		if !g.rl.clientGone {
+			// The item being written ends, and the response holds what
+			// was written, as a background response's failure keeps it.
+			if items.close("incomplete") != nil {
+				return
+			}
+			head.Output = append([]outputItem{}, items.items...)
 			head.fail(err)
 			send(responseEvent{Type: "response.failed", Response: head})
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -442,6 +443,34 @@ func TestResponsesBackgroundFails(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || r.Status != "failed" || r.Error == nil || !strings.Contains(r.Error.Message, "the kernel failed") ||
 		len(r.Output) != 1 || r.Output[0].Content[0].Text != "Hello" || r.Output[0].Status != "incomplete" {
 		t.Errorf("%d %s; want failed, with the error and the text so far", resp.StatusCode, body)
+	}
+}
+
+// TestResponsesStreamFails: a streamed response whose generation the
+// engine fails ends the item being written (its done events, status
+// incomplete) and fails with the error and the output so far, as the
+// same failure of a background response is read back.
+func TestResponsesStreamFails(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	head := &responseObject{ID: itemID("resp"), Object: "response", Status: "in_progress", Output: []outputItem{}}
+	rec := httptest.NewRecorder()
+	ts.streamResponse(rec, failing(ts), responsesCall{}, head, &responseItems{})
+	var types []string
+	var last responseEvent
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			var ev responseEvent
+			unmarshal(t, data, &ev)
+			types = append(types, ev.Type)
+			last = ev
+		}
+	}
+	want := "response.created response.in_progress response.output_item.added response.content_part.added response.output_text.delta " +
+		"response.output_text.done response.content_part.done response.output_item.done response.failed"
+	r := last.Response
+	if strings.Join(types, " ") != want || r == nil || r.Status != "failed" || r.Error == nil || !strings.Contains(r.Error.Message, "the kernel failed") ||
+		len(r.Output) != 1 || r.Output[0].Content[0].Text != "Hello" || r.Output[0].Status != "incomplete" {
+		t.Errorf("events %s\nwant %s\nthe last %+v", types, want, r)
 	}
 }
 
