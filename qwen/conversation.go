@@ -99,6 +99,11 @@ func (c *Conversation) SetSettings(req Request) error {
 	if req.Messages != nil || req.Prompt != "" || req.Tokens != nil {
 		return errors.New("a conversation's request gives no prompt: Send gives it the messages")
 	}
+	if req.NoThinking {
+		if err := c.thinkingSwitch(); err != nil {
+			return fmt.Errorf("NoThinking: %w", err)
+		}
+	}
 	c.seeds = nil
 	if req.Sampling != nil {
 		if err := req.Sampling.Check(); err != nil {
@@ -118,10 +123,19 @@ func (c *Conversation) SetSettings(req Request) error {
 // settings' NoThinking), the sequence of seeds going on. A model whose
 // chat format has no switch for thinking refuses.
 func (c *Conversation) SetThinking(on bool) error {
-	if _, thinks := c.m.format.Thinking(); !thinks {
-		return fmt.Errorf("this model's chat template (%s) has no switch for thinking", c.m.format)
+	if err := c.thinkingSwitch(); err != nil {
+		return err
 	}
 	c.req.NoThinking = !on
+	return nil
+}
+
+// thinkingSwitch refuses a model that cannot switch its thinking: one
+// that does not think, and one that always does.
+func (c *Conversation) thinkingSwitch() error {
+	if th, thinks := c.m.format.Thinking(); !thinks || th.Always {
+		return fmt.Errorf("this model's chat template (%s) has no switch for thinking", c.m.format)
+	}
 	return nil
 }
 
@@ -201,6 +215,12 @@ func (c *Conversation) answer(req Request, st *Stream, each func(Delta)) (Result
 		// not an answer: the same message may be sent again.
 		return res, fmt.Errorf("conversation turn: %w", failed)
 	}
+	release, err := c.m.hold()
+	if err != nil {
+		return res, fmt.Errorf("conversation turn: %w", err)
+	}
+	text := c.m.m.Tokenizer.Decode(res.Generated)
+	release()
 	c.msgs = req.Messages
 	c.used, c.full = res.Usage.KVTokens, res.Stop == StopContext
 	// The answer as the model wrote it, for the next prompt to hold the
@@ -208,7 +228,7 @@ func (c *Conversation) answer(req Request, st *Stream, each func(Delta)) (Result
 	// that begins in reasoning, opened by the prompt (Qwen3.5's) or by
 	// the model (Qwen3's), and was cut before it closed it, is reasoning
 	// alone: the template would split nothing off it.
-	answer := Message{Role: "assistant", Content: c.m.Detokenize(res.Generated)}
+	answer := Message{Role: "assistant", Content: text}
 	if th, ok := c.m.thinking(&req); ok && !strings.Contains(answer.Content, th.Close) {
 		if th.Opened {
 			answer.Reasoning, answer.Content = answer.Content, ""

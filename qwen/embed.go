@@ -55,6 +55,13 @@ type Embeddings struct {
 // steps with each other and with other requests: many short inputs cost
 // about what one prefill of their total length costs.
 func (m *Model) Embed(ctx context.Context, req EmbedRequest) (Embeddings, error) {
+	// Held through the engine's steps: Close shuts the engine down
+	// before it waits for the holds.
+	release, err := m.hold()
+	if err != nil {
+		return Embeddings{}, err
+	}
+	defer release()
 	c := &m.m.Config
 	if !c.Embedding {
 		return Embeddings{}, ErrNotEmbeddingModel

@@ -17,15 +17,7 @@ import (
 // TestNoChatTemplate: a model compiled without a chat template takes raw
 // prompts and refuses conversations with ErrNoChatTemplate.
 func TestNoChatTemplate(t *testing.T) {
-	out, err := compileWithTemplate(t.TempDir(), "tiny-a", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := Open(out, WithThreads(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m := openWithTemplate(t, t.TempDir(), "")
 	if m.Info().ChatTemplate != "" {
 		t.Fatalf("chat template %q", m.Info().ChatTemplate)
 	}
@@ -77,6 +69,22 @@ func TestContextBoundsTheAnswer(t *testing.T) {
 	}
 }
 
+// openWithTemplate opens tiny-a compiled into dir with the chat template
+// template (none when empty), until the test ends.
+func openWithTemplate(t *testing.T, dir, template string) *Model {
+	t.Helper()
+	out, err := compileWithTemplate(dir, "tiny-a", template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Open(out, WithThreads(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
 // compileWithTemplate compiles the test model name into dir with the chat
 // template of its tokenizer_config.json replaced by template (taken out
 // when it is empty): the path of the .qbin.
@@ -108,4 +116,53 @@ func compileWithTemplate(dir, name, template string) (string, error) {
 	out := filepath.Join(dir, name+".qbin")
 	_, err = compiler.Compile(context.Background(), src, compiler.Options{Output: out, MaxPrefill: 16, NoSync: true})
 	return out, err
+}
+
+// TestThinkingSwitch: a model that cannot switch its thinking off (one
+// that always thinks, Qwen3's thinking-only releases) refuses a request
+// that switches it off, rather than render a prompt its template never
+// prints; a conversation refuses the setting on it and on a model that
+// does not think, where it would do nothing.
+func TestThinkingSwitch(t *testing.T) {
+	if RaceEnabled {
+		t.Skip("compiles its own models: too slow under the race detector")
+	}
+	var cfg struct {
+		ChatTemplate string `json:"chat_template"`
+	}
+	testmodel.ReadJSON(t, filepath.Join(testRoot, "testdata", "tiny-a", "tokenizer_config.json"), &cfg)
+	const qwen3Prompt = "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n" +
+		"    {%- if enable_thinking is defined and enable_thinking is false %}\n        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}\n{%- endif %}"
+	always := strings.Replace(cfg.ChatTemplate, qwen3Prompt,
+		"{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif %}", 1)
+	if always == cfg.ChatTemplate {
+		t.Fatal("tiny-a's template no longer ends with Qwen3's generation prompt")
+	}
+	const chatML = "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}" +
+		"{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, template, format string
+		always                 bool
+	}{{"always", always, "qwen3-thinking", true}, {"never", chatML, "chatml", false}} {
+		m := openWithTemplate(t, filepath.Join(dir, c.name), c.template)
+		if m.Info().ChatTemplate != c.format {
+			t.Fatalf("%s: format %s, want %s", c.name, m.Info().ChatTemplate, c.format)
+		}
+		msgs := []Message{{Role: "user", Content: "Hi"}}
+		_, err := m.Start(context.Background(), Request{Messages: msgs, NoThinking: true, MaxTokens: 1})
+		if c.always != (err != nil && strings.Contains(err.Error(), "always thinks")) {
+			t.Errorf("%s: a request without thinking: %v", c.name, err)
+		}
+		conv, err := m.NewConversation("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := conv.SetSettings(Request{NoThinking: true}); err == nil || !strings.Contains(err.Error(), "no switch for thinking") {
+			t.Errorf("%s: SetSettings with NoThinking: %v, want it refused", c.name, err)
+		}
+		if err := conv.SetThinking(false); err == nil {
+			t.Errorf("%s: SetThinking(false) taken", c.name)
+		}
+	}
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/qwenc/qwenc/format"
@@ -150,6 +152,35 @@ type Model struct {
 	stopIDs    []int32
 	defaults   sampling.Params
 	grammars   grammars
+
+	// The tokenizer, the chat template and the weights are in the file's
+	// mapping, which Close unmaps: every use of them holds mapped (a read
+	// lock) and first checks closed, so a call racing Close ends with
+	// ErrClosed instead of touching unmapped memory.
+	mapped sync.RWMutex
+	closed atomic.Bool
+}
+
+// hold keeps the mapping until release; ErrClosed after Close. Holds do
+// not nest (a waiting Close would block the inner one).
+func (m *Model) hold() (release func(), err error) {
+	m.mapped.RLock()
+	if m.closed.Load() {
+		m.mapped.RUnlock()
+		return nil, ErrClosed
+	}
+	return m.mapped.RUnlock, nil
+}
+
+// mustHold is hold for the methods that return no error: using a closed
+// Model is a programming error, said plainly rather than as a fault in
+// unmapped memory.
+func (m *Model) mustHold() (release func()) {
+	release, err := m.hold()
+	if err != nil {
+		panic("qwen: Model used after Close")
+	}
+	return release
 }
 
 // Info describes a Model.
@@ -450,7 +481,14 @@ func (m *Model) ChatFormat() *chat.Format { return m.format }
 func (m *Model) Stats() Stats { return Stats(m.e.Stats()) }
 
 // Verify recomputes every section's checksum: it reads the whole file.
-func (m *Model) Verify() error { return m.m.File.Verify() }
+func (m *Model) Verify() error {
+	release, err := m.hold()
+	if err != nil {
+		return err
+	}
+	defer release()
+	return m.m.File.Verify()
+}
 
 // ClearCache drops the KV caches kept of finished requests, freeing their
 // memory (and removing their files, with WithStateCacheDir); later
@@ -460,24 +498,41 @@ func (m *Model) ClearCache() { m.e.ClearCache() }
 // Tokenize encodes text as a raw prompt is: added tokens written in it
 // (<|im_start|>, <think>, ...) are recognised, as Hugging Face's
 // tokenizer does.
-func (m *Model) Tokenize(text string) []int32 { return m.m.Tokenizer.Encode(text, true) }
+// It panics after Close.
+func (m *Model) Tokenize(text string) []int32 {
+	defer m.mustHold()()
+	return m.m.Tokenizer.Encode(text, true)
+}
 
 // Detokenize is the text of ids; bytes of a character that the ids cut
-// become U+FFFD.
-func (m *Model) Detokenize(ids []int32) string { return m.m.Tokenizer.Decode(ids) }
+// become U+FFFD. It panics after Close.
+func (m *Model) Detokenize(ids []int32) string {
+	defer m.mustHold()()
+	return m.m.Tokenizer.Decode(ids)
+}
 
 // Shutdown stops accepting requests: queued ones end at once, running
 // ones may go on until ctx ends, then end with StopShutdown. It returns
 // when the engine has stopped; Close then unmaps the model.
 func (m *Model) Shutdown(ctx context.Context) error { return m.e.Shutdown(ctx) }
 
-// Close ends every request (StopShutdown) and unmaps the model. Nothing
-// of it may be used after, a Stream's Deltas included: to let running
-// generations end and be read, call Shutdown first.
+// Close ends every request (StopShutdown) and unmaps the model. Calls
+// made after it, or racing it, end with ErrClosed (Tokenize and
+// Detokenize, which return no error, panic), and a Stream being read
+// ends with ErrClosed; the Deltas already read stay valid. To let
+// running generations end and be read, call Shutdown first.
 func (m *Model) Close() error {
+	if m.closed.Swap(true) {
+		return nil
+	}
+	// Shutdown first: it ends the engine's waits, which Embed and Rerank
+	// make while holding the mapping; the lock then waits for the holds
+	// still running.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	m.e.Shutdown(ctx)
+	m.mapped.Lock()
+	defer m.mapped.Unlock()
 	if m.draftModel != nil {
 		m.draftModel.Close()
 	}

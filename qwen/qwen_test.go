@@ -1,8 +1,10 @@
 package qwen_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -468,4 +470,112 @@ func TestInspect(t *testing.T) {
 	if _, err := qwen.Inspect("missing.qbin"); err == nil || !strings.Contains(err.Error(), "missing.qbin") {
 		t.Errorf("a missing file: %v", err)
 	}
+}
+
+// TestCloseWhileInUse: Close racing a Stream being read and calls being
+// made ends each with ErrClosed (Tokenize with a panic saying so), not
+// with a fault in the file's unmapped memory; the Deltas read before stay
+// whole.
+func TestCloseWhileInUse(t *testing.T) {
+	m, err := qwen.Open("tiny-a.qbin", qwen.WithThreads(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	req := qwen.Request{Prompt: "The capital of France is", IgnoreEOS: true, Logprobs: true, TopLogprobs: 2, Sampling: &sampling.Params{}}
+	st, err := m.Start(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reading := make(chan struct{})
+	type end struct {
+		read []qwen.Delta
+		last qwen.Delta
+		err  error
+	}
+	ended := make(chan end)
+	go func() {
+		var e end
+		for d, err := range st.Deltas() {
+			if err != nil || d.Stop != "" {
+				e.last, e.err = d, err
+				break
+			}
+			if e.read = append(e.read, d); len(e.read) == 3 {
+				close(reading)
+			}
+		}
+		ended <- e
+	}()
+	// Callers still at work when Close comes: each stops at ErrClosed.
+	var wg sync.WaitGroup
+	callers := []func() error{
+		func() error { _, err := m.Count(req); return err },
+		func() error { _, err := m.RenderPrompt(req); return err },
+		func() error {
+			st, err := m.Start(ctx, qwen.Request{Prompt: "Hello", MaxTokens: 2, Sampling: &sampling.Params{}})
+			if err != nil {
+				return err
+			}
+			for _, err := range st.Deltas() {
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	errs := make([]error, len(callers))
+	for i, call := range callers {
+		wg.Go(func() {
+			for errs[i] == nil {
+				errs[i] = call()
+			}
+		})
+	}
+	<-reading
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e := <-ended
+	wg.Wait()
+	if !errors.Is(e.err, qwen.ErrClosed) || e.last.Stop != qwen.StopShutdown {
+		t.Errorf("the stream being read: %s, %v; want shutdown, ErrClosed", e.last.Stop, e.err)
+	}
+	// Read after Close: copies, not the tokenizer's mapped bytes.
+	n := 0
+	for _, d := range e.read {
+		for _, lp := range d.Logprobs {
+			n += len(bytes.Clone(lp.Bytes))
+			if len(lp.Top) != 2 {
+				t.Errorf("a Delta read before Close: %d top logprobs, want 2", len(lp.Top))
+			}
+		}
+	}
+	if n == 0 {
+		t.Errorf("the %d Deltas read before Close have no logprob bytes", len(e.read))
+	}
+	for i, err := range errs {
+		if !errors.Is(err, qwen.ErrClosed) {
+			t.Errorf("caller %d: %v, want ErrClosed", i, err)
+		}
+	}
+	if _, err := m.Start(ctx, req); !errors.Is(err, qwen.ErrClosed) {
+		t.Errorf("Start after Close: %v, want ErrClosed", err)
+	}
+	if _, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: []string{"x"}}); !errors.Is(err, qwen.ErrClosed) {
+		t.Errorf("Embed after Close: %v, want ErrClosed", err)
+	}
+	if err := m.Verify(); !errors.Is(err, qwen.ErrClosed) {
+		t.Errorf("Verify after Close: %v, want ErrClosed", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Errorf("a second Close: %v", err)
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "after Close") {
+			t.Errorf("Tokenize after Close: %v, want a panic saying so", r)
+		}
+	}()
+	m.Tokenize("Hello")
 }

@@ -306,7 +306,7 @@ func (m *Model) render(r *Request, generationPrompt bool) ([]chat.Segment, bool,
 	}
 	o := chatOptions(r)
 	o.GenerationPrompt = generationPrompt
-	segs, err := m.format.Render(r.Messages, o)
+	segs, err := m.format.Render(chat.OrderToolResults(r.Messages), o)
 	if err != nil {
 		return nil, false, fmt.Errorf("chat template %s: %w", m.format, err)
 	}
@@ -331,6 +331,11 @@ func (m *Model) RenderPrompt(req Request) (string, error) {
 // conversation rendered without it is as the template prints a finished
 // one.
 func (m *Model) RenderTemplate(req Request, generationPrompt bool) (string, error) {
+	release, err := m.hold()
+	if err != nil {
+		return "", err
+	}
+	defer release()
 	segs, isChat, err := m.render(&req, generationPrompt)
 	switch {
 	case err != nil:

@@ -52,6 +52,13 @@ type Reranking struct {
 // the "no" logit at the end, computed from those two rows of the head
 // alone. The prompts share the engine's steps.
 func (m *Model) Rerank(ctx context.Context, req RerankRequest) (Reranking, error) {
+	// Held through the engine's steps: Close shuts the engine down
+	// before it waits for the holds.
+	release, err := m.hold()
+	if err != nil {
+		return Reranking{}, err
+	}
+	defer release()
 	if m.m.Config.Embedding {
 		return Reranking{}, errors.New("this is an embedding model: reranking needs a reranker (Qwen3-Reranker)")
 	}

@@ -107,6 +107,11 @@ type Stream struct {
 // before anything is generated. When ctx ends, the generation stops
 // within one step. The Stream must be read to its end, or closed.
 func (m *Model) Start(ctx context.Context, req Request) (*Stream, error) {
+	release, err := m.hold()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	p, err := m.prepare(&req)
 	if err != nil {
 		return nil, err
@@ -171,16 +176,25 @@ func (s *Stream) Deltas() iter.Seq2[Delta, error] {
 				yield(Delta{}, err)
 				return
 			}
-			if ev.Done {
-				yield(s.last(ev, matched, tokens))
+			if matched && !ev.Done {
+				continue // generated before the engine saw the stop; not part of the answer
+			}
+			// The text is made of the tokenizer's bytes, in the mapping.
+			release, err := s.m.hold()
+			if err != nil {
+				yield(Delta{Stop: StopShutdown}, err)
 				return
 			}
-			if matched {
-				continue // generated before the engine saw the stop; not part of the answer
+			if ev.Done {
+				d, err := s.last(ev, matched, tokens)
+				release()
+				yield(d, err)
+				return
 			}
 			tokens++
 			p, stop := s.asm.add(ev)
 			d := s.delta(p, ev)
+			release()
 			d.IDs = []int32{ev.Token}
 			if stop {
 				matched = true
@@ -243,18 +257,9 @@ func (s *Stream) delta(p piece, ev engine.Event) Delta {
 // drops an answer's thinking once a new message follows. It returns the
 // usage; when ctx ends first, with ctx's error.
 func (m *Model) Prefill(ctx context.Context, req Request) (Usage, error) {
-	ids, isChat, err := m.encode(&req, false)
+	ids, err := m.shared(req)
 	if err != nil {
 		return Usage{}, err
-	}
-	if isChat {
-		next := req
-		next.Messages = append(slices.Clip(req.Messages), Message{Role: "user"})
-		more, _, err := m.encode(&next, true)
-		if err != nil {
-			return Usage{}, err
-		}
-		ids = ids[:chat.CommonPrefix(ids, more)]
 	}
 	run := Request{Tokens: ids, PromptOnly: true, KV: req.KV}
 	if len(ids) == 0 {
@@ -270,9 +275,35 @@ func (m *Model) Prefill(ctx context.Context, req Request) (Usage, error) {
 	return last.Usage, nil
 }
 
+// shared is the prompt Prefill evaluates: of a conversation, what the
+// request that continues it will share with it.
+func (m *Model) shared(req Request) ([]int32, error) {
+	release, err := m.hold()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	ids, isChat, err := m.encode(&req, false)
+	if err != nil || !isChat {
+		return ids, err
+	}
+	next := req
+	next.Messages = append(slices.Clip(req.Messages), Message{Role: "user"})
+	more, _, err := m.encode(&next, true)
+	if err != nil {
+		return nil, err
+	}
+	return ids[:chat.CommonPrefix(ids, more)], nil
+}
+
 // Count is the number of tokens of a request's prompt, the chat template
 // applied.
 func (m *Model) Count(req Request) (int, error) {
+	release, err := m.hold()
+	if err != nil {
+		return 0, err
+	}
+	defer release()
 	ids, _, err := m.encode(&req, true)
 	return len(ids), err
 }

@@ -1,6 +1,9 @@
 package chat
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Message is one turn of a conversation.
 type Message struct {
@@ -14,6 +17,56 @@ type Message struct {
 	// ToolCalls are the calls an assistant turn made, printed after its
 	// content as Qwen's tool format.
 	ToolCalls []ToolCall
+	// ToolCallID, of a tool message, is the ToolCall.ID of the call it
+	// answers (OpenAI's tool_call_id, Anthropic's tool_use_id). The
+	// templates do not print it: the model pairs results with its calls
+	// by their order, which OrderToolResults restores from these ids.
+	ToolCallID string
+}
+
+// OrderToolResults puts the tool messages that answer an assistant turn
+// in the order of its calls, when each names by ToolCallID a different
+// call of that turn: a client may send parallel calls' results in the
+// order they finished, and the template, which prints no ids, would pair
+// them with the wrong calls. Otherwise it leaves them as they are. msgs
+// is not modified; the result shares it when nothing moves.
+func OrderToolResults(msgs []Message) []Message {
+	out := msgs
+	for i := 0; i < len(msgs); i++ {
+		calls := msgs[i].ToolCalls
+		if msgs[i].Role != "assistant" || len(calls) < 2 {
+			continue
+		}
+		n := 0
+		for i+1+n < len(msgs) && msgs[i+1+n].Role == "tool" {
+			n++
+		}
+		results := msgs[i+1 : i+1+n]
+		at := make(map[string]int, len(calls)) // a call's ID to its place
+		for j, c := range calls {
+			at[c.ID] = j
+		}
+		if n != len(calls) || len(at) != n {
+			continue
+		}
+		ordered, moved := make([]Message, n), false
+		for k, r := range results {
+			j, ok := at[r.ToolCallID]
+			if !ok || r.ToolCallID == "" || ordered[j].Role != "" {
+				moved = false
+				break
+			}
+			ordered[j], moved = r, moved || j != k
+		}
+		if !moved {
+			continue
+		}
+		if &out[0] == &msgs[0] {
+			out = slices.Clone(msgs)
+		}
+		copy(out[i+1:], ordered)
+	}
+	return out
 }
 
 // Segment is a piece of rendered prompt. Special segments are control

@@ -338,8 +338,16 @@ func TestQwen3ThinkingTemplate(t *testing.T) {
 	if got := Text(render(t, f, msgs, Options{GenerationPrompt: true})); got != want {
 		t.Errorf("%v: generation prompt\n got %q\nwant %q", f, got, want)
 	}
-	if th, ok := f.Thinking(); !ok || !th.Opened {
-		t.Errorf("%v: Thinking() = %+v, %v; want the block opened by the prompt", f, th, ok)
+	if th, ok := f.Thinking(); !ok || !th.Opened || !th.Always {
+		t.Errorf("%v: Thinking() = %+v, %v; want the block opened by the prompt, always", f, th, ok)
+	}
+	// The template never reads enable_thinking: switching thinking off
+	// is refused, not rendered as Qwen3's empty block.
+	if _, err := f.Render(msgs, Options{GenerationPrompt: true, NoThinking: true}); err == nil || !strings.Contains(err.Error(), "always thinks") {
+		t.Errorf("%v: NoThinking rendered (%v); want it refused", f, err)
+	}
+	if got := Text(render(t, f, msgs, Options{NoThinking: true})); got != "<|im_start|>user\nHi<|im_end|>\n" {
+		t.Errorf("%v: NoThinking without the generation prompt: %q", f, got)
 	}
 	tok := qwenTokenizer(t)
 	s := f.NewSplitter(tok, Options{})
@@ -356,5 +364,51 @@ func TestQwen3ThinkingTemplate(t *testing.T) {
 		{Role: "user", Content: "Bye"}, {Role: "assistant", Content: "Bye.", Reasoning: "Part."}}
 	if got, want := Text(render(t, f, msgs, Options{})), Text(render(t, qwen3, msgs, Options{})); got != want {
 		t.Errorf("%v: history\n got %q\nwant %q", f, got, want)
+	}
+}
+
+// TestOrderToolResults: the results of an assistant turn's calls are put
+// in the order of the calls when each names a different call of it, and
+// left as they are otherwise; the caller's messages are not modified.
+func TestOrderToolResults(t *testing.T) {
+	turn := func(results ...string) []Message {
+		msgs := []Message{{Role: "user", Content: "go"},
+			{Role: "assistant", ToolCalls: []ToolCall{{ID: "a", Name: "f"}, {ID: "b", Name: "g"}, {ID: "c", Name: "h"}}}}
+		for _, id := range results {
+			msgs = append(msgs, Message{Role: "tool", Content: "result " + id, ToolCallID: id})
+		}
+		return append(msgs, Message{Role: "user", Content: "next"})
+	}
+	order := func(msgs []Message) string {
+		var ids []string
+		for _, m := range msgs {
+			if m.Role == "tool" {
+				ids = append(ids, m.ToolCallID+"="+strings.TrimPrefix(m.Content, "result "))
+			}
+		}
+		return strings.Join(ids, " ")
+	}
+	for _, c := range []struct {
+		results []string
+		want    string
+	}{
+		{[]string{"c", "a", "b"}, "a=a b=b c=c"},
+		{[]string{"b", "a", "c"}, "a=a b=b c=c"},
+		{[]string{"a", "b", "c"}, "a=a b=b c=c"},
+		// Not each call answered once by id: left as sent.
+		{[]string{"c", "a"}, "c=c a=a"},
+		{[]string{"c", "a", "a"}, "c=c a=a a=a"},
+		{[]string{"c", "a", "x"}, "c=c a=a x=x"},
+		{[]string{"c", "", "b"}, "c=c = b=b"},
+	} {
+		msgs := turn(c.results...)
+		before := order(msgs)
+		got := OrderToolResults(msgs)
+		if order(got) != c.want || order(msgs) != before || len(got) != len(msgs) || got[len(got)-1].Content != "next" {
+			t.Errorf("%v: %q (the input now %q), want %q", c.results, order(got), order(msgs), c.want)
+		}
+		if order(got) == before && &got[0] != &msgs[0] {
+			t.Errorf("%v: nothing moved, yet the messages were copied", c.results)
+		}
 	}
 }

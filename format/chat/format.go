@@ -48,8 +48,9 @@ type Options struct {
 	// (add_generation_prompt).
 	GenerationPrompt bool
 	// NoThinking is enable_thinking=false: the generation prompt of a
-	// format that thinks holds an empty think block. Other formats
-	// ignore it.
+	// format that thinks holds an empty think block; a format whose model
+	// always thinks (Thinking.Always) refuses it. Formats that do not
+	// think ignore it.
 	NoThinking bool
 	// PreserveThinking is Qwen3.6's preserve_thinking=true: every earlier
 	// assistant turn keeps its reasoning, not only those after the last
@@ -67,6 +68,11 @@ type Thinking struct {
 	// a newline, so the answer begins in the reasoning (Qwen3.5);
 	// otherwise the model writes Open itself (Qwen3).
 	Opened bool
+	// Always: the template has no switch (it never reads
+	// enable_thinking), so the model always thinks and Render refuses
+	// NoThinking rather than print a prompt the template never does
+	// (Qwen3's thinking-only releases).
+	Always bool
 }
 
 // CallSyntax is how a format writes a tool call, for a grammar that
@@ -214,6 +220,9 @@ func (f *Format) NewSplitter(tok *tokenizer.Tokenizer, o Options) *Splitter {
 func (f *Format) Render(msgs []Message, o Options) ([]Segment, error) {
 	if len(o.Tools) > 0 && f.calls == nil {
 		return nil, fmt.Errorf("the %s chat template has no tool format", f.name)
+	}
+	if o.NoThinking && o.GenerationPrompt && f.thinking != nil && f.thinking.Always {
+		return nil, fmt.Errorf("the %s chat template has no switch for thinking: its model always thinks", f.name)
 	}
 	b := &builder{segs: make([]Segment, 0, 4*len(msgs)+8)}
 	if err := f.render(b, msgs, o); err != nil {

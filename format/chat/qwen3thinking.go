@@ -12,7 +12,7 @@ var qwen3Thinking = &Format{
 	detect: func(t string) bool {
 		return qwen3.detect(t) && strings.Contains(t, `'<|im_start|>assistant\n<think>\n'`)
 	},
-	thinking: &Thinking{Open: ThinkOpen, Close: ThinkClose, Opened: true},
+	thinking: &Thinking{Open: ThinkOpen, Close: ThinkClose, Opened: true, Always: true},
 	calls:    hermesCalls,
 	render:   renderQwen3,
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode"
 )
 
 // Markers of Qwen's tool format. They are added tokens, emitted Special
@@ -58,6 +60,8 @@ func ParseTool(def []byte) (Tool, error) {
 		return Tool{}, errors.New("function: missing")
 	case t.Function.Name == nil || *t.Function.Name == "":
 		return Tool{}, errors.New("function.name: missing")
+	case strings.ContainsFunc(*t.Function.Name, unwritable):
+		return Tool{}, fmt.Errorf("function.name: %q: a tool's name may not hold spaces, control characters, quotes, backslashes or angle brackets: the model writes it in its calls, as JSON or XML", *t.Function.Name)
 	}
 	p := bytes.TrimSpace(t.Function.Parameters)
 	if bytes.Equal(p, []byte("null")) {
@@ -71,6 +75,13 @@ func ParseTool(def []byte) (Tool, error) {
 		return Tool{}, err
 	}
 	return Tool{Name: *t.Function.Name, Parameters: p, def: s}, nil
+}
+
+// unwritable reports a character a call's name cannot hold as the
+// formats write it: Hermes' JSON ({"name": "..."}) would need it escaped,
+// qwen3_coder's XML (<function=NAME>) has no escape at all.
+func unwritable(r rune) bool {
+	return unicode.IsSpace(r) || unicode.IsControl(r) || strings.ContainsRune(`"\<>`, r)
 }
 
 // NewTool makes the definition an OpenAI client would send for a function.

@@ -146,10 +146,22 @@ func TestParseToolErrors(t *testing.T) {
 		`{"type": "function", "function": {"description": "d"}}`:            "function.name: missing",
 		`{"type": "function", "function": {"name": ""}}`:                    "function.name: missing",
 		`{"type": "function", "function": {"name": "f", "parameters": []}}`: "function.parameters: want a JSON Schema object",
+		// Names the model could not write in its call.
+		`{"type": "function", "function": {"name": "say \"hi\""}}`: `function.name: "say \"hi\"": a tool's name may not hold`,
+		`{"type": "function", "function": {"name": "a b"}}`:        "function.name: \"a b\"",
+		`{"type": "function", "function": {"name": "a>b"}}`:        "function.name: \"a>b\"",
+		`{"type": "function", "function": {"name": "a\\b"}}`:       "function.name",
+		`{"type": "function", "function": {"name": "a\nb"}}`:       "function.name",
 	} {
 		_, err := ParseTool([]byte(def))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want %q", def, err, want)
+		}
+	}
+	// Names as the agents give them are taken.
+	for _, name := range []string{"mcp__github__create_issue", "browser.search", "Bash", "apply_patch", "ツール"} {
+		if _, err := NewTool(name, "", nil); err != nil {
+			t.Errorf("NewTool(%q): %v", name, err)
 		}
 	}
 	tool, err := NewTool("f", "", nil)

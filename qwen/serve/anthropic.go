@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/qwenc/qwenc/format/chat"
@@ -43,6 +44,10 @@ type messagesRequest struct {
 		Name                   string `json:"name"`
 		DisableParallelToolUse bool   `json:"disable_parallel_tool_use"`
 	} `json:"tool_choice"`
+	// MCPServers are the MCP connector beta's servers, whose tools
+	// Anthropic would call itself: refused, as its server tools are,
+	// rather than answered without them.
+	MCPServers []json.RawMessage `json:"mcp_servers"`
 }
 
 type anthropicMessage struct {
@@ -90,8 +95,16 @@ type anthropicBlockIn struct {
 	Name      string          `json:"name"`
 	Input     json.RawMessage `json:"input"`
 	ToolUseID string          `json:"tool_use_id"`
+	ToolName  string          `json:"tool_name"` // a tool_reference's
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
+	// A document's.
+	Source    json.RawMessage `json:"source"`
+	Title     string          `json:"title"`
+	Context   string          `json:"context"`
+	Citations *struct {
+		Enabled bool `json:"enabled"`
+	} `json:"citations"`
 }
 
 // anthropicTool is a client tool; Anthropic's server tools (web search,
@@ -477,15 +490,28 @@ func (t *target) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 	if req.Messages, e = anthropicMessages(mr.System, mr.Messages); e != nil {
 		return req, e
 	}
+	if len(mr.MCPServers) > 0 {
+		return req, badRequest("mcp_servers", "mcp_servers: Anthropic's MCP connector is not supported: connect the servers in the client, and give their tools in tools")
+	}
+	named := map[string]int{} // a tool's name to its index
 	for i, def := range mr.Tools {
 		path := fmt.Sprintf("tools[%d]", i)
+		first, taken := named[def.Name]
 		switch {
 		case def.Type != "" && def.Type != "custom":
 			return req, badRequest(path, "%s: a tool of type %q: Anthropic's server tools are not supported; give name, description and input_schema", path, def.Type)
 		case def.Name == "":
 			return req, badRequest(path+".name", "%s.name: missing", path)
+		case !toolName(def.Name):
+			return req, badRequest(path+".name", "%s.name %q: want at most 128 letters, digits, _ and -, as Anthropic has it", path, def.Name)
+		case taken:
+			return req, badRequest(path+".name", "%s.name %q: tools[%d] has it too: tool names must be unique", path, def.Name, first)
 		}
+		named[def.Name] = i
 		if e := schemaObject(def.InputSchema, path+".input_schema", true); e != nil {
+			return req, e
+		}
+		if e := schemaType(def.InputSchema, path+".input_schema.type", true); e != nil {
 			return req, e
 		}
 		tool, err := qwen.NewTool(def.Name, def.Description, def.InputSchema)
@@ -504,6 +530,21 @@ func (t *target) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 		return req, e
 	}
 	return req, t.needsChat()
+}
+
+// toolName reports whether name is one Anthropic takes,
+// ^[a-zA-Z0-9_-]{1,128}$: the model writes it in its calls, which a name
+// with a quote or a space would break.
+func toolName(name string) bool {
+	if len(name) > 128 {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // anthropicThinking reads thinking and output_config.effort onto req:
@@ -599,6 +640,11 @@ func anthropicToolChoice(mr *messagesRequest, req *qwen.Request) *apiError {
 		if tc.Name == "" {
 			return badRequest("tool_choice.name", "tool_choice.name: missing, with type tool")
 		}
+		// Checked here, not only when the grammar is made, so that
+		// count_tokens, which makes none, refuses it as messages does.
+		if len(req.Tools) > 0 && !slices.ContainsFunc(req.Tools, func(t qwen.Tool) bool { return t.Name == tc.Name }) {
+			return badRequest("tool_choice.name", "tool_choice.name %q: not among the tools", tc.Name)
+		}
 		req.ToolName = tc.Name
 	default:
 		return badRequest("tool_choice.type", "tool_choice.type %q: want auto, any, tool or none", tc.Type)
@@ -637,7 +683,10 @@ func anthropicMessages(system json.RawMessage, in []anthropicMessage) ([]qwen.Me
 			if b.Type != "text" {
 				return badRequest(path, "%s[%d]: a %q block: the system prompt is text", path, j, b.Type)
 			}
-			if !strings.HasPrefix(b.Text, billingHeader) {
+			// An empty system prompt is none, as Anthropic has it: kept,
+			// it would render an empty system turn (and, on Qwen2.5, take
+			// the place of the template's default one).
+			if b.Text != "" && !strings.HasPrefix(b.Text, billingHeader) {
 				sys = append(sys, b.Text)
 			}
 		}
@@ -731,6 +780,12 @@ func userTurn(out []qwen.Message, content anthropicContent, path string) ([]qwen
 		switch b.Type {
 		case "text":
 			text = append(text, b.Text)
+		case "document":
+			doc, e := documentText(b, bp)
+			if e != nil {
+				return nil, e
+			}
+			text = append(text, doc)
 		case "tool_result":
 			result, e := textOf(b.Content, bp+".content")
 			if e != nil {
@@ -742,9 +797,9 @@ func userTurn(out []qwen.Message, content anthropicContent, path string) ([]qwen
 				result = "Error: " + result
 			}
 			flush()
-			out = append(out, qwen.Message{Role: "tool", Content: result})
+			out = append(out, qwen.Message{Role: "tool", Content: result, ToolCallID: b.ToolUseID})
 		default:
-			return nil, refuseBlock(bp, b.Type, "a user message has text and tool_result blocks")
+			return nil, refuseBlock(bp, b.Type, "a user message has text, document and tool_result blocks")
 		}
 	}
 	flush()
@@ -778,7 +833,10 @@ func assistantTurn(out []qwen.Message, content anthropicContent, path string) ([
 	return append(out, msg), nil
 }
 
-// textOf is a tool result's text: a string, or text blocks.
+// textOf is a tool result's text: a string, or text blocks and
+// tool_reference blocks, each of which is the name of the tool it
+// loads. Claude Code's ToolSearch answers with these; the tools they
+// load are in the prompt already, as defer_loading is not honoured.
 func textOf(raw json.RawMessage, path string) (string, *apiError) {
 	content, e := parseContent(raw, path)
 	if e != nil {
@@ -786,12 +844,62 @@ func textOf(raw json.RawMessage, path string) (string, *apiError) {
 	}
 	var text []string
 	for j, b := range content {
-		if b.Type != "text" {
-			return "", refuseBlock(fmt.Sprintf("%s[%d]", path, j), b.Type, "a tool result is text")
+		bp := fmt.Sprintf("%s[%d]", path, j)
+		switch {
+		case b.Type == "text":
+			text = append(text, b.Text)
+		case b.Type == "tool_reference" && b.ToolName == "":
+			return "", badRequest(bp+".tool_name", "%s.tool_name: missing", bp)
+		case b.Type == "tool_reference":
+			text = append(text, b.ToolName)
+		case b.Type == "document":
+			doc, e := documentText(b, bp)
+			if e != nil {
+				return "", e
+			}
+			text = append(text, doc)
+		default:
+			return "", refuseBlock(bp, b.Type, "a tool result has text, document and tool_reference blocks")
 		}
-		text = append(text, b.Text)
 	}
 	return strings.Join(text, "\n\n"), nil
+}
+
+// documentText is a document block's title, context and text, joined as
+// text blocks are: a plain text source, or a content source of text
+// blocks. A PDF, an image or a file is refused, as the model reads text
+// only; so are citations, which it cannot give.
+func documentText(b anthropicBlockIn, path string) (string, *apiError) {
+	var src struct {
+		Type    string          `json:"type"`
+		Data    string          `json:"data"`
+		Content json.RawMessage `json:"content"`
+	}
+	if e := unmarshalAt(b.Source, path+".source", &src, "a document source, an object with a type"); e != nil {
+		return "", e
+	}
+	var body string
+	switch src.Type {
+	case "text":
+		body = src.Data
+	case "content":
+		var e *apiError
+		if body, e = textOf(src.Content, path+".source.content"); e != nil {
+			return "", e
+		}
+	default:
+		return "", badRequest(path+".source.type", "%s.source.type %q: a document is read as text, from a text or content source: %s", path, src.Type, noVision)
+	}
+	if b.Citations != nil && b.Citations.Enabled {
+		return "", badRequest(path+".citations", "%s.citations: citations are not supported", path)
+	}
+	var parts []string
+	for _, p := range []string{b.Title, b.Context, body} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	return strings.Join(parts, "\n\n"), nil
 }
 
 // refuseBlock refuses a block of a type that has no place there; images

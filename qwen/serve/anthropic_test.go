@@ -174,12 +174,21 @@ func TestAnthropicMessages(t *testing.T) {
 		t.Errorf("usage %+v; want %d prompt tokens in all, %d output", u, prompt, n)
 	}
 	// count_tokens counts the same prompt, whatever max_tokens and the
-	// sampling say; Claude Code's billing header is left out of it.
+	// sampling say; Claude Code's billing header is left out of it, and
+	// an empty system prompt is none.
 	for _, system := range []string{`"Be brief."`, `[{"type":"text","text":"x-anthropic-billing-header: cc_version=2.0; cch=1a2b3;"},{"type":"text","text":"Be brief.","cache_control":{"type":"ephemeral"}}]`} {
 		resp, body = ts.post(t, "/v1/messages/count_tokens", `{"model":"tiny-a","system":`+system+`,"messages":[{"role":"user","content":[{"type":"text","text":"`+question+`"}]}]}`)
 		if resp.StatusCode != 200 || body != `{"input_tokens":`+itoa(prompt)+"}\n" {
 			t.Errorf("count_tokens with the system %s: %d %s; want %d", system, resp.StatusCode, body, prompt)
 		}
+	}
+	bare, err := ts.m.Count(qwen.Request{Messages: systemAndQuestion[1:]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, body = ts.post(t, "/v1/messages/count_tokens", `{"model":"tiny-a","system":"","messages":[{"role":"user","content":"`+question+`"}]}`)
+	if resp.StatusCode != 200 || body != `{"input_tokens":`+itoa(bare)+"}\n" {
+		t.Errorf("count_tokens with an empty system prompt: %d %s; want %d, as without one", resp.StatusCode, body, bare)
 	}
 
 	resp, body = ts.post(t, "/v1/messages", messagesBody(n, `,"stream":true`))
@@ -401,8 +410,8 @@ func TestAnthropicConversation(t *testing.T) {
 		{Role: "user", Content: "Weather?\n\nIn Paris."},
 		{Role: "assistant", Content: "Checking.", Reasoning: "A lookup.", ToolCalls: []qwen.ToolCall{
 			{ID: "toolu_1", Name: "weather", Arguments: `{"city": "Paris"}`}, {ID: "toolu_2", Name: "time", Arguments: "{}"}}},
-		{Role: "tool", Content: "18C"},
-		{Role: "tool", Content: "Error: no clock"},
+		{Role: "tool", Content: "18C", ToolCallID: "toolu_1"},
+		{Role: "tool", Content: "Error: no clock", ToolCallID: "toolu_2"},
 		{Role: "user", Content: "And tomorrow?"},
 	}
 	if jsonOf(t, req.Messages) != jsonOf(t, want) {
@@ -449,6 +458,65 @@ func TestAnthropicConversation(t *testing.T) {
 	mr.Thinking.Type = "enabled"
 	if req, e = qwen25.messagesRequest(&mr, false); e != nil || req.ThinkBudget != 0 || req.NoThinking {
 		t.Errorf("thinking enabled on Qwen2.5: %+v", req)
+	}
+}
+
+// TestAnthropicToolReference: Claude Code's ToolSearch answers with
+// tool_reference blocks, which load the deferred tools they name: each
+// is that name in the tool message, and the next turn is answered.
+func TestAnthropicToolReference(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	body := `{"model":"tiny-a","max_tokens":2,"temperature":0,"thinking":{"type":"disabled"},
+		"tools":[{"name":"ToolSearch","input_schema":{"type":"object","properties":{"query":{"type":"string"}}}},
+			{"name":"mcp__echo__echo","input_schema":{"type":"object"},"defer_loading":true},
+			{"name":"mcp__echo__ping","input_schema":{"type":"object"},"defer_loading":true}],
+		"messages":[{"role":"user","content":"Echo hi."},
+			{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"ToolSearch","input":{"query":"select:mcp__echo__echo,mcp__echo__ping"}}]},
+			{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[
+				{"type":"tool_reference","tool_name":"mcp__echo__echo"},{"type":"tool_reference","tool_name":"mcp__echo__ping"}]}]}]}`
+	var mr messagesRequest
+	unmarshal(t, body, &mr)
+	req, e := ts.target().messagesRequest(&mr, false)
+	if e != nil {
+		t.Fatal(e.msg)
+	}
+	if n := len(req.Messages); n != 3 || jsonOf(t, req.Messages[2]) != jsonOf(t, qwen.Message{Role: "tool", Content: "mcp__echo__echo\n\nmcp__echo__ping", ToolCallID: "toolu_1"}) {
+		t.Errorf("messages %s; want the tool message to name the tools", jsonOf(t, req.Messages))
+	}
+	if resp, out := ts.post(t, "/v1/messages", body); resp.StatusCode != 200 {
+		t.Errorf("%d %s", resp.StatusCode, out)
+	}
+}
+
+// TestAnthropicDocuments: a document of text (a text source, or a
+// content source of text blocks) is its title, its context and its text,
+// in a user message or a tool result, and is answered.
+func TestAnthropicDocuments(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	body := `{"model":"tiny-a","max_tokens":2,"temperature":0,"thinking":{"type":"disabled"},
+		"tools":[{"name":"fetch","input_schema":{"type":"object"}}],
+		"messages":[{"role":"user","content":[
+				{"type":"document","source":{"type":"text","media_type":"text/plain","data":"The grass is green."},"title":"Facts","context":"From a book.","citations":{"enabled":false},"cache_control":{"type":"ephemeral"}},
+				{"type":"text","text":"What color is the grass?"}]},
+			{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"fetch","input":{}}]},
+			{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[
+				{"type":"document","source":{"type":"content","content":[{"type":"text","text":"The sky"},{"type":"text","text":"is blue."}]}}]}]}]}`
+	var mr messagesRequest
+	unmarshal(t, body, &mr)
+	req, e := ts.target().messagesRequest(&mr, false)
+	if e != nil {
+		t.Fatal(e.msg)
+	}
+	want := []qwen.Message{
+		{Role: "user", Content: "Facts\n\nFrom a book.\n\nThe grass is green.\n\nWhat color is the grass?"},
+		{Role: "assistant", ToolCalls: []qwen.ToolCall{{ID: "toolu_1", Name: "fetch", Arguments: "{}"}}},
+		{Role: "tool", Content: "The sky\n\nis blue.", ToolCallID: "toolu_1"},
+	}
+	if jsonOf(t, req.Messages) != jsonOf(t, want) {
+		t.Errorf("messages\n%s\nwant\n%s", jsonOf(t, req.Messages), jsonOf(t, want))
+	}
+	if resp, out := ts.post(t, "/v1/messages", body); resp.StatusCode != 200 {
+		t.Errorf("%d %s", resp.StatusCode, out)
 	}
 }
 
@@ -561,7 +629,13 @@ func TestAnthropicErrors(t *testing.T) {
 		{"/v1/messages", user(`[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]`), 400, "invalid_request_error",
 			"messages[0].content[0]: image blocks are not supported: this model has no vision"},
 		{"/v1/messages", user(`[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image"}]}]`), 400, "invalid_request_error", "messages[0].content[0].content[0]: image blocks"},
-		{"/v1/messages", user(`[{"type":"document"}]`), 400, "invalid_request_error", "document blocks are not supported"},
+		{"/v1/messages", user(`[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0="}}]`), 400, "invalid_request_error",
+			`messages[0].content[0].source.type "base64": a document is read as text, from a text or content source: this model has no vision`},
+		{"/v1/messages", user(`[{"type":"document"}]`), 400, "invalid_request_error", "messages[0].content[0].source: want a document source"},
+		{"/v1/messages", user(`[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"x"},"citations":{"enabled":true}}]`), 400, "invalid_request_error",
+			"messages[0].content[0].citations: citations are not supported"},
+		{"/v1/messages", user(`[{"type":"document","source":{"type":"content","content":[{"type":"image"}]}}]`), 400, "invalid_request_error", "messages[0].content[0].source.content[0]: image blocks"},
+		{"/v1/messages", user(`[{"type":"tool_result","tool_use_id":"t","content":[{"type":"tool_reference"}]}]`), 400, "invalid_request_error", "messages[0].content[0].content[0].tool_name: missing"},
 		{"/v1/messages", user(`7`), 400, "invalid_request_error", "content: want a string or a list of content blocks"},
 		{"/v1/messages", user(`[{"type":"text","text":5}]`), 400, "invalid_request_error", "messages[0].content[0].text: want a string, got number"},
 		{"/v1/messages", user(`[]`), 400, "invalid_request_error", "messages[0].content: empty"},
@@ -575,9 +649,23 @@ func TestAnthropicErrors(t *testing.T) {
 		{"/v1/messages", `{` + m + `,"thinking":{"type":"enabled"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "thinking.budget_tokens"},
 		{"/v1/messages", `{` + m + `,"thinking":{"type":"sometimes"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `thinking.type "sometimes"`},
 		{"/v1/messages", `{` + m + `,"tool_choice":{"type":"any"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "it needs tools"},
+		{"/v1/messages", `{` + m + `,"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"g"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tool_choice.name "g": not among the tools`},
+		{"/v1/messages/count_tokens", `{"model":"tiny-a","tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"g"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tool_choice.name "g": not among the tools`},
 		{"/v1/messages", `{` + m + `,"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "server tools are not supported"},
+		{"/v1/messages", `{` + m + `,"mcp_servers":[{"type":"url","url":"https://example.com/sse","name":"example"}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "mcp_servers: Anthropic's MCP connector is not supported"},
+		{"/v1/messages/count_tokens", `{"model":"tiny-a","mcp_servers":[{"type":"url","url":"https://example.com/sse","name":"example"}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "mcp_servers"},
 		{"/v1/messages", `{` + m + `,"tools":[{"name":"f"}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "tools[0].input_schema: missing"},
 		{"/v1/messages", `{` + m + `,"tools":[{"name":"f","input_schema":{"type":"object","minProperties":"one"}}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "minProperties"},
+		// A tool's input is an object: Anthropic refuses a schema of
+		// another type, or of none.
+		{"/v1/messages", `{` + m + `,"tools":[{"name":"f","input_schema":{"type":"string","enum":["a"]}}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tools[0].input_schema.type "string": want "object"`},
+		{"/v1/messages", `{` + m + `,"tools":[{"name":"f","input_schema":{"type":"object"}},{"name":"g","input_schema":{"properties":{"a":{}}}}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tools[1].input_schema.type: missing; want "object"`},
+		{"/v1/messages/count_tokens", `{"model":"tiny-a","tools":[{"name":"f","input_schema":{"type":["object","null"]}}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tools[0].input_schema.type ["object","null"]: want "object"`},
+		// Tool names as Anthropic takes them: ^[a-zA-Z0-9_-]{1,128}$, each
+		// once.
+		{"/v1/messages", `{` + m + `,"tools":[{"name":"a b\"c","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tools[0].name "a b\"c": want at most 128 letters, digits, _ and -`},
+		{"/v1/messages", `{` + m + `,"tools":[{"name":"` + strings.Repeat("x", 129) + `","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tools[0].name "xxx`},
+		{"/v1/messages", `{` + m + `,"tools":[{"name":"f","input_schema":{"type":"object"}},{"name":"mcp__git-hub__f_2","input_schema":{"type":"object"}},{"name":"f","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tools[2].name "f": tools[0] has it too: tool names must be unique`},
 		{"/v1/messages", `{` + m + `,"stop_sequences":"END","messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "stop_sequences: want an array"},
 		{"/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":4,"messages":[{"role":"user","content":"Hi"}]}`, 404, "not_found_error", `the model "claude-sonnet-4-5" does not exist: this server has "tiny-a"`},
 		{"/v1/messages/count_tokens", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"Hi"}]}`, 404, "not_found_error", "does not exist"},

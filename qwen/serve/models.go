@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/qwenc/qwenc/qwen"
 )
@@ -321,29 +323,80 @@ func (s *Server) defaultTarget(r *http.Request, rl *reqLog, name string) (*targe
 	return s.model(r, rl, cmp.Or(name, s.models.first))
 }
 
+// modelObject is a model as OpenAI's and Anthropic's model lists give
+// it, both at once: the fields of one are extra to the other's clients.
 type modelObject struct {
 	ID      string `json:"id"`
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// Anthropic's.
+	Type        string `json:"type"`
+	DisplayName string `json:"display_name"`
+	CreatedAt   string `json:"created_at"`
 }
 
-// modelObject is OpenAI's model object for a name: created is when its
-// file was written.
+// modelObject is the model object for a name: created is when its file
+// was written.
 func (s *Server) modelObject(name string) modelObject {
-	var created int64
+	var created time.Time
 	if st, err := os.Stat(s.models.files[name]); err == nil {
-		created = st.ModTime().Unix()
+		created = st.ModTime().UTC().Truncate(time.Second)
 	}
-	return modelObject{ID: name, Object: "model", Created: created, OwnedBy: "qwenrun"}
+	return modelObject{ID: name, Object: "model", Created: created.Unix(), OwnedBy: "qwenrun",
+		Type: "model", DisplayName: name, CreatedAt: created.Format(time.RFC3339)}
 }
 
+// listModels lists the models as OpenAI does (all of them) and as
+// Anthropic does, a page at a time when the client asks for one (limit,
+// after_id, before_id; has_more, first_id, last_id), as its SDK's
+// auto-paging iterator does.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
-	var data []modelObject
-	for _, n := range s.models.names() {
+	names := s.models.names()
+	q := r.URL.Query()
+	limit := len(names)
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return badRequest("limit", "limit %q: want 1 to 1000", v)
+		}
+		limit = n
+	}
+	from, to := 0, len(names)
+	for _, p := range []struct {
+		param string
+		at    *int
+		off   int
+	}{{"after_id", &from, 1}, {"before_id", &to, 0}} {
+		id := q.Get(p.param)
+		if id == "" {
+			continue
+		}
+		i := slices.Index(names, id)
+		if i < 0 {
+			return badRequest(p.param, "%s %q: no such model", p.param, id)
+		}
+		*p.at = i + p.off
+	}
+	if from > to {
+		return badRequest("before_id", "before_id comes before after_id")
+	}
+	page := names[from:to]
+	more := len(page) > limit
+	if more && q.Has("before_id") && !q.Has("after_id") {
+		page = page[len(page)-limit:] // the page just before before_id
+	} else if more {
+		page = page[:limit]
+	}
+	data := make([]modelObject, 0, len(page))
+	for _, n := range page {
 		data = append(data, s.modelObject(n))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+	var first, last *string
+	if len(page) > 0 {
+		first, last = &page[0], &page[len(page)-1]
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data, "has_more": more, "first_id": first, "last_id": last})
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/qwenc/qwenc/qwen"
 )
@@ -45,6 +46,57 @@ func modelsServer(t *testing.T) *testServer {
 	}})
 	t.Cleanup(func() { ts.Close() })
 	return ts
+}
+
+// TestModelPages: /v1/models as Anthropic's model list pages it (limit,
+// after_id, before_id), each model with Anthropic's fields beside
+// OpenAI's; without them, every model at once as OpenAI lists them.
+func TestModelPages(t *testing.T) {
+	ts := modelsServer(t)
+	type page struct {
+		Data    []modelObject
+		HasMore bool    `json:"has_more"`
+		FirstID *string `json:"first_id"`
+		LastID  *string `json:"last_id"`
+	}
+	for query, want := range map[string]string{
+		"":                                    "tiny-a claude-sonnet-4-5 emb gpt-5-codex",
+		"?limit=2":                            "tiny-a claude-sonnet-4-5 more",
+		"?limit=2&after_id=claude-sonnet-4-5": "emb gpt-5-codex",
+		"?limit=1&after_id=emb":               "gpt-5-codex",
+		"?limit=1&before_id=emb":              "claude-sonnet-4-5 more",
+		"?after_id=gpt-5-codex":               "",
+	} {
+		resp, body := ts.get(t, "/v1/models"+query)
+		var p page
+		unmarshal(t, body, &p)
+		var got []string
+		for _, m := range p.Data {
+			got = append(got, m.ID)
+			if m.Type != "model" || m.DisplayName != m.ID || m.Object != "model" {
+				t.Errorf("%s: %+v", query, m)
+			}
+			if at, err := time.Parse(time.RFC3339, m.CreatedAt); err != nil || at.Unix() != m.Created {
+				t.Errorf("%s: created_at %q, created %d", query, m.CreatedAt, m.Created)
+			}
+		}
+		if p.HasMore {
+			got = append(got, "more")
+		}
+		if resp.StatusCode != 200 || strings.Join(got, " ") != want {
+			t.Errorf("%s: %d %q, want %q", query, resp.StatusCode, got, want)
+		}
+		if len(p.Data) > 0 && (p.FirstID == nil || *p.FirstID != p.Data[0].ID || p.LastID == nil || *p.LastID != p.Data[len(p.Data)-1].ID) {
+			t.Errorf("%s: first_id %v, last_id %v", query, p.FirstID, p.LastID)
+		}
+	}
+	for query, param := range map[string]string{"?limit=0": "limit", "?limit=x": "limit", "?after_id=nope": "after_id",
+		"?after_id=emb&before_id=tiny-a": "before_id"} {
+		resp, body := ts.get(t, "/v1/models"+query)
+		if resp.StatusCode != 400 || !strings.Contains(body, `"param":"`+param+`"`) {
+			t.Errorf("%s: %d %s", query, resp.StatusCode, body)
+		}
+	}
 }
 
 // TestModelNames: the names of ServerOptions.Models are listed by

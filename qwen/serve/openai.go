@@ -580,6 +580,9 @@ func chatMessages(in []chatMessage) ([]qwen.Message, *apiError) {
 			reasoning = m.Reasoning
 		}
 		out[i] = qwen.Message{Role: role, Content: m.Content.text, Reasoning: reasoning}
+		if role == "tool" {
+			out[i].ToolCallID = m.ToolCallID
+		}
 		if len(m.ToolCalls) > 0 && role != "assistant" {
 			return nil, badRequest(fmt.Sprintf("messages[%d].tool_calls", i), "messages[%d]: only an assistant message has tool_calls", i)
 		}

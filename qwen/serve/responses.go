@@ -116,7 +116,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, rl *reqL
 func (s *Server) responseHead(t *target, rr *responsesRequest, c responsesCall) *responseObject {
 	head := &responseObject{ID: itemID("resp"), Object: "response", CreatedAt: time.Now().Unix(), Status: "in_progress",
 		Background: rr.Background, Instructions: rr.Instructions, MaxOutputTokens: rr.MaxOutputTokens, Model: t.name,
-		Output: []outputItem{}, ParallelToolCalls: !c.req.OneToolCall, ServiceTier: "default", Store: c.store,
+		Output: []outputItem{}, ParallelToolCalls: rr.ParallelToolCalls == nil || *rr.ParallelToolCalls, ServiceTier: "default", Store: c.store,
 		Temperature: float32To64(c.req.Sampling.Temperature), TopP: float32To64(c.req.Sampling.TopP), Truncation: "disabled",
 		ToolChoice: rr.ToolChoice, Tools: rr.Tools, User: rr.User, Metadata: rr.Metadata}
 	if id := rr.PreviousResponseID; id != nil && *id != "" {
@@ -177,6 +177,11 @@ func (head *responseObject) finish(items *responseItems, out outcome) error {
 	return err
 }
 
+// fail ends the response with the server's failure.
+func (head *responseObject) fail(err error) {
+	head.Status, head.Error = "failed", &responseError{Code: "server_error", Message: err.Error()}
+}
+
 // streamResponse sends the Responses API's events: response.created and
 // response.in_progress, each item's added, content part, deltas and done
 // events, then response.completed, response.incomplete or
@@ -204,7 +209,13 @@ func (s *Server) streamResponse(w http.ResponseWriter, g *generation, c response
 	out, err := g.run(items.add)
 	if err != nil {
 		if !g.rl.clientGone {
-			head.Status, head.Error = "failed", &responseError{Code: "server_error", Message: err.Error()}
+			// The item being written ends, and the response holds what
+			// was written, as a background response's failure keeps it.
+			if items.close("incomplete") != nil {
+				return
+			}
+			head.Output = append([]outputItem{}, items.items...)
+			head.fail(err)
 			send(responseEvent{Type: "response.failed", Response: head})
 		}
 		return
@@ -241,23 +252,33 @@ func (s *Server) backgroundResponse(w http.ResponseWriter, r *http.Request, rl *
 		defer close(done)
 		defer release()
 		defer cancel()
-		items := &responseItems{encrypted: c.encrypted, tools: c.tools}
-		out, err := g.run(items.add)
-		if err != nil { // cancelled
-			items.close("incomplete")
-			head.Status, head.Output = "cancelled", append([]outputItem{}, items.items...)
-			s.responses.end(head, nil)
-			return
-		}
-		head.finish(items, out)
-		var history []qwen.Message
-		if head.Status != "failed" {
-			history = append(c.history, items.turn())
-		}
-		s.responses.end(head, history)
+		s.runBackground(g, c, head)
 	}()
 	writeJSON(w, http.StatusOK, &answer)
 	return nil
+}
+
+// runBackground runs a background response's generation to its end and
+// stores how it ended: cancelled when its context was, failed with the
+// error when the engine failed, else as an answer not streamed ends.
+func (s *Server) runBackground(g *generation, c responsesCall, head *responseObject) {
+	items := &responseItems{encrypted: c.encrypted, tools: c.tools}
+	out, err := g.run(items.add)
+	if err != nil {
+		items.close("incomplete")
+		head.Status, head.Output = "cancelled", append([]outputItem{}, items.items...)
+		if !g.rl.clientGone { // the engine's failure, not the cancel
+			head.fail(err)
+		}
+		s.responses.end(head, nil)
+		return
+	}
+	head.finish(items, out)
+	var history []qwen.Message
+	if head.Status != "failed" {
+		history = append(c.history, items.turn())
+	}
+	s.responses.end(head, history)
 }
 
 // getResponse is GET /v1/responses/{id}.

@@ -259,8 +259,11 @@ func responsesToolChoice(raw json.RawMessage, req *qwen.Request) *apiError {
 	}
 	switch o.Type {
 	case "function":
-		if o.Name == "" {
+		switch {
+		case o.Name == "":
 			return badRequest("tool_choice.name", "tool_choice.name: missing")
+		case len(req.Tools) > 0 && toolIndex(req.Tools, o.Name) < 0: // no tools at all is refused with the other forced choices
+			return badRequest("tool_choice.name", "tool_choice.name %q: not among the tools", o.Name)
 		}
 		req.ToolName = o.Name
 	case "allowed_tools":
@@ -418,7 +421,7 @@ func responsesInput(raw json.RawMessage) ([]qwen.Message, *apiError) {
 				return nil, e
 			}
 			closeTurn()
-			out = append(out, qwen.Message{Role: "tool", Content: text})
+			out = append(out, qwen.Message{Role: "tool", Content: text, ToolCallID: it.CallID})
 		case "item_reference":
 			return nil, badRequest(path+".type", "%s: item_reference is not supported here; give the item itself, or previous_response_id", path)
 		case "":

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -334,6 +335,7 @@ func TestResponsesErrors(t *testing.T) {
 		{`{` + m + `,"input":"Hi","tool_choice":{"type":"web_search_preview"}}`, "tool_choice.type", "built-in"},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"allowed_tools","mode":"auto","tools":[{"type":"function","name":"g"}]}}`,
 			"tool_choice.tools[0].name", `"g": not among the tools`},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"g"}}`, "tool_choice.name", `"g": not among the tools`},
 		{`{` + m + `,"input":[{"role":"user","content":[{"type":"input_text","text":"Look"},{"type":"input_image","image_url":"data:"}]}]}`,
 			"input[0].content[1]", "this model has no vision"},
 		{`{` + m + `,"input":[{"type":"web_search_call","id":"ws_1"}]}`, "input[0].type", `"web_search_call": not supported here`},
@@ -426,6 +428,52 @@ func TestResponsesBackground(t *testing.T) {
 	}
 }
 
+// TestResponsesBackgroundFails: a background response whose generation
+// the engine fails is read back failed, with the error and the output so
+// far, not as cancelled, which nobody asked.
+func TestResponsesBackgroundFails(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	head := &responseObject{ID: itemID("resp"), Object: "response", Status: "in_progress", Background: true, Output: []outputItem{}}
+	ts.responses.begin(head, func() {}, make(chan struct{}))
+	ts.runBackground(failing(ts), responsesCall{}, head)
+	req, _ := http.NewRequest("GET", ts.url+"/v1/responses/"+head.ID, nil)
+	resp, body := do(t, req)
+	var r responseObject
+	unmarshal(t, body, &r)
+	if resp.StatusCode != http.StatusOK || r.Status != "failed" || r.Error == nil || !strings.Contains(r.Error.Message, "the kernel failed") ||
+		len(r.Output) != 1 || r.Output[0].Content[0].Text != "Hello" || r.Output[0].Status != "incomplete" {
+		t.Errorf("%d %s; want failed, with the error and the text so far", resp.StatusCode, body)
+	}
+}
+
+// TestResponsesStreamFails: a streamed response whose generation the
+// engine fails ends the item being written (its done events, status
+// incomplete) and fails with the error and the output so far, as the
+// same failure of a background response is read back.
+func TestResponsesStreamFails(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	head := &responseObject{ID: itemID("resp"), Object: "response", Status: "in_progress", Output: []outputItem{}}
+	rec := httptest.NewRecorder()
+	ts.streamResponse(rec, failing(ts), responsesCall{}, head, &responseItems{})
+	var types []string
+	var last responseEvent
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			var ev responseEvent
+			unmarshal(t, data, &ev)
+			types = append(types, ev.Type)
+			last = ev
+		}
+	}
+	want := "response.created response.in_progress response.output_item.added response.content_part.added response.output_text.delta " +
+		"response.output_text.done response.content_part.done response.output_item.done response.failed"
+	r := last.Response
+	if strings.Join(types, " ") != want || r == nil || r.Status != "failed" || r.Error == nil || !strings.Contains(r.Error.Message, "the kernel failed") ||
+		len(r.Output) != 1 || r.Output[0].Content[0].Text != "Hello" || r.Output[0].Status != "incomplete" {
+		t.Errorf("events %s\nwant %s\nthe last %+v", types, want, r)
+	}
+}
+
 // TestResponsesNamespace: the functions of a namespace (Codex groups its
 // sub-agent tools so) are tools as the others are, and a call of one
 // names its namespace.
@@ -438,6 +486,25 @@ func TestResponsesNamespace(t *testing.T) {
 	unmarshal(t, out, &r)
 	if resp.StatusCode != 200 || len(r.Output) != 1 || r.Output[0].Name != "spawn" || r.Output[0].Namespace != "agents" || !strings.Contains(out, `"namespace":"agents"`) {
 		t.Errorf("%d %s", resp.StatusCode, out)
+	}
+}
+
+// TestResponsesParallelToolCalls: the response gives parallel_tool_calls
+// back as the request set it, with tools or without (where it bounds
+// nothing).
+func TestResponsesParallelToolCalls(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	const tools = `,"tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{},"additionalProperties":false}}]`
+	for _, c := range []struct {
+		fields string
+		want   bool
+	}{{``, true}, {`,"parallel_tool_calls":false`, false}, {`,"parallel_tool_calls":false` + tools, false}, {`,"parallel_tool_calls":true` + tools, true}} {
+		resp, out := ts.post(t, "/v1/responses", `{"model":"tiny-a","input":"Hi","max_output_tokens":1`+c.fields+`}`)
+		var r responseObject
+		unmarshal(t, out, &r)
+		if resp.StatusCode != http.StatusOK || r.ParallelToolCalls != c.want {
+			t.Errorf("%s: %d %s; want parallel_tool_calls %v", c.fields, resp.StatusCode, out, c.want)
+		}
 	}
 }
 

@@ -30,7 +30,11 @@ func parseTools(defs []json.RawMessage) ([]qwen.Tool, *apiError) {
 			return nil, e
 		}
 		if shape.Function != nil {
-			if e := schemaObject(shape.Function.Parameters, path+".function.parameters", false); e != nil {
+			params := path + ".function.parameters"
+			if e := schemaObject(shape.Function.Parameters, params, false); e != nil {
+				return nil, e
+			}
+			if e := schemaType(shape.Function.Parameters, params+".type", false); e != nil {
 				return nil, e
 			}
 		}
@@ -57,6 +61,30 @@ func schemaObject(raw json.RawMessage, path string, required bool) *apiError {
 		return nil
 	case raw[0] != '{':
 		return badRequest(path, "%s: want a JSON Schema object", path)
+	}
+	return nil
+}
+
+// schemaType refuses a tool's arguments schema whose type (at path) is
+// not "object", as OpenAI and Anthropic do: the templates take a call's
+// arguments as an object, and the grammar, held to a schema of another
+// type, would make a call whose arguments are a string or an array, which
+// no client can take. Anthropic requires the type; OpenAI and Ollama
+// take a schema without one.
+func schemaType(schema json.RawMessage, path string, required bool) *apiError {
+	var s struct {
+		Type json.RawMessage `json:"type"`
+	}
+	// schemaObject has seen that the schema, if any, is an object.
+	json.Unmarshal(schema, &s)
+	var typ string
+	switch {
+	case len(s.Type) == 0 || string(s.Type) == "null":
+		if required {
+			return badRequest(path, `%s: missing; want "object"`, path)
+		}
+	case json.Unmarshal(s.Type, &typ) != nil || typ != "object":
+		return badRequest(path, `%s %s: want "object": a tool's arguments are an object`, path, s.Type)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/qwenc/qwenc/format/chat"
 	"github.com/qwenc/qwenc/qwen"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -230,6 +231,59 @@ func TestOllamaToolResults(t *testing.T) {
 	}
 }
 
+// TestToolResultsInCallOrder: parallel calls' results sent in another
+// order than the calls (each naming its call) are put in the calls'
+// order, which the template, printing no ids, pairs them by: OpenAI's
+// tool_call_id, the Responses API's call_id and Anthropic's tool_use_id.
+func TestToolResultsInCallOrder(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	prompt := func(first, second string) string {
+		t.Helper()
+		body := `{"model":"tiny-a","messages":[{"role":"user","content":"Weather in Paris and Oslo?"},` +
+			`{"role":"assistant","content":"","tool_calls":[{"id":"call_p","type":"function","function":{"name":"weather","arguments":"{\"city\":\"Paris\"}"}},` +
+			`{"id":"call_o","type":"function","function":{"name":"weather","arguments":"{\"city\":\"Oslo\"}"}}]},` +
+			first + `,` + second + `]}`
+		resp, out := ts.post(t, "/apply-template", body)
+		var got struct{ Prompt string }
+		unmarshal(t, out, &got)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, out)
+		}
+		return got.Prompt
+	}
+	paris, oslo := `{"role":"tool","tool_call_id":"call_p","content":"Paris: sun"}`, `{"role":"tool","tool_call_id":"call_o","content":"Oslo: snow"}`
+	inOrder := prompt(paris, oslo)
+	if got := prompt(oslo, paris); got != inOrder || strings.Index(inOrder, "Paris: sun") > strings.Index(inOrder, "Oslo: snow") {
+		t.Errorf("results out of order:\n%s\nin order:\n%s", got, inOrder)
+	}
+	// The other protocols give their ids to the same messages.
+	var anthropic []anthropicMessage
+	unmarshal(t, `[{"role":"user","content":"Weather?"},`+
+		`{"role":"assistant","content":[{"type":"tool_use","id":"p","name":"weather","input":{}},{"type":"tool_use","id":"o","name":"weather","input":{}}]},`+
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"o","content":"Oslo"},{"type":"tool_result","tool_use_id":"p","content":"Paris"}]}]`, &anthropic)
+	fromAnthropic, e := anthropicMessages(nil, anthropic)
+	if e != nil {
+		t.Fatal(e)
+	}
+	fromResponses, e := responsesInput(json.RawMessage(`[{"role":"user","content":"Weather?"},` +
+		`{"type":"function_call","call_id":"p","name":"weather","arguments":"{}"},{"type":"function_call","call_id":"o","name":"weather","arguments":"{}"},` +
+		`{"type":"function_call_output","call_id":"o","output":"Oslo"},{"type":"function_call_output","call_id":"p","output":"Paris"}]`))
+	if e != nil {
+		t.Fatal(e)
+	}
+	for name, msgs := range map[string][]qwen.Message{"anthropic": fromAnthropic, "responses": fromResponses} {
+		var results []string
+		for _, m := range chat.OrderToolResults(msgs) {
+			if m.Role == "tool" {
+				results = append(results, m.Content)
+			}
+		}
+		if strings.Join(results, " ") != "Paris Oslo" {
+			t.Errorf("%s: the results in the prompt %q, want Paris Oslo", name, results)
+		}
+	}
+}
+
 // TestToolRequestErrors: a bad tool definition, tool call or tool_choice
 // is refused with the path of the field at fault.
 func TestToolRequestErrors(t *testing.T) {
@@ -238,6 +292,8 @@ func TestToolRequestErrors(t *testing.T) {
 	for _, c := range []struct{ path, body, param, msg string }{
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f"}},{"type":"function"}]}`, "tools[1].function", "tools[1].function: missing"},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f","parameters":"x"}}]}`, "tools[0].function.parameters", "JSON Schema object"},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"string"}}}]}`, "tools[0].function.parameters.type", `tools[0].function.parameters.type "string": want "object"`},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"say \"hi\""}}]}`, "tools[0].function.name", `a tool's name may not hold`},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"sometimes"}`, "tool_choice", `tool_choice "sometimes"`},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"required"}`, "tool_choice", "it needs tools"},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"xml"}}`, "response_format.type", `"xml"`},
@@ -261,6 +317,7 @@ func TestToolRequestErrors(t *testing.T) {
 	}
 	for body, want := range map[string]string{
 		`{"model":"tiny-a",` + hi + `,"format":"yaml"}`: `format \"yaml\": want \"json\" or a JSON Schema`,
+		`{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":["object","null"]}}}]}`: `tools[0].function.parameters.type [\"object\",\"null\"]: want \"object\"`,
 	} {
 		resp, out := ts.post(t, "/api/chat", body)
 		if resp.StatusCode != 400 || !strings.Contains(out, want) {

@@ -3,6 +3,7 @@ package sampling
 import (
 	"cmp"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -117,6 +118,89 @@ func TestNucleusMatchesFullSort(t *testing.T) {
 			}
 		}
 	}
+}
+
+// plateauLogits is a row as the small trained demo models give: a few
+// tokens well above the rest, and the untrained rest within spread of one
+// logit, 5 nats lower, so that they hold most of the mass and top-p's cut
+// falls among them. Spread 0 makes them equal.
+func plateauLogits(n int, spread float64, seed uint64) []float32 {
+	r := rand.New(rand.NewPCG(seed, 2))
+	l := make([]float32, n)
+	for i := range l {
+		l[i] = float32(-5 + spread*r.Float64())
+	}
+	for range 20 {
+		l[r.IntN(n)] = float32(r.Float64() * 2)
+	}
+	return l
+}
+
+// TestNucleusOnPlateau: when top-p's cut falls in a boundary bucket of
+// far more tokens than are sorted (prefixByMass splits it by weight),
+// the survivors are those of the whole row sorted by the same weights:
+// spread over the bucket, over a few of its sub-buckets, all equal (the
+// cut then by id), and three runs of equal weights (spread -1).
+func TestNucleusOnPlateau(t *testing.T) {
+	// Three weights taking turns: each a run of equal weights in a
+	// sub-bucket of its own.
+	levels := plateauLogits(120000, 0, 7)
+	for i := range levels {
+		if levels[i] == -5 {
+			levels[i] += float32(i%3) * 0.01
+		}
+	}
+	for _, spread := range []float64{0.02, 1e-5, 0, -1} {
+		l := levels
+		if spread >= 0 {
+			l = plateauLogits(120000, spread, 7)
+		}
+		for _, p := range []float64{0.3, 0.9, 0.95, 0.999} {
+			s := New(len(l), Params{Temperature: 1, TopP: float32(p)})
+			z, _ := s.weighFull(l)
+			if edge := edgeSize(s, z*p); edge <= maxSortedEdge {
+				t.Fatalf("spread %g p=%g: the boundary bucket holds %d tokens, not more than %d", spread, p, edge, maxSortedEdge)
+			}
+			// The weights sorted whole, as the boundary bucket was.
+			var all []cand
+			for i, w := range s.e[:len(l)] {
+				if w > 0 {
+					all = append(all, cand{int32(i), w})
+				}
+			}
+			slices.SortFunc(all, byProbDesc)
+			want := make([]int, nucleusPrefix(all, 0, z*p))
+			for i := range want {
+				want[i] = int(all[i].id)
+			}
+			slices.Sort(want)
+			got := survivors(s, l)
+			// Summation order may move the cut by one token when the
+			// cumulative mass lands within rounding of p.
+			if d := len(got) - len(want); d < -1 || d > 1 || !isPrefixSet(got, want) {
+				t.Errorf("spread %g p=%g: kept %d tokens, the sort keeps %d", spread, p, len(got), len(want))
+			}
+		}
+	}
+}
+
+// edgeSize is the number of tokens in the bucket where the mass crosses
+// target.
+func edgeSize(s *Sampler, target float64) int {
+	var cum float64
+	for k, m := range s.hist {
+		if cum+m >= target {
+			n := 0
+			for i, b := range s.bucket[:len(s.e)] {
+				if int(b) == k && s.e[i] > 0 {
+					n++
+				}
+			}
+			return n
+		}
+		cum += m
+	}
+	return 0
 }
 
 // isPrefixSet reports whether the smaller set is contained in the larger.

@@ -2,6 +2,7 @@ package sampling
 
 import (
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -143,13 +144,100 @@ func (s *Sampler) nucleus(e []float32, target float64) []cand {
 		}
 	}
 	edge := c[back:]
-	slices.SortFunc(edge, byProbDesc)
 	m := 0
 	if kept < target {
-		m = nucleusPrefix(edge, kept, target)
+		m = s.prefixByMass(edge, kept, target)
 	}
 	copy(c[front:], edge[:m])
 	return c[:front+m]
+}
+
+// lowestIDs is prefixByMass for tokens of one weight, which byProbDesc
+// orders by id alone: it counts the tokens the mass needs (sums of equal
+// terms, the same in any order) and puts that many of the lowest ids
+// first, found by a bit per token rather than a sort (the exp table
+// gives most of a demo model's untrained tokens the same weight).
+func (s *Sampler) lowestIDs(edge []cand, kept, target float64) int {
+	m := nucleusPrefix(edge, kept, target)
+	if m == len(edge) {
+		return m
+	}
+	clear(s.marks)
+	for _, x := range edge {
+		s.marks[x.id/64] |= 1 << (x.id % 64)
+	}
+	v, n := edge[0].v, 0
+	for w, word := range s.marks {
+		for ; word != 0 && n < m; word &= word - 1 {
+			edge[n] = cand{int32(w*64 + bits.TrailingZeros64(word)), v}
+			n++
+		}
+	}
+	return m
+}
+
+// Boundary buckets of more than maxSortedEdge tokens are split by a
+// histogram of subBuckets before anything is sorted.
+const (
+	maxSortedEdge = 2048
+	subBuckets    = 1024
+)
+
+// prefixByMass rearranges edge so that its first m tokens are the
+// shortest run, in byProbDesc order, whose mass added to kept reaches
+// target, and returns m. A small edge is sorted. A large one (a model
+// whose untrained tokens all sit at about one logit, as the small demo
+// models' do: 113K tokens in one 1/32-nat bucket, whose sort was most of
+// a step) is split by a histogram over its range of weights: the tokens
+// of better sub-buckets are kept unsorted and only the sub-bucket where
+// the mass crosses target is looked into, the same way.
+func (s *Sampler) prefixByMass(edge []cand, kept, target float64) int {
+	if len(edge) == 0 {
+		return 0
+	}
+	lo, hi := edge[0].v, edge[0].v
+	for _, x := range edge {
+		lo, hi = min(lo, x.v), max(hi, x.v)
+	}
+	switch {
+	case len(edge) <= maxSortedEdge:
+		slices.SortFunc(edge, byProbDesc)
+		return nucleusPrefix(edge, kept, target)
+	case lo == hi:
+		return s.lowestIDs(edge, kept, target)
+	}
+	// Heavier weights get lower indices, as the buckets of nucleus.
+	scale := float64(subBuckets-1) / float64(hi-lo)
+	index := func(v float32) int { return subBuckets - 1 - int(float64(v-lo)*scale) }
+	h := s.sub[:]
+	clear(h)
+	for _, x := range edge {
+		h[index(x.v)] += float64(x.v)
+	}
+	boundary := subBuckets - 1
+	for k, m := range h {
+		if kept+m >= target {
+			boundary = k
+			break
+		}
+		kept += m
+	}
+	// Better sub-buckets first, then the boundary, then the rest.
+	lt, i, gt := 0, 0, len(edge)
+	for i < gt {
+		switch k := index(edge[i].v); {
+		case k < boundary:
+			edge[lt], edge[i] = edge[i], edge[lt]
+			lt++
+			i++
+		case k == boundary:
+			i++
+		default:
+			gt--
+			edge[i], edge[gt] = edge[gt], edge[i]
+		}
+	}
+	return lt + s.prefixByMass(edge[lt:gt], kept, target)
 }
 
 // drawDense samples straight from the unnormalised row when no filter needs

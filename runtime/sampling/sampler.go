@@ -65,6 +65,8 @@ type Sampler struct {
 	e      []float32 // unnormalised probabilities, full-vocabulary path
 	bucket []uint16  // histogram bucket per token, full-vocabulary path
 	hist   [numBuckets]float64
+	sub    [subBuckets]float64 // the boundary bucket's histogram, when it is large
+	marks  []uint64            // a bit per token: the ids of a large run of equal weights
 	exp    expTable
 
 	counts []int32 // occurrences in the penalty window; all zero between calls
@@ -109,6 +111,7 @@ func New(vocab int, p Params) *Sampler {
 		cands:  make([]cand, vocab),
 		e:      make([]float32, vocab),
 		bucket: make([]uint16, vocab),
+		marks:  make([]uint64, (vocab+63)/64),
 		counts: make([]int32, vocab),
 		seen:   make([]int32, 0, vocab),
 	}

@@ -38,6 +38,19 @@ async function same(c, req, what) {
   return whole;
 }
 
+// The models, as the SDK lists them a page of one at a time (its
+// iterator follows has_more and last_id) and retrieves one.
+{
+  const ids = [];
+  for await (const m of anthropic.models.list({ limit: 1 })) {
+    check(m.type === "model" && m.display_name === m.id && !Number.isNaN(Date.parse(m.created_at)), `models.list: ${json(m)}`);
+    ids.push(m.id);
+  }
+  check(ids.includes(model) && new Set(ids).size === ids.length, `models.list: ${json(ids)}`);
+  const one = await anthropic.models.retrieve(model);
+  check(one.id === model && one.type === "model", `models.retrieve: ${json(one)}`);
+}
+
 // A plain message, and count_tokens of the same request. Thinking is
 // off: a Qwen3.5 prompt opens the thinking unless told not to.
 {
