@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/qwenc/qwenc/format/chat"
@@ -508,10 +507,7 @@ func (t *target) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 			return req, badRequest(path+".name", "%s.name %q: tools[%d] has it too: tool names must be unique", path, def.Name, first)
 		}
 		named[def.Name] = i
-		if e := schemaObject(def.InputSchema, path+".input_schema", true); e != nil {
-			return req, e
-		}
-		if e := schemaType(def.InputSchema, path+".input_schema.type", true); e != nil {
+		if e := toolSchema(def.InputSchema, path+".input_schema", true); e != nil {
 			return req, e
 		}
 		tool, err := qwen.NewTool(def.Name, def.Description, def.InputSchema)
@@ -642,7 +638,7 @@ func anthropicToolChoice(mr *messagesRequest, req *qwen.Request) *apiError {
 		}
 		// Checked here, not only when the grammar is made, so that
 		// count_tokens, which makes none, refuses it as messages does.
-		if len(req.Tools) > 0 && !slices.ContainsFunc(req.Tools, func(t qwen.Tool) bool { return t.Name == tc.Name }) {
+		if len(req.Tools) > 0 && toolIndex(req.Tools, tc.Name) < 0 {
 			return badRequest("tool_choice.name", "tool_choice.name %q: not among the tools", tc.Name)
 		}
 		req.ToolName = tc.Name

@@ -219,7 +219,7 @@ func responsesTools(defs []json.RawMessage) ([]qwen.Tool, map[string]responsesTo
 			if _, dup := byName[f.Name]; dup {
 				return badRequest(path+".name", "%s.name %q: another tool has that name", path, f.Name)
 			}
-			if e := schemaObject(f.Parameters, path+".parameters", false); e != nil {
+			if e := toolSchema(f.Parameters, path+".parameters", false); e != nil {
 				return e
 			}
 			tool, err := qwen.NewTool(f.Name, f.Description, f.Parameters)

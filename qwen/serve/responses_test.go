@@ -336,6 +336,7 @@ func TestResponsesErrors(t *testing.T) {
 		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"allowed_tools","mode":"auto","tools":[{"type":"function","name":"g"}]}}`,
 			"tool_choice.tools[0].name", `"g": not among the tools`},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"function","name":"g"}}`, "tool_choice.name", `"g": not among the tools`},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f","parameters":{"type":"string"}}]}`, "tools[0].parameters.type", `want "object"`},
 		{`{` + m + `,"input":[{"role":"user","content":[{"type":"input_text","text":"Look"},{"type":"input_image","image_url":"data:"}]}]}`,
 			"input[0].content[1]", "this model has no vision"},
 		{`{` + m + `,"input":[{"type":"web_search_call","id":"ws_1"}]}`, "input[0].type", `"web_search_call": not supported here`},

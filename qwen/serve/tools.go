@@ -30,11 +30,7 @@ func parseTools(defs []json.RawMessage) ([]qwen.Tool, *apiError) {
 			return nil, e
 		}
 		if shape.Function != nil {
-			params := path + ".function.parameters"
-			if e := schemaObject(shape.Function.Parameters, params, false); e != nil {
-				return nil, e
-			}
-			if e := schemaType(shape.Function.Parameters, params+".type", false); e != nil {
+			if e := toolSchema(shape.Function.Parameters, path+".function.parameters", false); e != nil {
 				return nil, e
 			}
 		}
@@ -49,9 +45,15 @@ func parseTools(defs []json.RawMessage) ([]qwen.Tool, *apiError) {
 	return tools, nil
 }
 
-// schemaObject refuses a JSON Schema at path that is not an object;
-// absent (or null) it is refused only when required.
-func schemaObject(raw json.RawMessage, path string, required bool) *apiError {
+// toolSchema refuses a tool's arguments schema at path that is not a
+// JSON Schema object, or whose type is not "object", as OpenAI and
+// Anthropic do: the templates take a call's arguments as an object, and
+// the grammar, held to a schema of another type, would make a call whose
+// arguments are a string or an array, which no client can take. With
+// required (Anthropic's input_schema) the schema and its type must be
+// given; OpenAI, the Responses API and Ollama take a tool without
+// parameters, and parameters without a type.
+func toolSchema(raw json.RawMessage, path string, required bool) *apiError {
 	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
@@ -62,29 +64,18 @@ func schemaObject(raw json.RawMessage, path string, required bool) *apiError {
 	case raw[0] != '{':
 		return badRequest(path, "%s: want a JSON Schema object", path)
 	}
-	return nil
-}
-
-// schemaType refuses a tool's arguments schema whose type (at path) is
-// not "object", as OpenAI and Anthropic do: the templates take a call's
-// arguments as an object, and the grammar, held to a schema of another
-// type, would make a call whose arguments are a string or an array, which
-// no client can take. Anthropic requires the type; OpenAI and Ollama
-// take a schema without one.
-func schemaType(schema json.RawMessage, path string, required bool) *apiError {
 	var s struct {
 		Type json.RawMessage `json:"type"`
 	}
-	// schemaObject has seen that the schema, if any, is an object.
-	json.Unmarshal(schema, &s)
+	json.Unmarshal(raw, &s) // an object: what is wrong in it, the schema's compiler says
 	var typ string
 	switch {
 	case len(s.Type) == 0 || string(s.Type) == "null":
 		if required {
-			return badRequest(path, `%s: missing; want "object"`, path)
+			return badRequest(path+".type", `%s.type: missing; want "object"`, path)
 		}
 	case json.Unmarshal(s.Type, &typ) != nil || typ != "object":
-		return badRequest(path, `%s %s: want "object": a tool's arguments are an object`, path, s.Type)
+		return badRequest(path+".type", `%s.type %s: want "object": a tool's arguments are an object`, path, s.Type)
 	}
 	return nil
 }
