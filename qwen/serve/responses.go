@@ -177,6 +177,15 @@ func (head *responseObject) finish(items *responseItems, out outcome) error {
 	return err
 }
 
+// cut ends the item being written (incomplete, its done events sent
+// when streaming) and keeps what was written as the response's output:
+// a response stopped before its end, failed or cancelled.
+func (head *responseObject) cut(items *responseItems) error {
+	err := items.close("incomplete")
+	head.Output = append([]outputItem{}, items.items...)
+	return err
+}
+
 // fail ends the response with the server's failure.
 func (head *responseObject) fail(err error) {
 	head.Status, head.Error = "failed", &responseError{Code: "server_error", Message: err.Error()}
@@ -209,12 +218,9 @@ func (s *Server) streamResponse(w http.ResponseWriter, g *generation, c response
 	out, err := g.run(items.add)
 	if err != nil {
 		if !g.rl.clientGone {
-			// The item being written ends, and the response holds what
-			// was written, as a background response's failure keeps it.
-			if items.close("incomplete") != nil {
+			if head.cut(items) != nil {
 				return
 			}
-			head.Output = append([]outputItem{}, items.items...)
 			head.fail(err)
 			send(responseEvent{Type: "response.failed", Response: head})
 		}
@@ -265,8 +271,8 @@ func (s *Server) runBackground(g *generation, c responsesCall, head *responseObj
 	items := &responseItems{encrypted: c.encrypted, tools: c.tools}
 	out, err := g.run(items.add)
 	if err != nil {
-		items.close("incomplete")
-		head.Status, head.Output = "cancelled", append([]outputItem{}, items.items...)
+		head.cut(items)
+		head.Status = "cancelled"
 		if !g.rl.clientGone { // the engine's failure, not the cancel
 			head.fail(err)
 		}
