@@ -192,18 +192,15 @@ const (
 // of better sub-buckets are kept unsorted and only the sub-bucket where
 // the mass crosses target is looked into, the same way.
 func (s *Sampler) prefixByMass(edge []cand, kept, target float64) int {
-	if len(edge) == 0 {
-		return 0
+	if len(edge) <= maxSortedEdge { // a real model's, of tens of tokens
+		slices.SortFunc(edge, byProbDesc)
+		return nucleusPrefix(edge, kept, target)
 	}
 	lo, hi := edge[0].v, edge[0].v
 	for _, x := range edge {
 		lo, hi = min(lo, x.v), max(hi, x.v)
 	}
-	switch {
-	case len(edge) <= maxSortedEdge:
-		slices.SortFunc(edge, byProbDesc)
-		return nucleusPrefix(edge, kept, target)
-	case lo == hi:
+	if lo == hi {
 		return s.lowestIDs(edge, kept, target)
 	}
 	// Heavier weights get lower indices, as the buckets of nucleus.
