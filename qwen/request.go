@@ -57,7 +57,9 @@ const MaxLogitBias = 100
 // (Prompt, or Tokens), and how to generate.
 type Request struct {
 	// Messages is a conversation, rendered with the model's chat template
-	// and answered as the assistant.
+	// and answered as the assistant. A system message after the first is
+	// a system turn where it comes, also where the template refuses one
+	// (Qwen3.5's), since agents send them mid-conversation.
 	Messages []Message
 	// Prompt is raw text to continue; added tokens written in it
 	// (<|im_start|>, ...) are recognised, as Hugging Face's tokenizer does.
@@ -315,7 +317,7 @@ func (m *Model) render(r *Request, generationPrompt bool) ([]chat.Segment, bool,
 
 // chatOptions are the chat template's switches a request sets.
 func chatOptions(r *Request) chat.Options {
-	return chat.Options{Tools: r.Tools, NoThinking: r.NoThinking, PreserveThinking: r.PreserveThinking}
+	return chat.Options{Tools: r.Tools, NoThinking: r.NoThinking, PreserveThinking: r.PreserveThinking, LaterSystem: true}
 }
 
 // RenderPrompt is the text of a request's prompt: of a conversation, the

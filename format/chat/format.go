@@ -56,6 +56,13 @@ type Options struct {
 	// assistant turn keeps its reasoning, not only those after the last
 	// user query. Formats without the switch ignore it.
 	PreserveThinking bool
+	// LaterSystem renders a system message after the first as a system
+	// turn where it comes, as Qwen3's template does, in a format whose
+	// template refuses one there (Qwen3.5's and Qwen3.6's); without it
+	// Render refuses, as the template does. Agents send them: Codex adds
+	// a developer message mid-conversation when its permissions or model
+	// change.
+	LaterSystem bool
 }
 
 // Thinking is how a format's model reasons before it answers: in a block

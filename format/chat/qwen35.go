@@ -13,7 +13,7 @@ import (
 // reasoning in a think block the generation prompt opens, kept only after
 // the last user query. Every message's text is trimmed; the template
 // refuses a conversation without a user query, and a system message
-// anywhere but first.
+// anywhere but first (Options.LaterSystem renders one as a system turn).
 var qwen35 = &Format{
 	name:     "qwen3.5",
 	detect:   func(t string) bool { return strings.Contains(t, "<function=") && strings.Contains(t, ThinkOpen) },
@@ -99,7 +99,11 @@ func renderQwen35(b *builder, msgs []Message, o Options, v36 bool) error {
 	for i, m := range msgs {
 		switch m.Role {
 		case "system":
-			if i > 0 {
+			switch {
+			case i == 0:
+			case o.LaterSystem:
+				b.turn("system", content[i])
+			default:
 				return fmt.Errorf("messages[%d]: a system message comes first or not at all in this chat template", i)
 			}
 		case "user":

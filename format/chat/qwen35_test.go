@@ -68,3 +68,35 @@ func TestQwen35Refuses(t *testing.T) {
 		t.Errorf("tools given to plain ChatML: %v", err)
 	}
 }
+
+// TestQwen35LaterSystem: with Options.LaterSystem a system message after
+// the first is a system turn where it comes (its text trimmed, as every
+// message's), with tools and without, and the first stays where the
+// template puts it.
+func TestQwen35LaterSystem(t *testing.T) {
+	later := Message{Role: "system", Content: " Approval policy is now never.\n"}
+	msgs := []Message{
+		{Role: "system", Content: "S0"}, {Role: "user", Content: "Q"}, {Role: "assistant", Content: "A"},
+		later, {Role: "user", Content: "Q2"},
+	}
+	without := append(append([]Message(nil), msgs[:3]...), msgs[4:]...)
+	for _, f := range []*Format{qwen35, qwen36} {
+		for _, tools := range [][]Tool{nil, {{Name: "f", def: `{"type":"function"}`}}} {
+			o := Options{Tools: tools, GenerationPrompt: true, LaterSystem: true}
+			base := Text(render(t, f, without, o))
+			at := strings.Index(base, "<|im_start|>user\nQ2")
+			if at < 0 {
+				t.Fatalf("%s: no second query in %q", f, base)
+			}
+			want := base[:at] + "<|im_start|>system\nApproval policy is now never.<|im_end|>\n" + base[at:]
+			segs := render(t, f, msgs, o)
+			if got := Text(segs); got != want {
+				t.Errorf("%s, %d tools:\n got %q\nwant %q", f, len(tools), got, want)
+			}
+			checkSegments(t, segs)
+			if strings.Count(Text(segs), "S0") != 1 {
+				t.Errorf("%s: the first system message rendered %d times", f, strings.Count(Text(segs), "S0"))
+			}
+		}
+	}
+}

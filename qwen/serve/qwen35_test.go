@@ -115,6 +115,17 @@ func TestApplyTemplateQwen35(t *testing.T) {
 			t.Errorf("%s, reasoning: %d %s\n got %q\nwant %q", c.Name, resp.StatusCode, out, got.Prompt, c.Rendered)
 		}
 	}
+	// A developer message mid-conversation, which the template refuses,
+	// is a system turn where it comes (Codex sends them).
+	resp, out := q35.post(t, "/apply-template", `{"messages":[{"role":"system","content":"S"},{"role":"user","content":"hi"},
+		{"role":"developer","content":"Approval policy is now never."},{"role":"user","content":"go on"}],"add_generation_prompt":true}`)
+	var got struct{ Prompt string }
+	unmarshal(t, out, &got)
+	want := "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>system\nApproval policy is now never.<|im_end|>\n" +
+		"<|im_start|>user\ngo on<|im_end|>\n<|im_start|>assistant\n<think>\n"
+	if resp.StatusCode != 200 || got.Prompt != want {
+		t.Errorf("a later developer message: %d %s\n got %q\nwant %q", resp.StatusCode, out, got.Prompt, want)
+	}
 }
 
 // TestTemplateKwargsMalformed: chat_template_kwargs of the wrong shape is

@@ -513,6 +513,8 @@ func TestResponsesParallelToolCalls(t *testing.T) {
 // messages first in input (Codex sends two developer messages), or with
 // a previous response whose history begins with them, make one system
 // message: Qwen3.5's template takes one, first, and refused the request.
+// A developer message later in the conversation (Codex adds one when its
+// permissions change) is a system turn where it comes.
 func TestResponsesSystemMessages(t *testing.T) {
 	ts, _ := serveBundled(t, "tiny-q35")
 	first := ""
@@ -523,6 +525,9 @@ func TestResponsesSystemMessages(t *testing.T) {
 			{"type":"message","role":"user","content":[{"type":"input_text","text":"Name a Go keyword."}]}]}`,
 		"instructions, a system and a developer message": `{"model":"tiny-q35","max_output_tokens":2,"instructions":"Be brief.","input":[
 			{"role":"system","content":"Answer in English."},{"role":"developer","content":"Use Go."},{"role":"user","content":"hi"}]}`,
+		"a developer message mid-conversation": `{"model":"tiny-q35","max_output_tokens":2,"instructions":"Be brief.","input":[
+			{"role":"user","content":"hi"},{"role":"assistant","content":"Hello."},
+			{"role":"developer","content":"Approval policy is now never."},{"role":"user","content":"list the files"}]}`,
 	} {
 		resp, b := ts.post(t, "/v1/responses", body)
 		var r struct{ ID string }
