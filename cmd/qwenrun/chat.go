@@ -8,6 +8,7 @@ import (
 	"github.com/qwenc/qwenc/cmd/internal/terminal"
 	"github.com/qwenc/qwenc/internal/cliutil"
 	"github.com/qwenc/qwenc/qwen"
+	"github.com/qwenc/qwenc/runtime/sampling"
 	"github.com/urfave/cli/v2"
 )
 
@@ -30,7 +31,8 @@ func runChat(c *cli.Context, s *setup) error {
 		return err
 	}
 	ch := terminal.NewChat(s.m, qc, terminal.ChatOptions{JSON: c.Bool("json"), Verbose: c.Bool("verbose"),
-		HideThinking: c.Bool("hide-think"), NoAnswer: c.Int("max-tokens") == 0, Load: s.loadTime})
+		HideThinking: c.Bool("hide-think"), NoAnswer: c.Int("max-tokens") == 0, Load: s.loadTime,
+		PenaltiesOff: c.IsSet(sampling.RepeatLastNFlag) && c.Int(sampling.RepeatLastNFlag) == 0})
 	text, oneShot, err := promptText(c)
 	if err != nil {
 		return err

@@ -249,6 +249,25 @@ func TestSamplingFlagsApply(t *testing.T) {
 			t.Errorf("%q then %s: exit %d, %q; want the settings %q", tc.flags, tc.set, code, stderr, tc.want)
 		}
 	}
+	// repeat-last-n 0, from the flags or /set, keeps the penalties off: a
+	// penalty /set later is refused, saying so, until a window is set
+	// (a Params' window 0 is the default 64, which would turn them on).
+	off := "repeat-penalty 1, presence-penalty 0, frequency-penalty 0, repeat-last-n 0, seed 3\n"
+	for _, tc := range []struct {
+		flags       []string
+		input, want string
+	}{
+		{[]string{"--repeat-last-n", "0"}, "/set repeat-penalty 1.3\n/show\n", off},
+		{nil, "/set repeat-last-n 0\n/set presence-penalty 1\n/show\n", off},
+		{nil, "/set repeat-last-n 0\n/set repeat-last-n 16\n/set repeat-penalty 1.3\n/show\n",
+			"repeat-penalty 1.3, presence-penalty 0, frequency-penalty 0, repeat-last-n 16, seed 3\n"},
+	} {
+		_, stderr, code := qwenrun(t, tc.input, append([]string{m, "--chat", "--seed", "3"}, tc.flags...)...)
+		refused := strings.Contains(stderr, "the penalties are off (repeat-last-n 0); /set repeat-last-n N to turn them on first")
+		if code != 0 || !strings.Contains(stderr, tc.want) || refused != (tc.want == off) {
+			t.Errorf("%q, %q: exit %d, %q; want the settings %q", tc.flags, tc.input, code, stderr, tc.want)
+		}
+	}
 }
 
 // TestKernelsEnv: where --kernels is absent $QWEN_KERNELS chooses the

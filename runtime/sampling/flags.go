@@ -41,6 +41,13 @@ func FlagName(name string) (string, bool) {
 	return "", false
 }
 
+// IsPenalty reports whether flag is one of the penalties that
+// repeat-last-n 0 turns off.
+func IsPenalty(flag string) bool {
+	s, ok := setting(flag)
+	return ok && s.Penalty
+}
+
 // setting is the Setting of a flag other than the seed.
 func setting(flag string) (Setting, bool) {
 	for _, s := range Settings() {

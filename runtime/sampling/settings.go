@@ -24,10 +24,17 @@ type Setting struct {
 	LoOpen  bool
 	Integer bool
 	// Note says what the special values do, for messages: "1 is off".
-	Note  string
-	apply func(*Params, float64)
-	value func(Params) float64
+	Note string
+	// Penalty: a penalty over the repeat_last_n window, which that
+	// window's 0 turns off.
+	Penalty bool
+	apply   func(*Params, float64)
+	value   func(Params) float64
 }
+
+// RepeatLastNFlag is the penalty window's flag, whose 0 turns the
+// penalties off.
+const RepeatLastNFlag = "repeat-last-n"
 
 // topPKeepOne is what top_p 0 sets: as in llama.cpp and OpenAI, it keeps
 // the most likely token alone. A zero Params.TopP is off instead, so that
@@ -62,7 +69,7 @@ func Settings() []Setting {
 		{Name: "min_p", Flag: "min-p", Lo: 0, Hi: 1, Note: "0 is off",
 			apply: func(p *Params, v float64) { p.MinP = float32(v) },
 			value: func(p Params) float64 { return float64(p.MinP) }},
-		{Name: "repeat_penalty", Flag: "repeat-penalty", Lo: 0, LoOpen: true, Hi: math.Inf(1), Note: "1 is off",
+		{Name: "repeat_penalty", Flag: "repeat-penalty", Lo: 0, LoOpen: true, Hi: math.Inf(1), Note: "1 is off", Penalty: true,
 			apply: func(p *Params, v float64) { p.RepeatPenalty = float32(v) },
 			value: func(p Params) float64 {
 				if p.RepeatPenalty == 0 { // a Params' zero is off
@@ -70,15 +77,15 @@ func Settings() []Setting {
 				}
 				return float64(p.RepeatPenalty)
 			}},
-		{Name: "presence_penalty", Flag: "presence-penalty", Lo: -2, Hi: 2, Note: "0 is off",
+		{Name: "presence_penalty", Flag: "presence-penalty", Lo: -2, Hi: 2, Note: "0 is off", Penalty: true,
 			apply: func(p *Params, v float64) { p.PresencePenalty = float32(v) },
 			value: func(p Params) float64 { return float64(p.PresencePenalty) }},
-		{Name: "frequency_penalty", Flag: "frequency-penalty", Lo: -2, Hi: 2, Note: "0 is off",
+		{Name: "frequency_penalty", Flag: "frequency-penalty", Lo: -2, Hi: 2, Note: "0 is off", Penalty: true,
 			apply: func(p *Params, v float64) { p.FrequencyPenalty = float32(v) },
 			value: func(p Params) float64 { return float64(p.FrequencyPenalty) }},
 		// Ollama's semantics: 0 turns the penalties off, -1 is the whole
 		// context. A Params' own 0 is the default window instead.
-		{Name: "repeat_last_n", Flag: "repeat-last-n", Lo: -1, Hi: math.MaxInt32, Integer: true, Note: "-1 is the whole context, 0 turns the penalties off",
+		{Name: "repeat_last_n", Flag: RepeatLastNFlag, Lo: -1, Hi: math.MaxInt32, Integer: true, Note: "-1 is the whole context, 0 turns the penalties off",
 			apply: func(p *Params, v float64) {
 				p.RepeatLastN = int(v)
 				if v == 0 {

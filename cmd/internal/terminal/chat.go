@@ -33,6 +33,10 @@ type Chat struct {
 	// unanswered counts messages refused for lack of context; a script
 	// piping messages learns of them from the exit status.
 	unanswered int
+	// penaltiesOff: repeat-last-n 0 turned the penalties off, which a
+	// Params cannot say (its window's 0 is the default, 64); /set of a
+	// penalty is refused until repeat-last-n turns them on.
+	penaltiesOff bool
 }
 
 // ChatOptions are what a Chat shows of its replies.
@@ -47,6 +51,9 @@ type ChatOptions struct {
 	HideThinking, NoAnswer bool
 	// Load is the time the model took to load, for the statistics.
 	Load time.Duration
+	// PenaltiesOff: the command line's repeat-last-n 0 turned the
+	// penalties off, and /set of one should not turn them on again.
+	PenaltiesOff bool
 }
 
 // NewChat shows c's replies on stdout, and the rest on stderr; m is the
@@ -56,7 +63,7 @@ func NewChat(m *qwen.Model, c *qwen.Conversation, o ChatOptions) *Chat {
 	if o.JSON || o.NoAnswer {
 		out = io.Discard
 	}
-	return &Chat{m: m, info: m.Info(), c: c, o: o, notes: os.Stderr, dim: IsTerminal(os.Stderr),
+	return &Chat{m: m, info: m.Info(), c: c, o: o, notes: os.Stderr, dim: IsTerminal(os.Stderr), penaltiesOff: o.PenaltiesOff,
 		show: newThinkFilter(out, o.HideThinking, IsTerminal(os.Stdout))}
 }
 

@@ -184,10 +184,21 @@ func (ch *Chat) do(in *console, cmd *command) error {
 		}
 		ch.note("thinking %s", onOff(cmd.on))
 	case "set":
+		if ch.penaltiesOff && sampling.IsPenalty(cmd.flag) {
+			ch.note("/set %s: the penalties are off (%s 0); /set %s N to turn them on first", cmd.flag, sampling.RepeatLastNFlag, sampling.RepeatLastNFlag)
+			return nil
+		}
 		req := ch.c.Settings()
 		cmd.change(req.Sampling)
 		if err := ch.c.SetSettings(req); err != nil {
 			return err
+		}
+		if cmd.flag == sampling.RepeatLastNFlag {
+			// Only a 0 leaves the window 0; -1 and N are kept as given.
+			if ch.penaltiesOff = req.Sampling.RepeatLastN == 0; ch.penaltiesOff {
+				ch.note("%s 0: the penalties are off", cmd.flag)
+				return nil
+			}
 		}
 		ch.note("%s %s", cmd.flag, req.Sampling.Flag(cmd.flag))
 	case "show":
@@ -253,7 +264,13 @@ func (ch *Chat) showSettings() {
 	settings := ch.c.Settings()
 	row("model", "%s (%s chat template)", ch.info.Name, ch.format())
 	row("context", "%d of %d tokens used", ch.c.Used(), ch.info.Context)
-	row("sampling", "%s", settings.Sampling.Describe())
+	sampled := settings.Sampling.Describe()
+	if ch.penaltiesOff {
+		// Describe gives the window a Params' 0 means, 64.
+		w := sampling.RepeatLastNFlag + " "
+		sampled = strings.Replace(sampled, w+settings.Sampling.Flag(sampling.RepeatLastNFlag), w+"0", 1)
+	}
+	row("sampling", "%s", sampled)
 	if _, thinks := ch.format().Thinking(); thinks {
 		row("thinking", "%s", onOff(!settings.NoThinking))
 	}
