@@ -21,7 +21,8 @@ import (
 // no tool_choice, so these go to a second server whose model opens a call
 // first: eagerCaller); the Responses API through the openai package
 // (responses.create and its stream helper: a forced call, its result
-// sent back with previous_response_id, text streamed, text.format
+// sent back with previous_response_id, each response's input items
+// listed by inputItems.list's pages, text streamed, text.format
 // json_schema validated with Ajv, a built-in tool refused); and the
 // ollama package's version, show and ps. Then the @anthropic-ai/sdk
 // package against the same

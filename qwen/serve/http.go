@@ -123,6 +123,7 @@ func (s *Server) Handler() http.Handler {
 	s.handle(mux, "GET /v1/responses/{id}", s.getResponse)
 	s.handle(mux, "DELETE /v1/responses/{id}", s.deleteResponse)
 	s.handle(mux, "POST /v1/responses/{id}/cancel", s.cancelResponse)
+	s.handle(mux, "GET /v1/responses/{id}/input_items", s.listInputItems)
 	s.handle(mux, "POST /apply-template", s.applyTemplate)
 	s.handle(mux, "POST /v1/embeddings", s.openAIEmbeddings)
 	s.handle(mux, "POST /v1/rerank", s.rerank)

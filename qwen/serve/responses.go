@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -105,7 +106,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, rl *reqL
 	}
 	head.finish(items, out)
 	if c.store {
-		s.responses.put(head, append(c.history, items.turn()))
+		s.responses.put(head, append(c.history, items.turn()), c.input)
 	}
 	writeJSON(w, http.StatusOK, head)
 	return nil
@@ -230,7 +231,7 @@ func (s *Server) streamResponse(w http.ResponseWriter, g *generation, c response
 		return
 	}
 	if c.store && head.Status != "failed" {
-		s.responses.put(head, append(c.history, items.turn()))
+		s.responses.put(head, append(c.history, items.turn()), c.input)
 	}
 	typ := map[string]string{"completed": "response.completed", "incomplete": "response.incomplete", "failed": "response.failed"}[head.Status]
 	send(responseEvent{Type: typ, Response: head})
@@ -253,7 +254,7 @@ func (s *Server) backgroundResponse(w http.ResponseWriter, r *http.Request, rl *
 	rl.release = nil // the generation's, not the handler's
 	answer := *head
 	done := make(chan struct{})
-	s.responses.begin(head, cancel, done)
+	s.responses.begin(head, c.input, cancel, done)
 	go func() {
 		defer close(done)
 		defer release()
@@ -324,6 +325,68 @@ func (s *Server) cancelResponse(w http.ResponseWriter, r *http.Request, _ *reqLo
 		return badRequest("", "response %q was not created with background: true: only a background response can be cancelled", id)
 	}
 	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// listInputItems is GET /v1/responses/{id}/input_items: the items of the
+// response's own input, not those of the responses previous_response_id
+// continues (each lists its own), a page at a time as OpenAI's cursor
+// pages are read (limit, after, order; has_more). Every include value
+// the API knows is taken: reasoning.encrypted_content gives a reasoning
+// item's encrypted_content back, and the others ask for what no input
+// here can have (images, built-in tools' items) or what the client gave.
+func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
+	q := r.URL.Query()
+	limit := 20
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return badRequest("limit", "limit %q: want 1 to 100", v)
+		}
+		limit = n
+	}
+	order := q.Get("order")
+	if order != "" && order != "asc" && order != "desc" {
+		return badRequest("order", "order %q: want asc or desc", order)
+	}
+	encrypted := false
+	// include[]=... as the SDKs send a list, or include=... repeated.
+	for _, inc := range append(q["include"], q["include[]"]...) {
+		if !includes[inc] {
+			return badRequest("include", "include %q is not one this API knows", inc)
+		}
+		encrypted = encrypted || inc == "reasoning.encrypted_content"
+	}
+	id := r.PathValue("id")
+	e, ok := s.responses.find(id)
+	if !ok {
+		return responseNotFound(id)
+	}
+	items := e.input
+	if order != "asc" { // desc, the default: the last item first
+		items = slices.Clone(items)
+		slices.Reverse(items)
+	}
+	if after := q.Get("after"); after != "" {
+		i := slices.IndexFunc(items, func(it inputItem) bool { return it.id == after })
+		if i < 0 {
+			return badRequest("after", "after %q: no item of response %q's input has that id", after, id)
+		}
+		items = items[i+1:]
+	}
+	more := len(items) > limit
+	if more {
+		items = items[:limit]
+	}
+	data := make([]json.RawMessage, 0, len(items))
+	for _, it := range items {
+		data = append(data, it.listed(encrypted))
+	}
+	var first, last *string
+	if len(items) > 0 {
+		first, last = &items[0].id, &items[len(items)-1].id
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data, "first_id": first, "last_id": last, "has_more": more})
 	return nil
 }
 

@@ -16,6 +16,7 @@ type responsesCall struct {
 	history   []qwen.Message // the conversation without the instructions: what previous_response_id continues
 	encrypted bool           // include reasoning.encrypted_content
 	store     bool
+	input     []inputItem // the input's items, as they are listed once stored
 	// tools are the request's function tools, all of them (allowed_tools
 	// keeps some): each name's path and namespace, if it is in one.
 	tools map[string]responsesTool
@@ -108,6 +109,9 @@ func (t *target) responsesRequest(rr *responsesRequest, prev []qwen.Message) (re
 		t.truncate(&req)
 	}
 	c.req, c.store = req, rr.Store == nil || *rr.Store
+	if c.store {
+		c.input = inputItems(rr.Input)
+	}
 	return c, nil
 }
 
@@ -511,4 +515,110 @@ func reasoningText(it responseInputItem, path string) (string, *apiError) {
 		return *it.EncryptedContent, nil
 	}
 	return "", nil
+}
+
+// inputItem is an item of a stored response's input, as
+// GET /v1/responses/{id}/input_items lists it.
+type inputItem struct {
+	id, typ string
+	json    json.RawMessage
+}
+
+// inputItems are the items of input, which responsesInput has checked,
+// as OpenAI lists them: each with an id (the client's, or one given here
+// once, when the response is stored, so that every page names it alike)
+// and a status (completed unless the client gave one); a string is one
+// user message, and a message's content a list of text parts. The other
+// fields are kept as the client gave them.
+func inputItems(raw json.RawMessage) []inputItem {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		raw, _ = json.Marshal([]map[string]string{{"role": "user", "content": s}})
+	}
+	var items []json.RawMessage
+	json.Unmarshal(raw, &items) // null, or checked already: a list of objects
+	out := make([]inputItem, 0, len(items))
+	for _, b := range items {
+		var fields map[string]json.RawMessage
+		var it responseInputItem
+		json.Unmarshal(b, &fields)
+		json.Unmarshal(b, &it)
+		if it.Type == "" {
+			it.Type = "message" // a message given by its role alone
+		}
+		prefix := map[string]string{"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}[it.Type]
+		switch it.Type {
+		case "message":
+			fields["content"] = messageParts(it.Role, it.Content)
+		case "reasoning":
+			if len(it.Summary) == 0 || string(it.Summary) == "null" {
+				fields["summary"] = json.RawMessage(`[]`) // the SDKs want a list
+			}
+		}
+		var id string
+		json.Unmarshal(fields["id"], &id)
+		if id == "" {
+			id = itemID(prefix)
+		}
+		fields["type"], fields["id"] = jsonText(it.Type), jsonText(id)
+		if st, ok := fields["status"]; !ok || string(st) == "null" {
+			fields["status"] = jsonText("completed")
+		}
+		enc, _ := json.Marshal(fields)
+		out = append(out, inputItem{id: id, typ: it.Type, json: enc})
+	}
+	return out
+}
+
+// messageParts is a message's content as a list of parts: a string is one
+// text part, input_text, or output_text in an assistant's message, which
+// has the annotations the SDKs want of output_text; a "text" part is named
+// the same way.
+func messageParts(role string, content json.RawMessage) json.RawMessage {
+	text := "input_text"
+	if role == "assistant" {
+		text = "output_text"
+	}
+	var s string
+	if json.Unmarshal(content, &s) == nil {
+		content, _ = json.Marshal([]map[string]string{{"type": text, "text": s}})
+	}
+	var parts []map[string]json.RawMessage
+	json.Unmarshal(content, &parts)
+	for _, p := range parts {
+		var typ string
+		json.Unmarshal(p["type"], &typ)
+		if typ == "text" {
+			typ, p["type"] = text, jsonText(text)
+		}
+		if _, ok := p["annotations"]; typ == "output_text" && !ok {
+			p["annotations"] = json.RawMessage(`[]`)
+		}
+	}
+	if parts == nil {
+		return json.RawMessage(`[]`)
+	}
+	b, _ := json.Marshal(parts)
+	return b
+}
+
+// listed is the item as a page gives it: a reasoning's encrypted_content
+// only when include asks for it, as in an answer's output.
+func (it inputItem) listed(encrypted bool) json.RawMessage {
+	if it.typ != "reasoning" || encrypted {
+		return it.json
+	}
+	var fields map[string]json.RawMessage
+	json.Unmarshal(it.json, &fields)
+	if _, ok := fields["encrypted_content"]; !ok {
+		return it.json
+	}
+	delete(fields, "encrypted_content")
+	b, _ := json.Marshal(fields)
+	return b
+}
+
+func jsonText(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
 }

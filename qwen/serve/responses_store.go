@@ -32,6 +32,7 @@ type responseStore struct {
 type storedResponse struct {
 	resp    *responseObject // never changed once stored: put replaces it
 	history []qwen.Message  // nil: nothing to continue (failed, cancelled)
+	input   []inputItem     // what GET /v1/responses/{id}/input_items lists
 	size    int64
 	// cancel and done, for a background response while it runs.
 	cancel context.CancelFunc
@@ -42,13 +43,13 @@ func newResponseStore() *responseStore {
 	return &responseStore{lru: list.New(), byID: map[string]*list.Element{}}
 }
 
-// put stores a copy of resp, with the conversation that continues it,
-// in place of what its id had.
-func (st *responseStore) put(resp *responseObject, history []qwen.Message) {
+// put stores a copy of resp, with the conversation that continues it
+// and its input's items, in place of what its id had.
+func (st *responseStore) put(resp *responseObject, history []qwen.Message, input []inputItem) {
 	cp := *resp
-	e := &storedResponse{resp: &cp, history: history}
+	e := &storedResponse{resp: &cp, history: history, input: input}
 	b, _ := json.Marshal(resp)
-	e.size = int64(len(b))
+	e.size = int64(len(b)) + itemsSize(input)
 	for _, m := range history {
 		e.size += int64(len(m.Content) + len(m.Reasoning))
 		for _, c := range m.ToolCalls {
@@ -61,23 +62,38 @@ func (st *responseStore) put(resp *responseObject, history []qwen.Message) {
 }
 
 // end puts a background response that has ended in place of its
-// running one, unless it was deleted meanwhile.
+// running one, with the input items begin stored, unless it was deleted
+// meanwhile.
 func (st *responseStore) end(resp *responseObject, history []qwen.Message) {
 	st.mu.Lock()
-	_, ok := st.byID[resp.ID]
+	el, ok := st.byID[resp.ID]
+	var input []inputItem
+	if ok {
+		input = el.Value.(*storedResponse).input
+	}
 	st.mu.Unlock()
 	if ok {
-		st.put(resp, history)
+		st.put(resp, history, input)
 	}
 }
 
-// begin stores a background response that is running: cancel stops it,
-// and done is closed once it has ended and been put.
-func (st *responseStore) begin(resp *responseObject, cancel context.CancelFunc, done chan struct{}) {
+// begin stores a background response that is running, with its input's
+// items (listed while it runs, and counted in the bytes): cancel stops
+// it, and done is closed once it has ended and been put.
+func (st *responseStore) begin(resp *responseObject, input []inputItem, cancel context.CancelFunc, done chan struct{}) {
 	cp := *resp
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.insert(cp.ID, &storedResponse{resp: &cp, cancel: cancel, done: done})
+	st.insert(cp.ID, &storedResponse{resp: &cp, input: input, size: itemsSize(input), cancel: cancel, done: done})
+}
+
+// itemsSize is the bytes input's items take, toward the store's bound.
+func itemsSize(input []inputItem) int64 {
+	var n int64
+	for _, it := range input {
+		n += int64(len(it.id) + len(it.typ) + len(it.json))
+	}
+	return n
 }
 
 func (st *responseStore) insert(id string, e *storedResponse) {
@@ -110,10 +126,16 @@ func (st *responseStore) lookup(id string) (*storedResponse, bool) {
 	return el.Value.(*storedResponse), true
 }
 
-func (st *responseStore) get(id string) (*responseObject, bool) {
+// find is lookup under the lock. What it finds is read without the lock:
+// a stored entry's fields never change (put replaces the entry).
+func (st *responseStore) find(id string) (*storedResponse, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	e, ok := st.lookup(id)
+	return st.lookup(id)
+}
+
+func (st *responseStore) get(id string) (*responseObject, bool) {
+	e, ok := st.find(id)
 	if !ok {
 		return nil, false
 	}

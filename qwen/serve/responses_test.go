@@ -3,8 +3,11 @@ package serve
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -380,6 +383,206 @@ func TestResponsesErrors(t *testing.T) {
 	}
 }
 
+// TestResponsesInputItems: GET /v1/responses/{id}/input_items lists a
+// stored response's own input as OpenAI does: a string as a user message,
+// a message's string content as a text part (output_text in an
+// assistant's), the other items as given, each with its id (given, or
+// assigned once: two calls agree) and status; newest first unless order
+// asc, in pages of limit after an item's id, as openai-go's auto-pager
+// reads them; reasoning's encrypted_content only when include asks. A
+// response continued by previous_response_id lists its own input alone;
+// one not stored, or unknown, is a 404; bad parameters are 400s naming
+// them.
+func TestResponsesInputItems(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	c := ts.client()
+	create := func(body string) string {
+		t.Helper()
+		resp, out := ts.post(t, "/v1/responses", body)
+		var r responseObject
+		unmarshal(t, out, &r)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", body, resp.StatusCode, out)
+		}
+		return r.ID
+	}
+	type page struct {
+		Object  string           `json:"object"`
+		Data    []map[string]any `json:"data"`
+		FirstID *string          `json:"first_id"`
+		LastID  *string          `json:"last_id"`
+		HasMore bool             `json:"has_more"`
+	}
+	list := func(id, query string) page {
+		t.Helper()
+		resp, out := ts.get(t, "/v1/responses/"+id+"/input_items"+query)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s%s: %d %s", id, query, resp.StatusCode, out)
+		}
+		var p page
+		unmarshal(t, out, &p)
+		if p.Object != "list" || p.Data == nil || len(p.Data) > 0 && (p.FirstID == nil || *p.FirstID != p.Data[0]["id"] ||
+			p.LastID == nil || *p.LastID != p.Data[len(p.Data)-1]["id"]) || len(p.Data) == 0 && (p.FirstID != nil || p.LastID != nil) {
+			t.Errorf("%s%s: %s", id, query, out)
+		}
+		return p
+	}
+	ids := func(p page) []string {
+		var out []string
+		for _, it := range p.Data {
+			out = append(out, it["id"].(string))
+		}
+		return out
+	}
+	// want checks items against the JSON of each, its id aside: given, or
+	// one with the prefix of its type.
+	want := func(items []map[string]any, wantJSON ...string) {
+		t.Helper()
+		if len(items) != len(wantJSON) {
+			t.Fatalf("%d items %v; want %d", len(items), items, len(wantJSON))
+		}
+		for i, it := range items {
+			var w map[string]any
+			unmarshal(t, wantJSON[i], &w)
+			id, _ := it["id"].(string)
+			if wid, ok := w["id"]; ok && id != wid || !ok && !strings.HasPrefix(id, map[string]string{
+				"message": "msg_", "function_call": "fc_", "function_call_output": "fco_", "reasoning": "rs_"}[it["type"].(string)]) {
+				t.Errorf("item %d: id %q", i, id)
+			}
+			got := maps.Clone(it)
+			delete(got, "id")
+			delete(w, "id")
+			if !reflect.DeepEqual(got, w) {
+				g, _ := json.Marshal(got)
+				t.Errorf("item %d: %s\nwant %s", i, g, wantJSON[i])
+			}
+		}
+	}
+
+	// A string: one user message.
+	hi := create(`{"model":"tiny-a","input":"Hi","max_output_tokens":1}`)
+	p := list(hi, "")
+	want(p.Data, `{"type":"message","role":"user","content":[{"type":"input_text","text":"Hi"}],"status":"completed"}`)
+	if p.HasMore {
+		t.Errorf("one item: has_more")
+	}
+
+	id := create(`{"model":"tiny-a","max_output_tokens":1,"input":[
+		{"role":"developer","content":"Be brief."},
+		{"type":"message","role":"user","content":[{"type":"input_text","text":"Weather?"}]},
+		{"type":"reasoning","id":"rs_given","summary":[],"content":[{"type":"reasoning_text","text":"Call it."}],"encrypted_content":"Call it."},
+		{"role":"assistant","content":"Calling."},
+		{"type":"function_call","call_id":"call_1","name":"weather","arguments":"{\"city\":\"Paris\"}"},
+		{"type":"function_call","id":"fc_given","call_id":"call_2","name":"now","arguments":"{}","status":"incomplete"},
+		{"type":"function_call_output","call_id":"call_1","output":"18C"},
+		{"type":"function_call_output","call_id":"call_2","output":[{"type":"input_text","text":"12:00"}]},
+		{"role":"user","content":[{"type":"text","text":"Thanks."}]}]}`)
+	all := []string{
+		`{"type":"message","role":"developer","content":[{"type":"input_text","text":"Be brief."}],"status":"completed"}`,
+		`{"type":"message","role":"user","content":[{"type":"input_text","text":"Weather?"}],"status":"completed"}`,
+		`{"type":"reasoning","id":"rs_given","summary":[],"content":[{"type":"reasoning_text","text":"Call it."}],"status":"completed"}`,
+		`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Calling.","annotations":[]}],"status":"completed"}`,
+		`{"type":"function_call","call_id":"call_1","name":"weather","arguments":"{\"city\":\"Paris\"}","status":"completed"}`,
+		`{"type":"function_call","id":"fc_given","call_id":"call_2","name":"now","arguments":"{}","status":"incomplete"}`,
+		`{"type":"function_call_output","call_id":"call_1","output":"18C","status":"completed"}`,
+		`{"type":"function_call_output","call_id":"call_2","output":[{"type":"input_text","text":"12:00"}],"status":"completed"}`,
+		`{"type":"message","role":"user","content":[{"type":"input_text","text":"Thanks."}],"status":"completed"}`,
+	}
+	asc := list(id, "?order=asc")
+	want(asc.Data, all...)
+	// The ids assigned are the same each time; desc, the default, is
+	// the same items newest first.
+	if again := list(id, "?order=asc"); !slices.Equal(ids(again), ids(asc)) {
+		t.Errorf("ids %v, then %v", ids(asc), ids(again))
+	}
+	desc := ids(list(id, ""))
+	reversed := slices.Clone(desc)
+	slices.Reverse(reversed)
+	if !slices.Equal(reversed, ids(asc)) || !slices.Equal(ids(list(id, "?order=desc")), desc) {
+		t.Errorf("desc %v; asc %v", desc, ids(asc))
+	}
+	// Pages of 4 after the last id of each: 4, 4, 1, the last without more.
+	var paged []string
+	after := ""
+	for i, n := range []int{4, 4, 1} {
+		p := list(id, "?order=asc&limit=4"+after)
+		if len(p.Data) != n || p.HasMore != (i < 2) {
+			t.Fatalf("page %d: %d items, has_more %v", i, len(p.Data), p.HasMore)
+		}
+		paged = append(paged, ids(p)...)
+		after = "&after=" + *p.LastID
+	}
+	if !slices.Equal(paged, ids(asc)) {
+		t.Errorf("paged %v; whole %v", paged, ids(asc))
+	}
+	// The default limit is 20; the SDK's auto-pager reads them all, newest
+	// first, and include asks for the encrypted_content.
+	if p := list(id, "?limit=100&include[]=message.input_image.image_url&include=reasoning.encrypted_content"); p.HasMore ||
+		len(p.Data) != 9 || p.Data[6]["encrypted_content"] != "Call it." {
+		t.Errorf("include reasoning.encrypted_content: %v", p.Data)
+	}
+	var sdk []string
+	pager := c.Responses.InputItems.ListAutoPaging(t.Context(), id, responses.InputItemListParams{Limit: openai.Int(2),
+		Include: []responses.ResponseIncludable{"reasoning.encrypted_content"}})
+	for pager.Next() {
+		it := pager.Current()
+		sdk = append(sdk, it.ID)
+		if it.Type == "reasoning" && it.EncryptedContent != "Call it." {
+			t.Errorf("the SDK's reasoning item: %s", it.RawJSON())
+		}
+	}
+	if err := pager.Err(); err != nil || !slices.Equal(sdk, desc) {
+		t.Errorf("openai-go's pages: %v %v; want %v", err, sdk, desc)
+	}
+
+	// Continued by previous_response_id: its own input alone.
+	next := create(`{"model":"tiny-a","previous_response_id":"` + id + `","input":"More?","max_output_tokens":1}`)
+	want(list(next, "").Data, `{"type":"message","role":"user","content":[{"type":"input_text","text":"More?"}],"status":"completed"}`)
+
+	for _, c := range []struct{ query, param, msg string }{
+		{"?limit=0", "limit", `limit "0": want 1 to 100`},
+		{"?limit=101", "limit", `limit "101"`},
+		{"?limit=ten", "limit", `limit "ten"`},
+		{"?order=up", "order", `order "up": want asc or desc`},
+		{"?after=msg_none", "after", `after "msg_none": no item`},
+		{"?include[]=everything", "include", `include "everything"`},
+	} {
+		resp, out := ts.get(t, "/v1/responses/"+id+"/input_items"+c.query)
+		var e openAIError
+		unmarshal(t, out, &e)
+		if resp.StatusCode != 400 || e.Error == nil || e.Error.Param == nil || *e.Error.Param != c.param || !strings.Contains(e.Error.Message, c.msg) {
+			t.Errorf("%s: %d %s; want 400, param %s, %q", c.query, resp.StatusCode, out, c.param, c.msg)
+		}
+	}
+	// Unknown, not stored, deleted: 404, as GET of the response.
+	unstored := create(`{"model":"tiny-a","input":"Hi","max_output_tokens":1,"store":false}`)
+	if err := c.Responses.Delete(t.Context(), hi); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"resp_x", unstored, hi} {
+		if resp, out := ts.get(t, "/v1/responses/"+id+"/input_items"); resp.StatusCode != 404 || !strings.Contains(out, `no response \"`+id+`\" is stored`) {
+			t.Errorf("%s: %d %s", id, resp.StatusCode, out)
+		}
+	}
+}
+
+// TestResponsesStoreInputBytes: a response's input items count toward the
+// stored bytes, running in background as when done.
+func TestResponsesStoreInputBytes(t *testing.T) {
+	input := inputItems(json.RawMessage(`[{"role":"user","content":"` + strings.Repeat("x", 1000) + `"}]`))
+	head := &responseObject{ID: "resp_1", Output: []outputItem{}}
+	b, _ := json.Marshal(head)
+	st := newResponseStore()
+	st.begin(head, input, func() {}, make(chan struct{}))
+	if st.bytes < 1000 || st.bytes != itemsSize(input) {
+		t.Errorf("running: %d bytes; its input has %d", st.bytes, itemsSize(input))
+	}
+	st.end(head, nil)
+	if e, ok := st.find("resp_1"); !ok || st.bytes != int64(len(b))+itemsSize(input) || len(e.input) != 1 {
+		t.Errorf("ended: %d bytes, want %d; found %v", st.bytes, int64(len(b))+itemsSize(input), ok)
+	}
+}
+
 // TestResponsesBackground: background: true answers at once with the
 // response in progress, GET reads it, and cancel stops it: cancelled,
 // with the output so far; one left to run completes.
@@ -400,6 +603,11 @@ func TestResponsesBackground(t *testing.T) {
 	if err != nil || got.Status != "in_progress" {
 		t.Fatalf("GET: %v %s", err, got.RawJSON())
 	}
+	// Its input is listed while it runs, and once it has ended.
+	items, err := c.Responses.InputItems.List(t.Context(), r.ID, responses.InputItemListParams{})
+	if err != nil || len(items.Data) != 1 || items.Data[0].Content.OfInputItemContentList[0].Text != question {
+		t.Fatalf("input_items: %v %+v", err, items)
+	}
 	cancelled, err := c.Responses.Cancel(t.Context(), r.ID)
 	if err != nil || cancelled.Status != "cancelled" {
 		t.Fatalf("cancel: %v %s", err, cancelled.RawJSON())
@@ -407,6 +615,10 @@ func TestResponsesBackground(t *testing.T) {
 	waitFor(t, func() bool { return ts.m.Stats().Active == 0 })
 	if got, err := c.Responses.Get(t.Context(), r.ID, responses.ResponseGetParams{}); err != nil || got.Status != "cancelled" {
 		t.Errorf("GET after cancel: %v %s", err, got.RawJSON())
+	}
+	if after, err := c.Responses.InputItems.List(t.Context(), r.ID, responses.InputItemListParams{}); err != nil ||
+		len(after.Data) != 1 || after.Data[0].ID != items.Data[0].ID {
+		t.Errorf("input_items after cancel: %v %+v", err, after)
 	}
 	// Left to run, it completes, and can be continued.
 	r, err = c.Responses.New(t.Context(), responses.ResponseNewParams{Model: "tiny-a", Background: openai.Bool(true),
@@ -435,7 +647,7 @@ func TestResponsesBackground(t *testing.T) {
 func TestResponsesBackgroundFails(t *testing.T) {
 	ts := newTestServer(t, modelOpts{}, ServerOptions{})
 	head := &responseObject{ID: itemID("resp"), Object: "response", Status: "in_progress", Background: true, Output: []outputItem{}}
-	ts.responses.begin(head, func() {}, make(chan struct{}))
+	ts.responses.begin(head, nil, func() {}, make(chan struct{}))
 	ts.runBackground(failing(ts), responsesCall{}, head)
 	req, _ := http.NewRequest("GET", ts.url+"/v1/responses/"+head.ID, nil)
 	resp, body := do(t, req)

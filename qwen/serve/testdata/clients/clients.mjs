@@ -185,6 +185,16 @@ const ollama = new Ollama({ host: base });
     input: whole.output.map((c) => ({ type: "function_call_output", call_id: c.call_id, output: "18C" })) });
   check(next.previous_response_id === whole.id && next.usage.input_tokens_details.cached_tokens > 0,
     `responses next: ${JSON.stringify(next.usage)}`);
+  // Each response's own input, as inputItems.list pages it (one item a
+  // page here): the results, with their ids; the string, a user message.
+  const listed = [];
+  for await (const item of openai.responses.inputItems.list(next.id, { limit: 1, order: "asc" })) listed.push(item);
+  check(listed.length === whole.output.length &&
+    listed.every((i, k) => i.type === "function_call_output" && i.id.startsWith("fco_") && i.call_id === whole.output[k].call_id),
+    `responses input items ${JSON.stringify(listed)}`);
+  const asked = await openai.responses.inputItems.list(whole.id);
+  check(asked.data.length === 1 && !asked.has_more && asked.data[0].role === "user" && asked.data[0].content[0].text === req.input,
+    `responses input items ${JSON.stringify(asked.data)}`);
   // Text, streamed as the helper gives it.
   const text = openai.responses.stream({ model, input: "Hi", max_output_tokens: 8, temperature: 0, reasoning: { effort: "none" } });
   let deltas = "";
