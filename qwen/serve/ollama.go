@@ -2,6 +2,8 @@ package serve
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -449,6 +451,18 @@ type ollamaModelEntry struct {
 	ContextLength int           `json:"context_length,omitempty"`
 }
 
+// ollamaDigest stands for the digest of Ollama's manifest, of which
+// `ollama list` and `ollama ps` print the first 12 hex digits: an empty
+// one crashes them. Hashing a file of gigabytes at each listing would be
+// too slow, so it hashes what tells the file apart (its path, size and
+// modification time), and changes when the file does, as clients that
+// cache by digest expect.
+func ollamaDigest(info qwen.Info) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%d\x00%d", info.Path, info.FileSize, info.Modified.UnixNano())
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // ollamaTags lists every model a request may name; one whose file
 // cannot be read is left out (the request naming it says why).
 func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
@@ -459,7 +473,7 @@ func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request, _ *reqLog) *
 			continue
 		}
 		models = append(models, ollamaModelEntry{Name: n + ":latest", Model: n + ":latest", ModifiedAt: info.Modified.Format(time.RFC3339Nano),
-			Size: info.FileSize, Details: detailsOf(info)})
+			Size: info.FileSize, Digest: ollamaDigest(info), Details: detailsOf(info)})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"models": models})
 	return nil
@@ -512,7 +526,7 @@ func (s *Server) ollamaPS(w http.ResponseWriter, r *http.Request, _ *reqLog) *ap
 				continue
 			}
 			models = append(models, ollamaModelEntry{Name: n + ":latest", Model: n + ":latest", Size: cur.info.FileSize + st.KVBytes + st.CachedBytes,
-				Details: detailsOf(cur.info), ExpiresAt: time.Now().Add(math.MaxInt64).Format(time.RFC3339Nano),
+				Digest: ollamaDigest(cur.info), Details: detailsOf(cur.info), ExpiresAt: time.Now().Add(math.MaxInt64).Format(time.RFC3339Nano),
 				SizeVRAM: &zero, ContextLength: cur.info.Context})
 		}
 	}

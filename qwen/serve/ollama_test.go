@@ -248,9 +248,9 @@ func TestOllamaTagsAndVersion(t *testing.T) {
 	_, text := ts.get(t, "/api/tags")
 	var tags struct {
 		Models []struct {
-			Name, Model string
-			Size        int64
-			Details     struct {
+			Name, Model, Digest string
+			Size                int64
+			Details             struct {
 				Format, Family, ParameterSize, QuantizationLevel string
 			}
 		}
@@ -258,6 +258,16 @@ func TestOllamaTagsAndVersion(t *testing.T) {
 	unmarshal(t, text, &tags)
 	if len(tags.Models) != 1 || tags.Models[0].Name != "tiny-a:latest" || tags.Models[0].Size <= 0 || tags.Models[0].Details.Family != "qwen3" {
 		t.Errorf("tags: %s", text)
+	}
+	// `ollama list` and `ollama ps` print a model's digest[:12]: an empty
+	// one crashes them. The loaded model's is the listed one's.
+	if d := tags.Models[0].Digest; len(d) != 64 || strings.Trim(d, "0123456789abcdef") != "" {
+		t.Errorf("tags: digest %q, want 64 hex digits", d)
+	}
+	_, text = ts.get(t, "/api/ps")
+	var ps struct{ Models []struct{ Digest string } }
+	if unmarshal(t, text, &ps); len(ps.Models) != 1 || len(tags.Models) == 1 && ps.Models[0].Digest != tags.Models[0].Digest {
+		t.Errorf("ps: %s; want the digest /api/tags gives", text)
 	}
 	_, text = ts.get(t, "/api/version")
 	var v struct{ Version string }
