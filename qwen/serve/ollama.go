@@ -102,7 +102,29 @@ type ollamaGenerateRequest struct {
 	Think   thinkFlag         `json:"think"`
 	Options ollamaOptions     `json:"options"`
 	Images  []json.RawMessage `json:"images"`
+	// Read to be refused, never ignored: each would change the prompt.
+	Suffix   string `json:"suffix"`
+	Template string `json:"template"`
+	Context  []int  `json:"context"`
 	ollamaLogprobFields
+}
+
+// unsupported refuses the fields of a generate request this server does
+// not do, which Ollama would have put into the prompt: answering without
+// them would be answering another prompt. raw says the prompt is the
+// client's as it is, as it is for a model without a chat template.
+func (gr *ollamaGenerateRequest) unsupported(raw bool) *apiError {
+	switch {
+	case gr.Suffix != "":
+		return badRequest("suffix", "suffix: this server does not fill in the middle (Ollama's insert); a raw prompt may hold the model's own FIM tokens")
+	case gr.Template != "":
+		return badRequest("template", "template: the prompt is rendered with the model's chat format, not a request's template; use raw for a prompt of your own")
+	case len(gr.Context) > 0:
+		return badRequest("context", "context: this server gives no context to send back (Ollama deprecated it); send the conversation to /api/chat")
+	case raw && gr.System != "":
+		return badRequest("system", "system needs the chat template: not with raw, nor on a model without one")
+	}
+	return nil
 }
 
 // ollamaLogprobFields are Ollama's logprobs (since its 0.12.11), beside
@@ -234,14 +256,19 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request, rl *reqL
 	if e != nil {
 		return e
 	}
-	switch {
-	case gr.Prompt == "":
+	raw := gr.Raw || t.info.ChatTemplate == ""
+	if gr.Prompt == "" {
 		return t.loaded(w, false)
+	}
+	if e := gr.unsupported(raw); e != nil {
+		return e
+	}
+	switch {
 	case len(gr.Images) > 0:
 		return badRequest("images", "images: %s", noVision)
-	case (gr.Raw || t.info.ChatTemplate == "") && len(gr.Format) > 0 && string(gr.Format) != "null" && string(gr.Format) != `""`:
+	case raw && len(gr.Format) > 0 && string(gr.Format) != "null" && string(gr.Format) != `""`:
 		return badRequest("format", "format needs the chat template: not with raw")
-	case gr.Raw || t.info.ChatTemplate == "":
+	case raw:
 		req := qwen.Request{Prompt: gr.Prompt}
 		if e := gr.apply(&req); e != nil {
 			return e

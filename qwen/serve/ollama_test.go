@@ -123,6 +123,22 @@ func TestOllamaGenerate(t *testing.T) {
 	if lines = ollamaLines(t, text); *lines[0].PromptEvalCount != 2 || *lines[0].EvalCount != 2 {
 		t.Errorf("raw: %s", text)
 	}
+	// What Ollama would put into the prompt and this server cannot is
+	// refused, naming the field, rather than answered as another prompt.
+	for field, extra := range map[string]string{
+		"suffix":   `"suffix":"}"`,
+		"template": `"template":"{{ .Prompt }}"`,
+		"context":  `"context":[1,2,3]`,
+		"system":   `"raw":true,"system":"Be brief."`,
+	} {
+		resp, text := ts.post(t, "/api/generate", `{"model":"tiny-a","prompt":"Hi",`+extra+`,"stream":false,"options":{"num_predict":1}}`)
+		if resp.StatusCode != 400 || !strings.HasPrefix(text, `{"error":"`+field) {
+			t.Errorf("%s: %d %s; want 400 naming %s", extra, resp.StatusCode, text, field)
+		}
+	}
+	if resp, text := ts.post(t, "/api/generate", `{"model":"tiny-a","prompt":"Hi","context":[],"suffix":"","template":"","stream":false,"options":{"num_predict":1}}`); resp.StatusCode != 200 {
+		t.Errorf("empty context, suffix and template: %d %s", resp.StatusCode, text)
+	}
 	// No prompt: Ollama's answer to loading the model.
 	_, text = ts.post(t, "/api/generate", `{"model":"tiny-a"}`)
 	if lines = ollamaLines(t, text); !lines[0].Done || lines[0].DoneReason != "load" || *lines[0].Response != "" {
