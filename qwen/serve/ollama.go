@@ -64,16 +64,20 @@ func (t *thinkFlag) UnmarshalJSON(b []byte) error {
 func (t thinkFlag) enabled() bool { return !t.set || t.on }
 
 type ollamaMessage struct {
-	Role      string            `json:"role"`
-	Content   string            `json:"content"`
-	Thinking  string            `json:"thinking"`
-	Images    []json.RawMessage `json:"images"`
-	ToolCalls []ollamaToolCall  `json:"tool_calls"`
-	ToolName  string            `json:"tool_name"`
+	Role       string            `json:"role"`
+	Content    string            `json:"content"`
+	Thinking   string            `json:"thinking"`
+	Images     []json.RawMessage `json:"images"`
+	ToolCalls  []ollamaToolCall  `json:"tool_calls"`
+	ToolName   string            `json:"tool_name"`
+	ToolCallID string            `json:"tool_call_id"`
 }
 
-// ollamaToolCall is a call as Ollama gives it: the arguments an object.
+// ollamaToolCall is a call as Ollama gives it: the arguments an object,
+// and since Ollama 0.12.10 an id, by which clients pair a call with its
+// result (the tool message's tool_call_id).
 type ollamaToolCall struct {
+	ID       string `json:"id,omitempty"`
 	Function struct {
 		Index     *int            `json:"index,omitempty"`
 		Name      string          `json:"name"`
@@ -212,7 +216,8 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request, rl *reqLog) 
 // ollamaChatRequest checks an Ollama chat request's conversation, tools
 // and format and makes them a qwen.Request. A tool message's tool_name
 // is read and left out, as Qwen's templates leave it: the results follow
-// the calls in their order.
+// the calls in their order, or, when each names its call by
+// tool_call_id, are put in it.
 func (t *target) ollamaChatRequest(cr *ollamaChatRequest) (qwen.Request, *apiError) {
 	msgs := make([]qwen.Message, len(cr.Messages))
 	for i, m := range cr.Messages {
@@ -225,12 +230,15 @@ func (t *target) ollamaChatRequest(cr *ollamaChatRequest) (qwen.Request, *apiErr
 			return qwen.Request{}, badRequest("messages", "messages[%d]: only an assistant message has tool_calls", i)
 		}
 		msgs[i] = qwen.Message{Role: m.Role, Content: m.Content, Reasoning: m.Thinking}
+		if m.Role == "tool" {
+			msgs[i].ToolCallID = m.ToolCallID
+		}
 		for j, c := range m.ToolCalls {
 			path := fmt.Sprintf("messages[%d].tool_calls[%d].function", i, j)
 			if c.Function.Name == "" {
 				return qwen.Request{}, badRequest("messages", "%s.name: missing", path)
 			}
-			msgs[i].ToolCalls = append(msgs[i].ToolCalls, qwen.ToolCall{Name: c.Function.Name, Arguments: toolArguments(c.Function.Arguments)})
+			msgs[i].ToolCalls = append(msgs[i].ToolCalls, qwen.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: toolArguments(c.Function.Arguments)})
 		}
 	}
 	if e := t.needsChat(); e != nil {
@@ -399,7 +407,7 @@ func ollamaCalls(calls []qwen.ToolCall, first int) []ollamaToolCall {
 	out := make([]ollamaToolCall, len(calls))
 	for i, c := range calls {
 		index := first + i
-		out[i].Function.Index, out[i].Function.Name = &index, c.Name
+		out[i].ID, out[i].Function.Index, out[i].Function.Name = c.ID, &index, c.Name
 		if json.Valid([]byte(c.Arguments)) && strings.HasPrefix(strings.TrimSpace(c.Arguments), "{") {
 			out[i].Function.Arguments = json.RawMessage(c.Arguments)
 		} else {
