@@ -221,6 +221,8 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request, rl *reqLog) 
 func (t *target) ollamaChatRequest(cr *ollamaChatRequest) (qwen.Request, *apiError) {
 	msgs := make([]qwen.Message, len(cr.Messages))
 	for i, m := range cr.Messages {
+		// Ollama takes "User" or "ASSISTANT" as it does the lower case.
+		m.Role = strings.ToLower(m.Role)
 		switch {
 		case m.Role != "system" && m.Role != "user" && m.Role != "assistant" && m.Role != "tool":
 			return qwen.Request{}, badRequest("messages", "messages[%d]: unknown role %q: want system, user, assistant or tool", i, m.Role)

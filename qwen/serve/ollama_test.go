@@ -144,6 +144,12 @@ func TestOllamaGenerate(t *testing.T) {
 	if lines = ollamaLines(t, text); !lines[0].Done || lines[0].DoneReason != "load" || *lines[0].Response != "" {
 		t.Errorf("no prompt: %s", text)
 	}
+	// Ollama lowers a role's case: the prompt is the same.
+	_, lower := ts.post(t, "/api/chat", `{"model":"tiny-a","messages":[{"role":"system","content":"Hi"},{"role":"user","content":"Hi"}],"stream":false,"options":{"num_predict":1}}`)
+	resp, upper := ts.post(t, "/api/chat", `{"model":"tiny-a","messages":[{"role":"System","content":"Hi"},{"role":"USER","content":"Hi"}],"stream":false,"options":{"num_predict":1}}`)
+	if l, u := ollamaLines(t, lower), ollamaLines(t, upper); resp.StatusCode != 200 || *l[0].PromptEvalCount != *u[0].PromptEvalCount {
+		t.Errorf("roles System and USER: %d %s; lower case: %s", resp.StatusCode, upper, lower)
+	}
 	_, text = ts.post(t, "/api/chat", `{"model":"tiny-a","messages":[]}`)
 	if lines = ollamaLines(t, text); lines[0].DoneReason != "load" || lines[0].Message == nil {
 		t.Errorf("no messages: %s", text)
