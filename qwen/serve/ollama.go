@@ -316,6 +316,11 @@ func (s *Server) ollamaRun(w http.ResponseWriter, r *http.Request, rl *reqLog, t
 	if e := t.ollamaOptions(o, &req); e != nil {
 		return e
 	}
+	// Ollama refuses to think with a model that does not, rather than
+	// answer without the thinking the client asked for.
+	if think.set && think.on && !thinks(t.info) {
+		return badRequest("think", "think: %q does not support thinking (its chat format, %s, has none); leave think out or set it false", t.name, cmp.Or(t.info.ChatTemplate, "none"))
+	}
 	if think.level != "" {
 		if e := t.effort(think.level, "think", &req); e != nil {
 			return e
