@@ -230,6 +230,10 @@ func (t *target) ollamaChatRequest(cr *ollamaChatRequest) (qwen.Request, *apiErr
 			return qwen.Request{}, badRequest("messages", "messages[%d].images: %s", i, noVision)
 		case len(m.ToolCalls) > 0 && m.Role != "assistant":
 			return qwen.Request{}, badRequest("messages", "messages[%d]: only an assistant message has tool_calls", i)
+		case m.Role == "assistant" && i == len(cr.Messages)-1:
+			// Ollama continues a last assistant message (a prefill); the
+			// template here would close it and answer anew.
+			return qwen.Request{}, badRequest("messages", "messages[%d]: the last message is the assistant's: continuing a prefilled answer is not supported", i)
 		}
 		msgs[i] = qwen.Message{Role: m.Role, Content: m.Content, Reasoning: m.Thinking}
 		if m.Role == "tool" {

@@ -144,6 +144,12 @@ func TestOllamaGenerate(t *testing.T) {
 	if lines = ollamaLines(t, text); !lines[0].Done || lines[0].DoneReason != "load" || *lines[0].Response != "" {
 		t.Errorf("no prompt: %s", text)
 	}
+	// Ollama continues a last assistant message, which the template here
+	// would close and answer anew: refused, not answered as another turn.
+	resp, text := ts.post(t, "/api/chat", `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"{"}],"stream":false,"options":{"num_predict":1}}`)
+	if resp.StatusCode != 400 || !strings.Contains(text, "messages[1]: the last message is the assistant's") {
+		t.Errorf("a prefilled answer: %d %s", resp.StatusCode, text)
+	}
 	// Ollama lowers a role's case: the prompt is the same.
 	_, lower := ts.post(t, "/api/chat", `{"model":"tiny-a","messages":[{"role":"system","content":"Hi"},{"role":"user","content":"Hi"}],"stream":false,"options":{"num_predict":1}}`)
 	resp, upper := ts.post(t, "/api/chat", `{"model":"tiny-a","messages":[{"role":"System","content":"Hi"},{"role":"USER","content":"Hi"}],"stream":false,"options":{"num_predict":1}}`)
@@ -190,7 +196,7 @@ func TestOllamaLogprobs(t *testing.T) {
 	wl := want.Choices[0].Logprobs
 	for _, ep := range []struct{ path, body string }{
 		{"/api/generate", `{"model":"tiny-a","prompt":"Hi","raw":true,"logprobs":true,"top_logprobs":3,"options":{"num_predict":6,"temperature":0}`},
-		{"/api/chat", `{"model":"tiny-a","messages":[{"role":"assistant","content":"Hi"}],"logprobs":true,"top_logprobs":3,"options":{"num_predict":6,"temperature":0}`},
+		{"/api/chat", `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}],"logprobs":true,"top_logprobs":3,"options":{"num_predict":6,"temperature":0}`},
 	} {
 		for _, stream := range []string{"true", "false"} {
 			resp, body := ts.post(t, ep.path, ep.body+`,"stream":`+stream+`}`)
