@@ -1,8 +1,10 @@
 package serve
 
 import (
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/qwenc/qwenc/qwen"
 )
@@ -88,5 +90,31 @@ func TestOllamaThinkLevels(t *testing.T) {
 	resp, out := ts.post(t, "/api/chat", `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}],"think":"extreme"}`)
 	if resp.StatusCode != 400 || !strings.Contains(out, `{"error":"`) || !strings.Contains(out, "think") {
 		t.Errorf("think extreme: %d %s", resp.StatusCode, out)
+	}
+}
+
+// TestOllamaThinkWithoutThinking: think true, or a level, to a model that
+// does not think (Qwen2.5's chat format) is refused naming think, as
+// Ollama refuses it, not answered without the thinking asked for; false,
+// or no think, is answered.
+func TestOllamaThinkWithoutThinking(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	qwen25 := ts.target()
+	qwen25.info.ChatTemplate = "qwen2.5"
+	one, stream := 1, false
+	for name, think := range map[string]thinkFlag{
+		"true": {set: true, on: true}, "low": {set: true, on: true, level: "low"}, "false": {set: true}, "unset": {},
+	} {
+		req := qwen.Request{Messages: userMessage("Hi"), NoThinking: !think.enabled()}
+		rec := httptest.NewRecorder()
+		e := ts.ollamaRun(rec, httptest.NewRequest("POST", "/api/chat", nil), &reqLog{start: time.Now()}, qwen25,
+			&ollamaOptions{NumPredict: &one}, think, req, &stream, true)
+		refuse := think.on
+		switch {
+		case refuse && (e == nil || e.status != 400 || e.param != "think" || !strings.Contains(e.msg, "does not support thinking")):
+			t.Errorf("think %s: %+v, %s; want a 400 naming think", name, e, rec.Body)
+		case !refuse && (e != nil || rec.Code != 200):
+			t.Errorf("think %s: %+v, %d %s", name, e, rec.Code, rec.Body)
+		}
 	}
 }

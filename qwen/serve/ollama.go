@@ -2,6 +2,8 @@ package serve
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -62,16 +64,20 @@ func (t *thinkFlag) UnmarshalJSON(b []byte) error {
 func (t thinkFlag) enabled() bool { return !t.set || t.on }
 
 type ollamaMessage struct {
-	Role      string            `json:"role"`
-	Content   string            `json:"content"`
-	Thinking  string            `json:"thinking"`
-	Images    []json.RawMessage `json:"images"`
-	ToolCalls []ollamaToolCall  `json:"tool_calls"`
-	ToolName  string            `json:"tool_name"`
+	Role       string            `json:"role"`
+	Content    string            `json:"content"`
+	Thinking   string            `json:"thinking"`
+	Images     []json.RawMessage `json:"images"`
+	ToolCalls  []ollamaToolCall  `json:"tool_calls"`
+	ToolName   string            `json:"tool_name"`
+	ToolCallID string            `json:"tool_call_id"`
 }
 
-// ollamaToolCall is a call as Ollama gives it: the arguments an object.
+// ollamaToolCall is a call as Ollama gives it: the arguments an object,
+// and since Ollama 0.12.10 an id, by which clients pair a call with its
+// result (the tool message's tool_call_id).
 type ollamaToolCall struct {
+	ID       string `json:"id,omitempty"`
 	Function struct {
 		Index     *int            `json:"index,omitempty"`
 		Name      string          `json:"name"`
@@ -100,7 +106,29 @@ type ollamaGenerateRequest struct {
 	Think   thinkFlag         `json:"think"`
 	Options ollamaOptions     `json:"options"`
 	Images  []json.RawMessage `json:"images"`
+	// Read to be refused, never ignored: each would change the prompt.
+	Suffix   string `json:"suffix"`
+	Template string `json:"template"`
+	Context  []int  `json:"context"`
 	ollamaLogprobFields
+}
+
+// unsupported refuses the fields of a generate request this server does
+// not do, which Ollama would have put into the prompt: answering without
+// them would be answering another prompt. raw says the prompt is the
+// client's as it is, as it is for a model without a chat template.
+func (gr *ollamaGenerateRequest) unsupported(raw bool) *apiError {
+	switch {
+	case gr.Suffix != "":
+		return badRequest("suffix", "suffix: this server does not fill in the middle (Ollama's insert); a raw prompt may hold the model's own FIM tokens")
+	case gr.Template != "":
+		return badRequest("template", "template: the prompt is rendered with the model's chat format, not a request's template; use raw for a prompt of your own")
+	case len(gr.Context) > 0:
+		return badRequest("context", "context: this server gives no context to send back (Ollama deprecated it); send the conversation to /api/chat")
+	case raw && gr.System != "":
+		return badRequest("system", "system needs the chat template: not with raw, nor on a model without one")
+	}
+	return nil
 }
 
 // ollamaLogprobFields are Ollama's logprobs (since its 0.12.11), beside
@@ -188,10 +216,13 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request, rl *reqLog) 
 // ollamaChatRequest checks an Ollama chat request's conversation, tools
 // and format and makes them a qwen.Request. A tool message's tool_name
 // is read and left out, as Qwen's templates leave it: the results follow
-// the calls in their order.
+// the calls in their order, or, when each names its call by
+// tool_call_id, are put in it.
 func (t *target) ollamaChatRequest(cr *ollamaChatRequest) (qwen.Request, *apiError) {
 	msgs := make([]qwen.Message, len(cr.Messages))
 	for i, m := range cr.Messages {
+		// Ollama takes "User" or "ASSISTANT" as it does the lower case.
+		m.Role = strings.ToLower(m.Role)
 		switch {
 		case m.Role != "system" && m.Role != "user" && m.Role != "assistant" && m.Role != "tool":
 			return qwen.Request{}, badRequest("messages", "messages[%d]: unknown role %q: want system, user, assistant or tool", i, m.Role)
@@ -199,14 +230,21 @@ func (t *target) ollamaChatRequest(cr *ollamaChatRequest) (qwen.Request, *apiErr
 			return qwen.Request{}, badRequest("messages", "messages[%d].images: %s", i, noVision)
 		case len(m.ToolCalls) > 0 && m.Role != "assistant":
 			return qwen.Request{}, badRequest("messages", "messages[%d]: only an assistant message has tool_calls", i)
+		case m.Role == "assistant" && i == len(cr.Messages)-1:
+			// Ollama continues a last assistant message (a prefill); the
+			// template here would close it and answer anew.
+			return qwen.Request{}, badRequest("messages", "messages[%d]: the last message is the assistant's: continuing a prefilled answer is not supported", i)
 		}
 		msgs[i] = qwen.Message{Role: m.Role, Content: m.Content, Reasoning: m.Thinking}
+		if m.Role == "tool" {
+			msgs[i].ToolCallID = m.ToolCallID
+		}
 		for j, c := range m.ToolCalls {
 			path := fmt.Sprintf("messages[%d].tool_calls[%d].function", i, j)
 			if c.Function.Name == "" {
 				return qwen.Request{}, badRequest("messages", "%s.name: missing", path)
 			}
-			msgs[i].ToolCalls = append(msgs[i].ToolCalls, qwen.ToolCall{Name: c.Function.Name, Arguments: toolArguments(c.Function.Arguments)})
+			msgs[i].ToolCalls = append(msgs[i].ToolCalls, qwen.ToolCall{ID: c.ID, Name: c.Function.Name, Arguments: toolArguments(c.Function.Arguments)})
 		}
 	}
 	if e := t.needsChat(); e != nil {
@@ -232,14 +270,19 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request, rl *reqL
 	if e != nil {
 		return e
 	}
-	switch {
-	case gr.Prompt == "":
+	raw := gr.Raw || t.info.ChatTemplate == ""
+	if gr.Prompt == "" {
 		return t.loaded(w, false)
+	}
+	if e := gr.unsupported(raw); e != nil {
+		return e
+	}
+	switch {
 	case len(gr.Images) > 0:
 		return badRequest("images", "images: %s", noVision)
-	case (gr.Raw || t.info.ChatTemplate == "") && len(gr.Format) > 0 && string(gr.Format) != "null" && string(gr.Format) != `""`:
+	case raw && len(gr.Format) > 0 && string(gr.Format) != "null" && string(gr.Format) != `""`:
 		return badRequest("format", "format needs the chat template: not with raw")
-	case gr.Raw || t.info.ChatTemplate == "":
+	case raw:
 		req := qwen.Request{Prompt: gr.Prompt}
 		if e := gr.apply(&req); e != nil {
 			return e
@@ -276,6 +319,11 @@ func (s *Server) ollamaRun(w http.ResponseWriter, r *http.Request, rl *reqLog, t
 	stream *bool, isChat bool) *apiError {
 	if e := t.ollamaOptions(o, &req); e != nil {
 		return e
+	}
+	// Ollama refuses to think with a model that does not, rather than
+	// answer without the thinking the client asked for.
+	if think.set && think.on && !thinks(t.info) {
+		return badRequest("think", "think: %q does not support thinking (its chat format, %s, has none); leave think out or set it false", t.name, cmp.Or(t.info.ChatTemplate, "none"))
 	}
 	if think.level != "" {
 		if e := t.effort(think.level, "think", &req); e != nil {
@@ -370,7 +418,7 @@ func ollamaCalls(calls []qwen.ToolCall, first int) []ollamaToolCall {
 	out := make([]ollamaToolCall, len(calls))
 	for i, c := range calls {
 		index := first + i
-		out[i].Function.Index, out[i].Function.Name = &index, c.Name
+		out[i].ID, out[i].Function.Index, out[i].Function.Name = c.ID, &index, c.Name
 		if json.Valid([]byte(c.Arguments)) && strings.HasPrefix(strings.TrimSpace(c.Arguments), "{") {
 			out[i].Function.Arguments = json.RawMessage(c.Arguments)
 		} else {
@@ -449,6 +497,18 @@ type ollamaModelEntry struct {
 	ContextLength int           `json:"context_length,omitempty"`
 }
 
+// ollamaDigest stands for the digest of Ollama's manifest, of which
+// `ollama list` and `ollama ps` print the first 12 hex digits: an empty
+// one crashes them. Hashing a file of gigabytes at each listing would be
+// too slow, so it hashes what tells the file apart (its path, size and
+// modification time), and changes when the file does, as clients that
+// cache by digest expect.
+func ollamaDigest(info qwen.Info) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%d\x00%d", info.Path, info.FileSize, info.Modified.UnixNano())
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // ollamaTags lists every model a request may name; one whose file
 // cannot be read is left out (the request naming it says why).
 func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
@@ -459,7 +519,7 @@ func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request, _ *reqLog) *
 			continue
 		}
 		models = append(models, ollamaModelEntry{Name: n + ":latest", Model: n + ":latest", ModifiedAt: info.Modified.Format(time.RFC3339Nano),
-			Size: info.FileSize, Details: detailsOf(info)})
+			Size: info.FileSize, Digest: ollamaDigest(info), Details: detailsOf(info)})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"models": models})
 	return nil
@@ -512,7 +572,7 @@ func (s *Server) ollamaPS(w http.ResponseWriter, r *http.Request, _ *reqLog) *ap
 				continue
 			}
 			models = append(models, ollamaModelEntry{Name: n + ":latest", Model: n + ":latest", Size: cur.info.FileSize + st.KVBytes + st.CachedBytes,
-				Details: detailsOf(cur.info), ExpiresAt: time.Now().Add(math.MaxInt64).Format(time.RFC3339Nano),
+				Digest: ollamaDigest(cur.info), Details: detailsOf(cur.info), ExpiresAt: time.Now().Add(math.MaxInt64).Format(time.RFC3339Nano),
 				SizeVRAM: &zero, ContextLength: cur.info.Context})
 		}
 	}

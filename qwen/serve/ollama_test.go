@@ -123,10 +123,38 @@ func TestOllamaGenerate(t *testing.T) {
 	if lines = ollamaLines(t, text); *lines[0].PromptEvalCount != 2 || *lines[0].EvalCount != 2 {
 		t.Errorf("raw: %s", text)
 	}
+	// What Ollama would put into the prompt and this server cannot is
+	// refused, naming the field, rather than answered as another prompt.
+	for field, extra := range map[string]string{
+		"suffix":   `"suffix":"}"`,
+		"template": `"template":"{{ .Prompt }}"`,
+		"context":  `"context":[1,2,3]`,
+		"system":   `"raw":true,"system":"Be brief."`,
+	} {
+		resp, text := ts.post(t, "/api/generate", `{"model":"tiny-a","prompt":"Hi",`+extra+`,"stream":false,"options":{"num_predict":1}}`)
+		if resp.StatusCode != 400 || !strings.HasPrefix(text, `{"error":"`+field) {
+			t.Errorf("%s: %d %s; want 400 naming %s", extra, resp.StatusCode, text, field)
+		}
+	}
+	if resp, text := ts.post(t, "/api/generate", `{"model":"tiny-a","prompt":"Hi","context":[],"suffix":"","template":"","stream":false,"options":{"num_predict":1}}`); resp.StatusCode != 200 {
+		t.Errorf("empty context, suffix and template: %d %s", resp.StatusCode, text)
+	}
 	// No prompt: Ollama's answer to loading the model.
 	_, text = ts.post(t, "/api/generate", `{"model":"tiny-a"}`)
 	if lines = ollamaLines(t, text); !lines[0].Done || lines[0].DoneReason != "load" || *lines[0].Response != "" {
 		t.Errorf("no prompt: %s", text)
+	}
+	// Ollama continues a last assistant message, which the template here
+	// would close and answer anew: refused, not answered as another turn.
+	resp, text := ts.post(t, "/api/chat", `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"{"}],"stream":false,"options":{"num_predict":1}}`)
+	if resp.StatusCode != 400 || !strings.Contains(text, "messages[1]: the last message is the assistant's") {
+		t.Errorf("a prefilled answer: %d %s", resp.StatusCode, text)
+	}
+	// Ollama lowers a role's case: the prompt is the same.
+	_, lower := ts.post(t, "/api/chat", `{"model":"tiny-a","messages":[{"role":"system","content":"Hi"},{"role":"user","content":"Hi"}],"stream":false,"options":{"num_predict":1}}`)
+	resp, upper := ts.post(t, "/api/chat", `{"model":"tiny-a","messages":[{"role":"System","content":"Hi"},{"role":"USER","content":"Hi"}],"stream":false,"options":{"num_predict":1}}`)
+	if l, u := ollamaLines(t, lower), ollamaLines(t, upper); resp.StatusCode != 200 || *l[0].PromptEvalCount != *u[0].PromptEvalCount {
+		t.Errorf("roles System and USER: %d %s; lower case: %s", resp.StatusCode, upper, lower)
 	}
 	_, text = ts.post(t, "/api/chat", `{"model":"tiny-a","messages":[]}`)
 	if lines = ollamaLines(t, text); lines[0].DoneReason != "load" || lines[0].Message == nil {
@@ -168,7 +196,7 @@ func TestOllamaLogprobs(t *testing.T) {
 	wl := want.Choices[0].Logprobs
 	for _, ep := range []struct{ path, body string }{
 		{"/api/generate", `{"model":"tiny-a","prompt":"Hi","raw":true,"logprobs":true,"top_logprobs":3,"options":{"num_predict":6,"temperature":0}`},
-		{"/api/chat", `{"model":"tiny-a","messages":[{"role":"assistant","content":"Hi"}],"logprobs":true,"top_logprobs":3,"options":{"num_predict":6,"temperature":0}`},
+		{"/api/chat", `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}],"logprobs":true,"top_logprobs":3,"options":{"num_predict":6,"temperature":0}`},
 	} {
 		for _, stream := range []string{"true", "false"} {
 			resp, body := ts.post(t, ep.path, ep.body+`,"stream":`+stream+`}`)
@@ -248,9 +276,9 @@ func TestOllamaTagsAndVersion(t *testing.T) {
 	_, text := ts.get(t, "/api/tags")
 	var tags struct {
 		Models []struct {
-			Name, Model string
-			Size        int64
-			Details     struct {
+			Name, Model, Digest string
+			Size                int64
+			Details             struct {
 				Format, Family, ParameterSize, QuantizationLevel string
 			}
 		}
@@ -258,6 +286,16 @@ func TestOllamaTagsAndVersion(t *testing.T) {
 	unmarshal(t, text, &tags)
 	if len(tags.Models) != 1 || tags.Models[0].Name != "tiny-a:latest" || tags.Models[0].Size <= 0 || tags.Models[0].Details.Family != "qwen3" {
 		t.Errorf("tags: %s", text)
+	}
+	// `ollama list` and `ollama ps` print a model's digest[:12]: an empty
+	// one crashes them. The loaded model's is the listed one's.
+	if d := tags.Models[0].Digest; len(d) != 64 || strings.Trim(d, "0123456789abcdef") != "" {
+		t.Errorf("tags: digest %q, want 64 hex digits", d)
+	}
+	_, text = ts.get(t, "/api/ps")
+	var ps struct{ Models []struct{ Digest string } }
+	if unmarshal(t, text, &ps); len(ps.Models) != 1 || len(tags.Models) == 1 && ps.Models[0].Digest != tags.Models[0].Digest {
+		t.Errorf("ps: %s; want the digest /api/tags gives", text)
 	}
 	_, text = ts.get(t, "/api/version")
 	var v struct{ Version string }

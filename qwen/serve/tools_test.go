@@ -140,13 +140,15 @@ func TestOpenAIToolCalls(t *testing.T) {
 }
 
 // TestOllamaToolCalls: calls come as message.tool_calls, arguments as
-// objects, each whole in a line of the stream, and done_reason "stop".
+// objects, each whole in a line of the stream with its id, and
+// done_reason "stop".
 func TestOllamaToolCalls(t *testing.T) {
 	ts := newTestServer(t, modelOpts{}, ServerOptions{})
 	type line struct {
 		Message struct {
 			Content   string
 			ToolCalls []struct {
+				ID       string
 				Function struct {
 					Index     int
 					Name      string
@@ -161,7 +163,7 @@ func TestOllamaToolCalls(t *testing.T) {
 		rec := httptest.NewRecorder()
 		ts.ollamaAnswer(rec, httptest.NewRequest("POST", "/api/chat", nil), ts.target(), forced(ts, toolAnswer()), stream, true)
 		var content strings.Builder
-		var names []string
+		var names, ids []string
 		var last line
 		for _, l := range strings.Split(strings.TrimSpace(rec.Body.String()), "\n") {
 			var o line
@@ -171,15 +173,16 @@ func TestOllamaToolCalls(t *testing.T) {
 				if c.Function.Index != len(names) {
 					t.Errorf("stream %v: call %d has index %d", stream, len(names), c.Function.Index)
 				}
-				names = append(names, c.Function.Name)
+				names, ids = append(names, c.Function.Name), append(ids, c.ID)
 				if args, _ := json.Marshal(c.Function.Arguments); len(c.Function.Arguments) != 1 {
 					t.Errorf("stream %v: call %s arguments %s", stream, c.Function.Name, args)
 				}
 			}
 			last = o
 		}
-		if content.String() != "Let me check." || strings.Join(names, ",") != "weather,time" || !last.Done || last.DoneReason != "stop" {
-			t.Errorf("stream %v: content %q, calls %q, last %+v", stream, content.String(), names, last)
+		if content.String() != "Let me check." || strings.Join(names, ",") != "weather,time" || strings.Join(ids, ",") != "call_a,call_b" ||
+			!last.Done || last.DoneReason != "stop" {
+			t.Errorf("stream %v: content %q, calls %q with ids %q, last %+v", stream, content.String(), names, ids, last)
 		}
 	}
 }
@@ -234,7 +237,8 @@ func TestOllamaToolResults(t *testing.T) {
 // TestToolResultsInCallOrder: parallel calls' results sent in another
 // order than the calls (each naming its call) are put in the calls'
 // order, which the template, printing no ids, pairs them by: OpenAI's
-// tool_call_id, the Responses API's call_id and Anthropic's tool_use_id.
+// and Ollama's tool_call_id, the Responses API's call_id and Anthropic's
+// tool_use_id.
 func TestToolResultsInCallOrder(t *testing.T) {
 	ts := newTestServer(t, modelOpts{}, ServerOptions{})
 	prompt := func(first, second string) string {
@@ -271,7 +275,15 @@ func TestToolResultsInCallOrder(t *testing.T) {
 	if e != nil {
 		t.Fatal(e)
 	}
-	for name, msgs := range map[string][]qwen.Message{"anthropic": fromAnthropic, "responses": fromResponses} {
+	var cr ollamaChatRequest
+	unmarshal(t, `{"messages":[{"role":"user","content":"Weather?"},`+
+		`{"role":"assistant","tool_calls":[{"id":"p","function":{"name":"weather","arguments":{}}},{"id":"o","function":{"name":"weather","arguments":{}}}]},`+
+		`{"role":"tool","tool_name":"weather","tool_call_id":"o","content":"Oslo"},{"role":"tool","tool_name":"weather","tool_call_id":"p","content":"Paris"}]}`, &cr)
+	fromOllama, e := ts.target().ollamaChatRequest(&cr)
+	if e != nil {
+		t.Fatal(e.msg)
+	}
+	for name, msgs := range map[string][]qwen.Message{"anthropic": fromAnthropic, "responses": fromResponses, "ollama": fromOllama.Messages} {
 		var results []string
 		for _, m := range chat.OrderToolResults(msgs) {
 			if m.Role == "tool" {

@@ -127,7 +127,7 @@ const ollama = new Ollama({ host: base });
   // (serve's eagerCaller): greedy, it opens a call, which the grammar then
   // holds to the tools. The ollama client's tool_calls are checked, whole
   // and streamed, and the call goes back with its result as a tool
-  // message with tool_name.
+  // message with tool_name and tool_call_id.
   const eager = new Ollama({ host: eagerBase });
   const req = { model, ...ollamaTools, options: { temperature: 0, num_predict: 128 } };
   const r = await eager.chat(req);
@@ -141,9 +141,12 @@ const ollama = new Ollama({ host: base });
   }
   const streamed = [];
   for await (const part of await eager.chat({ ...req, stream: true })) streamed.push(...(part.message.tool_calls ?? []));
-  check(JSON.stringify(streamed) === JSON.stringify(calls), `ollama streamed calls ${JSON.stringify(streamed)}, whole ${JSON.stringify(calls)}`);
+  // Each generation's calls have ids of their own, as Ollama's have.
+  const noIDs = (cs) => JSON.stringify(cs.map(({ id, ...c }) => c));
+  check(calls.every((c) => /^call_/.test(c.id)) && streamed.every((c) => /^call_/.test(c.id)), `ollama call ids: ${JSON.stringify(calls)}, streamed ${JSON.stringify(streamed)}`);
+  check(noIDs(streamed) === noIDs(calls), `ollama streamed calls ${JSON.stringify(streamed)}, whole ${JSON.stringify(calls)}`);
   const next = await eager.chat({ ...req, options: { num_predict: 1 },
-    messages: [...req.messages, r.message, ...calls.map((c) => ({ role: "tool", tool_name: c.function.name, content: "12:00" }))] });
+    messages: [...req.messages, r.message, ...calls.map((c) => ({ role: "tool", tool_name: c.function.name, tool_call_id: c.id, content: "12:00" }))] });
   // prompt_eval_count counts the tokens computed: the call given back and
   // its results, after the cached conversation.
   check(next.prompt_eval_count > 2 * calls.length, `ollama: the call given back made ${next.prompt_eval_count} tokens to compute`);
