@@ -101,7 +101,7 @@ func TestOllamaThinkWithoutThinking(t *testing.T) {
 	ts := newTestServer(t, modelOpts{}, ServerOptions{})
 	qwen25 := ts.target()
 	qwen25.info.ChatTemplate = "qwen2.5"
-	one, stream := 1, false
+	one, stream := wholeNumber(1), false
 	for name, think := range map[string]thinkFlag{
 		"true": {set: true, on: true}, "low": {set: true, on: true, level: "low"}, "false": {set: true}, "unset": {},
 	} {

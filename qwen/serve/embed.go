@@ -171,7 +171,7 @@ type ollamaEmbedFields struct {
 // embedContext is an Ollama embedding request's num_ctx: the longest
 // input; the sampling options mean nothing to an embedding, as in Ollama.
 func embedContext(t *target, f *ollamaEmbedFields, req *qwen.EmbedRequest) *apiError {
-	n, e := t.numCtx(f.Options.NumCtx)
+	n, e := t.numCtx(f.Options.NumCtx.int())
 	req.Context = n
 	return e
 }

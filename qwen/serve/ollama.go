@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,18 +25,49 @@ const ollamaVersion = "0.13.5"
 // ollamaOptions are the options of Ollama's requests that apply here;
 // the others (num_gpu, mirostat, ...) are ignored.
 type ollamaOptions struct {
-	Temperature      *float64 `json:"temperature"`
-	TopK             *int     `json:"top_k"`
-	TopP             *float64 `json:"top_p"`
-	MinP             *float64 `json:"min_p"`
-	Seed             *int64   `json:"seed"`
-	NumPredict       *int     `json:"num_predict"`
-	NumCtx           *int     `json:"num_ctx"`
-	Stop             stopList `json:"stop"`
-	RepeatPenalty    *float64 `json:"repeat_penalty"`
-	RepeatLastN      *int     `json:"repeat_last_n"`
-	PresencePenalty  *float64 `json:"presence_penalty"`
-	FrequencyPenalty *float64 `json:"frequency_penalty"`
+	Temperature      *float64     `json:"temperature"`
+	TopK             *wholeNumber `json:"top_k"`
+	TopP             *float64     `json:"top_p"`
+	MinP             *float64     `json:"min_p"`
+	Seed             *wholeNumber `json:"seed"`
+	NumPredict       *wholeNumber `json:"num_predict"`
+	NumCtx           *wholeNumber `json:"num_ctx"`
+	Stop             stopList     `json:"stop"`
+	RepeatPenalty    *float64     `json:"repeat_penalty"`
+	RepeatLastN      *wholeNumber `json:"repeat_last_n"`
+	PresencePenalty  *float64     `json:"presence_penalty"`
+	FrequencyPenalty *float64     `json:"frequency_penalty"`
+}
+
+// wholeNumber is an integer option as Ollama takes one: a number without
+// a fraction, also when written as a float (42.0, 4.2e1), as clients in
+// languages with one number type send it. A fraction is refused, where
+// Ollama would cut it off.
+type wholeNumber int64
+
+func (*wholeNumber) want() string { return "an integer" }
+
+func (n *wholeNumber) UnmarshalJSON(b []byte) error {
+	if i, err := strconv.ParseInt(string(b), 10, 64); err == nil {
+		*n = wholeNumber(i)
+		return nil
+	}
+	var f float64
+	// Beyond 2^53 a float no longer tells whole numbers apart.
+	if json.Unmarshal(b, &f) != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		return shapeError(b, reflect.TypeFor[wholeNumber]())
+	}
+	*n = wholeNumber(f)
+	return nil
+}
+
+// int is n as an int, nil when it is not given.
+func (n *wholeNumber) int() *int {
+	if n == nil {
+		return nil
+	}
+	v := int(*n)
+	return &v
 }
 
 // thinkFlag is Ollama's think: true, false, or a level, "low", "medium"
@@ -127,6 +159,8 @@ func (gr *ollamaGenerateRequest) unsupported(raw bool) *apiError {
 		return badRequest("context", "context: this server gives no context to send back (Ollama deprecated it); send the conversation to /api/chat")
 	case raw && gr.System != "":
 		return badRequest("system", "system needs the chat template: not with raw, nor on a model without one")
+	case raw && gr.Think.set && gr.Think.on:
+		return badRequest("think", "think needs the chat template: not with raw, nor on a model without one (a raw prompt opens the thinking itself)")
 	}
 	return nil
 }
@@ -430,25 +464,29 @@ func ollamaCalls(calls []qwen.ToolCall, first int) []ollamaToolCall {
 
 // ollamaOptions maps Ollama's options onto req.
 func (t *target) ollamaOptions(o *ollamaOptions, req *qwen.Request) *apiError {
-	params, e := samplingParams(t.info.Sampling, o.Seed,
+	var seed *int64
+	if o.Seed != nil {
+		seed = (*int64)(o.Seed)
+	}
+	params, e := samplingParams(t.info.Sampling, seed,
 		floatParam("temperature", "temperature", o.Temperature),
 		floatParam("top_p", "top_p", o.TopP),
 		floatParam("min_p", "min_p", o.MinP),
 		floatParam("repeat_penalty", "repeat_penalty", o.RepeatPenalty),
 		floatParam("presence_penalty", "presence_penalty", o.PresencePenalty),
 		floatParam("frequency_penalty", "frequency_penalty", o.FrequencyPenalty),
-		intParam("top_k", "top_k", o.TopK),
-		intParam("repeat_last_n", "repeat_last_n", o.RepeatLastN))
+		intParam("top_k", "top_k", o.TopK.int()),
+		intParam("repeat_last_n", "repeat_last_n", o.RepeatLastN.int()))
 	if e != nil {
 		return e
 	}
 	req.Sampling, req.Stop = &params, o.Stop
 	// Ollama's num_predict: -1 (or any value below 1) is no limit.
 	if o.NumPredict != nil && *o.NumPredict > 0 {
-		req.MaxTokens = *o.NumPredict
+		req.MaxTokens = int(*o.NumPredict)
 	}
 	var e2 *apiError
-	req.Context, e2 = t.numCtx(o.NumCtx)
+	req.Context, e2 = t.numCtx(o.NumCtx.int())
 	return e2
 }
 

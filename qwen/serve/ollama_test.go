@@ -130,6 +130,7 @@ func TestOllamaGenerate(t *testing.T) {
 		"template": `"template":"{{ .Prompt }}"`,
 		"context":  `"context":[1,2,3]`,
 		"system":   `"raw":true,"system":"Be brief."`,
+		"think":    `"raw":true,"think":true`,
 	} {
 		resp, text := ts.post(t, "/api/generate", `{"model":"tiny-a","prompt":"Hi",`+extra+`,"stream":false,"options":{"num_predict":1}}`)
 		if resp.StatusCode != 400 || !strings.HasPrefix(text, `{"error":"`+field) {
@@ -138,6 +139,16 @@ func TestOllamaGenerate(t *testing.T) {
 	}
 	if resp, text := ts.post(t, "/api/generate", `{"model":"tiny-a","prompt":"Hi","context":[],"suffix":"","template":"","stream":false,"options":{"num_predict":1}}`); resp.StatusCode != 200 {
 		t.Errorf("empty context, suffix and template: %d %s", resp.StatusCode, text)
+	}
+	// Integer options written as floats, as clients with one number type
+	// send them, are taken as Ollama takes them; a fraction is refused.
+	if resp, text := ts.post(t, "/api/generate", `{"model":"tiny-a","prompt":"Hi","stream":false,"options":{"num_predict":1.0,"seed":42.0,"top_k":4e1,"num_ctx":256.0,"repeat_last_n":-1.0}}`); resp.StatusCode != 200 {
+		t.Errorf("whole numbers written as floats: %d %s", resp.StatusCode, text)
+	}
+	for _, opt := range []string{`"num_predict":1.5`, `"seed":1e300`, `"top_k":"4"`} {
+		if resp, text := ts.post(t, "/api/generate", `{"model":"tiny-a","prompt":"Hi","stream":false,"options":{`+opt+`}}`); resp.StatusCode != 400 || !strings.Contains(text, "options.") || !strings.Contains(text, "want an integer") {
+			t.Errorf("%s: %d %s; want a 400 wanting an integer", opt, resp.StatusCode, text)
+		}
 	}
 	// No prompt: Ollama's answer to loading the model.
 	_, text = ts.post(t, "/api/generate", `{"model":"tiny-a"}`)
