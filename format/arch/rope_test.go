@@ -69,9 +69,9 @@ func TestSetRopeScaling(t *testing.T) {
 	if err := SetRopeScaling(&cfg, "none"); err != nil || cfg.RopeScaling != (format.RopeScaling{}) {
 		t.Errorf("none: %+v, %v", cfg.RopeScaling, err)
 	}
-	for _, bad := range []string{"yarn", "yarn:x", "ntk:2", "yarn:4:0", "linear:0.5"} {
+	for _, bad := range []string{"yarn", "yarn:x", "ntk:2", "yarn:4:0", "linear:0.5", "yarn:NaN", "linear:Inf", "yarn:-inf:32768"} {
 		if err := SetRopeScaling(&cfg, bad); err == nil {
-			t.Errorf("%q accepted", bad)
+			t.Errorf("%q accepted, as %+v", bad, cfg.RopeScaling)
 		}
 	}
 }
