@@ -384,3 +384,26 @@ func TestNamedPipesRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputNotARegularFile: an output that is a device or a pipe is
+// refused before any work and left as it is. The finished file is
+// renamed over the output, which replaced the node: a CI job's
+// -o /dev/null, run as root, turned /dev/null into a regular file.
+func TestOutputNotARegularFile(t *testing.T) {
+	model := writeModel(t, smallShape())
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.qbin")
+	if err := syscall.Mkfifo(out, 0o644); err != nil {
+		t.Skip(err)
+	}
+	_, err := Compile(context.Background(), model, Options{Output: out, MaxPrefill: 16, NoSync: true})
+	if want := "output " + out + ": not a regular file (a named pipe)"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("err = %v, want it to begin %q", err, want)
+	}
+	if st, err := os.Lstat(out); err != nil || st.Mode().Type() != fs.ModeNamedPipe {
+		t.Errorf("the pipe is now %v (%v)", st.Mode(), err)
+	}
+	if names := dirEntries(t, dir); len(names) != 1 {
+		t.Errorf("the directory holds %v", names)
+	}
+}
