@@ -140,6 +140,11 @@ func TestBadInput(t *testing.T) {
 		{"tokenizer with an unknown split pattern", "", func(t *testing.T, d string) {
 			edit(t, filepath.Join(d, "tokenizer.json"), replace(t, `]?\\p{L}+|`, `]?\\p{L}*|`))
 		}, []string{"tokenizer.json", `pre_tokenizer.pretokenizers[0].pattern.Regex "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}*|`, "is not supported"}},
+		{"named chat templates without a default", "", func(t *testing.T, d string) {
+			// Read as no template, the file chatted as plain ChatML.
+			os.WriteFile(filepath.Join(d, "tokenizer_config.json"),
+				[]byte(`{"chat_template": [{"name": "tool_use", "template": "<|im_start|>{{ tools }}"}, {"name": "rag", "template": "<|im_start|>"}]}`), 0o644)
+		}, []string{"/model/tokenizer_config.json", `field "chat_template": named templates "tool_use", "rag", none of them "default"`}},
 		{"weight not finite in f16", "", func(t *testing.T, d string) {
 			edit(t, filepath.Join(d, "model.safetensors"), func(b []byte) []byte {
 				n := binary.LittleEndian.Uint64(b)
@@ -405,5 +410,18 @@ func TestOutputNotARegularFile(t *testing.T) {
 	}
 	if names := dirEntries(t, dir); len(names) != 1 {
 		t.Errorf("the directory holds %v", names)
+	}
+}
+
+// TestNamedChatTemplates: of a list of named templates, "default" is the
+// one compiled; an empty list is no template.
+func TestNamedChatTemplates(t *testing.T) {
+	for cfg, want := range map[string]string{
+		`{"chat_template": [{"name": "tool_use", "template": "x"}, {"name": "default", "template": "<|im_start|>"}]}`: "<|im_start|>",
+		`{"chat_template": []}`: "",
+	} {
+		if got, _, err := chatTemplate([]byte(cfg)); err != nil || got != want {
+			t.Errorf("%s: %q, %v; want %q", cfg, got, err, want)
+		}
 	}
 }

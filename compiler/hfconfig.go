@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/qwenc/qwenc/format"
@@ -98,10 +99,19 @@ func chatTemplate(tokenizerConfig []byte) (template, family string, err error) {
 			if err2 := json.Unmarshal(raw.ChatTemplate, &named); err2 != nil {
 				return "", "", fmt.Errorf("field \"chat_template\": %w", err)
 			}
+			var names []string
+			found := false
 			for _, n := range named {
 				if n.Name == "default" {
-					template = n.Template
+					template, found = n.Template, true
 				}
+				names = append(names, strconv.Quote(n.Name))
+			}
+			// Without one, the file would have no template at all and
+			// chat fall back to plain ChatML with no word; transformers
+			// refuses such a list too.
+			if !found && len(named) > 0 {
+				return "", "", fmt.Errorf("field \"chat_template\": named templates %s, none of them \"default\"", strings.Join(names, ", "))
 			}
 		}
 	}
