@@ -273,6 +273,9 @@ func plan(src source, opts Options) (*format.Header, []section, error) {
 		}
 		secs = append(secs, s)
 	}
+	if err := src.unused(&cfg); err != nil {
+		return nil, nil, err
+	}
 	blob := func(name string, b []byte) {
 		secs = append(secs, section{Section: blobSection(name, len(b)), blob: b})
 	}
@@ -354,6 +357,7 @@ func checkpointTensors(ck *Checkpoint, t *arch.Tensor, tr *arch.Transform) ([]*T
 	}
 	if _, ok := ck.Tensor(t.HF[0]); !ok && t.Fused.Name != "" {
 		if fused, ok := ck.Tensor(t.Fused.Name); ok {
+			ck.use(fused)
 			return fusedViews(fused, t)
 		}
 	}
@@ -366,6 +370,7 @@ func checkpointTensors(ck *Checkpoint, t *arch.Tensor, tr *arch.Transform) ([]*T
 		if err := checkTensor(ti, shape, ""); err != nil {
 			return nil, err
 		}
+		ck.use(ti)
 		srcs = append(srcs, ti)
 	}
 	return srcs, nil
