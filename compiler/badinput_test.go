@@ -79,6 +79,12 @@ func TestBadInput(t *testing.T) {
 		{"generation default the sampler refuses", "", func(t *testing.T, d string) {
 			os.WriteFile(filepath.Join(d, "generation_config.json"), []byte(`{"top_p": 1.5}`), 0o644)
 		}, []string{"/model/generation_config.json", "top_p = 1.5, want in [0, 1]"}},
+		{"pad id outside the vocabulary", "", func(t *testing.T, d string) {
+			os.WriteFile(filepath.Join(d, "generation_config.json"), []byte(`{"pad_token_id": -5}`), 0o644)
+		}, []string{"/model/generation_config.json", `field "pad_token_id": id -5 outside the vocabulary [0, 300)`}},
+		{"bos id outside the vocabulary", "", func(t *testing.T, d string) {
+			os.WriteFile(filepath.Join(d, "generation_config.json"), []byte(`{"bos_token_id": 300}`), 0o644)
+		}, []string{`field "bos_token_id": id 300 outside the vocabulary [0, 300)`}},
 		{"unreadable config", "", func(t *testing.T, d string) {
 			p := filepath.Join(d, "config.json")
 			os.Remove(p)
