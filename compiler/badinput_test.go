@@ -142,6 +142,10 @@ func TestBadInput(t *testing.T) {
 			os.WriteFile(filepath.Join(d, "model.safetensors.index.json"),
 				[]byte(`{"weight_map": {"model.norm.weight": "model-00002-of-00002.safetensors", "model.embed_tokens.weight": "model.safetensors"}}`), 0o644)
 		}, []string{"model.safetensors.index.json", "model-00002-of-00002.safetensors", "no such file"}},
+		{"tokenizer truncated", "", func(t *testing.T, d string) {
+			// The error blamed post_processor, the first field read.
+			os.Truncate(filepath.Join(d, "tokenizer.json"), 100)
+		}, []string{"/model/tokenizer.json: unexpected end of JSON input"}},
 		{"tokenizer not byte-level BPE", "", func(t *testing.T, d string) {
 			edit(t, filepath.Join(d, "tokenizer.json"), replace(t, `"type":"BPE"`, `"type":"WordPiece"`))
 		}, []string{"tokenizer.json", "byte-level BPE"}},
