@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -77,6 +79,12 @@ func TestBadInput(t *testing.T) {
 		{"generation default the sampler refuses", "", func(t *testing.T, d string) {
 			os.WriteFile(filepath.Join(d, "generation_config.json"), []byte(`{"top_p": 1.5}`), 0o644)
 		}, []string{"/model/generation_config.json", "top_p = 1.5, want in [0, 1]"}},
+		{"pad id outside the vocabulary", "", func(t *testing.T, d string) {
+			os.WriteFile(filepath.Join(d, "generation_config.json"), []byte(`{"pad_token_id": -5}`), 0o644)
+		}, []string{"/model/generation_config.json", `field "pad_token_id": id -5 outside the vocabulary [0, 300)`}},
+		{"bos id outside the vocabulary", "", func(t *testing.T, d string) {
+			os.WriteFile(filepath.Join(d, "generation_config.json"), []byte(`{"bos_token_id": 300}`), 0o644)
+		}, []string{`field "bos_token_id": id 300 outside the vocabulary [0, 300)`}},
 		{"unreadable config", "", func(t *testing.T, d string) {
 			p := filepath.Join(d, "config.json")
 			os.Remove(p)
@@ -134,12 +142,35 @@ func TestBadInput(t *testing.T) {
 			os.WriteFile(filepath.Join(d, "model.safetensors.index.json"),
 				[]byte(`{"weight_map": {"model.norm.weight": "model-00002-of-00002.safetensors", "model.embed_tokens.weight": "model.safetensors"}}`), 0o644)
 		}, []string{"model.safetensors.index.json", "model-00002-of-00002.safetensors", "no such file"}},
+		{"tokenizer truncated", "", func(t *testing.T, d string) {
+			// The error blamed post_processor, the first field read.
+			os.Truncate(filepath.Join(d, "tokenizer.json"), 100)
+		}, []string{"/model/tokenizer.json: unexpected end of JSON input"}},
 		{"tokenizer not byte-level BPE", "", func(t *testing.T, d string) {
 			edit(t, filepath.Join(d, "tokenizer.json"), replace(t, `"type":"BPE"`, `"type":"WordPiece"`))
 		}, []string{"tokenizer.json", "byte-level BPE"}},
 		{"tokenizer with an unknown split pattern", "", func(t *testing.T, d string) {
 			edit(t, filepath.Join(d, "tokenizer.json"), replace(t, `]?\\p{L}+|`, `]?\\p{L}*|`))
 		}, []string{"tokenizer.json", `pre_tokenizer.pretokenizers[0].pattern.Regex "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}*|`, "is not supported"}},
+		{"named chat templates without a default", "", func(t *testing.T, d string) {
+			// Read as no template, the file chatted as plain ChatML.
+			os.WriteFile(filepath.Join(d, "tokenizer_config.json"),
+				[]byte(`{"chat_template": [{"name": "tool_use", "template": "<|im_start|>{{ tools }}"}, {"name": "rag", "template": "<|im_start|>"}]}`), 0o644)
+		}, []string{"/model/tokenizer_config.json", `field "chat_template": named templates "tool_use", "rag", none of them "default"`}},
+		{"fewer layers in the config than the tensors", "", func(t *testing.T, d string) {
+			// Layer 1 was left out without a word: another model.
+			editConfig(t, d, func(c map[string]any) { c["num_hidden_layers"] = 1 })
+		}, []string{"/model/model.safetensors", `tensor "model.layers.1.`, "more): part of no section of the qwen3 model config.json describes (num_hidden_layers 1)"}},
+		{"a bias config.json has no place for", "", func(t *testing.T, d string) {
+			edit(t, filepath.Join(d, "model.safetensors"), safetensorsHeaderEdit(t, func(h string) string {
+				return `{"model.layers.0.self_attn.q_proj.bias":{"dtype":"BF16","shape":[0],"data_offsets":[0,0]},` + h[1:]
+			}))
+		}, []string{`tensor "model.layers.0.self_attn.q_proj.bias": part of no section`}},
+		{"a head of its own beside tie_word_embeddings", "", func(t *testing.T, d string) {
+			// Tied, the head is the embedding: this one, differing in a
+			// weight, was dropped without a word.
+			addTensorCopy(t, d, "lm_head.weight", "model.embed_tokens.weight", func(b []byte) { b[0] ^= 1 })
+		}, []string{`/model/model.safetensors: tensor "lm_head.weight": config.json's tie_word_embeddings is true`, "not a copy"}},
 		{"weight not finite in f16", "", func(t *testing.T, d string) {
 			edit(t, filepath.Join(d, "model.safetensors"), func(b []byte) []byte {
 				n := binary.LittleEndian.Uint64(b)
@@ -383,4 +414,100 @@ func TestNamedPipesRefused(t *testing.T) {
 			t.Fatalf("%s a named pipe: the compile still waits after a minute", c.what)
 		}
 	}
+}
+
+// TestOutputNotARegularFile: an output that is a device or a pipe is
+// refused before any work and left as it is. The finished file is
+// renamed over the output, which replaced the node: a CI job's
+// -o /dev/null, run as root, turned /dev/null into a regular file.
+func TestOutputNotARegularFile(t *testing.T) {
+	model := writeModel(t, smallShape())
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.qbin")
+	if err := syscall.Mkfifo(out, 0o644); err != nil {
+		t.Skip(err)
+	}
+	_, err := Compile(context.Background(), model, Options{Output: out, MaxPrefill: 16, NoSync: true})
+	if want := "output " + out + ": not a regular file (a named pipe)"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("err = %v, want it to begin %q", err, want)
+	}
+	if st, err := os.Lstat(out); err != nil || st.Mode().Type() != fs.ModeNamedPipe {
+		t.Errorf("the pipe is now %v (%v)", st.Mode(), err)
+	}
+	if names := dirEntries(t, dir); len(names) != 1 {
+		t.Errorf("the directory holds %v", names)
+	}
+}
+
+// TestNamedChatTemplates: of a list of named templates, "default" is the
+// one compiled; an empty list is no template.
+func TestNamedChatTemplates(t *testing.T) {
+	for cfg, want := range map[string]string{
+		`{"chat_template": [{"name": "tool_use", "template": "x"}, {"name": "default", "template": "<|im_start|>"}]}`: "<|im_start|>",
+		`{"chat_template": []}`: "",
+	} {
+		if got, _, err := chatTemplate([]byte(cfg)); err != nil || got != want {
+			t.Errorf("%s: %q, %v; want %q", cfg, got, err, want)
+		}
+	}
+}
+
+// addTensorCopy appends to model.safetensors a tensor name holding the
+// bytes of tensor from, changed by change.
+func addTensorCopy(t *testing.T, dir, name, from string, change func([]byte)) {
+	t.Helper()
+	edit(t, filepath.Join(dir, "model.safetensors"), func(b []byte) []byte {
+		n := binary.LittleEndian.Uint64(b)
+		var h map[string]json.RawMessage
+		if err := json.Unmarshal(b[8:8+n], &h); err != nil {
+			t.Fatal(err)
+		}
+		var e struct {
+			DType       string  `json:"dtype"`
+			Shape       []int64 `json:"shape"`
+			DataOffsets []int64 `json:"data_offsets"`
+		}
+		if err := json.Unmarshal(h[from], &e); err != nil {
+			t.Fatal(err)
+		}
+		data := b[8+n:]
+		copied := slices.Clone(data[e.DataOffsets[0]:e.DataOffsets[1]])
+		change(copied)
+		e.DataOffsets = []int64{int64(len(data)), int64(len(data) + len(copied))}
+		h[name], _ = json.Marshal(e)
+		hb, _ := json.Marshal(h)
+		out := binary.LittleEndian.AppendUint64(nil, uint64(len(hb)))
+		return append(append(append(out, hb...), data...), copied...)
+	})
+}
+
+// TestTiedHeadCopyAccepted: a head saved beside a tied embedding as its
+// copy (as some fine-tuning tools save it) is what tying makes it, and
+// compiles as if absent. A config without MTP layers beside the MTP
+// block's tensors leaves them out with a note: they change no output.
+func TestTiedHeadCopyAccepted(t *testing.T) {
+	dir := writeModel(t, smallShape())
+	plain := compileTo(t, dir)
+	addTensorCopy(t, dir, "lm_head.weight", "model.embed_tokens.weight", func([]byte) {})
+	if a, b := readAll(t, plain), readAll(t, compileTo(t, dir)); !bytes.Equal(a, b) {
+		t.Error("the head's copy changed the compiled file")
+	}
+	q35 := writeModel(t, smallQwen35())
+	editTextConfig(t, q35, func(c map[string]any) { delete(c, "mtp_num_hidden_layers") })
+	res, err := Compile(context.Background(), q35, Options{Output: filepath.Join(t.TempDir(), "out.qbin"), MaxPrefill: 16, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.HasPrefix(n, "the MTP block (") }) {
+		t.Errorf("notes %q do not say the MTP block is left out", res.Notes)
+	}
+}
+
+func readAll(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

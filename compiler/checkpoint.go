@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,6 +34,12 @@ type Checkpoint struct {
 	// Vision counts the vision tower's tensors (model.visual.), which are
 	// not compiled.
 	Vision int
+	// used are the tensors a section was found to read, by their names
+	// in the checkpoint.
+	used map[string]bool
+	// mtpLeft counts the MTP block's tensors of a config with no MTP
+	// layer, which are not compiled.
+	mtpLeft int
 }
 
 // hfName is the name under which the checkpoint holds the text model's
@@ -49,6 +56,14 @@ func (c *Checkpoint) hfName(name string) string {
 func (c *Checkpoint) Tensor(name string) (*TensorInfo, bool) {
 	t, ok := c.Tensors[c.hfName(name)]
 	return t, ok
+}
+
+// use records that a section reads tensor t.
+func (c *Checkpoint) use(t *TensorInfo) {
+	if c.used == nil {
+		c.used = map[string]bool{}
+	}
+	c.used[t.Name] = true
 }
 
 // OpenCheckpoint accepts a model directory, a single .safetensors file with
@@ -229,4 +244,70 @@ func parseIndex(b []byte, name string) ([]indexShard, error) {
 	}
 	slices.SortFunc(shards, func(a, b indexShard) int { return strings.Compare(a.file, b.file) })
 	return shards, nil
+}
+
+// unused refuses the checkpoint's tensors no section reads. The vision
+// tower is left out on purpose (notes says so), and so are RoPE's
+// inverse frequencies, which some checkpoints save and the runtime
+// computes. The MTP block of a config without MTP layers only drafts
+// tokens, so leaving it out changes no output: notes says so. A head
+// beside a tied embedding is what transformers ties
+// away, harmless when it is the embedding's copy; one that differs is a
+// config at odds with the weights.
+func (ck *Checkpoint) unused(c *format.Config) error {
+	var left []string
+	for name := range ck.Tensors {
+		switch {
+		case ck.used[name], strings.HasPrefix(name, "model.visual."), strings.HasSuffix(name, ".rotary_emb.inv_freq"):
+		case strings.HasPrefix(name, "mtp.") && c.MTPLayers == 0:
+			ck.mtpLeft++
+		default:
+			left = append(left, name)
+		}
+	}
+	if i := slices.Index(left, "lm_head.weight"); i >= 0 && c.TieEmbeddings {
+		head := ck.Tensors[left[i]]
+		embed, ok := ck.Tensor("model.embed_tokens.weight")
+		same, err := ck.sameData(head, embed)
+		if err != nil {
+			return fmt.Errorf("%s: tensor %q: %w", head.File, head.Name, err)
+		}
+		if !ok || !same {
+			return fmt.Errorf("%s: tensor %q: config.json's tie_word_embeddings is true, which makes the head the embedding, and this head is not a copy of it", head.File, head.Name)
+		}
+		left = slices.Delete(left, i, i+1)
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	slices.Sort(left)
+	t := ck.Tensors[left[0]]
+	more := ""
+	if len(left) > 1 {
+		more = fmt.Sprintf(" (and %d more)", len(left)-1)
+	}
+	return fmt.Errorf("%s: tensor %q%s: part of no section of the %s model config.json describes (num_hidden_layers %d); compiled without it, the model would compute other outputs", t.File, t.Name, more, c.ModelType, c.Layers)
+}
+
+// sameData reports whether tensors a and b (nil: false) hold the same
+// dtype, shape and bytes, read in blocks.
+func (ck *Checkpoint) sameData(a, b *TensorInfo) (bool, error) {
+	if a == nil || b == nil || a.DType != b.DType || !slices.Equal(a.Shape, b.Shape) {
+		return false, nil
+	}
+	const block = 1 << 20
+	pa, pb := make([]byte, block), make([]byte, block)
+	for off := int64(0); off < a.Size; off += block {
+		n := min(block, a.Size-off)
+		if err := ck.ReadAt(a, pa[:n], off); err != nil {
+			return false, err
+		}
+		if err := ck.ReadAt(b, pb[:n], off); err != nil {
+			return false, err
+		}
+		if !bytes.Equal(pa[:n], pb[:n]) {
+			return false, nil
+		}
+	}
+	return true, nil
 }

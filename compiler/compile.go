@@ -20,6 +20,7 @@ import (
 	"github.com/qwenc/qwenc/format/graph"
 	"github.com/qwenc/qwenc/format/tokenizer"
 	"github.com/qwenc/qwenc/format/wtype"
+	"github.com/qwenc/qwenc/internal/fsutil"
 	"github.com/qwenc/qwenc/kernels"
 )
 
@@ -156,9 +157,15 @@ func Compile(ctx context.Context, model string, opts Options) (*Result, error) {
 	if opts.Output == "" {
 		opts.Output = DefaultOutput(model)
 	}
-	// The rename at the end would fail on a directory, after all the work.
-	if st, err := os.Stat(opts.Output); err == nil && st.IsDir() {
-		return nil, fmt.Errorf("output %s: is a directory; name the .qbin file to write", opts.Output)
+	// The rename at the end would fail on a directory, after all the
+	// work, and replace a device (-o /dev/null, as root) with the file.
+	if st, err := os.Stat(opts.Output); err == nil {
+		if st.IsDir() {
+			return nil, fmt.Errorf("output %s: is a directory; name the .qbin file to write", opts.Output)
+		}
+		if err := fsutil.CheckOutput(opts.Output); err != nil {
+			return nil, fmt.Errorf("output %s: %w", opts.Output, err)
+		}
 	}
 	src, err := openSource(model, opts)
 	if err != nil {
@@ -266,6 +273,9 @@ func plan(src source, opts Options) (*format.Header, []section, error) {
 		}
 		secs = append(secs, s)
 	}
+	if err := src.unused(&cfg); err != nil {
+		return nil, nil, err
+	}
 	blob := func(name string, b []byte) {
 		secs = append(secs, section{Section: blobSection(name, len(b)), blob: b})
 	}
@@ -347,6 +357,7 @@ func checkpointTensors(ck *Checkpoint, t *arch.Tensor, tr *arch.Transform) ([]*T
 	}
 	if _, ok := ck.Tensor(t.HF[0]); !ok && t.Fused.Name != "" {
 		if fused, ok := ck.Tensor(t.Fused.Name); ok {
+			ck.use(fused)
 			return fusedViews(fused, t)
 		}
 	}
@@ -359,6 +370,7 @@ func checkpointTensors(ck *Checkpoint, t *arch.Tensor, tr *arch.Transform) ([]*T
 		if err := checkTensor(ti, shape, ""); err != nil {
 			return nil, err
 		}
+		ck.use(ti)
 		srcs = append(srcs, ti)
 	}
 	return srcs, nil

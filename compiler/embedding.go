@@ -26,8 +26,10 @@ func postProcessor(tokenizerJSON []byte) ([]int32, error) {
 	var tj struct {
 		PostProcessor json.RawMessage `json:"post_processor"`
 	}
+	// The whole file is decoded here, the first time it is read: its
+	// errors are the file's (truncated, not JSON), not post_processor's.
 	if err := json.Unmarshal(tokenizerJSON, &tj); err != nil {
-		return nil, fmt.Errorf("post_processor: %w", err)
+		return nil, err
 	}
 	if len(tj.PostProcessor) == 0 || string(tj.PostProcessor) == "null" {
 		return nil, nil

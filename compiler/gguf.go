@@ -28,6 +28,7 @@ type ggufSource struct {
 	// model's params layer); nil: none.
 	params *ollamaParams
 	extra  []string
+	used   map[string]bool // the tensors a section reads
 }
 
 // openGGUF opens a GGUF file as a source.
@@ -51,6 +52,25 @@ func isGGUF(path string) bool {
 func (g *ggufSource) close() { g.f.Close() }
 
 func (g *ggufSource) notes() []string { return g.extra }
+
+// unused refuses the file's tensors no section reads, as a checkpoint's.
+func (g *ggufSource) unused(c *format.Config) error {
+	var left []*gguf.Tensor
+	for i := range g.f.Tensors {
+		if t := &g.f.Tensors[i]; !g.used[t.Name] {
+			left = append(left, t)
+		}
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	more := ""
+	if len(left) > 1 {
+		more = fmt.Sprintf(" (and %d more)", len(left)-1)
+	}
+	return fmt.Errorf("%s: tensor %q%s: part of no section of the %s model the metadata describes (%d layers); compiled without it, the model would compute other outputs",
+		g.f.Parts[left[0].Part], left[0].Name, more, c.ModelType, c.Layers)
+}
 
 func (g *ggufSource) readAt(t *TensorInfo, p []byte, off int64) error {
 	return g.f.ReadAt(&gguf.Tensor{Offset: t.Offset, Size: t.Size, Part: t.part}, p, off)
@@ -233,6 +253,10 @@ func (g *ggufSource) tensors(a arch.Arch, c *format.Config, t *arch.Tensor) ([]*
 	if tr.SrcShape != nil {
 		want = tr.SrcShape
 	}
+	if g.used == nil {
+		g.used = map[string]bool{}
+	}
+	g.used[gt.Name] = true
 	ti := &TensorInfo{Name: gt.Name, DType: strings.ToUpper(gt.Type.String()), Offset: gt.Offset, Size: gt.Size, File: g.f.Parts[gt.Part], part: gt.Part}
 	if !sameShape(gt.Shape(), want) {
 		return nil, tr, fmt.Errorf("%s: tensor %q: shape %v (ggml dimensions %v), the metadata implies %v", ti.File, ti.Name, gt.Shape(), gt.Dims, want)

@@ -382,6 +382,12 @@ func TestGGUFBadInput(t *testing.T) {
 			}
 			writeGGUF(t, p, kv, ts)
 		}, []string{`tensor "output_norm.weight": ggml type q8_0 stores blocks of values, and section "norm" reads rows of 1`}},
+		{"fewer layers in the metadata than the tensors", func(t *testing.T, p string) {
+			// The last layer's tensors were read by no section: the file
+			// compiled as a shallower model.
+			kv, ts := readGGUF(t, src)
+			writeGGUF(t, p, setKey(kv, "qwen3moe.block_count", gguf.Uint32, uint32(2)), ts)
+		}, []string{`tensor "blk.2.`, "more): part of no section of the qwen3_moe model the metadata describes (2 layers)"}},
 		{"weight not finite", func(t *testing.T, p string) {
 			kv, ts := readGGUF(t, src)
 			for i := range ts {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/qwenc/qwenc/format"
@@ -48,13 +49,20 @@ func parseGeneration(b []byte, vocab int) (format.Generation, error) {
 			return g, fmt.Errorf("field \"eos_token_id\": id %d outside the vocabulary [0, %d)", id, vocab)
 		}
 	}
-	set := func(dst *int32, v *int32) {
-		if v != nil {
-			*dst = *v
+	// Checked as a GGUF's are: the file would carry an id no token has.
+	for _, f := range []struct {
+		name string
+		dst  *int32
+		v    *int32
+	}{{"bos_token_id", &g.BOS, raw.BOS}, {"pad_token_id", &g.Pad, raw.Pad}} {
+		if f.v == nil {
+			continue
 		}
+		if *f.v < 0 || int(*f.v) >= vocab {
+			return g, fmt.Errorf("field %q: id %d outside the vocabulary [0, %d)", f.name, *f.v, vocab)
+		}
+		*f.dst = *f.v
 	}
-	set(&g.BOS, raw.BOS)
-	set(&g.Pad, raw.Pad)
 	if raw.DoSample != nil {
 		g.DoSample = *raw.DoSample
 	}
@@ -98,10 +106,19 @@ func chatTemplate(tokenizerConfig []byte) (template, family string, err error) {
 			if err2 := json.Unmarshal(raw.ChatTemplate, &named); err2 != nil {
 				return "", "", fmt.Errorf("field \"chat_template\": %w", err)
 			}
+			var names []string
+			found := false
 			for _, n := range named {
 				if n.Name == "default" {
-					template = n.Template
+					template, found = n.Template, true
 				}
+				names = append(names, strconv.Quote(n.Name))
+			}
+			// Without one, the file would have no template at all and
+			// chat fall back to plain ChatML with no word; transformers
+			// refuses such a list too.
+			if !found && len(named) > 0 {
+				return "", "", fmt.Errorf("field \"chat_template\": named templates %s, none of them \"default\"", strings.Join(names, ", "))
 			}
 		}
 	}

@@ -25,6 +25,12 @@ type source interface {
 	tokenizer(vocab int) tokenizerResult
 	// readAt reads bytes of a tensor's data from byte off of it.
 	readAt(t *TensorInfo, p []byte, off int64) error
+	// unused refuses tensors of the source that went into no section
+	// (after every section's tensors were found): they mean the config
+	// describes another model than the weights (num_hidden_layers too
+	// small, attention_bias false beside biases), which compiled without
+	// them would compute other outputs with no word.
+	unused(c *format.Config) error
 	// notes are what the compile left out or changed, for the user.
 	notes() []string
 	close()
@@ -80,10 +86,14 @@ func (ck *Checkpoint) tokenizer(vocab int) tokenizerResult { return encodeTokeni
 func (ck *Checkpoint) readAt(t *TensorInfo, p []byte, off int64) error { return ck.ReadAt(t, p, off) }
 
 func (ck *Checkpoint) notes() []string {
+	var ns []string
 	if ck.Vision > 0 {
-		return []string{fmt.Sprintf("the vision tower (%d tensors) is kept out: image input is not supported yet", ck.Vision)}
+		ns = append(ns, fmt.Sprintf("the vision tower (%d tensors) is kept out: image input is not supported yet", ck.Vision))
 	}
-	return nil
+	if ck.mtpLeft > 0 {
+		ns = append(ns, fmt.Sprintf("the MTP block (%d tensors) is kept out: config.json gives no mtp_num_hidden_layers, so it drafts no tokens", ck.mtpLeft))
+	}
+	return ns
 }
 
 func (ck *Checkpoint) close() { ck.Close() }

@@ -7,6 +7,7 @@ import (
 	"github.com/qwenc/qwenc/cmd/internal/pullcache"
 	"github.com/qwenc/qwenc/format/oci"
 	"github.com/qwenc/qwenc/internal/cliutil"
+	"github.com/qwenc/qwenc/internal/fsutil"
 	"github.com/urfave/cli/v2"
 )
 
@@ -63,6 +64,12 @@ func pullCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return cliutil.Usagef(c, "pull: want one REGISTRY/REPO:TAG argument, got %d", c.NArg())
+			}
+			// Before the download, which the refusal would waste.
+			if out := c.String("o"); out != "" {
+				if err := fsutil.CheckOutput(out); err != nil {
+					return fmt.Errorf("-o %s: %w", out, err)
+				}
 			}
 			res, err := pullcache.Pull(c.Context, c.Args().First(), registryOptions(c))
 			if err != nil {

@@ -89,12 +89,15 @@ func (hf *HFConfig) Float(k string, dst *float64, required bool) error {
 
 // Int reads a positive integer, as Float.
 func (hf *HFConfig) Int(k string, dst *int, required bool) error {
-	f := float64(-1)
+	// Absence is asked of the field itself, not read from a sentinel
+	// value: a config that says -1 would have passed for one that says
+	// nothing, and the default been used in its place.
+	if _, ok := hf.present(k); !ok && !required {
+		return nil
+	}
+	var f float64
 	if err := hf.Float(k, &f, required); err != nil {
 		return err
-	}
-	if f == -1 && !required {
-		return nil
 	}
 	if f != float64(int(f)) || f < 1 || f > 1<<30 {
 		return fmt.Errorf("field %q = %v is not a positive integer", hf.name(k), f)
@@ -206,8 +209,16 @@ func configure(c *format.Config, a Arch, hf *HFConfig) error {
 	if err := ropeScaling(c, hf); err != nil {
 		return err
 	}
-	if act, err := hf.String("hidden_act"); err == nil && act != "silu" {
-		return fmt.Errorf("field %q = %q; only silu is supported", hf.name("hidden_act"), act)
+	// Absent is silu, transformers' default; a value of another type is
+	// no activation this runs.
+	if _, ok := hf.present("hidden_act"); ok {
+		act, err := hf.String("hidden_act")
+		if err != nil {
+			return err
+		}
+		if act != "silu" {
+			return fmt.Errorf("field %q = %q; only silu is supported", hf.name("hidden_act"), act)
+		}
 	}
 	if err := a.Configure(c, hf); err != nil {
 		return err

@@ -159,8 +159,10 @@ func SetRopeScaling(c *format.Config, spec string) error {
 		return bad
 	}
 	fields := map[string]any{"rope_type": parts[0]}
+	// ParseFloat takes NaN and Inf, which JSON cannot carry: the fields
+	// below then came out empty, and the spec read as no scaling at all.
 	f, err := strconv.ParseFloat(parts[1], 64)
-	if err != nil {
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 		return bad
 	}
 	fields["factor"] = f
@@ -171,9 +173,14 @@ func SetRopeScaling(c *format.Config, spec string) error {
 		}
 		fields["original_max_position_embeddings"] = n
 	}
-	b, _ := json.Marshal(fields)
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return fmt.Errorf("--rope-scaling %q: %w", spec, err)
+	}
 	var raw map[string]json.RawMessage
-	json.NewDecoder(bytes.NewReader(b)).Decode(&raw)
+	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&raw); err != nil {
+		return fmt.Errorf("--rope-scaling %q: %w", spec, err)
+	}
 	if err := resolveRopeScaling(c, &HFConfig{raw: raw}, "rope_scaling"); err != nil {
 		return fmt.Errorf("--rope-scaling %q: %w", spec, err)
 	}

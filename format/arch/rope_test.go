@@ -69,9 +69,9 @@ func TestSetRopeScaling(t *testing.T) {
 	if err := SetRopeScaling(&cfg, "none"); err != nil || cfg.RopeScaling != (format.RopeScaling{}) {
 		t.Errorf("none: %+v, %v", cfg.RopeScaling, err)
 	}
-	for _, bad := range []string{"yarn", "yarn:x", "ntk:2", "yarn:4:0", "linear:0.5"} {
+	for _, bad := range []string{"yarn", "yarn:x", "ntk:2", "yarn:4:0", "linear:0.5", "yarn:NaN", "linear:Inf", "yarn:-inf:32768"} {
 		if err := SetRopeScaling(&cfg, bad); err == nil {
-			t.Errorf("%q accepted", bad)
+			t.Errorf("%q accepted, as %+v", bad, cfg.RopeScaling)
 		}
 	}
 }
@@ -138,5 +138,25 @@ func TestConfigDefaults(t *testing.T) {
 	b, _ := json.Marshal(q35)
 	if c, err := Builtin().ParseConfig(b); err != nil || c.HeadDim != 256 || c.Rotary() != 64 {
 		t.Errorf("qwen3_5 without head_dim and partial_rotary_factor: head_dim %d, %d rotated (%v), want 256 and 64", c.HeadDim, c.Rotary(), err)
+	}
+}
+
+// TestConfigRefusesWhatItCannotRead: an optional field of -1, or of the
+// wrong type, is refused by name rather than read as absent, which put
+// the default in its place (num_key_value_heads -1 compiled as full
+// multi-head attention).
+func TestConfigRefusesWhatItCannotRead(t *testing.T) {
+	base := `"model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 96,
+		"vocab_size": 300, "max_position_embeddings": 4096`
+	for field, want := range map[string]string{
+		`"num_key_value_heads": -1`: `field "num_key_value_heads" = -1 is not a positive integer`,
+		`"head_dim": -1`:            `field "head_dim" = -1 is not a positive integer`,
+		`"intermediate_size": -1`:   `field "intermediate_size" = -1 is not a positive integer`,
+		`"hidden_act": 5`:           `field "hidden_act": json: cannot unmarshal number into Go value of type string`,
+	} {
+		_, err := Builtin().ParseConfig([]byte(`{` + base + `, ` + field + `}`))
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %q", field, err, want)
+		}
 	}
 }

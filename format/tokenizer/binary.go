@@ -458,22 +458,30 @@ func load(data []byte) (*Tokenizer, error) {
 // length is a multiple of 4), each plus add with wrap-around (add=1 makes
 // the empty-slot marker 0xFFFFFFFF the smallest). odd masks the words at
 // odd positions: all ones to include them, 0 to leave out the fingerprints
-// of a table. It reads sixteen
-// bytes a step because it runs over megabytes on the way to the first token.
+// of a table. The mask applies after add: a word left out counts as 0,
+// not as add, which made every table's largest entry at least 0 and a
+// table of no merges (one empty slot, all in the tail) refused. It reads
+// sixteen bytes a step because it runs over megabytes on the way to the
+// first token.
 func maxWord(b []byte, add uint32, odd uint64) uint32 {
 	var m0, m1, m2, m3 uint32
+	hi := uint32(odd)
 	n := len(b) &^ 15
 	for i := 0; i < n; i += 16 {
 		c := b[i : i+16 : i+16]
 		x, y := le.Uint64(c[:8]), le.Uint64(c[8:])
 		m0 = max(m0, uint32(x)+add)
-		m1 = max(m1, uint32(x>>32&odd)+add)
+		m1 = max(m1, (uint32(x>>32)+add)&hi)
 		m2 = max(m2, uint32(y)+add)
-		m3 = max(m3, uint32(y>>32&odd)+add)
+		m3 = max(m3, (uint32(y>>32)+add)&hi)
 	}
 	for ; n+4 <= len(b); n += 4 {
-		// The tail of the merges; table sizes are powers of two of 8 bytes.
-		m0 = max(m0, le.Uint32(b[n:])+add)
+		// The tail of the merges, or the whole of a one-slot table.
+		w := le.Uint32(b[n:]) + add
+		if n%8 == 4 {
+			w &= hi
+		}
+		m0 = max(m0, w)
 	}
 	return max(m0, m1, m2, m3)
 }

@@ -153,3 +153,16 @@ func TestSpecTableSize(t *testing.T) {
 		}
 	}
 }
+
+// TestNoMerges: a vocabulary of no merges (every pre-token split into
+// bytes) encodes and loads. Its merge table is one empty slot, which the
+// loader's range check read as holding merge 0 of none, and MarshalBinary
+// reported as an internal error.
+func TestNoMerges(t *testing.T) {
+	v := smallVocab(t)
+	v.Merges = nil
+	tok, _ := loadVocab(t, v)
+	if got := tok.Encode("ab", false); len(got) != 2 {
+		t.Errorf("\"ab\" encodes as %v, want its two bytes", got)
+	}
+}

@@ -49,14 +49,7 @@ func TestQwen35Vocabulary(t *testing.T) {
 	// A GGUF of it, whose tokenizer.ggml.pre is llama.cpp's "qwen35",
 	// gives the same vocabulary.
 	ggmlAsHF(t, ggmlFromHF(t, tj, 248320, "qwen35", v), v)
-	blob, err := v.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := Load(blob)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok, _ := loadVocab(t, v)
 	if tok.Pretokenizer() != Qwen35 || tok.VocabSize() != 248077 {
 		t.Fatalf("loaded: pre-tokenizer %v, VocabSize %d; want qwen3.5, 248077", tok.Pretokenizer(), tok.VocabSize())
 	}

@@ -100,7 +100,13 @@ func smallVocab(t testing.TB) *Vocab {
 
 func smallTokenizer(t testing.TB) (*Tokenizer, []byte) {
 	t.Helper()
-	blob, err := smallVocab(t).MarshalBinary()
+	return loadVocab(t, smallVocab(t))
+}
+
+// loadVocab encodes v and loads the result.
+func loadVocab(t testing.TB, v *Vocab) (*Tokenizer, []byte) {
+	t.Helper()
+	blob, err := v.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,16 +56,37 @@ func Pathless(err error) error {
 }
 
 // CheckOutput refuses an output file that is a directory or whose
-// directory does not exist, before any work whose result it would lose.
+// directory does not exist, before any work whose result it would lose,
+// and one that is there but not a regular file: outputs are written
+// beside it and renamed over it, so a device or a pipe (-o /dev/null,
+// as root) would be replaced by a regular file rather than written to.
 func CheckOutput(path string) error {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return errors.New("is a directory")
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		if st.IsDir() {
+			return errors.New("is a directory")
+		}
+		return fmt.Errorf("not a regular file (%s), which the new file would replace", kind(st.Mode()))
 	}
 	st, err := os.Stat(filepath.Dir(path))
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || (err == nil && !st.IsDir()) {
 		return errors.New("its directory does not exist")
 	}
 	return nil
+}
+
+// kind names the type of a file that is not a regular one, for errors.
+func kind(m fs.FileMode) string {
+	switch m.Type() {
+	case fs.ModeDir:
+		return "a directory"
+	case fs.ModeNamedPipe:
+		return "a named pipe"
+	case fs.ModeSocket:
+		return "a socket"
+	case fs.ModeDevice, fs.ModeDevice | fs.ModeCharDevice:
+		return "a device"
+	}
+	return m.Type().String()
 }
 
 // ErrBusy is what TryLock's error is when another process holds the

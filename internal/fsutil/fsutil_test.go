@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 )
 
@@ -44,7 +45,12 @@ func TestCheckOutput(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
 	os.WriteFile(file, nil, 0o644)
+	pipe := filepath.Join(dir, "pipe")
+	if err := syscall.Mkfifo(pipe, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct{ path, err string }{
+		{pipe, "not a regular file (a named pipe), which the new file would replace"},
 		{filepath.Join(dir, "new.f32"), ""},
 		{file, ""},
 		{dir, "is a directory"},

@@ -37,7 +37,7 @@ var layers = []struct {
 	{"format/arch", []string{"format", "format/graph", "format/wtype"}},
 	{"format/chat", []string{"format/tokenizer"}},
 	{"format/oci", []string{"format", "format/arch", "internal/fsutil"}},
-	{"compiler", []string{"format", "format/...", "kernels"}},
+	{"compiler", []string{"format", "format/...", "kernels", "internal/fsutil"}},
 	{"runtime/sampling", []string{"format"}},
 	{"runtime/grammar", []string{"format/chat", "format/tokenizer"}},
 	{"runtime/infer", []string{"format", "format/arch", "format/graph", "format/tokenizer", "format/wtype", "kernels"}},
