@@ -80,11 +80,35 @@ func gemmAVX2M5(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bo
 //go:noescape
 func gemmAVX2M6(dst *float32, ldy int, w *uint16, x *float32, ldx, k int, acc bool, ldw int)
 
+// A gemmF32Kernel is a gemmKernel over one tile already converted to
+// float32 (gemmPanelDriver): column j at w[32*j:]; ldw is unused.
+type gemmF32Kernel func(dst *float32, ldy int, w *float32, x *float32, ldx, k int, acc bool, ldw int)
+
+//go:noescape
+func gemmAVX2F32M1(dst *float32, ldy int, w *float32, x *float32, ldx, k int, acc bool, ldw int)
+
+//go:noescape
+func gemmAVX2F32M2(dst *float32, ldy int, w *float32, x *float32, ldx, k int, acc bool, ldw int)
+
+//go:noescape
+func gemmAVX2F32M3(dst *float32, ldy int, w *float32, x *float32, ldx, k int, acc bool, ldw int)
+
+//go:noescape
+func gemmAVX2F32M4(dst *float32, ldy int, w *float32, x *float32, ldx, k int, acc bool, ldw int)
+
+//go:noescape
+func gemmAVX2F32M5(dst *float32, ldy int, w *float32, x *float32, ldx, k int, acc bool, ldw int)
+
+//go:noescape
+func gemmAVX2F32M6(dst *float32, ldy int, w *float32, x *float32, ldx, k int, acc bool, ldw int)
+
 // Kernel tables indexed by the block's token count.
 var (
 	gemmAVX512T1 = [gemmMaxM + 1]gemmKernel{nil, gemmAVX512T1M1, gemmAVX512T1M2, gemmAVX512T1M3, gemmAVX512T1M4, gemmAVX512T1M5, gemmAVX512T1M6}
 	gemmAVX512T2 = [gemmMaxM + 1]gemmKernel{nil, gemmAVX512T2M1, gemmAVX512T2M2, gemmAVX512T2M3, gemmAVX512T2M4, gemmAVX512T2M5, gemmAVX512T2M6}
 	gemmAVX2T1   = [gemmMaxM + 1]gemmKernel{nil, gemmAVX2M1, gemmAVX2M2, gemmAVX2M3, gemmAVX2M4, gemmAVX2M5, gemmAVX2M6}
+
+	gemmAVX2F32T1 = [gemmMaxM + 1]gemmF32Kernel{nil, gemmAVX2F32M1, gemmAVX2F32M2, gemmAVX2F32M3, gemmAVX2F32M4, gemmAVX2F32M5, gemmAVX2F32M6}
 )
 
 func matVecArch(p Path, dst []float32, w []uint16, ldw int, x []float32, n, k, t0, t1 int) {
@@ -131,6 +155,10 @@ func gemmArch(p Path, dst []float32, ldy int, w []uint16, ldw int, x []float32, 
 	case AVX512, AVX512VNNI:
 		gemmDriver(&gemmAVX512T1, &gemmAVX512T2, dst, ldy, w, ldw, x, ldx, m, n, k, t0, t1)
 	case AVX2, AVXVNNI:
+		if m >= gemmPanelMinM {
+			gemmPanelDriver(p, &gemmAVX2T1, &gemmAVX2F32T1, dst, ldy, w, ldw, x, ldx, m, n, k, t0, t1)
+			return
+		}
 		gemmDriver(&gemmAVX2T1, nil, dst, ldy, w, ldw, x, ldx, m, n, k, t0, t1)
 	default:
 		unsupported(p)
@@ -163,24 +191,12 @@ const stagingTokens = max(gemmMaxM, qMaxM)
 // accumulating into dst after the first k-block. A last tile with padding
 // rows is computed whole into a staging buffer.
 func gemmDriver(kern1, kern2 *[gemmMaxM + 1]gemmKernel, dst []float32, ldy int, w []uint16, ldw int, x []float32, ldx, m, n, k, t0, t1 int) {
-	nb := (m + gemmMaxM - 1) / gemmMaxM
-	base, extra := m/nb, m%nb
-	blockSize := func(b int) int {
-		if b < extra {
-			return base + 1
-		}
-		return base
-	}
+	nb, blockSize := tokenBlocks(m)
 	tileElems := ldw * matTileRows
-	nkb := (k + gemmKC - 1) / gemmKC
-	kc := (k + nkb - 1) / nkb // balanced k-blocks
+	kc := gemmKBlock(k)
 	group := max(2, gemmGroupBytes/(kc*2*matTileRows))
 	for tg := t0; tg < t1; tg += group {
-		te := min(tg+group, t1)
-		fe := te // tiles [tg, fe) have all 32 rows below n
-		if matTileRows*te > n {
-			fe = te - 1
-		}
+		te, fe := groupEnd(tg, group, t1, n)
 		for k0 := 0; k0 < k; k0 += kc {
 			kcur := min(kc, k-k0)
 			acc := k0 > 0
@@ -202,23 +218,110 @@ func gemmDriver(kern1, kern2 *[gemmMaxM + 1]gemmKernel, dst []float32, ldy int, 
 			}
 		}
 		if fe < te {
-			r0 := matTileRows * fe
-			// The staging buffer comes from a pool: a stack array would
-			// escape through the kernel function values, and the decode
-			// loop must not allocate.
-			tmpp := stagingPool.Get().(*[stagingTokens * matTileRows]float32)
-			tmp := tmpp[:]
+			gemmLastTile(kern1, dst, ldy, w, ldw, x, ldx, m, n, k, fe)
+		}
+	}
+}
+
+// tokenBlocks splits m tokens into nb balanced blocks of at most
+// gemmMaxM (sizes differ by at most one, so no block is tiny).
+func tokenBlocks(m int) (nb int, size func(b int) int) {
+	nb = (m + gemmMaxM - 1) / gemmMaxM
+	base, extra := m/nb, m%nb
+	return nb, func(b int) int {
+		if b < extra {
+			return base + 1
+		}
+		return base
+	}
+}
+
+// groupEnd is the end te of the group of tiles from tg, and fe, the end
+// of its tiles [tg, fe) whose 32 rows are all below n.
+func groupEnd(tg, group, t1, n int) (te, fe int) {
+	te = min(tg+group, t1)
+	if matTileRows*te > n {
+		return te, te - 1
+	}
+	return te, te
+}
+
+// gemmKBlock is the k-block of a product over k columns: balanced
+// blocks of at most gemmKC.
+func gemmKBlock(k int) int {
+	nkb := (k + gemmKC - 1) / gemmKC
+	return (k + nkb - 1) / nkb
+}
+
+// gemmLastTile computes tile t, whose rows pass n, whole into a staging
+// buffer and copies the rows below n. The buffer comes from a pool: a
+// stack array would escape through the kernel function values, and the
+// decode loop must not allocate.
+func gemmLastTile(kern1 *[gemmMaxM + 1]gemmKernel, dst []float32, ldy int, w []uint16, ldw int, x []float32, ldx, m, n, k, t int) {
+	nb, blockSize := tokenBlocks(m)
+	r0 := matTileRows * t
+	tmpp := stagingPool.Get().(*[stagingTokens * matTileRows]float32)
+	tmp := tmpp[:]
+	for b, i0 := 0, 0; b < nb; b++ {
+		mb := blockSize(b)
+		kern1[mb](&tmp[0], matTileRows, &w[t*ldw*matTileRows], &x[i0*ldx], ldx, k, false, ldw)
+		for i := range mb {
+			copy(dst[(i0+i)*ldy+r0:(i0+i)*ldy+n], tmp[i*matTileRows:])
+		}
+		i0 += mb
+	}
+	stagingPool.Put(tmpp)
+}
+
+// gemmPanelMinM is the fewest tokens gemmPanelDriver takes: two token
+// blocks, so that a converted panel is read at least twice.
+const gemmPanelMinM = 2 * gemmMaxM
+
+// gemmPanelFloats is the size of the float32 panel of gemmPanelDriver:
+// a k-block of a group of tiles, small enough to stay in L2 (512 KiB a
+// core on first-generation Zen) with the activations beside it.
+const gemmPanelFloats = gemmGroupBytes / 4
+
+// panelPool holds gemmPanelDriver's panels.
+var panelPool = sync.Pool{New: func() any { return new([gemmPanelFloats]float32) }}
+
+// gemmPanelDriver is gemmDriver for the AVX2 f16 kernels when several
+// token blocks sweep each tile: every k-block of a group's full tiles is
+// converted to float32 once, into a panel every token block then reads
+// with the float32 kernels kf32, where gemmDriver's kernels convert the
+// f16 weights again in each sweep (a fifth of the multiply-adds'
+// throughput on first-generation Zen). The conversion is VCVTPH2PS's, as
+// in the f16 kernels, so the sums are bit for bit the same. The last tile
+// with padding rows goes as in gemmDriver.
+func gemmPanelDriver(p Path, kern1 *[gemmMaxM + 1]gemmKernel, kf32 *[gemmMaxM + 1]gemmF32Kernel, dst []float32, ldy int, w []uint16, ldw int, x []float32, ldx, m, n, k, t0, t1 int) {
+	nb, blockSize := tokenBlocks(m)
+	tileElems := ldw * matTileRows
+	kc := gemmKBlock(k)
+	group := max(1, gemmPanelFloats/(kc*matTileRows))
+	panelp := panelPool.Get().(*[gemmPanelFloats]float32)
+	panel := panelp[:]
+	for tg := t0; tg < t1; tg += group {
+		te, fe := groupEnd(tg, group, t1, n)
+		for k0 := 0; k0 < k; k0 += kc {
+			kcur := min(kc, k-k0)
+			span := kcur * matTileRows
+			for t := tg; t < fe; t++ {
+				p.F16ToF32(panel[(t-tg)*span:][:span], w[t*tileElems+k0*matTileRows:][:span])
+			}
 			for b, i0 := 0, 0; b < nb; b++ {
 				mb := blockSize(b)
-				kern1[mb](&tmp[0], matTileRows, &w[fe*tileElems], &x[i0*ldx], ldx, k, false, ldw)
-				for i := range mb {
-					copy(dst[(i0+i)*ldy+r0:(i0+i)*ldy+n], tmp[i*matTileRows:])
+				xb := &x[i0*ldx+k0]
+				for t := tg; t < fe; t++ {
+					kf32[mb](&dst[i0*ldy+matTileRows*t], ldy, &panel[(t-tg)*span], xb, ldx, kcur, k0 > 0, 0)
 				}
 				i0 += mb
 			}
-			stagingPool.Put(tmpp)
+		}
+		if fe < te {
+			gemmLastTile(kern1, dst, ldy, w, ldw, x, ldx, m, n, k, fe)
 		}
 	}
+	panelPool.Put(panelp)
 }
 
 // gemmOneTile is GemmTiles on the AVX-512 path with only the one-tile

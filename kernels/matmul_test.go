@@ -189,7 +189,7 @@ func checkRows(t *testing.T, c *matCase, dst, x []float32, off, n, t0, t1, width
 func TestMatmulGemm(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	ms := []int{1, 2, 3, 5, 6, 7, 8, 12, 13, 14, 15, 16, 20, 29, 37}
-	for _, n := range []int{1, 31, 32, 33, 95, 100, 160} {
+	for _, n := range []int{1, 31, 32, 33, 95, 100, 160, 300} {
 		for _, k := range []int{1, 3, 4, 17, 64, 1000} {
 			c := newMatCase(r, n, k)
 			for _, m := range ms {
