@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 
 	"github.com/qwenc/qwenc/cmd/internal/terminal"
 	"github.com/qwenc/qwenc/internal/cliutil"
@@ -39,6 +40,9 @@ func runChat(c *cli.Context, s *setup) error {
 	}
 	if !oneShot {
 		return requestError(ch.Interactive())
+	}
+	if strings.TrimSpace(text) == "" { // as a piped chat skips a blank line
+		return errors.New("the prompt is empty")
 	}
 	ctx, stop := cliutil.SignalContext(context.Background())
 	defer stop()

@@ -23,6 +23,7 @@ import (
 func TestRefusesMeaninglessValues(t *testing.T) {
 	dir := t.TempDir()
 	absent := filepath.Join(dir, "never-opened.qbin")
+	long := filepath.Join(dir, strings.Repeat("l", 256))
 	m := tinyModel(t)
 	for _, tc := range []struct {
 		args []string
@@ -49,6 +50,8 @@ func TestRefusesMeaninglessValues(t *testing.T) {
 		{[]string{absent, "-p", "hi", "-f", "-", "--tokens", "1"}, "-p, -f and --tokens all give the prompt; use one"},
 		{[]string{absent, "-p", "hi", "--logits", filepath.Join(dir, "no", "l.f32")}, "--logits " + filepath.Join(dir, "no", "l.f32") + ": its directory does not exist"},
 		{[]string{absent, "-p", "hi", "--logits", dir}, "--logits " + dir + ": is a directory"},
+		// Refused before the work, not after it without a word of which file.
+		{[]string{m, "-p", "hi", "-n", "0", "--logits", long}, "--logits " + long + ": file name too long"},
 		// A flag of the other mode, chat or raw completion, was ignored.
 		{[]string{absent, "-p", "hi", "--system", "Be brief."}, "--system is for --chat; raw completion would ignore it"},
 		{[]string{absent, "-p", "hi", "--no-think"}, "--no-think is for --chat; raw completion would ignore it"},

@@ -358,8 +358,19 @@ func TestFlagWithoutValue(t *testing.T) {
 		}
 	}
 	// An empty value written with = is a value, not a missing one.
-	if _, stderr, code := qwenrun(t, "", m, "--prompt="); code != 1 || !strings.Contains(stderr, "the prompt is empty") {
-		t.Errorf("--prompt=: exit %d, stderr %q", code, stderr)
+	for _, tc := range []struct {
+		stdin string
+		args  []string
+	}{
+		{"", []string{m, "--prompt="}},
+		// A one-shot chat answers no blank message, as a piped one skips it.
+		{"", []string{m, "--chat", "--prompt=", "-n", "1"}},
+		{" \n", []string{m, "--chat", "-f", "-", "-n", "1"}},
+	} {
+		out, stderr, code := qwenrun(t, tc.stdin, tc.args...)
+		if code != 1 || out != "" || stderr != "qwenrun: the prompt is empty\n" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", tc.args, code, out, stderr)
+		}
 	}
 }
 

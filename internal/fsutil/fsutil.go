@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,7 +19,7 @@ import (
 // content or the new, never a part. Its errors carry no path: the caller
 // names the file the user gave, not a temporary one, and only once.
 func WriteAtomic(path string, data []byte, perm fs.FileMode) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	f, err := os.CreateTemp(filepath.Dir(path), "."+tempBase(filepath.Base(path))+".*.tmp")
 	if err != nil {
 		return Pathless(err)
 	}
@@ -43,6 +44,22 @@ func WriteAtomic(path string, data []byte, perm fs.FileMode) (err error) {
 	return Pathless(os.Rename(f.Name(), path))
 }
 
+// tempBase shortens a file name for its temporary file's: the dot,
+// random number and suffix around it would take a name the file system
+// allows (up to 255 bytes) past its limit, and the write would fail on a
+// name the user could have created.
+func tempBase(name string) string {
+	const keep = 200
+	if len(name) <= keep {
+		return name
+	}
+	name = name[:keep]
+	for !utf8.ValidString(name) { // no half of a character
+		name = name[:len(name)-1]
+	}
+	return name
+}
+
 // Pathless drops the path from a file error, for a message that names the
 // file once, as the user gave it.
 func Pathless(err error) error {
@@ -61,13 +78,19 @@ func Pathless(err error) error {
 // beside it and renamed over it, so a device or a pipe (-o /dev/null,
 // as root) would be replaced by a regular file rather than written to.
 func CheckOutput(path string) error {
-	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+	st, err := os.Stat(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+		// A name too long, or a directory that may not be searched: the
+		// write would fail the same way, after the work.
+		return Pathless(err)
+	}
+	if err == nil && !st.Mode().IsRegular() {
 		if st.IsDir() {
 			return errors.New("is a directory")
 		}
 		return fmt.Errorf("not a regular file (%s), which the new file would replace", kind(st.Mode()))
 	}
-	st, err := os.Stat(filepath.Dir(path))
+	st, err = os.Stat(filepath.Dir(path))
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || (err == nil && !st.IsDir()) {
 		return errors.New("its directory does not exist")
 	}

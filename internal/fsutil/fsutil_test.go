@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -39,6 +40,12 @@ func TestWriteAtomic(t *testing.T) {
 	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
 		t.Errorf("files left beside: %v", entries)
 	}
+	// A name the file system takes (up to 255 bytes) is written, though
+	// the temporary file's name around it would be longer.
+	long := filepath.Join(t.TempDir(), strings.Repeat("é", 100)+strings.Repeat("x", 50))
+	if err := WriteAtomic(long, []byte("x"), 0o644); err != nil {
+		t.Errorf("a name of %d bytes: %v", len(filepath.Base(long)), err)
+	}
 }
 
 func TestCheckOutput(t *testing.T) {
@@ -56,6 +63,8 @@ func TestCheckOutput(t *testing.T) {
 		{dir, "is a directory"},
 		{filepath.Join(dir, "no", "x"), "its directory does not exist"},
 		{filepath.Join(file, "x"), "its directory does not exist"},
+		// The write would fail only after the work.
+		{filepath.Join(dir, strings.Repeat("x", 256)), "file name too long"},
 	} {
 		err := CheckOutput(c.path)
 		if c.err == "" && err != nil || c.err != "" && (err == nil || err.Error() != c.err) {

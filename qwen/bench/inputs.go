@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -65,9 +66,15 @@ func ProcessFirstToken(exe string) func(model string, reps int) (time.Duration, 
 		best := time.Hour
 		for i := 0; i <= reps; i++ {
 			cmd := exec.Command(exe, model, "--tokens", "1", "-n", "1", "--temp", "0")
-			cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+			// Its stderr is kept for the error: "exit status 1" alone does
+			// not say that the model is one qwenrun cannot generate with.
+			var stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 			t0 := time.Now()
 			if err := cmd.Run(); err != nil {
+				if why := lastLine(stderr.String()); why != "" {
+					return 0, fmt.Errorf("time to first token: %w (%s)", err, why)
+				}
 				return 0, fmt.Errorf("time to first token: %w", err)
 			}
 			if i > 0 {
@@ -76,4 +83,11 @@ func ProcessFirstToken(exe string) func(model string, reps int) (time.Duration, 
 		}
 		return best, nil
 	}
+}
+
+// lastLine is the last line of text that is not blank: a failed
+// process's error.
+func lastLine(text string) string {
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }

@@ -71,6 +71,14 @@ func TestProcessFirstToken(t *testing.T) {
 	if _, err := ProcessFirstToken(bad)("model.qbin", 2); err == nil || !strings.Contains(err.Error(), "time to first token") {
 		t.Errorf("false: %v", err)
 	}
+	// What the failed process said is the error's, not only its status.
+	script := filepath.Join(t.TempDir(), "qwenrun")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho 'load 1 ms' >&2\necho 'qwenrun: this is an embedding model' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ProcessFirstToken(script)("model.qbin", 2); err == nil || err.Error() != "time to first token: exit status 1 (qwenrun: this is an embedding model)" {
+		t.Errorf("a process that says why it failed: %v", err)
+	}
 }
 
 // WriteHeader says what Serve measures, the kernels, threads and KV cache

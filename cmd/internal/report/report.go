@@ -109,10 +109,17 @@ func WriteContextStop(w io.Writer, ctx int) {
 
 // WriteLogits writes a row of logits to path as little-endian float32,
 // qwenrun --logits's format, atomically: a reader never sees half a row.
+// Its error names the flag and the file: the path was checked before the
+// model loaded, and what fails now (a full disk, a directory gone since)
+// would otherwise read "no space left on device", with nothing of what
+// was lost.
 func WriteLogits(path string, l []float32) error {
 	b := make([]byte, 4*len(l))
 	for i, v := range l {
 		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
 	}
-	return fsutil.WriteAtomic(path, b, 0o644)
+	if err := fsutil.WriteAtomic(path, b, 0o644); err != nil {
+		return fmt.Errorf("--logits %s: %w", path, err)
+	}
+	return nil
 }

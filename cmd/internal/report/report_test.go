@@ -73,4 +73,8 @@ func TestWriteLogits(t *testing.T) {
 	if err := WriteLogits(filepath.Join(path, "sub"), row); err == nil {
 		t.Errorf("a file below a file: no error")
 	}
+	gone := filepath.Join(t.TempDir(), "gone", "l.f32")
+	if err := WriteLogits(gone, row); err == nil || err.Error() != "--logits "+gone+": no such file or directory" {
+		t.Errorf("into a directory gone: %v", err)
+	}
 }
