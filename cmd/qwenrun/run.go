@@ -43,6 +43,11 @@ func run(c *cli.Context) error {
 	if c.NArg() != 1 {
 		return cliutil.Usagef(c, "want one MODEL.qbin argument, got %d", c.NArg())
 	}
+	// As ollama help and the other subcommand tools: unless a file is
+	// called help.
+	if _, err := os.Stat("help"); c.Args().First() == "help" && err != nil {
+		return cli.ShowAppHelp(c)
+	}
 	if err := checkFlags(c); err != nil {
 		return err
 	}

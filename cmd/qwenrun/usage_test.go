@@ -75,6 +75,8 @@ func TestHelpDefaults(t *testing.T) {
 		}},
 		{[]string{"perplexity", "--help"}, []string{"(default: 512)", fmt.Sprintf("(default: %d, the CPUs this process may use)\n", runtime.GOMAXPROCS(0))}},
 		{[]string{"bench", "--help"}, []string{`(default: "1,2")`}},
+		// As ollama help: the same text as --help.
+		{[]string{"help"}, []string{"(default: -1)", "USAGE:"}},
 		{[]string{"serve", "--help"}, []string{"--log-level LEVEL", `debug (request bodies too), info, warn or error (default: "info")`, "--log-format FORMAT", `text (key=value) or json, one a line (default: "text")`}},
 	} {
 		out, stderr, code := qwenrun(t, "", tc.args...)
