@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/internal/synth"
 )
 
@@ -510,4 +511,48 @@ func readAll(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestQwen35WithoutMTPBlock: a Qwen3.5 checkpoint saved by transformers
+// (a fine-tune, a quantization) keeps mtp_num_hidden_layers and has none
+// of the MTP block's tensors, which transformers drops on load: it
+// compiles without the block, saying so, where it was refused for the
+// first tensor missing. Part of the block missing is still refused
+// (TestBadInputQwen35).
+func TestQwen35WithoutMTPBlock(t *testing.T) {
+	dir := writeModel(t, smallQwen35())
+	edit(t, filepath.Join(dir, "model.safetensors"), safetensorsHeaderEdit(t, func(h string) string {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(h), &m); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for name := range m {
+			if strings.HasPrefix(name, "mtp.") {
+				delete(m, name)
+				n++
+			}
+		}
+		if n == 0 {
+			t.Fatal("the model has no MTP tensors to drop")
+		}
+		b, _ := json.Marshal(m)
+		return string(b)
+	}))
+	out := filepath.Join(t.TempDir(), "out.qbin")
+	res, err := Compile(context.Background(), dir, Options{Output: out, MaxPrefill: 16, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.HasPrefix(n, "the checkpoint has no MTP block") }) {
+		t.Errorf("notes %q do not say the MTP block is absent", res.Notes)
+	}
+	f, err := format.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if n := f.Header.Config.MTPLayers; n != 0 {
+		t.Errorf("the file says %d MTP layers", n)
+	}
 }

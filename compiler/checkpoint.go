@@ -40,6 +40,9 @@ type Checkpoint struct {
 	// mtpLeft counts the MTP block's tensors of a config with no MTP
 	// layer, which are not compiled.
 	mtpLeft int
+	// mtpAbsent is the MTP layers config.json gives where the checkpoint
+	// has none of the block's tensors, compiled without them.
+	mtpAbsent int
 }
 
 // hfName is the name under which the checkpoint holds the text model's

@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/format/arch"
@@ -61,6 +62,14 @@ func (ck *Checkpoint) describe(archs arch.Registry) (*model, error) {
 	if err := setEmbedding(ck, &m.cfg); err != nil {
 		return nil, err
 	}
+	// transformers drops a Qwen3.5 checkpoint's MTP block when it loads
+	// one (_keys_to_ignore_on_load_unexpected), so the fine-tunes and
+	// quantizations it saves keep mtp_num_hidden_layers and lose the
+	// tensors: such a model runs whole without its drafts. A block with
+	// some of its tensors missing is refused, naming one, as before.
+	if m.cfg.MTPLayers > 0 && !ck.hasPrefix("mtp.") {
+		ck.mtpAbsent, m.cfg.MTPLayers = m.cfg.MTPLayers, 0
+	}
 	if m.gen, err = parseGeneration(ck.GenerationJSON, cfg.Vocab); err != nil {
 		return nil, fmt.Errorf("%s: %w", ck.file("generation_config.json"), err)
 	}
@@ -90,6 +99,9 @@ func (ck *Checkpoint) notes() []string {
 	if ck.Vision > 0 {
 		ns = append(ns, fmt.Sprintf("the vision tower (%d tensors) is kept out: image input is not supported yet", ck.Vision))
 	}
+	if ck.mtpAbsent > 0 {
+		ns = append(ns, fmt.Sprintf("the checkpoint has no MTP block, though config.json gives mtp_num_hidden_layers %d (transformers leaves it out of the models it saves): compiled without it, so --draft mtp is not available", ck.mtpAbsent))
+	}
 	if ck.mtpLeft > 0 {
 		ns = append(ns, fmt.Sprintf("the MTP block (%d tensors) is kept out: config.json gives no mtp_num_hidden_layers, so it drafts no tokens", ck.mtpLeft))
 	}
@@ -97,3 +109,14 @@ func (ck *Checkpoint) notes() []string {
 }
 
 func (ck *Checkpoint) close() { ck.Close() }
+
+// hasPrefix reports whether any of the checkpoint's tensors is named
+// with prefix.
+func (ck *Checkpoint) hasPrefix(prefix string) bool {
+	for name := range ck.Tensors {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	return false
+}
