@@ -493,14 +493,20 @@ func TestTiedHeadCopyAccepted(t *testing.T) {
 	if a, b := readAll(t, plain), readAll(t, compileTo(t, dir)); !bytes.Equal(a, b) {
 		t.Error("the head's copy changed the compiled file")
 	}
-	q35 := writeModel(t, smallQwen35())
-	editTextConfig(t, q35, func(c map[string]any) { delete(c, "mtp_num_hidden_layers") })
-	res, err := Compile(context.Background(), q35, Options{Output: filepath.Join(t.TempDir(), "out.qbin"), MaxPrefill: 16, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.HasPrefix(n, "the MTP block (") }) {
-		t.Errorf("notes %q do not say the MTP block is left out", res.Notes)
+	// Absent, or 0 (transformers' config takes it).
+	for _, edit := range []func(map[string]any){
+		func(c map[string]any) { delete(c, "mtp_num_hidden_layers") },
+		func(c map[string]any) { c["mtp_num_hidden_layers"] = 0 },
+	} {
+		q35 := writeModel(t, smallQwen35())
+		editTextConfig(t, q35, edit)
+		res, err := Compile(context.Background(), q35, Options{Output: filepath.Join(t.TempDir(), "out.qbin"), MaxPrefill: 16, NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.HasPrefix(n, "the MTP block (") }) {
+			t.Errorf("notes %q do not say the MTP block is left out", res.Notes)
+		}
 	}
 }
 

@@ -103,7 +103,7 @@ func (ck *Checkpoint) notes() []string {
 		ns = append(ns, fmt.Sprintf("the checkpoint has no MTP block, though config.json gives mtp_num_hidden_layers %d (transformers leaves it out of the models it saves): compiled without it, so --draft mtp is not available", ck.mtpAbsent))
 	}
 	if ck.mtpLeft > 0 {
-		ns = append(ns, fmt.Sprintf("the MTP block (%d tensors) is kept out: config.json gives no mtp_num_hidden_layers, so it drafts no tokens", ck.mtpLeft))
+		ns = append(ns, fmt.Sprintf("the MTP block (%d tensors) is kept out: config.json gives no MTP layers (mtp_num_hidden_layers absent or 0), so it drafts no tokens", ck.mtpLeft))
 	}
 	return ns
 }

@@ -89,6 +89,16 @@ func (hf *HFConfig) Float(k string, dst *float64, required bool) error {
 
 // Int reads a positive integer, as Float.
 func (hf *HFConfig) Int(k string, dst *int, required bool) error {
+	return hf.intFrom(k, dst, required, 1)
+}
+
+// Count is Int for a field that may also be 0 (a count of optional
+// layers).
+func (hf *HFConfig) Count(k string, dst *int) error {
+	return hf.intFrom(k, dst, false, 0)
+}
+
+func (hf *HFConfig) intFrom(k string, dst *int, required bool, lo float64) error {
 	// Absence is asked of the field itself, not read from a sentinel
 	// value: a config that says -1 would have passed for one that says
 	// nothing, and the default been used in its place.
@@ -99,8 +109,12 @@ func (hf *HFConfig) Int(k string, dst *int, required bool) error {
 	if err := hf.Float(k, &f, required); err != nil {
 		return err
 	}
-	if f != float64(int(f)) || f < 1 || f > 1<<30 {
-		return fmt.Errorf("field %q = %v is not a positive integer", hf.name(k), f)
+	if f != float64(int(f)) || f < lo || f > 1<<30 {
+		what := "a positive integer"
+		if lo == 0 {
+			what = "an integer, 0 or more"
+		}
+		return fmt.Errorf("field %q = %v is not %s", hf.name(k), f, what)
 	}
 	*dst = int(f)
 	return nil

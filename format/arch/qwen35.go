@@ -60,7 +60,8 @@ func (a qwen35) Configure(c *format.Config, hf *HFConfig) error {
 	if err := partialRotary(c, hf); err != nil {
 		return err
 	}
-	if err := hf.Int("mtp_num_hidden_layers", &c.MTPLayers, false); err != nil {
+	// 0 is a model without the block, as transformers' config allows.
+	if err := hf.Count("mtp_num_hidden_layers", &c.MTPLayers); err != nil {
 		return err
 	}
 	var dedicated bool
