@@ -550,7 +550,14 @@ func TestQwen35WithoutMTPBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.HasPrefix(n, "the checkpoint has no MTP block") }) {
+	checkNoMTP(t, res, out, "the checkpoint has no MTP block")
+}
+
+// checkNoMTP checks that a compile to out without an MTP block said so
+// in a note beginning with note, and that the file has no MTP layers.
+func checkNoMTP(t *testing.T, res *Result, out, note string) {
+	t.Helper()
+	if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.HasPrefix(n, note) }) {
 		t.Errorf("notes %q do not say the MTP block is absent", res.Notes)
 	}
 	f, err := format.Open(out)

@@ -94,6 +94,14 @@ func (g *ggufSource) describe(archs arch.Registry) (*model, error) {
 	if err := errors.Join(err1, err2, tokenizer.CheckGGML(tm, pre)); err != nil {
 		return nil, fmt.Errorf("%s: %w", g.f.Path, err)
 	}
+	// A conversion of a checkpoint transformers saved (see
+	// Checkpoint.describe) counts the MTP layer in block_count and has
+	// none of its tensors: the model runs whole without its drafts.
+	if mtp := fmt.Sprintf("blk.%d.", cfg.Layers); cfg.MTPLayers > 0 && !slices.ContainsFunc(g.f.Tensors, func(t gguf.Tensor) bool { return strings.HasPrefix(t.Name, mtp) }) {
+		g.extra = append(g.extra, fmt.Sprintf("the file has no MTP block, though %s gives %d (the conversion of a model transformers saved): compiled without it, so --draft mtp is not available",
+			g.key("nextn_predict_layers"), cfg.MTPLayers))
+		cfg.MTPLayers = 0
+	}
 	m := &model{cfg: cfg, arch: a, ggml: true}
 	if m.gen, err = g.generation(cfg.Vocab); err != nil {
 		return nil, fmt.Errorf("%s: %w", g.path, err)

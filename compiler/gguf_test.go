@@ -734,3 +734,34 @@ func TestGGUFQ4KExact(t *testing.T) {
 		t.Errorf("%d Q4_K sections, want 3", checked)
 	}
 }
+
+// TestGGUFWithoutMTPBlock: a qwen35 GGUF whose nextn_predict_layers
+// counts an MTP layer none of whose tensors it holds (the conversion of a
+// checkpoint transformers saved, which drops the block) compiles without
+// it, saying so.
+func TestGGUFWithoutMTPBlock(t *testing.T) {
+	kv, ts := readGGUF(t, testmodel.GGUF(t, "tiny-q35-f16"))
+	mtp := "" // the MTP layer's block, "blk.N."
+	for _, td := range ts {
+		if b, _, ok := strings.Cut(td.Name, "nextn."); ok {
+			mtp = b
+		}
+	}
+	var kept []gguf.TensorData
+	for _, td := range ts {
+		if mtp == "" || !strings.HasPrefix(td.Name, mtp) {
+			kept = append(kept, td)
+		}
+	}
+	if len(kept) == len(ts) {
+		t.Fatal("the file has no MTP tensors to drop")
+	}
+	path := filepath.Join(t.TempDir(), "no-mtp.gguf")
+	writeGGUF(t, path, kv, kept)
+	out := filepath.Join(t.TempDir(), "out.qbin")
+	res, err := Compile(context.Background(), path, Options{Output: out, MaxPrefill: 16, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkNoMTP(t, res, out, "the file has no MTP block")
+}
