@@ -457,7 +457,7 @@ func weightType(ft format.DType, role string, k, l, layers int) format.DType {
 // renames it into place once the header carries the checksums.
 func write(ctx context.Context, src source, hdr *format.Header, secs []section, opts Options) (res *Result, err error) {
 	out := opts.Output
-	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*.tmp")
+	tmp, err := fsutil.CreateTemp(out)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {

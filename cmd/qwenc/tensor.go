@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"text/tabwriter"
@@ -17,6 +16,7 @@ import (
 	"github.com/qwenc/qwenc/format"
 	"github.com/qwenc/qwenc/format/arch"
 	"github.com/qwenc/qwenc/format/gguf"
+	"github.com/qwenc/qwenc/internal/fsutil"
 	"github.com/qwenc/qwenc/kernels"
 )
 
@@ -285,7 +285,7 @@ func sectionRows(s *format.Section, data []byte) (func(yield func([]float32) err
 // renamed to it by finish when the values are all written; on an error
 // nothing is left.
 func f32Writer(path string) (write func([]float32) error, finish func(error) error, err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	tmp, err := fsutil.CreateTemp(path)
 	if err != nil {
 		return nil, nil, err
 	}

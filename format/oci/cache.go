@@ -104,8 +104,7 @@ func lockFile(ctx context.Context, f *os.File, o *Options) error {
 // link is too), else a copy. Either way through a temporary name in
 // out's directory, renamed at the end, so out is never half-written.
 func Place(blob, out string) error {
-	dir := filepath.Dir(out)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(out)+".*.tmp")
+	tmp, err := fsutil.CreateTemp(out)
 	if err != nil {
 		return err
 	}

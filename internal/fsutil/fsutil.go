@@ -19,7 +19,7 @@ import (
 // content or the new, never a part. Its errors carry no path: the caller
 // names the file the user gave, not a temporary one, and only once.
 func WriteAtomic(path string, data []byte, perm fs.FileMode) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+tempBase(filepath.Base(path))+".*.tmp")
+	f, err := CreateTemp(path)
 	if err != nil {
 		return Pathless(err)
 	}
@@ -42,6 +42,13 @@ func WriteAtomic(path string, data []byte, perm fs.FileMode) (err error) {
 		return Pathless(err)
 	}
 	return Pathless(os.Rename(f.Name(), path))
+}
+
+// CreateTemp creates the temporary file a write of path goes through, in
+// path's directory (so that renaming it over path is atomic), named after
+// path, hidden, and ending in .tmp.
+func CreateTemp(path string) (*os.File, error) {
+	return os.CreateTemp(filepath.Dir(path), "."+tempBase(filepath.Base(path))+".*.tmp")
 }
 
 // tempBase shortens a file name for its temporary file's: the dot,
