@@ -285,11 +285,15 @@ func (ck *Checkpoint) unused(c *format.Config) error {
 	}
 	slices.Sort(left)
 	t := ck.Tensors[left[0]]
-	more := ""
-	if len(left) > 1 {
-		more = fmt.Sprintf(" (and %d more)", len(left)-1)
+	return fmt.Errorf("%s: tensor %q%s: part of no section of the %s model config.json describes (num_hidden_layers %d); compiled without it, the model would compute other outputs", t.File, t.Name, andMore(len(left)-1), c.ModelType, c.Layers)
+}
+
+// andMore says how many more there are beside the one an error names.
+func andMore(n int) string {
+	if n == 0 {
+		return ""
 	}
-	return fmt.Errorf("%s: tensor %q%s: part of no section of the %s model config.json describes (num_hidden_layers %d); compiled without it, the model would compute other outputs", t.File, t.Name, more, c.ModelType, c.Layers)
+	return fmt.Sprintf(" (and %d more)", n)
 }
 
 // sameData reports whether tensors a and b (nil: false) hold the same

@@ -64,12 +64,8 @@ func (g *ggufSource) unused(c *format.Config) error {
 	if len(left) == 0 {
 		return nil
 	}
-	more := ""
-	if len(left) > 1 {
-		more = fmt.Sprintf(" (and %d more)", len(left)-1)
-	}
 	return fmt.Errorf("%s: tensor %q%s: part of no section of the %s model the metadata describes (%d layers); compiled without it, the model would compute other outputs",
-		g.f.Parts[left[0].Part], left[0].Name, more, c.ModelType, c.Layers)
+		g.f.Parts[left[0].Part], left[0].Name, andMore(len(left)-1), c.ModelType, c.Layers)
 }
 
 func (g *ggufSource) readAt(t *TensorInfo, p []byte, off int64) error {
