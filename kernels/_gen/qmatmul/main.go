@@ -769,15 +769,21 @@ func q6avx2Tile(vnni bool) {
 	// The block's lines are read where they are used, jumping between its
 	// nibble lines and the high-bit lines after them, and 16 registers
 	// cannot hold a block to load it in order as the AVX-512 kernels do;
-	// so the lines of the block two ahead are prefetched, in address
-	// order. Streaming q6 weights on 2 threads (Zen 4 EPYC with AVX-512
-	// off, interleaved runs, 16384 x 2048): 31.6-32.2 -> 35.0-35.9 GB/s
-	// where the memory delivered about 35 (x1.10-1.14), 36.3 -> 45.7 at
-	// about 60 (x1.22); one block ahead gained less there (x1.14), four
-	// the same; in cache 39.0 -> 40.4 GB/s.
-	for l := 0; l < q6Block/64; l++ {
-		p("PREFETCHT0 %d(SI)", 2*q6Block+64*l)
-	}
+	// so the lines of a block ahead are prefetched, in address order.
+	// Streaming q6 weights on 2 threads (Zen 4 EPYC with AVX-512 off,
+	// interleaved runs, 16384 x 2048), the 13 prefetches of the block two
+	// ahead together at the top of the loop: 31.6-32.2 -> 35.0-35.9 GB/s
+	// where the memory delivered about 35, 36.3 -> 45.7 at about 60. On a
+	// first-generation Zen (AVX2 only) that bunch left the kernel at 0.65
+	// of one thread's bandwidth (its misses queued behind each other while
+	// the arithmetic waited); spread one per step of the block, with
+	// q6AVX2Ahead, 151,936 x 1024 streamed at 5.7-5.9 -> 8.6-9.0 GB/s on
+	// one thread, 10.1-10.4 -> 13.0-13.3 on two (q4's kernel: 13.6), in
+	// three interleaved runs; in cache unchanged (11.6). The q4 file of
+	// make bench's Qwen3-0.6B shape, whose head and use_more_bits
+	// projections are q6 (44% of its bytes), decoded at 21.8-23.0 ->
+	// 25.3-26.4 tok/s (qwenrun bench, four interleaved rounds). The AVX-VNNI
+	// kernel prefetches the same way, not measured (no such host).
 	for q := 0; q < 4; q++ {
 		p("VPBROADCASTD %s, Y%d", x(0, 8), 8+q)
 		p("VPSRAD $2, Y%d, Y%d", 8+q, 8+q)
@@ -790,6 +796,19 @@ func q6avx2Tile(vnni bool) {
 	tileScales("Y1", "Y2")
 	nextBlock(q6Block, loop)
 	store(1, func(_, q int) string { return fmt.Sprintf("Y%d", 12+q) }, 4, 32)
+}
+
+// q6AVX2Ahead is how far ahead (bytes, four blocks) the one-token q6
+// AVX2 kernels prefetch: 2, 3, 4 and 5 blocks measured the same within
+// the noise on a first-generation Zen.
+const q6AVX2Ahead = 4 * q6Block
+
+// q6Prefetch emits the prefetch of line step of the block q6AVX2Ahead
+// ahead, for steps 0..15 of a block's 16 (a block has 13 lines).
+func q6Prefetch(step int) {
+	if step < q6Block/64 {
+		p("PREFETCHT0 %d(SI)", q6AVX2Ahead+64*step)
+	}
 }
 
 // q6Values emits the values u = q + 32 of quarter (half, lane) of group g
@@ -814,6 +833,9 @@ func q6vnniGroups() {
 		p("VPBROADCASTD %s, Y1", x(0, 16+4*g))
 		for q := 0; q < 4; q++ {
 			half, lane := q/2, q%2
+			if q%2 == 0 {
+				q6Prefetch(g*2 + q/2)
+			}
 			p("VMOVDQU %d(SI), Y6", q6High+32*(g/2*2)+32*lane)
 			q6Values(g, half, lane, "Y6", "Y2")
 			vpdpbusd(fmt.Sprintf("Y%d", 8+q), "Y2", "Y1")
@@ -835,6 +857,7 @@ func q6avx2Pairs() {
 		p("VPBROADCASTD %s, Y4", x(0, 16+4*(g+1)))
 		for q := 0; q < 4; q++ {
 			half, lane := q/2, q%2
+			q6Prefetch(g*2 + q)
 			p("VMOVDQU %d(SI), Y6", q6High+32*g+32*lane)
 			q6Values(g, half, lane, "Y6", "Y2")
 			p("VPMADDUBSW Y1, Y2, Y2")
