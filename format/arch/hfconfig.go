@@ -197,7 +197,6 @@ func configure(c *format.Config, a Arch, hf *HFConfig) error {
 	if err := hf.Int("num_key_value_heads", &c.KVHeads, false); err != nil {
 		return err
 	}
-	c.HeadDim = c.Hidden / c.Heads
 	if err := hf.Int("head_dim", &c.HeadDim, false); err != nil {
 		return err
 	}
@@ -236,6 +235,16 @@ func configure(c *format.Config, a Arch, hf *HFConfig) error {
 	}
 	if err := a.Configure(c, hf); err != nil {
 		return err
+	}
+	if c.HeadDim == 0 {
+		// Neither config.json nor the architecture's default gives a head
+		// size: it is hidden_size / num_attention_heads, which must divide,
+		// or the q_proj shape check would be the first to object, naming a
+		// tensor for the config's fault.
+		if c.Hidden%c.Heads != 0 {
+			return fmt.Errorf("field %q = %d is not a multiple of %q = %d, and no %q gives the head size", hf.name("hidden_size"), c.Hidden, hf.name("num_attention_heads"), c.Heads, hf.name("head_dim"))
+		}
+		c.HeadDim = c.Hidden / c.Heads
 	}
 	if err := c.Validate(); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/qwenc/qwenc/format"
@@ -158,5 +159,28 @@ func TestConfigRefusesWhatItCannotRead(t *testing.T) {
 		if err == nil || err.Error() != want {
 			t.Errorf("%s: %v, want %q", field, err, want)
 		}
+	}
+}
+
+// A Qwen2 config whose heads do not divide hidden_size, with no head_dim,
+// is the config's fault, said of its fields; Qwen3's default head_dim
+// (128) makes the same sizes a valid Qwen3 config.
+func TestConfigHeadsMustDivideHidden(t *testing.T) {
+	cfg := func(model string) string {
+		return `{"model_type": "` + model + `", "hidden_size": 100, "num_hidden_layers": 2, "num_attention_heads": 8,
+			"intermediate_size": 96, "vocab_size": 300, "max_position_embeddings": 4096}`
+	}
+	_, err := Builtin().ParseConfig([]byte(cfg("qwen2")))
+	want := `field "hidden_size" = 100 is not a multiple of "num_attention_heads" = 8, and no "head_dim" gives the head size`
+	if err == nil || err.Error() != want {
+		t.Errorf("qwen2: %v, want %q", err, want)
+	}
+	c, err := Builtin().ParseConfig([]byte(cfg("qwen3")))
+	if err != nil || c.HeadDim != 128 {
+		t.Errorf("qwen3: head_dim %d, %v; want 128", c.HeadDim, err)
+	}
+	c, err = Builtin().ParseConfig([]byte(strings.Replace(cfg("qwen2"), "100", "96", 1)))
+	if err != nil || c.HeadDim != 12 {
+		t.Errorf("qwen2 96/8: head_dim %d, %v; want 12", c.HeadDim, err)
 	}
 }
