@@ -143,6 +143,12 @@ func TestBadInput(t *testing.T) {
 			os.WriteFile(filepath.Join(d, "model.safetensors.index.json"),
 				[]byte(`{"weight_map": {"model.norm.weight": "model-00002-of-00002.safetensors", "model.embed_tokens.weight": "model.safetensors"}}`), 0o644)
 		}, []string{"model.safetensors.index.json", "model-00002-of-00002.safetensors", "no such file"}},
+		{"index names a tensor no shard holds", "model.safetensors.index.json", func(t *testing.T, d string) {
+			// A tensor the model does not read went unreported; one it
+			// reads was said to be missing from the checkpoint.
+			os.WriteFile(filepath.Join(d, "model.safetensors.index.json"),
+				[]byte(`{"weight_map": {"model.embed_tokens.weight": "model.safetensors", "model.layers.0.extra.weight": "model.safetensors", "model.norm.weight": "model.safetensors"}}`), 0o644)
+		}, []string{`/model/model.safetensors.index.json: tensor "model.layers.0.extra.weight": weight_map puts it in "model.safetensors", which does not hold it`}},
 		{"tokenizer truncated", "", func(t *testing.T, d string) {
 			// The error blamed post_processor, the first field read.
 			os.Truncate(filepath.Join(d, "tokenizer.json"), 100)

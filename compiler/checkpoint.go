@@ -78,13 +78,14 @@ func OpenCheckpoint(model string) (_ *Checkpoint, err error) {
 	}
 	var dir string
 	var shards []string // paths
+	var idx *shardIndex // nil without an index
 	switch {
 	case st.IsDir():
 		dir = model
-		shards, err = findShards(dir)
+		shards, idx, err = findShards(dir)
 	case strings.HasSuffix(model, ".index.json"):
 		dir = filepath.Dir(model)
-		shards, err = readIndex(model)
+		shards, idx, err = readIndex(model)
 	case strings.HasSuffix(model, ".safetensors"):
 		dir = filepath.Dir(model)
 		shards = []string{model}
@@ -137,6 +138,9 @@ func OpenCheckpoint(model string) (_ *Checkpoint, err error) {
 			c.Tensors[name] = t
 		}
 	}
+	if err := idx.check(c.Tensors); err != nil {
+		return nil, err
+	}
 	for name := range c.Tensors {
 		switch {
 		case strings.HasPrefix(name, "model.language_model."):
@@ -170,32 +174,63 @@ func (c *Checkpoint) ReadAt(t *TensorInfo, p []byte, off int64) error {
 	return nil
 }
 
-func findShards(dir string) ([]string, error) {
+func findShards(dir string) ([]string, *shardIndex, error) {
 	idx := filepath.Join(dir, "model.safetensors.index.json")
 	if _, err := os.Stat(idx); err == nil {
 		return readIndex(idx)
 	}
 	single := filepath.Join(dir, "model.safetensors")
 	if _, err := os.Stat(single); err == nil {
-		return []string{single}, nil
+		return []string{single}, nil, nil
 	}
 	matches, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
 	if len(matches) == 1 {
-		return matches, nil
+		return matches, nil, nil
 	}
-	return nil, fmt.Errorf("%s: no model.safetensors or model.safetensors.index.json (found %d other .safetensors files)", dir, len(matches))
+	return nil, nil, fmt.Errorf("%s: no model.safetensors or model.safetensors.index.json (found %d other .safetensors files)", dir, len(matches))
+}
+
+// shardIndex is what a model.safetensors.index.json says: the shard each
+// tensor is in.
+type shardIndex struct {
+	path      string
+	weightMap map[string]string // tensor -> shard file name
+}
+
+// check refuses an index naming a tensor that no shard holds: a shard
+// from another download, or one cut short and re-saved. The compile
+// would otherwise say so only of a tensor a section reads, as missing
+// from the checkpoint, never naming the index or the shard. A tensor in
+// another of the shards than the index says is read where it is, as
+// transformers and vLLM do.
+func (idx *shardIndex) check(tensors map[string]*TensorInfo) error {
+	if idx == nil {
+		return nil
+	}
+	var missing []string
+	for name := range idx.weightMap {
+		if _, ok := tensors[name]; !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	name := missing[0]
+	return fmt.Errorf("%s: tensor %q%s: weight_map puts it in %q, which does not hold it", idx.path, name, andMore(len(missing)-1), idx.weightMap[name])
 }
 
 // readIndex returns the shard paths a sharded checkpoint's index names, in
-// sorted order so compiles are deterministic.
-func readIndex(path string) ([]string, error) {
+// sorted order so compiles are deterministic, and the index.
+func readIndex(path string) ([]string, *shardIndex, error) {
 	b, err := format.ReadRegular(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	shards, err := parseIndex(b, path)
+	shards, weightMap, err := parseIndex(b, path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	paths := make([]string, len(shards))
 	for i, s := range shards {
@@ -207,11 +242,11 @@ func readIndex(path string) ([]string, error) {
 			if errors.As(err, &pe) {
 				err = pe.Err
 			}
-			return nil, fmt.Errorf("%s: shard %q (tensor %q): %w", path, s.file, s.tensor, err)
+			return nil, nil, fmt.Errorf("%s: shard %q (tensor %q): %w", path, s.file, s.tensor, err)
 		}
 		paths[i] = p
 	}
-	return paths, nil
+	return paths, &shardIndex{path: path, weightMap: weightMap}, nil
 }
 
 // indexShard is one shard file an index names, with a tensor stored in it
@@ -221,15 +256,15 @@ type indexShard struct{ file, tensor string }
 // parseIndex parses a model.safetensors.index.json's bytes (name is the
 // file, for errors) into its distinct shard file names, sorted. It touches
 // no file, so it can be fuzzed; readIndex checks the shards exist.
-func parseIndex(b []byte, name string) ([]indexShard, error) {
+func parseIndex(b []byte, name string) ([]indexShard, map[string]string, error) {
 	var idx struct {
 		WeightMap map[string]string `json:"weight_map"`
 	}
 	if err := json.Unmarshal(b, &idx); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if len(idx.WeightMap) == 0 {
-		return nil, fmt.Errorf("%s: weight_map is empty or missing", name)
+		return nil, nil, fmt.Errorf("%s: weight_map is empty or missing", name)
 	}
 	seen := map[string]bool{}
 	var shards []indexShard
@@ -238,7 +273,7 @@ func parseIndex(b []byte, name string) ([]indexShard, error) {
 		// leaves unchanged) would name a file outside the model directory,
 		// or the directory itself.
 		if shard == "" || shard == "." || shard == ".." || strings.ContainsAny(shard, `/\`) {
-			return nil, fmt.Errorf("%s: tensor %q: shard name %q must be a plain file name", name, tensor, shard)
+			return nil, nil, fmt.Errorf("%s: tensor %q: shard name %q must be a plain file name", name, tensor, shard)
 		}
 		if !seen[shard] {
 			seen[shard] = true
@@ -246,7 +281,7 @@ func parseIndex(b []byte, name string) ([]indexShard, error) {
 		}
 	}
 	slices.SortFunc(shards, func(a, b indexShard) int { return strings.Compare(a.file, b.file) })
-	return shards, nil
+	return shards, idx.WeightMap, nil
 }
 
 // unused refuses the checkpoint's tensors no section reads. The vision

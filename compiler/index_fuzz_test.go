@@ -22,7 +22,7 @@ func FuzzIndex(f *testing.F) {
 	f.Add([]byte(`[]`))
 	f.Add([]byte(``))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		shards, err := parseIndex(b, "fuzz")
+		shards, _, err := parseIndex(b, "fuzz")
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "fuzz: ") {
 				t.Fatalf("error %q does not name the file", err)
