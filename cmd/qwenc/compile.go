@@ -32,7 +32,7 @@ func compileCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-prefill", Value: 512, Usage: "tokens per prefill step; sizes the prefill arena"},
 			&cli.StringFlag{Name: "rope-scaling", Usage: "RoPE scaling over config.json's: `SPEC` none, linear:FACTOR or yarn:FACTOR[:ORIGINAL_CONTEXT] (Qwen3's model cards: yarn:4:32768)"},
 			&cli.BoolFlag{Name: "no-kl", Usage: "for a GGUF whose weights are quantized again, skip measuring the KL divergence this adds"},
-			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress on stderr"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "no progress, summary or KL divergence on stderr (notes of what was left out, and errors, still print)"},
 			&cli.BoolFlag{Name: "no-sync", Usage: "skip the fsync before the final rename (faster; not crash-safe)"},
 		},
 		Action: func(c *cli.Context) error {
