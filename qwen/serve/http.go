@@ -316,8 +316,9 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiE
 }
 
 func (s *Server) root(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
-	// Ollama answers / with 200 and "Ollama is running"; some clients probe it.
-	io.WriteString(w, "qwenrun is running\n")
+	// Ollama's words exactly, without a newline: clients that probe /
+	// to find an Ollama server may compare the text.
+	io.WriteString(w, "Ollama is running")
 	return nil
 }
 

@@ -3,6 +3,7 @@ package serve
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -313,8 +314,16 @@ func TestOllamaTagsAndVersion(t *testing.T) {
 	if unmarshal(t, text, &v); v.Version == "" {
 		t.Errorf("version: %s", text)
 	}
-	if resp, text := ts.get(t, "/"); resp.StatusCode != 200 || !strings.Contains(text, "running") {
-		t.Errorf("/: %d %s", resp.StatusCode, text)
+	// Clients probe / and may compare its text with Ollama's.
+	if resp, text := ts.get(t, "/"); resp.StatusCode != 200 || text != "Ollama is running" {
+		t.Errorf("GET /: %d %q, want 200 %q", resp.StatusCode, text, "Ollama is running")
+	}
+	head, err := http.NewRequest("HEAD", ts.url+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := do(t, head); resp.StatusCode != 200 {
+		t.Errorf("HEAD /: %d, want 200", resp.StatusCode)
 	}
 	resp, text := ts.post(t, "/api/chat", `{"model":"llama3","messages":[{"role":"user","content":"Hi"}]}`)
 	if resp.StatusCode != 404 || !strings.Contains(text, `{"error":"model \"llama3\" not found`) {
