@@ -660,7 +660,7 @@ func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request, _ *reqLog) *
 		"modelfile": mf.String(), "parameters": params, "template": tmpl, "details": detailsOf(info),
 		"model_info": map[string]any{
 			"general.architecture": arch, "general.basename": info.Name, "general.parameter_count": info.Parameters,
-			"general.file_type":      info.WeightType,
+			"general.file_type":      ggmlFileType[info.WeightType],
 			arch + ".context_length": ctx, arch + ".embedding_length": info.Hidden, arch + ".block_count": info.Layers,
 			arch + ".vocab_size": info.Vocab,
 		},
@@ -669,6 +669,12 @@ func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request, _ *reqLog) *
 	})
 	return nil
 }
+
+// ggmlFileType is the number of ggml's file type (llama_ftype) nearest to
+// each weight type, which Ollama's model_info gives as general.file_type
+// and clients read as a number: q8 is Q8_0's layout; a q4 file keeps its
+// LM head and some projections at q6, as Q4_K_M does.
+var ggmlFileType = map[string]int{"f16": 1, "q8": 7, "q4": 15}
 
 // capabilities are Ollama's names for what a model does.
 func capabilities(info qwen.Info) []string {

@@ -325,6 +325,17 @@ func TestOllamaTagsAndVersion(t *testing.T) {
 	if resp, _ := do(t, head); resp.StatusCode != 200 {
 		t.Errorf("HEAD /: %d, want 200", resp.StatusCode)
 	}
+	// model_info's general.file_type is ggml's file type, a number, as
+	// Ollama copies it from a GGUF's metadata.
+	_, text = ts.post(t, "/api/show", `{"model":"tiny-a"}`)
+	var show struct {
+		ModelInfo map[string]any `json:"model_info"`
+	}
+	unmarshal(t, text, &show)
+	wantType := map[string]float64{"f16": 1, "q8": 7, "q4": 15}[ts.m.Info().WeightType]
+	if ft, ok := show.ModelInfo["general.file_type"].(float64); !ok || ft != wantType {
+		t.Errorf("/api/show: general.file_type %#v, want %v (ggml's for %s)", show.ModelInfo["general.file_type"], wantType, ts.m.Info().WeightType)
+	}
 	resp, text := ts.post(t, "/api/chat", `{"model":"llama3","messages":[{"role":"user","content":"Hi"}]}`)
 	if resp.StatusCode != 404 || !strings.Contains(text, `{"error":"model \"llama3\" not found`) {
 		t.Errorf("another model: %d %s", resp.StatusCode, text)
