@@ -22,8 +22,9 @@ import (
 // 0.13.4 (Codex's --oss asks for it from then on).
 const ollamaVersion = "0.13.5"
 
-// ollamaOptions are the options of Ollama's requests that apply here;
-// the others (num_gpu, mirostat, ...) are ignored.
+// ollamaOptions are the options of Ollama's requests that apply here,
+// and those read to be refused (typical_p, num_keep); the others (num_gpu,
+// mirostat, ...) are ignored.
 type ollamaOptions struct {
 	Temperature      *float64     `json:"temperature"`
 	TopK             *wholeNumber `json:"top_k"`
@@ -37,6 +38,23 @@ type ollamaOptions struct {
 	RepeatLastN      *wholeNumber `json:"repeat_last_n"`
 	PresencePenalty  *float64     `json:"presence_penalty"`
 	FrequencyPenalty *float64     `json:"frequency_penalty"`
+	TypicalP         *float64     `json:"typical_p"`
+	NumKeep          *wholeNumber `json:"num_keep"`
+}
+
+// unsupported names the options that would change the answer, or what
+// the client believes of it, and that this server does not do.
+func (o *ollamaOptions) unsupported() *apiError {
+	switch {
+	case o.TypicalP != nil && *o.TypicalP != 1:
+		return badRequest("options.typical_p", "options.typical_p: locally typical sampling is not supported (only 1, which is off)")
+	case o.NumKeep != nil:
+		// Ollama keeps num_keep tokens when it shifts a full context;
+		// this server never shifts one, so a value would promise what
+		// does not happen.
+		return badRequest("options.num_keep", "options.num_keep: the context is never shifted here (an answer ends at its end, done_reason \"length\"), so no tokens are kept; leave num_keep out")
+	}
+	return nil
 }
 
 // wholeNumber is an integer option as Ollama takes one: a number without
@@ -464,6 +482,9 @@ func ollamaCalls(calls []qwen.ToolCall, first int) []ollamaToolCall {
 
 // ollamaOptions maps Ollama's options onto req.
 func (t *target) ollamaOptions(o *ollamaOptions, req *qwen.Request) *apiError {
+	if e := o.unsupported(); e != nil {
+		return e
+	}
 	var seed *int64
 	if o.Seed != nil {
 		seed = (*int64)(o.Seed)

@@ -354,3 +354,28 @@ func TestOllamaTagsAndVersion(t *testing.T) {
 		t.Errorf("pull llama3: %d %s", resp.StatusCode, text)
 	}
 }
+
+// TestOllamaUnsupportedOptions: options the server cannot honour are
+// refused, naming them, unless they are the value that changes nothing;
+// answering without them would be another sampler's answer.
+func TestOllamaUnsupportedOptions(t *testing.T) {
+	ts := newTestServer(t, modelOpts{NoCache: true}, ServerOptions{})
+	for _, path := range []string{"/api/generate", "/api/chat"} {
+		body := func(opt string) string {
+			if path == "/api/chat" {
+				return `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}],"stream":false,"options":{"num_predict":1,` + opt + `}}`
+			}
+			return `{"model":"tiny-a","prompt":"Hi","stream":false,"options":{"num_predict":1,` + opt + `}}`
+		}
+		for _, opt := range []string{`"typical_p":0.5`, `"typical_p":0`, `"num_keep":4`, `"num_keep":0`} {
+			field, _, _ := strings.Cut(strings.Trim(opt, `"`), `"`)
+			resp, text := ts.post(t, path, body(opt))
+			if resp.StatusCode != 400 || !strings.HasPrefix(text, `{"error":"options.`+field) {
+				t.Errorf("%s %s: %d %s; want 400 naming options.%s", path, opt, resp.StatusCode, text, field)
+			}
+		}
+		if resp, text := ts.post(t, path, body(`"typical_p":1`)); resp.StatusCode != 200 {
+			t.Errorf("%s typical_p 1 (off): %d %s", path, resp.StatusCode, text)
+		}
+	}
+}
