@@ -379,3 +379,45 @@ func TestOllamaUnsupportedOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestOllamaKeepAlive: keep_alive 0 without a prompt is Ollama's unload,
+// answered as Ollama answers it; a keep_alive the server does not honour
+// (the model stays until a request names another) is reported in a
+// header, and one Ollama would refuse is refused.
+func TestOllamaKeepAlive(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	for _, c := range []struct{ path, body, reason, ignored string }{
+		{"/api/generate", `{"model":"tiny-a","keep_alive":0}`, "unload", "0s"},
+		{"/api/generate", `{"model":"tiny-a","prompt":"","keep_alive":"0s"}`, "unload", "0s"},
+		{"/api/chat", `{"model":"tiny-a","messages":[],"keep_alive":"0"}`, "unload", "0s"},
+		{"/api/chat", `{"model":"tiny-a:latest","keep_alive":0.0}`, "unload", "0s"},
+		{"/api/chat", `{"model":"tiny-a","keep_alive":-1}`, "load", ""},
+		{"/api/generate", `{"model":"tiny-a","keep_alive":"-1m"}`, "load", ""},
+		{"/api/generate", `{"model":"tiny-a","keep_alive":"5m"}`, "load", "5m0s"},
+		{"/api/generate", `{"model":"tiny-a","prompt":"Hi","stream":false,"keep_alive":"0s","options":{"num_predict":1}}`, "length", "0s"},
+		{"/api/chat", `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}],"stream":false,"keep_alive":300,"options":{"num_predict":1}}`, "length", "5m0s"},
+		{"/api/chat", `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}],"stream":false,"keep_alive":null,"options":{"num_predict":1}}`, "length", ""},
+	} {
+		resp, text := ts.post(t, c.path, c.body)
+		lines := ollamaLines(t, text)
+		if resp.StatusCode != 200 || len(lines) != 1 || !lines[0].Done || lines[0].DoneReason != c.reason || lines[0].Model != "tiny-a" {
+			t.Errorf("%s %s: %d %s; want done_reason %q", c.path, c.body, resp.StatusCode, text, c.reason)
+			continue
+		}
+		if c.reason == "unload" && (c.path == "/api/chat" && (lines[0].Message == nil || lines[0].Message.Role != "assistant" || lines[0].Message.Content != "") ||
+			c.path == "/api/generate" && (lines[0].Response == nil || *lines[0].Response != "")) {
+			t.Errorf("%s %s: %s; want Ollama's empty answer", c.path, c.body, text)
+		}
+		if h := resp.Header.Get(keepAliveHeader); h != c.ignored {
+			t.Errorf("%s %s: %s %q, want %q", c.path, c.body, keepAliveHeader, h, c.ignored)
+		}
+	}
+	for _, body := range []string{`{"model":"tiny-a","keep_alive":"soon"}`, `{"model":"tiny-a","keep_alive":true}`, `{"model":"tiny-a","keep_alive":"5"}`} {
+		if resp, text := ts.post(t, "/api/generate", body); resp.StatusCode != 400 || !strings.Contains(text, "keep_alive") {
+			t.Errorf("%s: %d %s; want 400 naming keep_alive", body, resp.StatusCode, text)
+		}
+	}
+	if resp, text := ts.post(t, "/api/generate", `{"model":"llama3","keep_alive":0}`); resp.StatusCode != 404 {
+		t.Errorf("unload of another model: %d %s; want 404", resp.StatusCode, text)
+	}
+}
