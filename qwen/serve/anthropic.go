@@ -501,7 +501,7 @@ func (t *target) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 			return req, badRequest(path, "%s: a tool of type %q: Anthropic's server tools are not supported; give name, description and input_schema", path, def.Type)
 		case def.Name == "":
 			return req, badRequest(path+".name", "%s.name: missing", path)
-		case !toolName(def.Name):
+		case !wireName(def.Name, 128):
 			return req, badRequest(path+".name", "%s.name %q: want at most 128 letters, digits, _ and -, as Anthropic has it", path, def.Name)
 		case taken:
 			return req, badRequest(path+".name", "%s.name %q: tools[%d] has it too: tool names must be unique", path, def.Name, first)
@@ -528,11 +528,12 @@ func (t *target) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 	return req, t.needsChat()
 }
 
-// toolName reports whether name is one Anthropic takes,
-// ^[a-zA-Z0-9_-]{1,128}$: the model writes it in its calls, which a name
-// with a quote or a space would break.
-func toolName(name string) bool {
-	if len(name) > 128 {
+// wireName reports whether name is of at most most letters, digits, _
+// and -, as Anthropic's tool names (^[a-zA-Z0-9_-]{1,128}$: the model
+// writes them in its calls, which a quote or a space would break) and
+// OpenAI's format names (at most 64) are.
+func wireName(name string, most int) bool {
+	if len(name) > most {
 		return false
 	}
 	for _, c := range []byte(name) {

@@ -306,18 +306,29 @@ func toolIndex(tools []qwen.Tool, name string) int {
 
 // textFormat reads text.format onto req: {"type": "text"}, {"type":
 // "json_object"}, or {"type": "json_schema", "name", "schema", "strict"},
-// the schema enforced, what cannot be relaxed unless strict.
+// the schema enforced, what cannot be relaxed unless strict. The name is
+// required, as OpenAI requires it: a request that passes here passes
+// there.
 func textFormat(raw json.RawMessage, req *qwen.Request) *apiError {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
 	var f struct {
 		Type   string          `json:"type"`
+		Name   string          `json:"name"`
 		Schema json.RawMessage `json:"schema"`
 		Strict *bool           `json:"strict"`
 	}
 	if e := unmarshalAt(raw, "text.format", &f, "an object with a type"); e != nil {
 		return e
+	}
+	if f.Type == "json_schema" {
+		switch {
+		case f.Name == "":
+			return badRequest("text.format.name", "text.format.name: missing")
+		case !wireName(f.Name, 64):
+			return badRequest("text.format.name", "text.format.name %q: want at most 64 letters, digits, _ and -, as OpenAI has it", f.Name)
+		}
 	}
 	return answerFormat(req, "text.format", f.Type, f.Schema, f.Strict, "text.format.schema")
 }
