@@ -3,6 +3,7 @@ package serve
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -43,6 +44,10 @@ func (t *target) responsesRequest(rr *responsesRequest, prev []qwen.Message) (re
 		return c, badRequest("prompt", "prompt: stored prompt templates are not supported here; give instructions and input")
 	case rr.Truncation != nil && *rr.Truncation != "disabled" && *rr.Truncation != "auto":
 		return c, badRequest("truncation", "truncation %q: want disabled or auto", *rr.Truncation)
+	case rr.Reasoning.Summary != nil && !slices.Contains([]string{"auto", "concise", "detailed"}, *rr.Reasoning.Summary):
+		// OpenAI refuses another value; taken here, a client would learn
+		// of its mistake only there.
+		return c, badRequest("reasoning.summary", "reasoning.summary %q: want auto, concise or detailed", *rr.Reasoning.Summary)
 	}
 	req, e := t.openAIRequest(&rr.samplingFields, nil, rr.MaxOutputTokens, "max_output_tokens", 0, nil)
 	if e != nil {

@@ -349,6 +349,8 @@ func TestResponsesErrors(t *testing.T) {
 		{`{` + m + `,"input":[{"type":"function_call","call_id":"c"}]}`, "input[0].name", "missing"},
 		{`{` + m + `,"input":"Hi","include":["everything"]}`, "include[0]", `"everything"`},
 		{`{` + m + `,"input":"Hi","reasoning":{"effort":"extreme"}}`, "reasoning.effort", `"extreme"`},
+		{`{` + m + `,"input":"Hi","max_output_tokens":1,"reasoning":{"summary":"verbose"}}`, "reasoning.summary", `"verbose": want auto, concise or detailed`},
+		{`{` + m + `,"input":"Hi","max_output_tokens":1,"reasoning":{"summary":""}}`, "reasoning.summary", `"": want auto, concise or detailed`},
 		{`{` + m + `,"input":"Hi","text":{"format":{"type":"yaml"}}}`, "text.format.type", `"yaml"`},
 		{`{` + m + `,"input":"Hi","text":{"format":{"type":"json_schema","name":"x"}}}`, "text.format.schema", "missing"},
 		{`{` + m + `,"input":"Hi","max_output_tokens":1,"text":{"format":{"type":"json_schema","schema":{"type":"object"}}}}`, "text.format.name", "missing"},
@@ -371,6 +373,11 @@ func TestResponsesErrors(t *testing.T) {
 		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"web_search"}]}]}`, "tools[0].tools[0].type", "built-in"},
 	} {
 		wantBadRequest(t, ts, "/v1/responses", c.body, c.param, c.msg)
+	}
+	for _, summary := range []string{`"auto"`, `"concise"`, `"detailed"`, `null`} {
+		if resp, body := ts.post(t, "/v1/responses", `{`+m+`,"input":"Hi","max_output_tokens":1,"reasoning":{"summary":`+summary+`}}`); resp.StatusCode != 200 {
+			t.Errorf("reasoning.summary %s: %d %s", summary, resp.StatusCode, body)
+		}
 	}
 	for _, c := range []struct{ method, path string }{{"GET", "/v1/responses/resp_x"}, {"DELETE", "/v1/responses/resp_x"}, {"POST", "/v1/responses/resp_x/cancel"}} {
 		req, _ := http.NewRequest(c.method, ts.url+c.path, nil)
