@@ -3,9 +3,11 @@ package serve
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/qwenc/qwenc/qwen"
 )
@@ -48,6 +50,9 @@ func (t *target) responsesRequest(rr *responsesRequest, prev []qwen.Message) (re
 		// OpenAI refuses another value; taken here, a client would learn
 		// of its mistake only there.
 		return c, badRequest("reasoning.summary", "reasoning.summary %q: want auto, concise or detailed", *rr.Reasoning.Summary)
+	}
+	if e := checkMetadata(rr.Metadata); e != nil {
+		return c, e
 	}
 	req, e := t.openAIRequest(&rr.samplingFields, nil, rr.MaxOutputTokens, "max_output_tokens", 0, nil)
 	if e != nil {
@@ -307,6 +312,25 @@ func toolIndex(tools []qwen.Tool, name string) int {
 		}
 	}
 	return -1
+}
+
+// checkMetadata holds metadata to OpenAI's limits, in characters: at
+// most 16 keys, each of at most 64, each value of at most 512. It is
+// stored and given back, so what OpenAI would refuse is refused here
+// rather than kept.
+func checkMetadata(md map[string]string) *apiError {
+	if len(md) > 16 {
+		return badRequest("metadata", "metadata: %d keys: at most 16", len(md))
+	}
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		if n := utf8.RuneCountInString(k); n > 64 {
+			return badRequest("metadata", "metadata: key %q has %d characters: at most 64", k, n)
+		}
+		if n := utf8.RuneCountInString(md[k]); n > 512 {
+			return badRequest("metadata."+k, "metadata.%s: %d characters: at most 512", k, n)
+		}
+	}
+	return nil
 }
 
 // textFormat reads text.format onto req: {"type": "text"}, {"type":
