@@ -1,8 +1,11 @@
 package serve
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -161,6 +164,7 @@ type (
 		Type        string `json:"type"`
 		Text        string `json:"text,omitempty"`
 		Thinking    string `json:"thinking,omitempty"`
+		Signature   string `json:"signature,omitempty"`
 		PartialJSON string `json:"partial_json,omitempty"`
 	}
 	stopDelta struct {
@@ -318,6 +322,7 @@ type blockWriter struct {
 	n       int    // blocks started
 	call    int    // the generation's index of the open tool call
 	unnamed unnamedCalls
+	signer  hash.Hash // the open thinking block's text, for its signature
 }
 
 func (b *blockWriter) add(d qwen.Delta) error {
@@ -325,6 +330,7 @@ func (b *blockWriter) add(d qwen.Delta) error {
 		if err := b.text("thinking", blockDelta{Type: "thinking_delta", Thinking: d.Reasoning}); err != nil {
 			return err
 		}
+		b.signer.Write([]byte(d.Reasoning))
 	}
 	if d.Content != "" {
 		if err := b.text("text", blockDelta{Type: "text_delta", Text: d.Content}); err != nil {
@@ -359,9 +365,10 @@ func (b *blockWriter) text(kind string, d blockDelta) error {
 	if b.kind != kind {
 		empty, block := "", anthropicBlock{Type: kind}
 		if kind == "thinking" {
-			// Anthropic signs its thinking; these blocks have nothing to
-			// sign, and any signature sent back is accepted.
+			// The signature comes at the block's end (close), as
+			// Anthropic's does.
 			block.Thinking, block.Signature = &empty, new(string)
+			b.signer = sha256.New()
 		} else {
 			block.Text = &empty
 		}
@@ -387,10 +394,22 @@ func (b *blockWriter) delta(d blockDelta) error {
 	return b.out(anthropicEvent{Type: "content_block_delta", Index: &i, Delta: d})
 }
 
-// close stops the open block, if one is.
+// close stops the open block, if one is. A thinking block is signed
+// first, in a signature_delta, as Anthropic signs it: clients keep the
+// signature and send the block back with it, and some (the SDKs' stream
+// helpers, Claude Code) expect one. Anthropic's signature proves the
+// thinking is Claude's; this one proves nothing and is not checked when
+// it comes back (any is taken), but it is stable, the hash of the
+// thinking, so a client comparing blocks sees the same one again.
 func (b *blockWriter) close() error {
 	if b.kind == "" {
 		return nil
+	}
+	if b.kind == "thinking" {
+		sig := base64.StdEncoding.EncodeToString(b.signer.Sum(nil))
+		if err := b.delta(blockDelta{Type: "signature_delta", Signature: sig}); err != nil {
+			return err
+		}
 	}
 	b.kind = ""
 	i := b.n - 1
@@ -415,6 +434,8 @@ func (c *collector) apply(ev anthropicEvent) error {
 		switch {
 		case b.Text != nil:
 			*b.Text += d.Text
+		case d.Type == "signature_delta":
+			*b.Signature += d.Signature
 		case b.Thinking != nil:
 			*b.Thinking += d.Thinking
 		default:

@@ -45,10 +45,10 @@ type eventJSON struct {
 	Index        *int
 	ContentBlock *anthropicBlock `json:"content_block"`
 	Delta        struct {
-		Type, Text, Thinking string
-		PartialJSON          string  `json:"partial_json"`
-		StopReason           string  `json:"stop_reason"`
-		StopSequence         *string `json:"stop_sequence"`
+		Type, Text, Thinking, Signature string
+		PartialJSON                     string  `json:"partial_json"`
+		StopReason                      string  `json:"stop_reason"`
+		StopSequence                    *string `json:"stop_sequence"`
 	}
 	Usage *anthropicUsage
 	Error *anthropicErrorBody
@@ -93,14 +93,18 @@ func accumulate(t *testing.T, evs []namedEvent) (msg anthropicMessageOut, pings 
 			msg.Content = append(msg.Content, *ev.ContentBlock)
 			args.Reset()
 		case "content_block_delta":
-			if *ev.Index != open || ev.Delta.Type != deltaOf[msg.Content[open].Type] {
+			// A thinking block's signature comes last, in a delta of its own.
+			signs := ev.Delta.Type == "signature_delta" && msg.Content[open].Type == "thinking"
+			if *ev.Index != open || ev.Delta.Type != deltaOf[msg.Content[open].Type] && !signs {
 				bad("a delta outside its block, or of another kind")
 			}
 			b := &msg.Content[open]
-			switch b.Type {
-			case "text":
+			switch {
+			case signs:
+				*b.Signature += ev.Delta.Signature
+			case b.Type == "text":
 				*b.Text += ev.Delta.Text
-			case "thinking":
+			case b.Type == "thinking":
 				*b.Thinking += ev.Delta.Thinking
 			default:
 				args.WriteString(ev.Delta.PartialJSON)
@@ -108,6 +112,9 @@ func accumulate(t *testing.T, evs []namedEvent) (msg anthropicMessageOut, pings 
 		case "content_block_stop":
 			if *ev.Index != open {
 				bad("stops a block that is not open")
+			}
+			if b := msg.Content[open]; b.Type == "thinking" && (b.Signature == nil || *b.Signature == "") {
+				bad("a thinking block stops unsigned")
 			}
 			if b := &msg.Content[open]; b.Type == "tool_use" {
 				var c bytes.Buffer
@@ -545,7 +552,7 @@ func TestAnthropicStreamBlocks(t *testing.T) {
 	for _, b := range whole.Content {
 		kinds = append(kinds, b.Type)
 	}
-	if strings.Join(kinds, ",") != "thinking,text,tool_use,tool_use" || *whole.Content[0].Thinking != "Two lookups." || *whole.Content[0].Signature != "" ||
+	if strings.Join(kinds, ",") != "thinking,text,tool_use,tool_use" || *whole.Content[0].Thinking != "Two lookups." || whole.Content[0].Signature == nil || *whole.Content[0].Signature == "" ||
 		*whole.Content[1].Text != "Let me check." || whole.Content[2].ID != "toolu_a" || whole.Content[2].Name != "weather" ||
 		string(whole.Content[2].Input) != `{"city":"Paris"}` || whole.Content[3].ID != "toolu_b" || string(whole.Content[3].Input) != `{"zone":"CET"}` ||
 		*whole.StopReason != "tool_use" || whole.Usage.OutputTokens != len(pieces) || whole.Usage.InputTokens != 7 {
@@ -566,7 +573,7 @@ func TestAnthropicStreamBlocks(t *testing.T) {
 		}
 		order = append(order, step)
 	}
-	wantOrder := "message_start content_block_start0 content_block_delta0:thinking_delta content_block_stop0 " +
+	wantOrder := "message_start content_block_start0 content_block_delta0:thinking_delta content_block_delta0:signature_delta content_block_stop0 " +
 		"content_block_start1 content_block_delta1:text_delta content_block_stop1 " +
 		"content_block_start2 content_block_delta2:input_json_delta content_block_stop2 " +
 		"content_block_start3 content_block_delta3:input_json_delta content_block_delta3:input_json_delta content_block_delta3:input_json_delta content_block_stop3 " +
@@ -577,6 +584,16 @@ func TestAnthropicStreamBlocks(t *testing.T) {
 	streamed, _ := accumulate(t, evs)
 	if jsonOf(t, streamed.Content) != jsonOf(t, whole.Content) || *streamed.StopReason != "tool_use" || jsonOf(t, streamed.Usage) != jsonOf(t, whole.Usage) {
 		t.Errorf("streamed %s\nnot streamed %s", jsonOf(t, streamed), jsonOf(t, whole))
+	}
+
+	// The signature is the thinking's: the same again, another for
+	// other thinking.
+	_, again := answer(forced(ts, pieces), false)
+	other := slices.Clone(pieces)
+	other[0].Reasoning = "One lookup."
+	_, otherMsg := answer(forced(ts, other), false)
+	if *again.Content[0].Signature != *whole.Content[0].Signature || *otherMsg.Content[0].Signature == *whole.Content[0].Signature {
+		t.Errorf("signatures %q, again %q, of other thinking %q", *whole.Content[0].Signature, *again.Content[0].Signature, *otherMsg.Content[0].Signature)
 	}
 
 	// Text alone, ended by the model: end_turn.

@@ -32,7 +32,8 @@ import (
 // validate, tool_choice none giving text with the tools still counted in
 // the prompt, the results sent back, errors; and thinking on and off on
 // the bundled demo model, with tools and without (the budget opens the
-// thinking and closes it). The packages are installed from the lock file
+// thinking and closes it), each thinking block signed (the stream
+// helper gathering signature_delta) and taken back signed. The packages are installed from the lock file
 // with npm ci on first use.
 func TestRealClients(t *testing.T) {
 	node, dir := nodeClients(t)

@@ -140,6 +140,9 @@ try {
     const m = await same(demo, { ...req, thinking: { type: "enabled", budget_tokens } }, `thinking, budget ${budget_tokens}`);
     check(m.content[0]?.type === "thinking" && m.content[0].thinking.length > 0 && m.content.slice(1).length > 0 &&
       m.content.slice(1).every((b) => b.type === "tool_use") && m.stop_reason === "tool_use", `thinking on: ${json(m)}`);
+    // Signed as Anthropic signs: the SDK's stream helper gathers the
+    // signature_delta into the block, the same as the one not streamed.
+    check(typeof m.content[0].signature === "string" && m.content[0].signature.length > 0, `thinking unsigned: ${json(m.content[0])}`);
     thinking.push(m.content[0].thinking);
   }
   check(thinking[0].length < thinking[1].length && thinking[1].startsWith(thinking[0].trimEnd()), `budgets 4 and 12: ${json(thinking)}`);
@@ -156,6 +159,12 @@ try {
   const m = await same(demo, { ...plain, max_tokens: 40, thinking: { type: "enabled", budget_tokens } }, "thinking without tools");
   check(m.content.length === 2 && m.content[0].type === "thinking" && m.content[0].thinking.length > 0 &&
     m.content[1].type === "text" && m.content[1].text.trim().length > 0 && m.usage.output_tokens > budget_tokens + 2, `thinking without tools: ${json(m)}`);
+  // The thinking block goes back as it came, signature and all, as
+  // clients send a conversation on.
+  check(m.content[0].signature.length > 0, `thinking without tools, unsigned: ${json(m.content[0])}`);
+  const on = await demo.messages.create({ ...plain, max_tokens: 4, thinking: { type: "disabled" },
+    messages: [...plain.messages, { role: "assistant", content: m.content }, { role: "user", content: "Shorter." }] });
+  check(on.content.length > 0 && on.usage.output_tokens > 0, `the signed thinking sent back: ${json(on)}`);
   const cutAt = budget_tokens + (opened === "opened" ? 0 : 1);
   const cut = await demo.messages.create({ ...plain, max_tokens: cutAt, thinking: { type: "enabled", budget_tokens: 1000 } });
   check(cut.stop_reason === "max_tokens" && cut.content.length === 1 && cut.content[0].type === "thinking" &&
