@@ -492,6 +492,10 @@ func (t *target) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 			return req, badRequest("max_tokens", "max_tokens: Field required")
 		case *mr.MaxTokens < 1:
 			return req, badRequest("max_tokens", "max_tokens %d must be at least 1", *mr.MaxTokens)
+		case mr.Temperature != nil && (*mr.Temperature < 0 || *mr.Temperature > 1):
+			// Anthropic's range, narrower than the sampler's: a client
+			// sending 1.5 here is refused by Anthropic.
+			return req, badRequest("temperature", "temperature %v is outside [0, 1], Anthropic's range", *mr.Temperature)
 		}
 		params, e := samplingParams(t.info.Sampling, nil,
 			floatParam("temperature", "temperature", mr.Temperature),

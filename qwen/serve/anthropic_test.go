@@ -643,6 +643,9 @@ func TestAnthropicErrors(t *testing.T) {
 		{"/v1/messages", `{` + m + `,"messages":[`, 400, "invalid_request_error", "malformed JSON"},
 		{"/v1/messages", `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "max_tokens: Field required"},
 		{"/v1/messages", `{` + m + `,"temperature":-1,"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "temperature"},
+		// Anthropic's temperature is in [0, 1], where OpenAI's goes to 2.
+		{"/v1/messages", `{` + m + `,"temperature":1.5,"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "temperature 1.5 is outside [0, 1]"},
+		{"/v1/messages", `{` + m + `,"temperature":1.0000001,"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "temperature 1.0000001 is outside [0, 1]"},
 		{"/v1/messages", user(`[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]`), 400, "invalid_request_error",
 			"messages[0].content[0]: image blocks are not supported: this model has no vision"},
 		{"/v1/messages", user(`[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image"}]}]`), 400, "invalid_request_error", "messages[0].content[0].content[0]: image blocks"},
