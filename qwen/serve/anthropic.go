@@ -50,6 +50,10 @@ type messagesRequest struct {
 	// Anthropic would call itself: refused, as its server tools are,
 	// rather than answered without them.
 	MCPServers []json.RawMessage `json:"mcp_servers"`
+	// interleaved is the interleaved thinking beta, asked in the
+	// anthropic-beta header, under which budget_tokens bounds a whole
+	// turn's thinking and may exceed max_tokens.
+	interleaved bool
 }
 
 type anthropicMessage struct {
@@ -477,6 +481,11 @@ func (s *Server) readMessages(w http.ResponseWriter, r *http.Request, rl *reqLog
 	if t, e = s.model(r, rl, mr.Model); e != nil {
 		return nil, req, nil, e
 	}
+	for _, h := range r.Header.Values("anthropic-beta") {
+		for b := range strings.SplitSeq(h, ",") {
+			mr.interleaved = mr.interleaved || strings.HasPrefix(strings.TrimSpace(b), "interleaved-thinking-")
+		}
+	}
 	req, e = t.messagesRequest(mr, count)
 	return t, req, mr, e
 }
@@ -594,8 +603,16 @@ func (t *target) anthropicThinking(mr *messagesRequest, req *qwen.Request) *apiE
 			return t.effort(*effort, "output_config.effort", req)
 		case th.BudgetTokens == nil:
 			return nil
+		case th.Type == "enabled" && *th.BudgetTokens < 1024:
+			// Anthropic's rules for enabled, so that a request passing
+			// here passes there. Adaptive takes no budget on Anthropic;
+			// its budget_tokens here is this server's, of any size,
+			// which small models want.
+			return badRequest("thinking.budget_tokens", "thinking.budget_tokens: %d is below 1024, Anthropic's least (adaptive thinking here takes a smaller one)", *th.BudgetTokens)
+		case th.Type == "enabled" && mr.MaxTokens != nil && *th.BudgetTokens >= *mr.MaxTokens && !mr.interleaved:
+			return badRequest("thinking.budget_tokens", "thinking.budget_tokens: %d must be less than max_tokens (%d), or the answer has no room (the interleaved-thinking beta lifts this)",
+				*th.BudgetTokens, *mr.MaxTokens)
 		}
-		// Anthropic wants at least 1024; any positive budget is kept.
 		return t.thinkingBudget(*th.BudgetTokens, "thinking.budget_tokens", req)
 	case "disabled":
 		req.NoThinking = true

@@ -407,7 +407,7 @@ func TestAnthropicConversation(t *testing.T) {
 				{"type":"text","text":"And tomorrow?"}]}],
 		"tools":[{"name":"weather","input_schema":{"type":"object"}},{"name":"time","description":"Now.","input_schema":{"type":"object"}}],
 		"tool_choice":{"type":"tool","name":"weather","disable_parallel_tool_use":true},
-		"thinking":{"type":"enabled","budget_tokens":64},"stop_sequences":["", "END"],"metadata":{"user_id":"u"}}`, &mr)
+		"thinking":{"type":"adaptive","budget_tokens":64},"stop_sequences":["", "END"],"metadata":{"user_id":"u"}}`, &mr)
 	req, e := ts.target().messagesRequest(&mr, false)
 	if e != nil {
 		t.Fatal(e.msg)
@@ -462,7 +462,7 @@ func TestAnthropicConversation(t *testing.T) {
 	// bound: thinking enabled asks it nothing, as disabled does.
 	qwen25 := ts.target()
 	qwen25.info.ChatTemplate = "qwen2.5"
-	mr.Thinking.Type = "enabled"
+	mr.Thinking.Type, mr.Thinking.BudgetTokens, mr.MaxTokens = "enabled", new(1024), new(2048)
 	if req, e = qwen25.messagesRequest(&mr, false); e != nil || req.ThinkBudget != 0 || req.NoThinking {
 		t.Errorf("thinking enabled on Qwen2.5: %+v", req)
 	}
@@ -667,6 +667,12 @@ func TestAnthropicErrors(t *testing.T) {
 		{"/v1/messages", `{` + m + `,"messages":[{"role":"system","content":[{"type":"image"}]},{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `messages[0].content[0]: a "image" block: the system prompt is text`},
 		{"/v1/messages", `{` + m + `,"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"The answer is"}]}`, 400, "invalid_request_error", "prefilled answer is not supported"},
 		{"/v1/messages", `{` + m + `,"thinking":{"type":"enabled"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "thinking.budget_tokens"},
+		// Anthropic's rules for budget_tokens: at least 1024, and below
+		// max_tokens, whose share of the answer it is.
+		{"/v1/messages", `{` + m + `,"thinking":{"type":"enabled","budget_tokens":1000},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "thinking.budget_tokens: 1000 is below 1024"},
+		{"/v1/messages/count_tokens", `{"model":"tiny-a","thinking":{"type":"enabled","budget_tokens":4},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "thinking.budget_tokens: 4 is below 1024"},
+		{"/v1/messages", `{"model":"tiny-a","max_tokens":1024,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error",
+			"thinking.budget_tokens: 1024 must be less than max_tokens (1024)"},
 		{"/v1/messages", `{` + m + `,"thinking":{"type":"sometimes"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `thinking.type "sometimes"`},
 		{"/v1/messages", `{` + m + `,"tool_choice":{"type":"any"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "it needs tools"},
 		{"/v1/messages", `{` + m + `,"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"g"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tool_choice.name "g": not among the tools`},
@@ -698,6 +704,12 @@ func TestAnthropicErrors(t *testing.T) {
 		if resp.StatusCode != c.status || e.Type != "error" || e.Error == nil || e.Error.Type != c.typ || !strings.Contains(e.Error.Message, c.msg) {
 			t.Errorf("%s %s: %d %s; want %d, %s, %q", c.path, c.body, resp.StatusCode, body, c.status, c.typ, c.msg)
 		}
+	}
+	// With interleaved thinking Anthropic takes a budget beyond
+	// max_tokens: the budget of a whole turn's thinking blocks.
+	if resp, body := ts.post(t, "/v1/messages", `{"model":"tiny-a","max_tokens":1025,"thinking":{"type":"enabled","budget_tokens":2048},"messages":[{"role":"user","content":"Hi"}]}`,
+		"x-api-key", "s3cret", "anthropic-beta", "fine-grained-tool-streaming-2025-05-14,interleaved-thinking-2025-05-14"); resp.StatusCode != 200 {
+		t.Errorf("budget_tokens beyond max_tokens, interleaved: %d %.300s", resp.StatusCode, body)
 	}
 	hi := `{"model":"tiny-a","max_tokens":1,"messages":[{"role":"user","content":"Hi"}]}`
 	for _, header := range [][]string{nil, {"x-api-key", "wrong"}, {"Authorization", "Bearer wrong"}, {"Authorization", "s3cret"}} {
