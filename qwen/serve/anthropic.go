@@ -1,8 +1,11 @@
 package serve
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -47,6 +50,10 @@ type messagesRequest struct {
 	// Anthropic would call itself: refused, as its server tools are,
 	// rather than answered without them.
 	MCPServers []json.RawMessage `json:"mcp_servers"`
+	// interleaved is the interleaved thinking beta, asked in the
+	// anthropic-beta header, under which budget_tokens bounds a whole
+	// turn's thinking and may exceed max_tokens.
+	interleaved bool
 }
 
 type anthropicMessage struct {
@@ -161,6 +168,7 @@ type (
 		Type        string `json:"type"`
 		Text        string `json:"text,omitempty"`
 		Thinking    string `json:"thinking,omitempty"`
+		Signature   string `json:"signature,omitempty"`
 		PartialJSON string `json:"partial_json,omitempty"`
 	}
 	stopDelta struct {
@@ -318,6 +326,7 @@ type blockWriter struct {
 	n       int    // blocks started
 	call    int    // the generation's index of the open tool call
 	unnamed unnamedCalls
+	signer  hash.Hash // the open thinking block's text, for its signature
 }
 
 func (b *blockWriter) add(d qwen.Delta) error {
@@ -325,6 +334,7 @@ func (b *blockWriter) add(d qwen.Delta) error {
 		if err := b.text("thinking", blockDelta{Type: "thinking_delta", Thinking: d.Reasoning}); err != nil {
 			return err
 		}
+		b.signer.Write([]byte(d.Reasoning))
 	}
 	if d.Content != "" {
 		if err := b.text("text", blockDelta{Type: "text_delta", Text: d.Content}); err != nil {
@@ -359,9 +369,10 @@ func (b *blockWriter) text(kind string, d blockDelta) error {
 	if b.kind != kind {
 		empty, block := "", anthropicBlock{Type: kind}
 		if kind == "thinking" {
-			// Anthropic signs its thinking; these blocks have nothing to
-			// sign, and any signature sent back is accepted.
+			// The signature comes at the block's end (close), as
+			// Anthropic's does.
 			block.Thinking, block.Signature = &empty, new(string)
+			b.signer = sha256.New()
 		} else {
 			block.Text = &empty
 		}
@@ -387,10 +398,22 @@ func (b *blockWriter) delta(d blockDelta) error {
 	return b.out(anthropicEvent{Type: "content_block_delta", Index: &i, Delta: d})
 }
 
-// close stops the open block, if one is.
+// close stops the open block, if one is. A thinking block is signed
+// first, in a signature_delta, as Anthropic signs it: clients keep the
+// signature and send the block back with it, and some (the SDKs' stream
+// helpers, Claude Code) expect one. Anthropic's signature proves the
+// thinking is Claude's; this one proves nothing and is not checked when
+// it comes back (any is taken), but it is stable, the hash of the
+// thinking, so a client comparing blocks sees the same one again.
 func (b *blockWriter) close() error {
 	if b.kind == "" {
 		return nil
+	}
+	if b.kind == "thinking" {
+		sig := base64.StdEncoding.EncodeToString(b.signer.Sum(nil))
+		if err := b.delta(blockDelta{Type: "signature_delta", Signature: sig}); err != nil {
+			return err
+		}
 	}
 	b.kind = ""
 	i := b.n - 1
@@ -415,6 +438,8 @@ func (c *collector) apply(ev anthropicEvent) error {
 		switch {
 		case b.Text != nil:
 			*b.Text += d.Text
+		case d.Type == "signature_delta":
+			*b.Signature += d.Signature
 		case b.Thinking != nil:
 			*b.Thinking += d.Thinking
 		default:
@@ -456,6 +481,11 @@ func (s *Server) readMessages(w http.ResponseWriter, r *http.Request, rl *reqLog
 	if t, e = s.model(r, rl, mr.Model); e != nil {
 		return nil, req, nil, e
 	}
+	for _, h := range r.Header.Values("anthropic-beta") {
+		for b := range strings.SplitSeq(h, ",") {
+			mr.interleaved = mr.interleaved || strings.HasPrefix(strings.TrimSpace(b), "interleaved-thinking-")
+		}
+	}
 	req, e = t.messagesRequest(mr, count)
 	return t, req, mr, e
 }
@@ -471,6 +501,10 @@ func (t *target) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 			return req, badRequest("max_tokens", "max_tokens: Field required")
 		case *mr.MaxTokens < 1:
 			return req, badRequest("max_tokens", "max_tokens %d must be at least 1", *mr.MaxTokens)
+		case mr.Temperature != nil && (*mr.Temperature < 0 || *mr.Temperature > 1):
+			// Anthropic's range, narrower than the sampler's: a client
+			// sending 1.5 here is refused by Anthropic.
+			return req, badRequest("temperature", "temperature %v is outside [0, 1], Anthropic's range", *mr.Temperature)
 		}
 		params, e := samplingParams(t.info.Sampling, nil,
 			floatParam("temperature", "temperature", mr.Temperature),
@@ -501,7 +535,7 @@ func (t *target) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 			return req, badRequest(path, "%s: a tool of type %q: Anthropic's server tools are not supported; give name, description and input_schema", path, def.Type)
 		case def.Name == "":
 			return req, badRequest(path+".name", "%s.name: missing", path)
-		case !toolName(def.Name):
+		case !wireName(def.Name, 128):
 			return req, badRequest(path+".name", "%s.name %q: want at most 128 letters, digits, _ and -, as Anthropic has it", path, def.Name)
 		case taken:
 			return req, badRequest(path+".name", "%s.name %q: tools[%d] has it too: tool names must be unique", path, def.Name, first)
@@ -528,11 +562,12 @@ func (t *target) messagesRequest(mr *messagesRequest, count bool) (qwen.Request,
 	return req, t.needsChat()
 }
 
-// toolName reports whether name is one Anthropic takes,
-// ^[a-zA-Z0-9_-]{1,128}$: the model writes it in its calls, which a name
-// with a quote or a space would break.
-func toolName(name string) bool {
-	if len(name) > 128 {
+// wireName reports whether name is of at most most letters, digits, _
+// and -, as Anthropic's tool names (^[a-zA-Z0-9_-]{1,128}$: the model
+// writes them in its calls, which a quote or a space would break) and
+// OpenAI's format names (at most 64) are.
+func wireName(name string, most int) bool {
+	if len(name) > most {
 		return false
 	}
 	for _, c := range []byte(name) {
@@ -568,8 +603,16 @@ func (t *target) anthropicThinking(mr *messagesRequest, req *qwen.Request) *apiE
 			return t.effort(*effort, "output_config.effort", req)
 		case th.BudgetTokens == nil:
 			return nil
+		case th.Type == "enabled" && *th.BudgetTokens < 1024:
+			// Anthropic's rules for enabled, so that a request passing
+			// here passes there. Adaptive takes no budget on Anthropic;
+			// its budget_tokens here is this server's, of any size,
+			// which small models want.
+			return badRequest("thinking.budget_tokens", "thinking.budget_tokens: %d is below 1024, Anthropic's least (adaptive thinking here takes a smaller one)", *th.BudgetTokens)
+		case th.Type == "enabled" && mr.MaxTokens != nil && *th.BudgetTokens >= *mr.MaxTokens && !mr.interleaved:
+			return badRequest("thinking.budget_tokens", "thinking.budget_tokens: %d must be less than max_tokens (%d), or the answer has no room (the interleaved-thinking beta lifts this)",
+				*th.BudgetTokens, *mr.MaxTokens)
 		}
-		// Anthropic wants at least 1024; any positive budget is kept.
 		return t.thinkingBudget(*th.BudgetTokens, "thinking.budget_tokens", req)
 	case "disabled":
 		req.NoThinking = true

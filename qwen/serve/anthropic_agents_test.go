@@ -126,16 +126,16 @@ func TestAnthropicThinkingEffort(t *testing.T) {
 	for body, check := range map[string]func(qwen.Request) bool{
 		`"thinking":{"type":"adaptive"}`:                                                     func(r qwen.Request) bool { return r.ThinkBudget == 0 && !r.NoThinking },
 		`"thinking":{"type":"adaptive","budget_tokens":30}`:                                  func(r qwen.Request) bool { return r.ThinkBudget == 30 },
-		`"thinking":{"type":"adaptive"},"output_config":{"effort":"low"}`:                    func(r qwen.Request) bool { return r.ThinkBudget == 250 },
+		`"thinking":{"type":"adaptive"},"output_config":{"effort":"low"}`:                    func(r qwen.Request) bool { return r.ThinkBudget == 1000 },
 		`"thinking":{"type":"adaptive"},"output_config":{"effort":"max"}`:                    func(r qwen.Request) bool { return r.ThinkBudget == 0 && !r.NoThinking },
-		`"thinking":{"type":"enabled","budget_tokens":20},"output_config":{}`:                func(r qwen.Request) bool { return r.ThinkBudget == 20 },
+		`"thinking":{"type":"enabled","budget_tokens":1024},"output_config":{}`:              func(r qwen.Request) bool { return r.ThinkBudget == 1024 },
 		`"thinking":{"type":"disabled"},"output_config":{"effort":"high"}`:                   func(r qwen.Request) bool { return r.NoThinking && r.ThinkBudget == 0 },
-		`"output_config":{"effort":"medium"}`:                                                func(r qwen.Request) bool { return r.ThinkBudget == 500 },
+		`"output_config":{"effort":"medium"}`:                                                func(r qwen.Request) bool { return r.ThinkBudget == 2000 },
 		`"output_config":{"effort":"none"}`:                                                  func(r qwen.Request) bool { return r.NoThinking },
 		`"thinking":{"type":"adaptive","budget_tokens":40},"output_config":{"effort":"low"}`: func(r qwen.Request) bool { return r.ThinkBudget == 40 },
 	} {
 		var mr messagesRequest
-		unmarshal(t, `{"model":"tiny-a","max_tokens":1000,"messages":[{"role":"user","content":"Hi"}],`+body+`}`, &mr)
+		unmarshal(t, `{"model":"tiny-a","max_tokens":4000,"messages":[{"role":"user","content":"Hi"}],`+body+`}`, &mr)
 		req, e := tg.messagesRequest(&mr, false)
 		if e != nil || !check(req) {
 			t.Errorf("%s: %+v %v", body, req, e)

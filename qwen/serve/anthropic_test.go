@@ -45,10 +45,10 @@ type eventJSON struct {
 	Index        *int
 	ContentBlock *anthropicBlock `json:"content_block"`
 	Delta        struct {
-		Type, Text, Thinking string
-		PartialJSON          string  `json:"partial_json"`
-		StopReason           string  `json:"stop_reason"`
-		StopSequence         *string `json:"stop_sequence"`
+		Type, Text, Thinking, Signature string
+		PartialJSON                     string  `json:"partial_json"`
+		StopReason                      string  `json:"stop_reason"`
+		StopSequence                    *string `json:"stop_sequence"`
 	}
 	Usage *anthropicUsage
 	Error *anthropicErrorBody
@@ -93,14 +93,18 @@ func accumulate(t *testing.T, evs []namedEvent) (msg anthropicMessageOut, pings 
 			msg.Content = append(msg.Content, *ev.ContentBlock)
 			args.Reset()
 		case "content_block_delta":
-			if *ev.Index != open || ev.Delta.Type != deltaOf[msg.Content[open].Type] {
+			// A thinking block's signature comes last, in a delta of its own.
+			signs := ev.Delta.Type == "signature_delta" && msg.Content[open].Type == "thinking"
+			if *ev.Index != open || ev.Delta.Type != deltaOf[msg.Content[open].Type] && !signs {
 				bad("a delta outside its block, or of another kind")
 			}
 			b := &msg.Content[open]
-			switch b.Type {
-			case "text":
+			switch {
+			case signs:
+				*b.Signature += ev.Delta.Signature
+			case b.Type == "text":
 				*b.Text += ev.Delta.Text
-			case "thinking":
+			case b.Type == "thinking":
 				*b.Thinking += ev.Delta.Thinking
 			default:
 				args.WriteString(ev.Delta.PartialJSON)
@@ -108,6 +112,9 @@ func accumulate(t *testing.T, evs []namedEvent) (msg anthropicMessageOut, pings 
 		case "content_block_stop":
 			if *ev.Index != open {
 				bad("stops a block that is not open")
+			}
+			if b := msg.Content[open]; b.Type == "thinking" && (b.Signature == nil || *b.Signature == "") {
+				bad("a thinking block stops unsigned")
 			}
 			if b := &msg.Content[open]; b.Type == "tool_use" {
 				var c bytes.Buffer
@@ -400,7 +407,7 @@ func TestAnthropicConversation(t *testing.T) {
 				{"type":"text","text":"And tomorrow?"}]}],
 		"tools":[{"name":"weather","input_schema":{"type":"object"}},{"name":"time","description":"Now.","input_schema":{"type":"object"}}],
 		"tool_choice":{"type":"tool","name":"weather","disable_parallel_tool_use":true},
-		"thinking":{"type":"enabled","budget_tokens":64},"stop_sequences":["", "END"],"metadata":{"user_id":"u"}}`, &mr)
+		"thinking":{"type":"adaptive","budget_tokens":64},"stop_sequences":["", "END"],"metadata":{"user_id":"u"}}`, &mr)
 	req, e := ts.target().messagesRequest(&mr, false)
 	if e != nil {
 		t.Fatal(e.msg)
@@ -455,7 +462,7 @@ func TestAnthropicConversation(t *testing.T) {
 	// bound: thinking enabled asks it nothing, as disabled does.
 	qwen25 := ts.target()
 	qwen25.info.ChatTemplate = "qwen2.5"
-	mr.Thinking.Type = "enabled"
+	mr.Thinking.Type, mr.Thinking.BudgetTokens, mr.MaxTokens = "enabled", new(1024), new(2048)
 	if req, e = qwen25.messagesRequest(&mr, false); e != nil || req.ThinkBudget != 0 || req.NoThinking {
 		t.Errorf("thinking enabled on Qwen2.5: %+v", req)
 	}
@@ -545,7 +552,7 @@ func TestAnthropicStreamBlocks(t *testing.T) {
 	for _, b := range whole.Content {
 		kinds = append(kinds, b.Type)
 	}
-	if strings.Join(kinds, ",") != "thinking,text,tool_use,tool_use" || *whole.Content[0].Thinking != "Two lookups." || *whole.Content[0].Signature != "" ||
+	if strings.Join(kinds, ",") != "thinking,text,tool_use,tool_use" || *whole.Content[0].Thinking != "Two lookups." || whole.Content[0].Signature == nil || *whole.Content[0].Signature == "" ||
 		*whole.Content[1].Text != "Let me check." || whole.Content[2].ID != "toolu_a" || whole.Content[2].Name != "weather" ||
 		string(whole.Content[2].Input) != `{"city":"Paris"}` || whole.Content[3].ID != "toolu_b" || string(whole.Content[3].Input) != `{"zone":"CET"}` ||
 		*whole.StopReason != "tool_use" || whole.Usage.OutputTokens != len(pieces) || whole.Usage.InputTokens != 7 {
@@ -566,7 +573,7 @@ func TestAnthropicStreamBlocks(t *testing.T) {
 		}
 		order = append(order, step)
 	}
-	wantOrder := "message_start content_block_start0 content_block_delta0:thinking_delta content_block_stop0 " +
+	wantOrder := "message_start content_block_start0 content_block_delta0:thinking_delta content_block_delta0:signature_delta content_block_stop0 " +
 		"content_block_start1 content_block_delta1:text_delta content_block_stop1 " +
 		"content_block_start2 content_block_delta2:input_json_delta content_block_stop2 " +
 		"content_block_start3 content_block_delta3:input_json_delta content_block_delta3:input_json_delta content_block_delta3:input_json_delta content_block_stop3 " +
@@ -577,6 +584,16 @@ func TestAnthropicStreamBlocks(t *testing.T) {
 	streamed, _ := accumulate(t, evs)
 	if jsonOf(t, streamed.Content) != jsonOf(t, whole.Content) || *streamed.StopReason != "tool_use" || jsonOf(t, streamed.Usage) != jsonOf(t, whole.Usage) {
 		t.Errorf("streamed %s\nnot streamed %s", jsonOf(t, streamed), jsonOf(t, whole))
+	}
+
+	// The signature is the thinking's: the same again, another for
+	// other thinking.
+	_, again := answer(forced(ts, pieces), false)
+	other := slices.Clone(pieces)
+	other[0].Reasoning = "One lookup."
+	_, otherMsg := answer(forced(ts, other), false)
+	if *again.Content[0].Signature != *whole.Content[0].Signature || *otherMsg.Content[0].Signature == *whole.Content[0].Signature {
+		t.Errorf("signatures %q, again %q, of other thinking %q", *whole.Content[0].Signature, *again.Content[0].Signature, *otherMsg.Content[0].Signature)
 	}
 
 	// Text alone, ended by the model: end_turn.
@@ -626,6 +643,9 @@ func TestAnthropicErrors(t *testing.T) {
 		{"/v1/messages", `{` + m + `,"messages":[`, 400, "invalid_request_error", "malformed JSON"},
 		{"/v1/messages", `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "max_tokens: Field required"},
 		{"/v1/messages", `{` + m + `,"temperature":-1,"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "temperature"},
+		// Anthropic's temperature is in [0, 1], where OpenAI's goes to 2.
+		{"/v1/messages", `{` + m + `,"temperature":1.5,"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "temperature 1.5 is outside [0, 1]"},
+		{"/v1/messages", `{` + m + `,"temperature":1.0000001,"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "temperature 1.0000001 is outside [0, 1]"},
 		{"/v1/messages", user(`[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]`), 400, "invalid_request_error",
 			"messages[0].content[0]: image blocks are not supported: this model has no vision"},
 		{"/v1/messages", user(`[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image"}]}]`), 400, "invalid_request_error", "messages[0].content[0].content[0]: image blocks"},
@@ -647,6 +667,12 @@ func TestAnthropicErrors(t *testing.T) {
 		{"/v1/messages", `{` + m + `,"messages":[{"role":"system","content":[{"type":"image"}]},{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `messages[0].content[0]: a "image" block: the system prompt is text`},
 		{"/v1/messages", `{` + m + `,"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"The answer is"}]}`, 400, "invalid_request_error", "prefilled answer is not supported"},
 		{"/v1/messages", `{` + m + `,"thinking":{"type":"enabled"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "thinking.budget_tokens"},
+		// Anthropic's rules for budget_tokens: at least 1024, and below
+		// max_tokens, whose share of the answer it is.
+		{"/v1/messages", `{` + m + `,"thinking":{"type":"enabled","budget_tokens":1000},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "thinking.budget_tokens: 1000 is below 1024"},
+		{"/v1/messages/count_tokens", `{"model":"tiny-a","thinking":{"type":"enabled","budget_tokens":4},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "thinking.budget_tokens: 4 is below 1024"},
+		{"/v1/messages", `{"model":"tiny-a","max_tokens":1024,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error",
+			"thinking.budget_tokens: 1024 must be less than max_tokens (1024)"},
 		{"/v1/messages", `{` + m + `,"thinking":{"type":"sometimes"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `thinking.type "sometimes"`},
 		{"/v1/messages", `{` + m + `,"tool_choice":{"type":"any"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", "it needs tools"},
 		{"/v1/messages", `{` + m + `,"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"g"},"messages":[{"role":"user","content":"Hi"}]}`, 400, "invalid_request_error", `tool_choice.name "g": not among the tools`},
@@ -678,6 +704,12 @@ func TestAnthropicErrors(t *testing.T) {
 		if resp.StatusCode != c.status || e.Type != "error" || e.Error == nil || e.Error.Type != c.typ || !strings.Contains(e.Error.Message, c.msg) {
 			t.Errorf("%s %s: %d %s; want %d, %s, %q", c.path, c.body, resp.StatusCode, body, c.status, c.typ, c.msg)
 		}
+	}
+	// With interleaved thinking Anthropic takes a budget beyond
+	// max_tokens: the budget of a whole turn's thinking blocks.
+	if resp, body := ts.post(t, "/v1/messages", `{"model":"tiny-a","max_tokens":1025,"thinking":{"type":"enabled","budget_tokens":2048},"messages":[{"role":"user","content":"Hi"}]}`,
+		"x-api-key", "s3cret", "anthropic-beta", "fine-grained-tool-streaming-2025-05-14,interleaved-thinking-2025-05-14"); resp.StatusCode != 200 {
+		t.Errorf("budget_tokens beyond max_tokens, interleaved: %d %.300s", resp.StatusCode, body)
 	}
 	hi := `{"model":"tiny-a","max_tokens":1,"messages":[{"role":"user","content":"Hi"}]}`
 	for _, header := range [][]string{nil, {"x-api-key", "wrong"}, {"Authorization", "Bearer wrong"}, {"Authorization", "s3cret"}} {

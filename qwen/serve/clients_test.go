@@ -23,8 +23,12 @@ import (
 // (responses.create and its stream helper: a forced call, its result
 // sent back with previous_response_id, each response's input items
 // listed by inputItems.list's pages, text streamed, text.format
-// json_schema validated with Ajv, a built-in tool refused); and the
-// ollama package's version, show and ps. Then the @anthropic-ai/sdk
+// json_schema validated with Ajv, a built-in tool refused, and what
+// OpenAI refuses refused with its path: a format without a name, another
+// reasoning.summary, metadata beyond its limits); and the ollama
+// package's version, show (general.file_type a number) and ps, its
+// unload (keep_alive 0), an option the server cannot honour refused, and
+// the probe of /. Then the @anthropic-ai/sdk
 // package against the same
 // server: a message, the SDK's stream helper accumulating the same
 // message, count_tokens equal to the usage, top_k 1 and top_p 0 answering
@@ -32,7 +36,8 @@ import (
 // validate, tool_choice none giving text with the tools still counted in
 // the prompt, the results sent back, errors; and thinking on and off on
 // the bundled demo model, with tools and without (the budget opens the
-// thinking and closes it). The packages are installed from the lock file
+// thinking and closes it), each thinking block signed (the stream
+// helper gathering signature_delta) and taken back signed. The packages are installed from the lock file
 // with npm ci on first use.
 func TestRealClients(t *testing.T) {
 	node, dir := nodeClients(t)

@@ -160,12 +160,12 @@ func base64Floats(v []float32) string {
 	return base64.StdEncoding.EncodeToString(b)
 }
 
-// ollamaEmbedFields are what Ollama's embedding requests share; options
-// and keep_alive mean nothing to a model that is always loaded.
+// ollamaEmbedFields are what Ollama's embedding requests share; a
+// keep_alive the server does not honour is reported, as on /api/chat.
 type ollamaEmbedFields struct {
-	Model     string          `json:"model"`
-	Options   ollamaOptions   `json:"options"`
-	KeepAlive json.RawMessage `json:"keep_alive"`
+	Model     string        `json:"model"`
+	Options   ollamaOptions `json:"options"`
+	KeepAlive keepAlive     `json:"keep_alive"`
 }
 
 // embedContext is an Ollama embedding request's num_ctx: the longest
@@ -182,6 +182,7 @@ func (s *Server) decodeOllamaEmbed(w http.ResponseWriter, r *http.Request, rl *r
 	if e := decode(w, r, s.opts.MaxBody, dst); e != nil {
 		return nil, e
 	}
+	rl.keepAlive(f.KeepAlive)
 	return s.model(r, rl, f.Model)
 }
 

@@ -281,20 +281,27 @@ func TestSamplingRanges(t *testing.T) {
 		if !ok {
 			t.Fatalf("setting %s has no field in the protocols' table here", s.Name)
 		}
-		edges := map[string]bool{strconv.FormatFloat(s.Lo, 'g', -1, 64): !s.LoOpen}
-		if s.Integer {
-			edges[strconv.FormatFloat(s.Lo-1, 'g', -1, 64)] = false
-		} else {
-			edges[strconv.FormatFloat(s.Lo-0.01, 'g', -1, 64)] = false
-		}
-		if !math.IsInf(s.Hi, 1) && !s.Integer {
-			edges[strconv.FormatFloat(s.Hi, 'g', -1, 64)] = true
-			edges[strconv.FormatFloat(s.Hi+0.01, 'g', -1, 64)] = false
+		edgesTo := func(hi float64) map[string]bool {
+			edges := map[string]bool{strconv.FormatFloat(s.Lo, 'g', -1, 64): !s.LoOpen}
+			if s.Integer {
+				edges[strconv.FormatFloat(s.Lo-1, 'g', -1, 64)] = false
+			} else {
+				edges[strconv.FormatFloat(s.Lo-0.01, 'g', -1, 64)] = false
+			}
+			if !math.IsInf(hi, 1) && !s.Integer {
+				edges[strconv.FormatFloat(hi, 'g', -1, 64)] = true
+				edges[strconv.FormatFloat(hi+0.01, 'g', -1, 64)] = false
+			}
+			return edges
 		}
 		for _, ep := range endpoints {
 			field := n[ep.protocol]
 			if field == "" {
 				continue
+			}
+			edges := edgesTo(s.Hi)
+			if ep.protocol == 2 && field == "temperature" {
+				edges = edgesTo(1) // Anthropic's temperature stops at 1
 			}
 			tried[ep.path]++
 			for v, want := range edges {

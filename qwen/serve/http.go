@@ -237,6 +237,9 @@ type reqLog struct {
 	// names them too.
 	relaxed []string
 	header  http.Header
+	// keepAliveIgnored is Ollama's keep_alive as asked, when the server
+	// did not honour it.
+	keepAliveIgnored string
 }
 
 // done logs the request and counts it. A client that left before the
@@ -261,6 +264,9 @@ func (s *Server) done(r *http.Request, sw *statusWriter, rl *reqLog, endpoint st
 	}
 	if len(rl.relaxed) > 0 {
 		attrs = append(attrs, slog.Any("schema_relaxed", rl.relaxed))
+	}
+	if rl.keepAliveIgnored != "" {
+		attrs = append(attrs, slog.String("keep_alive_ignored", rl.keepAliveIgnored))
 	}
 	attrs = append(attrs, slog.Duration("duration", time.Since(rl.start).Round(time.Microsecond)))
 	failed := rl.failed != nil && !rl.clientGone
@@ -316,8 +322,9 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiE
 }
 
 func (s *Server) root(w http.ResponseWriter, r *http.Request, _ *reqLog) *apiError {
-	// Ollama answers / with 200 and "Ollama is running"; some clients probe it.
-	io.WriteString(w, "qwenrun is running\n")
+	// Ollama's words exactly, without a newline: clients that probe /
+	// to find an Ollama server may compare the text.
+	io.WriteString(w, "Ollama is running")
 	return nil
 }
 

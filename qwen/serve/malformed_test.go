@@ -31,7 +31,7 @@ func TestMalformedFields(t *testing.T) {
 			`{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{"a":"b"}}]},` +
 			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"ok"}]}]}],` +
 			`"tools":[{"name":"f","description":"d","input_schema":{"type":"object"}}],"tool_choice":{"type":"auto"},` +
-			`"thinking":{"type":"enabled","budget_tokens":4},"stop_sequences":["x"],"top_k":5}`},
+			`"thinking":{"type":"adaptive","budget_tokens":4},"stop_sequences":["x"],"top_k":5}`},
 		{"/api/chat", `{"model":"tiny-a","stream":false,"think":false,"messages":[{"role":"user","content":"Hi"}],` +
 			`"tools":` + tools + `,"options":{"num_predict":2,"temperature":0.5,"stop":["x"],"num_ctx":512}}`},
 		{"/api/generate", `{"model":"tiny-a","prompt":"Hi","system":"Be brief.","stream":false,"options":{"num_predict":2}}`},

@@ -174,6 +174,13 @@ func TestModelNames(t *testing.T) {
 		t.Errorf("/api/show emb: %s", body)
 	}
 
+	// An unload of a model that is not resident answers at once, without
+	// loading it to unload it.
+	resp, body = ts.post(t, "/api/generate", `{"model":"tiny-a","keep_alive":0}`)
+	if resp.StatusCode != 200 || !strings.Contains(body, `"done_reason":"unload"`) || ts.models.resident().info.Name != "tiny-emb" {
+		t.Errorf("unload of tiny-a with emb resident: %d %s; resident %s", resp.StatusCode, body, ts.models.resident().info.Name)
+	}
+
 	// And back: the served model's file opened again.
 	resp, body = ts.post(t, "/api/chat", `{"model":"tiny-a:latest",`+hi+`,"stream":false,"options":{"num_predict":2}}`)
 	if resp.StatusCode != 200 || !strings.Contains(body, `"model":"tiny-a"`) {

@@ -22,8 +22,9 @@ import (
 // 0.13.4 (Codex's --oss asks for it from then on).
 const ollamaVersion = "0.13.5"
 
-// ollamaOptions are the options of Ollama's requests that apply here;
-// the others (num_gpu, mirostat, ...) are ignored.
+// ollamaOptions are the options of Ollama's requests that apply here,
+// and those read to be refused (typical_p, num_keep); the others (num_gpu,
+// mirostat, ...) are ignored.
 type ollamaOptions struct {
 	Temperature      *float64     `json:"temperature"`
 	TopK             *wholeNumber `json:"top_k"`
@@ -37,6 +38,23 @@ type ollamaOptions struct {
 	RepeatLastN      *wholeNumber `json:"repeat_last_n"`
 	PresencePenalty  *float64     `json:"presence_penalty"`
 	FrequencyPenalty *float64     `json:"frequency_penalty"`
+	TypicalP         *float64     `json:"typical_p"`
+	NumKeep          *wholeNumber `json:"num_keep"`
+}
+
+// unsupported names the options that would change the answer, or what
+// the client believes of it, and that this server does not do.
+func (o *ollamaOptions) unsupported() *apiError {
+	switch {
+	case o.TypicalP != nil && *o.TypicalP != 1:
+		return badRequest("options.typical_p", "options.typical_p: locally typical sampling is not supported (only 1, which is off)")
+	case o.NumKeep != nil:
+		// Ollama keeps num_keep tokens when it shifts a full context;
+		// this server never shifts one, so a value would promise what
+		// does not happen.
+		return badRequest("options.num_keep", "options.num_keep: the context is never shifted here (an answer ends at its end, done_reason \"length\"), so no tokens are kept; leave num_keep out")
+	}
+	return nil
 }
 
 // wholeNumber is an integer option as Ollama takes one: a number without
@@ -95,6 +113,67 @@ func (t *thinkFlag) UnmarshalJSON(b []byte) error {
 
 func (t thinkFlag) enabled() bool { return !t.set || t.on }
 
+// keepAlive is Ollama's keep_alive, how long the model stays loaded
+// after the request: seconds as a number, or a Go duration as a string
+// ("5m", "0s"), as Ollama reads it; a negative one is for ever.
+type keepAlive struct {
+	set bool
+	d   time.Duration // negative: for ever
+}
+
+func (*keepAlive) want() string {
+	return `seconds as a number, or a duration as a string ("5m", "0s"); negative for ever`
+}
+
+func (k *keepAlive) UnmarshalJSON(b []byte) error {
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return shapeError(b, reflect.TypeFor[keepAlive]())
+	}
+	switch v := v.(type) {
+	case nil:
+		*k = keepAlive{}
+	case float64:
+		// Beyond what a Duration holds is as good as for ever.
+		d := time.Duration(-1)
+		if v >= 0 && v*float64(time.Second) < math.MaxInt64 {
+			d = time.Duration(v * float64(time.Second))
+		}
+		*k = keepAlive{set: true, d: d}
+	case string:
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return shapeError(b, reflect.TypeFor[keepAlive]())
+		}
+		*k = keepAlive{set: true, d: max(d, -1)}
+	default:
+		return shapeError(b, reflect.TypeFor[keepAlive]())
+	}
+	return nil
+}
+
+// unload is keep_alive 0, which without a prompt is Ollama's unload.
+func (k keepAlive) unload() bool { return k.set && k.d == 0 }
+
+// keepAliveHeader gives the keep_alive a request asked for that the
+// server did not honour, as a Go duration.
+const keepAliveHeader = "X-Qwen-Keep-Alive-Ignored"
+
+// keepAlive reports a keep_alive the server does not honour: a model
+// stays loaded until a request names another, so only for ever (a
+// negative one) is what happens; a client asking for less, to free the
+// memory, is told in the header and the log line rather than left to
+// believe it was freed.
+func (rl *reqLog) keepAlive(k keepAlive) {
+	if !k.set || k.d < 0 {
+		return
+	}
+	rl.keepAliveIgnored = k.d.String()
+	if rl.header != nil {
+		rl.header.Set(keepAliveHeader, rl.keepAliveIgnored)
+	}
+}
+
 type ollamaMessage struct {
 	Role       string            `json:"role"`
 	Content    string            `json:"content"`
@@ -118,26 +197,28 @@ type ollamaToolCall struct {
 }
 
 type ollamaChatRequest struct {
-	Model    string            `json:"model"`
-	Messages []ollamaMessage   `json:"messages"`
-	Tools    []json.RawMessage `json:"tools"`
-	Format   json.RawMessage   `json:"format"`
-	Stream   *bool             `json:"stream"`
-	Think    thinkFlag         `json:"think"`
-	Options  ollamaOptions     `json:"options"`
+	Model     string            `json:"model"`
+	Messages  []ollamaMessage   `json:"messages"`
+	Tools     []json.RawMessage `json:"tools"`
+	Format    json.RawMessage   `json:"format"`
+	Stream    *bool             `json:"stream"`
+	Think     thinkFlag         `json:"think"`
+	Options   ollamaOptions     `json:"options"`
+	KeepAlive keepAlive         `json:"keep_alive"`
 	ollamaLogprobFields
 }
 
 type ollamaGenerateRequest struct {
-	Model   string            `json:"model"`
-	Format  json.RawMessage   `json:"format"`
-	Prompt  string            `json:"prompt"`
-	System  string            `json:"system"`
-	Raw     bool              `json:"raw"`
-	Stream  *bool             `json:"stream"`
-	Think   thinkFlag         `json:"think"`
-	Options ollamaOptions     `json:"options"`
-	Images  []json.RawMessage `json:"images"`
+	Model     string            `json:"model"`
+	Format    json.RawMessage   `json:"format"`
+	Prompt    string            `json:"prompt"`
+	System    string            `json:"system"`
+	Raw       bool              `json:"raw"`
+	Stream    *bool             `json:"stream"`
+	Think     thinkFlag         `json:"think"`
+	Options   ollamaOptions     `json:"options"`
+	Images    []json.RawMessage `json:"images"`
+	KeepAlive keepAlive         `json:"keep_alive"`
 	// Read to be refused, never ignored: each would change the prompt.
 	Suffix   string `json:"suffix"`
 	Template string `json:"template"`
@@ -230,12 +311,13 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request, rl *reqLog) 
 	if e := decode(w, r, s.opts.MaxBody, &cr); e != nil {
 		return e
 	}
+	rl.keepAlive(cr.KeepAlive)
+	if len(cr.Messages) == 0 {
+		return s.ollamaLoad(w, r, rl, cr.Model, cr.KeepAlive, true)
+	}
 	t, e := s.model(r, rl, cr.Model)
 	if e != nil {
 		return e
-	}
-	if len(cr.Messages) == 0 {
-		return t.loaded(w, true) // Ollama's way to load a model
 	}
 	req, e := t.ollamaChatRequest(&cr)
 	if e != nil {
@@ -300,14 +382,15 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request, rl *reqL
 	if e := decode(w, r, s.opts.MaxBody, &gr); e != nil {
 		return e
 	}
+	rl.keepAlive(gr.KeepAlive)
+	if gr.Prompt == "" {
+		return s.ollamaLoad(w, r, rl, gr.Model, gr.KeepAlive, false)
+	}
 	t, e := s.model(r, rl, gr.Model)
 	if e != nil {
 		return e
 	}
 	raw := gr.Raw || t.info.ChatTemplate == ""
-	if gr.Prompt == "" {
-		return t.loaded(w, false)
-	}
 	if e := gr.unsupported(raw); e != nil {
 		return e
 	}
@@ -338,10 +421,41 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request, rl *reqL
 	return s.ollamaRun(w, r, rl, t, &gr.Options, gr.Think, req, gr.Stream, false)
 }
 
-// loaded is Ollama's answer to a request without a prompt.
-func (t *target) loaded(w http.ResponseWriter, isChat bool) *apiError {
+// ollamaLoad answers a request without a prompt, Ollama's way to load a
+// model, or with keep_alive 0 to unload it. The weights stay where they
+// are (the served model is its caller's, and the server keeps one model
+// at a time anyway; the header says so): an unload drops what the model
+// holds beyond them, the KV caches of finished requests, and does not
+// load a model that is not resident only to drop nothing.
+func (s *Server) ollamaLoad(w http.ResponseWriter, r *http.Request, rl *reqLog, name string, k keepAlive, isChat bool) *apiError {
+	reason := "load"
+	if k.unload() {
+		reason = "unload"
+		n, file, ok := s.models.lookup(name)
+		switch {
+		case name == "":
+			return badRequest("model", "model is required")
+		case !ok:
+			return s.unknownModel(r, name)
+		}
+		if cur := s.models.resident(); cur == nil || cur.path != file {
+			return (&target{name: n}).done(w, isChat, reason)
+		}
+	}
+	t, e := s.model(r, rl, name)
+	if e != nil {
+		return e
+	}
+	if k.unload() {
+		t.m.ClearCache()
+	}
+	return t.done(w, isChat, reason)
+}
+
+// done is Ollama's answer without a generation: load or unload.
+func (t *target) done(w http.ResponseWriter, isChat bool, reason string) *apiError {
 	resp := t.reply(isChat, "", "")
-	resp.Done, resp.DoneReason = true, "load"
+	resp.Done, resp.DoneReason = true, reason
 	writeJSON(w, http.StatusOK, resp)
 	return nil
 }
@@ -464,6 +578,9 @@ func ollamaCalls(calls []qwen.ToolCall, first int) []ollamaToolCall {
 
 // ollamaOptions maps Ollama's options onto req.
 func (t *target) ollamaOptions(o *ollamaOptions, req *qwen.Request) *apiError {
+	if e := o.unsupported(); e != nil {
+		return e
+	}
 	var seed *int64
 	if o.Seed != nil {
 		seed = (*int64)(o.Seed)
@@ -660,7 +777,7 @@ func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request, _ *reqLog) *
 		"modelfile": mf.String(), "parameters": params, "template": tmpl, "details": detailsOf(info),
 		"model_info": map[string]any{
 			"general.architecture": arch, "general.basename": info.Name, "general.parameter_count": info.Parameters,
-			"general.file_type":      info.WeightType,
+			"general.file_type":      ggmlFileType[info.WeightType],
 			arch + ".context_length": ctx, arch + ".embedding_length": info.Hidden, arch + ".block_count": info.Layers,
 			arch + ".vocab_size": info.Vocab,
 		},
@@ -669,6 +786,12 @@ func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request, _ *reqLog) *
 	})
 	return nil
 }
+
+// ggmlFileType is the number of ggml's file type (llama_ftype) nearest to
+// each weight type, which Ollama's model_info gives as general.file_type
+// and clients read as a number: q8 is Q8_0's layout; a q4 file keeps its
+// LM head and some projections at q6, as Q4_K_M does.
+var ggmlFileType = map[string]int{"f16": 1, "q8": 7, "q4": 15}
 
 // capabilities are Ollama's names for what a model does.
 func capabilities(info qwen.Info) []string {

@@ -3,6 +3,7 @@ package serve
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -313,8 +314,27 @@ func TestOllamaTagsAndVersion(t *testing.T) {
 	if unmarshal(t, text, &v); v.Version == "" {
 		t.Errorf("version: %s", text)
 	}
-	if resp, text := ts.get(t, "/"); resp.StatusCode != 200 || !strings.Contains(text, "running") {
-		t.Errorf("/: %d %s", resp.StatusCode, text)
+	// Clients probe / and may compare its text with Ollama's.
+	if resp, text := ts.get(t, "/"); resp.StatusCode != 200 || text != "Ollama is running" {
+		t.Errorf("GET /: %d %q, want 200 %q", resp.StatusCode, text, "Ollama is running")
+	}
+	head, err := http.NewRequest("HEAD", ts.url+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := do(t, head); resp.StatusCode != 200 {
+		t.Errorf("HEAD /: %d, want 200", resp.StatusCode)
+	}
+	// model_info's general.file_type is ggml's file type, a number, as
+	// Ollama copies it from a GGUF's metadata.
+	_, text = ts.post(t, "/api/show", `{"model":"tiny-a"}`)
+	var show struct {
+		ModelInfo map[string]any `json:"model_info"`
+	}
+	unmarshal(t, text, &show)
+	wantType := map[string]float64{"f16": 1, "q8": 7, "q4": 15}[ts.m.Info().WeightType]
+	if ft, ok := show.ModelInfo["general.file_type"].(float64); !ok || ft != wantType {
+		t.Errorf("/api/show: general.file_type %#v, want %v (ggml's for %s)", show.ModelInfo["general.file_type"], wantType, ts.m.Info().WeightType)
 	}
 	resp, text := ts.post(t, "/api/chat", `{"model":"llama3","messages":[{"role":"user","content":"Hi"}]}`)
 	if resp.StatusCode != 404 || !strings.Contains(text, `{"error":"model \"llama3\" not found`) {
@@ -332,5 +352,72 @@ func TestOllamaTagsAndVersion(t *testing.T) {
 	}
 	if resp, text := ts.post(t, "/api/pull", `{"model":"llama3"}`); resp.StatusCode != 404 || !strings.Contains(text, "does not pull models") {
 		t.Errorf("pull llama3: %d %s", resp.StatusCode, text)
+	}
+}
+
+// TestOllamaUnsupportedOptions: options the server cannot honour are
+// refused, naming them, unless they are the value that changes nothing;
+// answering without them would be another sampler's answer.
+func TestOllamaUnsupportedOptions(t *testing.T) {
+	ts := newTestServer(t, modelOpts{NoCache: true}, ServerOptions{})
+	for _, path := range []string{"/api/generate", "/api/chat"} {
+		body := func(opt string) string {
+			if path == "/api/chat" {
+				return `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}],"stream":false,"options":{"num_predict":1,` + opt + `}}`
+			}
+			return `{"model":"tiny-a","prompt":"Hi","stream":false,"options":{"num_predict":1,` + opt + `}}`
+		}
+		for _, opt := range []string{`"typical_p":0.5`, `"typical_p":0`, `"num_keep":4`, `"num_keep":0`} {
+			field, _, _ := strings.Cut(strings.Trim(opt, `"`), `"`)
+			resp, text := ts.post(t, path, body(opt))
+			if resp.StatusCode != 400 || !strings.HasPrefix(text, `{"error":"options.`+field) {
+				t.Errorf("%s %s: %d %s; want 400 naming options.%s", path, opt, resp.StatusCode, text, field)
+			}
+		}
+		if resp, text := ts.post(t, path, body(`"typical_p":1`)); resp.StatusCode != 200 {
+			t.Errorf("%s typical_p 1 (off): %d %s", path, resp.StatusCode, text)
+		}
+	}
+}
+
+// TestOllamaKeepAlive: keep_alive 0 without a prompt is Ollama's unload,
+// answered as Ollama answers it; a keep_alive the server does not honour
+// (the model stays until a request names another) is reported in a
+// header, and one Ollama would refuse is refused.
+func TestOllamaKeepAlive(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	for _, c := range []struct{ path, body, reason, ignored string }{
+		{"/api/generate", `{"model":"tiny-a","keep_alive":0}`, "unload", "0s"},
+		{"/api/generate", `{"model":"tiny-a","prompt":"","keep_alive":"0s"}`, "unload", "0s"},
+		{"/api/chat", `{"model":"tiny-a","messages":[],"keep_alive":"0"}`, "unload", "0s"},
+		{"/api/chat", `{"model":"tiny-a:latest","keep_alive":0.0}`, "unload", "0s"},
+		{"/api/chat", `{"model":"tiny-a","keep_alive":-1}`, "load", ""},
+		{"/api/generate", `{"model":"tiny-a","keep_alive":"-1m"}`, "load", ""},
+		{"/api/generate", `{"model":"tiny-a","keep_alive":"5m"}`, "load", "5m0s"},
+		{"/api/generate", `{"model":"tiny-a","prompt":"Hi","stream":false,"keep_alive":"0s","options":{"num_predict":1}}`, "length", "0s"},
+		{"/api/chat", `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}],"stream":false,"keep_alive":300,"options":{"num_predict":1}}`, "length", "5m0s"},
+		{"/api/chat", `{"model":"tiny-a","messages":[{"role":"user","content":"Hi"}],"stream":false,"keep_alive":null,"options":{"num_predict":1}}`, "length", ""},
+	} {
+		resp, text := ts.post(t, c.path, c.body)
+		lines := ollamaLines(t, text)
+		if resp.StatusCode != 200 || len(lines) != 1 || !lines[0].Done || lines[0].DoneReason != c.reason || lines[0].Model != "tiny-a" {
+			t.Errorf("%s %s: %d %s; want done_reason %q", c.path, c.body, resp.StatusCode, text, c.reason)
+			continue
+		}
+		if c.reason == "unload" && (c.path == "/api/chat" && (lines[0].Message == nil || lines[0].Message.Role != "assistant" || lines[0].Message.Content != "") ||
+			c.path == "/api/generate" && (lines[0].Response == nil || *lines[0].Response != "")) {
+			t.Errorf("%s %s: %s; want Ollama's empty answer", c.path, c.body, text)
+		}
+		if h := resp.Header.Get(keepAliveHeader); h != c.ignored {
+			t.Errorf("%s %s: %s %q, want %q", c.path, c.body, keepAliveHeader, h, c.ignored)
+		}
+	}
+	for _, body := range []string{`{"model":"tiny-a","keep_alive":"soon"}`, `{"model":"tiny-a","keep_alive":true}`, `{"model":"tiny-a","keep_alive":"5"}`} {
+		if resp, text := ts.post(t, "/api/generate", body); resp.StatusCode != 400 || !strings.Contains(text, "keep_alive") {
+			t.Errorf("%s: %d %s; want 400 naming keep_alive", body, resp.StatusCode, text)
+		}
+	}
+	if resp, text := ts.post(t, "/api/generate", `{"model":"llama3","keep_alive":0}`); resp.StatusCode != 404 {
+		t.Errorf("unload of another model: %d %s; want 404", resp.StatusCode, text)
 	}
 }

@@ -222,7 +222,7 @@ func TestQwen35ThinkingEveryFrontEnd(t *testing.T) {
 		{"/v1/responses", `{` + model + `"input": "Hi", "max_output_tokens": 6, "temperature": 0}`, responses, on},
 		{"/v1/responses", `{` + model + `"input": "Hi", "max_output_tokens": 6, "temperature": 0, "chat_template_kwargs": {"enable_thinking": false}}`, responses, off},
 		{"/v1/responses", `{` + model + `"input": "Hi", "max_output_tokens": 6, "temperature": 0, "reasoning": {"effort": "none"}}`, responses, off},
-		{"/v1/messages", `{` + model + msgs + `"max_tokens": 6, "temperature": 0, "thinking": {"type": "enabled", "budget_tokens": 100}}`, anthropic, on},
+		{"/v1/messages", `{` + model + msgs + `"max_tokens": 6, "temperature": 0, "thinking": {"type": "adaptive", "budget_tokens": 100}}`, anthropic, on},
 		{"/v1/messages", `{` + model + msgs + `"max_tokens": 6, "temperature": 0, "thinking": {"type": "disabled"}}`, anthropic, off},
 		{"/api/chat", `{` + model + msgs + `"stream": false, "options": {"num_predict": 6, "temperature": 0}}`, ollama, on},
 		{"/api/chat", `{` + model + msgs + `"stream": false, "think": false, "options": {"num_predict": 6, "temperature": 0}}`, ollama, off},

@@ -3,8 +3,11 @@ package serve
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/qwenc/qwenc/qwen"
 )
@@ -43,6 +46,13 @@ func (t *target) responsesRequest(rr *responsesRequest, prev []qwen.Message) (re
 		return c, badRequest("prompt", "prompt: stored prompt templates are not supported here; give instructions and input")
 	case rr.Truncation != nil && *rr.Truncation != "disabled" && *rr.Truncation != "auto":
 		return c, badRequest("truncation", "truncation %q: want disabled or auto", *rr.Truncation)
+	case rr.Reasoning.Summary != nil && !slices.Contains([]string{"auto", "concise", "detailed"}, *rr.Reasoning.Summary):
+		// OpenAI refuses another value; taken here, a client would learn
+		// of its mistake only there.
+		return c, badRequest("reasoning.summary", "reasoning.summary %q: want auto, concise or detailed", *rr.Reasoning.Summary)
+	}
+	if e := checkMetadata(rr.Metadata); e != nil {
+		return c, e
 	}
 	req, e := t.openAIRequest(&rr.samplingFields, nil, rr.MaxOutputTokens, "max_output_tokens", 0, nil)
 	if e != nil {
@@ -304,20 +314,50 @@ func toolIndex(tools []qwen.Tool, name string) int {
 	return -1
 }
 
+// checkMetadata holds metadata to OpenAI's limits, in characters: at
+// most 16 keys, each of at most 64, each value of at most 512. It is
+// stored and given back, so what OpenAI would refuse is refused here
+// rather than kept.
+func checkMetadata(md map[string]string) *apiError {
+	if len(md) > 16 {
+		return badRequest("metadata", "metadata: %d keys: at most 16", len(md))
+	}
+	for _, k := range slices.Sorted(maps.Keys(md)) {
+		if n := utf8.RuneCountInString(k); n > 64 {
+			return badRequest("metadata", "metadata: key %q has %d characters: at most 64", k, n)
+		}
+		if n := utf8.RuneCountInString(md[k]); n > 512 {
+			return badRequest("metadata."+k, "metadata.%s: %d characters: at most 512", k, n)
+		}
+	}
+	return nil
+}
+
 // textFormat reads text.format onto req: {"type": "text"}, {"type":
 // "json_object"}, or {"type": "json_schema", "name", "schema", "strict"},
-// the schema enforced, what cannot be relaxed unless strict.
+// the schema enforced, what cannot be relaxed unless strict. The name is
+// required, as OpenAI requires it: a request that passes here passes
+// there.
 func textFormat(raw json.RawMessage, req *qwen.Request) *apiError {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
 	var f struct {
 		Type   string          `json:"type"`
+		Name   string          `json:"name"`
 		Schema json.RawMessage `json:"schema"`
 		Strict *bool           `json:"strict"`
 	}
 	if e := unmarshalAt(raw, "text.format", &f, "an object with a type"); e != nil {
 		return e
+	}
+	if f.Type == "json_schema" {
+		switch {
+		case f.Name == "":
+			return badRequest("text.format.name", "text.format.name: missing")
+		case !wireName(f.Name, 64):
+			return badRequest("text.format.name", "text.format.name %q: want at most 64 letters, digits, _ and -, as OpenAI has it", f.Name)
+		}
 	}
 	return answerFormat(req, "text.format", f.Type, f.Schema, f.Strict, "text.format.schema")
 }

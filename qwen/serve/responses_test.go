@@ -3,6 +3,7 @@ package serve
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -349,8 +350,18 @@ func TestResponsesErrors(t *testing.T) {
 		{`{` + m + `,"input":[{"type":"function_call","call_id":"c"}]}`, "input[0].name", "missing"},
 		{`{` + m + `,"input":"Hi","include":["everything"]}`, "include[0]", `"everything"`},
 		{`{` + m + `,"input":"Hi","reasoning":{"effort":"extreme"}}`, "reasoning.effort", `"extreme"`},
+		{`{` + m + `,"input":"Hi","max_output_tokens":1,"metadata":{` + strings.Repeat(`"k":"v",`, 0) + manyKeys(17) + `}}`, "metadata", "17 keys: at most 16"},
+		{`{` + m + `,"input":"Hi","max_output_tokens":1,"metadata":{"` + strings.Repeat("k", 65) + `":"v"}}`, "metadata", "has 65 characters: at most 64"},
+		{`{` + m + `,"input":"Hi","max_output_tokens":1,"metadata":{"note":"` + strings.Repeat("v", 513) + `"}}`, "metadata.note", "513 characters: at most 512"},
+		{`{` + m + `,"input":"Hi","max_output_tokens":1,"metadata":{"n":1}}`, "metadata.n", "want a string"},
+		{`{` + m + `,"input":"Hi","max_output_tokens":1,"reasoning":{"summary":"verbose"}}`, "reasoning.summary", `"verbose": want auto, concise or detailed`},
+		{`{` + m + `,"input":"Hi","max_output_tokens":1,"reasoning":{"summary":""}}`, "reasoning.summary", `"": want auto, concise or detailed`},
 		{`{` + m + `,"input":"Hi","text":{"format":{"type":"yaml"}}}`, "text.format.type", `"yaml"`},
 		{`{` + m + `,"input":"Hi","text":{"format":{"type":"json_schema","name":"x"}}}`, "text.format.schema", "missing"},
+		{`{` + m + `,"input":"Hi","max_output_tokens":1,"text":{"format":{"type":"json_schema","schema":{"type":"object"}}}}`, "text.format.name", "missing"},
+		{`{` + m + `,"input":"Hi","max_output_tokens":1,"text":{"format":{"type":"json_schema","name":"","schema":{"type":"object"}}}}`, "text.format.name", "missing"},
+		{`{` + m + `,"input":"Hi","max_output_tokens":1,"text":{"format":{"type":"json_schema","name":"an answer","schema":{"type":"object"}}}}`, "text.format.name", "letters, digits"},
+		{`{` + m + `,"input":"Hi","max_output_tokens":1,"text":{"format":{"type":"json_schema","name":"` + strings.Repeat("n", 65) + `","schema":{"type":"object"}}}}`, "text.format.name", "at most 64"},
 		{`{` + m + `,"input":"Hi","max_output_tokens":0}`, "max_output_tokens", "at least 1"},
 		{`{` + m + `,"input":"Hi","temperature":-1}`, "temperature", "outside"},
 		{`{` + m + `,"input":"Hi","top_logprobs":21}`, "top_logprobs", "outside"},
@@ -367,6 +378,15 @@ func TestResponsesErrors(t *testing.T) {
 		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"web_search"}]}]}`, "tools[0].tools[0].type", "built-in"},
 	} {
 		wantBadRequest(t, ts, "/v1/responses", c.body, c.param, c.msg)
+	}
+	// OpenAI's limits, in characters: 16 keys of 64, values of 512.
+	if resp, body := ts.post(t, "/v1/responses", `{`+m+`,"input":"Hi","max_output_tokens":1,"metadata":{`+manyKeys(15)+`,"`+strings.Repeat("é", 64)+`":"`+strings.Repeat("é", 512)+`"}}`); resp.StatusCode != 200 {
+		t.Errorf("metadata at its limits: %d %s", resp.StatusCode, body)
+	}
+	for _, summary := range []string{`"auto"`, `"concise"`, `"detailed"`, `null`} {
+		if resp, body := ts.post(t, "/v1/responses", `{`+m+`,"input":"Hi","max_output_tokens":1,"reasoning":{"summary":`+summary+`}}`); resp.StatusCode != 200 {
+			t.Errorf("reasoning.summary %s: %d %s", summary, resp.StatusCode, body)
+		}
 	}
 	for _, c := range []struct{ method, path string }{{"GET", "/v1/responses/resp_x"}, {"DELETE", "/v1/responses/resp_x"}, {"POST", "/v1/responses/resp_x/cancel"}} {
 		req, _ := http.NewRequest(c.method, ts.url+c.path, nil)
@@ -829,4 +849,13 @@ func TestUnnamedCallsLeftOut(t *testing.T) {
 	if strings.Join(names, ",") != "text:,tool_use:weather" {
 		t.Errorf("Anthropic blocks %v", names)
 	}
+}
+
+// manyKeys is n metadata entries, "k0":"v" on, for a JSON object.
+func manyKeys(n int) string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf(`"k%d":"v"`, i)
+	}
+	return strings.Join(keys, ",")
 }

@@ -130,16 +130,29 @@ try {
 // Thinking on the demo model, a Qwen3 trained on Go source that does not
 // think by itself: with tools its grammar opens the thinking, and the
 // budget closes it (a smaller budget, a shorter start of the same
-// thinking), then the calls; disabled, the calls alone.
+// thinking), then the calls; disabled, the calls alone. The budgets are
+// adaptive's (this server's, of any size): enabled's are Anthropic's, at
+// least 1024, more than a small model's test should generate.
+//
+// A budget_tokens that Anthropic refuses is refused, naming it.
+try {
+  await anthropic.messages.create({ model, max_tokens: 2000, thinking: { type: "enabled", budget_tokens: 100 }, messages: [{ role: "user", content: "Hi" }] });
+  throw new Error("budget_tokens 100 was answered");
+} catch (e) {
+  check(e instanceof Anthropic.BadRequestError && /thinking\.budget_tokens/.test(e.message), `budget_tokens 100: ${e}`);
+}
 {
   const demo = client(demoBase);
   const tools = [{ name: "lines", description: "Counts lines.", input_schema: { type: "object", properties: { n: { type: "integer", minimum: 1, maximum: 9 } }, required: ["n"] } }];
   const req = { model: demoModel, max_tokens: 100, temperature: 0, tools, tool_choice: { type: "any", disable_parallel_tool_use: true }, messages: [{ role: "user", content: "Write a Go function that reverses a string." }] };
   const thinking = [];
   for (const budget_tokens of [4, 12]) {
-    const m = await same(demo, { ...req, thinking: { type: "enabled", budget_tokens } }, `thinking, budget ${budget_tokens}`);
+    const m = await same(demo, { ...req, thinking: { type: "adaptive", budget_tokens } }, `thinking, budget ${budget_tokens}`);
     check(m.content[0]?.type === "thinking" && m.content[0].thinking.length > 0 && m.content.slice(1).length > 0 &&
       m.content.slice(1).every((b) => b.type === "tool_use") && m.stop_reason === "tool_use", `thinking on: ${json(m)}`);
+    // Signed as Anthropic signs: the SDK's stream helper gathers the
+    // signature_delta into the block, the same as the one not streamed.
+    check(typeof m.content[0].signature === "string" && m.content[0].signature.length > 0, `thinking unsigned: ${json(m.content[0])}`);
     thinking.push(m.content[0].thinking);
   }
   check(thinking[0].length < thinking[1].length && thinking[1].startsWith(thinking[0].trimEnd()), `budgets 4 and 12: ${json(thinking)}`);
@@ -153,11 +166,17 @@ try {
   // thinks the same: the budget ended the thinking there.
   const plain = { model: demoModel, temperature: 0, messages: req.messages };
   const budget_tokens = 6;
-  const m = await same(demo, { ...plain, max_tokens: 40, thinking: { type: "enabled", budget_tokens } }, "thinking without tools");
+  const m = await same(demo, { ...plain, max_tokens: 40, thinking: { type: "adaptive", budget_tokens } }, "thinking without tools");
   check(m.content.length === 2 && m.content[0].type === "thinking" && m.content[0].thinking.length > 0 &&
     m.content[1].type === "text" && m.content[1].text.trim().length > 0 && m.usage.output_tokens > budget_tokens + 2, `thinking without tools: ${json(m)}`);
+  // The thinking block goes back as it came, signature and all, as
+  // clients send a conversation on.
+  check(m.content[0].signature.length > 0, `thinking without tools, unsigned: ${json(m.content[0])}`);
+  const on = await demo.messages.create({ ...plain, max_tokens: 4, thinking: { type: "disabled" },
+    messages: [...plain.messages, { role: "assistant", content: m.content }, { role: "user", content: "Shorter." }] });
+  check(on.content.length > 0 && on.usage.output_tokens > 0, `the signed thinking sent back: ${json(on)}`);
   const cutAt = budget_tokens + (opened === "opened" ? 0 : 1);
-  const cut = await demo.messages.create({ ...plain, max_tokens: cutAt, thinking: { type: "enabled", budget_tokens: 1000 } });
+  const cut = await demo.messages.create({ ...plain, max_tokens: cutAt, thinking: { type: "adaptive", budget_tokens: 1000 } });
   check(cut.stop_reason === "max_tokens" && cut.content.length === 1 && cut.content[0].type === "thinking" &&
     cut.content[0].thinking === m.content[0].thinking, `budget 1000 cut after ${cutAt} tokens: ${json(cut.content)}; budget ${budget_tokens}: ${json(m.content)}`);
 }

@@ -212,12 +212,22 @@ const ollama = new Ollama({ host: base });
     check(r.status === "completed", `responses structured ${r.status}`);
     valid(person, JSON.parse(r.output_text), "responses text.format");
   }
-  // A built-in tool is refused.
-  try {
-    await openai.responses.create({ model, input: "Hi", tools: [{ type: "web_search" }] });
-    throw new Error("web_search was not refused");
-  } catch (e) {
-    check(e.status === 400 && e.param === "tools[0].type", `web_search refusal: ${e.message}`);
+  // A built-in tool is refused; so is what OpenAI refuses, each naming
+  // its path as OpenAI's errors do.
+  const refused = [
+    [{ tools: [{ type: "web_search" }] }, "tools[0].type"],
+    [{ text: { format: { type: "json_schema", schema: person } } }, "text.format.name"],
+    [{ reasoning: { summary: "verbose" } }, "reasoning.summary"],
+    [{ metadata: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`k${i}`, "v"])) }, "metadata"],
+    [{ metadata: { note: "v".repeat(513) } }, "metadata.note"],
+  ];
+  for (const [extra, param] of refused) {
+    try {
+      await openai.responses.create({ model, input: "Hi", max_output_tokens: 1, ...extra });
+      throw new Error(`${JSON.stringify(extra).slice(0, 80)} was not refused`);
+    } catch (e) {
+      check(e.status === 400 && e.param === param, `${param} refusal: ${e.status} ${e.param} ${e.message}`);
+    }
   }
 }
 
@@ -229,8 +239,29 @@ const ollama = new Ollama({ host: base });
   const show = await ollama.show({ model });
   check(show.capabilities.includes("tools") && show.details.family === arch && show.model_info[arch + ".context_length"] > 0 &&
     show.template.includes(".Tools") && show.parameters.includes("temperature"), `ollama show ${JSON.stringify(show)}`);
+  check(Number.isInteger(show.model_info["general.file_type"]), `ollama show: general.file_type ${JSON.stringify(show.model_info["general.file_type"])}, want ggml's number`);
   const ps = await ollama.ps();
   check(ps.models.length === 1 && ps.models[0].name === model + ":latest" && ps.models[0].size_vram === 0 && !Number.isNaN(Date.parse(ps.models[0].expires_at)),
     `ollama ps ${JSON.stringify(ps)}`);
+
+  // keep_alive 0 without a prompt is Ollama's unload, as the package
+  // sends it; the answer is Ollama's.
+  const unloaded = await ollama.generate({ model, prompt: "", keep_alive: 0 });
+  check(unloaded.done && unloaded.done_reason === "unload" && unloaded.response === "", `generate unload ${JSON.stringify(unloaded)}`);
+  const chatUnloaded = await ollama.chat({ model, messages: [], keep_alive: "0s" });
+  check(chatUnloaded.done && chatUnloaded.done_reason === "unload" && chatUnloaded.message.content === "", `chat unload ${JSON.stringify(chatUnloaded)}`);
+  // An option the server cannot honour is refused, naming it.
+  try {
+    await ollama.generate({ model, prompt: "Hi", options: { typical_p: 0.5, num_predict: 1 } });
+    throw new Error("typical_p 0.5 was answered");
+  } catch (e) {
+    check(e.status_code === 400 && /options\.typical_p/.test(e.error), `typical_p refusal: ${e.status_code} ${e.error}`);
+  }
+  // The probe clients make before they talk to Ollama.
+  for (const method of ["GET", "HEAD"]) {
+    const r = await fetch(base + "/", { method });
+    const body = await r.text();
+    check(r.status === 200 && body === (method === "GET" ? "Ollama is running" : ""), `${method} /: ${r.status} ${JSON.stringify(body)}`);
+  }
 }
 console.log("ok");
