@@ -23,8 +23,13 @@ import (
 const ollamaVersion = "0.13.5"
 
 // ollamaOptions are the options of Ollama's requests that apply here,
-// and those read to be refused (typical_p, num_keep); the others (num_gpu,
-// mirostat, ...) are ignored.
+// and the samplers read to be refused unless off (typical_p, mirostat,
+// tfs_z). The others change no answer here and are ignored: the hardware
+// ones (num_gpu, main_gpu, use_mmap, ...), penalize_newline (which
+// Ollama's own engine ignores), and num_keep (the tokens kept when a
+// full context is shifted; this server never shifts one, with or
+// without it: an answer ends at the context's end, done_reason
+// "length").
 type ollamaOptions struct {
 	Temperature      *float64     `json:"temperature"`
 	TopK             *wholeNumber `json:"top_k"`
@@ -39,7 +44,8 @@ type ollamaOptions struct {
 	PresencePenalty  *float64     `json:"presence_penalty"`
 	FrequencyPenalty *float64     `json:"frequency_penalty"`
 	TypicalP         *float64     `json:"typical_p"`
-	NumKeep          *wholeNumber `json:"num_keep"`
+	Mirostat         *wholeNumber `json:"mirostat"`
+	TfsZ             *float64     `json:"tfs_z"`
 }
 
 // unsupported names the options that would change the answer, or what
@@ -48,11 +54,10 @@ func (o *ollamaOptions) unsupported() *apiError {
 	switch {
 	case o.TypicalP != nil && *o.TypicalP != 1:
 		return badRequest("options.typical_p", "options.typical_p: locally typical sampling is not supported (only 1, which is off)")
-	case o.NumKeep != nil:
-		// Ollama keeps num_keep tokens when it shifts a full context;
-		// this server never shifts one, so a value would promise what
-		// does not happen.
-		return badRequest("options.num_keep", "options.num_keep: the context is never shifted here (an answer ends at its end, done_reason \"length\"), so no tokens are kept; leave num_keep out")
+	case o.Mirostat != nil && *o.Mirostat != 0:
+		return badRequest("options.mirostat", "options.mirostat: Mirostat sampling is not supported (only 0, which is off)")
+	case o.TfsZ != nil && *o.TfsZ != 1:
+		return badRequest("options.tfs_z", "options.tfs_z: tail-free sampling is not supported (only 1, which is off)")
 	}
 	return nil
 }

@@ -367,15 +367,17 @@ func TestOllamaUnsupportedOptions(t *testing.T) {
 			}
 			return `{"model":"tiny-a","prompt":"Hi","stream":false,"options":{"num_predict":1,` + opt + `}}`
 		}
-		for _, opt := range []string{`"typical_p":0.5`, `"typical_p":0`, `"num_keep":4`, `"num_keep":0`} {
+		for _, opt := range []string{`"typical_p":0.5`, `"typical_p":0`, `"mirostat":2`, `"tfs_z":0.9`} {
 			field, _, _ := strings.Cut(strings.Trim(opt, `"`), `"`)
 			resp, text := ts.post(t, path, body(opt))
 			if resp.StatusCode != 400 || !strings.HasPrefix(text, `{"error":"options.`+field) {
 				t.Errorf("%s %s: %d %s; want 400 naming options.%s", path, opt, resp.StatusCode, text, field)
 			}
 		}
-		if resp, text := ts.post(t, path, body(`"typical_p":1`)); resp.StatusCode != 200 {
-			t.Errorf("%s typical_p 1 (off): %d %s", path, resp.StatusCode, text)
+		for _, off := range []string{`"typical_p":1`, `"mirostat":0`, `"tfs_z":1`, `"num_keep":4`, `"penalize_newline":false`} {
+			if resp, text := ts.post(t, path, body(off)); resp.StatusCode != 200 {
+				t.Errorf("%s %s (changes nothing here): %d %s", path, off, resp.StatusCode, text)
+			}
 		}
 	}
 }
