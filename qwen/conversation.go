@@ -48,8 +48,12 @@ type Conversation struct {
 }
 
 // NewConversation starts a conversation, with a system message unless
-// system is empty.
+// system is empty. A model that cannot answer one, an embedding model or
+// one without a chat template, refuses here rather than at every Send.
 func (m *Model) NewConversation(system string) (*Conversation, error) {
+	if m.info.Embedding {
+		return nil, ErrEmbeddingModel
+	}
 	if m.format == nil {
 		return nil, ErrNoChatTemplate
 	}

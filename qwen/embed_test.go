@@ -17,9 +17,14 @@ import (
 )
 
 // TestEmbeddingModelDoesNotGenerate: a generation request to an
-// embedding model fails with ErrEmbeddingModel, before any step.
+// embedding model fails with ErrEmbeddingModel, before any step, and so
+// does a conversation with it, at its start rather than at its first
+// message.
 func TestEmbeddingModelDoesNotGenerate(t *testing.T) {
 	m := open(t, "tiny-emb.qbin")
+	if _, err := m.NewConversation(""); !errors.Is(err, qwen.ErrEmbeddingModel) {
+		t.Errorf("a conversation: %v", err)
+	}
 	for _, req := range []qwen.Request{
 		{Messages: []qwen.Message{{Role: "user", Content: "hi"}}, MaxTokens: 4},
 		{Prompt: "hi", MaxTokens: 4},
