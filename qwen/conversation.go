@@ -108,18 +108,20 @@ func (c *Conversation) SetSettings(req Request) error {
 			return fmt.Errorf("NoThinking: %w", err)
 		}
 	}
-	c.seeds = nil
+	// Nothing changes until every check passed: a refused call leaves the
+	// turns on the sequence of seeds they were drawing from.
+	var seeds *rand.Rand
 	if req.Sampling != nil {
 		if err := req.Sampling.Check(); err != nil {
 			return fmt.Errorf("sampling: %w", err)
 		}
 		p := *req.Sampling // the caller's may change
 		req.Sampling = &p
-		c.seeds = rand.New(rand.NewPCG(p.Seed, 0))
+		seeds = rand.New(rand.NewPCG(p.Seed, 0))
 	}
 	// The caller's slices may change too.
 	req.Tools, req.JSONSchema, req.Stop, req.LogitBias = slices.Clone(req.Tools), bytes.Clone(req.JSONSchema), slices.Clone(req.Stop), maps.Clone(req.LogitBias)
-	c.req = req
+	c.req, c.seeds = req, seeds
 	return nil
 }
 

@@ -213,8 +213,17 @@ func TestConversationSettings(t *testing.T) {
 		t.Errorf("three turns drew alike: %q", a)
 	}
 	c, _ := m.NewConversation("")
+	if err := c.SetSettings(Request{Sampling: &sampling.Params{Seed: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	before := c.seeds
 	if err := c.SetSettings(Request{Sampling: &sampling.Params{Temperature: -1}}); err == nil {
 		t.Errorf("a negative temperature: no error")
+	}
+	// A refused call changes nothing: the turns keep drawing their seeds
+	// from the sequence, not all the settings' one seed.
+	if c.seeds != before || c.Settings().Sampling.Seed != 7 {
+		t.Errorf("a refused SetSettings changed the settings: seed %d, seeds kept %v", c.Settings().Sampling.Seed, c.seeds == before)
 	}
 	settings := Request{Sampling: &sampling.Params{Seed: 1}, Stop: []string{"a"}, JSONSchema: []byte(`{}`), LogitBias: map[int32]float32{1: 1}}
 	if err := c.SetSettings(settings); err != nil {
