@@ -99,6 +99,8 @@ func (c *Conversation) Settings() Request {
 // each SetSettings): a conversation is reproducible from its seed
 // whatever it says, and no two turns share their draws. Without, each
 // turn has the model's sampling with a random seed, as a Request does.
+// What Start would refuse in every turn is refused here, and a refused
+// call changes nothing.
 func (c *Conversation) SetSettings(req Request) error {
 	if req.Messages != nil || req.Prompt != "" || req.Tokens != nil {
 		return errors.New("a conversation's request gives no prompt: Send gives it the messages")
@@ -118,6 +120,19 @@ func (c *Conversation) SetSettings(req Request) error {
 		p := *req.Sampling // the caller's may change
 		req.Sampling = &p
 		seeds = rand.New(rand.NewPCG(p.Seed, 0))
+	}
+	// What Start would refuse in every turn is refused now, with a
+	// message standing for the turn's.
+	turn := req
+	turn.Messages = []Message{{Role: "user"}}
+	release, err := c.m.hold()
+	if err != nil {
+		return err
+	}
+	_, err = c.m.prepare(&turn)
+	release()
+	if err != nil {
+		return err
 	}
 	// The caller's slices may change too.
 	req.Tools, req.JSONSchema, req.Stop, req.LogitBias = slices.Clone(req.Tools), bytes.Clone(req.JSONSchema), slices.Clone(req.Stop), maps.Clone(req.LogitBias)
