@@ -439,6 +439,7 @@ func TestOpenOptions(t *testing.T) {
 		{[]qwen.Option{qwen.WithThreads(-2)}, "threads -2"},
 		{[]qwen.Option{qwen.WithPrefillChunk(-1)}, "prefill chunk -1"},
 		{[]qwen.Option{qwen.WithStateCacheDir(t.TempDir(), -1)}, "state cache directory bound -1"},
+		{[]qwen.Option{qwen.WithStateCache(-1)}, "state cache -1"},
 	} {
 		if _, err := qwen.Open("tiny-a.qbin", c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.opts, err, c.want)
