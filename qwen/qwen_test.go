@@ -118,6 +118,20 @@ func TestStopStrings(t *testing.T) {
 	if r.content != full.content[:at] || r.last.Stop != qwen.StopString || r.last.Matched != "governed" || r.last.Usage.CompletionTokens != len(r.ids) {
 		t.Errorf("stopped: %q, %s (%q), %d tokens for %d ids; want %q", r.content, r.last.Stop, r.last.Matched, r.last.Usage.CompletionTokens, len(r.ids), full.content[:at])
 	}
+	// The request's stop strings are taken when it starts: the caller may
+	// use its slice again, for the next request, while this one runs.
+	st, err := m.Start(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Stop[1] = "no such text"
+	var last qwen.Delta
+	for d := range st.Deltas() {
+		last = d
+	}
+	if last.Matched != "governed" {
+		t.Errorf("the caller's slice changed after Start: stopped %s (%q)", last.Stop, last.Matched)
+	}
 }
 
 // TestCancel: a cancelled context ends the generation; the last Delta has

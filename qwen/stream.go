@@ -124,10 +124,12 @@ func (m *Model) Start(ctx context.Context, req Request) (*Stream, error) {
 		cancel()
 		return nil, err
 	}
+	// Copies of the caller's slices, which the stream reads as it goes
+	// while the caller may fill them again for its next request.
 	s := &Stream{m: m, ctx: ctx, cancel: cancel, evs: st, prompt: p.req.Prompt, relaxed: p.relaxed,
-		asm: assembler{src: m.textOf(p), stop: stopMatcher{stops: req.Stop}, logprobs: p.req.TopLogprobs >= 0}}
+		asm: assembler{src: m.textOf(p), stop: stopMatcher{stops: slices.Clone(req.Stop)}, logprobs: p.req.TopLogprobs >= 0}}
 	if len(req.Tools) > 0 {
-		s.asm.calls = m.format.NewCallParser(req.Tools, newCallID)
+		s.asm.calls = m.format.NewCallParser(slices.Clone(req.Tools), newCallID)
 	}
 	return s, nil
 }
