@@ -245,7 +245,8 @@ var (
 	// ErrNoChatTemplate: a request with Messages to a model without a chat
 	// template.
 	ErrNoChatTemplate = errors.New("this model has no chat template: give it a raw Prompt")
-	// ErrEmbeddingModel: a generation request to an embedding model.
+	// ErrEmbeddingModel: a generation or reranking request to an
+	// embedding model.
 	ErrEmbeddingModel = errors.New("this is an embedding model: it embeds text and does not generate")
 	// ErrGeneration: the engine failed to run a request (its last Delta
 	// has StopError); the Model goes on with the others.
