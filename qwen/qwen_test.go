@@ -3,6 +3,7 @@ package qwen_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -375,6 +376,7 @@ func TestRequestErrors(t *testing.T) {
 		{qwen.Request{Prompt: "a b c d e f", Context: 3}, "more than the context of 3"},
 		{qwen.Request{Tokens: []int32{1 << 30}}, "outside the vocabulary"},
 		{qwen.Request{Prompt: "a", Sampling: &sampling.Params{TopP: 2}}, "sampling: top_p 2 is outside [0, 1]"},
+		{qwen.Request{Prompt: "a", JSONSchema: json.RawMessage(`{"type": `)}, "JSONSchema is not JSON: unexpected end of JSON input"},
 	} {
 		_, err := m.Start(context.Background(), c.req)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
