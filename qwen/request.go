@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 
@@ -467,7 +468,7 @@ func (m *Model) draft(r *Request) (engine.Draft, error) {
 	switch {
 	case r.Draft < 0 || r.DraftMin < 0 || r.DraftModel < 0 || r.DraftMTP < 0:
 		return engine.Draft{}, fmt.Errorf("Draft %d, DraftModel %d, DraftMTP %d, DraftMin %d: want 0 or more", r.Draft, r.DraftModel, r.DraftMTP, r.DraftMin)
-	case r.DraftPMin >= 1:
+	case r.DraftPMin >= 1 || math.IsNaN(r.DraftPMin): // NaN, below nothing, would never stop a guess
 		return engine.Draft{}, fmt.Errorf("DraftPMin %g: want less than 1", r.DraftPMin)
 	case r.Prediction != "" && r.Draft == 0:
 		return engine.Draft{}, errors.New("Prediction is drafted: it needs Draft")
