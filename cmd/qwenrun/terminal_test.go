@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -320,7 +321,7 @@ func TestTerminalPaste(t *testing.T) {
 	m := tinyModel(t)
 	home := t.TempDir()
 	saved := filepath.Join(home, "chat.json")
-	for _, leave := range []string{keyCtrlD, keyCtrlC + keyCtrlC} {
+	for _, leave := range []string{keyCtrlD, keyCtrlC + keyCtrlC, "SIGTERM"} {
 		s := startScreen(t, home, filepath.Join(home, "state"), m, "--chat", "-n", "2", "--seed", "1")
 		s.waitFor(prompt)
 		// Typed, then pasted, then typed: the paste is one message with
@@ -336,10 +337,17 @@ func TestTerminalPaste(t *testing.T) {
 		s.waitFor(promptMore)
 		s.keys(keyEnter)
 		s.waitFor(prompt)
+		// Inside a """ block a paste is more lines of it.
+		s.keys(`"""` + keyEnter)
+		s.waitFor(promptMore)
+		s.keys(pasteStart + "nine\rten" + pasteEnd + keyEnter)
+		s.waitFor(promptMore)
+		s.keys(`"""` + keyEnter)
+		s.waitFor(prompt)
 		s.keys(pasteStart + "seven eight" + pasteEnd + "!" + keyEnter)
 		s.waitFor(prompt)
 		s.keys("/save " + saved + keyEnter)
-		s.waitFor("qwenrun: saved 6 messages")
+		s.waitFor("qwenrun: saved 8 messages")
 		s.waitFor(prompt)
 		msgs, err := qwen.LoadMessages(saved)
 		var users []string
@@ -348,10 +356,14 @@ func TestTerminalPaste(t *testing.T) {
 				users = append(users, m.Content)
 			}
 		}
-		if want := []string{"Explain: one\n\ttwo\n/three four", "/five\nsix\n", "seven eight!"}; err != nil || !slices.Equal(users, want) {
+		if want := []string{"Explain: one\n\ttwo\n/three four", "/five\nsix\n", "nine\nten", "seven eight!"}; err != nil || !slices.Equal(users, want) {
 			t.Fatalf("the messages sent: %q, %v; want %q", users, err, want)
 		}
-		s.keys(leave)
+		if leave == "SIGTERM" {
+			s.cmd.Process.Signal(syscall.SIGTERM)
+		} else {
+			s.keys(leave)
+		}
 		s.exit()
 		<-s.read
 		s.mu.Lock()
