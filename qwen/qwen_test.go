@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -597,4 +598,59 @@ func TestCloseWhileInUse(t *testing.T) {
 		}
 	}()
 	m.Tokenize("Hello")
+}
+
+// TestLeavingAStream: a loop broken after its first Delta, a context
+// cancelled mid-answer and a Stream closed unread each give back their
+// conversation, and leave no goroutine behind, with the only one
+// conversation the Model has: the next request gets it.
+func TestLeavingAStream(t *testing.T) {
+	before := runtime.NumGoroutine()
+	m, err := qwen.Open("tiny-a.qbin", qwen.WithThreads(1), qwen.WithParallel(1), qwen.WithQueue(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := qwen.Request{Prompt: "a", IgnoreEOS: true, Sampling: &sampling.Params{}}
+	idle := func(how string) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); m.Stats().Active+m.Stats().Queued > 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the conversation is still taken: %+v", how, m.Stats())
+			}
+		}
+	}
+	for range m.Generate(context.Background(), long) {
+		break
+	}
+	idle("a broken loop")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := 0
+	for _, err := range m.Generate(ctx, long) {
+		if n++; n == 2 {
+			cancel()
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+	}
+	idle("a cancelled context")
+	st, err := m.Start(context.Background(), long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	idle("a Stream closed unread")
+	for _, err := range m.Generate(context.Background(), qwen.Request{Prompt: "a", MaxTokens: 2}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Close()
+	for deadline := time.Now().Add(time.Minute); runtime.NumGoroutine() > before; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, %d before Open:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+	}
 }
