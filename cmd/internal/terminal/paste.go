@@ -33,7 +33,8 @@ const (
 // It passes keys through; a paste of one line of printable text it
 // passes as typed; any other paste it keeps, and gives the editor in
 // its place a mark and Enter, so that the editor returns the line with
-// the mark where the cursor was, for expand to put the paste there.
+// the mark where the cursor was, for editorInput.readLine to put the
+// paste there.
 type pasteFilter struct {
 	mu     sync.Mutex
 	pastes map[rune]string
@@ -51,7 +52,7 @@ func (f *pasteFilter) run(src io.Reader, dst io.WriteCloser) error {
 	defer dst.Close()
 	var (
 		buf     = make([]byte, 4096)
-		pending []byte // read, not yet passed on: a paste, or what may begin a mark
+		pending []byte // read, not yet passed on: a paste, or what may begin pasteStart
 		pasting bool
 	)
 	for {
@@ -73,9 +74,8 @@ func (f *pasteFilter) run(src io.Reader, dst io.WriteCloser) error {
 				pending, pasting = pending[i+len(pasteStart):], true
 				continue
 			}
-			// Keep back an end that may be the start of a mark cut by the
-			// read: the terminal writes a mark at once, so the next read
-			// completes it.
+			// Keep back an end that may be pasteStart cut by the read: the
+			// terminal writes it at once, so the next read completes it.
 			keep := partialSuffix(pending, pasteStart)
 			out = append(out, pending[:len(pending)-keep]...)
 			pending = pending[len(pending)-keep:]
@@ -100,11 +100,11 @@ func (f *pasteFilter) run(src io.Reader, dst io.WriteCloser) error {
 	}
 }
 
-// partialSuffix is the length of the longest end of b that begins mark
+// partialSuffix is the length of the longest end of b that begins seq
 // without being all of it.
-func partialSuffix(b []byte, mark string) int {
-	for n := min(len(b), len(mark)-1); n > 0; n-- {
-		if bytes.HasPrefix([]byte(mark), b[len(b)-n:]) {
+func partialSuffix(b []byte, seq string) int {
+	for n := min(len(b), len(seq)-1); n > 0; n-- {
+		if bytes.HasPrefix([]byte(seq), b[len(b)-n:]) {
 			return n
 		}
 	}
