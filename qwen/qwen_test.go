@@ -379,6 +379,7 @@ func TestRequestErrors(t *testing.T) {
 		{qwen.Request{Prompt: "a", Sampling: &sampling.Params{TopP: 2}}, "sampling: top_p 2 is outside [0, 1]"},
 		{qwen.Request{Prompt: "a", JSONSchema: json.RawMessage(`{"type": `)}, "JSONSchema is not JSON: unexpected end of JSON input"},
 		{qwen.Request{Prompt: "a", Draft: 2, DraftPMin: math.NaN()}, "DraftPMin NaN"},
+		{qwen.Request{Prompt: "a", JSONSchema: json.RawMessage(`{"type": "array"}`), JSONObject: true}, "JSONSchema and JSONObject: give one"},
 	} {
 		_, err := m.Start(context.Background(), c.req)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

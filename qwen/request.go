@@ -83,7 +83,7 @@ type Request struct {
 	// JSONSchema holds the answer's content to a JSON Schema (what is
 	// supported is in package grammar's Schema; a schema using more is
 	// refused with a *SchemaError, unless RelaxSchema), and JSONObject to
-	// any JSON object. The reasoning of a model that thinks stays free:
+	// any JSON object: one of the two, not both. The reasoning of a model that thinks stays free:
 	// the content after it is held. The answer ends when the value is
 	// complete. With Tools too, it is the final answer's: with ToolChoice
 	// "auto" the answer is the value or tool calls, never free text.
