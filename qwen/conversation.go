@@ -51,6 +51,11 @@ type Conversation struct {
 // system is empty. A model that cannot answer one, an embedding model or
 // one without a chat template, refuses here rather than at every Send.
 func (m *Model) NewConversation(system string) (*Conversation, error) {
+	if m.closed.Load() {
+		// As every call after Close that can say so: the first Send
+		// would, far from the mistake.
+		return nil, ErrClosed
+	}
 	if m.info.Embedding {
 		return nil, ErrEmbeddingModel
 	}

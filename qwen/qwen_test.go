@@ -590,6 +590,9 @@ func TestCloseWhileInUse(t *testing.T) {
 	if err := m.Verify(); !errors.Is(err, qwen.ErrClosed) {
 		t.Errorf("Verify after Close: %v, want ErrClosed", err)
 	}
+	if _, err := m.NewConversation(""); !errors.Is(err, qwen.ErrClosed) {
+		t.Errorf("NewConversation after Close: %v, want ErrClosed", err)
+	}
 	if err := m.Close(); err != nil {
 		t.Errorf("a second Close: %v", err)
 	}
