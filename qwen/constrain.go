@@ -105,6 +105,19 @@ func (m *Model) grammarOf(r *Request) (*grammar.Grammar, error) {
 	if r.IgnoreEOS {
 		return nil, errors.New("IgnoreEOS would generate past the end a schema or a tool call sets")
 	}
+	if r.JSONSchema != nil && r.JSONObject {
+		// The schema would win, and the object the caller asked for be
+		// dropped without a word.
+		return nil, errors.New("JSONSchema and JSONObject: give one")
+	}
+	if len(r.JSONSchema) > 0 {
+		// Checked here, or it fails later as the grammar's cache key,
+		// with an error of encoding/json's that names no field.
+		var v any
+		if err := json.Unmarshal(r.JSONSchema, &v); err != nil {
+			return nil, fmt.Errorf("JSONSchema is not JSON: %w", err)
+		}
+	}
 	a := grammar.Answer{Schema: r.JSONSchema, Object: r.JSONObject, Strict: !r.RelaxSchema, Choice: r.ToolChoice, Function: r.ToolName, OneCall: r.OneToolCall}
 	switch a.Choice {
 	case "", "auto", "none", "required":

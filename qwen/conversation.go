@@ -48,8 +48,17 @@ type Conversation struct {
 }
 
 // NewConversation starts a conversation, with a system message unless
-// system is empty.
+// system is empty. A model that cannot answer one, an embedding model or
+// one without a chat template, refuses here rather than at every Send.
 func (m *Model) NewConversation(system string) (*Conversation, error) {
+	if m.closed.Load() {
+		// As every call after Close that can say so: the first Send
+		// would, far from the mistake.
+		return nil, ErrClosed
+	}
+	if m.info.Embedding {
+		return nil, ErrEmbeddingModel
+	}
 	if m.format == nil {
 		return nil, ErrNoChatTemplate
 	}
@@ -95,6 +104,8 @@ func (c *Conversation) Settings() Request {
 // each SetSettings): a conversation is reproducible from its seed
 // whatever it says, and no two turns share their draws. Without, each
 // turn has the model's sampling with a random seed, as a Request does.
+// What Start would refuse in every turn is refused here, and a refused
+// call changes nothing.
 func (c *Conversation) SetSettings(req Request) error {
 	if req.Messages != nil || req.Prompt != "" || req.Tokens != nil {
 		return errors.New("a conversation's request gives no prompt: Send gives it the messages")
@@ -104,18 +115,33 @@ func (c *Conversation) SetSettings(req Request) error {
 			return fmt.Errorf("NoThinking: %w", err)
 		}
 	}
-	c.seeds = nil
+	// Nothing changes until every check passed: a refused call leaves the
+	// turns on the sequence of seeds they were drawing from.
+	var seeds *rand.Rand
 	if req.Sampling != nil {
 		if err := req.Sampling.Check(); err != nil {
 			return fmt.Errorf("sampling: %w", err)
 		}
 		p := *req.Sampling // the caller's may change
 		req.Sampling = &p
-		c.seeds = rand.New(rand.NewPCG(p.Seed, 0))
+		seeds = rand.New(rand.NewPCG(p.Seed, 0))
+	}
+	// What Start would refuse in every turn is refused now, with a
+	// message standing for the turn's.
+	turn := req
+	turn.Messages = []Message{{Role: "user"}}
+	release, err := c.m.hold()
+	if err != nil {
+		return err
+	}
+	_, err = c.m.prepare(&turn)
+	release()
+	if err != nil {
+		return err
 	}
 	// The caller's slices may change too.
 	req.Tools, req.JSONSchema, req.Stop, req.LogitBias = slices.Clone(req.Tools), bytes.Clone(req.JSONSchema), slices.Clone(req.Stop), maps.Clone(req.LogitBias)
-	c.req = req
+	c.req, c.seeds = req, seeds
 	return nil
 }
 

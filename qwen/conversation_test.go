@@ -213,8 +213,23 @@ func TestConversationSettings(t *testing.T) {
 		t.Errorf("three turns drew alike: %q", a)
 	}
 	c, _ := m.NewConversation("")
+	if err := c.SetSettings(Request{Sampling: &sampling.Params{Seed: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	before := c.seeds
 	if err := c.SetSettings(Request{Sampling: &sampling.Params{Temperature: -1}}); err == nil {
 		t.Errorf("a negative temperature: no error")
+	}
+	// What every turn would refuse is refused here.
+	for _, bad := range []Request{{MaxTokens: -1}, {Stop: []string{""}}, {KV: "bogus"}, {TopLogprobs: 3}, {LogitBias: map[int32]float32{-1: 1}}} {
+		if err := c.SetSettings(bad); err == nil {
+			t.Errorf("SetSettings(%+v): no error", bad)
+		}
+	}
+	// A refused call changes nothing: the turns keep drawing their seeds
+	// from the sequence, not all the settings' one seed.
+	if got := c.Settings(); c.seeds != before || got.Sampling == nil || got.Sampling.Seed != 7 {
+		t.Errorf("a refused SetSettings changed the settings: %+v, seeds kept %v", got, c.seeds == before)
 	}
 	settings := Request{Sampling: &sampling.Params{Seed: 1}, Stop: []string{"a"}, JSONSchema: []byte(`{}`), LogitBias: map[int32]float32{1: 1}}
 	if err := c.SetSettings(settings); err != nil {

@@ -17,9 +17,14 @@ import (
 )
 
 // TestEmbeddingModelDoesNotGenerate: a generation request to an
-// embedding model fails with ErrEmbeddingModel, before any step.
+// embedding model fails with ErrEmbeddingModel, before any step, and so
+// does a conversation with it, at its start rather than at its first
+// message.
 func TestEmbeddingModelDoesNotGenerate(t *testing.T) {
 	m := open(t, "tiny-emb.qbin")
+	if _, err := m.NewConversation(""); !errors.Is(err, qwen.ErrEmbeddingModel) {
+		t.Errorf("a conversation: %v", err)
+	}
 	for _, req := range []qwen.Request{
 		{Messages: []qwen.Message{{Role: "user", Content: "hi"}}, MaxTokens: 4},
 		{Prompt: "hi", MaxTokens: 4},
@@ -207,8 +212,10 @@ func TestEmbedRefusals(t *testing.T) {
 	if err != nil || cut.PromptTokens != 64 {
 		t.Errorf("truncated: %d tokens, %v", cut.PromptTokens, err)
 	}
-	if _, err := emb.Rerank(ctx, qwen.RerankRequest{Query: "q", Documents: []string{"d"}}); err == nil {
-		t.Error("an embedding model reranked")
+	// As a generation request, a reranking one says what an embedding
+	// model is with ErrEmbeddingModel, which a caller can test for.
+	if _, err := emb.Rerank(ctx, qwen.RerankRequest{Query: "q", Documents: []string{"d"}}); !errors.Is(err, qwen.ErrEmbeddingModel) {
+		t.Errorf("an embedding model reranked: %v", err)
 	}
 	// A document too long for the context: refused, or its end cut with
 	// the prompt's end kept.

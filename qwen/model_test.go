@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,6 +63,12 @@ func TestContextBoundsTheAnswer(t *testing.T) {
 	for d, err := range st.Deltas() {
 		if d.Stop != "" && (d.Stop != StopInterrupt || err != nil || d.Usage.CompletionTokens > 2) {
 			t.Errorf("a closed stream: %s after %d tokens (%v)", d.Stop, d.Usage.CompletionTokens, err)
+		}
+	}
+	// Ranged again, a stream read to its end says so, not a bare EOF.
+	for _, err := range st.Deltas() {
+		if err == nil || errors.Is(err, io.EOF) || !strings.Contains(err.Error(), "stream") {
+			t.Errorf("a stream read twice: %v", err)
 		}
 	}
 	if _, err := m.Start(ctx, Request{Prompt: prompt, Context: n - 1}); err == nil || !strings.Contains(err.Error(), "more than the context of") {

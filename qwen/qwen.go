@@ -245,7 +245,8 @@ var (
 	// ErrNoChatTemplate: a request with Messages to a model without a chat
 	// template.
 	ErrNoChatTemplate = errors.New("this model has no chat template: give it a raw Prompt")
-	// ErrEmbeddingModel: a generation request to an embedding model.
+	// ErrEmbeddingModel: a generation or reranking request to an
+	// embedding model.
 	ErrEmbeddingModel = errors.New("this is an embedding model: it embeds text and does not generate")
 	// ErrGeneration: the engine failed to run a request (its last Delta
 	// has StopError); the Model goes on with the others.
@@ -300,6 +301,8 @@ func Open(path string, opts ...Option) (*Model, error) {
 		return nil, fmt.Errorf("queue %d: not negative", c.queue)
 	case c.chunk < 0:
 		return nil, fmt.Errorf("prefill chunk %d: want 1 or more tokens, or 0 for the default", c.chunk)
+	case c.cacheBytes < 0:
+		return nil, fmt.Errorf("state cache %d: want 0 (none) or more bytes", c.cacheBytes)
 	case c.cacheDisk < 0:
 		return nil, fmt.Errorf("state cache directory bound %d: want 1 or more bytes, or 0 for the default", c.cacheDisk)
 	}
@@ -456,7 +459,7 @@ func cacheOption(c config) int64 {
 			return 1 << 30
 		}
 		return min(max(avail/4, 256<<20), 16<<30)
-	case c.cacheBytes <= 0:
+	case c.cacheBytes == 0:
 		return -1
 	}
 	return c.cacheBytes

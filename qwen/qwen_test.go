@@ -3,12 +3,14 @@ package qwen_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -117,6 +119,20 @@ func TestStopStrings(t *testing.T) {
 	r := generate(t, m, req)
 	if r.content != full.content[:at] || r.last.Stop != qwen.StopString || r.last.Matched != "governed" || r.last.Usage.CompletionTokens != len(r.ids) {
 		t.Errorf("stopped: %q, %s (%q), %d tokens for %d ids; want %q", r.content, r.last.Stop, r.last.Matched, r.last.Usage.CompletionTokens, len(r.ids), full.content[:at])
+	}
+	// The request's stop strings are taken when it starts: the caller may
+	// use its slice again, for the next request, while this one runs.
+	st, err := m.Start(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Stop[1] = "no such text"
+	var last qwen.Delta
+	for d := range st.Deltas() {
+		last = d
+	}
+	if last.Matched != "governed" {
+		t.Errorf("the caller's slice changed after Start: stopped %s (%q)", last.Stop, last.Matched)
 	}
 }
 
@@ -361,6 +377,9 @@ func TestRequestErrors(t *testing.T) {
 		{qwen.Request{Prompt: "a b c d e f", Context: 3}, "more than the context of 3"},
 		{qwen.Request{Tokens: []int32{1 << 30}}, "outside the vocabulary"},
 		{qwen.Request{Prompt: "a", Sampling: &sampling.Params{TopP: 2}}, "sampling: top_p 2 is outside [0, 1]"},
+		{qwen.Request{Prompt: "a", JSONSchema: json.RawMessage(`{"type": `)}, "JSONSchema is not JSON: unexpected end of JSON input"},
+		{qwen.Request{Prompt: "a", Draft: 2, DraftPMin: math.NaN()}, "DraftPMin NaN"},
+		{qwen.Request{Prompt: "a", JSONSchema: json.RawMessage(`{"type": "array"}`), JSONObject: true}, "JSONSchema and JSONObject: give one"},
 	} {
 		_, err := m.Start(context.Background(), c.req)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -439,6 +458,7 @@ func TestOpenOptions(t *testing.T) {
 		{[]qwen.Option{qwen.WithThreads(-2)}, "threads -2"},
 		{[]qwen.Option{qwen.WithPrefillChunk(-1)}, "prefill chunk -1"},
 		{[]qwen.Option{qwen.WithStateCacheDir(t.TempDir(), -1)}, "state cache directory bound -1"},
+		{[]qwen.Option{qwen.WithStateCache(-1)}, "state cache -1"},
 	} {
 		if _, err := qwen.Open("tiny-a.qbin", c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.opts, err, c.want)
@@ -560,7 +580,8 @@ func TestCloseWhileInUse(t *testing.T) {
 			t.Errorf("caller %d: %v, want ErrClosed", i, err)
 		}
 	}
-	if _, err := m.Start(ctx, req); !errors.Is(err, qwen.ErrClosed) {
+	// A program with no server in it is not told of one.
+	if _, err := m.Start(ctx, req); !errors.Is(err, qwen.ErrClosed) || strings.Contains(err.Error(), "server") {
 		t.Errorf("Start after Close: %v, want ErrClosed", err)
 	}
 	if _, err := m.Embed(ctx, qwen.EmbedRequest{Inputs: []string{"x"}}); !errors.Is(err, qwen.ErrClosed) {
@@ -568,6 +589,9 @@ func TestCloseWhileInUse(t *testing.T) {
 	}
 	if err := m.Verify(); !errors.Is(err, qwen.ErrClosed) {
 		t.Errorf("Verify after Close: %v, want ErrClosed", err)
+	}
+	if _, err := m.NewConversation(""); !errors.Is(err, qwen.ErrClosed) {
+		t.Errorf("NewConversation after Close: %v, want ErrClosed", err)
 	}
 	if err := m.Close(); err != nil {
 		t.Errorf("a second Close: %v", err)
@@ -578,4 +602,59 @@ func TestCloseWhileInUse(t *testing.T) {
 		}
 	}()
 	m.Tokenize("Hello")
+}
+
+// TestLeavingAStream: a loop broken after its first Delta, a context
+// cancelled mid-answer and a Stream closed unread each give back their
+// conversation, and leave no goroutine behind, with the only one
+// conversation the Model has: the next request gets it.
+func TestLeavingAStream(t *testing.T) {
+	before := runtime.NumGoroutine()
+	m, err := qwen.Open("tiny-a.qbin", qwen.WithThreads(1), qwen.WithParallel(1), qwen.WithQueue(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := qwen.Request{Prompt: "a", IgnoreEOS: true, Sampling: &sampling.Params{}}
+	idle := func(how string) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); m.Stats().Active+m.Stats().Queued > 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the conversation is still taken: %+v", how, m.Stats())
+			}
+		}
+	}
+	for range m.Generate(context.Background(), long) {
+		break
+	}
+	idle("a broken loop")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := 0
+	for _, err := range m.Generate(ctx, long) {
+		if n++; n == 2 {
+			cancel()
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+	}
+	idle("a cancelled context")
+	st, err := m.Start(context.Background(), long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	idle("a Stream closed unread")
+	for _, err := range m.Generate(context.Background(), qwen.Request{Prompt: "a", MaxTokens: 2}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Close()
+	for deadline := time.Now().Add(time.Minute); runtime.NumGoroutine() > before; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, %d before Open:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+	}
 }

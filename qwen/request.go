@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 
@@ -82,7 +83,7 @@ type Request struct {
 	// JSONSchema holds the answer's content to a JSON Schema (what is
 	// supported is in package grammar's Schema; a schema using more is
 	// refused with a *SchemaError, unless RelaxSchema), and JSONObject to
-	// any JSON object. The reasoning of a model that thinks stays free:
+	// any JSON object: one of the two, not both. The reasoning of a model that thinks stays free:
 	// the content after it is held. The answer ends when the value is
 	// complete. With Tools too, it is the final answer's: with ToolChoice
 	// "auto" the answer is the value or tool calls, never free text.
@@ -467,7 +468,7 @@ func (m *Model) draft(r *Request) (engine.Draft, error) {
 	switch {
 	case r.Draft < 0 || r.DraftMin < 0 || r.DraftModel < 0 || r.DraftMTP < 0:
 		return engine.Draft{}, fmt.Errorf("Draft %d, DraftModel %d, DraftMTP %d, DraftMin %d: want 0 or more", r.Draft, r.DraftModel, r.DraftMTP, r.DraftMin)
-	case r.DraftPMin >= 1:
+	case r.DraftPMin >= 1 || math.IsNaN(r.DraftPMin): // NaN, below nothing, would never stop a guess
 		return engine.Draft{}, fmt.Errorf("DraftPMin %g: want less than 1", r.DraftPMin)
 	case r.Prediction != "" && r.Draft == 0:
 		return engine.Draft{}, errors.New("Prediction is drafted: it needs Draft")

@@ -60,7 +60,7 @@ func (m *Model) Rerank(ctx context.Context, req RerankRequest) (Reranking, error
 	}
 	defer release()
 	if m.m.Config.Embedding {
-		return Reranking{}, errors.New("this is an embedding model: reranking needs a reranker (Qwen3-Reranker)")
+		return Reranking{}, fmt.Errorf("reranking needs a reranker (Qwen3-Reranker): %w", ErrEmbeddingModel)
 	}
 	if len(req.Documents) == 0 {
 		return Reranking{}, errors.New("the request has no documents")

@@ -3,7 +3,9 @@ package qwen
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"slices"
 	"time"
@@ -122,10 +124,12 @@ func (m *Model) Start(ctx context.Context, req Request) (*Stream, error) {
 		cancel()
 		return nil, err
 	}
+	// Copies of the caller's slices, which the stream reads as it goes
+	// while the caller may fill them again for its next request.
 	s := &Stream{m: m, ctx: ctx, cancel: cancel, evs: st, prompt: p.req.Prompt, relaxed: p.relaxed,
-		asm: assembler{src: m.textOf(p), stop: stopMatcher{stops: req.Stop}, logprobs: p.req.TopLogprobs >= 0}}
+		asm: assembler{src: m.textOf(p), stop: stopMatcher{stops: slices.Clone(req.Stop)}, logprobs: p.req.TopLogprobs >= 0}}
 	if len(req.Tools) > 0 {
-		s.asm.calls = m.format.NewCallParser(req.Tools, newCallID)
+		s.asm.calls = m.format.NewCallParser(slices.Clone(req.Tools), newCallID)
 	}
 	return s, nil
 }
@@ -162,6 +166,10 @@ func (s *Stream) Relaxed() []Relaxation { return s.relaxed }
 // Close stops the generation, if it is still running.
 func (s *Stream) Close() { s.cancel() }
 
+// errStreamRead is what ranging over Deltas yields once the last Delta
+// was read.
+var errStreamRead = errors.New("the stream was read to its end already")
+
 // Deltas yields the generation's Deltas, as Generate does. It may be
 // ranged over once; breaking out of the loop stops the generation.
 func (s *Stream) Deltas() iter.Seq2[Delta, error] {
@@ -172,6 +180,10 @@ func (s *Stream) Deltas() iter.Seq2[Delta, error] {
 			// The engine ends every request with a Done event, within a
 			// step of its context's end, so this wait is bounded.
 			ev, err := s.evs.Next(context.Background())
+			if errors.Is(err, io.EOF) {
+				// Deltas ranged over again, after the last Delta.
+				err = errStreamRead
+			}
 			if err != nil {
 				yield(Delta{}, err)
 				return

@@ -51,6 +51,9 @@ func TestChatPipedCommands(t *testing.T) {
 			t.Errorf("stderr line %q, want %q", notes[i], w)
 		}
 	}
+	if strings.Contains(out+stderr, "\x1b[?2004") {
+		t.Errorf("bracketed paste turned on without a terminal: %q %q", out, stderr)
+	}
 	if strings.Contains(stderr, ">>>") || strings.Contains(stderr, "/? for help, /bye") {
 		t.Errorf("a prompt or the banner without a terminal: %q", stderr)
 	}

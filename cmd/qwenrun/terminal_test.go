@@ -7,8 +7,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -302,5 +304,73 @@ func TestTerminalInterrupt(t *testing.T) {
 	// --verbose: the statistics of the reply, and of the whole chat at the end.
 	if n := strings.Count(text, "| stop: "); n != 2 {
 		t.Errorf("%d statistics lines, want 2:\n%s", n, text)
+	}
+}
+
+// Bracketed paste: the terminal is told to mark pastes, and told to stop
+// on leaving; pasted lines go into the message as they are, tabs and
+// newlines (which a terminal pastes as CR) included, and only Enter
+// sends it. A pasted line that starts with / is text, not a command.
+func TestTerminalPaste(t *testing.T) {
+	const (
+		pasteOn    = "\x1b[?2004h"
+		pasteOff   = "\x1b[?2004l"
+		pasteStart = "\x1b[200~"
+		pasteEnd   = "\x1b[201~"
+	)
+	m := tinyModel(t)
+	home := t.TempDir()
+	saved := filepath.Join(home, "chat.json")
+	for _, leave := range []string{keyCtrlD, keyCtrlC + keyCtrlC, "SIGTERM"} {
+		s := startScreen(t, home, filepath.Join(home, "state"), m, "--chat", "-n", "2", "--seed", "1")
+		s.waitFor(prompt)
+		// Typed, then pasted, then typed: the paste is one message with
+		// what was typed around it.
+		s.keys("Explain:")
+		s.keys(pasteStart + " one\r\ttwo\r/three" + pasteEnd)
+		s.waitFor(promptMore)
+		s.keys(" four" + keyEnter)
+		s.waitFor(prompt)
+		// A paste that ends with a newline waits for Enter; one of a
+		// single line is typed into the line.
+		s.keys(pasteStart + "/five\rsix\r" + pasteEnd)
+		s.waitFor(promptMore)
+		s.keys(keyEnter)
+		s.waitFor(prompt)
+		// Inside a """ block a paste is more lines of it.
+		s.keys(`"""` + keyEnter)
+		s.waitFor(promptMore)
+		s.keys(pasteStart + "nine\rten" + pasteEnd + keyEnter)
+		s.waitFor(promptMore)
+		s.keys(`"""` + keyEnter)
+		s.waitFor(prompt)
+		s.keys(pasteStart + "seven eight" + pasteEnd + "!" + keyEnter)
+		s.waitFor(prompt)
+		s.keys("/save " + saved + keyEnter)
+		s.waitFor("qwenrun: saved 8 messages")
+		s.waitFor(prompt)
+		msgs, err := qwen.LoadMessages(saved)
+		var users []string
+		for _, m := range msgs {
+			if m.Role == "user" {
+				users = append(users, m.Content)
+			}
+		}
+		if want := []string{"Explain: one\n\ttwo\n/three four", "/five\nsix\n", "nine\nten", "seven eight!"}; err != nil || !slices.Equal(users, want) {
+			t.Fatalf("the messages sent: %q, %v; want %q", users, err, want)
+		}
+		if leave == "SIGTERM" {
+			s.cmd.Process.Signal(syscall.SIGTERM)
+		} else {
+			s.keys(leave)
+		}
+		s.exit()
+		<-s.read
+		s.mu.Lock()
+		raw := s.raw.String()
+		s.mu.Unlock()
+		if on, off := strings.Index(raw, pasteOn), strings.LastIndex(raw, pasteOff); on < 0 || off < on || strings.Count(raw, pasteOn) != 1 {
+			t.Errorf("leaving with %q: bracketed paste turned on at %d, off at %d:\n%q", leave, on, off, raw)
+		}
 	}
 }

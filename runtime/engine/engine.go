@@ -213,8 +213,10 @@ type Stats struct {
 var (
 	// ErrBusy is returned when every slot is taken and the queue is full.
 	ErrBusy = errors.New("too many requests: every slot is busy and the queue is full")
-	// ErrClosed is returned after Shutdown.
-	ErrClosed = errors.New("the server is shutting down")
+	// ErrClosed is returned after Shutdown. Its text names no server:
+	// the engine runs in programs that have none, and the server says
+	// its own.
+	ErrClosed = errors.New("the model is shut down: it takes no more requests")
 	// ErrCacheDirBusy is New's error when another engine holds the
 	// model's state cache directory (Options.CacheDir).
 	ErrCacheDirBusy = errors.New("the state cache directory is another engine's")

@@ -71,11 +71,16 @@ func (c *console) close() {
 }
 
 // read returns the next line, or the lines of a """ block joined as one
-// message (block is then true). It returns io.EOF at the end of the
+// message, or lines pasted (block is then true). It returns io.EOF at the end of the
 // input, errAborted for Ctrl-C at the editor's prompt, and a
 // cliutil.Interrupted error for a signal that ends the session.
 func (c *console) read() (text string, block bool, err error) {
 	line, err := c.readLine(promptMessage)
+	if err == nil && strings.Contains(line, "\n") {
+		// Pasted lines are text to send, as a block's are: not a command
+		// nor a block's mark.
+		return line, true, nil
+	}
 	if err != nil || strings.TrimSpace(line) != blockMark {
 		return line, false, err
 	}

@@ -1,6 +1,7 @@
 package terminal
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/iotest"
 
 	"github.com/qwenc/qwenc/internal/cliutil"
 )
@@ -63,3 +65,26 @@ func TestConsoleRun(t *testing.T) {
 		}
 	}
 }
+
+// The paste filter passes keys on, a paste of one printable line as
+// typed and any other as a mark and Enter, even when the terminal's
+// bytes come one read at a time.
+func TestPasteFilter(t *testing.T) {
+	f := newPasteFilter()
+	var got bytes.Buffer
+	src := iotest.OneByteReader(strings.NewReader("a\x1b[A\x1b[200~b c\x1b[201~\x1b[200~d\r\te\r\n\x1b[201~f\x1b[20"))
+	if err := f.run(src, nopCloser{&got}); err != nil {
+		t.Fatal(err)
+	}
+	mark := string(rune(pasteMarkBase))
+	if want := "a\x1b[Ab c" + mark + "\rf\x1b[20"; got.String() != want {
+		t.Errorf("the editor got %q, want %q", got.String(), want)
+	}
+	if p := f.take(pasteMarkBase); p != "d\n\te\n" {
+		t.Errorf("the paste kept %q", p)
+	}
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
