@@ -287,6 +287,32 @@ func TestLogprobs(t *testing.T) {
 	}
 }
 
+// TestTopLogprobsTies: tokens of equal logits are listed lower id first,
+// as greedy sampling picks the lowest: the token a greedy request emits
+// heads its own top list, and a cut through a tie keeps the lower ids.
+func TestTopLogprobsTies(t *testing.T) {
+	lp := &logprobs{k: kernels.Detect(), raw: make([]float32, 8), scratch: make([]float32, 8)}
+	for _, c := range []struct {
+		row  []float32
+		n    int
+		want []int32
+	}{
+		{[]float32{1, 1, 1}, 3, []int32{0, 1, 2}},
+		{[]float32{5, 5, 6}, 2, []int32{2, 0}},
+		{[]float32{0, 3, 2, 3, 3}, 2, []int32{1, 3}},
+	} {
+		raw := lp.before(c.row)
+		_, top := lp.after(raw, 0, c.n)
+		var got []int32
+		for _, tl := range top {
+			got = append(got, tl.Token)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("row %v, top %d: %v, want %v", c.row, c.n, got, c.want)
+		}
+	}
+}
+
 // TestBias: a request's Bias moves its tokens' logits before the
 // sampler: -100 bans the greedy token, 100 forces another, while the
 // log-probability reported stays the model's. A biased id past the
