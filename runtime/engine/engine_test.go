@@ -906,3 +906,36 @@ func TestFailedStepEndsItsRequests(t *testing.T) {
 		t.Errorf("after the requests: %+v", st)
 	}
 }
+
+// TestFailedRetryEndsItself: a retried prompt samples its first token
+// from the logits kept with the cache, as its request is admitted, with
+// no step: a constraint that refuses the token or panics there ends that
+// request with StopError, as in a step, not the engine (a panic there
+// ended the process) nor the request beside it.
+func TestFailedRetryEndsItself(t *testing.T) {
+	m := recurrentModel(t, format.F16)
+	e := newEngine(t, m, Options{})
+	prompt := []int32{10, 11, 12, 13, 14, 15}
+	want := greedyAlone(t, m, prompt, 4)
+	if _, done := collect(t, submit(t, e, Request{Prompt: prompt, MaxTokens: 2, TopLogprobs: -1})); done.Reason != StopLength {
+		t.Fatalf("first: %s %v", done.Reason, done.Err)
+	}
+	for _, c := range []struct {
+		bad  Constraint
+		want string
+	}{{refuse{}, "constraint refuses: not this one"}, {explode{}, "internal error: boom"}} {
+		good := submit(t, e, Request{Prompt: []int32{20, 21, 22}, MaxTokens: 30, TopLogprobs: -1})
+		bad := submit(t, e, Request{Prompt: prompt, MaxTokens: 4, TopLogprobs: -1, Constraint: c.bad})
+		_, done := collect(t, bad)
+		if done.Reason != StopError || done.Err == nil || !strings.Contains(done.Err.Error(), c.want) || done.Usage.CachedTokens != len(prompt) {
+			t.Errorf("%T: ended %q with %v (%d cached), want StopError and %q from the kept logits", c.bad, done.Reason, done.Err, done.Usage.CachedTokens, c.want)
+		}
+		if _, done := collect(t, good); done.Reason != StopLength {
+			t.Errorf("%T: the request beside it ended %q with %v", c.bad, done.Reason, done.Err)
+		}
+	}
+	if evs, _ := collect(t, submit(t, e, Request{Prompt: prompt, MaxTokens: 4, TopLogprobs: -1})); !slices.Equal(tokensOf(evs), want) {
+		t.Errorf("after the failures: %v, want %v", tokensOf(evs), want)
+	}
+	waitFor(t, func() bool { st := e.Stats(); return st.Active == 0 && st.KVBytes == 0 })
+}

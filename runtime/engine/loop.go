@@ -250,7 +250,7 @@ func (l *loop) admit() (closing bool) {
 		if j.started.IsZero() && l.load(j) {
 			continue // started when its file has been read
 		}
-		if reason := e.start(j, l.reuse, l.logits); reason != "" {
+		if reason := l.start(j); reason != "" {
 			// Its prompt is all in the cache and nothing more is asked,
 			// or the token sampled from the logits kept there ends it.
 			e.end(j, reason, l.reuse)
@@ -277,6 +277,26 @@ func (l *loop) admit() (closing bool) {
 	e.cacheEvictions.Store(c.evictions)
 	e.countKV(l.active)
 	return closing
+}
+
+// start starts job j (Engine.start). A retried prompt samples its first
+// token there, from the logits kept, outside any step: a panic in it (a
+// constraint's bug) must end this job alone with StopError, as in
+// deliverOne, not the loop's goroutine and with it the process.
+func (l *loop) start(j *job) (reason StopReason) {
+	defer func() {
+		if p := recover(); p != nil {
+			j.err, reason = l.panicked(j, p), StopError
+		}
+	}()
+	return l.e.start(j, l.reuse, l.logits)
+}
+
+// panicked logs a panic in job j's work and returns it as the job's
+// error.
+func (l *loop) panicked(j *job, p any) error {
+	l.e.log.Error("engine: a request's step panicked", "request", j.id, "panic", p, "stack", string(debug.Stack()))
+	return fmt.Errorf("internal error: %v", p)
 }
 
 // run makes a step, runs it and delivers its rows. A panic in making or
@@ -397,9 +417,9 @@ func (l *loop) deliverOne(i int, j *job, now time.Time) {
 	e := l.e
 	defer func() {
 		if p := recover(); p != nil {
-			e.log.Error("engine: a request's step panicked", "request", j.id, "panic", p, "stack", string(debug.Stack()))
+			err := l.panicked(j, p)
 			if !ended(j) {
-				j.err = fmt.Errorf("internal error: %v", p)
+				j.err = err
 				e.end(j, StopError, l.reuse)
 			}
 		}
