@@ -929,3 +929,50 @@ func TestKeptSessionsHoldNoStepBuffers(t *testing.T) {
 		t.Errorf("the cache holds %d bytes of a conversation that drafted, %d of the same without drafts", drafted, plain)
 	}
 }
+
+// explodePrefix is a constraint whose Prefix panics: a bug met only when
+// a draft is checked against it.
+type explodePrefix struct{}
+
+func (explodePrefix) Allow([]float32)    {}
+func (explodePrefix) Accept(int32) error { return nil }
+func (explodePrefix) Done() bool         { return false }
+func (explodePrefix) Prefix([]int32) int { panic("boom") }
+
+// TestDraftConstraintPanics: a constraint that panics as a draft is cut
+// to it ends its request with StopError, and the request beside it goes
+// on to its end (the panic came before the step had any request: none
+// ended, and every step after failed the same way, for ever).
+func TestDraftConstraintPanics(t *testing.T) {
+	m := smallModel(t, 32)
+	e := newEngine(t, m, Options{})
+	prompt := []int32{10, 11, 12, 13}
+	want := greedyAlone(t, m, prompt, 8)
+	good := submit(t, e, Request{Prompt: []int32{20, 21}, MaxTokens: 8, TopLogprobs: -1})
+	bad := submit(t, e, Request{Prompt: prompt, MaxTokens: 8, TopLogprobs: -1, Constraint: explodePrefix{},
+		Draft: Draft{Max: 4, Prediction: want}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, s := range []*Stream{bad, good} {
+		for {
+			ev, err := s.Next(ctx)
+			if err != nil {
+				// A shutdown that does not wait for them, for the test to end.
+				sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+				defer scancel()
+				e.Shutdown(sctx)
+				t.Fatalf("the requests do not end: %v", err)
+			}
+			if ev.Done {
+				if s == bad && (ev.Reason != StopError || ev.Err == nil || !strings.Contains(ev.Err.Error(), "internal error: boom")) {
+					t.Errorf("the request whose constraint panicked ended %q with %v", ev.Reason, ev.Err)
+				}
+				if s == good && ev.Reason != StopLength {
+					t.Errorf("the request beside it ended %q with %v", ev.Reason, ev.Err)
+				}
+				break
+			}
+		}
+	}
+	waitFor(t, func() bool { st := e.Stats(); return st.Active == 0 && st.KVBytes == 0 })
+}

@@ -286,7 +286,7 @@ func (l *loop) admit() (closing bool) {
 func (l *loop) start(j *job) (reason StopReason) {
 	defer func() {
 		if p := recover(); p != nil {
-			j.err, reason = l.panicked(j, p), StopError
+			j.err, reason = l.e.panicked(j, p), StopError
 		}
 	}()
 	return l.e.start(j, l.reuse, l.logits)
@@ -294,8 +294,8 @@ func (l *loop) start(j *job) (reason StopReason) {
 
 // panicked logs a panic in job j's work and returns it as the job's
 // error.
-func (l *loop) panicked(j *job, p any) error {
-	l.e.log.Error("engine: a request's step panicked", "request", j.id, "panic", p, "stack", string(debug.Stack()))
+func (e *Engine) panicked(j *job, p any) error {
+	e.log.Error("engine: a request's step panicked", "request", j.id, "panic", p, "stack", string(debug.Stack()))
 	return fmt.Errorf("internal error: %v", p)
 }
 
@@ -336,6 +336,10 @@ func (l *loop) plan() {
 	}
 	e.drafts(l.active, spare)
 	for _, j := range l.active {
+		if j.err != nil && !ended(j) {
+			e.end(j, StopError, l.reuse) // its constraint failed as its draft was cut (drafts)
+			continue
+		}
 		if len(j.rest) == 0 {
 			if decoding+len(j.feed) > e.m.MaxPrefill() {
 				// More conversations decode than a step has rows: those
@@ -373,7 +377,7 @@ func (l *loop) plan() {
 		budget = min(budget, max(e.opts.Chunk, first))
 	}
 	for _, j := range l.active {
-		if len(j.rest) == 0 || budget == 0 {
+		if ended(j) || len(j.rest) == 0 || budget == 0 {
 			continue
 		}
 		n := min(len(j.rest), budget)
@@ -417,7 +421,7 @@ func (l *loop) deliverOne(i int, j *job, now time.Time) {
 	e := l.e
 	defer func() {
 		if p := recover(); p != nil {
-			err := l.panicked(j, p)
+			err := e.panicked(j, p)
 			if !ended(j) {
 				j.err = err
 				e.end(j, StopError, l.reuse)
