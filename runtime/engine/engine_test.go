@@ -939,3 +939,32 @@ func TestFailedRetryEndsItself(t *testing.T) {
 	}
 	waitFor(t, func() bool { st := e.Stats(); return st.Active == 0 && st.KVBytes == 0 })
 }
+
+// TestCacheKeepsOthersFromOneTooLarge: a conversation whose session alone
+// is larger than the cache's bound is not kept, and pushes out none of the
+// sessions there: they serve their next turns as before (a long context
+// emptied the cache of every other conversation, then went itself).
+func TestCacheKeepsOthersFromOneTooLarge(t *testing.T) {
+	m := smallModel(t, 32)
+	chunk := m.SequenceBytes(1, format.KVF16)
+	budget := 3*chunk + chunk/2
+	e := newEngine(t, m, Options{CacheBytes: budget})
+	var short [][]int32
+	for i := range 3 {
+		p := randomPrompt(20, uint64(i))
+		short = append(short, p)
+		collect(t, submit(t, e, Request{Prompt: p, MaxTokens: 2}))
+	}
+	if st := e.Stats(); st.CacheEvictions != 0 || st.CachedBytes != 3*chunk {
+		t.Fatalf("after three short conversations: %+v", st)
+	}
+	collect(t, submit(t, e, Request{Prompt: randomPrompt(1000, 9), MaxTokens: 2}))
+	if st := e.Stats(); st.CacheEvictions != 1 || st.CachedBytes != 3*chunk {
+		t.Errorf("after one larger than the bound of %d: %+v", budget, st)
+	}
+	for i, p := range short {
+		if _, done := collect(t, submit(t, e, Request{Prompt: p, MaxTokens: 0})); done.Usage.CachedTokens != len(p) {
+			t.Errorf("short conversation %d again: %d cached tokens, want %d", i, done.Usage.CachedTokens, len(p))
+		}
+	}
+}
