@@ -313,6 +313,23 @@ func TestTopLogprobsTies(t *testing.T) {
 	}
 }
 
+// TestTopLogprobsPastVocab: asked for more top tokens than the
+// vocabulary has (the engine's callers bound it, a Go program need not),
+// the list is the whole vocabulary; room for as many as asked was
+// allocated first, and 1<<40 of them ended the process.
+func TestTopLogprobsPastVocab(t *testing.T) {
+	lp := &logprobs{k: kernels.Detect(), raw: make([]float32, 4), scratch: make([]float32, 4)}
+	raw := lp.before([]float32{1, 4, 2, 3})
+	_, top := lp.after(raw, 1, 1<<40)
+	var got []int32
+	for _, tl := range top {
+		got = append(got, tl.Token)
+	}
+	if want := []int32{1, 3, 2, 0}; !slices.Equal(got, want) {
+		t.Errorf("top %v, want %v", got, want)
+	}
+}
+
 // TestBias: a request's Bias moves its tokens' logits before the
 // sampler: -100 bans the greedy token, 100 forces another, while the
 // log-probability reported stays the model's. A biased id past the

@@ -35,6 +35,9 @@ func (lp *logprobs) after(raw []float32, id int32, n int) (float32, []TokenLogpr
 	if n <= 0 {
 		return chosen, nil
 	}
+	// No more than the row holds: n is the request's, which callers
+	// bound but need not.
+	n = min(n, len(raw))
 	top := make([]TokenLogprob, 0, n+1)
 	for i, v := range raw {
 		if len(top) < n || v > top[len(top)-1].Logprob {
