@@ -985,3 +985,30 @@ func TestCacheKeepsOthersFromOneTooLarge(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamReadKeepsLittle: a stream read as it is written holds what is
+// not read yet, not every event of the generation (a long answer kept
+// some 200 bytes a token until its stream was dropped).
+func TestStreamReadKeepsLittle(t *testing.T) {
+	s := newStream()
+	for i := range 10000 {
+		s.push(Event{Token: int32(i)})
+		if ev, err := s.Next(context.Background()); err != nil || ev.Token != int32(i) {
+			t.Fatalf("event %d: %+v, %v", i, ev, err)
+		}
+	}
+	if n := cap(s.events); n > 64 {
+		t.Errorf("after 10,000 events read one by one, the stream holds room for %d", n)
+	}
+	s.push(Event{Token: 1})
+	s.push(Event{Done: true})
+	if ev, err := s.Next(context.Background()); err != nil || ev.Token != 1 {
+		t.Fatalf("%+v, %v", ev, err)
+	}
+	if ev, err := s.Next(context.Background()); err != nil || !ev.Done {
+		t.Fatalf("%+v, %v", ev, err)
+	}
+	if _, err := s.Next(context.Background()); err != io.EOF {
+		t.Fatalf("after Done: %v", err)
+	}
+}
