@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"slices"
 
@@ -128,14 +129,18 @@ func (e *Engine) drafts(active []*job, spare int) {
 // prefix is how much of a draft job j's constraint takes (Prefix). A
 // panic in it, a constraint's bug, comes back as an error for the job
 // alone: the step is not planned yet, so failing it would end no request
-// and the next step would fail the same way.
+// and the next step would fail the same way. So does a count outside
+// the draft, which would cut the feed past its tokens, into stale ones.
 func (e *Engine) prefix(j *job, ids []int32) (n int, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = e.panicked(j, p)
 		}
 	}()
-	return j.req.Constraint.Prefix(ids), nil
+	if n = j.req.Constraint.Prefix(ids); n < 0 || n > len(ids) {
+		return 0, fmt.Errorf("internal error: the constraint takes %d of %d drafted tokens", n, len(ids))
+	}
+	return n, nil
 }
 
 // modelDrafts is the draft model's work of one step, kept from step to

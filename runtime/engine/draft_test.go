@@ -939,38 +939,49 @@ func (explodePrefix) Accept(int32) error { return nil }
 func (explodePrefix) Done() bool         { return false }
 func (explodePrefix) Prefix([]int32) int { panic("boom") }
 
+// overPrefix is a constraint whose Prefix takes more than it was given.
+type overPrefix struct{ explodePrefix }
+
+func (overPrefix) Prefix(ids []int32) int { return len(ids) + 1 }
+
 // TestDraftConstraintPanics: a constraint that panics as a draft is cut
-// to it ends its request with StopError, and the request beside it goes
-// on to its end (the panic came before the step had any request: none
-// ended, and every step after failed the same way, for ever).
+// to it, or says it takes more of the draft than there is, ends its
+// request with StopError, and the request beside it goes on to its end
+// (the panic came before the step had any request: none ended, and every
+// step after failed the same way, for ever).
 func TestDraftConstraintPanics(t *testing.T) {
 	m := smallModel(t, 32)
 	e := newEngine(t, m, Options{})
 	prompt := []int32{10, 11, 12, 13}
 	want := greedyAlone(t, m, prompt, 8)
-	good := submit(t, e, Request{Prompt: []int32{20, 21}, MaxTokens: 8, TopLogprobs: -1})
-	bad := submit(t, e, Request{Prompt: prompt, MaxTokens: 8, TopLogprobs: -1, Constraint: explodePrefix{},
-		Draft: Draft{Max: 4, Prediction: want}})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for _, s := range []*Stream{bad, good} {
-		for {
-			ev, err := s.Next(ctx)
-			if err != nil {
-				// A shutdown that does not wait for them, for the test to end.
-				sctx, scancel := context.WithTimeout(context.Background(), time.Second)
-				defer scancel()
-				e.Shutdown(sctx)
-				t.Fatalf("the requests do not end: %v", err)
-			}
-			if ev.Done {
-				if s == bad && (ev.Reason != StopError || ev.Err == nil || !strings.Contains(ev.Err.Error(), "internal error: boom")) {
-					t.Errorf("the request whose constraint panicked ended %q with %v", ev.Reason, ev.Err)
+	for _, c := range []struct {
+		bad  Constraint
+		want string
+	}{{explodePrefix{}, "internal error: boom"}, {overPrefix{}, "internal error: the constraint takes 5 of 4 drafted tokens"}} {
+		good := submit(t, e, Request{Prompt: []int32{20, 21}, MaxTokens: 8, TopLogprobs: -1})
+		bad := submit(t, e, Request{Prompt: prompt, MaxTokens: 8, TopLogprobs: -1, Constraint: c.bad,
+			Draft: Draft{Max: 4, Prediction: want}})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for _, s := range []*Stream{bad, good} {
+			for {
+				ev, err := s.Next(ctx)
+				if err != nil {
+					// A shutdown that does not wait for them, for the test to end.
+					sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+					defer scancel()
+					e.Shutdown(sctx)
+					t.Fatalf("%T: the requests do not end: %v", c.bad, err)
 				}
-				if s == good && ev.Reason != StopLength {
-					t.Errorf("the request beside it ended %q with %v", ev.Reason, ev.Err)
+				if ev.Done {
+					if s == bad && (ev.Reason != StopError || ev.Err == nil || !strings.Contains(ev.Err.Error(), c.want)) {
+						t.Errorf("%T: the request whose constraint failed ended %q with %v", c.bad, ev.Reason, ev.Err)
+					}
+					if s == good && ev.Reason != StopLength {
+						t.Errorf("%T: the request beside it ended %q with %v", c.bad, ev.Reason, ev.Err)
+					}
+					break
 				}
-				break
 			}
 		}
 	}
