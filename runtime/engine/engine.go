@@ -357,9 +357,9 @@ const MaxQueuedScoring = 4096
 
 // Check reports what SubmitAll would refuse of these requests whatever
 // the engine's load: an empty prompt, one longer than the context, a
-// token outside the vocabulary. A caller that submits a batch in parts
-// checks it whole first, so that it fails before any part runs, with the
-// index in the whole batch.
+// token outside the vocabulary, a KV cache type the runtime lacks. A
+// caller that submits a batch in parts checks it whole first, so that it
+// fails before any part runs, with the index in the whole batch.
 func (e *Engine) Check(reqs []Request) error {
 	for i := range reqs {
 		req := &reqs[i]
@@ -373,6 +373,9 @@ func (e *Engine) Check(reqs []Request) error {
 			if id < 0 || int(id) >= e.m.Config.Vocab {
 				return fmt.Errorf("request %d: token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
 			}
+		}
+		if req.KV != format.KVF16 && req.KV != format.KVQ8 {
+			return fmt.Errorf("request %d: KV cache type %v: want f16 or q8", i, req.KV)
 		}
 		if req.Draft.Model > 0 && e.dr == nil {
 			return fmt.Errorf("request %d: drafts from a draft model, but the engine has none", i)

@@ -815,6 +815,12 @@ func TestKVTypesAndClearCache(t *testing.T) {
 	if after := run(format.KVF16); after.Usage.CachedTokens != 0 {
 		t.Errorf("after ClearCache: %d cached tokens", after.Usage.CachedTokens)
 	}
+	// A type the runtime does not have is refused, not run as f16 (and
+	// written to the state cache's directory, whose next run removes it
+	// as damaged).
+	if _, err := e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 1, KV: format.KVType(9)}); err == nil || !strings.Contains(err.Error(), "KV cache type KVType(9)") {
+		t.Errorf("KV cache type 9: %v", err)
+	}
 }
 
 // TestGenerationStops: the generation loop of every front end, on an odd
