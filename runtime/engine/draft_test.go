@@ -987,3 +987,40 @@ func TestDraftConstraintPanics(t *testing.T) {
 	}
 	waitFor(t, func() bool { st := e.Stats(); return st.Active == 0 && st.KVBytes == 0 })
 }
+
+// TestRowsShortTakeTurns: with more conversations decoding than a step
+// has rows, those left out of a step get the next, not a place behind
+// every conversation before them in the list (they waited for those to
+// end, for a conversation without a bound the whole context).
+func TestRowsShortTakeTurns(t *testing.T) {
+	m := recurrentModel(t, format.F16)
+	rows := m.MaxPrefill()
+	e := newEngine(t, m, Options{Parallel: rows + 8})
+	prompt := []int32{10, 11, 12, 13, 14, 15, 16}
+	if _, done := collect(t, submit(t, e, Request{Prompt: prompt, MaxTokens: 2})); done.Reason != StopLength {
+		t.Fatalf("first: %s %v", done.Reason, done.Err)
+	}
+	// All start from the logits kept, decoding at once: the first ones
+	// for long, the last eight for two tokens.
+	reqs := make([]Request, rows+8)
+	for i := range reqs {
+		reqs[i] = Request{Prompt: prompt, MaxTokens: 200, TopLogprobs: -1, Stop: []int32{}}
+		if i >= rows {
+			reqs[i].MaxTokens = 2
+		}
+	}
+	ss, err := e.SubmitAll(context.Background(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ss[rows:] {
+		evs, done := collect(t, s)
+		if done.Reason != StopLength || len(evs) != 2 {
+			t.Fatalf("a short one: %d tokens, %s %v", len(evs), done.Reason, done.Err)
+		}
+	}
+	// Before the long ones are far into their 200 tokens.
+	if st := e.Stats(); st.DecodeSteps > 50 {
+		t.Errorf("the short conversations ended after %d decode steps", st.DecodeSteps)
+	}
+}

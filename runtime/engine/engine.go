@@ -527,6 +527,7 @@ type job struct {
 	draft   *drafter       // nil: no drafts from the text
 	dsess   *infer.Session // the draft model's cache of the conversation (nil: none yet)
 	guessed bool           // the feed's draft is the draft model's or the MTP head's, not the text's
+	waits   bool           // left out of the step being planned: no row was left for it
 	// mtpGuess is the MTP head's guesses for the next step (Draft.MTP),
 	// and mtpGrew whether its last MTP row added one.
 	mtpGuess []int32

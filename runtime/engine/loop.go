@@ -327,7 +327,7 @@ func (l *loop) run() (err error) {
 func (l *loop) plan() {
 	e := l.e
 	l.seqs, l.owners, l.prompt = l.seqs[:0], l.owners[:0], l.prompt[:0]
-	decoding, waiting, first, onlyScoring := 0, 0, 0, true
+	decoding, waiting, first, onlyScoring, waited := 0, 0, 0, true, 0
 	spare := e.m.MaxPrefill()
 	for _, j := range l.active {
 		if len(j.rest) == 0 {
@@ -346,7 +346,8 @@ func (l *loop) plan() {
 				// that started from a kept prompt's logits took no prefill
 				// step to join the others in. The rest (with no draft:
 				// spare is negative) wait for the next step.
-				j.feed = j.feed[:1]
+				j.feed, j.waits = j.feed[:1], true
+				waited++
 				continue
 			}
 			l.seqs = append(l.seqs, infer.Seq{Session: j.sess, Tokens: j.feed, Logits: true, Last: len(j.feed)})
@@ -389,6 +390,23 @@ func (l *loop) plan() {
 		l.seqs = append(l.seqs, infer.Seq{Session: j.sess, Tokens: j.rest[:n], Logits: last && (j.req.MaxTokens != 0 || j.req.PromptLogits), Rows: j.req.Rows})
 		l.owners, l.prompt = append(l.owners, j), append(l.prompt, n)
 		budget -= n
+	}
+	if waited > 0 {
+		// Those left out go first in the next step: else the ones before
+		// them would take the rows again, step after step, until they
+		// ended.
+		slices.SortStableFunc(l.active, func(a, b *job) int {
+			switch {
+			case a.waits == b.waits:
+				return 0
+			case a.waits:
+				return -1
+			}
+			return 1
+		})
+		for _, j := range l.active[:waited] {
+			j.waits = false
+		}
 	}
 }
 
