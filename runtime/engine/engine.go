@@ -438,6 +438,11 @@ func (e *Engine) SubmitAll(ctx context.Context, reqs []Request) ([]*Stream, erro
 	case queuedScoring+scoring > MaxQueuedScoring, len(e.queue)-queuedScoring+len(reqs)-scoring > e.opts.Queue:
 		return nil, ErrBusy
 	}
+	for _, j := range jobs {
+		// A cancel wakes the loop: with no step to run (every slot held
+		// by a read from disk) it would see it only when one ended.
+		j.unwatch = context.AfterFunc(ctx, e.signal)
+	}
 	e.queue = append(e.queue, jobs...)
 	e.signal()
 	return streams, nil
@@ -502,6 +507,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 type job struct {
 	id        int64 // in the logs
 	ctx       context.Context
+	unwatch   func() bool // ends the wake on ctx's cancel (SubmitAll)
 	req       Request
 	stream    *Stream
 	submitted time.Time
@@ -576,6 +582,9 @@ func (j *job) oneShot() bool { return j.scoring() && j.req.OneShot }
 
 // finish sends a job's last event.
 func (j *job) finish(reason StopReason) {
+	if j.unwatch != nil {
+		j.unwatch()
+	}
 	j.usage.Total = time.Since(j.submitted)
 	j.emit(Event{Time: time.Now(), Done: true, Reason: reason, Err: j.err, Usage: j.usage})
 }
