@@ -393,6 +393,16 @@ func (e *Engine) Check(reqs []Request) error {
 				return fmt.Errorf("request %d: predicted token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
 			}
 		}
+		// Checked by the step, which would fail with it every request
+		// it holds.
+		if len(req.Rows) > 0 && e.m.Config.Embedding {
+			return fmt.Errorf("request %d: head rows of an embedding model, which has no head", i)
+		}
+		for _, id := range req.Rows {
+			if id < 0 || int(id) >= e.m.Config.Vocab {
+				return fmt.Errorf("request %d: head row %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
+			}
+		}
 		// The row sample biases is cut at the tokenizer's ids.
 		for id := range req.Bias {
 			if id < 0 || int(id) >= e.m.Tokenizer.VocabSize() {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -1016,5 +1017,27 @@ func TestStreamReadKeepsLittle(t *testing.T) {
 	}
 	if _, err := s.Next(context.Background()); err != io.EOF {
 		t.Fatalf("after Done: %v", err)
+	}
+}
+
+// TestRowsChecked: head rows outside the vocabulary are refused at
+// Submit: run, they failed the step, and with it every request that
+// shared the step.
+func TestRowsChecked(t *testing.T) {
+	m := smallModel(t, 32)
+	e := newEngine(t, m, Options{})
+	for _, row := range []int32{-1, int32(m.Config.Vocab)} {
+		good := Request{Prompt: []int32{1, 2, 3}, MaxTokens: 3, TopLogprobs: -1}
+		bad := Request{Prompt: []int32{4, 5, 6}, MaxTokens: 0, PromptLogits: true, Rows: []int32{7, row}, TopLogprobs: -1}
+		ss, err := e.SubmitAll(context.Background(), []Request{good, bad})
+		if err == nil {
+			if _, done := collect(t, ss[0]); done.Reason != StopLength {
+				t.Errorf("row %d: the request beside it ended %q with %v", row, done.Reason, done.Err)
+			}
+			collect(t, ss[1])
+		}
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("head row %d outside", row)) {
+			t.Errorf("row %d: %v, want it refused", row, err)
+		}
 	}
 }
