@@ -161,7 +161,8 @@ func (c *prefixCache) clear() {
 }
 
 // put keeps a session, evicting the least recently used ones beyond the
-// budget (and s itself if it alone is too big). In a forking cache, an
+// budget; a session larger than the whole budget is not kept, and evicts
+// nothing. In a forking cache, an
 // entry that s covers (every point of it is one of s, with the same
 // tokens before it: the turn s continued) goes, as s serves its
 // requests.
@@ -172,6 +173,15 @@ func (c *prefixCache) put(s *infer.Session) {
 	// What only its steps used (a drafted step's logs) would be held
 	// beyond the budget's worth of states.
 	s.Trim()
+	if memory(s) > c.budget {
+		// Put in, it would push out every other session before going
+		// itself: a long context would empty the cache for nothing.
+		if c.disk != nil {
+			c.disk.spill(s)
+		}
+		c.evictions++
+		return
+	}
 	if c.fork {
 		in := s.Info()
 		c.entries = slices.DeleteFunc(c.entries, func(e *infer.Session) bool { return covers(in, e.Info()) })
@@ -212,17 +222,21 @@ func (c *prefixCache) drop(i int) {
 	c.recount()
 }
 
-// recount sums the entries' memory, each part once however many entries
+// recount sums the entries' memory.
+func (c *prefixCache) recount() { c.bytes = memory(c.entries...) }
+
+// memory is what sessions hold, each part once however many of them
 // share it.
-func (c *prefixCache) recount() {
+func memory(ss ...*infer.Session) int64 {
 	seen := map[*byte]bool{}
-	c.bytes = 0
-	for _, s := range c.entries {
+	var bytes int64
+	for _, s := range ss {
 		s.Memory(func(id *byte, n int64) {
 			if !seen[id] {
 				seen[id] = true
-				c.bytes += n
+				bytes += n
 			}
 		})
 	}
+	return bytes
 }

@@ -429,3 +429,41 @@ func TestStateCacheDiskFileOverBound(t *testing.T) {
 		t.Errorf("after a state whose file is over the bound of %d bytes: files %v, before %v; %+v", bound, after, before, st)
 	}
 }
+
+// TestCancelQueuedWhileReading: a request cancelled while it waits for a
+// slot that a read from disk holds ends at once, not when the read does:
+// with no step to run, nothing woke the engine to see the cancel.
+func TestCancelQueuedWhileReading(t *testing.T) {
+	m := smallModel(t, 32)
+	e := newEngine(t, m, Options{CacheBytes: 1, CacheDir: t.TempDir(), CacheDiskBytes: 1 << 30, Parallel: 1})
+	turn1 := randomPrompt(300, 1)
+	answer, _ := greedy(t, e, turn1, 4)
+	release, reading := make(chan struct{}), make(chan struct{}, 1)
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	e.disk.readHook = func() {
+		reading <- struct{}{}
+		<-release
+	}
+	turn2 := submit(t, e, Request{Prompt: slices.Concat(turn1, answer, randomPrompt(20, 2)), MaxTokens: 2, TopLogprobs: -1})
+	<-reading
+	ctx, cancel := context.WithCancel(context.Background())
+	behind, err := e.Submit(ctx, Request{Prompt: randomPrompt(10, 4), MaxTokens: 2, TopLogprobs: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The engine has seen it queued, and waits.
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer wcancel()
+	ev, err := behind.Next(wctx)
+	if err != nil || !ev.Done || ev.Reason != StopInterrupt {
+		t.Errorf("cancelled while a read held the slot: %+v, %v", ev, err)
+	}
+	free()
+	if _, done := collect(t, turn2); done.Reason != StopLength {
+		t.Errorf("the request reading: %s %v", done.Reason, done.Err)
+	}
+}

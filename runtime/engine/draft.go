@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math"
 	"slices"
 
@@ -107,7 +108,12 @@ func (e *Engine) drafts(active []*job, spare int) {
 			continue
 		}
 		if c := j.req.Constraint; c != nil && len(j.feed) > 1 {
-			n := c.Prefix(j.feed[1:])
+			n, err := e.prefix(j, j.feed[1:])
+			if err != nil {
+				// The step's plan (l.plan) ends the job before its rows.
+				j.err, j.feed = err, j.feed[:1]
+				continue
+			}
 			if n < max(j.req.Draft.Min, 1) {
 				n = 0
 			}
@@ -118,6 +124,23 @@ func (e *Engine) drafts(active []*job, spare int) {
 			j.snap = j.sess.Speculate()
 		}
 	}
+}
+
+// prefix is how much of a draft job j's constraint takes (Prefix). A
+// panic in it, a constraint's bug, comes back as an error for the job
+// alone: the step is not planned yet, so failing it would end no request
+// and the next step would fail the same way. So does a count outside
+// the draft, which would cut the feed past its tokens, into stale ones.
+func (e *Engine) prefix(j *job, ids []int32) (n int, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = e.panicked(j, p)
+		}
+	}()
+	if n = j.req.Constraint.Prefix(ids); n < 0 || n > len(ids) {
+		return 0, fmt.Errorf("internal error: the constraint takes %d of %d drafted tokens", n, len(ids))
+	}
+	return n, nil
 }
 
 // modelDrafts is the draft model's work of one step, kept from step to

@@ -929,3 +929,98 @@ func TestKeptSessionsHoldNoStepBuffers(t *testing.T) {
 		t.Errorf("the cache holds %d bytes of a conversation that drafted, %d of the same without drafts", drafted, plain)
 	}
 }
+
+// explodePrefix is a constraint whose Prefix panics: a bug met only when
+// a draft is checked against it.
+type explodePrefix struct{}
+
+func (explodePrefix) Allow([]float32)    {}
+func (explodePrefix) Accept(int32) error { return nil }
+func (explodePrefix) Done() bool         { return false }
+func (explodePrefix) Prefix([]int32) int { panic("boom") }
+
+// overPrefix is a constraint whose Prefix takes more than it was given.
+type overPrefix struct{ explodePrefix }
+
+func (overPrefix) Prefix(ids []int32) int { return len(ids) + 1 }
+
+// TestDraftConstraintPanics: a constraint that panics as a draft is cut
+// to it, or says it takes more of the draft than there is, ends its
+// request with StopError, and the request beside it goes on to its end
+// (the panic came before the step had any request: none ended, and every
+// step after failed the same way, for ever).
+func TestDraftConstraintPanics(t *testing.T) {
+	m := smallModel(t, 32)
+	e := newEngine(t, m, Options{})
+	prompt := []int32{10, 11, 12, 13}
+	want := greedyAlone(t, m, prompt, 8)
+	for _, c := range []struct {
+		bad  Constraint
+		want string
+	}{{explodePrefix{}, "internal error: boom"}, {overPrefix{}, "internal error: the constraint takes 5 of 4 drafted tokens"}} {
+		good := submit(t, e, Request{Prompt: []int32{20, 21}, MaxTokens: 8, TopLogprobs: -1})
+		bad := submit(t, e, Request{Prompt: prompt, MaxTokens: 8, TopLogprobs: -1, Constraint: c.bad,
+			Draft: Draft{Max: 4, Prediction: want}})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for _, s := range []*Stream{bad, good} {
+			for {
+				ev, err := s.Next(ctx)
+				if err != nil {
+					// A shutdown that does not wait for them, for the test to end.
+					sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+					defer scancel()
+					e.Shutdown(sctx)
+					t.Fatalf("%T: the requests do not end: %v", c.bad, err)
+				}
+				if ev.Done {
+					if s == bad && (ev.Reason != StopError || ev.Err == nil || !strings.Contains(ev.Err.Error(), c.want)) {
+						t.Errorf("%T: the request whose constraint failed ended %q with %v", c.bad, ev.Reason, ev.Err)
+					}
+					if s == good && ev.Reason != StopLength {
+						t.Errorf("%T: the request beside it ended %q with %v", c.bad, ev.Reason, ev.Err)
+					}
+					break
+				}
+			}
+		}
+	}
+	waitFor(t, func() bool { st := e.Stats(); return st.Active == 0 && st.KVBytes == 0 })
+}
+
+// TestRowsShortTakeTurns: with more conversations decoding than a step
+// has rows, those left out of a step get the next, not a place behind
+// every conversation before them in the list (they waited for those to
+// end, for a conversation without a bound the whole context).
+func TestRowsShortTakeTurns(t *testing.T) {
+	m := recurrentModel(t, format.F16)
+	rows := m.MaxPrefill()
+	e := newEngine(t, m, Options{Parallel: rows + 8})
+	prompt := []int32{10, 11, 12, 13, 14, 15, 16}
+	if _, done := collect(t, submit(t, e, Request{Prompt: prompt, MaxTokens: 2})); done.Reason != StopLength {
+		t.Fatalf("first: %s %v", done.Reason, done.Err)
+	}
+	// All start from the logits kept, decoding at once: the first ones
+	// for long, the last eight for two tokens.
+	reqs := make([]Request, rows+8)
+	for i := range reqs {
+		reqs[i] = Request{Prompt: prompt, MaxTokens: 200, TopLogprobs: -1, Stop: []int32{}}
+		if i >= rows {
+			reqs[i].MaxTokens = 2
+		}
+	}
+	ss, err := e.SubmitAll(context.Background(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ss[rows:] {
+		evs, done := collect(t, s)
+		if done.Reason != StopLength || len(evs) != 2 {
+			t.Fatalf("a short one: %d tokens, %s %v", len(evs), done.Reason, done.Err)
+		}
+	}
+	// Before the long ones are far into their 200 tokens.
+	if st := e.Stats(); st.DecodeSteps > 50 {
+		t.Errorf("the short conversations ended after %d decode steps", st.DecodeSteps)
+	}
+}

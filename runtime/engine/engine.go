@@ -359,9 +359,9 @@ const MaxQueuedScoring = 4096
 
 // Check reports what SubmitAll would refuse of these requests whatever
 // the engine's load: an empty prompt, one longer than the context, a
-// token outside the vocabulary. A caller that submits a batch in parts
-// checks it whole first, so that it fails before any part runs, with the
-// index in the whole batch.
+// token outside the vocabulary, a KV cache type the runtime lacks. A
+// caller that submits a batch in parts checks it whole first, so that it
+// fails before any part runs, with the index in the whole batch.
 func (e *Engine) Check(reqs []Request) error {
 	for i := range reqs {
 		req := &reqs[i]
@@ -375,6 +375,9 @@ func (e *Engine) Check(reqs []Request) error {
 			if id < 0 || int(id) >= e.m.Config.Vocab {
 				return fmt.Errorf("request %d: token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
 			}
+		}
+		if req.KV != format.KVF16 && req.KV != format.KVQ8 {
+			return fmt.Errorf("request %d: KV cache type %v: want f16 or q8", i, req.KV)
 		}
 		if req.Draft.Model > 0 && e.dr == nil {
 			return fmt.Errorf("request %d: drafts from a draft model, but the engine has none", i)
@@ -390,6 +393,16 @@ func (e *Engine) Check(reqs []Request) error {
 		for _, id := range req.Draft.Prediction {
 			if id < 0 || int(id) >= e.m.Config.Vocab {
 				return fmt.Errorf("request %d: predicted token id %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
+			}
+		}
+		// Checked by the step, which would fail with it every request
+		// it holds.
+		if len(req.Rows) > 0 && e.m.Config.Embedding {
+			return fmt.Errorf("request %d: head rows of an embedding model, which has no head", i)
+		}
+		for _, id := range req.Rows {
+			if id < 0 || int(id) >= e.m.Config.Vocab {
+				return fmt.Errorf("request %d: head row %d outside the vocabulary [0, %d)", i, id, e.m.Config.Vocab)
 			}
 		}
 		// The row sample biases is cut at the tokenizer's ids.
@@ -436,6 +449,11 @@ func (e *Engine) SubmitAll(ctx context.Context, reqs []Request) ([]*Stream, erro
 		return nil, ErrClosed
 	case queuedScoring+scoring > MaxQueuedScoring, len(e.queue)-queuedScoring+len(reqs)-scoring > e.opts.Queue:
 		return nil, ErrBusy
+	}
+	for _, j := range jobs {
+		// A cancel wakes the loop: with no step to run (every slot held
+		// by a read from disk) it would see it only when one ended.
+		j.unwatch = context.AfterFunc(ctx, e.signal)
 	}
 	e.queue = append(e.queue, jobs...)
 	e.signal()
@@ -501,6 +519,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 type job struct {
 	id        int64 // in the logs
 	ctx       context.Context
+	unwatch   func() bool // ends the wake on ctx's cancel (SubmitAll)
 	req       Request
 	stream    *Stream
 	submitted time.Time
@@ -526,6 +545,7 @@ type job struct {
 	draft   *drafter       // nil: no drafts from the text
 	dsess   *infer.Session // the draft model's cache of the conversation (nil: none yet)
 	guessed bool           // the feed's draft is the draft model's or the MTP head's, not the text's
+	waits   bool           // left out of the step being planned: no row was left for it
 	// mtpGuess is the MTP head's guesses for the next step (Draft.MTP),
 	// and mtpGrew whether its last MTP row added one.
 	mtpGuess []int32
@@ -574,6 +594,9 @@ func (j *job) oneShot() bool { return j.scoring() && j.req.OneShot }
 
 // finish sends a job's last event.
 func (j *job) finish(reason StopReason) {
+	if j.unwatch != nil {
+		j.unwatch()
+	}
 	j.usage.Total = time.Since(j.submitted)
 	j.emit(Event{Time: time.Now(), Done: true, Reason: reason, Err: j.err, Usage: j.usage})
 }

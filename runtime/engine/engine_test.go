@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -284,6 +285,49 @@ func TestLogprobs(t *testing.T) {
 			}
 		}
 		l, _ = sess.Feed([]int32{ev.Token})
+	}
+}
+
+// TestTopLogprobsTies: tokens of equal logits are listed lower id first,
+// as greedy sampling picks the lowest: the token a greedy request emits
+// heads its own top list, and a cut through a tie keeps the lower ids.
+func TestTopLogprobsTies(t *testing.T) {
+	lp := &logprobs{k: kernels.Detect(), raw: make([]float32, 8), scratch: make([]float32, 8)}
+	for _, c := range []struct {
+		row  []float32
+		n    int
+		want []int32
+	}{
+		{[]float32{1, 1, 1}, 3, []int32{0, 1, 2}},
+		{[]float32{5, 5, 6}, 2, []int32{2, 0}},
+		{[]float32{0, 3, 2, 3, 3}, 2, []int32{1, 3}},
+	} {
+		raw := lp.before(c.row)
+		_, top := lp.after(raw, 0, c.n)
+		var got []int32
+		for _, tl := range top {
+			got = append(got, tl.Token)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("row %v, top %d: %v, want %v", c.row, c.n, got, c.want)
+		}
+	}
+}
+
+// TestTopLogprobsPastVocab: asked for more top tokens than the
+// vocabulary has (the engine's callers bound it, a Go program need not),
+// the list is the whole vocabulary; room for as many as asked was
+// allocated first, and 1<<40 of them ended the process.
+func TestTopLogprobsPastVocab(t *testing.T) {
+	lp := &logprobs{k: kernels.Detect(), raw: make([]float32, 4), scratch: make([]float32, 4)}
+	raw := lp.before([]float32{1, 4, 2, 3})
+	_, top := lp.after(raw, 1, 1<<40)
+	var got []int32
+	for _, tl := range top {
+		got = append(got, tl.Token)
+	}
+	if want := []int32{1, 3, 2, 0}; !slices.Equal(got, want) {
+		t.Errorf("top %v, want %v", got, want)
 	}
 }
 
@@ -772,6 +816,12 @@ func TestKVTypesAndClearCache(t *testing.T) {
 	if after := run(format.KVF16); after.Usage.CachedTokens != 0 {
 		t.Errorf("after ClearCache: %d cached tokens", after.Usage.CachedTokens)
 	}
+	// A type the runtime does not have is refused, not run as f16 (and
+	// written to the state cache's directory, whose next run removes it
+	// as damaged).
+	if _, err := e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 1, KV: format.KVType(9)}); err == nil || !strings.Contains(err.Error(), "KV cache type KVType(9)") {
+		t.Errorf("KV cache type 9: %v", err)
+	}
 }
 
 // TestGenerationStops: the generation loop of every front end, on an odd
@@ -878,5 +928,116 @@ func TestFailedStepEndsItsRequests(t *testing.T) {
 	}
 	if st := e.Stats(); st.Active != 0 || st.KVBytes != 0 {
 		t.Errorf("after the requests: %+v", st)
+	}
+}
+
+// TestFailedRetryEndsItself: a retried prompt samples its first token
+// from the logits kept with the cache, as its request is admitted, with
+// no step: a constraint that refuses the token or panics there ends that
+// request with StopError, as in a step, not the engine (a panic there
+// ended the process) nor the request beside it.
+func TestFailedRetryEndsItself(t *testing.T) {
+	m := recurrentModel(t, format.F16)
+	e := newEngine(t, m, Options{})
+	prompt := []int32{10, 11, 12, 13, 14, 15}
+	want := greedyAlone(t, m, prompt, 4)
+	if _, done := collect(t, submit(t, e, Request{Prompt: prompt, MaxTokens: 2, TopLogprobs: -1})); done.Reason != StopLength {
+		t.Fatalf("first: %s %v", done.Reason, done.Err)
+	}
+	for _, c := range []struct {
+		bad  Constraint
+		want string
+	}{{refuse{}, "constraint refuses: not this one"}, {explode{}, "internal error: boom"}} {
+		good := submit(t, e, Request{Prompt: []int32{20, 21, 22}, MaxTokens: 30, TopLogprobs: -1})
+		bad := submit(t, e, Request{Prompt: prompt, MaxTokens: 4, TopLogprobs: -1, Constraint: c.bad})
+		_, done := collect(t, bad)
+		if done.Reason != StopError || done.Err == nil || !strings.Contains(done.Err.Error(), c.want) || done.Usage.CachedTokens != len(prompt) {
+			t.Errorf("%T: ended %q with %v (%d cached), want StopError and %q from the kept logits", c.bad, done.Reason, done.Err, done.Usage.CachedTokens, c.want)
+		}
+		if _, done := collect(t, good); done.Reason != StopLength {
+			t.Errorf("%T: the request beside it ended %q with %v", c.bad, done.Reason, done.Err)
+		}
+	}
+	if evs, _ := collect(t, submit(t, e, Request{Prompt: prompt, MaxTokens: 4, TopLogprobs: -1})); !slices.Equal(tokensOf(evs), want) {
+		t.Errorf("after the failures: %v, want %v", tokensOf(evs), want)
+	}
+	waitFor(t, func() bool { st := e.Stats(); return st.Active == 0 && st.KVBytes == 0 })
+}
+
+// TestCacheKeepsOthersFromOneTooLarge: a conversation whose session alone
+// is larger than the cache's bound is not kept, and pushes out none of the
+// sessions there: they serve their next turns as before (a long context
+// emptied the cache of every other conversation, then went itself).
+func TestCacheKeepsOthersFromOneTooLarge(t *testing.T) {
+	m := smallModel(t, 32)
+	chunk := m.SequenceBytes(1, format.KVF16)
+	budget := 3*chunk + chunk/2
+	e := newEngine(t, m, Options{CacheBytes: budget})
+	var short [][]int32
+	for i := range 3 {
+		p := randomPrompt(20, uint64(i))
+		short = append(short, p)
+		collect(t, submit(t, e, Request{Prompt: p, MaxTokens: 2}))
+	}
+	if st := e.Stats(); st.CacheEvictions != 0 || st.CachedBytes != 3*chunk {
+		t.Fatalf("after three short conversations: %+v", st)
+	}
+	collect(t, submit(t, e, Request{Prompt: randomPrompt(1000, 9), MaxTokens: 2}))
+	if st := e.Stats(); st.CacheEvictions != 1 || st.CachedBytes != 3*chunk {
+		t.Errorf("after one larger than the bound of %d: %+v", budget, st)
+	}
+	for i, p := range short {
+		if _, done := collect(t, submit(t, e, Request{Prompt: p, MaxTokens: 0})); done.Usage.CachedTokens != len(p) {
+			t.Errorf("short conversation %d again: %d cached tokens, want %d", i, done.Usage.CachedTokens, len(p))
+		}
+	}
+}
+
+// TestStreamReadKeepsLittle: a stream read as it is written holds what is
+// not read yet, not every event of the generation (a long answer kept
+// some 200 bytes a token until its stream was dropped).
+func TestStreamReadKeepsLittle(t *testing.T) {
+	s := newStream()
+	for i := range 10000 {
+		s.push(Event{Token: int32(i)})
+		if ev, err := s.Next(context.Background()); err != nil || ev.Token != int32(i) {
+			t.Fatalf("event %d: %+v, %v", i, ev, err)
+		}
+	}
+	if n := cap(s.events); n > 64 {
+		t.Errorf("after 10,000 events read one by one, the stream holds room for %d", n)
+	}
+	s.push(Event{Token: 1})
+	s.push(Event{Done: true})
+	if ev, err := s.Next(context.Background()); err != nil || ev.Token != 1 {
+		t.Fatalf("%+v, %v", ev, err)
+	}
+	if ev, err := s.Next(context.Background()); err != nil || !ev.Done {
+		t.Fatalf("%+v, %v", ev, err)
+	}
+	if _, err := s.Next(context.Background()); err != io.EOF {
+		t.Fatalf("after Done: %v", err)
+	}
+}
+
+// TestRowsChecked: head rows outside the vocabulary are refused at
+// Submit: run, they failed the step, and with it every request that
+// shared the step.
+func TestRowsChecked(t *testing.T) {
+	m := smallModel(t, 32)
+	e := newEngine(t, m, Options{})
+	for _, row := range []int32{-1, int32(m.Config.Vocab)} {
+		good := Request{Prompt: []int32{1, 2, 3}, MaxTokens: 3, TopLogprobs: -1}
+		bad := Request{Prompt: []int32{4, 5, 6}, MaxTokens: 0, PromptLogits: true, Rows: []int32{7, row}, TopLogprobs: -1}
+		ss, err := e.SubmitAll(context.Background(), []Request{good, bad})
+		if err == nil {
+			if _, done := collect(t, ss[0]); done.Reason != StopLength {
+				t.Errorf("row %d: the request beside it ended %q with %v", row, done.Reason, done.Err)
+			}
+			collect(t, ss[1])
+		}
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("head row %d outside", row)) {
+			t.Errorf("row %d: %v, want it refused", row, err)
+		}
 	}
 }

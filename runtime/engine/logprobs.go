@@ -35,12 +35,17 @@ func (lp *logprobs) after(raw []float32, id int32, n int) (float32, []TokenLogpr
 	if n <= 0 {
 		return chosen, nil
 	}
+	// No more than the row holds: n is the request's, which callers
+	// bound but need not.
+	n = min(n, len(raw))
 	top := make([]TokenLogprob, 0, n+1)
 	for i, v := range raw {
 		if len(top) < n || v > top[len(top)-1].Logprob {
 			t := TokenLogprob{int32(i), v}
+			// After those of an equal logit: ids come in order, so a tie
+			// lists the lower id first, the one greedy sampling picks.
 			at, _ := slices.BinarySearchFunc(top, t, func(a, b TokenLogprob) int {
-				if a.Logprob > b.Logprob {
+				if a.Logprob >= b.Logprob {
 					return -1
 				}
 				return 1

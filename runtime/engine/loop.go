@@ -250,7 +250,7 @@ func (l *loop) admit() (closing bool) {
 		if j.started.IsZero() && l.load(j) {
 			continue // started when its file has been read
 		}
-		if reason := e.start(j, l.reuse, l.logits); reason != "" {
+		if reason := l.start(j); reason != "" {
 			// Its prompt is all in the cache and nothing more is asked,
 			// or the token sampled from the logits kept there ends it.
 			e.end(j, reason, l.reuse)
@@ -277,6 +277,26 @@ func (l *loop) admit() (closing bool) {
 	e.cacheEvictions.Store(c.evictions)
 	e.countKV(l.active)
 	return closing
+}
+
+// start starts job j (Engine.start). A retried prompt samples its first
+// token there, from the logits kept, outside any step: a panic in it (a
+// constraint's bug) must end this job alone with StopError, as in
+// deliverOne, not the loop's goroutine and with it the process.
+func (l *loop) start(j *job) (reason StopReason) {
+	defer func() {
+		if p := recover(); p != nil {
+			j.err, reason = l.e.panicked(j, p), StopError
+		}
+	}()
+	return l.e.start(j, l.reuse, l.logits)
+}
+
+// panicked logs a panic in job j's work and returns it as the job's
+// error.
+func (e *Engine) panicked(j *job, p any) error {
+	e.log.Error("engine: a request's step panicked", "request", j.id, "panic", p, "stack", string(debug.Stack()))
+	return fmt.Errorf("internal error: %v", p)
 }
 
 // run makes a step, runs it and delivers its rows. A panic in making or
@@ -307,7 +327,7 @@ func (l *loop) run() (err error) {
 func (l *loop) plan() {
 	e := l.e
 	l.seqs, l.owners, l.prompt = l.seqs[:0], l.owners[:0], l.prompt[:0]
-	decoding, waiting, first, onlyScoring := 0, 0, 0, true
+	decoding, waiting, first, onlyScoring, waited := 0, 0, 0, true, 0
 	spare := e.m.MaxPrefill()
 	for _, j := range l.active {
 		if len(j.rest) == 0 {
@@ -316,13 +336,18 @@ func (l *loop) plan() {
 	}
 	e.drafts(l.active, spare)
 	for _, j := range l.active {
+		if j.err != nil && !ended(j) {
+			e.end(j, StopError, l.reuse) // its constraint failed as its draft was cut (drafts)
+			continue
+		}
 		if len(j.rest) == 0 {
 			if decoding+len(j.feed) > e.m.MaxPrefill() {
 				// More conversations decode than a step has rows: those
 				// that started from a kept prompt's logits took no prefill
 				// step to join the others in. The rest (with no draft:
 				// spare is negative) wait for the next step.
-				j.feed = j.feed[:1]
+				j.feed, j.waits = j.feed[:1], true
+				waited++
 				continue
 			}
 			l.seqs = append(l.seqs, infer.Seq{Session: j.sess, Tokens: j.feed, Logits: true, Last: len(j.feed)})
@@ -353,7 +378,7 @@ func (l *loop) plan() {
 		budget = min(budget, max(e.opts.Chunk, first))
 	}
 	for _, j := range l.active {
-		if len(j.rest) == 0 || budget == 0 {
+		if ended(j) || len(j.rest) == 0 || budget == 0 {
 			continue
 		}
 		n := min(len(j.rest), budget)
@@ -365,6 +390,23 @@ func (l *loop) plan() {
 		l.seqs = append(l.seqs, infer.Seq{Session: j.sess, Tokens: j.rest[:n], Logits: last && (j.req.MaxTokens != 0 || j.req.PromptLogits), Rows: j.req.Rows})
 		l.owners, l.prompt = append(l.owners, j), append(l.prompt, n)
 		budget -= n
+	}
+	if waited > 0 {
+		// Those left out go first in the next step: else the ones before
+		// them would take the rows again, step after step, until they
+		// ended.
+		slices.SortStableFunc(l.active, func(a, b *job) int {
+			switch {
+			case a.waits == b.waits:
+				return 0
+			case a.waits:
+				return -1
+			}
+			return 1
+		})
+		for _, j := range l.active[:waited] {
+			j.waits = false
+		}
 	}
 }
 
@@ -397,9 +439,9 @@ func (l *loop) deliverOne(i int, j *job, now time.Time) {
 	e := l.e
 	defer func() {
 		if p := recover(); p != nil {
-			e.log.Error("engine: a request's step panicked", "request", j.id, "panic", p, "stack", string(debug.Stack()))
+			err := e.panicked(j, p)
 			if !ended(j) {
-				j.err = fmt.Errorf("internal error: %v", p)
+				j.err = err
 				e.end(j, StopError, l.reuse)
 			}
 		}

@@ -43,6 +43,11 @@ func (s *Stream) Next(ctx context.Context) (Event, error) {
 			ev := s.events[s.read]
 			s.events[s.read] = Event{} // let the Top slices go
 			s.read++
+			if s.read == len(s.events) {
+				// All read: the room is used again, so a reader that
+				// keeps up holds a few events, not the whole answer's.
+				s.events, s.read = s.events[:0], 0
+			}
 			s.over = ev.Done
 			s.mu.Unlock()
 			return ev, nil
