@@ -308,6 +308,8 @@ func TestToolRequestErrors(t *testing.T) {
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"say \"hi\""}}]}`, "tools[0].function.name", `a tool's name may not hold`},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"sometimes"}`, "tool_choice", `tool_choice "sometimes"`},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"required"}`, "tool_choice", "it needs tools"},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}}`,
+			"tool_choice.function.name", `tool_choice.function.name "g": not among the tools`},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"xml"}}`, "response_format.type", `"xml"`},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"object","properties":{"a":{"type":"string","format":"regex"}}}}}}`,
 			"response_format.json_schema.schema", `json schema /properties/a: format: "regex" is not supported`},
