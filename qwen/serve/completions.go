@@ -124,7 +124,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	if req.Tokens == nil && req.Prompt == "" {
 		req.Tokens = []int32{} // refused as an empty prompt
 	}
-	g, e := s.start(r.Context(), rl, t, req, schemaFields{})
+	g, e := s.start(r.Context(), rl, t, req, requestFields{prompt: "prompt"})
 	if e != nil {
 		return e
 	}

@@ -129,6 +129,20 @@ func TestPromptLongerThanContext(t *testing.T) {
 			t.Errorf("%s: %d %s; want 400, %q", path, resp.StatusCode, body, want)
 		}
 	}
+	// OpenAI's clients (and the agents and proxies over them) tell this
+	// error from the others by its code, to shorten the conversation.
+	for path, c := range map[string]struct{ body, param string }{
+		"/v1/chat/completions": {`{"model":"tiny-a","messages":[{"role":"user","content":"` + long + `"}]}`, "messages"},
+		"/v1/completions":      {`{"model":"tiny-a","prompt":"` + long + `"}`, "prompt"},
+	} {
+		resp, body := ts.post(t, path, c.body)
+		var e openAIError
+		unmarshal(t, body, &e)
+		if resp.StatusCode != 400 || e.Error == nil || e.Error.Param == nil || *e.Error.Param != c.param ||
+			e.Error.Code == nil || *e.Error.Code != "context_length_exceeded" {
+			t.Errorf("%s: %d %s; want 400, param %q, code context_length_exceeded", path, resp.StatusCode, body, c.param)
+		}
+	}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

@@ -333,7 +333,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rl *req
 	if e != nil {
 		return e
 	}
-	g, e := s.start(r.Context(), rl, t, req, schemaFields{"response_format.json_schema.schema", toolPaths(req.Tools, "tools[%d].function.parameters")})
+	g, e := s.start(r.Context(), rl, t, req, requestFields{"response_format.json_schema.schema", toolPaths(req.Tools, "tools[%d].function.parameters"), "messages"})
 	if e != nil {
 		return e
 	}
