@@ -2,6 +2,7 @@ package serve
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
@@ -31,6 +32,7 @@ type promptInput struct {
 	text string
 	ids  []int32
 	set  bool
+	at   string // where the ids are: prompt, or prompt[0] in a list of lists
 }
 
 func (*promptInput) want() string { return "a string or a list of token ids (one prompt per request)" }
@@ -40,6 +42,7 @@ func (p *promptInput) UnmarshalJSON(b []byte) error {
 	var texts []string
 	var ids []int32
 	var idLists [][]int32
+	at := "prompt"
 	switch {
 	case string(b) == "null":
 		return nil
@@ -48,11 +51,26 @@ func (p *promptInput) UnmarshalJSON(b []byte) error {
 		text = texts[0]
 	case json.Unmarshal(b, &ids) == nil && len(ids) > 0:
 	case json.Unmarshal(b, &idLists) == nil && len(idLists) == 1:
-		ids = idLists[0]
+		ids, at = idLists[0], "prompt[0]"
 	default:
 		return shapeError(b, reflect.TypeFor[promptInput]())
 	}
-	*p = promptInput{text: text, ids: ids, set: true}
+	*p = promptInput{text: text, ids: ids, set: true, at: at}
+	return nil
+}
+
+// check refuses an empty prompt and ids outside the vocabulary of vocab
+// tokens, naming them: the engine's errors name no field.
+func (p *promptInput) check(vocab int) *apiError {
+	if p.text == "" && len(p.ids) == 0 {
+		return badRequest("prompt", "the prompt is empty")
+	}
+	for i, id := range p.ids {
+		if id < 0 || int(id) >= vocab {
+			at := fmt.Sprintf("%s[%d]", p.at, i)
+			return badRequest(at, "%s: token id %d is outside the vocabulary [0, %d)", at, id, vocab)
+		}
+	}
 	return nil
 }
 
@@ -115,15 +133,15 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	case cr.Logprobs != nil:
 		req.Logprobs, req.TopLogprobs = true, *cr.Logprobs
 	}
+	if e := cr.Prompt.check(t.info.Vocab); e != nil {
+		return e
+	}
 	if e := predict(cr.Prediction, &req); e != nil {
 		return e
 	}
 	// As raw completion in qwenrun: added tokens in the text are
 	// recognised, as Hugging Face's tokenizer does.
 	req.Prompt, req.Tokens = cr.Prompt.text, cr.Prompt.ids
-	if req.Tokens == nil && req.Prompt == "" {
-		req.Tokens = []int32{} // refused as an empty prompt
-	}
 	g, e := s.start(r.Context(), rl, t, req, requestFields{prompt: "prompt"})
 	if e != nil {
 		return e

@@ -82,6 +82,21 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
+// TestCompletionBadPrompts: a completion prompt the model cannot take is
+// refused naming prompt, as the chat endpoint names messages.
+func TestCompletionBadPrompts(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	vocab := itoa(ts.m.Info().Vocab)
+	for _, c := range []struct{ prompt, param, msg string }{
+		{`""`, "prompt", "the prompt is empty"},
+		{`[[]]`, "prompt", "the prompt is empty"},
+		{`[1,` + vocab + `]`, "prompt[1]", "token id " + vocab + " is outside the vocabulary [0, " + vocab + ")"},
+		{`[[-1]]`, "prompt[0][0]", "token id -1 is outside the vocabulary"},
+	} {
+		wantBadRequest(t, ts, "/v1/completions", `{"model":"tiny-a","prompt":`+c.prompt+`}`, c.param, c.msg)
+	}
+}
+
 // wantBadRequest posts body to path and wants a 400 in OpenAI's shape,
 // with param and a message with msg.
 func wantBadRequest(t *testing.T, ts *testServer, path, body, param, msg string) {
