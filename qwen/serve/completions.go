@@ -22,7 +22,11 @@ type completionRequest struct {
 	Stop          stopList       `json:"stop"`
 	Logprobs      *int           `json:"logprobs"`
 	Echo          bool           `json:"echo"`
-	Prediction    *prediction    `json:"prediction"`
+	// Suffix asks for fill in the middle, which is not done here:
+	// refused, as vLLM refuses it, rather than answering the prompt as if
+	// there were nothing after it.
+	Suffix     *string     `json:"suffix"`
+	Prediction *prediction `json:"prediction"`
 	samplingFields
 }
 
@@ -126,6 +130,8 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	switch {
 	case cr.Echo:
 		return badRequest("echo", "echo is not supported")
+	case cr.Suffix != nil && *cr.Suffix != "":
+		return badRequest("suffix", "suffix is not supported: give the text before the completion in prompt")
 	case !cr.Prompt.set:
 		return badRequest("prompt", "you must provide a prompt")
 	case cr.Logprobs != nil && (*cr.Logprobs < 0 || *cr.Logprobs > qwen.MaxTopLogprobs):

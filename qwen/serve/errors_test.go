@@ -82,9 +82,10 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
-// TestCompletionBadPrompts: a completion prompt the model cannot take is
-// refused naming prompt, as the chat endpoint names messages.
-func TestCompletionBadPrompts(t *testing.T) {
+// TestCompletionBadRequests: a completion prompt the model cannot take is
+// refused naming prompt, as the chat endpoint names messages, and a
+// parameter it cannot honour naming it.
+func TestCompletionBadRequests(t *testing.T) {
 	ts := newTestServer(t, modelOpts{}, ServerOptions{})
 	vocab := itoa(ts.m.Info().Vocab)
 	for _, c := range []struct{ prompt, param, msg string }{
@@ -94,6 +95,14 @@ func TestCompletionBadPrompts(t *testing.T) {
 		{`[[-1]]`, "prompt[0][0]", "token id -1 is outside the vocabulary"},
 	} {
 		wantBadRequest(t, ts, "/v1/completions", `{"model":"tiny-a","prompt":`+c.prompt+`}`, c.param, c.msg)
+	}
+	// Fill in the middle would answer another question than the one
+	// asked were suffix dropped; empty, it asks for nothing.
+	wantBadRequest(t, ts, "/v1/completions", `{"model":"tiny-a","prompt":"func f(","suffix":") {}"}`, "suffix", "suffix is not supported")
+	for _, suffix := range []string{`""`, `null`} {
+		if resp, out := ts.post(t, "/v1/completions", `{"model":"tiny-a","prompt":"Hi","max_tokens":1,"suffix":`+suffix+`}`); resp.StatusCode != 200 {
+			t.Errorf("suffix %s: %d %s", suffix, resp.StatusCode, out)
+		}
 	}
 }
 
