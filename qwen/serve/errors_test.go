@@ -56,11 +56,14 @@ func TestBadRequests(t *testing.T) {
 		{`{"model":"tiny-a",` + hi + `,"max_tokens":0}`, "max_tokens", "at least 1"},
 		{`{"model":"tiny-a",` + hi + `,"top_logprobs":3}`, "top_logprobs", "needs logprobs"},
 		{`{"model":"tiny-a",` + hi + `,"logprobs":true,"top_logprobs":21}`, "top_logprobs", "outside"},
+		{`{"model":"tiny-a",` + hi + `,"max_tokens":1,"modalities":["text","audio"],"audio":{"voice":"alloy","format":"wav"}}`, "modalities[1]", `"audio": this model writes text only`},
+		{`{"model":"tiny-a",` + hi + `,"max_tokens":1,"audio":{"voice":"alloy","format":"wav"}}`, "audio", "this model writes text only"},
 	} {
 		wantBadRequest(t, ts, "/v1/chat/completions", c.body, c.param, c.msg)
 	}
-	// Unknown fields are ignored, as OpenAI does.
-	resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1,"frobnicate":{"x":[1]},"user":"me"}`)
+	// Unknown fields are ignored, as OpenAI does, and so is a request for
+	// text alone.
+	resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1,"frobnicate":{"x":[1]},"user":"me","modalities":["text"],"audio":null}`)
 	if resp.StatusCode != 200 {
 		t.Errorf("unknown fields: %d %s", resp.StatusCode, body)
 	}

@@ -37,6 +37,10 @@ type chatRequest struct {
 	ReasoningEffort *string     `json:"reasoning_effort"`
 	ThinkingBudget  *int        `json:"thinking_budget"`
 	Prediction      *prediction `json:"prediction"`
+	// Modalities and Audio ask for a spoken answer, which a model that
+	// writes text cannot give: refused unless they ask for text alone.
+	Modalities []string        `json:"modalities"`
+	Audio      json.RawMessage `json:"audio"`
 	samplingFields
 }
 
@@ -86,6 +90,21 @@ type chatMessage struct {
 
 // noVision is why an image (or audio, or a file) in a request is refused.
 const noVision = "this model has no vision: it reads text only"
+
+// textOnly refuses a chat request's modalities other than text, and its
+// audio output.
+func textOnly(modalities []string, audio json.RawMessage) *apiError {
+	const why = "this model writes text only"
+	for i, m := range modalities {
+		if m != "text" {
+			return badRequest(fmt.Sprintf("modalities[%d]", i), "modalities[%d] %q: %s", i, m, why)
+		}
+	}
+	if len(audio) > 0 && string(audio) != "null" {
+		return badRequest("audio", "audio: %s", why)
+	}
+	return nil
+}
 
 // textContent is a message's content: a string, null, or a list of
 // content parts, of which text (and an assistant's refusal) is read.
@@ -386,6 +405,9 @@ func (t *target) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
 		req.Logprobs = true
 	case t != nil && *t > 0:
 		return qwen.Request{}, badRequest("top_logprobs", "top_logprobs needs logprobs: true")
+	}
+	if e := textOnly(cr.Modalities, cr.Audio); e != nil {
+		return qwen.Request{}, e
 	}
 	if req.Messages, e = chatMessages(cr.Messages); e != nil {
 		return qwen.Request{}, e
