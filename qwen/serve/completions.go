@@ -27,6 +27,9 @@ type completionRequest struct {
 	// there were nothing after it.
 	Suffix     *string     `json:"suffix"`
 	Prediction *prediction `json:"prediction"`
+	// ResponseFormat is vLLM's extension of the legacy request: the text
+	// held to JSON as a chat answer is.
+	ResponseFormat json.RawMessage `json:"response_format"`
 	samplingFields
 }
 
@@ -145,10 +148,16 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	if e := predict(cr.Prediction, &req); e != nil {
 		return e
 	}
+	if e := responseFormat(cr.ResponseFormat, &req); e != nil {
+		return e
+	}
+	if e := ignoreEOSFits(&req); e != nil {
+		return e
+	}
 	// As raw completion in qwenrun: added tokens in the text are
 	// recognised, as Hugging Face's tokenizer does.
 	req.Prompt, req.Tokens = cr.Prompt.text, cr.Prompt.ids
-	g, e := s.start(r.Context(), rl, t, req, requestFields{prompt: "prompt"})
+	g, e := s.start(r.Context(), rl, t, req, requestFields{format: "response_format.json_schema.schema", prompt: "prompt"})
 	if e != nil {
 		return e
 	}

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -370,6 +371,26 @@ func TestOpenAICompletions(t *testing.T) {
 	if res, err = c.Completions.New(context.Background(), p); err != nil || res.Usage.CompletionTokens != 16 {
 		t.Errorf("default max_tokens: %v, %+v", err, res.Usage)
 	}
+}
+
+// TestCompletionResponseFormat: response_format on a raw completion, as
+// vLLM takes it, holds the text to the schema; dropped, the text would
+// be anything.
+func TestCompletionResponseFormat(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	const schema = `{"type":"object","properties":{"n":{"type":"integer","minimum":-3,"maximum":3}},"required":["n"],"additionalProperties":false}`
+	resp, out := ts.post(t, "/v1/completions", `{"model":"tiny-a","prompt":"A number: ","max_tokens":60,"seed":2,"temperature":1,
+		"response_format":{"type":"json_schema","json_schema":{"name":"n","strict":true,"schema":`+schema+`}}}`)
+	var c completion
+	unmarshal(t, out, &c)
+	var v struct{ N *int }
+	dec := json.NewDecoder(strings.NewReader(c.Choices[0].Text))
+	dec.DisallowUnknownFields()
+	if resp.StatusCode != 200 || *c.Choices[0].FinishReason != "stop" || dec.Decode(&v) != nil || v.N == nil || *v.N < -3 || *v.N > 3 {
+		t.Errorf("%d %s; want an object of the schema", resp.StatusCode, out)
+	}
+	wantBadRequest(t, ts, "/v1/completions", `{"model":"tiny-a","prompt":"Hi","response_format":{"type":"json_schema","json_schema":{"name":"a","strict":true,
+		"schema":{"type":"array","uniqueItems":true}}}}`, "response_format.json_schema.schema", "uniqueItems")
 }
 
 func TestOpenAIModels(t *testing.T) {
