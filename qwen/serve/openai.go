@@ -249,7 +249,7 @@ type chatCompletion = response[chatChoice]
 type (
 	chatChoice struct {
 		Index        int           `json:"index"`
-		Message      *chatOut      `json:"message,omitempty"`
+		Message      *chatAnswer   `json:"message,omitempty"`
 		Delta        *chatOut      `json:"delta,omitempty"`
 		Logprobs     *chatLogprobs `json:"logprobs"`
 		FinishReason *string       `json:"finish_reason"`
@@ -259,6 +259,13 @@ type (
 		Content          *string        `json:"content,omitempty"`
 		ReasoningContent string         `json:"reasoning_content,omitempty"`
 		ToolCalls        []toolCallJSON `json:"tool_calls,omitempty"`
+	}
+	// chatAnswer is a whole answer's message, whose content is null
+	// beside tool calls, as OpenAI's, never left out as a delta's is:
+	// clients test it against null.
+	chatAnswer struct {
+		chatOut
+		Content *string `json:"content"`
 	}
 	// toolCallJSON is a call in an answer, or a piece of one in a chunk,
 	// which has its Index.
@@ -490,9 +497,9 @@ func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, t *target, g
 	if err != nil {
 		return g.failure(err)
 	}
-	msg := &chatOut{Role: "assistant", ReasoningContent: reasoning.String()}
+	msg := &chatAnswer{chatOut: chatOut{Role: "assistant", ReasoningContent: reasoning.String()}}
 	if text := content.String(); text != "" || len(calls.calls) == 0 {
-		msg.Content = &text // null beside tool calls, as OpenAI's
+		msg.Content = &text
 	}
 	for i, c := range calls.calls {
 		msg.ToolCalls = append(msg.ToolCalls, toolCallOut(c, i, false))
