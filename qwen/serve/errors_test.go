@@ -58,12 +58,14 @@ func TestBadRequests(t *testing.T) {
 		{`{"model":"tiny-a",` + hi + `,"logprobs":true,"top_logprobs":21}`, "top_logprobs", "outside"},
 		{`{"model":"tiny-a",` + hi + `,"max_tokens":1,"modalities":["text","audio"],"audio":{"voice":"alloy","format":"wav"}}`, "modalities[1]", `"audio": this model writes text only`},
 		{`{"model":"tiny-a",` + hi + `,"max_tokens":1,"audio":{"voice":"alloy","format":"wav"}}`, "audio", "this model writes text only"},
+		{`{"model":"tiny-a",` + hi + `,"max_tokens":1,"functions":[{"name":"f","parameters":{"type":"object"}}]}`, "functions", "functions is not supported: give them as tools"},
+		{`{"model":"tiny-a",` + hi + `,"max_tokens":1,"function_call":{"name":"f"}}`, "function_call", "function_call is not supported: name a tool in tool_choice"},
 	} {
 		wantBadRequest(t, ts, "/v1/chat/completions", c.body, c.param, c.msg)
 	}
 	// Unknown fields are ignored, as OpenAI does, and so is a request for
 	// text alone.
-	resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1,"frobnicate":{"x":[1]},"user":"me","modalities":["text"],"audio":null}`)
+	resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1,"frobnicate":{"x":[1]},"user":"me","modalities":["text"],"audio":null,"functions":[],"function_call":"auto"}`)
 	if resp.StatusCode != 200 {
 		t.Errorf("unknown fields: %d %s", resp.StatusCode, body)
 	}

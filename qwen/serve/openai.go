@@ -41,6 +41,11 @@ type chatRequest struct {
 	// writes text cannot give: refused unless they ask for text alone.
 	Modalities []string        `json:"modalities"`
 	Audio      json.RawMessage `json:"audio"`
+	// Functions and FunctionCall are OpenAI's deprecated tools, whose
+	// calls come back as message.function_call: refused, naming what
+	// replaces them, rather than answered as if there were no tools.
+	Functions    []json.RawMessage `json:"functions"`
+	FunctionCall json.RawMessage   `json:"function_call"`
 	samplingFields
 }
 
@@ -416,6 +421,9 @@ func (t *target) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
 	if e := textOnly(cr.Modalities, cr.Audio); e != nil {
 		return qwen.Request{}, e
 	}
+	if e := noFunctions(cr.Functions, cr.FunctionCall); e != nil {
+		return qwen.Request{}, e
+	}
 	if req.Messages, e = chatMessages(cr.Messages); e != nil {
 		return qwen.Request{}, e
 	}
@@ -627,6 +635,20 @@ func chatMessages(in []chatMessage) ([]qwen.Message, *apiError) {
 		}
 	}
 	return out, nil
+}
+
+// noFunctions refuses the deprecated functions, and a function_call that
+// names one; "auto" and "none" without functions say nothing.
+func noFunctions(functions []json.RawMessage, call json.RawMessage) *apiError {
+	var mode string
+	switch {
+	case len(functions) > 0:
+		return badRequest("functions", "functions is not supported: give them as tools")
+	case len(call) == 0 || string(call) == "null":
+	case json.Unmarshal(call, &mode) != nil || (mode != "auto" && mode != "none"):
+		return badRequest("function_call", "function_call is not supported: name a tool in tool_choice")
+	}
+	return nil
 }
 
 // needsChat refuses a chat for a model without a chat template.
