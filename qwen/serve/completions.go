@@ -168,6 +168,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	var ls *lineStream
 	if cr.Stream {
 		ls = startStream(w, true)
+		defer ls.keepAlive(s.opts.ping, sseComment)() // as streamChat's
 	}
 	out, err := g.run(func(d qwen.Delta) error {
 		if req.Logprobs {

@@ -197,6 +197,54 @@ func startLong(t *testing.T, ts *testServer, ctx context.Context) *bufio.Reader 
 	return bufio.NewReader(resp.Body)
 }
 
+// busyServer is a server of one slot and a queue of one, pinging every 5
+// ms, whose slot a long stream holds until stopLong or the test's end.
+func busyServer(t *testing.T) (ts *testServer, stopLong func()) {
+	ts = newTestServer(t, modelOpts{Parallel: 1, Queue: 1}, ServerOptions{ping: 5 * time.Millisecond})
+	long, stopLong := context.WithCancel(context.Background())
+	t.Cleanup(stopLong)
+	startLong(t, ts, long)
+	waitFor(t, func() bool { return ts.m.Stats().Active == 1 })
+	return ts, stopLong
+}
+
+// TestOpenAIStreamsWaiting: a chat or completion stream waiting for a
+// slot sends SSE comments, which OpenAI's clients skip, as the Responses
+// and Anthropic streams ping: proxies drop a connection silent for a
+// minute, and a queue or a long prefill on a CPU takes that.
+func TestOpenAIStreamsWaiting(t *testing.T) {
+	ts, _ := busyServer(t)
+	for path, body := range map[string]string{
+		"/v1/chat/completions": `{"model":"tiny-a",` + hi + `,"max_tokens":1,"stream":true}`,
+		"/v1/completions":      `{"model":"tiny-a","prompt":"Hi","max_tokens":1,"stream":true}`,
+	} {
+		ctx, leave := context.WithTimeout(context.Background(), time.Minute)
+		req, err := http.NewRequestWithContext(ctx, "POST", ts.url+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReader(resp.Body)
+		for pings := 0; pings < 3; {
+			line, err := r.ReadString('\n')
+			switch {
+			case err != nil:
+				t.Fatalf("%s: %v before three pings", path, err)
+			case line == ": keepalive\n":
+				pings++
+			case line != "\n" && !strings.Contains(line, `"role":"assistant"`):
+				t.Fatalf("%s waiting for a slot: %q", path, line)
+			}
+		}
+		leave()
+		resp.Body.Close()
+		waitFor(t, func() bool { return ts.m.Stats().Queued == 0 })
+	}
+}
+
 // TestQueueFull: beyond the running and the queued requests, 503 with
 // Retry-After; the refused request leaves the others alone.
 func TestQueueFull(t *testing.T) {

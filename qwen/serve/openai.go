@@ -520,10 +520,13 @@ func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, t *target, g
 }
 
 // streamChat sends chat.completion.chunk events: the role, the text as
-// it comes, the finish reason, the usage if asked, and [DONE].
+// it comes, the finish reason, the usage if asked, and [DONE]; SSE
+// comments keep a silent stream (waiting for a slot, or a prompt being
+// prefilled) alive.
 func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *generation, head chatCompletion, withUsage bool) {
 	head.Object = "chat.completion.chunk"
 	ls := startStream(w, true)
+	defer ls.keepAlive(s.opts.ping, sseComment)()
 	chunk := func(c chatChoice) error {
 		head.Choices = []chatChoice{c}
 		return ls.send(head)

@@ -199,7 +199,7 @@ func (head *responseObject) fail(err error) {
 // silent stream (a prompt being prefilled) alive.
 func (s *Server) streamResponse(w http.ResponseWriter, g *generation, c responsesCall, head *responseObject, items *responseItems) {
 	ls := startStream(w, true)
-	stopPings := ls.keepAlive(s.opts.ping, ": keepalive\n\n")
+	stopPings := ls.keepAlive(s.opts.ping, sseComment)
 	defer stopPings()
 	seq := 0
 	send := func(ev responseEvent) error {

@@ -413,6 +413,10 @@ func (ls *lineStream) writeLocked(s string) error {
 	return ls.rc.Flush()
 }
 
+// sseComment is the ping of an OpenAI stream: a comment, which every SSE
+// parser skips, as OpenAI's clients do.
+const sseComment = ": keepalive\n\n"
+
 // keepAlive writes ping (an event, or an SSE comment) whenever the
 // stream has been silent for every: a request waiting for a slot, or
 // whose long prompt is being prefilled, sends nothing else for a while,
