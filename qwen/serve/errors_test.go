@@ -61,12 +61,13 @@ func TestBadRequests(t *testing.T) {
 		{`{"model":"tiny-a",` + hi + `,"max_tokens":1,"audio":{"voice":"alloy","format":"wav"}}`, "audio", "this model writes text only"},
 		{`{"model":"tiny-a",` + hi + `,"max_tokens":1,"functions":[{"name":"f","parameters":{"type":"object"}}]}`, "functions", "functions is not supported: give them as tools"},
 		{`{"model":"tiny-a",` + hi + `,"max_tokens":1,"function_call":{"name":"f"}}`, "function_call", "function_call is not supported: name a tool in tool_choice"},
+		{`{"model":"tiny-a",` + hi + `,"max_tokens":1,"web_search_options":{}}`, "web_search_options", "web_search_options: this server does not search the web"},
 	} {
 		wantBadRequest(t, ts, "/v1/chat/completions", c.body, c.param, c.msg)
 	}
 	// Unknown fields are ignored, as OpenAI does, and so is a request for
 	// text alone.
-	resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1,"frobnicate":{"x":[1]},"user":"me","modalities":["text"],"audio":null,"functions":[],"function_call":"auto"}`)
+	resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1,"frobnicate":{"x":[1]},"user":"me","modalities":["text"],"audio":null,"functions":[],"function_call":"auto","web_search_options":null}`)
 	if resp.StatusCode != 200 {
 		t.Errorf("unknown fields: %d %s", resp.StatusCode, body)
 	}

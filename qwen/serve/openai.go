@@ -46,6 +46,9 @@ type chatRequest struct {
 	// replaces them, rather than answered as if there were no tools.
 	Functions    []json.RawMessage `json:"functions"`
 	FunctionCall json.RawMessage   `json:"function_call"`
+	// WebSearchOptions asks OpenAI to search the web before answering,
+	// which is refused, as the Responses API's web_search tool is.
+	WebSearchOptions json.RawMessage `json:"web_search_options"`
 	samplingFields
 }
 
@@ -423,6 +426,9 @@ func (t *target) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
 	}
 	if e := noFunctions(cr.Functions, cr.FunctionCall); e != nil {
 		return qwen.Request{}, e
+	}
+	if len(cr.WebSearchOptions) > 0 && string(cr.WebSearchOptions) != "null" {
+		return qwen.Request{}, badRequest("web_search_options", "web_search_options: this server does not search the web")
 	}
 	if req.Messages, e = chatMessages(cr.Messages); e != nil {
 		return qwen.Request{}, e
