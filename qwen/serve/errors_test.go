@@ -62,12 +62,15 @@ func TestBadRequests(t *testing.T) {
 		{`{"model":"tiny-a",` + hi + `,"max_tokens":1,"functions":[{"name":"f","parameters":{"type":"object"}}]}`, "functions", "functions is not supported: give them as tools"},
 		{`{"model":"tiny-a",` + hi + `,"max_tokens":1,"function_call":{"name":"f"}}`, "function_call", "function_call is not supported: name a tool in tool_choice"},
 		{`{"model":"tiny-a",` + hi + `,"max_tokens":1,"web_search_options":{}}`, "web_search_options", "web_search_options: this server does not search the web"},
+		{`{"model":"tiny-a","messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hel"}],"max_tokens":1,"continue_final_message":true,"add_generation_prompt":false}`,
+			"continue_final_message", "continue_final_message is not supported"},
+		{`{"model":"tiny-a",` + hi + `,"max_tokens":1,"add_generation_prompt":false}`, "add_generation_prompt", "add_generation_prompt false is not supported"},
 	} {
 		wantBadRequest(t, ts, "/v1/chat/completions", c.body, c.param, c.msg)
 	}
 	// Unknown fields are ignored, as OpenAI does, and so is a request for
 	// text alone.
-	resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1,"frobnicate":{"x":[1]},"user":"me","modalities":["text"],"audio":null,"functions":[],"function_call":"auto","web_search_options":null}`)
+	resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1,"frobnicate":{"x":[1]},"user":"me","modalities":["text"],"audio":null,"functions":[],"function_call":"auto","web_search_options":null,"continue_final_message":false,"add_generation_prompt":true}`)
 	if resp.StatusCode != 200 {
 		t.Errorf("unknown fields: %d %s", resp.StatusCode, body)
 	}

@@ -30,8 +30,11 @@ type chatRequest struct {
 	ResponseFormat      json.RawMessage   `json:"response_format"`
 	ChatTemplateKwargs  templateKwargs    `json:"chat_template_kwargs"`
 	// AddGenerationPrompt is read by /apply-template only: an answer
-	// always opens the assistant's turn.
-	AddGenerationPrompt *bool `json:"add_generation_prompt"`
+	// always opens the assistant's turn, so a chat refuses false. It
+	// refuses vLLM's ContinueFinalMessage too, a prefill the last
+	// assistant message would begin: the templates close every message.
+	AddGenerationPrompt  *bool `json:"add_generation_prompt"`
+	ContinueFinalMessage *bool `json:"continue_final_message"`
 	// OpenAI's reasoning effort, and a budget of thinking tokens, as
 	// Qwen's own API (DashScope) takes it.
 	ReasoningEffort *string     `json:"reasoning_effort"`
@@ -367,6 +370,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rl *req
 	if e != nil {
 		return e
 	}
+	if cr.AddGenerationPrompt != nil && !*cr.AddGenerationPrompt {
+		return badRequest("add_generation_prompt", "add_generation_prompt false is not supported: an answer opens the assistant's turn (/apply-template renders without it)")
+	}
 	g, e := s.start(r.Context(), rl, t, req, requestFields{"response_format.json_schema.schema", toolPaths(req.Tools, "tools[%d].function.parameters"), "messages"})
 	if e != nil {
 		return e
@@ -403,6 +409,9 @@ func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request, rl *reqLo
 
 // chatRequest checks an OpenAI chat request and makes it a qwen.Request.
 func (t *target) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
+	if cr.ContinueFinalMessage != nil && *cr.ContinueFinalMessage {
+		return qwen.Request{}, badRequest("continue_final_message", "continue_final_message is not supported: an answer is a new assistant turn, after every message given")
+	}
 	maxTokens, maxName := cr.MaxTokens, "max_tokens"
 	if cr.MaxCompletionTokens != nil {
 		maxTokens, maxName = cr.MaxCompletionTokens, "max_completion_tokens"
