@@ -52,6 +52,11 @@ type chatRequest struct {
 	// WebSearchOptions asks OpenAI to search the web before answering,
 	// which is refused, as the Responses API's web_search tool is.
 	WebSearchOptions json.RawMessage `json:"web_search_options"`
+	// vLLM's chat template of the request's own, and its echo of the
+	// last message before the answer: refused, as its other fields that
+	// change the text are.
+	ChatTemplate json.RawMessage `json:"chat_template"`
+	Echo         json.RawMessage `json:"echo"`
 	samplingFields
 }
 
@@ -409,6 +414,9 @@ func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request, rl *reqLo
 
 // chatRequest checks an OpenAI chat request and makes it a qwen.Request.
 func (t *target) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
+	if e := unsupported(namedValue{"chat_template", cr.ChatTemplate, ": the model's own is used"}, namedValue{"echo", cr.Echo, ""}); e != nil {
+		return qwen.Request{}, e
+	}
 	if cr.ContinueFinalMessage != nil && *cr.ContinueFinalMessage {
 		return qwen.Request{}, badRequest("continue_final_message", "continue_final_message is not supported: an answer is a new assistant turn, after every message given")
 	}

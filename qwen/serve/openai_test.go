@@ -335,6 +335,27 @@ func TestVLLMFields(t *testing.T) {
 			t.Errorf("%s %s: %d %s, want it refused by name", field, value, resp.StatusCode, body)
 		}
 	}
+	// vLLM's structured output, and its fields that change the tokens
+	// sampled or the text returned, on both endpoints; a chat's template
+	// and echo on the chat's.
+	refused := map[string]string{"guided_json": `{"type":"object"}`, "guided_regex": `"a+"`, "guided_choice": `["a","b"]`,
+		"guided_grammar": `"root ::= \"a\""`, "structured_outputs": `{"choice":["a"]}`, "bad_words": `["a"]`, "allowed_token_ids": `[1,2]`,
+		"include_stop_str_in_output": "true", "use_beam_search": "true", "truncate_prompt_tokens": "5", "prompt_logprobs": "1"}
+	for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
+		if path == "/v1/chat/completions" {
+			refused["chat_template"], refused["echo"] = `"{{ messages[0].content }}"`, "true"
+		}
+		for field, value := range refused {
+			wantBadRequest(t, ts, path, `{"model":"tiny-a","prompt":"Hi",`+hi+`,"max_tokens":2,"`+field+`":`+value+`}`, field, field+" is not supported")
+		}
+	}
+	// Their defaults say nothing.
+	for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
+		defaults := `"guided_json":null,"bad_words":[],"allowed_token_ids":null,"include_stop_str_in_output":false,"use_beam_search":false,"echo":false`
+		if resp, body := ts.post(t, path, `{"model":"tiny-a","prompt":"Hi",`+hi+`,"max_tokens":1,`+defaults+`}`); resp.StatusCode != 200 {
+			t.Errorf("%s with vLLM's defaults: %d %s", path, resp.StatusCode, body)
+		}
+	}
 }
 
 // TestOpenAICompletions: a raw prompt, added tokens recognised, as
