@@ -22,6 +22,7 @@ type completionRequest struct {
 	Stop          stopList       `json:"stop"`
 	Logprobs      *int           `json:"logprobs"`
 	Echo          bool           `json:"echo"`
+	User          *string        `json:"user"` // read for its type, as the chat's
 	// Suffix asks for fill in the middle, which is not done here:
 	// refused, as vLLM refuses it, rather than answering the prompt as if
 	// there were nothing after it.

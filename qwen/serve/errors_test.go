@@ -45,6 +45,7 @@ func TestBadRequests(t *testing.T) {
 		{`{"model":"tiny-a",` + hi + `,"stream":"yes"}`, "stream", "want true or false"},
 		{`{"model":"tiny-a",` + hi + `,"stop":7}`, "stop", "stop: want a string or a list of strings"},
 		{`{"model":"tiny-a",` + hi + `,"stop":["a",7]}`, "stop[1]", "stop[1]: want a string, got number"},
+		{`{"model":"tiny-a",` + hi + `,"user":42}`, "user", "user: want a string, got number"},
 		{`{"model":"tiny-a","messages":[{"role":"user","content":[{"type":"text","text":"Hi"},{"type":"image_url"}]}]}`, "messages[0].content[1]", `a content part of type "image_url": this model has no vision`},
 		{`{"model":"tiny-a"}`, "messages", "messages must be a non-empty list"},
 		{`{"model":"tiny-a","messages":[]}`, "messages", "messages must be a non-empty list"},
@@ -109,6 +110,7 @@ func TestCompletionBadRequests(t *testing.T) {
 	// Fill in the middle would answer another question than the one
 	// asked were suffix dropped; empty, it asks for nothing.
 	wantBadRequest(t, ts, "/v1/completions", `{"model":"tiny-a","prompt":"func f(","suffix":") {}"}`, "suffix", "suffix is not supported")
+	wantBadRequest(t, ts, "/v1/completions", `{"model":"tiny-a","prompt":"Hi","user":{"id":1}}`, "user", "user: want a string, got object")
 	for _, suffix := range []string{`""`, `null`} {
 		if resp, out := ts.post(t, "/v1/completions", `{"model":"tiny-a","prompt":"Hi","max_tokens":1,"suffix":`+suffix+`}`); resp.StatusCode != 200 {
 			t.Errorf("suffix %s: %d %s", suffix, resp.StatusCode, out)

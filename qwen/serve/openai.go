@@ -40,6 +40,9 @@ type chatRequest struct {
 	ReasoningEffort *string     `json:"reasoning_effort"`
 	ThinkingBudget  *int        `json:"thinking_budget"`
 	Prediction      *prediction `json:"prediction"`
+	// User names the end user for OpenAI's abuse monitoring and tells
+	// the model nothing; it is read for its type, which OpenAI checks.
+	User *string `json:"user"`
 	// Modalities and Audio ask for a spoken answer, which a model that
 	// writes text cannot give: refused unless they ask for text alone.
 	Modalities []string        `json:"modalities"`
