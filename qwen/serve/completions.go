@@ -131,6 +131,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	if e != nil {
 		return e
 	}
+	if e := cr.StreamOptions.needsStream(cr.Stream); e != nil {
+		return e
+	}
 	switch {
 	case cr.Echo:
 		return badRequest("echo", "echo is not supported")

@@ -46,6 +46,7 @@ func TestBadRequests(t *testing.T) {
 		{`{"model":"tiny-a",` + hi + `,"stop":7}`, "stop", "stop: want a string or a list of strings"},
 		{`{"model":"tiny-a",` + hi + `,"stop":["a",7]}`, "stop[1]", "stop[1]: want a string, got number"},
 		{`{"model":"tiny-a",` + hi + `,"user":42}`, "user", "user: want a string, got number"},
+		{`{"model":"tiny-a",` + hi + `,"stream_options":{"include_usage":true}}`, "stream_options", "stream_options needs stream: true"},
 		{`{"model":"tiny-a","messages":[{"role":"user","content":[{"type":"text","text":"Hi"},{"type":"image_url"}]}]}`, "messages[0].content[1]", `a content part of type "image_url": this model has no vision`},
 		{`{"model":"tiny-a"}`, "messages", "messages must be a non-empty list"},
 		{`{"model":"tiny-a","messages":[]}`, "messages", "messages must be a non-empty list"},
@@ -111,6 +112,7 @@ func TestCompletionBadRequests(t *testing.T) {
 	// asked were suffix dropped; empty, it asks for nothing.
 	wantBadRequest(t, ts, "/v1/completions", `{"model":"tiny-a","prompt":"func f(","suffix":") {}"}`, "suffix", "suffix is not supported")
 	wantBadRequest(t, ts, "/v1/completions", `{"model":"tiny-a","prompt":"Hi","user":{"id":1}}`, "user", "user: want a string, got object")
+	wantBadRequest(t, ts, "/v1/completions", `{"model":"tiny-a","prompt":"Hi","stream":false,"stream_options":{"include_usage":true}}`, "stream_options", "stream_options needs stream: true")
 	for _, suffix := range []string{`""`, `null`} {
 		if resp, out := ts.post(t, "/v1/completions", `{"model":"tiny-a","prompt":"Hi","max_tokens":1,"suffix":`+suffix+`}`); resp.StatusCode != 200 {
 			t.Errorf("suffix %s: %d %s", suffix, resp.StatusCode, out)

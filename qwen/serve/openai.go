@@ -89,6 +89,16 @@ type streamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
 
+// needsStream refuses stream_options on an answer that is not streamed,
+// as OpenAI and vLLM do: a client sending them has its stream switch
+// wrong.
+func (o *streamOptions) needsStream(stream bool) *apiError {
+	if o != nil && !stream {
+		return badRequest("stream_options", "stream_options needs stream: true")
+	}
+	return nil
+}
+
 type chatMessage struct {
 	Role             string      `json:"role"`
 	Content          textContent `json:"content"`
@@ -376,6 +386,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rl *req
 	}
 	req, e := t.chatRequest(&cr)
 	if e != nil {
+		return e
+	}
+	if e := cr.StreamOptions.needsStream(cr.Stream); e != nil {
 		return e
 	}
 	if cr.AddGenerationPrompt != nil && !*cr.AddGenerationPrompt {
