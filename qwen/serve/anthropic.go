@@ -217,7 +217,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rl *reqLog) *a
 	if e != nil {
 		return e
 	}
-	g, e := s.start(r.Context(), rl, t, req, schemaFields{mr.schemaField(), toolPaths(req.Tools, "tools[%d].input_schema")})
+	g, e := s.start(r.Context(), rl, t, req, requestFields{mr.schemaField(), toolPaths(req.Tools, "tools[%d].input_schema"), "messages"})
 	if e != nil {
 		return e
 	}

@@ -784,11 +784,7 @@ func next(t *testing.T, evs <-chan namedEvent) namedEvent {
 // Retry-After; a client that leaves mid-stream frees its slot within a
 // step, logged as 499.
 func TestAnthropicWaiting(t *testing.T) {
-	ts := newTestServer(t, modelOpts{Parallel: 1, Queue: 1}, ServerOptions{ping: 5 * time.Millisecond})
-	long, stopLong := context.WithCancel(context.Background())
-	defer stopLong()
-	startLong(t, ts, long)
-	waitFor(t, func() bool { return ts.m.Stats().Active == 1 })
+	ts, stopLong := busyServer(t)
 	ctx, leave := context.WithCancel(context.Background())
 	defer leave()
 	evs := openMessages(t, ts, ctx, `{"model":"tiny-a","max_tokens":100000,"temperature":0,"stream":true,"messages":[{"role":"user","content":"Hi"}]}`)

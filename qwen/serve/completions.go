@@ -2,6 +2,7 @@ package serve
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
@@ -21,7 +22,15 @@ type completionRequest struct {
 	Stop          stopList       `json:"stop"`
 	Logprobs      *int           `json:"logprobs"`
 	Echo          bool           `json:"echo"`
-	Prediction    *prediction    `json:"prediction"`
+	User          *string        `json:"user"` // read for its type, as the chat's
+	// Suffix asks for fill in the middle, which is not done here:
+	// refused, as vLLM refuses it, rather than answering the prompt as if
+	// there were nothing after it.
+	Suffix     *string     `json:"suffix"`
+	Prediction *prediction `json:"prediction"`
+	// ResponseFormat is vLLM's extension of the legacy request: the text
+	// held to JSON as a chat answer is.
+	ResponseFormat json.RawMessage `json:"response_format"`
 	samplingFields
 }
 
@@ -31,6 +40,7 @@ type promptInput struct {
 	text string
 	ids  []int32
 	set  bool
+	at   string // where the ids are: prompt, or prompt[0] in a list of lists
 }
 
 func (*promptInput) want() string { return "a string or a list of token ids (one prompt per request)" }
@@ -40,6 +50,7 @@ func (p *promptInput) UnmarshalJSON(b []byte) error {
 	var texts []string
 	var ids []int32
 	var idLists [][]int32
+	at := "prompt"
 	switch {
 	case string(b) == "null":
 		return nil
@@ -48,11 +59,26 @@ func (p *promptInput) UnmarshalJSON(b []byte) error {
 		text = texts[0]
 	case json.Unmarshal(b, &ids) == nil && len(ids) > 0:
 	case json.Unmarshal(b, &idLists) == nil && len(idLists) == 1:
-		ids = idLists[0]
+		ids, at = idLists[0], "prompt[0]"
 	default:
 		return shapeError(b, reflect.TypeFor[promptInput]())
 	}
-	*p = promptInput{text: text, ids: ids, set: true}
+	*p = promptInput{text: text, ids: ids, set: true, at: at}
+	return nil
+}
+
+// check refuses an empty prompt and ids outside the vocabulary of vocab
+// tokens, naming them: the engine's errors name no field.
+func (p *promptInput) check(vocab int) *apiError {
+	if p.text == "" && len(p.ids) == 0 {
+		return badRequest("prompt", "the prompt is empty")
+	}
+	for i, id := range p.ids {
+		if id < 0 || int(id) >= vocab {
+			at := fmt.Sprintf("%s[%d]", p.at, i)
+			return badRequest(at, "%s: token id %d is outside the vocabulary [0, %d)", at, id, vocab)
+		}
+	}
 	return nil
 }
 
@@ -105,9 +131,14 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	if e != nil {
 		return e
 	}
+	if e := cr.StreamOptions.needsStream(cr.Stream); e != nil {
+		return e
+	}
 	switch {
 	case cr.Echo:
 		return badRequest("echo", "echo is not supported")
+	case cr.Suffix != nil && *cr.Suffix != "":
+		return badRequest("suffix", "suffix is not supported: give the text before the completion in prompt")
 	case !cr.Prompt.set:
 		return badRequest("prompt", "you must provide a prompt")
 	case cr.Logprobs != nil && (*cr.Logprobs < 0 || *cr.Logprobs > qwen.MaxTopLogprobs):
@@ -115,16 +146,22 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	case cr.Logprobs != nil:
 		req.Logprobs, req.TopLogprobs = true, *cr.Logprobs
 	}
+	if e := cr.Prompt.check(t.info.Vocab); e != nil {
+		return e
+	}
 	if e := predict(cr.Prediction, &req); e != nil {
+		return e
+	}
+	if e := responseFormat(cr.ResponseFormat, &req); e != nil {
+		return e
+	}
+	if e := ignoreEOSFits(&req); e != nil {
 		return e
 	}
 	// As raw completion in qwenrun: added tokens in the text are
 	// recognised, as Hugging Face's tokenizer does.
 	req.Prompt, req.Tokens = cr.Prompt.text, cr.Prompt.ids
-	if req.Tokens == nil && req.Prompt == "" {
-		req.Tokens = []int32{} // refused as an empty prompt
-	}
-	g, e := s.start(r.Context(), rl, t, req, schemaFields{})
+	g, e := s.start(r.Context(), rl, t, req, requestFields{format: "response_format.json_schema.schema", prompt: "prompt"})
 	if e != nil {
 		return e
 	}
@@ -135,6 +172,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	var ls *lineStream
 	if cr.Stream {
 		ls = startStream(w, true)
+		defer ls.keepAlive(s.opts.ping, sseComment)() // as streamChat's
 	}
 	out, err := g.run(func(d qwen.Delta) error {
 		if req.Logprobs {

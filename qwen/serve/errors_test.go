@@ -44,6 +44,9 @@ func TestBadRequests(t *testing.T) {
 		{`{"model":"tiny-a",` + hi + `,"max_tokens":1.5}`, "max_tokens", "want an integer"},
 		{`{"model":"tiny-a",` + hi + `,"stream":"yes"}`, "stream", "want true or false"},
 		{`{"model":"tiny-a",` + hi + `,"stop":7}`, "stop", "stop: want a string or a list of strings"},
+		{`{"model":"tiny-a",` + hi + `,"stop":["a",7]}`, "stop[1]", "stop[1]: want a string, got number"},
+		{`{"model":"tiny-a",` + hi + `,"user":42}`, "user", "user: want a string, got number"},
+		{`{"model":"tiny-a",` + hi + `,"stream_options":{"include_usage":true}}`, "stream_options", "stream_options needs stream: true"},
 		{`{"model":"tiny-a","messages":[{"role":"user","content":[{"type":"text","text":"Hi"},{"type":"image_url"}]}]}`, "messages[0].content[1]", `a content part of type "image_url": this model has no vision`},
 		{`{"model":"tiny-a"}`, "messages", "messages must be a non-empty list"},
 		{`{"model":"tiny-a","messages":[]}`, "messages", "messages must be a non-empty list"},
@@ -56,11 +59,20 @@ func TestBadRequests(t *testing.T) {
 		{`{"model":"tiny-a",` + hi + `,"max_tokens":0}`, "max_tokens", "at least 1"},
 		{`{"model":"tiny-a",` + hi + `,"top_logprobs":3}`, "top_logprobs", "needs logprobs"},
 		{`{"model":"tiny-a",` + hi + `,"logprobs":true,"top_logprobs":21}`, "top_logprobs", "outside"},
+		{`{"model":"tiny-a",` + hi + `,"max_tokens":1,"modalities":["text","audio"],"audio":{"voice":"alloy","format":"wav"}}`, "modalities[1]", `"audio": this model writes text only`},
+		{`{"model":"tiny-a",` + hi + `,"max_tokens":1,"audio":{"voice":"alloy","format":"wav"}}`, "audio", "this model writes text only"},
+		{`{"model":"tiny-a",` + hi + `,"max_tokens":1,"functions":[{"name":"f","parameters":{"type":"object"}}]}`, "functions", "functions is not supported: give them as tools"},
+		{`{"model":"tiny-a",` + hi + `,"max_tokens":1,"function_call":{"name":"f"}}`, "function_call", "function_call is not supported: name a tool in tool_choice"},
+		{`{"model":"tiny-a",` + hi + `,"max_tokens":1,"web_search_options":{}}`, "web_search_options", "web_search_options: this server does not search the web"},
+		{`{"model":"tiny-a","messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hel"}],"max_tokens":1,"continue_final_message":true,"add_generation_prompt":false}`,
+			"continue_final_message", "continue_final_message is not supported"},
+		{`{"model":"tiny-a",` + hi + `,"max_tokens":1,"add_generation_prompt":false}`, "add_generation_prompt", "add_generation_prompt false is not supported"},
 	} {
 		wantBadRequest(t, ts, "/v1/chat/completions", c.body, c.param, c.msg)
 	}
-	// Unknown fields are ignored, as OpenAI does.
-	resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1,"frobnicate":{"x":[1]},"user":"me"}`)
+	// Unknown fields are ignored, as OpenAI does, and so is a request for
+	// text alone.
+	resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1,"frobnicate":{"x":[1]},"user":"me","modalities":["text"],"audio":null,"functions":[],"function_call":"auto","web_search_options":null,"continue_final_message":false,"add_generation_prompt":true}`)
 	if resp.StatusCode != 200 {
 		t.Errorf("unknown fields: %d %s", resp.StatusCode, body)
 	}
@@ -78,6 +90,32 @@ func TestBadRequests(t *testing.T) {
 		unmarshal(t, body, &e)
 		if resp.StatusCode != 400 || !strings.Contains(e.Error, c.msg) {
 			t.Errorf("/api/chat %s: %d %s; want 400, %q", c.body, resp.StatusCode, body, c.msg)
+		}
+	}
+}
+
+// TestCompletionBadRequests: a completion prompt the model cannot take is
+// refused naming prompt, as the chat endpoint names messages, and a
+// parameter it cannot honour naming it.
+func TestCompletionBadRequests(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	vocab := itoa(ts.m.Info().Vocab)
+	for _, c := range []struct{ prompt, param, msg string }{
+		{`""`, "prompt", "the prompt is empty"},
+		{`[[]]`, "prompt", "the prompt is empty"},
+		{`[1,` + vocab + `]`, "prompt[1]", "token id " + vocab + " is outside the vocabulary [0, " + vocab + ")"},
+		{`[[-1]]`, "prompt[0][0]", "token id -1 is outside the vocabulary"},
+	} {
+		wantBadRequest(t, ts, "/v1/completions", `{"model":"tiny-a","prompt":`+c.prompt+`}`, c.param, c.msg)
+	}
+	// Fill in the middle would answer another question than the one
+	// asked were suffix dropped; empty, it asks for nothing.
+	wantBadRequest(t, ts, "/v1/completions", `{"model":"tiny-a","prompt":"func f(","suffix":") {}"}`, "suffix", "suffix is not supported")
+	wantBadRequest(t, ts, "/v1/completions", `{"model":"tiny-a","prompt":"Hi","user":{"id":1}}`, "user", "user: want a string, got object")
+	wantBadRequest(t, ts, "/v1/completions", `{"model":"tiny-a","prompt":"Hi","stream":false,"stream_options":{"include_usage":true}}`, "stream_options", "stream_options needs stream: true")
+	for _, suffix := range []string{`""`, `null`} {
+		if resp, out := ts.post(t, "/v1/completions", `{"model":"tiny-a","prompt":"Hi","max_tokens":1,"suffix":`+suffix+`}`); resp.StatusCode != 200 {
+			t.Errorf("suffix %s: %d %s", suffix, resp.StatusCode, out)
 		}
 	}
 }
@@ -129,6 +167,20 @@ func TestPromptLongerThanContext(t *testing.T) {
 			t.Errorf("%s: %d %s; want 400, %q", path, resp.StatusCode, body, want)
 		}
 	}
+	// OpenAI's clients (and the agents and proxies over them) tell this
+	// error from the others by its code, to shorten the conversation.
+	for path, c := range map[string]struct{ body, param string }{
+		"/v1/chat/completions": {`{"model":"tiny-a","messages":[{"role":"user","content":"` + long + `"}]}`, "messages"},
+		"/v1/completions":      {`{"model":"tiny-a","prompt":"` + long + `"}`, "prompt"},
+	} {
+		resp, body := ts.post(t, path, c.body)
+		var e openAIError
+		unmarshal(t, body, &e)
+		if resp.StatusCode != 400 || e.Error == nil || e.Error.Param == nil || *e.Error.Param != c.param ||
+			e.Error.Code == nil || *e.Error.Code != "context_length_exceeded" {
+			t.Errorf("%s: %d %s; want 400, param %q, code context_length_exceeded", path, resp.StatusCode, body, c.param)
+		}
+	}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
@@ -151,6 +203,54 @@ func startLong(t *testing.T, ts *testServer, ctx context.Context) *bufio.Reader 
 		t.Fatalf("status %d", resp.StatusCode)
 	}
 	return bufio.NewReader(resp.Body)
+}
+
+// busyServer is a server of one slot and a queue of one, pinging every 5
+// ms, whose slot a long stream holds until stopLong or the test's end.
+func busyServer(t *testing.T) (ts *testServer, stopLong func()) {
+	ts = newTestServer(t, modelOpts{Parallel: 1, Queue: 1}, ServerOptions{ping: 5 * time.Millisecond})
+	long, stopLong := context.WithCancel(context.Background())
+	t.Cleanup(stopLong)
+	startLong(t, ts, long)
+	waitFor(t, func() bool { return ts.m.Stats().Active == 1 })
+	return ts, stopLong
+}
+
+// TestOpenAIStreamsWaiting: a chat or completion stream waiting for a
+// slot sends SSE comments, which OpenAI's clients skip, as the Responses
+// and Anthropic streams ping: proxies drop a connection silent for a
+// minute, and a queue or a long prefill on a CPU takes that.
+func TestOpenAIStreamsWaiting(t *testing.T) {
+	ts, _ := busyServer(t)
+	for path, body := range map[string]string{
+		"/v1/chat/completions": `{"model":"tiny-a",` + hi + `,"max_tokens":1,"stream":true}`,
+		"/v1/completions":      `{"model":"tiny-a","prompt":"Hi","max_tokens":1,"stream":true}`,
+	} {
+		ctx, leave := context.WithTimeout(context.Background(), time.Minute)
+		req, err := http.NewRequestWithContext(ctx, "POST", ts.url+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReader(resp.Body)
+		for pings := 0; pings < 3; {
+			line, err := r.ReadString('\n')
+			switch {
+			case err != nil:
+				t.Fatalf("%s: %v before three pings", path, err)
+			case line == ": keepalive\n":
+				pings++
+			case line != "\n" && !strings.Contains(line, `"role":"assistant"`):
+				t.Fatalf("%s waiting for a slot: %q", path, line)
+			}
+		}
+		leave()
+		resp.Body.Close()
+		waitFor(t, func() bool { return ts.m.Stats().Queued == 0 })
+	}
 }
 
 // TestQueueFull: beyond the running and the queued requests, 503 with

@@ -33,19 +33,22 @@ type outcome struct {
 	reasoning int
 }
 
-// schemaFields name the fields a request's schemas come from, for the
-// errors of a schema the grammar refuses and the relaxations of one it
-// held to less: format, the answer's (response_format.json_schema.schema),
-// or tools, a tool's name to the path of its parameters.
-type schemaFields struct {
+// requestFields name the fields of a request that the library's errors
+// are the fault of. Its schemas, for the errors of a schema the grammar
+// refuses and the relaxations of one it held to less: format, the
+// answer's (response_format.json_schema.schema), or tools, a tool's name
+// to the path of its parameters. And prompt, the field the prompt comes
+// from (messages, prompt, input), for a prompt longer than the context.
+type requestFields struct {
 	format string
 	tools  map[string]string
+	prompt string
 }
 
 // param is the field a schema error is of, the path of the parameters
 // of the tool it names, or else the format's; and the error without the
 // tool's name, which the path gives.
-func (f schemaFields) param(err error) (string, string) {
+func (f requestFields) param(err error) (string, string) {
 	msg := err.Error()
 	for name, path := range f.tools {
 		if rest, ok := strings.CutPrefix(msg, fmt.Sprintf("tool %q: parameters: ", name)); ok {
@@ -78,7 +81,7 @@ const relaxedHeader = "X-Qwen-Schema-Relaxed"
 // relax reports the relaxations of a request's schemas, whose fields
 // say where the request gives them: in the response's header and in
 // the request's log line.
-func (rl *reqLog) relax(rs []qwen.Relaxation, fields schemaFields) {
+func (rl *reqLog) relax(rs []qwen.Relaxation, fields requestFields) {
 	var names []string
 	for _, r := range rs {
 		at := fields.format
@@ -111,7 +114,7 @@ func headerSafe(s string) string {
 
 // start submits req to t; the generation ends with ctx, the request's.
 // A schema the grammar refuses is the fault of the field fields names.
-func (s *Server) start(ctx context.Context, rl *reqLog, t *target, req qwen.Request, fields schemaFields) (*generation, *apiError) {
+func (s *Server) start(ctx context.Context, rl *reqLog, t *target, req qwen.Request, fields requestFields) (*generation, *apiError) {
 	req.Draft = cmp.Or(req.Draft, s.opts.Draft)
 	if t.info.DraftModel != "" { // a model loaded in place of the served one has none
 		req.DraftModel = cmp.Or(req.DraftModel, s.opts.DraftModel)
@@ -132,6 +135,12 @@ func (s *Server) start(ctx context.Context, rl *reqLog, t *target, req qwen.Requ
 		return nil, badRequest(param, "%s: %s", param, msg)
 	case errors.As(err, &tooLong) && req.Context != 0: // only Ollama's num_ctx sets it
 		return nil, badRequest("num_ctx", "the prompt has %d tokens, more than num_ctx %d", tooLong.Tokens, req.Context)
+	case errors.As(err, &tooLong):
+		// OpenAI's code: clients tell by it a conversation to shorten
+		// from a request to mend.
+		e := badRequest(fields.prompt, "%v", err)
+		e.code = "context_length_exceeded"
+		return nil, e
 	case errors.Is(err, qwen.ErrBusy):
 		return nil, &apiError{status: http.StatusServiceUnavailable, msg: err.Error(), code: "server_busy", retryAfter: 1}
 	case errors.Is(err, qwen.ErrClosed):

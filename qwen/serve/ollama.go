@@ -483,7 +483,11 @@ func (s *Server) ollamaRun(w http.ResponseWriter, r *http.Request, rl *reqLog, t
 			return e
 		}
 	}
-	g, e := s.start(r.Context(), rl, t, req, schemaFields{"format", toolPaths(req.Tools, "tools[%d].function.parameters")})
+	prompt := "prompt"
+	if isChat {
+		prompt = "messages"
+	}
+	g, e := s.start(r.Context(), rl, t, req, requestFields{"format", toolPaths(req.Tools, "tools[%d].function.parameters"), prompt})
 	if e != nil {
 		return e
 	}

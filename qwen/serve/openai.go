@@ -30,13 +30,36 @@ type chatRequest struct {
 	ResponseFormat      json.RawMessage   `json:"response_format"`
 	ChatTemplateKwargs  templateKwargs    `json:"chat_template_kwargs"`
 	// AddGenerationPrompt is read by /apply-template only: an answer
-	// always opens the assistant's turn.
-	AddGenerationPrompt *bool `json:"add_generation_prompt"`
+	// always opens the assistant's turn, so a chat refuses false. It
+	// refuses vLLM's ContinueFinalMessage too, a prefill the last
+	// assistant message would begin: the templates close every message.
+	AddGenerationPrompt  *bool `json:"add_generation_prompt"`
+	ContinueFinalMessage *bool `json:"continue_final_message"`
 	// OpenAI's reasoning effort, and a budget of thinking tokens, as
 	// Qwen's own API (DashScope) takes it.
 	ReasoningEffort *string     `json:"reasoning_effort"`
 	ThinkingBudget  *int        `json:"thinking_budget"`
 	Prediction      *prediction `json:"prediction"`
+	// User names the end user for OpenAI's abuse monitoring and tells
+	// the model nothing; it is read for its type, which OpenAI checks.
+	User *string `json:"user"`
+	// Modalities and Audio ask for a spoken answer, which a model that
+	// writes text cannot give: refused unless they ask for text alone.
+	Modalities []string        `json:"modalities"`
+	Audio      json.RawMessage `json:"audio"`
+	// Functions and FunctionCall are OpenAI's deprecated tools, whose
+	// calls come back as message.function_call: refused, naming what
+	// replaces them, rather than answered as if there were no tools.
+	Functions    []json.RawMessage `json:"functions"`
+	FunctionCall json.RawMessage   `json:"function_call"`
+	// WebSearchOptions asks OpenAI to search the web before answering,
+	// which is refused, as the Responses API's web_search tool is.
+	WebSearchOptions json.RawMessage `json:"web_search_options"`
+	// vLLM's chat template of the request's own, and its echo of the
+	// last message before the answer: refused, as its other fields that
+	// change the text are.
+	ChatTemplate json.RawMessage `json:"chat_template"`
+	Echo         json.RawMessage `json:"echo"`
 	samplingFields
 }
 
@@ -66,6 +89,16 @@ type streamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
 
+// needsStream refuses stream_options on an answer that is not streamed,
+// as OpenAI and vLLM do: a client sending them has its stream switch
+// wrong.
+func (o *streamOptions) needsStream(stream bool) *apiError {
+	if o != nil && !stream {
+		return badRequest("stream_options", "stream_options needs stream: true")
+	}
+	return nil
+}
+
 type chatMessage struct {
 	Role             string      `json:"role"`
 	Content          textContent `json:"content"`
@@ -86,6 +119,21 @@ type chatMessage struct {
 
 // noVision is why an image (or audio, or a file) in a request is refused.
 const noVision = "this model has no vision: it reads text only"
+
+// textOnly refuses a chat request's modalities other than text, and its
+// audio output.
+func textOnly(modalities []string, audio json.RawMessage) *apiError {
+	const why = "this model writes text only"
+	for i, m := range modalities {
+		if m != "text" {
+			return badRequest(fmt.Sprintf("modalities[%d]", i), "modalities[%d] %q: %s", i, m, why)
+		}
+	}
+	if len(audio) > 0 && string(audio) != "null" {
+		return badRequest("audio", "audio: %s", why)
+	}
+	return nil
+}
 
 // textContent is a message's content: a string, null, or a list of
 // content parts, of which text (and an assistant's refusal) is read.
@@ -230,7 +278,7 @@ type chatCompletion = response[chatChoice]
 type (
 	chatChoice struct {
 		Index        int           `json:"index"`
-		Message      *chatOut      `json:"message,omitempty"`
+		Message      *chatAnswer   `json:"message,omitempty"`
 		Delta        *chatOut      `json:"delta,omitempty"`
 		Logprobs     *chatLogprobs `json:"logprobs"`
 		FinishReason *string       `json:"finish_reason"`
@@ -240,6 +288,13 @@ type (
 		Content          *string        `json:"content,omitempty"`
 		ReasoningContent string         `json:"reasoning_content,omitempty"`
 		ToolCalls        []toolCallJSON `json:"tool_calls,omitempty"`
+	}
+	// chatAnswer is a whole answer's message, whose content is null
+	// beside tool calls, as OpenAI's, never left out as a delta's is:
+	// clients test it against null.
+	chatAnswer struct {
+		chatOut
+		Content *string `json:"content"`
 	}
 	// toolCallJSON is a call in an answer, or a piece of one in a chunk,
 	// which has its Index.
@@ -333,7 +388,13 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rl *req
 	if e != nil {
 		return e
 	}
-	g, e := s.start(r.Context(), rl, t, req, schemaFields{"response_format.json_schema.schema", toolPaths(req.Tools, "tools[%d].function.parameters")})
+	if e := cr.StreamOptions.needsStream(cr.Stream); e != nil {
+		return e
+	}
+	if cr.AddGenerationPrompt != nil && !*cr.AddGenerationPrompt {
+		return badRequest("add_generation_prompt", "add_generation_prompt false is not supported: an answer opens the assistant's turn (/apply-template renders without it)")
+	}
+	g, e := s.start(r.Context(), rl, t, req, requestFields{"response_format.json_schema.schema", toolPaths(req.Tools, "tools[%d].function.parameters"), "messages"})
 	if e != nil {
 		return e
 	}
@@ -369,6 +430,12 @@ func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request, rl *reqLo
 
 // chatRequest checks an OpenAI chat request and makes it a qwen.Request.
 func (t *target) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
+	if e := unsupported(namedValue{"chat_template", cr.ChatTemplate, ": the model's own is used"}, namedValue{"echo", cr.Echo, ""}); e != nil {
+		return qwen.Request{}, e
+	}
+	if cr.ContinueFinalMessage != nil && *cr.ContinueFinalMessage {
+		return qwen.Request{}, badRequest("continue_final_message", "continue_final_message is not supported: an answer is a new assistant turn, after every message given")
+	}
 	maxTokens, maxName := cr.MaxTokens, "max_tokens"
 	if cr.MaxCompletionTokens != nil {
 		maxTokens, maxName = cr.MaxCompletionTokens, "max_completion_tokens"
@@ -386,6 +453,15 @@ func (t *target) chatRequest(cr *chatRequest) (qwen.Request, *apiError) {
 		req.Logprobs = true
 	case t != nil && *t > 0:
 		return qwen.Request{}, badRequest("top_logprobs", "top_logprobs needs logprobs: true")
+	}
+	if e := textOnly(cr.Modalities, cr.Audio); e != nil {
+		return qwen.Request{}, e
+	}
+	if e := noFunctions(cr.Functions, cr.FunctionCall); e != nil {
+		return qwen.Request{}, e
+	}
+	if len(cr.WebSearchOptions) > 0 && string(cr.WebSearchOptions) != "null" {
+		return qwen.Request{}, badRequest("web_search_options", "web_search_options: this server does not search the web")
 	}
 	if req.Messages, e = chatMessages(cr.Messages); e != nil {
 		return qwen.Request{}, e
@@ -468,9 +544,9 @@ func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, t *target, g
 	if err != nil {
 		return g.failure(err)
 	}
-	msg := &chatOut{Role: "assistant", ReasoningContent: reasoning.String()}
+	msg := &chatAnswer{chatOut: chatOut{Role: "assistant", ReasoningContent: reasoning.String()}}
 	if text := content.String(); text != "" || len(calls.calls) == 0 {
-		msg.Content = &text // null beside tool calls, as OpenAI's
+		msg.Content = &text
 	}
 	for i, c := range calls.calls {
 		msg.ToolCalls = append(msg.ToolCalls, toolCallOut(c, i, false))
@@ -483,10 +559,13 @@ func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, t *target, g
 }
 
 // streamChat sends chat.completion.chunk events: the role, the text as
-// it comes, the finish reason, the usage if asked, and [DONE].
+// it comes, the finish reason, the usage if asked, and [DONE]; SSE
+// comments keep a silent stream (waiting for a slot, or a prompt being
+// prefilled) alive.
 func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *generation, head chatCompletion, withUsage bool) {
 	head.Object = "chat.completion.chunk"
 	ls := startStream(w, true)
+	defer ls.keepAlive(s.opts.ping, sseComment)()
 	chunk := func(c chatChoice) error {
 		head.Choices = []chatChoice{c}
 		return ls.send(head)
@@ -598,6 +677,20 @@ func chatMessages(in []chatMessage) ([]qwen.Message, *apiError) {
 		}
 	}
 	return out, nil
+}
+
+// noFunctions refuses the deprecated functions, and a function_call that
+// names one; "auto" and "none" without functions say nothing.
+func noFunctions(functions []json.RawMessage, call json.RawMessage) *apiError {
+	var mode string
+	switch {
+	case len(functions) > 0:
+		return badRequest("functions", "functions is not supported: give them as tools")
+	case len(call) == 0 || string(call) == "null":
+	case json.Unmarshal(call, &mode) != nil || (mode != "auto" && mode != "none"):
+		return badRequest("function_call", "function_call is not supported: name a tool in tool_choice")
+	}
+	return nil
 }
 
 // needsChat refuses a chat for a model without a chat template.

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -334,6 +335,27 @@ func TestVLLMFields(t *testing.T) {
 			t.Errorf("%s %s: %d %s, want it refused by name", field, value, resp.StatusCode, body)
 		}
 	}
+	// vLLM's structured output, and its fields that change the tokens
+	// sampled or the text returned, on both endpoints; a chat's template
+	// and echo on the chat's.
+	refused := map[string]string{"guided_json": `{"type":"object"}`, "guided_regex": `"a+"`, "guided_choice": `["a","b"]`,
+		"guided_grammar": `"root ::= \"a\""`, "structured_outputs": `{"choice":["a"]}`, "bad_words": `["a"]`, "allowed_token_ids": `[1,2]`,
+		"include_stop_str_in_output": "true", "use_beam_search": "true", "truncate_prompt_tokens": "5", "prompt_logprobs": "1"}
+	for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
+		if path == "/v1/chat/completions" {
+			refused["chat_template"], refused["echo"] = `"{{ messages[0].content }}"`, "true"
+		}
+		for field, value := range refused {
+			wantBadRequest(t, ts, path, `{"model":"tiny-a","prompt":"Hi",`+hi+`,"max_tokens":2,"`+field+`":`+value+`}`, field, field+" is not supported")
+		}
+	}
+	// Their defaults say nothing.
+	for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
+		defaults := `"guided_json":null,"bad_words":[],"allowed_token_ids":null,"include_stop_str_in_output":false,"use_beam_search":false,"echo":false`
+		if resp, body := ts.post(t, path, `{"model":"tiny-a","prompt":"Hi",`+hi+`,"max_tokens":1,`+defaults+`}`); resp.StatusCode != 200 {
+			t.Errorf("%s with vLLM's defaults: %d %s", path, resp.StatusCode, body)
+		}
+	}
 }
 
 // TestOpenAICompletions: a raw prompt, added tokens recognised, as
@@ -370,6 +392,26 @@ func TestOpenAICompletions(t *testing.T) {
 	if res, err = c.Completions.New(context.Background(), p); err != nil || res.Usage.CompletionTokens != 16 {
 		t.Errorf("default max_tokens: %v, %+v", err, res.Usage)
 	}
+}
+
+// TestCompletionResponseFormat: response_format on a raw completion, as
+// vLLM takes it, holds the text to the schema; dropped, the text would
+// be anything.
+func TestCompletionResponseFormat(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	const schema = `{"type":"object","properties":{"n":{"type":"integer","minimum":-3,"maximum":3}},"required":["n"],"additionalProperties":false}`
+	resp, out := ts.post(t, "/v1/completions", `{"model":"tiny-a","prompt":"A number: ","max_tokens":60,"seed":2,"temperature":1,
+		"response_format":{"type":"json_schema","json_schema":{"name":"n","strict":true,"schema":`+schema+`}}}`)
+	var c completion
+	unmarshal(t, out, &c)
+	var v struct{ N *int }
+	dec := json.NewDecoder(strings.NewReader(c.Choices[0].Text))
+	dec.DisallowUnknownFields()
+	if resp.StatusCode != 200 || *c.Choices[0].FinishReason != "stop" || dec.Decode(&v) != nil || v.N == nil || *v.N < -3 || *v.N > 3 {
+		t.Errorf("%d %s; want an object of the schema", resp.StatusCode, out)
+	}
+	wantBadRequest(t, ts, "/v1/completions", `{"model":"tiny-a","prompt":"Hi","response_format":{"type":"json_schema","json_schema":{"name":"a","strict":true,
+		"schema":{"type":"array","uniqueItems":true}}}}`, "response_format.json_schema.schema", "uniqueItems")
 }
 
 func TestOpenAIModels(t *testing.T) {

@@ -1,8 +1,10 @@
 package serve
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 
 	"github.com/qwenc/qwenc/format/chat"
 	"github.com/qwenc/qwenc/qwen"
@@ -85,6 +87,40 @@ type vllmFields struct {
 	StopTokenIDs []int32  `json:"stop_token_ids"`
 	TypicalP     *float64 `json:"typical_p"`
 	BestOf       *int     `json:"best_of"`
+	// Its structured output (the guided_* fields, and structured_outputs
+	// that replaced them), and its fields that change the tokens sampled
+	// or the text returned: refused unless null, empty or false.
+	GuidedJSON             json.RawMessage `json:"guided_json"`
+	GuidedRegex            json.RawMessage `json:"guided_regex"`
+	GuidedChoice           json.RawMessage `json:"guided_choice"`
+	GuidedGrammar          json.RawMessage `json:"guided_grammar"`
+	StructuredOutputs      json.RawMessage `json:"structured_outputs"`
+	BadWords               json.RawMessage `json:"bad_words"`
+	AllowedTokenIDs        json.RawMessage `json:"allowed_token_ids"`
+	IncludeStopStrInOutput json.RawMessage `json:"include_stop_str_in_output"`
+	UseBeamSearch          json.RawMessage `json:"use_beam_search"`
+	TruncatePromptTokens   json.RawMessage `json:"truncate_prompt_tokens"`
+	PromptLogprobs         json.RawMessage `json:"prompt_logprobs"`
+}
+
+// unsupported refuses the first of fields (names and values) that asks
+// for something, saying what to send instead where there is something.
+func unsupported(fields ...namedValue) *apiError {
+	for _, f := range fields {
+		switch strings.TrimSpace(string(f.value)) {
+		case "", "null", "false", "[]", "{}", `""`:
+			continue
+		}
+		return badRequest(f.name, "%s is not supported%s", f.name, f.instead)
+	}
+	return nil
+}
+
+// namedValue is a request's field that unsupported checks.
+type namedValue struct {
+	name    string
+	value   json.RawMessage
+	instead string
 }
 
 // apply sets a request's ignore_eos, or names the field it cannot hold.
@@ -98,6 +134,15 @@ func (v *vllmFields) apply(req *qwen.Request) *apiError {
 		return badRequest("typical_p", "typical_p is not supported (only 1)")
 	case v.BestOf != nil && *v.BestOf != 1:
 		return badRequest("best_of", "best_of must be 1: one answer per request")
+	}
+	const format = ": give a JSON Schema in response_format"
+	if e := unsupported(namedValue{"guided_json", v.GuidedJSON, format}, namedValue{"guided_regex", v.GuidedRegex, ""},
+		namedValue{"guided_choice", v.GuidedChoice, format + " (an enum)"}, namedValue{"guided_grammar", v.GuidedGrammar, ""},
+		namedValue{"structured_outputs", v.StructuredOutputs, format}, namedValue{"bad_words", v.BadWords, ": give the tokens a logit_bias of -100"},
+		namedValue{"allowed_token_ids", v.AllowedTokenIDs, ""}, namedValue{"include_stop_str_in_output", v.IncludeStopStrInOutput, ""},
+		namedValue{"use_beam_search", v.UseBeamSearch, ""}, namedValue{"truncate_prompt_tokens", v.TruncatePromptTokens, ""},
+		namedValue{"prompt_logprobs", v.PromptLogprobs, ""}); e != nil {
+		return e
 	}
 	req.IgnoreEOS = v.IgnoreEOS != nil && *v.IgnoreEOS
 	return nil

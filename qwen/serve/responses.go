@@ -88,7 +88,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, rl *reqL
 	if rr.Background {
 		return s.backgroundResponse(w, r, rl, t, c, head)
 	}
-	g, e := s.start(r.Context(), rl, t, c.req, c.schemaFields())
+	g, e := s.start(r.Context(), rl, t, c.req, c.requestFields())
 	if e != nil {
 		return e
 	}
@@ -199,7 +199,7 @@ func (head *responseObject) fail(err error) {
 // silent stream (a prompt being prefilled) alive.
 func (s *Server) streamResponse(w http.ResponseWriter, g *generation, c responsesCall, head *responseObject, items *responseItems) {
 	ls := startStream(w, true)
-	stopPings := ls.keepAlive(s.opts.ping, ": keepalive\n\n")
+	stopPings := ls.keepAlive(s.opts.ping, sseComment)
 	defer stopPings()
 	seq := 0
 	send := func(ev responseEvent) error {
@@ -244,7 +244,7 @@ func (s *Server) streamResponse(w http.ResponseWriter, g *generation, c response
 func (s *Server) backgroundResponse(w http.ResponseWriter, r *http.Request, rl *reqLog, t *target, c responsesCall, head *responseObject) *apiError {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	brl := &reqLog{start: rl.start, header: rl.header}
-	g, e := s.start(ctx, brl, t, c.req, c.schemaFields())
+	g, e := s.start(ctx, brl, t, c.req, c.requestFields())
 	if e != nil {
 		cancel()
 		return e

@@ -27,12 +27,12 @@ type responsesCall struct {
 
 type responsesTool struct{ path, namespace string }
 
-func (c *responsesCall) schemaFields() schemaFields {
+func (c *responsesCall) requestFields() requestFields {
 	paths := map[string]string{}
 	for name, t := range c.tools {
 		paths[name] = t.path + ".parameters"
 	}
-	return schemaFields{"text.format.schema", paths}
+	return requestFields{"text.format.schema", paths, "input"}
 }
 
 // responsesRequest checks a Responses request and makes it a

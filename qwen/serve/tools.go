@@ -100,7 +100,8 @@ func toolChoiceMode(raw json.RawMessage, req *qwen.Request, object string) (done
 }
 
 // toolChoice reads OpenAI's tool_choice onto req: "auto", "none",
-// "required", or {"type": "function", "function": {"name": ...}}.
+// "required", or {"type": "function", "function": {"name": ...}}, which
+// must name one of req.Tools, read first.
 func toolChoice(raw json.RawMessage, req *qwen.Request) *apiError {
 	if done, e := toolChoiceMode(raw, req, "a function"); done {
 		return e
@@ -115,8 +116,11 @@ func toolChoice(raw json.RawMessage, req *qwen.Request) *apiError {
 	if e := unmarshalAt(raw, "tool_choice", &named, want); e != nil {
 		return e
 	}
-	if named.Type != "function" || named.Function.Name == "" {
+	switch {
+	case named.Type != "function" || named.Function.Name == "":
 		return badRequest("tool_choice", "tool_choice: want %s", want)
+	case len(req.Tools) > 0 && toolIndex(req.Tools, named.Function.Name) < 0: // no tools at all is refused with the other forced choices
+		return badRequest("tool_choice.function.name", "tool_choice.function.name %q: not among the tools", named.Function.Name)
 	}
 	req.ToolName = named.Function.Name
 	return nil

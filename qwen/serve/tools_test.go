@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -100,6 +101,18 @@ func TestOpenAIToolCalls(t *testing.T) {
 		m.ToolCalls[0].ID != "call_a" || m.ToolCalls[0].Function.Name != "weather" || m.ToolCalls[0].Function.Arguments != `{"city": "Paris"}` ||
 		m.ToolCalls[1].ID != "call_b" || m.ToolCalls[1].Type != "function" || m.ToolCalls[1].Function.Arguments != `{"zone": "CET"}` {
 		t.Fatalf("answer %s", rec.Body.String())
+	}
+	// Calls alone: content null, as OpenAI's, which clients that test it
+	// against null tell from a content left out.
+	rec = httptest.NewRecorder()
+	callsOnly := slices.DeleteFunc(toolAnswer(), func(d qwen.Delta) bool { return d.Content != "" })
+	ts.answerChat(rec, httptest.NewRequest("POST", "/v1/chat/completions", nil), ts.target(), forced(ts, callsOnly), false, false)
+	var raw struct {
+		Choices []struct{ Message map[string]any }
+	}
+	unmarshal(t, rec.Body.String(), &raw)
+	if content, ok := raw.Choices[0].Message["content"]; !ok || content != nil {
+		t.Errorf("calls alone: %s; want content null", rec.Body.String())
 	}
 
 	rec = httptest.NewRecorder()
@@ -308,6 +321,8 @@ func TestToolRequestErrors(t *testing.T) {
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"say \"hi\""}}]}`, "tools[0].function.name", `a tool's name may not hold`},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"sometimes"}`, "tool_choice", `tool_choice "sometimes"`},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tool_choice":"required"}`, "tool_choice", "it needs tools"},
+		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}}`,
+			"tool_choice.function.name", `tool_choice.function.name "g": not among the tools`},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"xml"}}`, "response_format.type", `"xml"`},
 		{"/v1/chat/completions", `{"model":"tiny-a",` + hi + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"object","properties":{"a":{"type":"string","format":"regex"}}}}}}`,
 			"response_format.json_schema.schema", `json schema /properties/a: format: "regex" is not supported`},

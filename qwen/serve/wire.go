@@ -299,13 +299,24 @@ func (*stopList) want() string { return "a string or a list of strings" }
 func (l *stopList) UnmarshalJSON(b []byte) error {
 	var one string
 	var many []string
+	var elems []json.RawMessage
 	switch {
 	case string(b) == "null":
 		*l = nil
 		return nil
 	case json.Unmarshal(b, &one) == nil:
 		many = []string{one}
-	case json.Unmarshal(b, &many) != nil:
+	case json.Unmarshal(b, &elems) == nil:
+		for _, e := range elems {
+			var s string // null is "", dropped with the empty strings
+			if json.Unmarshal(e, &s) != nil {
+				// With no offset, the decoder's path finds the element
+				// by its kind: stop[1].
+				return shapeError(e, reflect.TypeFor[string]())
+			}
+			many = append(many, s)
+		}
+	default:
 		return shapeError(b, reflect.TypeFor[stopList]())
 	}
 	var err error
@@ -401,6 +412,10 @@ func (ls *lineStream) writeLocked(s string) error {
 	}
 	return ls.rc.Flush()
 }
+
+// sseComment is the ping of an OpenAI stream: a comment, which every SSE
+// parser skips, as OpenAI's clients do.
+const sseComment = ": keepalive\n\n"
 
 // keepAlive writes ping (an event, or an SSE comment) whenever the
 // stream has been silent for every: a request waiting for a slot, or

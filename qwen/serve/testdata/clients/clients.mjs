@@ -56,6 +56,8 @@ for (const seed of [1, 2]) {
   const whole = await openai.chat.completions.create(req);
   for (const c of [streamed, whole]) {
     check(c.choices[0].finish_reason === "tool_calls", `finish_reason ${c.choices[0].finish_reason}`);
+    // Calls alone: content null, as OpenAI's, not left out.
+    check(c.choices[0].message.content === null, `content ${c.choices[0].message.content} beside calls alone`);
     const calls = c.choices[0].message.tool_calls;
     check(calls && calls.length > 0, "no tool_calls");
     for (const call of calls) {
