@@ -126,6 +126,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	if e != nil {
 		return e
 	}
+	guided := cr.takeGuided()
 	// OpenAI's default for the legacy endpoint is 16 tokens.
 	req, e := t.openAIRequest(&cr.samplingFields, cr.N, cr.MaxTokens, "max_tokens", 16, cr.Stop)
 	if e != nil {
@@ -158,10 +159,14 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	if e := ignoreEOSFits(&req); e != nil {
 		return e
 	}
+	formatPath, e := guidedJSON(guided, &req, "response_format.json_schema.schema")
+	if e != nil {
+		return e
+	}
 	// As raw completion in qwenrun: added tokens in the text are
 	// recognised, as Hugging Face's tokenizer does.
 	req.Prompt, req.Tokens = cr.Prompt.text, cr.Prompt.ids
-	g, e := s.start(r.Context(), rl, t, req, requestFields{format: "response_format.json_schema.schema", prompt: "prompt"})
+	g, e := s.start(r.Context(), rl, t, req, requestFields{format: formatPath, prompt: "prompt"})
 	if e != nil {
 		return e
 	}

@@ -384,7 +384,12 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rl *req
 	if e != nil {
 		return e
 	}
+	guided := cr.takeGuided()
 	req, e := t.chatRequest(&cr)
+	if e != nil {
+		return e
+	}
+	formatPath, e := guidedJSON(guided, &req, "response_format.json_schema.schema")
 	if e != nil {
 		return e
 	}
@@ -394,7 +399,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, rl *req
 	if cr.AddGenerationPrompt != nil && !*cr.AddGenerationPrompt {
 		return badRequest("add_generation_prompt", "add_generation_prompt false is not supported: an answer opens the assistant's turn (/apply-template renders without it)")
 	}
-	g, e := s.start(r.Context(), rl, t, req, requestFields{"response_format.json_schema.schema", toolPaths(req.Tools, "tools[%d].function.parameters"), "messages"})
+	g, e := s.start(r.Context(), rl, t, req, requestFields{formatPath, toolPaths(req.Tools, "tools[%d].function.parameters"), "messages"})
 	if e != nil {
 		return e
 	}

@@ -338,7 +338,7 @@ func TestVLLMFields(t *testing.T) {
 	// vLLM's structured output, and its fields that change the tokens
 	// sampled or the text returned, on both endpoints; a chat's template
 	// and echo on the chat's.
-	refused := map[string]string{"guided_json": `{"type":"object"}`, "guided_regex": `"a+"`, "guided_choice": `["a","b"]`,
+	refused := map[string]string{"guided_regex": `"a+"`, "guided_choice": `["a","b"]`,
 		"guided_grammar": `"root ::= \"a\""`, "structured_outputs": `{"choice":["a"]}`, "bad_words": `["a"]`, "allowed_token_ids": `[1,2]`,
 		"include_stop_str_in_output": "true", "use_beam_search": "true", "truncate_prompt_tokens": "5", "prompt_logprobs": "1"}
 	for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
@@ -412,6 +412,52 @@ func TestCompletionResponseFormat(t *testing.T) {
 	}
 	wantBadRequest(t, ts, "/v1/completions", `{"model":"tiny-a","prompt":"Hi","response_format":{"type":"json_schema","json_schema":{"name":"a","strict":true,
 		"schema":{"type":"array","uniqueItems":true}}}}`, "response_format.json_schema.schema", "uniqueItems")
+}
+
+// TestGuidedJSON: vLLM's guided_json, an object or a string holding one,
+// holds a chat's and a completion's text to the schema, strictly (a
+// keyword the grammar cannot enforce is refused at guided_json); beside a
+// response_format it is refused, and the Responses API refuses it.
+func TestGuidedJSON(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	const schema = `{"type":"object","properties":{"n":{"type":"integer","minimum":-3,"maximum":3}},"required":["n"],"additionalProperties":false}`
+	quoted, _ := json.Marshal(schema)
+	for _, g := range []string{schema, string(quoted)} {
+		for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
+			resp, out := ts.post(t, path, `{"model":"tiny-a","prompt":"A number: ","messages":[{"role":"user","content":"A number"}],
+				"max_tokens":60,"seed":2,"temperature":1,"guided_json":`+g+`}`)
+			text := ""
+			if path == "/v1/completions" {
+				var c completion
+				unmarshal(t, out, &c)
+				if resp.StatusCode == 200 {
+					text = c.Choices[0].Text
+				}
+			} else {
+				var c struct {
+					Choices []struct{ Message struct{ Content string } }
+				}
+				unmarshal(t, out, &c)
+				if resp.StatusCode == 200 {
+					text = c.Choices[0].Message.Content
+				}
+			}
+			var v struct{ N *int }
+			dec := json.NewDecoder(strings.NewReader(text))
+			dec.DisallowUnknownFields()
+			if resp.StatusCode != 200 || dec.Decode(&v) != nil || v.N == nil || *v.N < -3 || *v.N > 3 {
+				t.Errorf("%s guided_json %.20s...: %d %s; want an object of the schema", path, g, resp.StatusCode, out)
+			}
+		}
+	}
+	for _, path := range []string{"/v1/completions", "/v1/chat/completions"} {
+		body := `{"model":"tiny-a","prompt":"Hi","messages":[{"role":"user","content":"Hi"}],"max_tokens":2,`
+		wantBadRequest(t, ts, path, body+`"guided_json":{"type":"array","uniqueItems":true}}`, "guided_json", "uniqueItems")
+		wantBadRequest(t, ts, path, body+`"guided_json":"{not json"}`, "guided_json", "not a JSON Schema")
+		wantBadRequest(t, ts, path, body+`"guided_json":{"type":"object"},"response_format":{"type":"json_object"}}`, "guided_json", "give one")
+		wantBadRequest(t, ts, path, body+`"guided_json":{"type":"object"},"ignore_eos":true}`, "ignore_eos", "ignore_eos")
+	}
+	wantBadRequest(t, ts, "/v1/responses", `{"model":"tiny-a","input":"Hi","guided_json":{"type":"object"}}`, "guided_json", "text.format")
 }
 
 func TestOpenAIModels(t *testing.T) {

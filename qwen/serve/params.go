@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"encoding/json"
 	"math/rand/v2"
 	"strconv"
@@ -136,7 +137,7 @@ func (v *vllmFields) apply(req *qwen.Request) *apiError {
 		return badRequest("best_of", "best_of must be 1: one answer per request")
 	}
 	const format = ": give a JSON Schema in response_format"
-	if e := unsupported(namedValue{"guided_json", v.GuidedJSON, format}, namedValue{"guided_regex", v.GuidedRegex, ""},
+	if e := unsupported(namedValue{"guided_json", v.GuidedJSON, ": give a JSON Schema in text.format"}, namedValue{"guided_regex", v.GuidedRegex, ""},
 		namedValue{"guided_choice", v.GuidedChoice, format + " (an enum)"}, namedValue{"guided_grammar", v.GuidedGrammar, ""},
 		namedValue{"structured_outputs", v.StructuredOutputs, format}, namedValue{"bad_words", v.BadWords, ": give the tokens a logit_bias of -100"},
 		namedValue{"allowed_token_ids", v.AllowedTokenIDs, ""}, namedValue{"include_stop_str_in_output", v.IncludeStopStrInOutput, ""},
@@ -146,6 +147,42 @@ func (v *vllmFields) apply(req *qwen.Request) *apiError {
 	}
 	req.IgnoreEOS = v.IgnoreEOS != nil && *v.IgnoreEOS
 	return nil
+}
+
+// takeGuided removes guided_json from v and returns it, for the endpoints
+// that honour it (chat and completions, as vLLM's); apply refuses it on
+// the others (the Responses API, whose vLLM form has no guided_json).
+func (v *vllmFields) takeGuided() json.RawMessage {
+	g := v.GuidedJSON
+	v.GuidedJSON = nil
+	return g
+}
+
+// guidedJSON sets vLLM's guided_json (a JSON Schema, or a string holding
+// one, as vLLM takes it) as the answer's schema, enforced as vLLM
+// enforces it: a keyword the grammar cannot hold is refused, not
+// relaxed. It returns the field a schema error is of: guided_json when
+// it is given, else formatPath.
+func guidedJSON(raw json.RawMessage, req *qwen.Request, formatPath string) (string, *apiError) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return formatPath, nil
+	}
+	if req.JSONSchema != nil || req.JSONObject {
+		return "", badRequest("guided_json", "guided_json and response_format both set the answer's format: give one")
+	}
+	if raw[0] == '"' {
+		var text string
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return "", badRequest("guided_json", "guided_json: %v", err)
+		}
+		raw = bytes.TrimSpace([]byte(text))
+		if !json.Valid(raw) {
+			return "", badRequest("guided_json", "guided_json: the string is not a JSON Schema (not JSON)")
+		}
+	}
+	req.JSONSchema, req.RelaxSchema = raw, false
+	return "guided_json", ignoreEOSFits(req)
 }
 
 // ignoreEOSFits refuses ignore_eos beside an answer a grammar ends (tools
