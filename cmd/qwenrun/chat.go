@@ -29,7 +29,7 @@ func runChat(c *cli.Context, s *setup) error {
 	s.drafts.Apply(&req)
 	maxTokens(&req, c.Int("max-tokens"))
 	if err := qc.SetSettings(req); err != nil {
-		return err
+		return requestError(err) // it checks the schema now, not the first turn
 	}
 	ch := terminal.NewChat(s.m, qc, terminal.ChatOptions{JSON: c.Bool("json"), Verbose: c.Bool("verbose"),
 		HideThinking: c.Bool("hide-think"), NoAnswer: c.Int("max-tokens") == 0, Load: s.loadTime,
