@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/mattn/go-runewidth"
@@ -128,7 +127,7 @@ func (e *editorInput) readLine(prompt string) (string, error) {
 			done.WriteString(l + "\n")
 			prompt = promptBlock
 		}
-		if strings.ContainsFunc(last+rest, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		if !printable(last + rest) {
 			// The editor would misplace its cursor on a tab: the line
 			// shows as it is, and what is typed next follows it.
 			fmt.Println(prompt + last + rest)

@@ -100,6 +100,12 @@ func (f *pasteFilter) run(src io.Reader, dst io.WriteCloser) error {
 	}
 }
 
+// printable reports whether the editor shows s as it is: no newline,
+// tab or other control, on whose width it would misplace its cursor.
+func printable(s string) bool {
+	return !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) })
+}
+
 // partialSuffix is the length of the longest end of b that begins seq
 // without being all of it.
 func partialSuffix(b []byte, seq string) int {
@@ -118,7 +124,7 @@ func partialSuffix(b []byte, seq string) int {
 func (f *pasteFilter) keep(p string) []byte {
 	p = strings.ReplaceAll(p, "\r\n", "\n")
 	p = strings.ReplaceAll(p, "\r", "\n")
-	if !strings.ContainsFunc(p, func(r rune) bool { return !unicode.IsPrint(r) }) {
+	if printable(p) {
 		return []byte(p)
 	}
 	f.mu.Lock()
