@@ -1,11 +1,13 @@
 package serve
 
 import (
-	"crypto/sha256"
+	"bytes"
+	"compress/flate"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"hash"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -32,6 +34,9 @@ type messagesRequest struct {
 	Thinking      *struct {
 		Type         string `json:"type"`
 		BudgetTokens *int   `json:"budget_tokens"`
+		// Display "omitted" sends thinking blocks without their text,
+		// which their signature carries (Claude Code asks it).
+		Display *string `json:"display"`
 	} `json:"thinking"`
 	OutputConfig *struct {
 		Format json.RawMessage `json:"format"`
@@ -97,6 +102,7 @@ type anthropicBlockIn struct {
 	Type      string          `json:"type"`
 	Text      string          `json:"text"`
 	Thinking  string          `json:"thinking"`
+	Signature string          `json:"signature"`
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
 	Input     json.RawMessage `json:"input"`
@@ -221,20 +227,21 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, rl *reqLog) *a
 	if e != nil {
 		return e
 	}
-	return s.answerMessage(w, t, g, mr.Stream)
+	return s.answerMessage(w, t, g, mr.Stream, mr.omitThinking())
 }
 
-// answerMessage answers with one message, or streams its events. An error
-// it returns has not been written: the answer not streamed was not begun.
-func (s *Server) answerMessage(w http.ResponseWriter, t *target, g *generation, stream bool) *apiError {
+// answerMessage answers with one message, or streams its events, the
+// thinking blocks' text left to their signatures if omit. An error it
+// returns has not been written: the answer not streamed was not begun.
+func (s *Server) answerMessage(w http.ResponseWriter, t *target, g *generation, stream, omit bool) *apiError {
 	head := anthropicMessageOut{ID: fmt.Sprintf("msg_%016x%08x", rand.Uint64(), rand.Uint32()), Type: "message",
 		Role: "assistant", Model: t.name, Content: []anthropicBlock{}}
 	if stream {
-		s.streamMessage(w, g, head)
+		s.streamMessage(w, g, head, omit)
 		return nil
 	}
 	var c collector
-	b := blockWriter{out: c.apply}
+	b := blockWriter{out: c.apply, omit: omit}
 	out, err := g.run(b.add)
 	if err != nil {
 		return g.failure(err)
@@ -254,7 +261,7 @@ func (s *Server) answerMessage(w http.ResponseWriter, t *target, g *generation, 
 // block's start, deltas and stop, message_delta with the stop reason and
 // the usage, and message_stop; pings while nothing else comes, and an
 // error event when the answer cannot end well.
-func (s *Server) streamMessage(w http.ResponseWriter, g *generation, head anthropicMessageOut) {
+func (s *Server) streamMessage(w http.ResponseWriter, g *generation, head anthropicMessageOut, omit bool) {
 	ls := startStream(w, true)
 	ping, _ := ls.eventText("ping", anthropicEvent{Type: "ping"})
 	stopPings := ls.keepAlive(s.opts.ping, ping)
@@ -272,7 +279,7 @@ func (s *Server) streamMessage(w http.ResponseWriter, g *generation, head anthro
 		g.stop()
 		return
 	}
-	b := blockWriter{out: send}
+	b := blockWriter{out: send, omit: omit}
 	out, err := g.run(b.add)
 	switch {
 	case err != nil && g.rl.clientGone:
@@ -326,15 +333,20 @@ type blockWriter struct {
 	n       int    // blocks started
 	call    int    // the generation's index of the open tool call
 	unnamed unnamedCalls
-	signer  hash.Hash // the open thinking block's text, for its signature
+	omit    bool            // thinking's text goes in the signature alone
+	think   strings.Builder // the open thinking block's text, for its signature
 }
 
 func (b *blockWriter) add(d qwen.Delta) error {
 	if d.Reasoning != "" {
-		if err := b.text("thinking", blockDelta{Type: "thinking_delta", Thinking: d.Reasoning}); err != nil {
+		delta := blockDelta{Type: "thinking_delta", Thinking: d.Reasoning}
+		if b.omit {
+			delta = blockDelta{}
+		}
+		if err := b.text("thinking", delta); err != nil {
 			return err
 		}
-		b.signer.Write([]byte(d.Reasoning))
+		b.think.WriteString(d.Reasoning)
 	}
 	if d.Content != "" {
 		if err := b.text("text", blockDelta{Type: "text_delta", Text: d.Content}); err != nil {
@@ -372,13 +384,16 @@ func (b *blockWriter) text(kind string, d blockDelta) error {
 			// The signature comes at the block's end (close), as
 			// Anthropic's does.
 			block.Thinking, block.Signature = &empty, new(string)
-			b.signer = sha256.New()
+			b.think.Reset()
 		} else {
 			block.Text = &empty
 		}
 		if err := b.start(block); err != nil {
 			return err
 		}
+	}
+	if d.Type == "" {
+		return nil
 	}
 	return b.delta(d)
 }
@@ -401,16 +416,13 @@ func (b *blockWriter) delta(d blockDelta) error {
 // close stops the open block, if one is. A thinking block is signed
 // first, in a signature_delta, as Anthropic signs it: clients keep the
 // signature and send the block back with it, and some (the SDKs' stream
-// helpers, Claude Code) expect one. Anthropic's signature proves the
-// thinking is Claude's; this one proves nothing and is not checked when
-// it comes back (any is taken), but it is stable, the hash of the
-// thinking, so a client comparing blocks sees the same one again.
+// helpers, Claude Code) expect one.
 func (b *blockWriter) close() error {
 	if b.kind == "" {
 		return nil
 	}
 	if b.kind == "thinking" {
-		sig := base64.StdEncoding.EncodeToString(b.signer.Sum(nil))
+		sig := signThinking(b.think.String())
 		if err := b.delta(blockDelta{Type: "signature_delta", Signature: sig}); err != nil {
 			return err
 		}
@@ -418,6 +430,49 @@ func (b *blockWriter) close() error {
 	b.kind = ""
 	i := b.n - 1
 	return b.out(anthropicEvent{Type: "content_block_stop", Index: &i})
+}
+
+// A thinking block's signature carries its text: Anthropic's is the
+// thinking encrypted, which lets it send a block without its text
+// (thinking.display "omitted") and restore the text when the block comes
+// back, as a tool-call loop needs it (Qwen's templates keep the
+// thinking after the last user message). This one is the text
+// compressed, behind a mark, in base64: stable for the same thinking,
+// so a client comparing blocks sees the same one again, and proving
+// nothing (a client can send any thinking anyway).
+const (
+	signatureMark = "qwt1"
+	// maxSignedThinking bounds the text a signature restores, so a
+	// small signature cannot inflate into a huge one.
+	maxSignedThinking = 16 << 20
+)
+
+func signThinking(text string) string {
+	var buf bytes.Buffer
+	buf.WriteString(signatureMark)
+	fw, _ := flate.NewWriter(&buf, flate.BestSpeed) // the level is valid
+	fw.Write([]byte(text))                          // a bytes.Buffer takes every write
+	fw.Close()
+	return base64.StdEncoding.EncodeToString(buf.Bytes())
+}
+
+// signedThinking is the thinking a signature carries; ok is false for a
+// signature not this server's (Claude's, from a conversation begun
+// there), and err says why one with its mark is broken.
+func signedThinking(sig string) (text string, ok bool, err error) {
+	raw, err := base64.StdEncoding.DecodeString(sig)
+	if err != nil || !strings.HasPrefix(string(raw), signatureMark) {
+		return "", false, nil
+	}
+	fr := flate.NewReader(bytes.NewReader(raw[len(signatureMark):]))
+	out, err := io.ReadAll(io.LimitReader(fr, maxSignedThinking+1))
+	switch {
+	case err != nil:
+		return "", true, fmt.Errorf("its thinking does not decompress: %w", err)
+	case len(out) > maxSignedThinking:
+		return "", true, errors.New("it holds more than 16 MiB of thinking")
+	}
+	return string(out), true, nil
 }
 
 // collector gathers the events of a blockWriter into the content of an answer
@@ -588,6 +643,9 @@ func (t *target) anthropicThinking(mr *messagesRequest, req *qwen.Request) *apiE
 		effort = mr.OutputConfig.Effort
 	}
 	th := mr.Thinking
+	if th != nil && th.Display != nil && *th.Display != "summarized" && *th.Display != "omitted" {
+		return badRequest("thinking.display", "thinking.display %q: want summarized or omitted", *th.Display)
+	}
 	if th == nil {
 		if effort != nil {
 			return t.effort(*effort, "output_config.effort", req)
@@ -620,6 +678,13 @@ func (t *target) anthropicThinking(mr *messagesRequest, req *qwen.Request) *apiE
 		return badRequest("thinking.type", "thinking.type %q: want enabled, disabled or adaptive", th.Type)
 	}
 	return nil
+}
+
+// omitThinking reports whether thinking blocks go without their text
+// (thinking.display "omitted"); "summarized", Anthropic's default, sends
+// the whole thinking here, which is the model's own and short enough.
+func (mr *messagesRequest) omitThinking() bool {
+	return mr.Thinking != nil && mr.Thinking.Display != nil && *mr.Thinking.Display == "omitted"
 }
 
 // schemaField is where the request gives the answer's schema.
@@ -845,9 +910,9 @@ func userTurn(out []qwen.Message, content anthropicContent, path string) ([]qwen
 	return out, nil
 }
 
-// assistantTurn appends an answer given back: its text, its thinking and
-// its tool calls. Anthropic's redacted thinking is Claude's, and is left
-// out.
+// assistantTurn appends an answer given back: its text, its thinking
+// (from its signature when the block has no text) and its tool calls.
+// Anthropic's redacted thinking is Claude's, and is left out.
 func assistantTurn(out []qwen.Message, content anthropicContent, path string) ([]qwen.Message, *apiError) {
 	var text, thinking []string
 	msg := qwen.Message{Role: "assistant"}
@@ -857,7 +922,17 @@ func assistantTurn(out []qwen.Message, content anthropicContent, path string) ([
 		case "text":
 			text = append(text, b.Text)
 		case "thinking":
-			thinking = append(thinking, b.Thinking)
+			text := b.Thinking
+			if text == "" && b.Signature != "" {
+				// Sent without its text (display "omitted"): the
+				// signature has it.
+				signed, _, err := signedThinking(b.Signature)
+				if err != nil {
+					return nil, badRequest(bp+".signature", "%s.signature: %v", bp, err)
+				}
+				text = signed
+			}
+			thinking = append(thinking, text)
 		case "redacted_thinking":
 		case "tool_use":
 			if b.Name == "" {

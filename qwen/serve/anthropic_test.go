@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -468,6 +469,81 @@ func TestAnthropicConversation(t *testing.T) {
 	}
 }
 
+// TestAnthropicThinkingOmitted: with thinking.display "omitted" (Claude
+// Code asks it) a thinking block comes without its text, streamed or
+// not, no thinking_delta sent, its signature carrying the text; the block
+// sent back so restores the thinking the template renders, while a
+// signature not this server's (Claude's) restores nothing and one
+// broken is refused, naming it. A display of another name is refused.
+func TestAnthropicThinkingOmitted(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	pieces := toolAnswer()
+	answer := func(stream bool) (string, anthropicMessageOut) {
+		rec := httptest.NewRecorder()
+		if e := ts.answerMessage(rec, ts.target(), forced(ts, pieces), stream, true); e != nil {
+			t.Fatal(e.msg)
+		}
+		var msg anthropicMessageOut
+		if stream {
+			msg, _ = accumulate(t, namedEvents(t, rec.Body.String()))
+		} else {
+			unmarshal(t, rec.Body.String(), &msg)
+		}
+		return rec.Body.String(), msg
+	}
+	body, whole := answer(false)
+	streamedBody, streamed := answer(true)
+	if b := whole.Content[0]; b.Type != "thinking" || b.Thinking == nil || *b.Thinking != "" || b.Signature == nil || *b.Signature == "" {
+		t.Fatalf("thinking block %s; want no text and a signature", jsonOf(t, b))
+	}
+	if strings.Contains(body, "Two lookups") || strings.Contains(streamedBody, "Two lookups") || strings.Contains(streamedBody, "thinking_delta") {
+		t.Errorf("the thinking was sent:\n%s\n%s", body, streamedBody)
+	}
+	if jsonOf(t, streamed.Content) != jsonOf(t, whole.Content) {
+		t.Errorf("streamed %s\nnot streamed %s", jsonOf(t, streamed.Content), jsonOf(t, whole.Content))
+	}
+	sig := *whole.Content[0].Signature
+
+	turn := func(block string) (qwen.Request, *apiError) {
+		var mr messagesRequest
+		unmarshal(t, `{"model":"tiny-a","max_tokens":2048,"thinking":{"type":"enabled","budget_tokens":1024,"display":"omitted"},
+			"tools":[{"name":"weather","input_schema":{"type":"object"}}],
+			"messages":[{"role":"user","content":"Weather in Paris?"},
+				{"role":"assistant","content":[`+block+`,{"type":"tool_use","id":"toolu_a","name":"weather","input":{"city":"Paris"}}]},
+				{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_a","content":"Sunny."}]}]}`, &mr)
+		return ts.target().messagesRequest(&mr, false)
+	}
+	req, e := turn(`{"type":"thinking","thinking":"","signature":"` + sig + `"}`)
+	if e != nil {
+		t.Fatal(e.msg)
+	}
+	if got := req.Messages[1].Reasoning; got != "Two lookups." {
+		t.Errorf("the thinking restored from the signature: %q", got)
+	}
+	// Claude's signature (protobuf in base64) carries nothing of ours.
+	if req, e := turn(`{"type":"thinking","thinking":"","signature":"EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"}`); e != nil || req.Messages[1].Reasoning != "" {
+		t.Errorf("Claude's signature: %v %q", e, req.Messages[1].Reasoning)
+	}
+	broken := base64.StdEncoding.EncodeToString([]byte("qwt1 not deflate"))
+	if _, e := turn(`{"type":"thinking","thinking":"","signature":"` + broken + `"}`); e == nil || e.param != "messages[1].content[0].signature" {
+		t.Errorf("a broken signature: %v", e)
+	}
+	// Text sent with the block is the block's, whatever the signature.
+	if req, e := turn(`{"type":"thinking","thinking":"Edited.","signature":"` + sig + `"}`); e != nil || req.Messages[1].Reasoning != "Edited." {
+		t.Errorf("text and signature: %v %q", e, req.Messages[1].Reasoning)
+	}
+
+	resp, out := ts.post(t, "/v1/messages", `{"model":"tiny-a","max_tokens":2,"thinking":{"type":"adaptive","display":"hidden"},"messages":[{"role":"user","content":"Hi"}]}`)
+	if resp.StatusCode != 400 || !strings.Contains(out, "thinking.display") {
+		t.Errorf("display hidden: %d %s", resp.StatusCode, out)
+	}
+	for _, display := range []string{"summarized", "omitted"} {
+		if resp, out := ts.post(t, "/v1/messages", `{"model":"tiny-a","max_tokens":2,"temperature":0,"thinking":{"type":"adaptive","display":"`+display+`"},"messages":[{"role":"user","content":"Hi"}]}`); resp.StatusCode != 200 {
+			t.Errorf("display %s: %d %s", display, resp.StatusCode, out)
+		}
+	}
+}
+
 // TestAnthropicToolReference: Claude Code's ToolSearch answers with
 // tool_reference blocks, which load the deferred tools they name: each
 // is that name in the tool message, and the next turn is answered.
@@ -538,7 +614,7 @@ func TestAnthropicStreamBlocks(t *testing.T) {
 	answer := func(g *generation, stream bool) (*httptest.ResponseRecorder, anthropicMessageOut) {
 		rec := httptest.NewRecorder()
 		r := httptest.NewRequest("POST", "/v1/messages", nil)
-		if e := ts.answerMessage(rec, ts.target(), g, stream); e != nil {
+		if e := ts.answerMessage(rec, ts.target(), g, stream, false); e != nil {
 			writeError(rec, r, e)
 		}
 		var msg anthropicMessageOut

@@ -154,7 +154,7 @@ func TestGenerationFails(t *testing.T) {
 			return ts.ollamaAnswer(w, httptest.NewRequest("POST", "/api/chat", nil), ts.target(), g, stream, true)
 		},
 		"anthropic": func(w *httptest.ResponseRecorder, g *generation, stream bool) *apiError {
-			return ts.answerMessage(w, ts.target(), g, stream)
+			return ts.answerMessage(w, ts.target(), g, stream, false)
 		},
 	}
 	streamEnd := map[string]string{"openai": "[DONE]", "ollama": `{"error":"the generation failed: the kernel failed"}`, "anthropic": `"type":"api_error"`}
