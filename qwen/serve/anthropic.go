@@ -262,7 +262,7 @@ func (s *Server) answerMessage(w http.ResponseWriter, t *target, g *generation, 
 // the usage, and message_stop; pings while nothing else comes, and an
 // error event when the answer cannot end well.
 func (s *Server) streamMessage(w http.ResponseWriter, g *generation, head anthropicMessageOut, omit bool) {
-	ls := startStream(w, true)
+	ls := s.startStream(w, true)
 	ping, _ := ls.eventText("ping", anthropicEvent{Type: "ping"})
 	stopPings := ls.keepAlive(s.opts.ping, ping)
 	defer stopPings()

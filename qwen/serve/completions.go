@@ -176,7 +176,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	var text strings.Builder
 	var ls *lineStream
 	if cr.Stream {
-		ls = startStream(w, true)
+		ls = s.startStream(w, true)
 		defer ls.keepAlive(s.opts.ping, sseComment)() // as streamChat's
 	}
 	out, err := g.run(func(d qwen.Delta) error {

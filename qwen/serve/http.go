@@ -60,12 +60,21 @@ type ServerOptions struct {
 	// ping is how long an Anthropic stream may stay silent before a ping
 	// event (default defaultPing); tests shorten it.
 	ping time.Duration
+	// stall is how long a streamed write may wait for the client to
+	// read before the client is taken as gone (default defaultStall);
+	// tests shorten it.
+	stall time.Duration
 }
 
 // defaultPing keeps a silent stream well inside the idle timeouts of
 // proxies (nginx's proxy_read_timeout is 60 s) while a request waits for
 // a slot or its prompt is prefilled.
 const defaultPing = 10 * time.Second
+
+// defaultStall frees the slot of a client that stopped reading a stream
+// without closing it; a client that reads at all, however slowly, takes
+// a chunk well within it.
+const defaultStall = 2 * time.Minute
 
 // Server answers the OpenAI, Ollama and Anthropic protocols: each an
 // adapter over the same qwen.Model, which batches every request into its
@@ -94,6 +103,9 @@ func NewServer(m *qwen.Model, o ServerOptions) *Server {
 	}
 	if o.ping <= 0 {
 		o.ping = defaultPing
+	}
+	if o.stall <= 0 {
+		o.stall = defaultStall
 	}
 	ms := newModels(m, o.Name, o)
 	s := &Server{models: ms, responses: newResponseStore(), opts: o, metrics: newMetrics(ms), log: o.Log}

@@ -500,7 +500,7 @@ func (s *Server) ollamaRun(w http.ResponseWriter, r *http.Request, rl *reqLog, t
 func (s *Server) ollamaAnswer(w http.ResponseWriter, r *http.Request, t *target, g *generation, stream, isChat bool) *apiError {
 	var ls *lineStream
 	if stream {
-		ls = startStream(w, false)
+		ls = s.startStream(w, false)
 	}
 	var content, thinking strings.Builder
 	var lps []tokenLogprob
@@ -719,7 +719,7 @@ func (s *Server) ollamaPull(w http.ResponseWriter, r *http.Request, _ *reqLog) *
 		writeJSON(w, http.StatusOK, done)
 		return nil
 	}
-	startStream(w, false).send(done)
+	s.startStream(w, false).send(done)
 	return nil
 }
 

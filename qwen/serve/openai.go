@@ -569,7 +569,7 @@ func (s *Server) answerChat(w http.ResponseWriter, r *http.Request, t *target, g
 // prefilled) alive.
 func (s *Server) streamChat(w http.ResponseWriter, r *http.Request, g *generation, head chatCompletion, withUsage bool) {
 	head.Object = "chat.completion.chunk"
-	ls := startStream(w, true)
+	ls := s.startStream(w, true)
 	defer ls.keepAlive(s.opts.ping, sseComment)()
 	chunk := func(c chatChoice) error {
 		head.Choices = []chatChoice{c}

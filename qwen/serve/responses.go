@@ -198,7 +198,7 @@ func (head *responseObject) fail(err error) {
 // response.failed; each with its sequence_number. SSE comments keep a
 // silent stream (a prompt being prefilled) alive.
 func (s *Server) streamResponse(w http.ResponseWriter, g *generation, c responsesCall, head *responseObject, items *responseItems) {
-	ls := startStream(w, true)
+	ls := s.startStream(w, true)
 	stopPings := ls.keepAlive(s.opts.ping, sseComment)
 	defer stopPings()
 	seq := 0

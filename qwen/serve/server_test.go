@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -400,4 +401,67 @@ func tinyTokenizer(t *testing.T) *tokenizer.Tokenizer {
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// smallBuffers gives every accepted connection a small send buffer, so
+// that a client which stops reading blocks the server's writes soon.
+type smallBuffers struct{ net.Listener }
+
+func (l smallBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+// TestStalledStreamFreesSlot: a client that stops reading a stream, its
+// connection left open, is taken as gone once a write has waited the
+// stall out: its generation stops, its request ends (a 499 in the log,
+// where the handler used to block for good), and the one slot answers
+// the next request.
+func TestStalledStreamFreesSlot(t *testing.T) {
+	m := openModel(t, modelOpts{Parallel: 1})
+	buf := &syncBuffer{}
+	s := NewServer(m, ServerOptions{stall: 300 * time.Millisecond, Log: slog.New(slog.NewJSONHandler(buf, nil))})
+	hs := httptest.NewUnstartedServer(s.Handler())
+	hs.Listener = smallBuffers{hs.Listener}
+	hs.Start()
+	t.Cleanup(hs.Close)
+
+	stuck, err := net.Dial("tcp", hs.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	stuck.(*net.TCPConn).SetReadBuffer(4096)
+	const most = 1500
+	body := fmt.Sprintf(`{"model":"tiny-a","stream":true,"max_tokens":%d,"ignore_eos":true,"messages":[{"role":"user","content":"Count."}]}`, most)
+	fmt.Fprintf(stuck, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	// Read the head and a little of the stream, so the generation runs,
+	// then nothing more.
+	if _, err := io.ReadFull(stuck, make([]byte, 256)); err != nil {
+		t.Fatal(err)
+	}
+	var gone map[string]any
+	for deadline := time.Now().Add(60 * time.Second); gone == nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stalled stream's request has not ended; log:\n%s", buf)
+		}
+		gone = buf.logged(t, request("POST", "/v1/chat/completions", 499, "INFO"))
+	}
+	if n := gone["generated_tokens"].(float64); n >= most {
+		t.Errorf("the stalled stream generated all its %v tokens", n)
+	}
+
+	resp, err := http.Post(hs.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"tiny-a","max_tokens":2,"messages":[{"role":"user","content":"Hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("the next request: %d %s", resp.StatusCode, out)
+	}
 }

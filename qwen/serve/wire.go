@@ -352,11 +352,12 @@ type lineStream struct {
 	idle   *time.Timer
 	every  time.Duration
 	closed bool // keepAlive has ended: no more pings
+	stall  time.Duration
 }
 
 // startStream sends the headers of a streamed answer.
-func startStream(w http.ResponseWriter, sse bool) *lineStream {
-	ls := &lineStream{w: w, rc: http.NewResponseController(w), suffix: "\n"}
+func (s *Server) startStream(w http.ResponseWriter, sse bool) *lineStream {
+	ls := &lineStream{w: w, rc: http.NewResponseController(w), suffix: "\n", stall: s.opts.stall}
 	if sse {
 		ls.prefix, ls.suffix = "data: ", "\n\n"
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -406,7 +407,13 @@ func (ls *lineStream) write(s string) error {
 	return ls.writeLocked(s)
 }
 
+// writeLocked fails a write the client has not taken within stall: a
+// client that stops reading, its connection open, would otherwise hold
+// its generation's slot for good (a write blocks once the socket's
+// buffers are full). The failed write is a client gone.
 func (ls *lineStream) writeLocked(s string) error {
+	// A writer without deadlines (a test's recorder) is never stuck.
+	ls.rc.SetWriteDeadline(time.Now().Add(ls.stall))
 	if _, err := io.WriteString(ls.w, s); err != nil {
 		return err
 	}
