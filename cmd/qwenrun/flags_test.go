@@ -78,6 +78,7 @@ func TestRefusesMeaninglessValues(t *testing.T) {
 		{[]string{m, "-p", "hi", "--kv-type", "f32"}, `--kv-type: KV cache type "f32": want f16 or q8`},
 		{[]string{"perplexity", m, "-f", goText(t, 1), "--kv-type", "int8"}, `--kv-type: KV cache type "int8": want f16 or q8`},
 		{[]string{"serve", m, "--kv-type", "Q8"}, `--kv-type: KV cache type "Q8": want f16 or q8`},
+		{[]string{"serve", m, "--allow-origin", "example.com"}, `--allow-origin: origin "example.com": want scheme://host[:port] (a * matching any part), or * for every origin`},
 	} {
 		out, stderr, code := qwenrun(t, "", tc.args...)
 		if want := "qwenrun: " + tc.want + "\n"; code != 1 || stderr != want || out != "" {

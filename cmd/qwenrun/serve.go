@@ -36,6 +36,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "api-key", EnvVars: []string{"QWEN_API_KEY"}, Usage: "require `KEY` on every request but /health (Authorization: Bearer KEY, or x-api-key: KEY)"},
 			&cli.DurationFlag{Name: "grace", Value: 10 * time.Second, Usage: "on SIGINT or SIGTERM, how long running answers may go on before they are cut"},
 			&cli.StringSliceFlag{Name: "alias", Usage: "let requests name the model in `NAME=FILE` (a .qbin file: MODEL's, or another's) NAME, as clients that hard-code a model id (gpt-5-codex, claude-sonnet-4-5) do; repeatable"},
+			&cli.StringSliceFlag{Name: "allow-origin", Usage: "let browser pages of `ORIGIN` (scheme://host[:port], * for any part; * alone: every origin) call the server, besides this machine's and apps' (localhost, 127.0.0.1, app://, vscode-webview://, ...); requests from other pages are refused; repeatable"},
 			&cli.StringFlag{Name: "model-dir", Usage: "let requests name every .qbin file in `DIR` by its base name; one model is loaded at a time, another loaded when a request names it"},
 			kvTypeFlag(),
 			threadsFlag(),
@@ -59,6 +60,11 @@ func serveAction(c *cli.Context) error {
 	// user asking for none would get that many waiting.
 	if c.IsSet("queue") && c.Int("queue") < 1 {
 		return cliutil.Usagef(c, "--queue %d: want 1 or more (without the flag, 4 x --parallel)", c.Int("queue"))
+	}
+	for _, o := range c.StringSlice("allow-origin") {
+		if err := serve.CheckOrigin(o); err != nil {
+			return fmt.Errorf("--allow-origin: %w", err)
+		}
 	}
 	log, err := modelflags.Logger(c, os.Stderr)
 	if err != nil {
@@ -105,7 +111,7 @@ func serveAction(c *cli.Context) error {
 	open := func(path string) (*qwen.Model, error) {
 		return modelflags.OpenFile(c, log, notes, path, parallel, opts...)
 	}
-	s := serve.NewServer(m, serve.ServerOptions{Name: name, APIKey: c.String("api-key"), Log: log,
+	s := serve.NewServer(m, serve.ServerOptions{Name: name, APIKey: c.String("api-key"), Log: log, AllowOrigins: c.StringSlice("allow-origin"),
 		Draft: d.Text, DraftModel: d.Model, DraftMTP: d.MTP, DraftMin: d.Min, DraftPMin: d.PMin, Models: models, Open: open})
 	defer s.Close()
 	ln, err := net.Listen("tcp", c.String("addr"))

@@ -57,6 +57,14 @@ type ServerOptions struct {
 	// Open loads a model of Models; nil: the served model's file alone
 	// can be named.
 	Open func(path string) (*qwen.Model, error)
+	// AllowOrigins are the origins of browser pages that may call the
+	// server besides the local ones (localhost, 127.0.0.1, [::1] and
+	// 0.0.0.0 on any port, and app://, file://, tauri:// and VS Code's
+	// webviews, as Ollama allows by default) and the server's own: each
+	// scheme://host[:port] with * for any run of characters (see
+	// CheckOrigin), or * for every origin. A request with an Origin not
+	// allowed is refused (403); clients that are not browsers send none.
+	AllowOrigins []string
 	// ping is how long an Anthropic stream may stay silent before a ping
 	// event (default defaultPing); tests shorten it.
 	ping time.Duration
@@ -157,7 +165,7 @@ func (s *Server) Handler() http.Handler {
 	s.handle(mux, "GET /metrics", s.metrics.serve)
 	s.handle(mux, "GET /{$}", s.root)
 	s.handle(mux, "/", s.notFound)
-	return mux
+	return s.cors(mux)
 }
 
 // handle registers h behind the key check, the request log and the
@@ -172,12 +180,14 @@ func (s *Server) handle(mux *http.ServeMux, pattern string, h handlerFunc) {
 	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w}
 		rl := &reqLog{start: time.Now(), header: sw.Header()}
-		var err *apiError
-		if endpoint != "/health" && !s.authorized(r) {
+		err := s.originRefused(r)
+		switch {
+		case err != nil:
+		case endpoint != "/health" && !s.authorized(r):
 			sw.Header().Set("WWW-Authenticate", "Bearer")
 			err = &apiError{status: http.StatusUnauthorized, msg: "a valid API key is required: Authorization: Bearer KEY, or x-api-key: KEY",
 				code: "invalid_api_key"}
-		} else {
+		default:
 			s.logBody(r)
 			err = h(sw, r, rl)
 		}
@@ -292,14 +302,15 @@ func (s *Server) done(r *http.Request, sw *statusWriter, rl *reqLog, endpoint st
 }
 
 // accessLevel is a request record's level: the server's own failure is
-// an error; a refusal for want of capacity (503) or of a key (401) a
-// warning, which an operator watches for overload or probing; the rest,
-// a client's mistakes and clients that left (499), info.
+// an error; a refusal for want of capacity (503), of a key (401) or of
+// an allowed origin (403) a warning, which an operator watches for
+// overload or probing; the rest, a client's mistakes and clients that
+// left (499), info.
 func accessLevel(status int, failed bool) slog.Level {
 	switch {
 	case failed || status >= 500 && status != http.StatusServiceUnavailable:
 		return slog.LevelError
-	case status == http.StatusServiceUnavailable || status == http.StatusUnauthorized:
+	case status == http.StatusServiceUnavailable || status == http.StatusUnauthorized || status == http.StatusForbidden:
 		return slog.LevelWarn
 	}
 	return slog.LevelInfo
