@@ -61,10 +61,8 @@ func serveAction(c *cli.Context) error {
 	if c.IsSet("queue") && c.Int("queue") < 1 {
 		return cliutil.Usagef(c, "--queue %d: want 1 or more (without the flag, 4 x --parallel)", c.Int("queue"))
 	}
-	for _, o := range c.StringSlice("allow-origin") {
-		if err := serve.CheckOrigin(o); err != nil {
-			return fmt.Errorf("--allow-origin: %w", err)
-		}
+	if err := serve.CheckOrigins(c.StringSlice("allow-origin")); err != nil {
+		return fmt.Errorf("--allow-origin: %w", err)
 	}
 	log, err := modelflags.Logger(c, os.Stderr)
 	if err != nil {

@@ -18,10 +18,19 @@ var localOrigins = []string{
 	"app://*", "file://*", "tauri://*", "vscode-webview://*", "vscode-file://*",
 }
 
-// CheckOrigin reports whether pattern can be one of
-// ServerOptions.AllowOrigins: "*", or an origin (scheme://host[:port])
+// CheckOrigins reports the first of patterns that cannot be one of
+// ServerOptions.AllowOrigins: each "*", or an origin (scheme://host[:port])
 // in which * stands for any run of characters but "/".
-func CheckOrigin(pattern string) error {
+func CheckOrigins(patterns []string) error {
+	for _, p := range patterns {
+		if err := checkOrigin(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkOrigin(pattern string) error {
 	if pattern == "*" {
 		return nil
 	}

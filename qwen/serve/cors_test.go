@@ -71,14 +71,14 @@ func TestCORS(t *testing.T) {
 	}
 }
 
-func TestCheckOrigin(t *testing.T) {
+func TestCheckOrigins(t *testing.T) {
 	for _, ok := range []string{"*", "https://*.example.com", "http://localhost:*", "app://*", "https://a.test:8443"} {
-		if err := CheckOrigin(ok); err != nil {
+		if err := CheckOrigins([]string{"https://a.test", ok}); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"", "example.com", "https://", "https://a.test/path", "://a.test", "*://a.test"} {
-		if err := CheckOrigin(bad); err == nil {
+		if err := CheckOrigins([]string{"https://a.test", bad}); err == nil {
 			t.Errorf("%q taken", bad)
 		}
 	}

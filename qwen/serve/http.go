@@ -62,7 +62,7 @@ type ServerOptions struct {
 	// 0.0.0.0 on any port, and app://, file://, tauri:// and VS Code's
 	// webviews, as Ollama allows by default) and the server's own: each
 	// scheme://host[:port] with * for any run of characters (see
-	// CheckOrigin), or * for every origin. A request with an Origin not
+	// CheckOrigins), or * for every origin. A request with an Origin not
 	// allowed is refused (403); clients that are not browsers send none.
 	AllowOrigins []string
 	// ping is how long an Anthropic stream may stay silent before a ping
