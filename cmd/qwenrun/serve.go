@@ -33,7 +33,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "parallel", Value: 4, Usage: "conversations that decode together"},
 			&cli.IntFlag{Name: "queue", Usage: "requests that may wait for a free slot, beyond which the answer is 503", DefaultText: "4 x --parallel"},
 			&cli.IntFlag{Name: "ctx", Usage: "context length of each conversation", DefaultText: "the model's maximum, lowered to what --parallel KV caches fit in memory"},
-			&cli.StringFlag{Name: "api-key", EnvVars: []string{"QWEN_API_KEY"}, Usage: "require `KEY` on every request but /health (Authorization: Bearer KEY, or x-api-key: KEY)"},
+			&cli.StringFlag{Name: "api-key", EnvVars: []string{"QWEN_API_KEY"}, Usage: "require `KEY` on every request but /health and / (Authorization: Bearer KEY, or x-api-key: KEY)"},
 			&cli.DurationFlag{Name: "grace", Value: 10 * time.Second, Usage: "on SIGINT or SIGTERM, how long running answers may go on before they are cut"},
 			&cli.StringSliceFlag{Name: "alias", Usage: "let requests name the model in `NAME=FILE` (a .qbin file: MODEL's, or another's) NAME, as clients that hard-code a model id (gpt-5-codex, claude-sonnet-4-5) do; repeatable"},
 			&cli.StringSliceFlag{Name: "allow-origin", Usage: "let browser pages of `ORIGIN` (scheme://host[:port], * for any part; * alone: every origin) call the server, besides this machine's and apps' (localhost, 127.0.0.1, app://, vscode-webview://, ...); requests from other pages are refused; repeatable"},

@@ -323,6 +323,13 @@ func TestAPIKey(t *testing.T) {
 	if resp, _ := ts.get(t, "/health"); resp.StatusCode != 200 {
 		t.Errorf("/health without the key: %d", resp.StatusCode)
 	}
+	// Ollama's clients probe / and know no key.
+	if resp, body := ts.get(t, "/"); resp.StatusCode != 200 || body != "Ollama is running" {
+		t.Errorf("/ without the key: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := ts.get(t, "/nothing"); resp.StatusCode != 401 {
+		t.Errorf("another path without the key: %d", resp.StatusCode)
+	}
 	if ts.log.logged(t, request("GET", "/api/tags", 401, "WARN")) == nil {
 		t.Errorf("no warning of the refusal:\n%s", ts.log)
 	}

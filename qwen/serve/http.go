@@ -29,7 +29,8 @@ type ServerOptions struct {
 	// Name is the model's name in both protocols (default: the .qbin
 	// file's base name without its extension, qwen.Info's Name).
 	Name string
-	// APIKey, when set, must come with every request but /health, as
+	// APIKey, when set, must come with every request but /health and
+	// GET / (Ollama's probe, which says only that a server runs), as
 	// "Authorization: Bearer KEY" or, as Anthropic's clients send it,
 	// "x-api-key: KEY".
 	APIKey string
@@ -183,7 +184,7 @@ func (s *Server) handle(mux *http.ServeMux, pattern string, h handlerFunc) {
 		err := s.originRefused(r)
 		switch {
 		case err != nil:
-		case endpoint != "/health" && !s.authorized(r):
+		case endpoint != "/health" && endpoint != "/" && !s.authorized(r):
 			sw.Header().Set("WWW-Authenticate", "Bearer")
 			err = &apiError{status: http.StatusUnauthorized, msg: "a valid API key is required: Authorization: Bearer KEY, or x-api-key: KEY",
 				code: "invalid_api_key"}
