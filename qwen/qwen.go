@@ -277,8 +277,10 @@ type Stats struct {
 	// With WithStateCacheDir: DiskHits counts the conversations that
 	// started from a state read back from disk, DiskWrites the states
 	// written there, DiskEvictions the files removed for room,
-	// DiskBytes is what the files hold and DiskBound their bound.
-	DiskHits, DiskWrites, DiskEvictions, DiskBytes, DiskBound int64
+	// DiskErrors the states that could not be written or read back
+	// (each logged); DiskBytes is what the files hold and DiskBound
+	// their bound.
+	DiskHits, DiskWrites, DiskEvictions, DiskErrors, DiskBytes, DiskBound int64
 }
 
 // Open maps a .qbin file and starts its engine. The weights stay in the

@@ -76,7 +76,7 @@ type engineCollector struct {
 	steps, decoded           *prometheus.Desc
 	hits, misses, evicted    *prometheus.Desc
 	// The state cache's tier on disk (--state-cache-dir).
-	diskHits, diskWrites, diskEvicted, diskBytes, diskBound *prometheus.Desc
+	diskHits, diskWrites, diskEvicted, diskErrors, diskBytes, diskBound *prometheus.Desc
 }
 
 func newEngineCollector(ms *models) *engineCollector {
@@ -92,9 +92,11 @@ func newEngineCollector(ms *models) *engineCollector {
 			"Conversations that started from a state read back from the state cache's directory.", nil, nil),
 		diskWrites:  prometheus.NewDesc("qwenrun_prefix_cache_disk_writes_total", "States written to the state cache's directory.", nil, nil),
 		diskEvicted: prometheus.NewDesc("qwenrun_prefix_cache_disk_evictions_total", "Files of the state cache's directory removed for room.", nil, nil),
-		diskBytes:   prometheus.NewDesc("qwenrun_prefix_cache_disk_bytes", "Bytes of the files in the state cache's directory.", nil, nil),
-		diskBound:   prometheus.NewDesc("qwenrun_prefix_cache_disk_bound_bytes", "The bound of the files in the state cache's directory (--state-cache-disk).", nil, nil),
-		steps:       prometheus.NewDesc("qwenrun_decode_steps_total", "Forward steps that decoded at least one conversation.", nil, nil),
+		diskErrors: prometheus.NewDesc("qwenrun_prefix_cache_disk_errors_total",
+			"States that could not be written to the state cache's directory or read back from it (each logged as a warning).", nil, nil),
+		diskBytes: prometheus.NewDesc("qwenrun_prefix_cache_disk_bytes", "Bytes of the files in the state cache's directory.", nil, nil),
+		diskBound: prometheus.NewDesc("qwenrun_prefix_cache_disk_bound_bytes", "The bound of the files in the state cache's directory (--state-cache-disk).", nil, nil),
+		steps:     prometheus.NewDesc("qwenrun_decode_steps_total", "Forward steps that decoded at least one conversation.", nil, nil),
 		decoded: prometheus.NewDesc("qwenrun_decoded_conversations_total",
 			"Conversations decoded, summed over the decode steps: over qwenrun_decode_steps_total, the mean decode batch.", nil, nil),
 	}
@@ -113,6 +115,7 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.diskHits
 	ch <- c.diskWrites
 	ch <- c.diskEvicted
+	ch <- c.diskErrors
 	ch <- c.diskBytes
 	ch <- c.diskBound
 }
@@ -134,6 +137,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.diskHits, prometheus.CounterValue, float64(st.DiskHits))
 	ch <- prometheus.MustNewConstMetric(c.diskWrites, prometheus.CounterValue, float64(st.DiskWrites))
 	ch <- prometheus.MustNewConstMetric(c.diskEvicted, prometheus.CounterValue, float64(st.DiskEvictions))
+	ch <- prometheus.MustNewConstMetric(c.diskErrors, prometheus.CounterValue, float64(st.DiskErrors))
 	ch <- prometheus.MustNewConstMetric(c.diskBytes, prometheus.GaugeValue, float64(st.DiskBytes))
 	ch <- prometheus.MustNewConstMetric(c.diskBound, prometheus.GaugeValue, float64(st.DiskBound))
 }

@@ -47,7 +47,7 @@ func TestStateCacheDir(t *testing.T) {
 		t.Error("the same chat again: no cached tokens")
 	}
 	_, metrics := ts.get(t, "/metrics")
-	for _, want := range []string{"qwenrun_prefix_cache_disk_hits_total 1", "qwenrun_prefix_cache_disk_writes_total", "qwenrun_prefix_cache_disk_evictions_total 0", "qwenrun_prefix_cache_disk_bytes", "qwenrun_prefix_cache_disk_bound_bytes"} {
+	for _, want := range []string{"qwenrun_prefix_cache_disk_hits_total 1", "qwenrun_prefix_cache_disk_writes_total", "qwenrun_prefix_cache_disk_evictions_total 0", "qwenrun_prefix_cache_disk_errors_total 0", "qwenrun_prefix_cache_disk_bytes", "qwenrun_prefix_cache_disk_bound_bytes"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

@@ -60,8 +60,9 @@ type diskCache struct {
 	entries []*diskEntry // least recently used first
 	bytes   int64
 	// Counts for the metrics: requests that started from a file, files
-	// written, files removed for room.
-	hits, written, evictions int64
+	// written, files removed for room, and files that could not be
+	// written or read back (each logged).
+	hits, written, evictions, failures int64
 
 	// readHook, a test's, is called as load starts reading a file.
 	readHook func()
@@ -261,6 +262,7 @@ func (d *diskCache) writer() {
 	for sp := range d.queue {
 		if err := d.write(sp.s, sp.in); err != nil {
 			d.log.Warn("state cache: a session could not be written to disk", "error", err)
+			d.failed()
 		}
 		d.pending.Done()
 	}
@@ -412,6 +414,7 @@ func (d *diskCache) pick(prompt []int32, kv format.KVType, most int, whole bool,
 	if err != nil {
 		d.log.Warn("state cache: a file is skipped and removed", "file", e.path, "error", err)
 		d.remove(best)
+		d.failures++
 		return nil
 	}
 	d.touch(best)
@@ -436,6 +439,7 @@ func (d *diskCache) load(r *diskRead, prompt []int32, most int, whole bool, keep
 		if i := slices.Index(d.entries, r.e); i >= 0 {
 			d.remove(i)
 		}
+		d.failures++
 		d.mu.Unlock()
 		return nil, 0
 	}
@@ -471,10 +475,17 @@ func (d *diskCache) close() {
 }
 
 // diskStats are the disk tier's counts and bytes.
-type diskStats struct{ hits, writes, evictions, bytes, bound int64 }
+type diskStats struct{ hits, writes, evictions, failures, bytes, bound int64 }
 
 func (d *diskCache) stats() diskStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return diskStats{d.hits, d.written, d.evictions, d.bytes, d.budget}
+	return diskStats{d.hits, d.written, d.evictions, d.failures, d.bytes, d.budget}
+}
+
+// failed counts a file that could not be written.
+func (d *diskCache) failed() {
+	d.mu.Lock()
+	d.failures++
+	d.mu.Unlock()
 }

@@ -127,6 +127,9 @@ func testStateCacheDisk(t *testing.T, m *infer.Model) {
 	if want := greedyAlone(t, m, turn4, 3); !slices.Equal(got, want) || u.CachedTokens != 0 {
 		t.Errorf("from a damaged file: %v with %d tokens cached, a fresh session %v", got, u.CachedTokens, want)
 	}
+	if st := e.Stats(); st.DiskErrors != 1 {
+		t.Errorf("after reading a damaged file: %d disk errors, want 1", st.DiskErrors)
+	}
 	left := 0
 	for _, f := range damaged {
 		if _, err := os.Stat(f); err == nil {
@@ -153,6 +156,23 @@ func testStateCacheDisk(t *testing.T, m *infer.Model) {
 	if st := e.Stats(); st.DiskEvictions < 1 || st.DiskBytes > one+one/2 || st.DiskBytes <= 0 {
 		t.Errorf("a budget of %d bytes: %+v, files %v", one+one/2, st, sessionFiles(t, dir))
 	}
+
+	// A state that cannot be written (the directory gone, a file in its
+	// place: root writes through permissions) is counted.
+	e.Shutdown(context.Background())
+	e = newEngine(t, m, opts)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	greedy(t, e, randomPrompt(300, 7), 2)
+	e.disk.pending.Wait()
+	if st := e.Stats(); st.DiskErrors != 1 || st.DiskWrites != 0 {
+		t.Errorf("a write that fails: %+v", st)
+	}
+	e.Shutdown(context.Background())
 }
 
 // TestStateCacheDiskUnusableFiles: a file this run cannot read back (of

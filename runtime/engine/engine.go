@@ -206,8 +206,10 @@ type Stats struct {
 	// With Options.CacheDir: DiskHits counts the conversations that
 	// started from a state read back from disk, DiskWrites the states
 	// written there, DiskEvictions the files removed for room,
-	// DiskBytes is what the files hold and DiskBound their bound.
-	DiskHits, DiskWrites, DiskEvictions, DiskBytes, DiskBound int64
+	// DiskErrors the states that could not be written or read back
+	// (each logged); DiskBytes is what the files hold and DiskBound
+	// their bound.
+	DiskHits, DiskWrites, DiskEvictions, DiskErrors, DiskBytes, DiskBound int64
 }
 
 var (
@@ -478,7 +480,7 @@ func (e *Engine) Stats() Stats {
 		DecodeSteps: e.decodeSteps.Load(), Decoded: e.decoded.Load(), PrefillSteps: e.prefills.Load(), Prefilled: e.prefilled.Load()}
 	if e.disk != nil {
 		d := e.disk.stats()
-		st.DiskHits, st.DiskWrites, st.DiskEvictions, st.DiskBytes, st.DiskBound = d.hits, d.writes, d.evictions, d.bytes, d.bound
+		st.DiskHits, st.DiskWrites, st.DiskEvictions, st.DiskErrors, st.DiskBytes, st.DiskBound = d.hits, d.writes, d.evictions, d.failures, d.bytes, d.bound
 	}
 	return st
 }
