@@ -99,6 +99,9 @@ func TestBadFiles(t *testing.T) {
 	// count, one dimension, then its type.
 	entry := bytes.Index(g, append(binary.LittleEndian.AppendUint64(nil, 3), "row"...))
 	typeOf := entry + 8 + 3 + 4 + 8
+	// m's: its name, two dimensions, then its type.
+	mEntry := bytes.Index(g, append(binary.LittleEndian.AppendUint64(nil, 1), "m"...))
+	mDims := mEntry + 8 + 1 + 4
 	patch := func(off int, v uint32) []byte {
 		b := slices.Clone(g)
 		binary.LittleEndian.PutUint32(b[off:], v)
@@ -122,6 +125,12 @@ func TestBadFiles(t *testing.T) {
 		{"overlap", patch(typeOf+4, 0), `tensors "m" and "row" overlap`},
 		{"unaligned", patch(typeOf+4, 250), `tensor "row": data offset 250 is not a multiple of the alignment 32`},
 		{"huge count", patch(8, 0xffffff), "do not fit"},
+		// ggml lays the tensors out one after the other, each padded to
+		// the alignment, and refuses a file where they are not: a type or
+		// dimensions that give a tensor fewer bytes than it has leave a
+		// gap before the next one.
+		{"type smaller than its data", patch(mDims+16, uint32(ggml.Q8_0)), `tensor "row": data at offset 256, but the tensors before it end at 160`},
+		{"fewer rows than its data", patch(mDims+8, 1), `tensor "row": data at offset 256, but the tensors before it end at 128`},
 	} {
 		p := filepath.Join(t.TempDir(), "bad.gguf")
 		if err := os.WriteFile(p, c.file, 0o644); err != nil {

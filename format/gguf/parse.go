@@ -409,10 +409,35 @@ func parseHeader(b []byte) (*header, error) {
 			return nil, fmt.Errorf("tensor %q: data [%d, %d) runs past the end of the file's %d bytes of tensor data (truncated file?)", t.Name, t.Offset, t.Offset+t.Size, max(dataSize, 0))
 		}
 	}
+	if err := checkOverlaps(h.tensors); err != nil {
+		return nil, err
+	}
+	if err := checkLayout(h.tensors, int64(h.alignment)); err != nil {
+		return nil, err
+	}
 	for i := range h.tensors {
 		h.tensors[i].Offset += h.dataStart
 	}
-	return h, checkOverlaps(h.tensors)
+	return h, nil
+}
+
+// checkLayout checks that the tensors' data follow one another in the
+// directory's order, each padded to the alignment, as ggml writes them
+// and requires (gguf_init_from_file refuses any other offset): a type or
+// dimensions that give a tensor fewer bytes than its data, which no other
+// check sees, leave a gap before the next tensor.
+func checkLayout(ts []Tensor, align int64) error {
+	end := int64(0)
+	for i, t := range ts {
+		if t.Offset != end {
+			if i == 0 {
+				return fmt.Errorf("tensor %q: data at offset %d, but the first tensor's data starts at 0", t.Name, t.Offset)
+			}
+			return fmt.Errorf("tensor %q: data at offset %d, but the tensors before it end at %d: the type or dimensions of tensor %q disagree with the size of its data", t.Name, t.Offset, end, ts[i-1].Name)
+		}
+		end = int64(alignUp(uint64(t.Offset+t.Size), uint64(align)))
+	}
+	return nil
 }
 
 // tensorSize checks a tensor's type and dimensions and returns its
