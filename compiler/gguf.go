@@ -204,8 +204,10 @@ func (g *ggufSource) tokenizer(vocab int) tokenizerResult {
 		return fail(err)
 	}
 	var ok bool
-	if t.Tokens, ok, err = gguf.Get[[]string](g.f, "tokenizer.ggml.tokens"); err != nil || !ok {
-		return fail(fmt.Errorf("tokenizer.ggml.tokens: missing, or %w", err))
+	if t.Tokens, ok, err = gguf.Get[[]string](g.f, "tokenizer.ggml.tokens"); err != nil {
+		return fail(err)
+	} else if !ok {
+		return fail(errors.New("tokenizer.ggml.tokens: missing"))
 	}
 	if t.Merges, _, err = gguf.Get[[]string](g.f, "tokenizer.ggml.merges"); err != nil {
 		return fail(err)

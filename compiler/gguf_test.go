@@ -360,6 +360,11 @@ func TestGGUFBadInput(t *testing.T) {
 			kv, ts := readGGUF(t, src)
 			writeGGUF(t, p, setKey(kv, "qwen3moe.embedding_length", gguf.String, "32"), ts)
 		}, []string{`"qwen3moe.embedding_length"`}},
+		{"no tokens", func(t *testing.T, p string) {
+			kv, ts := readGGUF(t, src)
+			kv = slices.DeleteFunc(kv, func(e gguf.KV) bool { return e.Key == "tokenizer.ggml.tokens" })
+			writeGGUF(t, p, kv, ts)
+		}, []string{`tokenizer.ggml.tokens: missing`}},
 		{"tokenizer of another kind", func(t *testing.T, p string) {
 			kv, ts := readGGUF(t, src)
 			writeGGUF(t, p, setKey(kv, "tokenizer.ggml.model", gguf.String, "llama"), ts)
@@ -408,6 +413,9 @@ func TestGGUFBadInput(t *testing.T) {
 				t.Fatal("compile succeeded")
 			}
 			msg := err.Error()
+			if strings.Contains(msg, "%!") {
+				t.Errorf("error %q: a formatting mistake", msg)
+			}
 			if strings.Contains(msg, "\n") || strings.Count(msg, in) != 1 {
 				t.Errorf("error %q: want one line naming %s once", msg, in)
 			}
