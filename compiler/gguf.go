@@ -209,8 +209,12 @@ func (g *ggufSource) tokenizer(vocab int) tokenizerResult {
 	} else if !ok {
 		return fail(errors.New("tokenizer.ggml.tokens: missing"))
 	}
-	if t.Merges, _, err = gguf.Get[[]string](g.f, "tokenizer.ggml.merges"); err != nil {
+	// llama.cpp refuses a BPE vocabulary without merges ("cannot find
+	// tokenizer merges"): it would split every text into bytes.
+	if t.Merges, ok, err = gguf.Get[[]string](g.f, "tokenizer.ggml.merges"); err != nil {
 		return fail(err)
+	} else if !ok {
+		return fail(errors.New("tokenizer.ggml.merges: missing (a byte-level BPE tokenizer needs its merges)"))
 	}
 	if types, ok, err := g.f.Ints("tokenizer.ggml.token_type"); err != nil {
 		return fail(err)

@@ -365,6 +365,13 @@ func TestGGUFBadInput(t *testing.T) {
 			kv = slices.DeleteFunc(kv, func(e gguf.KV) bool { return e.Key == "tokenizer.ggml.tokens" })
 			writeGGUF(t, p, kv, ts)
 		}, []string{`tokenizer.ggml.tokens: missing`}},
+		{"no merges", func(t *testing.T, p string) {
+			// llama.cpp refuses a BPE vocabulary without its merges: with
+			// none, every text would split into single bytes.
+			kv, ts := readGGUF(t, src)
+			kv = slices.DeleteFunc(kv, func(e gguf.KV) bool { return e.Key == "tokenizer.ggml.merges" })
+			writeGGUF(t, p, kv, ts)
+		}, []string{`tokenizer.ggml.merges: missing`}},
 		{"tokenizer of another kind", func(t *testing.T, p string) {
 			kv, ts := readGGUF(t, src)
 			writeGGUF(t, p, setKey(kv, "tokenizer.ggml.model", gguf.String, "llama"), ts)
