@@ -356,6 +356,18 @@ func TestGGUFBadInput(t *testing.T) {
 			kv = slices.DeleteFunc(kv, func(e gguf.KV) bool { return e.Key == "qwen3moe.block_count" })
 			writeGGUF(t, p, kv, ts)
 		}, []string{`"qwen3moe.block_count" missing`}},
+		{"no expert_used_count", func(t *testing.T, p string) {
+			// llama.cpp refuses a MoE model without it; transformers'
+			// default (8) is not the file's.
+			kv, ts := readGGUF(t, src)
+			kv = slices.DeleteFunc(kv, func(e gguf.KV) bool { return e.Key == "qwen3moe.expert_used_count" })
+			writeGGUF(t, p, kv, ts)
+		}, []string{`"qwen3moe.expert_used_count" missing`}},
+		{"no layer_norm_rms_epsilon", func(t *testing.T, p string) {
+			kv, ts := readGGUF(t, src)
+			kv = slices.DeleteFunc(kv, func(e gguf.KV) bool { return e.Key == "qwen3moe.attention.layer_norm_rms_epsilon" })
+			writeGGUF(t, p, kv, ts)
+		}, []string{`"qwen3moe.attention.layer_norm_rms_epsilon" missing`}},
 		{"key of the wrong type", func(t *testing.T, p string) {
 			kv, ts := readGGUF(t, src)
 			writeGGUF(t, p, setKey(kv, "qwen3moe.embedding_length", gguf.String, "32"), ts)
