@@ -199,6 +199,20 @@ func TestSplit(t *testing.T) {
 		}
 		f.Close()
 	}
+	// Parts of two models: the second's keys disagree with the first's.
+	for _, c := range []struct {
+		extra KV
+		want  string
+	}{
+		{KV{Key: "split.tensors.count", Type: Int32, Value: int32(3)}, `metadata key "split.tensors.count" = 3, but 2 in`},
+		{KV{Key: "general.architecture", Type: String, Value: "other"}, `metadata key "general.architecture" = other, but test in`},
+	} {
+		split(1, ts[1:], c.extra)
+		_, err := Open(filepath.Join(dir, "m-00001-of-00002.gguf"))
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "m-00002-of-00002.gguf") {
+			t.Errorf("a second part with %s: %v, want %q", c.extra.Key, err, c.want)
+		}
+	}
 	os.Remove(filepath.Join(dir, "m-00002-of-00002.gguf"))
 	if _, err := Open(filepath.Join(dir, "m-00001-of-00002.gguf")); err == nil || !strings.Contains(err.Error(), "m-00002-of-00002.gguf") {
 		t.Errorf("a missing part: %v", err)
