@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -162,6 +163,39 @@ func TestBadFiles(t *testing.T) {
 	}
 	if err := Write(&bytes.Buffer{}, kv, []TensorData{{Name: "x", Type: ggml.F32, Dims: []uint64{4}, Data: make([]byte, 12)}}); err == nil {
 		t.Error("Write took 12 bytes for 4 f32 values")
+	}
+}
+
+// TestHugeCount: a count that the bytes of a big file (a model's
+// weights) could hold, but no GGUF header holds, is refused before
+// anything is allocated for it.
+func TestHugeCount(t *testing.T) {
+	kv, ts := small(t)
+	kv = append(kv, KV{Key: "test.many", Type: Array, Elem: String, Value: []string{}})
+	var b bytes.Buffer
+	if err := Write(&b, kv, ts); err != nil {
+		t.Fatal(err)
+	}
+	g := b.Bytes()
+	at := bytes.Index(g, []byte("test.many")) + len("test.many") + 4 + 4
+	const size = 300 << 20
+	binary.LittleEndian.PutUint64(g[at:], size/8-1024)
+	p := filepath.Join(t.TempDir(), "big.gguf")
+	if err := os.WriteFile(p, g, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, size); err != nil { // zeros, sparse on disk
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := Open(p)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), `metadata key "test.many"`) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "more than a GGUF header") {
+		t.Errorf("%v, want an error naming the key and the file", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 16<<20 {
+		t.Errorf("%d MB allocated", n>>20)
 	}
 }
 

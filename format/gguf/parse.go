@@ -125,22 +125,40 @@ type header struct {
 	dataStart int64
 }
 
+// maxHeader bounds a file's header, its metadata and tensor directory:
+// the largest GGUF's (a vocabulary of a few hundred thousand tokens, a
+// directory of a few thousand tensors) are tens of MB. Counts and lengths
+// are checked against the bytes left of it, so that a hostile count in a
+// file of many GB (a model's) cannot make the parser allocate more than a
+// few times this.
+const maxHeader = 128 << 20
+
 // reader reads little-endian values from a file's bytes, keeping the
 // first error (a read past the end) so a parser checks once per entry.
 type reader struct {
 	b   []byte
 	off int
 	err error
+	// capped: b is the first maxHeader bytes of a longer file.
+	capped bool
 }
 
 var errTruncated = errors.New("truncated")
+
+// beyond is the error of a read of n bytes past the end of r.b.
+func (r *reader) beyond(n uint64) error {
+	if r.capped {
+		return fmt.Errorf("%d bytes wanted at byte %d: more than a GGUF header holds (%d MiB)", n, r.off, maxHeader>>20)
+	}
+	return fmt.Errorf("%w: %d bytes wanted at byte %d of %d", errTruncated, n, r.off, len(r.b))
+}
 
 func (r *reader) take(n uint64) []byte {
 	if r.err != nil {
 		return nil
 	}
 	if n > uint64(len(r.b)-r.off) {
-		r.err = fmt.Errorf("%w: %d bytes wanted at byte %d of %d", errTruncated, n, r.off, len(r.b))
+		r.err = r.beyond(n)
 		return nil
 	}
 	p := r.b[r.off : r.off+int(n)]
@@ -184,7 +202,11 @@ func (r *reader) str() string { return string(r.take(r.u64())) }
 func (r *reader) count(minBytes int) uint64 {
 	n := r.u64()
 	if r.err == nil && minBytes > 0 && n > uint64(len(r.b)-r.off)/uint64(minBytes) {
-		r.err = fmt.Errorf("%w: %d entries of at least %d bytes each do not fit in the %d bytes left", errTruncated, n, minBytes, len(r.b)-r.off)
+		if r.capped {
+			r.err = fmt.Errorf("%d entries of at least %d bytes each: more than a GGUF header holds (%d MiB)", n, minBytes, maxHeader>>20)
+		} else {
+			r.err = fmt.Errorf("%w: %d entries of at least %d bytes each do not fit in the %d bytes left", errTruncated, n, minBytes, len(r.b)-r.off)
+		}
 	}
 	return n
 }
@@ -314,6 +336,9 @@ func fixed[T any](r *reader, n uint64, size int, get func([]byte) T) []T {
 // them.
 func parseHeader(b []byte) (*header, error) {
 	r := &reader{b: b}
+	if len(b) > maxHeader {
+		r.b, r.capped = b[:maxHeader], true
+	}
 	magic := r.take(4)
 	if r.err != nil {
 		return nil, fmt.Errorf("%d bytes: too short for a GGUF header (truncated, or not a GGUF file)", len(b))
