@@ -80,7 +80,9 @@ func (g *ggufSource) describe(archs arch.Registry) (*model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", g.f.Path, err)
 	}
-	if pooling, ok, _ := g.f.Uint(g.key("pooling_type")); ok && pooling != 0 {
+	if pooling, ok, err := g.f.Uint(g.key("pooling_type")); err != nil {
+		return nil, fmt.Errorf("%s: %w", g.f.Path, err)
+	} else if ok && pooling != 0 {
 		return nil, fmt.Errorf("%s: %s = %d: an embedding or reranking model's GGUF is not supported; compile its Hugging Face checkpoint", g.f.Path, g.key("pooling_type"), pooling)
 	}
 	// The tokenizer is read while the weights are written; what this

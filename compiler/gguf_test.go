@@ -384,6 +384,10 @@ func TestGGUFBadInput(t *testing.T) {
 			kv = slices.DeleteFunc(kv, func(e gguf.KV) bool { return e.Key == "tokenizer.ggml.merges" })
 			writeGGUF(t, p, kv, ts)
 		}, []string{`tokenizer.ggml.merges: missing`}},
+		{"pooling type of the wrong type", func(t *testing.T, p string) {
+			kv, ts := readGGUF(t, src)
+			writeGGUF(t, p, append(kv, gguf.KV{Key: "qwen3moe.pooling_type", Type: gguf.String, Value: "mean"}), ts)
+		}, []string{`metadata key "qwen3moe.pooling_type" = mean (string)`}},
 		{"tokenizer of another kind", func(t *testing.T, p string) {
 			kv, ts := readGGUF(t, src)
 			writeGGUF(t, p, setKey(kv, "tokenizer.ggml.model", gguf.String, "llama"), ts)
