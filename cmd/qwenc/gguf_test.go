@@ -145,6 +145,20 @@ func TestInspectGGUFValues(t *testing.T) {
 	}
 }
 
+// TestInspectNotGGUF: a .gguf file that does not start as one is
+// refused as not a GGUF file, whatever inspect is asked.
+func TestInspectNotGGUF(t *testing.T) {
+	work := t.TempDir()
+	p := filepath.Join(work, "m.gguf")
+	os.WriteFile(p, append([]byte("GGUX"), make([]byte, 4096)...), 0o644)
+	for _, args := range [][]string{{"inspect", p}, {"inspect", "--json", p}, {"inspect", p, "--tensor", "x"}} {
+		_, stderr, code := run(t, work, args...)
+		if code == 0 || !strings.Contains(stderr, p+`: not a GGUF file: it starts with "GGUX"`) {
+			t.Errorf("%v: exit %d, %q", args, code, stderr)
+		}
+	}
+}
+
 // TestInspectDequant writes a tensor's values: a GGUF's as ggml decodes
 // them, a .qbin section's as the runtime reads them; a Q8_0 tensor
 // compiled to q8 reads back the same.

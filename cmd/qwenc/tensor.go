@@ -20,8 +20,13 @@ import (
 	"github.com/qwenc/qwenc/kernels"
 )
 
-// isGGUF reports whether the file at path starts as a GGUF file does.
+// isGGUF reports whether the file at path is to be read as a GGUF file:
+// it is named so (one that does not start as a GGUF file is then refused
+// as not one, not as not a .qbin file), or it starts as one.
 func isGGUF(path string) bool {
+	if strings.HasSuffix(strings.ToLower(path), ".gguf") {
+		return true
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return false
