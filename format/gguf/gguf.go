@@ -141,13 +141,17 @@ func checkSplit(h *header, i, count int) error {
 	for j, kv := range h.kv {
 		p.keys[kv.Key] = j
 	}
-	no, _, err := p.Uint("split.no")
+	no, ok, err := p.Uint("split.no")
 	if err != nil {
 		return err
+	} else if !ok {
+		return errors.New("no split.no key: not a part of a split model")
 	}
-	n, _, err := p.Uint("split.count")
+	n, ok, err := p.Uint("split.count")
 	if err != nil {
 		return err
+	} else if !ok {
+		return errors.New("no split.count key: not a part of a split model")
 	}
 	if int(no) != i || int(n) != count {
 		return fmt.Errorf("split.no %d and split.count %d, want %d of %d", no, n, i, count)

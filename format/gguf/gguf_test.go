@@ -247,6 +247,15 @@ func TestSplit(t *testing.T) {
 			t.Errorf("a second part with %s: %v, want %q", c.extra.Key, err, c.want)
 		}
 	}
+	// A second part that is no part of a split model.
+	var whole bytes.Buffer
+	if err := Write(&whole, kv, ts[1:]); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "m-00002-of-00002.gguf"), whole.Bytes(), 0o644)
+	if _, err := Open(filepath.Join(dir, "m-00001-of-00002.gguf")); err == nil || !strings.Contains(err.Error(), "m-00002-of-00002.gguf: no split.no key: not a part of a split model") {
+		t.Errorf("a second part without split keys: %v", err)
+	}
 	os.Remove(filepath.Join(dir, "m-00002-of-00002.gguf"))
 	if _, err := Open(filepath.Join(dir, "m-00001-of-00002.gguf")); err == nil || !strings.Contains(err.Error(), "m-00002-of-00002.gguf") {
 		t.Errorf("a missing part: %v", err)
