@@ -80,7 +80,9 @@ func (g *ggufSource) describe(archs arch.Registry) (*model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", g.f.Path, err)
 	}
-	if pooling, ok, _ := g.f.Uint(g.key("pooling_type")); ok && pooling != 0 {
+	if pooling, ok, err := g.f.Uint(g.key("pooling_type")); err != nil {
+		return nil, fmt.Errorf("%s: %w", g.f.Path, err)
+	} else if ok && pooling != 0 {
 		return nil, fmt.Errorf("%s: %s = %d: an embedding or reranking model's GGUF is not supported; compile its Hugging Face checkpoint", g.f.Path, g.key("pooling_type"), pooling)
 	}
 	// The tokenizer is read while the weights are written; what this
@@ -204,11 +206,17 @@ func (g *ggufSource) tokenizer(vocab int) tokenizerResult {
 		return fail(err)
 	}
 	var ok bool
-	if t.Tokens, ok, err = gguf.Get[[]string](g.f, "tokenizer.ggml.tokens"); err != nil || !ok {
-		return fail(fmt.Errorf("tokenizer.ggml.tokens: missing, or %w", err))
-	}
-	if t.Merges, _, err = gguf.Get[[]string](g.f, "tokenizer.ggml.merges"); err != nil {
+	if t.Tokens, ok, err = gguf.Get[[]string](g.f, "tokenizer.ggml.tokens"); err != nil {
 		return fail(err)
+	} else if !ok {
+		return fail(errors.New("tokenizer.ggml.tokens: missing"))
+	}
+	// llama.cpp refuses a BPE vocabulary without merges ("cannot find
+	// tokenizer merges"): it would split every text into bytes.
+	if t.Merges, ok, err = gguf.Get[[]string](g.f, "tokenizer.ggml.merges"); err != nil {
+		return fail(err)
+	} else if !ok {
+		return fail(errors.New("tokenizer.ggml.merges: missing (a byte-level BPE tokenizer needs its merges)"))
 	}
 	if types, ok, err := g.f.Ints("tokenizer.ggml.token_type"); err != nil {
 		return fail(err)

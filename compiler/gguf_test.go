@@ -356,10 +356,38 @@ func TestGGUFBadInput(t *testing.T) {
 			kv = slices.DeleteFunc(kv, func(e gguf.KV) bool { return e.Key == "qwen3moe.block_count" })
 			writeGGUF(t, p, kv, ts)
 		}, []string{`"qwen3moe.block_count" missing`}},
+		{"no expert_used_count", func(t *testing.T, p string) {
+			// llama.cpp refuses a MoE model without it; transformers'
+			// default (8) is not the file's.
+			kv, ts := readGGUF(t, src)
+			kv = slices.DeleteFunc(kv, func(e gguf.KV) bool { return e.Key == "qwen3moe.expert_used_count" })
+			writeGGUF(t, p, kv, ts)
+		}, []string{`"qwen3moe.expert_used_count" missing`}},
+		{"no layer_norm_rms_epsilon", func(t *testing.T, p string) {
+			kv, ts := readGGUF(t, src)
+			kv = slices.DeleteFunc(kv, func(e gguf.KV) bool { return e.Key == "qwen3moe.attention.layer_norm_rms_epsilon" })
+			writeGGUF(t, p, kv, ts)
+		}, []string{`"qwen3moe.attention.layer_norm_rms_epsilon" missing`}},
 		{"key of the wrong type", func(t *testing.T, p string) {
 			kv, ts := readGGUF(t, src)
 			writeGGUF(t, p, setKey(kv, "qwen3moe.embedding_length", gguf.String, "32"), ts)
 		}, []string{`"qwen3moe.embedding_length"`}},
+		{"no tokens", func(t *testing.T, p string) {
+			kv, ts := readGGUF(t, src)
+			kv = slices.DeleteFunc(kv, func(e gguf.KV) bool { return e.Key == "tokenizer.ggml.tokens" })
+			writeGGUF(t, p, kv, ts)
+		}, []string{`tokenizer.ggml.tokens: missing`}},
+		{"no merges", func(t *testing.T, p string) {
+			// llama.cpp refuses a BPE vocabulary without its merges: with
+			// none, every text would split into single bytes.
+			kv, ts := readGGUF(t, src)
+			kv = slices.DeleteFunc(kv, func(e gguf.KV) bool { return e.Key == "tokenizer.ggml.merges" })
+			writeGGUF(t, p, kv, ts)
+		}, []string{`tokenizer.ggml.merges: missing`}},
+		{"pooling type of the wrong type", func(t *testing.T, p string) {
+			kv, ts := readGGUF(t, src)
+			writeGGUF(t, p, append(kv, gguf.KV{Key: "qwen3moe.pooling_type", Type: gguf.String, Value: "mean"}), ts)
+		}, []string{`metadata key "qwen3moe.pooling_type" = mean (string)`}},
 		{"tokenizer of another kind", func(t *testing.T, p string) {
 			kv, ts := readGGUF(t, src)
 			writeGGUF(t, p, setKey(kv, "tokenizer.ggml.model", gguf.String, "llama"), ts)
@@ -408,6 +436,9 @@ func TestGGUFBadInput(t *testing.T) {
 				t.Fatal("compile succeeded")
 			}
 			msg := err.Error()
+			if strings.Contains(msg, "%!") {
+				t.Errorf("error %q: a formatting mistake", msg)
+			}
 			if strings.Contains(msg, "\n") || strings.Count(msg, in) != 1 {
 				t.Errorf("error %q: want one line naming %s once", msg, in)
 			}

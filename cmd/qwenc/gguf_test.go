@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/qwenc/qwenc/format/ggml"
+	"github.com/qwenc/qwenc/format/gguf"
 	"github.com/qwenc/qwenc/internal/testmodel"
 )
 
@@ -103,6 +106,56 @@ func TestInspectGGUF(t *testing.T) {
 	text, _, code := run(t, t.TempDir(), "inspect", zoo)
 	if code != 0 || !strings.Contains(text, "iq3_s.m256x4") || !strings.Contains(text, "compiles: no: general.architecture \"zoo\"") {
 		t.Errorf("exit %d:\n%s", code, text)
+	}
+}
+
+// TestInspectGGUFValues: --json gives every metadata value as JSON
+// holds it: an array of u8 as numbers (not base64), a float that is not
+// finite as its text, at any depth.
+func TestInspectGGUFValues(t *testing.T) {
+	kv := []gguf.KV{
+		{Key: "general.architecture", Type: gguf.String, Value: "test"},
+		{Key: "test.bytes", Type: gguf.Array, Elem: gguf.Uint8, Value: []uint8{1, 2, 255}},
+		{Key: "test.nan", Type: gguf.Float64, Value: math.NaN()},
+		{Key: "test.floats", Type: gguf.Array, Elem: gguf.Float32, Value: []float32{1.5, float32(math.Inf(-1))}},
+		{Key: "test.nested", Type: gguf.Array, Elem: gguf.Array, Value: []any{[]uint8{7}, []float64{math.Inf(1)}}},
+	}
+	var b bytes.Buffer
+	if err := gguf.Write(&b, kv, []gguf.TensorData{{Name: "v", Type: ggml.F32, Dims: []uint64{2}, Data: make([]byte, 8)}}); err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	p := filepath.Join(work, "v.gguf")
+	os.WriteFile(p, b.Bytes(), 0o644)
+	out, stderr, code := run(t, work, "inspect", "--json", p)
+	var r struct {
+		Metadata []struct {
+			Key   string
+			Value any
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil || code != 0 {
+		t.Fatalf("exit %d, %v: %s", code, err, stderr)
+	}
+	want := map[string]string{"test.bytes": "[1 2 255]", "test.nan": "NaN", "test.floats": "[1.5 -Inf]", "test.nested": "[[7] [+Inf]]"}
+	for _, m := range r.Metadata {
+		if w, ok := want[m.Key]; ok && fmt.Sprint(m.Value) != w {
+			t.Errorf("%s: %v, want %s", m.Key, m.Value, w)
+		}
+	}
+}
+
+// TestInspectNotGGUF: a .gguf file that does not start as one is
+// refused as not a GGUF file, whatever inspect is asked.
+func TestInspectNotGGUF(t *testing.T) {
+	work := t.TempDir()
+	p := filepath.Join(work, "m.gguf")
+	os.WriteFile(p, append([]byte("GGUX"), make([]byte, 4096)...), 0o644)
+	for _, args := range [][]string{{"inspect", p}, {"inspect", "--json", p}, {"inspect", p, "--tensor", "x"}} {
+		_, stderr, code := run(t, work, args...)
+		if code == 0 || !strings.Contains(stderr, p+`: not a GGUF file: it starts with "GGUX"`) {
+			t.Errorf("%v: exit %d, %q", args, code, stderr)
+		}
 	}
 }
 

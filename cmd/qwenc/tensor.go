@@ -20,8 +20,13 @@ import (
 	"github.com/qwenc/qwenc/kernels"
 )
 
-// isGGUF reports whether the file at path starts as a GGUF file does.
+// isGGUF reports whether the file at path is to be read as a GGUF file:
+// it is named so (one that does not start as a GGUF file is then refused
+// as not one, not as not a .qbin file), or it starts as one.
 func isGGUF(path string) bool {
+	if strings.HasSuffix(strings.ToLower(path), ".gguf") {
+		return true
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return false
@@ -64,6 +69,37 @@ func ggufValue(kv *gguf.KV) string {
 	return fmt.Sprint(kv.Value)
 }
 
+// jsonValue is a metadata value as JSON can hold it: a float that is not
+// finite (JSON has no such numbers) as its text, an array of u8 as
+// numbers (encoding/json would write a []uint8 as base64), at any depth
+// of arrays.
+func jsonValue(v any) any {
+	switch x := v.(type) {
+	case float32:
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return fmt.Sprint(x)
+		}
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return fmt.Sprint(x)
+		}
+	case []uint8:
+		out := make([]uint16, len(x))
+		for i, b := range x {
+			out[i] = uint16(b)
+		}
+		return out
+	case []float32, []float64, []any:
+		r := reflect.ValueOf(v)
+		out := make([]any, r.Len())
+		for i := range out {
+			out[i] = jsonValue(r.Index(i).Interface())
+		}
+		return out
+	}
+	return v
+}
+
 // inspectGGUF prints a GGUF file's metadata and tensors, and the config
 // a compile reads from them (or why it cannot).
 func inspectGGUF(w io.Writer, path string, asJSON bool) error {
@@ -92,16 +128,15 @@ func inspectGGUF(w io.Writer, path string, asJSON bool) error {
 		keys := []jsonKey{}
 		for i := range f.KV {
 			kv := &f.KV[i]
-			k := jsonKey{Key: kv.Key, Type: kv.TypeName(), Value: kv.Value}
+			k := jsonKey{Key: kv.Key, Type: kv.TypeName()}
 			if kv.Type == gguf.Array {
 				n := reflect.ValueOf(kv.Value).Len()
 				k.Count = &n
-				if n > maxArrayShown {
-					k.Value = nil
+				if n <= maxArrayShown {
+					k.Value = jsonValue(kv.Value)
 				}
-			}
-			if x, ok := kv.Value.(float32); ok && (math.IsNaN(float64(x)) || math.IsInf(float64(x), 0)) {
-				k.Value = fmt.Sprint(x) // JSON has no such numbers
+			} else {
+				k.Value = jsonValue(kv.Value)
 			}
 			keys = append(keys, k)
 		}

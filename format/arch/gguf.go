@@ -183,6 +183,11 @@ func (f *ggufFields) common() error {
 	} {
 		f.copy(c[0], c[1])
 	}
+	// Keys llama.cpp requires, which config.json may leave to a
+	// default: a file without them is not one llama.cpp wrote or runs.
+	if err := f.required("attention.layer_norm_rms_epsilon"); err != nil {
+		return err
+	}
 	if _, ok, _ := f.number("attention.key_length"); !ok {
 		// llama.cpp's width of a head without the key, whatever the
 		// architecture's config would default to.
@@ -292,6 +297,16 @@ var ggufLayerNames = map[string]string{
 	"gate_proj":                "ffn_gate.weight", "up_proj": "ffn_up.weight", "down_proj": "ffn_down.weight",
 	"router":            "ffn_gate_inp.weight",
 	"experts.gate_proj": "ffn_gate_exps.weight", "experts.up_proj": "ffn_up_exps.weight", "experts.down_proj": "ffn_down_exps.weight",
+}
+
+// required refuses a file without the architecture's key k, which
+// llama.cpp requires, where the config's field would take a default
+// (transformers') that need not be the model's.
+func (f *ggufFields) required(k string) error {
+	if _, ok := f.m.Value(f.key(k)); !ok {
+		return fmt.Errorf("key %q missing (llama.cpp requires it too)", f.key(k))
+	}
+	return nil
 }
 
 // ratio sets field to a / b, from the architecture's keys ka and kb.

@@ -67,6 +67,9 @@ func TestParseGGUFErrors(t *testing.T) {
 		{func(f *fakeGGUF) { f.kv["qwen35.ssm.inner_size"] = uint32(66) }, "qwen35.ssm.inner_size / qwen35.ssm.time_step_rank"},
 		{func(f *fakeGGUF) { f.kv["qwen35.rope.scaling.type"] = "longrope" }, `"qwen35.rope.scaling.type" = "longrope"`},
 		{func(f *fakeGGUF) { f.kv["qwen35.block_count"] = uint32(1) }, "leaves no layer"},
+		// Not read as absent (every dimension rotated) nor truncated.
+		{func(f *fakeGGUF) { f.kv["qwen35.rope.dimension_count"] = "8" }, `"qwen35.rope.dimension_count" = 8 (string) is not a number`},
+		{func(f *fakeGGUF) { f.kv["qwen35.rope.dimension_count"] = float32(8.5) }, `"qwen35.rope.dimension_count" = 8.5 is not a number of dimensions`},
 	} {
 		f := qwen35GGUF()
 		c.edit(f)

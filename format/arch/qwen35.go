@@ -3,6 +3,7 @@ package arch
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 
 	"github.com/qwenc/qwenc/format"
@@ -295,7 +296,12 @@ func (a qwen35) ggufConfig(m GGUFMeta, f *ggufFields) error {
 	if err := f.ratio("linear_value_head_dim", "ssm.inner_size", "ssm.time_step_rank"); err != nil {
 		return err
 	}
-	if _, ok, _ := f.number("rope.dimension_count"); ok {
+	if d, ok, err := f.number("rope.dimension_count"); err != nil {
+		return err
+	} else if ok {
+		if d < 1 || d != math.Trunc(d) {
+			return fmt.Errorf("key %q = %v is not a number of dimensions", f.key("rope.dimension_count"), d)
+		}
 		if err := f.ratio("partial_rotary_factor", "rope.dimension_count", "attention.key_length"); err != nil {
 			return err
 		}

@@ -89,6 +89,10 @@ func (qwen3MoE) ggufConfig(m GGUFMeta, f *ggufFields) error {
 		return err
 	}
 	f.copy("num_experts", "expert_count")
+	// llama.cpp asserts a MoE model's expert_used_count is there.
+	if err := f.required("expert_used_count"); err != nil {
+		return err
+	}
 	f.copy("num_experts_per_tok", "expert_used_count")
 	f.copy("moe_intermediate_size", "expert_feed_forward_length")
 	f.set("norm_topk_prob", true, "llama.cpp's qwen3moe")

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"syscall"
@@ -91,6 +92,9 @@ func Open(path string) (_ *File, err error) {
 		if err := checkSplit(h, i, count); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
+		if err := f.agrees(h); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
 		if err := f.addTensors(h, i); err != nil {
 			return nil, err
 		}
@@ -115,19 +119,39 @@ func (f *File) splitCount() (int, error) {
 	return int(n), nil
 }
 
+// agrees checks that a part's metadata (a later part holds the split.*
+// keys, and may repeat others) has the first part's values, but for
+// split.no: parts that disagree are of different models.
+func (f *File) agrees(h *header) error {
+	for _, kv := range h.kv {
+		first, ok := f.Lookup(kv.Key)
+		if !ok || kv.Key == "split.no" {
+			continue
+		}
+		if first.Type != kv.Type || first.Elem != kv.Elem || !reflect.DeepEqual(first.Value, kv.Value) {
+			return fmt.Errorf("metadata key %q = %v, but %v in %s, the first part: parts of different models?", kv.Key, kv.Value, first.Value, f.Path)
+		}
+	}
+	return nil
+}
+
 // checkSplit checks that a part's split.no is i and split.count count.
 func checkSplit(h *header, i, count int) error {
 	p := &File{KV: h.kv, keys: map[string]int{}}
 	for j, kv := range h.kv {
 		p.keys[kv.Key] = j
 	}
-	no, _, err := p.Uint("split.no")
+	no, ok, err := p.Uint("split.no")
 	if err != nil {
 		return err
+	} else if !ok {
+		return errors.New("no split.no key: not a part of a split model")
 	}
-	n, _, err := p.Uint("split.count")
+	n, ok, err := p.Uint("split.count")
 	if err != nil {
 		return err
+	} else if !ok {
+		return errors.New("no split.count key: not a part of a split model")
 	}
 	if int(no) != i || int(n) != count {
 		return fmt.Errorf("split.no %d and split.count %d, want %d of %d", no, n, i, count)

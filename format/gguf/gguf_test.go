@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -99,6 +100,9 @@ func TestBadFiles(t *testing.T) {
 	// count, one dimension, then its type.
 	entry := bytes.Index(g, append(binary.LittleEndian.AppendUint64(nil, 3), "row"...))
 	typeOf := entry + 8 + 3 + 4 + 8
+	// m's: its name, two dimensions, then its type.
+	mEntry := bytes.Index(g, append(binary.LittleEndian.AppendUint64(nil, 1), "m"...))
+	mDims := mEntry + 8 + 1 + 4
 	patch := func(off int, v uint32) []byte {
 		b := slices.Clone(g)
 		binary.LittleEndian.PutUint32(b[off:], v)
@@ -122,6 +126,12 @@ func TestBadFiles(t *testing.T) {
 		{"overlap", patch(typeOf+4, 0), `tensors "m" and "row" overlap`},
 		{"unaligned", patch(typeOf+4, 250), `tensor "row": data offset 250 is not a multiple of the alignment 32`},
 		{"huge count", patch(8, 0xffffff), "do not fit"},
+		// ggml lays the tensors out one after the other, each padded to
+		// the alignment, and refuses a file where they are not: a type or
+		// dimensions that give a tensor fewer bytes than it has leave a
+		// gap before the next one.
+		{"type smaller than its data", patch(mDims+16, uint32(ggml.Q8_0)), `tensor "row": data at offset 256, but the tensors before it end at 160`},
+		{"fewer rows than its data", patch(mDims+8, 1), `tensor "row": data at offset 256, but the tensors before it end at 128`},
 	} {
 		p := filepath.Join(t.TempDir(), "bad.gguf")
 		if err := os.WriteFile(p, c.file, 0o644); err != nil {
@@ -153,6 +163,39 @@ func TestBadFiles(t *testing.T) {
 	}
 	if err := Write(&bytes.Buffer{}, kv, []TensorData{{Name: "x", Type: ggml.F32, Dims: []uint64{4}, Data: make([]byte, 12)}}); err == nil {
 		t.Error("Write took 12 bytes for 4 f32 values")
+	}
+}
+
+// TestHugeCount: a count that the bytes of a big file (a model's
+// weights) could hold, but no GGUF header holds, is refused before
+// anything is allocated for it.
+func TestHugeCount(t *testing.T) {
+	kv, ts := small(t)
+	kv = append(kv, KV{Key: "test.many", Type: Array, Elem: String, Value: []string{}})
+	var b bytes.Buffer
+	if err := Write(&b, kv, ts); err != nil {
+		t.Fatal(err)
+	}
+	g := b.Bytes()
+	at := bytes.Index(g, []byte("test.many")) + len("test.many") + 4 + 4
+	const size = 300 << 20
+	binary.LittleEndian.PutUint64(g[at:], size/8-1024)
+	p := filepath.Join(t.TempDir(), "big.gguf")
+	if err := os.WriteFile(p, g, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, size); err != nil { // zeros, sparse on disk
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := Open(p)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), `metadata key "test.many"`) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "more than a GGUF header") {
+		t.Errorf("%v, want an error naming the key and the file", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 16<<20 {
+		t.Errorf("%d MB allocated", n>>20)
 	}
 }
 
@@ -189,6 +232,29 @@ func TestSplit(t *testing.T) {
 			t.Errorf("opened from %s: the first part's metadata is not read", p)
 		}
 		f.Close()
+	}
+	// Parts of two models: the second's keys disagree with the first's.
+	for _, c := range []struct {
+		extra KV
+		want  string
+	}{
+		{KV{Key: "split.tensors.count", Type: Int32, Value: int32(3)}, `metadata key "split.tensors.count" = 3, but 2 in`},
+		{KV{Key: "general.architecture", Type: String, Value: "other"}, `metadata key "general.architecture" = other, but test in`},
+	} {
+		split(1, ts[1:], c.extra)
+		_, err := Open(filepath.Join(dir, "m-00001-of-00002.gguf"))
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "m-00002-of-00002.gguf") {
+			t.Errorf("a second part with %s: %v, want %q", c.extra.Key, err, c.want)
+		}
+	}
+	// A second part that is no part of a split model.
+	var whole bytes.Buffer
+	if err := Write(&whole, kv, ts[1:]); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "m-00002-of-00002.gguf"), whole.Bytes(), 0o644)
+	if _, err := Open(filepath.Join(dir, "m-00001-of-00002.gguf")); err == nil || !strings.Contains(err.Error(), "m-00002-of-00002.gguf: no split.no key: not a part of a split model") {
+		t.Errorf("a second part without split keys: %v", err)
 	}
 	os.Remove(filepath.Join(dir, "m-00002-of-00002.gguf"))
 	if _, err := Open(filepath.Join(dir, "m-00001-of-00002.gguf")); err == nil || !strings.Contains(err.Error(), "m-00002-of-00002.gguf") {

@@ -125,22 +125,40 @@ type header struct {
 	dataStart int64
 }
 
+// maxHeader bounds a file's header, its metadata and tensor directory:
+// the largest GGUF's (a vocabulary of a few hundred thousand tokens, a
+// directory of a few thousand tensors) are tens of MB. Counts and lengths
+// are checked against the bytes left of it, so that a hostile count in a
+// file of many GB (a model's) cannot make the parser allocate more than a
+// few times this.
+const maxHeader = 128 << 20
+
 // reader reads little-endian values from a file's bytes, keeping the
 // first error (a read past the end) so a parser checks once per entry.
 type reader struct {
 	b   []byte
 	off int
 	err error
+	// capped: b is the first maxHeader bytes of a longer file.
+	capped bool
 }
 
 var errTruncated = errors.New("truncated")
+
+// beyond is the error of a read of n bytes past the end of r.b.
+func (r *reader) beyond(n uint64) error {
+	if r.capped {
+		return fmt.Errorf("%d bytes wanted at byte %d: more than a GGUF header holds (%d MiB)", n, r.off, maxHeader>>20)
+	}
+	return fmt.Errorf("%w: %d bytes wanted at byte %d of %d", errTruncated, n, r.off, len(r.b))
+}
 
 func (r *reader) take(n uint64) []byte {
 	if r.err != nil {
 		return nil
 	}
 	if n > uint64(len(r.b)-r.off) {
-		r.err = fmt.Errorf("%w: %d bytes wanted at byte %d of %d", errTruncated, n, r.off, len(r.b))
+		r.err = r.beyond(n)
 		return nil
 	}
 	p := r.b[r.off : r.off+int(n)]
@@ -184,7 +202,11 @@ func (r *reader) str() string { return string(r.take(r.u64())) }
 func (r *reader) count(minBytes int) uint64 {
 	n := r.u64()
 	if r.err == nil && minBytes > 0 && n > uint64(len(r.b)-r.off)/uint64(minBytes) {
-		r.err = fmt.Errorf("%w: %d entries of at least %d bytes each do not fit in the %d bytes left", errTruncated, n, minBytes, len(r.b)-r.off)
+		if r.capped {
+			r.err = fmt.Errorf("%d entries of at least %d bytes each: more than a GGUF header holds (%d MiB)", n, minBytes, maxHeader>>20)
+		} else {
+			r.err = fmt.Errorf("%w: %d entries of at least %d bytes each do not fit in the %d bytes left", errTruncated, n, minBytes, len(r.b)-r.off)
+		}
 	}
 	return n
 }
@@ -314,6 +336,9 @@ func fixed[T any](r *reader, n uint64, size int, get func([]byte) T) []T {
 // them.
 func parseHeader(b []byte) (*header, error) {
 	r := &reader{b: b}
+	if len(b) > maxHeader {
+		r.b, r.capped = b[:maxHeader], true
+	}
 	magic := r.take(4)
 	if r.err != nil {
 		return nil, fmt.Errorf("%d bytes: too short for a GGUF header (truncated, or not a GGUF file)", len(b))
@@ -409,10 +434,35 @@ func parseHeader(b []byte) (*header, error) {
 			return nil, fmt.Errorf("tensor %q: data [%d, %d) runs past the end of the file's %d bytes of tensor data (truncated file?)", t.Name, t.Offset, t.Offset+t.Size, max(dataSize, 0))
 		}
 	}
+	if err := checkOverlaps(h.tensors); err != nil {
+		return nil, err
+	}
+	if err := checkLayout(h.tensors, int64(h.alignment)); err != nil {
+		return nil, err
+	}
 	for i := range h.tensors {
 		h.tensors[i].Offset += h.dataStart
 	}
-	return h, checkOverlaps(h.tensors)
+	return h, nil
+}
+
+// checkLayout checks that the tensors' data follow one another in the
+// directory's order, each padded to the alignment, as ggml writes them
+// and requires (gguf_init_from_file refuses any other offset): a type or
+// dimensions that give a tensor fewer bytes than its data, which no other
+// check sees, leave a gap before the next tensor.
+func checkLayout(ts []Tensor, align int64) error {
+	end := int64(0)
+	for i, t := range ts {
+		if t.Offset != end {
+			if i == 0 {
+				return fmt.Errorf("tensor %q: data at offset %d, but the first tensor's data starts at 0", t.Name, t.Offset)
+			}
+			return fmt.Errorf("tensor %q: data at offset %d, but the tensors before it end at %d: the type or dimensions of tensor %q disagree with the size of its data", t.Name, t.Offset, end, ts[i-1].Name)
+		}
+		end = int64(alignUp(uint64(t.Offset+t.Size), uint64(align)))
+	}
+	return nil
 }
 
 // tensorSize checks a tensor's type and dimensions and returns its
