@@ -54,12 +54,23 @@ func (g *ggufSource) close() { g.f.Close() }
 func (g *ggufSource) notes() []string { return g.extra }
 
 // unused refuses the file's tensors no section reads, as a checkpoint's.
+// The vision tower (v.: Ollama's converter keeps Qwen3.5's in the model's
+// file when it writes no projector beside it) is left out, as a
+// checkpoint's is, with a note.
 func (g *ggufSource) unused(c *format.Config) error {
 	var left []*gguf.Tensor
+	vision := 0
 	for i := range g.f.Tensors {
-		if t := &g.f.Tensors[i]; !g.used[t.Name] {
+		switch t := &g.f.Tensors[i]; {
+		case g.used[t.Name]:
+		case strings.HasPrefix(t.Name, "v."):
+			vision++
+		default:
 			left = append(left, t)
 		}
+	}
+	if vision > 0 {
+		g.extra = append(g.extra, visionNote(vision))
 	}
 	if len(left) == 0 {
 		return nil

@@ -94,10 +94,15 @@ func (ck *Checkpoint) tokenizer(vocab int) tokenizerResult { return encodeTokeni
 
 func (ck *Checkpoint) readAt(t *TensorInfo, p []byte, off int64) error { return ck.ReadAt(t, p, off) }
 
+// visionNote says a vision tower of n tensors was left out.
+func visionNote(n int) string {
+	return fmt.Sprintf("the vision tower (%d tensors) is kept out: image input is not supported yet", n)
+}
+
 func (ck *Checkpoint) notes() []string {
 	var ns []string
 	if ck.Vision > 0 {
-		ns = append(ns, fmt.Sprintf("the vision tower (%d tensors) is kept out: image input is not supported yet", ck.Vision))
+		ns = append(ns, visionNote(ck.Vision))
 	}
 	if ck.mtpAbsent > 0 {
 		ns = append(ns, fmt.Sprintf("the checkpoint has no MTP block, though config.json gives mtp_num_hidden_layers %d (transformers leaves it out of the models it saves): compiled without it, so --draft mtp is not available", ck.mtpAbsent))

@@ -323,6 +323,11 @@ func (a qwen35) ggufConfig(m GGUFMeta, f *ggufFields) error {
 		f.copy("num_experts_per_tok", "expert_used_count")
 		f.copy("moe_intermediate_size", "expert_feed_forward_length")
 		f.copy("shared_expert_intermediate_size", "expert_shared_feed_forward_length")
+		// Every layer is a mixture: the checkpoint has no dense width,
+		// for which Ollama's converter writes 0.
+		if n, ok, err := f.number("feed_forward_length"); err == nil && ok && n == 0 {
+			delete(f.raw, "intermediate_size")
+		}
 	}
 	return nil
 }

@@ -35,7 +35,7 @@ type ggufNote struct {
 	Pieces []struct {
 		Offset int64  `json:"offset"`
 		Bytes  int64  `json:"bytes"`
-		Type   string `json:"type"`   // "f16", or "q8_0": ggml's Q8_0 of the f16 values
+		Type   string `json:"type"`   // "f16", "bf16", or "q8_0": ggml's Q8_0 of the f16 values
 		Model  string `json:"model"`  // the bundled model they are the tensor of
 		Tensor string `json:"tensor"` // its checkpoint name, by suffix: "embed_tokens.weight", "lm_head.weight"
 	} `json:"pieces"`
@@ -78,6 +78,12 @@ func rebuildGGUF(tb testing.TB, name, dir string) (string, error) {
 			data = make([]byte, 2*len(vals))
 			for i, v := range vals {
 				binary.LittleEndian.PutUint16(data[2*i:], float16.Fromfloat32(v).Bits())
+			}
+		case "bf16":
+			// The bundled model's bf16 values, as they are.
+			data = make([]byte, 2*len(vals))
+			for i, v := range vals {
+				binary.LittleEndian.PutUint16(data[2*i:], uint16(math.Float32bits(v)>>16))
 			}
 		case "q8_0":
 			// llama-quantize made it from the f16 file: the f16 values.
