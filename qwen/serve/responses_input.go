@@ -2,6 +2,7 @@ package serve
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -238,7 +239,20 @@ func responsesTools(defs []json.RawMessage) ([]qwen.Tool, map[string]responsesTo
 			}
 			tool, err := qwen.NewTool(f.Name, f.Description, f.Parameters)
 			if err != nil {
-				return badRequest(path, "%s: %v", path, err)
+				// Its errors name the member of a chat completions tool
+				// at fault (function.name): here the tool's own.
+				if inner := errors.Unwrap(err); inner != nil {
+					err = inner
+				}
+				msg := strings.TrimPrefix(err.Error(), "function.")
+				at := path
+				if member, _, ok := strings.Cut(msg, ":"); ok && !strings.ContainsAny(member, " \"") {
+					at += "." + member
+					msg = strings.TrimPrefix(msg, member+":")
+				} else {
+					msg = " " + msg
+				}
+				return badRequest(at, "%s:%s", at, msg)
 			}
 			tools = append(tools, tool)
 			byName[f.Name] = responsesTool{path, namespace}

@@ -376,6 +376,8 @@ func TestResponsesErrors(t *testing.T) {
 		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"function","name":"g","parameters":{"type":"object","minProperties":"one"}}]}]}`,
 			"tools[0].tools[0].parameters", "tools[0].tools[0].parameters: json schema #: minProperties"},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"web_search"}]}]}`, "tools[0].tools[0].type", "built-in"},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"get weather"}]}`, "tools[0].name", `tools[0].name: "get weather": a tool's name may not hold spaces`},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"function","name":"a\"b"}]}]}`, "tools[0].tools[0].name", `tools[0].tools[0].name: "a\"b"`},
 	} {
 		wantBadRequest(t, ts, "/v1/responses", c.body, c.param, c.msg)
 	}
