@@ -68,11 +68,15 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, rl *reqL
 	}
 	var prev []qwen.Message
 	if id := rr.PreviousResponseID; id != nil && *id != "" {
-		var ok bool
-		if prev, ok = s.responses.history(*id); !ok {
+		h, status, ok := s.responses.history(*id)
+		switch {
+		case !ok:
 			return &apiError{status: http.StatusBadRequest, param: "previous_response_id", code: "previous_response_not_found",
 				msg: fmt.Sprintf("previous_response_id: no response %q is stored: it was not stored (store: false), was deleted, or was let go to bound the memory the stored responses take", *id)}
+		case h == nil:
+			return badRequest("previous_response_id", "previous_response_id: response %q is %s: it has no answer to continue", *id, status)
 		}
+		prev = h
 	}
 	c, e := t.responsesRequest(&rr, prev)
 	if e != nil {

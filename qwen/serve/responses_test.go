@@ -861,3 +861,23 @@ func manyKeys(n int) string {
 	}
 	return strings.Join(keys, ",")
 }
+
+// TestResponsesContinueUnfinished: previous_response_id naming a stored
+// response that has no answer to continue (a background one still
+// running, or cancelled) is a 400 that says so, not one that says the
+// response is not stored, which GET shows it is.
+func TestResponsesContinueUnfinished(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	c := ts.client()
+	r, err := c.Responses.New(t.Context(), responses.ResponseNewParams{Model: "tiny-a", Background: openai.Bool(true),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(question)}, Temperature: openai.Float(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := `{"model":"tiny-a","input":"And?","max_output_tokens":1,"previous_response_id":"` + r.ID + `"}`
+	wantBadRequest(t, ts, "/v1/responses", next, "previous_response_id", `response "`+r.ID+`" is in_progress`)
+	if _, err := c.Responses.Cancel(t.Context(), r.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantBadRequest(t, ts, "/v1/responses", next, "previous_response_id", `response "`+r.ID+`" is cancelled`)
+}
