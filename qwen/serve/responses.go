@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/qwenc/qwenc/qwen"
@@ -15,7 +16,8 @@ import (
 // responsesRequest is OpenAI's Responses API request, as Codex, the
 // OpenAI Agents SDK and the AI SDK send it. Fields not here (user,
 // safety_identifier, prompt_cache_key, service_tier, stream_options, ...)
-// are ignored, as unknown fields are.
+// are ignored, as unknown fields are; chat completions' fields that would
+// change the answer are refused (chatOnlyFields).
 type responsesRequest struct {
 	Model             string            `json:"model"`
 	Input             json.RawMessage   `json:"input"`
@@ -44,6 +46,37 @@ type responsesRequest struct {
 	User               *string           `json:"user"`
 	ChatTemplateKwargs templateKwargs    `json:"chat_template_kwargs"`
 	samplingFields
+	chatOnlyFields
+}
+
+// chatOnlyFields are chat completions' fields that the Responses API
+// names otherwise or has not: a client that sends them here means them,
+// and would get another answer than it asked were they ignored, so each
+// is refused naming it (and the field to give instead).
+type chatOnlyFields struct {
+	ResponseFormat      json.RawMessage `json:"response_format"`
+	Messages            json.RawMessage `json:"messages"`
+	MaxTokens           json.RawMessage `json:"max_tokens"`
+	MaxCompletionTokens json.RawMessage `json:"max_completion_tokens"`
+	ReasoningEffort     json.RawMessage `json:"reasoning_effort"`
+	Logprobs            json.RawMessage `json:"logprobs"`
+	Stop                json.RawMessage `json:"stop"`
+	N                   json.RawMessage `json:"n"`
+}
+
+func (f *chatOnlyFields) check() *apiError {
+	if n := strings.TrimSpace(string(f.N)); n == "1" {
+		f.N = nil
+	}
+	const instead = " on the Responses API: give "
+	return unsupported(namedValue{"response_format", f.ResponseFormat, instead + "text.format"},
+		namedValue{"messages", f.Messages, instead + "input"},
+		namedValue{"max_tokens", f.MaxTokens, instead + "max_output_tokens"},
+		namedValue{"max_completion_tokens", f.MaxCompletionTokens, instead + "max_output_tokens"},
+		namedValue{"reasoning_effort", f.ReasoningEffort, instead + "reasoning.effort"},
+		namedValue{"logprobs", f.Logprobs, instead + `include ["message.output_text.logprobs"]`},
+		namedValue{"stop", f.Stop, " on the Responses API"},
+		namedValue{"n", f.N, " on the Responses API: one answer per request"})
 }
 
 // The include values: what may be asked of items this server makes

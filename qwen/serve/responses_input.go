@@ -52,6 +52,9 @@ func (t *target) responsesRequest(rr *responsesRequest, prev []qwen.Message) (re
 		// of its mistake only there.
 		return c, badRequest("reasoning.summary", "reasoning.summary %q: want auto, concise or detailed", *rr.Reasoning.Summary)
 	}
+	if e := rr.chatOnlyFields.check(); e != nil {
+		return c, e
+	}
 	if e := checkMetadata(rr.Metadata); e != nil {
 		return c, e
 	}

@@ -881,3 +881,30 @@ func TestResponsesContinueUnfinished(t *testing.T) {
 	}
 	wantBadRequest(t, ts, "/v1/responses", next, "previous_response_id", `response "`+r.ID+`" is cancelled`)
 }
+
+// TestResponsesChatFields: chat completions' fields sent to the
+// Responses API, which names them otherwise or has them not, would
+// change the answer were they honoured: each is refused naming it (and
+// the Responses API's own, where it has one), never ignored.
+func TestResponsesChatFields(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	const m = `"model":"tiny-a","input":"Hi","max_output_tokens":1`
+	for _, c := range []struct{ field, param, msg string }{
+		{`"response_format":{"type":"json_object"}`, "response_format", "text.format"},
+		{`"max_tokens":5`, "max_tokens", "max_output_tokens"},
+		{`"max_completion_tokens":5`, "max_completion_tokens", "max_output_tokens"},
+		{`"reasoning_effort":"low"`, "reasoning_effort", "reasoning.effort"},
+		{`"messages":[{"role":"user","content":"Hi"}]`, "messages", "input"},
+		{`"stop":["\n"]`, "stop", "not supported"},
+		{`"n":2`, "n", "not supported"},
+		{`"logprobs":true`, "logprobs", "message.output_text.logprobs"},
+	} {
+		wantBadRequest(t, ts, "/v1/responses", `{`+m+`,`+c.field+`}`, c.param, c.msg)
+	}
+	// Their defaults ask for nothing.
+	for _, field := range []string{`"n":1`, `"logprobs":false`, `"stop":null`, `"response_format":null`} {
+		if resp, body := ts.post(t, "/v1/responses", `{`+m+`,`+field+`}`); resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %d %s", field, resp.StatusCode, body)
+		}
+	}
+}
