@@ -471,12 +471,23 @@ func responsesInput(raw json.RawMessage) ([]qwen.Message, *apiError) {
 				reasoning = append(reasoning, text)
 			}
 		case "function_call":
-			if it.Name == "" {
+			switch {
+			case it.Name == "":
 				return nil, badRequest(path+".name", "%s.name: missing", path)
+			case it.CallID == "":
+				return nil, badRequest(path+".call_id", "%s.call_id: missing", path)
 			}
 			m := open()
 			m.ToolCalls = append(m.ToolCalls, qwen.ToolCall{ID: it.CallID, Name: it.Name, Arguments: toolArguments(it.Arguments)})
 		case "function_call_output":
+			// Both required, as OpenAI has them: a result is paired with
+			// its call by call_id, and an output left out is no result.
+			switch {
+			case it.CallID == "":
+				return nil, badRequest(path+".call_id", "%s.call_id: missing", path)
+			case len(it.Output) == 0 || string(it.Output) == "null":
+				return nil, badRequest(path+".output", "%s.output: missing", path)
+			}
 			text, e := itemText(it.Output, path+".output")
 			if e != nil {
 				return nil, e
