@@ -564,8 +564,8 @@ func reasoningText(it responseInputItem, path string) (string, *apiError) {
 			Type string `json:"type"`
 			Text string `json:"text"`
 		}
-		if json.Unmarshal(f.raw, &parts) != nil {
-			return "", badRequest(f.path, "%s: want a list of parts", f.path)
+		if e := unmarshalAt(f.raw, f.path, &parts, "a list of parts"); e != nil {
+			return "", e
 		}
 		if len(parts) == 0 {
 			continue
