@@ -112,11 +112,16 @@ func (t *target) responsesRequest(rr *responsesRequest, prev []qwen.Message) (re
 	}
 	rr.ChatTemplateKwargs.apply(&req)
 	if rr.Reasoning.Effort != nil {
-		if on := rr.ChatTemplateKwargs.EnableThinking; on != nil && *on && (*rr.Reasoning.Effort == "none" || *rr.Reasoning.Effort == "minimal") {
-			return c, badRequest("reasoning.effort", "reasoning.effort %q answers without thinking, which chat_template_kwargs.enable_thinking true contradicts", *rr.Reasoning.Effort)
-		}
 		if e := t.effort(*rr.Reasoning.Effort, "reasoning.effort", &req); e != nil {
 			return c, e
+		}
+		// The effort and enable_thinking each say whether to think: two
+		// that disagree are refused, neither of them ignored.
+		off := *rr.Reasoning.Effort == "none" || *rr.Reasoning.Effort == "minimal"
+		if on := rr.ChatTemplateKwargs.EnableThinking; on != nil && *on && off {
+			return c, badRequest("reasoning.effort", "reasoning.effort %q answers without thinking, which chat_template_kwargs.enable_thinking true contradicts", *rr.Reasoning.Effort)
+		} else if on != nil && !*on && !off {
+			return c, badRequest("reasoning.effort", "reasoning.effort %q thinks, which chat_template_kwargs.enable_thinking false contradicts", *rr.Reasoning.Effort)
 		}
 	}
 	if rr.Truncation != nil && *rr.Truncation == "auto" {
