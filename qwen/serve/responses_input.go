@@ -216,6 +216,7 @@ func responsesTools(defs []json.RawMessage) ([]qwen.Tool, map[string]responsesTo
 				Name        string            `json:"name"`
 				Description string            `json:"description"`
 				Parameters  json.RawMessage   `json:"parameters"`
+				Strict      *bool             `json:"strict"` // held to the parameters either way, but read: a bad one is refused
 				Tools       []json.RawMessage `json:"tools"`
 			}
 			if e := unmarshalAt(def, path, &f, `a function tool {"type": "function", "name", "description", "parameters"}`); e != nil {
