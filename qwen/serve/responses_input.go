@@ -231,6 +231,8 @@ func responsesTools(defs []json.RawMessage) ([]qwen.Tool, map[string]responsesTo
 					return e
 				}
 				continue
+			case f.Type == "namespace":
+				return badRequest(path+".type", "%s.type \"namespace\": a namespace in a namespace: give its functions in the outer one", path)
 			case f.Type == "":
 				return badRequest(path+".type", "%s.type: missing; want \"function\"", path)
 			case f.Type == "custom":
@@ -322,6 +324,8 @@ func responsesToolChoice(raw json.RawMessage, req *qwen.Request) *apiError {
 		req.Tools, req.ToolChoice = kept, o.Mode
 	case "":
 		return badRequest("tool_choice.type", "tool_choice.type: missing")
+	case "custom":
+		return badRequest("tool_choice.type", "tool_choice.type \"custom\": custom tools (free text or a grammar) are not supported here; name a function tool")
 	default:
 		return badRequest("tool_choice.type", "tool_choice.type %q: a built-in tool of OpenAI's, not supported here", o.Type)
 	}

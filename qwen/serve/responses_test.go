@@ -383,6 +383,8 @@ func TestResponsesErrors(t *testing.T) {
 		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"function","name":"g","parameters":{"type":"object","minProperties":"one"}}]}]}`,
 			"tools[0].tools[0].parameters", "tools[0].tools[0].parameters: json schema #: minProperties"},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"web_search"}]}]}`, "tools[0].tools[0].type", "built-in"},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"custom","name":"f"}}`, "tool_choice.type", `"custom": custom tools`},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"a","tools":[{"type":"namespace","name":"b","tools":[]}]}]}`, "tools[0].tools[0].type", `"namespace": a namespace in a namespace`},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f","strict":"yes"}]}`, "tools[0].strict", "tools[0].strict: want true or false"},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"get weather"}]}`, "tools[0].name", `tools[0].name: "get weather": a tool's name may not hold spaces`},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"function","name":"a\"b"}]}]}`, "tools[0].tools[0].name", `tools[0].tools[0].name: "a\"b"`},
