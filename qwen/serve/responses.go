@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -330,12 +331,48 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request, _ *reqLog) 
 	if r.URL.Query().Get("stream") == "true" {
 		return badRequest("stream", "stream: a stored response is read whole here; its events are not kept")
 	}
+	encrypted, e := queryIncludes(r.URL.Query())
+	if e != nil {
+		return e
+	}
 	resp, ok := s.responses.get(r.PathValue("id"))
 	if !ok {
 		return responseNotFound(r.PathValue("id"))
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writeJSON(w, http.StatusOK, resp.including(encrypted))
 	return nil
+}
+
+// queryIncludes reads a GET's include values, include[]=... as the SDKs
+// send a list, or include=... repeated: each one POST /v1/responses
+// takes, and whether reasoning.encrypted_content is among them.
+func queryIncludes(q url.Values) (encrypted bool, e *apiError) {
+	for _, inc := range append(q["include"], q["include[]"]...) {
+		if !includes[inc] {
+			return false, badRequest("include", "include %q is not one this API knows", inc)
+		}
+		encrypted = encrypted || inc == "reasoning.encrypted_content"
+	}
+	return encrypted, nil
+}
+
+// including is a stored response as GET gives it: its reasoning items'
+// encrypted_content (their text) when include asks for it, and not
+// otherwise, whatever the request that made it asked.
+func (resp *responseObject) including(encrypted bool) *responseObject {
+	cp := *resp
+	cp.Output = slices.Clone(resp.Output)
+	for i := range cp.Output {
+		it := &cp.Output[i]
+		if it.Type != "reasoning" {
+			continue
+		}
+		it.EncryptedContent = nil
+		if encrypted && len(it.Content) > 0 {
+			it.EncryptedContent = &it.Content[0].Text
+		}
+	}
+	return &cp
 }
 
 // deleteResponse is DELETE /v1/responses/{id}; a background response
@@ -386,13 +423,9 @@ func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request, _ *reqLo
 	if order != "" && order != "asc" && order != "desc" {
 		return badRequest("order", "order %q: want asc or desc", order)
 	}
-	encrypted := false
-	// include[]=... as the SDKs send a list, or include=... repeated.
-	for _, inc := range append(q["include"], q["include[]"]...) {
-		if !includes[inc] {
-			return badRequest("include", "include %q is not one this API knows", inc)
-		}
-		encrypted = encrypted || inc == "reasoning.encrypted_content"
+	encrypted, bad := queryIncludes(q)
+	if bad != nil {
+		return bad
 	}
 	id := r.PathValue("id")
 	e, ok := s.responses.find(id)

@@ -918,3 +918,40 @@ func TestResponsesChatFields(t *testing.T) {
 		}
 	}
 }
+
+// TestResponsesGetInclude: GET /v1/responses/{id} takes include as
+// input_items does: a reasoning item's encrypted_content when
+// reasoning.encrypted_content asks for it, as in the answer, and not
+// otherwise; a name the API does not know is a 400 naming include.
+func TestResponsesGetInclude(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	resp, out := ts.post(t, "/v1/responses", `{"model":"tiny-a","input":"`+question+`","max_output_tokens":12,"temperature":0,"reasoning":{"effort":"medium"}}`)
+	var r responseObject
+	unmarshal(t, out, &r)
+	if resp.StatusCode != http.StatusOK || len(r.Output) == 0 || r.Output[0].Type != "reasoning" {
+		t.Fatalf("%d %s", resp.StatusCode, out)
+	}
+	text := r.Output[0].Content[0].Text
+	for query, want := range map[string]*string{"": nil, "?include[]=reasoning.encrypted_content": &text,
+		"?include=message.output_text.logprobs&include=reasoning.encrypted_content": &text, "?include[]=file_search_call.results": nil} {
+		resp, out := ts.get(t, "/v1/responses/"+r.ID+query)
+		var got struct {
+			Output []struct {
+				EncryptedContent *string `json:"encrypted_content"`
+			}
+		}
+		unmarshal(t, out, &got)
+		if resp.StatusCode != http.StatusOK || len(got.Output) != len(r.Output) {
+			t.Fatalf("%s: %d %s", query, resp.StatusCode, out)
+		}
+		if enc := got.Output[0].EncryptedContent; (enc == nil) != (want == nil) || enc != nil && *enc != *want {
+			t.Errorf("%s: %s; want encrypted_content %v", query, out, want)
+		}
+	}
+	resp, out = ts.get(t, "/v1/responses/"+r.ID+"?include[]=everything")
+	var e openAIError
+	unmarshal(t, out, &e)
+	if resp.StatusCode != http.StatusBadRequest || e.Error == nil || e.Error.Param == nil || *e.Error.Param != "include" {
+		t.Errorf("include everything: %d %s", resp.StatusCode, out)
+	}
+}
