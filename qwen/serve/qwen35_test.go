@@ -142,6 +142,7 @@ func TestTemplateKwargsMalformed(t *testing.T) {
 		{"/apply-template", `{` + msgs + `, "add_generation_prompt": "false"}`, "add_generation_prompt"},
 		{"/v1/responses", `{` + input + `, "chat_template_kwargs": {"enable_thinking": 0}}`, "chat_template_kwargs.enable_thinking"},
 		{"/v1/responses", `{` + input + `, "chat_template_kwargs": {"enable_thinking": true}, "reasoning": {"effort": "none"}}`, "reasoning.effort"},
+		{"/v1/responses", `{` + input + `, "chat_template_kwargs": {"enable_thinking": false}, "reasoning": {"effort": "high"}}`, "reasoning.effort"},
 	} {
 		resp, out := ts.post(t, c.path, c.body)
 		var e struct {

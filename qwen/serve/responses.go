@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/qwenc/qwenc/qwen"
@@ -15,7 +17,8 @@ import (
 // responsesRequest is OpenAI's Responses API request, as Codex, the
 // OpenAI Agents SDK and the AI SDK send it. Fields not here (user,
 // safety_identifier, prompt_cache_key, service_tier, stream_options, ...)
-// are ignored, as unknown fields are.
+// are ignored, as unknown fields are; chat completions' fields that would
+// change the answer are refused (chatOnlyFields).
 type responsesRequest struct {
 	Model             string            `json:"model"`
 	Input             json.RawMessage   `json:"input"`
@@ -44,6 +47,37 @@ type responsesRequest struct {
 	User               *string           `json:"user"`
 	ChatTemplateKwargs templateKwargs    `json:"chat_template_kwargs"`
 	samplingFields
+	chatOnlyFields
+}
+
+// chatOnlyFields are chat completions' fields that the Responses API
+// names otherwise or has not: a client that sends them here means them,
+// and would get another answer than it asked were they ignored, so each
+// is refused naming it (and the field to give instead).
+type chatOnlyFields struct {
+	ResponseFormat      json.RawMessage `json:"response_format"`
+	Messages            json.RawMessage `json:"messages"`
+	MaxTokens           json.RawMessage `json:"max_tokens"`
+	MaxCompletionTokens json.RawMessage `json:"max_completion_tokens"`
+	ReasoningEffort     json.RawMessage `json:"reasoning_effort"`
+	Logprobs            json.RawMessage `json:"logprobs"`
+	Stop                json.RawMessage `json:"stop"`
+	N                   json.RawMessage `json:"n"`
+}
+
+func (f *chatOnlyFields) check() *apiError {
+	if n := strings.TrimSpace(string(f.N)); n == "1" {
+		f.N = nil
+	}
+	const instead = " on the Responses API: give "
+	return unsupported(namedValue{"response_format", f.ResponseFormat, instead + "text.format"},
+		namedValue{"messages", f.Messages, instead + "input"},
+		namedValue{"max_tokens", f.MaxTokens, instead + "max_output_tokens"},
+		namedValue{"max_completion_tokens", f.MaxCompletionTokens, instead + "max_output_tokens"},
+		namedValue{"reasoning_effort", f.ReasoningEffort, instead + "reasoning.effort"},
+		namedValue{"logprobs", f.Logprobs, instead + `include ["message.output_text.logprobs"]`},
+		namedValue{"stop", f.Stop, " on the Responses API"},
+		namedValue{"n", f.N, " on the Responses API: one answer per request"})
 }
 
 // The include values: what may be asked of items this server makes
@@ -68,11 +102,15 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, rl *reqL
 	}
 	var prev []qwen.Message
 	if id := rr.PreviousResponseID; id != nil && *id != "" {
-		var ok bool
-		if prev, ok = s.responses.history(*id); !ok {
+		h, status, ok := s.responses.history(*id)
+		switch {
+		case !ok:
 			return &apiError{status: http.StatusBadRequest, param: "previous_response_id", code: "previous_response_not_found",
 				msg: fmt.Sprintf("previous_response_id: no response %q is stored: it was not stored (store: false), was deleted, or was let go to bound the memory the stored responses take", *id)}
+		case h == nil:
+			return badRequest("previous_response_id", "previous_response_id: response %q is %s: it has no answer to continue", *id, status)
 		}
+		prev = h
 	}
 	c, e := t.responsesRequest(&rr, prev)
 	if e != nil {
@@ -293,12 +331,48 @@ func (s *Server) getResponse(w http.ResponseWriter, r *http.Request, _ *reqLog) 
 	if r.URL.Query().Get("stream") == "true" {
 		return badRequest("stream", "stream: a stored response is read whole here; its events are not kept")
 	}
+	encrypted, e := queryIncludes(r.URL.Query())
+	if e != nil {
+		return e
+	}
 	resp, ok := s.responses.get(r.PathValue("id"))
 	if !ok {
 		return responseNotFound(r.PathValue("id"))
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writeJSON(w, http.StatusOK, resp.including(encrypted))
 	return nil
+}
+
+// queryIncludes reads a GET's include values, include[]=... as the SDKs
+// send a list, or include=... repeated: each one POST /v1/responses
+// takes, and whether reasoning.encrypted_content is among them.
+func queryIncludes(q url.Values) (encrypted bool, e *apiError) {
+	for _, inc := range append(q["include"], q["include[]"]...) {
+		if !includes[inc] {
+			return false, badRequest("include", "include %q is not one this API knows", inc)
+		}
+		encrypted = encrypted || inc == "reasoning.encrypted_content"
+	}
+	return encrypted, nil
+}
+
+// including is a stored response as GET gives it: its reasoning items'
+// encrypted_content (their text) when include asks for it, and not
+// otherwise, whatever the request that made it asked.
+func (resp *responseObject) including(encrypted bool) *responseObject {
+	cp := *resp
+	cp.Output = slices.Clone(resp.Output)
+	for i := range cp.Output {
+		it := &cp.Output[i]
+		if it.Type != "reasoning" {
+			continue
+		}
+		it.EncryptedContent = nil
+		if encrypted && len(it.Content) > 0 {
+			it.EncryptedContent = &it.Content[0].Text
+		}
+	}
+	return &cp
 }
 
 // deleteResponse is DELETE /v1/responses/{id}; a background response
@@ -349,13 +423,9 @@ func (s *Server) listInputItems(w http.ResponseWriter, r *http.Request, _ *reqLo
 	if order != "" && order != "asc" && order != "desc" {
 		return badRequest("order", "order %q: want asc or desc", order)
 	}
-	encrypted := false
-	// include[]=... as the SDKs send a list, or include=... repeated.
-	for _, inc := range append(q["include"], q["include[]"]...) {
-		if !includes[inc] {
-			return badRequest("include", "include %q is not one this API knows", inc)
-		}
-		encrypted = encrypted || inc == "reasoning.encrypted_content"
+	encrypted, bad := queryIncludes(q)
+	if bad != nil {
+		return bad
 	}
 	id := r.PathValue("id")
 	e, ok := s.responses.find(id)

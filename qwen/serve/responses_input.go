@@ -2,6 +2,7 @@ package serve
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -50,6 +51,9 @@ func (t *target) responsesRequest(rr *responsesRequest, prev []qwen.Message) (re
 		// OpenAI refuses another value; taken here, a client would learn
 		// of its mistake only there.
 		return c, badRequest("reasoning.summary", "reasoning.summary %q: want auto, concise or detailed", *rr.Reasoning.Summary)
+	}
+	if e := rr.chatOnlyFields.check(); e != nil {
+		return c, e
 	}
 	if e := checkMetadata(rr.Metadata); e != nil {
 		return c, e
@@ -108,11 +112,16 @@ func (t *target) responsesRequest(rr *responsesRequest, prev []qwen.Message) (re
 	}
 	rr.ChatTemplateKwargs.apply(&req)
 	if rr.Reasoning.Effort != nil {
-		if on := rr.ChatTemplateKwargs.EnableThinking; on != nil && *on && (*rr.Reasoning.Effort == "none" || *rr.Reasoning.Effort == "minimal") {
-			return c, badRequest("reasoning.effort", "reasoning.effort %q answers without thinking, which chat_template_kwargs.enable_thinking true contradicts", *rr.Reasoning.Effort)
-		}
 		if e := t.effort(*rr.Reasoning.Effort, "reasoning.effort", &req); e != nil {
 			return c, e
+		}
+		// The effort and enable_thinking each say whether to think: two
+		// that disagree are refused, neither of them ignored.
+		off := *rr.Reasoning.Effort == "none" || *rr.Reasoning.Effort == "minimal"
+		if on := rr.ChatTemplateKwargs.EnableThinking; on != nil && *on && off {
+			return c, badRequest("reasoning.effort", "reasoning.effort %q answers without thinking, which chat_template_kwargs.enable_thinking true contradicts", *rr.Reasoning.Effort)
+		} else if on != nil && !*on && !off {
+			return c, badRequest("reasoning.effort", "reasoning.effort %q thinks, which chat_template_kwargs.enable_thinking false contradicts", *rr.Reasoning.Effort)
 		}
 	}
 	if rr.Truncation != nil && *rr.Truncation == "auto" {
@@ -207,6 +216,7 @@ func responsesTools(defs []json.RawMessage) ([]qwen.Tool, map[string]responsesTo
 				Name        string            `json:"name"`
 				Description string            `json:"description"`
 				Parameters  json.RawMessage   `json:"parameters"`
+				Strict      *bool             `json:"strict"` // held to the parameters either way, but read: a bad one is refused
 				Tools       []json.RawMessage `json:"tools"`
 			}
 			if e := unmarshalAt(def, path, &f, `a function tool {"type": "function", "name", "description", "parameters"}`); e != nil {
@@ -221,6 +231,8 @@ func responsesTools(defs []json.RawMessage) ([]qwen.Tool, map[string]responsesTo
 					return e
 				}
 				continue
+			case f.Type == "namespace":
+				return badRequest(path+".type", "%s.type \"namespace\": a namespace in a namespace: give its functions in the outer one", path)
 			case f.Type == "":
 				return badRequest(path+".type", "%s.type: missing; want \"function\"", path)
 			case f.Type == "custom":
@@ -238,7 +250,20 @@ func responsesTools(defs []json.RawMessage) ([]qwen.Tool, map[string]responsesTo
 			}
 			tool, err := qwen.NewTool(f.Name, f.Description, f.Parameters)
 			if err != nil {
-				return badRequest(path, "%s: %v", path, err)
+				// Its errors name the member of a chat completions tool
+				// at fault (function.name): here the tool's own.
+				if inner := errors.Unwrap(err); inner != nil {
+					err = inner
+				}
+				msg := strings.TrimPrefix(err.Error(), "function.")
+				at := path
+				if member, _, ok := strings.Cut(msg, ":"); ok && !strings.ContainsAny(member, " \"") {
+					at += "." + member
+					msg = strings.TrimPrefix(msg, member+":")
+				} else {
+					msg = " " + msg
+				}
+				return badRequest(at, "%s:%s", at, msg)
 			}
 			tools = append(tools, tool)
 			byName[f.Name] = responsesTool{path, namespace}
@@ -299,6 +324,8 @@ func responsesToolChoice(raw json.RawMessage, req *qwen.Request) *apiError {
 		req.Tools, req.ToolChoice = kept, o.Mode
 	case "":
 		return badRequest("tool_choice.type", "tool_choice.type: missing")
+	case "custom":
+		return badRequest("tool_choice.type", "tool_choice.type \"custom\": custom tools (free text or a grammar) are not supported here; name a function tool")
 	default:
 		return badRequest("tool_choice.type", "tool_choice.type %q: a built-in tool of OpenAI's, not supported here", o.Type)
 	}
@@ -454,12 +481,23 @@ func responsesInput(raw json.RawMessage) ([]qwen.Message, *apiError) {
 				reasoning = append(reasoning, text)
 			}
 		case "function_call":
-			if it.Name == "" {
+			switch {
+			case it.Name == "":
 				return nil, badRequest(path+".name", "%s.name: missing", path)
+			case it.CallID == "":
+				return nil, badRequest(path+".call_id", "%s.call_id: missing", path)
 			}
 			m := open()
 			m.ToolCalls = append(m.ToolCalls, qwen.ToolCall{ID: it.CallID, Name: it.Name, Arguments: toolArguments(it.Arguments)})
 		case "function_call_output":
+			// Both required, as OpenAI has them: a result is paired with
+			// its call by call_id, and an output left out is no result.
+			switch {
+			case it.CallID == "":
+				return nil, badRequest(path+".call_id", "%s.call_id: missing", path)
+			case len(it.Output) == 0 || string(it.Output) == "null":
+				return nil, badRequest(path+".output", "%s.output: missing", path)
+			}
 			text, e := itemText(it.Output, path+".output")
 			if e != nil {
 				return nil, e
@@ -536,8 +574,8 @@ func reasoningText(it responseInputItem, path string) (string, *apiError) {
 			Type string `json:"type"`
 			Text string `json:"text"`
 		}
-		if json.Unmarshal(f.raw, &parts) != nil {
-			return "", badRequest(f.path, "%s: want a list of parts", f.path)
+		if e := unmarshalAt(f.raw, f.path, &parts, "a list of parts"); e != nil {
+			return "", e
 		}
 		if len(parts) == 0 {
 			continue

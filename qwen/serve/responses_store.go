@@ -142,15 +142,17 @@ func (st *responseStore) get(id string) (*responseObject, bool) {
 	return e.resp, true
 }
 
-// history is the conversation a response ends, for previous_response_id.
-func (st *responseStore) history(id string) ([]qwen.Message, bool) {
+// history is the conversation a response ends, for previous_response_id,
+// and whether the response is stored; nil when it has no answer to
+// continue: still running, cancelled or failed (status says which).
+func (st *responseStore) history(id string) (msgs []qwen.Message, status string, ok bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	e, ok := st.lookup(id)
-	if !ok || e.history == nil {
-		return nil, false
+	if !ok {
+		return nil, "", false
 	}
-	return e.history, true
+	return e.history, e.resp.Status, true
 }
 
 // remove forgets a response, cancelling it if it runs.

@@ -348,6 +348,13 @@ func TestResponsesErrors(t *testing.T) {
 		{`{` + m + `,"input":[{"role":"robot","content":"Hi"}]}`, "input[0].role", `"robot"`},
 		{`{` + m + `,"input":[{"type":"function_call","call_id":7,"name":"f"}]}`, "input[0].call_id", "want a string, got number"},
 		{`{` + m + `,"input":[{"type":"function_call","call_id":"c"}]}`, "input[0].name", "missing"},
+		{`{` + m + `,"input":[{"type":"function_call","name":"f","arguments":"{}"}]}`, "input[0].call_id", "input[0].call_id: missing"},
+		{`{` + m + `,"input":[{"type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":5}]}]}`, "input[0].content[0].text", "input[0].content[0].text: want a string, got number"},
+		{`{` + m + `,"input":[{"type":"reasoning","summary":[{"type":"summary_text","text":"a"},{"type":"summary_text","text":{}}]}]}`, "input[0].summary[1].text", "want a string"},
+		{`{` + m + `,"input":[{"type":"reasoning","summary":"thought"}]}`, "input[0].summary", "input[0].summary: want a list of parts"},
+		{`{` + m + `,"input":[{"type":"function_call_output","output":"18C"}]}`, "input[0].call_id", "input[0].call_id: missing"},
+		{`{` + m + `,"input":[{"type":"function_call_output","call_id":"c"}]}`, "input[0].output", "input[0].output: missing"},
+		{`{` + m + `,"input":[{"type":"function_call_output","call_id":"c","output":null}]}`, "input[0].output", "input[0].output: missing"},
 		{`{` + m + `,"input":"Hi","include":["everything"]}`, "include[0]", `"everything"`},
 		{`{` + m + `,"input":"Hi","reasoning":{"effort":"extreme"}}`, "reasoning.effort", `"extreme"`},
 		{`{` + m + `,"input":"Hi","max_output_tokens":1,"metadata":{` + strings.Repeat(`"k":"v",`, 0) + manyKeys(17) + `}}`, "metadata", "17 keys: at most 16"},
@@ -376,6 +383,11 @@ func TestResponsesErrors(t *testing.T) {
 		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"function","name":"g","parameters":{"type":"object","minProperties":"one"}}]}]}`,
 			"tools[0].tools[0].parameters", "tools[0].tools[0].parameters: json schema #: minProperties"},
 		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"web_search"}]}]}`, "tools[0].tools[0].type", "built-in"},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"custom","name":"f"}}`, "tool_choice.type", `"custom": custom tools`},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"a","tools":[{"type":"namespace","name":"b","tools":[]}]}]}`, "tools[0].tools[0].type", `"namespace": a namespace in a namespace`},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"f","strict":"yes"}]}`, "tools[0].strict", "tools[0].strict: want true or false"},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"function","name":"get weather"}]}`, "tools[0].name", `tools[0].name: "get weather": a tool's name may not hold spaces`},
+		{`{` + m + `,"input":"Hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"function","name":"a\"b"}]}]}`, "tools[0].tools[0].name", `tools[0].tools[0].name: "a\"b"`},
 	} {
 		wantBadRequest(t, ts, "/v1/responses", c.body, c.param, c.msg)
 	}
@@ -858,4 +870,88 @@ func manyKeys(n int) string {
 		keys[i] = fmt.Sprintf(`"k%d":"v"`, i)
 	}
 	return strings.Join(keys, ",")
+}
+
+// TestResponsesContinueUnfinished: previous_response_id naming a stored
+// response that has no answer to continue (a background one still
+// running, or cancelled) is a 400 that says so, not one that says the
+// response is not stored, which GET shows it is.
+func TestResponsesContinueUnfinished(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	c := ts.client()
+	r, err := c.Responses.New(t.Context(), responses.ResponseNewParams{Model: "tiny-a", Background: openai.Bool(true),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(question)}, Temperature: openai.Float(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := `{"model":"tiny-a","input":"And?","max_output_tokens":1,"previous_response_id":"` + r.ID + `"}`
+	wantBadRequest(t, ts, "/v1/responses", next, "previous_response_id", `response "`+r.ID+`" is in_progress`)
+	if _, err := c.Responses.Cancel(t.Context(), r.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantBadRequest(t, ts, "/v1/responses", next, "previous_response_id", `response "`+r.ID+`" is cancelled`)
+}
+
+// TestResponsesChatFields: chat completions' fields sent to the
+// Responses API, which names them otherwise or has them not, would
+// change the answer were they honoured: each is refused naming it (and
+// the Responses API's own, where it has one), never ignored.
+func TestResponsesChatFields(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	const m = `"model":"tiny-a","input":"Hi","max_output_tokens":1`
+	for _, c := range []struct{ field, param, msg string }{
+		{`"response_format":{"type":"json_object"}`, "response_format", "text.format"},
+		{`"max_tokens":5`, "max_tokens", "max_output_tokens"},
+		{`"max_completion_tokens":5`, "max_completion_tokens", "max_output_tokens"},
+		{`"reasoning_effort":"low"`, "reasoning_effort", "reasoning.effort"},
+		{`"messages":[{"role":"user","content":"Hi"}]`, "messages", "input"},
+		{`"stop":["\n"]`, "stop", "not supported"},
+		{`"n":2`, "n", "not supported"},
+		{`"logprobs":true`, "logprobs", "message.output_text.logprobs"},
+	} {
+		wantBadRequest(t, ts, "/v1/responses", `{`+m+`,`+c.field+`}`, c.param, c.msg)
+	}
+	// Their defaults ask for nothing.
+	for _, field := range []string{`"n":1`, `"logprobs":false`, `"stop":null`, `"response_format":null`} {
+		if resp, body := ts.post(t, "/v1/responses", `{`+m+`,`+field+`}`); resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %d %s", field, resp.StatusCode, body)
+		}
+	}
+}
+
+// TestResponsesGetInclude: GET /v1/responses/{id} takes include as
+// input_items does: a reasoning item's encrypted_content when
+// reasoning.encrypted_content asks for it, as in the answer, and not
+// otherwise; a name the API does not know is a 400 naming include.
+func TestResponsesGetInclude(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	resp, out := ts.post(t, "/v1/responses", `{"model":"tiny-a","input":"`+question+`","max_output_tokens":12,"temperature":0,"reasoning":{"effort":"medium"}}`)
+	var r responseObject
+	unmarshal(t, out, &r)
+	if resp.StatusCode != http.StatusOK || len(r.Output) == 0 || r.Output[0].Type != "reasoning" {
+		t.Fatalf("%d %s", resp.StatusCode, out)
+	}
+	text := r.Output[0].Content[0].Text
+	for query, want := range map[string]*string{"": nil, "?include[]=reasoning.encrypted_content": &text,
+		"?include=message.output_text.logprobs&include=reasoning.encrypted_content": &text, "?include[]=file_search_call.results": nil} {
+		resp, out := ts.get(t, "/v1/responses/"+r.ID+query)
+		var got struct {
+			Output []struct {
+				EncryptedContent *string `json:"encrypted_content"`
+			}
+		}
+		unmarshal(t, out, &got)
+		if resp.StatusCode != http.StatusOK || len(got.Output) != len(r.Output) {
+			t.Fatalf("%s: %d %s", query, resp.StatusCode, out)
+		}
+		if enc := got.Output[0].EncryptedContent; (enc == nil) != (want == nil) || enc != nil && *enc != *want {
+			t.Errorf("%s: %s; want encrypted_content %v", query, out, want)
+		}
+	}
+	resp, out = ts.get(t, "/v1/responses/"+r.ID+"?include[]=everything")
+	var e openAIError
+	unmarshal(t, out, &e)
+	if resp.StatusCode != http.StatusBadRequest || e.Error == nil || e.Error.Param == nil || *e.Error.Param != "include" {
+		t.Errorf("include everything: %d %s", resp.StatusCode, out)
+	}
 }

@@ -251,7 +251,11 @@ func unmarshalAt(raw json.RawMessage, path string, dst any, what string) *apiErr
 	}
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) && typeErr.Field != "" {
-		p := path + "." + jsonPath(raw, typeErr)
+		at := jsonPath(raw, typeErr)
+		if !strings.HasPrefix(at, "[") { // else an element of the list at path
+			at = "." + at
+		}
+		p := path + at
 		return badRequest(p, "%s: want %s, got %s", p, jsonKind(typeErr.Type), typeErr.Value)
 	}
 	return badRequest(path, "%s: want %s", path, what)
