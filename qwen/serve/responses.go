@@ -112,6 +112,11 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, rl *reqL
 		}
 		prev = h
 	}
+	// The AI SDK, storing its responses, gives earlier items back by
+	// their ids.
+	if rr.Input, e = s.responses.resolve(rr.Input); e != nil {
+		return e
+	}
 	c, e := t.responsesRequest(&rr, prev)
 	if e != nil {
 		return e

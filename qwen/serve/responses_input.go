@@ -505,7 +505,8 @@ func responsesInput(raw json.RawMessage) ([]qwen.Message, *apiError) {
 			closeTurn()
 			out = append(out, qwen.Message{Role: "tool", Content: text, ToolCallID: it.CallID})
 		case "item_reference":
-			return nil, badRequest(path+".type", "%s: item_reference is not supported here; give the item itself, or previous_response_id", path)
+			// The handler resolves them first (responseStore.resolve).
+			return nil, badRequest(path+".type", "%s: an item_reference must name a stored item, not another reference", path)
 		case "":
 			return nil, badRequest(path+".type", "%s.type: missing", path)
 		default:

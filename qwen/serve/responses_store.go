@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"sync"
 
 	"github.com/qwenc/qwenc/qwen"
@@ -197,4 +199,65 @@ func (st *responseStore) cancel(ctx context.Context, id string) (*responseObject
 		return e.resp, true, true
 	}
 	return resp, true, true
+}
+
+// item finds an item of a stored response by its id, as item_reference
+// names it: an item of its output (a message, a reasoning with its whole
+// text, a function call) or of its input, most recently used response
+// first.
+func (st *responseStore) item(id string) (json.RawMessage, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for el := st.lru.Front(); el != nil; el = el.Next() {
+		e := el.Value.(*storedResponse)
+		for _, o := range e.resp.Output {
+			if o.ID == id {
+				b, err := json.Marshal(o) // a reasoning's text is its content
+				return b, err == nil
+			}
+		}
+		for _, it := range e.input {
+			if it.id == id {
+				return it.json, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// resolve replaces each item_reference of a list of input items with
+// the stored item it names; an id the store does not hold is refused,
+// naming it.
+func (st *responseStore) resolve(raw json.RawMessage) (json.RawMessage, *apiError) {
+	var items []json.RawMessage
+	if json.Unmarshal(raw, &items) != nil {
+		return raw, nil // a string, or what responsesInput refuses
+	}
+	changed := false
+	for i, b := range items {
+		var ref struct {
+			Type string `json:"type"`
+			ID   string `json:"id"`
+		}
+		if json.Unmarshal(b, &ref) != nil || ref.Type != "item_reference" {
+			continue
+		}
+		path := fmt.Sprintf("input[%d]", i)
+		if ref.ID == "" {
+			return nil, badRequest(path+".id", "%s.id: missing", path)
+		}
+		item, ok := st.item(ref.ID)
+		if !ok {
+			return nil, badRequest(path+".id", "%s.id: no stored item %q: it is not an item of a stored response (store: false, deleted, or let go to bound the memory the stored responses take); give the item itself", path, ref.ID)
+		}
+		items[i], changed = item, true
+	}
+	if !changed {
+		return raw, nil
+	}
+	out, err := json.Marshal(items)
+	if err != nil {
+		return nil, &apiError{status: http.StatusInternalServerError, msg: err.Error()}
+	}
+	return out, nil
 }

@@ -344,7 +344,8 @@ func TestResponsesErrors(t *testing.T) {
 		{`{` + m + `,"input":[{"role":"user","content":[{"type":"input_text","text":"Look"},{"type":"input_image","image_url":"data:"}]}]}`,
 			"input[0].content[1]", "this model has no vision"},
 		{`{` + m + `,"input":[{"type":"web_search_call","id":"ws_1"}]}`, "input[0].type", `"web_search_call": not supported here`},
-		{`{` + m + `,"input":[{"type":"item_reference","id":"msg_1"}]}`, "input[0].type", "item_reference is not supported"},
+		{`{` + m + `,"input":[{"type":"item_reference","id":"msg_1"}]}`, "input[0].id", `no stored item "msg_1"`},
+		{`{` + m + `,"input":[{"type":"item_reference"}]}`, "input[0].id", "input[0].id: missing"},
 		{`{` + m + `,"input":[{"role":"robot","content":"Hi"}]}`, "input[0].role", `"robot"`},
 		{`{` + m + `,"input":[{"type":"function_call","call_id":7,"name":"f"}]}`, "input[0].call_id", "want a string, got number"},
 		{`{` + m + `,"input":[{"type":"function_call","call_id":"c"}]}`, "input[0].name", "missing"},
@@ -953,5 +954,62 @@ func TestResponsesGetInclude(t *testing.T) {
 	unmarshal(t, out, &e)
 	if resp.StatusCode != http.StatusBadRequest || e.Error == nil || e.Error.Param == nil || *e.Error.Param != "include" {
 		t.Errorf("include everything: %d %s", resp.StatusCode, out)
+	}
+}
+
+// TestResponsesItemReference: items of stored responses come back as
+// item_reference (the AI SDK sends its earlier answers' reasoning and
+// messages so while it stores them, its default): each is the stored
+// item, output or input, as if given whole; the next turn is answered.
+func TestResponsesItemReference(t *testing.T) {
+	ts := newTestServer(t, modelOpts{}, ServerOptions{})
+	resp, out := ts.post(t, "/v1/responses", `{"model":"tiny-a","input":"Hi","max_output_tokens":12,"temperature":0}`)
+	var r responseObject
+	unmarshal(t, out, &r)
+	if resp.StatusCode != 200 || len(r.Output) == 0 {
+		t.Fatalf("%d %s", resp.StatusCode, out)
+	}
+	var whole, refs []string
+	for _, o := range r.Output {
+		whole = append(whole, jsonOf(t, o))
+		refs = append(refs, `{"type":"item_reference","id":"`+o.ID+`"}`)
+	}
+	_, items := ts.get(t, "/v1/responses/"+r.ID+"/input_items")
+	var page struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	unmarshal(t, items, &page)
+	var first struct {
+		ID string `json:"id"`
+	}
+	unmarshal(t, string(page.Data[0]), &first)
+	input := func(turn []string, user string) string {
+		return `[` + strings.Join(append(append([]string{user}, turn...), `{"role":"user","content":"More."}`), ",") + `]`
+	}
+	given, e := responsesInput(json.RawMessage(input(whole, `{"role":"user","content":"Hi"}`)))
+	if e != nil {
+		t.Fatal(e.msg)
+	}
+	resolved, e := ts.responses.resolve(json.RawMessage(input(refs, `{"type":"item_reference","id":"`+first.ID+`"}`)))
+	if e != nil {
+		t.Fatal(e.msg)
+	}
+	got, e := responsesInput(resolved)
+	if e != nil {
+		t.Fatal(e.msg)
+	}
+	if jsonOf(t, got) != jsonOf(t, given) {
+		t.Errorf("by reference\n%s\nwhole\n%s", jsonOf(t, got), jsonOf(t, given))
+	}
+	body := `{"model":"tiny-a","max_output_tokens":2,"input":` + input(refs, `{"role":"user","content":"Hi"}`) + `}`
+	if resp, out := ts.post(t, "/v1/responses", body); resp.StatusCode != 200 {
+		t.Errorf("the next turn by reference: %d %s", resp.StatusCode, out)
+	}
+	// A response not stored leaves nothing to refer to.
+	resp, out = ts.post(t, "/v1/responses", `{"model":"tiny-a","input":"Hi","max_output_tokens":2,"store":false}`)
+	unmarshal(t, out, &r)
+	body = `{"model":"tiny-a","max_output_tokens":2,"input":[{"role":"user","content":"Hi"},{"type":"item_reference","id":"` + r.Output[0].ID + `"}]}`
+	if resp, out := ts.post(t, "/v1/responses", body); resp.StatusCode != 400 || !strings.Contains(out, `"param":"input[1].id"`) {
+		t.Errorf("a reference to an item not stored: %d %s", resp.StatusCode, out)
 	}
 }
