@@ -48,6 +48,14 @@ func newResponseStore() *responseStore {
 // put stores a copy of resp, with the conversation that continues it
 // and its input's items, in place of what its id had.
 func (st *responseStore) put(resp *responseObject, history []qwen.Message, input []inputItem) {
+	e := stored(resp, history, input)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.insert(resp.ID, e)
+}
+
+// stored is the entry of a copy of resp, its size counted.
+func stored(resp *responseObject, history []qwen.Message, input []inputItem) *storedResponse {
 	cp := *resp
 	e := &storedResponse{resp: &cp, history: history, input: input}
 	b, _ := json.Marshal(resp)
@@ -58,24 +66,18 @@ func (st *responseStore) put(resp *responseObject, history []qwen.Message, input
 			e.size += int64(len(c.Name) + len(c.Arguments))
 		}
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.insert(cp.ID, e)
+	return e
 }
 
 // end puts a background response that has ended in place of its
 // running one, with the input items begin stored, unless it was deleted
-// meanwhile.
+// meanwhile: under one hold of the lock, so that a delete cannot come
+// between the look and the put and be undone.
 func (st *responseStore) end(resp *responseObject, history []qwen.Message) {
 	st.mu.Lock()
-	el, ok := st.byID[resp.ID]
-	var input []inputItem
-	if ok {
-		input = el.Value.(*storedResponse).input
-	}
-	st.mu.Unlock()
-	if ok {
-		st.put(resp, history, input)
+	defer st.mu.Unlock()
+	if el, ok := st.byID[resp.ID]; ok {
+		st.insert(resp.ID, stored(resp, history, el.Value.(*storedResponse).input))
 	}
 }
 
