@@ -23,6 +23,14 @@ for (const [api, m] of [["responses", provider(model)], ["chat", provider.chat(m
     for await (const d of r.textStream) text += d;
     check(text === (await r.text) && ["stop", "length"].includes(await r.finishReason), `${await r.finishReason} ${json(text)}`);
   });
+  await turn(`${api} second turn`, async () => {
+    // The first answer's messages given back: on the Responses API, while
+    // it stores its responses (its default), the SDK sends their items as
+    // item_reference.
+    const first = await generateText({ model: m, prompt: "Hello.", maxOutputTokens: 16, maxRetries: 0 });
+    const r = await generateText({ model: m, messages: [{ role: "user", content: "Hello." }, ...first.response.messages, { role: "user", content: "And then?" }], maxOutputTokens: 16, maxRetries: 0 });
+    check(typeof r.text === "string" && ["stop", "length"].includes(r.finishReason), `${r.finishReason} ${json(r.text)}`);
+  });
   await turn(`${api} structured`, async () => {
     const r = await generateText({ model: m, prompt: personPrompt, output: Output.object({ schema: personZod }), maxOutputTokens: 300, maxRetries: 0 });
     valid(personSchema, r.output, "output");
