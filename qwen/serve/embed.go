@@ -25,6 +25,7 @@ const maxInputs = 2048
 type embedInput struct {
 	texts  []string
 	tokens [][]int32
+	one    bool // a string or a list of token ids, not a list of inputs
 }
 
 func (*embedInput) want() string {
@@ -40,26 +41,49 @@ func (in *embedInput) UnmarshalJSON(b []byte) error {
 	var lists [][]int32
 	switch {
 	case json.Unmarshal(b, &one) == nil:
-		in.texts = []string{one}
+		in.texts, in.one = []string{one}, true
 	case json.Unmarshal(b, &texts) == nil:
 		in.texts = texts
 	case json.Unmarshal(b, &ids) == nil:
-		in.tokens = [][]int32{ids}
+		in.tokens, in.one = [][]int32{ids}, true
 	case json.Unmarshal(b, &lists) == nil:
 		in.tokens = lists
 	default:
 		return shapeError(b, reflect.TypeFor[embedInput]())
 	}
-	n := len(in.texts) + len(in.tokens)
-	switch {
-	case n == 0:
-		return &fieldError{"input", "empty: want at least one input"}
-	case n > maxInputs:
+	if n := len(in.texts) + len(in.tokens); n > maxInputs {
 		return &fieldError{"input", fmt.Sprintf("%d inputs, at most %d", n, maxInputs)}
+	}
+	return nil
+}
+
+// none: the request has no input at all, or one empty string (Ollama's
+// way to load a model).
+func (in *embedInput) none() bool {
+	return len(in.texts)+len(in.tokens) == 0 || in.one && len(in.texts) == 1 && in.texts[0] == ""
+}
+
+// check refuses an input without one (as OpenAI does: an empty text
+// has no embedding; its vector would be the appended token's alone),
+// naming it by its path.
+func (in *embedInput) check() *apiError {
+	if len(in.texts)+len(in.tokens) == 0 {
+		return badRequest("input", "input: empty: want at least one input")
+	}
+	path := func(i int) string {
+		if in.one {
+			return "input"
+		}
+		return fmt.Sprintf("input[%d]", i)
+	}
+	for i, text := range in.texts {
+		if text == "" {
+			return badRequest(path(i), "%s: an empty string: want text to embed", path(i))
+		}
 	}
 	for i, ids := range in.tokens {
 		if len(ids) == 0 {
-			return &fieldError{"input", fmt.Sprintf("input[%d]: no tokens", i)}
+			return badRequest(path(i), "%s: no tokens", path(i))
 		}
 	}
 	return nil
@@ -116,6 +140,9 @@ func (s *Server) openAIEmbeddings(w http.ResponseWriter, r *http.Request, rl *re
 	}
 	if er.Input.texts == nil && er.Input.tokens == nil {
 		return badRequest("input", "input is required")
+	}
+	if e := er.Input.check(); e != nil {
+		return e
 	}
 	if er.EncodingFormat != "" && er.EncodingFormat != "float" && er.EncodingFormat != "base64" {
 		return badRequest("encoding_format", "encoding_format %q: want float or base64", er.EncodingFormat)
@@ -183,7 +210,13 @@ func (s *Server) decodeOllamaEmbed(w http.ResponseWriter, r *http.Request, rl *r
 		return nil, e
 	}
 	rl.keepAlive(f.KeepAlive)
-	return s.model(r, rl, f.Model)
+	t, e := s.model(r, rl, f.Model)
+	if e == nil && !t.info.Embedding {
+		// Refused here, not by Embed: a request without input (a load)
+		// is answered without it.
+		return nil, badRequest("model", "%s: %v", t.name, qwen.ErrNotEmbeddingModel)
+	}
+	return t, e
 }
 
 // ollamaEmbed is POST /api/embed.
@@ -198,14 +231,21 @@ func (s *Server) ollamaEmbed(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	if e != nil {
 		return e
 	}
-	if er.Input.texts == nil && er.Input.tokens == nil {
-		return badRequest("input", "input is required")
+	if er.Input.none() {
+		// Ollama's way to load a model: no vectors.
+		writeJSON(w, http.StatusOK, map[string]any{
+			"model": t.name, "embeddings": [][]float32{}, "total_duration": 0, "load_duration": 0, "prompt_eval_count": 0,
+		})
+		return nil
 	}
 	if er.Input.tokens != nil {
 		return badRequest("input", "input: want a string or a list of strings")
 	}
 	if er.Dimensions < 0 {
 		return badRequest("dimensions", "dimensions %d: want 1 or more", er.Dimensions)
+	}
+	if e := er.Input.check(); e != nil {
+		return e
 	}
 	start := time.Now()
 	// Ollama truncates unless told not to.
@@ -234,6 +274,11 @@ func (s *Server) ollamaEmbeddings(w http.ResponseWriter, r *http.Request, rl *re
 	t, e := s.decodeOllamaEmbed(w, r, rl, &er, &er.ollamaEmbedFields)
 	if e != nil {
 		return e
+	}
+	if er.Prompt == "" {
+		// Ollama's way to load a model: no vector.
+		writeJSON(w, http.StatusOK, map[string]any{"embedding": []float32{}})
+		return nil
 	}
 	req := qwen.EmbedRequest{Inputs: []string{er.Prompt}, Truncate: true}
 	if e := embedContext(t, &er.ollamaEmbedFields, &req); e != nil {

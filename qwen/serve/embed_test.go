@@ -213,3 +213,37 @@ func ids(v []int32) string {
 	b.WriteByte(']')
 	return b.String()
 }
+
+// TestEmbedEmptyInput: an empty text has no embedding: OpenAI's endpoint
+// refuses it (as OpenAI does), naming where it is; Ollama's answer an
+// empty input as Ollama does, by loading the model and embedding nothing.
+func TestEmbedEmptyInput(t *testing.T) {
+	ts, _ := serveBundled(t, "tiny-emb")
+	gen, _ := serveBundled(t, "tiny-rerank")
+	for _, path := range []string{"/api/embed", "/api/embeddings"} {
+		if resp, body := gen.post(t, path, `{"model": "tiny-rerank"}`); resp.StatusCode != 400 || !strings.Contains(body, "tiny-rerank: this model generates text") {
+			t.Errorf("%s without input to a generation model: %d %s", path, resp.StatusCode, body)
+		}
+	}
+	for _, tc := range []struct {
+		path, body string
+		status     int
+		want       string
+	}{
+		{"/v1/embeddings", `{"model": "tiny-emb", "input": ""}`, 400, `"param":"input"`},
+		{"/v1/embeddings", `{"model": "tiny-emb", "input": ["a", ""]}`, 400, `"param":"input[1]"`},
+		{"/v1/embeddings", `{"model": "tiny-emb", "input": []}`, 400, `"param":"input"`},
+		{"/v1/embeddings", `{"model": "tiny-emb", "input": [[1], []]}`, 400, `"param":"input[1]"`},
+		{"/v1/embeddings", `{"model": "tiny-emb"}`, 400, `"param":"input"`},
+		{"/api/embed", `{"model": "tiny-emb", "input": ["a", ""]}`, 400, `{"error":"input[1]: `},
+		{"/api/embed", `{"model": "tiny-emb", "input": ""}`, 200, `"embeddings":[]`},
+		{"/api/embed", `{"model": "tiny-emb", "input": []}`, 200, `"embeddings":[]`},
+		{"/api/embed", `{"model": "tiny-emb"}`, 200, `"embeddings":[]`},
+		{"/api/embeddings", `{"model": "tiny-emb", "prompt": ""}`, 200, `{"embedding":[]}`},
+	} {
+		resp, body := ts.post(t, tc.path, tc.body)
+		if resp.StatusCode != tc.status || !strings.Contains(body, tc.want) {
+			t.Errorf("%s %s: %d %s, want %d with %s", tc.path, tc.body, resp.StatusCode, body, tc.status, tc.want)
+		}
+	}
+}
