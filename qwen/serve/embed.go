@@ -91,9 +91,12 @@ func (in *embedInput) check() *apiError {
 
 // embed runs an embedding request; the error is in the protocol's shape
 // (writeError picks it from the path).
-func (s *Server) embed(ctx context.Context, rl *reqLog, t *target, param string, req qwen.EmbedRequest) (qwen.Embeddings, *apiError) {
+func (s *Server) embed(ctx context.Context, rl *reqLog, t *target, param string, one bool, req qwen.EmbedRequest) (qwen.Embeddings, *apiError) {
+	if req.Dimensions > t.info.Hidden {
+		return qwen.Embeddings{}, badRequest("dimensions", "dimensions %d: want 1 to %d", req.Dimensions, t.info.Hidden)
+	}
 	res, err := t.m.Embed(ctx, req)
-	if e := scoreError(t, err, param); e != nil {
+	if e := scoreError(t, err, param, one); e != nil {
 		return res, e
 	}
 	rl.prompt = res.PromptTokens
@@ -102,8 +105,9 @@ func (s *Server) embed(ctx context.Context, rl *reqLog, t *target, param string,
 }
 
 // scoreError maps an error of Embed or Rerank: the request's fault unless
-// the server is busy or closing.
-func scoreError(t *target, err error, param string) *apiError {
+// the server is busy or closing. An input too long is named by its path:
+// param[i] of a list of inputs, param alone when it is one (one).
+func scoreError(t *target, err error, param string, one bool) *apiError {
 	var tooLong *qwen.PromptTooLongError
 	switch {
 	case err == nil:
@@ -113,7 +117,10 @@ func scoreError(t *target, err error, param string) *apiError {
 	case errors.Is(err, qwen.ErrClosed):
 		return &apiError{status: http.StatusServiceUnavailable, msg: "the server is shutting down", code: "shutting_down"}
 	case errors.As(err, &tooLong):
-		return badRequest(param, "%v", err)
+		if !one {
+			param = fmt.Sprintf("%s[%d]", param, tooLong.Index)
+		}
+		return badRequest(param, "%s: %v", param, tooLong)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &apiError{status: 499, msg: "the client closed the request"}
 	case errors.Is(err, qwen.ErrNotEmbeddingModel):
@@ -154,7 +161,7 @@ func (s *Server) openAIEmbeddings(w http.ResponseWriter, r *http.Request, rl *re
 		}
 		req.Dimensions = *er.Dimensions
 	}
-	res, e := s.embed(r.Context(), rl, t, "input", req)
+	res, e := s.embed(r.Context(), rl, t, "input", er.Input.one, req)
 	if e != nil {
 		return e
 	}
@@ -253,7 +260,7 @@ func (s *Server) ollamaEmbed(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	if e := embedContext(t, &er.ollamaEmbedFields, &req); e != nil {
 		return e
 	}
-	res, e := s.embed(r.Context(), rl, t, "input", req)
+	res, e := s.embed(r.Context(), rl, t, "input", er.Input.one, req)
 	if e != nil {
 		return e
 	}
@@ -284,7 +291,7 @@ func (s *Server) ollamaEmbeddings(w http.ResponseWriter, r *http.Request, rl *re
 	if e := embedContext(t, &er.ollamaEmbedFields, &req); e != nil {
 		return e
 	}
-	res, e := s.embed(r.Context(), rl, t, "prompt", req)
+	res, e := s.embed(r.Context(), rl, t, "prompt", true, req)
 	if e != nil {
 		return e
 	}
@@ -321,7 +328,7 @@ func (s *Server) rerank(w http.ResponseWriter, r *http.Request, rl *reqLog) *api
 		return badRequest("top_n", "top_n %d: want 1 or more", *rr.TopN)
 	}
 	res, err := t.m.Rerank(r.Context(), qwen.RerankRequest{Query: *rr.Query, Documents: rr.Documents, Instruct: rr.Instruction})
-	if e := scoreError(t, err, "documents"); e != nil {
+	if e := scoreError(t, err, "documents", false); e != nil {
 		return e
 	}
 	rl.prompt = res.PromptTokens

@@ -181,7 +181,7 @@ func TestEmbeddingRefusals(t *testing.T) {
 		{emb, "/api/embed", `{"model": "tiny-emb", "input": ` + tooMany + `}`, `input: 2049 inputs, at most 2048`},
 		{gen, "/v1/rerank", `{"query": "q", "documents": ` + tooMany + `}`, `2049 documents, at most 2048`},
 		{emb, "/api/embed", `{"model": "tiny-emb", "input": "x", "truncate": false}`, ``},
-		{emb, "/api/embed", `{"model": "tiny-emb", "input": "one two three four five six", "truncate": false, "options": {"num_ctx": 4}}`, `input 0: the prompt has 7 tokens, more than the context of 4`},
+		{emb, "/api/embed", `{"model": "tiny-emb", "input": "one two three four five six", "truncate": false, "options": {"num_ctx": 4}}`, `"error":"input: the prompt has 7 tokens, more than the context of 4`},
 		{emb, "/api/embed", `{"model": "tiny-emb", "input": "one two three four five six", "options": {"num_ctx": 4, "temperature": 0.5}}`, ``},
 		{emb, "/api/embed", `{"model": "tiny-emb", "input": "x", "options": {"num_ctx": "big"}}`, `"error":"options.num_ctx: want an integer`},
 		{gen, "/v1/rerank", `{"documents": ["d"]}`, `query is required`},
@@ -244,6 +244,48 @@ func TestEmbedEmptyInput(t *testing.T) {
 		resp, body := ts.post(t, tc.path, tc.body)
 		if resp.StatusCode != tc.status || !strings.Contains(body, tc.want) {
 			t.Errorf("%s %s: %d %s, want %d with %s", tc.path, tc.body, resp.StatusCode, body, tc.status, tc.want)
+		}
+	}
+}
+
+// serveSmall serves the bundled model name with a context of ctx tokens.
+func serveSmall(t *testing.T, name string, ctx int) *testServer {
+	t.Helper()
+	m, err := qwen.Open(compiledPath(t, name), qwen.WithThreads(2), qwen.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	hs := httptest.NewServer(NewServer(m, ServerOptions{}).Handler())
+	t.Cleanup(hs.Close)
+	return &testServer{Server: nil, m: m, url: hs.URL}
+}
+
+// TestScoreErrorPaths: a refusal of the model's names the field at
+// fault: the input or document too long by its index, dimensions as
+// dimensions.
+func TestScoreErrorPaths(t *testing.T) {
+	emb := serveSmall(t, "tiny-emb", 16)
+	rr := serveSmall(t, "tiny-rerank", 256)
+	long := jsonString(strings.Repeat("word ", 40))
+	longDoc := jsonString(strings.Repeat("word ", 400))
+	for _, tc := range []struct {
+		ts         *testServer
+		path, body string
+		want       []string
+	}{
+		{emb, "/v1/embeddings", `{"model": "tiny-emb", "input": ["a", ` + long + `]}`, []string{`"param":"input[1]"`, `"message":"input[1]: the prompt has`}},
+		{emb, "/v1/embeddings", `{"model": "tiny-emb", "input": ` + long + `}`, []string{`"param":"input"`, `"message":"input: the prompt has`}},
+		{emb, "/v1/embeddings", `{"model": "tiny-emb", "input": "a", "dimensions": 65}`, []string{`"param":"dimensions"`, `dimensions 65: want 1 to 64`}},
+		{emb, "/api/embed", `{"model": "tiny-emb", "input": ["a", ` + long + `], "truncate": false}`, []string{`{"error":"input[1]: the prompt has`}},
+		{emb, "/api/embed", `{"model": "tiny-emb", "input": "a", "dimensions": 65}`, []string{`{"error":"dimensions 65: want 1 to 64`}},
+		{rr, "/v1/rerank", `{"query": "q", "documents": ["a", ` + longDoc + `]}`, []string{`"param":"documents[1]"`, `"message":"documents[1]: the prompt has`}},
+	} {
+		resp, body := tc.ts.post(t, tc.path, tc.body)
+		for _, w := range tc.want {
+			if resp.StatusCode != 400 || !strings.Contains(body, w) {
+				t.Errorf("%s %.80s: %d %s, want 400 with %s", tc.path, tc.body, resp.StatusCode, body, w)
+			}
 		}
 	}
 }
