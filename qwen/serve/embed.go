@@ -299,16 +299,38 @@ func (s *Server) ollamaEmbeddings(w http.ResponseWriter, r *http.Request, rl *re
 	return nil
 }
 
+// rerankDoc is a document to rerank: a string, or an object with its
+// text, as Jina's and Cohere's (v1) APIs take it.
+type rerankDoc string
+
+func (*rerankDoc) want() string { return `a string or an object {"text": a string}` }
+
+func (d *rerankDoc) UnmarshalJSON(b []byte) error {
+	var text string
+	if json.Unmarshal(b, &text) == nil {
+		*d = rerankDoc(text)
+		return nil
+	}
+	var obj struct {
+		Text *string `json:"text"`
+	}
+	if json.Unmarshal(b, &obj) != nil || obj.Text == nil {
+		return shapeError(b, reflect.TypeFor[rerankDoc]())
+	}
+	*d = rerankDoc(*obj.Text)
+	return nil
+}
+
 // rerank is POST /v1/rerank and /rerank, as llama-server, Jina and Cohere
 // shape it.
 func (s *Server) rerank(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {
 	var rr struct {
-		Model           string   `json:"model"`
-		Query           *string  `json:"query"`
-		Documents       []string `json:"documents"`
-		TopN            *int     `json:"top_n"`
-		ReturnDocuments bool     `json:"return_documents"`
-		Instruction     string   `json:"instruction"`
+		Model           string      `json:"model"`
+		Query           *string     `json:"query"`
+		Documents       []rerankDoc `json:"documents"`
+		TopN            *int        `json:"top_n"`
+		ReturnDocuments bool        `json:"return_documents"`
+		Instruction     string      `json:"instruction"`
 	}
 	if e := decode(w, r, s.opts.MaxBody, &rr); e != nil {
 		return e
@@ -327,7 +349,11 @@ func (s *Server) rerank(w http.ResponseWriter, r *http.Request, rl *reqLog) *api
 	case rr.TopN != nil && *rr.TopN < 1:
 		return badRequest("top_n", "top_n %d: want 1 or more", *rr.TopN)
 	}
-	res, err := t.m.Rerank(r.Context(), qwen.RerankRequest{Query: *rr.Query, Documents: rr.Documents, Instruct: rr.Instruction})
+	docs := make([]string, len(rr.Documents))
+	for i, d := range rr.Documents {
+		docs[i] = string(d)
+	}
+	res, err := t.m.Rerank(r.Context(), qwen.RerankRequest{Query: *rr.Query, Documents: docs, Instruct: rr.Instruction})
 	if e := scoreError(t, err, "documents", false); e != nil {
 		return e
 	}
@@ -349,7 +375,7 @@ func (s *Server) rerank(w http.ResponseWriter, r *http.Request, rl *reqLog) *api
 	for i, x := range res.Results[:n] {
 		out[i] = result{Index: x.Index, RelevanceScore: x.Score}
 		if rr.ReturnDocuments {
-			out[i].Document = &doc{rr.Documents[x.Index]}
+			out[i].Document = &doc{docs[x.Index]}
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{

@@ -151,7 +151,25 @@ func TestRerankEndpoint(t *testing.T) {
 			}
 		}
 	}
-	resp, body := ts.post(t, "/v1/rerank", `{"query": "q", "documents": ["a"]}`)
+	// Documents as Jina and Cohere (v1) also take them: objects with their text.
+	var rr struct {
+		Results []struct {
+			Index          int
+			RelevanceScore float64 `json:"relevance_score"`
+			Document       *struct{ Text string }
+		}
+	}
+	resp, body := ts.post(t, "/rerank", `{"model": "tiny-rerank", "query": "What is the capital of China?", "documents": [{"text": "Gravity is a force."}, "The capital of China is Beijing.", {"text": "Beijing is in China."}, {"text": ""}], "return_documents": true}`)
+	unmarshal(t, body, &rr)
+	if resp.StatusCode != 200 || len(rr.Results) != len(docs) {
+		t.Fatalf("documents as objects: %d %s", resp.StatusCode, body)
+	}
+	for i, r := range rr.Results {
+		if w := want.Results[i]; r.Index != w.Index || math.Abs(r.RelevanceScore-w.Score) > 1e-9 || r.Document == nil || r.Document.Text != docs[r.Index] {
+			t.Errorf("documents as objects: result %d %+v, want %+v", i, r, w)
+		}
+	}
+	resp, body = ts.post(t, "/v1/rerank", `{"query": "q", "documents": ["a"]}`)
 	if resp.StatusCode != 200 || strings.Contains(body, `"document"`) {
 		t.Errorf("without return_documents: %d %s", resp.StatusCode, body)
 	}
@@ -186,7 +204,8 @@ func TestEmbeddingRefusals(t *testing.T) {
 		{emb, "/api/embed", `{"model": "tiny-emb", "input": "x", "options": {"num_ctx": "big"}}`, `"error":"options.num_ctx: want an integer`},
 		{gen, "/v1/rerank", `{"documents": ["d"]}`, `query is required`},
 		{gen, "/v1/rerank", `{"query": "q", "documents": ["d"], "top_n": 0}`, `top_n 0`},
-		{gen, "/v1/rerank", `{"query": "q", "documents": [{"text": "d"}]}`, `"param":"documents[0]"`},
+		{gen, "/v1/rerank", `{"query": "q", "documents": ["d", {"txt": "d"}]}`, `"param":"documents[1]"`},
+		{gen, "/v1/rerank", `{"query": "q", "documents": [{"text": 1}]}`, `"param":"documents[0]"`},
 	} {
 		resp, body := tc.ts.post(t, tc.path, tc.body)
 		if tc.want == "" {
