@@ -40,6 +40,8 @@ func (in *embedInput) UnmarshalJSON(b []byte) error {
 	var ids []int32
 	var lists [][]int32
 	switch {
+	case string(b) == "null": // as if absent
+		return nil
 	case json.Unmarshal(b, &one) == nil:
 		in.texts, in.one = []string{one}, true
 	case json.Unmarshal(b, &texts) == nil:
@@ -65,8 +67,9 @@ func (in *embedInput) none() bool {
 
 // check refuses an input without one (as OpenAI does: an empty text
 // has no embedding; its vector would be the appended token's alone),
-// naming it by its path.
-func (in *embedInput) check() *apiError {
+// or with a token id outside the model's vocabulary, naming it by its
+// path.
+func (in *embedInput) check(vocab int) *apiError {
 	if len(in.texts)+len(in.tokens) == 0 {
 		return badRequest("input", "input: empty: want at least one input")
 	}
@@ -84,6 +87,12 @@ func (in *embedInput) check() *apiError {
 	for i, ids := range in.tokens {
 		if len(ids) == 0 {
 			return badRequest(path(i), "%s: no tokens", path(i))
+		}
+		for j, id := range ids {
+			if id < 0 || int(id) >= vocab {
+				p := fmt.Sprintf("%s[%d]", path(i), j)
+				return badRequest(p, "%s: token id %d outside the vocabulary [0, %d)", p, id, vocab)
+			}
 		}
 	}
 	return nil
@@ -148,7 +157,7 @@ func (s *Server) openAIEmbeddings(w http.ResponseWriter, r *http.Request, rl *re
 	if er.Input.texts == nil && er.Input.tokens == nil {
 		return badRequest("input", "input is required")
 	}
-	if e := er.Input.check(); e != nil {
+	if e := er.Input.check(t.info.Vocab); e != nil {
 		return e
 	}
 	if er.EncodingFormat != "" && er.EncodingFormat != "float" && er.EncodingFormat != "base64" {
@@ -251,7 +260,7 @@ func (s *Server) ollamaEmbed(w http.ResponseWriter, r *http.Request, rl *reqLog)
 	if er.Dimensions < 0 {
 		return badRequest("dimensions", "dimensions %d: want 1 or more", er.Dimensions)
 	}
-	if e := er.Input.check(); e != nil {
+	if e := er.Input.check(t.info.Vocab); e != nil {
 		return e
 	}
 	start := time.Now()
