@@ -132,7 +132,7 @@ func scoreError(t *target, err error, param string, one bool) *apiError {
 		return badRequest(param, "%s: %v", param, tooLong)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &apiError{status: 499, msg: "the client closed the request"}
-	case errors.Is(err, qwen.ErrNotEmbeddingModel):
+	case errors.Is(err, qwen.ErrNotEmbeddingModel), errors.Is(err, qwen.ErrEmbeddingModel):
 		return badRequest("model", "%s: %v", t.name, err)
 	}
 	return badRequest(param, "%v", err)
