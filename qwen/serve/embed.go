@@ -129,7 +129,9 @@ func scoreError(t *target, err error, param string, one bool) *apiError {
 		if !one {
 			param = fmt.Sprintf("%s[%d]", param, tooLong.Index)
 		}
-		return badRequest(param, "%s: %v", param, tooLong)
+		e := badRequest(param, "%s: %v", param, tooLong)
+		e.code = "context_length_exceeded" // OpenAI's, as for a chat's prompt
+		return e
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &apiError{status: 499, msg: "the client closed the request"}
 	case errors.Is(err, qwen.ErrNotEmbeddingModel), errors.Is(err, qwen.ErrEmbeddingModel):
