@@ -60,6 +60,9 @@ func serveAction(c *cli.Context) error {
 	if c.IsSet("queue") && c.Int("queue") < 1 {
 		return cliutil.Usagef(c, "--queue %d: want 1 or more (without the flag, 4 x --parallel)", c.Int("queue"))
 	}
+	if g := c.Duration("grace"); g < 0 {
+		return cliutil.Usagef(c, "--grace %s: want 0 or more", g)
+	}
 	log, err := modelflags.Logger(c, os.Stderr)
 	if err != nil {
 		return err
