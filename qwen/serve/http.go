@@ -210,8 +210,9 @@ func (s *Server) authorized(r *http.Request) bool {
 	}
 	// OpenAI's clients send the key as a bearer token, Anthropic's as
 	// x-api-key (Claude Code either, by which variable it is given).
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && s.isKey(token) || s.isKey(r.Header.Get("X-Api-Key"))
+	// The scheme is case-insensitive (RFC 9110, 11.1).
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	return ok && strings.EqualFold(scheme, "Bearer") && s.isKey(token) || s.isKey(r.Header.Get("X-Api-Key"))
 }
 
 func (s *Server) isKey(token string) bool {
