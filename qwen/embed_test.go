@@ -197,6 +197,8 @@ func TestEmbedRefusals(t *testing.T) {
 		{emb, qwen.EmbedRequest{}, "the request has no input"},
 		{emb, qwen.EmbedRequest{Inputs: []string{"x"}, Tokens: [][]int32{{1}}}, "both Inputs and Tokens"},
 		{emb, qwen.EmbedRequest{Inputs: []string{"x"}, Dimensions: 65}, "dimensions 65: want 1 to 64"},
+		{emb, qwen.EmbedRequest{Inputs: []string{"x", ""}}, "input 1: an empty text has no embedding"},
+		{emb, qwen.EmbedRequest{Tokens: [][]int32{{5}, {}}}, "input 1: no tokens"},
 		{emb, qwen.EmbedRequest{Inputs: []string{"x", long}}, "input 1: the prompt has 102 tokens, more than the context of 64"},
 	} {
 		_, err := tc.m.Embed(ctx, tc.req)
