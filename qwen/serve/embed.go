@@ -228,13 +228,9 @@ func (s *Server) decodeOllamaEmbed(w http.ResponseWriter, r *http.Request, rl *r
 		return nil, e
 	}
 	rl.keepAlive(f.KeepAlive)
-	t, e := s.model(r, rl, f.Model)
-	if e == nil && !t.info.Embedding {
-		// Refused here, not by Embed: a request without input (a load)
-		// is answered without it.
-		return nil, badRequest("model", "%s: %v", t.name, qwen.ErrNotEmbeddingModel)
-	}
-	return t, e
+	// s.model refuses a model that does not embed, before a request
+	// without input (a load) is answered.
+	return s.model(r, rl, f.Model)
 }
 
 // ollamaEmbed is POST /api/embed.
