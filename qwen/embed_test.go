@@ -219,6 +219,9 @@ func TestEmbedRefusals(t *testing.T) {
 	if _, err := emb.Rerank(ctx, qwen.RerankRequest{Query: "q", Documents: []string{"d"}}); !errors.Is(err, qwen.ErrEmbeddingModel) {
 		t.Errorf("an embedding model reranked: %v", err)
 	}
+	if _, err := gen.Rerank(ctx, qwen.RerankRequest{Documents: []string{"d"}}); err == nil || !strings.Contains(err.Error(), "the query is empty") {
+		t.Errorf("an empty query: %v", err)
+	}
 	// A document too long for the context: refused, or its end cut with
 	// the prompt's end kept.
 	rr := open(t, "tiny-rerank.qbin", qwen.WithContext(128))

@@ -62,6 +62,10 @@ func (m *Model) Rerank(ctx context.Context, req RerankRequest) (Reranking, error
 	if m.m.Config.Embedding {
 		return Reranking{}, fmt.Errorf("reranking needs a reranker (Qwen3-Reranker): %w", ErrEmbeddingModel)
 	}
+	if req.Query == "" {
+		// Every document would be judged against nothing.
+		return Reranking{}, errors.New("the query is empty: want the text to rank the documents by")
+	}
 	if len(req.Documents) == 0 {
 		return Reranking{}, errors.New("the request has no documents")
 	}

@@ -349,6 +349,8 @@ func (s *Server) rerank(w http.ResponseWriter, r *http.Request, rl *reqLog) *api
 	switch {
 	case rr.Query == nil:
 		return badRequest("query", "query is required")
+	case *rr.Query == "":
+		return badRequest("query", "query: empty: want the text to rank the documents by")
 	case len(rr.Documents) == 0:
 		return badRequest("documents", "documents: want at least one")
 	case len(rr.Documents) > maxInputs:

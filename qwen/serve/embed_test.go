@@ -207,6 +207,7 @@ func TestEmbeddingRefusals(t *testing.T) {
 		{emb, "/api/embed", `{"model": "tiny-emb", "input": "one two three four five six", "options": {"num_ctx": 4, "temperature": 0.5}}`, ``},
 		{emb, "/api/embed", `{"model": "tiny-emb", "input": "x", "options": {"num_ctx": "big"}}`, `"error":"options.num_ctx: want an integer`},
 		{gen, "/v1/rerank", `{"documents": ["d"]}`, `query is required`},
+		{gen, "/v1/rerank", `{"query": "", "documents": ["d"]}`, `"param":"query"`},
 		{gen, "/v1/rerank", `{"query": "q", "documents": ["d"], "top_n": 0}`, `top_n 0`},
 		{gen, "/v1/rerank", `{"query": "q", "documents": ["d", {"txt": "d"}]}`, `"param":"documents[1]"`},
 		{gen, "/v1/rerank", `{"query": "q", "documents": [{"text": 1}]}`, `"param":"documents[0]"`},
