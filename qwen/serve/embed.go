@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -51,12 +52,64 @@ func (in *embedInput) UnmarshalJSON(b []byte) error {
 	case json.Unmarshal(b, &lists) == nil:
 		in.tokens = lists
 	default:
+		if e := badItem(b); e != nil {
+			return e
+		}
 		return shapeError(b, reflect.TypeFor[embedInput]())
 	}
 	if n := len(in.texts) + len(in.tokens); n > maxInputs {
 		return &fieldError{"input", fmt.Sprintf("%d inputs, at most %d", n, maxInputs)}
 	}
 	return nil
+}
+
+// badItem names the first item of a list input unlike the list's
+// first (a string, a token id or a list of them), or nil if b is not a
+// list.
+func badItem(b []byte) error {
+	var items []json.RawMessage
+	if json.Unmarshal(b, &items) != nil || len(items) == 0 {
+		return nil
+	}
+	var text string
+	var id int32
+	var ids []int32
+	shapes := []struct {
+		dst  any
+		want string
+	}{{&text, "a string"}, {&id, "a token id"}, {&ids, "a list of token ids"}}
+	want := "a string, a token id or a list of token ids"
+	for i, item := range items {
+		if i == 0 {
+			for _, sh := range shapes {
+				if json.Unmarshal(item, sh.dst) == nil {
+					want = sh.want
+					shapes = []struct {
+						dst  any
+						want string
+					}{sh}
+					break
+				}
+			}
+			if len(shapes) != 1 {
+				return &fieldError{"input[0]", fmt.Sprintf("want %s, got %s", want, kindOf(item))}
+			}
+			continue
+		}
+		if json.Unmarshal(item, shapes[0].dst) != nil {
+			return &fieldError{fmt.Sprintf("input[%d]", i), fmt.Sprintf("want %s as input[0] is, got %s", want, kindOf(item))}
+		}
+	}
+	return nil
+}
+
+// kindOf is the kind of JSON value b is, as shapeError names it.
+func kindOf(b []byte) string {
+	var tok json.Token
+	if v, err := json.NewDecoder(bytes.NewReader(b)).Token(); err == nil {
+		tok = v
+	}
+	return tokenKind(tok)
 }
 
 // none: the request has no input at all, or one empty string (Ollama's
