@@ -381,8 +381,8 @@ func (d *rerankDoc) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// rerank is POST /v1/rerank and /rerank, as llama-server, Jina and Cohere
-// shape it.
+// rerank is POST /v1/rerank, /rerank and /v2/rerank, as llama-server,
+// vLLM, Jina and Cohere shape it.
 func (s *Server) rerank(w http.ResponseWriter, r *http.Request, rl *reqLog) *apiError {
 	var rr struct {
 		Model           string      `json:"model"`

@@ -131,7 +131,8 @@ func TestRerankEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{"/v1/rerank", "/rerank"} {
+	// /v2/rerank: Cohere's v2 client's, which vLLM serves too.
+	for _, path := range []string{"/v1/rerank", "/rerank", "/v2/rerank"} {
 		var rr struct {
 			Results []struct {
 				Index          int

@@ -128,6 +128,7 @@ func (s *Server) Handler() http.Handler {
 	s.handle(mux, "POST /v1/embeddings", s.openAIEmbeddings)
 	s.handle(mux, "POST /v1/rerank", s.rerank)
 	s.handle(mux, "POST /rerank", s.rerank)
+	s.handle(mux, "POST /v2/rerank", s.rerank) // Cohere's v2 client's, as vLLM serves it
 	s.handle(mux, "GET /v1/models", s.listModels)
 	s.handle(mux, "GET /v1/models/{model}", s.getModel)
 	s.handle(mux, "POST /v1/messages", s.messages)

@@ -306,7 +306,7 @@ func (s *Server) model(r *http.Request, rl *reqLog, name string) (*target, *apiE
 var (
 	embeddingEndpoints  = []string{"/v1/embeddings", "/api/embed", "/api/embeddings"}
 	generationEndpoints = []string{"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages",
-		"/api/chat", "/api/generate", "/v1/rerank", "/rerank"}
+		"/api/chat", "/api/generate", "/v1/rerank", "/rerank", "/v2/rerank"}
 )
 
 // wrongKind refuses a request for a model that cannot answer it, before
