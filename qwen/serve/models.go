@@ -271,8 +271,18 @@ func (ms *models) close() error {
 
 // model makes the model a request names resident for the request, which
 // the handler's end releases; its errors are Ollama's under /api/ and
-// OpenAI's elsewhere.
+// OpenAI's elsewhere. A model that cannot answer the endpoint (an
+// embedding model asked to generate, or the reverse) is refused first.
 func (s *Server) model(r *http.Request, rl *reqLog, name string) (*target, *apiError) {
+	return s.modelOf(r, rl, name, true)
+}
+
+// anyModel is model for a request any model answers.
+func (s *Server) anyModel(r *http.Request, rl *reqLog, name string) (*target, *apiError) {
+	return s.modelOf(r, rl, name, false)
+}
+
+func (s *Server) modelOf(r *http.Request, rl *reqLog, name string, checkKind bool) (*target, *apiError) {
 	ollama := strings.HasPrefix(r.URL.Path, "/api/")
 	if name == "" {
 		if ollama {
@@ -284,8 +294,10 @@ func (s *Server) model(r *http.Request, rl *reqLog, name string) (*target, *apiE
 	if !ok {
 		return nil, s.unknownModel(r, name)
 	}
-	if e := s.wrongKind(r, n); e != nil {
-		return nil, e
+	if checkKind {
+		if e := s.wrongKind(r, n); e != nil {
+			return nil, e
+		}
 	}
 	res, err := s.models.acquire(r.Context(), file)
 	switch {

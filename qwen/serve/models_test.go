@@ -342,6 +342,12 @@ func TestWrongKindNotLoaded(t *testing.T) {
 	check("emb", "/v1/embeddings", `{"model":"tiny-a","input":"x"}`, `"param":"model"`)
 	check("emb", "/api/embed", `{"model":"tiny-a","input":"x"}`, `tiny-a: this model generates text`)
 	check("emb", "/api/embeddings", `{"model":"gpt-5-codex"}`, `gpt-5-codex: this model generates text`)
+	// Unloading is for any model, as Ollama's (ollama stop).
+	for _, path := range []string{"/api/generate", "/api/chat"} {
+		if resp, body := ts.post(t, path, `{"model":"emb","keep_alive":0}`); resp.StatusCode != 200 || !strings.Contains(body, `"done_reason":"unload"`) {
+			t.Errorf("%s: unloading emb: %d %s", path, resp.StatusCode, body)
+		}
+	}
 	loadsMu.Lock()
 	defer loadsMu.Unlock()
 	if want := []string{ts.models.files["emb"]}; !slices.Equal(loads, want) {
