@@ -120,8 +120,8 @@ func (in *embedInput) none() bool {
 
 // check refuses an input without one (as OpenAI does: an empty text
 // has no embedding; its vector would be the appended token's alone),
-// or with a token id outside the model's vocabulary, naming it by its
-// path.
+// or with a token id outside the model's vocabulary (of vocab ids; 0:
+// not checked), naming it by its path.
 func (in *embedInput) check(vocab int) *apiError {
 	if len(in.texts)+len(in.tokens) == 0 {
 		return badRequest("input", "input: empty: want at least one input")
@@ -142,7 +142,7 @@ func (in *embedInput) check(vocab int) *apiError {
 			return badRequest(path(i), "%s: no tokens", path(i))
 		}
 		for j, id := range ids {
-			if id < 0 || int(id) >= vocab {
+			if vocab > 0 && (id < 0 || int(id) >= vocab) {
 				p := fmt.Sprintf("%s[%d]", path(i), j)
 				return badRequest(p, "%s: token id %d outside the vocabulary [0, %d)", p, id, vocab)
 			}
@@ -205,14 +205,12 @@ func (s *Server) openAIEmbeddings(w http.ResponseWriter, r *http.Request, rl *re
 	if e := decode(w, r, s.opts.MaxBody, &er); e != nil {
 		return e
 	}
-	t, e := s.model(r, rl, er.Model)
-	if e != nil {
-		return e
-	}
+	// What the model need not be loaded to refuse is refused first: a
+	// bad request does not load a model in the resident one's place.
 	if er.Input.texts == nil && er.Input.tokens == nil {
 		return badRequest("input", "input is required")
 	}
-	if e := er.Input.check(t.info.Vocab); e != nil {
+	if e := er.Input.check(0); e != nil {
 		return e
 	}
 	if er.EncodingFormat != "" && er.EncodingFormat != "float" && er.EncodingFormat != "base64" {
@@ -224,6 +222,13 @@ func (s *Server) openAIEmbeddings(w http.ResponseWriter, r *http.Request, rl *re
 			return badRequest("dimensions", "dimensions %d: want 1 or more", *er.Dimensions)
 		}
 		req.Dimensions = *er.Dimensions
+	}
+	t, e := s.model(r, rl, er.Model)
+	if e != nil {
+		return e
+	}
+	if e := er.Input.check(t.info.Vocab); e != nil {
+		return e
 	}
 	res, e := s.embed(r.Context(), rl, t, "input", er.Input.one, req)
 	if e != nil {
@@ -395,10 +400,6 @@ func (s *Server) rerank(w http.ResponseWriter, r *http.Request, rl *reqLog) *api
 	if e := decode(w, r, s.opts.MaxBody, &rr); e != nil {
 		return e
 	}
-	t, e := s.defaultTarget(r, rl, rr.Model) // optional, as llama-server has it
-	if e != nil {
-		return e
-	}
 	switch {
 	case rr.Query == nil:
 		return badRequest("query", "query is required")
@@ -410,6 +411,10 @@ func (s *Server) rerank(w http.ResponseWriter, r *http.Request, rl *reqLog) *api
 		return badRequest("documents", "%d documents, at most %d", len(rr.Documents), maxInputs)
 	case rr.TopN != nil && *rr.TopN < 1:
 		return badRequest("top_n", "top_n %d: want 1 or more", *rr.TopN)
+	}
+	t, e := s.defaultTarget(r, rl, rr.Model) // optional, as llama-server has it
+	if e != nil {
+		return e
 	}
 	docs := make([]string, len(rr.Documents))
 	for i, d := range rr.Documents {

@@ -326,6 +326,10 @@ func TestWrongKindNotLoaded(t *testing.T) {
 		}
 	}
 	// tiny-a is resident.
+	// A bad request for emb is refused without loading it.
+	check("tiny-a", "/v1/embeddings", `{"model":"emb","input":""}`, `"param":"input"`)
+	check("tiny-a", "/v1/embeddings", `{"model":"emb","input":"x","encoding_format":"hex"}`, `"param":"encoding_format"`)
+	check("tiny-a", "/v1/rerank", `{"model":"emb","query":"","documents":["d"]}`, `"param":"query"`)
 	check("tiny-a", "/v1/chat/completions", `{"model":"emb",`+hi+`}`, `"param":"model"`)
 	check("tiny-a", "/api/generate", `{"model":"emb","prompt":"hi"}`, `emb: this is an embedding model`)
 	check("tiny-a", "/api/generate", `{"model":"emb"}`, `emb: this is an embedding model`)
