@@ -328,7 +328,7 @@ func TestAPIKey(t *testing.T) {
 	}
 	// The scheme is case-insensitive (RFC 9110, 11.1): curl users and
 	// some clients write "bearer".
-	for _, auth := range []string{"bearer s3cret", "BEARER s3cret"} {
+	for _, auth := range []string{"bearer s3cret", "BEARER s3cret", "Bearer  s3cret"} {
 		if resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1}`, "Authorization", auth); resp.StatusCode != 200 {
 			t.Errorf("Authorization %q: %d %s", auth, resp.StatusCode, body)
 		}

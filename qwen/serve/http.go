@@ -211,9 +211,10 @@ func (s *Server) authorized(r *http.Request) bool {
 	}
 	// OpenAI's clients send the key as a bearer token, Anthropic's as
 	// x-api-key (Claude Code either, by which variable it is given).
-	// The scheme is case-insensitive (RFC 9110, 11.1).
+	// The scheme is case-insensitive, and one or more spaces follow it
+	// (RFC 9110, 11.1 and 11.4).
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	return ok && strings.EqualFold(scheme, "Bearer") && s.isKey(token) || s.isKey(r.Header.Get("X-Api-Key"))
+	return ok && strings.EqualFold(scheme, "Bearer") && s.isKey(strings.TrimLeft(token, " ")) || s.isKey(r.Header.Get("X-Api-Key"))
 }
 
 func (s *Server) isKey(token string) bool {
