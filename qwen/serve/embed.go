@@ -187,6 +187,8 @@ func scoreError(t *target, err error, param string, one bool) *apiError {
 		return e
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &apiError{status: 499, msg: "the client closed the request"}
+	case errors.Is(err, qwen.ErrGeneration): // the engine's failure, not the request's
+		return &apiError{status: http.StatusInternalServerError, msg: err.Error()}
 	case errors.Is(err, qwen.ErrNotEmbeddingModel), errors.Is(err, qwen.ErrEmbeddingModel):
 		return badRequest("model", "%s: %v", t.name, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"math"
 	"net/http/httptest"
 	"strings"
@@ -320,5 +322,18 @@ func TestScoreErrorPaths(t *testing.T) {
 				t.Errorf("%s %.80s: %d %s, want 400 with %s", tc.path, tc.body, resp.StatusCode, body, w)
 			}
 		}
+	}
+}
+
+// TestScoreErrorStatus: the engine failing to run an input is the
+// server's fault, a 500, not the request's.
+func TestScoreErrorStatus(t *testing.T) {
+	e := scoreError(&target{name: "tiny-emb"}, fmt.Errorf("%w: the kernel failed", qwen.ErrGeneration), "input", false)
+	if e == nil || e.status != 500 || e.param != "" {
+		t.Errorf("a failed generation: %+v, want a 500 naming no field", e)
+	}
+	e = scoreError(&target{name: "tiny-emb"}, errors.New("input 1: an empty text has no embedding"), "input", false)
+	if e == nil || e.status != 400 {
+		t.Errorf("a refused request: %+v, want a 400", e)
 	}
 }
