@@ -229,6 +229,13 @@ func TestEmbedRefusals(t *testing.T) {
 	if _, err := rr.Rerank(ctx, qwen.RerankRequest{Query: "q", Documents: docs}); !errors.As(err, &tooLong) || tooLong.Index != 1 {
 		t.Errorf("a long document: %v", err)
 	}
+	// A query that leaves no room for a document is the query's fault,
+	// cut or not: cutting would cut the query and every document.
+	for _, truncate := range []bool{false, true} {
+		if _, err := rr.Rerank(ctx, qwen.RerankRequest{Query: long + long, Documents: docs[:1], Truncate: truncate}); !errors.Is(err, qwen.ErrQueryTooLong) {
+			t.Errorf("a long query, truncate %v: %v", truncate, err)
+		}
+	}
 	r, err := rr.Rerank(ctx, qwen.RerankRequest{Query: "q", Documents: docs, Truncate: true})
 	if err != nil || len(r.Results) != 2 {
 		t.Fatalf("truncated: %+v, %v", r, err)

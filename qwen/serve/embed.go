@@ -178,6 +178,10 @@ func scoreError(t *target, err error, param string, one bool) *apiError {
 		return &apiError{status: http.StatusServiceUnavailable, msg: err.Error(), code: "server_busy", retryAfter: 1}
 	case errors.Is(err, qwen.ErrClosed):
 		return &apiError{status: http.StatusServiceUnavailable, msg: "the server is shutting down", code: "shutting_down"}
+	case errors.Is(err, qwen.ErrQueryTooLong):
+		e := badRequest("query", "query: %v", err)
+		e.code = "context_length_exceeded"
+		return e
 	case errors.As(err, &tooLong):
 		if !one {
 			param = fmt.Sprintf("%s[%d]", param, tooLong.Index)

@@ -314,6 +314,7 @@ func TestScoreErrorPaths(t *testing.T) {
 		{emb, "/v1/embeddings", `{"model": "tiny-emb", "input": "a", "dimensions": 65}`, []string{`"param":"dimensions"`, `dimensions 65: want 1 to 64`}},
 		{emb, "/api/embed", `{"model": "tiny-emb", "input": ["a", ` + long + `], "truncate": false}`, []string{`{"error":"input[1]: the prompt has`}},
 		{emb, "/api/embed", `{"model": "tiny-emb", "input": "a", "dimensions": 65}`, []string{`{"error":"dimensions 65: want 1 to 64`}},
+		{rr, "/v1/rerank", `{"query": ` + longDoc + `, "documents": ["a", "b"]}`, []string{`"param":"query"`, `"message":"query: `, `"code":"context_length_exceeded"`}},
 		{rr, "/v1/rerank", `{"query": "q", "documents": ["a", ` + longDoc + `]}`, []string{`"param":"documents[1]"`, `"message":"documents[1]: the prompt has`, `"code":"context_length_exceeded"`}},
 	} {
 		resp, body := tc.ts.post(t, tc.path, tc.body)
