@@ -286,15 +286,13 @@ func embedContext(t *target, f *ollamaEmbedFields, req *qwen.EmbedRequest) *apiE
 }
 
 // decodeOllamaEmbed decodes an Ollama embedding request into dst, whose
-// shared fields are f, and makes its model resident.
-func (s *Server) decodeOllamaEmbed(w http.ResponseWriter, r *http.Request, rl *reqLog, dst any, f *ollamaEmbedFields) (*target, *apiError) {
+// shared fields are f.
+func (s *Server) decodeOllamaEmbed(w http.ResponseWriter, r *http.Request, rl *reqLog, dst any, f *ollamaEmbedFields) *apiError {
 	if e := decode(w, r, s.opts.MaxBody, dst); e != nil {
-		return nil, e
+		return e
 	}
 	rl.keepAlive(f.KeepAlive)
-	// s.model refuses a model that does not embed, before a request
-	// without input (a load) is answered.
-	return s.model(r, rl, f.Model)
+	return nil
 }
 
 // ollamaEmbed is POST /api/embed.
@@ -305,24 +303,33 @@ func (s *Server) ollamaEmbed(w http.ResponseWriter, r *http.Request, rl *reqLog)
 		Truncate   *bool      `json:"truncate"`
 		Dimensions int        `json:"dimensions"`
 	}
-	t, e := s.decodeOllamaEmbed(w, r, rl, &er, &er.ollamaEmbedFields)
-	if e != nil {
+	if e := s.decodeOllamaEmbed(w, r, rl, &er, &er.ollamaEmbedFields); e != nil {
 		return e
 	}
 	if er.Input.none() {
-		// Ollama's way to load a model: no vectors.
+		// Ollama's way to load a model: no vectors. s.model refuses a
+		// model that does not embed.
+		t, e := s.model(r, rl, er.Model)
+		if e != nil {
+			return e
+		}
 		writeJSON(w, http.StatusOK, map[string]any{
 			"model": t.name, "embeddings": [][]float32{}, "total_duration": 0, "load_duration": 0, "prompt_eval_count": 0,
 		})
 		return nil
 	}
+	// What the model need not be loaded to refuse is refused first.
 	if er.Input.tokens != nil {
 		return badRequest("input", "input: want a string or a list of strings")
 	}
 	if er.Dimensions < 0 {
 		return badRequest("dimensions", "dimensions %d: want 1 or more", er.Dimensions)
 	}
-	if e := er.Input.check(t.info.Vocab); e != nil {
+	if e := er.Input.check(0); e != nil {
+		return e
+	}
+	t, e := s.model(r, rl, er.Model)
+	if e != nil {
 		return e
 	}
 	start := time.Now()
@@ -349,7 +356,10 @@ func (s *Server) ollamaEmbeddings(w http.ResponseWriter, r *http.Request, rl *re
 		ollamaEmbedFields
 		Prompt string `json:"prompt"`
 	}
-	t, e := s.decodeOllamaEmbed(w, r, rl, &er, &er.ollamaEmbedFields)
+	if e := s.decodeOllamaEmbed(w, r, rl, &er, &er.ollamaEmbedFields); e != nil {
+		return e
+	}
+	t, e := s.model(r, rl, er.Model)
 	if e != nil {
 		return e
 	}

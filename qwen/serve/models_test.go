@@ -330,6 +330,8 @@ func TestWrongKindNotLoaded(t *testing.T) {
 	check("tiny-a", "/v1/embeddings", `{"model":"emb","input":""}`, `"param":"input"`)
 	check("tiny-a", "/v1/embeddings", `{"model":"emb","input":"x","encoding_format":"hex"}`, `"param":"encoding_format"`)
 	check("tiny-a", "/v1/rerank", `{"model":"emb","query":"","documents":["d"]}`, `"param":"query"`)
+	check("tiny-a", "/api/embed", `{"model":"emb","input":["a",""]}`, `{"error":"input[1]: `)
+	check("tiny-a", "/api/embed", `{"model":"emb","input":"x","dimensions":-1}`, `{"error":"dimensions -1`)
 	check("tiny-a", "/v1/chat/completions", `{"model":"emb",`+hi+`}`, `"param":"model"`)
 	check("tiny-a", "/api/generate", `{"model":"emb","prompt":"hi"}`, `emb: this is an embedding model`)
 	check("tiny-a", "/api/generate", `{"model":"emb"}`, `emb: this is an embedding model`)
