@@ -17,10 +17,11 @@ var ErrNotEmbeddingModel = errors.New("this model generates text: embeddings nee
 
 // EmbedRequest is texts, or token ids, to embed.
 type EmbedRequest struct {
-	// Inputs are the texts, none empty. Special-token text in them is plain text, and
-	// the tokens the model's tokenizer appends to every input
-	// (Qwen3-Embedding's <|endoftext|>) are appended to each; a text that
-	// already ends with their text ("<|endoftext|>") gets them once.
+	// Inputs are the texts, none empty. Special-token text in them is
+	// plain text, and the tokens the model's tokenizer appends to every
+	// input (Qwen3-Embedding's <|endoftext|>) are appended to each; a
+	// text that already ends with their text ("<|endoftext|>") gets them
+	// once.
 	Inputs []string
 	// Tokens are inputs given as token ids instead of Inputs; one that
 	// already ends with the appended tokens gets them once.
