@@ -17,10 +17,11 @@ var ErrNotEmbeddingModel = errors.New("this model generates text: embeddings nee
 
 // EmbedRequest is texts, or token ids, to embed.
 type EmbedRequest struct {
-	// Inputs are the texts. Special-token text in them is plain text, and
-	// the tokens the model's tokenizer appends to every input
-	// (Qwen3-Embedding's <|endoftext|>) are appended to each; a text that
-	// already ends with their text ("<|endoftext|>") gets them once.
+	// Inputs are the texts, none empty. Special-token text in them is
+	// plain text, and the tokens the model's tokenizer appends to every
+	// input (Qwen3-Embedding's <|endoftext|>) are appended to each; a
+	// text that already ends with their text ("<|endoftext|>") gets them
+	// once.
 	Inputs []string
 	// Tokens are inputs given as token ids instead of Inputs; one that
 	// already ends with the appended tokens gets them once.
@@ -77,6 +78,19 @@ func (m *Model) Embed(ctx context.Context, req EmbedRequest) (Embeddings, error)
 		return Embeddings{}, fmt.Errorf("dimensions %d: want 1 to %d, or 0 for all", req.Dimensions, c.Hidden)
 	case req.Context < 0 || req.Context > m.e.Options().Ctx:
 		return Embeddings{}, fmt.Errorf("context %d: want 1 to the model's %d, or 0 for it", req.Context, m.e.Options().Ctx)
+	}
+	// An empty input's vector would be the appended tokens' alone, the
+	// same for every empty input and meaningless: refused, as OpenAI's
+	// API refuses it.
+	for i, text := range req.Inputs {
+		if text == "" {
+			return Embeddings{}, fmt.Errorf("input %d: an empty text has no embedding", i)
+		}
+	}
+	for i, ids := range req.Tokens {
+		if len(ids) == 0 {
+			return Embeddings{}, fmt.Errorf("input %d: no tokens", i)
+		}
 	}
 	prompts := make([][]int32, 0, len(req.Inputs)+len(req.Tokens))
 	// A text that already ends with the appended tokens' text gets them

@@ -197,6 +197,8 @@ func TestEmbedRefusals(t *testing.T) {
 		{emb, qwen.EmbedRequest{}, "the request has no input"},
 		{emb, qwen.EmbedRequest{Inputs: []string{"x"}, Tokens: [][]int32{{1}}}, "both Inputs and Tokens"},
 		{emb, qwen.EmbedRequest{Inputs: []string{"x"}, Dimensions: 65}, "dimensions 65: want 1 to 64"},
+		{emb, qwen.EmbedRequest{Inputs: []string{"x", ""}}, "input 1: an empty text has no embedding"},
+		{emb, qwen.EmbedRequest{Tokens: [][]int32{{5}, {}}}, "input 1: no tokens"},
 		{emb, qwen.EmbedRequest{Inputs: []string{"x", long}}, "input 1: the prompt has 102 tokens, more than the context of 64"},
 	} {
 		_, err := tc.m.Embed(ctx, tc.req)
@@ -217,12 +219,22 @@ func TestEmbedRefusals(t *testing.T) {
 	if _, err := emb.Rerank(ctx, qwen.RerankRequest{Query: "q", Documents: []string{"d"}}); !errors.Is(err, qwen.ErrEmbeddingModel) {
 		t.Errorf("an embedding model reranked: %v", err)
 	}
+	if _, err := gen.Rerank(ctx, qwen.RerankRequest{Documents: []string{"d"}}); err == nil || !strings.Contains(err.Error(), "the query is empty") {
+		t.Errorf("an empty query: %v", err)
+	}
 	// A document too long for the context: refused, or its end cut with
 	// the prompt's end kept.
 	rr := open(t, "tiny-rerank.qbin", qwen.WithContext(128))
 	docs := []string{"short", long + long}
 	if _, err := rr.Rerank(ctx, qwen.RerankRequest{Query: "q", Documents: docs}); !errors.As(err, &tooLong) || tooLong.Index != 1 {
 		t.Errorf("a long document: %v", err)
+	}
+	// A query that leaves no room for a document is the query's fault,
+	// cut or not: cutting would cut the query and every document.
+	for _, truncate := range []bool{false, true} {
+		if _, err := rr.Rerank(ctx, qwen.RerankRequest{Query: long + long, Documents: docs[:1], Truncate: truncate}); !errors.Is(err, qwen.ErrQueryTooLong) {
+			t.Errorf("a long query, truncate %v: %v", truncate, err)
+		}
 	}
 	r, err := rr.Rerank(ctx, qwen.RerankRequest{Query: "q", Documents: docs, Truncate: true})
 	if err != nil || len(r.Results) != 2 {

@@ -20,6 +20,10 @@ const (
 	rerankSuffix = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
 )
 
+// ErrQueryTooLong: a rerank request whose query and instruction fill the
+// context, leaving no room for a document.
+var ErrQueryTooLong = errors.New("the query and the instruction leave no room in the context for a document")
+
 // RerankRequest is a query and the documents to score against it.
 type RerankRequest struct {
 	Query     string
@@ -61,6 +65,10 @@ func (m *Model) Rerank(ctx context.Context, req RerankRequest) (Reranking, error
 	defer release()
 	if m.m.Config.Embedding {
 		return Reranking{}, fmt.Errorf("reranking needs a reranker (Qwen3-Reranker): %w", ErrEmbeddingModel)
+	}
+	if req.Query == "" {
+		// Every document would be judged against nothing.
+		return Reranking{}, errors.New("the query is empty: want the text to rank the documents by")
 	}
 	if len(req.Documents) == 0 {
 		return Reranking{}, errors.New("the request has no documents")
@@ -106,12 +114,17 @@ func (m *Model) rerankPrompts(req RerankRequest) (prompts [][]int32, rows [2]int
 		instruct = DefaultRerankInstruct
 	}
 	prefix, suffix := tok.Encode(rerankPrefix, true), tok.Encode(rerankSuffix, true)
-	if ctxLen := m.e.Options().Ctx; req.Truncate && len(prefix)+len(suffix) >= ctxLen {
-		return nil, rows, nil, fmt.Errorf("the context of %d tokens cannot hold the reranker's prompt (%d tokens without the pair)", ctxLen, len(prefix)+len(suffix))
+	// Without a document, the prompt must fit (and, to be cut, leave
+	// room for some of one): else the query is at fault, not the
+	// documents, and a cut would cut the query from every prompt.
+	head := "<Instruct>: " + instruct + "\n<Query>: " + req.Query + "\n<Document>: "
+	bare := len(prefix) + len(tok.Encode(head, false)) + len(suffix)
+	if ctxLen := m.e.Options().Ctx; bare > ctxLen || req.Truncate && bare >= ctxLen {
+		return nil, rows, nil, fmt.Errorf("%w: the reranker's prompt without a document has %d tokens, the context %d", ErrQueryTooLong, bare, ctxLen)
 	}
 	prompts = make([][]int32, len(req.Documents))
 	for i, doc := range req.Documents {
-		pair := tok.Encode("<Instruct>: "+instruct+"\n<Query>: "+req.Query+"\n<Document>: "+doc, false)
+		pair := tok.Encode(head+doc, false)
 		prompts[i] = slices.Concat(prefix, pair, suffix)
 	}
 	return prompts, rows, suffix, nil

@@ -138,6 +138,7 @@ func TestRerankCommand(t *testing.T) {
 		{[]string{"embed", "--dimensions", "65", emb, "x"}, "dimensions 65: want 1 to 64"},
 		{[]string{"embed", "--ctx", "16", emb, strings.Repeat("word ", 40)}, "input 0: the prompt has 42 tokens, more than the context of 16"},
 		{[]string{"embed", emb}, "embed: no input"},
+		{[]string{"embed", emb, "x", ""}, "input 1: an empty text has no embedding"},
 	} {
 		_, errOut, code := qwenrun(t, "", tc.args...)
 		if code == 0 || !strings.Contains(errOut, tc.want) {

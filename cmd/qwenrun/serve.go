@@ -49,17 +49,17 @@ func serveCommand() *cli.Command {
 }
 
 func serveAction(c *cli.Context) error {
-	if c.NArg() != 1 {
-		return cliutil.Usagef(c, "serve: want one MODEL.qbin argument, got %d", c.NArg())
-	}
 	parallel := c.Int("parallel")
-	if parallel < 1 {
+	switch {
+	case c.NArg() != 1:
+		return cliutil.Usagef(c, "serve: want one MODEL.qbin argument, got %d", c.NArg())
+	case parallel < 1:
 		return cliutil.Usagef(c, "--parallel %d: at least 1 conversation", parallel)
-	}
-	// The engine takes a queue of 0 for its default, 4 x --parallel: a
-	// user asking for none would get that many waiting.
-	if c.IsSet("queue") && c.Int("queue") < 1 {
+	// 0 is the engine's default queue, 4 x --parallel, not none.
+	case c.IsSet("queue") && c.Int("queue") < 1:
 		return cliutil.Usagef(c, "--queue %d: want 1 or more (without the flag, 4 x --parallel)", c.Int("queue"))
+	case c.Duration("grace") < 0:
+		return cliutil.Usagef(c, "--grace %s: want 0 or more", c.Duration("grace"))
 	}
 	if err := serve.CheckOrigins(c.StringSlice("allow-origin")); err != nil {
 		return fmt.Errorf("--allow-origin: %w", err)

@@ -40,6 +40,7 @@ func TestUsageErrors(t *testing.T) {
 		// Every subcommand, not only bench and perplexity: the others
 		// printed their whole help on stdout and no pointer to it.
 		{[]string{"serve", m, "--queue", "0"}, "--queue 0: want 1 or more (without the flag, 4 x --parallel)", "qwenrun serve"},
+		{[]string{"serve", m, "--grace", "-1s"}, "--grace -1s: want 0 or more", "qwenrun serve"},
 		{[]string{"serve", m, "--parallel", "many"}, `invalid value "many" for flag -parallel: parse error`, "qwenrun serve"},
 		{[]string{"embed", m, "--dimensions", "x"}, `invalid value "x" for flag -dimensions: parse error`, "qwenrun embed"},
 		{[]string{"rerank", m, "--bogus"}, "flag provided but not defined: -bogus", "qwenrun rerank"},

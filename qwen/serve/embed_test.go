@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"math"
 	"net/http/httptest"
 	"strings"
@@ -131,7 +133,8 @@ func TestRerankEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{"/v1/rerank", "/rerank"} {
+	// /v2/rerank: Cohere's v2 client's, which vLLM serves too.
+	for _, path := range []string{"/v1/rerank", "/rerank", "/v2/rerank"} {
 		var rr struct {
 			Results []struct {
 				Index          int
@@ -151,7 +154,25 @@ func TestRerankEndpoint(t *testing.T) {
 			}
 		}
 	}
-	resp, body := ts.post(t, "/v1/rerank", `{"query": "q", "documents": ["a"]}`)
+	// Documents as Jina and Cohere (v1) also take them: objects with their text.
+	var rr struct {
+		Results []struct {
+			Index          int
+			RelevanceScore float64 `json:"relevance_score"`
+			Document       *struct{ Text string }
+		}
+	}
+	resp, body := ts.post(t, "/rerank", `{"model": "tiny-rerank", "query": "What is the capital of China?", "documents": [{"text": "Gravity is a force."}, "The capital of China is Beijing.", {"text": "Beijing is in China."}, {"text": ""}], "return_documents": true}`)
+	unmarshal(t, body, &rr)
+	if resp.StatusCode != 200 || len(rr.Results) != len(docs) {
+		t.Fatalf("documents as objects: %d %s", resp.StatusCode, body)
+	}
+	for i, r := range rr.Results {
+		if w := want.Results[i]; r.Index != w.Index || math.Abs(r.RelevanceScore-w.Score) > 1e-9 || r.Document == nil || r.Document.Text != docs[r.Index] {
+			t.Errorf("documents as objects: result %d %+v, want %+v", i, r, w)
+		}
+	}
+	resp, body = ts.post(t, "/v1/rerank", `{"query": "q", "documents": ["a"]}`)
 	if resp.StatusCode != 200 || strings.Contains(body, `"document"`) {
 		t.Errorf("without return_documents: %d %s", resp.StatusCode, body)
 	}
@@ -173,6 +194,10 @@ func TestEmbeddingRefusals(t *testing.T) {
 		{emb, "/v1/chat/completions", `{"model": "tiny-emb", "messages": [{"role": "user", "content": "hi"}]}`, `this is an embedding model: it embeds text and does not generate`},
 		{emb, "/api/generate", `{"model": "tiny-emb", "prompt": "hi"}`, `does not generate`},
 		{emb, "/v1/rerank", `{"query": "q", "documents": ["d"]}`, `reranking needs a reranker`},
+		{emb, "/v1/rerank", `{"query": "q", "documents": ["d"]}`, `"param":"model"`},
+		{emb, "/v1/chat/completions", `{"model": "tiny-emb", "messages": [{"role": "user", "content": "hi"}]}`, `"param":"model"`},
+		{emb, "/v1/completions", `{"model": "tiny-emb", "prompt": "hi"}`, `"param":"model"`},
+		{emb, "/v1/responses", `{"model": "tiny-emb", "input": "hi"}`, `"param":"model"`},
 		{emb, "/v1/embeddings", `{"model": "tiny-emb", "input": []}`, `input: empty`},
 		{emb, "/v1/embeddings", `{"model": "tiny-emb", "input": {"a": 1}}`, `"param":"input"`},
 		{emb, "/v1/embeddings", `{"model": "tiny-emb", "input": "x", "encoding_format": "hex"}`, `encoding_format \"hex\"`},
@@ -181,12 +206,14 @@ func TestEmbeddingRefusals(t *testing.T) {
 		{emb, "/api/embed", `{"model": "tiny-emb", "input": ` + tooMany + `}`, `input: 2049 inputs, at most 2048`},
 		{gen, "/v1/rerank", `{"query": "q", "documents": ` + tooMany + `}`, `2049 documents, at most 2048`},
 		{emb, "/api/embed", `{"model": "tiny-emb", "input": "x", "truncate": false}`, ``},
-		{emb, "/api/embed", `{"model": "tiny-emb", "input": "one two three four five six", "truncate": false, "options": {"num_ctx": 4}}`, `input 0: the prompt has 7 tokens, more than the context of 4`},
+		{emb, "/api/embed", `{"model": "tiny-emb", "input": "one two three four five six", "truncate": false, "options": {"num_ctx": 4}}`, `"error":"input: the prompt has 7 tokens, more than the context of 4`},
 		{emb, "/api/embed", `{"model": "tiny-emb", "input": "one two three four five six", "options": {"num_ctx": 4, "temperature": 0.5}}`, ``},
 		{emb, "/api/embed", `{"model": "tiny-emb", "input": "x", "options": {"num_ctx": "big"}}`, `"error":"options.num_ctx: want an integer`},
 		{gen, "/v1/rerank", `{"documents": ["d"]}`, `query is required`},
+		{gen, "/v1/rerank", `{"query": "", "documents": ["d"]}`, `"param":"query"`},
 		{gen, "/v1/rerank", `{"query": "q", "documents": ["d"], "top_n": 0}`, `top_n 0`},
-		{gen, "/v1/rerank", `{"query": "q", "documents": [{"text": "d"}]}`, `"param":"documents[0]"`},
+		{gen, "/v1/rerank", `{"query": "q", "documents": ["d", {"txt": "d"}]}`, `"param":"documents[1]"`},
+		{gen, "/v1/rerank", `{"query": "q", "documents": [{"text": 1}]}`, `"param":"documents[0]"`},
 	} {
 		resp, body := tc.ts.post(t, tc.path, tc.body)
 		if tc.want == "" {
@@ -212,4 +239,102 @@ func ids(v []int32) string {
 	}
 	b.WriteByte(']')
 	return b.String()
+}
+
+// TestEmbedEmptyInput: an empty text has no embedding: OpenAI's endpoint
+// refuses it (as OpenAI does), naming where it is; Ollama's answer an
+// empty input as Ollama does, by loading the model and embedding nothing.
+func TestEmbedEmptyInput(t *testing.T) {
+	ts, _ := serveBundled(t, "tiny-emb")
+	gen, _ := serveBundled(t, "tiny-rerank")
+	for _, path := range []string{"/api/embed", "/api/embeddings"} {
+		if resp, body := gen.post(t, path, `{"model": "tiny-rerank"}`); resp.StatusCode != 400 || !strings.Contains(body, "tiny-rerank: this model generates text") {
+			t.Errorf("%s without input to a generation model: %d %s", path, resp.StatusCode, body)
+		}
+	}
+	for _, tc := range []struct {
+		path, body string
+		status     int
+		want       string
+	}{
+		{"/v1/embeddings", `{"model": "tiny-emb", "input": ""}`, 400, `"param":"input"`},
+		{"/v1/embeddings", `{"model": "tiny-emb", "input": ["a", ""]}`, 400, `"param":"input[1]"`},
+		{"/v1/embeddings", `{"model": "tiny-emb", "input": []}`, 400, `"param":"input"`},
+		{"/v1/embeddings", `{"model": "tiny-emb", "input": [[1], []]}`, 400, `"param":"input[1]"`},
+		{"/v1/embeddings", `{"model": "tiny-emb"}`, 400, `"param":"input"`},
+		{"/v1/embeddings", `{"model": "tiny-emb", "input": null}`, 400, `"message":"input is required"`},
+		{"/v1/embeddings", `{"model": "tiny-emb", "input": ["a", 1]}`, 400, `"message":"input[1]: want a string as input[0] is, got number"`},
+		{"/v1/embeddings", `{"model": "tiny-emb", "input": [[1], [2, "x"]]}`, 400, `"param":"input[1]"`},
+		{"/v1/embeddings", `{"model": "tiny-emb", "input": [1.5]}`, 400, `"param":"input[0]"`},
+		{"/api/embed", `{"model": "tiny-emb", "input": ["a", {"text": "b"}]}`, 400, `{"error":"input[1]: want a string`},
+		{"/v1/embeddings", `{"model": "tiny-emb", "input": [5, -1]}`, 400, `"param":"input[1]"`},
+		{"/v1/embeddings", `{"model": "tiny-emb", "input": [[5], [5, 151669]]}`, 400, `"param":"input[1][1]"`},
+		{"/api/embed", `{"model": "tiny-emb", "input": null}`, 200, `"embeddings":[]`},
+		{"/api/embed", `{"model": "tiny-emb", "input": ["a", ""]}`, 400, `{"error":"input[1]: `},
+		{"/api/embed", `{"model": "tiny-emb", "input": ""}`, 200, `"embeddings":[]`},
+		{"/api/embed", `{"model": "tiny-emb", "input": []}`, 200, `"embeddings":[]`},
+		{"/api/embed", `{"model": "tiny-emb"}`, 200, `"embeddings":[]`},
+		{"/api/embeddings", `{"model": "tiny-emb", "prompt": ""}`, 200, `{"embedding":[]}`},
+	} {
+		resp, body := ts.post(t, tc.path, tc.body)
+		if resp.StatusCode != tc.status || !strings.Contains(body, tc.want) {
+			t.Errorf("%s %s: %d %s, want %d with %s", tc.path, tc.body, resp.StatusCode, body, tc.status, tc.want)
+		}
+	}
+}
+
+// serveSmall serves the bundled model name with a context of ctx tokens.
+func serveSmall(t *testing.T, name string, ctx int) *testServer {
+	t.Helper()
+	m, err := qwen.Open(compiledPath(t, name), qwen.WithThreads(2), qwen.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	hs := httptest.NewServer(NewServer(m, ServerOptions{}).Handler())
+	t.Cleanup(hs.Close)
+	return &testServer{Server: nil, m: m, url: hs.URL}
+}
+
+// TestScoreErrorPaths: a refusal of the model's names the field at
+// fault: the input or document too long by its index, dimensions as
+// dimensions.
+func TestScoreErrorPaths(t *testing.T) {
+	emb := serveSmall(t, "tiny-emb", 16)
+	rr := serveSmall(t, "tiny-rerank", 256)
+	long := jsonString(strings.Repeat("word ", 40))
+	longDoc := jsonString(strings.Repeat("word ", 400))
+	for _, tc := range []struct {
+		ts         *testServer
+		path, body string
+		want       []string
+	}{
+		{emb, "/v1/embeddings", `{"model": "tiny-emb", "input": ["a", ` + long + `]}`, []string{`"param":"input[1]"`, `"message":"input[1]: the prompt has`, `"code":"context_length_exceeded"`}},
+		{emb, "/v1/embeddings", `{"model": "tiny-emb", "input": ` + long + `}`, []string{`"param":"input"`, `"message":"input: the prompt has`}},
+		{emb, "/v1/embeddings", `{"model": "tiny-emb", "input": "a", "dimensions": 65}`, []string{`"param":"dimensions"`, `dimensions 65: want 1 to 64`}},
+		{emb, "/api/embed", `{"model": "tiny-emb", "input": ["a", ` + long + `], "truncate": false}`, []string{`{"error":"input[1]: the prompt has`}},
+		{emb, "/api/embed", `{"model": "tiny-emb", "input": "a", "dimensions": 65}`, []string{`{"error":"dimensions 65: want 1 to 64`}},
+		{rr, "/v1/rerank", `{"query": ` + longDoc + `, "documents": ["a", "b"]}`, []string{`"param":"query"`, `"message":"query: `, `"code":"context_length_exceeded"`}},
+		{rr, "/v1/rerank", `{"query": "q", "documents": ["a", ` + longDoc + `]}`, []string{`"param":"documents[1]"`, `"message":"documents[1]: the prompt has`, `"code":"context_length_exceeded"`}},
+	} {
+		resp, body := tc.ts.post(t, tc.path, tc.body)
+		for _, w := range tc.want {
+			if resp.StatusCode != 400 || !strings.Contains(body, w) {
+				t.Errorf("%s %.80s: %d %s, want 400 with %s", tc.path, tc.body, resp.StatusCode, body, w)
+			}
+		}
+	}
+}
+
+// TestScoreErrorStatus: the engine failing to run an input is the
+// server's fault, a 500, not the request's.
+func TestScoreErrorStatus(t *testing.T) {
+	e := scoreError(&target{name: "tiny-emb"}, fmt.Errorf("%w: the kernel failed", qwen.ErrGeneration), "input", false)
+	if e == nil || e.status != 500 || e.param != "" {
+		t.Errorf("a failed generation: %+v, want a 500 naming no field", e)
+	}
+	e = scoreError(&target{name: "tiny-emb"}, errors.New("input 1: an empty text has no embedding"), "input", false)
+	if e == nil || e.status != 400 {
+		t.Errorf("a refused request: %+v, want a 400", e)
+	}
 }

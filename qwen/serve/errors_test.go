@@ -333,6 +333,13 @@ func TestAPIKey(t *testing.T) {
 	if ts.log.logged(t, request("GET", "/api/tags", 401, "WARN")) == nil {
 		t.Errorf("no warning of the refusal:\n%s", ts.log)
 	}
+	// The scheme is case-insensitive (RFC 9110, 11.1): curl users and
+	// some clients write "bearer".
+	for _, auth := range []string{"bearer s3cret", "BEARER s3cret", "Bearer  s3cret"} {
+		if resp, body := ts.post(t, "/v1/chat/completions", `{"model":"tiny-a",`+hi+`,"max_tokens":1}`, "Authorization", auth); resp.StatusCode != 200 {
+			t.Errorf("Authorization %q: %d %s", auth, resp.StatusCode, body)
+		}
+	}
 	c := ts.client(option.WithAPIKey("s3cret"))
 	if _, err := c.Chat.Completions.New(context.Background(), chatParams(1)); err != nil {
 		t.Errorf("with the key: %v", err)

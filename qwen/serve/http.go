@@ -149,6 +149,7 @@ func (s *Server) Handler() http.Handler {
 	s.handle(mux, "POST /v1/embeddings", s.openAIEmbeddings)
 	s.handle(mux, "POST /v1/rerank", s.rerank)
 	s.handle(mux, "POST /rerank", s.rerank)
+	s.handle(mux, "POST /v2/rerank", s.rerank) // Cohere's v2 client's, as vLLM serves it
 	s.handle(mux, "GET /v1/models", s.listModels)
 	s.handle(mux, "GET /v1/models/{model}", s.getModel)
 	s.handle(mux, "POST /v1/messages", s.messages)
@@ -233,8 +234,10 @@ func (s *Server) authorized(r *http.Request) bool {
 	}
 	// OpenAI's clients send the key as a bearer token, Anthropic's as
 	// x-api-key (Claude Code either, by which variable it is given).
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && s.isKey(token) || s.isKey(r.Header.Get("X-Api-Key"))
+	// The scheme is case-insensitive, and one or more spaces follow it
+	// (RFC 9110, 11.1 and 11.4).
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	return ok && strings.EqualFold(scheme, "Bearer") && s.isKey(strings.TrimLeft(token, " ")) || s.isKey(r.Header.Get("X-Api-Key"))
 }
 
 func (s *Server) isKey(token string) bool {

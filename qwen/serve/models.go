@@ -271,8 +271,18 @@ func (ms *models) close() error {
 
 // model makes the model a request names resident for the request, which
 // the handler's end releases; its errors are Ollama's under /api/ and
-// OpenAI's elsewhere.
+// OpenAI's elsewhere. A model that cannot answer the endpoint (an
+// embedding model asked to generate, or the reverse) is refused first.
 func (s *Server) model(r *http.Request, rl *reqLog, name string) (*target, *apiError) {
+	return s.modelOf(r, rl, name, true)
+}
+
+// anyModel is model for a request any model answers.
+func (s *Server) anyModel(r *http.Request, rl *reqLog, name string) (*target, *apiError) {
+	return s.modelOf(r, rl, name, false)
+}
+
+func (s *Server) modelOf(r *http.Request, rl *reqLog, name string, checkKind bool) (*target, *apiError) {
 	ollama := strings.HasPrefix(r.URL.Path, "/api/")
 	if name == "" {
 		if ollama {
@@ -283,6 +293,11 @@ func (s *Server) model(r *http.Request, rl *reqLog, name string) (*target, *apiE
 	n, file, ok := s.models.lookup(name)
 	if !ok {
 		return nil, s.unknownModel(r, name)
+	}
+	if checkKind {
+		if e := s.wrongKind(r, n); e != nil {
+			return nil, e
+		}
 	}
 	res, err := s.models.acquire(r.Context(), file)
 	switch {
@@ -296,6 +311,35 @@ func (s *Server) model(r *http.Request, rl *reqLog, name string) (*target, *apiE
 	}
 	rl.release = s.models.release
 	return &target{m: res.m, info: res.info, name: n}, nil
+}
+
+// embeddingEndpoints need an embedding model; generationEndpoints a
+// model that generates (a reranker is one).
+var (
+	embeddingEndpoints  = []string{"/v1/embeddings", "/api/embed", "/api/embeddings"}
+	generationEndpoints = []string{"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages",
+		"/api/chat", "/api/generate", "/v1/rerank", "/rerank", "/v2/rerank"}
+)
+
+// wrongKind refuses a request for a model that cannot answer it, before
+// the model is made resident: a bad request does not evict the model
+// the others are using. A file that cannot be read is left for acquire
+// to report.
+func (s *Server) wrongKind(r *http.Request, name string) *apiError {
+	embedding, generation := slices.Contains(embeddingEndpoints, r.URL.Path), slices.Contains(generationEndpoints, r.URL.Path)
+	if !embedding && !generation {
+		return nil
+	}
+	info, err := s.models.info(name)
+	switch {
+	case err != nil || info.Embedding == embedding:
+		return nil
+	case embedding:
+		return badRequest("model", "%s: %v", name, qwen.ErrNotEmbeddingModel)
+	case strings.HasSuffix(r.URL.Path, "/rerank"):
+		return badRequest("model", "%s: reranking needs a reranker (Qwen3-Reranker): %v", name, qwen.ErrEmbeddingModel)
+	}
+	return badRequest("model", "%s: %v", name, qwen.ErrEmbeddingModel)
 }
 
 // unknownModel is the 404 of a name the server does not have, in the

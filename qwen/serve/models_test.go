@@ -297,3 +297,66 @@ func TestModelDir(t *testing.T) {
 		t.Error("a missing directory: no error")
 	}
 }
+
+// TestWrongKindNotLoaded: a request for a model of the wrong kind (chat
+// with an embedding model, embeddings with a generation model) is
+// refused naming the model, before it is loaded in the resident one's
+// place: a bad request does not evict the model others are using.
+func TestWrongKindNotLoaded(t *testing.T) {
+	ts := modelsServer(t)
+	var loadsMu sync.Mutex
+	var loads []string
+	ts.models.mu.Lock()
+	open := ts.models.open
+	ts.models.open = func(path string) (*qwen.Model, error) {
+		loadsMu.Lock()
+		loads = append(loads, path)
+		loadsMu.Unlock()
+		return open(path)
+	}
+	ts.models.mu.Unlock()
+	check := func(resident, path, body, want string) {
+		t.Helper()
+		resp, got := ts.post(t, path, body)
+		if resp.StatusCode != 400 || !strings.Contains(got, want) {
+			t.Errorf("%s %s: %d %s, want 400 with %s", path, body, resp.StatusCode, got, want)
+		}
+		if cur := ts.models.resident(); cur == nil || cur.path != ts.models.files[resident] {
+			t.Errorf("%s %s: the resident model changed", path, body)
+		}
+	}
+	// tiny-a is resident.
+	// A bad request for emb is refused without loading it.
+	check("tiny-a", "/v1/embeddings", `{"model":"emb","input":""}`, `"param":"input"`)
+	check("tiny-a", "/v1/embeddings", `{"model":"emb","input":"x","encoding_format":"hex"}`, `"param":"encoding_format"`)
+	check("tiny-a", "/v1/rerank", `{"model":"emb","query":"","documents":["d"]}`, `"param":"query"`)
+	check("tiny-a", "/api/embed", `{"model":"emb","input":["a",""]}`, `{"error":"input[1]: `)
+	check("tiny-a", "/api/embed", `{"model":"emb","input":"x","dimensions":-1}`, `{"error":"dimensions -1`)
+	check("tiny-a", "/v1/chat/completions", `{"model":"emb",`+hi+`}`, `"param":"model"`)
+	check("tiny-a", "/api/generate", `{"model":"emb","prompt":"hi"}`, `emb: this is an embedding model`)
+	check("tiny-a", "/api/generate", `{"model":"emb"}`, `emb: this is an embedding model`)
+	check("tiny-a", "/v1/rerank", `{"model":"emb","query":"q","documents":["d"]}`, `reranking needs a reranker`)
+	loadsMu.Lock()
+	if len(loads) != 0 {
+		t.Errorf("loaded %q for requests it refuses", loads)
+	}
+	loadsMu.Unlock()
+	// emb is resident.
+	if resp, body := ts.post(t, "/v1/embeddings", `{"model":"emb","input":"x"}`); resp.StatusCode != 200 {
+		t.Fatalf("emb: %d %s", resp.StatusCode, body)
+	}
+	check("emb", "/v1/embeddings", `{"model":"tiny-a","input":"x"}`, `"param":"model"`)
+	check("emb", "/api/embed", `{"model":"tiny-a","input":"x"}`, `tiny-a: this model generates text`)
+	check("emb", "/api/embeddings", `{"model":"gpt-5-codex"}`, `gpt-5-codex: this model generates text`)
+	// Unloading is for any model, as Ollama's (ollama stop).
+	for _, path := range []string{"/api/generate", "/api/chat"} {
+		if resp, body := ts.post(t, path, `{"model":"emb","keep_alive":0}`); resp.StatusCode != 200 || !strings.Contains(body, `"done_reason":"unload"`) {
+			t.Errorf("%s: unloading emb: %d %s", path, resp.StatusCode, body)
+		}
+	}
+	loadsMu.Lock()
+	defer loadsMu.Unlock()
+	if want := []string{ts.models.files["emb"]}; !slices.Equal(loads, want) {
+		t.Errorf("loaded %q, want %q", loads, want)
+	}
+}

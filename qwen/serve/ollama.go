@@ -447,7 +447,13 @@ func (s *Server) ollamaLoad(w http.ResponseWriter, r *http.Request, rl *reqLog, 
 			return (&target{name: n}).done(w, isChat, reason)
 		}
 	}
-	t, e := s.model(r, rl, name)
+	// Any model unloads (ollama stop sends this for an embedding model
+	// too), as Ollama's; only one that generates loads.
+	get := s.model
+	if k.unload() {
+		get = s.anyModel
+	}
+	t, e := get(r, rl, name)
 	if e != nil {
 		return e
 	}
