@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -99,11 +101,40 @@ func (o *Options) transport(ctx context.Context, repo name.Repository, scopes ..
 	if base == nil {
 		base = remote.DefaultTransport
 	}
-	rt, err := transport.NewWithContext(ctx, repo.Registry, auth, &plainHTTPPolicy{inner: base, insecure: o.Insecure}, scopes)
+	policy := &plainHTTPPolicy{inner: base, insecure: o.Insecure}
+	retrying := transport.NewRetry(policy, transport.WithRetryBackoff(retryBackoff),
+		transport.WithRetryPredicate(retryable), transport.WithRetryStatusCodes(retryStatus...))
+	rt, err := transport.NewWithContext(ctx, repo.Registry, auth, retrying, scopes)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", repo.RegistryStr(), err)
 	}
 	return rt, nil
+}
+
+// retryBackoff paces the retries of a request the registry answered
+// with 408, 429 or a 5xx, or that a connection reset ended, as
+// go-containerregistry's own remote calls do (1 s, then 3 s): this
+// package hands them a transport of its own, which they take as is,
+// without the retrying one they would otherwise wrap around it. It also
+// paces the resumptions of a blob download cut off mid-way.
+var retryBackoff = transport.Backoff{Duration: time.Second, Factor: 3, Jitter: 0.1, Steps: 3}
+
+// retryStatus are the answers a request is made again for: a timeout,
+// a rate limit, a registry or its gateway down for a moment.
+var retryStatus = []int{
+	http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError,
+	http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout,
+}
+
+// retryable reports whether a request that failed with err is made
+// again: a registry's temporary error, or a connection that broke.
+func retryable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errPlainHTTP) {
+		return false
+	}
+	var t interface{ Temporary() bool }
+	return (errors.As(err, &t) && t.Temporary()) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
 }
 
 // errPlainHTTP is returned for a plain-HTTP request the policy refuses.

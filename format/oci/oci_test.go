@@ -637,3 +637,67 @@ func (s *statusAs) WriteHeader(code int) {
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
+
+// A registry that answers 429 Too Many Requests or a 5xx now and then
+// (a rate limit, a restarting backend behind a load balancer) costs a
+// pull a retry, not the pull: the ping, the manifest and the blob each
+// fail once here, and the pull succeeds.
+func TestPullRetriesTransientStatus(t *testing.T) {
+	defer oci.FastRetries()()
+	reg, file, ref, pushed := pushedModel(t, format.Q8)
+	var mu sync.Mutex
+	failed := map[string]bool{}
+	reg.setTamper(func(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+		var key string
+		var code int
+		switch {
+		case r.URL.Path == "/v2/":
+			key, code = "ping", http.StatusBadGateway
+		case strings.Contains(r.URL.Path, "/manifests/"):
+			key, code = "manifest", http.StatusServiceUnavailable
+		case strings.HasSuffix(r.URL.Path, "/blobs/"+pushed.Blob.String()):
+			key, code = "blob", http.StatusTooManyRequests
+		default:
+			return w
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if failed[key] {
+			return w
+		}
+		failed[key] = true
+		return &failWith{ResponseWriter: w, code: code}
+	})
+	p, err := oci.Pull(context.Background(), ref, oci.Cache{Dir: t.TempDir()}, opts())
+	if err != nil {
+		t.Fatalf("a pull through one 502, one 503 and one 429: %v", err)
+	}
+	sameFile(t, p.Path, file)
+	if len(failed) != 3 {
+		t.Errorf("the registry failed %v, want the ping, the manifest and the blob", failed)
+	}
+}
+
+// failWith answers with code and a registry's error body, whatever the
+// handler would have said.
+type failWith struct {
+	http.ResponseWriter
+	code    int
+	written bool
+}
+
+func (f *failWith) WriteHeader(int) {
+	if f.written {
+		return
+	}
+	f.written = true
+	f.ResponseWriter.Header().Set("Content-Type", "application/json")
+	f.ResponseWriter.Header().Del("Content-Length")
+	f.ResponseWriter.WriteHeader(f.code)
+	fmt.Fprintf(f.ResponseWriter, `{"errors":[{"code":"UNAVAILABLE","message":"try again (%d)"}]}`, f.code)
+}
+
+func (f *failWith) Write(b []byte) (int, error) {
+	f.WriteHeader(0)
+	return len(b), nil
+}
