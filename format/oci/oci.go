@@ -62,6 +62,9 @@ type Options struct {
 	Transport http.RoundTripper
 	// Progress, if not nil, gets a line for each step of a pull or push.
 	Progress io.Writer
+	// StallTimeout cuts a blob download that receives nothing for that
+	// long, to be resumed; 0 is 30 seconds.
+	StallTimeout time.Duration
 }
 
 func (o *Options) logf(format string, args ...any) {

@@ -370,16 +370,22 @@ func (f *flipper) Write(b []byte) (int, error) {
 	return f.ResponseWriter.Write(b)
 }
 
-// A pull cut off mid-file leaves what arrived; the next one asks only for
-// the rest, with a Range from the partial file's length, and the result
-// is the file.
+// A pull cut off mid-file, its resumptions bringing nothing more, leaves
+// what arrived; the next one asks only for the rest, with a Range from
+// the partial file's length, and the result is the file.
 func TestInterruptedPullResumes(t *testing.T) {
+	defer oci.FastRetries()()
 	reg, file, ref, pushed := pushedModel(t, format.F16)
 	const cut = 20000
 	if pushed.Size < 2*cut {
 		t.Fatalf("the test model has %d bytes: too small to cut at %d", pushed.Size, cut)
 	}
-	reg.onBlobGet(pushed.Blob, func(w http.ResponseWriter) http.ResponseWriter { return &cutter{ResponseWriter: w, left: cut} })
+	var once sync.Once
+	reg.onBlobGet(pushed.Blob, func(w http.ResponseWriter) http.ResponseWriter {
+		c := &cutter{ResponseWriter: w}
+		once.Do(func() { c.left = cut })
+		return c
+	})
 	cache := oci.Cache{Dir: t.TempDir()}
 	_, err := oci.Pull(context.Background(), ref, cache, opts())
 	if err == nil || !strings.Contains(err.Error(), "resume") {
@@ -700,4 +706,80 @@ func (f *failWith) WriteHeader(int) {
 func (f *failWith) Write(b []byte) (int, error) {
 	f.WriteHeader(0)
 	return len(b), nil
+}
+
+// A download cut off mid-way is resumed by the same pull, with a Range
+// from what arrived, as docker pull and ollama pull do: a connection
+// that drops once does not fail a pull of gigabytes.
+func TestCutDownloadResumedByTheSamePull(t *testing.T) {
+	defer oci.FastRetries()()
+	reg, file, ref, pushed := pushedModel(t, format.F16)
+	const cut = 20000
+	var once sync.Once
+	reg.onBlobGet(pushed.Blob, func(w http.ResponseWriter) http.ResponseWriter {
+		var c http.ResponseWriter = w
+		once.Do(func() { c = &cutter{ResponseWriter: w, left: cut} })
+		return c
+	})
+	reg.requests("")
+	p, err := oci.Pull(context.Background(), ref, oci.Cache{Dir: t.TempDir()}, opts())
+	if err != nil {
+		t.Fatalf("a pull whose download is cut once: %v", err)
+	}
+	sameFile(t, p.Path, file)
+	got := reg.requests("GET /v2/models/tiny/blobs/")
+	if len(got) != 2 || !strings.HasSuffix(got[0], pushed.Blob.String()+" ") || !strings.Contains(got[1], " bytes=") ||
+		strings.Contains(got[1], " bytes=0-") {
+		t.Errorf("the pull asked %q, want the whole blob then the rest of it", got)
+	}
+}
+
+// A registry that stops sending mid-download without closing the
+// connection does not hang the pull: past Options.StallTimeout with no
+// byte, the request is cut and resumed.
+func TestStalledDownloadResumed(t *testing.T) {
+	defer oci.FastRetries()()
+	reg, file, ref, pushed := pushedModel(t, format.F16)
+	var once sync.Once
+	release := make(chan struct{})
+	defer close(release)
+	reg.setTamper(func(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/blobs/"+pushed.Blob.String()) {
+			return w
+		}
+		var s http.ResponseWriter = w
+		once.Do(func() { s = &staller{ResponseWriter: w, left: 20000, done: r.Context().Done(), release: release} })
+		return s
+	})
+	o := opts()
+	o.StallTimeout = 200 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p, err := oci.Pull(ctx, ref, oci.Cache{Dir: t.TempDir()}, o)
+	if err != nil {
+		t.Fatalf("a pull whose download stalls once: %v", err)
+	}
+	sameFile(t, p.Path, file)
+}
+
+// staller sends left bytes of a body, then nothing until the request or
+// the test ends.
+type staller struct {
+	http.ResponseWriter
+	left          int
+	done, release <-chan struct{}
+}
+
+func (s *staller) Write(b []byte) (int, error) {
+	if len(b) >= s.left {
+		s.ResponseWriter.Write(b[:s.left])
+		s.ResponseWriter.(http.Flusher).Flush()
+		select {
+		case <-s.done:
+		case <-s.release:
+		}
+		panic(http.ErrAbortHandler)
+	}
+	s.left -= len(b)
+	return s.ResponseWriter.Write(b)
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -168,9 +169,29 @@ func download(ctx context.Context, rt http.RoundTripper, repo name.Repository, l
 	if _, err := io.Copy(sum, io.NewSectionReader(f, 0, have)); err != nil {
 		return false, fmt.Errorf("%s: %w", partial, err)
 	}
-	if have < l.Size {
-		if have, err = fetch(ctx, rt, repo, l, f, sum, have, o); err != nil {
+	for tries := 0; have < l.Size; {
+		before := have
+		have, err = fetch(ctx, rt, repo, l, f, sum, have, o)
+		if err == nil {
+			break
+		}
+		// A transfer cut off is taken up where it stopped, again and again
+		// while each attempt brings bytes, a few times when none does.
+		var cut *cutError
+		if !errors.As(err, &cut) || ctx.Err() != nil {
 			return false, err
+		}
+		if have > before {
+			tries = 0
+		}
+		if tries++; tries >= retryBackoff.Steps {
+			return false, err
+		}
+		o.logf("%v: resuming", err)
+		select {
+		case <-ctx.Done():
+			return false, context.Cause(ctx)
+		case <-time.After(backoff(tries)):
 		}
 	}
 	if got := fmt.Sprintf("%x", sum.Sum(nil)); got != l.Digest.Hex {
@@ -236,7 +257,24 @@ func fetch(ctx context.Context, rt http.RoundTripper, repo name.Repository, l v1
 	// authenticated transport (token, scheme, plain-HTTP policy).
 	u := url.URL{Scheme: repo.Registry.Scheme(), Host: repo.RegistryStr(),
 		Path: "/v2/" + repo.RepositoryStr() + "/blobs/" + l.Digest.String()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	// A registry that stops sending without closing the connection would
+	// hold the pull for good: with nothing received for the stall
+	// timeout, waiting for the answer or reading it, the request is cut.
+	stall := o.StallTimeout
+	if stall <= 0 {
+		stall = defaultStall
+	}
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timer := time.AfterFunc(stall, func() { cancel(errStalled) })
+	defer timer.Stop()
+	stalled := func(err error) error {
+		if ctx.Err() == nil && errors.Is(context.Cause(rctx), errStalled) {
+			return &cutError{fmt.Errorf("%s@%s: nothing received for %v at %d of %d bytes: %w", repo, l.Digest, stall, have, l.Size, errStalled)}
+		}
+		return err
+	}
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return have, err
 	}
@@ -245,7 +283,7 @@ func fetch(ctx context.Context, rt http.RoundTripper, repo name.Repository, l v1
 	}
 	resp, err := (&http.Client{Transport: rt}).Do(req)
 	if err != nil {
-		return have, fmt.Errorf("%s@%s: %w", repo, l.Digest, err)
+		return have, stalled(fmt.Errorf("%s@%s: %w", repo, l.Digest, err))
 	}
 	defer resp.Body.Close()
 	switch {
@@ -275,13 +313,18 @@ func fetch(ctx context.Context, rt http.RoundTripper, repo name.Repository, l v1
 	}
 	// One byte more than is due, to tell a blob longer than the manifest
 	// says from one that ends where it should.
-	n, err := io.Copy(io.MultiWriter(f, sum), io.LimitReader(resp.Body, l.Size-have+1))
+	body := &idleReader{r: resp.Body, timer: timer, stall: stall}
+	n, err := io.Copy(io.MultiWriter(f, sum), io.LimitReader(body, l.Size-have+1))
 	have += n
 	if err != nil {
-		return have, fmt.Errorf("%s@%s: interrupted at %d of %d bytes (pull again to resume): %w", repo, l.Digest, have, l.Size, err)
+		if body.err != nil {
+			// The connection's fault, not the disk's.
+			return have, stalled(&cutError{fmt.Errorf("%s@%s: interrupted at %d of %d bytes (pull again to resume): %w", repo, l.Digest, have, l.Size, err)})
+		}
+		return have, fmt.Errorf("%s: %w", f.Name(), err)
 	}
 	if have < l.Size {
-		return have, fmt.Errorf("%s@%s: the transfer ended at %d of %d bytes (pull again to resume)", repo, l.Digest, have, l.Size)
+		return have, &cutError{fmt.Errorf("%s@%s: the transfer ended at %d of %d bytes (pull again to resume)", repo, l.Digest, have, l.Size)}
 	}
 	if have > l.Size {
 		os.Remove(f.Name())
@@ -289,4 +332,47 @@ func fetch(ctx context.Context, rt http.RoundTripper, repo name.Repository, l v1
 		return have, fmt.Errorf("%s@%s: the registry sent more than the manifest's %d bytes: refused and removed", repo, l.Digest, l.Size)
 	}
 	return have, nil
+}
+
+// defaultStall is Options.StallTimeout's default.
+const defaultStall = 30 * time.Second
+
+// errStalled is the cause a stalled request is cut with.
+var errStalled = errors.New("the registry stopped sending")
+
+// cutError is a transfer that broke off: what arrived is kept, and the
+// download goes on from there.
+type cutError struct{ err error }
+
+func (e *cutError) Error() string { return e.err.Error() }
+func (e *cutError) Unwrap() error { return e.err }
+
+// backoff is the wait before the tries'th resumption.
+func backoff(tries int) time.Duration {
+	d := retryBackoff.Duration
+	for range tries - 1 {
+		d = time.Duration(float64(d) * retryBackoff.Factor)
+	}
+	return d
+}
+
+// idleReader reads a response body, putting off the stall timer at each
+// read that brings bytes, and keeps the body's read error apart from the
+// file's write error.
+type idleReader struct {
+	r     io.Reader
+	timer *time.Timer
+	stall time.Duration
+	err   error
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.timer.Reset(r.stall)
+	}
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
 }
