@@ -783,3 +783,29 @@ func (s *staller) Write(b []byte) (int, error) {
 	s.left -= len(b)
 	return s.ResponseWriter.Write(b)
 }
+
+// A pull of a model the cache holds writes nothing there: a cache
+// mounted read-only (a volume filled once, shared by the pods) serves a
+// pull by digest, which asks the registry nothing, and one by tag.
+func TestCachedPullWritesNothing(t *testing.T) {
+	_, file, ref, pushed := pushedModel(t, format.Q8)
+	cache := oci.Cache{Dir: t.TempDir()}
+	if _, err := oci.Pull(context.Background(), ref, cache, opts()); err != nil {
+		t.Fatal(err)
+	}
+	manifest := cache.Blob(pushed.Manifest)
+	before, err := os.Stat(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{pushed.Ref, ref} {
+		p, err := oci.Pull(context.Background(), r, cache, opts())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameFile(t, p.Path, file)
+		if after, err := os.Stat(manifest); err != nil || !os.SameFile(before, after) {
+			t.Errorf("a pull of %s from the cache wrote the manifest again (%v)", r, err)
+		}
+	}
+}

@@ -50,13 +50,14 @@ func Pull(ctx context.Context, ref string, cache Cache, o Options) (*Pulled, err
 	repo := r.Context()
 	var raw []byte
 	var mdigest v1.Hash
+	cached := false // the manifest is in the cache
 	if d, ok := r.(name.Digest); ok {
 		h, err := v1.NewHash(d.DigestStr())
 		if err != nil {
 			return nil, fmt.Errorf("%q: %w", ref, err)
 		}
 		if b, ok := cache.readSmall(h); ok {
-			raw, mdigest = b, h
+			raw, mdigest, cached = b, h, true
 		}
 	}
 	var rt http.RoundTripper
@@ -86,8 +87,15 @@ func Pull(ctx context.Context, ref string, cache Cache, o Options) (*Pulled, err
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r, err)
 	}
-	if err := cache.writeSmall(mdigest, raw); err != nil {
-		return nil, err
+	if !cached {
+		_, cached = cache.readSmall(mdigest)
+	}
+	// Written only if missing: a cache holding the model, mounted
+	// read-only, serves it.
+	if !cached {
+		if err := cache.writeSmall(mdigest, raw); err != nil {
+			return nil, err
+		}
 	}
 	p := &Pulled{Ref: repo.Digest(mdigest.String()).String(), Manifest: mdigest, Blob: layer.Digest, Size: layer.Size,
 		Path: cache.Blob(layer.Digest), Cached: true, Annotations: ann}
