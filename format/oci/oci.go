@@ -65,6 +65,8 @@ type Options struct {
 	// StallTimeout cuts a blob download that receives nothing for that
 	// long, to be resumed; 0 is 30 seconds.
 	StallTimeout time.Duration
+
+	anonymous bool // no credentials were found for the registry
 }
 
 func (o *Options) logf(format string, args ...any) {
@@ -88,18 +90,20 @@ func (o *Options) parseRef(s string) (name.Reference, error) {
 	return ref, nil
 }
 
-// transport returns an authenticated transport for repo with the given
-// scopes: the registry pinged, its token fetched once, and every request
-// made through the plain-HTTP policy.
-func (o *Options) transport(ctx context.Context, repo name.Repository, scopes ...string) (http.RoundTripper, error) {
+// transport returns an authenticated transport for ref's repository
+// with the given scopes: the registry pinged, its token fetched once,
+// and every request made through the plain-HTTP policy.
+func (o *Options) transport(ctx context.Context, ref name.Reference, scopes ...string) (http.RoundTripper, error) {
+	repo := ref.Context()
 	kc := o.Keychain
 	if kc == nil {
 		kc = authn.DefaultKeychain
 	}
 	auth, err := authn.Resolve(ctx, kc, repo)
 	if err != nil {
-		return nil, fmt.Errorf("%s: credentials: %w", repo.RegistryStr(), err)
+		return nil, fmt.Errorf("%s: credentials for %s: %w", ref, repo.RegistryStr(), err)
 	}
+	o.anonymous = auth == authn.Anonymous
 	base := o.Transport
 	if base == nil {
 		base = remote.DefaultTransport
@@ -109,9 +113,40 @@ func (o *Options) transport(ctx context.Context, repo name.Repository, scopes ..
 		transport.WithRetryPredicate(retryable), transport.WithRetryStatusCodes(retryStatus...))
 	rt, err := transport.NewWithContext(ctx, repo.Registry, auth, retrying, scopes)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", repo.RegistryStr(), err)
+		return nil, o.explain(ref.String(), repo.RegistryStr(), err)
 	}
 	return rt, nil
+}
+
+// explain is err, which a request about what (a reference or a blob) met
+// at the registry reg, prefixed with what, and with what the registry's
+// answer means for the user where its status says: log in, log in
+// again, nothing there, try later.
+func (o *Options) explain(what, reg string, err error) error {
+	var te *transport.Error
+	hint := ""
+	if errors.As(err, &te) {
+		switch code := te.StatusCode; {
+		case code == http.StatusUnauthorized && o.anonymous:
+			hint = fmt.Sprintf("authentication required, and there are no credentials for %s (docker login %s)", reg, reg)
+		case code == http.StatusUnauthorized:
+			hint = fmt.Sprintf("the credentials for %s were refused, or give no access to this repository (docker login %s)", reg, reg)
+		case code == http.StatusForbidden && o.anonymous:
+			hint = fmt.Sprintf("access denied without credentials (docker login %s)", reg)
+		case code == http.StatusForbidden:
+			hint = fmt.Sprintf("access denied to the credentials for %s", reg)
+		case code == http.StatusNotFound:
+			hint = "not found at the registry"
+		case code == http.StatusTooManyRequests:
+			hint = fmt.Sprintf("%s's rate limit, still hit after retries: try again later", reg)
+		case code >= 500:
+			hint = fmt.Sprintf("%s failed (%d %s), still after retries: try again later", reg, code, http.StatusText(code))
+		}
+	}
+	if hint == "" {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s: %s: %w", what, hint, err)
 }
 
 // retryBackoff paces the retries of a request the registry answered

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +46,8 @@ type testRegistry struct {
 	mu     sync.Mutex
 	log    []string // "METHOD PATH RANGE"
 	tamper func(w http.ResponseWriter, r *http.Request) http.ResponseWriter
+	// gate, if set, may answer a request itself, returning true.
+	gate func(w http.ResponseWriter, r *http.Request) bool
 }
 
 func newRegistry(t *testing.T) *testRegistry {
@@ -54,8 +57,11 @@ func newRegistry(t *testing.T) *testRegistry {
 	reg.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reg.mu.Lock()
 		reg.log = append(reg.log, r.Method+" "+r.URL.Path+" "+r.Header.Get("Range"))
-		tamper := reg.tamper
+		tamper, gate := reg.tamper, reg.gate
 		reg.mu.Unlock()
+		if gate != nil && gate(w, r) {
+			return
+		}
 		if tamper != nil {
 			w = tamper(w, r)
 		}
@@ -700,7 +706,11 @@ func (f *failWith) WriteHeader(int) {
 	f.ResponseWriter.Header().Set("Content-Type", "application/json")
 	f.ResponseWriter.Header().Del("Content-Length")
 	f.ResponseWriter.WriteHeader(f.code)
-	fmt.Fprintf(f.ResponseWriter, `{"errors":[{"code":"UNAVAILABLE","message":"try again (%d)"}]}`, f.code)
+	code := map[int]string{http.StatusForbidden: "DENIED", http.StatusTooManyRequests: "TOOMANYREQUESTS"}[f.code]
+	if code == "" {
+		code = "UNAVAILABLE"
+	}
+	fmt.Fprintf(f.ResponseWriter, `{"errors":[{"code":%q,"message":"answered %d"}]}`, code, f.code)
 }
 
 func (f *failWith) Write(b []byte) (int, error) {
@@ -807,5 +817,102 @@ func TestCachedPullWritesNothing(t *testing.T) {
 		if after, err := os.Stat(manifest); err != nil || !os.SameFile(before, after) {
 			t.Errorf("a pull of %s from the cache wrote the manifest again (%v)", r, err)
 		}
+	}
+}
+
+// requireToken has reg ask for a bearer token, as Docker Hub, GHCR and
+// Harbor do: /v2/ answers 401 with a WWW-Authenticate challenge naming
+// the token server, which gives the token to alice:secret only.
+func (reg *testRegistry) requireToken() {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	reg.gate = func(w http.ResponseWriter, r *http.Request) bool {
+		unauthorized := func(msg string) bool {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintf(w, `{"errors":[{"code":"UNAUTHORIZED","message":%q}]}`, msg)
+			return true
+		}
+		if r.URL.Path == "/token" {
+			if u, p, ok := r.BasicAuth(); !ok || u != "alice" || p != "secret" {
+				return unauthorized("incorrect username or password")
+			}
+			fmt.Fprint(w, `{"token":"t0k3n"}`)
+			return true
+		}
+		if r.Header.Get("Authorization") != "Bearer t0k3n" {
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="http://%s/token",service="test"`, reg.host))
+			return unauthorized("authentication required")
+		}
+		return false
+	}
+}
+
+// basicKeychain gives every registry the one user and password.
+type basicKeychain struct{ user, password string }
+
+func (k basicKeychain) Resolve(authn.Resource) (authn.Authenticator, error) {
+	return &authn.Basic{Username: k.user, Password: k.password}, nil
+}
+
+// A registry's refusals come back as errors that name the reference and
+// say what to do: log in when no credentials were sent, log in again
+// when they were refused, nothing found, a rate limit or a failing
+// registry after the retries; docker login's config file is read.
+func TestRegistryErrorsExplained(t *testing.T) {
+	defer oci.FastRetries()()
+	reg, file, ref, pushed := pushedModel(t, format.Q8)
+	reg.requireToken()
+	check := func(what string, err error, want ...string) {
+		t.Helper()
+		if err == nil {
+			t.Errorf("%s: no error", what)
+			return
+		}
+		t.Logf("%s: %v", what, err)
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %v\nwant it to say %q", what, err, w)
+			}
+		}
+	}
+	pull := func(o oci.Options, ref string) error {
+		_, err := oci.Pull(context.Background(), ref, oci.Cache{Dir: t.TempDir()}, o)
+		return err
+	}
+	check("an anonymous pull", pull(opts(), ref), ref+": ", "no credentials", "docker login "+reg.host)
+	_, err := oci.Push(context.Background(), file, reg.host+"/models/other:x", opts())
+	check("an anonymous push", err, reg.host+"/models/other:x: ", "no credentials", "docker login "+reg.host)
+	o := opts()
+	o.Keychain = basicKeychain{"alice", "wrong"}
+	check("a pull with a wrong password", pull(o, ref), ref+": ", "refused", "docker login "+reg.host)
+
+	// docker login's config file.
+	dir := t.TempDir()
+	auth := base64.StdEncoding.EncodeToString([]byte("alice:secret"))
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, reg.host, auth)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DOCKER_CONFIG", dir)
+	p, err := oci.Pull(context.Background(), ref, oci.Cache{Dir: t.TempDir()}, oci.Options{})
+	if err != nil {
+		t.Fatalf("a pull with docker login's credentials: %v", err)
+	}
+	sameFile(t, p.Path, file)
+
+	missing := reg.host + "/models/tiny:nope"
+	check("a pull of a missing tag", pull(oci.Options{}, missing), missing+": ", "not found")
+	for code, want := range map[int]string{
+		http.StatusForbidden:          "denied",
+		http.StatusTooManyRequests:    "rate limit",
+		http.StatusServiceUnavailable: "503",
+	} {
+		reg.setTamper(func(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+			if strings.Contains(r.URL.Path, "/manifests/") {
+				return &failWith{ResponseWriter: w, code: code}
+			}
+			return w
+		})
+		check(fmt.Sprintf("a pull answered %d", code), pull(oci.Options{}, pushed.Ref), pushed.Ref+": ", want)
 	}
 }

@@ -62,12 +62,12 @@ func Pull(ctx context.Context, ref string, cache Cache, o Options) (*Pulled, err
 	}
 	var rt http.RoundTripper
 	if raw == nil {
-		if rt, err = o.transport(ctx, repo, repo.Scope(transport.PullScope)); err != nil {
+		if rt, err = o.transport(ctx, r, repo.Scope(transport.PullScope)); err != nil {
 			return nil, err
 		}
 		desc, err := remote.Get(r, remote.WithContext(ctx), remote.WithTransport(rt))
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", r, err)
+			return nil, o.explain(r.String(), repo.RegistryStr(), err)
 		}
 		if desc.MediaType != types.OCIManifestSchema1 {
 			return nil, fmt.Errorf("%s: a %s, not a qwenc model (want an OCI image manifest with artifactType %s)", r, desc.MediaType, ArtifactType)
@@ -103,7 +103,7 @@ func Pull(ctx context.Context, ref string, cache Cache, o Options) (*Pulled, err
 		return p, nil
 	}
 	if rt == nil {
-		if rt, err = o.transport(ctx, repo, repo.Scope(transport.PullScope)); err != nil {
+		if rt, err = o.transport(ctx, r, repo.Scope(transport.PullScope)); err != nil {
 			return nil, err
 		}
 	}
@@ -314,7 +314,7 @@ func fetch(ctx context.Context, rt http.RoundTripper, repo name.Repository, l v1
 		have = 0
 		o.logf("downloading %s (%d bytes)", l.Digest, l.Size)
 	default:
-		return have, fmt.Errorf("%s@%s: %w", repo, l.Digest, transport.CheckError(resp, http.StatusOK, http.StatusPartialContent))
+		return have, o.explain(fmt.Sprintf("%s@%s", repo, l.Digest), repo.RegistryStr(), transport.CheckError(resp, http.StatusOK, http.StatusPartialContent))
 	}
 	if _, err := f.Seek(have, io.SeekStart); err != nil {
 		return have, err
