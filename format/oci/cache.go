@@ -8,8 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sys/unix"
 
@@ -72,6 +74,58 @@ func (c Cache) writeSmall(h v1.Hash, b []byte) error {
 		return fmt.Errorf("cache: %s: %w", dst, err)
 	}
 	return nil
+}
+
+// tagFile is where the cache keeps the digest the tag last resolved to:
+// Dir/tags/REGISTRY/REPO/TAG; false for a name that would not stay under
+// Dir/tags (go-containerregistry checks a repository's characters, not
+// its path elements).
+func (c Cache) tagFile(t name.Tag) (string, bool) {
+	elems := append(append([]string{t.RegistryStr()}, strings.Split(t.RepositoryStr(), "/")...), t.TagStr())
+	for _, e := range elems {
+		if e == "" || e == "." || e == ".." || strings.ContainsAny(e, `/\`) {
+			return "", false
+		}
+	}
+	return filepath.Join(append([]string{c.Dir, "tags"}, elems...)...), true
+}
+
+// tag records that t names the manifest h, for a pull while the
+// registry is out of reach; unchanged, it writes nothing.
+func (c Cache) tag(t name.Tag, h v1.Hash) error {
+	path, ok := c.tagFile(t)
+	if !ok {
+		return nil
+	}
+	line := []byte(h.String() + "\n")
+	if b, err := os.ReadFile(path); err == nil && bytes.Equal(b, line) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	if err := fsutil.WriteAtomic(path, line, 0o644); err != nil {
+		return fmt.Errorf("cache: %s: %w", path, err)
+	}
+	return nil
+}
+
+// tagged is the manifest t last named, if the cache holds it.
+func (c Cache) tagged(t name.Tag) (v1.Hash, []byte, bool) {
+	path, ok := c.tagFile(t)
+	if !ok {
+		return v1.Hash{}, nil, false
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return v1.Hash{}, nil, false
+	}
+	h, err := v1.NewHash(strings.TrimSpace(string(b)))
+	if err != nil {
+		return v1.Hash{}, nil, false
+	}
+	raw, ok := c.readSmall(h)
+	return h, raw, ok
 }
 
 // lockFile takes f's exclusive lock, waiting while another process holds

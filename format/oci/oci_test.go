@@ -916,3 +916,56 @@ func TestRegistryErrorsExplained(t *testing.T) {
 		check(fmt.Sprintf("a pull answered %d", code), pull(oci.Options{}, pushed.Ref), pushed.Ref+": ", want)
 	}
 }
+
+// A model pulled by tag runs again while its registry cannot be reached
+// (a laptop offline, a pod restarting during the registry's outage), as
+// docker run and ollama run take what they have: the pull takes the
+// manifest the tag last resolved to, and says so. A registry that
+// answers that the tag is not there, or that access is denied, is
+// believed.
+func TestTagPullWhileRegistryDown(t *testing.T) {
+	defer oci.FastRetries()()
+	reg, file, ref, pushed := pushedModel(t, format.Q8)
+	cache := oci.Cache{Dir: t.TempDir()}
+	if _, err := oci.Pull(context.Background(), ref, cache, opts()); err != nil {
+		t.Fatal(err)
+	}
+	for _, code := range []int{http.StatusNotFound, http.StatusForbidden} {
+		reg.setTamper(func(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+			if strings.Contains(r.URL.Path, "/manifests/") {
+				return &failWith{ResponseWriter: w, code: code}
+			}
+			return w
+		})
+		if _, err := oci.Pull(context.Background(), ref, cache, opts()); err == nil {
+			t.Errorf("the registry answered %d for the tag, and the pull took the cached model", code)
+		}
+	}
+	pullDown := func(what string) {
+		t.Helper()
+		var progress strings.Builder
+		o := opts()
+		o.Progress = &progress
+		p, err := oci.Pull(context.Background(), ref, cache, o)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if !p.Cached || p.Manifest != pushed.Manifest || p.Ref != pushed.Ref {
+			t.Errorf("%s: pulled %+v, want the cached %s", what, p, pushed.Ref)
+		}
+		sameFile(t, p.Path, file)
+		if !strings.Contains(progress.String(), pushed.Ref) {
+			t.Errorf("%s: the progress says %q, nothing of the cached %s", what, progress.String(), pushed.Ref)
+		}
+	}
+	reg.setTamper(func(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+		return &failWith{ResponseWriter: w, code: http.StatusServiceUnavailable}
+	})
+	pullDown("a registry answering 503")
+	reg.srv.Close()
+	pullDown("a registry gone")
+	// A tag never pulled has nothing to fall back to.
+	if _, err := oci.Pull(context.Background(), reg.host+"/models/tiny:other", cache, opts()); err == nil {
+		t.Errorf("a tag never pulled, its registry gone: no error")
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"hash"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -37,8 +38,9 @@ type Pulled struct {
 
 // Pull brings the model ref (REGISTRY/REPO:TAG or @sha256:..., with or
 // without oci://) into the cache and returns its path there. A tag is
-// resolved at the registry each time; a digest whose manifest is cached
-// needs no registry at all. The file is downloaded only if the cache
+// resolved at the registry each time, or, with the registry out of
+// reach, taken to the manifest it last named; a digest whose manifest is
+// cached needs no registry at all. The file is downloaded only if the cache
 // lacks it, resumed from what an interrupted pull left, and checked
 // against the layer's digest before it is renamed into place: a file
 // that does not match is removed, and the error says so.
@@ -61,31 +63,33 @@ func Pull(ctx context.Context, ref string, cache Cache, o Options) (*Pulled, err
 		}
 	}
 	var rt http.RoundTripper
+	var unreached error // the registry's failure, the model taken from the cache
+	tag, isTag := r.(name.Tag)
 	if raw == nil {
-		if rt, err = o.transport(ctx, r, repo.Scope(transport.PullScope)); err != nil {
-			return nil, err
-		}
-		desc, err := remote.Get(r, remote.WithContext(ctx), remote.WithTransport(rt))
+		rt, raw, mdigest, err = resolve(ctx, r, &o)
 		if err != nil {
-			return nil, o.explain(r.String(), repo.RegistryStr(), err)
-		}
-		if desc.MediaType != types.OCIManifestSchema1 {
-			return nil, fmt.Errorf("%s: a %s, not a qwenc model (want an OCI image manifest with artifactType %s)", r, desc.MediaType, ArtifactType)
-		}
-		raw = desc.Manifest
-		if len(raw) > maxManifest {
-			return nil, fmt.Errorf("%s: a manifest of %d bytes, over the %d a qwenc model's takes", r, len(raw), maxManifest)
-		}
-		// The digest of the bytes received, not the one the registry
-		// states: go-containerregistry checks a digest reference, but a
-		// tag's manifest is only what the registry sent.
-		if mdigest, _, err = v1.SHA256(bytes.NewReader(raw)); err != nil {
-			return nil, err
+			// A registry down or out of reach does not stop a model pulled
+			// by tag before from running, as docker run and ollama run take
+			// what they have; an answer (not found, denied) is believed.
+			b, h, ok := []byte(nil), v1.Hash{}, false
+			if isTag && unreachable(err) {
+				h, b, ok = cache.tagged(tag)
+			}
+			if !ok {
+				return nil, err
+			}
+			raw, mdigest, cached, rt, unreached = b, h, true, nil, err
 		}
 	}
 	layer, ann, err := parseManifest(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r, err)
+	}
+	if unreached != nil {
+		if !cache.has(layer.Digest, layer.Size) {
+			return nil, unreached
+		}
+		o.logf("%v\n%s: the registry is out of reach: taking %s, which the tag last named, from the cache", unreached, r, repo.Digest(mdigest.String()))
 	}
 	if !cached {
 		_, cached = cache.readSmall(mdigest)
@@ -94,6 +98,11 @@ func Pull(ctx context.Context, ref string, cache Cache, o Options) (*Pulled, err
 	// read-only, serves it.
 	if !cached {
 		if err := cache.writeSmall(mdigest, raw); err != nil {
+			return nil, err
+		}
+	}
+	if isTag && unreached == nil {
+		if err := cache.tag(tag, mdigest); err != nil {
 			return nil, err
 		}
 	}
@@ -112,6 +121,51 @@ func Pull(ctx context.Context, ref string, cache Cache, o Options) (*Pulled, err
 		return nil, err
 	}
 	return p, nil
+}
+
+// resolve asks the registry for the manifest r names: the transport it
+// made for it, the manifest, and its digest.
+func resolve(ctx context.Context, r name.Reference, o *Options) (http.RoundTripper, []byte, v1.Hash, error) {
+	repo := r.Context()
+	rt, err := o.transport(ctx, r, repo.Scope(transport.PullScope))
+	if err != nil {
+		return nil, nil, v1.Hash{}, err
+	}
+	desc, err := remote.Get(r, remote.WithContext(ctx), remote.WithTransport(rt))
+	if err != nil {
+		return nil, nil, v1.Hash{}, o.explain(r.String(), repo.RegistryStr(), err)
+	}
+	if desc.MediaType != types.OCIManifestSchema1 {
+		return nil, nil, v1.Hash{}, fmt.Errorf("%s: a %s, not a qwenc model (want an OCI image manifest with artifactType %s)", r, desc.MediaType, ArtifactType)
+	}
+	raw := desc.Manifest
+	if len(raw) > maxManifest {
+		return nil, nil, v1.Hash{}, fmt.Errorf("%s: a manifest of %d bytes, over the %d a qwenc model's takes", r, len(raw), maxManifest)
+	}
+	// The digest of the bytes received, not the one the registry states:
+	// go-containerregistry checks a digest reference, but a tag's
+	// manifest is only what the registry sent.
+	h, _, err := v1.SHA256(bytes.NewReader(raw))
+	if err != nil {
+		return nil, nil, v1.Hash{}, err
+	}
+	return rt, raw, h, nil
+}
+
+// unreachable reports whether err, met resolving a reference, says the
+// registry could not be asked, rather than what it answered: no
+// connection, no answer in time, or a server error after the retries.
+func unreachable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, errPlainHTTP) {
+		return false
+	}
+	var te *transport.Error
+	if errors.As(err, &te) {
+		return te.StatusCode >= 500
+	}
+	var ne net.Error
+	var ue *url.Error
+	return errors.As(err, &ne) || errors.As(err, &ue) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // parseManifest checks that raw is a qwenc model's manifest and returns
