@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"syscall"
 	"time"
@@ -87,7 +88,22 @@ func (o *Options) parseRef(s string) (name.Reference, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%q: not a registry reference (want REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:DIGEST): %w", s, err)
 	}
+	// go-containerregistry falls back to plain HTTP for 127.0.0.1 and
+	// localhost:PORT only; the policy allows every loopback address, so
+	// those are parsed again, as insecure, to be tried over HTTP too.
+	if !o.Insecure && ref.Context().Scheme() == "https" && isLocal(hostOf(ref.Context().RegistryStr())) {
+		return name.ParseReference(strings.TrimPrefix(s, Scheme), name.Insecure)
+	}
 	return ref, nil
+}
+
+// hostOf is a registry's host, without its port.
+func hostOf(registry string) string {
+	u, err := url.Parse("//" + registry)
+	if err != nil {
+		return registry
+	}
+	return u.Hostname()
 }
 
 // transport returns an authenticated transport for ref's repository

@@ -969,3 +969,29 @@ func TestTagPullWhileRegistryDown(t *testing.T) {
 		t.Errorf("a tag never pulled, its registry gone: no error")
 	}
 }
+
+// Plain HTTP is spoken to every loopback address, as the docs say, not
+// only to those go-containerregistry itself falls back for (127.0.0.1,
+// localhost:PORT): a registry on 127.0.0.2 takes a push and a pull
+// without --insecure.
+func TestPlainHTTPOtherLoopback(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no 127.0.0.2 to listen on: %v", err)
+	}
+	srv := httptest.NewUnstartedServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
+	defer srv.Close()
+	file := tinyModel(t, format.Q8)
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/models/tiny:q8"
+	if _, err := oci.Push(context.Background(), file, ref, opts()); err != nil {
+		t.Fatalf("push to %s: %v", ref, err)
+	}
+	p, err := oci.Pull(context.Background(), ref, oci.Cache{Dir: t.TempDir()}, opts())
+	if err != nil {
+		t.Fatalf("pull from %s: %v", ref, err)
+	}
+	sameFile(t, p.Path, file)
+}
