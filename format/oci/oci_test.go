@@ -995,3 +995,66 @@ func TestPlainHTTPOtherLoopback(t *testing.T) {
 	}
 	sameFile(t, p.Path, file)
 }
+
+// The cache lists what it holds, under the tags that last named it, and
+// a model is removed from it by tag or by digest: the file goes once no
+// tag or manifest left names it.
+func TestCacheListRemove(t *testing.T) {
+	reg, _, ref, pushed := pushedModel(t, format.Q8)
+	other := tinyModel(t, format.F16)
+	otherPushed, err := oci.Push(context.Background(), other, reg.host+"/models/other:f16", opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	alias := reg.host + "/models/alias:latest"
+	if _, err := oci.Push(context.Background(), other, alias, opts()); err != nil {
+		t.Fatal(err)
+	}
+	cache := oci.Cache{Dir: t.TempDir()}
+	for _, r := range []string{ref, otherPushed.Ref, alias} {
+		if _, err := oci.Pull(context.Background(), r, cache, opts()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func() map[string]oci.Model {
+		t.Helper()
+		models, err := cache.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]oci.Model{}
+		for _, x := range models {
+			m[x.Manifest.String()] = x
+		}
+		return m
+	}
+	got := list()
+	if m := got[pushed.Manifest.String()]; len(got) != 2 || !m.Complete || m.Blob != pushed.Blob || m.Size != pushed.Size ||
+		strings.Join(m.Tags, ",") != ref || m.Annotations[oci.AnnotationWeightType] != "q8" {
+		t.Fatalf("the cache lists %+v; want %s under %s, and the other model", got, pushed.Ref, ref)
+	}
+	if m := got[otherPushed.Manifest.String()]; strings.Join(m.Tags, ",") != alias {
+		t.Errorf("the other model is listed under %q, want %q (pulled by digest, then by that tag)", m.Tags, alias)
+	}
+
+	// By tag: the manifest and file go with the only tag naming them.
+	if err := cache.Remove(ref); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(cache.Blob(pushed.Blob)); !os.IsNotExist(err) {
+		t.Errorf("after removing %s its file is still there (%v)", ref, err)
+	}
+	if err := cache.Remove(ref); err == nil || !strings.Contains(err.Error(), "not in the cache") {
+		t.Errorf("removing %s again: %v, want not in the cache", ref, err)
+	}
+	// By digest: the tags that name it go too.
+	if err := cache.Remove(otherPushed.Ref); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); len(got) != 0 {
+		t.Errorf("after removing both the cache lists %+v", got)
+	}
+	if _, err := os.Stat(cache.Blob(otherPushed.Blob)); !os.IsNotExist(err) {
+		t.Errorf("after removing %s its file is still there (%v)", otherPushed.Ref, err)
+	}
+}
