@@ -63,8 +63,9 @@ type Options struct {
 	Transport http.RoundTripper
 	// Progress, if not nil, gets a line for each step of a pull or push.
 	Progress io.Writer
-	// StallTimeout cuts a blob download that receives nothing for that
-	// long, to be resumed; 0 is 30 seconds.
+	// StallTimeout gives up a request that receives nothing for that
+	// long: a GET or HEAD with no answer (made again, as a timeout), a
+	// blob download gone silent mid-way (resumed); 0 is 30 seconds.
 	StallTimeout time.Duration
 
 	anonymous bool // no credentials were found for the registry
@@ -124,7 +125,11 @@ func (o *Options) transport(ctx context.Context, ref name.Reference, scopes ...s
 	if base == nil {
 		base = remote.DefaultTransport
 	}
-	policy := &plainHTTPPolicy{inner: base, insecure: o.Insecure}
+	stall := o.StallTimeout
+	if stall <= 0 {
+		stall = defaultStall
+	}
+	policy := &answerTimeout{inner: &plainHTTPPolicy{inner: base, insecure: o.Insecure}, d: stall}
 	retrying := transport.NewRetry(policy, transport.WithRetryBackoff(retryBackoff),
 		transport.WithRetryPredicate(retryable), transport.WithRetryStatusCodes(retryStatus...))
 	rt, err := transport.NewWithContext(ctx, repo.Registry, auth, retrying, scopes)
@@ -189,6 +194,55 @@ func retryable(err error) bool {
 	var t interface{ Temporary() bool }
 	return (errors.As(err, &t) && t.Temporary()) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
+}
+
+// answerTimeout gives up a GET or HEAD that has no answer within d: a
+// registry that takes the connection and says nothing would hold a pull
+// for good. Other requests may wait long for theirs (a registry moves a
+// whole uploaded blob into place before it answers the PUT).
+type answerTimeout struct {
+	inner http.RoundTripper
+	d     time.Duration
+}
+
+// errNoAnswer is a request answerTimeout gave up: a timeout, made again.
+type errNoAnswer struct{ d time.Duration }
+
+func (e errNoAnswer) Error() string   { return fmt.Sprintf("no answer in %v", e.d) }
+func (e errNoAnswer) Timeout() bool   { return true }
+func (e errNoAnswer) Temporary() bool { return true }
+
+func (a *answerTimeout) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return a.inner.RoundTrip(r)
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	timer := time.AfterFunc(a.d, func() { cancel(errNoAnswer{a.d}) })
+	resp, err := a.inner.RoundTrip(r.WithContext(ctx))
+	timer.Stop()
+	if err != nil {
+		cause := context.Cause(ctx)
+		cancel(nil)
+		var na errNoAnswer
+		if errors.As(cause, &na) {
+			return nil, na
+		}
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose ends a request's context once its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel(nil)
+	return err
 }
 
 // errPlainHTTP is returned for a plain-HTTP request the policy refuses.

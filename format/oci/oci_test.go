@@ -1058,3 +1058,33 @@ func TestCacheListRemove(t *testing.T) {
 		t.Errorf("after removing %s its file is still there (%v)", otherPushed.Ref, err)
 	}
 }
+
+// A registry that takes a connection and never answers does not hold a
+// pull for good: a request for the manifest is given up past
+// Options.StallTimeout with no answer (after its retries), and the error
+// says so.
+func TestSilentRegistryTimesOut(t *testing.T) {
+	defer oci.FastRetries()()
+	reg, _, ref, _ := pushedModel(t, format.Q8)
+	release := make(chan struct{})
+	defer close(release)
+	reg.setTamper(func(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+		if strings.Contains(r.URL.Path, "/manifests/") {
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+		}
+		return w
+	})
+	o := opts()
+	o.StallTimeout = 100 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := oci.Pull(ctx, ref, oci.Cache{Dir: t.TempDir()}, o)
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "no answer") {
+		t.Errorf("a pull from a registry that does not answer: %v after %v, want it to say no answer came", err, time.Since(start))
+	}
+	t.Logf("after %v: %v", time.Since(start), err)
+}
