@@ -380,5 +380,30 @@ func (c Cache) Remove(ref string) error {
 	if err := os.Remove(c.Blob(l.Digest)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("cache: %w", err)
 	}
+	return c.removePartial(l.Digest)
+}
+
+// removePartial removes what a pull of the blob h left half-way, unless
+// a pull holds it now.
+func (c Cache) removePartial(h v1.Hash) error {
+	partial := c.Blob(h) + ".partial"
+	f, err := os.Open(partial)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return nil // a pull at it
+	}
+	held, err1 := f.Stat()
+	now, err2 := os.Stat(partial)
+	if err1 == nil && err2 == nil && os.SameFile(held, now) {
+		if err := os.Remove(partial); err != nil {
+			return fmt.Errorf("cache: %w", err)
+		}
+	}
 	return nil
 }

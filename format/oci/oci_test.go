@@ -1088,3 +1088,47 @@ func TestSilentRegistryTimesOut(t *testing.T) {
 	}
 	t.Logf("after %v: %v", time.Since(start), err)
 }
+
+// A model whose download was left half-way is listed as incomplete, and
+// removing it takes the partial file too, unless a pull is at it.
+func TestCacheRemoveIncomplete(t *testing.T) {
+	defer oci.FastRetries()()
+	reg, _, ref, pushed := pushedModel(t, format.F16)
+	reg.onBlobGet(pushed.Blob, func(w http.ResponseWriter) http.ResponseWriter { return &cutter{ResponseWriter: w} })
+	cache := oci.Cache{Dir: t.TempDir()}
+	if _, err := oci.Pull(context.Background(), ref, cache, opts()); err == nil {
+		t.Fatal("a pull whose every transfer is cut succeeded")
+	}
+	partial := cache.Blob(pushed.Blob) + ".partial"
+	if err := os.WriteFile(partial, []byte("half a model"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	models, err := cache.List()
+	if err != nil || len(models) != 1 || models[0].Complete {
+		t.Fatalf("the cache lists %+v, %v; want the one model, incomplete", models, err)
+	}
+	// A pull at it holds the partial file's lock.
+	f, err := os.Open(partial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if err := cache.Remove(pushed.Ref); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(partial); err != nil {
+		t.Errorf("the partial file a pull holds was removed: %v", err)
+	}
+	f.Close()
+	// Pulled again (the manifest only: every transfer is still cut), then
+	// removed with no pull at it.
+	oci.Pull(context.Background(), ref, cache, opts())
+	if err := cache.Remove(ref); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(partial); !os.IsNotExist(err) {
+		t.Errorf("the partial file of a removed model is still there: %v", err)
+	}
+}
