@@ -8,3 +8,10 @@ func FastRetries() (restore func()) {
 	retryBackoff.Duration = time.Millisecond
 	return func() { retryBackoff = saved }
 }
+
+// ProgressFrom has downloads of min bytes or more tell their progress.
+func ProgressFrom(min int64) (restore func()) {
+	saved := progressMin
+	progressMin = min
+	return func() { progressMin = saved }
+}

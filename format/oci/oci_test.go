@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -1130,5 +1131,37 @@ func TestCacheRemoveIncomplete(t *testing.T) {
 	}
 	if _, err := os.Stat(partial); !os.IsNotExist(err) {
 		t.Errorf("the partial file of a removed model is still there: %v", err)
+	}
+}
+
+// A big download tells its progress at each tenth of the file, a pull
+// of gigabytes not looking hung; a small one says nothing of it.
+func TestDownloadProgress(t *testing.T) {
+	_, _, ref, pushed := pushedModel(t, format.F16)
+	pull := func() string {
+		var b strings.Builder
+		o := opts()
+		o.Progress = &b
+		if _, err := oci.Pull(context.Background(), ref, oci.Cache{Dir: t.TempDir()}, o); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	if got := pull(); strings.Contains(got, "%") {
+		t.Errorf("a pull of %d bytes told its progress:\n%s", pushed.Size, got)
+	}
+	defer oci.ProgressFrom(0)()
+	got := pull()
+	steps := regexp.MustCompile(`(\d+)% \((\d+) of (\d+) bytes\)`).FindAllStringSubmatch(got, -1)
+	last := 0
+	for _, s := range steps {
+		pct, _ := strconv.Atoi(s[1])
+		if pct <= last || pct >= 100 || s[3] != strconv.FormatInt(pushed.Size, 10) {
+			t.Errorf("progress line %q after %d%%", s[0], last)
+		}
+		last = pct
+	}
+	if len(steps) < 5 {
+		t.Errorf("a pull of %d bytes told %d steps of its progress, want most tenths:\n%s", pushed.Size, len(steps), got)
 	}
 }

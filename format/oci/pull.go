@@ -376,7 +376,11 @@ func fetch(ctx context.Context, rt http.RoundTripper, repo name.Repository, l v1
 	// One byte more than is due, to tell a blob longer than the manifest
 	// says from one that ends where it should.
 	body := &idleReader{r: resp.Body, timer: timer, stall: stall}
-	n, err := io.Copy(io.MultiWriter(f, sum), io.LimitReader(body, l.Size-have+1))
+	var w io.Writer = io.MultiWriter(f, sum)
+	if o.Progress != nil && l.Size >= progressMin {
+		w = io.MultiWriter(w, newProgress(o, l, have))
+	}
+	n, err := io.Copy(w, io.LimitReader(body, l.Size-have+1))
 	have += n
 	if err != nil {
 		if body.err != nil {
@@ -394,6 +398,37 @@ func fetch(ctx context.Context, rt http.RoundTripper, repo name.Repository, l v1
 		return have, fmt.Errorf("%s@%s: the registry sent more than the manifest's %d bytes: refused and removed", repo, l.Digest, l.Size)
 	}
 	return have, nil
+}
+
+// progressMin is the smallest download whose progress is told as it
+// goes, at each tenth of the file: a bigger one takes long enough for a
+// silent pull to look hung.
+var progressMin int64 = 64 << 20
+
+// progress tells Options.Progress each tenth of a download as its bytes
+// go by.
+type progress struct {
+	o          *Options
+	l          v1.Descriptor
+	done, next int64
+}
+
+func newProgress(o *Options, l v1.Descriptor, have int64) *progress {
+	p := &progress{o: o, l: l, done: have}
+	p.next = p.tenth(have) + 1
+	return p
+}
+
+// tenth is how many tenths of the file n bytes are.
+func (p *progress) tenth(n int64) int64 { return n * 10 / p.l.Size }
+
+func (p *progress) Write(b []byte) (int, error) {
+	p.done += int64(len(b))
+	if t := p.tenth(p.done); t >= p.next && t < 10 {
+		p.o.logf("%s: %d%% (%d of %d bytes)", p.l.Digest, t*10, p.done, p.l.Size)
+		p.next = t + 1
+	}
+	return len(b), nil
 }
 
 // defaultStall is Options.StallTimeout's default.
