@@ -24,7 +24,8 @@ ARG VERSION=""
 RUN --mount=type=cache,target=/root/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=${VERSION}" -o /out/qwenrun ./cmd/qwenrun && \
-    CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=${VERSION}" -o /out/qwenc ./cmd/qwenc
+    CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -X main.version=${VERSION}" -o /out/qwenc ./cmd/qwenc && \
+    mkdir -p /cache/qwenc
 
 # distroless static: CA certificates for registries over TLS, /etc/passwd
 # with the nonroot user (65532), and nothing else: no shell, no curl, hence
@@ -33,7 +34,10 @@ FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/qwenrun /out/qwenc /usr/local/bin/
 USER 65532:65532
 # Pulled models land in $XDG_CACHE_HOME/qwenc; mount a volume there to
-# keep them across containers.
+# keep them across containers. The directory is in the image, the user's:
+# a new named volume takes the ownership of what it is mounted over, and
+# over nothing it would be root's, which the user could not write to.
+COPY --from=build --chown=65532:65532 /cache /home/nonroot/.cache
 ENV XDG_CACHE_HOME=/home/nonroot/.cache
 EXPOSE 8080
 # The start period covers a first pull and the model's load.

@@ -41,7 +41,7 @@ func newApp() *cli.App {
 		Name:            "qwenc",
 		Usage:           "compile Qwen checkpoints into .qbin files for qwenrun",
 		HideHelpCommand: true,
-		Commands:        []*cli.Command{compileCommand(), inspectCommand(), verifyCommand(), pushCommand(), pullCommand()},
+		Commands:        []*cli.Command{compileCommand(), inspectCommand(), verifyCommand(), pushCommand(), pullCommand(), cacheCommand()},
 		Flags:           []cli.Flag{cliutil.VersionFlag()},
 		Action:          noCommand,
 		OnUsageError:    cliutil.OnUsageError,

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
+	"text/tabwriter"
 
 	"github.com/qwenc/qwenc/cmd/internal/pullcache"
 	"github.com/qwenc/qwenc/format/oci"
@@ -87,5 +89,61 @@ func pullCommand() *cli.Command {
 			}
 			return nil
 		},
+	}
+}
+
+func cacheCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "cache",
+		Usage: "list the models pulled into the cache ($XDG_CACHE_HOME/qwenc), or remove some",
+		Subcommands: []*cli.Command{{
+			Name:  "ls",
+			Usage: "list the cached models: tags, manifest digest, weight type, file size",
+			Action: func(c *cli.Context) error {
+				if c.NArg() != 0 {
+					return cliutil.Usagef(c, "cache ls: want no arguments, got %d", c.NArg())
+				}
+				dir, err := pullcache.Dir()
+				if err != nil {
+					return err
+				}
+				models, err := oci.Cache{Dir: dir}.List()
+				if err != nil {
+					return err
+				}
+				w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "TAGS\tMANIFEST\tTYPE\tSIZE")
+				for _, m := range models {
+					tags, size := strings.Join(m.Tags, ","), fmt.Sprintf("%.1f MB", float64(m.Size)/1e6)
+					if tags == "" {
+						tags = "(by digest)"
+					}
+					if !m.Complete {
+						size += " (incomplete)"
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", tags, m.Manifest, m.Annotations[oci.AnnotationWeightType], size)
+				}
+				return w.Flush()
+			},
+		}, {
+			Name:      "rm",
+			Usage:     "remove models from the cache, by tag or by digest; a file goes once nothing left names it",
+			ArgsUsage: "REGISTRY/REPO:TAG|REGISTRY/REPO@sha256:DIGEST...",
+			Action: func(c *cli.Context) error {
+				if c.NArg() == 0 {
+					return cliutil.Usagef(c, "cache rm: want one REGISTRY/REPO:TAG argument or more")
+				}
+				dir, err := pullcache.Dir()
+				if err != nil {
+					return err
+				}
+				for _, ref := range c.Args().Slice() {
+					if err := (oci.Cache{Dir: dir}).Remove(ref); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		}},
 	}
 }

@@ -87,3 +87,42 @@ func TestPushPull(t *testing.T) {
 		}
 	}
 }
+
+// qwenc cache ls lists a pulled model under its tag, and qwenc cache rm
+// takes it out: the file goes, the list is empty.
+func TestCacheLsRm(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("DOCKER_CONFIG", t.TempDir())
+	work := t.TempDir()
+	file := synthtest.Compile(t, synth.Shape{ModelType: "qwen3", Hidden: 32, Intermediate: 64, Layers: 2, Heads: 2, KVHeads: 1, HeadDim: 16,
+		Vocab: 270, MaxPositions: 64, Tied: true, DType: "BF16", Seed: 3, EOS: synth.MiniEOS}, 4)
+	ref := host + "/models/tiny:f16"
+	if out, stderr, code := run(t, work, "push", "-q", file, ref); code != 0 {
+		t.Fatalf("push: exit %d, %q %q", code, out, stderr)
+	}
+	out, stderr, code := run(t, work, "pull", "-q", ref)
+	if code != 0 {
+		t.Fatalf("pull: exit %d, %q", code, stderr)
+	}
+	path := strings.TrimSpace(out)
+	out, stderr, code = run(t, work, "cache", "ls")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[1], ref+" ") ||
+		!strings.Contains(lines[1], "sha256:") {
+		t.Fatalf("cache ls: exit %d, stdout %q, stderr %q; want a header and %s", code, out, stderr, ref)
+	}
+	if out, stderr, code = run(t, work, "cache", "rm", ref); code != 0 || out != "" || stderr != "" {
+		t.Fatalf("cache rm: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("after cache rm the file %s is still there: %v", path, err)
+	}
+	if out, _, code = run(t, work, "cache", "ls"); code != 0 || strings.Count(out, "\n") != 1 {
+		t.Errorf("cache ls after rm: exit %d, %q; want the header only", code, out)
+	}
+	if _, stderr, code = run(t, work, "cache", "rm", ref); code != 1 || !strings.Contains(stderr, "not in the cache") {
+		t.Errorf("cache rm of what is gone: exit %d, stderr %q", code, stderr)
+	}
+}

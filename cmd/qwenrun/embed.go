@@ -14,9 +14,11 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// textsFlags say where embed's texts and rerank's documents come from.
+// textsFlags say where embed's texts and rerank's documents come from,
+// and take the flags of the model they are scored with.
 func textsFlags(what string) []cli.Flag {
 	return append([]cli.Flag{
+		modelflags.InsecureFlag(),
 		&cli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "the " + what + ", one per line, from `PATH` (- for standard input)"},
 		&cli.BoolFlag{Name: "truncate", Usage: "cut an input longer than the context rather than refuse it"},
 		&cli.IntFlag{Name: "ctx", Usage: "context length in `TOKENS`", DefaultText: "the model's"},

@@ -99,7 +99,7 @@ func flags() []cli.Flag {
 		&cli.BoolFlag{Name: "json", Usage: "print one JSON object at the end instead of streaming (interactive --chat: one per turn)"},
 		&cli.BoolFlag{Name: "verify", Usage: "recompute every section's checksum before running (reads the whole file)"},
 		&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the run to `PATH` (for development)"},
-		insecureFlag(),
+		modelflags.InsecureFlag(),
 		cliutil.VersionFlag(),
 	}, append(draftFlags(), logFlags()...)...)
 }

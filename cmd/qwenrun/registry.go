@@ -9,11 +9,6 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// insecureFlag is for a MODEL given as oci://.
-func insecureFlag() cli.Flag {
-	return &cli.BoolFlag{Name: "insecure", Usage: "with an oci:// MODEL: allow plain HTTP to a registry that is not localhost"}
-}
-
 // healthCommand is a container's HEALTHCHECK: distroless and scratch
 // images have no curl or wget to ask /health with.
 func healthCommand() *cli.Command {

@@ -145,3 +145,22 @@ func startServe(t *testing.T, args ...string) (*exec.Cmd, string, string) {
 	go io.Copy(io.Discard, stderr)
 	return cmd, addr, seen
 }
+
+// Every command that takes an oci:// MODEL takes --insecure with it:
+// embed and rerank pull as run and serve do.
+func TestInsecureWhereverOCI(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("DOCKER_CONFIG", t.TempDir())
+	ref := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/models/absent:f16"
+	for _, args := range [][]string{
+		{"embed", "--insecure", ref, "hello"},
+		{"rerank", "--insecure", ref, "-q", "which", "hello"},
+	} {
+		_, errOut, code := qwenrun(t, "", args...)
+		if code != 1 || !strings.Contains(errOut, "models/absent:f16: not found") {
+			t.Errorf("qwenrun %q: exit %d, stderr %q; want the pull's not found", args, code, errOut)
+		}
+	}
+}

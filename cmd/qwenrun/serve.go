@@ -41,7 +41,7 @@ func serveCommand() *cli.Command {
 			kvTypeFlag(),
 			threadsFlag(),
 			kernelsFlag(),
-			insecureFlag(),
+			modelflags.InsecureFlag(),
 		}, slices.Concat(draftFlags(), logFlags(), modelflags.StateCacheFlags("keep at most `SIZE` (4GiB, 512MB, ...; 0: none) of finished conversations' states, for later requests that share their prefix to compute only what is new",
 			"a quarter of the available memory, 256 MiB to 16 GiB"))...),
 		Action: serveAction,

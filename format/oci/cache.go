@@ -6,10 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sys/unix"
 
@@ -72,6 +76,58 @@ func (c Cache) writeSmall(h v1.Hash, b []byte) error {
 		return fmt.Errorf("cache: %s: %w", dst, err)
 	}
 	return nil
+}
+
+// tagFile is where the cache keeps the digest the tag last resolved to:
+// Dir/tags/REGISTRY/REPO/TAG; false for a name that would not stay under
+// Dir/tags (go-containerregistry checks a repository's characters, not
+// its path elements).
+func (c Cache) tagFile(t name.Tag) (string, bool) {
+	elems := append(append([]string{t.RegistryStr()}, strings.Split(t.RepositoryStr(), "/")...), t.TagStr())
+	for _, e := range elems {
+		if e == "" || e == "." || e == ".." || strings.ContainsAny(e, `/\`) {
+			return "", false
+		}
+	}
+	return filepath.Join(append([]string{c.Dir, "tags"}, elems...)...), true
+}
+
+// tag records that t names the manifest h, for a pull while the
+// registry is out of reach; unchanged, it writes nothing.
+func (c Cache) tag(t name.Tag, h v1.Hash) error {
+	path, ok := c.tagFile(t)
+	if !ok {
+		return nil
+	}
+	line := []byte(h.String() + "\n")
+	if b, err := os.ReadFile(path); err == nil && bytes.Equal(b, line) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	if err := fsutil.WriteAtomic(path, line, 0o644); err != nil {
+		return fmt.Errorf("cache: %s: %w", path, err)
+	}
+	return nil
+}
+
+// tagged is the manifest t last named, if the cache holds it.
+func (c Cache) tagged(t name.Tag) (v1.Hash, []byte, bool) {
+	path, ok := c.tagFile(t)
+	if !ok {
+		return v1.Hash{}, nil, false
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return v1.Hash{}, nil, false
+	}
+	h, err := v1.NewHash(strings.TrimSpace(string(b)))
+	if err != nil {
+		return v1.Hash{}, nil, false
+	}
+	raw, ok := c.readSmall(h)
+	return h, raw, ok
 }
 
 // lockFile takes f's exclusive lock, waiting while another process holds
@@ -142,4 +198,212 @@ func copyFile(src, dst string) error {
 		err = cerr
 	}
 	return err
+}
+
+// Model is a model the cache holds: a manifest, and its file.
+type Model struct {
+	Manifest    v1.Hash
+	Tags        []string // REGISTRY/REPO:TAG, each tag that last named it when pulled
+	Blob        v1.Hash  // the file's digest
+	Size        int64
+	Complete    bool // the file is all there (not absent, nor still downloading)
+	Annotations map[string]string
+}
+
+// List returns the models the cache holds, ordered by their first tag
+// (untagged ones, pulled by digest only, first).
+func (c Cache) List() ([]Model, error) {
+	byDigest := map[v1.Hash]*Model{}
+	dir := filepath.Join(c.Dir, "blobs", "sha256")
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	for _, e := range entries {
+		h := v1.Hash{Algorithm: "sha256", Hex: e.Name()}
+		if len(h.Hex) != 64 || !e.Type().IsRegular() {
+			continue
+		}
+		if info, err := e.Info(); err != nil || info.Size() > maxManifest {
+			continue
+		}
+		raw, ok := c.readSmall(h)
+		if !ok {
+			continue
+		}
+		l, ann, err := parseManifest(raw)
+		if err != nil {
+			continue // a small model file, or another manifest
+		}
+		byDigest[h] = &Model{Manifest: h, Blob: l.Digest, Size: l.Size, Complete: c.has(l.Digest, l.Size), Annotations: ann}
+	}
+	tags, err := c.tags()
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tags {
+		if m := byDigest[t.digest]; m != nil {
+			m.Tags = append(m.Tags, t.ref)
+		}
+	}
+	out := make([]Model, 0, len(byDigest))
+	for _, m := range byDigest {
+		out = append(out, *m)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := strings.Join(out[i].Tags, ","), strings.Join(out[j].Tags, ",")
+		if a != b {
+			return a < b
+		}
+		return out[i].Manifest.Hex < out[j].Manifest.Hex
+	})
+	return out, nil
+}
+
+// tagRecord is a tag the cache records, and the manifest it named.
+type tagRecord struct {
+	ref    string // REGISTRY/REPO:TAG
+	path   string
+	digest v1.Hash
+}
+
+// tags reads every tag record, ordered by name.
+func (c Cache) tags() ([]tagRecord, error) {
+	root := filepath.Join(c.Dir, "tags")
+	var out []tagRecord
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) && path == root {
+			return fs.SkipAll
+		}
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		elems := strings.Split(filepath.ToSlash(rel), "/")
+		if len(elems) < 3 {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		h, err := v1.NewHash(strings.TrimSpace(string(b)))
+		if err != nil {
+			return nil
+		}
+		ref := elems[0] + "/" + strings.Join(elems[1:len(elems)-1], "/") + ":" + elems[len(elems)-1]
+		out = append(out, tagRecord{ref: ref, path: path, digest: h})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	return out, nil
+}
+
+// Remove takes the model ref (REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:...,
+// with or without oci://) out of the cache. By tag, the tag's record
+// goes, and the manifest with it unless another tag names it; by digest,
+// the manifest goes, and every tag naming it. A file goes once no
+// manifest left names it; a placed copy (qwenc pull -o) stays.
+func (c Cache) Remove(ref string) error {
+	r, err := name.ParseReference(strings.TrimPrefix(ref, Scheme))
+	if err != nil {
+		return fmt.Errorf("%q: not a registry reference: %w", ref, err)
+	}
+	tags, err := c.tags()
+	if err != nil {
+		return err
+	}
+	var h v1.Hash
+	switch r := r.(type) {
+	case name.Tag:
+		path, ok := c.tagFile(r)
+		if !ok {
+			return fmt.Errorf("%s: not in the cache", r)
+		}
+		var found bool
+		for _, t := range tags {
+			if t.path == path {
+				h, found = t.digest, true
+			}
+		}
+		if !found {
+			return fmt.Errorf("%s: not in the cache", r)
+		}
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("cache: %w", err)
+		}
+		for _, t := range tags {
+			if t.path != path && t.digest == h {
+				return nil // the manifest stays, under its other tag
+			}
+		}
+	case name.Digest:
+		if h, err = v1.NewHash(r.DigestStr()); err != nil {
+			return fmt.Errorf("%q: %w", ref, err)
+		}
+		if _, ok := c.readSmall(h); !ok {
+			return fmt.Errorf("%s: not in the cache", r)
+		}
+		for _, t := range tags {
+			if t.digest == h {
+				if err := os.Remove(t.path); err != nil {
+					return fmt.Errorf("cache: %w", err)
+				}
+			}
+		}
+	}
+	raw, ok := c.readSmall(h)
+	if !ok {
+		return nil
+	}
+	if err := os.Remove(c.Blob(h)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("cache: %w", err)
+	}
+	l, _, err := parseManifest(raw)
+	if err != nil {
+		return nil
+	}
+	models, err := c.List()
+	if err != nil {
+		return err
+	}
+	for _, m := range models {
+		if m.Blob == l.Digest {
+			return nil // another manifest names the same file
+		}
+	}
+	if err := os.Remove(c.Blob(l.Digest)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("cache: %w", err)
+	}
+	return c.removePartial(l.Digest)
+}
+
+// removePartial removes what a pull of the blob h left half-way, unless
+// a pull holds it now.
+func (c Cache) removePartial(h v1.Hash) error {
+	partial := c.Blob(h) + ".partial"
+	f, err := os.Open(partial)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return nil // a pull at it
+	}
+	held, err1 := f.Stat()
+	now, err2 := os.Stat(partial)
+	if err1 == nil && err2 == nil && os.SameFile(held, now) {
+		if err := os.Remove(partial); err != nil {
+			return fmt.Errorf("cache: %w", err)
+		}
+	}
+	return nil
 }

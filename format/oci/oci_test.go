@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -45,6 +47,8 @@ type testRegistry struct {
 	mu     sync.Mutex
 	log    []string // "METHOD PATH RANGE"
 	tamper func(w http.ResponseWriter, r *http.Request) http.ResponseWriter
+	// gate, if set, may answer a request itself, returning true.
+	gate func(w http.ResponseWriter, r *http.Request) bool
 }
 
 func newRegistry(t *testing.T) *testRegistry {
@@ -54,8 +58,11 @@ func newRegistry(t *testing.T) *testRegistry {
 	reg.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reg.mu.Lock()
 		reg.log = append(reg.log, r.Method+" "+r.URL.Path+" "+r.Header.Get("Range"))
-		tamper := reg.tamper
+		tamper, gate := reg.tamper, reg.gate
 		reg.mu.Unlock()
+		if gate != nil && gate(w, r) {
+			return
+		}
 		if tamper != nil {
 			w = tamper(w, r)
 		}
@@ -370,16 +377,22 @@ func (f *flipper) Write(b []byte) (int, error) {
 	return f.ResponseWriter.Write(b)
 }
 
-// A pull cut off mid-file leaves what arrived; the next one asks only for
-// the rest, with a Range from the partial file's length, and the result
-// is the file.
+// A pull cut off mid-file, its resumptions bringing nothing more, leaves
+// what arrived; the next one asks only for the rest, with a Range from
+// the partial file's length, and the result is the file.
 func TestInterruptedPullResumes(t *testing.T) {
+	defer oci.FastRetries()()
 	reg, file, ref, pushed := pushedModel(t, format.F16)
 	const cut = 20000
 	if pushed.Size < 2*cut {
 		t.Fatalf("the test model has %d bytes: too small to cut at %d", pushed.Size, cut)
 	}
-	reg.onBlobGet(pushed.Blob, func(w http.ResponseWriter) http.ResponseWriter { return &cutter{ResponseWriter: w, left: cut} })
+	var once sync.Once
+	reg.onBlobGet(pushed.Blob, func(w http.ResponseWriter) http.ResponseWriter {
+		c := &cutter{ResponseWriter: w}
+		once.Do(func() { c.left = cut })
+		return c
+	})
 	cache := oci.Cache{Dir: t.TempDir()}
 	_, err := oci.Pull(context.Background(), ref, cache, opts())
 	if err == nil || !strings.Contains(err.Error(), "resume") {
@@ -636,4 +649,519 @@ func (s *statusAs) WriteHeader(code int) {
 		code = s.code
 	}
 	s.ResponseWriter.WriteHeader(code)
+}
+
+// A registry that answers 429 Too Many Requests or a 5xx now and then
+// (a rate limit, a restarting backend behind a load balancer) costs a
+// pull a retry, not the pull: the ping, the manifest and the blob each
+// fail once here, and the pull succeeds.
+func TestPullRetriesTransientStatus(t *testing.T) {
+	defer oci.FastRetries()()
+	reg, file, ref, pushed := pushedModel(t, format.Q8)
+	var mu sync.Mutex
+	failed := map[string]bool{}
+	reg.setTamper(func(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+		var key string
+		var code int
+		switch {
+		case r.URL.Path == "/v2/":
+			key, code = "ping", http.StatusBadGateway
+		case strings.Contains(r.URL.Path, "/manifests/"):
+			key, code = "manifest", http.StatusServiceUnavailable
+		case strings.HasSuffix(r.URL.Path, "/blobs/"+pushed.Blob.String()):
+			key, code = "blob", http.StatusTooManyRequests
+		default:
+			return w
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if failed[key] {
+			return w
+		}
+		failed[key] = true
+		return &failWith{ResponseWriter: w, code: code}
+	})
+	p, err := oci.Pull(context.Background(), ref, oci.Cache{Dir: t.TempDir()}, opts())
+	if err != nil {
+		t.Fatalf("a pull through one 502, one 503 and one 429: %v", err)
+	}
+	sameFile(t, p.Path, file)
+	if len(failed) != 3 {
+		t.Errorf("the registry failed %v, want the ping, the manifest and the blob", failed)
+	}
+}
+
+// failWith answers with code and a registry's error body, whatever the
+// handler would have said.
+type failWith struct {
+	http.ResponseWriter
+	code    int
+	written bool
+}
+
+func (f *failWith) WriteHeader(int) {
+	if f.written {
+		return
+	}
+	f.written = true
+	f.ResponseWriter.Header().Set("Content-Type", "application/json")
+	f.ResponseWriter.Header().Del("Content-Length")
+	f.ResponseWriter.WriteHeader(f.code)
+	code := map[int]string{http.StatusForbidden: "DENIED", http.StatusTooManyRequests: "TOOMANYREQUESTS"}[f.code]
+	if code == "" {
+		code = "UNAVAILABLE"
+	}
+	fmt.Fprintf(f.ResponseWriter, `{"errors":[{"code":%q,"message":"answered %d"}]}`, code, f.code)
+}
+
+func (f *failWith) Write(b []byte) (int, error) {
+	f.WriteHeader(0)
+	return len(b), nil
+}
+
+// A download cut off mid-way is resumed by the same pull, with a Range
+// from what arrived, as docker pull and ollama pull do: a connection
+// that drops once does not fail a pull of gigabytes.
+func TestCutDownloadResumedByTheSamePull(t *testing.T) {
+	defer oci.FastRetries()()
+	reg, file, ref, pushed := pushedModel(t, format.F16)
+	const cut = 20000
+	var once sync.Once
+	reg.onBlobGet(pushed.Blob, func(w http.ResponseWriter) http.ResponseWriter {
+		var c http.ResponseWriter = w
+		once.Do(func() { c = &cutter{ResponseWriter: w, left: cut} })
+		return c
+	})
+	reg.requests("")
+	p, err := oci.Pull(context.Background(), ref, oci.Cache{Dir: t.TempDir()}, opts())
+	if err != nil {
+		t.Fatalf("a pull whose download is cut once: %v", err)
+	}
+	sameFile(t, p.Path, file)
+	got := reg.requests("GET /v2/models/tiny/blobs/")
+	if len(got) != 2 || !strings.HasSuffix(got[0], pushed.Blob.String()+" ") || !strings.Contains(got[1], " bytes=") ||
+		strings.Contains(got[1], " bytes=0-") {
+		t.Errorf("the pull asked %q, want the whole blob then the rest of it", got)
+	}
+}
+
+// A registry that stops sending mid-download without closing the
+// connection does not hang the pull: past Options.StallTimeout with no
+// byte, the request is cut and resumed.
+func TestStalledDownloadResumed(t *testing.T) {
+	defer oci.FastRetries()()
+	reg, file, ref, pushed := pushedModel(t, format.F16)
+	var once sync.Once
+	release := make(chan struct{})
+	defer close(release)
+	reg.setTamper(func(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/blobs/"+pushed.Blob.String()) {
+			return w
+		}
+		var s http.ResponseWriter = w
+		once.Do(func() { s = &staller{ResponseWriter: w, left: 20000, done: r.Context().Done(), release: release} })
+		return s
+	})
+	o := opts()
+	o.StallTimeout = 200 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	p, err := oci.Pull(ctx, ref, oci.Cache{Dir: t.TempDir()}, o)
+	if err != nil {
+		t.Fatalf("a pull whose download stalls once: %v", err)
+	}
+	sameFile(t, p.Path, file)
+}
+
+// staller sends left bytes of a body, then nothing until the request or
+// the test ends.
+type staller struct {
+	http.ResponseWriter
+	left          int
+	done, release <-chan struct{}
+}
+
+func (s *staller) Write(b []byte) (int, error) {
+	if len(b) >= s.left {
+		s.ResponseWriter.Write(b[:s.left])
+		s.ResponseWriter.(http.Flusher).Flush()
+		select {
+		case <-s.done:
+		case <-s.release:
+		}
+		panic(http.ErrAbortHandler)
+	}
+	s.left -= len(b)
+	return s.ResponseWriter.Write(b)
+}
+
+// A pull of a model the cache holds writes nothing there: a cache
+// mounted read-only (a volume filled once, shared by the pods) serves a
+// pull by digest, which asks the registry nothing, and one by tag.
+func TestCachedPullWritesNothing(t *testing.T) {
+	_, file, ref, pushed := pushedModel(t, format.Q8)
+	cache := oci.Cache{Dir: t.TempDir()}
+	if _, err := oci.Pull(context.Background(), ref, cache, opts()); err != nil {
+		t.Fatal(err)
+	}
+	manifest := cache.Blob(pushed.Manifest)
+	before, err := os.Stat(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{pushed.Ref, ref} {
+		p, err := oci.Pull(context.Background(), r, cache, opts())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameFile(t, p.Path, file)
+		if after, err := os.Stat(manifest); err != nil || !os.SameFile(before, after) {
+			t.Errorf("a pull of %s from the cache wrote the manifest again (%v)", r, err)
+		}
+	}
+}
+
+// requireToken has reg ask for a bearer token, as Docker Hub, GHCR and
+// Harbor do: /v2/ answers 401 with a WWW-Authenticate challenge naming
+// the token server, which gives the token to alice:secret only.
+func (reg *testRegistry) requireToken() {
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	reg.gate = func(w http.ResponseWriter, r *http.Request) bool {
+		unauthorized := func(msg string) bool {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprintf(w, `{"errors":[{"code":"UNAUTHORIZED","message":%q}]}`, msg)
+			return true
+		}
+		if r.URL.Path == "/token" {
+			if u, p, ok := r.BasicAuth(); !ok || u != "alice" || p != "secret" {
+				return unauthorized("incorrect username or password")
+			}
+			fmt.Fprint(w, `{"token":"t0k3n"}`)
+			return true
+		}
+		if r.Header.Get("Authorization") != "Bearer t0k3n" {
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="http://%s/token",service="test"`, reg.host))
+			return unauthorized("authentication required")
+		}
+		return false
+	}
+}
+
+// basicKeychain gives every registry the one user and password.
+type basicKeychain struct{ user, password string }
+
+func (k basicKeychain) Resolve(authn.Resource) (authn.Authenticator, error) {
+	return &authn.Basic{Username: k.user, Password: k.password}, nil
+}
+
+// A registry's refusals come back as errors that name the reference and
+// say what to do: log in when no credentials were sent, log in again
+// when they were refused, nothing found, a rate limit or a failing
+// registry after the retries; docker login's config file is read.
+func TestRegistryErrorsExplained(t *testing.T) {
+	defer oci.FastRetries()()
+	reg, file, ref, pushed := pushedModel(t, format.Q8)
+	reg.requireToken()
+	check := func(what string, err error, want ...string) {
+		t.Helper()
+		if err == nil {
+			t.Errorf("%s: no error", what)
+			return
+		}
+		t.Logf("%s: %v", what, err)
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %v\nwant it to say %q", what, err, w)
+			}
+		}
+	}
+	pull := func(o oci.Options, ref string) error {
+		_, err := oci.Pull(context.Background(), ref, oci.Cache{Dir: t.TempDir()}, o)
+		return err
+	}
+	check("an anonymous pull", pull(opts(), ref), ref+": ", "no credentials", "docker login "+reg.host)
+	_, err := oci.Push(context.Background(), file, reg.host+"/models/other:x", opts())
+	check("an anonymous push", err, reg.host+"/models/other:x: ", "no credentials", "docker login "+reg.host)
+	o := opts()
+	o.Keychain = basicKeychain{"alice", "wrong"}
+	check("a pull with a wrong password", pull(o, ref), ref+": ", "refused", "docker login "+reg.host)
+
+	// docker login's config file.
+	dir := t.TempDir()
+	auth := base64.StdEncoding.EncodeToString([]byte("alice:secret"))
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, reg.host, auth)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DOCKER_CONFIG", dir)
+	p, err := oci.Pull(context.Background(), ref, oci.Cache{Dir: t.TempDir()}, oci.Options{})
+	if err != nil {
+		t.Fatalf("a pull with docker login's credentials: %v", err)
+	}
+	sameFile(t, p.Path, file)
+
+	missing := reg.host + "/models/tiny:nope"
+	check("a pull of a missing tag", pull(oci.Options{}, missing), missing+": ", "not found")
+	for code, want := range map[int]string{
+		http.StatusForbidden:          "denied",
+		http.StatusTooManyRequests:    "rate limit",
+		http.StatusServiceUnavailable: "503",
+	} {
+		reg.setTamper(func(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+			if strings.Contains(r.URL.Path, "/manifests/") {
+				return &failWith{ResponseWriter: w, code: code}
+			}
+			return w
+		})
+		check(fmt.Sprintf("a pull answered %d", code), pull(oci.Options{}, pushed.Ref), pushed.Ref+": ", want)
+	}
+}
+
+// A model pulled by tag runs again while its registry cannot be reached
+// (a laptop offline, a pod restarting during the registry's outage), as
+// docker run and ollama run take what they have: the pull takes the
+// manifest the tag last resolved to, and says so. A registry that
+// answers that the tag is not there, or that access is denied, is
+// believed.
+func TestTagPullWhileRegistryDown(t *testing.T) {
+	defer oci.FastRetries()()
+	reg, file, ref, pushed := pushedModel(t, format.Q8)
+	cache := oci.Cache{Dir: t.TempDir()}
+	if _, err := oci.Pull(context.Background(), ref, cache, opts()); err != nil {
+		t.Fatal(err)
+	}
+	for _, code := range []int{http.StatusNotFound, http.StatusForbidden} {
+		reg.setTamper(func(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+			if strings.Contains(r.URL.Path, "/manifests/") {
+				return &failWith{ResponseWriter: w, code: code}
+			}
+			return w
+		})
+		if _, err := oci.Pull(context.Background(), ref, cache, opts()); err == nil {
+			t.Errorf("the registry answered %d for the tag, and the pull took the cached model", code)
+		}
+	}
+	pullDown := func(what string) {
+		t.Helper()
+		var progress strings.Builder
+		o := opts()
+		o.Progress = &progress
+		p, err := oci.Pull(context.Background(), ref, cache, o)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if !p.Cached || p.Manifest != pushed.Manifest || p.Ref != pushed.Ref {
+			t.Errorf("%s: pulled %+v, want the cached %s", what, p, pushed.Ref)
+		}
+		sameFile(t, p.Path, file)
+		if !strings.Contains(progress.String(), pushed.Ref) {
+			t.Errorf("%s: the progress says %q, nothing of the cached %s", what, progress.String(), pushed.Ref)
+		}
+	}
+	reg.setTamper(func(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+		return &failWith{ResponseWriter: w, code: http.StatusServiceUnavailable}
+	})
+	pullDown("a registry answering 503")
+	reg.srv.Close()
+	pullDown("a registry gone")
+	// A tag never pulled has nothing to fall back to.
+	if _, err := oci.Pull(context.Background(), reg.host+"/models/tiny:other", cache, opts()); err == nil {
+		t.Errorf("a tag never pulled, its registry gone: no error")
+	}
+}
+
+// Plain HTTP is spoken to every loopback address, as the docs say, not
+// only to those go-containerregistry itself falls back for (127.0.0.1,
+// localhost:PORT): a registry on 127.0.0.2 takes a push and a pull
+// without --insecure.
+func TestPlainHTTPOtherLoopback(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no 127.0.0.2 to listen on: %v", err)
+	}
+	srv := httptest.NewUnstartedServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
+	defer srv.Close()
+	file := tinyModel(t, format.Q8)
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/models/tiny:q8"
+	if _, err := oci.Push(context.Background(), file, ref, opts()); err != nil {
+		t.Fatalf("push to %s: %v", ref, err)
+	}
+	p, err := oci.Pull(context.Background(), ref, oci.Cache{Dir: t.TempDir()}, opts())
+	if err != nil {
+		t.Fatalf("pull from %s: %v", ref, err)
+	}
+	sameFile(t, p.Path, file)
+}
+
+// The cache lists what it holds, under the tags that last named it, and
+// a model is removed from it by tag or by digest: the file goes once no
+// tag or manifest left names it.
+func TestCacheListRemove(t *testing.T) {
+	reg, _, ref, pushed := pushedModel(t, format.Q8)
+	other := tinyModel(t, format.F16)
+	otherPushed, err := oci.Push(context.Background(), other, reg.host+"/models/other:f16", opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	alias := reg.host + "/models/alias:latest"
+	if _, err := oci.Push(context.Background(), other, alias, opts()); err != nil {
+		t.Fatal(err)
+	}
+	cache := oci.Cache{Dir: t.TempDir()}
+	for _, r := range []string{ref, otherPushed.Ref, alias} {
+		if _, err := oci.Pull(context.Background(), r, cache, opts()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func() map[string]oci.Model {
+		t.Helper()
+		models, err := cache.List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]oci.Model{}
+		for _, x := range models {
+			m[x.Manifest.String()] = x
+		}
+		return m
+	}
+	got := list()
+	if m := got[pushed.Manifest.String()]; len(got) != 2 || !m.Complete || m.Blob != pushed.Blob || m.Size != pushed.Size ||
+		strings.Join(m.Tags, ",") != ref || m.Annotations[oci.AnnotationWeightType] != "q8" {
+		t.Fatalf("the cache lists %+v; want %s under %s, and the other model", got, pushed.Ref, ref)
+	}
+	if m := got[otherPushed.Manifest.String()]; strings.Join(m.Tags, ",") != alias {
+		t.Errorf("the other model is listed under %q, want %q (pulled by digest, then by that tag)", m.Tags, alias)
+	}
+
+	// By tag: the manifest and file go with the only tag naming them.
+	if err := cache.Remove(ref); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(cache.Blob(pushed.Blob)); !os.IsNotExist(err) {
+		t.Errorf("after removing %s its file is still there (%v)", ref, err)
+	}
+	if err := cache.Remove(ref); err == nil || !strings.Contains(err.Error(), "not in the cache") {
+		t.Errorf("removing %s again: %v, want not in the cache", ref, err)
+	}
+	// By digest: the tags that name it go too.
+	if err := cache.Remove(otherPushed.Ref); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); len(got) != 0 {
+		t.Errorf("after removing both the cache lists %+v", got)
+	}
+	if _, err := os.Stat(cache.Blob(otherPushed.Blob)); !os.IsNotExist(err) {
+		t.Errorf("after removing %s its file is still there (%v)", otherPushed.Ref, err)
+	}
+}
+
+// A registry that takes a connection and never answers does not hold a
+// pull for good: a request for the manifest is given up past
+// Options.StallTimeout with no answer (after its retries), and the error
+// says so.
+func TestSilentRegistryTimesOut(t *testing.T) {
+	defer oci.FastRetries()()
+	reg, _, ref, _ := pushedModel(t, format.Q8)
+	release := make(chan struct{})
+	defer close(release)
+	reg.setTamper(func(w http.ResponseWriter, r *http.Request) http.ResponseWriter {
+		if strings.Contains(r.URL.Path, "/manifests/") {
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+		}
+		return w
+	})
+	o := opts()
+	o.StallTimeout = 100 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := oci.Pull(ctx, ref, oci.Cache{Dir: t.TempDir()}, o)
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "no answer") {
+		t.Errorf("a pull from a registry that does not answer: %v after %v, want it to say no answer came", err, time.Since(start))
+	}
+	t.Logf("after %v: %v", time.Since(start), err)
+}
+
+// A model whose download was left half-way is listed as incomplete, and
+// removing it takes the partial file too, unless a pull is at it.
+func TestCacheRemoveIncomplete(t *testing.T) {
+	defer oci.FastRetries()()
+	reg, _, ref, pushed := pushedModel(t, format.F16)
+	reg.onBlobGet(pushed.Blob, func(w http.ResponseWriter) http.ResponseWriter { return &cutter{ResponseWriter: w} })
+	cache := oci.Cache{Dir: t.TempDir()}
+	if _, err := oci.Pull(context.Background(), ref, cache, opts()); err == nil {
+		t.Fatal("a pull whose every transfer is cut succeeded")
+	}
+	partial := cache.Blob(pushed.Blob) + ".partial"
+	if err := os.WriteFile(partial, []byte("half a model"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	models, err := cache.List()
+	if err != nil || len(models) != 1 || models[0].Complete {
+		t.Fatalf("the cache lists %+v, %v; want the one model, incomplete", models, err)
+	}
+	// A pull at it holds the partial file's lock.
+	f, err := os.Open(partial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if err := cache.Remove(pushed.Ref); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(partial); err != nil {
+		t.Errorf("the partial file a pull holds was removed: %v", err)
+	}
+	f.Close()
+	// Pulled again (the manifest only: every transfer is still cut), then
+	// removed with no pull at it.
+	oci.Pull(context.Background(), ref, cache, opts())
+	if err := cache.Remove(ref); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(partial); !os.IsNotExist(err) {
+		t.Errorf("the partial file of a removed model is still there: %v", err)
+	}
+}
+
+// A big download tells its progress at each tenth of the file, a pull
+// of gigabytes not looking hung; a small one says nothing of it.
+func TestDownloadProgress(t *testing.T) {
+	_, _, ref, pushed := pushedModel(t, format.F16)
+	pull := func() string {
+		var b strings.Builder
+		o := opts()
+		o.Progress = &b
+		if _, err := oci.Pull(context.Background(), ref, oci.Cache{Dir: t.TempDir()}, o); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	if got := pull(); strings.Contains(got, "%") {
+		t.Errorf("a pull of %d bytes told its progress:\n%s", pushed.Size, got)
+	}
+	defer oci.ProgressFrom(0)()
+	got := pull()
+	steps := regexp.MustCompile(`(\d+)% \((\d+) of (\d+) bytes\)`).FindAllStringSubmatch(got, -1)
+	last := 0
+	for _, s := range steps {
+		pct, _ := strconv.Atoi(s[1])
+		if pct <= last || pct >= 100 || s[3] != strconv.FormatInt(pushed.Size, 10) {
+			t.Errorf("progress line %q after %d%%", s[0], last)
+		}
+		last = pct
+	}
+	if len(steps) < 5 {
+		t.Errorf("a pull of %d bytes told %d steps of its progress, want most tenths:\n%s", pushed.Size, len(steps), got)
+	}
 }

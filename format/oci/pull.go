@@ -10,11 +10,13 @@ import (
 	"hash"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -36,8 +38,9 @@ type Pulled struct {
 
 // Pull brings the model ref (REGISTRY/REPO:TAG or @sha256:..., with or
 // without oci://) into the cache and returns its path there. A tag is
-// resolved at the registry each time; a digest whose manifest is cached
-// needs no registry at all. The file is downloaded only if the cache
+// resolved at the registry each time, or, with the registry out of
+// reach, taken to the manifest it last named; a digest whose manifest is
+// cached needs no registry at all. The file is downloaded only if the cache
 // lacks it, resumed from what an interrupted pull left, and checked
 // against the layer's digest before it is renamed into place: a file
 // that does not match is removed, and the error says so.
@@ -49,44 +52,59 @@ func Pull(ctx context.Context, ref string, cache Cache, o Options) (*Pulled, err
 	repo := r.Context()
 	var raw []byte
 	var mdigest v1.Hash
+	cached := false // the manifest is in the cache
 	if d, ok := r.(name.Digest); ok {
 		h, err := v1.NewHash(d.DigestStr())
 		if err != nil {
 			return nil, fmt.Errorf("%q: %w", ref, err)
 		}
 		if b, ok := cache.readSmall(h); ok {
-			raw, mdigest = b, h
+			raw, mdigest, cached = b, h, true
 		}
 	}
 	var rt http.RoundTripper
+	var unreached error // the registry's failure, the model taken from the cache
+	tag, isTag := r.(name.Tag)
 	if raw == nil {
-		if rt, err = o.transport(ctx, repo, repo.Scope(transport.PullScope)); err != nil {
-			return nil, err
-		}
-		desc, err := remote.Get(r, remote.WithContext(ctx), remote.WithTransport(rt))
+		rt, raw, mdigest, err = resolve(ctx, r, &o)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", r, err)
-		}
-		if desc.MediaType != types.OCIManifestSchema1 {
-			return nil, fmt.Errorf("%s: a %s, not a qwenc model (want an OCI image manifest with artifactType %s)", r, desc.MediaType, ArtifactType)
-		}
-		raw = desc.Manifest
-		if len(raw) > maxManifest {
-			return nil, fmt.Errorf("%s: a manifest of %d bytes, over the %d a qwenc model's takes", r, len(raw), maxManifest)
-		}
-		// The digest of the bytes received, not the one the registry
-		// states: go-containerregistry checks a digest reference, but a
-		// tag's manifest is only what the registry sent.
-		if mdigest, _, err = v1.SHA256(bytes.NewReader(raw)); err != nil {
-			return nil, err
+			// A registry down or out of reach does not stop a model pulled
+			// by tag before from running, as docker run and ollama run take
+			// what they have; an answer (not found, denied) is believed.
+			b, h, ok := []byte(nil), v1.Hash{}, false
+			if isTag && unreachable(err) {
+				h, b, ok = cache.tagged(tag)
+			}
+			if !ok {
+				return nil, err
+			}
+			raw, mdigest, cached, rt, unreached = b, h, true, nil, err
 		}
 	}
 	layer, ann, err := parseManifest(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r, err)
 	}
-	if err := cache.writeSmall(mdigest, raw); err != nil {
-		return nil, err
+	if unreached != nil {
+		if !cache.has(layer.Digest, layer.Size) {
+			return nil, unreached
+		}
+		o.logf("%v\n%s: the registry is out of reach: taking %s, which the tag last named, from the cache", unreached, r, repo.Digest(mdigest.String()))
+	}
+	if !cached {
+		_, cached = cache.readSmall(mdigest)
+	}
+	// Written only if missing: a cache holding the model, mounted
+	// read-only, serves it.
+	if !cached {
+		if err := cache.writeSmall(mdigest, raw); err != nil {
+			return nil, err
+		}
+	}
+	if isTag && unreached == nil {
+		if err := cache.tag(tag, mdigest); err != nil {
+			return nil, err
+		}
 	}
 	p := &Pulled{Ref: repo.Digest(mdigest.String()).String(), Manifest: mdigest, Blob: layer.Digest, Size: layer.Size,
 		Path: cache.Blob(layer.Digest), Cached: true, Annotations: ann}
@@ -94,7 +112,7 @@ func Pull(ctx context.Context, ref string, cache Cache, o Options) (*Pulled, err
 		return p, nil
 	}
 	if rt == nil {
-		if rt, err = o.transport(ctx, repo, repo.Scope(transport.PullScope)); err != nil {
+		if rt, err = o.transport(ctx, r, repo.Scope(transport.PullScope)); err != nil {
 			return nil, err
 		}
 	}
@@ -103,6 +121,51 @@ func Pull(ctx context.Context, ref string, cache Cache, o Options) (*Pulled, err
 		return nil, err
 	}
 	return p, nil
+}
+
+// resolve asks the registry for the manifest r names: the transport it
+// made for it, the manifest, and its digest.
+func resolve(ctx context.Context, r name.Reference, o *Options) (http.RoundTripper, []byte, v1.Hash, error) {
+	repo := r.Context()
+	rt, err := o.transport(ctx, r, repo.Scope(transport.PullScope))
+	if err != nil {
+		return nil, nil, v1.Hash{}, err
+	}
+	desc, err := remote.Get(r, remote.WithContext(ctx), remote.WithTransport(rt))
+	if err != nil {
+		return nil, nil, v1.Hash{}, o.explain(r.String(), repo.RegistryStr(), err)
+	}
+	if desc.MediaType != types.OCIManifestSchema1 {
+		return nil, nil, v1.Hash{}, fmt.Errorf("%s: a %s, not a qwenc model (want an OCI image manifest with artifactType %s)", r, desc.MediaType, ArtifactType)
+	}
+	raw := desc.Manifest
+	if len(raw) > maxManifest {
+		return nil, nil, v1.Hash{}, fmt.Errorf("%s: a manifest of %d bytes, over the %d a qwenc model's takes", r, len(raw), maxManifest)
+	}
+	// The digest of the bytes received, not the one the registry states:
+	// go-containerregistry checks a digest reference, but a tag's
+	// manifest is only what the registry sent.
+	h, _, err := v1.SHA256(bytes.NewReader(raw))
+	if err != nil {
+		return nil, nil, v1.Hash{}, err
+	}
+	return rt, raw, h, nil
+}
+
+// unreachable reports whether err, met resolving a reference, says the
+// registry could not be asked, rather than what it answered: no
+// connection, no answer in time, or a server error after the retries.
+func unreachable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, errPlainHTTP) {
+		return false
+	}
+	var te *transport.Error
+	if errors.As(err, &te) {
+		return te.StatusCode >= 500
+	}
+	var ne net.Error
+	var ue *url.Error
+	return errors.As(err, &ne) || errors.As(err, &ue) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // parseManifest checks that raw is a qwenc model's manifest and returns
@@ -168,9 +231,29 @@ func download(ctx context.Context, rt http.RoundTripper, repo name.Repository, l
 	if _, err := io.Copy(sum, io.NewSectionReader(f, 0, have)); err != nil {
 		return false, fmt.Errorf("%s: %w", partial, err)
 	}
-	if have < l.Size {
-		if have, err = fetch(ctx, rt, repo, l, f, sum, have, o); err != nil {
+	for tries := 0; have < l.Size; {
+		before := have
+		have, err = fetch(ctx, rt, repo, l, f, sum, have, o)
+		if err == nil {
+			break
+		}
+		// A transfer cut off is taken up where it stopped, again and again
+		// while each attempt brings bytes, a few times when none does.
+		var cut *cutError
+		if !errors.As(err, &cut) || ctx.Err() != nil {
 			return false, err
+		}
+		if have > before {
+			tries = 0
+		}
+		if tries++; tries >= retryBackoff.Steps {
+			return false, err
+		}
+		o.logf("%v: resuming", err)
+		select {
+		case <-ctx.Done():
+			return false, context.Cause(ctx)
+		case <-time.After(backoff(tries)):
 		}
 	}
 	if got := fmt.Sprintf("%x", sum.Sum(nil)); got != l.Digest.Hex {
@@ -236,7 +319,24 @@ func fetch(ctx context.Context, rt http.RoundTripper, repo name.Repository, l v1
 	// authenticated transport (token, scheme, plain-HTTP policy).
 	u := url.URL{Scheme: repo.Registry.Scheme(), Host: repo.RegistryStr(),
 		Path: "/v2/" + repo.RepositoryStr() + "/blobs/" + l.Digest.String()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	// A registry that stops sending without closing the connection would
+	// hold the pull for good: with nothing received for the stall
+	// timeout, waiting for the answer or reading it, the request is cut.
+	stall := o.StallTimeout
+	if stall <= 0 {
+		stall = defaultStall
+	}
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timer := time.AfterFunc(stall, func() { cancel(errStalled) })
+	defer timer.Stop()
+	stalled := func(err error) error {
+		if ctx.Err() == nil && errors.Is(context.Cause(rctx), errStalled) {
+			return &cutError{fmt.Errorf("%s@%s: nothing received for %v at %d of %d bytes: %w", repo, l.Digest, stall, have, l.Size, errStalled)}
+		}
+		return err
+	}
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return have, err
 	}
@@ -245,7 +345,7 @@ func fetch(ctx context.Context, rt http.RoundTripper, repo name.Repository, l v1
 	}
 	resp, err := (&http.Client{Transport: rt}).Do(req)
 	if err != nil {
-		return have, fmt.Errorf("%s@%s: %w", repo, l.Digest, err)
+		return have, stalled(fmt.Errorf("%s@%s: %w", repo, l.Digest, err))
 	}
 	defer resp.Body.Close()
 	switch {
@@ -268,20 +368,29 @@ func fetch(ctx context.Context, rt http.RoundTripper, repo name.Repository, l v1
 		have = 0
 		o.logf("downloading %s (%d bytes)", l.Digest, l.Size)
 	default:
-		return have, fmt.Errorf("%s@%s: %w", repo, l.Digest, transport.CheckError(resp, http.StatusOK, http.StatusPartialContent))
+		return have, o.explain(fmt.Sprintf("%s@%s", repo, l.Digest), repo.RegistryStr(), transport.CheckError(resp, http.StatusOK, http.StatusPartialContent))
 	}
 	if _, err := f.Seek(have, io.SeekStart); err != nil {
 		return have, err
 	}
 	// One byte more than is due, to tell a blob longer than the manifest
 	// says from one that ends where it should.
-	n, err := io.Copy(io.MultiWriter(f, sum), io.LimitReader(resp.Body, l.Size-have+1))
+	body := &idleReader{r: resp.Body, timer: timer, stall: stall}
+	var w io.Writer = io.MultiWriter(f, sum)
+	if o.Progress != nil && l.Size >= progressMin {
+		w = io.MultiWriter(w, newProgress(o, l, have))
+	}
+	n, err := io.Copy(w, io.LimitReader(body, l.Size-have+1))
 	have += n
 	if err != nil {
-		return have, fmt.Errorf("%s@%s: interrupted at %d of %d bytes (pull again to resume): %w", repo, l.Digest, have, l.Size, err)
+		if body.err != nil {
+			// The connection's fault, not the disk's.
+			return have, stalled(&cutError{fmt.Errorf("%s@%s: interrupted at %d of %d bytes (pull again to resume): %w", repo, l.Digest, have, l.Size, err)})
+		}
+		return have, fmt.Errorf("%s: %w", f.Name(), err)
 	}
 	if have < l.Size {
-		return have, fmt.Errorf("%s@%s: the transfer ended at %d of %d bytes (pull again to resume)", repo, l.Digest, have, l.Size)
+		return have, &cutError{fmt.Errorf("%s@%s: the transfer ended at %d of %d bytes (pull again to resume)", repo, l.Digest, have, l.Size)}
 	}
 	if have > l.Size {
 		os.Remove(f.Name())
@@ -289,4 +398,78 @@ func fetch(ctx context.Context, rt http.RoundTripper, repo name.Repository, l v1
 		return have, fmt.Errorf("%s@%s: the registry sent more than the manifest's %d bytes: refused and removed", repo, l.Digest, l.Size)
 	}
 	return have, nil
+}
+
+// progressMin is the smallest download whose progress is told as it
+// goes, at each tenth of the file: a bigger one takes long enough for a
+// silent pull to look hung.
+var progressMin int64 = 64 << 20
+
+// progress tells Options.Progress each tenth of a download as its bytes
+// go by.
+type progress struct {
+	o          *Options
+	l          v1.Descriptor
+	done, next int64
+}
+
+func newProgress(o *Options, l v1.Descriptor, have int64) *progress {
+	p := &progress{o: o, l: l, done: have}
+	p.next = p.tenth(have) + 1
+	return p
+}
+
+// tenth is how many tenths of the file n bytes are.
+func (p *progress) tenth(n int64) int64 { return n * 10 / p.l.Size }
+
+func (p *progress) Write(b []byte) (int, error) {
+	p.done += int64(len(b))
+	if t := p.tenth(p.done); t >= p.next && t < 10 {
+		p.o.logf("%s: %d%% (%d of %d bytes)", p.l.Digest, t*10, p.done, p.l.Size)
+		p.next = t + 1
+	}
+	return len(b), nil
+}
+
+// defaultStall is Options.StallTimeout's default.
+const defaultStall = 30 * time.Second
+
+// errStalled is the cause a stalled request is cut with.
+var errStalled = errors.New("the registry stopped sending")
+
+// cutError is a transfer that broke off: what arrived is kept, and the
+// download goes on from there.
+type cutError struct{ err error }
+
+func (e *cutError) Error() string { return e.err.Error() }
+func (e *cutError) Unwrap() error { return e.err }
+
+// backoff is the wait before the tries'th resumption.
+func backoff(tries int) time.Duration {
+	d := retryBackoff.Duration
+	for range tries - 1 {
+		d = time.Duration(float64(d) * retryBackoff.Factor)
+	}
+	return d
+}
+
+// idleReader reads a response body, putting off the stall timer at each
+// read that brings bytes, and keeps the body's read error apart from the
+// file's write error.
+type idleReader struct {
+	r     io.Reader
+	timer *time.Timer
+	stall time.Duration
+	err   error
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.timer.Reset(r.stall)
+	}
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
 }

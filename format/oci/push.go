@@ -52,26 +52,26 @@ func Push(ctx context.Context, path, ref string, o Options) (*Pushed, error) {
 	}
 	o.logf("%s: sha256:%s, %d bytes", path, layer.digest.Hex, layer.size)
 	repo := r.Context()
-	rt, err := o.transport(ctx, repo, repo.Scope(transport.PushScope))
+	rt, err := o.transport(ctx, r, repo.Scope(transport.PushScope))
 	if err != nil {
 		return nil, err
 	}
 	ropts := []remote.Option{remote.WithContext(ctx), remote.WithTransport(rt)}
 	cfg := static.NewLayer(emptyConfig, types.OCIEmptyJSON)
 	if err := remote.WriteLayer(repo, cfg, ropts...); err != nil {
-		return nil, fmt.Errorf("%s: the empty config blob: %w", repo, err)
+		return nil, o.explain(r.String(), repo.RegistryStr(), fmt.Errorf("the empty config blob: %w", err))
 	}
 	// WriteLayer asks the registry first and uploads only a blob it lacks:
 	// pushing one file under several tags sends it once.
 	if err := remote.WriteLayer(repo, layer, ropts...); err != nil {
-		return nil, fmt.Errorf("%s: uploading %s: %w", repo, path, err)
+		return nil, o.explain(r.String(), repo.RegistryStr(), fmt.Errorf("uploading %s: %w", path, err))
 	}
 	raw, err := manifestJSON(layer, ann)
 	if err != nil {
 		return nil, err
 	}
 	if err := remote.Put(r, rawManifest(raw), ropts...); err != nil {
-		return nil, fmt.Errorf("%s: the manifest: %w", r, err)
+		return nil, o.explain(r.String(), repo.RegistryStr(), fmt.Errorf("the manifest: %w", err))
 	}
 	h, _, err := v1.SHA256(bytes.NewReader(raw))
 	if err != nil {

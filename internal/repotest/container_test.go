@@ -230,3 +230,34 @@ func TestDockerfileBaseImages(t *testing.T) {
 		t.Errorf("a FROM with an ARG that has no default was accepted")
 	}
 }
+
+// TestDockerfileCacheDirOwned: the directory the image's $XDG_CACHE_HOME
+// names exists in the image, owned by its user. A named volume mounted
+// there (docker run -v qwenc-cache:/home/nonroot/.cache, as docs/deploy.md
+// shows) takes the ownership of what the image has at that path; where
+// the image has nothing, the volume is root's, and the non-root server's
+// first pull fails to make its cache directory.
+func TestDockerfileCacheDirOwned(t *testing.T) {
+	b, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := string(b)
+	if i := strings.LastIndex(strings.ToUpper(final), "\nFROM "); i >= 0 {
+		final = final[i:]
+	}
+	user := regexp.MustCompile(`(?m)^USER\s+(\S+)\s*$`).FindStringSubmatch(final)
+	cache := regexp.MustCompile(`(?m)^ENV\s+XDG_CACHE_HOME=(\S+)\s*$`).FindStringSubmatch(final)
+	if user == nil || cache == nil {
+		t.Fatalf("the final stage sets no USER (%q) or no XDG_CACHE_HOME (%q)", user, cache)
+	}
+	dir := strings.TrimSuffix(cache[1], "/")
+	copies := regexp.MustCompile(`(?m)^COPY\s+(.*)$`).FindAllStringSubmatch(final, -1)
+	for _, c := range copies {
+		f := strings.Fields(c[1])
+		if slices.Contains(f, "--chown="+user[1]) && strings.TrimSuffix(f[len(f)-1], "/") == dir {
+			return
+		}
+	}
+	t.Errorf("the image's $XDG_CACHE_HOME (%s) is not made by a COPY --chown=%s: a volume mounted there is root's, and %s cannot write to it", dir, user[1], user[1])
+}

@@ -135,6 +135,12 @@ func OpenFile(c *cli.Context, log *slog.Logger, notes io.Writer, path string, pa
 	return m, nil
 }
 
+// InsecureFlag is --insecure, for a MODEL given as oci://: every
+// command that opens its model with Open takes it.
+func InsecureFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "insecure", Usage: "with an oci:// MODEL: allow plain HTTP to a registry that is not localhost"}
+}
+
 func modelPath(c *cli.Context, arg string, progress io.Writer) (string, error) {
 	if !oci.IsRef(arg) {
 		return arg, nil
