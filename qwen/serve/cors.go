@@ -3,6 +3,7 @@ package serve
 import (
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 )
@@ -66,10 +67,14 @@ func matchOrigin(pattern, origin string) bool {
 
 // originAllowed reports whether a browser page of origin may call the
 // server: a local origin, one of AllowOrigins, or the server's own
-// (host, the request's Host).
+// (host, the request's Host) when host is an IP address: a name may be
+// a foreign page's, pointed at this machine (DNS rebinding), which the
+// browser sends as Host and in Origin alike.
 func (s *Server) originAllowed(origin, host string) bool {
 	if u, err := url.Parse(origin); err == nil && u.Host != "" && u.Host == host {
-		return true
+		if _, err := netip.ParseAddr(u.Hostname()); err == nil {
+			return true
+		}
 	}
 	for _, list := range [][]string{localOrigins, s.opts.AllowOrigins} {
 		for _, p := range list {

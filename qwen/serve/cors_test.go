@@ -63,8 +63,20 @@ func TestCORS(t *testing.T) {
 		t.Errorf("without Origin: %d %v", resp.StatusCode, resp.Header)
 	}
 
+	// A page of a name the server is reached by is not the server's own:
+	// DNS rebinding points a foreign name at this machine, the browser
+	// sending that name as Host and in Origin.
+	rebound := "rebind.evil.test:" + host[strings.LastIndex(host, ":")+1:]
+	req, _ := http.NewRequest("POST", ts.url+"/v1/chat/completions", strings.NewReader(`{"model":"tiny-a","max_tokens":1,"messages":[{"role":"user","content":"Hi"}]}`))
+	req.Host = rebound
+	req.Header.Set("Origin", "http://"+rebound)
+	req.Header.Set("Authorization", "Bearer k")
+	if resp, body := do(t, req); resp.StatusCode != 403 || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("DNS rebinding, Host %s: %d %s", rebound, resp.StatusCode, body)
+	}
+
 	every := newTestServer(t, modelOpts{}, ServerOptions{AllowOrigins: []string{"*"}})
-	req, _ := http.NewRequest("GET", every.url+"/v1/models", nil)
+	req, _ = http.NewRequest("GET", every.url+"/v1/models", nil)
 	req.Header.Set("Origin", "https://anything.test")
 	if resp, body := do(t, req); resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != "https://anything.test" {
 		t.Errorf("* allows every origin: %d %s %v", resp.StatusCode, body, resp.Header)
