@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCORS: a browser page of an allowed origin (this machine's, an
@@ -93,5 +94,47 @@ func TestCheckOrigins(t *testing.T) {
 		if err := CheckOrigins([]string{"https://a.test", bad}); err == nil {
 			t.Errorf("%q taken", bad)
 		}
+	}
+}
+
+// TestMatchOrigin: a * of a pattern takes any run of characters but
+// "/"; and a long Origin against a pattern of several stars is matched in
+// about its length, not its length to the power of the stars (a header
+// of 100 KB against https://*.*.example.com took seconds of a core).
+func TestMatchOrigin(t *testing.T) {
+	for _, c := range []struct {
+		pattern, origin string
+		want            bool
+	}{
+		{"https://a.test", "https://a.test", true},
+		{"https://a.test", "https://a.test:1", false},
+		{"https://*.example.com", "https://chat.example.com", true},
+		{"https://*.example.com", "https://a.b.example.com", true},
+		{"https://*.example.com", "https://example.com", false},
+		{"https://*.example.com", "https://evil.test/.example.com", false},
+		{"https://*.*.example.com", "https://a.b.example.com", true},
+		{"https://*.*.example.com", "https://a.example.com", false},
+		{"http://192.168.*.*:*", "http://192.168.1.20:8080", true},
+		{"http://192.168.*.*:*", "http://192.168.1:8080", false},
+		{"http://localhost:*", "http://localhost:5173", true},
+		{"http://localhost:*", "http://localhost", false},
+		{"http://[::1]:*", "http://[::1]:3000", true},
+		{"app://*", "app://x", true},
+		{"app://*", "app://x/y", false},
+		{"*a*a", "aaa", true},
+		{"a*b*c", "abbc", true},
+		{"a*b*c", "acb", false},
+	} {
+		if got := matchOrigin(c.pattern, c.origin); got != c.want {
+			t.Errorf("%s against %s: %v", c.origin, c.pattern, got)
+		}
+	}
+	long := "https://" + strings.Repeat(".", 100_000)
+	start := time.Now()
+	if matchOrigin("https://*.*.example.com", long) {
+		t.Error("a run of dots matched")
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("an Origin of 100 KB matched in %v", took)
 	}
 }
