@@ -230,7 +230,8 @@ func (st *responseStore) items(wanted map[string]json.RawMessage) {
 
 // resolve replaces each item_reference of a list of input items with
 // the stored item it names; an id the store does not hold is refused,
-// naming it.
+// naming it, and so are references past the store's bound of bytes
+// (each of a few bytes may name an item of megabytes).
 func (st *responseStore) resolve(raw json.RawMessage) (json.RawMessage, *apiError) {
 	var items []json.RawMessage
 	if json.Unmarshal(raw, &items) != nil {
@@ -256,6 +257,7 @@ func (st *responseStore) resolve(raw json.RawMessage) (json.RawMessage, *apiErro
 		return raw, nil
 	}
 	st.items(wanted)
+	var size int64
 	for i := range items {
 		id, ok := refs[i]
 		if !ok {
@@ -265,6 +267,10 @@ func (st *responseStore) resolve(raw json.RawMessage) (json.RawMessage, *apiErro
 		if item == nil {
 			path := fmt.Sprintf("input[%d]", i)
 			return nil, badRequest(path+".id", "%s.id: no stored item %q: it is not an item of a stored response (store: false, deleted, or let go to bound the memory the stored responses take); give the item itself", path, id)
+		}
+		if size += int64(len(item)); size > maxStoredResponseBytes {
+			path := fmt.Sprintf("input[%d]", i)
+			return nil, badRequest(path+".id", "%s.id: the items referred to come to more than %d MiB, the stored responses' bound", path, maxStoredResponseBytes>>20)
 		}
 		items[i] = item
 	}

@@ -1050,3 +1050,25 @@ func TestResponsesItemReferenceMany(t *testing.T) {
 		t.Errorf("resolved %d items, first %v", len(items), items[0])
 	}
 }
+
+// TestResponsesItemReferenceBound: references resolve to at most the
+// store's bound of items (64 MiB), refused past it naming the reference:
+// each of a few bytes may name an item of megabytes, and a body of 8 MiB
+// holds 200,000 of them.
+func TestResponsesItemReferenceBound(t *testing.T) {
+	st := newResponseStore()
+	head := `{"type":"message","role":"user","id":"msg_big","content":"`
+	item := head + strings.Repeat("a", 1<<20-len(head)-2) + `"}`
+	st.put(&responseObject{ID: "resp_big"}, nil, []inputItem{{id: "msg_big", typ: "message", json: json.RawMessage(item)}})
+	refs := make([]string, 100)
+	for i := range refs {
+		refs[i] = `{"type":"item_reference","id":"msg_big"}`
+	}
+	_, e := st.resolve(json.RawMessage("[" + strings.Join(refs, ",") + "]"))
+	if e == nil || e.param != "input[64].id" || !strings.Contains(e.msg, "64 MiB") {
+		t.Fatalf("100 MiB of items by reference: %v", e)
+	}
+	if _, e := st.resolve(json.RawMessage("[" + strings.Join(refs[:64], ",") + "]")); e != nil {
+		t.Errorf("64 MiB of items by reference: %s", e.msg)
+	}
+}
