@@ -442,8 +442,9 @@ func (b *blockWriter) close() error {
 // nothing (a client can send any thinking anyway).
 const (
 	signatureMark = "qwt1"
-	// maxSignedThinking bounds the text a signature restores, so a
-	// small signature cannot inflate into a huge one.
+	// maxSignedThinking bounds the text the signatures of one request
+	// restore, all together, so small signatures cannot inflate into
+	// huge ones (a body holds hundreds of them).
 	maxSignedThinking = 16 << 20
 )
 
@@ -456,21 +457,22 @@ func signThinking(text string) string {
 	return base64.StdEncoding.EncodeToString(buf.Bytes())
 }
 
-// signedThinking is the thinking a signature carries; ok is false for a
-// signature not this server's (Claude's, from a conversation begun
-// there), and err says why one with its mark is broken.
-func signedThinking(sig string) (text string, ok bool, err error) {
+// signedThinking is the thinking a signature carries, of at most limit
+// bytes; ok is false for a signature not this server's (Claude's, from a
+// conversation begun there), and err says why one with its mark is
+// broken or too big.
+func signedThinking(sig string, limit int) (text string, ok bool, err error) {
 	raw, err := base64.StdEncoding.DecodeString(sig)
 	if err != nil || !strings.HasPrefix(string(raw), signatureMark) {
 		return "", false, nil
 	}
 	fr := flate.NewReader(bytes.NewReader(raw[len(signatureMark):]))
-	out, err := io.ReadAll(io.LimitReader(fr, maxSignedThinking+1))
+	out, err := io.ReadAll(io.LimitReader(fr, int64(limit)+1))
 	switch {
 	case err != nil:
 		return "", true, fmt.Errorf("its thinking does not decompress: %w", err)
-	case len(out) > maxSignedThinking:
-		return "", true, errors.New("it holds more than 16 MiB of thinking")
+	case len(out) > limit:
+		return "", true, errors.New("the signatures of this request hold more than 16 MiB of thinking")
 	}
 	return string(out), true, nil
 }
@@ -817,6 +819,7 @@ func anthropicMessages(system json.RawMessage, in []anthropicMessage) ([]qwen.Me
 		return nil, badRequest("messages", "messages: at least one message is required, besides system entries")
 	}
 	prev := ""
+	signed := maxSignedThinking // what signatures may still restore
 	for i, m := range in {
 		path := fmt.Sprintf("messages[%d]", i)
 		if m.Role == "system" {
@@ -837,7 +840,7 @@ func anthropicMessages(system json.RawMessage, in []anthropicMessage) ([]qwen.Me
 			if i == last {
 				return nil, badRequest(path, "%s: the last message is the assistant's: continuing a prefilled answer is not supported", path)
 			}
-			turn, e = assistantTurn(nil, content, path)
+			turn, e = assistantTurn(nil, content, path, &signed)
 		default:
 			return nil, badRequest(path+".role", "%s.role %q: want user, assistant or system", path, m.Role)
 		}
@@ -911,9 +914,10 @@ func userTurn(out []qwen.Message, content anthropicContent, path string) ([]qwen
 }
 
 // assistantTurn appends an answer given back: its text, its thinking
-// (from its signature when the block has no text) and its tool calls.
-// Anthropic's redacted thinking is Claude's, and is left out.
-func assistantTurn(out []qwen.Message, content anthropicContent, path string) ([]qwen.Message, *apiError) {
+// (from its signature when the block has no text, at most *signed bytes
+// of it, taken from *signed) and its tool calls. Anthropic's redacted
+// thinking is Claude's, and is left out.
+func assistantTurn(out []qwen.Message, content anthropicContent, path string, signed *int) ([]qwen.Message, *apiError) {
 	var text, thinking []string
 	msg := qwen.Message{Role: "assistant"}
 	for j, b := range content {
@@ -926,11 +930,11 @@ func assistantTurn(out []qwen.Message, content anthropicContent, path string) ([
 			if text == "" && b.Signature != "" {
 				// Sent without its text (display "omitted"): the
 				// signature has it.
-				signed, _, err := signedThinking(b.Signature)
+				restored, _, err := signedThinking(b.Signature, *signed)
 				if err != nil {
 					return nil, badRequest(bp+".signature", "%s.signature: %v", bp, err)
 				}
-				text = signed
+				text, *signed = restored, *signed-len(restored)
 			}
 			thinking = append(thinking, text)
 		case "redacted_thinking":

@@ -971,3 +971,26 @@ func TestAnthropicConsecutiveTurns(t *testing.T) {
 		}
 	}
 }
+
+// TestAnthropicSignatureBombs: signatures restore at most 16 MiB of
+// thinking over a whole request, not 16 MiB each: a body of 8 MiB holds
+// hundreds of signatures that inflate a thousandfold, which would take
+// gigabytes. The signature past the bound is refused, naming it.
+func TestAnthropicSignatureBombs(t *testing.T) {
+	sig := signThinking(strings.Repeat("a", 1<<20))
+	var msgs []string
+	for range 20 {
+		msgs = append(msgs, `{"role":"user","content":"Go on."}`,
+			`{"role":"assistant","content":[{"type":"thinking","thinking":"","signature":"`+sig+`"},{"type":"text","text":"Done."}]}`)
+	}
+	msgs = append(msgs, `{"role":"user","content":"Again."}`)
+	var in []anthropicMessage
+	unmarshal(t, "["+strings.Join(msgs, ",")+"]", &in)
+	_, e := anthropicMessages(nil, in)
+	if e == nil {
+		t.Fatal("20 MiB of thinking restored from signatures")
+	}
+	if e.param != "messages[33].content[0].signature" || !strings.Contains(e.msg, "16 MiB") {
+		t.Errorf("refused: %s %s", e.param, e.msg)
+	}
+}

@@ -3,6 +3,7 @@ package serve
 import (
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 )
@@ -42,34 +43,41 @@ func checkOrigin(pattern string) error {
 }
 
 // matchOrigin reports whether origin matches pattern, whose every *
-// stands for a run of characters but "/", the rest for itself.
+// stands for a run of characters but "/", the rest for itself. Each part
+// between stars is matched where it first can be, which leaves the most
+// to the parts after it: time about the length of origin, however many
+// stars (the Origin header is the client's, up to a megabyte).
 func matchOrigin(pattern, origin string) bool {
-	head, rest, wild := strings.Cut(pattern, "*")
-	if !wild {
+	parts := strings.Split(pattern, "*")
+	if len(parts) == 1 {
 		return pattern == origin
 	}
-	origin, ok := strings.CutPrefix(origin, head)
+	origin, ok := strings.CutPrefix(origin, parts[0])
 	if !ok {
 		return false
 	}
-	// The star takes each run it may, shortest first.
-	for i := 0; i <= len(origin); i++ {
-		if matchOrigin(rest, origin[i:]) {
-			return true
+	last := parts[len(parts)-1]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(origin, p)
+		if i < 0 || strings.Contains(origin[:i], "/") {
+			return false
 		}
-		if i < len(origin) && origin[i] == '/' {
-			break
-		}
+		origin = origin[i+len(p):]
 	}
-	return false
+	rest, ok := strings.CutSuffix(origin, last)
+	return ok && !strings.Contains(rest, "/")
 }
 
 // originAllowed reports whether a browser page of origin may call the
 // server: a local origin, one of AllowOrigins, or the server's own
-// (host, the request's Host).
+// (host, the request's Host) when host is an IP address: a name may be
+// a foreign page's, pointed at this machine (DNS rebinding), which the
+// browser sends as Host and in Origin alike.
 func (s *Server) originAllowed(origin, host string) bool {
 	if u, err := url.Parse(origin); err == nil && u.Host != "" && u.Host == host {
-		return true
+		if _, err := netip.ParseAddr(u.Hostname()); err == nil {
+			return true
+		}
 	}
 	for _, list := range [][]string{localOrigins, s.opts.AllowOrigins} {
 		for _, p := range list {

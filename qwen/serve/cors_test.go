@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCORS: a browser page of an allowed origin (this machine's, an
@@ -63,8 +64,20 @@ func TestCORS(t *testing.T) {
 		t.Errorf("without Origin: %d %v", resp.StatusCode, resp.Header)
 	}
 
+	// A page of a name the server is reached by is not the server's own:
+	// DNS rebinding points a foreign name at this machine, the browser
+	// sending that name as Host and in Origin.
+	rebound := "rebind.evil.test:" + host[strings.LastIndex(host, ":")+1:]
+	req, _ := http.NewRequest("POST", ts.url+"/v1/chat/completions", strings.NewReader(`{"model":"tiny-a","max_tokens":1,"messages":[{"role":"user","content":"Hi"}]}`))
+	req.Host = rebound
+	req.Header.Set("Origin", "http://"+rebound)
+	req.Header.Set("Authorization", "Bearer k")
+	if resp, body := do(t, req); resp.StatusCode != 403 || resp.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("DNS rebinding, Host %s: %d %s", rebound, resp.StatusCode, body)
+	}
+
 	every := newTestServer(t, modelOpts{}, ServerOptions{AllowOrigins: []string{"*"}})
-	req, _ := http.NewRequest("GET", every.url+"/v1/models", nil)
+	req, _ = http.NewRequest("GET", every.url+"/v1/models", nil)
 	req.Header.Set("Origin", "https://anything.test")
 	if resp, body := do(t, req); resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != "https://anything.test" {
 		t.Errorf("* allows every origin: %d %s %v", resp.StatusCode, body, resp.Header)
@@ -81,5 +94,47 @@ func TestCheckOrigins(t *testing.T) {
 		if err := CheckOrigins([]string{"https://a.test", bad}); err == nil {
 			t.Errorf("%q taken", bad)
 		}
+	}
+}
+
+// TestMatchOrigin: a * of a pattern takes any run of characters but
+// "/"; and a long Origin against a pattern of several stars is matched in
+// about its length, not its length to the power of the stars (a header
+// of 100 KB against https://*.*.example.com took seconds of a core).
+func TestMatchOrigin(t *testing.T) {
+	for _, c := range []struct {
+		pattern, origin string
+		want            bool
+	}{
+		{"https://a.test", "https://a.test", true},
+		{"https://a.test", "https://a.test:1", false},
+		{"https://*.example.com", "https://chat.example.com", true},
+		{"https://*.example.com", "https://a.b.example.com", true},
+		{"https://*.example.com", "https://example.com", false},
+		{"https://*.example.com", "https://evil.test/.example.com", false},
+		{"https://*.*.example.com", "https://a.b.example.com", true},
+		{"https://*.*.example.com", "https://a.example.com", false},
+		{"http://192.168.*.*:*", "http://192.168.1.20:8080", true},
+		{"http://192.168.*.*:*", "http://192.168.1:8080", false},
+		{"http://localhost:*", "http://localhost:5173", true},
+		{"http://localhost:*", "http://localhost", false},
+		{"http://[::1]:*", "http://[::1]:3000", true},
+		{"app://*", "app://x", true},
+		{"app://*", "app://x/y", false},
+		{"*a*a", "aaa", true},
+		{"a*b*c", "abbc", true},
+		{"a*b*c", "acb", false},
+	} {
+		if got := matchOrigin(c.pattern, c.origin); got != c.want {
+			t.Errorf("%s against %s: %v", c.origin, c.pattern, got)
+		}
+	}
+	long := "https://" + strings.Repeat(".", 100_000)
+	start := time.Now()
+	if matchOrigin("https://*.*.example.com", long) {
+		t.Error("a run of dots matched")
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("an Origin of 100 KB matched in %v", took)
 	}
 }

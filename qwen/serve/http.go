@@ -61,7 +61,8 @@ type ServerOptions struct {
 	// AllowOrigins are the origins of browser pages that may call the
 	// server besides the local ones (localhost, 127.0.0.1, [::1] and
 	// 0.0.0.0 on any port, and app://, file://, tauri:// and VS Code's
-	// webviews, as Ollama allows by default) and the server's own: each
+	// webviews, as Ollama allows by default) and the server's own, by IP
+	// address (a name may be a foreign page's, by DNS rebinding): each
 	// scheme://host[:port] with * for any run of characters (see
 	// CheckOrigins), or * for every origin. A request with an Origin not
 	// allowed is refused (403); clients that are not browsers send none.

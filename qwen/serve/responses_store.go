@@ -203,39 +203,42 @@ func (st *responseStore) cancel(ctx context.Context, id string) (*responseObject
 	return resp, true, true
 }
 
-// item finds an item of a stored response by its id, as item_reference
-// names it: an item of its output (a message, a reasoning with its whole
-// text, a function call) or of its input, most recently used response
-// first.
-func (st *responseStore) item(id string) (json.RawMessage, bool) {
+// items finds the items of stored responses of the ids wanted, as
+// item_reference names them: an item of a response's output (a message,
+// a reasoning with its whole text, a function call) or of its input, the
+// most recently used response's first; in one pass over the store, so
+// that many references cost no more than one.
+func (st *responseStore) items(wanted map[string]json.RawMessage) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for el := st.lru.Front(); el != nil; el = el.Next() {
 		e := el.Value.(*storedResponse)
 		for _, o := range e.resp.Output {
-			if o.ID == id {
-				b, err := json.Marshal(o) // a reasoning's text is its content
-				return b, err == nil
+			if b, ok := wanted[o.ID]; ok && b == nil {
+				if b, err := json.Marshal(o); err == nil { // a reasoning's text is its content
+					wanted[o.ID] = b
+				}
 			}
 		}
 		for _, it := range e.input {
-			if it.id == id {
-				return it.json, true
+			if b, ok := wanted[it.id]; ok && b == nil {
+				wanted[it.id] = it.json
 			}
 		}
 	}
-	return nil, false
 }
 
 // resolve replaces each item_reference of a list of input items with
 // the stored item it names; an id the store does not hold is refused,
-// naming it.
+// naming it, and so are references past the store's bound of bytes
+// (each of a few bytes may name an item of megabytes).
 func (st *responseStore) resolve(raw json.RawMessage) (json.RawMessage, *apiError) {
 	var items []json.RawMessage
 	if json.Unmarshal(raw, &items) != nil {
 		return raw, nil // a string, or what responsesInput refuses
 	}
-	changed := false
+	refs := map[int]string{} // the index of each reference, its id
+	wanted := map[string]json.RawMessage{}
 	for i, b := range items {
 		var ref struct {
 			Type string `json:"type"`
@@ -244,18 +247,32 @@ func (st *responseStore) resolve(raw json.RawMessage) (json.RawMessage, *apiErro
 		if json.Unmarshal(b, &ref) != nil || ref.Type != "item_reference" {
 			continue
 		}
-		path := fmt.Sprintf("input[%d]", i)
 		if ref.ID == "" {
+			path := fmt.Sprintf("input[%d]", i)
 			return nil, badRequest(path+".id", "%s.id: missing", path)
 		}
-		item, ok := st.item(ref.ID)
-		if !ok {
-			return nil, badRequest(path+".id", "%s.id: no stored item %q: it is not an item of a stored response (store: false, deleted, or let go to bound the memory the stored responses take); give the item itself", path, ref.ID)
-		}
-		items[i], changed = item, true
+		refs[i], wanted[ref.ID] = ref.ID, nil
 	}
-	if !changed {
+	if len(refs) == 0 {
 		return raw, nil
+	}
+	st.items(wanted)
+	var size int64
+	for i := range items {
+		id, ok := refs[i]
+		if !ok {
+			continue
+		}
+		item := wanted[id]
+		if item == nil {
+			path := fmt.Sprintf("input[%d]", i)
+			return nil, badRequest(path+".id", "%s.id: no stored item %q: it is not an item of a stored response (store: false, deleted, or let go to bound the memory the stored responses take); give the item itself", path, id)
+		}
+		if size += int64(len(item)); size > maxStoredResponseBytes {
+			path := fmt.Sprintf("input[%d]", i)
+			return nil, badRequest(path+".id", "%s.id: the items referred to come to more than %d MiB, the stored responses' bound", path, maxStoredResponseBytes>>20)
+		}
+		items[i] = item
 	}
 	out, err := json.Marshal(items)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -1011,5 +1012,63 @@ func TestResponsesItemReference(t *testing.T) {
 	body = `{"model":"tiny-a","max_output_tokens":2,"input":[{"role":"user","content":"Hi"},{"type":"item_reference","id":"` + r.Output[0].ID + `"}]}`
 	if resp, out := ts.post(t, "/v1/responses", body); resp.StatusCode != 400 || !strings.Contains(out, `"param":"input[1].id"`) {
 		t.Errorf("a reference to an item not stored: %d %s", resp.StatusCode, out)
+	}
+}
+
+// TestResponsesItemReferenceMany: a request of many references to a
+// full store is resolved in one pass over the store, not one pass per
+// reference under the store's lock (20,000 references to 100,000 stored
+// items were 2,000,000,000 comparisons, seconds of every other request
+// waiting on the lock).
+func TestResponsesItemReferenceMany(t *testing.T) {
+	st := newResponseStore()
+	for i := range 1000 {
+		input := make([]inputItem, 100)
+		for j := range input {
+			id := fmt.Sprintf("msg_%d_%d", i, j)
+			input[j] = inputItem{id: id, typ: "message", json: json.RawMessage(`{"type":"message","role":"user","id":"` + id + `","content":"Hi"}`)}
+		}
+		st.put(&responseObject{ID: fmt.Sprintf("resp_%d", i)}, nil, input)
+	}
+	refs := make([]string, 20000)
+	for i := range refs {
+		refs[i] = `{"type":"item_reference","id":"msg_0_99"}`
+	}
+	start := time.Now()
+	out, e := st.resolve(json.RawMessage("[" + strings.Join(refs, ",") + "]"))
+	if e != nil {
+		t.Fatal(e.msg)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("20,000 references resolved in %v", took)
+	}
+	var items []struct {
+		ID string `json:"id"`
+	}
+	unmarshal(t, string(out), &items)
+	if len(items) != len(refs) || items[0].ID != "msg_0_99" || items[len(items)-1].ID != "msg_0_99" {
+		t.Errorf("resolved %d items, first %v", len(items), items[0])
+	}
+}
+
+// TestResponsesItemReferenceBound: references resolve to at most the
+// store's bound of items (64 MiB), refused past it naming the reference:
+// each of a few bytes may name an item of megabytes, and a body of 8 MiB
+// holds 200,000 of them.
+func TestResponsesItemReferenceBound(t *testing.T) {
+	st := newResponseStore()
+	head := `{"type":"message","role":"user","id":"msg_big","content":"`
+	item := head + strings.Repeat("a", 1<<20-len(head)-2) + `"}`
+	st.put(&responseObject{ID: "resp_big"}, nil, []inputItem{{id: "msg_big", typ: "message", json: json.RawMessage(item)}})
+	refs := make([]string, 100)
+	for i := range refs {
+		refs[i] = `{"type":"item_reference","id":"msg_big"}`
+	}
+	_, e := st.resolve(json.RawMessage("[" + strings.Join(refs, ",") + "]"))
+	if e == nil || e.param != "input[64].id" || !strings.Contains(e.msg, "64 MiB") {
+		t.Fatalf("100 MiB of items by reference: %v", e)
+	}
+	if _, e := st.resolve(json.RawMessage("[" + strings.Join(refs[:64], ",") + "]")); e != nil {
+		t.Errorf("64 MiB of items by reference: %s", e.msg)
 	}
 }
