@@ -239,6 +239,7 @@ func (st *responseStore) resolve(raw json.RawMessage) (json.RawMessage, *apiErro
 	}
 	refs := map[int]string{} // the index of each reference, its id
 	wanted := map[string]json.RawMessage{}
+	first := map[string]int{} // the index that first refers to an id
 	for i, b := range items {
 		var ref struct {
 			Type string `json:"type"`
@@ -247,17 +248,24 @@ func (st *responseStore) resolve(raw json.RawMessage) (json.RawMessage, *apiErro
 		if json.Unmarshal(b, &ref) != nil || ref.Type != "item_reference" {
 			continue
 		}
+		path := fmt.Sprintf("input[%d]", i)
 		if ref.ID == "" {
-			path := fmt.Sprintf("input[%d]", i)
 			return nil, badRequest(path+".id", "%s.id: missing", path)
 		}
+		// As OpenAI refuses an item given twice: the conversation would
+		// hold it twice.
+		if j, dup := first[ref.ID]; dup {
+			return nil, badRequest(path+".id", "%s.id: item %q is referred to already by input[%d]", path, ref.ID, j)
+		}
+		first[ref.ID] = i
 		refs[i], wanted[ref.ID] = ref.ID, nil
 	}
 	if len(refs) == 0 {
 		return raw, nil
 	}
+	// Each item once: what they resolve to is at most what the store
+	// holds, within its bound, whatever the number of references.
 	st.items(wanted)
-	var size int64
 	for i := range items {
 		id, ok := refs[i]
 		if !ok {
@@ -267,10 +275,6 @@ func (st *responseStore) resolve(raw json.RawMessage) (json.RawMessage, *apiErro
 		if item == nil {
 			path := fmt.Sprintf("input[%d]", i)
 			return nil, badRequest(path+".id", "%s.id: no stored item %q: it is not an item of a stored response (store: false, deleted, or let go to bound the memory the stored responses take); give the item itself", path, id)
-		}
-		if size += int64(len(item)); size > maxStoredResponseBytes {
-			path := fmt.Sprintf("input[%d]", i)
-			return nil, badRequest(path+".id", "%s.id: the items referred to come to more than %d MiB, the stored responses' bound", path, maxStoredResponseBytes>>20)
 		}
 		items[i] = item
 	}

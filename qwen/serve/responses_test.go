@@ -1013,6 +1013,11 @@ func TestResponsesItemReference(t *testing.T) {
 	if resp, out := ts.post(t, "/v1/responses", body); resp.StatusCode != 400 || !strings.Contains(out, `"param":"input[1].id"`) {
 		t.Errorf("a reference to an item not stored: %d %s", resp.StatusCode, out)
 	}
+	// The same item twice, as OpenAI refuses it.
+	body = `{"model":"tiny-a","max_output_tokens":2,"input":[{"role":"user","content":"Hi"},` + refs[0] + `,` + refs[0] + `]}`
+	if resp, out := ts.post(t, "/v1/responses", body); resp.StatusCode != 400 || !strings.Contains(out, `"param":"input[2].id"`) || !strings.Contains(out, "referred to already by input[1]") {
+		t.Errorf("an item referred to twice: %d %s", resp.StatusCode, out)
+	}
 }
 
 // TestResponsesItemReferenceMany: a request of many references to a
@@ -1032,7 +1037,7 @@ func TestResponsesItemReferenceMany(t *testing.T) {
 	}
 	refs := make([]string, 20000)
 	for i := range refs {
-		refs[i] = `{"type":"item_reference","id":"msg_0_99"}`
+		refs[i] = fmt.Sprintf(`{"type":"item_reference","id":"msg_%d_%d"}`, i/100, i%100)
 	}
 	start := time.Now()
 	out, e := st.resolve(json.RawMessage("[" + strings.Join(refs, ",") + "]"))
@@ -1046,15 +1051,15 @@ func TestResponsesItemReferenceMany(t *testing.T) {
 		ID string `json:"id"`
 	}
 	unmarshal(t, string(out), &items)
-	if len(items) != len(refs) || items[0].ID != "msg_0_99" || items[len(items)-1].ID != "msg_0_99" {
+	if len(items) != len(refs) || items[0].ID != "msg_0_0" || items[len(items)-1].ID != "msg_199_99" {
 		t.Errorf("resolved %d items, first %v", len(items), items[0])
 	}
 }
 
-// TestResponsesItemReferenceBound: references resolve to at most the
-// store's bound of items (64 MiB), refused past it naming the reference:
-// each of a few bytes may name an item of megabytes, and a body of 8 MiB
-// holds 200,000 of them.
+// TestResponsesItemReferenceBound: a reference of a few bytes may name
+// an item of megabytes, and a body of 8 MiB holds 200,000 of them; as an
+// item may be referred to once (OpenAI refuses one given twice), the
+// references resolve to at most what the store holds, itself bounded.
 func TestResponsesItemReferenceBound(t *testing.T) {
 	st := newResponseStore()
 	head := `{"type":"message","role":"user","id":"msg_big","content":"`
@@ -1065,10 +1070,10 @@ func TestResponsesItemReferenceBound(t *testing.T) {
 		refs[i] = `{"type":"item_reference","id":"msg_big"}`
 	}
 	_, e := st.resolve(json.RawMessage("[" + strings.Join(refs, ",") + "]"))
-	if e == nil || e.param != "input[64].id" || !strings.Contains(e.msg, "64 MiB") {
-		t.Fatalf("100 MiB of items by reference: %v", e)
+	if e == nil || e.param != "input[1].id" || !strings.Contains(e.msg, "referred to already by input[0]") {
+		t.Fatalf("100 references to one item of 1 MiB: %v", e)
 	}
-	if _, e := st.resolve(json.RawMessage("[" + strings.Join(refs[:64], ",") + "]")); e != nil {
-		t.Errorf("64 MiB of items by reference: %s", e.msg)
+	if _, e := st.resolve(json.RawMessage("[" + refs[0] + "]")); e != nil {
+		t.Errorf("one reference: %s", e.msg)
 	}
 }
