@@ -239,17 +239,7 @@ func TestModelSwapWaits(t *testing.T) {
 
 	// The order the models are loaded in is the order they were served
 	// in: the clients' goroutines may see their answers in either order.
-	var loadsMu sync.Mutex
-	var loads []string
-	ts.models.mu.Lock()
-	open := ts.models.open
-	ts.models.open = func(path string) (*qwen.Model, error) {
-		loadsMu.Lock()
-		loads = append(loads, path)
-		loadsMu.Unlock()
-		return open(path)
-	}
-	ts.models.mu.Unlock()
+	loaded := recordLoads(ts)
 	results := make(chan string, 2)
 	go func() {
 		resp, body := ts.post(t, "/v1/embeddings", `{"model":"emb","input":"x"}`)
@@ -275,10 +265,8 @@ func TestModelSwapWaits(t *testing.T) {
 	}
 	// tiny-a, resident when its request came, is loaded again after emb:
 	// its request waited behind emb's.
-	loadsMu.Lock()
-	defer loadsMu.Unlock()
-	if want := []string{ts.models.files["emb"], ts.models.files["tiny-a"]}; !slices.Equal(loads, want) {
-		t.Errorf("loaded %q, want %q", loads, want)
+	if want := []string{ts.models.files["emb"], ts.models.files["tiny-a"]}; !slices.Equal(loaded(), want) {
+		t.Errorf("loaded %q, want %q", loaded(), want)
 	}
 }
 
@@ -304,17 +292,7 @@ func TestModelDir(t *testing.T) {
 // place: a bad request does not evict the model others are using.
 func TestWrongKindNotLoaded(t *testing.T) {
 	ts := modelsServer(t)
-	var loadsMu sync.Mutex
-	var loads []string
-	ts.models.mu.Lock()
-	open := ts.models.open
-	ts.models.open = func(path string) (*qwen.Model, error) {
-		loadsMu.Lock()
-		loads = append(loads, path)
-		loadsMu.Unlock()
-		return open(path)
-	}
-	ts.models.mu.Unlock()
+	loaded := recordLoads(ts)
 	check := func(resident, path, body, want string) {
 		t.Helper()
 		resp, got := ts.post(t, path, body)
@@ -336,11 +314,9 @@ func TestWrongKindNotLoaded(t *testing.T) {
 	check("tiny-a", "/api/generate", `{"model":"emb","prompt":"hi"}`, `emb: this is an embedding model`)
 	check("tiny-a", "/api/generate", `{"model":"emb"}`, `emb: this is an embedding model`)
 	check("tiny-a", "/v1/rerank", `{"model":"emb","query":"q","documents":["d"]}`, `reranking needs a reranker`)
-	loadsMu.Lock()
-	if len(loads) != 0 {
-		t.Errorf("loaded %q for requests it refuses", loads)
+	if l := loaded(); len(l) != 0 {
+		t.Errorf("loaded %q for requests it refuses", l)
 	}
-	loadsMu.Unlock()
 	// emb is resident.
 	if resp, body := ts.post(t, "/v1/embeddings", `{"model":"emb","input":"x"}`); resp.StatusCode != 200 {
 		t.Fatalf("emb: %d %s", resp.StatusCode, body)
@@ -354,9 +330,28 @@ func TestWrongKindNotLoaded(t *testing.T) {
 			t.Errorf("%s: unloading emb: %d %s", path, resp.StatusCode, body)
 		}
 	}
-	loadsMu.Lock()
-	defer loadsMu.Unlock()
-	if want := []string{ts.models.files["emb"]}; !slices.Equal(loads, want) {
-		t.Errorf("loaded %q, want %q", loads, want)
+	if want := []string{ts.models.files["emb"]}; !slices.Equal(loaded(), want) {
+		t.Errorf("loaded %q, want %q", loaded(), want)
+	}
+}
+
+// recordLoads records the files the server loads from now on, in order;
+// the returned function gives them so far.
+func recordLoads(ts *testServer) func() []string {
+	var mu sync.Mutex
+	var loads []string
+	ts.models.mu.Lock()
+	open := ts.models.open
+	ts.models.open = func(path string) (*qwen.Model, error) {
+		mu.Lock()
+		loads = append(loads, path)
+		mu.Unlock()
+		return open(path)
+	}
+	ts.models.mu.Unlock()
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(loads)
 	}
 }

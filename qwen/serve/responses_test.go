@@ -623,13 +623,8 @@ func TestResponsesStoreInputBytes(t *testing.T) {
 func TestResponsesBackground(t *testing.T) {
 	ts := newTestServer(t, modelOpts{}, ServerOptions{})
 	c := ts.client()
-	// Greedy on this question tiny-a never ends its answer: it runs until
-	// cancelled or the context is full.
-	r, err := c.Responses.New(t.Context(), responses.ResponseNewParams{Model: "tiny-a", Background: openai.Bool(true),
-		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(question)}, Temperature: openai.Float(0)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := backgroundQuestion(t, c)
+	var err error
 	if r.Status != "in_progress" || !r.Background {
 		t.Fatalf("background: %s", r.RawJSON())
 	}
@@ -881,11 +876,7 @@ func manyKeys(n int) string {
 func TestResponsesContinueUnfinished(t *testing.T) {
 	ts := newTestServer(t, modelOpts{}, ServerOptions{})
 	c := ts.client()
-	r, err := c.Responses.New(t.Context(), responses.ResponseNewParams{Model: "tiny-a", Background: openai.Bool(true),
-		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(question)}, Temperature: openai.Float(0)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := backgroundQuestion(t, c)
 	next := `{"model":"tiny-a","input":"And?","max_output_tokens":1,"previous_response_id":"` + r.ID + `"}`
 	wantBadRequest(t, ts, "/v1/responses", next, "previous_response_id", `response "`+r.ID+`" is in_progress`)
 	if _, err := c.Responses.Cancel(t.Context(), r.ID); err != nil {
@@ -1076,4 +1067,17 @@ func TestResponsesItemReferenceBound(t *testing.T) {
 	if _, e := st.resolve(json.RawMessage("[" + refs[0] + "]")); e != nil {
 		t.Errorf("one reference: %s", e.msg)
 	}
+}
+
+// backgroundQuestion starts a background response to question, greedy,
+// which tiny-a never ends: it runs until cancelled or the context is
+// full.
+func backgroundQuestion(t *testing.T, c openai.Client) *responses.Response {
+	t.Helper()
+	r, err := c.Responses.New(t.Context(), responses.ResponseNewParams{Model: "tiny-a", Background: openai.Bool(true),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(question)}, Temperature: openai.Float(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
