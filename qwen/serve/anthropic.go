@@ -458,23 +458,23 @@ func signThinking(text string) string {
 }
 
 // signedThinking is the thinking a signature carries, of at most limit
-// bytes; ok is false for a signature not this server's (Claude's, from a
-// conversation begun there), and err says why one with its mark is
-// broken or too big.
-func signedThinking(sig string, limit int) (text string, ok bool, err error) {
+// bytes: none for a signature not this server's (Claude's, from a
+// conversation begun there); err says why one with its mark is broken or
+// too big.
+func signedThinking(sig string, limit int) (string, error) {
 	raw, err := base64.StdEncoding.DecodeString(sig)
 	if err != nil || !strings.HasPrefix(string(raw), signatureMark) {
-		return "", false, nil
+		return "", nil
 	}
 	fr := flate.NewReader(bytes.NewReader(raw[len(signatureMark):]))
 	out, err := io.ReadAll(io.LimitReader(fr, int64(limit)+1))
 	switch {
 	case err != nil:
-		return "", true, fmt.Errorf("its thinking does not decompress: %w", err)
+		return "", fmt.Errorf("its thinking does not decompress: %w", err)
 	case len(out) > limit:
-		return "", true, errors.New("the signatures of this request hold more than 16 MiB of thinking")
+		return "", errors.New("the signatures of this request hold more than 16 MiB of thinking")
 	}
-	return string(out), true, nil
+	return string(out), nil
 }
 
 // collector gathers the events of a blockWriter into the content of an answer
@@ -930,7 +930,7 @@ func assistantTurn(out []qwen.Message, content anthropicContent, path string, si
 			if text == "" && b.Signature != "" {
 				// Sent without its text (display "omitted"): the
 				// signature has it.
-				restored, _, err := signedThinking(b.Signature, *signed)
+				restored, err := signedThinking(b.Signature, *signed)
 				if err != nil {
 					return nil, badRequest(bp+".signature", "%s.signature: %v", bp, err)
 				}

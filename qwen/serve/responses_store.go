@@ -230,8 +230,8 @@ func (st *responseStore) items(wanted map[string]json.RawMessage) {
 
 // resolve replaces each item_reference of a list of input items with
 // the stored item it names; an id the store does not hold is refused,
-// naming it, and so are references past the store's bound of bytes
-// (each of a few bytes may name an item of megabytes).
+// naming it, and so is a second reference to one item (each of a few
+// bytes may name an item of megabytes).
 func (st *responseStore) resolve(raw json.RawMessage) (json.RawMessage, *apiError) {
 	var items []json.RawMessage
 	if json.Unmarshal(raw, &items) != nil {
